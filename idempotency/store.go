@@ -1,0 +1,185 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+)
+
+// ErrStaleToken is returned by Store.Renew, Store.Complete and Store.Release
+// when the caller no longer holds the claim: its fencing token was superseded
+// by a takeover, the claim was completed or released, or the entry expired.
+// The store changes nothing when it returns ErrStaleToken. Match it with
+// errors.Is.
+var ErrStaleToken = errors.New("idempotency: claim is no longer held by this token")
+
+// Key names one logical operation in a store: the scope that owns it and the
+// client's Idempotency-Key value. Two keys with different scopes never share
+// an entry.
+type Key struct {
+	Scope string
+	Key   string
+}
+
+// State is the state of a store entry.
+type State uint8
+
+const (
+	// StateInProgress is an entry whose claim is held: the handler may still
+	// be running. Its lease tells whether the holder is alive.
+	StateInProgress State = iota + 1
+	// StateCompleted is an entry whose outcome is stored for replay.
+	StateCompleted
+)
+
+// String returns "in_progress", "completed" or "unknown".
+func (s State) String() string {
+	switch s {
+	case StateInProgress:
+		return "in_progress"
+	case StateCompleted:
+		return "completed"
+	}
+	return "unknown"
+}
+
+// Response is a stored outcome: what a retry of the same operation receives.
+type Response struct {
+	// Status is the HTTP status code the handler wrote.
+	Status int
+	// Header holds the allow-listed response headers only. It may be nil.
+	Header http.Header
+	// Body is the response body, byte for byte. It may be nil.
+	Body []byte
+	// Oversize reports that the handler completed but its response was larger
+	// than the storage cap, so Header and Body were not kept. Retries are
+	// answered with a problem instead of running the handler again.
+	Oversize bool
+}
+
+// Entry is what a store holds for one Key.
+type Entry struct {
+	// State is StateInProgress or StateCompleted.
+	State State
+	// Fingerprint is the fingerprint given to the Claim that created the
+	// entry.
+	Fingerprint string
+	// Token is the fencing token of the newest claim on the entry.
+	Token int64
+	// LeaseRemaining is, for an entry in progress, how long until its lease
+	// lapses by the store's clock; zero or negative when it has lapsed.
+	// It is zero for a completed entry.
+	LeaseRemaining time.Duration
+	// Response is the stored outcome of a completed entry; nil otherwise.
+	Response *Response
+}
+
+// ClaimResult is the answer of Store.Claim.
+type ClaimResult struct {
+	// Acquired reports that the caller now holds the claim with Token and
+	// must run the operation, then Complete or Release it.
+	Acquired bool
+	// Token is the fencing token of the claim when Acquired.
+	Token int64
+	// TookOver reports that the claim was acquired by taking over an entry in
+	// progress whose lease had lapsed (its holder is presumed dead).
+	TookOver bool
+	// Entry is, when not Acquired, the entry that stood in the way: a
+	// completed entry, an entry in progress with a live lease, or an entry
+	// (of any state) whose fingerprint differs from the one claimed.
+	Entry Entry
+}
+
+// Store keeps idempotency entries where every instance of an application can
+// reach them. The Middleware calls it; users pick an implementation
+// (memstore, redisstore, pgstore) or write their own from this contract, and
+// check it with storetest.Run.
+//
+// Time: lease and ttl are durations; the store adds them to its own clock
+// (the Redis or database server's clock where there is one), so instances
+// whose clocks disagree still agree on leases.
+//
+// Fencing tokens: every successful Claim returns a token greater than every
+// token previously issued for that Key while the store remembers the Key
+// (a takeover after a released claim included). A store may draw tokens from a
+// store-wide increasing source instead. Renew, Complete and Release act only
+// when the given token is the entry's current token and the entry is still in
+// progress; otherwise they return ErrStaleToken and change nothing.
+//
+// Expiry: an entry is removed ttl after it was claimed or completed, whichever
+// came last. An expired entry is absent: Get reports found == false and Claim
+// acquires it anew. Stores clean up expired entries without scanning every
+// entry on a request path.
+//
+// Errors: any error other than ErrStaleToken means the store could not answer
+// (unreachable, context done, ...). The Middleware then fails closed.
+// Methods honour ctx cancellation and deadlines.
+//
+// Implementations must be safe for concurrent use by multiple goroutines and,
+// for shared stores, by multiple processes.
+type Store interface {
+	// Claim atomically reserves k for the caller when k is absent or expired,
+	// or takes it over when it is in progress with a lapsed lease and the same
+	// fingerprint. The new claim's lease lasts lease, and the entry is kept for
+	// ttl. Otherwise nothing changes and the result carries the blocking
+	// Entry: completed, in progress with a live lease, or any entry whose
+	// fingerprint differs (the caller answers 422; a different fingerprint
+	// never takes over).
+	Claim(ctx context.Context, k Key, fingerprint string, lease, ttl time.Duration) (ClaimResult, error)
+
+	// Renew extends the lease of the claim held with token to lease from now.
+	// It succeeds even when the lease had lapsed, as long as nobody took over.
+	Renew(ctx context.Context, k Key, token int64, lease time.Duration) error
+
+	// Complete stores resp as the outcome of the claim held with token and
+	// keeps the entry for ttl from now.
+	Complete(ctx context.Context, k Key, token int64, resp Response, ttl time.Duration) error
+
+	// Release drops the claim held with token so that the next Claim acquires
+	// k anew (after a 5xx, a panic, ...). The next token must still be greater.
+	Release(ctx context.Context, k Key, token int64) error
+
+	// Get returns the entry for k. found is false when k is absent, expired or
+	// released; the Entry is then the zero value.
+	Get(ctx context.Context, k Key) (e Entry, found bool, err error)
+}
+
+// TxStore is a Store that can also run a claim, the handler's own writes and
+// the stored outcome in one database transaction. The Middleware runs in
+// transactional mode when it is given a TxStore: it calls BeginTx for each
+// protected request, claims in the transaction, hands the transaction to the
+// handler through the request context, stores the outcome in it and commits;
+// a 5xx, a panic or a failed commit rolls everything back. No lease is used:
+// a crashed instance's transaction rolls back and frees the key.
+type TxStore interface {
+	Store
+	// BeginTx starts a transaction.
+	BeginTx(ctx context.Context) (Tx, error)
+}
+
+// Tx is one transaction of a TxStore. It is used by one goroutine at a time.
+type Tx interface {
+	// Context returns a copy of ctx that carries the transaction, for the
+	// handler. The store package provides the accessor (for example
+	// pgstore.TxFromContext).
+	Context(ctx context.Context) context.Context
+
+	// Claim reserves k inside the transaction. While another transaction
+	// holds an uncommitted claim on k, Claim waits for it, bounded by the
+	// store's lock timeout; when the wait times out it reports an entry in
+	// progress (not Acquired) rather than an error. Otherwise it answers like
+	// Store.Claim.
+	Claim(ctx context.Context, k Key, fingerprint string, ttl time.Duration) (ClaimResult, error)
+
+	// Complete stores resp as the outcome, inside the transaction.
+	Complete(ctx context.Context, k Key, token int64, resp Response, ttl time.Duration) error
+
+	// Commit makes the claim, the handler's writes and the outcome visible
+	// together.
+	Commit(ctx context.Context) error
+
+	// Rollback discards everything. It is safe to call after Commit, when it
+	// does nothing.
+	Rollback(ctx context.Context) error
+}
