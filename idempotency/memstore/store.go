@@ -1,0 +1,287 @@
+package memstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/saferetry/saferetry/idempotency"
+)
+
+var _ idempotency.Store = (*Store)(nil)
+
+// errNonPositive is returned by Claim, Renew and Complete when a lease or ttl
+// is not positive: such an entry would be lapsed or expired at birth.
+var errNonPositive = errors.New("memstore: lease and ttl must be positive")
+
+const shardCount = 64
+
+// Store is an in-memory idempotency.Store for single-instance applications
+// and tests. Create it with New; the zero value is not usable. It is safe for
+// concurrent use by multiple goroutines. Call Close when done to stop the
+// background sweep.
+//
+// Fencing tokens come from one store-wide counter, so they grow per key even
+// across Release and expiry.
+type Store struct {
+	shards [shardCount]shard
+	tokens atomic.Int64
+	now    func() time.Time
+
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+type shard struct {
+	mu sync.Mutex
+	m  map[idempotency.Key]*entry
+}
+
+// entry is the stored form of an idempotency.Entry with absolute times.
+type entry struct {
+	state       idempotency.State
+	fingerprint string
+	token       int64
+	leaseUntil  time.Time // in progress only
+	expiresAt   time.Time
+	resp        *idempotency.Response // completed only; owned by the store
+}
+
+// New returns an empty Store. Unless WithCleanupInterval is given a value
+// of zero or less, it starts one goroutine that sweeps expired entries; Close
+// stops it.
+func New(opts ...Option) *Store {
+	c := config{now: time.Now, interval: DefaultCleanupInterval}
+	for _, o := range opts {
+		o(&c)
+	}
+	s := &Store{now: c.now, stop: make(chan struct{}), done: make(chan struct{})}
+	for i := range s.shards {
+		s.shards[i].m = make(map[idempotency.Key]*entry)
+	}
+	if c.interval > 0 {
+		go s.sweepLoop(c.interval)
+	} else {
+		close(s.done)
+	}
+	return s
+}
+
+// Close stops the background sweep and waits for it to end. It always
+// returns nil and may be called more than once. The store stays usable after
+// Close; expired entries are then only dropped when touched.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() { close(s.stop) })
+	<-s.done
+	return nil
+}
+
+func (s *Store) sweepLoop(interval time.Duration) {
+	defer close(s.done)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.sweep(s.now())
+		}
+	}
+}
+
+// sweep removes every entry expired at now, one shard at a time so that
+// requests on other shards are not held up.
+func (s *Store) sweep(now time.Time) {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for k, e := range sh.m {
+			if !now.Before(e.expiresAt) {
+				delete(sh.m, k)
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// shardFor picks the shard of k with FNV-1a over the scope, a separator and
+// the key, so that ("a", "bc") and ("ab", "c") land apart more often than not.
+func (s *Store) shardFor(k idempotency.Key) *shard {
+	const (
+		offset = 14695981039346656037
+		prime  = 1099511628211
+	)
+	h := uint64(offset)
+	for i := 0; i < len(k.Scope); i++ {
+		h = (h ^ uint64(k.Scope[i])) * prime
+	}
+	h = (h ^ 0xff) * prime
+	for i := 0; i < len(k.Key); i++ {
+		h = (h ^ uint64(k.Key[i])) * prime
+	}
+	return &s.shards[h%shardCount]
+}
+
+// live returns the unexpired entry for k, dropping an expired one. The shard
+// lock must be held.
+func (sh *shard) live(k idempotency.Key, now time.Time) *entry {
+	e, ok := sh.m[k]
+	if !ok {
+		return nil
+	}
+	if !now.Before(e.expiresAt) {
+		delete(sh.m, k)
+		return nil
+	}
+	return e
+}
+
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("memstore: %w", err)
+	}
+	return nil
+}
+
+// Claim implements idempotency.Store.
+func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
+	if err := ctxErr(ctx); err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	if lease <= 0 || ttl <= 0 {
+		return idempotency.ClaimResult{}, errNonPositive
+	}
+	sh := s.shardFor(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := s.now()
+	e := sh.live(k, now)
+	switch {
+	case e == nil:
+		e = &entry{state: idempotency.StateInProgress, fingerprint: fingerprint}
+		sh.m[k] = e
+		e.token = s.tokens.Add(1)
+		e.leaseUntil = now.Add(lease)
+		e.expiresAt = now.Add(ttl)
+		return idempotency.ClaimResult{Acquired: true, Token: e.token}, nil
+	case e.fingerprint == fingerprint && e.state == idempotency.StateInProgress && !now.Before(e.leaseUntil):
+		e.token = s.tokens.Add(1)
+		e.leaseUntil = now.Add(lease)
+		e.expiresAt = now.Add(ttl)
+		return idempotency.ClaimResult{Acquired: true, Token: e.token, TookOver: true}, nil
+	default:
+		return idempotency.ClaimResult{Entry: e.export(now)}, nil
+	}
+}
+
+// held returns the entry of k when token holds its claim, or ErrStaleToken.
+// The shard lock must be held.
+func (sh *shard) held(k idempotency.Key, token int64, now time.Time) (*entry, error) {
+	e := sh.live(k, now)
+	if e == nil || e.state != idempotency.StateInProgress || e.token != token {
+		return nil, idempotency.ErrStaleToken
+	}
+	return e, nil
+}
+
+// Renew implements idempotency.Store.
+func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease time.Duration) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	if lease <= 0 {
+		return errNonPositive
+	}
+	sh := s.shardFor(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := s.now()
+	e, err := sh.held(k, token, now)
+	if err != nil {
+		return err
+	}
+	e.leaseUntil = now.Add(lease)
+	return nil
+}
+
+// Complete implements idempotency.Store. It keeps a deep copy of resp.
+func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	if ttl <= 0 {
+		return errNonPositive
+	}
+	sh := s.shardFor(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := s.now()
+	e, err := sh.held(k, token, now)
+	if err != nil {
+		return err
+	}
+	e.state = idempotency.StateCompleted
+	e.leaseUntil = time.Time{}
+	e.expiresAt = now.Add(ttl)
+	e.resp = copyResponse(&resp)
+	return nil
+}
+
+// Release implements idempotency.Store.
+func (s *Store) Release(ctx context.Context, k idempotency.Key, token int64) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	sh := s.shardFor(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if _, err := sh.held(k, token, s.now()); err != nil {
+		return err
+	}
+	delete(sh.m, k)
+	return nil
+}
+
+// Get implements idempotency.Store. The returned Response is a copy the
+// caller may modify.
+func (s *Store) Get(ctx context.Context, k idempotency.Key) (idempotency.Entry, bool, error) {
+	if err := ctxErr(ctx); err != nil {
+		return idempotency.Entry{}, false, err
+	}
+	sh := s.shardFor(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := s.now()
+	e := sh.live(k, now)
+	if e == nil {
+		return idempotency.Entry{}, false, nil
+	}
+	return e.export(now), true, nil
+}
+
+// export returns the public view of e at now, with a copied Response.
+func (e *entry) export(now time.Time) idempotency.Entry {
+	out := idempotency.Entry{State: e.state, Fingerprint: e.fingerprint, Token: e.token}
+	if e.state == idempotency.StateInProgress {
+		out.LeaseRemaining = e.leaseUntil.Sub(now)
+	}
+	if e.resp != nil {
+		out.Response = copyResponse(e.resp)
+	}
+	return out
+}
+
+func copyResponse(r *idempotency.Response) *idempotency.Response {
+	return &idempotency.Response{
+		Status:   r.Status,
+		Header:   r.Header.Clone(),
+		Body:     bytes.Clone(r.Body),
+		Oversize: r.Oversize,
+	}
+}

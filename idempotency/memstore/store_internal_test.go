@@ -1,0 +1,195 @@
+package memstore
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/saferetry/saferetry/idempotency"
+)
+
+// fakeClock is a clock tests move by hand.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func newFake(t *testing.T, opts ...Option) (*Store, *fakeClock) {
+	t.Helper()
+	clk := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s := New(append([]Option{WithClock(clk.Now), WithCleanupInterval(0)}, opts...)...)
+	t.Cleanup(func() { s.Close() })
+	return s, clk
+}
+
+func (s *Store) count() int {
+	n := 0
+	for i := range s.shards {
+		s.shards[i].mu.Lock()
+		n += len(s.shards[i].m)
+		s.shards[i].mu.Unlock()
+	}
+	return n
+}
+
+func TestLeaseAndTTLOnFakeClock(t *testing.T) {
+	ctx := context.Background()
+	s, clk := newFake(t)
+	k := idempotency.Key{Scope: "s", Key: "k"}
+
+	r1, err := s.Claim(ctx, k, "fp", time.Second, time.Minute)
+	if err != nil || !r1.Acquired {
+		t.Fatalf("first claim = %+v, %v", r1, err)
+	}
+	clk.Advance(999 * time.Millisecond)
+	r, _ := s.Claim(ctx, k, "fp", time.Second, time.Minute)
+	if r.Acquired || r.Entry.LeaseRemaining != time.Millisecond {
+		t.Fatalf("claim before lapse = %+v, want blocked with 1ms left", r)
+	}
+	clk.Advance(time.Millisecond)
+	r2, _ := s.Claim(ctx, k, "fp", time.Second, time.Minute)
+	if !r2.Acquired || !r2.TookOver || r2.Token <= r1.Token {
+		t.Fatalf("claim at lapse = %+v, want takeover with token > %d", r2, r1.Token)
+	}
+	if err := s.Complete(ctx, k, r1.Token, idempotency.Response{Status: 200}, time.Minute); !errors.Is(err, idempotency.ErrStaleToken) {
+		t.Fatalf("late Complete = %v, want ErrStaleToken", err)
+	}
+	// The takeover restarted the ttl: the entry outlives the first claim's ttl.
+	clk.Advance(59 * time.Second)
+	if _, found, _ := s.Get(ctx, k); !found {
+		t.Fatal("entry gone before its ttl from the takeover")
+	}
+	if err := s.Complete(ctx, k, r2.Token, idempotency.Response{Status: 201}, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(10*time.Second - time.Nanosecond)
+	e, found, _ := s.Get(ctx, k)
+	if !found || e.State != idempotency.StateCompleted || e.LeaseRemaining != 0 || e.Response.Status != 201 {
+		t.Fatalf("Get before expiry = %+v, %v", e, found)
+	}
+	clk.Advance(time.Nanosecond)
+	if _, found, _ := s.Get(ctx, k); found {
+		t.Fatal("entry found at its expiry")
+	}
+	if n := s.count(); n != 0 {
+		t.Fatalf("lazy expiry left %d entries", n)
+	}
+}
+
+func TestResponseIsCopied(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newFake(t)
+	k := idempotency.Key{Key: "k"}
+	r, _ := s.Claim(ctx, k, "fp", time.Second, time.Minute)
+	resp := idempotency.Response{Status: 200, Header: http.Header{"A": {"1"}}, Body: []byte("abc")}
+	if err := s.Complete(ctx, k, r.Token, resp, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	resp.Header["A"][0] = "changed"
+	resp.Body[0] = 'X'
+	e, _, _ := s.Get(ctx, k)
+	e.Response.Header.Set("A", "mutated")
+	e.Response.Body[1] = 'Y'
+	e2, _, _ := s.Get(ctx, k)
+	if got := e2.Response.Header.Get("A"); got != "1" {
+		t.Errorf("header = %q, want 1", got)
+	}
+	if got := string(e2.Response.Body); got != "abc" {
+		t.Errorf("body = %q, want abc", got)
+	}
+}
+
+func TestNonPositiveDurations(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newFake(t)
+	k := idempotency.Key{Key: "k"}
+	if _, err := s.Claim(ctx, k, "fp", 0, time.Minute); err == nil {
+		t.Error("Claim with zero lease succeeded")
+	}
+	if _, err := s.Claim(ctx, k, "fp", time.Second, -1); err == nil {
+		t.Error("Claim with negative ttl succeeded")
+	}
+	if _, found, _ := s.Get(ctx, k); found {
+		t.Error("refused Claim left an entry")
+	}
+}
+
+func TestSweep(t *testing.T) {
+	ctx := context.Background()
+	s, clk := newFake(t)
+	for i := range 200 {
+		k := idempotency.Key{Scope: "s", Key: string(rune('a' + i%26)) + string(rune(i))}
+		ttl := time.Minute
+		if i%2 == 0 {
+			ttl = time.Hour
+		}
+		if _, err := s.Claim(ctx, k, "fp", time.Second, ttl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := s.count(); n != 200 {
+		t.Fatalf("count = %d, want 200", n)
+	}
+	clk.Advance(time.Minute)
+	s.sweep(clk.Now())
+	if n := s.count(); n != 100 {
+		t.Fatalf("after sweep count = %d, want 100", n)
+	}
+}
+
+func TestSweepLoopRunsAndCloseStopsIt(t *testing.T) {
+	ctx := context.Background()
+	s, clk := newFake(t, WithCleanupInterval(2*time.Millisecond))
+	if _, err := s.Claim(ctx, idempotency.Key{Key: "k"}, "fp", time.Second, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Minute)
+	deadline := time.Now().Add(5 * time.Second)
+	for s.count() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("background sweep never removed the expired entry")
+		}
+		timer := time.NewTimer(2 * time.Millisecond)
+		<-timer.C
+	}
+	closed := make(chan struct{})
+	go func() { s.Close(); s.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return")
+	}
+	select {
+	case <-s.done:
+	default:
+		t.Fatal("sweep goroutine still running after Close")
+	}
+}
+
+func TestCancelledContext(t *testing.T) {
+	s, _ := newFake(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	k := idempotency.Key{Key: "k"}
+	if _, err := s.Claim(ctx, k, "fp", time.Second, time.Minute); !errors.Is(err, context.Canceled) {
+		t.Errorf("Claim = %v, want context.Canceled", err)
+	}
+	if _, found, _ := s.Get(context.Background(), k); found {
+		t.Error("cancelled Claim left an entry")
+	}
+}
