@@ -133,7 +133,7 @@ func TestSweep(t *testing.T) {
 	ctx := context.Background()
 	s, clk := newFake(t)
 	for i := range 200 {
-		k := idempotency.Key{Scope: "s", Key: string(rune('a' + i%26)) + string(rune(i))}
+		k := idempotency.Key{Scope: "s", Key: string(rune('a'+i%26)) + string(rune(i))}
 		ttl := time.Minute
 		if i%2 == 0 {
 			ttl = time.Hour
