@@ -1,0 +1,613 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/saferetry/saferetry/idempotency"
+)
+
+func testClaimNewKey(t *testing.T, s idempotency.Store) {
+	k := key(t, "new")
+	r := mustClaim(t, s, k, "fp-1", longLease, longTTL)
+	if !r.Acquired || r.TookOver {
+		t.Fatalf("Claim on a new key = %+v, want Acquired and not TookOver", r)
+	}
+	e, found := mustGet(t, s, k)
+	if !found {
+		t.Fatal("Get after Claim: not found")
+	}
+	if e.State != idempotency.StateInProgress || e.Fingerprint != "fp-1" || e.Token != r.Token || e.Response != nil {
+		t.Errorf("Get after Claim = %+v, want in progress, fingerprint fp-1, token %d, no response", e, r.Token)
+	}
+	if e.LeaseRemaining <= 0 || e.LeaseRemaining > longLease {
+		t.Errorf("LeaseRemaining = %v, want in (0, %v]", e.LeaseRemaining, longLease)
+	}
+}
+
+func testReplayCompleted(t *testing.T, s idempotency.Store) {
+	cases := []struct {
+		name string
+		resp idempotency.Response
+	}{
+		{"full", sample()},
+		{"no header no body", idempotency.Response{Status: http.StatusNoContent}},
+		{"empty body", idempotency.Response{Status: http.StatusOK, Header: http.Header{"Content-Length": {"0"}}, Body: []byte{}}},
+		{"client error", idempotency.Response{Status: http.StatusUnprocessableEntity, Body: []byte(`{"title":"no"}`)}},
+		{"oversize", idempotency.Response{Status: http.StatusOK, Oversize: true}},
+	}
+	for i, c := range cases {
+		k := key(t, "replay-"+strings.ReplaceAll(c.name, " ", "-"))
+		fp := "fp-" + c.name
+		tok := mustAcquire(t, s, k, fp, longLease, longTTL)
+		if err := s.Complete(ctxT(t), k, tok, c.resp, longTTL); err != nil {
+			t.Fatalf("%d %s: Complete: %v", i, c.name, err)
+		}
+		r := mustClaim(t, s, k, fp, longLease, longTTL)
+		if r.Acquired {
+			t.Errorf("%s: re-Claim of a completed key acquired it (token %d)", c.name, r.Token)
+			continue
+		}
+		if r.Entry.State != idempotency.StateCompleted || r.Entry.Fingerprint != fp || r.Entry.Token != tok || r.Entry.LeaseRemaining != 0 {
+			t.Errorf("%s: re-Claim entry = %+v, want completed, fingerprint %q, token %d, no lease", c.name, r.Entry, fp, tok)
+		}
+		if d := diffResponse(r.Entry.Response, c.resp); d != "" {
+			t.Errorf("%s: re-Claim response: %s", c.name, d)
+		}
+		e, found := mustGet(t, s, k)
+		if !found || e.State != idempotency.StateCompleted || e.Token != tok || e.Fingerprint != fp || e.LeaseRemaining != 0 {
+			t.Errorf("%s: Get = %+v, %v; want completed with token %d", c.name, e, found, tok)
+		}
+		if d := diffResponse(e.Response, c.resp); d != "" {
+			t.Errorf("%s: Get response: %s", c.name, d)
+		}
+	}
+}
+
+func testResponseCopied(t *testing.T, s idempotency.Store) {
+	k := key(t, "copy")
+	tok := mustAcquire(t, s, k, "fp", longLease, longTTL)
+	resp := sample()
+	if err := s.Complete(ctxT(t), k, tok, resp, longTTL); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	// The caller's buffers are reused after Complete returns.
+	resp.Body[0]++
+	resp.Header["X-Multi"][0] = "changed"
+	resp.Header.Set("X-Added", "1")
+	e, _ := mustGet(t, s, k)
+	if d := diffResponse(e.Response, sample()); d != "" {
+		t.Fatalf("after the caller changed its Response: %s", d)
+	}
+	// A replayer may change what it was given.
+	e.Response.Body[1]++
+	e.Response.Header.Del("Location")
+	e2, _ := mustGet(t, s, k)
+	if d := diffResponse(e2.Response, sample()); d != "" {
+		t.Errorf("after the reader changed its Entry: %s", d)
+	}
+}
+
+func testFingerprintMismatch(t *testing.T, s idempotency.Store) {
+	t.Run("in progress", func(t *testing.T) {
+		k := key(t, "mismatch-progress")
+		tok := mustAcquire(t, s, k, "fp-a", longLease, longTTL)
+		r := mustClaim(t, s, k, "fp-b", longLease, longTTL)
+		if r.Acquired {
+			t.Fatal("Claim with another fingerprint acquired an entry in progress")
+		}
+		if r.Entry.State != idempotency.StateInProgress || r.Entry.Fingerprint != "fp-a" || r.Entry.Token != tok {
+			t.Errorf("blocking entry = %+v, want in progress with fp-a, token %d", r.Entry, tok)
+		}
+	})
+	t.Run("completed", func(t *testing.T) {
+		k := key(t, "mismatch-done")
+		tok := mustAcquire(t, s, k, "fp-a", longLease, longTTL)
+		if err := s.Complete(ctxT(t), k, tok, sample(), longTTL); err != nil {
+			t.Fatal(err)
+		}
+		r := mustClaim(t, s, k, "fp-b", longLease, longTTL)
+		if r.Acquired {
+			t.Fatal("Claim with another fingerprint acquired a completed entry")
+		}
+		if r.Entry.State != idempotency.StateCompleted || r.Entry.Fingerprint != "fp-a" || r.Entry.Token != tok {
+			t.Errorf("blocking entry = %+v, want completed with fp-a, token %d", r.Entry, tok)
+		}
+		if d := diffResponse(r.Entry.Response, sample()); d != "" {
+			t.Errorf("blocking entry response: %s", d)
+		}
+	})
+	t.Run("lapsed lease never taken over", func(t *testing.T) {
+		k := key(t, "mismatch-lapsed")
+		tok := mustAcquire(t, s, k, "fp-a", shortLease, longTTL)
+		waitLapsed(t, s, k)
+		r := mustClaim(t, s, k, "fp-b", longLease, longTTL)
+		if r.Acquired {
+			t.Fatal("Claim with another fingerprint took over a lapsed lease")
+		}
+		if r.Entry.Fingerprint != "fp-a" || r.Entry.Token != tok || r.Entry.State != idempotency.StateInProgress {
+			t.Errorf("blocking entry = %+v, want in progress with fp-a, token %d", r.Entry, tok)
+		}
+		// The rightful fingerprint still can.
+		r = mustClaim(t, s, k, "fp-a", longLease, longTTL)
+		if !r.Acquired || !r.TookOver || r.Token <= tok {
+			t.Errorf("Claim with the same fingerprint = %+v, want a takeover with token > %d", r, tok)
+		}
+	})
+}
+
+// waitLapsed polls Get until the lease of k's entry has lapsed by the store's
+// clock.
+func waitLapsed(t *testing.T, s idempotency.Store, k idempotency.Key) {
+	t.Helper()
+	eventually(t, "the lease lapses", func() bool {
+		e, found := mustGet(t, s, k)
+		if !found {
+			t.Fatal("entry vanished while waiting for its lease to lapse")
+		}
+		return e.LeaseRemaining <= 0
+	})
+}
+
+func testInProgressLiveLease(t *testing.T, s idempotency.Store) {
+	k := key(t, "live")
+	tok := mustAcquire(t, s, k, "fp", longLease, longTTL)
+	r := mustClaim(t, s, k, "fp", longLease, longTTL)
+	if r.Acquired {
+		t.Fatalf("second Claim acquired a key in progress with a live lease (token %d)", r.Token)
+	}
+	e := r.Entry
+	if e.State != idempotency.StateInProgress || e.Token != tok || e.Fingerprint != "fp" || e.Response != nil {
+		t.Errorf("blocking entry = %+v, want in progress, token %d", e, tok)
+	}
+	if e.LeaseRemaining <= 0 || e.LeaseRemaining > longLease {
+		t.Errorf("LeaseRemaining = %v, want in (0, %v]", e.LeaseRemaining, longLease)
+	}
+}
+
+func testConcurrentClaims(t *testing.T, s idempotency.Store) {
+	const n = 50
+	k := key(t, "race")
+	ctx := ctxT(t)
+	results := make(chan idempotency.ClaimResult, n)
+	errs := make(chan error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			r, err := s.Claim(ctx, k, "fp", longLease, longTTL)
+			if err != nil {
+				errs <- err
+				return
+			}
+			results <- r
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(results)
+	close(errs)
+	for err := range errs {
+		t.Errorf("concurrent Claim: %v", err)
+	}
+	var winners []int64
+	var blocked []idempotency.ClaimResult
+	for r := range results {
+		if r.Acquired {
+			winners = append(winners, r.Token)
+		} else {
+			blocked = append(blocked, r)
+		}
+	}
+	if len(winners) != 1 {
+		t.Fatalf("%d of %d concurrent Claims acquired the key, want exactly 1 (tokens %v)", len(winners), n, winners)
+	}
+	for _, r := range blocked {
+		if r.Entry.State != idempotency.StateInProgress || r.Entry.Token != winners[0] {
+			t.Errorf("loser saw %+v, want in progress with the winner's token %d", r.Entry, winners[0])
+		}
+	}
+}
+
+func testLeaseLapseTakeover(t *testing.T, s idempotency.Store) {
+	k := key(t, "takeover")
+	started := time.Now()
+	old := mustAcquire(t, s, k, "fp", shortLease, longTTL)
+	r := mustClaim(t, s, k, "fp", shortLease, longTTL)
+	if time.Since(started) < shortLease/2 && r.Acquired {
+		t.Fatalf("Claim right after the first acquired the key (token %d)", r.Token)
+	}
+	var took idempotency.ClaimResult
+	eventually(t, "a Claim takes over the lapsed lease", func() bool {
+		took = mustClaim(t, s, k, "fp", longLease, longTTL)
+		return took.Acquired
+	})
+	if !took.TookOver {
+		t.Errorf("takeover result = %+v, want TookOver", took)
+	}
+	if took.Token <= old {
+		t.Errorf("takeover token %d, want greater than %d", took.Token, old)
+	}
+	ctx := ctxT(t)
+	wantStale(t, "Renew with the superseded token", s.Renew(ctx, k, old, longLease))
+	wantStale(t, "Complete with the superseded token", s.Complete(ctx, k, old, sample(), longTTL))
+	wantStale(t, "Release with the superseded token", s.Release(ctx, k, old))
+	e, found := mustGet(t, s, k)
+	if !found || e.State != idempotency.StateInProgress || e.Token != took.Token || e.LeaseRemaining <= 0 {
+		t.Fatalf("after stale writes Get = %+v, %v; want in progress with token %d and a live lease", e, found, took.Token)
+	}
+	if err := s.Complete(ctx, k, took.Token, sample(), longTTL); err != nil {
+		t.Fatalf("Complete by the new holder: %v", err)
+	}
+	e, _ = mustGet(t, s, k)
+	if d := diffResponse(e.Response, sample()); d != "" || e.State != idempotency.StateCompleted {
+		t.Errorf("after the new holder completed: state %v, %s", e.State, d)
+	}
+}
+
+func testRenewAfterLapse(t *testing.T, s idempotency.Store) {
+	k := key(t, "renew-lapsed")
+	tok := mustAcquire(t, s, k, "fp", shortLease, longTTL)
+	waitLapsed(t, s, k)
+	if err := s.Renew(ctxT(t), k, tok, longLease); err != nil {
+		t.Fatalf("Renew of a lapsed lease nobody took over: %v", err)
+	}
+	r := mustClaim(t, s, k, "fp", longLease, longTTL)
+	if r.Acquired {
+		t.Fatal("Claim took over a renewed lease")
+	}
+	if r.Entry.Token != tok || r.Entry.LeaseRemaining <= shortLease {
+		t.Errorf("entry after Renew = %+v, want token %d with more than %v left", r.Entry, tok, shortLease)
+	}
+}
+
+func testRenewExtendsLease(t *testing.T, s idempotency.Store) {
+	k := key(t, "renew")
+	tok := mustAcquire(t, s, k, "fp", shortLease, longTTL)
+	if err := s.Renew(ctxT(t), k, tok, longLease); err != nil {
+		t.Fatalf("Renew: %v", err)
+	}
+	e, _ := mustGet(t, s, k)
+	if e.LeaseRemaining <= longLease/2 || e.LeaseRemaining > longLease {
+		t.Fatalf("LeaseRemaining after Renew = %v, want about %v", e.LeaseRemaining, longLease)
+	}
+	// Renew sets the lease to lease from now; it can also shorten it.
+	if err := s.Renew(ctxT(t), k, tok, shortLease); err != nil {
+		t.Fatalf("Renew: %v", err)
+	}
+	e, _ = mustGet(t, s, k)
+	if e.LeaseRemaining > shortLease {
+		t.Errorf("LeaseRemaining after a shorter Renew = %v, want at most %v", e.LeaseRemaining, shortLease)
+	}
+}
+
+func testStaleTokenRefused(t *testing.T, s idempotency.Store) {
+	ctx := ctxT(t)
+	t.Run("absent key", func(t *testing.T) {
+		k := key(t, "absent")
+		wantStale(t, "Renew", s.Renew(ctx, k, 1, longLease))
+		wantStale(t, "Complete", s.Complete(ctx, k, 1, sample(), longTTL))
+		wantStale(t, "Release", s.Release(ctx, k, 1))
+		if _, found := mustGet(t, s, k); found {
+			t.Error("stale writes on an absent key created an entry")
+		}
+	})
+	t.Run("wrong token in progress", func(t *testing.T) {
+		k := key(t, "wrong")
+		tok := mustAcquire(t, s, k, "fp", longLease, longTTL)
+		for _, bad := range []int64{tok + 1, tok - 1, 0, -tok} {
+			wantStale(t, "Renew", s.Renew(ctx, k, bad, longLease))
+			wantStale(t, "Complete", s.Complete(ctx, k, bad, sample(), longTTL))
+			wantStale(t, "Release", s.Release(ctx, k, bad))
+		}
+		e, found := mustGet(t, s, k)
+		if !found || e.State != idempotency.StateInProgress || e.Token != tok || e.Response != nil {
+			t.Fatalf("after stale writes Get = %+v, %v; want unchanged, in progress with token %d", e, found, tok)
+		}
+		if err := s.Complete(ctx, k, tok, sample(), longTTL); err != nil {
+			t.Errorf("Complete by the holder after stale writes: %v", err)
+		}
+	})
+	t.Run("after completion", func(t *testing.T) {
+		k := key(t, "done")
+		tok := mustAcquire(t, s, k, "fp", longLease, longTTL)
+		first := idempotency.Response{Status: http.StatusOK, Body: []byte("first")}
+		if err := s.Complete(ctx, k, tok, first, longTTL); err != nil {
+			t.Fatal(err)
+		}
+		wantStale(t, "second Complete", s.Complete(ctx, k, tok, sample(), longTTL))
+		wantStale(t, "Renew after Complete", s.Renew(ctx, k, tok, longLease))
+		wantStale(t, "Release after Complete", s.Release(ctx, k, tok))
+		e, found := mustGet(t, s, k)
+		if !found || e.State != idempotency.StateCompleted || e.Token != tok {
+			t.Fatalf("after stale writes Get = %+v, %v; want the completed entry", e, found)
+		}
+		if d := diffResponse(e.Response, first); d != "" {
+			t.Errorf("stored response changed: %s", d)
+		}
+	})
+}
+
+func testReleaseThenReclaim(t *testing.T, s idempotency.Store) {
+	ctx := ctxT(t)
+	k := key(t, "release")
+	var tokens []int64
+	tok := mustAcquire(t, s, k, "fp", longLease, longTTL)
+	tokens = append(tokens, tok)
+	for i := range 4 {
+		if err := s.Release(ctx, k, tok); err != nil {
+			t.Fatalf("Release %d: %v", i, err)
+		}
+		if e, found := mustGet(t, s, k); found {
+			t.Fatalf("Get after Release = %+v, want not found", e)
+		}
+		wantStale(t, "second Release", s.Release(ctx, k, tok))
+		// Another fingerprint is fine: the key is free.
+		fp := "fp"
+		if i%2 == 1 {
+			fp = "fp-other"
+		}
+		r := mustClaim(t, s, k, fp, longLease, longTTL)
+		if !r.Acquired || r.TookOver {
+			t.Fatalf("Claim after Release = %+v, want Acquired, not TookOver", r)
+		}
+		if r.Token <= tok {
+			t.Fatalf("token after Release %d, want greater than %d", r.Token, tok)
+		}
+		old := tok
+		tok = r.Token
+		tokens = append(tokens, tok)
+		wantStale(t, "Complete with the released token", s.Complete(ctx, k, old, sample(), longTTL))
+		wantStale(t, "Renew with the released token", s.Renew(ctx, k, old, longLease))
+		wantStale(t, "Release with the released token", s.Release(ctx, k, old))
+	}
+	e, found := mustGet(t, s, k)
+	if !found || e.Token != tok || e.State != idempotency.StateInProgress {
+		t.Fatalf("after stale writes Get = %+v, %v; want in progress with token %d", e, found, tok)
+	}
+	if err := s.Complete(ctx, k, tok, sample(), longTTL); err != nil {
+		t.Fatalf("Complete by the last holder: %v", err)
+	}
+	t.Logf("tokens: %v", tokens)
+}
+
+// testLateCompleteRacesTakeover runs a dead holder's late Complete against
+// takeover attempts: either the Complete wins and nobody takes over, or one
+// takeover wins and the Complete is refused.
+func testLateCompleteRacesTakeover(t *testing.T, s idempotency.Store) {
+	const rounds, claimers = 5, 8
+	ctx := ctxT(t)
+	for round := range rounds {
+		k := key(t, "late-"+string(rune('a'+round)))
+		old := mustAcquire(t, s, k, "fp", shortLease/3, longTTL)
+		waitLapsed(t, s, k)
+		start := make(chan struct{})
+		claims := make(chan idempotency.ClaimResult, claimers)
+		errs := make(chan error, claimers+1)
+		completed := make(chan bool, 1)
+		var wg sync.WaitGroup
+		wg.Add(1 + claimers)
+		go func() {
+			defer wg.Done()
+			<-start
+			err := s.Complete(ctx, k, old, sample(), longTTL)
+			switch {
+			case err == nil:
+				completed <- true
+			case errors.Is(err, idempotency.ErrStaleToken):
+				completed <- false
+			default:
+				errs <- err
+			}
+		}()
+		for range claimers {
+			go func() {
+				defer wg.Done()
+				<-start
+				r, err := s.Claim(ctx, k, "fp", longLease, longTTL)
+				if err != nil {
+					errs <- err
+					return
+				}
+				claims <- r
+			}()
+		}
+		close(start)
+		wg.Wait()
+		close(claims)
+		close(errs)
+		for err := range errs {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		won := <-completed
+		var takers int
+		for r := range claims {
+			if r.Acquired {
+				takers++
+			}
+		}
+		e, _ := mustGet(t, s, k)
+		switch {
+		case won && takers != 0:
+			t.Errorf("round %d: the late Complete succeeded and %d Claims took over too", round, takers)
+		case won && e.State != idempotency.StateCompleted:
+			t.Errorf("round %d: the late Complete succeeded but Get = %+v", round, e)
+		case !won && takers != 1:
+			t.Errorf("round %d: the late Complete was refused and %d Claims took over, want 1", round, takers)
+		case !won && (e.State != idempotency.StateInProgress || e.Token <= old):
+			t.Errorf("round %d: after the takeover Get = %+v, want in progress with a token > %d", round, e, old)
+		}
+	}
+}
+
+func testTTLExpiryInProgress(t *testing.T, s idempotency.Store) {
+	k := key(t, "ttl-progress")
+	tok := mustAcquire(t, s, k, "fp-a", longLease, shortTTL)
+	eventually(t, "the entry in progress expires", func() bool {
+		_, found := mustGet(t, s, k)
+		return !found
+	})
+	ctx := ctxT(t)
+	wantStale(t, "Renew of an expired claim", s.Renew(ctx, k, tok, longLease))
+	wantStale(t, "Complete of an expired claim", s.Complete(ctx, k, tok, sample(), longTTL))
+	wantStale(t, "Release of an expired claim", s.Release(ctx, k, tok))
+	// An expired entry is absent: even another fingerprint acquires it, and
+	// that is not a takeover.
+	r := mustClaim(t, s, k, "fp-b", longLease, longTTL)
+	if !r.Acquired || r.TookOver {
+		t.Errorf("Claim after expiry = %+v, want Acquired and not TookOver", r)
+	}
+}
+
+func testTTLExpiryCompleted(t *testing.T, s idempotency.Store) {
+	k := key(t, "ttl-done")
+	tok := mustAcquire(t, s, k, "fp-a", longLease, longTTL)
+	if err := s.Complete(ctxT(t), k, tok, sample(), shortTTL); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	if e, found := mustGet(t, s, k); !found || e.State != idempotency.StateCompleted {
+		t.Fatalf("Get right after Complete = %+v, %v", e, found)
+	}
+	eventually(t, "the completed entry expires", func() bool {
+		_, found := mustGet(t, s, k)
+		return !found
+	})
+	r := mustClaim(t, s, k, "fp-b", longLease, longTTL)
+	if !r.Acquired || r.TookOver {
+		t.Errorf("Claim after expiry = %+v, want Acquired and not TookOver", r)
+	}
+}
+
+func testCompleteRestartsTTL(t *testing.T, s idempotency.Store) {
+	k := key(t, "ttl-restart")
+	claimed := time.Now()
+	tok := mustAcquire(t, s, k, "fp", longLease, shortTTL)
+	if err := s.Complete(ctxT(t), k, tok, sample(), longTTL); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	if time.Since(claimed) >= shortTTL {
+		t.Skipf("Claim and Complete took longer than %v; cannot tell", shortTTL)
+	}
+	pause(shortTTL + shortTTL/2 - time.Since(claimed))
+	e, found := mustGet(t, s, k)
+	if !found || e.State != idempotency.StateCompleted {
+		t.Errorf("entry completed with ttl %v expired with the claim's ttl %v: Get = %+v, %v", longTTL, shortTTL, e, found)
+	}
+}
+
+func testScopeSeparation(t *testing.T, s idempotency.Store) {
+	ctx := ctxT(t)
+	// Pairs that a careless encoding (joining with a separator) would merge.
+	keys := []idempotency.Key{
+		{Scope: "", Key: "k"},
+		{Scope: "alice", Key: "k"},
+		{Scope: "bob", Key: "k"},
+		{Scope: "a:b", Key: "c"},
+		{Scope: "a", Key: "b:c"},
+		{Scope: "a|b", Key: "c"},
+		{Scope: "a", Key: "b|c"},
+		{Scope: "a/b", Key: "c"},
+		{Scope: "a", Key: "b/c"},
+		{Scope: "ab", Key: "c"},
+		{Scope: "a", Key: "bc"},
+		{Scope: "tenant-é", Key: strings.Repeat("x", 255)},
+	}
+	tokens := make([]int64, len(keys))
+	for i, k := range keys {
+		tokens[i] = mustAcquire(t, s, k, "fp", longLease, longTTL)
+	}
+	// Completing one must not touch the others.
+	if err := s.Complete(ctx, keys[1], tokens[1], sample(), longTTL); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	if err := s.Release(ctx, keys[3], tokens[3]); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	for i, k := range keys {
+		e, found := mustGet(t, s, k)
+		switch i {
+		case 1:
+			if !found || e.State != idempotency.StateCompleted {
+				t.Errorf("%+v: Get = %+v, %v; want completed", k, e, found)
+			}
+		case 3:
+			if found {
+				t.Errorf("%+v: Get = %+v; want released", k, e)
+			}
+		default:
+			if !found || e.State != idempotency.StateInProgress || e.Token != tokens[i] {
+				t.Errorf("%+v: Get = %+v, %v; want in progress with token %d", k, e, found, tokens[i])
+			}
+		}
+	}
+}
+
+func testContextCancelled(t *testing.T, s idempotency.Store) {
+	live := ctxT(t)
+	k := key(t, "ctx")
+	tok := mustAcquire(t, s, k, "fp", longLease, longTTL)
+
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel2()
+
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		want error
+	}{
+		{"cancelled", cancelled, context.Canceled},
+		{"deadline exceeded", expired, context.DeadlineExceeded},
+	} {
+		check := func(op string, err error) {
+			t.Helper()
+			if err == nil {
+				t.Errorf("%s with a %s context succeeded", op, c.name)
+				return
+			}
+			if errors.Is(err, idempotency.ErrStaleToken) {
+				t.Errorf("%s with a %s context = %v; ErrStaleToken claims the holder lost the key", op, c.name, err)
+			}
+			if !errors.Is(err, c.want) {
+				t.Errorf("%s with a %s context = %v, want an error matching %v", op, c.name, err, c.want)
+			}
+		}
+		other := key(t, "ctx-other-"+strings.ReplaceAll(c.name, " ", "-"))
+		_, err := s.Claim(c.ctx, other, "fp", longLease, longTTL)
+		check("Claim", err)
+		check("Renew", s.Renew(c.ctx, k, tok, longLease))
+		check("Complete", s.Complete(c.ctx, k, tok, sample(), longTTL))
+		check("Release", s.Release(c.ctx, k, tok))
+		_, _, err = s.Get(c.ctx, k)
+		check("Get", err)
+	}
+	// A refused call changes nothing: the holder still holds its claim.
+	if err := s.Complete(live, k, tok, sample(), longTTL); err != nil {
+		t.Errorf("Complete by the holder after cancelled calls: %v", err)
+	}
+}
+
+func testGetNotFound(t *testing.T, s idempotency.Store) {
+	k := key(t, "missing")
+	e, found, err := s.Get(ctxT(t), k)
+	if err != nil || found || !isZero(e) {
+		t.Errorf("Get of an absent key = %+v, %v, %v; want zero Entry, false, nil", e, found, err)
+	}
+	tok := mustAcquire(t, s, k, "fp", longLease, longTTL)
+	if err := s.Release(ctxT(t), k, tok); err != nil {
+		t.Fatal(err)
+	}
+	e, found, err = s.Get(ctxT(t), k)
+	if err != nil || found || !isZero(e) {
+		t.Errorf("Get of a released key = %+v, %v, %v; want zero Entry, false, nil", e, found, err)
+	}
+}
