@@ -1,0 +1,58 @@
+// Package redisstore keeps idempotency entries in Redis, so that every
+// instance of an application that shares one Redis sees the same claims and
+// stored outcomes. It implements idempotency.Store on
+// github.com/redis/go-redis/v9; most callers want:
+//
+//	store := redisstore.New(rdb)
+//	handler = idempotency.Middleware(store)(handler)
+//
+// # Data layout
+//
+// Each (scope, key) pair is one Redis hash named
+//
+//	<prefix><len(scope)>:<scope>:<key>
+//
+// The decimal length of the scope makes the name unambiguous: ("a:b", "c")
+// and ("a", "b:c") map to different hashes. Every operation (claim, takeover,
+// renew, complete, release, get) is one Lua script that touches exactly that
+// one key, so the store is safe on Redis Cluster by construction: no hash tag
+// is needed and no operation ever spans slots. Each call is one round trip
+// (EVALSHA, falling back to EVAL once after the server's script cache was
+// flushed).
+//
+// # Time and tokens
+//
+// Leases and the fencing tokens are decided by the Redis server's clock
+// (TIME inside the scripts), never by the application's, so instances whose
+// clocks disagree still agree on who holds a lease. Expiry is Redis key
+// expiry (PEXPIRE): an entry lives ttl after its claim or its completion,
+// whichever came last, and Redis removes it without any scan. A released
+// claim keeps its hash, marked released, until that expiry, so the key
+// remembers its last token. New tokens are the larger of the previous token
+// plus one and the server time in microseconds, so a token stays greater
+// than every token issued before for the key even after the key expired and
+// was claimed anew, as long as the server's clock does not step back.
+//
+// # Required Redis settings
+//
+// Redis 5 or newer (scripts replicate their effects, which lets them read
+// TIME); tested with Redis 7.
+//
+// maxmemory-policy must be noeviction, or a volatile-* policy only if the
+// memory budget guarantees it never triggers: every entry carries a TTL, so
+// volatile-lru, volatile-lfu, volatile-random and volatile-ttl may all evict
+// it, and allkeys-* certainly will. An evicted claim or outcome is a second
+// execution of the operation on the next retry. With noeviction a full
+// Redis refuses writes, Claim fails, and the middleware answers 503 instead.
+//
+// Persistence: without AOF (appendonly yes, ideally appendfsync everysec or
+// always) or RDB snapshots, a Redis restart forgets every claim and outcome,
+// and retries in flight execute again.
+//
+// Replication: Redis replicates asynchronously. When a primary fails over,
+// claims and outcomes it acknowledged but had not yet sent to the promoted
+// replica are lost, and a retry may execute the operation a second time.
+// Enable WithWait to make each write wait for replica acknowledgement
+// (Redis WAIT) when that window matters; it narrows the window, it does not
+// make Redis a consensus system.
+package redisstore

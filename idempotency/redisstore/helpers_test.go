@@ -1,0 +1,108 @@
+package redisstore_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/saferetry/saferetry/idempotency/redisstore"
+)
+
+const envURL = "SAFERETRY_REDIS_URL"
+
+// redisOptions returns the options of the test Redis, or skips (fails with
+// SAFERETRY_REQUIRE_SERVICES=1) when none is configured.
+func redisOptions(tb testing.TB) *redis.Options {
+	tb.Helper()
+	url := os.Getenv(envURL)
+	if url == "" {
+		if os.Getenv("SAFERETRY_REQUIRE_SERVICES") == "1" {
+			tb.Fatalf("%s is not set but SAFERETRY_REQUIRE_SERVICES=1", envURL)
+		}
+		tb.Skipf("set %s=redis://127.0.0.1:6379/0 to run the Redis tests", envURL)
+	}
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		tb.Fatalf("parse %s: %v", envURL, err)
+	}
+	return opt
+}
+
+// newClient connects to the test Redis and closes the client at the end.
+func newClient(tb testing.TB) *redis.Client {
+	tb.Helper()
+	rdb := redis.NewClient(redisOptions(tb))
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		rdb.Close()
+		tb.Fatalf("redis at %s: %v", os.Getenv(envURL), err)
+	}
+	tb.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// newPrefix returns a key prefix of its own for tb and deletes every key
+// under it at the end, so tests never see or touch other tests' data.
+func newPrefix(tb testing.TB, rdb redis.UniversalClient) string {
+	tb.Helper()
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		tb.Fatal(err)
+	}
+	prefix := "saferetry:test:" + hex.EncodeToString(b[:]) + ":"
+	tb.Cleanup(func() {
+		ctx := context.Background()
+		for _, k := range scanKeys(tb, rdb, prefix) {
+			if err := rdb.Del(ctx, k).Err(); err != nil {
+				tb.Errorf("cleanup %q: %v", k, err)
+			}
+		}
+	})
+	return prefix
+}
+
+// scanKeys lists the keys under prefix (which holds no glob characters).
+func scanKeys(tb testing.TB, rdb redis.UniversalClient, prefix string) []string {
+	tb.Helper()
+	var keys []string
+	iter := rdb.Scan(context.Background(), 0, prefix+"*", 100).Iterator()
+	for iter.Next(context.Background()) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		tb.Errorf("scan %q: %v", prefix, err)
+	}
+	return keys
+}
+
+// newStore returns a store on the test Redis under a fresh prefix.
+func newStore(tb testing.TB, opts ...redisstore.Option) (*redisstore.Store, *redis.Client, string) {
+	tb.Helper()
+	rdb := newClient(tb)
+	prefix := newPrefix(tb, rdb)
+	return redisstore.New(rdb, append([]redisstore.Option{redisstore.WithPrefix(prefix)}, opts...)...), rdb, prefix
+}
+
+// roundTrips counts the commands and pipelines a client sends: each is one
+// round trip to Redis.
+type roundTrips struct{ n atomic.Int64 }
+
+func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		r.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		r.n.Add(1)
+		return next(ctx, cmds)
+	}
+}

@@ -1,0 +1,40 @@
+package redisstore
+
+import "time"
+
+// DefaultPrefix is the key prefix used when WithPrefix is not given.
+const DefaultPrefix = "saferetry:idem:"
+
+// Option configures a Store. Options are applied in order by New.
+type Option func(*config)
+
+type config struct {
+	prefix      string
+	waitN       int
+	waitTimeout time.Duration
+}
+
+// WithPrefix sets the prefix of every Redis key the store writes. The default
+// is DefaultPrefix; an empty prefix is allowed. Stores with different
+// prefixes never see each other's entries, which lets several applications
+// (or tests) share one Redis database.
+func WithPrefix(prefix string) Option {
+	return func(c *config) { c.prefix = prefix }
+}
+
+// WithWait makes every write (Claim that acquires, Renew, Complete, Release)
+// wait until at least replicas replicas acknowledged it, or until timeout,
+// using Redis WAIT in the same round trip as the write. When fewer replicas
+// acknowledge in time, the method returns an error matching
+// ErrNotReplicated; the write itself stays applied on the primary. A timeout
+// of 0 waits forever (Redis semantics), so give one. replicas <= 0, the
+// default, disables waiting.
+//
+// It narrows the window in which a failover loses an acknowledged claim; it
+// does not close it.
+func WithWait(replicas int, timeout time.Duration) Option {
+	return func(c *config) {
+		c.waitN = replicas
+		c.waitTimeout = timeout
+	}
+}

@@ -1,0 +1,244 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/saferetry/saferetry/idempotency"
+)
+
+// ErrNotReplicated is returned (wrapped) by a write when WithWait is set and
+// fewer replicas than asked acknowledged it in time. The write is applied on
+// the primary regardless. Match it with errors.Is.
+var ErrNotReplicated = errors.New("redisstore: write not acknowledged by enough replicas")
+
+var _ idempotency.Store = (*Store)(nil)
+
+// Store is an idempotency.Store kept in Redis: one hash per (scope, key),
+// every operation one Lua script on that one key, leases and tokens on the
+// Redis server's clock. See the package documentation for the Redis settings
+// it needs.
+//
+// Create it with New; the zero value is not usable. A Store is safe for
+// concurrent use by multiple goroutines, and any number of processes may
+// share one Redis through Stores with the same prefix.
+type Store struct {
+	rdb redis.UniversalClient
+	cfg config
+}
+
+// New returns a Store that keeps its entries in rdb, which must not be nil.
+// rdb may be a *redis.Client, a sentinel-backed failover client or a
+// *redis.ClusterClient. The Store does not close rdb.
+func New(rdb redis.UniversalClient, opts ...Option) *Store {
+	if rdb == nil {
+		panic("redisstore: New called with a nil client")
+	}
+	cfg := config{prefix: DefaultPrefix}
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	return &Store{rdb: rdb, cfg: cfg}
+}
+
+// redisKey names the hash of k. The scope's length comes first so that no
+// two (scope, key) pairs share a name, whatever bytes they contain.
+func (s *Store) redisKey(k idempotency.Key) string {
+	return s.cfg.prefix + strconv.Itoa(len(k.Scope)) + ":" + k.Scope + ":" + k.Key
+}
+
+// Claim implements idempotency.Store.
+func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
+	if err := checkTTL(ttl); err != nil {
+		return idempotency.ClaimResult{}, wrap(ctx, "claim", err)
+	}
+	res, err := s.run(ctx, claimScript, s.redisKey(k), isAcquired,
+		fingerprint, micros(lease), millis(ttl))
+	if err != nil {
+		return idempotency.ClaimResult{}, wrap(ctx, "claim", err)
+	}
+	arr, ok := res.([]any)
+	if !ok || len(arr) != 3 {
+		return idempotency.ClaimResult{}, wrap(ctx, "claim", errUnexpected(res))
+	}
+	if isAcquired(res) {
+		tok, err := parseInt(arr[2])
+		if err != nil {
+			return idempotency.ClaimResult{}, wrap(ctx, "claim", err)
+		}
+		took, _ := arr[1].(int64)
+		return idempotency.ClaimResult{Acquired: true, Token: tok, TookOver: took == 1}, nil
+	}
+	e, found, err := decodeEntry(arr[1], arr[2])
+	if err != nil {
+		return idempotency.ClaimResult{}, wrap(ctx, "claim", err)
+	}
+	if !found {
+		return idempotency.ClaimResult{}, wrap(ctx, "claim", errUnexpected(res))
+	}
+	return idempotency.ClaimResult{Entry: e}, nil
+}
+
+// Renew implements idempotency.Store.
+func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease time.Duration) error {
+	return s.fenced(ctx, "renew", renewScript, k, strconv.FormatInt(token, 10), micros(lease))
+}
+
+// Complete implements idempotency.Store. The header is stored as JSON and the
+// body as raw bytes; a nil Header or Body reads back as nil, an empty one as
+// empty.
+func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {
+	if err := checkTTL(ttl); err != nil {
+		return wrap(ctx, "complete", err)
+	}
+	args, err := encodeResponse(resp)
+	if err != nil {
+		return wrap(ctx, "complete", err)
+	}
+	args = append([]any{strconv.FormatInt(token, 10), millis(ttl)}, args...)
+	return s.fenced(ctx, "complete", completeScript, k, args...)
+}
+
+// Release implements idempotency.Store. The released entry keeps its token,
+// hidden from Get and Claim, until it expires.
+func (s *Store) Release(ctx context.Context, k idempotency.Key, token int64) error {
+	return s.fenced(ctx, "release", releaseScript, k, strconv.FormatInt(token, 10))
+}
+
+// Get implements idempotency.Store in one round trip.
+func (s *Store) Get(ctx context.Context, k idempotency.Key) (idempotency.Entry, bool, error) {
+	res, err := s.run(ctx, getScript, s.redisKey(k), nil)
+	if err != nil {
+		return idempotency.Entry{}, false, wrap(ctx, "get", err)
+	}
+	arr, ok := res.([]any)
+	if !ok || len(arr) != 2 {
+		return idempotency.Entry{}, false, wrap(ctx, "get", errUnexpected(res))
+	}
+	e, found, err := decodeEntry(arr[0], arr[1])
+	if err != nil {
+		return idempotency.Entry{}, false, wrap(ctx, "get", err)
+	}
+	return e, found, nil
+}
+
+// fenced runs a script that answers 1 when the token held the claim and 0
+// when it was stale.
+func (s *Store) fenced(ctx context.Context, op string, sc *redis.Script, k idempotency.Key, args ...any) error {
+	res, err := s.run(ctx, sc, s.redisKey(k), isOne, args...)
+	if err != nil {
+		return wrap(ctx, op, err)
+	}
+	switch res {
+	case int64(1):
+		return nil
+	case int64(0):
+		return fmt.Errorf("redisstore: %s: %w", op, idempotency.ErrStaleToken)
+	}
+	return wrap(ctx, op, errUnexpected(res))
+}
+
+// run executes sc on key in one round trip. wrote, when WithWait is set and
+// not nil, tells from the script's result whether it wrote, and so whether
+// the replicas' acknowledgement must be checked.
+func (s *Store) run(ctx context.Context, sc *redis.Script, key string, wrote func(any) bool, args ...any) (any, error) {
+	if s.cfg.waitN <= 0 || wrote == nil {
+		return sc.Run(ctx, s.rdb, []string{key}, args...).Result()
+	}
+	return s.runWait(ctx, sc, key, wrote, args...)
+}
+
+// runWait sends the script and WAIT in one pipeline to the primary that owns
+// key.
+func (s *Store) runWait(ctx context.Context, sc *redis.Script, key string, wrote func(any) bool, args ...any) (any, error) {
+	var c redis.Cmdable = s.rdb
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		node, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		c = node
+	}
+	keys := []string{key}
+	for _, byHash := range []bool{true, false} {
+		pipe := c.Pipeline()
+		var cmd *redis.Cmd
+		if byHash {
+			cmd = sc.EvalSha(ctx, pipe, keys, args...)
+		} else {
+			cmd = sc.Eval(ctx, pipe, keys, args...)
+		}
+		wait := pipe.Do(ctx, "WAIT", s.cfg.waitN, s.cfg.waitTimeout.Milliseconds())
+		_, _ = pipe.Exec(ctx) // errors are read per command below
+		res, err := cmd.Result()
+		if byHash && isNoScript(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !wrote(res) {
+			return res, nil
+		}
+		n, err := wait.Int64()
+		if err != nil {
+			return nil, err
+		}
+		if n < int64(s.cfg.waitN) {
+			return nil, fmt.Errorf("%w: %d of %d acknowledged", ErrNotReplicated, n, s.cfg.waitN)
+		}
+		return res, nil
+	}
+	panic("unreachable")
+}
+
+func isNoScript(err error) bool {
+	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
+}
+
+// isAcquired reports whether a claim script result is an acquired claim.
+func isAcquired(res any) bool {
+	arr, ok := res.([]any)
+	return ok && len(arr) > 0 && arr[0] == int64(1)
+}
+
+func isOne(res any) bool { return res == int64(1) }
+
+// wrap prefixes err with the package and operation, and keeps ctx's own
+// error matchable when the context ended, whatever error the client saw.
+func wrap(ctx context.Context, op string, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("redisstore: %s: %w: %w", op, cerr, err)
+	}
+	return fmt.Errorf("redisstore: %s: %w", op, err)
+}
+
+func checkTTL(ttl time.Duration) error {
+	if ttl <= 0 {
+		return fmt.Errorf("ttl %v is not positive", ttl)
+	}
+	return nil
+}
+
+// micros formats d in whole microseconds; a negative lease counts as zero.
+func micros(d time.Duration) string {
+	return strconv.FormatInt(max(d.Microseconds(), 0), 10)
+}
+
+// millis formats ttl in milliseconds, rounded up so that a ttl below one
+// millisecond still keeps the entry for a moment.
+func millis(ttl time.Duration) string {
+	ms := (ttl + time.Millisecond - 1) / time.Millisecond
+	return strconv.FormatInt(int64(ms), 10)
+}
+
+func errUnexpected(res any) error {
+	return fmt.Errorf("unexpected script result %T %.64v", res, res)
+}

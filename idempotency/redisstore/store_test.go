@@ -1,0 +1,448 @@
+package redisstore_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/redisstore"
+)
+
+const (
+	longLease = 30 * time.Second
+	longTTL   = time.Hour
+)
+
+// waitUntil polls cond every few milliseconds until it holds or the patience
+// runs out.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}
+
+func mustClaim(t *testing.T, s idempotency.Store, k idempotency.Key, fp string, lease, ttl time.Duration) idempotency.ClaimResult {
+	t.Helper()
+	res, err := s.Claim(context.Background(), k, fp, lease, ttl)
+	if err != nil {
+		t.Fatalf("Claim(%v): %v", k, err)
+	}
+	return res
+}
+
+func TestKeyEncodingNoCollision(t *testing.T) {
+	s, rdb, prefix := newStore(t)
+	keys := []idempotency.Key{
+		{Scope: "a:b", Key: "c"},
+		{Scope: "a", Key: "b:c"},
+		{Scope: "", Key: "a:b:c"},
+		{Scope: "a:b:c", Key: ""},
+		{Scope: "1:a", Key: "b"},
+		{Scope: "1", Key: "a:b"},
+		{Scope: "", Key: "1:a:b"},
+		{Scope: "tenant*", Key: "k?[x]"},
+	}
+	for i, k := range keys {
+		res := mustClaim(t, s, k, "fp"+strconv.Itoa(i), longLease, longTTL)
+		if !res.Acquired {
+			t.Fatalf("Claim(%q) not acquired: collides with an earlier key; entry %+v", k, res.Entry)
+		}
+	}
+	for i, k := range keys {
+		e, found, err := s.Get(context.Background(), k)
+		if err != nil || !found {
+			t.Fatalf("Get(%q) = found %v, err %v", k, found, err)
+		}
+		if want := "fp" + strconv.Itoa(i); e.Fingerprint != want {
+			t.Errorf("Get(%q).Fingerprint = %q, want %q", k, e.Fingerprint, want)
+		}
+	}
+	if got := scanKeys(t, rdb, prefix); len(got) != len(keys) {
+		t.Errorf("store holds %d Redis keys, want one per entry (%d): %q", len(got), len(keys), got)
+	}
+}
+
+func TestOneHashPerEntryWithTTL(t *testing.T) {
+	s, rdb, prefix := newStore(t)
+	ctx := context.Background()
+	k := idempotency.Key{Scope: "tenant", Key: "k1"}
+	res := mustClaim(t, s, k, "fp", longLease, 10*time.Second)
+	if err := s.Complete(ctx, k, res.Token, idempotency.Response{Status: 201, Body: []byte("ok")}, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	got := scanKeys(t, rdb, prefix)
+	if len(got) != 1 {
+		t.Fatalf("Redis keys = %q, want exactly one", got)
+	}
+	if typ := rdb.Type(ctx, got[0]).Val(); typ != "hash" {
+		t.Errorf("TYPE %s = %q, want hash", got[0], typ)
+	}
+	// Completion restarted the ttl at 2s, down from the claim's 10s.
+	if pttl := rdb.PTTL(ctx, got[0]).Val(); pttl <= 0 || pttl > 2*time.Second {
+		t.Errorf("PTTL after Complete = %v, want in (0, 2s]", pttl)
+	}
+}
+
+func TestLeaseOnServerClock(t *testing.T) {
+	s, rdb, prefix := newStore(t)
+	ctx := context.Background()
+	k := idempotency.Key{Scope: "s", Key: "k"}
+	mustClaim(t, s, k, "fp", 10*time.Second, longTTL)
+	keys := scanKeys(t, rdb, prefix)
+	if len(keys) != 1 {
+		t.Fatalf("keys %q", keys)
+	}
+	lx, err := rdb.HGet(ctx, keys[0], "lx").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := time.Duration(lx-now.UnixMicro()) * time.Microsecond
+	if left <= 9*time.Second || left > 10*time.Second {
+		t.Errorf("lease expiry is %v after the server's TIME, want just under 10s", left)
+	}
+
+	// Move the lease expiry to one second in the server's past, as if the
+	// server's clock had run on: the lease is lapsed for every instance,
+	// whatever their own clocks say.
+	if err := rdb.HSet(ctx, keys[0], "lx", strconv.FormatInt(now.UnixMicro()-1e6, 10)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	e, _, err := s.Get(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.LeaseRemaining > -900*time.Millisecond {
+		t.Errorf("LeaseRemaining = %v, want about -1s", e.LeaseRemaining)
+	}
+	res := mustClaim(t, s, k, "fp", longLease, longTTL)
+	if !res.Acquired || !res.TookOver {
+		t.Errorf("Claim after server-side lapse = %+v, want a takeover", res)
+	}
+}
+
+func TestShortLeaseTakeoverFencesOldHolder(t *testing.T) {
+	s, _, _ := newStore(t)
+	ctx := context.Background()
+	k := idempotency.Key{Scope: "s", Key: "k"}
+	first := mustClaim(t, s, k, "fp", 30*time.Millisecond, longTTL)
+
+	blocked := mustClaim(t, s, k, "fp", longLease, longTTL)
+	if blocked.Acquired || blocked.Entry.State != idempotency.StateInProgress {
+		t.Fatalf("second Claim with a live lease = %+v, want blocked in progress", blocked)
+	}
+	if l := blocked.Entry.LeaseRemaining; l <= 0 || l > 30*time.Millisecond {
+		t.Errorf("LeaseRemaining = %v, want in (0, 30ms]", l)
+	}
+
+	// A different fingerprint never takes over, even after the lapse.
+	var other idempotency.ClaimResult
+	waitUntil(t, "lease lapse", func() bool {
+		e, _, err := s.Get(ctx, k)
+		return err == nil && e.LeaseRemaining <= 0
+	})
+	other = mustClaim(t, s, k, "other", longLease, longTTL)
+	if other.Acquired || other.Entry.Fingerprint != "fp" {
+		t.Fatalf("Claim with another fingerprint = %+v, want blocked by fp", other)
+	}
+
+	second := mustClaim(t, s, k, "fp", longLease, longTTL)
+	if !second.Acquired || !second.TookOver || second.Token <= first.Token {
+		t.Fatalf("takeover = %+v, want acquired, TookOver, token > %d", second, first.Token)
+	}
+	for name, err := range map[string]error{
+		"Renew":    s.Renew(ctx, k, first.Token, longLease),
+		"Complete": s.Complete(ctx, k, first.Token, idempotency.Response{Status: 200}, longTTL),
+		"Release":  s.Release(ctx, k, first.Token),
+	} {
+		if !errors.Is(err, idempotency.ErrStaleToken) {
+			t.Errorf("%s with the old token = %v, want ErrStaleToken", name, err)
+		}
+	}
+	e, found, err := s.Get(ctx, k)
+	if err != nil || !found || e.State != idempotency.StateInProgress || e.Token != second.Token {
+		t.Fatalf("Get = %+v %v %v, want the new holder's claim intact", e, found, err)
+	}
+	if err := s.Complete(ctx, k, second.Token, idempotency.Response{Status: 201}, longTTL); err != nil {
+		t.Fatalf("Complete by the new holder: %v", err)
+	}
+}
+
+func TestRenewLapsedLeaseWithoutTakeover(t *testing.T) {
+	s, _, _ := newStore(t)
+	ctx := context.Background()
+	k := idempotency.Key{Scope: "s", Key: "k"}
+	res := mustClaim(t, s, k, "fp", time.Millisecond, longTTL)
+	waitUntil(t, "lease lapse", func() bool {
+		e, _, err := s.Get(ctx, k)
+		return err == nil && e.LeaseRemaining <= 0
+	})
+	if err := s.Renew(ctx, k, res.Token, longLease); err != nil {
+		t.Fatalf("Renew after lapse, nobody took over: %v", err)
+	}
+	again := mustClaim(t, s, k, "fp", longLease, longTTL)
+	if again.Acquired || again.Entry.LeaseRemaining < longLease-time.Second {
+		t.Errorf("Claim after Renew = %+v, want blocked with about %v left", again, longLease)
+	}
+}
+
+func TestTokensGrowAcrossReleaseAndExpiry(t *testing.T) {
+	s, rdb, prefix := newStore(t)
+	ctx := context.Background()
+	k := idempotency.Key{Scope: "s", Key: "k"}
+
+	t1 := mustClaim(t, s, k, "fp", longLease, longTTL).Token
+	if err := s.Release(ctx, k, t1); err != nil {
+		t.Fatal(err)
+	}
+	if _, found, err := s.Get(ctx, k); err != nil || found {
+		t.Fatalf("Get after Release: found %v err %v, want absent", found, err)
+	}
+	if err := s.Release(ctx, k, t1); !errors.Is(err, idempotency.ErrStaleToken) {
+		t.Errorf("second Release = %v, want ErrStaleToken", err)
+	}
+	// A released key is free for any fingerprint, with a greater token.
+	r2 := mustClaim(t, s, k, "another", longLease, 50*time.Millisecond)
+	if !r2.Acquired || r2.TookOver || r2.Token <= t1 {
+		t.Fatalf("Claim after Release = %+v, want acquired anew with token > %d", r2, t1)
+	}
+	waitUntil(t, "expiry", func() bool { return len(scanKeys(t, rdb, prefix)) == 0 })
+	r3 := mustClaim(t, s, k, "fp", longLease, longTTL)
+	if !r3.Acquired || r3.Token <= r2.Token {
+		t.Fatalf("Claim after expiry = %+v, want token > %d", r3, r2.Token)
+	}
+	// The holder from before the expiry cannot complete the new claim.
+	if err := s.Complete(ctx, k, r2.Token, idempotency.Response{Status: 200}, longTTL); !errors.Is(err, idempotency.ErrStaleToken) {
+		t.Errorf("Complete with the pre-expiry token = %v, want ErrStaleToken", err)
+	}
+}
+
+func TestFencedOpsOnCompletedAndAbsent(t *testing.T) {
+	s, _, _ := newStore(t)
+	ctx := context.Background()
+	k := idempotency.Key{Scope: "s", Key: "k"}
+	if err := s.Complete(ctx, k, 1, idempotency.Response{Status: 200}, longTTL); !errors.Is(err, idempotency.ErrStaleToken) {
+		t.Errorf("Complete on an absent key = %v, want ErrStaleToken", err)
+	}
+	if _, found, _ := s.Get(ctx, k); found {
+		t.Fatal("Complete on an absent key created an entry")
+	}
+	tok := mustClaim(t, s, k, "fp", longLease, longTTL).Token
+	if err := s.Complete(ctx, k, tok, idempotency.Response{Status: 201, Body: []byte("first")}, longTTL); err != nil {
+		t.Fatal(err)
+	}
+	for name, err := range map[string]error{
+		"Renew":    s.Renew(ctx, k, tok, longLease),
+		"Complete": s.Complete(ctx, k, tok, idempotency.Response{Status: 500, Body: []byte("second")}, longTTL),
+		"Release":  s.Release(ctx, k, tok),
+	} {
+		if !errors.Is(err, idempotency.ErrStaleToken) {
+			t.Errorf("%s after Complete = %v, want ErrStaleToken", name, err)
+		}
+	}
+	e, found, err := s.Get(ctx, k)
+	if err != nil || !found || e.Response == nil || string(e.Response.Body) != "first" || e.LeaseRemaining != 0 {
+		t.Fatalf("Get = %+v %v %v, want the first outcome unchanged", e, found, err)
+	}
+}
+
+func TestResponseEncoding(t *testing.T) {
+	s, _, _ := newStore(t)
+	ctx := context.Background()
+	binary := []byte{0, 1, 2, 0xff, 0xfe, '\r', '\n', '"', '\\', 0}
+	tests := []struct {
+		name string
+		resp idempotency.Response
+	}{
+		{"nil header and body", idempotency.Response{Status: 204}},
+		{"empty header and body", idempotency.Response{Status: 200, Header: http.Header{}, Body: []byte{}}},
+		{"binary body, multi-valued header", idempotency.Response{
+			Status: 201,
+			Header: http.Header{"Content-Type": {"application/octet-stream"}, "Link": {"<a>; rel=x", "<b>; rel=\"y\""}},
+			Body:   binary,
+		}},
+		{"oversize", idempotency.Response{Status: 200, Oversize: true}},
+		{"large body", idempotency.Response{Status: 200, Body: bytes.Repeat([]byte("0123456789"), 100_000)}},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			k := idempotency.Key{Scope: "s", Key: strconv.Itoa(i)}
+			tok := mustClaim(t, s, k, "fp", longLease, longTTL).Token
+			if err := s.Complete(ctx, k, tok, tc.resp, longTTL); err != nil {
+				t.Fatal(err)
+			}
+			e, found, err := s.Get(ctx, k)
+			if err != nil || !found || e.State != idempotency.StateCompleted || e.Token != tok || e.Fingerprint != "fp" {
+				t.Fatalf("Get = %+v %v %v", e, found, err)
+			}
+			if !reflect.DeepEqual(*e.Response, tc.resp) {
+				t.Errorf("stored response = %+v, want %+v", *e.Response, tc.resp)
+			}
+			// Claim on a completed entry carries the same response.
+			res := mustClaim(t, s, k, "fp", longLease, longTTL)
+			if res.Acquired || res.Entry.Response == nil || !reflect.DeepEqual(*res.Entry.Response, tc.resp) {
+				t.Errorf("Claim on completed = %+v, want blocked with the stored response", res)
+			}
+		})
+	}
+}
+
+func TestConcurrentClaimsOneWinner(t *testing.T) {
+	s, _, _ := newStore(t)
+	k := idempotency.Key{Scope: "s", Key: "race"}
+	const n = 40
+	var wg sync.WaitGroup
+	results := make(chan idempotency.ClaimResult, n)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := s.Claim(context.Background(), k, "fp", longLease, longTTL)
+			if err != nil {
+				t.Errorf("Claim: %v", err)
+				return
+			}
+			results <- res
+		}()
+	}
+	wg.Wait()
+	close(results)
+	winners := 0
+	for r := range results {
+		if r.Acquired {
+			winners++
+		} else if r.Entry.State != idempotency.StateInProgress {
+			t.Errorf("loser saw %+v, want in progress", r.Entry)
+		}
+	}
+	if winners != 1 {
+		t.Errorf("%d claims acquired, want exactly 1", winners)
+	}
+}
+
+func TestCorruptEntryIsAnError(t *testing.T) {
+	s, rdb, prefix := newStore(t)
+	ctx := context.Background()
+	k := idempotency.Key{Scope: "s", Key: "k"}
+	mustClaim(t, s, k, "fp", longLease, longTTL)
+	key := scanKeys(t, rdb, prefix)[0]
+	if err := rdb.HSet(ctx, key, "st", "zz").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Get(ctx, k); err == nil || !strings.HasPrefix(err.Error(), "redisstore: ") {
+		t.Errorf("Get of a corrupt entry = %v, want a redisstore error", err)
+	}
+}
+
+func TestErrorsKeepCause(t *testing.T) {
+	s, _, _ := newStore(t)
+	k := idempotency.Key{Scope: "s", Key: "k"}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := s.Claim(ctx, k, "fp", longLease, longTTL)
+	if !errors.Is(err, context.Canceled) || !strings.HasPrefix(err.Error(), "redisstore: claim") {
+		t.Errorf("Claim with a cancelled context = %v, want redisstore error matching context.Canceled", err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), -time.Second)
+	defer cancel()
+	if _, _, err := s.Get(ctx, k); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Get past the deadline = %v, want context.DeadlineExceeded", err)
+	}
+
+	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { down.Close() })
+	ds := redisstore.New(down)
+	_, err = ds.Claim(context.Background(), k, "fp", longLease, longTTL)
+	if err == nil || errors.Is(err, idempotency.ErrStaleToken) || !strings.HasPrefix(err.Error(), "redisstore: ") {
+		t.Errorf("Claim on an unreachable Redis = %v, want a redisstore error", err)
+	}
+	if err := ds.Complete(context.Background(), k, 1, idempotency.Response{}, longTTL); err == nil || errors.Is(err, idempotency.ErrStaleToken) {
+		t.Errorf("Complete on an unreachable Redis = %v, want an error other than ErrStaleToken", err)
+	}
+	if _, err := s.Claim(context.Background(), k, "fp", longLease, 0); err == nil {
+		t.Error("Claim with ttl 0 succeeded, want an error")
+	}
+}
+
+func TestOneRoundTripPerCall(t *testing.T) {
+	s, rdb, _ := newStore(t)
+	ctx := context.Background()
+	var rt roundTrips
+	rdb.AddHook(&rt)
+	// Warm the server's script cache so EVALSHA hits.
+	warm := idempotency.Key{Scope: "s", Key: "warm"}
+	tok := mustClaim(t, s, warm, "fp", longLease, longTTL).Token
+	_ = s.Renew(ctx, warm, tok, longLease)
+	_ = s.Release(ctx, warm, tok)
+	tok = mustClaim(t, s, warm, "fp", longLease, longTTL).Token
+	_ = s.Complete(ctx, warm, tok, idempotency.Response{Status: 200}, longTTL)
+	_, _, _ = s.Get(ctx, warm)
+
+	k := idempotency.Key{Scope: "s", Key: "k"}
+	calls := []struct {
+		name string
+		fn   func() error
+	}{
+		{"Claim", func() error { tok = mustClaim(t, s, k, "fp", longLease, longTTL).Token; return nil }},
+		{"Renew", func() error { return s.Renew(ctx, k, tok, longLease) }},
+		{"Complete", func() error { return s.Complete(ctx, k, tok, idempotency.Response{Status: 201}, longTTL) }},
+		{"Get", func() error { _, _, err := s.Get(ctx, k); return err }},
+		{"Claim on completed", func() error { mustClaim(t, s, k, "fp", longLease, longTTL); return nil }},
+	}
+	for _, c := range calls {
+		before := rt.n.Load()
+		if err := c.fn(); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if n := rt.n.Load() - before; n != 1 {
+			t.Errorf("%s took %d round trips, want 1", c.name, n)
+		}
+	}
+}
+
+func TestWithWaitReportsMissingReplicas(t *testing.T) {
+	rdb := newClient(t)
+	if n, err := rdb.Do(context.Background(), "WAIT", 1, 1).Int64(); err != nil || n >= 1 {
+		t.Skipf("the test Redis has replicas (%d, %v); this test wants none", n, err)
+	}
+	prefix := newPrefix(t, rdb)
+	s := redisstore.New(rdb, redisstore.WithPrefix(prefix), redisstore.WithWait(1, 20*time.Millisecond))
+	ctx := context.Background()
+	k := idempotency.Key{Scope: "s", Key: "k"}
+	_, err := s.Claim(ctx, k, "fp", longLease, longTTL)
+	if !errors.Is(err, redisstore.ErrNotReplicated) {
+		t.Fatalf("Claim = %v, want ErrNotReplicated", err)
+	}
+	// The write stays on the primary, so the claim blocks a second one; a
+	// claim that wrote nothing waits for no replica.
+	res, err := s.Claim(ctx, k, "fp", longLease, longTTL)
+	if err != nil || res.Acquired {
+		t.Fatalf("second Claim = %+v, %v; want blocked without error", res, err)
+	}
+	if err := s.Release(ctx, k, res.Entry.Token); !errors.Is(err, redisstore.ErrNotReplicated) {
+		t.Errorf("Release = %v, want ErrNotReplicated", err)
+	}
+	if _, found, _ := s.Get(ctx, k); found {
+		t.Error("Release was not applied on the primary")
+	}
+}
