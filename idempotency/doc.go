@@ -1,0 +1,142 @@
+// Package idempotency is server middleware that makes state-changing HTTP
+// requests safe to retry: a request carrying an Idempotency-Key runs its
+// handler at most once per (scope, key), however many times and to however
+// many instances of the application it is delivered, and every repeat gets
+// the first outcome back byte for byte. It follows the IETF draft "The
+// Idempotency-Key HTTP Header Field" and stays compatible with Stripe-style
+// APIs.
+//
+// Wrap a handler with Middleware and a Store every instance reaches:
+//
+//	store := memstore.New() // or redisstore / pgstore for several instances
+//	defer store.Close()
+//	h := idempotency.Middleware(store,
+//		idempotency.WithScope(func(r *http.Request) (string, error) {
+//			return principal(r) // the authenticated tenant or user
+//		}),
+//	)(mux)
+//
+// # What the Middleware does
+//
+// Requests with a protected method (POST and PATCH by default, see
+// WithMethods) are handled as below; all others pass through untouched.
+//
+//	situation                                      answer                               handler runs?
+//	no key, key required (WithKeyRequired)         400 ProblemMissingKey                no
+//	no key, key optional (the default)             passes through unprotected           yes
+//	malformed key                                  400 ProblemMalformedKey              no
+//	body over WithMaxRequestBody                   413 ProblemRequestTooLarge           no
+//	scope function fails                           500 ProblemScopeUnavailable          no
+//	new (scope, key)                               claim, run, store, answer            yes, once
+//	same key and fingerprint, completed            stored answer + Idempotent-Replayed  no
+//	same key and fingerprint, running              409 ProblemInProgress + Retry-After  no
+//	same key, other fingerprint                    422 ProblemKeyReused                 no
+//	previous holder's lease lapsed                 takeover with a higher token         yes
+//	completed with an oversize response            410 ProblemResponseTooLarge          no
+//	store unreachable                              503 ProblemStoreUnavailable          no (fail closed)
+//
+// # Keys and fingerprints
+//
+// The Idempotency-Key value is a raw token or an RFC 8941 sf-string; after
+// unquoting it must be 1 to 255 bytes of printable ASCII, given once (see
+// ParseKey). The fingerprint binds a key to one request: "v1:" and the
+// SHA-256 of the method, the path, the query with parameters sorted, and the
+// body, canonicalised when it is JSON (see Fingerprint). The version prefix
+// lets a later recipe coexist with stored v1 entries without false matches.
+//
+// # Scope
+//
+// WithScope names who owns a key, typically the authenticated tenant or
+// principal. The default scope is "" for every request: right for a
+// single-tenant service, or when keys are UUIDv4s from trusted clients. The
+// trade-off: with one shared scope, a client that learns or guesses another
+// client's key can have that client's stored response replayed to it (and
+// can block the other client's request with a 422). Multi-tenant services
+// should scope by principal. A scope function's error fails the request
+// closed (500), since running it under the wrong owner could leak or
+// duplicate.
+//
+// # What is stored
+//
+// Outcomes with a status below 500, except 408 and 429, are stored for
+// WithTTL (24 h by default): the status, the allow-listed headers and the
+// body, byte for byte. A 5xx, 408 or 429, or a handler panic, stores nothing
+// and releases the claim, so the retry runs the handler again (a panic goes
+// on after the release). The handler must therefore not leave half-done side
+// effects behind a 5xx; transactional mode guarantees that.
+//
+// Only allow-listed headers are stored and replayed: Content-Type,
+// Location, ETag, Last-Modified, Link and Content-Location, plus those named
+// with WithReplayHeaders. Set-Cookie, Date, Retry-After, rate-limit headers,
+// hop-by-hop headers and Content-Length never are. The first response keeps
+// every header the handler set.
+//
+// A response body larger than WithMaxResponseBody (1 MiB by default) is
+// streamed to its client and recorded as completed but oversize: retries get
+// 410 ProblemResponseTooLarge, never a second execution.
+//
+// # Lease and TTL
+//
+// The claim made before the handler runs carries two durations. The lease
+// (WithLease, 10 s by default) is how long the claim survives without
+// renewal; the Middleware renews it every third of a lease while the handler
+// runs, so a long handler keeps its key and a crashed instance blocks the key
+// for one lease, not for the retention TTL. The TTL (WithTTL) is how long
+// the entry, and then the stored outcome, is kept; after it the key is new
+// again.
+//
+// Each claim gets a fencing token, greater on every takeover. Completion,
+// renewal and release compare it, so an instance that lost its lease (a GC
+// pause, a partition) cannot overwrite or delete the newer holder's claim or
+// record: its outcome is not stored, the loss is logged and reported as
+// OutcomeLeaseLost, and its response is still sent, since its work happened.
+// Handlers can read the token with TokenFromContext and pass it on to make
+// their own downstream writes fenced.
+//
+// # Store failures: fail closed
+//
+// When the store cannot claim, the request is answered 503
+// ProblemStoreUnavailable with Retry-After and the handler does not run: a
+// store outage must not turn into duplicate debits. WithFailOpen(true) runs
+// the handler unprotected instead. When storing the outcome fails after the
+// handler ran, the response is still sent (the work happened); the failure is
+// logged and reported as OutcomeStoreError, and a retry may find the key in
+// progress until the lease lapses, then run again.
+//
+// # Transactional mode
+//
+// When the Store also implements TxStore (pgstore does), each protected
+// request runs in one database transaction: BeginTx, claim inside it, the
+// handler runs with the transaction in its request context (the store
+// package provides the accessor, such as pgstore.TxFromContext) so its own
+// writes join it, the response is buffered in full, and a storable outcome
+// is stored and committed before any byte of the response is sent. A
+// non-storable status or a panic rolls everything back; a failed commit rolls
+// back and answers 503 ProblemCommitFailed, so the client never sees a
+// success that was not kept. No lease is used: a crashed instance's
+// transaction aborts and frees the key.
+//
+// # Problems
+//
+// Errors are RFC 9457 application/problem+json documents with a stable
+// "type" URI; the ProblemXxx constants document each one, and each URI
+// resolves to its constant's documentation:
+//
+//	type                     status  meaning                                         retry?
+//	ProblemMissingKey        400     required key absent                             no, add a key
+//	ProblemMalformedKey      400     key unparsable                                  no
+//	ProblemBodyUnreadable    400     request body could not be read                  no
+//	ProblemRequestTooLarge   413     request body over the limit                     no
+//	ProblemKeyReused         422     key used with another fingerprint               never with this key
+//	ProblemInProgress        409     first request still running                     yes, after Retry-After
+//	ProblemResponseTooLarge  410     completed, response too large to replay         no, it happened
+//	ProblemScopeUnavailable  500     scope function failed                           server fix needed
+//	ProblemStoreUnavailable  503     store unreachable, nothing ran                  yes, same key
+//	ProblemCommitFailed      503     transaction not committed, nothing kept         yes, same key
+//
+// # Observability
+//
+// WithLogger takes a *slog.Logger for the unusual (lost leases, store
+// failures, takeovers); WithHook receives an Event with an Outcome for every
+// protected request, for metrics.
+package idempotency

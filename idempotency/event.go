@@ -1,0 +1,70 @@
+package idempotency
+
+// Outcome names what the Middleware did with a request, for metrics and
+// logs.
+type Outcome string
+
+// Outcomes reported through WithHook.
+const (
+	// OutcomeNew: the handler ran and its outcome was stored.
+	OutcomeNew Outcome = "new"
+	// OutcomeReleased: the handler ran but its outcome is not stored (a 5xx,
+	// 408 or 429 status, or a panic), so a retry runs it again.
+	OutcomeReleased Outcome = "released"
+	// OutcomeReplay: a stored outcome was replayed; the handler did not run.
+	OutcomeReplay Outcome = "replay"
+	// OutcomeInProgress: the key was held by a running request; answered 409.
+	OutcomeInProgress Outcome = "in_progress"
+	// OutcomeMismatch: the key was used with a different fingerprint;
+	// answered 422.
+	OutcomeMismatch Outcome = "mismatch"
+	// OutcomeLeaseLost: the request's claim was taken over (its lease lapsed)
+	// while its handler ran; its outcome was not stored. Reported when the
+	// loss is noticed, by a renewal or by the completion, once per request.
+	OutcomeLeaseLost Outcome = "lease_lost"
+	// OutcomeStoreError: a store call failed. On claim, the request was
+	// answered 503 (or, with WithFailOpen, run unprotected); after the
+	// handler ran, its response was still sent but its outcome may not be
+	// stored. Err holds the cause.
+	OutcomeStoreError Outcome = "store_error"
+	// OutcomeTooLarge: the request body was over the limit; answered 413.
+	OutcomeTooLarge Outcome = "too_large"
+	// OutcomeOversize: the operation completed earlier with a response too
+	// large to store; answered 410 without running the handler.
+	OutcomeOversize Outcome = "oversize"
+	// OutcomeMissingKey: a required key was absent; answered 400.
+	OutcomeMissingKey Outcome = "missing_key"
+	// OutcomeMalformedKey: the key did not parse; answered 400.
+	OutcomeMalformedKey Outcome = "malformed_key"
+	// OutcomeBadRequest: the request body could not be read; answered 400.
+	OutcomeBadRequest Outcome = "bad_request"
+	// OutcomeScopeError: the scope function failed; answered 500.
+	OutcomeScopeError Outcome = "scope_error"
+)
+
+// Event describes one outcome. Each protected request that carries a key
+// (or lacks a required one) gives exactly one event, except that a request
+// whose lease is lost gives OutcomeLeaseLost, possibly while its handler
+// still runs, and then an OutcomeStoreError event if a later store call
+// fails. Requests the Middleware lets through untouched (unprotected
+// methods, no key when none is required) give none.
+type Event struct {
+	// Outcome is what happened.
+	Outcome Outcome
+	// Key is the request's scope and key; zero when no key was parsed.
+	Key Key
+	// Token is the fencing token of the request's claim; 0 when it held
+	// none.
+	Token int64
+	// TookOver reports that the claim was taken over from an earlier holder
+	// whose lease had lapsed.
+	TookOver bool
+	// Status is the HTTP status sent to the client; 0 when none was sent
+	// yet (a lease lost while the handler runs).
+	Status int
+	// Err is the underlying error for OutcomeStoreError, OutcomeLeaseLost,
+	// OutcomeScopeError, OutcomeMalformedKey and OutcomeBadRequest; nil
+	// otherwise. It is a recovered panic's value wrapped in an error for
+	// OutcomeReleased after a panic.
+	Err error
+}

@@ -1,0 +1,396 @@
+package idempotency
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// ErrHandlerPanicked is the Err of the OutcomeReleased event of a request
+// whose handler panicked. The Middleware released the claim and let the
+// panic continue.
+var ErrHandlerPanicked = errors.New("idempotency: handler panicked")
+
+// errRequestTooLarge is returned by readBody for a body over the limit.
+var errRequestTooLarge = errors.New("idempotency: request body too large")
+
+// storeRetryAfter is the Retry-After, in seconds, of a 503 answer.
+const storeRetryAfter = 1
+
+// Poll interval bounds of WithWaitForResult.
+const (
+	waitPollFirst = 10 * time.Millisecond
+	waitPollMax   = 200 * time.Millisecond
+)
+
+// Middleware returns a middleware that makes the protected methods of the
+// handler it wraps idempotent under the Idempotency-Key header, with store as
+// the shared record of claims and outcomes. See the package documentation
+// for the rules it implements. When store also implements TxStore, the
+// Middleware runs in transactional mode.
+//
+// The returned middleware and the handlers it makes are safe for concurrent
+// use. Middleware panics if store is nil.
+func Middleware(store Store, opts ...Option) func(http.Handler) http.Handler {
+	if store == nil {
+		panic("idempotency: Middleware needs a non-nil Store")
+	}
+	cfg := newConfig(opts)
+	txs, _ := store.(TxStore)
+	return func(next http.Handler) http.Handler {
+		if next == nil {
+			panic("idempotency: Middleware needs a non-nil http.Handler")
+		}
+		return &middleware{store: store, txStore: txs, cfg: cfg, next: next}
+	}
+}
+
+type middleware struct {
+	store   Store
+	txStore TxStore // non-nil in transactional mode
+	cfg     *config
+	next    http.Handler
+}
+
+var _ http.Handler = (*middleware)(nil)
+
+func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !m.cfg.methods[r.Method] {
+		m.next.ServeHTTP(w, r)
+		return
+	}
+	values := r.Header[HeaderIdempotencyKey]
+	if len(values) == 0 {
+		if !m.cfg.keyRequired {
+			m.next.ServeHTTP(w, r)
+			return
+		}
+		m.emit(Event{Outcome: OutcomeMissingKey, Status: http.StatusBadRequest})
+		writeProblem(w, problem{Type: ProblemMissingKey, Status: http.StatusBadRequest,
+			Detail: "This request must carry an Idempotency-Key header."}, 0)
+		return
+	}
+	key, err := ParseKey(values)
+	if err != nil {
+		detail := "The Idempotency-Key header is malformed."
+		var ke *KeyError
+		if errors.As(err, &ke) {
+			detail = "The Idempotency-Key header is malformed: " + ke.Reason + "."
+		}
+		m.emit(Event{Outcome: OutcomeMalformedKey, Status: http.StatusBadRequest, Err: err})
+		writeProblem(w, problem{Type: ProblemMalformedKey, Status: http.StatusBadRequest, Detail: detail}, 0)
+		return
+	}
+	body, err := m.readBody(r)
+	if err != nil {
+		if errors.Is(err, errRequestTooLarge) {
+			m.emit(Event{Outcome: OutcomeTooLarge, Key: Key{Key: key}, Status: http.StatusRequestEntityTooLarge})
+			writeProblem(w, problem{Type: ProblemRequestTooLarge, Status: http.StatusRequestEntityTooLarge,
+				Detail: "The request body is larger than " + strconv.FormatInt(m.cfg.maxRequestBody, 10) + " bytes.",
+				Key:    key}, 0)
+			return
+		}
+		m.emit(Event{Outcome: OutcomeBadRequest, Key: Key{Key: key}, Status: http.StatusBadRequest, Err: err})
+		writeProblem(w, problem{Type: ProblemBodyUnreadable, Status: http.StatusBadRequest, Key: key}, 0)
+		return
+	}
+	var scope string
+	if m.cfg.scope != nil {
+		if scope, err = m.cfg.scope(r); err != nil {
+			m.cfg.logger.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: scope function failed",
+				slog.String("key", key), slog.Any("error", err))
+			m.emit(Event{Outcome: OutcomeScopeError, Key: Key{Key: key}, Status: http.StatusInternalServerError, Err: err})
+			writeProblem(w, problem{Type: ProblemScopeUnavailable, Status: http.StatusInternalServerError, Key: key}, 0)
+			return
+		}
+	}
+	k := Key{Scope: scope, Key: key}
+	fp := Fingerprint(r, body)
+	if m.txStore != nil {
+		m.serveTx(w, r, k, fp)
+		return
+	}
+	m.serve(w, r, k, fp)
+}
+
+// restoredBody replays the bytes read from a request body to the handler.
+type restoredBody struct{ bytes.Reader }
+
+func (*restoredBody) Close() error { return nil }
+
+// readBody reads the whole body, up to the limit, and puts it back on r so
+// that the handler reads the same bytes.
+func (m *middleware) readBody(r *http.Request) ([]byte, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	limit := m.cfg.maxRequestBody
+	if r.ContentLength > limit {
+		return nil, errRequestTooLarge
+	}
+	size := 512
+	if r.ContentLength >= 0 {
+		size = int(r.ContentLength) + 1 // +1 to see EOF without growing
+	}
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > limit {
+			return nil, errRequestTooLarge
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	rb := &restoredBody{}
+	rb.Reset(buf)
+	r.Body = rb
+	return buf, nil
+}
+
+// serve runs the protected request against a plain Store: claim, then run
+// the handler under a renewed lease, or answer from the entry in the way.
+func (m *middleware) serve(w http.ResponseWriter, r *http.Request, k Key, fp string) {
+	var wt waiter
+	for {
+		res, err := m.store.Claim(r.Context(), k, fp, m.cfg.lease, m.cfg.ttl)
+		if err != nil {
+			m.storeFailed(w, r, k, err)
+			return
+		}
+		if res.Acquired {
+			m.run(w, r, k, res)
+			return
+		}
+		if !m.refused(w, r, k, fp, res.Entry, &wt) {
+			return
+		}
+	}
+}
+
+// run runs the handler under the claim res, then stores its outcome and
+// sends its response.
+func (m *middleware) run(w http.ResponseWriter, r *http.Request, k Key, res ClaimResult) {
+	token := res.Token
+	detached := context.WithoutCancel(r.Context())
+	if res.TookOver {
+		m.cfg.logger.LogAttrs(r.Context(), slog.LevelInfo, "idempotency: took over a claim whose lease lapsed",
+			slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Int64("token", token))
+	}
+	rec := &recorder{w: w, limit: m.cfg.maxResponse, canStream: true}
+	lk := m.keepLease(detached, k, token)
+	ev := Event{Key: k, Token: token, TookOver: res.TookOver}
+	finished := false
+	defer func() {
+		if finished {
+			return
+		}
+		// The handler panicked. Release the claim so that a retry runs it
+		// again; the panic goes on once this returns.
+		if lk.stop() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(detached, m.cfg.storeTimeout)
+		defer cancel()
+		ev.Outcome, ev.Err = OutcomeReleased, ErrHandlerPanicked
+		m.release(ctx, ev)
+	}()
+	m.next.ServeHTTP(rec, r.WithContext(withClaim(r.Context(), k, token)))
+	finished = true
+	lost := lk.stop()
+	ev.Status = rec.statusCode()
+	if !lost {
+		ctx, cancel := context.WithTimeout(detached, m.cfg.storeTimeout)
+		if storable(ev.Status) {
+			err := m.store.Complete(ctx, k, token, m.outcome(rec), m.cfg.ttl)
+			switch {
+			case err == nil:
+				ev.Outcome = OutcomeNew
+				m.emit(ev)
+			case errors.Is(err, ErrStaleToken):
+				m.leaseLost(ctx, k, token, ev.Status, err)
+			default:
+				m.afterRunFailed(ctx, ev, "idempotency: storing the outcome failed; the response is sent anyway", err)
+			}
+		} else {
+			ev.Outcome = OutcomeReleased
+			m.release(ctx, ev)
+		}
+		cancel()
+	}
+	rec.flush()
+}
+
+// release releases ev's claim and reports ev, or what went wrong instead.
+func (m *middleware) release(ctx context.Context, ev Event) {
+	err := m.store.Release(ctx, ev.Key, ev.Token)
+	switch {
+	case err == nil:
+		m.emit(ev)
+	case errors.Is(err, ErrStaleToken):
+		m.leaseLost(ctx, ev.Key, ev.Token, ev.Status, err)
+	default:
+		m.afterRunFailed(ctx, ev, "idempotency: releasing the claim failed; the key stays blocked until its lease lapses", err)
+	}
+}
+
+func (m *middleware) afterRunFailed(ctx context.Context, ev Event, msg string, err error) {
+	m.cfg.logger.LogAttrs(ctx, slog.LevelError, msg,
+		slog.String("scope", ev.Key.Scope), slog.String("key", ev.Key.Key),
+		slog.Int64("token", ev.Token), slog.Int("status", ev.Status), slog.Any("error", err))
+	ev.Outcome, ev.Err = OutcomeStoreError, err
+	m.emit(ev)
+}
+
+func (m *middleware) leaseLost(ctx context.Context, k Key, token int64, status int, err error) {
+	m.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: lease lost; another request took the key over and this outcome is not stored",
+		slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Int64("token", token), slog.Any("error", err))
+	m.emit(Event{Outcome: OutcomeLeaseLost, Key: k, Token: token, Status: status, Err: err})
+}
+
+// outcome is the Response to store for what rec recorded.
+func (m *middleware) outcome(rec *recorder) Response {
+	if rec.oversize {
+		return Response{Status: rec.statusCode(), Oversize: true}
+	}
+	return Response{Status: rec.statusCode(), Header: m.cfg.storedHeaders(rec.w.Header()), Body: rec.buf}
+}
+
+// storable reports whether an outcome with this status is stored. Server
+// errors and the two "try again" client errors are not: a retry must run.
+func storable(status int) bool {
+	return status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests
+}
+
+// refused answers a request whose claim was refused because of entry e, or
+// waits for e to settle; it reports true when the caller should claim again.
+func (m *middleware) refused(w http.ResponseWriter, r *http.Request, k Key, fp string, e Entry, wt *waiter) bool {
+	if e.Fingerprint != fp {
+		m.emit(Event{Outcome: OutcomeMismatch, Key: k, Status: http.StatusUnprocessableEntity})
+		writeProblem(w, problem{Type: ProblemKeyReused, Status: http.StatusUnprocessableEntity, Key: k.Key,
+			Detail: "This Idempotency-Key was used for a request with a different method, path, query or body."}, 0)
+		return false
+	}
+	switch e.State {
+	case StateCompleted:
+		m.replay(w, r, k, e)
+		return false
+	case StateInProgress:
+	default:
+		m.storeUnavailable(w, r, k, errors.New("idempotency: store returned an entry in an unknown state"))
+		return false
+	}
+	if m.cfg.wait > 0 && wt.pause(r.Context(), m.cfg.wait) {
+		return true
+	}
+	retry := 1
+	if e.LeaseRemaining > time.Second {
+		retry = int((e.LeaseRemaining + time.Second - 1) / time.Second)
+	}
+	m.emit(Event{Outcome: OutcomeInProgress, Key: k, Token: e.Token, Status: http.StatusConflict})
+	writeProblem(w, problem{Type: ProblemInProgress, Status: http.StatusConflict, Key: k.Key,
+		Detail: "A request with this Idempotency-Key is still being processed. Retry later with the same key."}, retry)
+	return false
+}
+
+// replay answers with the stored outcome of e.
+func (m *middleware) replay(w http.ResponseWriter, r *http.Request, k Key, e Entry) {
+	resp := e.Response
+	if resp == nil {
+		m.storeUnavailable(w, r, k, errors.New("idempotency: store returned a completed entry without a response"))
+		return
+	}
+	h := w.Header()
+	h.Set(HeaderReplayed, "true")
+	if resp.Oversize {
+		m.emit(Event{Outcome: OutcomeOversize, Key: k, Token: e.Token, Status: http.StatusGone})
+		writeProblem(w, problem{Type: ProblemResponseTooLarge, Status: http.StatusGone, Key: k.Key,
+			OriginalStatus: resp.Status,
+			Detail:         "The operation with this Idempotency-Key completed, but its response was too large to keep. It will not run again."}, 0)
+		return
+	}
+	for name, v := range resp.Header {
+		if m.cfg.replayHeaders[name] {
+			h[name] = v[:len(v):len(v)] // a later Add must not write into the store's slice
+		}
+	}
+	m.emit(Event{Outcome: OutcomeReplay, Key: k, Token: e.Token, Status: resp.Status})
+	w.WriteHeader(resp.Status)
+	if len(resp.Body) > 0 {
+		_, _ = w.Write(resp.Body)
+	}
+}
+
+// storeFailed handles a store failure before the handler ran: 503, or, with
+// WithFailOpen, the handler runs unprotected.
+func (m *middleware) storeFailed(w http.ResponseWriter, r *http.Request, k Key, err error) {
+	if !m.cfg.failOpen {
+		m.storeUnavailable(w, r, k, err)
+		return
+	}
+	m.cfg.logger.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: store failed; running the handler unprotected (fail open)",
+		slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Any("error", err))
+	m.emit(Event{Outcome: OutcomeStoreError, Key: k, Err: err})
+	m.next.ServeHTTP(w, r)
+}
+
+// storeUnavailable answers 503 without running the handler.
+func (m *middleware) storeUnavailable(w http.ResponseWriter, r *http.Request, k Key, err error) {
+	level := slog.LevelError
+	if r.Context().Err() != nil {
+		level = slog.LevelDebug // the client left; the store call was cut short
+	}
+	m.cfg.logger.LogAttrs(r.Context(), level, "idempotency: store failed; answering 503",
+		slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Any("error", err))
+	m.emit(Event{Outcome: OutcomeStoreError, Key: k, Status: http.StatusServiceUnavailable, Err: err})
+	writeProblem(w, problem{Type: ProblemStoreUnavailable, Status: http.StatusServiceUnavailable, Key: k.Key,
+		Detail: "The idempotency store is unavailable, so the request was not processed. Retry with the same key."}, storeRetryAfter)
+}
+
+func (m *middleware) emit(ev Event) {
+	if m.cfg.hook != nil {
+		m.cfg.hook(ev)
+	}
+}
+
+// waiter paces WithWaitForResult's polling of an entry in progress.
+type waiter struct {
+	deadline time.Time
+	next     time.Duration
+}
+
+// pause waits for the next poll; it reports false, without waiting, once
+// the total wait is used up, and false when ctx is done.
+func (wt *waiter) pause(ctx context.Context, total time.Duration) bool {
+	now := time.Now()
+	if wt.deadline.IsZero() {
+		wt.deadline = now.Add(total)
+		wt.next = waitPollFirst
+	}
+	left := wt.deadline.Sub(now)
+	if left <= 0 {
+		return false
+	}
+	d := min(wt.next, left)
+	wt.next = min(2*wt.next, waitPollMax)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

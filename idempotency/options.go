@@ -1,0 +1,217 @@
+package idempotency
+
+import (
+	"log/slog"
+	"net/http"
+	"net/textproto"
+	"time"
+)
+
+// Defaults of the Middleware's options.
+const (
+	// DefaultTTL is how long a completed outcome is kept for replay.
+	DefaultTTL = 24 * time.Hour
+	// DefaultLease is how long a claim stays alive without renewal; the
+	// Middleware renews it every third of it while the handler runs.
+	DefaultLease = 10 * time.Second
+	// DefaultMaxRequestBody is the largest request body, in bytes, that is
+	// read and fingerprinted; larger bodies get 413.
+	DefaultMaxRequestBody int64 = 1 << 20
+	// DefaultMaxResponseBody is the largest response body, in bytes, that is
+	// stored for replay; larger responses are streamed to the client and
+	// recorded as completed but oversize.
+	DefaultMaxResponseBody = 1 << 20
+	// DefaultStoreTimeout bounds each store call the Middleware makes after
+	// the handler ran (Complete, Release, Commit) and each lease renewal.
+	// Those calls do not follow the request's cancellation: the work
+	// happened, so its outcome is recorded even when the client left.
+	DefaultStoreTimeout = 5 * time.Second
+)
+
+// Option configures the Middleware. Options are applied in order; a later
+// option overrides an earlier one of the same kind.
+type Option func(*config)
+
+type config struct {
+	ttl            time.Duration
+	lease          time.Duration
+	scope          func(*http.Request) (string, error)
+	methods        map[string]bool
+	keyRequired    bool
+	wait           time.Duration
+	maxRequestBody int64
+	maxResponse    int
+	replayHeaders  map[string]bool
+	failOpen       bool
+	logger         *slog.Logger
+	hook           func(Event)
+	storeTimeout   time.Duration
+}
+
+// defaultReplayHeaders are the response headers a replay carries.
+var defaultReplayHeaders = []string{"Content-Type", "Location", "Etag", "Last-Modified", "Link", "Content-Location"}
+
+func newConfig(opts []Option) *config {
+	c := &config{
+		ttl:            DefaultTTL,
+		lease:          DefaultLease,
+		methods:        map[string]bool{http.MethodPost: true, http.MethodPatch: true},
+		maxRequestBody: DefaultMaxRequestBody,
+		maxResponse:    DefaultMaxResponseBody,
+		replayHeaders:  make(map[string]bool, len(defaultReplayHeaders)),
+		storeTimeout:   DefaultStoreTimeout,
+	}
+	for _, h := range defaultReplayHeaders {
+		c.replayHeaders[textproto.CanonicalMIMEHeaderKey(h)] = true
+	}
+	for _, o := range opts {
+		if o != nil {
+			o(c)
+		}
+	}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// WithTTL sets how long an entry is kept after it was claimed or completed.
+// A retry after the TTL runs the handler again. d <= 0 keeps DefaultTTL
+// (24 h).
+func WithTTL(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.ttl = d
+		}
+	}
+}
+
+// WithLease sets the claim lease: how long an entry in progress blocks other
+// requests if its instance stops renewing it (crashed, partitioned, frozen).
+// The Middleware renews it every d/3 while the handler runs, so d bounds
+// only how long a crash wedges a key, not how long a handler may run. Keep it
+// a few seconds: much shorter and a GC pause or slow store call lets another
+// instance take over a live request. d <= 0 keeps DefaultLease (10 s).
+// The lease is not used in transactional mode.
+func WithLease(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.lease = d
+		}
+	}
+}
+
+// WithScope sets the function naming who owns a request's key (a tenant, an
+// API principal). Requests from different scopes never share keys. An error
+// fails the request closed with a 500 problem (ProblemScopeUnavailable). A
+// nil f keeps the default: every request is in the scope "" (one tenant).
+// f runs on the request goroutine after the body was read and is restored;
+// it must be safe for concurrent use.
+func WithScope(f func(*http.Request) (string, error)) Option {
+	return func(c *config) { c.scope = f }
+}
+
+// WithMethods sets the HTTP methods the Middleware protects; requests with
+// other methods pass straight through. The default is POST and PATCH.
+// Calling it with no methods protects none.
+func WithMethods(methods ...string) Option {
+	return func(c *config) {
+		c.methods = make(map[string]bool, len(methods))
+		for _, m := range methods {
+			c.methods[m] = true
+		}
+	}
+}
+
+// WithKeyRequired makes a protected request without an Idempotency-Key fail
+// with a 400 problem (ProblemMissingKey). By default (false) such a request
+// passes through unprotected.
+func WithKeyRequired(required bool) Option {
+	return func(c *config) { c.keyRequired = required }
+}
+
+// WithWaitForResult makes a request that finds its key in progress wait up
+// to d for the first request to finish, then answer with its replay (or run
+// the handler itself if the first one released the claim or its lease
+// lapsed). The wait polls the store, starting at 10 ms and doubling up to
+// 200 ms, and ends early when the request's context is done. When d passes
+// the request gets the usual 409. d <= 0 (the default) answers 409 at once.
+func WithWaitForResult(d time.Duration) Option {
+	return func(c *config) {
+		c.wait = max(d, 0)
+	}
+}
+
+// WithMaxRequestBody sets the largest request body, in bytes, the Middleware
+// reads to fingerprint it; a larger body gets a 413 problem before anything
+// runs. n <= 0 keeps DefaultMaxRequestBody (1 MiB).
+func WithMaxRequestBody(n int64) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.maxRequestBody = n
+		}
+	}
+}
+
+// WithMaxResponseBody sets the largest response body, in bytes, stored for
+// replay. A larger response is streamed to its client as it is written and
+// recorded as completed but oversize: retries get a 410 problem
+// (ProblemResponseTooLarge) and the handler never runs again. In
+// transactional mode the whole response is buffered until the commit
+// whatever its size. n <= 0 keeps DefaultMaxResponseBody (1 MiB).
+func WithMaxResponseBody(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.maxResponse = n
+		}
+	}
+}
+
+// WithReplayHeaders adds response headers to the replay allow-list (by
+// default Content-Type, Location, ETag, Last-Modified, Link and
+// Content-Location). Only allow-listed headers are stored. Set-Cookie, Date,
+// Retry-After, rate-limit headers (RateLimit*, X-RateLimit*), hop-by-hop
+// headers, Content-Length and Idempotent-Replayed are never stored or
+// replayed, even when named here.
+func WithReplayHeaders(names ...string) Option {
+	return func(c *config) {
+		for _, n := range names {
+			k := textproto.CanonicalMIMEHeaderKey(n)
+			if !neverReplayed(k) {
+				c.replayHeaders[k] = true
+			}
+		}
+	}
+}
+
+// WithFailOpen makes the Middleware run the handler unprotected when the
+// store fails on claim, instead of answering 503 (the default, fail closed).
+// Fail open trades the exactly-once guarantee for availability: use it only
+// when a duplicate is cheaper than an outage. In transactional mode the
+// handler then runs without a transaction in its context.
+func WithFailOpen(open bool) Option {
+	return func(c *config) { c.failOpen = open }
+}
+
+// WithLogger sets the logger for lost leases, store failures and other
+// surprises. Nil (the default) logs nothing. Normal outcomes are not logged;
+// use WithHook to count them.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) { c.logger = l }
+}
+
+// WithHook sets a function called with each Event, for metrics. It runs
+// synchronously on the request's goroutine (or the lease renewal's), so it
+// must be quick and safe for concurrent use. Nil (the default) disables it.
+func WithHook(f func(Event)) Option {
+	return func(c *config) { c.hook = f }
+}
+
+// withStoreTimeout is a test seam for DefaultStoreTimeout.
+func withStoreTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.storeTimeout = d
+		}
+	}
+}

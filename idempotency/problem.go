@@ -1,0 +1,99 @@
+package idempotency
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// Problem type URIs: the "type" member of the RFC 9457 problem details the
+// Middleware answers with. They are stable: clients may match on them. Each
+// resolves to the documentation of its constant.
+const (
+	problemBase = "https://pkg.go.dev/github.com/saferetry/saferetry/idempotency#"
+
+	// ProblemMissingKey (400): the method is protected, WithKeyRequired is
+	// on, and the request has no Idempotency-Key. Add a key and send again.
+	ProblemMissingKey = problemBase + "ProblemMissingKey"
+	// ProblemMalformedKey (400): the Idempotency-Key is empty, longer than
+	// 255 bytes, not printable ASCII, given several times, or a broken
+	// sf-string. The detail member says which.
+	ProblemMalformedKey = problemBase + "ProblemMalformedKey"
+	// ProblemKeyReused (422): the key was already used for a request with a
+	// different fingerprint (method, path, query or body). Never retry with
+	// this key; use a new key for a new operation.
+	ProblemKeyReused = problemBase + "ProblemKeyReused"
+	// ProblemInProgress (409): an earlier request with this key is still
+	// running. Retry after the Retry-After delay with the same key and body.
+	ProblemInProgress = problemBase + "ProblemInProgress"
+	// ProblemStoreUnavailable (503): the idempotency store could not be
+	// reached, so the request was not run (fail closed). Retry after the
+	// Retry-After delay with the same key.
+	ProblemStoreUnavailable = problemBase + "ProblemStoreUnavailable"
+	// ProblemCommitFailed (503): in transactional mode the handler ran but
+	// its transaction could not be committed, so nothing it did was kept.
+	// Retry with the same key.
+	ProblemCommitFailed = problemBase + "ProblemCommitFailed"
+	// ProblemRequestTooLarge (413): the request body is over the limit set
+	// with WithMaxRequestBody. Nothing was run.
+	ProblemRequestTooLarge = problemBase + "ProblemRequestTooLarge"
+	// ProblemBodyUnreadable (400): the request body could not be read.
+	// Nothing was run.
+	ProblemBodyUnreadable = problemBase + "ProblemBodyUnreadable"
+	// ProblemResponseTooLarge (410): the operation with this key completed,
+	// but its response was over the storage cap (WithMaxResponseBody), so
+	// it cannot be replayed. It will not run again. The "original_status"
+	// member carries the status it completed with. The answer carries
+	// Idempotent-Replayed: true.
+	ProblemResponseTooLarge = problemBase + "ProblemResponseTooLarge"
+	// ProblemScopeUnavailable (500): the scope function set with WithScope
+	// returned an error, so the key's owner is unknown and the request was
+	// not run (fail closed).
+	ProblemScopeUnavailable = problemBase + "ProblemScopeUnavailable"
+)
+
+// ContentTypeProblem is the media type of the Middleware's error answers.
+const ContentTypeProblem = "application/problem+json"
+
+type problem struct {
+	Type           string `json:"type"`
+	Title          string `json:"title"`
+	Status         int    `json:"status"`
+	Detail         string `json:"detail,omitempty"`
+	Key            string `json:"idempotency_key,omitempty"`
+	OriginalStatus int    `json:"original_status,omitempty"`
+}
+
+var problemTitles = map[string]string{
+	ProblemMissingKey:       "Idempotency-Key is required",
+	ProblemMalformedKey:     "Idempotency-Key is malformed",
+	ProblemKeyReused:        "Idempotency-Key was used for a different request",
+	ProblemInProgress:       "A request with this Idempotency-Key is in progress",
+	ProblemStoreUnavailable: "Idempotency store unavailable",
+	ProblemCommitFailed:     "The operation could not be committed",
+	ProblemRequestTooLarge:  "Request body too large",
+	ProblemBodyUnreadable:   "Request body could not be read",
+	ProblemResponseTooLarge: "The stored response is too large to replay",
+	ProblemScopeUnavailable: "Idempotency scope unavailable",
+}
+
+// writeProblem answers with an RFC 9457 problem. retryAfter > 0 adds a
+// Retry-After header in whole seconds.
+func writeProblem(w http.ResponseWriter, p problem, retryAfter int) {
+	if p.Title == "" {
+		p.Title = problemTitles[p.Type]
+	}
+	body, err := json.Marshal(p)
+	if err != nil { // cannot happen: every field is a string or an int
+		body = []byte(`{"type":"about:blank"}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", ContentTypeProblem)
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	if retryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(retryAfter))
+	}
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(body)
+}

@@ -1,0 +1,83 @@
+package idempotency
+
+import "net/http"
+
+// recorder is the ResponseWriter the handler writes to while the Middleware
+// holds its claim. It buffers the status and body so that the outcome can be
+// stored before the client sees it. The handler's headers go straight into
+// the real writer's header map, which nothing has sent yet; the Middleware
+// clears it when it answers with a problem instead.
+//
+// When the body grows past limit and streaming is allowed, the recorder
+// stops buffering: it sends the header, what it buffered and everything
+// after straight to the client, and the outcome is stored as oversize.
+type recorder struct {
+	w         http.ResponseWriter
+	status    int
+	buf       []byte
+	limit     int
+	canStream bool
+	streaming bool // headers and buffered body were sent to w
+	oversize  bool // the body outgrew limit
+}
+
+var _ http.ResponseWriter = (*recorder)(nil)
+
+func (r *recorder) Header() http.Header { return r.w.Header() }
+
+// WriteHeader records the first final status. Informational (1xx) statuses
+// are dropped: the real response has not started yet.
+func (r *recorder) WriteHeader(code int) {
+	if code < 100 || code > 999 {
+		panic("idempotency: invalid WriteHeader code")
+	}
+	if r.status != 0 || code < 200 {
+		return
+	}
+	r.status = code
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	if r.streaming {
+		return r.w.Write(p)
+	}
+	if !r.oversize && len(r.buf)+len(p) > r.limit {
+		r.oversize = true
+		if r.canStream {
+			r.streaming = true
+			r.w.WriteHeader(r.status)
+			if len(r.buf) > 0 {
+				if _, err := r.w.Write(r.buf); err != nil {
+					r.buf = nil
+					return 0, err
+				}
+			}
+			r.buf = nil
+			return r.w.Write(p)
+		}
+	}
+	r.buf = append(r.buf, p...)
+	return len(p), nil
+}
+
+// statusCode returns the status the handler set, 200 if it wrote nothing.
+func (r *recorder) statusCode() int {
+	if r.status == 0 {
+		return http.StatusOK
+	}
+	return r.status
+}
+
+// flush sends the buffered response, unless it was streamed already.
+func (r *recorder) flush() {
+	if r.streaming {
+		return
+	}
+	r.w.WriteHeader(r.statusCode())
+	if len(r.buf) > 0 {
+		_, _ = r.w.Write(r.buf)
+	}
+}
