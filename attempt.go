@@ -1,0 +1,75 @@
+package saferetry
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// Attempt describes one attempt and what the Transport decided after it.
+// It is passed to the hook set by [WithHook].
+type Attempt struct {
+	// Request is the request sent by this attempt (a clone of the caller's).
+	Request *http.Request
+	// Key is the operation's idempotency key; empty when it has none.
+	Key string
+	// Number counts attempts from 1.
+	Number int
+	// Status is the response status, or 0 when the attempt got no response.
+	Status int
+	// Err is the attempt's error when it got no response.
+	Err error
+	// Decision is [DecisionRetry] or [DecisionReturn].
+	Decision Decision
+	// Reason explains the decision; for a retry, whether the status or
+	// error was retryable or the wait came from Retry-After; for a return,
+	// what stopped retries.
+	Reason Reason
+	// RetryAfter is the server's Retry-After, before capping and jitter;
+	// 0 when absent or not honoured.
+	RetryAfter time.Duration
+	// Wait is the wait chosen before the next attempt; 0 on a return.
+	Wait time.Duration
+}
+
+// observe hands an attempt to the hook and the logger.
+func (c *config) observe(ctx context.Context, a *Attempt, retryableOutcome bool) {
+	if c.hook != nil {
+		c.hook(*a)
+	}
+	if c.logger == nil {
+		return
+	}
+	level := slog.LevelDebug
+	switch {
+	case a.Decision == DecisionRetry:
+		level = slog.LevelInfo
+	case retryableOutcome:
+		level = slog.LevelWarn
+	}
+	if !c.logger.Enabled(ctx, level) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 10)
+	attrs = append(attrs,
+		slog.String("method", a.Request.Method),
+		slog.String("host", a.Request.URL.Host),
+		slog.String("path", a.Request.URL.Path),
+		slog.String("key", a.Key),
+		slog.Int("attempt", a.Number),
+	)
+	if a.Err != nil {
+		attrs = append(attrs, slog.String("error", a.Err.Error()))
+	} else {
+		attrs = append(attrs, slog.Int("status", a.Status))
+	}
+	attrs = append(attrs, slog.String("decision", a.Decision.String()), slog.String("reason", string(a.Reason)))
+	if a.RetryAfter > 0 {
+		attrs = append(attrs, slog.Duration("retry_after", a.RetryAfter))
+	}
+	if a.Decision == DecisionRetry {
+		attrs = append(attrs, slog.Duration("wait", a.Wait))
+	}
+	c.logger.LogAttrs(ctx, level, "saferetry: attempt", attrs...)
+}

@@ -1,0 +1,116 @@
+package saferetry
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// body hands out the request body for each attempt of one operation, the
+// same bytes every time.
+type body struct {
+	req        *http.Request
+	first      io.ReadCloser // the body of attempt 1, or nil
+	buf        []byte        // the buffered body, when buffered
+	buffered   bool
+	replayable bool
+	used       bool // attempt 1 took first
+}
+
+// newBody prepares req's body. A body with GetBody is replayed through it;
+// one without is buffered up to limit bytes; a larger one is streamed once
+// and marks the operation as not replayable. On error req.Body is closed.
+func newBody(req *http.Request, limit int64) (*body, error) {
+	b := &body{req: req, first: req.Body, replayable: true}
+	if req.Body == nil || req.Body == http.NoBody || req.GetBody != nil {
+		return b, nil
+	}
+	buf, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
+	if err != nil {
+		req.Body.Close()
+		return nil, fmt.Errorf("saferetry: read request body: %w", err)
+	}
+	if int64(len(buf)) <= limit {
+		if err := req.Body.Close(); err != nil {
+			return nil, fmt.Errorf("saferetry: close request body: %w", err)
+		}
+		b.buf, b.buffered, b.first = buf, true, nil
+		return b, nil
+	}
+	b.replayable = false
+	b.first = &prefixedBody{Reader: io.MultiReader(bytes.NewReader(buf), req.Body), c: req.Body}
+	return b, nil
+}
+
+// next returns the body for the coming attempt. Attempt 1 gets the
+// request's own body; later ones get a fresh copy.
+func (b *body) next() (io.ReadCloser, error) {
+	switch {
+	case b.buffered:
+		return io.NopCloser(bytes.NewReader(b.buf)), nil
+	case !b.used:
+		b.used = true
+		return b.first, nil
+	case b.first == nil || b.first == http.NoBody:
+		return b.first, nil
+	case !b.replayable || b.req.GetBody == nil:
+		return nil, errors.New("saferetry: request body cannot be replayed")
+	}
+	rc, err := b.req.GetBody()
+	if err != nil {
+		return nil, fmt.Errorf("saferetry: GetBody: %w", err)
+	}
+	return rc, nil
+}
+
+// apply sets an attempt request's body fields.
+func (b *body) apply(r *http.Request, rc io.ReadCloser) {
+	r.Body = rc
+	if b.buffered {
+		r.ContentLength = int64(len(b.buf))
+		buf := b.buf
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
+	}
+}
+
+// closeUnused closes the request's own body when no attempt took it.
+func (b *body) closeUnused() {
+	if !b.used && b.first != nil && !b.buffered {
+		b.used = true
+		b.first.Close()
+	}
+}
+
+// prefixedBody streams the bytes read while probing the size, then the
+// rest of the original body.
+type prefixedBody struct {
+	io.Reader
+	c io.Closer
+}
+
+func (p *prefixedBody) Close() error { return p.c.Close() }
+
+// drain reads a little of an intermediate response body and closes it, so
+// that the connection can be reused without reading an unbounded body.
+func drain(rc io.ReadCloser) {
+	if rc == nil {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, rc, 4<<10)
+	rc.Close()
+}
+
+// cancelOnClose ends an attempt's context when the caller closes the final
+// response body, which must stay readable until then.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel func()
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
+}

@@ -1,0 +1,91 @@
+package saferetry
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+)
+
+// Client is a small SDK-style HTTP client: an [http.Client] whose Transport
+// is a saferetry [Transport], and whose Do reports every final status of
+// 400 or above as an [*APIError].
+//
+// Use [NewClient]; the zero Client is not usable. A Client is safe for
+// concurrent use by multiple goroutines.
+type Client struct {
+	hc           *http.Client
+	transport    *Transport
+	maxErrorBody int64
+}
+
+// NewClient returns a Client. [WithBase] and [WithHTTPClient] choose what
+// carries the attempts; every other option configures its [Transport].
+func NewClient(opts ...Option) *Client {
+	cfg := newConfig(opts)
+	hc := new(http.Client)
+	if cfg.httpClient != nil {
+		*hc = *cfg.httpClient
+	}
+	base := cfg.base
+	if base == nil {
+		base = hc.Transport
+	}
+	t := newTransport(base, cfg)
+	hc.Transport = t
+	return &Client{hc: hc, transport: t, maxErrorBody: cfg.maxErrorBody}
+}
+
+// HTTPClient returns the underlying http.Client, for APIs that want one.
+// Requests made through it are retried by the Transport but get no
+// [*APIError] for error statuses.
+func (c *Client) HTTPClient() *http.Client { return c.hc }
+
+// Transport returns the Client's Transport.
+func (c *Client) Transport() *Transport { return c.transport }
+
+// Do sends req as one logical operation (see [Transport]). For a final
+// status below 400 it returns the response, whose body the caller must
+// close. For a final status of 400 or above it reads up to the error-body
+// limit, closes the body and returns a nil response with an [*APIError].
+// An operation that ends without a response returns an error matching
+// [ErrOutcomeUnknown] or [ErrNotSent] (wrapped in a *url.Error by
+// net/http), from which errors.As finds the [*Error] with the key.
+func (c *Client) Do(req *http.Request) (*http.Response, error) {
+	stats := new(opStats)
+	req = req.WithContext(context.WithValue(req.Context(), statsCtxKey{}, stats))
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode < 400 {
+		return resp, nil
+	}
+	return nil, c.apiError(resp, stats)
+}
+
+func (c *Client) apiError(resp *http.Response, stats *opStats) *APIError {
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, c.maxErrorBody))
+	e := &APIError{
+		Status:   resp.StatusCode,
+		Header:   resp.Header,
+		Key:      stats.key,
+		Attempts: stats.attempts,
+		Replayed: strings.EqualFold(resp.Header.Get(HeaderReplayed), "true"),
+		Body:     body,
+	}
+	if e.Key == "" {
+		e.Key, _ = KeyFromResponse(resp)
+	}
+	if mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err == nil &&
+		mt == "application/problem+json" {
+		var p Problem
+		if json.Unmarshal(body, &p) == nil {
+			e.Problem = &p
+		}
+	}
+	return e
+}

@@ -1,0 +1,34 @@
+// Package saferetry retries HTTP requests without doing anything twice.
+//
+// The [Transport] is an [http.RoundTripper] that gives every POST and PATCH
+// one Idempotency-Key per logical operation, replays the byte-identical key
+// and body on each attempt, retries only outcomes that are safe to retry,
+// waits with jittered exponential backoff (honouring a capped Retry-After),
+// never waits past the context deadline, and spends retries from a budget so
+// that an outage does not turn into a retry storm. A failure after which the
+// server may or may not have acted is reported as [ErrOutcomeUnknown].
+//
+// The [Client] wraps an [http.Client] built on the Transport and turns every
+// final status of 400 or above into an [*APIError].
+// [ConfigureRetryableClient] gives an existing go-retryablehttp client the
+// same key and retry rules.
+//
+// Defaults (each changeable by an [Option]):
+//
+//   - attempts: 4 in total (the first included), see [WithMaxAttempts];
+//   - backoff: exponential, 250ms initial interval, multiplier 2, ±50%
+//     jitter, 10s maximum interval, no elapsed-time limit (the attempt count
+//     and the context bound the whole), see [WithBackoff] and [DefaultBackoff];
+//   - Retry-After on 409, 429 and 503: honoured, capped at 30s, with up to
+//     10% added jitter (never past the cap), see [WithMaxRetryAfter];
+//   - retry budget: 500 tokens per Transport, a retry costs 5 tokens (10
+//     after a transport error or timeout), an operation that succeeds on its
+//     first attempt returns 1 token and one that succeeds after retries
+//     returns what it spent; see [WithRetryBudget];
+//   - request body without GetBody: buffered up to 1 MiB to be replayable; a
+//     larger body is sent once and not retried, see [WithMaxBufferedBody];
+//   - keys: random UUIDv4 for POST and PATCH, sent raw, see [WithKeyMethods]
+//     and [WithStructuredKey];
+//   - no per-attempt timeout, see [WithAttemptTimeout];
+//   - [Client] error bodies: up to 64 KiB kept in [APIError.Body].
+package saferetry

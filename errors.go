@@ -1,0 +1,163 @@
+package saferetry
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// Sentinel causes. Match them with errors.Is; the details are on [*Error]
+// and [*APIError], which errors.As finds.
+var (
+	// ErrOutcomeUnknown means that no attempt got a final answer and at
+	// least one may have reached the server: the operation may or may not
+	// have happened. Retrying it later with the same key (see [WithKey] and
+	// [Error.Key]) is safe against a server that honours the key.
+	ErrOutcomeUnknown = errors.New("saferetry: outcome unknown")
+
+	// ErrNotSent means that no attempt reached the server (every one failed
+	// to connect, or the request was rejected before sending): the operation
+	// certainly did not happen.
+	ErrNotSent = errors.New("saferetry: request not sent")
+
+	// ErrInvalidKey means that a supplied Idempotency-Key is not 1 to 255
+	// bytes of printable ASCII, or the request carries several. Nothing was
+	// sent.
+	ErrInvalidKey = errors.New("saferetry: invalid idempotency key")
+
+	// ErrKeyReused matches an [*APIError] for a 422 answer: the key was
+	// already used with a different request.
+	ErrKeyReused = errors.New("saferetry: idempotency key reused with a different request")
+
+	// ErrInProgress matches an [*APIError] for a final 409 that is not a
+	// replay: another attempt with the same key is still being processed.
+	ErrInProgress = errors.New("saferetry: request with this idempotency key is in progress")
+)
+
+// Error reports a logical operation that ended without a final HTTP
+// response. Cause is one of [ErrOutcomeUnknown], [ErrNotSent] or
+// [ErrInvalidKey]; Err is the last transport or context error, so
+// errors.Is(err, context.DeadlineExceeded) works through it.
+type Error struct {
+	// Cause is the sentinel that classifies the failure.
+	Cause error
+	// Key is the operation's idempotency key; empty when it had none.
+	Key string
+	// Attempts is the number of attempts made; 0 when nothing was tried.
+	Attempts int
+	// Status is the status of the last response received by an earlier
+	// attempt, or 0 when no attempt got a response.
+	Status int
+	// Err is the last underlying error; it may be nil.
+	Err error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Cause.Error())
+	if e.Attempts > 0 {
+		b.WriteString(" after ")
+		b.WriteString(strconv.Itoa(e.Attempts))
+		if e.Attempts == 1 {
+			b.WriteString(" attempt")
+		} else {
+			b.WriteString(" attempts")
+		}
+	}
+	if e.Key != "" && e.Cause != ErrInvalidKey {
+		b.WriteString(" (key ")
+		b.WriteString(strconv.Quote(e.Key))
+		b.WriteString(")")
+	}
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the cause and the last error, for errors.Is and errors.As.
+func (e *Error) Unwrap() []error {
+	if e.Err == nil {
+		return []error{e.Cause}
+	}
+	return []error{e.Cause, e.Err}
+}
+
+// errorString is a plain detail message carried inside an [*Error].
+type errorString string
+
+func (s errorString) Error() string { return string(s) }
+
+// APIError is the error [Client.Do] returns for a final response with a
+// status of 400 or above. It matches [ErrKeyReused] for a 422 and
+// [ErrInProgress] for a 409, unless the response is a replay of a stored
+// answer (Idempotent-Replayed: true).
+type APIError struct {
+	// Status is the HTTP status code.
+	Status int
+	// Header is the response header.
+	Header http.Header
+	// Key is the idempotency key the request carried; empty if none.
+	Key string
+	// Attempts is the number of attempts the operation took.
+	Attempts int
+	// Replayed is true when the server answered from its stored record.
+	Replayed bool
+	// Body holds the start of the response body, at most the Client's
+	// error-body limit (64 KiB by default).
+	Body []byte
+	// Problem is the parsed RFC 9457 problem document, or nil when the
+	// response was not application/problem+json or did not parse.
+	Problem *Problem
+}
+
+// Problem is an RFC 9457 problem document.
+type Problem struct {
+	Type     string `json:"type,omitempty"`
+	Title    string `json:"title,omitempty"`
+	Status   int    `json:"status,omitempty"`
+	Detail   string `json:"detail,omitempty"`
+	Instance string `json:"instance,omitempty"`
+}
+
+func (e *APIError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "saferetry: HTTP %d", e.Status)
+	if t := http.StatusText(e.Status); t != "" {
+		b.WriteString(" ")
+		b.WriteString(t)
+	}
+	if e.Problem != nil {
+		switch {
+		case e.Problem.Detail != "":
+			b.WriteString(": ")
+			b.WriteString(e.Problem.Detail)
+		case e.Problem.Title != "":
+			b.WriteString(": ")
+			b.WriteString(e.Problem.Title)
+		}
+	}
+	if e.Key != "" {
+		b.WriteString(" (key ")
+		b.WriteString(strconv.Quote(e.Key))
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
+// Is reports whether e matches [ErrKeyReused] or [ErrInProgress].
+func (e *APIError) Is(target error) bool {
+	if e.Replayed || e.Key == "" {
+		return false
+	}
+	switch target {
+	case ErrKeyReused:
+		return e.Status == http.StatusUnprocessableEntity
+	case ErrInProgress:
+		return e.Status == http.StatusConflict
+	}
+	return false
+}

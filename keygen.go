@@ -1,0 +1,205 @@
+package saferetry
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/google/uuid"
+)
+
+// HeaderIdempotencyKey is the request header that names a logical operation.
+const HeaderIdempotencyKey = "Idempotency-Key"
+
+// MaxKeyLen is the longest key, in bytes, that the Transport accepts.
+const MaxKeyLen = 255
+
+type keyCtxKey struct{}
+
+// WithKey returns a copy of ctx that makes the Transport use key as the
+// Idempotency-Key of the request sent with it, instead of a generated one.
+// An Idempotency-Key header already on the request wins over the context.
+// The key is validated when the request is sent: an empty key, one longer
+// than 255 bytes, or one with a byte outside printable ASCII (or with a
+// leading or trailing space) fails the request with [ErrInvalidKey] before
+// anything is sent.
+func WithKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, keyCtxKey{}, key)
+}
+
+// KeyFromContext returns the key set by [WithKey], if any.
+func KeyFromContext(ctx context.Context) (string, bool) {
+	k, ok := ctx.Value(keyCtxKey{}).(string)
+	return k, ok
+}
+
+// KeyFromResponse returns the Idempotency-Key that the request answered by
+// resp carried, unquoted if it was sent as an sf-string, and false when
+// resp, its Request or the header is missing.
+func KeyFromResponse(resp *http.Response) (string, bool) {
+	if resp == nil || resp.Request == nil {
+		return "", false
+	}
+	v := resp.Request.Header.Values(HeaderIdempotencyKey)
+	if len(v) != 1 {
+		return "", false
+	}
+	k, err := ParseKey(v[0])
+	if err != nil {
+		return "", false
+	}
+	return k, true
+}
+
+// NewKey returns a fresh random (version 4) UUID in its canonical text form.
+// It fails only when the system's random source does.
+func NewKey() (string, error) {
+	u, err := uuid.NewRandom()
+	if err != nil {
+		return "", fmt.Errorf("saferetry: generate idempotency key: %w", err)
+	}
+	return u.String(), nil
+}
+
+// ValidateKey reports whether key is usable as an idempotency key: 1 to 255
+// bytes of printable ASCII (0x20 to 0x7E), not starting or ending with a
+// space, which HTTP would strip. The error matches [ErrInvalidKey].
+func ValidateKey(key string) error {
+	if reason := keyProblem(key); reason != "" {
+		return &Error{Cause: ErrInvalidKey, Key: key, Err: errorString(reason)}
+	}
+	return nil
+}
+
+func keyProblem(key string) string {
+	switch {
+	case len(key) == 0:
+		return "key is empty"
+	case len(key) > MaxKeyLen:
+		return fmt.Sprintf("key is %d bytes long, the limit is %d", len(key), MaxKeyLen)
+	case key[0] == ' ' || key[len(key)-1] == ' ':
+		return "key starts or ends with a space"
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < 0x20 || c > 0x7e {
+			return fmt.Sprintf("key has byte %#02x at offset %d, outside printable ASCII", c, i)
+		}
+	}
+	return ""
+}
+
+// ParseKey decodes an Idempotency-Key header value: an RFC 8941 sf-string
+// ("..." with \" and \\ escapes) is unquoted, anything else is taken as the
+// raw key. The decoded key is validated as by [ValidateKey].
+func ParseKey(value string) (string, error) {
+	key := value
+	if len(value) > 0 && value[0] == '"' {
+		k, ok := unquoteSFString(value)
+		if !ok {
+			return "", &Error{Cause: ErrInvalidKey, Key: value, Err: errorString("malformed sf-string")}
+		}
+		key = k
+	}
+	if err := ValidateKey(key); err != nil {
+		return "", err
+	}
+	return key, nil
+}
+
+// FormatKey encodes a valid key for the Idempotency-Key header: unchanged
+// when structured is false, otherwise as an RFC 8941 sf-string.
+func FormatKey(key string, structured bool) string {
+	if !structured {
+		return key
+	}
+	var b strings.Builder
+	b.Grow(len(key) + 2)
+	b.WriteByte('"')
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c == '"' || c == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(key[i])
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+func unquoteSFString(s string) (string, bool) {
+	if len(s) < 2 || s[0] != '"' || s[len(s)-1] != '"' {
+		return "", false
+	}
+	inner := s[1 : len(s)-1]
+	if !strings.ContainsAny(inner, `"\`) {
+		return inner, true
+	}
+	var b strings.Builder
+	for i := 0; i < len(inner); i++ {
+		c := inner[i]
+		switch c {
+		case '"':
+			return "", false
+		case '\\':
+			i++
+			if i == len(inner) || (inner[i] != '"' && inner[i] != '\\') {
+				return "", false
+			}
+			c = inner[i]
+		}
+		b.WriteByte(c)
+	}
+	return b.String(), true
+}
+
+// keySource says where an operation's key came from.
+type keySource uint8
+
+const (
+	keyNone keySource = iota
+	keyHeader
+	keyContext
+	keyGenerated
+)
+
+// resolveKey picks the key of one logical operation and the exact header
+// value to send on every attempt. A key already on the request is sent as
+// it is; a key from the context or a generated one is formatted per cfg.
+func (c *config) resolveKey(req *http.Request) (key, wire string, src keySource, err error) {
+	if vals := req.Header.Values(HeaderIdempotencyKey); len(vals) > 0 {
+		if len(vals) > 1 {
+			return "", "", keyHeader, &Error{Cause: ErrInvalidKey, Err: errorString("request carries several Idempotency-Key values")}
+		}
+		k, err := ParseKey(vals[0])
+		if err != nil {
+			return "", "", keyHeader, err
+		}
+		return k, vals[0], keyHeader, nil
+	}
+	if k, ok := KeyFromContext(req.Context()); ok {
+		if err := ValidateKey(k); err != nil {
+			return "", "", keyContext, err
+		}
+		return k, FormatKey(k, c.structuredKey), keyContext, nil
+	}
+	if !c.keyMethod(req.Method) {
+		return "", "", keyNone, nil
+	}
+	k, err := NewKey()
+	if err != nil {
+		return "", "", keyGenerated, err
+	}
+	return k, FormatKey(k, c.structuredKey), keyGenerated, nil
+}
+
+func (c *config) keyMethod(method string) bool {
+	if method == "" {
+		method = http.MethodGet
+	}
+	for _, m := range c.keyMethods {
+		if m == method {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,89 @@
+package saferetry
+
+import (
+	"math"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// maxRetryAfterSeconds keeps delta-seconds from overflowing a Duration;
+// anything larger is far beyond any cap and is clamped to it.
+const maxRetryAfterSeconds = math.MaxInt64 / int64(time.Second)
+
+// parseRetryAfter interprets a Retry-After value (RFC 9110 §10.2.3) as a
+// wait from now: delta-seconds, or an HTTP-date (IMF-fixdate, RFC 850 or
+// asctime form). A date in the past means no wait. ok is false for an
+// empty or malformed value.
+func parseRetryAfter(value string, now time.Time) (d time.Duration, ok bool) {
+	value = strings.TrimSpace(value)
+	if value == "" {
+		return 0, false
+	}
+	if c := value[0]; c >= '0' && c <= '9' {
+		var secs int64
+		for i := 0; i < len(value); i++ {
+			c := value[i]
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			if secs <= maxRetryAfterSeconds {
+				secs = secs*10 + int64(c-'0')
+			}
+		}
+		if secs > maxRetryAfterSeconds {
+			secs = maxRetryAfterSeconds
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	t, err := http.ParseTime(value)
+	if err != nil {
+		return 0, false
+	}
+	if d = t.Sub(now); d < 0 {
+		d = 0
+	}
+	return d, true
+}
+
+// honoursRetryAfter reports whether Retry-After is taken into account for
+// status: 409 (in progress), 429 and 503.
+func honoursRetryAfter(status int) bool {
+	return status == http.StatusConflict || status == http.StatusTooManyRequests ||
+		status == http.StatusServiceUnavailable
+}
+
+// retryAfter returns the capped, jittered wait a response asks for, the
+// server's own (uncapped) value, and whether the response asked for one.
+func retryAfter(resp *http.Response, now time.Time, limit time.Duration, rnd func(int64) int64) (wait, asked time.Duration, ok bool) {
+	if resp == nil || !honoursRetryAfter(resp.StatusCode) {
+		return 0, 0, false
+	}
+	v := resp.Header.Get("Retry-After")
+	if v == "" {
+		return 0, 0, false
+	}
+	asked, ok = parseRetryAfter(v, now)
+	if !ok {
+		return 0, 0, false
+	}
+	return jitterCapped(asked, limit, rnd), asked, true
+}
+
+// jitterCapped caps d at limit and spreads it by up to a tenth, so that
+// clients told the same Retry-After do not return in lockstep; the result
+// never exceeds limit (at the cap the jitter is taken off instead of added).
+func jitterCapped(d, limit time.Duration, rnd func(int64) int64) time.Duration {
+	if d > limit {
+		d = limit
+	}
+	spread := int64(d / 10)
+	if spread <= 0 {
+		return d
+	}
+	j := time.Duration(rnd(spread + 1))
+	if d+j > limit {
+		return d - j
+	}
+	return d + j
+}
