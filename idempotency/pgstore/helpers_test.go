@@ -1,0 +1,132 @@
+package pgstore_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/pgstore"
+)
+
+const envURL = "SAFERETRY_POSTGRES_URL"
+
+// pgURL returns the test database URL, or skips (fails under
+// SAFERETRY_REQUIRE_SERVICES=1) when it is not set.
+func pgURL(tb testing.TB) string {
+	tb.Helper()
+	u := os.Getenv(envURL)
+	if u == "" {
+		msg := "set " + envURL + "='postgres://postgres@127.0.0.1:5432/test?sslmode=disable' to run the PostgreSQL tests"
+		if os.Getenv("SAFERETRY_REQUIRE_SERVICES") == "1" {
+			tb.Fatal(msg + " (SAFERETRY_REQUIRE_SERVICES=1)")
+		}
+		tb.Skip(msg)
+	}
+	return u
+}
+
+// newPool returns a pool on the test database, closed at cleanup.
+func newPool(tb testing.TB, mutate ...func(*pgxpool.Config)) *pgxpool.Pool {
+	tb.Helper()
+	cfg, err := pgxpool.ParseConfig(pgURL(tb))
+	if err != nil {
+		tb.Fatalf("parse %s: %v", envURL, err)
+	}
+	for _, m := range mutate {
+		m(cfg)
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		tb.Fatalf("pool: %v", err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool
+}
+
+// uniqueTable returns a fresh table name and drops the table at cleanup,
+// so that tests never see each other's rows (other packages share the
+// database too).
+func uniqueTable(tb testing.TB, pool *pgxpool.Pool) string {
+	tb.Helper()
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		tb.Fatal(err)
+	}
+	name := "pgstore_test_" + hex.EncodeToString(b[:])
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := pool.Exec(ctx, `DROP TABLE IF EXISTS "`+name+`"`); err != nil {
+			tb.Errorf("drop %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+// newStore returns a lease-mode store on a fresh table with its schema.
+func newStore(tb testing.TB, opts ...pgstore.Option) *pgstore.Store {
+	tb.Helper()
+	pool := newPool(tb)
+	s := pgstore.New(pool, append([]pgstore.Option{pgstore.WithTable(uniqueTable(tb, pool))}, opts...)...)
+	if err := s.CreateSchema(ctxT(tb)); err != nil {
+		tb.Fatalf("CreateSchema: %v", err)
+	}
+	return s
+}
+
+// newTxStore returns a transactional store on a fresh table with its schema.
+func newTxStore(tb testing.TB, pool *pgxpool.Pool, opts ...pgstore.Option) *pgstore.TxStore {
+	tb.Helper()
+	if pool == nil {
+		pool = newPool(tb)
+	}
+	s := pgstore.NewTx(pool, append([]pgstore.Option{pgstore.WithTable(uniqueTable(tb, pool))}, opts...)...)
+	if err := s.CreateSchema(ctxT(tb)); err != nil {
+		tb.Fatalf("CreateSchema: %v", err)
+	}
+	return s
+}
+
+// ctxT returns a context bounded well under the package's test budget.
+func ctxT(tb testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	tb.Cleanup(cancel)
+	return ctx
+}
+
+// eventually polls cond every 5ms until it holds or 10s pass.
+func eventually(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out waiting until %s", what)
+		}
+		<-tick.C
+	}
+}
+
+func key(name string) idempotency.Key {
+	return idempotency.Key{Scope: "tenant-" + name, Key: "key-" + name}
+}
+
+func count(tb testing.TB, pool *pgxpool.Pool, table string) int {
+	tb.Helper()
+	var n int
+	if err := pool.QueryRow(ctxT(tb), `SELECT count(*) FROM "`+table+`"`).Scan(&n); err != nil {
+		tb.Fatalf("count %s: %v", table, err)
+	}
+	return n
+}
+
+func contextWithCancel(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithCancel(ctx)
+}

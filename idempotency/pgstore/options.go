@@ -1,0 +1,67 @@
+package pgstore
+
+import (
+	"log/slog"
+	"time"
+)
+
+// DefaultTable is the table name used when WithTable is not given.
+const DefaultTable = "idempotency_entries"
+
+// DefaultLockTimeout is how long a transactional Claim waits for another
+// transaction's uncommitted claim on the same key when WithLockTimeout is not
+// given.
+const DefaultLockTimeout = 2 * time.Second
+
+// DefaultReapBatch is the number of rows DeleteExpired removes per statement
+// in the background reaper when WithReapBatch is not given.
+const DefaultReapBatch = 1000
+
+// Option configures New and NewTx.
+type Option func(*config)
+
+type config struct {
+	table       string
+	lockTimeout time.Duration
+	reapBatch   int
+	logger      *slog.Logger
+}
+
+func defaultConfig() config {
+	return config{
+		table:       DefaultTable,
+		lockTimeout: DefaultLockTimeout,
+		reapBatch:   DefaultReapBatch,
+	}
+}
+
+// WithTable sets the table that holds the entries: a lowercase SQL identifier
+// ([a-z_][a-z0-9_]*, at most 48 bytes), optionally qualified by a schema
+// ("myschema.entries"). The default is DefaultTable. New and NewTx panic when
+// the name is not valid, as it is a programming error; use ValidateTable to
+// check a name that comes from configuration.
+func WithTable(name string) Option {
+	return func(c *config) { c.table = name }
+}
+
+// WithLockTimeout sets how long a transactional Claim (see NewTx) waits for
+// another transaction's uncommitted claim on the same key before it reports
+// the key in progress. It is set with SET LOCAL for the claim statement only,
+// so the handler's own statements keep the session's lock_timeout. Zero or
+// negative means DefaultLockTimeout; the value is rounded up to whole
+// milliseconds. Lease mode ignores it.
+func WithLockTimeout(d time.Duration) Option {
+	return func(c *config) { c.lockTimeout = d }
+}
+
+// WithReapBatch sets how many expired rows the background reaper deletes per
+// statement. Zero or negative means DefaultReapBatch.
+func WithReapBatch(n int) Option {
+	return func(c *config) { c.reapBatch = n }
+}
+
+// WithLogger sets the logger the background reaper reports failures to. Nil
+// (the default) means silent.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) { c.logger = l }
+}

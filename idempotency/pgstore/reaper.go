@@ -1,0 +1,75 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// DeleteExpired deletes up to batch expired rows in one statement that walks
+// the expires_at index (never the whole table) and skips rows locked by a
+// concurrent claim. It returns how many rows it deleted; fewer than batch
+// means no more expired rows were found. Batch must be positive. Expired rows
+// already count as absent, so cleanup only reclaims space.
+func (s *Store) DeleteExpired(ctx context.Context, batch int) (int64, error) {
+	if batch <= 0 {
+		return 0, fmt.Errorf("pgstore: delete expired: batch must be positive, got %d", batch)
+	}
+	tag, err := s.pool.Exec(ctx, s.sql.deleteExpired, batch)
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: delete expired: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// StartReaper starts a goroutine that, every interval, calls DeleteExpired
+// with the WithReapBatch size until a batch comes back short. Failures are
+// logged to the WithLogger logger and retried at the next tick. The goroutine
+// ends when ctx is done or when the returned stop function is called; stop
+// waits for it to end and may be called more than once. StartReaper panics if
+// interval is not positive. Several instances may run reapers on one table:
+// they skip each other's locked rows.
+func (s *Store) StartReaper(ctx context.Context, interval time.Duration) (stop func()) {
+	if interval <= 0 {
+		panic("pgstore: StartReaper: interval must be positive")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				s.reapOnce(ctx)
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(cancel)
+		<-done
+	}
+}
+
+// reapOnce deletes expired rows batch by batch until a batch comes back short.
+func (s *Store) reapOnce(ctx context.Context) {
+	batch := s.cfg.reapBatch
+	for ctx.Err() == nil {
+		n, err := s.DeleteExpired(ctx, batch)
+		if err != nil {
+			if s.cfg.logger != nil && !errors.Is(err, context.Canceled) {
+				s.cfg.logger.WarnContext(ctx, "pgstore: reaper failed", "table", s.cfg.table, "err", err)
+			}
+			return
+		}
+		if n < int64(batch) {
+			return
+		}
+	}
+}

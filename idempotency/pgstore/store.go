@@ -1,0 +1,284 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/saferetry/saferetry/idempotency"
+)
+
+var _ idempotency.Store = (*Store)(nil)
+
+// errNoAnswer is returned when the claim statement kept racing with
+// concurrent writers; it should never happen in practice.
+var errNoAnswer = errors.New("pgstore: claim: no answer after retries")
+
+// claimAttempts bounds how often Claim re-runs its statement when a
+// concurrent writer changed the row between the statement's snapshot and its
+// insert (the statement then returns no row).
+const claimAttempts = 5
+
+// Store is an idempotency.Store kept in one PostgreSQL table (lease mode).
+// Create it with New; the zero value is not usable. It is safe for concurrent
+// use by multiple goroutines and by multiple processes sharing the database.
+// Most callers create it once, call CreateSchema at start-up (or apply Schema
+// with their migration tool), start a reaper with StartReaper and hand it to
+// idempotency.Middleware.
+type Store struct {
+	pool  *pgxpool.Pool
+	cfg   config
+	names names
+	sql   statements
+}
+
+// statements are the SQL texts, built once with the table name.
+type statements struct {
+	claim, get, renew, complete, release, deleteExpired string
+}
+
+// New returns a Store over pool. It does not touch the database; call
+// CreateSchema (or apply Schema) before use. New panics when the WithTable
+// name is invalid (see ValidateTable).
+func New(pool *pgxpool.Pool, opts ...Option) *Store {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.lockTimeout <= 0 {
+		cfg.lockTimeout = DefaultLockTimeout
+	}
+	if cfg.reapBatch <= 0 {
+		cfg.reapBatch = DefaultReapBatch
+	}
+	n, err := newNames(cfg.table)
+	if err != nil {
+		panic(err.Error())
+	}
+	return &Store{pool: pool, cfg: cfg, names: n, sql: buildStatements(n.table)}
+}
+
+// Table returns the table name the store uses, as given to WithTable.
+func (s *Store) Table() string { return s.cfg.table }
+
+const leaseRemainingUS = `CASE WHEN state = 1 THEN (extract(epoch FROM lease_until - statement_timestamp()) * 1000000)::bigint ELSE 0 END`
+
+func buildStatements(table string) statements {
+	r := strings.NewReplacer("$TABLE", table, "$REMAINING", leaseRemainingUS)
+	return statements{
+		// One round trip. cur reads the entry from the statement's snapshot;
+		// when a completed entry, a live lease or another fingerprint stands
+		// in the way the insert is skipped (no write, no lock) and the entry
+		// is returned. Otherwise the upsert decides on the newest row version:
+		// its WHERE re-checks that the row is expired, or in progress with a
+		// lapsed lease and the same fingerprint. When a concurrent writer got
+		// there first the statement returns no row and Claim runs it again.
+		claim: r.Replace(`WITH cur AS (
+	SELECT state, fingerprint, token, $REMAINING AS remaining_us, status, header, body, oversize
+	FROM $TABLE
+	WHERE scope = $1 AND key = $2 AND expires_at > statement_timestamp()
+		AND (state = 2 OR fingerprint <> $3 OR lease_until > statement_timestamp())
+), ins AS (
+	INSERT INTO $TABLE AS e (scope, key, state, fingerprint, lease_until, expires_at)
+	SELECT $1, $2, 1, $3,
+		statement_timestamp() + $4::bigint * interval '1 microsecond',
+		statement_timestamp() + $5::bigint * interval '1 microsecond'
+	WHERE NOT EXISTS (SELECT 1 FROM cur)
+	ON CONFLICT (scope, key) DO UPDATE SET
+		state = 1,
+		fingerprint = EXCLUDED.fingerprint,
+		token = EXCLUDED.token,
+		took_over = (e.state = 1 AND e.expires_at > statement_timestamp()),
+		lease_until = EXCLUDED.lease_until,
+		expires_at = EXCLUDED.expires_at,
+		status = NULL, header = NULL, body = NULL, oversize = false
+	WHERE e.expires_at <= statement_timestamp()
+		OR (e.state = 1 AND e.lease_until <= statement_timestamp() AND e.fingerprint = EXCLUDED.fingerprint)
+	RETURNING e.token, e.took_over
+)
+SELECT true, token, took_over, 0::smallint, ''::text, 0::bigint, NULL::integer, NULL::jsonb, NULL::bytea, false FROM ins
+UNION ALL
+SELECT false, token, false, state, fingerprint, remaining_us, status, header, body, oversize FROM cur
+WHERE NOT EXISTS (SELECT 1 FROM ins)`),
+		get: r.Replace(`SELECT state, fingerprint, token, $REMAINING, status, header, body, oversize
+FROM $TABLE WHERE scope = $1 AND key = $2 AND expires_at > statement_timestamp()`),
+		// Renew keeps the row alive at least as long as its lease, so that a
+		// held claim never expires under its holder.
+		renew: r.Replace(`UPDATE $TABLE SET
+	lease_until = statement_timestamp() + $4::bigint * interval '1 microsecond',
+	expires_at = greatest(expires_at, statement_timestamp() + $4::bigint * interval '1 microsecond')
+WHERE scope = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > statement_timestamp()`),
+		complete: r.Replace(`UPDATE $TABLE SET
+	state = 2, lease_until = NULL, status = $4, header = $5, body = $6, oversize = $7,
+	expires_at = statement_timestamp() + $8::bigint * interval '1 microsecond'
+WHERE scope = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > statement_timestamp()`),
+		release: r.Replace(`DELETE FROM $TABLE
+WHERE scope = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > statement_timestamp()`),
+		// The inner query walks the expires_at index and stops after $1 rows;
+		// rows being claimed right now are skipped rather than waited for.
+		deleteExpired: r.Replace(`DELETE FROM $TABLE AS t USING (
+	SELECT scope, key FROM $TABLE
+	WHERE expires_at <= statement_timestamp()
+	ORDER BY expires_at
+	LIMIT $1
+	FOR UPDATE SKIP LOCKED
+) AS d
+WHERE t.scope = d.scope AND t.key = d.key AND t.expires_at <= statement_timestamp()`),
+	}
+}
+
+// Claim implements idempotency.Store.Claim in one statement (see the package
+// documentation). Lease and ttl are rounded down to microseconds.
+func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
+	res, err := claim(ctx, s.pool, s.sql.claim, k, fingerprint, lease, ttl)
+	if err != nil {
+		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
+	}
+	return res, nil
+}
+
+// queryRower is the part of the pool and of pgx.Tx that claim needs.
+type queryRower interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func claim(ctx context.Context, q queryRower, sql string, k idempotency.Key, fingerprint string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
+	for range claimAttempts {
+		var (
+			acquired, tookOver bool
+			token              int64
+			row                entryRow
+		)
+		err := q.QueryRow(ctx, sql, k.Scope, k.Key, fingerprint, lease.Microseconds(), ttl.Microseconds()).
+			Scan(&acquired, &token, &tookOver, &row.state, &row.fingerprint, &row.remainingUS,
+				&row.status, &row.header, &row.body, &row.oversize)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // lost a race with a concurrent writer: look again
+		}
+		if err != nil {
+			return idempotency.ClaimResult{}, err
+		}
+		if acquired {
+			return idempotency.ClaimResult{Acquired: true, Token: token, TookOver: tookOver}, nil
+		}
+		row.token = token
+		e, err := row.entry()
+		if err != nil {
+			return idempotency.ClaimResult{}, err
+		}
+		return idempotency.ClaimResult{Entry: e}, nil
+	}
+	return idempotency.ClaimResult{}, errNoAnswer
+}
+
+// entryRow is a row as scanned from the claim and get statements.
+type entryRow struct {
+	state       int16
+	fingerprint string
+	token       int64
+	remainingUS int64
+	status      *int32
+	header      []byte
+	body        []byte
+	oversize    bool
+}
+
+func (r entryRow) entry() (idempotency.Entry, error) {
+	e := idempotency.Entry{
+		State:       idempotency.State(r.state),
+		Fingerprint: r.fingerprint,
+		Token:       r.token,
+	}
+	switch e.State {
+	case idempotency.StateInProgress:
+		e.LeaseRemaining = time.Duration(r.remainingUS) * time.Microsecond
+	case idempotency.StateCompleted:
+		resp := &idempotency.Response{Body: r.body, Oversize: r.oversize}
+		if r.status != nil {
+			resp.Status = int(*r.status)
+		}
+		if len(r.header) > 0 {
+			if err := json.Unmarshal(r.header, &resp.Header); err != nil {
+				return idempotency.Entry{}, fmt.Errorf("decode stored header: %w", err)
+			}
+		}
+		e.Response = resp
+	default:
+		return idempotency.Entry{}, fmt.Errorf("unknown state %d in row", r.state)
+	}
+	return e, nil
+}
+
+// Get implements idempotency.Store.Get. Expired rows are reported as absent
+// even before the reaper deletes them.
+func (s *Store) Get(ctx context.Context, k idempotency.Key) (idempotency.Entry, bool, error) {
+	var row entryRow
+	err := s.pool.QueryRow(ctx, s.sql.get, k.Scope, k.Key).
+		Scan(&row.state, &row.fingerprint, &row.token, &row.remainingUS,
+			&row.status, &row.header, &row.body, &row.oversize)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return idempotency.Entry{}, false, nil
+	}
+	if err != nil {
+		return idempotency.Entry{}, false, fmt.Errorf("pgstore: get: %w", err)
+	}
+	e, err := row.entry()
+	if err != nil {
+		return idempotency.Entry{}, false, fmt.Errorf("pgstore: get: %w", err)
+	}
+	return e, true, nil
+}
+
+// Renew implements idempotency.Store.Renew. It also pushes the row's expiry
+// to at least the end of the new lease.
+func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease time.Duration) error {
+	tag, err := s.pool.Exec(ctx, s.sql.renew, k.Scope, k.Key, token, lease.Microseconds())
+	return checkTag("renew", tag.RowsAffected(), err)
+}
+
+// Complete implements idempotency.Store.Complete.
+func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {
+	return complete(ctx, s.pool, s.sql.complete, k, token, resp, ttl)
+}
+
+// execer is the part of the pool and of pgx.Tx that complete needs.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+func complete(ctx context.Context, q execer, sql string, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {
+	var header []byte
+	if len(resp.Header) > 0 {
+		var err error
+		if header, err = json.Marshal(resp.Header); err != nil {
+			return fmt.Errorf("pgstore: complete: encode header: %w", err)
+		}
+	}
+	tag, err := q.Exec(ctx, sql, k.Scope, k.Key, token, int32(resp.Status), header, resp.Body, resp.Oversize, ttl.Microseconds())
+	return checkTag("complete", tag.RowsAffected(), err)
+}
+
+// Release implements idempotency.Store.Release: it deletes the row, so Get
+// reports it absent, and the next Claim inserts it again with a new token from
+// the sequence.
+func (s *Store) Release(ctx context.Context, k idempotency.Key, token int64) error {
+	tag, err := s.pool.Exec(ctx, s.sql.release, k.Scope, k.Key, token)
+	return checkTag("release", tag.RowsAffected(), err)
+}
+
+func checkTag(op string, rows int64, err error) error {
+	if err != nil {
+		return fmt.Errorf("pgstore: %s: %w", op, err)
+	}
+	if rows == 0 {
+		return fmt.Errorf("pgstore: %s: %w", op, idempotency.ErrStaleToken)
+	}
+	return nil
+}
