@@ -1,0 +1,165 @@
+package mockserver
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// AdminPrefix starts the path of every admin endpoint: fault injection and
+// inspection over HTTP, for clients that are not written in Go. Requests
+// under it are not subject to the injected latency.
+const AdminPrefix = "/_mock/"
+
+// maxAdminBody bounds the body of an admin request.
+const maxAdminBody = 64 << 10
+
+// faultRequest is the body of the admin endpoints that inject faults.
+type faultRequest struct {
+	Count     *int   `json:"count"`
+	Status    int    `json:"status"`
+	DelayMS   *int64 `json:"delay_ms"`
+	LatencyMS *int64 `json:"latency_ms"`
+}
+
+func (s *Server) adminRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST "+AdminPrefix+"fail", s.adminFail)
+	mux.HandleFunc("POST "+AdminPrefix+"drop-after-commit", s.adminDrop)
+	mux.HandleFunc("POST "+AdminPrefix+"delay", s.adminDelay)
+	mux.HandleFunc("PUT "+AdminPrefix+"latency", s.adminLatency)
+	mux.HandleFunc("POST "+AdminPrefix+"latency", s.adminLatency)
+	mux.HandleFunc("GET "+AdminPrefix+"faults", s.adminFaults)
+	mux.HandleFunc("DELETE "+AdminPrefix+"faults", s.adminClearFaults)
+	mux.HandleFunc("POST "+AdminPrefix+"expire-keys", s.adminExpireKeys)
+	mux.HandleFunc("POST "+AdminPrefix+"reset", s.adminReset)
+	mux.HandleFunc("GET "+AdminPrefix+"keys", s.adminKeys)
+	mux.HandleFunc("GET "+AdminPrefix+"keys/{key...}", s.adminKey)
+	mux.HandleFunc(AdminPrefix, func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, problem{Type: ProblemNotFound, Title: "Not Found", Status: http.StatusNotFound,
+			Detail: "no admin endpoint " + r.Method + " " + r.URL.Path})
+	})
+}
+
+// readFault decodes an admin request body. An empty body is an empty request.
+func readFault(w http.ResponseWriter, r *http.Request) (faultRequest, bool) {
+	var fr faultRequest
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxAdminBody))
+	if err == nil && len(body) > 0 {
+		err = json.Unmarshal(body, &fr)
+	}
+	if err != nil {
+		badAdmin(w, "body must be a JSON object: "+err.Error())
+		return fr, false
+	}
+	return fr, true
+}
+
+func badAdmin(w http.ResponseWriter, detail string) {
+	writeProblem(w, problem{Type: ProblemBadAdminRequest, Title: "Bad admin request", Status: http.StatusBadRequest, Detail: detail})
+}
+
+// count returns the request's count, 1 when absent.
+func (fr faultRequest) count() int {
+	if fr.Count == nil {
+		return 1
+	}
+	return *fr.Count
+}
+
+func (s *Server) adminFail(w http.ResponseWriter, r *http.Request) {
+	fr, ok := readFault(w, r)
+	if !ok {
+		return
+	}
+	if fr.Status == 0 {
+		fr.Status = http.StatusServiceUnavailable
+	}
+	if err := s.faults.addFail(fr.count(), fr.Status); err != nil {
+		badAdmin(w, err.Error())
+		return
+	}
+	s.adminFaults(w, r)
+}
+
+func (s *Server) adminDrop(w http.ResponseWriter, r *http.Request) {
+	fr, ok := readFault(w, r)
+	if !ok {
+		return
+	}
+	if err := s.faults.addDrop(fr.count()); err != nil {
+		badAdmin(w, err.Error())
+		return
+	}
+	s.adminFaults(w, r)
+}
+
+func (s *Server) adminDelay(w http.ResponseWriter, r *http.Request) {
+	fr, ok := readFault(w, r)
+	if !ok {
+		return
+	}
+	if fr.DelayMS == nil {
+		badAdmin(w, "delay_ms is required")
+		return
+	}
+	if err := s.faults.addDelay(fr.count(), time.Duration(*fr.DelayMS)*time.Millisecond); err != nil {
+		badAdmin(w, err.Error())
+		return
+	}
+	s.adminFaults(w, r)
+}
+
+func (s *Server) adminLatency(w http.ResponseWriter, r *http.Request) {
+	fr, ok := readFault(w, r)
+	if !ok {
+		return
+	}
+	if fr.LatencyMS == nil {
+		badAdmin(w, "latency_ms is required")
+		return
+	}
+	if err := s.faults.setLatency(time.Duration(*fr.LatencyMS) * time.Millisecond); err != nil {
+		badAdmin(w, err.Error())
+		return
+	}
+	s.adminFaults(w, r)
+}
+
+func (s *Server) adminFaults(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.faults.snapshot())
+}
+
+func (s *Server) adminClearFaults(w http.ResponseWriter, r *http.Request) {
+	s.faults.clear()
+	s.adminFaults(w, r)
+}
+
+// epochResponse is the answer of POST /_mock/expire-keys and /_mock/reset.
+type epochResponse struct {
+	Epoch int64 `json:"epoch"`
+}
+
+func (s *Server) adminExpireKeys(w http.ResponseWriter, _ *http.Request) {
+	s.ExpireKeys()
+	writeJSON(w, http.StatusOK, epochResponse{Epoch: s.epoch.Load()})
+}
+
+func (s *Server) adminReset(w http.ResponseWriter, _ *http.Request) {
+	s.Reset()
+	writeJSON(w, http.StatusOK, epochResponse{Epoch: s.epoch.Load()})
+}
+
+func (s *Server) adminKeys(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.insp.all())
+}
+
+func (s *Server) adminKey(w http.ResponseWriter, r *http.Request) {
+	key := r.PathValue("key")
+	if key == "" {
+		badAdmin(w, fmt.Sprintf("want %skeys/{key}", AdminPrefix))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.insp.stats(key))
+}

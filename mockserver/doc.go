@@ -1,0 +1,76 @@
+// Package mockserver is a payments API that implements the safe-retry
+// contract, with the faults that break naive clients available on demand and
+// counters that show whether an operation ran once. It is to idempotent HTTP
+// clients what net/http/httptest is to handlers: start one in a test, point
+// the client at URL, inject a fault, and assert from the server's own records
+// that every payment executed exactly once.
+//
+//	srv := mockserver.New()
+//	defer srv.Close()
+//	srv.DropAfterCommitNext(1) // the classic timeout after commit
+//	// ... make a payment with your client, key k ...
+//	if srv.Executions(k) != 1 { t.Fatal("not exactly once") }
+//
+// The cmd/mockserver binary serves the same API on a fixed address for
+// clients written in any language.
+//
+// # Payments API
+//
+//   - POST /payments with a JSON body {"amount": 1250, "currency": "EUR",
+//     "recipient": "alice"} executes a payment: amount is an integer > 0 in
+//     minor units, currency three letters (normalised to upper case),
+//     recipient a non-empty string; other members are ignored. An
+//     Idempotency-Key is required. It answers 201 with the Payment (its "id"
+//     is new on every execution) and a Location header, 400
+//     (ProblemValidation, listing every bad field) for an invalid body, or
+//     402 (ProblemInsufficientFunds) when the balance of the currency is too
+//     low. Validation errors are 400, not 422: in the contract 422 means "key
+//     reused with another payload", which a client must never retry.
+//   - GET /payments answers the JSON array of every executed payment, oldest
+//     first; GET /payments/{id} one payment.
+//   - GET /balance answers {"balances": {"EUR": 998750, ...}} for the
+//     currencies set or used so far; GET /balance?currency=EUR just one.
+//     Every currency starts at DefaultBalance unless WithBalance says
+//     otherwise.
+//
+// POST /payments sits behind idempotency.Middleware: the same key and body
+// replays the stored answer with Idempotent-Replayed: true, the same key with
+// another body gets 422, a duplicate arriving while the first is running gets
+// 409, and a missing key 400. Errors are application/problem+json.
+//
+// # Faults
+//
+// From Go: FailNext, DropAfterCommitNext, DelayNext, SetLatency, ExpireKeys,
+// ClearFaults. Faults are queues consumed by the next requests they apply
+// to, shared by all clients of the server.
+//
+// # Inspection
+//
+// From Go: Executions, Attempts, Stats and Keys (per Idempotency-Key),
+// Payments, Balance, Faults, Reset.
+//
+// # Admin API
+//
+// The same over HTTP under AdminPrefix, JSON in and out. A count defaults to
+// 1. Every fault endpoint answers the pending Faults.
+//
+//	POST   /_mock/fail               {"count": 2, "status": 503}  (status defaults to 503)
+//	POST   /_mock/drop-after-commit  {"count": 1}
+//	POST   /_mock/delay              {"count": 1, "delay_ms": 300}
+//	PUT    /_mock/latency            {"latency_ms": 20}           (0 removes it)
+//	GET    /_mock/faults             pending faults
+//	DELETE /_mock/faults             clear pending faults and latency
+//	POST   /_mock/expire-keys        every key seen so far expires now
+//	POST   /_mock/reset              back to the initial state
+//	GET    /_mock/keys               [KeyStats, ...] in the order first seen
+//	GET    /_mock/keys/{key}         KeyStats of one key (zero counts if never seen)
+//
+// # Shared stores
+//
+// By default each Server keeps its keys in its own memstore. Servers given
+// the same shared store with WithStore (and the same WithNamespace) act as
+// instances of one service: a key executes once across all of them. Each
+// keeps its own ledger and counters, so "exactly once" across instances is
+// the sum of Executions over the servers. ExpireKeys acts on one server's
+// key scope only; call it on each of them.
+package mockserver

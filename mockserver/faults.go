@@ -1,0 +1,210 @@
+package mockserver
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// faults holds the pending injected faults. Each kind is a queue consumed by
+// the requests it applies to, first come first served.
+type faults struct {
+	mu      sync.Mutex
+	fail    []int           // statuses for the next protected requests
+	drop    int             // executions whose answer is dropped
+	delay   []time.Duration // delays for the next executions
+	latency time.Duration   // added to every API request
+}
+
+// Faults is a snapshot of the faults still pending on a Server, as Faults
+// and GET /_mock/faults report them.
+type Faults struct {
+	// Fail lists the statuses the next protected requests will be answered
+	// with, in order.
+	Fail []int `json:"fail"`
+	// DropAfterCommit is how many executions still have their answer
+	// dropped.
+	DropAfterCommit int `json:"drop_after_commit"`
+	// Delays lists the delays of the next executions, in order.
+	Delays []time.Duration `json:"-"`
+	// DelaysMS is Delays in milliseconds, for the HTTP API.
+	DelaysMS []int64 `json:"delay_ms"`
+	// Latency is added to every request of the payments API; 0 means none.
+	Latency time.Duration `json:"-"`
+	// LatencyMS is Latency in milliseconds, for the HTTP API.
+	LatencyMS int64 `json:"latency_ms"`
+}
+
+func (f *faults) snapshot() Faults {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := Faults{
+		Fail:            append([]int{}, f.fail...),
+		DropAfterCommit: f.drop,
+		Delays:          append([]time.Duration{}, f.delay...),
+		DelaysMS:        make([]int64, len(f.delay)),
+		Latency:         f.latency,
+		LatencyMS:       f.latency.Milliseconds(),
+	}
+	for i, d := range f.delay {
+		out.DelaysMS[i] = d.Milliseconds()
+	}
+	return out
+}
+
+func (f *faults) addFail(n, status int) error {
+	if n < 0 {
+		return fmt.Errorf("mockserver: negative count %d", n)
+	}
+	if status < 400 || status > 599 {
+		return fmt.Errorf("mockserver: injected status %d is not in 400..599", status)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for range n {
+		f.fail = append(f.fail, status)
+	}
+	return nil
+}
+
+func (f *faults) addDrop(n int) error {
+	if n < 0 {
+		return fmt.Errorf("mockserver: negative count %d", n)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.drop += n
+	return nil
+}
+
+func (f *faults) addDelay(n int, d time.Duration) error {
+	if n < 0 {
+		return fmt.Errorf("mockserver: negative count %d", n)
+	}
+	if d < 0 {
+		return fmt.Errorf("mockserver: negative delay %v", d)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for range n {
+		f.delay = append(f.delay, d)
+	}
+	return nil
+}
+
+func (f *faults) setLatency(d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("mockserver: negative latency %v", d)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.latency = d
+	return nil
+}
+
+func (f *faults) clear() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail, f.drop, f.delay, f.latency = nil, 0, nil, 0
+}
+
+// takeFail consumes the next injected failure; 0 means none is pending.
+func (f *faults) takeFail() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.fail) == 0 {
+		return 0
+	}
+	s := f.fail[0]
+	f.fail = f.fail[1:]
+	return s
+}
+
+func (f *faults) takeDrop() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.drop == 0 {
+		return false
+	}
+	f.drop--
+	return true
+}
+
+func (f *faults) takeDelay() (time.Duration, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.delay) == 0 {
+		return 0, false
+	}
+	d := f.delay[0]
+	f.delay = f.delay[1:]
+	return d, true
+}
+
+func (f *faults) getLatency() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.latency
+}
+
+// FailNext makes the next n requests to POST /payments be answered with
+// status (a problem of type ProblemInjectedFailure) before anything runs: no
+// claim, no execution. The answer carries no Retry-After. Calls add up:
+// FailNext(2, 503) then FailNext(1, 500) answers 503, 503, 500. It panics if
+// n is negative or status is not in 400..599. It is safe for concurrent use.
+func (s *Server) FailNext(n, status int) {
+	if err := s.faults.addFail(n, status); err != nil {
+		panic(err)
+	}
+}
+
+// DropAfterCommitNext makes the next n executions of a payment run to the
+// end, have their outcome stored by the idempotency middleware, and then have
+// the connection closed without a byte of the answer: the client sees a
+// transport error for a request that took effect. A retry with the same key
+// receives the stored answer. Calls add up. It panics if n is negative. It is
+// safe for concurrent use.
+func (s *Server) DropAfterCommitNext(n int) {
+	if err := s.faults.addDrop(n); err != nil {
+		panic(err)
+	}
+}
+
+// DelayNext makes each of the next n executions of a payment wait d before
+// it runs, while its key stays claimed: a duplicate arriving meanwhile meets
+// 409 in progress (or waits, per idempotency.WithWaitForResult). If the
+// client goes away during the delay, the payment does not run and the claim
+// is released. Calls add up. It panics if n or d is negative. It is safe for
+// concurrent use.
+func (s *Server) DelayNext(n int, d time.Duration) {
+	if err := s.faults.addDelay(n, d); err != nil {
+		panic(err)
+	}
+}
+
+// SetLatency adds d to every request of the payments API (not the admin
+// API) from now on, before anything else happens; 0 removes it. It panics if
+// d is negative. It is safe for concurrent use.
+func (s *Server) SetLatency(d time.Duration) {
+	if err := s.faults.setLatency(d); err != nil {
+		panic(err)
+	}
+}
+
+// ClearFaults drops every pending injected fault and the latency. It is
+// safe for concurrent use.
+func (s *Server) ClearFaults() { s.faults.clear() }
+
+// Faults reports the faults still pending. It is safe for concurrent use.
+func (s *Server) Faults() Faults { return s.faults.snapshot() }
+
+// ExpireKeys makes every idempotency key seen so far expire at once, as if
+// its TTL had passed: the next request with any earlier key executes anew.
+// It works by moving the server to a fresh key scope, so it works with any
+// store; old entries stay in the store until their own TTL. Servers sharing
+// a store each keep their own scope: call ExpireKeys on each of them (they
+// stay in step when they all started together and each gets the same number
+// of calls). Inspection counters are kept. It is safe for concurrent use.
+func (s *Server) ExpireKeys() {
+	s.epoch.Add(1)
+}

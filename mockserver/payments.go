@@ -1,0 +1,321 @@
+package mockserver
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DefaultBalance is the balance, in minor units, that every currency starts
+// with unless WithBalance set another: 1,000,000 (10,000.00 in a currency
+// with two decimals).
+const DefaultBalance int64 = 1_000_000
+
+// maxPaymentBody bounds what the payment handler reads; the idempotency
+// middleware has its own, usually smaller, bound.
+const maxPaymentBody = 1 << 20
+
+// Payment is one executed payment, as POST /payments answers it and GET
+// /payments lists it. Two payments with the same IdempotencyKey are a double
+// execution.
+type Payment struct {
+	// ID is "pay_" followed by 16 random hex digits.
+	ID string `json:"id"`
+	// Amount is in minor units of Currency; always > 0.
+	Amount int64 `json:"amount"`
+	// Currency is three upper-case letters.
+	Currency string `json:"currency"`
+	// Recipient is the non-empty recipient of the request.
+	Recipient string `json:"recipient"`
+	// Status is always "succeeded".
+	Status string `json:"status"`
+	// IdempotencyKey is the key of the request that created the payment.
+	IdempotencyKey string `json:"idempotency_key"`
+	// Created is when the payment executed.
+	Created time.Time `json:"created"`
+}
+
+// paymentRequest is a validated POST /payments body.
+type paymentRequest struct {
+	Amount    int64
+	Currency  string
+	Recipient string
+}
+
+var errInsufficientFunds = errors.New("mockserver: insufficient funds")
+
+// ledger holds the balances and the payments of one Server. It lives in
+// memory only, also when the idempotency store is shared.
+type ledger struct {
+	mu       sync.Mutex
+	initial  map[string]int64
+	balances map[string]int64
+	payments []Payment
+}
+
+func newLedger(initial map[string]int64) *ledger {
+	l := &ledger{initial: initial}
+	l.reset()
+	return l
+}
+
+func (l *ledger) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.balances = make(map[string]int64, len(l.initial))
+	for c, v := range l.initial {
+		l.balances[c] = v
+	}
+	l.payments = nil
+}
+
+// balanceLocked returns the balance of currency, DefaultBalance when the
+// currency was never used.
+func (l *ledger) balanceLocked(currency string) int64 {
+	if v, ok := l.balances[currency]; ok {
+		return v
+	}
+	return DefaultBalance
+}
+
+func (l *ledger) balance(currency string) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.balanceLocked(currency)
+}
+
+func (l *ledger) allBalances() map[string]int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]int64, len(l.balances))
+	for c, v := range l.balances {
+		out[c] = v
+	}
+	return out
+}
+
+// debit executes a payment: it takes the amount from the balance and records
+// the payment, or returns errInsufficientFunds and changes nothing.
+func (l *ledger) debit(req paymentRequest, key string, now time.Time) (Payment, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	bal := l.balanceLocked(req.Currency)
+	if req.Amount > bal {
+		l.balances[req.Currency] = bal
+		return Payment{}, errInsufficientFunds
+	}
+	p := Payment{
+		ID:             newPaymentID(),
+		Amount:         req.Amount,
+		Currency:       req.Currency,
+		Recipient:      req.Recipient,
+		Status:         "succeeded",
+		IdempotencyKey: key,
+		Created:        now.UTC().Truncate(time.Millisecond),
+	}
+	l.balances[req.Currency] = bal - req.Amount
+	l.payments = append(l.payments, p)
+	return p, nil
+}
+
+func (l *ledger) list() []Payment {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]Payment(nil), l.payments...)
+}
+
+func (l *ledger) find(id string) (Payment, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, p := range l.payments {
+		if p.ID == id {
+			return p, true
+		}
+	}
+	return Payment{}, false
+}
+
+func newPaymentID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return "pay_" + hex.EncodeToString(b[:])
+}
+
+// parsePaymentRequest validates a POST /payments body. It returns every
+// invalid field at once, so a client fixes its request in one round.
+func parsePaymentRequest(body []byte) (paymentRequest, []FieldError) {
+	var fields map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&fields); err != nil || fields == nil {
+		return paymentRequest{}, []FieldError{{Field: "", Detail: "body must be a JSON object"}}
+	}
+	if dec.More() {
+		return paymentRequest{}, []FieldError{{Field: "", Detail: "body must be a single JSON object"}}
+	}
+	var req paymentRequest
+	var errs []FieldError
+
+	if raw, ok := fields["amount"]; !ok {
+		errs = append(errs, FieldError{Field: "amount", Detail: "is required"})
+	} else {
+		var n int64
+		if err := json.Unmarshal(raw, &n); err != nil {
+			errs = append(errs, FieldError{Field: "amount", Detail: "must be an integer number of minor units"})
+		} else if n <= 0 {
+			errs = append(errs, FieldError{Field: "amount", Detail: "must be greater than 0"})
+		} else {
+			req.Amount = n
+		}
+	}
+
+	if raw, ok := fields["currency"]; !ok {
+		errs = append(errs, FieldError{Field: "currency", Detail: "is required"})
+	} else {
+		var c string
+		if err := json.Unmarshal(raw, &c); err != nil || !isCurrency(c) {
+			errs = append(errs, FieldError{Field: "currency", Detail: "must be a string of three letters"})
+		} else {
+			req.Currency = strings.ToUpper(c)
+		}
+	}
+
+	if raw, ok := fields["recipient"]; !ok {
+		errs = append(errs, FieldError{Field: "recipient", Detail: "is required"})
+	} else {
+		var r string
+		if err := json.Unmarshal(raw, &r); err != nil || strings.TrimSpace(r) == "" {
+			errs = append(errs, FieldError{Field: "recipient", Detail: "must be a non-empty string"})
+		} else {
+			req.Recipient = r
+		}
+	}
+	return req, errs
+}
+
+func isCurrency(s string) bool {
+	if len(s) != 3 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i] | 0x20 // lower-case ASCII letters
+		if c < 'a' || c > 'z' {
+			return false
+		}
+	}
+	return true
+}
+
+// createPayment is the handler behind the idempotency middleware: every call
+// is one execution.
+func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
+	st := stateFrom(r.Context())
+	key := st.key
+	if k, ok := keyFromContext(r.Context()); ok {
+		key = k
+	}
+
+	if d, ok := s.faults.takeDelay(); ok && d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			// The client went away: run nothing, store nothing (a 5xx
+			// releases the claim), so a retry executes normally.
+			writeProblem(w, problem{Type: ProblemAborted, Title: "Request aborted", Status: http.StatusServiceUnavailable,
+				Detail: "the client went away during an injected delay; the payment did not run"})
+			return
+		}
+	}
+
+	st.executed.Store(true)
+	s.insp.execution(key)
+
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxPaymentBody+1))
+	var req paymentRequest
+	var errs []FieldError
+	switch {
+	case err != nil:
+		errs = []FieldError{{Detail: "could not read the body"}}
+	case len(body) > maxPaymentBody:
+		errs = []FieldError{{Detail: "body is too large"}}
+	default:
+		req, errs = parsePaymentRequest(body)
+	}
+
+	// A dropped answer is decided now, before anything is written, so that
+	// not a byte of it reaches the client.
+	if s.faults.takeDrop() {
+		st.drop.Store(true)
+	}
+
+	if len(errs) > 0 {
+		writeProblem(w, problem{Type: ProblemValidation, Title: "Invalid payment request", Status: http.StatusBadRequest,
+			Detail: describe(errs), Errors: errs})
+		return
+	}
+	p, err := s.ledger.debit(req, key, time.Now())
+	if err != nil {
+		writeProblem(w, problem{Type: ProblemInsufficientFunds, Title: "Insufficient funds", Status: http.StatusPaymentRequired,
+			Detail: "the amount exceeds the " + req.Currency + " balance"})
+		return
+	}
+	s.log(r.Context(), "mockserver: payment executed", "key", key, "id", p.ID, "amount", p.Amount, "currency", p.Currency)
+	w.Header().Set("Location", "/payments/"+p.ID)
+	writeJSON(w, http.StatusCreated, p)
+}
+
+func describe(errs []FieldError) string {
+	parts := make([]string, 0, len(errs))
+	for _, e := range errs {
+		if e.Field == "" {
+			parts = append(parts, e.Detail)
+			continue
+		}
+		parts = append(parts, e.Field+" "+e.Detail)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (s *Server) listPayments(w http.ResponseWriter, r *http.Request) {
+	ps := s.ledger.list()
+	if ps == nil {
+		ps = []Payment{}
+	}
+	writeJSON(w, http.StatusOK, ps)
+}
+
+func (s *Server) getPayment(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.ledger.find(r.PathValue("id"))
+	if !ok {
+		writeProblem(w, problem{Type: ProblemNotFound, Title: "Not Found", Status: http.StatusNotFound, Detail: "no such payment"})
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+// balanceResponse is the body of GET /balance.
+type balanceResponse struct {
+	Balances map[string]int64 `json:"balances"`
+}
+
+func (s *Server) getBalance(w http.ResponseWriter, r *http.Request) {
+	if c := r.URL.Query().Get("currency"); c != "" {
+		if !isCurrency(c) {
+			writeProblem(w, problem{Type: ProblemValidation, Title: "Invalid currency", Status: http.StatusBadRequest,
+				Detail: "currency must be three letters", Errors: []FieldError{{Field: "currency", Detail: "must be three letters"}}})
+			return
+		}
+		c = strings.ToUpper(c)
+		writeJSON(w, http.StatusOK, balanceResponse{Balances: map[string]int64{c: s.ledger.balance(c)}})
+		return
+	}
+	writeJSON(w, http.StatusOK, balanceResponse{Balances: s.ledger.allBalances()})
+}

@@ -1,0 +1,109 @@
+package mockserver
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParsePaymentRequest(t *testing.T) {
+	tests := []struct {
+		name       string
+		body       string
+		want       paymentRequest
+		wantFields []string // the fields named by the errors, in order
+	}{
+		{name: "valid", body: `{"amount":1250,"currency":"EUR","recipient":"alice"}`,
+			want: paymentRequest{Amount: 1250, Currency: "EUR", Recipient: "alice"}},
+		{name: "lower-case currency is normalised", body: `{"amount":1,"currency":"usd","recipient":"bob"}`,
+			want: paymentRequest{Amount: 1, Currency: "USD", Recipient: "bob"}},
+		{name: "extra members are ignored", body: `{"amount":5,"currency":"GBP","recipient":"c","memo":"x"}`,
+			want: paymentRequest{Amount: 5, Currency: "GBP", Recipient: "c"}},
+		{name: "empty object", body: `{}`, wantFields: []string{"amount", "currency", "recipient"}},
+		{name: "zero amount", body: `{"amount":0,"currency":"EUR","recipient":"a"}`, wantFields: []string{"amount"}},
+		{name: "negative amount", body: `{"amount":-3,"currency":"EUR","recipient":"a"}`, wantFields: []string{"amount"}},
+		{name: "fractional amount", body: `{"amount":10.5,"currency":"EUR","recipient":"a"}`, wantFields: []string{"amount"}},
+		{name: "string amount", body: `{"amount":"10","currency":"EUR","recipient":"a"}`, wantFields: []string{"amount"}},
+		{name: "amount overflows int64", body: `{"amount":99999999999999999999,"currency":"EUR","recipient":"a"}`, wantFields: []string{"amount"}},
+		{name: "two-letter currency", body: `{"amount":1,"currency":"EU","recipient":"a"}`, wantFields: []string{"currency"}},
+		{name: "currency with digit", body: `{"amount":1,"currency":"EU1","recipient":"a"}`, wantFields: []string{"currency"}},
+		{name: "currency not a string", body: `{"amount":1,"currency":978,"recipient":"a"}`, wantFields: []string{"currency"}},
+		{name: "blank recipient", body: `{"amount":1,"currency":"EUR","recipient":"  "}`, wantFields: []string{"recipient"}},
+		{name: "null recipient", body: `{"amount":1,"currency":"EUR","recipient":null}`, wantFields: []string{"recipient"}},
+		{name: "all wrong", body: `{"amount":0,"currency":"E","recipient":""}`, wantFields: []string{"amount", "currency", "recipient"}},
+		{name: "not JSON", body: `amount=1`, wantFields: []string{""}},
+		{name: "array", body: `[1,2]`, wantFields: []string{""}},
+		{name: "null", body: `null`, wantFields: []string{""}},
+		{name: "two objects", body: `{"amount":1,"currency":"EUR","recipient":"a"} {}`, wantFields: []string{""}},
+		{name: "empty body", body: ``, wantFields: []string{""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, errs := parsePaymentRequest([]byte(tt.body))
+			var fields []string
+			for _, e := range errs {
+				fields = append(fields, e.Field)
+				if e.Detail == "" {
+					t.Errorf("error for field %q has no detail", e.Field)
+				}
+			}
+			if strings.Join(fields, ",") != strings.Join(tt.wantFields, ",") || len(fields) != len(tt.wantFields) {
+				t.Fatalf("error fields = %q, want %q (errors %+v)", fields, tt.wantFields, errs)
+			}
+			if len(errs) == 0 && got != tt.want {
+				t.Errorf("request = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func FuzzParsePaymentRequest(f *testing.F) {
+	f.Add([]byte(`{"amount":1250,"currency":"EUR","recipient":"alice"}`))
+	f.Add([]byte(`{"amount":0,"currency":"E","recipient":""}`))
+	f.Add([]byte(`{"amount":1e3,"currency":"usd","recipient":"x"}`))
+	f.Add([]byte(`[]`))
+	f.Add([]byte(`{"currency":"\u0045UR"}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, errs := parsePaymentRequest(body)
+		if len(errs) > 0 {
+			return
+		}
+		if req.Amount <= 0 {
+			t.Errorf("accepted amount %d", req.Amount)
+		}
+		if !isCurrency(req.Currency) || strings.ToUpper(req.Currency) != req.Currency {
+			t.Errorf("accepted currency %q", req.Currency)
+		}
+		if strings.TrimSpace(req.Recipient) == "" {
+			t.Errorf("accepted recipient %q", req.Recipient)
+		}
+	})
+}
+
+func TestLedgerDebit(t *testing.T) {
+	l := newLedger(map[string]int64{"EUR": 100})
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	p, err := l.debit(paymentRequest{Amount: 60, Currency: "EUR", Recipient: "a"}, "k1", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(p.ID, "pay_") || len(p.ID) != len("pay_")+16 || p.IdempotencyKey != "k1" || !p.Created.Equal(now) {
+		t.Errorf("payment = %+v", p)
+	}
+	if _, err := l.debit(paymentRequest{Amount: 41, Currency: "EUR", Recipient: "a"}, "k2", now); err != errInsufficientFunds {
+		t.Errorf("overdraft: err = %v, want errInsufficientFunds", err)
+	}
+	if got := l.balance("EUR"); got != 40 {
+		t.Errorf("EUR balance = %d, want 40", got)
+	}
+	if got := l.balance("JPY"); got != DefaultBalance {
+		t.Errorf("unused currency balance = %d, want DefaultBalance", got)
+	}
+	if got := len(l.list()); got != 1 {
+		t.Errorf("%d payments, want 1", got)
+	}
+	l.reset()
+	if got, n := l.balance("EUR"), len(l.list()); got != 100 || n != 0 {
+		t.Errorf("after reset: balance %d, %d payments; want 100, 0", got, n)
+	}
+}

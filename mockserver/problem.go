@@ -1,0 +1,79 @@
+package mockserver
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// Problem type URIs of the answers the mock server writes itself. The
+// idempotency middleware's own problems (missing key, key reused, in
+// progress, ...) carry the idempotency package's type URIs.
+const (
+	problemBase = "https://pkg.go.dev/github.com/saferetry/saferetry/mockserver#"
+
+	// ProblemValidation is the type of a 400 answer to a payment request
+	// whose body is not a valid payment: not JSON, an amount that is not a
+	// positive integer, a currency that is not three letters, an empty
+	// recipient. Its "errors" member lists the offending fields. The status is
+	// 400, not 422, because 422 is what the idempotency contract answers for a
+	// key reused with a different payload.
+	ProblemValidation = problemBase + "ProblemValidation"
+	// ProblemInsufficientFunds is the type of a 402 answer to a payment whose
+	// amount exceeds the balance of its currency. Like any answer below 500 it
+	// is stored and replayed for the same key.
+	ProblemInsufficientFunds = problemBase + "ProblemInsufficientFunds"
+	// ProblemInjectedFailure is the type of an answer produced by FailNext:
+	// the request was refused before anything ran.
+	ProblemInjectedFailure = problemBase + "ProblemInjectedFailure"
+	// ProblemNotFound is the type of a 404 answer of the payments or admin
+	// API.
+	ProblemNotFound = problemBase + "ProblemNotFound"
+	// ProblemBadAdminRequest is the type of a 400 answer of the admin API.
+	ProblemBadAdminRequest = problemBase + "ProblemBadAdminRequest"
+	// ProblemAborted is the type of a 503 answer to a payment whose client
+	// went away while an injected delay was running: the payment did not run
+	// and nothing was stored for its key.
+	ProblemAborted = problemBase + "ProblemAborted"
+)
+
+// FieldError names one invalid field of a payment request, in the "errors"
+// member of a ProblemValidation answer.
+type FieldError struct {
+	Field  string `json:"field"`
+	Detail string `json:"detail"`
+}
+
+// problem is an RFC 9457 problem details object.
+type problem struct {
+	Type   string       `json:"type"`
+	Title  string       `json:"title"`
+	Status int          `json:"status"`
+	Detail string       `json:"detail,omitempty"`
+	Errors []FieldError `json:"errors,omitempty"`
+}
+
+func writeProblem(w http.ResponseWriter, p problem) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	body, err := json.Marshal(p)
+	if err != nil { // cannot happen with these field types
+		body = []byte(`{"type":"about:blank","status":500}`)
+	}
+	body = append(body, '\n')
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		writeProblem(w, problem{Type: "about:blank", Title: "Internal Server Error", Status: http.StatusInternalServerError, Detail: err.Error()})
+		return
+	}
+	body = append(body, '\n')
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}

@@ -1,0 +1,298 @@
+package mockserver
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/memstore"
+)
+
+// Server is a running payments API that implements the idempotency contract,
+// with faults to inject and counters to inspect. It is shaped like
+// httptest.Server: New starts it, URL is its base URL, Close stops it.
+//
+// All methods are safe for concurrent use by multiple goroutines, also while
+// requests are being served.
+type Server struct {
+	// URL is the base URL of the server, "http://ipaddr:port" without a
+	// trailing slash.
+	URL string
+
+	ts        *httptest.Server
+	store     idempotency.Store
+	closeOnce sync.Once
+	closeFn   func() // closes a store the server owns; nil otherwise
+	logger    *slog.Logger
+	namespace string
+	epoch     atomic.Int64
+
+	faults faults
+	insp   inspector
+	ledger *ledger
+}
+
+// storeOnly hides every method but those of idempotency.Store, so that the
+// middleware runs in lease mode even on a TxStore.
+type storeOnly struct{ idempotency.Store }
+
+// New starts a Server and returns it; Close stops it. By default it listens
+// on a loopback port and keeps idempotency entries in a fresh memstore; see
+// the options. Like httptest.NewServer, it panics if it cannot listen.
+func New(opts ...Option) *Server {
+	var c config
+	for _, o := range opts {
+		o(&c)
+	}
+	s := &Server{
+		logger:    c.logger,
+		namespace: c.namespace,
+		ledger:    newLedger(c.balances),
+	}
+	if s.namespace == "" {
+		s.namespace = "mockserver"
+	}
+	if c.store != nil {
+		s.store = storeOnly{c.store}
+	} else {
+		ms := memstore.New()
+		s.store = ms
+		s.closeFn = func() { _ = ms.Close() }
+	}
+
+	ln := c.listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			if ln, err = net.Listen("tcp6", "[::1]:0"); err != nil {
+				panic(fmt.Sprintf("mockserver: failed to listen on a port: %v", err))
+			}
+		}
+	}
+	s.ts = &httptest.Server{
+		Listener: ln,
+		Config: &http.Server{
+			Handler:           s.routes(c),
+			ReadHeaderTimeout: 10 * time.Second,
+		},
+	}
+	s.ts.Start()
+	s.URL = s.ts.URL
+	return s
+}
+
+// Close stops accepting connections, waits for the requests in flight to be
+// answered, closes idle connections, and closes the store if the server made
+// it itself. It is safe to call Close more than once.
+func (s *Server) Close() {
+	s.ts.Close()
+	s.closeOnce.Do(func() {
+		if s.closeFn != nil {
+			s.closeFn()
+		}
+	})
+}
+
+// Client returns an *http.Client configured for the server, whose idle
+// connections Close shuts. It does not retry: wrap its Transport with
+// saferetry to get safe retries.
+func (s *Server) Client() *http.Client { return s.ts.Client() }
+
+// Store returns the idempotency store the server uses: the one given to
+// WithStore, or its own memstore.
+func (s *Server) Store() idempotency.Store {
+	if so, ok := s.store.(storeOnly); ok {
+		return so.Store
+	}
+	return s.store
+}
+
+// scope is the idempotency scope of every key: the namespace and the key
+// epoch that ExpireKeys advances.
+func (s *Server) scope(*http.Request) (string, error) {
+	return s.namespace + "/epoch-" + strconv.FormatInt(s.epoch.Load(), 10), nil
+}
+
+func (s *Server) routes(c config) http.Handler {
+	idemOpts := make([]idempotency.Option, 0, len(c.idemOpts)+4)
+	if c.logger != nil {
+		idemOpts = append(idemOpts, idempotency.WithLogger(c.logger))
+	}
+	idemOpts = append(idemOpts, c.idemOpts...)
+	idemOpts = append(idemOpts,
+		idempotency.WithMethods(http.MethodPost),
+		idempotency.WithKeyRequired(true),
+		idempotency.WithScope(s.scope),
+	)
+	protected := idempotency.Middleware(s.store, idemOpts...)(http.HandlerFunc(s.createPayment))
+
+	mux := http.NewServeMux()
+	mux.Handle("POST /payments", s.observe(protected))
+	mux.HandleFunc("GET /payments", s.listPayments)
+	mux.HandleFunc("GET /payments/{id}", s.getPayment)
+	mux.HandleFunc("GET /balance", s.getBalance)
+	s.adminRoutes(mux)
+
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, AdminPrefix) {
+			if d := s.faults.getLatency(); d > 0 {
+				t := time.NewTimer(d)
+				select {
+				case <-t.C:
+				case <-r.Context().Done():
+					t.Stop()
+					return // the client went away; nobody reads an answer
+				}
+			}
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// reqState follows one request to POST /payments through the middleware to
+// the handler and back.
+type reqState struct {
+	key      string // the Idempotency-Key as received
+	injected atomic.Bool
+	executed atomic.Bool
+	drop     atomic.Bool
+}
+
+type stateKey struct{}
+
+func stateFrom(ctx context.Context) *reqState {
+	if st, ok := ctx.Value(stateKey{}).(*reqState); ok {
+		return st
+	}
+	return &reqState{}
+}
+
+func keyFromContext(ctx context.Context) (string, bool) {
+	k, ok := idempotency.KeyFromContext(ctx)
+	return k.Key, ok
+}
+
+// rawKey returns the Idempotency-Key of r for the counters, without the
+// quotes of the sf-string form.
+func rawKey(r *http.Request) string {
+	k := strings.TrimSpace(r.Header.Get(idempotency.HeaderIdempotencyKey))
+	if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' {
+		k = k[1 : len(k)-1]
+	}
+	return k
+}
+
+// observe counts the attempt, injects FailNext failures before anything
+// runs, and drops the connection of an execution chosen by
+// DropAfterCommitNext once the middleware has stored its outcome.
+func (s *Server) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st := &reqState{key: rawKey(r)}
+		s.insp.attempt(st.key)
+		aw := &attemptWriter{ResponseWriter: w, s: s, st: st}
+
+		if status := s.faults.takeFail(); status != 0 {
+			st.injected.Store(true)
+			s.log(r.Context(), "mockserver: injected failure", "key", st.key, "status", status)
+			writeProblem(aw, problem{Type: ProblemInjectedFailure, Title: http.StatusText(status), Status: status,
+				Detail: "failure injected by the mock server before anything ran"})
+			return
+		}
+
+		next.ServeHTTP(aw, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
+
+		if st.drop.Load() {
+			s.insp.answered(st.key, Attempt{Status: 0, Outcome: OutcomeDropped})
+			s.log(r.Context(), "mockserver: dropped the answer after commit", "key", st.key)
+			if hj, ok := w.(http.Hijacker); ok {
+				if conn, _, err := hj.Hijack(); err == nil {
+					_ = conn.Close()
+					return
+				}
+			}
+			// No hijacking (HTTP/2): abort the stream instead.
+			panic(http.ErrAbortHandler)
+		}
+		if !aw.wroteHeader {
+			aw.WriteHeader(http.StatusOK)
+		}
+	})
+}
+
+// attemptWriter records how an attempt is answered before the first byte
+// goes out, and swallows the answer of an execution whose answer is to be
+// dropped.
+type attemptWriter struct {
+	http.ResponseWriter
+	s           *Server
+	st          *reqState
+	wroteHeader bool
+}
+
+func (w *attemptWriter) WriteHeader(code int) {
+	if w.wroteHeader || code < 200 {
+		return
+	}
+	w.wroteHeader = true
+	if w.st.drop.Load() {
+		return
+	}
+	w.s.insp.answered(w.st.key, Attempt{Status: code, Outcome: w.classify(code)})
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *attemptWriter) classify(code int) Outcome {
+	switch {
+	case w.st.injected.Load():
+		return OutcomeInjectedFailure
+	case w.st.executed.Load():
+		return OutcomeExecuted
+	case w.Header().Get(idempotency.HeaderReplayed) == "true":
+		return OutcomeReplayed
+	case code == http.StatusConflict:
+		return OutcomeInProgress
+	case code == http.StatusUnprocessableEntity:
+		return OutcomeKeyReused
+	}
+	return OutcomeRejected
+}
+
+func (w *attemptWriter) Write(b []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.st.drop.Load() {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush passes a flush on unless the answer is to be dropped.
+func (w *attemptWriter) Flush() {
+	if w.st.drop.Load() {
+		return
+	}
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+var _ http.Flusher = (*attemptWriter)(nil)
+
+func (s *Server) log(ctx context.Context, msg string, args ...any) {
+	if s.logger != nil {
+		s.logger.InfoContext(ctx, msg, args...)
+	}
+}
