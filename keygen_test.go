@@ -1,0 +1,286 @@
+package saferetry
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+)
+
+func TestValidateKey(t *testing.T) {
+	tests := []struct {
+		key string
+		ok  bool
+	}{
+		{"a", true},
+		{"8e03978e-40d5-43e8-bc93-6894a57f9324", true},
+		{strings.Repeat("k", 255), true},
+		{"with inner space", true},
+		{`quote"and\backslash`, true},
+		{"~!@#$%^&*()", true},
+		{"", false},
+		{strings.Repeat("k", 256), false},
+		{" leading", false},
+		{"trailing ", false},
+		{"tab\there", false},
+		{"new\nline", false},
+		{"del\x7f", false},
+		{"nul\x00", false},
+		{"é", false},
+	}
+	for _, tt := range tests {
+		err := ValidateKey(tt.key)
+		if (err == nil) != tt.ok {
+			t.Errorf("ValidateKey(%q) = %v, want ok=%v", tt.key, err, tt.ok)
+		}
+		if err != nil && !errors.Is(err, ErrInvalidKey) {
+			t.Errorf("ValidateKey(%q) error %v does not match ErrInvalidKey", tt.key, err)
+		}
+	}
+}
+
+func TestParseKey(t *testing.T) {
+	tests := []struct {
+		in, want string
+		ok       bool
+	}{
+		{"abc", "abc", true},
+		{`"abc"`, "abc", true},
+		{`"a\"b\\c"`, `a"b\c`, true},
+		{`""`, "", false},
+		{`"abc`, "", false},
+		{`"a"b"`, "", false},
+		{`"a\b"`, "", false},
+		{`"a\"`, "", false},
+		{`"` + strings.Repeat("k", 255) + `"`, strings.Repeat("k", 255), true},
+		{`"` + strings.Repeat("k", 256) + `"`, "", false},
+	}
+	for _, tt := range tests {
+		got, err := ParseKey(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("ParseKey(%q) = %q, %v; want %q ok=%v", tt.in, got, err, tt.want, tt.ok)
+		}
+	}
+}
+
+func FuzzValidateKey(f *testing.F) {
+	for _, s := range []string{"", "a", " a", "a ", "\x7f", strings.Repeat("x", 256), `"q"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		err := ValidateKey(key)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidKey) {
+				t.Fatalf("error %v does not match ErrInvalidKey", err)
+			}
+			return
+		}
+		if len(key) < 1 || len(key) > MaxKeyLen {
+			t.Fatalf("accepted key of length %d", len(key))
+		}
+		for i := 0; i < len(key); i++ {
+			if key[i] < 0x20 || key[i] > 0x7e {
+				t.Fatalf("accepted byte %#x", key[i])
+			}
+		}
+		// A valid key survives both wire forms unchanged.
+		for _, structured := range []bool{false, true} {
+			got, err := ParseKey(FormatKey(key, structured))
+			if structured && err != nil {
+				t.Fatalf("sf-string of valid key %q does not parse: %v", key, err)
+			}
+			if err == nil && got != key && (structured || key[0] != '"') {
+				t.Fatalf("round trip of %q (structured=%v) = %q", key, structured, got)
+			}
+		}
+	})
+}
+
+func FuzzParseKey(f *testing.F) {
+	for _, s := range []string{`"abc"`, `"a\"b"`, `"`, `""`, `"\`, "plain", `"a\x"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		k, err := ParseKey(in)
+		if err != nil {
+			return
+		}
+		if ValidateKey(k) != nil {
+			t.Fatalf("ParseKey(%q) returned invalid key %q", in, k)
+		}
+		if in[0] == '"' && FormatKey(k, true) != in {
+			t.Fatalf("sf-string %q decodes to %q which re-encodes to %q", in, k, FormatKey(k, true))
+		}
+	})
+}
+
+func TestGeneratedKeyIsUUIDv4AndStableAcrossAttempts(t *testing.T) {
+	for _, m := range []string{http.MethodPost, http.MethodPatch} {
+		rc := newRecorder(status(503), fail(errReset), status(409), status(201))
+		tr, _, _ := testTransport(rc)
+		req := newReq(t, context.Background(), m, `{"amount":1500}`)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		closeResp(resp)
+		seen := rc.Seen()
+		if len(seen) != 4 {
+			t.Fatalf("%s: attempts = %d, want 4", m, len(seen))
+		}
+		key := seen[0].keys
+		if len(key) != 1 {
+			t.Fatalf("%s: keys on attempt 1 = %q", m, key)
+		}
+		u, err := uuid.Parse(key[0])
+		if err != nil || u.Version() != 4 || u.String() != key[0] {
+			t.Fatalf("%s: key %q is not a canonical UUIDv4", m, key[0])
+		}
+		for i, s := range seen {
+			if len(s.keys) != 1 || s.keys[0] != key[0] {
+				t.Errorf("%s: attempt %d key %q, want %q", m, i+1, s.keys, key[0])
+			}
+			if s.body != `{"amount":1500}` {
+				t.Errorf("%s: attempt %d body %q", m, i+1, s.body)
+			}
+		}
+		if got, ok := KeyFromResponse(resp); !ok || got != key[0] {
+			t.Errorf("KeyFromResponse = %q, %v; want %q", got, ok, key[0])
+		}
+		if req.Header.Get(HeaderIdempotencyKey) != "" {
+			t.Error("the caller's request was given a key")
+		}
+	}
+}
+
+func TestKeysDifferPerOperation(t *testing.T) {
+	rc := newRecorder(status(201))
+	tr, _, _ := testTransport(rc)
+	for i := 0; i < 3; i++ {
+		resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		closeResp(resp)
+	}
+	s := rc.Seen()
+	if s[0].keys[0] == s[1].keys[0] || s[1].keys[0] == s[2].keys[0] {
+		t.Fatalf("keys repeat across operations: %q %q %q", s[0].keys, s[1].keys, s[2].keys)
+	}
+}
+
+func TestSuppliedKeys(t *testing.T) {
+	t.Run("header wins over context", func(t *testing.T) {
+		rc := newRecorder(status(503), status(201))
+		tr, _, _ := testTransport(rc, WithStructuredKey(true))
+		req := newReq(t, WithKey(context.Background(), "from-ctx"), http.MethodPost, "x")
+		req.Header.Set(HeaderIdempotencyKey, "from-header")
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		closeResp(resp)
+		for i, s := range rc.Seen() {
+			if len(s.keys) != 1 || s.keys[0] != "from-header" {
+				t.Errorf("attempt %d keys %q", i+1, s.keys)
+			}
+		}
+	})
+	t.Run("context key, raw and structured", func(t *testing.T) {
+		for _, structured := range []bool{false, true} {
+			rc := newRecorder(status(201))
+			tr, _, _ := testTransport(rc, WithStructuredKey(structured))
+			resp, err := tr.RoundTrip(newReq(t, WithKey(context.Background(), `order-42"x`), http.MethodPost, "x"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			closeResp(resp)
+			want := `order-42"x`
+			if structured {
+				want = `"order-42\"x"`
+			}
+			if got := rc.Seen()[0].keys; len(got) != 1 || got[0] != want {
+				t.Errorf("structured=%v: sent %q, want %q", structured, got, want)
+			}
+			if k, _ := KeyFromResponse(resp); k != `order-42"x` {
+				t.Errorf("KeyFromResponse = %q", k)
+			}
+		}
+	})
+	t.Run("context key on GET is sent and retried", func(t *testing.T) {
+		rc := newRecorder(status(503), status(200))
+		tr, _, _ := testTransport(rc)
+		resp, err := tr.RoundTrip(newReq(t, WithKey(context.Background(), "k1"), http.MethodGet, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		closeResp(resp)
+		if s := rc.Seen(); len(s) != 2 || s[1].keys[0] != "k1" {
+			t.Fatalf("seen %+v", s)
+		}
+	})
+	t.Run("generated structured", func(t *testing.T) {
+		rc := newRecorder(status(201))
+		tr, _, _ := testTransport(rc, WithStructuredKey(true))
+		resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		closeResp(resp)
+		k := rc.Seen()[0].keys[0]
+		if len(k) != 38 || k[0] != '"' || k[37] != '"' {
+			t.Fatalf("sent %q, want a quoted UUID", k)
+		}
+	})
+}
+
+func TestInvalidKeyFailsBeforeSending(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(*http.Request) *http.Request
+	}{
+		{"empty context key", func(r *http.Request) *http.Request {
+			return r.WithContext(WithKey(r.Context(), ""))
+		}},
+		{"long context key", func(r *http.Request) *http.Request {
+			return r.WithContext(WithKey(r.Context(), strings.Repeat("k", 256)))
+		}},
+		{"control byte in header", func(r *http.Request) *http.Request {
+			r.Header.Set(HeaderIdempotencyKey, "a\x01b")
+			return r
+		}},
+		{"two header values", func(r *http.Request) *http.Request {
+			r.Header.Add(HeaderIdempotencyKey, "a")
+			r.Header.Add(HeaderIdempotencyKey, "b")
+			return r
+		}},
+		{"bad sf-string", func(r *http.Request) *http.Request {
+			r.Header.Set(HeaderIdempotencyKey, `"unterminated`)
+			return r
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := newRecorder(status(201))
+			tr, _, _ := testTransport(rc)
+			body := &trackedBody{Reader: strings.NewReader("payload")}
+			req, _ := http.NewRequest(http.MethodPost, "http://api.test/", body)
+			resp, err := tr.RoundTrip(tt.setup(req))
+			if resp != nil {
+				t.Error("response with error")
+			}
+			if !errors.Is(err, ErrInvalidKey) {
+				t.Fatalf("err = %v, want ErrInvalidKey", err)
+			}
+			if len(rc.Seen()) != 0 {
+				t.Error("request was sent")
+			}
+			if !body.Closed() {
+				t.Error("request body not closed")
+			}
+		})
+	}
+}

@@ -1,0 +1,232 @@
+package saferetry
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net"
+	"net/http"
+	"testing"
+)
+
+func TestRetryClassificationByStatus(t *testing.T) {
+	tests := []struct {
+		name     string
+		first    outcome
+		attempts int // attempts made for a POST when later attempts answer 201
+		reason   Reason
+	}{
+		{"200 final", status(200), 1, ReasonFinalStatus},
+		{"201 final", status(201), 1, ReasonFinalStatus},
+		{"400 final", status(400), 1, ReasonFinalStatus},
+		{"401 final", status(401), 1, ReasonFinalStatus},
+		{"404 final", status(404), 1, ReasonFinalStatus},
+		{"422 final", status(422), 1, ReasonFinalStatus},
+		{"501 final", status(501), 1, ReasonFinalStatus},
+		{"409 replayed final", statusH(409, HeaderReplayed, "true"), 1, ReasonReplayed},
+		{"408 retried", status(408), 2, ReasonRetryableStatus},
+		{"409 retried", status(409), 2, ReasonRetryableStatus},
+		{"429 retried", status(429), 2, ReasonRetryableStatus},
+		{"500 retried", status(500), 2, ReasonRetryableStatus},
+		{"502 retried", status(502), 2, ReasonRetryableStatus},
+		{"503 retried", status(503), 2, ReasonRetryableStatus},
+		{"504 retried", status(504), 2, ReasonRetryableStatus},
+		{"599 retried", status(599), 2, ReasonRetryableStatus},
+		{"reset retried", fail(errReset), 2, ReasonTransportError},
+		{"EOF retried", fail(errors.New("EOF")), 2, ReasonTransportError},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := newRecorder(tt.first, status(201))
+			tr, _, hl := testTransport(rc)
+			resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, `{"amount":1500}`))
+			if err != nil {
+				t.Fatalf("RoundTrip: %v", err)
+			}
+			closeResp(resp)
+			if got := len(rc.Seen()); got != tt.attempts {
+				t.Fatalf("attempts = %d, want %d", got, tt.attempts)
+			}
+			if tt.attempts == 1 && resp.StatusCode != tt.first.status {
+				t.Errorf("status = %d, want %d", resp.StatusCode, tt.first.status)
+			}
+			if got := hl.Attempts()[0].Reason; got != tt.reason {
+				t.Errorf("first attempt reason = %q, want %q", got, tt.reason)
+			}
+		})
+	}
+}
+
+func TestPermanentErrorsAreFinal(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+	}{
+		{"unknown authority", &url_Error{x509.UnknownAuthorityError{}}},
+		{"hostname", x509.HostnameError{Host: "api.test"}},
+		{"verification", &tls.CertificateVerificationError{Err: errors.New("bad")}},
+		{"not tls", tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := newRecorder(fail(tt.err), status(201))
+			tr, _, hl := testTransport(rc)
+			resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
+			if resp != nil {
+				t.Fatal("response returned with an error")
+			}
+			if !errors.Is(err, ErrNotSent) || !errors.Is(err, tt.err) {
+				t.Fatalf("err = %v, want ErrNotSent wrapping %v", err, tt.err)
+			}
+			if n := len(rc.Seen()); n != 1 {
+				t.Fatalf("attempts = %d, want 1", n)
+			}
+			if r := hl.Attempts()[0].Reason; r != ReasonPermanentError {
+				t.Errorf("reason = %q", r)
+			}
+		})
+	}
+}
+
+// url_Error wraps an error the way a layered RoundTripper might.
+type url_Error struct{ err error }
+
+func (e *url_Error) Error() string { return "wrapped: " + e.err.Error() }
+func (e *url_Error) Unwrap() error { return e.err }
+
+func TestDialErrorsAreNotSent(t *testing.T) {
+	dialErr := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	rc := newRecorder(fail(dialErr))
+	tr, _, _ := testTransport(rc, WithMaxAttempts(3))
+	_, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
+	var e *Error
+	if !errors.As(err, &e) || e.Cause != ErrNotSent || e.Attempts != 3 || e.Key == "" {
+		t.Fatalf("err = %#v, want *Error{ErrNotSent, 3 attempts, key}", err)
+	}
+	if errors.Is(err, ErrOutcomeUnknown) {
+		t.Error("a request that never connected must not be outcome-unknown")
+	}
+}
+
+func TestUnsafeMethodWithoutKeyIsNeverRetried(t *testing.T) {
+	for _, m := range []string{http.MethodPost, http.MethodPatch, "PURGE"} {
+		t.Run(m, func(t *testing.T) {
+			rc := newRecorder(status(503), status(201))
+			tr, _, hl := testTransport(rc, WithKeyMethods())
+			resp, err := tr.RoundTrip(newReq(t, context.Background(), m, "x"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			closeResp(resp)
+			if resp.StatusCode != 503 || len(rc.Seen()) != 1 {
+				t.Fatalf("status %d after %d attempts, want 503 after 1", resp.StatusCode, len(rc.Seen()))
+			}
+			if s := rc.Seen()[0]; len(s.keys) != 0 {
+				t.Errorf("key sent although generation is off: %q", s.keys)
+			}
+			if r := hl.Attempts()[0].Reason; r != ReasonNoKey {
+				t.Errorf("reason = %q, want %q", r, ReasonNoKey)
+			}
+		})
+	}
+	t.Run("transport error", func(t *testing.T) {
+		rc := newRecorder(fail(errReset), status(201))
+		tr, _, _ := testTransport(rc, WithKeyMethods())
+		_, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
+		if !errors.Is(err, ErrOutcomeUnknown) || len(rc.Seen()) != 1 {
+			t.Fatalf("err %v after %d attempts, want outcome unknown after 1", err, len(rc.Seen()))
+		}
+	})
+}
+
+func TestSafeAndIdempotentMethodsRetriedWithoutKey(t *testing.T) {
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPut, http.MethodDelete} {
+		t.Run(m, func(t *testing.T) {
+			rc := newRecorder(status(503), fail(errReset), status(200))
+			tr, _, _ := testTransport(rc)
+			resp, err := tr.RoundTrip(newReq(t, context.Background(), m, ""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			closeResp(resp)
+			if resp.StatusCode != 200 || len(rc.Seen()) != 3 {
+				t.Fatalf("status %d after %d attempts, want 200 after 3", resp.StatusCode, len(rc.Seen()))
+			}
+			for i, s := range rc.Seen() {
+				if len(s.keys) != 0 {
+					t.Errorf("attempt %d of %s carried a key %q", i+1, m, s.keys)
+				}
+			}
+		})
+	}
+}
+
+func TestClassifierOverrides(t *testing.T) {
+	t.Run("retry a 400", func(t *testing.T) {
+		rc := newRecorder(status(400), status(201))
+		tr, _, hl := testTransport(rc, WithClassifier(func(_ *http.Request, resp *http.Response, _ error) Decision {
+			if resp != nil && resp.StatusCode == 400 {
+				return DecisionRetry
+			}
+			return DecisionDefault
+		}))
+		resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		closeResp(resp)
+		if resp.StatusCode != 201 || len(rc.Seen()) != 2 {
+			t.Fatalf("status %d after %d attempts", resp.StatusCode, len(rc.Seen()))
+		}
+		if a := hl.Attempts()[0]; a.Reason != ReasonClassifier || a.Decision != DecisionRetry {
+			t.Errorf("attempt 1 = %+v", a)
+		}
+	})
+	t.Run("stop on 503", func(t *testing.T) {
+		rc := newRecorder(status(503), status(201))
+		tr, _, _ := testTransport(rc, WithClassifier(func(*http.Request, *http.Response, error) Decision { return DecisionReturn }))
+		resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		closeResp(resp)
+		if resp.StatusCode != 503 || len(rc.Seen()) != 1 {
+			t.Fatalf("status %d after %d attempts", resp.StatusCode, len(rc.Seen()))
+		}
+	})
+	t.Run("cannot retry a keyless POST", func(t *testing.T) {
+		rc := newRecorder(status(400), status(201))
+		tr, _, _ := testTransport(rc, WithKeyMethods(), WithClassifier(func(*http.Request, *http.Response, error) Decision { return DecisionRetry }))
+		resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		closeResp(resp)
+		if len(rc.Seen()) != 1 {
+			t.Fatalf("attempts = %d, want 1", len(rc.Seen()))
+		}
+	})
+}
+
+func TestMaxAttempts(t *testing.T) {
+	for _, n := range []int{1, 2, 5} {
+		rc := newRecorder(status(503))
+		tr, clk, hl := testTransport(rc, WithMaxAttempts(n))
+		resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		closeResp(resp)
+		if resp.StatusCode != 503 || len(rc.Seen()) != n {
+			t.Errorf("n=%d: status %d after %d attempts", n, resp.StatusCode, len(rc.Seen()))
+		}
+		if len(clk.Waits()) != n-1 {
+			t.Errorf("n=%d: %d waits", n, len(clk.Waits()))
+		}
+		last := hl.Attempts()[n-1]
+		if n > 1 && last.Reason != ReasonMaxAttempts {
+			t.Errorf("n=%d: last reason %q", n, last.Reason)
+		}
+	}
+}
