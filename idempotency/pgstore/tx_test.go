@@ -1,0 +1,306 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/pgstore"
+)
+
+// bizTable creates a business table next to the store's table, dropped at
+// cleanup.
+func bizTable(t *testing.T, pool *pgxpool.Pool, s *pgstore.TxStore) string {
+	t.Helper()
+	name := s.Table() + "_biz"
+	if _, err := pool.Exec(ctxT(t), `CREATE TABLE "`+name+`" (id text PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pool.Exec(context.Background(), `DROP TABLE IF EXISTS "`+name+`"`) })
+	return name
+}
+
+func bizRows(t *testing.T, pool *pgxpool.Pool, table string) int {
+	t.Helper()
+	return count(t, pool, table)
+}
+
+// beginClaim begins a transaction and claims k in it.
+func beginClaim(t *testing.T, s *pgstore.TxStore, k idempotency.Key, fp string) (idempotency.Tx, idempotency.ClaimResult) {
+	t.Helper()
+	ctx := ctxT(t)
+	tx, err := s.BeginTx(ctx)
+	if err != nil {
+		t.Fatalf("BeginTx: %v", err)
+	}
+	t.Cleanup(func() { tx.Rollback(context.Background()) })
+	r, err := tx.Claim(ctx, k, fp, time.Hour)
+	if err != nil {
+		t.Fatalf("tx Claim: %v", err)
+	}
+	return tx, r
+}
+
+func TestTxCommitMakesWritesAndRecordVisibleTogether(t *testing.T) {
+	pool := newPool(t)
+	s := newTxStore(t, pool)
+	biz := bizTable(t, pool, s)
+	ctx := ctxT(t)
+	k := key("commit")
+	tx, r := beginClaim(t, s, k, "fp")
+	if !r.Acquired || r.Token <= 0 || r.TookOver {
+		t.Fatalf("Claim = %+v", r)
+	}
+	hctx := tx.Context(ctx)
+	ptx, ok := pgstore.TxFromContext(hctx)
+	if !ok {
+		t.Fatal("TxFromContext found no transaction in the handler's context")
+	}
+	if _, err := ptx.Exec(hctx, `INSERT INTO "`+biz+`" (id) VALUES ('order-1')`); err != nil {
+		t.Fatal(err)
+	}
+	// Lock timeout is set for the claim only: the handler's session value is back.
+	var lt string
+	if err := ptx.QueryRow(hctx, `SHOW lock_timeout`).Scan(&lt); err != nil || lt != "0" {
+		t.Fatalf("lock_timeout inside the handler = %q, %v; want the session default 0", lt, err)
+	}
+	if err := tx.Complete(ctx, k, r.Token, idempotency.Response{Status: 201, Body: []byte("made")}, time.Hour); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	// Nothing is visible outside before the commit.
+	if _, found, err := s.Get(ctx, k); err != nil || found {
+		t.Fatalf("Get before commit: found=%v err=%v", found, err)
+	}
+	if n := bizRows(t, pool, biz); n != 0 {
+		t.Fatalf("business rows before commit = %d", n)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	e, found, err := s.Get(ctx, k)
+	if err != nil || !found || e.State != idempotency.StateCompleted || string(e.Response.Body) != "made" || e.Token != r.Token {
+		t.Fatalf("Get after commit = %+v %v %v", e, found, err)
+	}
+	if n := bizRows(t, pool, biz); n != 1 {
+		t.Fatalf("business rows after commit = %d, want 1", n)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatalf("Rollback after Commit = %v, want nil", err)
+	}
+	// A later duplicate replays.
+	tx2, r2 := beginClaim(t, s, k, "fp")
+	if r2.Acquired || r2.Entry.State != idempotency.StateCompleted || string(r2.Entry.Response.Body) != "made" {
+		t.Fatalf("duplicate Claim = %+v", r2)
+	}
+	tx2.Rollback(ctx)
+}
+
+func TestTxRollbackLeavesNothing(t *testing.T) {
+	pool := newPool(t)
+	s := newTxStore(t, pool)
+	biz := bizTable(t, pool, s)
+	ctx := ctxT(t)
+	k := key("rollback")
+	tx, r := beginClaim(t, s, k, "fp")
+	ptx, _ := pgstore.TxFromContext(tx.Context(ctx))
+	if _, err := ptx.Exec(ctx, `INSERT INTO "`+biz+`" (id) VALUES ('order-1')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatalf("Rollback: %v", err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatalf("second Rollback: %v", err)
+	}
+	if _, found, err := s.Get(ctx, k); err != nil || found {
+		t.Fatalf("Get after rollback: found=%v err=%v", found, err)
+	}
+	if n := bizRows(t, pool, biz); n != 0 {
+		t.Fatalf("business rows after rollback = %d", n)
+	}
+	_, r2 := beginClaim(t, s, k, "other-fp")
+	if !r2.Acquired || r2.Token <= r.Token {
+		t.Fatalf("Claim after rollback = %+v, want acquired with token > %d", r2, r.Token)
+	}
+}
+
+// waitBlocked waits until some backend waits on a lock in a statement that
+// mentions table.
+func waitBlocked(t *testing.T, pool *pgxpool.Pool, table string) {
+	t.Helper()
+	eventually(t, "a claim waits on the uncommitted row", func() bool {
+		var n int
+		err := pool.QueryRow(ctxT(t), `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%'`, table).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
+	})
+}
+
+type claimAnswer struct {
+	tx  idempotency.Tx
+	res idempotency.ClaimResult
+	err error
+}
+
+// claimAsync begins a transaction and claims k in it in a goroutine.
+func claimAsync(t *testing.T, s *pgstore.TxStore, k idempotency.Key, fp string) <-chan claimAnswer {
+	ch := make(chan claimAnswer, 1)
+	ctx := ctxT(t)
+	go func() {
+		tx, err := s.BeginTx(ctx)
+		if err != nil {
+			ch <- claimAnswer{err: err}
+			return
+		}
+		r, err := tx.Claim(ctx, k, fp, time.Hour)
+		ch <- claimAnswer{tx: tx, res: r, err: err}
+	}()
+	return ch
+}
+
+func TestTxDuplicateWaitsThenReplays(t *testing.T) {
+	pool := newPool(t)
+	s := newTxStore(t, pool, pgstore.WithLockTimeout(20*time.Second))
+	ctx := ctxT(t)
+	k := key("wait")
+	tx, r := beginClaim(t, s, k, "fp")
+	ch := claimAsync(t, s, k, "fp")
+	waitBlocked(t, pool, s.Table())
+	if err := tx.Complete(ctx, k, r.Token, idempotency.Response{Status: 201, Body: []byte("first")}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a := <-ch
+	if a.err != nil {
+		t.Fatalf("waiting Claim: %v", a.err)
+	}
+	defer a.tx.Rollback(ctx)
+	if a.res.Acquired || a.res.Entry.State != idempotency.StateCompleted || string(a.res.Entry.Response.Body) != "first" {
+		t.Fatalf("waiting Claim = %+v, want the committed outcome", a.res)
+	}
+}
+
+func TestTxDuplicateAcquiresAfterRollbackOrCrash(t *testing.T) {
+	for _, crash := range []bool{false, true} {
+		name := "rollback"
+		if crash {
+			name = "crash"
+		}
+		t.Run(name, func(t *testing.T) {
+			pool := newPool(t)
+			s := newTxStore(t, pool, pgstore.WithLockTimeout(20*time.Second))
+			ctx := ctxT(t)
+			k := key("free")
+			tx, r := beginClaim(t, s, k, "fp")
+			ch := claimAsync(t, s, k, "fp")
+			waitBlocked(t, pool, s.Table())
+			if crash {
+				// The holder's server process dies, as when its instance
+				// crashes: PostgreSQL rolls its transaction back.
+				ptx, _ := pgstore.TxFromContext(tx.Context(ctx))
+				var pid int
+				if err := ptx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := tx.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+			a := <-ch
+			if a.err != nil {
+				t.Fatalf("waiting Claim: %v", a.err)
+			}
+			defer a.tx.Rollback(ctx)
+			if !a.res.Acquired || a.res.Token <= r.Token {
+				t.Fatalf("waiting Claim = %+v, want acquired with token > %d", a.res, r.Token)
+			}
+			if crash {
+				err := tx.Complete(ctx, k, r.Token, idempotency.Response{Status: 201}, time.Hour)
+				if err == nil {
+					t.Fatal("the dead holder's Complete succeeded")
+				}
+				if err := tx.Commit(ctx); err == nil {
+					t.Fatal("the dead holder's Commit succeeded")
+				}
+			}
+		})
+	}
+}
+
+func TestTxLockTimeoutReportsInProgress(t *testing.T) {
+	pool := newPool(t)
+	s := newTxStore(t, pool, pgstore.WithLockTimeout(30*time.Millisecond))
+	ctx := ctxT(t)
+	k := key("timeout")
+	_, r := beginClaim(t, s, k, "fp")
+	if !r.Acquired {
+		t.Fatal(r)
+	}
+	tx2, err := s.BeginTx(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := tx2.Claim(ctx, k, "fp", time.Hour)
+	if err != nil {
+		t.Fatalf("Claim after the lock timeout = %v; want no error", err)
+	}
+	if r2.Acquired || r2.Entry.State != idempotency.StateInProgress || r2.Entry.LeaseRemaining != 30*time.Millisecond || r2.Entry.Fingerprint != "fp" {
+		t.Fatalf("Claim after the lock timeout = %+v; want in progress", r2)
+	}
+	if err := tx2.Rollback(ctx); err != nil {
+		t.Fatalf("Rollback of the timed-out transaction: %v", err)
+	}
+}
+
+func TestTxClaimAgainstLeaseModeRows(t *testing.T) {
+	pool := newPool(t)
+	s := newTxStore(t, pool)
+	ctx := ctxT(t)
+	// A completed entry with another fingerprint blocks with its own.
+	k := key("mixed")
+	lr, err := s.Claim(ctx, k, "fp-a", time.Minute, time.Hour)
+	if err != nil || !lr.Acquired {
+		t.Fatal(lr, err)
+	}
+	tx, r := beginClaim(t, s, k, "fp-b")
+	if r.Acquired || r.Entry.Fingerprint != "fp-a" || r.Entry.State != idempotency.StateInProgress || r.Entry.LeaseRemaining <= 0 {
+		t.Fatalf("tx Claim over a live lease = %+v", r)
+	}
+	tx.Rollback(ctx)
+	// An expired row is absent.
+	k2 := key("expired")
+	if _, err := s.Claim(ctx, k2, "fp", time.Minute, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the entry expires", func() bool {
+		_, found, err := s.Get(ctx, k2)
+		return err == nil && !found
+	})
+	tx2, r2 := beginClaim(t, s, k2, "fp-new")
+	if !r2.Acquired || r2.TookOver {
+		t.Fatalf("tx Claim over an expired row = %+v", r2)
+	}
+	// Complete with a wrong token is refused inside the transaction.
+	err = tx2.Complete(ctx, k2, r2.Token+1000, idempotency.Response{Status: 200}, time.Hour)
+	if !errors.Is(err, idempotency.ErrStaleToken) || !strings.HasPrefix(err.Error(), "pgstore:") {
+		t.Fatalf("Complete with a wrong token = %v; want pgstore: ... ErrStaleToken", err)
+	}
+}
+
+func TestTxFromContextAbsent(t *testing.T) {
+	if tx, ok := pgstore.TxFromContext(context.Background()); ok || tx != nil {
+		t.Fatalf("TxFromContext(Background) = %v, %v", tx, ok)
+	}
+}
