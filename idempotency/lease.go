@@ -26,7 +26,9 @@ type leaseKeeper struct {
 
 func (m *middleware) keepLease(base context.Context, k Key, token int64) *leaseKeeper {
 	lk := &leaseKeeper{m: m, base: base, key: k, token: token, interval: max(m.cfg.lease/3, time.Millisecond)}
+	lk.mu.Lock() // renew reads lk.timer
 	lk.timer = time.AfterFunc(lk.interval, lk.renew)
+	lk.mu.Unlock()
 	return lk
 }
 
