@@ -1,0 +1,460 @@
+package saferetry
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestCallerRequestNeverModified(t *testing.T) {
+	rc := newRecorder(status(503), fail(errReset), status(201))
+	tr, _, _ := testTransport(rc)
+	ctx := context.WithValue(context.Background(), struct{}{}, "v")
+	req := newReq(t, ctx, http.MethodPost, `{"amount":1500}`)
+	req.Header.Set("X-Trace", "abc")
+	req.Header["Multi"] = []string{"1", "2"}
+	before := req.Header.Clone()
+	url := *req.URL
+	body, getBody, cl := req.Body, req.GetBody, req.ContentLength
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeResp(resp)
+	if !reflect.DeepEqual(req.Header, before) || *req.URL != url || req.Context() != ctx ||
+		req.Body != body || reflect.ValueOf(req.GetBody).Pointer() != reflect.ValueOf(getBody).Pointer() || req.ContentLength != cl {
+		t.Fatalf("caller request modified: header %v", req.Header)
+	}
+	if resp.Request == req {
+		t.Error("the caller's request was sent instead of a clone")
+	}
+	for i, s := range rc.Seen() {
+		if s.header.Get("X-Trace") != "abc" || len(s.header["Multi"]) != 2 {
+			t.Errorf("attempt %d lost caller headers: %v", i+1, s.header)
+		}
+	}
+}
+
+func TestFinalResponsesReturnedWithoutError(t *testing.T) {
+	for _, tt := range []struct {
+		script []outcome
+		want   int
+	}{
+		{[]outcome{{status: 422, body: "reused"}}, 422},
+		{[]outcome{{status: 503, body: "down"}}, 503},
+		{[]outcome{{status: 400, body: "bad"}}, 400},
+	} {
+		rc := newRecorder(tt.script...)
+		tr, _, _ := testTransport(rc, WithMaxAttempts(3))
+		resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
+		if err != nil || resp == nil || resp.StatusCode != tt.want {
+			t.Fatalf("got %v, %v; want status %d and nil error", resp, err, tt.want)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != tt.script[0].body {
+			t.Errorf("body %q", b)
+		}
+		bodies := rc.Bodies()
+		for i, tb := range bodies {
+			if i < len(bodies)-1 && !tb.Closed() {
+				t.Errorf("status %d: intermediate body %d not closed", tt.want, i+1)
+			}
+		}
+	}
+}
+
+func TestBrokenBaseNeverLeaksResponseWithError(t *testing.T) {
+	tb := &trackedBody{Reader: strings.NewReader("x")}
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Body: tb, Header: http.Header{}}, errReset
+	})
+	tr := NewTransport(base, WithMaxAttempts(1))
+	resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
+	if resp != nil || !errors.Is(err, ErrOutcomeUnknown) || !tb.Closed() {
+		t.Fatalf("resp=%v err=%v closed=%v", resp, err, tb.Closed())
+	}
+	nilBoth := roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, nil })
+	resp, err = NewTransport(nilBoth, WithMaxAttempts(1)).RoundTrip(newReq(t, context.Background(), http.MethodGet, ""))
+	if resp != nil || err == nil {
+		t.Fatalf("nil/nil base: resp=%v err=%v", resp, err)
+	}
+}
+
+// plainBody has no GetBody once wrapped by http.NewRequest.
+type plainBody struct {
+	r      io.Reader
+	closed atomic.Bool
+	err    error
+}
+
+func (b *plainBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	return b.r.Read(p)
+}
+func (b *plainBody) Close() error { b.closed.Store(true); return nil }
+
+func TestBodyBufferedAndReplayed(t *testing.T) {
+	payload := strings.Repeat("p", 1000)
+	rc := newRecorder(status(503), status(201))
+	tr, _, _ := testTransport(rc, WithMaxBufferedBody(1000))
+	pb := &plainBody{r: strings.NewReader(payload)}
+	req, _ := http.NewRequest(http.MethodPost, "http://api.test/", pb)
+	if req.GetBody != nil {
+		t.Fatal("test needs a body without GetBody")
+	}
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeResp(resp)
+	s := rc.Seen()
+	if len(s) != 2 || s[0].body != payload || s[1].body != payload {
+		t.Fatalf("attempts %d, bodies not identical", len(s))
+	}
+	if !pb.closed.Load() {
+		t.Error("request body not closed")
+	}
+}
+
+func TestBodyOverLimitSentOnceNotRetried(t *testing.T) {
+	payload := strings.Repeat("p", 1001)
+	rc := newRecorder(status(503), status(201))
+	tr, _, hl := testTransport(rc, WithMaxBufferedBody(1000))
+	pb := &plainBody{r: strings.NewReader(payload)}
+	req, _ := http.NewRequest(http.MethodPost, "http://api.test/", pb)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeResp(resp)
+	s := rc.Seen()
+	if len(s) != 1 || s[0].body != payload || resp.StatusCode != 503 {
+		t.Fatalf("attempts %d, status %d, body intact %v", len(s), resp.StatusCode, s[0].body == payload)
+	}
+	if r := hl.Attempts()[0].Reason; r != ReasonBodyNotReplayable {
+		t.Errorf("reason %q", r)
+	}
+	if !pb.closed.Load() {
+		t.Error("request body not closed")
+	}
+}
+
+func TestBodyReadErrorClosesAndFails(t *testing.T) {
+	rc := newRecorder(status(201))
+	tr, _, _ := testTransport(rc)
+	pb := &plainBody{err: errors.New("disk on fire")}
+	req, _ := http.NewRequest(http.MethodPost, "http://api.test/", pb)
+	resp, err := tr.RoundTrip(req)
+	if resp != nil || !errors.Is(err, ErrNotSent) || !pb.closed.Load() || len(rc.Seen()) != 0 {
+		t.Fatalf("resp=%v err=%v closed=%v sent=%d", resp, err, pb.closed.Load(), len(rc.Seen()))
+	}
+}
+
+func TestGetBodyFailureReturnsLastResponse(t *testing.T) {
+	rc := newRecorder(status(503), status(201))
+	tr, _, hl := testTransport(rc)
+	req := newReq(t, context.Background(), http.MethodPost, "x")
+	req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("gone") }
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeResp(resp)
+	if resp.StatusCode != 503 || len(rc.Seen()) != 1 || hl.Attempts()[0].Reason != ReasonBodyNotReplayable {
+		t.Fatalf("status %d after %d attempts, reason %q", resp.StatusCode, len(rc.Seen()), hl.Attempts()[0].Reason)
+	}
+}
+
+func TestNilURL(t *testing.T) {
+	pb := &plainBody{r: strings.NewReader("x")}
+	_, err := NewTransport(nil).RoundTrip(&http.Request{Method: "POST", Body: pb, Header: http.Header{}})
+	if !errors.Is(err, ErrNotSent) || !pb.closed.Load() {
+		t.Fatalf("err=%v closed=%v", err, pb.closed.Load())
+	}
+}
+
+// hijackServer answers 201 after the first drop requests, which it reads
+// and then answers by closing the connection.
+func hijackServer(t *testing.T, drop int) (*httptest.Server, *atomic.Int32, *sync.Map) {
+	var n atomic.Int32
+	keys := &sync.Map{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		i := n.Add(1)
+		keys.Store(i, r.Header.Get(HeaderIdempotencyKey)+"|"+string(body))
+		if int(i) <= drop {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				t.Errorf("hijack: %v", err)
+				return
+			}
+			conn.Close()
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, "created")
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &n, keys
+}
+
+func TestNetworkFailureRetriedWithSameKey(t *testing.T) {
+	srv, n, seen := hijackServer(t, 2)
+	tr := NewTransport(srv.Client().Transport, WithBackoff(constBackoff(time.Millisecond)))
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("debit 1500"))
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 201 || string(b) != "created" || n.Load() < 3 {
+		t.Fatalf("status %d body %q after %d server attempts", resp.StatusCode, b, n.Load())
+	}
+	first, _ := seen.Load(int32(1))
+	seen.Range(func(k, v any) bool {
+		if v != first {
+			t.Errorf("attempt %v saw %q, attempt 1 saw %q", k, v, first)
+		}
+		return true
+	})
+	if k, _ := KeyFromResponse(resp); k == "" || !strings.HasPrefix(first.(string), k+"|") {
+		t.Errorf("KeyFromResponse %q does not match the sent key %q", k, first)
+	}
+}
+
+func TestNetworkFailureExhaustedIsOutcomeUnknown(t *testing.T) {
+	srv, _, _ := hijackServer(t, 1<<30)
+	tr := NewTransport(srv.Client().Transport, WithMaxAttempts(3), WithBackoff(constBackoff(time.Millisecond)))
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("debit 1500"))
+	req = req.WithContext(WithKey(req.Context(), "debit-1"))
+	resp, err := tr.RoundTrip(req)
+	if resp != nil {
+		t.Fatal("response with error")
+	}
+	var e *Error
+	if !errors.As(err, &e) || !errors.Is(err, ErrOutcomeUnknown) || e.Key != "debit-1" || e.Attempts != 3 || e.Err == nil {
+		t.Fatalf("err = %#v", err)
+	}
+	if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		var ne net.Error
+		if !errors.As(err, &ne) {
+			t.Errorf("last transport error not wrapped: %v", err)
+		}
+	}
+}
+
+func TestConnectionRefusedIsNotSent(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	tr := NewTransport(nil, WithMaxAttempts(2), WithBackoff(constBackoff(time.Millisecond)))
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/", strings.NewReader("x"))
+	_, err = tr.RoundTrip(req)
+	if !errors.Is(err, ErrNotSent) || errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("err = %v, want ErrNotSent", err)
+	}
+}
+
+func TestDeadlineWhileServerHangsWrapsDeadlineExceeded(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	tr := NewTransport(srv.Client().Transport)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader("x"))
+	_, err := tr.RoundTrip(req)
+	var e *Error
+	if !errors.As(err, &e) || !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, context.DeadlineExceeded) || e.Attempts != 1 {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestConcurrentOperations(t *testing.T) {
+	var mu sync.Mutex
+	perKey := map[string][]string{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		k := r.Header.Get(HeaderIdempotencyKey)
+		mu.Lock()
+		perKey[k] = append(perKey[k], string(body))
+		n := len(perKey[k])
+		mu.Unlock()
+		if n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	tr := NewTransport(srv.Client().Transport, WithBackoff(constBackoff(time.Millisecond)))
+	const workers, each = 16, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*each)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				body := fmt.Sprintf("op-%d-%d", w, i)
+				req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(body))
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					errs <- err
+					continue
+				}
+				resp.Body.Close()
+				if resp.StatusCode != 201 {
+					errs <- fmt.Errorf("%s: status %d", body, resp.StatusCode)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if len(perKey) != workers*each {
+		t.Fatalf("%d distinct keys, want %d", len(perKey), workers*each)
+	}
+	for k, bodies := range perKey {
+		if len(bodies) != 2 || bodies[0] != bodies[1] {
+			t.Errorf("key %s saw %q", k, bodies)
+		}
+	}
+}
+
+func TestRetryBudget(t *testing.T) {
+	rc := newRecorder(status(503))
+	tr, _, hl := testTransport(rc, WithRetryBudget(20, 5), WithMaxAttempts(4))
+	run := func() {
+		resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		closeResp(resp)
+	}
+	run() // 3 retries: 15 tokens
+	run() // 1 retry: 5 tokens, then empty
+	if got := tr.budget.available(); got != 0 {
+		t.Fatalf("tokens = %d, want 0", got)
+	}
+	before := len(rc.Seen())
+	run()
+	if len(rc.Seen())-before != 1 {
+		t.Fatalf("exhausted budget still retried")
+	}
+	as := hl.Attempts()
+	if last := as[len(as)-1]; last.Reason != ReasonBudgetExhausted || last.Decision != DecisionReturn {
+		t.Fatalf("last attempt %+v", last)
+	}
+	if r := as[4].Reason; r != ReasonRetryableStatus { // op 2, attempt 1 was paid for
+		t.Errorf("op 2 attempt 1 reason %q", r)
+	}
+	if r := as[5].Reason; r != ReasonBudgetExhausted {
+		t.Errorf("op 2 attempt 2 reason %q", r)
+	}
+	// Successes refill it: one token per first-try success.
+	rc.mu.Lock()
+	rc.script = []outcome{status(201)}
+	rc.mu.Unlock()
+	for i := 0; i < 7; i++ {
+		run()
+	}
+	if got := tr.budget.available(); got != 7 {
+		t.Fatalf("tokens after 7 successes = %d, want 7", got)
+	}
+	// A retry after a transport error costs double.
+	rc.mu.Lock()
+	rc.script = []outcome{fail(errReset), status(201)}
+	rc.reqs = nil
+	rc.mu.Unlock()
+	_, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
+	if !errors.Is(err, ErrOutcomeUnknown) || len(rc.Seen()) != 1 {
+		t.Fatalf("with 7 tokens a 10-token retry was made: err %v, attempts %d", err, len(rc.Seen()))
+	}
+	if got := tr.budget.available(); got != 7 {
+		t.Fatalf("tokens = %d, want 7", got)
+	}
+}
+
+func TestRetryBudgetRefundsAfterSuccessfulRetry(t *testing.T) {
+	rc := newRecorder(status(503), status(201))
+	tr, _, _ := testTransport(rc, WithRetryBudget(100, 5))
+	resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeResp(resp)
+	if got := tr.budget.available(); got != 100 {
+		t.Fatalf("tokens = %d, want 100 (retry cost refunded)", got)
+	}
+	tr2, _, _ := testTransport(newRecorder(status(503)), WithRetryBudget(0, 5), WithMaxAttempts(10))
+	resp, _ = tr2.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
+	closeResp(resp)
+	if tr2.budget != nil {
+		t.Fatal("capacity 0 should disable the budget")
+	}
+}
+
+func TestLogger(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	rc := newRecorder(statusH(429, "Retry-After", "1"), status(201))
+	tr, _, _ := testTransport(rc, WithLogger(logger))
+	resp, err := tr.RoundTrip(newReq(t, WithKey(context.Background(), "k-log"), http.MethodPost, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeResp(resp)
+	sc := bufio.NewScanner(&buf)
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if len(lines) != 2 {
+		t.Fatalf("log lines %q", lines)
+	}
+	for _, want := range []string{"level=INFO", "key=k-log", "attempt=1", "status=429", "decision=retry", `reason=retry-after`, "retry_after=1s", "wait="} {
+		if !strings.Contains(lines[0], want) {
+			t.Errorf("line 1 %q lacks %q", lines[0], want)
+		}
+	}
+	if !strings.Contains(lines[1], "level=DEBUG") || !strings.Contains(lines[1], "decision=return") {
+		t.Errorf("line 2 %q", lines[1])
+	}
+	// A nil logger is silent and does not panic.
+	tr2, _, _ := testTransport(newRecorder(status(201)), WithLogger(nil))
+	resp, err = tr2.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeResp(resp)
+}
