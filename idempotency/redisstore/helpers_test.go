@@ -55,11 +55,14 @@ func newPrefix(tb testing.TB, rdb redis.UniversalClient) string {
 	}
 	prefix := "saferetry:test:" + hex.EncodeToString(b[:]) + ":"
 	tb.Cleanup(func() {
-		ctx := context.Background()
-		for _, k := range scanKeys(tb, rdb, prefix) {
-			if err := rdb.Del(ctx, k).Err(); err != nil {
-				tb.Errorf("cleanup %q: %v", k, err)
+		keys := scanKeys(tb, rdb, prefix)
+		for len(keys) > 0 {
+			n := min(len(keys), 500)
+			if err := rdb.Unlink(context.Background(), keys[:n]...).Err(); err != nil {
+				tb.Errorf("cleanup under %q: %v", prefix, err)
+				return
 			}
+			keys = keys[n:]
 		}
 	})
 	return prefix
@@ -69,7 +72,7 @@ func newPrefix(tb testing.TB, rdb redis.UniversalClient) string {
 func scanKeys(tb testing.TB, rdb redis.UniversalClient, prefix string) []string {
 	tb.Helper()
 	var keys []string
-	iter := rdb.Scan(context.Background(), 0, prefix+"*", 100).Iterator()
+	iter := rdb.Scan(context.Background(), 0, prefix+"*", 1000).Iterator()
 	for iter.Next(context.Background()) {
 		keys = append(keys, iter.Val())
 	}
