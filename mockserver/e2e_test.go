@@ -140,7 +140,7 @@ func TestTransportUnderEachFault(t *testing.T) {
 func TestTransportConcurrentDuplicateMeets409(t *testing.T) {
 	srv := mockserver.New()
 	defer srv.Close()
-	srv.DelayNext(1, 100*time.Millisecond)
+	srv.DelayNext(1, 200*time.Millisecond)
 	rt := saferetry.NewTransport(srv.Client().Transport, fastOptions(saferetry.WithMaxAttempts(50))...)
 
 	type result struct {
@@ -149,12 +149,14 @@ func TestTransportConcurrentDuplicateMeets409(t *testing.T) {
 		err    error
 	}
 	results := make(chan result, 2)
-	for range 2 {
-		go func() {
-			status, p, err := pay(context.Background(), rt, srv.URL, "dup-key", payBody)
-			results <- result{status, p.ID, err}
-		}()
+	send := func() {
+		status, p, err := pay(context.Background(), rt, srv.URL, "dup-key", payBody)
+		results <- result{status, p.ID, err}
 	}
+	go send()
+	// The duplicate leaves once the first execution holds the key.
+	waitFor(t, "the delayed execution to start", func() bool { return len(srv.Faults().Delays) == 0 })
+	go send()
 	a, b := <-results, <-results
 	if a.err != nil || b.err != nil || a.status != 201 || b.status != 201 {
 		t.Fatalf("results %+v %+v", a, b)
