@@ -17,7 +17,8 @@ type config struct {
 // WithPrefix sets the prefix of every Redis key the store writes. The default
 // is DefaultPrefix; an empty prefix is allowed. Stores with different
 // prefixes never see each other's entries, which lets several applications
-// (or tests) share one Redis database.
+// (or tests) share one Redis database. Do not put a Redis Cluster hash tag
+// ({...}) in the prefix: every entry would then land in one slot.
 func WithPrefix(prefix string) Option {
 	return func(c *config) { c.prefix = prefix }
 }
@@ -31,7 +32,9 @@ func WithPrefix(prefix string) Option {
 // default, disables waiting.
 //
 // It narrows the window in which a failover loses an acknowledged claim; it
-// does not close it.
+// does not close it. It works with a *redis.Client, a failover client and a
+// *redis.ClusterClient (WAIT goes to the primary that owns the key); with a
+// *redis.Ring, WAIT may reach another shard, so do not combine the two.
 func WithWait(replicas int, timeout time.Duration) Option {
 	return func(c *config) {
 		c.waitN = replicas

@@ -24,6 +24,12 @@ var _ idempotency.Store = (*Store)(nil)
 // Redis server's clock. See the package documentation for the Redis settings
 // it needs.
 //
+// Client retries: go-redis may resend a command whose reply was lost
+// (Options.MaxRetries, 3 by default). A resent Complete or Release whose first
+// send had been applied answers ErrStaleToken, and a resent Claim whose first
+// send had acquired answers "in progress" until the lease lapses. Both are
+// safe (the outcome is stored, nothing runs twice), only less precise.
+//
 // Create it with New; the zero value is not usable. A Store is safe for
 // concurrent use by multiple goroutines, and any number of processes may
 // share one Redis through Stores with the same prefix.
