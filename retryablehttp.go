@@ -75,11 +75,13 @@ func ConfigureRetryableClient(c *retryablehttp.Client, opts ...Option) {
 		}
 		var (
 			retry, transportErr bool
+			healthy             bool // an answer the budget counts as success
 			method, key         string
 			req                 *http.Request
 		)
-		if resp != nil {
+		if err == nil && resp != nil {
 			retry, _ = classifyStatus(resp)
+			healthy = !retry
 			if req = resp.Request; req != nil {
 				method = req.Method
 				key = req.Header.Get(HeaderIdempotencyKey)
@@ -88,7 +90,8 @@ func ConfigureRetryableClient(c *retryablehttp.Client, opts ...Option) {
 			var ae *attemptError
 			if !errors.As(err, &ae) {
 				// The error did not come from a round trip: a redirect
-				// limit, a bad URL or a CheckRedirect refusal.
+				// limit, a bad URL or a CheckRedirect refusal (which
+				// net/http returns with the last response).
 				return false, nil
 			}
 			if ae.invalidKey {
@@ -109,7 +112,7 @@ func ConfigureRetryableClient(c *retryablehttp.Client, opts ...Option) {
 			retry = false
 		}
 		if !retry {
-			if resp != nil {
+			if healthy {
 				bud.succeeded(0)
 			}
 			return false, nil
@@ -125,8 +128,13 @@ func ConfigureRetryableClient(c *retryablehttp.Client, opts ...Option) {
 	}
 
 	c.ErrorHandler = func(resp *http.Response, err error, attempts int) (*http.Response, error) {
-		if resp != nil {
+		if err == nil && resp != nil {
 			return resp, nil
+		}
+		if resp != nil {
+			// net/http returns the last response along with a redirect
+			// policy error; the error is the outcome.
+			drain(resp.Body)
 		}
 		var ae *attemptError
 		if !errors.As(err, &ae) {

@@ -1,0 +1,129 @@
+package saferetry
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+func testClient(rc *recorder, opts ...Option) *Client {
+	all := append([]Option{WithBase(mockBase(rc)), withClock(newFakeClock()), WithBackoff(constBackoff(time.Millisecond))}, opts...)
+	return NewClient(all...)
+}
+
+func TestClientSuccess(t *testing.T) {
+	rc := newRecorder(status(503), outcome{status: 201, body: "ok"})
+	c := testClient(rc)
+	resp, err := c.Do(newReq(t, context.Background(), http.MethodPost, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 201 || string(b) != "ok" {
+		t.Fatalf("status %d body %q", resp.StatusCode, b)
+	}
+	if k, ok := KeyFromResponse(resp); !ok || k != rc.Seen()[0].keys[0] {
+		t.Errorf("KeyFromResponse = %q", k)
+	}
+}
+
+func TestClientAPIErrors(t *testing.T) {
+	problem := `{"type":"https://saferetry.dev/problems/key-reused","title":"Key reused","status":422,"detail":"different payload"}`
+	tests := []struct {
+		name       string
+		script     []outcome
+		inProgress bool
+		reused     bool
+		attempts   int
+		problem    bool
+	}{
+		{"422 problem", []outcome{{status: 422, body: problem, header: http.Header{"Content-Type": {"application/problem+json; charset=utf-8"}}}}, false, true, 1, true},
+		{"409 in progress", []outcome{statusH(409, "Retry-After", "0")}, true, false, 3, false},
+		{"409 replayed", []outcome{{status: 409, body: "conflict", header: http.Header{HeaderReplayed: {"true"}}}}, false, false, 1, false},
+		{"422 replayed", []outcome{{status: 422, body: "invalid", header: http.Header{HeaderReplayed: {"true"}}}}, false, false, 1, false},
+		{"404", []outcome{{status: 404, body: "nope"}}, false, false, 1, false},
+		{"503 exhausted", []outcome{{status: 503, body: "down"}}, false, false, 3, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := newRecorder(tt.script...)
+			c := testClient(rc, WithMaxAttempts(3))
+			resp, err := c.Do(newReq(t, context.Background(), http.MethodPost, "x"))
+			if resp != nil {
+				t.Fatal("response returned with an APIError")
+			}
+			var ae *APIError
+			if !errors.As(err, &ae) {
+				t.Fatalf("err %T %v, want *APIError", err, err)
+			}
+			if ae.Status != tt.script[0].status || ae.Attempts != tt.attempts || ae.Key == "" || ae.Key != rc.Seen()[0].keys[0] {
+				t.Errorf("APIError %+v", ae)
+			}
+			if string(ae.Body) != tt.script[0].body {
+				t.Errorf("body %q", ae.Body)
+			}
+			if errors.Is(err, ErrInProgress) != tt.inProgress || errors.Is(err, ErrKeyReused) != tt.reused {
+				t.Errorf("Is(ErrInProgress)=%v Is(ErrKeyReused)=%v", errors.Is(err, ErrInProgress), errors.Is(err, ErrKeyReused))
+			}
+			if (ae.Problem != nil) != tt.problem {
+				t.Fatalf("problem %+v", ae.Problem)
+			}
+			if tt.problem && (ae.Problem.Type != "https://saferetry.dev/problems/key-reused" || ae.Problem.Status != 422 ||
+				!strings.Contains(err.Error(), "different payload")) {
+				t.Errorf("problem %+v, message %q", ae.Problem, err)
+			}
+			bodies := rc.Bodies()
+			if !bodies[len(bodies)-1].Closed() {
+				t.Error("error response body not closed")
+			}
+		})
+	}
+}
+
+func TestClientErrorBodyBounded(t *testing.T) {
+	rc := newRecorder(outcome{status: 400, body: strings.Repeat("e", 100)})
+	c := testClient(rc, WithMaxErrorBody(10))
+	_, err := c.Do(newReq(t, context.Background(), http.MethodPost, "x"))
+	var ae *APIError
+	if !errors.As(err, &ae) || len(ae.Body) != 10 {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestClientOutcomeUnknown(t *testing.T) {
+	rc := newRecorder(fail(errReset))
+	c := testClient(rc, WithMaxAttempts(2))
+	req := newReq(t, WithKey(context.Background(), "debit-7"), http.MethodPost, "x")
+	_, err := c.Do(req)
+	var e *Error
+	var ue *url.Error
+	if !errors.As(err, &e) || !errors.As(err, &ue) || !errors.Is(err, ErrOutcomeUnknown) || e.Key != "debit-7" || e.Attempts != 2 {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestClientWithHTTPClientKeepsTemplate(t *testing.T) {
+	rc := newRecorder(status(201))
+	tmpl := &http.Client{Transport: mockBase(rc), Timeout: time.Minute}
+	c := NewClient(WithHTTPClient(tmpl))
+	if tmpl.Transport == c.HTTPClient().Transport {
+		t.Fatal("template modified")
+	}
+	if c.HTTPClient().Timeout != time.Minute || c.HTTPClient().Transport != c.Transport() {
+		t.Fatal("template not used")
+	}
+	resp, err := c.Do(newReq(t, context.Background(), http.MethodPost, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if len(rc.Seen()) != 1 || len(rc.Seen()[0].keys) != 1 {
+		t.Fatalf("seen %+v", rc.Seen())
+	}
+}

@@ -1,0 +1,234 @@
+package saferetry
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hashicorp/go-retryablehttp"
+	"github.com/jarcoal/httpmock"
+)
+
+// newRetryable returns a retryablehttp client whose HTTP client answers from
+// rc through httpmock's ActivateNonDefault, configured by
+// ConfigureRetryableClient. These tests share httpmock's default transport
+// and so do not run in parallel.
+func newRetryable(t *testing.T, rc *recorder, opts ...Option) *retryablehttp.Client {
+	c := retryablehttp.NewClient()
+	c.Logger = nil
+	c.RetryWaitMin = time.Millisecond
+	c.RetryWaitMax = 4 * time.Millisecond
+	c.RetryMax = 3
+	httpmock.ActivateNonDefault(c.HTTPClient)
+	httpmock.RegisterNoResponder(rc.respond)
+	orig := c.HTTPClient
+	t.Cleanup(func() {
+		httpmock.DeactivateNonDefault(orig)
+		httpmock.Reset()
+	})
+	ConfigureRetryableClient(c, append([]Option{WithMaxRetryAfter(20 * time.Millisecond)}, opts...)...)
+	return c
+}
+
+func rhReq(t *testing.T, ctx context.Context, method, body string) *retryablehttp.Request {
+	t.Helper()
+	var b any
+	if body != "" {
+		b = []byte(body)
+	}
+	req, err := retryablehttp.NewRequestWithContext(ctx, method, "http://api.test/v1/debits", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+func TestRetryableKeyStableAcrossRetries(t *testing.T) {
+	rc := newRecorder(status(503), statusH(409, "Retry-After", "1"), fail(errReset), outcome{status: 201, body: "ok"})
+	c := newRetryable(t, rc)
+	resp, err := c.Do(rhReq(t, context.Background(), http.MethodPost, "debit 1500"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	s := rc.Seen()
+	if resp.StatusCode != 201 || len(s) != 4 {
+		t.Fatalf("status %d after %d attempts", resp.StatusCode, len(s))
+	}
+	if len(s[0].keys) != 1 {
+		t.Fatalf("keys %q", s[0].keys)
+	}
+	if u, err := uuid.Parse(s[0].keys[0]); err != nil || u.Version() != 4 {
+		t.Fatalf("key %q is not a UUIDv4", s[0].keys[0])
+	}
+	for i, a := range s {
+		if len(a.keys) != 1 || a.keys[0] != s[0].keys[0] || a.body != "debit 1500" {
+			t.Errorf("attempt %d: keys %q body %q", i+1, a.keys, a.body)
+		}
+	}
+	// A new request is a new operation with a new key.
+	resp, err = c.Do(rhReq(t, context.Background(), http.MethodPost, "debit 1500"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if s := rc.Seen(); s[len(s)-1].keys[0] == s[0].keys[0] {
+		t.Error("a new request reused the key")
+	}
+}
+
+func TestRetryableFinalResponses(t *testing.T) {
+	tests := []struct {
+		name     string
+		script   []outcome
+		want     int
+		attempts int
+	}{
+		{"422 final", []outcome{status(422), status(201)}, 422, 1},
+		{"400 final", []outcome{status(400), status(201)}, 400, 1},
+		{"501 final", []outcome{status(501), status(201)}, 501, 1},
+		{"409 replayed final", []outcome{statusH(409, HeaderReplayed, "true"), status(201)}, 409, 1},
+		{"409 retried", []outcome{status(409), status(201)}, 201, 2},
+		{"503 exhausted returns the response", []outcome{status(503)}, 503, 4},
+		{"429 exhausted returns the response", []outcome{statusH(429, "Retry-After", "0")}, 429, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := newRecorder(tt.script...)
+			c := newRetryable(t, rc)
+			resp, err := c.Do(rhReq(t, context.Background(), http.MethodPost, "x"))
+			if err != nil {
+				t.Fatalf("err %v, want the final response", err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tt.want || len(rc.Seen()) != tt.attempts {
+				t.Fatalf("status %d after %d attempts, want %d after %d", resp.StatusCode, len(rc.Seen()), tt.want, tt.attempts)
+			}
+		})
+	}
+}
+
+func TestRetryableRetryAfterCappedOn409(t *testing.T) {
+	c := retryablehttp.NewClient()
+	ConfigureRetryableClient(c, WithMaxRetryAfter(2*time.Second))
+	for _, code := range []int{409, 429, 503} {
+		resp := &http.Response{StatusCode: code, Header: http.Header{"Retry-After": {"3600"}}}
+		if d := c.Backoff(time.Millisecond, 5*time.Millisecond, 0, resp); d < 1800*time.Millisecond || d > 2*time.Second {
+			t.Errorf("%d: wait %v, want about the 2s cap", code, d)
+		}
+		resp.Header.Set("Retry-After", "1")
+		if d := c.Backoff(time.Millisecond, 5*time.Millisecond, 0, resp); d < time.Second || d > 1100*time.Millisecond {
+			t.Errorf("%d: wait %v, want about 1s", code, d)
+		}
+	}
+	for attempt := 0; attempt < 6; attempt++ {
+		d := c.Backoff(100*time.Millisecond, time.Second, attempt, &http.Response{StatusCode: 500, Header: http.Header{"Retry-After": {"9"}}})
+		hi := min(100*time.Millisecond<<attempt, time.Second)
+		if d < hi/2 || d > hi {
+			t.Errorf("attempt %d: wait %v outside [%v, %v]", attempt, d, hi/2, hi)
+		}
+	}
+}
+
+func TestRetryableKeylessPostNotRetried(t *testing.T) {
+	rc := newRecorder(status(503), status(201))
+	c := newRetryable(t, rc, WithKeyMethods())
+	resp, err := c.Do(rhReq(t, context.Background(), http.MethodPost, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 || len(rc.Seen()) != 1 || len(rc.Seen()[0].keys) != 0 {
+		t.Fatalf("status %d after %d attempts, keys %q", resp.StatusCode, len(rc.Seen()), rc.Seen()[0].keys)
+	}
+	rc2 := newRecorder(fail(errReset), status(201))
+	c2 := newRetryable(t, rc2, WithKeyMethods())
+	_, err = c2.Do(rhReq(t, context.Background(), http.MethodPost, "x"))
+	if !errors.Is(err, ErrOutcomeUnknown) || len(rc2.Seen()) != 1 {
+		t.Fatalf("err %v after %d attempts", err, len(rc2.Seen()))
+	}
+}
+
+func TestRetryableGetRetriedWithoutKey(t *testing.T) {
+	rc := newRecorder(fail(errReset), status(503), status(200))
+	c := newRetryable(t, rc)
+	resp, err := c.Do(rhReq(t, context.Background(), http.MethodGet, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(rc.Seen()) != 3 || len(rc.Seen()[0].keys) != 0 {
+		t.Fatalf("status %d after %d attempts", resp.StatusCode, len(rc.Seen()))
+	}
+}
+
+func TestRetryableOutcomeUnknown(t *testing.T) {
+	rc := newRecorder(fail(errReset))
+	c := newRetryable(t, rc, WithMaxAttempts(3))
+	_, err := c.Do(rhReq(t, WithKey(context.Background(), "op-9"), http.MethodPost, "x"))
+	var e *Error
+	if !errors.As(err, &e) || !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, errReset) || e.Key != "op-9" || e.Attempts != 3 {
+		t.Fatalf("err %v", err)
+	}
+	for i, s := range rc.Seen() {
+		if len(s.keys) != 1 || s.keys[0] != "op-9" {
+			t.Errorf("attempt %d keys %q", i+1, s.keys)
+		}
+	}
+	if strings.Contains(err.Error(), "giving up") {
+		t.Errorf("retryablehttp's own error leaked: %v", err)
+	}
+}
+
+func TestRetryableInvalidKeyNotSent(t *testing.T) {
+	rc := newRecorder(status(201))
+	c := newRetryable(t, rc)
+	_, err := c.Do(rhReq(t, WithKey(context.Background(), "bad\x01key"), http.MethodPost, "x"))
+	if !errors.Is(err, ErrInvalidKey) || len(rc.Seen()) != 0 {
+		t.Fatalf("err %v, sent %d", err, len(rc.Seen()))
+	}
+}
+
+func TestRetryableRedirectLoopIsFinal(t *testing.T) {
+	rc := newRecorder(statusH(302, "Location", "http://api.test/v1/debits"))
+	c := newRetryable(t, rc)
+	resp, err := c.Do(rhReq(t, context.Background(), http.MethodGet, ""))
+	if resp != nil || err == nil || len(rc.Seen()) != 10 {
+		t.Fatalf("err %v after %d round trips, want one client attempt of 10 redirects", err, len(rc.Seen()))
+	}
+}
+
+func TestRetryableKeepsPreviousHookAndBudget(t *testing.T) {
+	c := retryablehttp.NewClient()
+	c.Logger = nil
+	var calls atomic.Int32
+	c.RequestLogHook = func(_ retryablehttp.Logger, r *http.Request, _ int) {
+		if r.Header.Get(HeaderIdempotencyKey) != "" {
+			calls.Add(1)
+		}
+	}
+	c.RetryWaitMin, c.RetryWaitMax = time.Millisecond, time.Millisecond
+	rc := newRecorder(status(503))
+	httpmock.ActivateNonDefault(c.HTTPClient)
+	httpmock.RegisterNoResponder(rc.respond)
+	orig := c.HTTPClient
+	t.Cleanup(func() { httpmock.DeactivateNonDefault(orig); httpmock.Reset() })
+	ConfigureRetryableClient(c, WithMaxAttempts(4), WithRetryBudget(10, 5))
+	if c.RetryMax != 3 {
+		t.Fatalf("RetryMax = %d", c.RetryMax)
+	}
+	resp, err := c.Do(rhReq(t, context.Background(), http.MethodPost, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	// The budget of 10 pays for two retries.
+	if len(rc.Seen()) != 3 || calls.Load() != 3 {
+		t.Fatalf("%d attempts, hook saw a key %d times", len(rc.Seen()), calls.Load())
+	}
+}
