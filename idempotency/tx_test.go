@@ -1,0 +1,260 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/saferetry/saferetry/idempotency"
+)
+
+// fakeTxStore is a TxStore over a memory store: claims go to the store at
+// once (with a long lease), while the handler's writes and the outcome wait
+// in the transaction until Commit. Rollback releases the claim.
+type fakeTxStore struct {
+	idempotency.Store
+	mu        sync.Mutex
+	ledger    []string // committed handler writes
+	commitErr error
+	begun     int
+	open      int // transactions neither committed nor rolled back
+}
+
+var _ idempotency.TxStore = (*fakeTxStore)(nil)
+
+func (s *fakeTxStore) BeginTx(ctx context.Context) (idempotency.Tx, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.begun++
+	s.open++
+	return &fakeTx{s: s}, nil
+}
+
+func (s *fakeTxStore) committed() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.ledger...)
+}
+
+type fakeTx struct {
+	s       *fakeTxStore
+	k       idempotency.Key
+	token   int64
+	claimed bool
+	writes  []string
+	resp    *idempotency.Response
+	ttl     time.Duration
+	done    bool
+}
+
+type fakeTxCtxKey struct{}
+
+func (tx *fakeTx) Context(ctx context.Context) context.Context {
+	return context.WithValue(ctx, fakeTxCtxKey{}, tx)
+}
+
+func (tx *fakeTx) Claim(ctx context.Context, k idempotency.Key, fp string, ttl time.Duration) (idempotency.ClaimResult, error) {
+	res, err := tx.s.Store.Claim(ctx, k, fp, time.Hour, ttl)
+	if err == nil && res.Acquired {
+		tx.k, tx.token, tx.claimed = k, res.Token, true
+	}
+	return res, err
+}
+
+func (tx *fakeTx) Complete(ctx context.Context, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {
+	if !tx.claimed || k != tx.k || token != tx.token {
+		return idempotency.ErrStaleToken
+	}
+	tx.resp, tx.ttl = &resp, ttl
+	return nil
+}
+
+func (tx *fakeTx) Commit(ctx context.Context) error {
+	tx.s.mu.Lock()
+	err := tx.s.commitErr
+	tx.s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if tx.resp != nil {
+		if err := tx.s.Store.Complete(ctx, tx.k, tx.token, *tx.resp, tx.ttl); err != nil {
+			return err
+		}
+	}
+	tx.s.mu.Lock()
+	tx.s.ledger = append(tx.s.ledger, tx.writes...)
+	tx.s.open--
+	tx.s.mu.Unlock()
+	tx.done = true
+	return nil
+}
+
+func (tx *fakeTx) Rollback(ctx context.Context) error {
+	if tx.done {
+		return nil
+	}
+	tx.done = true
+	tx.s.mu.Lock()
+	tx.s.open--
+	tx.s.mu.Unlock()
+	if tx.claimed {
+		return tx.s.Store.Release(ctx, tx.k, tx.token)
+	}
+	return nil
+}
+
+// ledgerApp writes "debit" through the transaction in its context.
+func ledgerApp(t *testing.T, status func(n int) int) (*counter, http.Handler) {
+	app := &counter{}
+	app.before = func(w http.ResponseWriter, r *http.Request) int {
+		tx, ok := r.Context().Value(fakeTxCtxKey{}).(*fakeTx)
+		if !ok {
+			t.Errorf("handler runs without the transaction in its context")
+			return http.StatusInternalServerError
+		}
+		tx.writes = append(tx.writes, "debit")
+		w.Header().Set("Set-Cookie", "handler=1")
+		if status != nil {
+			return status(int(app.calls.Load()))
+		}
+		return 0
+	}
+	return app, app
+}
+
+func TestTransactionalMode(t *testing.T) {
+	t.Run("commit then answer, replay after", func(t *testing.T) {
+		st := &fakeTxStore{Store: newStore(t)}
+		app, h := ledgerApp(t, nil)
+		mw := idempotency.Middleware(st)(h)
+		first := post(mw, "k", `{}`)
+		if first.Code != http.StatusCreated {
+			t.Fatalf("status = %d", first.Code)
+		}
+		wantReplay(t, post(mw, "k", `{}`), first)
+		wantProblem(t, post(mw, "k", `{"x":1}`), http.StatusUnprocessableEntity, idempotency.ProblemKeyReused)
+		if got := st.committed(); len(got) != 1 || app.calls.Load() != 1 {
+			t.Fatalf("ledger %v, executions %d; want one debit", got, app.calls.Load())
+		}
+		if st.open != 0 {
+			t.Fatalf("%d transactions left open", st.open)
+		}
+	})
+	t.Run("5xx rolls back", func(t *testing.T) {
+		st := &fakeTxStore{Store: newStore(t)}
+		app, h := ledgerApp(t, func(n int) int {
+			if n == 1 {
+				return http.StatusInternalServerError
+			}
+			return 0
+		})
+		mw := idempotency.Middleware(st)(h)
+		if w := post(mw, "k", `{}`); w.Code != http.StatusInternalServerError {
+			t.Fatalf("first = %d, want the handler's 500", w.Code)
+		}
+		if got := st.committed(); len(got) != 0 {
+			t.Fatalf("ledger %v after a 500", got)
+		}
+		if w := post(mw, "k", `{}`); w.Code != http.StatusCreated || app.calls.Load() != 2 {
+			t.Fatalf("retry = %d, executions %d", w.Code, app.calls.Load())
+		}
+		if got := st.committed(); len(got) != 1 || st.open != 0 {
+			t.Fatalf("ledger %v, %d open", got, st.open)
+		}
+	})
+	t.Run("panic rolls back and goes on", func(t *testing.T) {
+		st := &fakeTxStore{Store: newStore(t)}
+		var ev events
+		app := &counter{}
+		app.before = func(w http.ResponseWriter, r *http.Request) int {
+			tx := r.Context().Value(fakeTxCtxKey{}).(*fakeTx)
+			tx.writes = append(tx.writes, "debit")
+			if app.calls.Load() == 1 {
+				panic("boom")
+			}
+			return 0
+		}
+		mw := idempotency.Middleware(st, idempotency.WithHook(ev.hook))(app)
+		func() {
+			defer func() {
+				if p := recover(); p != "boom" {
+					t.Errorf("recovered %v, want the handler's panic", p)
+				}
+			}()
+			post(mw, "k", `{}`)
+		}()
+		if e, ok := ev.find(idempotency.OutcomeReleased); !ok || !errors.Is(e.Err, idempotency.ErrHandlerPanicked) {
+			t.Fatalf("events %v", ev.outcomes())
+		}
+		if w := post(mw, "k", `{}`); w.Code != http.StatusCreated {
+			t.Fatalf("retry = %d", w.Code)
+		}
+		if got := st.committed(); len(got) != 1 || st.open != 0 {
+			t.Fatalf("ledger %v, %d open", got, st.open)
+		}
+	})
+	t.Run("failed commit sends nothing of the handler's response", func(t *testing.T) {
+		st := &fakeTxStore{Store: newStore(t), commitErr: errors.New("connection lost")}
+		var ev events
+		app, h := ledgerApp(t, nil)
+		mw := idempotency.Middleware(st, idempotency.WithHook(ev.hook))(h)
+		w := post(mw, "k", `{}`)
+		wantProblem(t, w, http.StatusServiceUnavailable, idempotency.ProblemCommitFailed)
+		if w.Header().Get("Set-Cookie") != "" || w.Header().Get("Location") != "" {
+			t.Fatalf("the handler's headers leaked into the problem: %v", w.Header())
+		}
+		if w.Header().Get("Retry-After") == "" {
+			t.Fatalf("no Retry-After")
+		}
+		if e, ok := ev.find(idempotency.OutcomeStoreError); !ok || e.Status != http.StatusServiceUnavailable {
+			t.Fatalf("events %v", ev.outcomes())
+		}
+		st.mu.Lock()
+		st.commitErr = nil
+		st.mu.Unlock()
+		if w := post(mw, "k", `{}`); w.Code != http.StatusCreated || app.calls.Load() != 2 {
+			t.Fatalf("retry = %d, executions %d; want a fresh run", w.Code, app.calls.Load())
+		}
+		if got := st.committed(); len(got) != 1 || st.open != 0 {
+			t.Fatalf("ledger %v, %d open", got, st.open)
+		}
+	})
+	t.Run("in progress answers 409 without holding a transaction", func(t *testing.T) {
+		st := &fakeTxStore{Store: newStore(t)}
+		started, release := make(chan struct{}), make(chan struct{})
+		app := &counter{before: func(http.ResponseWriter, *http.Request) int {
+			close(started)
+			<-release
+			return 0
+		}}
+		mw := idempotency.Middleware(st)(app)
+		done := make(chan struct{})
+		go func() { post(mw, "k", `{}`); close(done) }()
+		<-started
+		wantProblem(t, post(mw, "k", `{}`), http.StatusConflict, idempotency.ProblemInProgress)
+		st.mu.Lock()
+		open := st.open
+		st.mu.Unlock()
+		if open != 1 {
+			t.Fatalf("%d transactions open, want only the running one", open)
+		}
+		close(release)
+		<-done
+	})
+	t.Run("oversize response is buffered whole and recorded", func(t *testing.T) {
+		st := &fakeTxStore{Store: newStore(t)}
+		app := &counter{}
+		mw := idempotency.Middleware(st, idempotency.WithMaxResponseBody(8))(app)
+		first := post(mw, "k", `{"long":"enough to pass the cap"}`)
+		if first.Code != http.StatusCreated || first.Body.Len() <= 8 {
+			t.Fatalf("first = %d %q", first.Code, first.Body)
+		}
+		p := wantProblem(t, post(mw, "k", `{"long":"enough to pass the cap"}`), http.StatusGone, idempotency.ProblemResponseTooLarge)
+		if p.OriginalStatus != http.StatusCreated || app.calls.Load() != 1 {
+			t.Fatalf("problem %+v, executions %d", p, app.calls.Load())
+		}
+	})
+}
