@@ -1,0 +1,79 @@
+package scenario
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/saferetry/saferetry/idempotency"
+)
+
+// instance is one application instance: an HTTP server with its own
+// Middleware in front of the scenario's handler.
+type instance struct {
+	srv    *httptest.Server
+	cancel context.CancelFunc // cancels every request context of srv
+}
+
+// startInstance serves h behind a Middleware over store. Cleanup stops it.
+func startInstance(t *testing.T, store idempotency.Store, h http.Handler, opts []idempotency.Option) *instance {
+	t.Helper()
+	base, cancel := context.WithCancel(context.Background())
+	srv := httptest.NewUnstartedServer(idempotency.Middleware(store, opts...)(h))
+	srv.Config.BaseContext = func(net.Listener) context.Context { return base }
+	srv.Start()
+	in := &instance{srv: srv, cancel: cancel}
+	t.Cleanup(func() {
+		cancel()
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	return in
+}
+
+// kill cuts the instance off as if its process died: every request context
+// is cancelled and every client connection dropped. Handlers that ignore
+// their context keep running until they return, like a frozen process that
+// wakes up later.
+func (in *instance) kill() {
+	in.cancel()
+	in.srv.CloseClientConnections()
+}
+
+// newHTTPClient returns a plain client that keeps enough idle connections
+// for the scenarios' fan-out.
+func newHTTPClient(t *testing.T) *http.Client {
+	tr := &http.Transport{
+		MaxIdleConns:        400,
+		MaxIdleConnsPerHost: 200,
+		IdleConnTimeout:     30 * time.Second,
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 60 * time.Second}
+}
+
+// runID returns a random tag that keeps one run's keys and accounts apart
+// from any other run's in a shared store.
+func runID(t *testing.T) string {
+	t.Helper()
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatalf("scenario: random run id: %v", err)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// pause waits d or until ctx is done.
+func pause(ctx context.Context, d time.Duration) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+}

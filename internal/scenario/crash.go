@@ -1,0 +1,333 @@
+package scenario
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/saferetry/saferetry/idempotency"
+)
+
+// errFrozen is what a frozen instance's store calls fail with.
+var errFrozen = errors.New("scenario: instance is frozen")
+
+// Crash runs one request into a handler on instance A that blocks, then
+// kills A (its server's connections are closed and its request contexts
+// cancelled) and freezes it: A's lease renewals stop reaching the store, as
+// a dead or paused process's would. It checks that a retry of the same
+// request on instance B answers 409 while A's lease lives, then takes the
+// key over (a greater fencing token, the handler runs on B), that when A's
+// handler wakes and returns while B's handler still holds the key, A's late
+// completion is refused by the store with idempotency.ErrStaleToken and
+// leaves B's claim alone, and that B then answers 201 and its outcome is the
+// one stored and replayed.
+//
+// With a TxStore, the Middleware runs in transactional mode and there is no
+// lease: killing A rolls back A's transaction, as the database does when a
+// client's connection dies, so B takes over at once, and A's late Complete
+// or Commit fails.
+//
+// lease is given to both instances through idempotency.WithLease after opts;
+// keep it short (a few hundred milliseconds). Crash installs its own
+// idempotency.WithHook, replacing any in opts.
+func Crash(t *testing.T, store idempotency.Store, lease time.Duration, opts ...idempotency.Option) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	key := "crash-" + runID(t)
+	_, transactional := store.(idempotency.TxStore)
+
+	frozen := &freezable{Store: store, completed: make(chan error, 1)}
+	var storeA idempotency.Store = frozen
+	if transactional {
+		storeA = &freezableTx{freezable: frozen}
+	}
+
+	type entered struct{ token int64 }
+	enteredA := make(chan entered, 1)
+	wake := make(chan struct{})
+	var wakeOnce sync.Once
+	wakeA := func() { wakeOnce.Do(func() { close(wake) }) }
+	defer wakeA()
+	handlerA := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, _ := idempotency.TokenFromContext(r.Context())
+		enteredA <- entered{tok}
+		<-wake // a frozen process: deaf to its context until it wakes
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, "from A")
+	})
+	var runsB atomic.Int64
+	var tokenB atomic.Int64
+	var keyB atomic.Value // idempotency.Key, with the scope the options chose
+	enteredB := make(chan struct{}, 1)
+	proceedB := make(chan struct{})
+	var proceedOnce sync.Once
+	releaseB := func() { proceedOnce.Do(func() { close(proceedB) }) }
+	defer releaseB()
+	handlerB := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runsB.Add(1)
+		tok, _ := idempotency.TokenFromContext(r.Context())
+		tokenB.Store(tok)
+		if k, ok := idempotency.KeyFromContext(r.Context()); ok {
+			keyB.Store(k)
+		}
+		enteredB <- struct{}{}
+		<-proceedB // hold the key while A wakes up
+		w.WriteHeader(http.StatusCreated)
+		_, _ = fmt.Fprintf(w, "from B, token %d", tok)
+	})
+
+	eventsA := make(chan idempotency.Event, 16)
+	hookA := idempotency.WithHook(func(ev idempotency.Event) {
+		select {
+		case eventsA <- ev:
+		default:
+		}
+	})
+	var tookOverB atomic.Bool
+	hookB := idempotency.WithHook(func(ev idempotency.Event) {
+		if ev.Outcome == idempotency.OutcomeNew && ev.TookOver {
+			tookOverB.Store(true)
+		}
+	})
+	a := startInstance(t, storeA, handlerA, append(opts[:len(opts):len(opts)], idempotency.WithLease(lease), hookA))
+	b := startInstance(t, store, handlerB, append(opts[:len(opts):len(opts)], idempotency.WithLease(lease), hookB))
+	client := newHTTPClient(t)
+
+	send := func(url string) answer {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/transfer", strings.NewReader(`{"amount":10}`))
+		if err != nil {
+			return answer{err: err}
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(idempotency.HeaderIdempotencyKey, key)
+		resp, err := client.Do(req)
+		if err != nil {
+			return answer{err: err}
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return answer{status: resp.StatusCode, replayed: resp.Header.Get(idempotency.HeaderReplayed) == "true", body: body, err: err}
+	}
+
+	answerA := make(chan answer, 1)
+	go func() { answerA <- send(a.srv.URL) }()
+	var tokenA int64
+	select {
+	case e := <-enteredA:
+		tokenA = e.token
+	case <-ctx.Done():
+		t.Fatal("scenario: the handler on instance A never ran")
+	}
+	// Let a few renewals happen, to prove they kept the lease alive.
+	if !transactional {
+		pause(ctx, lease)
+		if r := send(b.srv.URL); r.status != http.StatusConflict {
+			t.Errorf("while A is alive and renewing past its first lease, B answered %d %q, want 409", r.status, r.body)
+		}
+	}
+
+	frozen.freeze()
+	a.kill()
+	if transactional {
+		frozen.rollbackLive(ctx)
+	}
+	killed := time.Now()
+
+	// Retry on B until its handler runs: B took the key over.
+	answerB := make(chan answer, 1)
+	for took := false; !took; {
+		go func() { answerB <- send(b.srv.URL) }()
+		select {
+		case <-enteredB:
+			took = true
+		case r := <-answerB:
+			if r.err != nil || r.status != http.StatusConflict {
+				t.Fatalf("B's retry before the takeover = %d %q err=%v, want 409", r.status, r.body, r.err)
+			}
+			pause(ctx, 10*time.Millisecond)
+		case <-ctx.Done():
+			t.Fatalf("scenario: B never took over (still 409 %v after the kill)", time.Since(killed))
+		}
+	}
+	tookOver := time.Since(killed)
+	if tb := tokenB.Load(); tb <= tokenA {
+		t.Errorf("B's token %d, want greater than A's %d", tb, tokenA)
+	}
+
+	// A wakes while B holds the key, and tries to complete.
+	wakeA()
+	select {
+	case err := <-frozen.completed:
+		if transactional {
+			if err == nil {
+				t.Error("A's late Complete/Commit on its rolled-back transaction succeeded")
+			}
+		} else if !errors.Is(err, idempotency.ErrStaleToken) {
+			t.Errorf("A's late Complete = %v, want ErrStaleToken", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("scenario: A's late completion never reached the store")
+	}
+	storedKey, _ := keyB.Load().(idempotency.Key)
+	if !transactional {
+		evCtx, evCancel := context.WithTimeout(ctx, 5*time.Second)
+		select {
+		case ev := <-drainUntil(evCtx, eventsA, idempotency.OutcomeLeaseLost):
+			if ev.Token != tokenA {
+				t.Errorf("A's lease-lost event has token %d, want %d", ev.Token, tokenA)
+			}
+		case <-evCtx.Done():
+			t.Error("A's hook did not report OutcomeLeaseLost within 5s")
+		}
+		evCancel()
+		e, found, err := store.Get(ctx, storedKey)
+		if err != nil || !found || e.State != idempotency.StateInProgress || e.Token != tokenB.Load() {
+			t.Errorf("after A's late completion Get = %+v, %v, %v; want B's claim in progress with token %d", e, found, err, tokenB.Load())
+		}
+	}
+
+	releaseB()
+	final := <-answerB
+	if final.err != nil || final.status != http.StatusCreated || final.replayed {
+		t.Fatalf("B's answer = %d replayed=%v %q err=%v, want a fresh 201", final.status, final.replayed, final.body, final.err)
+	}
+	if runsB.Load() != 1 {
+		t.Errorf("handler on B ran %d times, want 1", runsB.Load())
+	}
+	if !transactional && !tookOverB.Load() {
+		t.Error("B's hook did not report a takeover")
+	}
+	if r := <-answerA; r.err == nil && r.status == http.StatusCreated {
+		t.Errorf("the killed instance's client got 201 %q", r.body)
+	}
+
+	e, found, err := store.Get(ctx, storedKey)
+	switch {
+	case err != nil:
+		t.Errorf("Get: %v", err)
+	case !found || e.State != idempotency.StateCompleted || e.Response == nil:
+		t.Errorf("stored entry = %+v, %v; want B's completed outcome", e, found)
+	case string(e.Response.Body) != string(final.body) || e.Token != tokenB.Load():
+		t.Errorf("stored outcome %q with token %d, want B's %q with token %d", e.Response.Body, e.Token, final.body, tokenB.Load())
+	}
+	if r := send(b.srv.URL); r.status != http.StatusCreated || !r.replayed || string(r.body) != string(final.body) {
+		t.Errorf("later retry = %d replayed=%v %q, want a replay of B's %q", r.status, r.replayed, r.body, final.body)
+	}
+	t.Logf("Crash: lease %v, B took over %v after the kill", lease, tookOver.Round(time.Millisecond))
+}
+
+// drainUntil returns a channel that yields the first event with outcome o.
+func drainUntil(ctx context.Context, events <-chan idempotency.Event, o idempotency.Outcome) <-chan idempotency.Event {
+	out := make(chan idempotency.Event, 1)
+	go func() {
+		for {
+			select {
+			case ev := <-events:
+				if ev.Outcome == o {
+					out <- ev
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// freezable is instance A's view of the store. Once frozen, its lease
+// renewals fail without reaching the store, as a dead or paused process's
+// would; its Complete still goes through, to show that the store itself
+// refuses it, and its result is reported on completed.
+type freezable struct {
+	idempotency.Store
+	frozen    atomic.Bool
+	completed chan error
+
+	mu  sync.Mutex
+	txs []idempotency.Tx // transactions begun by A, transactional mode only
+}
+
+func (f *freezable) freeze() { f.frozen.Store(true) }
+
+func (f *freezable) Renew(ctx context.Context, k idempotency.Key, token int64, lease time.Duration) error {
+	if f.frozen.Load() {
+		return errFrozen
+	}
+	return f.Store.Renew(ctx, k, token, lease)
+}
+
+func (f *freezable) Complete(ctx context.Context, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {
+	err := f.Store.Complete(ctx, k, token, resp, ttl)
+	f.report(err)
+	return err
+}
+
+func (f *freezable) report(err error) {
+	if f.frozen.Load() {
+		select {
+		case f.completed <- err:
+		default:
+		}
+	}
+}
+
+// rollbackLive rolls back A's transactions, as the database does when the
+// connection of a dead client drops.
+func (f *freezable) rollbackLive(ctx context.Context) {
+	f.mu.Lock()
+	txs := f.txs
+	f.txs = nil
+	f.mu.Unlock()
+	for _, tx := range txs {
+		_ = tx.Rollback(ctx)
+	}
+}
+
+// freezableTx is a freezable over a TxStore, so that A's Middleware runs in
+// transactional mode too.
+type freezableTx struct {
+	*freezable
+}
+
+var _ idempotency.TxStore = (*freezableTx)(nil)
+
+func (f *freezableTx) BeginTx(ctx context.Context) (idempotency.Tx, error) {
+	tx, err := f.Store.(idempotency.TxStore).BeginTx(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.txs = append(f.txs, tx)
+	f.mu.Unlock()
+	return &reportingTx{Tx: tx, f: f.freezable}, nil
+}
+
+// reportingTx reports the first failure of a frozen A's Complete or Commit,
+// or nil when both succeed.
+type reportingTx struct {
+	idempotency.Tx
+	f *freezable
+}
+
+func (tx *reportingTx) Complete(ctx context.Context, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {
+	err := tx.Tx.Complete(ctx, k, token, resp, ttl)
+	if err != nil {
+		tx.f.report(err)
+	}
+	return err
+}
+
+func (tx *reportingTx) Commit(ctx context.Context) error {
+	err := tx.Tx.Commit(ctx)
+	tx.f.report(err)
+	return err
+}
