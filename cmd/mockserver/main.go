@@ -1,0 +1,156 @@
+// Command mockserver serves the saferetry mock payments API on a fixed
+// address, for clients written in any language. It implements the safe-retry
+// contract (Idempotency-Key required on POST /payments) and exposes fault
+// injection and inspection under /_mock/ (see package mockserver).
+//
+// Usage:
+//
+//	go run ./cmd/mockserver -addr 127.0.0.1:8080
+//	go run ./cmd/mockserver -store redis://127.0.0.1:6379/0
+//	go run ./cmd/mockserver -store 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
+//
+// Flags:
+//
+//	-addr       address to listen on (default 127.0.0.1:8080; port 0 picks one)
+//	-store      memory (default), redis://... or rediss://..., postgres://... or postgresql://...
+//	-ttl        how long a completed key is replayed (default 24h)
+//	-lease      how long a claim lives without renewal (default 10s)
+//	-wait       how long a duplicate waits for a running original before 409 (default 0: at once)
+//	-namespace  idempotency scope prefix; instances sharing a store and a namespace share keys (default mockserver)
+//	-v          log executions and injected faults to stderr
+//
+// It prints one line with its URL once it accepts connections. SIGINT or
+// SIGTERM stops it gracefully: no new connections, requests in flight are
+// answered, then it exits. A second signal exits at once.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/pgstore"
+	"github.com/saferetry/saferetry/idempotency/redisstore"
+	"github.com/saferetry/saferetry/mockserver"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // a second signal kills the process the default way
+	}()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+}
+
+// connectTimeout bounds reaching the store at start-up.
+const connectTimeout = 5 * time.Second
+
+// run serves until ctx is done, then shuts down gracefully.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("mockserver", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on (port 0 picks a free port)")
+	storeURL := fs.String("store", "memory", "idempotency store: memory, redis://..., postgres://...")
+	ttl := fs.Duration("ttl", idempotency.DefaultTTL, "how long a completed key is replayed")
+	lease := fs.Duration("lease", idempotency.DefaultLease, "how long a claim lives without renewal")
+	wait := fs.Duration("wait", 0, "how long a duplicate waits for a running original before 409 (0: at once)")
+	namespace := fs.String("namespace", "mockserver", "idempotency scope prefix; instances sharing a store and a namespace share keys")
+	verbose := fs.Bool("v", false, "log executions and injected faults to stderr")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("mockserver: unexpected arguments %q", fs.Args())
+	}
+	if *ttl <= 0 || *lease <= 0 || *wait < 0 {
+		return errors.New("mockserver: -ttl and -lease must be positive, -wait not negative")
+	}
+
+	st, storeName, closeStore, err := openStore(ctx, *storeURL)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("mockserver: %w", err)
+	}
+	opts := []mockserver.Option{
+		mockserver.WithListener(ln),
+		mockserver.WithStore(st),
+		mockserver.WithNamespace(*namespace),
+		mockserver.WithIdempotencyOptions(
+			idempotency.WithTTL(*ttl),
+			idempotency.WithLease(*lease),
+			idempotency.WithWaitForResult(*wait),
+		),
+	}
+	if *verbose {
+		opts = append(opts, mockserver.WithLogger(slog.New(slog.NewTextHandler(stderr, nil))))
+	}
+	srv := mockserver.New(opts...)
+	fmt.Fprintf(stdout, "mockserver: listening on %s (store %s, ttl %v, lease %v)\n", srv.URL, storeName, *ttl, *lease)
+
+	<-ctx.Done()
+	fmt.Fprintln(stdout, "mockserver: shutting down")
+	srv.Close()
+	return nil
+}
+
+// openStore connects to the store named by u. A nil store means the mock
+// server's own memory store.
+func openStore(ctx context.Context, u string) (st idempotency.Store, name string, closeFn func(), err error) {
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	switch {
+	case u == "" || u == "memory":
+		return nil, "memory", func() {}, nil
+
+	case strings.HasPrefix(u, "redis://") || strings.HasPrefix(u, "rediss://"):
+		opt, err := redis.ParseURL(u)
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("mockserver: -store: %w", err)
+		}
+		rdb := redis.NewClient(opt)
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			_ = rdb.Close()
+			return nil, "", nil, fmt.Errorf("mockserver: cannot reach redis: %w", err)
+		}
+		return redisstore.New(rdb), "redis " + opt.Addr, func() { _ = rdb.Close() }, nil
+
+	case strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://"):
+		pool, err := pgxpool.New(ctx, u)
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("mockserver: -store: %w", err)
+		}
+		ps := pgstore.New(pool)
+		if err := ps.CreateSchema(ctx); err != nil {
+			pool.Close()
+			return nil, "", nil, fmt.Errorf("mockserver: cannot prepare postgres: %w", err)
+		}
+		stopReaper := ps.StartReaper(context.Background(), time.Minute)
+		return ps, "postgres table " + ps.Table(), func() { stopReaper(); pool.Close() }, nil
+	}
+	return nil, "", nil, fmt.Errorf("mockserver: -store %q: want memory, redis://... or postgres://...", u)
+}

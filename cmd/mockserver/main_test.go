@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// lines collects what run prints and hands over the URL of the startup line.
+type lines struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	url chan string
+}
+
+var urlRE = regexp.MustCompile(`listening on (http://\S+)`)
+
+func (l *lines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf.Write(p)
+	if m := urlRE.FindSubmatch(p); m != nil {
+		l.url <- string(m[1])
+	}
+	return len(p), nil
+}
+
+func (l *lines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// start runs the binary's run in the background and returns its URL and a
+// stop function that shuts it down and returns run's error.
+func start(t *testing.T, args ...string) (string, *lines, func() error) {
+	t.Helper()
+	out := &lines{url: make(chan string, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), out, &bytes.Buffer{}) }()
+	select {
+	case u := <-out.url:
+		return u, out, func() error { cancel(); return <-done }
+	case err := <-done:
+		cancel()
+		t.Fatalf("run ended before listening: %v", err)
+	case <-time.After(10 * time.Second):
+		cancel()
+		t.Fatal("no startup line after 10s")
+	}
+	return "", nil, nil
+}
+
+func post(t *testing.T, url, key string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest("POST", url+"/payments", strings.NewReader(`{"amount":10,"currency":"EUR","recipient":"a"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp
+}
+
+func TestRunServesAndShutsDown(t *testing.T) {
+	url, out, stop := start(t, "-ttl", "1h", "-lease", "2s")
+	if !strings.Contains(out.String(), "store memory, ttl 1h0m0s, lease 2s") {
+		t.Errorf("startup line: %q", out.String())
+	}
+	if resp := post(t, url, "cmd-1"); resp.StatusCode != 201 {
+		t.Errorf("first POST: %d", resp.StatusCode)
+	}
+	if resp := post(t, url, "cmd-1"); resp.StatusCode != 201 || resp.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("second POST: %d replayed=%q", resp.StatusCode, resp.Header.Get("Idempotent-Replayed"))
+	}
+	if err := stop(); err != nil {
+		t.Errorf("run: %v", err)
+	}
+	if !strings.Contains(out.String(), "shutting down") {
+		t.Errorf("output: %q", out.String())
+	}
+	if _, err := http.Get(url + "/balance"); err == nil {
+		t.Error("server still answers after shutdown")
+	}
+}
+
+func TestRunRejectsBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-store", "mysql://localhost/x"},
+		{"-ttl", "0s"},
+		{"-lease", "-1s"},
+		{"-wait", "-1s"},
+		{"-nosuchflag"},
+		{"extra"},
+		{"-addr", "256.0.0.1:http"},
+	} {
+		if err := run(context.Background(), args, &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
+			t.Errorf("run %q: no error", args)
+		}
+	}
+}
+
+func serviceURL(t *testing.T, env, how string) string {
+	t.Helper()
+	u := os.Getenv(env)
+	if u == "" {
+		if os.Getenv("SAFERETRY_REQUIRE_SERVICES") == "1" {
+			t.Fatalf("%s is not set and SAFERETRY_REQUIRE_SERVICES=1", env)
+		}
+		t.Skipf("set %s=%s to run", env, how)
+	}
+	return u
+}
+
+func randomName(t *testing.T) string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return "cmdtest-" + hex.EncodeToString(b[:])
+}
+
+// Two binaries on one shared store with one namespace act as one service.
+func testSharedStore(t *testing.T, store, wantName string) {
+	ns := randomName(t)
+	urlA, outA, stopA := start(t, "-store", store, "-namespace", ns, "-ttl", "1m")
+	defer stopA()
+	urlB, _, stopB := start(t, "-store", store, "-namespace", ns, "-ttl", "1m")
+	defer stopB()
+	if !strings.Contains(outA.String(), wantName) {
+		t.Errorf("startup line %q lacks %q", outA.String(), wantName)
+	}
+	if resp := post(t, urlA, "shared-1"); resp.StatusCode != 201 || resp.Header.Get("Idempotent-Replayed") != "" {
+		t.Errorf("POST to A: %d", resp.StatusCode)
+	}
+	if resp := post(t, urlB, "shared-1"); resp.StatusCode != 201 || resp.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("POST to B: %d replayed=%q", resp.StatusCode, resp.Header.Get("Idempotent-Replayed"))
+	}
+}
+
+func TestRunWithRedis(t *testing.T) {
+	testSharedStore(t, serviceURL(t, "SAFERETRY_REDIS_URL", "redis://127.0.0.1:6379/0"), "store redis")
+}
+
+func TestRunWithPostgres(t *testing.T) {
+	testSharedStore(t, serviceURL(t, "SAFERETRY_POSTGRES_URL", "'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'"), "store postgres")
+}
