@@ -1,0 +1,171 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/pgstore"
+)
+
+// roundTrips counts the statements and batches sent to the server: each is
+// one network round trip once the statement is prepared on the connection.
+type roundTrips struct{ n atomic.Int64 }
+
+func (c *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (c *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (c *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (c *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (c *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+func benchPool(b *testing.B) (*pgxpool.Pool, *roundTrips) {
+	rt := &roundTrips{}
+	pool := newPool(b, func(c *pgxpool.Config) { c.ConnConfig.Tracer = rt })
+	return pool, rt
+}
+
+// measure runs op b.N times and reports round trips per op.
+func measure(b *testing.B, rt *roundTrips, op func(i int)) {
+	op(-1) // warm up: prepare the statements on the connection
+	b.ResetTimer()
+	start := rt.n.Load()
+	for i := range b.N {
+		op(i)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(rt.n.Load()-start)/float64(b.N), "roundtrips/op")
+}
+
+func BenchmarkStore(b *testing.B) {
+	resp := idempotency.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"id":"ord_123","amount":500}`)}
+	ctx := context.Background()
+	b.Run("claim+complete", func(b *testing.B) {
+		pool, rt := benchPool(b)
+		s := pgstore.New(pool, pgstore.WithTable(uniqueTable(b, pool)))
+		if err := s.CreateSchema(ctx); err != nil {
+			b.Fatal(err)
+		}
+		measure(b, rt, func(i int) {
+			k := idempotency.Key{Scope: "bench", Key: fmt.Sprint("k", i)}
+			r, err := s.Claim(ctx, k, "fp", 10*time.Second, time.Hour)
+			if err != nil || !r.Acquired {
+				b.Fatal(r, err)
+			}
+			if err := s.Complete(ctx, k, r.Token, resp, time.Hour); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	b.Run("replay", func(b *testing.B) {
+		pool, rt := benchPool(b)
+		s := pgstore.New(pool, pgstore.WithTable(uniqueTable(b, pool)))
+		if err := s.CreateSchema(ctx); err != nil {
+			b.Fatal(err)
+		}
+		k := idempotency.Key{Scope: "bench", Key: "done"}
+		r, err := s.Claim(ctx, k, "fp", 10*time.Second, time.Hour)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Complete(ctx, k, r.Token, resp, time.Hour); err != nil {
+			b.Fatal(err)
+		}
+		measure(b, rt, func(int) {
+			r, err := s.Claim(ctx, k, "fp", 10*time.Second, time.Hour)
+			if err != nil || r.Acquired || r.Entry.Response == nil {
+				b.Fatal(r, err)
+			}
+		})
+	})
+	b.Run("tx-begin+claim+complete+commit", func(b *testing.B) {
+		pool, rt := benchPool(b)
+		s := pgstore.NewTx(pool, pgstore.WithTable(uniqueTable(b, pool)))
+		if err := s.CreateSchema(ctx); err != nil {
+			b.Fatal(err)
+		}
+		measure(b, rt, func(i int) {
+			k := idempotency.Key{Scope: "bench", Key: fmt.Sprint("k", i)}
+			tx, err := s.BeginTx(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			r, err := tx.Claim(ctx, k, "fp", time.Hour)
+			if err != nil || !r.Acquired {
+				b.Fatal(r, err)
+			}
+			if err := tx.Complete(ctx, k, r.Token, resp, time.Hour); err != nil {
+				b.Fatal(err)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+}
+
+// BenchmarkMiddlewareParallel measures whole protected requests (new keys,
+// so every request claims, runs a trivial handler and completes) through the
+// Middleware under b.RunParallel, without the network between client and
+// server.
+func BenchmarkMiddlewareParallel(b *testing.B) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		w.Write([]byte(`{"id":"ord_123","amount":500}`))
+	})
+	for _, mode := range []string{"lease", "tx"} {
+		b.Run("postgres-"+mode, func(b *testing.B) {
+			pool, rt := benchPool(b)
+			table := uniqueTable(b, pool)
+			var s idempotency.Store = pgstore.New(pool, pgstore.WithTable(table))
+			if mode == "tx" {
+				s = pgstore.NewTx(pool, pgstore.WithTable(table))
+			}
+			if err := pgstore.New(pool, pgstore.WithTable(table)).CreateSchema(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			mw := idempotency.Middleware(s)(h)
+			var seq atomic.Int64
+			serve := func() {
+				req := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(`{"amount":500}`))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set(idempotency.HeaderIdempotencyKey, fmt.Sprint("k", seq.Add(1)))
+				rec := httptest.NewRecorder()
+				mw.ServeHTTP(rec, req)
+				if rec.Code != http.StatusCreated {
+					b.Errorf("status %d: %s", rec.Code, rec.Body)
+				}
+			}
+			for range 8 {
+				serve() // warm up connections and statements
+			}
+			b.ResetTimer()
+			start := rt.n.Load()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					serve()
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64(rt.n.Load()-start)/float64(b.N), "roundtrips/op")
+		})
+	}
+}
