@@ -1,0 +1,30 @@
+package redisstore_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/saferetry/saferetry/internal/scenario"
+)
+
+// TestExactlyOnceAcrossInstances: three instances, each its own middleware
+// over one Redis store; 50 keys sent 20 times each at once.
+func TestExactlyOnceAcrossInstances(t *testing.T) {
+	s, _, _ := newStore(t)
+	scenario.ExactlyOnce(t, s)
+}
+
+// TestLedger: debits through several instances with duplicates and dropped
+// responses, retried by saferetry.Transport; balances must add up.
+func TestLedger(t *testing.T) {
+	s, _, _ := newStore(t)
+	scenario.Ledger(t, s, scenario.NewMemBook())
+}
+
+// TestCrashScenario: the shared crash scenario (a frozen instance whose
+// renewals stop, takeover after a 200ms lease, the zombie's late Complete
+// refused) on Redis.
+func TestCrashScenario(t *testing.T) {
+	s, _, _ := newStore(t)
+	scenario.Crash(t, s, 200*time.Millisecond)
+}
