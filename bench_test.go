@@ -1,0 +1,107 @@
+package saferetry_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/saferetry/saferetry"
+)
+
+// cannedBase answers every request with the same response, so that a
+// benchmark over it measures only what wraps it.
+type cannedBase struct{ resp *http.Response }
+
+func (c cannedBase) RoundTrip(*http.Request) (*http.Response, error) { return c.resp, nil }
+
+func newCanned() cannedBase {
+	req, _ := http.NewRequest(http.MethodPost, "http://api.test/", nil)
+	return cannedBase{&http.Response{StatusCode: 201, Header: http.Header{}, Body: http.NoBody, Request: req}}
+}
+
+// BenchmarkOverhead is the Transport's own cost for one logical POST that
+// succeeds at once (key generation, clone, classification, budget),
+// against calling the same canned base directly.
+func BenchmarkOverhead(b *testing.B) {
+	payload := []byte(`{"account":"acc-1","amount":1500}`)
+	base := newCanned()
+	run := func(b *testing.B, rt http.RoundTripper) {
+		b.ReportAllocs()
+		for b.Loop() {
+			req, _ := http.NewRequest(http.MethodPost, "http://api.test/v1/debits", bytes.NewReader(payload))
+			resp, err := rt.RoundTrip(req)
+			if err != nil || resp.StatusCode != 201 {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("base", func(b *testing.B) { run(b, base) })
+	b.Run("transport", func(b *testing.B) { run(b, saferetry.NewTransport(base)) })
+}
+
+// BenchmarkLoopback is one POST over loopback HTTP/1.1 with keep-alive
+// through a bare http.Client, the saferetry Transport, and go-retryablehttp
+// (stock, and configured by ConfigureRetryableClient).
+func BenchmarkLoopback(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"id":"d-1"}`))
+	}))
+	defer srv.Close()
+	payload := []byte(`{"account":"acc-1","amount":1500}`)
+	newBase := func() *http.Transport {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 16
+		return t
+	}
+	finish := func(b *testing.B, resp *http.Response, err error) {
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 201 {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	runHTTP := func(b *testing.B, c *http.Client) {
+		b.ReportAllocs()
+		for b.Loop() {
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(payload))
+			resp, err := c.Do(req)
+			finish(b, resp, err)
+		}
+	}
+	runRetryable := func(b *testing.B, c *retryablehttp.Client) {
+		b.ReportAllocs()
+		for b.Loop() {
+			req, _ := retryablehttp.NewRequest(http.MethodPost, srv.URL, payload)
+			resp, err := c.Do(req)
+			finish(b, resp, err)
+		}
+	}
+	b.Run("bare", func(b *testing.B) {
+		runHTTP(b, &http.Client{Transport: newBase()})
+	})
+	b.Run("saferetry", func(b *testing.B) {
+		runHTTP(b, &http.Client{Transport: saferetry.NewTransport(newBase())})
+	})
+	b.Run("retryablehttp", func(b *testing.B) {
+		c := retryablehttp.NewClient()
+		c.Logger = nil
+		c.HTTPClient = &http.Client{Transport: newBase()}
+		runRetryable(b, c)
+	})
+	b.Run("retryablehttp+saferetry", func(b *testing.B) {
+		c := retryablehttp.NewClient()
+		c.Logger = nil
+		c.HTTPClient = &http.Client{Transport: newBase()}
+		saferetry.ConfigureRetryableClient(c)
+		runRetryable(b, c)
+	})
+}

@@ -1,0 +1,146 @@
+package saferetry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/saferetry/saferetry"
+)
+
+// flakyServer fails the first attempt of every key with 503 and then
+// answers 201, printing what it saw.
+func flakyServer() *httptest.Server {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		key := r.Header.Get(saferetry.HeaderIdempotencyKey)
+		mu.Lock()
+		seen[key]++
+		n := seen[key]
+		mu.Unlock()
+		fmt.Printf("server: attempt %d, %s %q, key present: %v\n", n, r.Method, body, key != "")
+		if n == 1 {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, "debited")
+	}))
+}
+
+func fastBackoff() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }
+
+func ExampleNewTransport() {
+	srv := flakyServer()
+	defer srv.Close()
+
+	client := &http.Client{Transport: saferetry.NewTransport(nil, saferetry.WithBackoff(fastBackoff))}
+	resp, err := client.Post(srv.URL, "text/plain", strings.NewReader("debit 1500"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	key, _ := saferetry.KeyFromResponse(resp)
+	fmt.Println(resp.StatusCode, string(body), len(key))
+	// Output:
+	// server: attempt 1, POST "debit 1500", key present: true
+	// server: attempt 2, POST "debit 1500", key present: true
+	// 201 debited 36
+}
+
+func ExampleWithKey() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Println("server got key", r.Header.Get(saferetry.HeaderIdempotencyKey))
+	}))
+	defer srv.Close()
+
+	c := saferetry.NewClient()
+	ctx := saferetry.WithKey(context.Background(), "order-42-debit")
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader("debit 1500"))
+	resp, err := c.Do(req)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	// Output:
+	// server got key order-42-debit
+}
+
+func ExampleClient_Do() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusUnprocessableEntity)
+		fmt.Fprint(w, `{"type":"about:blank","title":"Idempotency key reused","status":422,"detail":"the key was used with another payload"}`)
+	}))
+	defer srv.Close()
+
+	c := saferetry.NewClient()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("debit 1500"))
+	_, err := c.Do(req)
+
+	var apiErr *saferetry.APIError
+	if errors.As(err, &apiErr) {
+		fmt.Println(apiErr.Status, apiErr.Attempts, apiErr.Problem.Detail)
+	}
+	fmt.Println(errors.Is(err, saferetry.ErrKeyReused))
+	// Output:
+	// 422 1 the key was used with another payload
+	// true
+}
+
+func ExampleConfigureRetryableClient() {
+	srv := flakyServer()
+	defer srv.Close()
+
+	rc := retryablehttp.NewClient()
+	rc.Logger = nil
+	rc.RetryWaitMin, rc.RetryWaitMax = time.Millisecond, 5*time.Millisecond
+	saferetry.ConfigureRetryableClient(rc)
+
+	resp, err := rc.Post(srv.URL, "text/plain", []byte("debit 1500"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode)
+	// Output:
+	// server: attempt 1, POST "debit 1500", key present: true
+	// server: attempt 2, POST "debit 1500", key present: true
+	// 201
+}
+
+func ExampleError() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, _, _ := w.(http.Hijacker).Hijack()
+		conn.Close() // the request arrived; the answer is lost
+	}))
+	defer srv.Close()
+
+	c := saferetry.NewClient(saferetry.WithMaxAttempts(2), saferetry.WithBackoff(fastBackoff))
+	ctx := saferetry.WithKey(context.Background(), "debit-7")
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader("debit 1500"))
+	_, err := c.Do(req)
+
+	var e *saferetry.Error
+	if errors.As(err, &e) {
+		fmt.Println(errors.Is(err, saferetry.ErrOutcomeUnknown), e.Key, e.Attempts)
+	}
+	// Output:
+	// true debit-7 2
+}
