@@ -54,6 +54,7 @@ type Error struct {
 	Err error
 }
 
+// Error describes the failure with its cause, attempts, key and last error.
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString(e.Cause.Error())
@@ -123,6 +124,7 @@ type Problem struct {
 	Instance string `json:"instance,omitempty"`
 }
 
+// Error describes the status, the problem detail if any, and the key.
 func (e *APIError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "saferetry: HTTP %d", e.Status)

@@ -23,6 +23,7 @@ const (
 	DecisionReturn
 )
 
+// String returns "retry", "return" or "default".
 func (d Decision) String() string {
 	switch d {
 	case DecisionRetry:

@@ -94,6 +94,7 @@ type operation struct {
 	spent      int64 // budget tokens spent by this operation's retries
 	sent       bool  // some attempt may have reached the server
 	lastStatus int
+	lastErr    error // the last attempt's error, if it got no response
 }
 
 func (op *operation) run() (*http.Response, error) {
@@ -127,6 +128,7 @@ func (op *operation) run() (*http.Response, error) {
 			retryable, a.Reason = classifyStatus(resp)
 		} else {
 			var sent bool
+			op.lastErr = err
 			retryable, a.Reason, sent = classifyError(actx, err)
 			op.sent = op.sent || sent
 			transportErr = true
@@ -181,6 +183,9 @@ func (op *operation) run() (*http.Response, error) {
 		if err := sleep(op.ctx, cfg.clock, a.Wait); err != nil {
 			if next != nil {
 				next.Close()
+			}
+			if op.lastErr != nil && resp == nil {
+				err = fmt.Errorf("%w (last attempt: %w)", err, op.lastErr)
 			}
 			return nil, op.fail(n, err)
 		}

@@ -255,3 +255,20 @@ func TestAttemptTimeoutIsRetried(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func TestCancelDuringWaitKeepsLastTransportError(t *testing.T) {
+	rc := newRecorder(fail(errReset))
+	clk := newFakeClock()
+	clk.hold = true
+	clk.armed = make(chan time.Duration, 1)
+	tr := NewTransport(mockBase(rc), withClock(clk))
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-clk.armed
+		cancel()
+	}()
+	_, err := tr.RoundTrip(newReq(t, ctx, http.MethodPost, "x"))
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, errReset) || !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("err = %v", err)
+	}
+}
