@@ -1,0 +1,155 @@
+// Command redis-server is an HTTP service made idempotent by
+// idempotency.Middleware over a Redis store, so that several instances
+// behind a load balancer agree on every Idempotency-Key. Its orders live in
+// Redis too, so every instance sees the same list.
+//
+// Run two instances on one Redis:
+//
+//	go run ./examples/redis-server -addr 127.0.0.1:8081 -redis redis://127.0.0.1:6379/0 &
+//	go run ./examples/redis-server -addr 127.0.0.1:8082 -redis redis://127.0.0.1:6379/0 &
+//
+// Create an order on the first, retry it on the second: the second replays
+// the first one's answer (Idempotent-Replayed: true) and creates nothing.
+//
+//	curl -i -X POST localhost:8081/orders -H 'Idempotency-Key: order-1' -d '{"item":"book","quantity":2}'
+//	curl -i -X POST localhost:8082/orders -H 'Idempotency-Key: order-1' -d '{"item":"book","quantity":2}'
+//	curl localhost:8082/orders
+//
+// The same key with another body answers 422; a POST without a key 400.
+// Stop an instance with Ctrl-C: it finishes the requests in flight first.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/redisstore"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:8081", "address to listen on")
+	redisURL := flag.String("redis", "redis://127.0.0.1:6379/0", "Redis URL")
+	prefix := flag.String("prefix", "saferetry-example:", "prefix of every Redis key this example writes")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *addr, *redisURL, *prefix); err != nil {
+		fmt.Fprintln(os.Stderr, "redis-server:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, addr, redisURL, prefix string) error {
+	opt, err := redis.ParseURL(redisURL)
+	if err != nil {
+		return err
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("cannot reach redis at %s: %w", opt.Addr, err)
+	}
+
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	store := redisstore.New(rdb, redisstore.WithPrefix(prefix+"idem:"))
+	idem := idempotency.Middleware(store,
+		idempotency.WithKeyRequired(true),
+		idempotency.WithTTL(24*time.Hour),
+		idempotency.WithLease(10*time.Second),
+		idempotency.WithLogger(logger),
+	)
+
+	o := &orders{rdb: rdb, prefix: prefix}
+	mux := http.NewServeMux()
+	mux.Handle("POST /orders", idem(http.HandlerFunc(o.create)))
+	mux.HandleFunc("GET /orders", o.list)
+
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	fmt.Printf("redis-server: listening on http://%s (redis %s, prefix %q)\n", addr, opt.Addr, prefix)
+
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return err
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// orders keeps orders in a Redis list shared by every instance.
+type orders struct {
+	rdb    *redis.Client
+	prefix string
+}
+
+type order struct {
+	ID       string `json:"id"`
+	Item     string `json:"item"`
+	Quantity int    `json:"quantity"`
+}
+
+// create runs at most once per Idempotency-Key, whichever instance gets the
+// request and however often the client retries.
+func (o *orders) create(w http.ResponseWriter, r *http.Request) {
+	var in order
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Item == "" || in.Quantity <= 0 {
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprintln(w, `{"type":"about:blank","title":"want {\"item\": non-empty, \"quantity\": > 0}","status":400}`)
+		return
+	}
+	n, err := o.rdb.Incr(r.Context(), o.prefix+"order-seq").Result()
+	if err != nil {
+		// A 5xx stores nothing: the client's retry runs the handler again.
+		http.Error(w, "cannot reach redis", http.StatusServiceUnavailable)
+		return
+	}
+	in.ID = "ord_" + strconv.FormatInt(n, 10)
+	b, _ := json.Marshal(in)
+	if err := o.rdb.RPush(r.Context(), o.prefix+"orders", b).Err(); err != nil {
+		http.Error(w, "cannot reach redis", http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Location", "/orders/"+in.ID)
+	w.WriteHeader(http.StatusCreated)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func (o *orders) list(w http.ResponseWriter, r *http.Request) {
+	items, err := o.rdb.LRange(r.Context(), o.prefix+"orders", 0, -1).Result()
+	if err != nil {
+		http.Error(w, "cannot reach redis", http.StatusServiceUnavailable)
+		return
+	}
+	out := make([]json.RawMessage, len(items))
+	for i, s := range items {
+		out[i] = json.RawMessage(s)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
+}
