@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -27,15 +26,16 @@ func (s *Store) DeleteExpired(ctx context.Context, batch int) (int64, error) {
 // StartReaper starts a goroutine that, every interval, calls DeleteExpired
 // with the WithReapBatch size until a batch comes back short. Failures are
 // logged to the WithLogger logger and retried at the next tick. The goroutine
-// ends when ctx is done or when the returned stop function is called; stop
-// waits for it to end and may be called more than once. StartReaper panics if
-// interval is not positive. Several instances may run reapers on one table:
-// they skip each other's locked rows.
+// ends when ctx is done (cutting short a statement in flight) or when the
+// returned stop function is called; stop lets a statement in flight finish,
+// so no delete of the reaper's runs after stop returns, and may be called
+// more than once. StartReaper panics if interval is not positive. Several
+// instances may run reapers on one table: they skip each other's locked rows.
 func (s *Store) StartReaper(ctx context.Context, interval time.Duration) (stop func()) {
 	if interval <= 0 {
 		panic("pgstore: StartReaper: interval must be positive")
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	quit := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -45,25 +45,33 @@ func (s *Store) StartReaper(ctx context.Context, interval time.Duration) (stop f
 			select {
 			case <-ctx.Done():
 				return
+			case <-quit:
+				return
 			case <-t.C:
-				s.reapOnce(ctx)
+				s.reapOnce(ctx, quit)
 			}
 		}
 	}()
 	var once sync.Once
 	return func() {
-		once.Do(cancel)
+		once.Do(func() { close(quit) })
 		<-done
 	}
 }
 
-// reapOnce deletes expired rows batch by batch until a batch comes back short.
-func (s *Store) reapOnce(ctx context.Context) {
+// reapOnce deletes expired rows batch by batch until a batch comes back
+// short, ctx is done or quit is closed.
+func (s *Store) reapOnce(ctx context.Context, quit <-chan struct{}) {
 	batch := s.cfg.reapBatch
-	for ctx.Err() == nil {
+	for {
+		select {
+		case <-quit:
+			return
+		default:
+		}
 		n, err := s.DeleteExpired(ctx, batch)
 		if err != nil {
-			if s.cfg.logger != nil && !errors.Is(err, context.Canceled) {
+			if s.cfg.logger != nil && ctx.Err() == nil {
 				s.cfg.logger.WarnContext(ctx, "pgstore: reaper failed", "table", s.cfg.table, "err", err)
 			}
 			return

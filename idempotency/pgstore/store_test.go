@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -490,4 +491,35 @@ func TestReaperDeletesAndStops(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("stop did not return after the context was cancelled")
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the reaper's goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestReaperLogsFailures(t *testing.T) {
+	pool := newPool(t)
+	var buf syncBuffer
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	// The table does not exist: every cleanup fails and is logged.
+	s := pgstore.New(pool, pgstore.WithTable(uniqueTable(t, pool)), pgstore.WithLogger(logger))
+	stop := s.StartReaper(ctxT(t), 5*time.Millisecond)
+	defer stop()
+	eventually(t, "the reaper logs its failure", func() bool {
+		return strings.Contains(buf.String(), "pgstore: reaper failed") && strings.Contains(buf.String(), "42P01")
+	})
 }
