@@ -46,8 +46,10 @@
 //
 // # Inspection
 //
-// From Go: Executions, Attempts, Stats and Keys (per Idempotency-Key),
-// Payments, Balance, Faults, Reset.
+// From Go: Executions, Attempts, Stats and Keys (per Idempotency-Key, with
+// how each attempt was answered), Payments, Balance, Faults, Store, Reset.
+// Counters are updated before the answer's first byte is sent, so a client
+// that got an answer finds its attempt counted.
 //
 // # Admin API
 //

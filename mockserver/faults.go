@@ -183,8 +183,10 @@ func (s *Server) DelayNext(n int, d time.Duration) {
 }
 
 // SetLatency adds d to every request of the payments API (not the admin
-// API) from now on, before anything else happens; 0 removes it. It panics if
-// d is negative. It is safe for concurrent use.
+// API) from now on, before anything else happens; 0 removes it. A request
+// whose client goes away during the latency is dropped unanswered and not
+// counted as an attempt. It panics if d is negative. It is safe for
+// concurrent use.
 func (s *Server) SetLatency(d time.Duration) {
 	if err := s.faults.setLatency(d); err != nil {
 		panic(err)

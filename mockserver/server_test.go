@@ -2,16 +2,20 @@ package mockserver_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/memstore"
 	"github.com/saferetry/saferetry/mockserver"
 )
 
@@ -466,4 +470,113 @@ func TestConcurrentDuplicatesExecuteOnce(t *testing.T) {
 	if got := srv.Balance("EUR"); got != mockserver.DefaultBalance-keys*1250 {
 		t.Errorf("balance = %d, want %d", got, mockserver.DefaultBalance-keys*1250)
 	}
+}
+
+func TestIdempotencyOptionsPassThrough(t *testing.T) {
+	// With a wait for the result, a duplicate of a slow execution gets the
+	// replay instead of 409.
+	srv := mockserver.New(mockserver.WithIdempotencyOptions(idempotency.WithWaitForResult(5 * time.Second)))
+	defer srv.Close()
+	srv.DelayNext(1, 100*time.Millisecond)
+	first := make(chan error, 1)
+	go func() {
+		_, _, err := send(t, srv, "POST", "/payments", "wait-1", payBody)
+		first <- err
+	}()
+	waitFor(t, "the delayed execution to start", func() bool { return len(srv.Faults().Delays) == 0 })
+	resp, body := mustSend(t, srv, "POST", "/payments", "wait-1", payBody)
+	if resp.StatusCode != 201 || resp.Header.Get(idempotency.HeaderReplayed) != "true" {
+		t.Errorf("duplicate with WithWaitForResult: %d %s", resp.StatusCode, body)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.Executions("wait-1"); got != 1 {
+		t.Errorf("Executions = %d", got)
+	}
+}
+
+// txSpy is a TxStore whose transactional side must never be used by the
+// mock server, whose ledger lives outside any transaction.
+type txSpy struct {
+	*memstore.Store
+	began atomic.Int32
+}
+
+func (s *txSpy) BeginTx(context.Context) (idempotency.Tx, error) {
+	s.began.Add(1)
+	return nil, errors.New("txSpy: no transactions here")
+}
+
+var _ idempotency.TxStore = (*txSpy)(nil)
+
+func TestTxStoreIsUsedInLeaseMode(t *testing.T) {
+	spy := &txSpy{Store: memstore.New()}
+	defer spy.Close()
+	srv := mockserver.New(mockserver.WithStore(spy))
+	defer srv.Close()
+	if srv.Store() != idempotency.Store(spy) {
+		t.Error("Store() does not return the store given to WithStore")
+	}
+	resp, body := mustSend(t, srv, "POST", "/payments", "tx-1", payBody)
+	if resp.StatusCode != 201 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	if n := spy.began.Load(); n != 0 {
+		t.Errorf("BeginTx called %d times", n)
+	}
+	if _, found, err := spy.Get(context.Background(), idempotency.Key{Scope: "mockserver/epoch-0", Key: "tx-1"}); err != nil || !found {
+		t.Errorf("the entry is not in the given store under the default scope: found %v, err %v", found, err)
+	}
+}
+
+func TestWithNamespaceSeparatesServersOnOneStore(t *testing.T) {
+	st := memstore.New()
+	defer st.Close()
+	a := mockserver.New(mockserver.WithStore(st), mockserver.WithNamespace("team-a"))
+	defer a.Close()
+	b := mockserver.New(mockserver.WithStore(st), mockserver.WithNamespace("team-b"))
+	defer b.Close()
+	mustSend(t, a, "POST", "/payments", "ns-1", payBody)
+	resp, _ := mustSend(t, b, "POST", "/payments", "ns-1", payBody)
+	if resp.StatusCode != 201 || resp.Header.Get(idempotency.HeaderReplayed) != "" {
+		t.Errorf("another namespace replayed the key: %d", resp.StatusCode)
+	}
+	if a.Executions("ns-1") != 1 || b.Executions("ns-1") != 1 {
+		t.Errorf("executions a %d, b %d; want 1 each", a.Executions("ns-1"), b.Executions("ns-1"))
+	}
+}
+
+func TestWithLoggerReportsFaultsAndExecutions(t *testing.T) {
+	var buf syncBuffer
+	srv := mockserver.New(mockserver.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	defer srv.Close()
+	srv.FailNext(1, 503)
+	srv.DropAfterCommitNext(1)
+	send(t, srv, "POST", "/payments", "log-1", payBody)
+	send(t, srv, "POST", "/payments", "log-1", payBody)
+	out := buf.String()
+	for _, want := range []string{"injected failure", "payment executed", "dropped the answer after commit", "key=log-1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
