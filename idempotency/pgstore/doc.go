@@ -41,8 +41,9 @@
 // database): those cannot be rolled back with the transaction, so a rollback
 // after they happened lets a retry repeat them. Use lease mode there, and make
 // the external calls idempotent themselves. Transactional mode also holds a
-// database connection and a row lock for the whole handler, so keep such
-// handlers short. Do not mix both modes on one table: a lease-mode Claim would
+// database connection and a row lock for the whole handler, and a waiting
+// duplicate holds a connection for up to the lock timeout, so keep such
+// handlers short and size the pool for the requests in flight. Do not mix both modes on one table: a lease-mode Claim would
 // wait without a lock timeout behind an uncommitted transactional claim.
 //
 // # Schema and cleanup
