@@ -9,8 +9,9 @@ type claimInfo struct {
 	token int64
 }
 
-func withClaim(ctx context.Context, k Key, token int64) context.Context {
-	return context.WithValue(ctx, claimCtxKey{}, claimInfo{key: k, token: token})
+// withClaim returns ctx carrying ci, which must not change afterwards.
+func withClaim(ctx context.Context, ci *claimInfo) context.Context {
+	return context.WithValue(ctx, claimCtxKey{}, ci)
 }
 
 // TokenFromContext returns the fencing token of the claim under which the
@@ -19,13 +20,17 @@ func withClaim(ctx context.Context, k Key, token int64) context.Context {
 // the key of its own outgoing calls, or as a fencing token for a database
 // write) to let a newer holder's writes win over a stale one's.
 func TokenFromContext(ctx context.Context) (int64, bool) {
-	ci, ok := ctx.Value(claimCtxKey{}).(claimInfo)
-	return ci.token, ok
+	if ci, ok := ctx.Value(claimCtxKey{}).(*claimInfo); ok {
+		return ci.token, true
+	}
+	return 0, false
 }
 
 // KeyFromContext returns the scope and Idempotency-Key of the claim under
 // which the handler runs, and whether there is one.
 func KeyFromContext(ctx context.Context) (Key, bool) {
-	ci, ok := ctx.Value(claimCtxKey{}).(claimInfo)
-	return ci.key, ok
+	if ci, ok := ctx.Value(claimCtxKey{}).(*claimInfo); ok {
+		return ci.key, true
+	}
+	return Key{}, false
 }

@@ -28,8 +28,20 @@ func neverReplayed(k string) bool {
 	return strings.HasPrefix(k, "Ratelimit") || strings.HasPrefix(k, "X-Ratelimit")
 }
 
-// storedHeaders returns a copy of the allow-listed headers of h, or nil.
+// storedHeaders returns the allow-listed headers of h, or nil. When every
+// header of h is allow-listed it returns h itself: the handler is done with
+// it, and stores copy what they keep.
 func (c *config) storedHeaders(h http.Header) http.Header {
+	all := true
+	for k, v := range h {
+		if !c.replayHeaders[k] || len(v) == 0 {
+			all = false
+			break
+		}
+	}
+	if all {
+		return h
+	}
 	var out http.Header
 	for k, v := range h {
 		if !c.replayHeaders[k] || len(v) == 0 {
@@ -38,7 +50,7 @@ func (c *config) storedHeaders(h http.Header) http.Header {
 		if out == nil {
 			out = make(http.Header, 4)
 		}
-		out[k] = append([]string(nil), v...)
+		out[k] = v[:len(v):len(v)] // the handler is done with it; a later append must copy
 	}
 	return out
 }

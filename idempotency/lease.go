@@ -10,7 +10,9 @@ import (
 
 // leaseKeeper renews a claim's lease every interval while the handler runs.
 // It runs on a timer rather than a goroutine of its own, so a handler that
-// finishes within one interval costs no renewal at all.
+// finishes within one interval costs no renewal at all. Once the handler
+// returns, the same timer bounds the store calls that record the outcome
+// (see finish), which saves a second timer per request.
 type leaseKeeper struct {
 	m     *middleware
 	base  context.Context // detached from the request's cancellation
@@ -22,20 +24,36 @@ type leaseKeeper struct {
 	interval time.Duration
 	stopped  bool
 	lost     bool
+
+	finishing bool
+	deadline  time.Time
+	cancel    context.CancelFunc
 }
 
-func (m *middleware) keepLease(base context.Context, k Key, token int64) *leaseKeeper {
-	lk := &leaseKeeper{m: m, base: base, key: k, token: token, interval: max(m.cfg.lease/3, time.Millisecond)}
+// start begins renewals of the claim (k, token).
+func (lk *leaseKeeper) start(m *middleware, base context.Context, k Key, token int64) {
 	lk.mu.Lock() // renew reads lk.timer
+	lk.m, lk.base, lk.key, lk.token = m, base, k, token
+	lk.interval = max(m.cfg.lease/3, time.Millisecond)
 	lk.timer = time.AfterFunc(lk.interval, lk.renew)
 	lk.mu.Unlock()
-	return lk
 }
 
 func (lk *leaseKeeper) renew() {
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
-	if lk.stopped || lk.lost {
+	if lk.stopped {
+		return
+	}
+	if lk.finishing {
+		// A tick that fired before finish re-armed the timer comes here
+		// early; only the deadline's own tick cancels.
+		if !time.Now().Before(lk.deadline) {
+			lk.cancel()
+		}
+		return
+	}
+	if lk.lost {
 		return
 	}
 	ctx, cancel := context.WithTimeout(lk.base, min(lk.interval, lk.m.cfg.storeTimeout))
@@ -56,12 +74,24 @@ func (lk *leaseKeeper) renew() {
 	lk.timer.Reset(lk.interval)
 }
 
-// stop ends renewals, waiting for one in flight, and reports whether the
-// lease was found lost.
-func (lk *leaseKeeper) stop() (lost bool) {
+// finish ends renewals, waiting for one in flight, and re-arms the timer to
+// call cancel after timeout: the bound of the store calls that follow. It
+// reports whether the lease was found lost. Call stop when those calls are
+// done.
+func (lk *leaseKeeper) finish(timeout time.Duration, cancel context.CancelFunc) (lost bool) {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	lk.finishing = true
+	lk.cancel = cancel
+	lk.deadline = time.Now().Add(timeout)
+	lk.timer.Reset(timeout)
+	return lk.lost
+}
+
+// stop ends the timer for good.
+func (lk *leaseKeeper) stop() {
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
 	lk.stopped = true
 	lk.timer.Stop()
-	return lk.lost
 }

@@ -86,7 +86,8 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problem{Type: ProblemMalformedKey, Status: http.StatusBadRequest, Detail: detail}, 0)
 		return
 	}
-	body, err := m.readBody(r)
+	f := &flight{}
+	body, err := m.readBody(r, f)
 	if err != nil {
 		if errors.Is(err, errRequestTooLarge) {
 			m.emit(Event{Outcome: OutcomeTooLarge, Key: Key{Key: key}, Status: http.StatusRequestEntityTooLarge})
@@ -112,10 +113,18 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	k := Key{Scope: scope, Key: key}
 	fp := Fingerprint(r, body)
 	if m.txStore != nil {
-		m.serveTx(w, r, k, fp)
+		m.serveTx(w, r, f, k, fp)
 		return
 	}
-	m.serve(w, r, k, fp)
+	m.serve(w, r, f, k, fp)
+}
+
+// flight is the state of one protected request, allocated once for it.
+type flight struct {
+	body  restoredBody
+	rec   recorder
+	lease leaseKeeper
+	claim claimInfo
 }
 
 // restoredBody replays the bytes read from a request body to the handler.
@@ -125,7 +134,7 @@ func (*restoredBody) Close() error { return nil }
 
 // readBody reads the whole body, up to the limit, and puts it back on r so
 // that the handler reads the same bytes.
-func (m *middleware) readBody(r *http.Request) ([]byte, error) {
+func (m *middleware) readBody(r *http.Request, f *flight) ([]byte, error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
 	}
@@ -154,15 +163,14 @@ func (m *middleware) readBody(r *http.Request) ([]byte, error) {
 			return nil, err
 		}
 	}
-	rb := &restoredBody{}
-	rb.Reset(buf)
-	r.Body = rb
+	f.body.Reset(buf)
+	r.Body = &f.body
 	return buf, nil
 }
 
 // serve runs the protected request against a plain Store: claim, then run
 // the handler under a renewed lease, or answer from the entry in the way.
-func (m *middleware) serve(w http.ResponseWriter, r *http.Request, k Key, fp string) {
+func (m *middleware) serve(w http.ResponseWriter, r *http.Request, f *flight, k Key, fp string) {
 	var wt waiter
 	for {
 		res, err := m.store.Claim(r.Context(), k, fp, m.cfg.lease, m.cfg.ttl)
@@ -171,7 +179,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, k Key, fp str
 			return
 		}
 		if res.Acquired {
-			m.run(w, r, k, res)
+			m.run(w, r, f, k, res)
 			return
 		}
 		if !m.refused(w, r, k, fp, res.Entry, &wt) {
@@ -182,16 +190,23 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, k Key, fp str
 
 // run runs the handler under the claim res, then stores its outcome and
 // sends its response.
-func (m *middleware) run(w http.ResponseWriter, r *http.Request, k Key, res ClaimResult) {
+func (m *middleware) run(w http.ResponseWriter, r *http.Request, f *flight, k Key, res ClaimResult) {
 	token := res.Token
 	detached := context.WithoutCancel(r.Context())
 	if res.TookOver {
 		m.cfg.logger.LogAttrs(r.Context(), slog.LevelInfo, "idempotency: took over a claim whose lease lapsed",
 			slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Int64("token", token))
 	}
-	rec := &recorder{w: w, limit: m.cfg.maxResponse, canStream: true}
-	lk := m.keepLease(detached, k, token)
+	rec := &f.rec
+	*rec = recorder{w: w, limit: m.cfg.maxResponse, canStream: true}
+	lk := &f.lease
+	lk.start(m, detached, k, token)
 	ev := Event{Key: k, Token: token, TookOver: res.TookOver}
+	// ctx bounds the store calls after the handler: lk cancels it after
+	// storeTimeout.
+	ctx, cancel := context.WithCancel(detached)
+	defer cancel()
+	defer lk.stop()
 	finished := false
 	defer func() {
 		if finished {
@@ -199,20 +214,18 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, k Key, res Clai
 		}
 		// The handler panicked. Release the claim so that a retry runs it
 		// again; the panic goes on once this returns.
-		if lk.stop() {
+		if lk.finish(m.cfg.storeTimeout, cancel) {
 			return
 		}
-		ctx, cancel := context.WithTimeout(detached, m.cfg.storeTimeout)
-		defer cancel()
 		ev.Outcome, ev.Err = OutcomeReleased, ErrHandlerPanicked
 		m.release(ctx, ev)
 	}()
-	m.next.ServeHTTP(rec, r.WithContext(withClaim(r.Context(), k, token)))
+	f.claim = claimInfo{key: k, token: token}
+	m.next.ServeHTTP(rec, r.WithContext(withClaim(r.Context(), &f.claim)))
 	finished = true
-	lost := lk.stop()
+	lost := lk.finish(m.cfg.storeTimeout, cancel)
 	ev.Status = rec.statusCode()
 	if !lost {
-		ctx, cancel := context.WithTimeout(detached, m.cfg.storeTimeout)
 		if storable(ev.Status) {
 			err := m.store.Complete(ctx, k, token, m.outcome(rec), m.cfg.ttl)
 			switch {
@@ -228,8 +241,8 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, k Key, res Clai
 			ev.Outcome = OutcomeReleased
 			m.release(ctx, ev)
 		}
-		cancel()
 	}
+	lk.stop()
 	rec.flush()
 }
 

@@ -788,3 +788,29 @@ func TestMiddlewarePanicsOnNilStore(t *testing.T) {
 	}()
 	idempotency.Middleware(nil)
 }
+
+func TestStoreCallsAfterTheHandlerAreBounded(t *testing.T) {
+	var ev events
+	st := &faultyStore{Store: newStore(t), complete: func(ctx context.Context, _ idempotency.Key, _ int64, _ idempotency.Response, _ time.Duration) error {
+		<-ctx.Done() // a hung store
+		return ctx.Err()
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	// The client leaves while the handler runs: that does not cut the
+	// recording short...
+	app := &counter{before: func(http.ResponseWriter, *http.Request) int { cancel(); return 0 }}
+	h := idempotency.Middleware(st, idempotency.WithStoreTimeout(20*time.Millisecond), idempotency.WithHook(ev.hook))(app)
+	done := make(chan int)
+	go func() { done <- post(h, "k", `{}`, func(r *http.Request) { *r = *r.WithContext(ctx) }).Code }()
+	select {
+	case code := <-done: // ...but the timeout does
+		if code != http.StatusCreated {
+			t.Fatalf("status = %d, want the handler's 201", code)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the hung Complete was not cut short")
+	}
+	if e, ok := ev.find(idempotency.OutcomeStoreError); !ok || !errors.Is(e.Err, context.Canceled) {
+		t.Fatalf("events %v", ev.outcomes())
+	}
+}

@@ -9,7 +9,7 @@ import (
 // serveTx runs the protected request in transactional mode: the claim, the
 // handler's writes and the stored outcome commit together, and nothing of
 // the handler's response is sent before the commit.
-func (m *middleware) serveTx(w http.ResponseWriter, r *http.Request, k Key, fp string) {
+func (m *middleware) serveTx(w http.ResponseWriter, r *http.Request, f *flight, k Key, fp string) {
 	var wt waiter
 	for {
 		tx, err := m.txStore.BeginTx(r.Context())
@@ -24,7 +24,7 @@ func (m *middleware) serveTx(w http.ResponseWriter, r *http.Request, k Key, fp s
 			return
 		}
 		if res.Acquired {
-			m.runTx(w, r, k, tx, res)
+			m.runTx(w, r, f, k, tx, res)
 			return
 		}
 		// Never hold a transaction (and its locks) while answering or
@@ -36,12 +36,13 @@ func (m *middleware) serveTx(w http.ResponseWriter, r *http.Request, k Key, fp s
 	}
 }
 
-func (m *middleware) runTx(w http.ResponseWriter, r *http.Request, k Key, tx Tx, res ClaimResult) {
+func (m *middleware) runTx(w http.ResponseWriter, r *http.Request, f *flight, k Key, tx Tx, res ClaimResult) {
 	detached := context.WithoutCancel(r.Context())
 	ev := Event{Key: k, Token: res.Token, TookOver: res.TookOver}
 	// The whole response is buffered: nothing may reach the client before
 	// the commit decides whether it happened.
-	rec := &recorder{w: w, limit: m.cfg.maxResponse}
+	rec := &f.rec
+	*rec = recorder{w: w, limit: m.cfg.maxResponse}
 	finished := false
 	defer func() {
 		if finished {
@@ -53,7 +54,8 @@ func (m *middleware) runTx(w http.ResponseWriter, r *http.Request, k Key, tx Tx,
 		ev.Outcome, ev.Err = OutcomeReleased, ErrHandlerPanicked
 		m.emit(ev)
 	}()
-	ctx := tx.Context(withClaim(r.Context(), k, res.Token))
+	f.claim = claimInfo{key: k, token: res.Token}
+	ctx := tx.Context(withClaim(r.Context(), &f.claim))
 	m.next.ServeHTTP(rec, r.WithContext(ctx))
 	finished = true
 	ev.Status = rec.statusCode()

@@ -1,0 +1,81 @@
+package idempotency_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strconv"
+	"testing"
+
+	"github.com/saferetry/saferetry/idempotency"
+)
+
+// benchBody is a 100-byte JSON request body.
+var benchBody = []byte(`{"account":"acct_0123456789","amount":12345,"currency":"EUR","memo":"benchmark payment number 0001"}`)
+
+type discardWriter struct {
+	h      http.Header
+	status int
+}
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) WriteHeader(code int)        { w.status = code }
+func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+
+var benchResponse = []byte(`{"id":"op_1","status":"accepted"}`)
+
+func benchApp() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(benchResponse)
+	})
+}
+
+// runBench sends b.N POSTs through h; key(i) names the key of the i-th.
+func runBench(b *testing.B, h http.Handler, key func(i int) string) {
+	if len(benchBody) != 100 {
+		b.Fatalf("body is %d bytes", len(benchBody))
+	}
+	r, _ := http.NewRequest(http.MethodPost, "http://example.com/payments", nil)
+	r.Header.Set("Content-Type", "application/json")
+	br := bytes.NewReader(benchBody)
+	w := &discardWriter{h: make(http.Header)}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		br.Reset(benchBody)
+		r.Body = io.NopCloser(br)
+		r.ContentLength = int64(len(benchBody))
+		if key != nil {
+			r.Header[idempotency.HeaderIdempotencyKey] = []string{key(i)}
+		}
+		clear(w.h)
+		w.status = 0
+		h.ServeHTTP(w, r)
+		if w.status != http.StatusCreated {
+			b.Fatalf("status %d", w.status)
+		}
+	}
+}
+
+func BenchmarkMiddleware(b *testing.B) {
+	b.Run("bare", func(b *testing.B) {
+		runBench(b, benchApp(), nil)
+	})
+	b.Run("first", func(b *testing.B) {
+		st := newStore(b)
+		h := idempotency.Middleware(st)(benchApp())
+		keys := make([]string, b.N)
+		for i := range keys {
+			keys[i] = "key-" + strconv.Itoa(i)
+		}
+		runBench(b, h, func(i int) string { return keys[i] })
+	})
+	b.Run("replay", func(b *testing.B) {
+		st := newStore(b)
+		h := idempotency.Middleware(st)(benchApp())
+		runBench(b, h, func(int) string { return "the-key" })
+	})
+}
