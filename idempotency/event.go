@@ -43,11 +43,11 @@ const (
 )
 
 // Event describes one outcome. Each protected request that carries a key
-// (or lacks a required one) gives exactly one event, except that a request
-// whose lease is lost gives OutcomeLeaseLost, possibly while its handler
-// still runs, and then an OutcomeStoreError event if a later store call
-// fails. Requests the Middleware lets through untouched (unprotected
-// methods, no key when none is required) give none.
+// (or lacks a required one) gives exactly one event. A request whose lease
+// is lost gives OutcomeLeaseLost in place of its final outcome, possibly
+// while its handler still runs. Requests the Middleware lets through
+// untouched (unprotected methods, no key when none is required) give none.
+// The zero Event is not meaningful; the Middleware makes them.
 type Event struct {
 	// Outcome is what happened.
 	Outcome Outcome

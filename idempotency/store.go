@@ -133,7 +133,9 @@ type Store interface {
 	Renew(ctx context.Context, k Key, token int64, lease time.Duration) error
 
 	// Complete stores resp as the outcome of the claim held with token and
-	// keeps the entry for ttl from now.
+	// keeps the entry for ttl from now. It must not modify resp, nor keep
+	// references to resp.Header or resp.Body after it returns (copy what it
+	// keeps): the caller goes on using them.
 	Complete(ctx context.Context, k Key, token int64, resp Response, ttl time.Duration) error
 
 	// Release drops the claim held with token so that the next Claim acquires
@@ -172,7 +174,9 @@ type Tx interface {
 	// Store.Claim.
 	Claim(ctx context.Context, k Key, fingerprint string, ttl time.Duration) (ClaimResult, error)
 
-	// Complete stores resp as the outcome, inside the transaction.
+	// Complete stores resp as the outcome, inside the transaction. Like
+	// Store.Complete, it must not modify resp nor keep references to its
+	// Header or Body after it returns.
 	Complete(ctx context.Context, k Key, token int64, resp Response, ttl time.Duration) error
 
 	// Commit makes the claim, the handler's writes and the outcome visible
