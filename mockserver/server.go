@@ -91,8 +91,9 @@ func New(opts ...Option) *Server {
 }
 
 // Close stops accepting connections, waits for the requests in flight to be
-// answered, closes idle connections, and closes the store if the server made
-// it itself. It is safe to call Close more than once.
+// answered (injected latency and delays included), closes idle connections,
+// and closes the store if the server made it itself. It is safe to call
+// Close more than once.
 func (s *Server) Close() {
 	s.ts.Close()
 	s.closeOnce.Do(func() {
