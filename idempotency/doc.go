@@ -75,6 +75,12 @@
 // streamed to its client and recorded as completed but oversize: retries get
 // 410 ProblemResponseTooLarge, never a second execution.
 //
+// While it holds a claim, the handler writes to a buffering ResponseWriter
+// so that the outcome is stored before the client sees it (a retry arriving
+// just after the answer then finds it). That writer does not implement
+// http.Flusher or http.Hijacker, and 1xx informational statuses are dropped.
+// The handler's request body is the bytes the Middleware read, restored.
+//
 // # Lease and TTL
 //
 // The claim made before the handler runs carries two durations. The lease

@@ -60,7 +60,8 @@ type Event struct {
 	// whose lease had lapsed.
 	TookOver bool
 	// Status is the HTTP status sent to the client; 0 when none was sent
-	// yet (a lease lost while the handler runs).
+	// yet (a lease lost while the handler runs) or when WithFailOpen handed
+	// the request to the handler unprotected.
 	Status int
 	// Err is the underlying error for OutcomeStoreError, OutcomeLeaseLost,
 	// OutcomeScopeError, OutcomeMalformedKey and OutcomeBadRequest; nil

@@ -18,7 +18,7 @@ const fingerprintVersion = "v1:"
 
 // Fingerprint returns the fingerprint the Middleware computes for r with the
 // given body (r.Body itself is not read): "v1:" followed by the hex SHA-256
-// of the method, the URL path, the canonical query (parameters sorted by
+// of the method, the escaped URL path, the canonical query (parameters sorted by
 // name, the order of repeated values kept) and the body. A body whose
 // Content-Type is application/json or ends in +json, and that is valid JSON,
 // is canonicalised first (object members sorted, insignificant whitespace
@@ -28,7 +28,9 @@ const fingerprintVersion = "v1:"
 //
 // Fingerprint is safe for concurrent use.
 func Fingerprint(r *http.Request, body []byte) string {
-	return fingerprint(r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Get("Content-Type"), body)
+	// The escaped path keeps /a%2Fb apart from /a/b, as routers that look at
+	// the raw path do.
+	return fingerprint(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Header.Get("Content-Type"), body)
 }
 
 type fpState struct {

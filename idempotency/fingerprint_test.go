@@ -43,6 +43,7 @@ func TestFingerprint(t *testing.T) {
 		{"extra member", "POST", "/pay?x=1&y=2", "application/json", `{"account":"a","amount":10,"tags":["x","y"],"n":null}`},
 		{"method", "PATCH", "/pay?x=1&y=2", "application/json", `{"account":"a","amount":10,"tags":["x","y"]}`},
 		{"path", "POST", "/pay/2?x=1&y=2", "application/json", `{"account":"a","amount":10,"tags":["x","y"]}`},
+		{"escaped slash in path", "POST", "/pay%2F2?x=1&y=2", "application/json", `{"account":"a","amount":10,"tags":["x","y"]}`},
 		{"query value", "POST", "/pay?x=1&y=3", "application/json", `{"account":"a","amount":10,"tags":["x","y"]}`},
 		{"no query", "POST", "/pay", "application/json", `{"account":"a","amount":10,"tags":["x","y"]}`},
 		{"not JSON: raw bytes", "POST", "/pay?x=1&y=2", "text/plain", `{"account":"a","amount":10,"tags":["x","y"]}`},
