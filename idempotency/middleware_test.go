@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -813,4 +814,47 @@ func TestStoreCallsAfterTheHandlerAreBounded(t *testing.T) {
 	if e, ok := ev.find(idempotency.OutcomeStoreError); !ok || !errors.Is(e.Err, context.Canceled) {
 		t.Fatalf("events %v", ev.outcomes())
 	}
+}
+
+func TestRecorderStatusRules(t *testing.T) {
+	st := newStore(t)
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusEarlyHints) // informational: dropped
+		w.WriteHeader(http.StatusAccepted)
+		w.WriteHeader(http.StatusInternalServerError) // superfluous: ignored
+		_, _ = w.Write([]byte("ok"))
+	})
+	h := idempotency.Middleware(st)(app)
+	first := post(h, "k", `{}`)
+	if first.Code != http.StatusAccepted || first.Body.String() != "ok" {
+		t.Fatalf("first = %d %q", first.Code, first.Body)
+	}
+	wantReplay(t, post(h, "k", `{}`), first)
+}
+
+func TestLoggerReportsLostLease(t *testing.T) {
+	var buf strings.Builder
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &buf}, nil))
+	st := &faultyStore{Store: newStore(t), complete: func(context.Context, idempotency.Key, int64, idempotency.Response, time.Duration) error {
+		return idempotency.ErrStaleToken
+	}}
+	h := idempotency.Middleware(st, idempotency.WithLogger(logger))(&counter{})
+	post(h, "k", `{}`)
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(buf.String(), "lease lost") || !strings.Contains(buf.String(), "key=k") {
+		t.Fatalf("log = %q", buf.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *strings.Builder
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -105,8 +105,9 @@ func WithLease(d time.Duration) Option {
 // API principal). Requests from different scopes never share keys. An error
 // fails the request closed with a 500 problem (ProblemScopeUnavailable). A
 // nil f keeps the default: every request is in the scope "" (one tenant).
-// f runs on the request goroutine after the body was read and is restored;
-// it must be safe for concurrent use.
+// f runs on the request goroutine after the body was read; it should not
+// read the body (the handler would miss what it read) and must be safe for
+// concurrent use.
 func WithScope(f func(*http.Request) (string, error)) Option {
 	return func(c *config) { c.scope = f }
 }

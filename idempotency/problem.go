@@ -8,7 +8,9 @@ import (
 
 // Problem type URIs: the "type" member of the RFC 9457 problem details the
 // Middleware answers with. They are stable: clients may match on them. Each
-// resolves to the documentation of its constant.
+// resolves to the documentation of its constant. Besides type, title, status
+// and detail, a problem about a request whose key was parsed carries the key
+// in an "idempotency_key" member.
 const (
 	problemBase = "https://pkg.go.dev/github.com/saferetry/saferetry/idempotency#"
 
