@@ -46,7 +46,10 @@ func (c *Client) HTTPClient() *http.Client { return c.hc }
 // Transport returns the Client's Transport.
 func (c *Client) Transport() *Transport { return c.transport }
 
-// Do sends req as one logical operation (see [Transport]). For a final
+// Do sends req as one logical operation (see [Transport]). A key generated
+// for it is chosen before the first hop, so that a 307 or 308 redirect,
+// which net/http follows with a new RoundTrip, repeats the operation under
+// the same key. For a final
 // status below 400 it returns the response, whose body the caller must
 // close. For a final status of 400 or above it reads up to the error-body
 // limit, closes the body and returns a nil response with an [*APIError].
@@ -54,8 +57,13 @@ func (c *Client) Transport() *Transport { return c.transport }
 // [ErrOutcomeUnknown] or [ErrNotSent] (wrapped in a *url.Error by
 // net/http), from which errors.As finds the [*Error] with the key.
 func (c *Client) Do(req *http.Request) (*http.Response, error) {
+	ctx, err := c.transport.cfg.pinKey(req)
+	if err != nil {
+		closeRequestBody(req)
+		return nil, err
+	}
 	stats := new(opStats)
-	req = req.WithContext(context.WithValue(req.Context(), statsCtxKey{}, stats))
+	req = req.WithContext(context.WithValue(ctx, statsCtxKey{}, stats))
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return nil, err

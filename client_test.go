@@ -127,3 +127,45 @@ func TestClientWithHTTPClientKeepsTemplate(t *testing.T) {
 		t.Fatalf("seen %+v", rc.Seen())
 	}
 }
+
+func TestClientRedirectKeepsKey(t *testing.T) {
+	for _, code := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		rc := newRecorder(statusH(code, "Location", "http://api.test/v2/debits"), statusH(503), status(201))
+		c := testClient(rc)
+		req := newReq(t, context.Background(), http.MethodPost, "debit 1500")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		s := rc.Seen()
+		if len(s) != 3 || resp.StatusCode != 201 {
+			t.Fatalf("%d: status %d after %d round trips", code, resp.StatusCode, len(s))
+		}
+		for i, a := range s {
+			if len(a.keys) != 1 || a.keys[0] != s[0].keys[0] || a.method != http.MethodPost || a.body != "debit 1500" {
+				t.Errorf("%d: round trip %d: method %s keys %q body %q, want the first hop's key", code, i+1, a.method, a.keys, a.body)
+			}
+		}
+		if k, _ := KeyFromResponse(resp); k != s[0].keys[0] {
+			t.Errorf("%d: KeyFromResponse %q, want %q", code, k, s[0].keys[0])
+		}
+		if _, ok := KeyFromContext(req.Context()); ok || req.Header.Get(HeaderIdempotencyKey) != "" {
+			t.Errorf("%d: caller's request modified", code)
+		}
+	}
+}
+
+func TestClientSeeOtherGetHasNoKey(t *testing.T) {
+	rc := newRecorder(statusH(http.StatusSeeOther, "Location", "http://api.test/v1/debits/7"), status(200))
+	c := testClient(rc)
+	resp, err := c.Do(newReq(t, context.Background(), http.MethodPost, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	s := rc.Seen()
+	if len(s) != 2 || len(s[0].keys) != 1 || s[1].method != http.MethodGet || len(s[1].keys) != 0 {
+		t.Fatalf("round trips %+v; want a keyed POST then a GET without the POST's key", s)
+	}
+}
