@@ -94,7 +94,7 @@ type operation struct {
 	spent      int64 // budget tokens spent by this operation's retries
 	sent       bool  // some attempt may have reached the server
 	lastStatus int
-	lastErr    error // the last attempt's error, if it got no response
+	lastErr    error // the last attempt's error, if it got no response, else nil
 }
 
 func (op *operation) run() (*http.Response, error) {
@@ -104,6 +104,11 @@ func (op *operation) run() (*http.Response, error) {
 		return nil, op.fail(0, err)
 	}
 	for n := 1; ; n++ {
+		if err := op.ctx.Err(); err != nil {
+			// This attempt is not sent: with a done context the base
+			// would fail it, and it would count as maybe sent.
+			return nil, op.interrupted(n-1, err, rc)
+		}
 		actx, cancel := op.ctx, context.CancelFunc(nil)
 		if cfg.attemptTimeout > 0 {
 			actx, cancel = context.WithTimeout(op.ctx, cfg.attemptTimeout)
@@ -123,6 +128,7 @@ func (op *operation) run() (*http.Response, error) {
 		var retry, retryable, transportErr bool
 		if resp != nil {
 			op.lastStatus = resp.StatusCode
+			op.lastErr = nil
 			op.sent = true
 			a.Status = resp.StatusCode
 			retryable, a.Reason = classifyStatus(resp)
@@ -181,13 +187,7 @@ func (op *operation) run() (*http.Response, error) {
 			cancel()
 		}
 		if err := sleep(op.ctx, cfg.clock, a.Wait); err != nil {
-			if next != nil {
-				next.Close()
-			}
-			if op.lastErr != nil && resp == nil {
-				err = fmt.Errorf("%w (last attempt: %w)", err, op.lastErr)
-			}
-			return nil, op.fail(n, err)
+			return nil, op.interrupted(n, err, next)
 		}
 		rc = next
 	}
@@ -288,6 +288,19 @@ func (op *operation) finish(n int) {
 		s.attempts = n
 		s.key = op.key
 	}
+}
+
+// interrupted ends an operation whose context is done between attempts,
+// after n attempts: it closes the body prepared for the next one and keeps
+// the last attempt's transport error, if any, next to the context's.
+func (op *operation) interrupted(n int, err error, next io.ReadCloser) error {
+	if next != nil {
+		next.Close()
+	}
+	if op.lastErr != nil {
+		err = fmt.Errorf("%w (last attempt: %w)", err, op.lastErr)
+	}
+	return op.fail(n, err)
 }
 
 // fail builds the error for an operation that ends without a response.

@@ -458,3 +458,31 @@ func TestLogger(t *testing.T) {
 	}
 	closeResp(resp)
 }
+
+func TestContextDoneBeforeSendIsNotSent(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var called atomic.Bool
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		called.Store(true)
+		if r.Body != nil {
+			r.Body.Close()
+		}
+		return nil, r.Context().Err()
+	})
+	body := &plainBody{r: strings.NewReader("x")}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://api.test/", body)
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader("x")), nil }
+	resp, err := NewTransport(base).RoundTrip(req)
+	var e *Error
+	if resp != nil || !errors.As(err, &e) || !errors.Is(err, ErrNotSent) || errors.Is(err, ErrOutcomeUnknown) ||
+		!errors.Is(err, context.Canceled) || e.Attempts != 0 || e.Key == "" {
+		t.Fatalf("resp=%v err=%v; want ErrNotSent wrapping context.Canceled, 0 attempts, the key", resp, err)
+	}
+	if called.Load() {
+		t.Error("an attempt was sent with a done context")
+	}
+	if !body.closed.Load() {
+		t.Error("request body not closed")
+	}
+}
