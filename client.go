@@ -3,9 +3,11 @@ package saferetry
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -66,7 +68,7 @@ func (c *Client) Do(req *http.Request) (*http.Response, error) {
 	req = req.WithContext(context.WithValue(ctx, statsCtxKey{}, stats))
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, keepOutcome(err, stats.err)
 	}
 	if resp.StatusCode < 400 {
 		return resp, nil
@@ -96,4 +98,32 @@ func (c *Client) apiError(resp *http.Response, stats *opStats) *APIError {
 		}
 	}
 	return e
+}
+
+// keepOutcome makes sure the Transport's error stays reachable through the
+// error http.Client.Do returned: when its Timeout expires, net/http replaces
+// the Transport's error by a timeout error that only copies its text.
+func keepOutcome(err error, op *Error) error {
+	var e *Error
+	var ue *url.Error
+	if op == nil || errors.As(err, &e) || !errors.As(err, &ue) {
+		return err
+	}
+	ue.Err = &keptError{outer: ue.Err, op: op}
+	return err
+}
+
+// keptError is net/http's error with the Transport's [*Error] under it; it
+// reads as net/http's error and keeps its Timeout.
+type keptError struct {
+	outer error
+	op    *Error
+}
+
+func (e *keptError) Error() string   { return e.outer.Error() }
+func (e *keptError) Unwrap() []error { return []error{e.outer, e.op} }
+
+func (e *keptError) Timeout() bool {
+	t, ok := e.outer.(interface{ Timeout() bool })
+	return ok && t.Timeout()
 }

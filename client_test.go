@@ -169,3 +169,53 @@ func TestClientSeeOtherGetHasNoKey(t *testing.T) {
 		t.Fatalf("round trips %+v; want a keyed POST then a GET without the POST's key", s)
 	}
 }
+
+func TestClientTimeoutKeepsTypedError(t *testing.T) {
+	// net/http replaces the Transport's error by its own when
+	// http.Client.Timeout expires; Do must still return the key.
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if r.Body != nil {
+			r.Body.Close()
+		}
+		<-r.Context().Done()
+		return nil, r.Context().Err()
+	})
+	c := NewClient(WithHTTPClient(&http.Client{Timeout: 30 * time.Millisecond}), WithBase(base))
+	_, err := c.Do(newReq(t, WithKey(context.Background(), "debit-8"), http.MethodPost, "x"))
+	var e *Error
+	var ne interface{ Timeout() bool }
+	if !errors.As(err, &e) || !errors.Is(err, ErrOutcomeUnknown) || e.Key != "debit-8" || e.Attempts != 1 {
+		t.Fatalf("err = %v; want an *Error with the key", err)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &ne) || !ne.Timeout() {
+		t.Errorf("err = %v; want it to stay a timeout matching context.DeadlineExceeded", err)
+	}
+}
+
+// netTimeout stands for net/http's Client.Timeout error, which keeps only
+// the text of the error it replaces.
+type netTimeout struct{}
+
+func (netTimeout) Error() string   { return "Client.Timeout exceeded" }
+func (netTimeout) Timeout() bool   { return true }
+func (netTimeout) Is(t error) bool { return t == context.DeadlineExceeded }
+
+func TestKeepOutcomeUnderReplacedError(t *testing.T) {
+	op := &Error{Cause: ErrOutcomeUnknown, Key: "k-1", Attempts: 2, Err: context.DeadlineExceeded}
+	err := keepOutcome(&url.Error{Op: "Post", URL: "http://api.test/", Err: netTimeout{}}, op)
+	var e *Error
+	var ue *url.Error
+	if !errors.As(err, &e) || e != op || !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v; want the operation's *Error reachable", err)
+	}
+	if !errors.As(err, &ue) || !ue.Timeout() || err.Error() != `Post "http://api.test/": Client.Timeout exceeded` {
+		t.Errorf("err = %q; want net/http's error and its Timeout kept", err)
+	}
+	if !op.Timeout() || (&Error{Cause: ErrOutcomeUnknown, Err: errReset}).Timeout() {
+		t.Error("Error.Timeout does not follow its last error")
+	}
+	plain := &url.Error{Op: "Post", URL: "http://api.test/", Err: op}
+	if got := keepOutcome(plain, op); got != plain || plain.Err != op {
+		t.Error("an error already carrying the *Error was changed")
+	}
+}

@@ -1,6 +1,7 @@
 package saferetry
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -85,6 +86,17 @@ func (e *Error) Unwrap() []error {
 		return []error{e.Cause}
 	}
 	return []error{e.Cause, e.Err}
+}
+
+// Timeout reports whether the last error is a timeout or an expired
+// deadline, so that a caller testing net/http errors with
+// (*url.Error).Timeout or net.Error sees through an *Error.
+func (e *Error) Timeout() bool {
+	if errors.Is(e.Err, context.DeadlineExceeded) {
+		return true
+	}
+	var t interface{ Timeout() bool }
+	return errors.As(e.Err, &t) && t.Timeout()
 }
 
 // errorString is a plain detail message carried inside an [*Error].

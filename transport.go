@@ -166,7 +166,7 @@ func (op *operation) run() (*http.Response, error) {
 				if !retryable {
 					op.t.budget.succeeded(op.spent)
 				}
-				op.finish(n)
+				op.finish(n, nil)
 				if resp.Request == nil {
 					resp.Request = r
 				}
@@ -282,11 +282,13 @@ func cloneHeader(h http.Header, wire string) http.Header {
 	return h2
 }
 
-// finish records the attempt count for a Client waiting on it.
-func (op *operation) finish(n int) {
+// finish records the attempt count and the error, if any, for a Client
+// waiting on them.
+func (op *operation) finish(n int, err *Error) {
 	if s, ok := op.ctx.Value(statsCtxKey{}).(*opStats); ok {
 		s.attempts = n
 		s.key = op.key
+		s.err = err
 	}
 }
 
@@ -306,7 +308,6 @@ func (op *operation) interrupted(n int, err error, next io.ReadCloser) error {
 // fail builds the error for an operation that ends without a response.
 func (op *operation) fail(n int, err error) error {
 	op.body.closeUnused()
-	op.finish(n)
 	cause := ErrNotSent
 	if op.sent {
 		cause = ErrOutcomeUnknown
@@ -314,7 +315,9 @@ func (op *operation) fail(n int, err error) error {
 	if cerr := op.ctx.Err(); cerr != nil && err != nil && !errors.Is(err, cerr) {
 		err = fmt.Errorf("%w (last attempt: %w)", cerr, err)
 	}
-	return &Error{Cause: cause, Key: op.key, Attempts: n, Status: op.lastStatus, Err: err}
+	e := &Error{Cause: cause, Key: op.key, Attempts: n, Status: op.lastStatus, Err: err}
+	op.finish(n, e)
+	return e
 }
 
 func closeRequestBody(req *http.Request) {
@@ -327,6 +330,7 @@ func closeRequestBody(req *http.Request) {
 type opStats struct {
 	attempts int
 	key      string
+	err      *Error // the operation's error when it got no response
 }
 
 type statsCtxKey struct{}
