@@ -19,7 +19,7 @@ func (m *middleware) serveTx(w http.ResponseWriter, r *http.Request, f *flight, 
 		}
 		res, err := tx.Claim(r.Context(), k, fp, m.cfg.ttl)
 		if err != nil {
-			m.rollback(context.WithoutCancel(r.Context()), k, tx)
+			m.rollback(r.Context(), k, tx)
 			m.storeFailed(w, r, k, err)
 			return
 		}
@@ -29,7 +29,7 @@ func (m *middleware) serveTx(w http.ResponseWriter, r *http.Request, f *flight, 
 		}
 		// Never hold a transaction (and its locks) while answering or
 		// waiting.
-		m.rollback(context.WithoutCancel(r.Context()), k, tx)
+		m.rollback(r.Context(), k, tx)
 		if !m.refused(w, r, k, fp, res.Entry, &wt) {
 			return
 		}
@@ -48,9 +48,7 @@ func (m *middleware) runTx(w http.ResponseWriter, r *http.Request, f *flight, k 
 		if finished {
 			return
 		}
-		ctx, cancel := context.WithTimeout(detached, m.cfg.storeTimeout)
-		defer cancel()
-		m.rollback(ctx, k, tx)
+		m.rollback(detached, k, tx)
 		ev.Outcome, ev.Err = OutcomeReleased, ErrHandlerPanicked
 		m.emit(ev)
 	}()
@@ -60,21 +58,21 @@ func (m *middleware) runTx(w http.ResponseWriter, r *http.Request, f *flight, k 
 	finished = true
 	ev.Status = rec.statusCode()
 
-	sctx, cancel := context.WithTimeout(detached, m.cfg.storeTimeout)
-	defer cancel()
 	if !storable(ev.Status) {
-		m.rollback(sctx, k, tx)
+		m.rollback(detached, k, tx)
 		ev.Outcome = OutcomeReleased
 		m.emit(ev)
 		rec.flush()
 		return
 	}
+	sctx, cancel := context.WithTimeout(detached, m.cfg.storeTimeout)
+	defer cancel()
 	err := tx.Complete(sctx, k, res.Token, m.outcome(rec), m.cfg.ttl)
 	if err == nil {
 		err = tx.Commit(sctx)
 	}
 	if err != nil {
-		m.rollback(sctx, k, tx)
+		m.rollback(detached, k, tx)
 		m.cfg.logger.LogAttrs(sctx, slog.LevelError, "idempotency: commit failed; the handler's work was rolled back and the client gets 503",
 			slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Int64("token", res.Token),
 			slog.Int("status", ev.Status), slog.Any("error", err))
@@ -91,8 +89,14 @@ func (m *middleware) runTx(w http.ResponseWriter, r *http.Request, f *flight, k 
 }
 
 // rollback rolls tx back, logging a failure: there is nothing else to do
-// about one, and the store's own timeout frees the claim.
-func (m *middleware) rollback(ctx context.Context, k Key, tx Tx) {
+// about one, and the store's own timeout frees the claim. It runs under a
+// context of its own, detached from parent's cancellation (a client that left
+// must not keep the transaction and its connection open) and bounded by the
+// store timeout (a hung database must not hold the request), and fresh: a
+// Commit that used up its own time must not leave the Rollback none.
+func (m *middleware) rollback(parent context.Context, k Key, tx Tx) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), m.cfg.storeTimeout)
+	defer cancel()
 	if err := tx.Rollback(ctx); err != nil {
 		m.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: rollback failed",
 			slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Any("error", err))

@@ -19,8 +19,15 @@ type fakeTxStore struct {
 	mu        sync.Mutex
 	ledger    []string // committed handler writes
 	commitErr error
-	begun     int
-	open      int // transactions neither committed nor rolled back
+	claimErr  error
+	// hangCommit and hangRollback make Commit and Rollback block until
+	// their context is done, like a database that stopped answering.
+	hangCommit   bool
+	hangRollback bool
+	// rollbackCtxErr records ctx.Err() as each Rollback was called.
+	rollbackCtxErr []error
+	begun          int
+	open           int // transactions neither committed nor rolled back
 }
 
 var _ idempotency.TxStore = (*fakeTxStore)(nil)
@@ -57,6 +64,12 @@ func (tx *fakeTx) Context(ctx context.Context) context.Context {
 }
 
 func (tx *fakeTx) Claim(ctx context.Context, k idempotency.Key, fp string, ttl time.Duration) (idempotency.ClaimResult, error) {
+	tx.s.mu.Lock()
+	err := tx.s.claimErr
+	tx.s.mu.Unlock()
+	if err != nil {
+		return idempotency.ClaimResult{}, err
+	}
 	res, err := tx.s.Store.Claim(ctx, k, fp, time.Hour, ttl)
 	if err == nil && res.Acquired {
 		tx.k, tx.token, tx.claimed = k, res.Token, true
@@ -74,8 +87,12 @@ func (tx *fakeTx) Complete(ctx context.Context, k idempotency.Key, token int64, 
 
 func (tx *fakeTx) Commit(ctx context.Context) error {
 	tx.s.mu.Lock()
-	err := tx.s.commitErr
+	err, hang := tx.s.commitErr, tx.s.hangCommit
 	tx.s.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	if err != nil {
 		return err
 	}
@@ -93,8 +110,20 @@ func (tx *fakeTx) Commit(ctx context.Context) error {
 }
 
 func (tx *fakeTx) Rollback(ctx context.Context) error {
+	tx.s.mu.Lock()
+	tx.s.rollbackCtxErr = append(tx.s.rollbackCtxErr, ctx.Err())
+	hang := tx.s.hangRollback
+	tx.s.mu.Unlock()
 	if tx.done {
 		return nil
+	}
+	if hang {
+		<-ctx.Done()
+		tx.s.mu.Lock()
+		tx.s.open-- // the database gives up on the transaction
+		tx.s.mu.Unlock()
+		tx.done = true
+		return ctx.Err()
 	}
 	tx.done = true
 	tx.s.mu.Lock()
@@ -255,6 +284,34 @@ func TestTransactionalMode(t *testing.T) {
 		p := wantProblem(t, post(mw, "k", `{"long":"enough to pass the cap"}`), http.StatusGone, idempotency.ProblemResponseTooLarge)
 		if p.OriginalStatus != http.StatusCreated || app.calls.Load() != 1 {
 			t.Fatalf("problem %+v, executions %d", p, app.calls.Load())
+		}
+	})
+	t.Run("rollbacks are bounded when the database hangs", func(t *testing.T) {
+		st := &fakeTxStore{Store: newStore(t), claimErr: errors.New("claim failed"), hangRollback: true}
+		app := &counter{}
+		mw := idempotency.Middleware(st, idempotency.WithStoreTimeout(20*time.Millisecond))(app)
+		done := make(chan int, 1)
+		go func() { done <- post(mw, "k", `{}`).Code }()
+		select {
+		case code := <-done:
+			if code != http.StatusServiceUnavailable || app.calls.Load() != 0 {
+				t.Fatalf("status %d, executions %d; want 503 without running", code, app.calls.Load())
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a hung Rollback after a failed claim held the request")
+		}
+	})
+	t.Run("rollback after a timed-out commit gets a live context", func(t *testing.T) {
+		st := &fakeTxStore{Store: newStore(t), hangCommit: true}
+		mw := idempotency.Middleware(st, idempotency.WithStoreTimeout(20*time.Millisecond))(&counter{})
+		wantProblem(t, post(mw, "k", `{}`), http.StatusServiceUnavailable, idempotency.ProblemCommitFailed)
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if len(st.rollbackCtxErr) != 1 || st.rollbackCtxErr[0] != nil {
+			t.Fatalf("Rollback context errors = %v, want one call with a live context", st.rollbackCtxErr)
+		}
+		if st.open != 0 {
+			t.Fatalf("%d transactions left open", st.open)
 		}
 	})
 }
