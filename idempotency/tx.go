@@ -2,9 +2,14 @@ package idempotency
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 )
+
+// errStorePanicked is the Err of the OutcomeStoreError event of a
+// transactional request whose Complete or Commit panicked.
+var errStorePanicked = errors.New("idempotency: store panicked while storing the outcome")
 
 // serveTx runs the protected request in transactional mode: the claim, the
 // handler's writes and the stored outcome commit together, and nothing of
@@ -43,13 +48,20 @@ func (m *middleware) runTx(w http.ResponseWriter, r *http.Request, f *flight, k 
 	// the commit decides whether it happened.
 	rec := &f.rec
 	*rec = recorder{w: w, limit: m.cfg.maxResponse}
-	finished := false
+	finished := false // the handler returned
+	settled := false  // tx was committed or rolled back
 	defer func() {
-		if finished {
+		if settled {
 			return
 		}
+		// A panic, in the handler or in the store: roll back so that neither
+		// the transaction nor its connection outlives the request. The
+		// panic goes on once this returns.
 		m.rollback(detached, k, tx)
 		ev.Outcome, ev.Err = OutcomeReleased, ErrHandlerPanicked
+		if finished {
+			ev.Outcome, ev.Err = OutcomeStoreError, errStorePanicked
+		}
 		m.emit(ev)
 	}()
 	f.claim = claimInfo{key: k, token: res.Token}
@@ -59,6 +71,7 @@ func (m *middleware) runTx(w http.ResponseWriter, r *http.Request, f *flight, k 
 	ev.Status = rec.statusCode()
 
 	if !storable(ev.Status) {
+		settled = true
 		m.rollback(detached, k, tx)
 		ev.Outcome = OutcomeReleased
 		m.emit(ev)
@@ -71,6 +84,7 @@ func (m *middleware) runTx(w http.ResponseWriter, r *http.Request, f *flight, k 
 	if err == nil {
 		err = tx.Commit(sctx)
 	}
+	settled = true
 	if err != nil {
 		m.rollback(detached, k, tx)
 		m.cfg.logger.LogAttrs(sctx, slog.LevelError, "idempotency: commit failed; the handler's work was rolled back and the client gets 503",

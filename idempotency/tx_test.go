@@ -24,6 +24,7 @@ type fakeTxStore struct {
 	// their context is done, like a database that stopped answering.
 	hangCommit   bool
 	hangRollback bool
+	panicCommit  bool
 	// rollbackCtxErr records ctx.Err() as each Rollback was called.
 	rollbackCtxErr []error
 	begun          int
@@ -87,8 +88,11 @@ func (tx *fakeTx) Complete(ctx context.Context, k idempotency.Key, token int64, 
 
 func (tx *fakeTx) Commit(ctx context.Context) error {
 	tx.s.mu.Lock()
-	err, hang := tx.s.commitErr, tx.s.hangCommit
+	err, hang, boom := tx.s.commitErr, tx.s.hangCommit, tx.s.panicCommit
 	tx.s.mu.Unlock()
+	if boom {
+		panic("driver bug")
+	}
 	if hang {
 		<-ctx.Done()
 		return ctx.Err()
@@ -312,6 +316,23 @@ func TestTransactionalMode(t *testing.T) {
 		}
 		if st.open != 0 {
 			t.Fatalf("%d transactions left open", st.open)
+		}
+	})
+	t.Run("a panic in Commit still rolls back", func(t *testing.T) {
+		st := &fakeTxStore{Store: newStore(t), panicCommit: true}
+		mw := idempotency.Middleware(st)(&counter{})
+		func() {
+			defer func() {
+				if p := recover(); p != "driver bug" {
+					t.Errorf("recovered %v, want the store's panic to go on", p)
+				}
+			}()
+			post(mw, "k", `{}`)
+		}()
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if st.open != 0 {
+			t.Fatalf("%d transactions left open after a panic in Commit", st.open)
 		}
 	})
 }
