@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"net/http"
 )
 
@@ -64,6 +65,12 @@ func (m *middleware) runTx(w http.ResponseWriter, r *http.Request, f *flight, k 
 		}
 		m.emit(ev)
 	}()
+	// The handler's headers go into w's header map, among those set before
+	// the Middleware ran; keep the latter to answer with if the commit fails.
+	var outer http.Header
+	if h := w.Header(); len(h) > 0 {
+		outer = h.Clone()
+	}
 	f.claim = claimInfo{key: k, token: res.Token}
 	ctx := tx.Context(withClaim(r.Context(), &f.claim))
 	m.next.ServeHTTP(rec, r.WithContext(ctx))
@@ -90,7 +97,10 @@ func (m *middleware) runTx(w http.ResponseWriter, r *http.Request, f *flight, k 
 		m.cfg.logger.LogAttrs(sctx, slog.LevelError, "idempotency: commit failed; the handler's work was rolled back and the client gets 503",
 			slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Int64("token", res.Token),
 			slog.Int("status", ev.Status), slog.Any("error", err))
-		clear(w.Header()) // the handler's headers describe a response that is not sent
+		// The handler's headers describe a response that is not sent.
+		h := w.Header()
+		clear(h)
+		maps.Copy(h, outer)
 		ev.Outcome, ev.Status, ev.Err = OutcomeStoreError, http.StatusServiceUnavailable, err
 		m.emit(ev)
 		writeProblem(w, problem{Type: ProblemCommitFailed, Status: http.StatusServiceUnavailable, Key: k.Key,

@@ -335,4 +335,22 @@ func TestTransactionalMode(t *testing.T) {
 			t.Fatalf("%d transactions left open after a panic in Commit", st.open)
 		}
 	})
+	t.Run("failed commit keeps the headers set before the middleware", func(t *testing.T) {
+		st := &fakeTxStore{Store: newStore(t), commitErr: errors.New("connection lost")}
+		_, h := ledgerApp(t, func(int) int { return 0 })
+		mw := idempotency.Middleware(st)(h)
+		outer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Request-Id", "req-7") // an outer middleware's header
+			w.Header().Set("Vary", "Origin")
+			mw.ServeHTTP(w, r)
+		})
+		w := post(outer, "k", `{}`)
+		wantProblem(t, w, http.StatusServiceUnavailable, idempotency.ProblemCommitFailed)
+		if w.Header().Get("X-Request-Id") != "req-7" || w.Header().Get("Vary") != "Origin" {
+			t.Fatalf("outer middleware's headers lost: %v", w.Header())
+		}
+		if w.Header().Get("Set-Cookie") != "" || w.Header().Get("Location") != "" {
+			t.Fatalf("the handler's headers leaked into the problem: %v", w.Header())
+		}
+	})
 }
