@@ -152,6 +152,25 @@ func unquoteSFString(s string) (string, bool) {
 	return b.String(), true
 }
 
+// headerKey decodes and validates the key in h: "" when h carries none,
+// an error matching [ErrInvalidKey] when it carries several or a bad one.
+// wire is the header value as it is.
+func headerKey(h http.Header) (key, wire string, err error) {
+	vals := h.Values(HeaderIdempotencyKey)
+	switch len(vals) {
+	case 0:
+		return "", "", nil
+	case 1:
+	default:
+		return "", "", &Error{Cause: ErrInvalidKey, Err: errorString("request carries several Idempotency-Key values")}
+	}
+	k, err := ParseKey(vals[0])
+	if err != nil {
+		return "", "", err
+	}
+	return k, vals[0], nil
+}
+
 // keySource says where an operation's key came from.
 type keySource uint8
 
@@ -166,15 +185,8 @@ const (
 // value to send on every attempt. A key already on the request is sent as
 // it is; a key from the context or a generated one is formatted per cfg.
 func (c *config) resolveKey(req *http.Request) (key, wire string, src keySource, err error) {
-	if vals := req.Header.Values(HeaderIdempotencyKey); len(vals) > 0 {
-		if len(vals) > 1 {
-			return "", "", keyHeader, &Error{Cause: ErrInvalidKey, Err: errorString("request carries several Idempotency-Key values")}
-		}
-		k, err := ParseKey(vals[0])
-		if err != nil {
-			return "", "", keyHeader, err
-		}
-		return k, vals[0], keyHeader, nil
+	if k, w, err := headerKey(req.Header); k != "" || err != nil {
+		return k, w, keyHeader, err
 	}
 	if k, ok := KeyFromContext(req.Context()); ok {
 		if err := ValidateKey(k); err != nil {

@@ -65,6 +65,25 @@ const (
 // retries. It must be safe for concurrent use.
 type Classifier func(req *http.Request, resp *http.Response, err error) Decision
 
+// classify asks the user's Classifier, if any, about one attempt.
+func (c *config) classify(req *http.Request, resp *http.Response, err error) Decision {
+	if c.classifier == nil {
+		return DecisionDefault
+	}
+	return c.classifier(req, resp, err)
+}
+
+// override applies the user's Classifier to the built-in decision retry.
+func (c *config) override(req *http.Request, resp *http.Response, err error, retry bool) bool {
+	switch c.classify(req, resp, err) {
+	case DecisionRetry:
+		return true
+	case DecisionReturn:
+		return false
+	}
+	return retry
+}
+
 // HeaderReplayed marks a response that the server answered from its stored
 // record of an earlier attempt.
 const HeaderReplayed = "Idempotent-Replayed"

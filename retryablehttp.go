@@ -16,30 +16,48 @@ import (
 //     [WithKey] or a generated one (POST and PATCH by default, see
 //     [WithKeyMethods]) is put in the request's Idempotency-Key header,
 //     where it stays unchanged for all of retryablehttp's retries. A key
-//     already in the header wins, so doing the same *retryablehttp.Request
-//     again repeats the same operation; build a new request for a new one.
-//     Supplied keys are validated and an invalid one fails before sending.
+//     already in the header wins. Supplied keys are validated and an
+//     invalid one fails before sending.
 //   - classification: CheckRetry follows the same rules as [Transport]
 //     (409 unless replayed, 408, 429 and 5xx except 501 retried; 400, 422
 //     and other statuses final; TLS verification and client-side errors
-//     such as redirect limits final; unsafe methods without a key never
-//     retried), then the [Classifier] if any, then the retry budget.
+//     such as redirect limits final; an attempt cut by http.Client.Timeout
+//     retried like a timeout; unsafe methods without a key never retried),
+//     then the [Classifier] if any, then the retry budget, which counts
+//     as the Transport's does (see [WithRetryBudget]).
 //   - waits: Backoff honours Retry-After on 409, 429 and 503, capped by
 //     [WithMaxRetryAfter] and jittered; otherwise it grows exponentially
 //     from RetryWaitMin to RetryWaitMax with jitter.
 //   - outcome: ErrorHandler returns the last response with a nil error
 //     when retries are exhausted, instead of "giving up"; with no response
-//     it returns an [*Error] matching [ErrOutcomeUnknown] or [ErrNotSent].
+//     it returns an [*Error] with the key and attempt count, matching
+//     [ErrOutcomeUnknown] if any attempt may have reached the server and
+//     [ErrNotSent] otherwise.
+//
+// The caller's request is modified, as retryablehttp itself does: on the
+// first attempt, the Header field of the *retryablehttp.Request's
+// *http.Request is replaced by a copy that carries the key (the map the
+// caller built is never written, so a map shared by several requests stays
+// clean), and its context by a child that carries the request's retry
+// state. Doing the same *retryablehttp.Request again therefore repeats the
+// same operation under the same key; build a new request for a new one.
+// Do not do one request from several goroutines at once (retryablehttp
+// does not allow that either).
 //
 // It sets CheckRetry, Backoff and ErrorHandler, wraps RequestLogHook (the
-// previous hook still runs), replaces HTTPClient by a copy whose Transport
-// reports the method and key of failed attempts (nil HTTPClient or
-// Transport means http.DefaultTransport), and sets RetryMax to n-1 when
-// [WithMaxAttempts] is given. Call it after setting those fields yourself
-// and before the client is used. [WithHook], [WithLogger], [WithBackoff]
-// and [WithAttemptTimeout] do not apply: retryablehttp has its own logger,
-// hooks, wait bounds and timeout. The retry budget is approximated: every
-// answer that is not retried returns 1 token.
+// previous hook still runs; replacing it afterwards loses the per-request
+// state), replaces HTTPClient by a copy whose Transport validates keys and
+// records what each attempt did (nil HTTPClient or Transport means
+// http.DefaultTransport), and sets RetryMax to n-1 when [WithMaxAttempts]
+// is given. Call it after setting those fields yourself and before the
+// client is used. [WithHook], [WithLogger], [WithBackoff] and
+// [WithAttemptTimeout] do not apply: retryablehttp has its own logger,
+// hooks, wait bounds and timeout.
+//
+// Limits that come from retryablehttp's API: its Backoff is not given the
+// context, so a wait is not cut short in advance when it would pass the
+// deadline; and a context that ends during a wait makes retryablehttp
+// return the bare context error, without the key.
 func ConfigureRetryableClient(c *retryablehttp.Client, opts ...Option) {
 	cfg := newConfig(opts)
 	bud := newBudget(cfg.budgetCapacity, cfg.budgetCost)
@@ -63,6 +81,12 @@ func ConfigureRetryableClient(c *retryablehttp.Client, opts ...Option) {
 	c.RequestLogHook = func(l retryablehttp.Logger, r *http.Request, retry int) {
 		if retry == 0 {
 			cfg.attachKey(r)
+			// CheckRetry gets the request's context and nothing else of
+			// it: the operation's state travels there.
+			*r = *r.WithContext(context.WithValue(r.Context(), rhOpCtxKey{}, &rhOp{}))
+		}
+		if st := rhOpFrom(r.Context()); st != nil {
+			st.attempts = retry + 1
 		}
 		if prevHook != nil {
 			prevHook(l, r, retry)
@@ -70,54 +94,65 @@ func ConfigureRetryableClient(c *retryablehttp.Client, opts ...Option) {
 	}
 
 	c.CheckRetry = func(ctx context.Context, resp *http.Response, err error) (bool, error) {
-		if ctx.Err() != nil {
+		st := rhOpFrom(ctx)
+		var (
+			req          *http.Request
+			retry        bool
+			transportErr bool
+			ae           *attemptError
+		)
+		switch {
+		case err == nil && resp != nil:
+			req = resp.Request
+			retry, _ = classifyStatus(resp)
+		case errors.As(err, &ae):
+			if ae.invalidKey {
+				return false, nil // ErrorHandler returns the key's error
+			}
+			req, transportErr = ae.req, true
+			retry, _, _ = classifyError(context.Background(), ae.err)
+		case st != nil && st.req != nil && isTimeout(err):
+			// net/http replaced the attempt's error by its own when
+			// http.Client.Timeout expired: an attempt timeout.
+			req, transportErr, retry = st.req, true, true
+		default:
+			// Not a round trip's error: a redirect limit, a bad URL or a
+			// CheckRedirect refusal (which net/http returns with the last
+			// response). It is final as it is.
 			return false, nil
 		}
-		var (
-			retry, transportErr bool
-			healthy             bool // an answer the budget counts as success
-			method, key         string
-			req                 *http.Request
-		)
-		if err == nil && resp != nil {
-			retry, _ = classifyStatus(resp)
-			healthy = !retry
-			if req = resp.Request; req != nil {
-				method = req.Method
-				key = req.Header.Get(HeaderIdempotencyKey)
-			}
-		} else {
-			var ae *attemptError
-			if !errors.As(err, &ae) {
-				// The error did not come from a round trip: a redirect
-				// limit, a bad URL or a CheckRedirect refusal (which
-				// net/http returns with the last response).
-				return false, nil
-			}
-			if ae.invalidKey {
-				return false, nil
-			}
-			req, method, key, transportErr = ae.req, ae.req.Method, ae.key, true
-			retry, _, _ = classifyError(context.Background(), ae.err)
+		var outcome error // the operation's error if this attempt is the last
+		if transportErr {
+			outcome = st.outcome(err, ae)
 		}
-		if cfg.classifier != nil {
-			switch cfg.classifier(req, resp, err) {
-			case DecisionRetry:
-				retry = true
-			case DecisionReturn:
-				retry = false
-			}
+		if req == nil && st != nil {
+			req = st.req
 		}
-		if retry && key == "" && !retriedWithoutKey(method) {
+		if ctx.Err() != nil || req == nil {
+			return false, outcome
+		}
+		retry = cfg.override(req, resp, err, retry)
+		if retry && req.Header.Get(HeaderIdempotencyKey) == "" && !retriedWithoutKey(req.Method) {
 			retry = false
 		}
 		if !retry {
-			if healthy {
-				bud.succeeded(0)
+			if !transportErr {
+				if retryable, _ := classifyStatus(resp); !retryable {
+					bud.succeeded(st.spentTokens())
+				}
 			}
-			return false, nil
+			return false, outcome
 		}
-		return bud.spend(bud.retryCost(transportErr)), nil
+		cost := bud.retryCost(transportErr)
+		if !bud.spend(cost) {
+			return false, outcome
+		}
+		if st != nil {
+			st.spent += cost
+		}
+		// The error is kept by retryablehttp only if RetryMax ends the
+		// retries here; it then reaches ErrorHandler as the outcome.
+		return true, outcome
 	}
 
 	c.Backoff = func(minWait, maxWait time.Duration, attempt int, resp *http.Response) time.Duration {
@@ -136,19 +171,73 @@ func ConfigureRetryableClient(c *retryablehttp.Client, opts ...Option) {
 			// policy error; the error is the outcome.
 			drain(resp.Body)
 		}
+		var e *Error
 		var ae *attemptError
-		if !errors.As(err, &ae) {
-			return nil, err
-		}
-		if ae.invalidKey {
+		switch {
+		case errors.As(err, &e):
+			if e.Cause != ErrInvalidKey {
+				e.Attempts = attempts
+			}
+			return nil, e
+		case errors.As(err, &ae) && ae.invalidKey:
 			return nil, ae.err
 		}
-		cause := ErrOutcomeUnknown
-		if attempts == 1 && !ae.sent {
-			cause = ErrNotSent
-		}
-		return nil, &Error{Cause: cause, Key: ae.key, Attempts: attempts, Err: err}
+		return nil, err
 	}
+}
+
+// rhOp is the state of one logical request through a retryablehttp client,
+// kept in its context from the first attempt on. Attempts of one request
+// run one after the other, so it needs no lock.
+type rhOp struct {
+	req      *http.Request // the last attempt's request, as sent
+	key      string
+	attempts int
+	sent     bool  // some attempt may have reached the server
+	spent    int64 // budget tokens spent by this request's retries
+}
+
+type rhOpCtxKey struct{}
+
+func rhOpFrom(ctx context.Context) *rhOp {
+	st, _ := ctx.Value(rhOpCtxKey{}).(*rhOp)
+	return st
+}
+
+func (st *rhOp) spentTokens() int64 {
+	if st == nil {
+		return 0
+	}
+	return st.spent
+}
+
+// outcome is the error of a request whose last attempt, which failed with
+// err, ends it: [ErrOutcomeUnknown] if any attempt may have reached the
+// server, else [ErrNotSent]. ae, when not nil, is the attempt's own error.
+func (st *rhOp) outcome(err error, ae *attemptError) *Error {
+	e := &Error{Cause: ErrOutcomeUnknown, Err: err}
+	if st == nil {
+		// Without the hook's state (RequestLogHook replaced), only this
+		// attempt is known.
+		if ae != nil {
+			e.Key = ae.key
+			if !ae.sent {
+				e.Cause = ErrNotSent
+			}
+		}
+		return e
+	}
+	e.Key, e.Attempts = st.key, st.attempts
+	if !st.sent {
+		e.Cause = ErrNotSent
+	}
+	return e
+}
+
+// isTimeout reports a net/http timeout error.
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
 }
 
 // attachKey puts the operation's key in r's header before its first
@@ -204,35 +293,39 @@ type rhTransport struct {
 }
 
 func (t *rhTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	var key string
-	if vals := r.Header.Values(HeaderIdempotencyKey); len(vals) > 0 {
-		var err error
-		if len(vals) > 1 {
-			err = &Error{Cause: ErrInvalidKey, Err: errorString("request carries several Idempotency-Key values")}
-		} else {
-			key, err = ParseKey(vals[0])
-		}
-		if err != nil {
-			closeRequestBody(r)
-			return nil, &attemptError{req: r, err: err, invalidKey: true}
-		}
+	st := rhOpFrom(r.Context())
+	key, _, err := headerKey(r.Header)
+	if err != nil {
+		closeRequestBody(r)
+		return nil, &attemptError{req: r, err: err, invalidKey: true}
+	}
+	if st != nil {
+		st.req, st.key = r, key
+	}
+	if err := r.Context().Err(); err != nil {
+		// Nothing is sent with a done context.
+		closeRequestBody(r)
+		return nil, &attemptError{req: r, key: key, err: err}
 	}
 	resp, err := t.base.RoundTrip(r)
 	if err != nil {
 		if resp != nil {
 			drain(resp.Body)
 		}
-		return nil, &attemptError{req: r, key: key, err: err, sent: !dialError(err) && !permanentError(err)}
+		sent := !dialError(err) && !permanentError(err)
+		if st != nil {
+			st.sent = st.sent || sent
+		}
+		return nil, &attemptError{req: r, key: key, err: err, sent: sent}
+	}
+	if st != nil {
+		st.sent = true
 	}
 	return resp, nil
 }
 
 // CloseIdleConnections forwards to the base, as retryablehttp calls it.
-func (t *rhTransport) CloseIdleConnections() {
-	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
-	}
-}
+func (t *rhTransport) CloseIdleConnections() { closeIdle(t.base) }
 
 // attemptError is an attempt's transport error with the request it failed.
 type attemptError struct {

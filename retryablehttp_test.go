@@ -3,6 +3,7 @@ package saferetry
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -230,5 +231,128 @@ func TestRetryableKeepsPreviousHookAndBudget(t *testing.T) {
 	// The budget of 10 pays for two retries.
 	if len(rc.Seen()) != 3 || calls.Load() != 3 {
 		t.Fatalf("%d attempts, hook saw a key %d times", len(rc.Seen()), calls.Load())
+	}
+}
+
+func TestRetryableClientTimeoutRetriedWithKey(t *testing.T) {
+	// http.Client.Timeout makes net/http replace the attempt's error by its
+	// own; the attempt must still be retried with its key and reported.
+	for _, tt := range []struct {
+		name  string
+		hangs int // attempts that hang until the client's timeout
+	}{{"second attempt answers", 1}, {"all time out", 1 << 30}} {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := newRecorder(status(201))
+			var n atomic.Int32
+			c := newRetryable(t, rc, WithMaxAttempts(3))
+			c.HTTPClient.Timeout = 30 * time.Millisecond
+			httpmock.RegisterNoResponder(func(r *http.Request) (*http.Response, error) {
+				if int(n.Add(1)) <= tt.hangs {
+					rc.respond(r.Clone(context.Background()))
+					<-r.Context().Done()
+					return nil, r.Context().Err()
+				}
+				return rc.respond(r)
+			})
+			resp, err := c.Do(rhReq(t, context.Background(), http.MethodPost, "x"))
+			s := rc.Seen()
+			if tt.hangs == 1 {
+				if err != nil || resp.StatusCode != 201 || len(s) != 2 {
+					t.Fatalf("err %v after %d attempts; want 201 after 2", err, len(s))
+				}
+				resp.Body.Close()
+			} else {
+				var e *Error
+				if resp != nil || !errors.As(err, &e) || !errors.Is(err, ErrOutcomeUnknown) || e.Attempts != 3 ||
+					e.Key == "" || e.Key != s[0].keys[0] || len(s) != 3 {
+					t.Fatalf("resp %v err %v after %d attempts; want ErrOutcomeUnknown with the key after 3", resp, err, len(s))
+				}
+			}
+			for i, a := range s {
+				if len(a.keys) != 1 || a.keys[0] != s[0].keys[0] {
+					t.Errorf("attempt %d keys %q", i+1, a.keys)
+				}
+			}
+		})
+	}
+}
+
+func TestRetryableNotSentLikeTransport(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	rc := newRecorder(fail(refused))
+	c := newRetryable(t, rc, WithMaxAttempts(3))
+	_, err := c.Do(rhReq(t, context.Background(), http.MethodPost, "x"))
+	var e *Error
+	if !errors.As(err, &e) || !errors.Is(err, ErrNotSent) || errors.Is(err, ErrOutcomeUnknown) || e.Attempts != 3 || len(rc.Seen()) != 3 {
+		t.Fatalf("err %v after %d attempts; want ErrNotSent after 3 refused attempts", err, len(rc.Seen()))
+	}
+	// One attempt that may have arrived makes the outcome unknown, even if
+	// a later one was refused.
+	rc2 := newRecorder(fail(errReset), fail(refused))
+	c2 := newRetryable(t, rc2, WithMaxAttempts(2))
+	_, err = c2.Do(rhReq(t, context.Background(), http.MethodPost, "x"))
+	if !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("err %v; want ErrOutcomeUnknown", err)
+	}
+	// A context done before the first attempt sends nothing.
+	rc3 := newRecorder(status(201))
+	c3 := newRetryable(t, rc3)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = c3.Do(rhReq(t, ctx, http.MethodPost, "x"))
+	if !errors.Is(err, ErrNotSent) || !errors.Is(err, context.Canceled) || len(rc3.Seen()) != 0 {
+		t.Fatalf("err %v, %d sent; want ErrNotSent wrapping context.Canceled", err, len(rc3.Seen()))
+	}
+}
+
+func TestRetryableBudgetRefundedAfterSuccessfulRetry(t *testing.T) {
+	// As with Transport: a retry that leads to success is paid back, so a
+	// budget of 10 (cost 5) affords two retries again for the next request.
+	rc := newRecorder(status(503), status(201), status(503), status(503), status(503), status(201))
+	c := newRetryable(t, rc, WithRetryBudget(10, 5), WithMaxAttempts(4))
+	for i, want := range []int{201, 503} {
+		resp, err := c.Do(rhReq(t, context.Background(), http.MethodPost, "x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("request %d: status %d, want %d", i+1, resp.StatusCode, want)
+		}
+	}
+	if n := len(rc.Seen()); n != 5 {
+		t.Fatalf("%d attempts, want 2 then 3 (two retries paid by the refunded budget)", n)
+	}
+}
+
+func TestRetryableHeaderMapNotWritten(t *testing.T) {
+	rc := newRecorder(status(503), status(201))
+	c := newRetryable(t, rc)
+	shared := http.Header{"X-Trace": {"abc"}}
+	req := rhReq(t, context.Background(), http.MethodPost, "x")
+	req.Header = shared
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if len(shared) != 1 || shared.Get(HeaderIdempotencyKey) != "" {
+		t.Fatalf("the caller's header map was written: %v", shared)
+	}
+	s := rc.Seen()
+	if len(s) != 2 || s[0].header.Get("X-Trace") != "abc" || len(s[0].keys) != 1 {
+		t.Fatalf("attempts %+v", s)
+	}
+	// The request now carries its key: doing it again repeats the operation.
+	if got := req.Header.Get(HeaderIdempotencyKey); got != s[0].keys[0] {
+		t.Fatalf("request header key %q, want %q", got, s[0].keys[0])
+	}
+	resp, err = c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if s := rc.Seen(); len(s) != 3 || s[2].keys[0] != s[0].keys[0] {
+		t.Fatalf("a repeated request changed key: %+v", s)
 	}
 }

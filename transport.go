@@ -50,8 +50,10 @@ func newTransport(base http.RoundTripper, cfg *config) *Transport {
 
 // CloseIdleConnections closes idle connections of the base RoundTripper,
 // when it has such a method.
-func (t *Transport) CloseIdleConnections() {
-	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+func (t *Transport) CloseIdleConnections() { closeIdle(t.base) }
+
+func closeIdle(rt http.RoundTripper) {
+	if c, ok := rt.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
 }
@@ -142,13 +144,8 @@ func (op *operation) run() (*http.Response, error) {
 		retry = retryable
 		if op.ctx.Err() != nil {
 			retry, a.Reason = false, ReasonContextDone
-		} else if cfg.classifier != nil {
-			switch cfg.classifier(r, resp, err) {
-			case DecisionRetry:
-				retry, a.Reason = true, ReasonClassifier
-			case DecisionReturn:
-				retry, a.Reason = false, ReasonClassifier
-			}
+		} else if d := cfg.classify(r, resp, err); d != DecisionDefault {
+			retry, a.Reason = d == DecisionRetry, ReasonClassifier
 		}
 		next := rc
 		if retry {
