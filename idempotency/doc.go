@@ -87,7 +87,8 @@
 // (WithLease, 10 s by default) is how long the claim survives without
 // renewal; the Middleware renews it every third of a lease while the handler
 // runs, so a long handler keeps its key and a crashed instance blocks the key
-// for one lease, not for the retention TTL. The TTL (WithTTL) is how long
+// for one lease, not for the retention TTL. A renewal that fails is retried
+// sooner, within what is left of the lease. The TTL (WithTTL) is how long
 // the entry, and then the stored outcome, is kept; after it the key is new
 // again.
 //

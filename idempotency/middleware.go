@@ -173,13 +173,14 @@ func (m *middleware) readBody(r *http.Request, f *flight) ([]byte, error) {
 func (m *middleware) serve(w http.ResponseWriter, r *http.Request, f *flight, k Key, fp string) {
 	var wt waiter
 	for {
+		claimed := time.Now()
 		res, err := m.store.Claim(r.Context(), k, fp, m.cfg.lease, m.cfg.ttl)
 		if err != nil {
 			m.storeFailed(w, r, k, err)
 			return
 		}
 		if res.Acquired {
-			m.run(w, r, f, k, res)
+			m.run(w, r, f, k, res, claimed)
 			return
 		}
 		if !m.refused(w, r, k, fp, res.Entry, &wt) {
@@ -188,9 +189,9 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, f *flight, k 
 	}
 }
 
-// run runs the handler under the claim res, then stores its outcome and
-// sends its response.
-func (m *middleware) run(w http.ResponseWriter, r *http.Request, f *flight, k Key, res ClaimResult) {
+// run runs the handler under the claim res, asked for at claimed, then
+// stores its outcome and sends its response.
+func (m *middleware) run(w http.ResponseWriter, r *http.Request, f *flight, k Key, res ClaimResult, claimed time.Time) {
 	token := res.Token
 	detached := context.WithoutCancel(r.Context())
 	if res.TookOver {
@@ -200,7 +201,7 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, f *flight, k Ke
 	rec := &f.rec
 	*rec = recorder{w: w, limit: m.cfg.maxResponse, canStream: true}
 	lk := &f.lease
-	lk.start(m, detached, k, token)
+	lk.start(m, detached, k, token, claimed)
 	ev := Event{Key: k, Token: token, TookOver: res.TookOver}
 	// ctx bounds the store calls after the handler: lk cancels it after
 	// storeTimeout.

@@ -867,3 +867,45 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestLeaseRenewalRetriesWithinTheLease checks that a renewal that failed
+// (here: hung until its timeout) is retried before the lease lapses, not a
+// whole renewal interval later, when another instance could take over.
+func TestLeaseRenewalRetriesWithinTheLease(t *testing.T) {
+	const lease = 900 * time.Millisecond // renewals every 300 ms
+	var calls atomic.Int64
+	retried := make(chan time.Time, 1)
+	st := &faultyStore{Store: newStore(t), renew: func(ctx context.Context, k idempotency.Key, tok int64, d time.Duration) error {
+		switch calls.Add(1) {
+		case 1:
+			<-ctx.Done() // a store that stopped answering, once
+			return ctx.Err()
+		case 2:
+			retried <- time.Now()
+		}
+		return nil
+	}}
+	var claimed time.Time // written before the handler runs, read in it
+	st.claim = func(ctx context.Context, k idempotency.Key, fp string, l, ttl time.Duration) (idempotency.ClaimResult, error) {
+		claimed = time.Now()
+		return st.Store.Claim(ctx, k, fp, l, ttl)
+	}
+	done := make(chan struct{})
+	app := &counter{before: func(http.ResponseWriter, *http.Request) int {
+		select {
+		case at := <-retried:
+			if since := at.Sub(claimed); since >= lease {
+				t.Errorf("the renewal was retried %v after the claim, when the %v lease had lapsed", since, lease)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("the failed renewal was never retried")
+		}
+		close(done)
+		return 0
+	}}
+	h := idempotency.Middleware(st, idempotency.WithLease(lease))(app)
+	if w := post(h, "k", `{}`); w.Code != http.StatusCreated {
+		t.Fatalf("status = %d", w.Code)
+	}
+	<-done
+}
