@@ -486,3 +486,43 @@ func TestContextDoneBeforeSendIsNotSent(t *testing.T) {
 		t.Error("request body not closed")
 	}
 }
+
+func TestRetryBudgetStopsConcurrentStorm(t *testing.T) {
+	// Every answer fails: across all goroutines the budget pays for exactly
+	// capacity/cost retries, then every operation is tried once.
+	rc := newRecorder(status(503))
+	tr, _, hl := testTransport(rc, WithRetryBudget(100, 5), WithMaxAttempts(4))
+	const workers, each = 8, 25
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				req, _ := http.NewRequest(http.MethodPost, "http://api.test/", strings.NewReader("x"))
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				closeResp(resp)
+			}
+		}()
+	}
+	wg.Wait()
+	retries, exhausted := 0, 0
+	for _, a := range hl.Attempts() {
+		switch {
+		case a.Decision == DecisionRetry:
+			retries++
+		case a.Reason == ReasonBudgetExhausted:
+			exhausted++
+		}
+	}
+	if retries != 20 || len(rc.Seen()) != workers*each+20 || tr.budget.available() != 0 {
+		t.Fatalf("%d retries, %d attempts, %d tokens left; want 20 retries for %d operations", retries, len(rc.Seen()), tr.budget.available(), workers*each)
+	}
+	if exhausted == 0 {
+		t.Error("no attempt reported the exhausted budget")
+	}
+}
