@@ -89,10 +89,15 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f := &flight{}
 	body, err := m.readBody(r, f)
 	if err != nil {
+		limit := m.cfg.maxRequestBody
+		var mbe *http.MaxBytesError // an outer http.MaxBytesReader's limit
+		if errors.As(err, &mbe) {
+			limit, err = mbe.Limit, errRequestTooLarge
+		}
 		if errors.Is(err, errRequestTooLarge) {
 			m.emit(Event{Outcome: OutcomeTooLarge, Key: Key{Key: key}, Status: http.StatusRequestEntityTooLarge})
 			writeProblem(w, problem{Type: ProblemRequestTooLarge, Status: http.StatusRequestEntityTooLarge,
-				Detail: "The request body is larger than " + strconv.FormatInt(m.cfg.maxRequestBody, 10) + " bytes.",
+				Detail: "The request body is larger than " + strconv.FormatInt(limit, 10) + " bytes.",
 				Key:    key}, 0)
 			return
 		}

@@ -909,3 +909,19 @@ func TestLeaseRenewalRetriesWithinTheLease(t *testing.T) {
 	}
 	<-done
 }
+
+// TestOuterBodyLimitIs413 checks that a body cut short by an outer
+// http.MaxBytesReader is answered like the Middleware's own limit.
+func TestOuterBodyLimitIs413(t *testing.T) {
+	app := &counter{}
+	h := idempotency.Middleware(newStore(t))(app)
+	outer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, 4)
+		h.ServeHTTP(w, r)
+	})
+	wantProblem(t, post(outer, "k", `{"a":12345}`, func(r *http.Request) { r.ContentLength = -1 }),
+		http.StatusRequestEntityTooLarge, idempotency.ProblemRequestTooLarge)
+	if app.calls.Load() != 0 {
+		t.Fatal("handler ran")
+	}
+}
