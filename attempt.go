@@ -8,7 +8,8 @@ import (
 )
 
 // Attempt describes one attempt and what the Transport decided after it.
-// It is passed to the hook set by [WithHook].
+// It is passed by value to the hook set by [WithHook]; the hook may keep it,
+// but must not modify its Request. The zero Attempt describes nothing.
 type Attempt struct {
 	// Request is the request sent by this attempt (a clone of the caller's).
 	Request *http.Request

@@ -219,3 +219,14 @@ func TestKeepOutcomeUnderReplacedError(t *testing.T) {
 		t.Error("an error already carrying the *Error was changed")
 	}
 }
+
+func TestZeroErrorsAreUsable(t *testing.T) {
+	var e Error
+	if e.Error() != "saferetry: request failed" || errors.Is(&e, ErrOutcomeUnknown) || errors.Is(&e, ErrNotSent) || e.Timeout() {
+		t.Errorf("zero Error: %q", e.Error())
+	}
+	var ae APIError
+	if ae.Error() != "saferetry: HTTP 0" || errors.Is(&ae, ErrKeyReused) || errors.Is(&ae, ErrInProgress) {
+		t.Errorf("zero APIError: %q", ae.Error())
+	}
+}

@@ -41,6 +41,10 @@ var (
 // response. Cause is one of [ErrOutcomeUnknown], [ErrNotSent] or
 // [ErrInvalidKey]; Err is the last transport or context error, so
 // errors.Is(err, context.DeadlineExceeded) works through it.
+//
+// saferetry returns only Errors with a Cause; the zero Error reads as an
+// unclassified failure and matches no sentinel. An Error is not modified after it
+// is returned, so it may be read from several goroutines.
 type Error struct {
 	// Cause is the sentinel that classifies the failure.
 	Cause error
@@ -58,7 +62,11 @@ type Error struct {
 // Error describes the failure with its cause, attempts, key and last error.
 func (e *Error) Error() string {
 	var b strings.Builder
-	b.WriteString(e.Cause.Error())
+	if e.Cause != nil {
+		b.WriteString(e.Cause.Error())
+	} else {
+		b.WriteString("saferetry: request failed")
+	}
 	if e.Attempts > 0 {
 		b.WriteString(" after ")
 		b.WriteString(strconv.Itoa(e.Attempts))
@@ -82,10 +90,13 @@ func (e *Error) Error() string {
 
 // Unwrap returns the cause and the last error, for errors.Is and errors.As.
 func (e *Error) Unwrap() []error {
-	if e.Err == nil {
-		return []error{e.Cause}
+	errs := make([]error, 0, 2)
+	for _, err := range [...]error{e.Cause, e.Err} {
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
-	return []error{e.Cause, e.Err}
+	return errs
 }
 
 // Timeout reports whether the last error is a timeout or an expired
@@ -107,7 +118,11 @@ func (s errorString) Error() string { return string(s) }
 // APIError is the error [Client.Do] returns for a final response with a
 // status of 400 or above. It matches [ErrKeyReused] for a 422 and
 // [ErrInProgress] for a 409, unless the response is a replay of a stored
-// answer (Idempotent-Replayed: true).
+// answer (Idempotent-Replayed: true) or the request carried no key.
+//
+// [Client.Do] returns only filled-in APIErrors and does not modify them
+// afterwards, so one may be read from several goroutines; the zero APIError
+// stands for status 0 and matches no sentinel.
 type APIError struct {
 	// Status is the HTTP status code.
 	Status int
@@ -127,7 +142,9 @@ type APIError struct {
 	Problem *Problem
 }
 
-// Problem is an RFC 9457 problem document.
+// Problem is an RFC 9457 problem document, as decoded into
+// [APIError.Problem]; members it does not name are ignored. The zero
+// Problem has no members. It is plain data, safe to read concurrently.
 type Problem struct {
 	Type     string `json:"type,omitempty"`
 	Title    string `json:"title,omitempty"`

@@ -10,7 +10,8 @@ import (
 	"strings"
 )
 
-// Decision is what happens after an attempt.
+// Decision is what happens after an attempt. The zero value is
+// [DecisionDefault].
 type Decision uint8
 
 const (
@@ -34,7 +35,8 @@ func (d Decision) String() string {
 	return "default"
 }
 
-// Reason explains a [Decision] in an [Attempt].
+// Reason explains a [Decision] in an [Attempt]; its values are the
+// constants below, and the empty Reason means none was given.
 type Reason string
 
 // Reasons reported in [Attempt.Reason].
