@@ -925,3 +925,28 @@ func TestOuterBodyLimitIs413(t *testing.T) {
 		t.Fatal("handler ran")
 	}
 }
+
+// TestNoBodyStatuses checks that the buffering writer refuses a body after a
+// 204 or 304, as net/http's own writer does, so none is stored or replayed.
+func TestNoBodyStatuses(t *testing.T) {
+	for _, status := range []int{http.StatusNoContent, http.StatusNotModified} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			st := newStore(t)
+			var writeErr error
+			app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(status)
+				_, writeErr = w.Write([]byte("body"))
+			})
+			h := idempotency.Middleware(st)(app)
+			first := post(h, "k", `{}`)
+			if first.Code != status || !errors.Is(writeErr, http.ErrBodyNotAllowed) {
+				t.Fatalf("status %d, Write error %v; want %d and ErrBodyNotAllowed", first.Code, writeErr, status)
+			}
+			e, found, err := st.Get(context.Background(), idempotency.Key{Key: "k"})
+			if err != nil || !found || e.Response == nil || len(e.Response.Body) != 0 {
+				t.Fatalf("stored %+v (%v, %v); want a %d without a body", e.Response, found, err, status)
+			}
+			wantReplay(t, post(h, "k", `{}`), first)
+		})
+	}
+}

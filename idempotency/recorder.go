@@ -37,9 +37,14 @@ func (r *recorder) WriteHeader(code int) {
 	r.status = code
 }
 
+// Write buffers p. Like net/http's own writer, it refuses a body after a
+// status that has none (204, 304).
 func (r *recorder) Write(p []byte) (int, error) {
-	if r.status == 0 {
+	switch r.status {
+	case 0:
 		r.status = http.StatusOK
+	case http.StatusNoContent, http.StatusNotModified:
+		return 0, http.ErrBodyNotAllowed
 	}
 	if r.streaming {
 		return r.w.Write(p)
