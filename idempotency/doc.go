@@ -26,6 +26,7 @@
 //	no key, key optional (the default)             passes through unprotected           yes
 //	malformed key                                  400 ProblemMalformedKey              no
 //	body over WithMaxRequestBody                   413 ProblemRequestTooLarge           no
+//	body unreadable (client went away)             400 ProblemBodyUnreadable            no
 //	scope function fails                           500 ProblemScopeUnavailable          no
 //	new (scope, key)                               claim, run, store, answer            yes, once
 //	same key and fingerprint, completed            stored answer + Idempotent-Replayed  no
@@ -34,6 +35,7 @@
 //	previous holder's lease lapsed                 takeover with a higher token         yes
 //	completed with an oversize response            410 ProblemResponseTooLarge          no
 //	store unreachable                              503 ProblemStoreUnavailable          no (fail closed)
+//	transaction not committed (transactional mode) 503 ProblemCommitFailed              yes, rolled back
 //
 // # Keys and fingerprints
 //
@@ -78,7 +80,10 @@
 // While it holds a claim, the handler writes to a buffering ResponseWriter
 // so that the outcome is stored before the client sees it (a retry arriving
 // just after the answer then finds it). That writer does not implement
-// http.Flusher or http.Hijacker, and 1xx informational statuses are dropped.
+// http.Flusher or http.Hijacker, 1xx informational statuses are dropped, and,
+// unlike net/http's writer, headers set after WriteHeader still go out (and
+// are stored if allow-listed), since nothing was sent yet. Trailers are not
+// supported.
 // The handler's request body is the bytes the Middleware read, restored.
 //
 // # Lease and TTL

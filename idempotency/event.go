@@ -1,7 +1,8 @@
 package idempotency
 
 // Outcome names what the Middleware did with a request, for metrics and
-// logs.
+// logs. Its values are the constants below, stable and fit for a metric
+// label; the zero value "" is none of them.
 type Outcome string
 
 // Outcomes reported through WithHook.
@@ -47,7 +48,8 @@ const (
 // is lost gives OutcomeLeaseLost in place of its final outcome, possibly
 // while its handler still runs. Requests the Middleware lets through
 // untouched (unprotected methods, no key when none is required) give none.
-// The zero Event is not meaningful; the Middleware makes them.
+// The zero Event is not meaningful; the Middleware makes them. An Event is a
+// value: the hook may keep it.
 type Event struct {
 	// Outcome is what happened.
 	Outcome Outcome
@@ -65,7 +67,7 @@ type Event struct {
 	Status int
 	// Err is the underlying error for OutcomeStoreError, OutcomeLeaseLost,
 	// OutcomeScopeError, OutcomeMalformedKey and OutcomeBadRequest; nil
-	// otherwise. It is a recovered panic's value wrapped in an error for
-	// OutcomeReleased after a panic.
+	// otherwise. It is ErrHandlerPanicked for OutcomeReleased after a
+	// handler panic (the panic itself goes on, with its own value).
 	Err error
 }

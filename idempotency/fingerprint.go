@@ -24,7 +24,22 @@ const fingerprintVersion = "v1:"
 // is canonicalised first (object members sorted, insignificant whitespace
 // dropped, strings re-escaped minimally, numbers kept as their literal text),
 // so reordered members or reformatting give the same fingerprint while any
-// changed value gives a different one. Any other body is taken byte for byte.
+// changed value gives a different one. Any other body, and a JSON-typed body
+// that is not valid JSON, is taken byte for byte.
+//
+// The choices, where two requests could be judged the same or not:
+//   - Strings are compared decoded: "\u00e9" and "é", or "\/" and "/", are the
+//     same; invalid UTF-8 is kept as its bytes.
+//   - Numbers are compared as written: 1, 1.0 and 1e0 differ, since an
+//     application may read them differently (an integer field rejects 1.0).
+//   - Duplicate member names are kept, in their order, after sorting: {"a":1,"a":2}
+//     and {"a":2,"a":1} differ, as decoders disagree on which one wins.
+//   - Query parameters are compared decoded (a=%41 is a=A, and "a" is "a=");
+//     a query that does not decode is taken as it is.
+//   - The Content-Type only chooses JSON or bytes: the same bytes sent as
+//     application/json and as text/plain differ, while media type
+//     parameters (charset) do not matter.
+//   - Headers, the host and the scheme are not part of it.
 //
 // Fingerprint is safe for concurrent use.
 func Fingerprint(r *http.Request, body []byte) string {

@@ -63,6 +63,22 @@ func TestFingerprint(t *testing.T) {
 	if fp("POST", "/", "application/json", "{not json") == fp("POST", "/", "application/json", "{not  json") {
 		t.Errorf("invalid JSON bodies with different bytes share a fingerprint")
 	}
+	// The documented choices.
+	if fp("POST", "/", "application/json", `{"s":"\u00e9\/"}`) != fp("POST", "/", "application/json", `{"s":"é/"}`) {
+		t.Errorf("escaped and literal strings differ")
+	}
+	if fp("POST", "/", "application/json", `{"a":1,"a":2}`) == fp("POST", "/", "application/json", `{"a":2,"a":1}`) {
+		t.Errorf("duplicate members in another order share a fingerprint")
+	}
+	if fp("POST", "/", "application/json", `{"n":1}`) == fp("POST", "/", "application/json", `{"n":1e0}`) {
+		t.Errorf("1 and 1e0 share a fingerprint")
+	}
+	if fp("POST", "/?a=%41&b", "", "") != fp("POST", "/?b=&a=A", "", "") {
+		t.Errorf("decoded-equal queries differ")
+	}
+	if fp("POST", "/", "application/json", `{}`) == fp("POST", "/", "text/plain", `{}`) {
+		t.Errorf("the same bytes as JSON and as text share a fingerprint")
+	}
 	// Repeated query values keep their order.
 	if fp("POST", "/?a=1&a=2", "", "") == fp("POST", "/?a=2&a=1", "", "") {
 		t.Errorf("the order of repeated query values was lost")

@@ -125,7 +125,8 @@ func checkKeyLength(k string) (string, error) {
 }
 
 // KeyError is a malformed-key error with its reason. It wraps
-// ErrMalformedKey.
+// ErrMalformedKey. ParseKey returns it as a *KeyError; the zero KeyError has
+// an empty Reason.
 type KeyError struct {
 	// Reason says what is wrong with the value, in words fit for a client.
 	Reason string

@@ -29,7 +29,8 @@ const (
 )
 
 // Option configures the Middleware. Options are applied in order; a later
-// option overrides an earlier one of the same kind.
+// option overrides an earlier one of the same kind, except WithReplayHeaders,
+// whose names add up. A nil Option is ignored.
 type Option func(*config)
 
 type config struct {
@@ -114,7 +115,8 @@ func WithScope(f func(*http.Request) (string, error)) Option {
 
 // WithMethods sets the HTTP methods the Middleware protects; requests with
 // other methods pass straight through. The default is POST and PATCH.
-// Calling it with no methods protects none.
+// Methods are matched as given, case-sensitively (HTTP methods are), so
+// use the http.MethodXxx constants. Calling it with no methods protects none.
 func WithMethods(methods ...string) Option {
 	return func(c *config) {
 		c.methods = make(map[string]bool, len(methods))

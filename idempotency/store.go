@@ -16,10 +16,15 @@ var ErrStaleToken = errors.New("idempotency: claim is no longer held by this tok
 
 // Key names one logical operation in a store: the scope that owns it and the
 // client's Idempotency-Key value. Two keys with different scopes never share
-// an entry.
+// an entry. Key is comparable; stores may use it as a map key.
 type Key struct {
+	// Scope is the owner of the key, as returned by the WithScope
+	// function; "" (the default) is the single scope of a service that does
+	// not set one.
 	Scope string
-	Key   string
+	// Key is the Idempotency-Key value as ParseKey returns it: 1 to
+	// MaxKeyLength bytes of printable ASCII.
+	Key string
 }
 
 // State is the state of a store entry.
@@ -45,6 +50,8 @@ func (s State) String() string {
 }
 
 // Response is a stored outcome: what a retry of the same operation receives.
+// The zero Response is not a valid outcome (Status 0); stores keep what the
+// Middleware gives them.
 type Response struct {
 	// Status is the HTTP status code the handler wrote.
 	Status int
@@ -58,7 +65,8 @@ type Response struct {
 	Oversize bool
 }
 
-// Entry is what a store holds for one Key.
+// Entry is what a store holds for one Key. The zero Entry is what Get
+// returns with found == false.
 type Entry struct {
 	// State is StateInProgress or StateCompleted.
 	State State
@@ -75,7 +83,9 @@ type Entry struct {
 	Response *Response
 }
 
-// ClaimResult is the answer of Store.Claim.
+// ClaimResult is the answer of Store.Claim. The zero ClaimResult is not
+// Acquired and carries the zero Entry; a store never returns it without an
+// error.
 type ClaimResult struct {
 	// Acquired reports that the caller now holds the claim with Token and
 	// must run the operation, then Complete or Release it.
