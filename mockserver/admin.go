@@ -1,7 +1,9 @@
 package mockserver
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +17,10 @@ const AdminPrefix = "/_mock/"
 
 // maxAdminBody bounds the body of an admin request.
 const maxAdminBody = 64 << 10
+
+// maxAdminMS bounds delay_ms and latency_ms (one hour), which keeps their
+// conversion to time.Duration far from overflowing.
+const maxAdminMS = int64(time.Hour / time.Millisecond)
 
 // faultRequest is the body of the admin endpoints that inject faults.
 type faultRequest struct {
@@ -42,18 +48,32 @@ func (s *Server) adminRoutes(mux *http.ServeMux) {
 	})
 }
 
-// readFault decodes an admin request body. An empty body is an empty request.
+// readFault decodes an admin request body: one JSON object of known
+// fields, so that a misspelt field is an error rather than a silent default.
+// An empty body is an empty request.
 func readFault(w http.ResponseWriter, r *http.Request) (faultRequest, bool) {
 	var fr faultRequest
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxAdminBody))
-	if err == nil && len(body) > 0 {
-		err = json.Unmarshal(body, &fr)
+	if err == nil && len(bytes.TrimSpace(body)) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err = dec.Decode(&fr); err == nil && dec.More() {
+			err = errors.New("more than one JSON value")
+		}
 	}
 	if err != nil {
-		badAdmin(w, "body must be a JSON object: "+err.Error())
+		badAdmin(w, "body must be a JSON object of the documented fields: "+err.Error())
 		return fr, false
 	}
 	return fr, true
+}
+
+// millis converts a delay_ms or latency_ms value after checking its range.
+func millis(name string, ms int64) (time.Duration, error) {
+	if ms < 0 || ms > maxAdminMS {
+		return 0, fmt.Errorf("%s must be between 0 and %d", name, maxAdminMS)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
 }
 
 func badAdmin(w http.ResponseWriter, detail string) {
@@ -104,7 +124,12 @@ func (s *Server) adminDelay(w http.ResponseWriter, r *http.Request) {
 		badAdmin(w, "delay_ms is required")
 		return
 	}
-	if err := s.faults.addDelay(fr.count(), time.Duration(*fr.DelayMS)*time.Millisecond); err != nil {
+	d, err := millis("delay_ms", *fr.DelayMS)
+	if err != nil {
+		badAdmin(w, err.Error())
+		return
+	}
+	if err := s.faults.addDelay(fr.count(), d); err != nil {
 		badAdmin(w, err.Error())
 		return
 	}
@@ -120,7 +145,12 @@ func (s *Server) adminLatency(w http.ResponseWriter, r *http.Request) {
 		badAdmin(w, "latency_ms is required")
 		return
 	}
-	if err := s.faults.setLatency(time.Duration(*fr.LatencyMS) * time.Millisecond); err != nil {
+	d, err := millis("latency_ms", *fr.LatencyMS)
+	if err != nil {
+		badAdmin(w, err.Error())
+		return
+	}
+	if err := s.faults.setLatency(d); err != nil {
 		badAdmin(w, err.Error())
 		return
 	}

@@ -117,3 +117,58 @@ func TestAdminIgnoresLatency(t *testing.T) {
 	resp.Body.Close()
 	srv.SetLatency(0)
 }
+
+// TestAdminRejectsOutOfRange checks the bounds of the admin API: a count
+// large enough to exhaust memory, a delay that overflows time.Duration and a
+// misspelt field are 400 problems, and nothing is queued.
+func TestAdminRejectsOutOfRange(t *testing.T) {
+	srv := mockserver.New()
+	defer srv.Close()
+	for _, tc := range []struct{ method, path, body string }{
+		{"POST", "/_mock/fail", `{"count":2000000000}`},
+		{"POST", "/_mock/drop-after-commit", `{"count":2000000000}`},
+		{"POST", "/_mock/delay", `{"count":2000000000,"delay_ms":1}`},
+		{"POST", "/_mock/delay", `{"delay_ms":9223372036854775807}`},
+		{"PUT", "/_mock/latency", `{"latency_ms":9223372036854775807}`},
+		{"POST", "/_mock/fail", `{"cont":2}`},
+		{"POST", "/_mock/fail", `{"count":1} {"count":2}`},
+	} {
+		resp, b := mustSend(t, srv, tc.method, tc.path, "", tc.body)
+		wantProblem(t, resp, b, http.StatusBadRequest, mockserver.ProblemBadAdminRequest)
+	}
+	if f := srv.Faults(); len(f.Fail) != 0 || f.DropAfterCommit != 0 || len(f.Delays) != 0 || f.Latency != 0 {
+		t.Errorf("rejected requests queued faults: %+v", f)
+	}
+}
+
+func TestFaultCountBounded(t *testing.T) {
+	srv := mockserver.New()
+	defer srv.Close()
+	for name, inject := range map[string]func(){
+		"FailNext":            func() { srv.FailNext(mockserver.MaxFaultCount+1, 503) },
+		"DropAfterCommitNext": func() { srv.DropAfterCommitNext(mockserver.MaxFaultCount + 1) },
+		"DelayNext":           func() { srv.DelayNext(mockserver.MaxFaultCount+1, time.Millisecond) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s over MaxFaultCount did not panic", name)
+				}
+			}()
+			inject()
+		}()
+	}
+	// Pending faults add up to the bound, not beyond it.
+	srv.FailNext(mockserver.MaxFaultCount, 503)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("FailNext past MaxFaultCount pending faults did not panic")
+			}
+		}()
+		srv.FailNext(1, 503)
+	}()
+	if n := len(srv.Faults().Fail); n != mockserver.MaxFaultCount {
+		t.Errorf("pending failures = %d, want %d", n, mockserver.MaxFaultCount)
+	}
+}

@@ -54,7 +54,11 @@
 // # Admin API
 //
 // The same over HTTP under AdminPrefix, JSON in and out. A count defaults to
-// 1. Every fault endpoint answers the pending Faults.
+// 1 and may take the pending faults of its kind up to MaxFaultCount;
+// delay_ms and latency_ms go from 0 to 3600000 (one hour). Unknown fields,
+// out-of-range values and malformed JSON are answered 400 with a problem of
+// type ProblemBadAdminRequest. Every fault endpoint answers the pending
+// Faults.
 //
 //	POST   /_mock/fail               {"count": 2, "status": 503}  (status defaults to 503)
 //	POST   /_mock/drop-after-commit  {"count": 1}

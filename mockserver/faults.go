@@ -6,6 +6,12 @@ import (
 	"time"
 )
 
+// MaxFaultCount bounds the faults of each kind (failures, dropped answers,
+// delays) that may be pending at once on a Server: a count that would take
+// the queue past it is refused (FailNext, DropAfterCommitNext and DelayNext
+// panic, the admin API answers 400), so that a typo cannot exhaust memory.
+const MaxFaultCount = 10_000
+
 // faults holds the pending injected faults. Each kind is a queue consumed by
 // the requests it applies to, first come first served.
 type faults struct {
@@ -52,15 +58,27 @@ func (f *faults) snapshot() Faults {
 	return out
 }
 
-func (f *faults) addFail(n, status int) error {
+// checkCount refuses a negative count, or one that would take pending
+// faults of a kind past MaxFaultCount.
+func checkCount(n, pending int) error {
 	if n < 0 {
 		return fmt.Errorf("mockserver: negative count %d", n)
 	}
+	if n > MaxFaultCount-pending {
+		return fmt.Errorf("mockserver: count %d would take the pending faults of this kind past %d (%d pending)", n, MaxFaultCount, pending)
+	}
+	return nil
+}
+
+func (f *faults) addFail(n, status int) error {
 	if status < 400 || status > 599 {
 		return fmt.Errorf("mockserver: injected status %d is not in 400..599", status)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := checkCount(n, len(f.fail)); err != nil {
+		return err
+	}
 	for range n {
 		f.fail = append(f.fail, status)
 	}
@@ -68,24 +86,24 @@ func (f *faults) addFail(n, status int) error {
 }
 
 func (f *faults) addDrop(n int) error {
-	if n < 0 {
-		return fmt.Errorf("mockserver: negative count %d", n)
-	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := checkCount(n, f.drop); err != nil {
+		return err
+	}
 	f.drop += n
 	return nil
 }
 
 func (f *faults) addDelay(n int, d time.Duration) error {
-	if n < 0 {
-		return fmt.Errorf("mockserver: negative count %d", n)
-	}
 	if d < 0 {
 		return fmt.Errorf("mockserver: negative delay %v", d)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := checkCount(n, len(f.delay)); err != nil {
+		return err
+	}
 	for range n {
 		f.delay = append(f.delay, d)
 	}
@@ -151,7 +169,8 @@ func (f *faults) getLatency() time.Duration {
 // status (a problem of type ProblemInjectedFailure) before anything runs: no
 // claim, no execution. The answer carries no Retry-After. Calls add up:
 // FailNext(2, 503) then FailNext(1, 500) answers 503, 503, 500. It panics if
-// n is negative or status is not in 400..599. It is safe for concurrent use.
+// n is negative, would take the pending failures past MaxFaultCount, or
+// status is not in 400..599. It is safe for concurrent use.
 func (s *Server) FailNext(n, status int) {
 	if err := s.faults.addFail(n, status); err != nil {
 		panic(err)
@@ -162,8 +181,9 @@ func (s *Server) FailNext(n, status int) {
 // end, have their outcome stored by the idempotency middleware, and then have
 // the connection closed without a byte of the answer: the client sees a
 // transport error for a request that took effect. A retry with the same key
-// receives the stored answer. Calls add up. It panics if n is negative. It is
-// safe for concurrent use.
+// receives the stored answer. Calls add up. It panics if n is negative or
+// would take the pending drops past MaxFaultCount. It is safe for concurrent
+// use.
 func (s *Server) DropAfterCommitNext(n int) {
 	if err := s.faults.addDrop(n); err != nil {
 		panic(err)
@@ -174,8 +194,8 @@ func (s *Server) DropAfterCommitNext(n int) {
 // it runs, while its key stays claimed: a duplicate arriving meanwhile meets
 // 409 in progress (or waits, per idempotency.WithWaitForResult). If the
 // client goes away during the delay, the payment does not run and the claim
-// is released. Calls add up. It panics if n or d is negative. It is safe for
-// concurrent use.
+// is released. Calls add up. It panics if n or d is negative, or if n would
+// take the pending delays past MaxFaultCount. It is safe for concurrent use.
 func (s *Server) DelayNext(n int, d time.Duration) {
 	if err := s.faults.addDelay(n, d); err != nil {
 		panic(err)
