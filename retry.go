@@ -121,7 +121,8 @@ func classifyError(attemptCtx context.Context, err error) (retry bool, reason Re
 }
 
 // permanentError reports errors that another attempt cannot cure: the
-// server's certificate does not verify, or it does not speak TLS.
+// request URL is invalid, the server's certificate does not verify, or it
+// does not speak TLS.
 func permanentError(err error) bool {
 	var (
 		verify   *tls.CertificateVerificationError
@@ -130,7 +131,7 @@ func permanentError(err error) bool {
 		invalid  x509.CertificateInvalidError
 		record   tls.RecordHeaderError
 	)
-	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) ||
+	return errors.Is(err, errBadURL) || errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) ||
 		errors.As(err, &invalid) || errors.As(err, &record)
 }
 

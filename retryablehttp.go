@@ -302,6 +302,10 @@ func (t *rhTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if st != nil {
 		st.req, st.key = r, key
 	}
+	if err := checkURL(r.URL); err != nil {
+		closeRequestBody(r)
+		return nil, &attemptError{req: r, key: key, err: err}
+	}
 	if err := r.Context().Err(); err != nil {
 		// Nothing is sent with a done context.
 		closeRequestBody(r)

@@ -356,3 +356,16 @@ func TestRetryableHeaderMapNotWritten(t *testing.T) {
 		t.Fatalf("a repeated request changed key: %+v", s)
 	}
 }
+
+func TestRetryableURLWithoutHostIsFinal(t *testing.T) {
+	rc := newRecorder(status(201))
+	c := newRetryable(t, rc)
+	req, err := retryablehttp.NewRequest(http.MethodGet, "http:///v1/debits", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Do(req)
+	if !errors.Is(err, ErrNotSent) || len(rc.Seen()) != 0 {
+		t.Fatalf("err %v after %d attempts; want ErrNotSent at once", err, len(rc.Seen()))
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 
 	"github.com/cenkalti/backoff/v4"
 )
@@ -61,9 +62,9 @@ func closeIdle(rt http.RoundTripper) {
 // RoundTrip runs one logical operation; see [Transport].
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	cfg := t.cfg
-	if req.URL == nil {
+	if err := checkURL(req.URL); err != nil {
 		closeRequestBody(req)
-		return nil, &Error{Cause: ErrNotSent, Err: errors.New("saferetry: request has no URL")}
+		return nil, &Error{Cause: ErrNotSent, Err: err}
 	}
 	key, wire, _, err := cfg.resolveKey(req)
 	if err != nil {
@@ -315,6 +316,23 @@ func (op *operation) fail(n int, err error) error {
 	e := &Error{Cause: cause, Key: op.key, Attempts: n, Status: op.lastStatus, Err: err}
 	op.finish(n, e)
 	return e
+}
+
+// errBadURL marks a request URL that no attempt can cure.
+var errBadURL = errors.New("saferetry: invalid request URL")
+
+// checkURL rejects, before anything is sent, a missing URL and an http or
+// https URL without a host, which RFC 9110 (section 4.2.1) calls invalid
+// and a base would refuse on every attempt. Other schemes are left to the
+// base, which may support them.
+func checkURL(u *url.URL) error {
+	switch {
+	case u == nil:
+		return fmt.Errorf("%w: request has no URL", errBadURL)
+	case u.Host == "" && (u.Scheme == "http" || u.Scheme == "https"):
+		return fmt.Errorf("%w: %s URL without a host", errBadURL, u.Scheme)
+	}
+	return nil
 }
 
 func closeRequestBody(req *http.Request) {

@@ -526,3 +526,23 @@ func TestRetryBudgetStopsConcurrentStorm(t *testing.T) {
 		t.Error("no attempt reported the exhausted budget")
 	}
 }
+
+func TestURLWithoutHostIsFinalAndNotSent(t *testing.T) {
+	var called atomic.Bool
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		called.Store(true)
+		return nil, errors.New("http: no Host in request URL")
+	})
+	for _, u := range []string{"http:///v1/debits", "https:///v1/debits"} {
+		pb := &plainBody{r: strings.NewReader("x")}
+		req, _ := http.NewRequest(http.MethodPost, u, pb)
+		resp, err := NewTransport(base, WithBackoff(constBackoff(time.Millisecond))).RoundTrip(req)
+		var e *Error
+		if resp != nil || !errors.As(err, &e) || !errors.Is(err, ErrNotSent) || e.Attempts != 0 || !pb.closed.Load() {
+			t.Errorf("%s: resp=%v err=%v closed=%v; want ErrNotSent before any attempt", u, resp, err, pb.closed.Load())
+		}
+	}
+	if called.Load() {
+		t.Error("a request without a host was handed to the base")
+	}
+}
