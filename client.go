@@ -42,7 +42,8 @@ func NewClient(opts ...Option) *Client {
 
 // HTTPClient returns the underlying http.Client, for APIs that want one.
 // Requests made through it are retried by the Transport but get no
-// [*APIError] for error statuses.
+// [*APIError] for error statuses, and a generated key is chosen per
+// redirect hop (see [Transport]).
 func (c *Client) HTTPClient() *http.Client { return c.hc }
 
 // Transport returns the Client's Transport.

@@ -22,7 +22,12 @@ import (
 // a final response is returned with a nil error whatever its status, and
 // an error comes without a response. An operation that ends without a
 // response returns an [*Error] matching [ErrOutcomeUnknown] (or
-// [ErrNotSent] when no attempt reached the server).
+// [ErrNotSent] when no attempt reached the server, as for a done context
+// or an http(s) URL without a host, rejected before sending).
+//
+// Each RoundTrip is one operation: under a plain [http.Client], every hop
+// of a redirect gets its own generated key. [Client.Do] instead chooses the
+// key once, so that a POST redirected by 307 or 308 keeps it.
 //
 // Use [NewTransport]; the zero Transport is not usable. A Transport is safe
 // for concurrent use by multiple goroutines; its retry budget is shared by
