@@ -129,7 +129,7 @@ type flight struct {
 	body  restoredBody
 	rec   recorder
 	lease leaseKeeper
-	claim claimInfo
+	claim claimCtx
 }
 
 // restoredBody replays the bytes read from a request body to the handler.
@@ -226,8 +226,8 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, f *flight, k Ke
 		ev.Outcome, ev.Err = OutcomeReleased, ErrHandlerPanicked
 		m.release(ctx, ev)
 	}()
-	f.claim = claimInfo{key: k, token: token}
-	m.next.ServeHTTP(rec, r.WithContext(withClaim(r.Context(), &f.claim)))
+	f.claim = claimCtx{Context: r.Context(), key: k, token: token}
+	m.next.ServeHTTP(rec, r.WithContext(&f.claim))
 	finished = true
 	lost := lk.finish(m.cfg.storeTimeout, cancel)
 	ev.Status = rec.statusCode()

@@ -950,3 +950,30 @@ func TestNoBodyStatuses(t *testing.T) {
 		})
 	}
 }
+
+// TestHandlerContextFollowsTheRequest checks that the handler's context keeps
+// the request context's values and cancellation, also through contexts
+// derived from it.
+func TestHandlerContextFollowsTheRequest(t *testing.T) {
+	type ctxKey struct{}
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "outer"))
+	defer cancel()
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		child, stop := context.WithTimeout(r.Context(), time.Hour)
+		defer stop()
+		if got := child.Value(ctxKey{}); got != "outer" {
+			t.Errorf("request value = %v, want outer", got)
+		}
+		if k, ok := idempotency.KeyFromContext(child); !ok || k.Key != "k" {
+			t.Errorf("KeyFromContext(derived) = %+v, %v", k, ok)
+		}
+		cancel()
+		select {
+		case <-child.Done():
+		case <-time.After(5 * time.Second):
+			t.Errorf("the request's cancellation did not reach a derived context")
+		}
+	})
+	h := idempotency.Middleware(newStore(t))(app)
+	post(h, "k", `{}`, func(r *http.Request) { *r = *r.WithContext(ctx) })
+}

@@ -71,8 +71,8 @@ func (m *middleware) runTx(w http.ResponseWriter, r *http.Request, f *flight, k 
 	if h := w.Header(); len(h) > 0 {
 		outer = h.Clone()
 	}
-	f.claim = claimInfo{key: k, token: res.Token}
-	ctx := tx.Context(withClaim(r.Context(), &f.claim))
+	f.claim = claimCtx{Context: r.Context(), key: k, token: res.Token}
+	ctx := tx.Context(&f.claim)
 	m.next.ServeHTTP(rec, r.WithContext(ctx))
 	finished = true
 	ev.Status = rec.statusCode()
