@@ -114,3 +114,19 @@ func (c *cancelOnClose) Close() error {
 	c.cancel()
 	return err
 }
+
+// cancelOnCloseWriter keeps a writable body writable, as net/http's body
+// of a 101 Switching Protocols response must be.
+type cancelOnCloseWriter struct {
+	cancelOnClose
+	io.Writer
+}
+
+// withCancel wraps body so that closing it calls cancel.
+func withCancel(body io.ReadCloser, cancel func()) io.ReadCloser {
+	c := cancelOnClose{ReadCloser: body, cancel: cancel}
+	if w, ok := body.(io.Writer); ok {
+		return &cancelOnCloseWriter{cancelOnClose: c, Writer: w}
+	}
+	return &c
+}

@@ -174,7 +174,7 @@ func (op *operation) run() (*http.Response, error) {
 					resp.Request = r
 				}
 				if cancel != nil {
-					resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+					resp.Body = withCancel(resp.Body, cancel)
 				}
 				return resp, nil
 			}

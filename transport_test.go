@@ -546,3 +546,35 @@ func TestURLWithoutHostIsFinalAndNotSent(t *testing.T) {
 		t.Error("a request without a host was handed to the base")
 	}
 }
+
+// rwBody is the read-write body net/http gives a 101 Switching Protocols.
+type rwBody struct {
+	io.Reader
+	written bytes.Buffer
+}
+
+func (b *rwBody) Write(p []byte) (int, error) { return b.written.Write(p) }
+func (b *rwBody) Close() error                { return nil }
+
+func TestAttemptTimeoutKeepsSwitchedProtocolBodyWritable(t *testing.T) {
+	rw := &rwBody{Reader: strings.NewReader("")}
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusSwitchingProtocols, Header: http.Header{"Upgrade": {"websocket"}}, Body: rw, Request: r}, nil
+	})
+	tr := NewTransport(base, WithAttemptTimeout(time.Minute))
+	resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodGet, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, ok := resp.Body.(io.ReadWriteCloser)
+	if !ok {
+		t.Fatalf("101 body %T is not writable", resp.Body)
+	}
+	if _, err := w.Write([]byte("hi")); err != nil || rw.written.String() != "hi" {
+		t.Fatalf("write: %v, %q", err, rw.written.String())
+	}
+	w.Close()
+	if resp.Request.Context().Err() == nil {
+		t.Error("closing the body did not end the attempt context")
+	}
+}
