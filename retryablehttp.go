@@ -171,18 +171,16 @@ func ConfigureRetryableClient(c *retryablehttp.Client, opts ...Option) {
 			// policy error; the error is the outcome.
 			drain(resp.Body)
 		}
+		// CheckRetry made the outcome of an attempt without a response an
+		// *Error; an invalid key comes as one from rhTransport.
 		var e *Error
-		var ae *attemptError
-		switch {
-		case errors.As(err, &e):
-			if e.Cause != ErrInvalidKey {
-				e.Attempts = attempts
-			}
-			return nil, e
-		case errors.As(err, &ae) && ae.invalidKey:
-			return nil, ae.err
+		if !errors.As(err, &e) {
+			return nil, err
 		}
-		return nil, err
+		if e.Cause != ErrInvalidKey {
+			e.Attempts = attempts
+		}
+		return nil, e
 	}
 }
 
