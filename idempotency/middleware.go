@@ -353,9 +353,11 @@ func (m *middleware) replay(w http.ResponseWriter, r *http.Request, k Key, e Ent
 }
 
 // storeFailed handles a store failure before the handler ran: 503, or, with
-// WithFailOpen, the handler runs unprotected.
+// WithFailOpen, the handler runs unprotected. A failure because the request's
+// own context ended is no outage: the client left, and running the handler
+// unprotected for nobody would only risk a duplicate of its retry.
 func (m *middleware) storeFailed(w http.ResponseWriter, r *http.Request, k Key, err error) {
-	if !m.cfg.failOpen {
+	if !m.cfg.failOpen || r.Context().Err() != nil {
 		m.storeUnavailable(w, r, k, err)
 		return
 	}

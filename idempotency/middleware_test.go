@@ -559,6 +559,16 @@ func TestStoreFailure(t *testing.T) {
 			t.Fatalf("events %v", ev.outcomes())
 		}
 	})
+	t.Run("fail open does not run the handler for a client that left", func(t *testing.T) {
+		app := &counter{}
+		h := idempotency.Middleware(newStore(t), idempotency.WithFailOpen(true))(app)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // the claim fails with the request's own context error
+		w := post(h, "k", `{}`, func(r *http.Request) { *r = *r.WithContext(ctx) })
+		if app.calls.Load() != 0 {
+			t.Fatalf("the handler ran unprotected (status %d) for a request whose client left", w.Code)
+		}
+	})
 	t.Run("claim cancelled by the client", func(t *testing.T) {
 		app := &counter{}
 		h := idempotency.Middleware(newStore(t))(app)

@@ -191,7 +191,8 @@ func WithReplayHeaders(names ...string) Option {
 // store fails on claim, instead of answering 503 (the default, fail closed).
 // Fail open trades the exactly-once guarantee for availability: use it only
 // when a duplicate is cheaper than an outage. In transactional mode the
-// handler then runs without a transaction in its context.
+// handler then runs without a transaction in its context. A claim that failed
+// because the request's context ended (the client left) still gets 503.
 func WithFailOpen(open bool) Option {
 	return func(c *config) { c.failOpen = open }
 }
