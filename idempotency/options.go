@@ -22,9 +22,11 @@ const (
 	// recorded as completed but oversize.
 	DefaultMaxResponseBody = 1 << 20
 	// DefaultStoreTimeout bounds each store call the Middleware makes after
-	// the handler ran (Complete, Release, Commit) and each lease renewal.
-	// Those calls do not follow the request's cancellation: the work
-	// happened, so its outcome is recorded even when the client left.
+	// the handler ran (Complete, Release, Commit), each Rollback, and each
+	// lease renewal (which is also bounded by the renewal interval). Those
+	// calls do not follow the request's cancellation: the work happened, so
+	// its outcome is recorded even when the client left. The calls before
+	// the handler (Claim, BeginTx) follow the request's context.
 	DefaultStoreTimeout = 5 * time.Second
 )
 
