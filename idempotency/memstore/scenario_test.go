@@ -28,5 +28,5 @@ func TestScenarioLedger(t *testing.T) {
 }
 
 func TestScenarioCrash(t *testing.T) {
-	scenario.Crash(t, newShared(t), 150*time.Millisecond)
+	scenario.Crash(t, newShared(t), scenario.CrashLease)
 }

@@ -3,7 +3,6 @@ package pgstore_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -41,11 +40,11 @@ func TestScenarioLedgerTx(t *testing.T) {
 }
 
 func TestScenarioCrashLease(t *testing.T) {
-	scenario.Crash(t, newStore(t), 150*time.Millisecond)
+	scenario.Crash(t, newStore(t), scenario.CrashLease)
 }
 
 func TestScenarioCrashTx(t *testing.T) {
-	scenario.Crash(t, newTxStore(t, scenarioPool(t)), 150*time.Millisecond)
+	scenario.Crash(t, newTxStore(t, scenarioPool(t)), scenario.CrashLease)
 }
 
 // pgBook is a scenario.Book in a PostgreSQL table. A debit goes through the

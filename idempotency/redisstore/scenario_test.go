@@ -2,7 +2,6 @@ package redisstore_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/saferetry/saferetry/internal/scenario"
 )
@@ -22,9 +21,9 @@ func TestLedger(t *testing.T) {
 }
 
 // TestCrashScenario: the shared crash scenario (a frozen instance whose
-// renewals stop, takeover after a 200ms lease, the zombie's late Complete
+// renewals stop, takeover after scenario.CrashLease, the zombie's late Complete
 // refused) on Redis.
 func TestCrashScenario(t *testing.T) {
 	s, _, _ := newStore(t)
-	scenario.Crash(t, s, 200*time.Millisecond)
+	scenario.Crash(t, s, scenario.CrashLease)
 }

@@ -15,6 +15,12 @@ import (
 	"github.com/saferetry/saferetry/idempotency"
 )
 
+// CrashLease is the lease the stores' tests give Crash: short enough to keep
+// the scenario within a few seconds, long enough that renewals every 333ms
+// keep it alive on a loaded 2-core machine running every package under
+// -race (150ms lost renewals there and let B take over a live A).
+const CrashLease = time.Second
+
 // errFrozen is what a frozen instance's store calls fail with.
 var errFrozen = errors.New("scenario: instance is frozen")
 
@@ -34,8 +40,11 @@ var errFrozen = errors.New("scenario: instance is frozen")
 // client's connection dies, so B takes over at once, and A's late Complete
 // or Commit fails.
 //
-// lease is given to both instances through idempotency.WithLease after opts;
-// keep it short (a few hundred milliseconds). Crash installs its own
+// lease is given to both instances through idempotency.WithLease after opts.
+// The scenario waits about two leases, so keep it short, but not so short
+// that a loaded machine misses two renewals in a row (A renews every
+// lease/3, each renewal bounded by lease/3): CrashLease suits a test run
+// under -race beside other packages. Crash installs its own
 // idempotency.WithHook, replacing any in opts.
 func Crash(t *testing.T, store idempotency.Store, lease time.Duration, opts ...idempotency.Option) {
 	t.Helper()
@@ -71,6 +80,10 @@ func Crash(t *testing.T, store idempotency.Store, lease time.Duration, opts ...i
 	var keyB atomic.Value // idempotency.Key, with the scope the options chose
 	enteredB := make(chan struct{}, 1)
 	proceedB := make(chan struct{})
+	// aKilled gates B's hold: before the kill B must not run at all, and if
+	// it does (A's renewals failed to keep its lease), it answers at once so
+	// that the check below fails fast instead of blocking until the deadline.
+	var aKilled atomic.Bool
 	var proceedOnce sync.Once
 	releaseB := func() { proceedOnce.Do(func() { close(proceedB) }) }
 	defer releaseB()
@@ -85,7 +98,9 @@ func Crash(t *testing.T, store idempotency.Store, lease time.Duration, opts ...i
 		case enteredB <- struct{}{}:
 		default: // a second run; counted in runsB
 		}
-		<-proceedB // hold the key while A wakes up
+		if aKilled.Load() {
+			<-proceedB // hold the key while A wakes up
+		}
 		w.WriteHeader(http.StatusCreated)
 		_, _ = fmt.Fprintf(w, "from B, token %d", tok)
 	})
@@ -135,11 +150,13 @@ func Crash(t *testing.T, store idempotency.Store, lease time.Duration, opts ...i
 	// Let a few renewals happen, to prove they kept the lease alive.
 	if !transactional {
 		pause(ctx, lease)
-		if r := send(b.srv.URL); r.status != http.StatusConflict {
-			t.Errorf("while A is alive and renewing past its first lease, B answered %d %q, want 409", r.status, r.body)
+		if r := send(b.srv.URL); r.err != nil || r.status != http.StatusConflict {
+			t.Fatalf("while A is alive and renewing past its first lease, B answered %d %q (err %v), want 409; "+
+				"A renews every lease/3, so a lease of %v may be too short for this machine", r.status, r.body, r.err, lease)
 		}
 	}
 
+	aKilled.Store(true)
 	frozen.freeze()
 	a.kill()
 	if transactional {
