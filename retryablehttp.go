@@ -54,9 +54,10 @@ import (
 // [WithAttemptTimeout] do not apply: retryablehttp has its own logger,
 // hooks, wait bounds and timeout.
 //
-// Limits that come from retryablehttp's API: its Backoff is not given the
-// context, so a wait is not cut short in advance when it would pass the
-// deadline; and a context that ends during a wait makes retryablehttp
+// Its Backoff is not given the context, so CheckRetry refuses a retry when
+// the longest wait Backoff could choose would end past the context
+// deadline, and the last outcome is returned at once. A limit that comes
+// from retryablehttp itself: a context canceled during a wait makes it
 // return the bare context error, without the key.
 func ConfigureRetryableClient(c *retryablehttp.Client, opts ...Option) {
 	cfg := newConfig(opts)
@@ -141,6 +142,11 @@ func ConfigureRetryableClient(c *retryablehttp.Client, opts ...Option) {
 					bud.succeeded(st.spentTokens())
 				}
 			}
+			return false, outcome
+		}
+		if st != nil && passesDeadline(ctx, time.Now(), cfg.rhLongestWait(c, st.attempts-1, resp)) {
+			// Backoff is not given the context: stop here rather than
+			// let retryablehttp start a wait the deadline would cut.
 			return false, outcome
 		}
 		cost := bud.retryCost(transportErr)
@@ -266,16 +272,30 @@ func (c *config) attachKey(r *http.Request) {
 	r.Header = h
 }
 
-// exponentialWait is minWait·2^attempt capped at maxWait, with "equal
-// jitter": a uniform draw from its upper half.
-func exponentialWait(minWait, maxWait time.Duration, attempt int) time.Duration {
+// rhLongestWait bounds the wait c's Backoff can choose after the attempt
+// numbered attempt (from 0) that got resp: the capped Retry-After plus its
+// largest jitter, or the top of the exponential range.
+func (cfg *config) rhLongestWait(c *retryablehttp.Client, attempt int, resp *http.Response) time.Duration {
+	noJitter := func(int64) int64 { return 0 }
+	if d, _, ok := retryAfter(resp, time.Now(), cfg.maxRetryAfter, noJitter); ok {
+		return min(d+d/10, cfg.maxRetryAfter)
+	}
+	return exponentialCap(c.RetryWaitMin, c.RetryWaitMax, attempt)
+}
+
+// exponentialCap is minWait·2^attempt capped at maxWait.
+func exponentialCap(minWait, maxWait time.Duration, attempt int) time.Duration {
 	d := minWait
 	for i := 0; i < attempt && d < maxWait; i++ {
 		d *= 2
 	}
-	if d > maxWait {
-		d = maxWait
-	}
+	return min(d, maxWait)
+}
+
+// exponentialWait is [exponentialCap] with "equal jitter": a uniform draw
+// from its upper half.
+func exponentialWait(minWait, maxWait time.Duration, attempt int) time.Duration {
+	d := exponentialCap(minWait, maxWait, attempt)
 	if d <= 0 {
 		return 0
 	}

@@ -369,3 +369,40 @@ func TestRetryableURLWithoutHostIsFinal(t *testing.T) {
 		t.Fatalf("err %v after %d attempts; want ErrNotSent at once", err, len(rc.Seen()))
 	}
 }
+
+func TestRetryableNoWaitPastDeadline(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		script outcome
+		long   func(c *retryablehttp.Client)
+	}{
+		{"backoff", status(503), func(c *retryablehttp.Client) { c.RetryWaitMin, c.RetryWaitMax = time.Hour, time.Hour }},
+		{"retry-after", statusH(429, "Retry-After", "3600"), func(*retryablehttp.Client) {}},
+		{"transport error", fail(errReset), func(c *retryablehttp.Client) { c.RetryWaitMin, c.RetryWaitMax = time.Hour, time.Hour }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := newRecorder(tt.script, status(201))
+			c := newRetryable(t, rc, WithMaxRetryAfter(time.Hour))
+			tt.long(c)
+			// Without the check, retryablehttp would wait out the deadline
+			// and return the bare context error.
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			defer cancel()
+			resp, err := c.Do(rhReq(t, ctx, http.MethodPost, "x"))
+			if len(rc.Seen()) != 1 {
+				t.Fatalf("%d attempts", len(rc.Seen()))
+			}
+			if tt.script.err != nil {
+				var e *Error
+				if !errors.As(err, &e) || !errors.Is(err, ErrOutcomeUnknown) || e.Key == "" || e.Attempts != 1 {
+					t.Fatalf("err %v; want ErrOutcomeUnknown with the key at once", err)
+				}
+				return
+			}
+			if err != nil || resp.StatusCode != tt.script.status {
+				t.Fatalf("err %v; want the %d at once", err, tt.script.status)
+			}
+			resp.Body.Close()
+		})
+	}
+}
