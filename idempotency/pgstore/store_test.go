@@ -153,7 +153,9 @@ func TestExpiredEntryIsAbsentAndOverwritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := key("expiry")
-	r, err := s.Claim(ctx, k, "fp-a", time.Minute, 30*time.Millisecond)
+	// The claim's ttl is long, so that Complete cannot come too late on a
+	// loaded machine; Complete's own short ttl is the one that expires.
+	r, err := s.Claim(ctx, k, "fp-a", time.Minute, time.Hour)
 	if err != nil || !r.Acquired {
 		t.Fatalf("Claim: %+v %v", r, err)
 	}
@@ -183,24 +185,36 @@ func TestExpiredEntryIsAbsentAndOverwritten(t *testing.T) {
 }
 
 func TestRenewKeepsRowAliveForLease(t *testing.T) {
-	s := newStore(t)
+	pool := newPool(t)
+	s := pgstore.New(pool, pgstore.WithTable(uniqueTable(t, pool)))
+	if err := s.CreateSchema(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
 	ctx := ctxT(t)
 	k := key("renew")
-	r, err := s.Claim(ctx, k, "fp", 40*time.Millisecond, 80*time.Millisecond)
+	// A ttl of a few seconds leaves a loaded machine time to Renew before
+	// it; the row's own expiry, read on the database clock, shows whether
+	// Renew pushed it, without waiting for the ttl to pass.
+	r, err := s.Claim(ctx, k, "fp", 40*time.Millisecond, 5*time.Second)
 	if err != nil || !r.Acquired {
 		t.Fatal(r, err)
 	}
 	if err := s.Renew(ctx, k, r.Token, time.Minute); err != nil {
 		t.Fatalf("Renew: %v", err)
 	}
-	// Had the ttl stayed 80ms, the held claim would expire under its holder.
 	e, found, err := s.Get(ctx, k)
 	if err != nil || !found || e.LeaseRemaining < 50*time.Second {
 		t.Fatalf("Get = %+v %v %v", e, found, err)
 	}
-	time.Sleep(120 * time.Millisecond) // past the original ttl
-	if _, found, err := s.Get(ctx, k); err != nil || !found {
-		t.Fatalf("renewed claim expired with its original ttl: found=%v err=%v", found, err)
+	// Had the ttl stayed 5s, the held claim would expire under its holder.
+	var left float64 // seconds
+	err = pool.QueryRow(ctx, `SELECT extract(epoch FROM expires_at - statement_timestamp())::float8 FROM "`+s.Table()+`"
+		WHERE scope = $1 AND key = $2`, k.Scope, k.Key).Scan(&left)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left < 50 {
+		t.Fatalf("row expires in %.3fs after Renew(1m), want at least the lease", left)
 	}
 }
 
