@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/saferetry/saferetry"
 	"github.com/saferetry/saferetry/idempotency/redisstore"
+	"github.com/saferetry/saferetry/internal/testenv"
 	"github.com/saferetry/saferetry/mockserver"
 )
 
@@ -264,26 +264,17 @@ func (b *balancer) RoundTrip(req *http.Request) (*http.Response, error) {
 
 func redisClient(t *testing.T) *redis.Client {
 	t.Helper()
-	u := os.Getenv("SAFERETRY_REDIS_URL")
-	if u == "" {
-		if os.Getenv("SAFERETRY_REQUIRE_SERVICES") == "1" {
-			t.Fatal("SAFERETRY_REDIS_URL is not set and SAFERETRY_REQUIRE_SERVICES=1")
-		}
-		t.Skip("set SAFERETRY_REDIS_URL=redis://127.0.0.1:6379/0 to run")
-	}
+	u := testenv.RedisURL(t)
 	opt, err := redis.ParseURL(u)
 	if err != nil {
-		t.Fatalf("SAFERETRY_REDIS_URL: %v", err)
+		t.Fatalf("%s: %v", testenv.EnvRedisURL, err)
 	}
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := rdb.Ping(ctx).Err(); err != nil {
-		if os.Getenv("SAFERETRY_REQUIRE_SERVICES") == "1" {
-			t.Fatalf("redis at %s: %v", u, err)
-		}
-		t.Skipf("redis at %s unreachable (%v); start it to run", u, err)
+		testenv.Unavailable(t, fmt.Sprintf("redis at %s unreachable (%v); start it to run", u, err))
 	}
 	return rdb
 }

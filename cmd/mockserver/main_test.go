@@ -6,12 +6,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
-	"os"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/saferetry/saferetry/internal/testenv"
 )
 
 // lines collects what run prints and hands over the URL of the startup line.
@@ -113,18 +114,6 @@ func TestRunRejectsBadFlags(t *testing.T) {
 	}
 }
 
-func serviceURL(t *testing.T, env, how string) string {
-	t.Helper()
-	u := os.Getenv(env)
-	if u == "" {
-		if os.Getenv("SAFERETRY_REQUIRE_SERVICES") == "1" {
-			t.Fatalf("%s is not set and SAFERETRY_REQUIRE_SERVICES=1", env)
-		}
-		t.Skipf("set %s=%s to run", env, how)
-	}
-	return u
-}
-
 func randomName(t *testing.T) string {
 	var b [6]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -152,9 +141,9 @@ func testSharedStore(t *testing.T, store, wantName string) {
 }
 
 func TestRunWithRedis(t *testing.T) {
-	testSharedStore(t, serviceURL(t, "SAFERETRY_REDIS_URL", "redis://127.0.0.1:6379/0"), "store redis")
+	testSharedStore(t, testenv.RedisURL(t), "store redis")
 }
 
 func TestRunWithPostgres(t *testing.T) {
-	testSharedStore(t, serviceURL(t, "SAFERETRY_POSTGRES_URL", "'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'"), "store postgres")
+	testSharedStore(t, testenv.PostgresURL(t), "store postgres")
 }

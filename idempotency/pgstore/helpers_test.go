@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
 	"testing"
 	"time"
 
@@ -12,23 +11,14 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/pgstore"
+	"github.com/saferetry/saferetry/internal/testenv"
 )
-
-const envURL = "SAFERETRY_POSTGRES_URL"
 
 // pgURL returns the test database URL, or skips (fails under
 // SAFERETRY_REQUIRE_SERVICES=1) when it is not set.
 func pgURL(tb testing.TB) string {
 	tb.Helper()
-	u := os.Getenv(envURL)
-	if u == "" {
-		msg := "set " + envURL + "='postgres://postgres@127.0.0.1:5432/test?sslmode=disable' to run the PostgreSQL tests"
-		if os.Getenv("SAFERETRY_REQUIRE_SERVICES") == "1" {
-			tb.Fatal(msg + " (SAFERETRY_REQUIRE_SERVICES=1)")
-		}
-		tb.Skip(msg)
-	}
-	return u
+	return testenv.PostgresURL(tb)
 }
 
 // newPool returns a pool on the test database, closed at cleanup.
@@ -36,7 +26,7 @@ func newPool(tb testing.TB, mutate ...func(*pgxpool.Config)) *pgxpool.Pool {
 	tb.Helper()
 	cfg, err := pgxpool.ParseConfig(pgURL(tb))
 	if err != nil {
-		tb.Fatalf("parse %s: %v", envURL, err)
+		tb.Fatalf("parse %s: %v", testenv.EnvPostgresURL, err)
 	}
 	for _, m := range mutate {
 		m(cfg)

@@ -1,12 +1,10 @@
 package pgstore_test
 
 import (
-	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/pgstore"
+	"github.com/saferetry/saferetry/internal/testenv"
 )
 
 // freeAddr returns a loopback address nobody listens on.
@@ -70,88 +69,6 @@ func TestOutageWrongPortAnswers503(t *testing.T) {
 	}
 }
 
-// proxy forwards TCP connections from a loopback port to PostgreSQL; it can
-// be stopped (dropping every connection) and started again on the same port,
-// standing for a database outage without touching the shared server.
-type proxy struct {
-	t      *testing.T
-	addr   string
-	target string
-
-	mu    sync.Mutex
-	ln    net.Listener
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
-}
-
-func startProxy(t *testing.T, target string) *proxy {
-	p := &proxy{t: t, target: target, conns: map[net.Conn]struct{}{}}
-	p.start("127.0.0.1:0")
-	t.Cleanup(p.stop)
-	return p
-}
-
-func (p *proxy) start(addr string) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		p.t.Fatalf("proxy listen: %v", err)
-	}
-	p.mu.Lock()
-	p.ln, p.addr = ln, ln.Addr().String()
-	p.mu.Unlock()
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			if !p.track(c, up) {
-				return
-			}
-			p.wg.Add(2)
-			go func() { defer p.wg.Done(); io.Copy(up, c); up.Close() }()
-			go func() { defer p.wg.Done(); io.Copy(c, up); c.Close() }()
-		}
-	}()
-}
-
-func (p *proxy) track(cs ...net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln == nil {
-		for _, c := range cs {
-			c.Close()
-		}
-		return false
-	}
-	for _, c := range cs {
-		p.conns[c] = struct{}{}
-	}
-	return true
-}
-
-// stop closes the listener and every connection, and waits for the copiers.
-func (p *proxy) stop() {
-	p.mu.Lock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
-	for c := range p.conns {
-		c.Close()
-		delete(p.conns, c)
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-}
-
 func TestOutageRecoversWhenTheDatabaseIsBack(t *testing.T) {
 	good := newPool(t)
 	cc := good.Config().ConnConfig
@@ -163,8 +80,8 @@ func TestOutageRecoversWhenTheDatabaseIsBack(t *testing.T) {
 				t.Fatal(err)
 			}
 			orders := ordersTable(t, good, table)
-			p := startProxy(t, target)
-			viaProxy := poolAt(t, p.addr)
+			p := testenv.StartProxy(t, target)
+			viaProxy := poolAt(t, p.Addr())
 			var s idempotency.Store = pgstore.New(viaProxy, pgstore.WithTable(table))
 			if mode == "tx" {
 				s = pgstore.NewTx(viaProxy, pgstore.WithTable(table))
@@ -175,7 +92,7 @@ func TestOutageRecoversWhenTheDatabaseIsBack(t *testing.T) {
 			if r := post(ctx, url, "before", `{}`); r.status != 201 {
 				t.Fatalf("before the outage: %+v", r)
 			}
-			p.stop()
+			p.Stop()
 			for range 3 {
 				r := post(ctx, url, "during", `{}`)
 				if r.err != nil || r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
@@ -185,7 +102,7 @@ func TestOutageRecoversWhenTheDatabaseIsBack(t *testing.T) {
 			if h.runs.Load() != 1 {
 				t.Fatalf("handler runs = %d during the outage, want none beyond the first", h.runs.Load())
 			}
-			p.start(p.addr)
+			p.Restart(t)
 			var r reply
 			eventually(t, "requests succeed again", func() bool {
 				r = post(ctx, url, "during", `{}`)

@@ -4,31 +4,22 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
 	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/saferetry/saferetry/idempotency/redisstore"
+	"github.com/saferetry/saferetry/internal/testenv"
 )
-
-const envURL = "SAFERETRY_REDIS_URL"
 
 // redisOptions returns the options of the test Redis, or skips (fails with
 // SAFERETRY_REQUIRE_SERVICES=1) when none is configured.
 func redisOptions(tb testing.TB) *redis.Options {
 	tb.Helper()
-	url := os.Getenv(envURL)
-	if url == "" {
-		if os.Getenv("SAFERETRY_REQUIRE_SERVICES") == "1" {
-			tb.Fatalf("%s is not set but SAFERETRY_REQUIRE_SERVICES=1", envURL)
-		}
-		tb.Skipf("set %s=redis://127.0.0.1:6379/0 to run the Redis tests", envURL)
-	}
-	opt, err := redis.ParseURL(url)
+	opt, err := redis.ParseURL(testenv.RedisURL(tb))
 	if err != nil {
-		tb.Fatalf("parse %s: %v", envURL, err)
+		tb.Fatalf("parse %s: %v", testenv.EnvRedisURL, err)
 	}
 	return opt
 }
@@ -39,7 +30,7 @@ func newClient(tb testing.TB) *redis.Client {
 	rdb := redis.NewClient(redisOptions(tb))
 	if err := rdb.Ping(context.Background()).Err(); err != nil {
 		rdb.Close()
-		tb.Fatalf("redis at %s: %v", os.Getenv(envURL), err)
+		tb.Fatalf("redis at %s: %v", testenv.RedisURL(tb), err)
 	}
 	tb.Cleanup(func() { rdb.Close() })
 	return rdb

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/redisstore"
+	"github.com/saferetry/saferetry/internal/testenv"
 )
 
 // answer is what one request through the middleware got back.
@@ -206,8 +205,8 @@ func checkUnavailable(t *testing.T, r answer) {
 // running for everyone else.
 func TestOutageRecovery(t *testing.T) {
 	opt := redisOptions(t)
-	p := startProxy(t, "127.0.0.1:0", opt.Addr)
-	opt.Addr = p.addr
+	p := testenv.StartProxy(t, opt.Addr)
+	opt.Addr = p.Addr()
 	opt.MaxRetries = 2
 	opt.DialerRetries = 1
 	rdb := redis.NewClient(opt)
@@ -221,14 +220,14 @@ func TestOutageRecovery(t *testing.T) {
 	if r := post(ctx, srv.URL, "before", `{"amount":1}`); r.status != http.StatusCreated {
 		t.Fatalf("with Redis up: %+v, want 201", r)
 	}
-	p.stop()
+	p.Stop()
 	for range 3 {
 		checkUnavailable(t, post(ctx, srv.URL, "during", `{"amount":2}`))
 	}
 	if n := runs.Load(); n != 1 {
 		t.Fatalf("handler ran %d times, want 1 (only before the outage)", n)
 	}
-	p.restart(t)
+	p.Restart(t)
 	r := post(ctx, srv.URL, "during", `{"amount":2}`)
 	if r.status != http.StatusCreated || r.replayed {
 		t.Fatalf("same key once Redis is back: %+v, want a fresh 201", r)
@@ -242,95 +241,6 @@ func TestOutageRecovery(t *testing.T) {
 	if n := runs.Load(); n != 2 {
 		t.Errorf("handler ran %d times, want 2", n)
 	}
-}
-
-// proxy forwards TCP connections from addr to target until stopped.
-type proxy struct {
-	addr, target string
-	mu           sync.Mutex
-	ln           net.Listener
-	conns        map[net.Conn]struct{}
-	wg           sync.WaitGroup
-}
-
-func startProxy(t *testing.T, addr, target string) *proxy {
-	t.Helper()
-	p := &proxy{addr: addr, target: target}
-	p.restart(t)
-	t.Cleanup(p.stop)
-	return p
-}
-
-// restart listens again on the proxy's address.
-func (p *proxy) restart(t *testing.T) {
-	t.Helper()
-	ln, err := net.Listen("tcp", p.addr)
-	if err != nil {
-		t.Fatalf("proxy listen: %v", err)
-	}
-	p.mu.Lock()
-	p.ln, p.addr, p.conns = ln, ln.Addr().String(), make(map[net.Conn]struct{})
-	p.mu.Unlock()
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.wg.Add(1)
-			go func() {
-				defer p.wg.Done()
-				p.serve(c)
-			}()
-		}
-	}()
-}
-
-func (p *proxy) track(c net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.conns == nil {
-		return false
-	}
-	p.conns[c] = struct{}{}
-	return true
-}
-
-func (p *proxy) serve(client net.Conn) {
-	defer client.Close()
-	upstream, err := net.Dial("tcp", p.target)
-	if err != nil {
-		return
-	}
-	defer upstream.Close()
-	if !p.track(client) || !p.track(upstream) {
-		return
-	}
-	done := make(chan struct{}, 2)
-	go func() { io.Copy(upstream, client); done <- struct{}{} }()
-	go func() { io.Copy(client, upstream); done <- struct{}{} }()
-	<-done
-	client.Close()
-	upstream.Close()
-	<-done
-}
-
-// stop closes the listener and every forwarded connection, and waits for the
-// proxy's goroutines. It is safe to call twice.
-func (p *proxy) stop() {
-	p.mu.Lock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
-	for c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-	p.mu.Unlock()
-	p.wg.Wait()
 }
 
 // TestMiddlewareRoundTrips checks the cost of the middleware on Redis: two

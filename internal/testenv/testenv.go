@@ -1,0 +1,68 @@
+// Package testenv holds what the tests of several packages need from their
+// environment: the URLs of the shared Redis and PostgreSQL servers, under
+// one skip-or-fail rule, and a TCP proxy that stands for a network outage
+// between an instance and its store.
+//
+// The rule: a test that needs a service reads its URL from the environment
+// (SAFERETRY_REDIS_URL, SAFERETRY_POSTGRES_URL). When it is unset the test
+// is skipped with a message saying how to run it, unless
+// SAFERETRY_REQUIRE_SERVICES=1, in which case it fails.
+//
+// It is a test helper, not library code, and lives in internal so that it
+// is not part of the public API.
+package testenv
+
+import (
+	"os"
+	"testing"
+)
+
+// Environment variables read by the helpers.
+const (
+	EnvRedisURL        = "SAFERETRY_REDIS_URL"
+	EnvPostgresURL     = "SAFERETRY_POSTGRES_URL"
+	EnvRequireServices = "SAFERETRY_REQUIRE_SERVICES"
+)
+
+// Example values shown in the skip messages.
+const (
+	ExampleRedisURL    = "redis://127.0.0.1:6379/0"
+	ExamplePostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+)
+
+// RedisURL returns SAFERETRY_REDIS_URL, or skips tb (fails it under
+// SAFERETRY_REQUIRE_SERVICES=1) when it is unset.
+func RedisURL(tb testing.TB) string {
+	tb.Helper()
+	return lookup(tb, EnvRedisURL, ExampleRedisURL)
+}
+
+// PostgresURL returns SAFERETRY_POSTGRES_URL, or skips tb (fails it under
+// SAFERETRY_REQUIRE_SERVICES=1) when it is unset.
+func PostgresURL(tb testing.TB) string {
+	tb.Helper()
+	return lookup(tb, EnvPostgresURL, ExamplePostgresURL)
+}
+
+// RequireServices reports whether SAFERETRY_REQUIRE_SERVICES=1: a test must
+// then fail, not skip, when a service it needs is missing or unreachable.
+func RequireServices() bool { return os.Getenv(EnvRequireServices) == "1" }
+
+// Unavailable skips tb, or fails it under SAFERETRY_REQUIRE_SERVICES=1, for
+// a service that is configured but cannot be used; why says what went wrong.
+func Unavailable(tb testing.TB, why string) {
+	tb.Helper()
+	if RequireServices() {
+		tb.Fatalf("%s (%s=1)", why, EnvRequireServices)
+	}
+	tb.Skip(why)
+}
+
+func lookup(tb testing.TB, env, example string) string {
+	tb.Helper()
+	u := os.Getenv(env)
+	if u == "" {
+		Unavailable(tb, "set "+env+"='"+example+"' to run")
+	}
+	return u
+}

@@ -1,0 +1,151 @@
+package testenv
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeTB records how a helper ended the test: Skip and Fatal stop the
+// helper with a panic that run recovers, as runtime.Goexit would.
+type fakeTB struct {
+	testing.TB
+	skipped, failed bool
+	msg             string
+	cleanups        []func()
+}
+
+type stopped struct{}
+
+func (f *fakeTB) Helper() {}
+func (f *fakeTB) Skip(args ...any) {
+	f.skipped, f.msg = true, fmt.Sprint(args...)
+	panic(stopped{})
+}
+func (f *fakeTB) Fatalf(format string, args ...any) {
+	f.failed, f.msg = true, fmt.Sprintf(format, args...)
+	panic(stopped{})
+}
+func (f *fakeTB) Cleanup(fn func()) { f.cleanups = append(f.cleanups, fn) }
+
+func run(fn func(tb testing.TB) string) (f *fakeTB, got string) {
+	f = &fakeTB{}
+	defer func() {
+		if r := recover(); r != nil && r != (stopped{}) {
+			panic(r)
+		}
+	}()
+	return f, fn(f)
+}
+
+func TestServiceURLRule(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		fn                func(testing.TB) string
+		env, example, set string
+	}{
+		{"redis", RedisURL, EnvRedisURL, ExampleRedisURL, "redis://example:1/2"},
+		{"postgres", PostgresURL, EnvPostgresURL, ExamplePostgresURL, "postgres://example/db"},
+	} {
+		t.Run(tc.name+" unset", func(t *testing.T) {
+			t.Setenv(tc.env, "")
+			t.Setenv(EnvRequireServices, "")
+			f, _ := run(tc.fn)
+			if !f.skipped || f.failed || !strings.Contains(f.msg, "set "+tc.env+"='"+tc.example+"' to run") {
+				t.Errorf("unset: skipped=%v failed=%v msg=%q, want a skip saying how to run", f.skipped, f.failed, f.msg)
+			}
+		})
+		t.Run(tc.name+" unset, required", func(t *testing.T) {
+			t.Setenv(tc.env, "")
+			t.Setenv(EnvRequireServices, "1")
+			f, _ := run(tc.fn)
+			if f.skipped || !f.failed || !strings.Contains(f.msg, EnvRequireServices) {
+				t.Errorf("required: skipped=%v failed=%v msg=%q, want a failure", f.skipped, f.failed, f.msg)
+			}
+		})
+		t.Run(tc.name+" set", func(t *testing.T) {
+			t.Setenv(tc.env, tc.set)
+			t.Setenv(EnvRequireServices, "1")
+			f, got := run(tc.fn)
+			if f.skipped || f.failed || got != tc.set {
+				t.Errorf("set: got %q skipped=%v failed=%v", got, f.skipped, f.failed)
+			}
+		})
+	}
+}
+
+// echoServer answers each line with the same line.
+func echoServer(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				sc := bufio.NewScanner(c)
+				for sc.Scan() {
+					fmt.Fprintln(c, sc.Text())
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func echo(addr, line string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := fmt.Fprintln(c, line); err != nil {
+		return "", err
+	}
+	return bufio.NewReader(c).ReadString('\n')
+}
+
+func TestProxyStopAndRestart(t *testing.T) {
+	p := StartProxy(t, echoServer(t))
+	addr := p.Addr()
+	if got, err := echo(addr, "one"); err != nil || got != "one\n" {
+		t.Fatalf("through the proxy: %q, %v", got, err)
+	}
+	// A connection open across Stop is cut.
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintln(c, "held")
+	r := bufio.NewReader(c)
+	if got, err := r.ReadString('\n'); err != nil || got != "held\n" {
+		t.Fatalf("held connection: %q, %v", got, err)
+	}
+	p.Stop()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := r.ReadString('\n'); err == nil {
+		t.Error("a connection forwarded before Stop still works after it")
+	}
+	if _, err := echo(addr, "two"); err == nil {
+		t.Error("the proxy answered while stopped")
+	}
+	p.Stop() // twice is fine
+	p.Restart(t)
+	if p.Addr() != addr {
+		t.Errorf("restarted on %s, want the same port %s", p.Addr(), addr)
+	}
+	if got, err := echo(addr, "three"); err != nil || got != "three\n" {
+		t.Fatalf("after Restart: %q, %v", got, err)
+	}
+}
