@@ -7,5 +7,8 @@
 //
 // Entries live in 64 shards, each behind its own mutex, chosen by a hash of
 // the scope and the key. Expired entries are dropped lazily when they are
-// touched and by a background sweep that Close stops.
+// touched and by a background sweep that Close stops. Each shard keeps its
+// expiry times in a min-heap, so the sweep only visits expiries that are due,
+// never the live entries, and releases the shard's lock after every batch
+// of 256.
 package memstore

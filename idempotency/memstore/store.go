@@ -38,9 +38,14 @@ type Store struct {
 }
 
 type shard struct {
-	mu sync.Mutex
-	m  map[idempotency.Key]*entry
+	mu  sync.Mutex
+	m   map[idempotency.Key]*entry
+	exp expiryHeap // every expiry ever set in m, soonest first; see sweepExpired
 }
+
+// sweepBatch bounds how many expiries the sweep handles per hold of a shard
+// lock, so that requests on the shard wait for at most one batch.
+const sweepBatch = 256
 
 // entry is the stored form of an idempotency.Entry with absolute times.
 type entry struct {
@@ -49,6 +54,7 @@ type entry struct {
 	token       int64
 	leaseUntil  time.Time // in progress only
 	expiresAt   time.Time
+	queued      int64                 // the time of the entry's item in the shard's expiry heap, in Unix nanoseconds
 	resp        *idempotency.Response // completed only; owned by the store
 }
 
@@ -95,19 +101,64 @@ func (s *Store) sweepLoop(interval time.Duration) {
 	}
 }
 
-// sweep removes every entry expired at now, one shard at a time so that
-// requests on other shards are not held up.
+// sweep removes every entry expired at now, shard by shard and batch by
+// batch, releasing each shard's lock between batches. It looks only at
+// expiries that are due, never at live entries.
 func (s *Store) sweep(now time.Time) {
 	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for k, e := range sh.m {
-			if !now.Before(e.expiresAt) {
-				delete(sh.m, k)
+		for {
+			if _, _, more := s.shards[i].sweepExpired(now, sweepBatch); !more {
+				break
 			}
 		}
-		sh.mu.Unlock()
 	}
+}
+
+// sweepExpired pops up to limit due expiries from the shard's heap. Each
+// entry has one heap item, pushed when the entry is created; when an item
+// comes due for an entry whose expiry was pushed back since (Complete, a
+// takeover), it goes back into the heap at the new time instead of the entry
+// being deleted. Items of entries that are gone (released, dropped lazily)
+// are discarded. It reports how many entries it removed, how many heap items
+// it examined, and whether due items remain.
+func (sh *shard) sweepExpired(now time.Time, limit int) (removed, examined int, more bool) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	at := now.UnixNano()
+	for examined < limit && len(sh.exp) > 0 && sh.exp[0].at <= at {
+		it := sh.exp.pop()
+		examined++
+		e, ok := sh.m[it.key]
+		switch {
+		case !ok || e.queued != it.at:
+			// The entry is gone, or is a later one under the same key
+			// with an item of its own.
+		case !now.Before(e.expiresAt):
+			delete(sh.m, it.key)
+			removed++
+		default:
+			sh.queue(it.key, e)
+		}
+	}
+	return removed, examined, len(sh.exp) > 0 && sh.exp[0].at <= at
+}
+
+// expireAt moves e's expiry to at. A later expiry needs no new heap item:
+// the sweep re-queues the entry when its item comes due. An earlier one
+// does, or the entry would outstay its expiry in memory. The shard lock must
+// be held.
+func (sh *shard) expireAt(k idempotency.Key, e *entry, at time.Time) {
+	e.expiresAt = at
+	if at.UnixNano() < e.queued {
+		sh.queue(k, e)
+	}
+}
+
+// queue records e's current expiry in the shard's heap. The shard lock must
+// be held.
+func (sh *shard) queue(k idempotency.Key, e *entry) {
+	e.queued = e.expiresAt.UnixNano()
+	sh.exp.push(expiry{at: e.queued, key: k})
 }
 
 // shardFor picks the shard of k with FNV-1a over the scope, a separator and
@@ -169,11 +220,12 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 		e.token = s.tokens.Add(1)
 		e.leaseUntil = now.Add(lease)
 		e.expiresAt = now.Add(ttl)
+		sh.queue(k, e)
 		return idempotency.ClaimResult{Acquired: true, Token: e.token}, nil
 	case e.fingerprint == fingerprint && e.state == idempotency.StateInProgress && !now.Before(e.leaseUntil):
 		e.token = s.tokens.Add(1)
 		e.leaseUntil = now.Add(lease)
-		e.expiresAt = now.Add(ttl)
+		sh.expireAt(k, e, now.Add(ttl))
 		return idempotency.ClaimResult{Acquired: true, Token: e.token, TookOver: true}, nil
 	default:
 		return idempotency.ClaimResult{Entry: e.export(now)}, nil
@@ -228,7 +280,7 @@ func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, re
 	}
 	e.state = idempotency.StateCompleted
 	e.leaseUntil = time.Time{}
-	e.expiresAt = now.Add(ttl)
+	sh.expireAt(k, e, now.Add(ttl))
 	e.resp = copyResponse(&resp)
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -191,5 +192,105 @@ func TestCancelledContext(t *testing.T) {
 	}
 	if _, found, _ := s.Get(context.Background(), k); found {
 		t.Error("cancelled Claim left an entry")
+	}
+}
+
+// TestSweepVisitsOnlyDueExpiries: the sweep must not walk live entries under
+// a shard lock; it examines due expiries only, including the stale ones left
+// by a Complete that pushed an entry's expiry back.
+func TestSweepVisitsOnlyDueExpiries(t *testing.T) {
+	ctx := context.Background()
+	s, clk := newFake(t)
+	claim := func(k idempotency.Key, ttl time.Duration) int64 {
+		t.Helper()
+		r, err := s.Claim(ctx, k, "fp", time.Second, ttl)
+		if err != nil || !r.Acquired {
+			t.Fatalf("Claim(%v) = %+v, %v", k, r, err)
+		}
+		return r.Token
+	}
+	for i := range 1000 {
+		claim(idempotency.Key{Scope: "live", Key: strconv.Itoa(i)}, time.Hour)
+	}
+	for i := range 10 {
+		claim(idempotency.Key{Scope: "due", Key: strconv.Itoa(i)}, time.Second)
+	}
+	for i := range 5 { // claimed with a short ttl, completed with a long one
+		k := idempotency.Key{Scope: "kept", Key: strconv.Itoa(i)}
+		if err := s.Complete(ctx, k, claim(k, time.Second), idempotency.Response{Status: 201}, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Claimed with a long ttl, completed with a short one: the short one
+	// counts.
+	short := idempotency.Key{Scope: "short", Key: "0"}
+	if err := s.Complete(ctx, short, claim(short, time.Hour), idempotency.Response{Status: 201}, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(2 * time.Second)
+	var removed, examined int
+	for i := range s.shards {
+		r, e, more := s.shards[i].sweepExpired(clk.Now(), sweepBatch)
+		if more {
+			t.Errorf("shard %d: due expiries left after one batch of %d", i, sweepBatch)
+		}
+		removed += r
+		examined += e
+	}
+	if n := s.count(); n != 1005 {
+		t.Errorf("count after sweep = %d, want 1005", n)
+	}
+	if removed != 11 || examined != 16 {
+		t.Errorf("sweep removed %d and examined %d, want 11 removed and 16 examined (not the 1000 live entries)", removed, examined)
+	}
+	// The completed entries went back into the heap at their new expiry.
+	clk.Advance(time.Hour)
+	s.sweep(clk.Now())
+	if n := s.count(); n != 0 {
+		t.Errorf("count an hour later = %d, want 0", n)
+	}
+}
+
+// TestSweepBatchBounded: one hold of a shard lock handles at most the batch.
+func TestSweepBatchBounded(t *testing.T) {
+	ctx := context.Background()
+	s, clk := newFake(t)
+	target := s.shardFor(idempotency.Key{Key: "0"})
+	var keys []idempotency.Key
+	for i := 0; len(keys) < 10; i++ {
+		if k := (idempotency.Key{Key: strconv.Itoa(i)}); s.shardFor(k) == target {
+			keys = append(keys, k)
+		}
+	}
+	for _, k := range keys {
+		if _, err := s.Claim(ctx, k, "fp", time.Second, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Advance(time.Minute)
+	removed, examined, more := target.sweepExpired(clk.Now(), 3)
+	if removed != 3 || examined != 3 || !more {
+		t.Fatalf("sweepExpired(limit 3) = %d removed, %d examined, more %v; want 3, 3, true", removed, examined, more)
+	}
+	s.sweep(clk.Now())
+	if n := s.count(); n != 0 {
+		t.Errorf("count after a full sweep = %d, want 0", n)
+	}
+}
+
+func TestExpiryHeapOrder(t *testing.T) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var h expiryHeap
+	offsets := []int{5, 3, 9, 1, 1, 7, 0, 8, 2, 6, 4, 3}
+	for i, o := range offsets {
+		h.push(expiry{at: base.Add(time.Duration(o) * time.Second).UnixNano(), key: idempotency.Key{Key: strconv.Itoa(i)}})
+	}
+	var last int64
+	for n := 0; len(h) > 0; n++ {
+		it := h.pop()
+		if it.at < last {
+			t.Fatalf("pop %d gave %v after %v", n, it.at, last)
+		}
+		last = it.at
 	}
 }
