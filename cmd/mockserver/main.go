@@ -17,6 +17,7 @@
 //	-lease      how long a claim lives without renewal (default 10s)
 //	-wait       how long a duplicate waits for a running original before 409 (default 0: at once)
 //	-namespace  idempotency scope prefix; instances sharing a store and a namespace share keys (default mockserver)
+//	-table      PostgreSQL table of the entries, created if missing (default idempotency_entries; postgres store only)
 //	-v          log executions and injected faults to stderr
 //
 // It prints one line with its URL once it accepts connections. SIGINT or
@@ -75,6 +76,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	lease := fs.Duration("lease", idempotency.DefaultLease, "how long a claim lives without renewal")
 	wait := fs.Duration("wait", 0, "how long a duplicate waits for a running original before 409 (0: at once)")
 	namespace := fs.String("namespace", "mockserver", "idempotency scope prefix; instances sharing a store and a namespace share keys")
+	table := fs.String("table", "", "PostgreSQL table of the entries, created if missing (default "+pgstore.DefaultTable+"; postgres store only)")
 	verbose := fs.Bool("v", false, "log executions and injected faults to stderr")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -86,7 +88,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errors.New("mockserver: -ttl and -lease must be positive, -wait not negative")
 	}
 
-	st, storeName, closeStore, err := openStore(ctx, *storeURL)
+	if *table != "" {
+		if !isPostgres(*storeURL) {
+			return errors.New("mockserver: -table applies to a postgres:// store only")
+		}
+		if err := pgstore.ValidateTable(*table); err != nil {
+			return fmt.Errorf("mockserver: -table: %w", err)
+		}
+	}
+
+	st, storeName, closeStore, err := openStore(ctx, *storeURL, *table)
 	if err != nil {
 		return err
 	}
@@ -118,9 +129,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// openStore connects to the store named by u. A nil store means the mock
-// server's own memory store.
-func openStore(ctx context.Context, u string) (st idempotency.Store, name string, closeFn func(), err error) {
+func isPostgres(u string) bool {
+	return strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://")
+}
+
+// openStore connects to the store named by u; table, when not empty, is the
+// PostgreSQL table (already validated). A nil store means the mock server's
+// own memory store.
+func openStore(ctx context.Context, u, table string) (st idempotency.Store, name string, closeFn func(), err error) {
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
 	switch {
@@ -139,12 +155,16 @@ func openStore(ctx context.Context, u string) (st idempotency.Store, name string
 		}
 		return redisstore.New(rdb), "redis " + opt.Addr, func() { _ = rdb.Close() }, nil
 
-	case strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://"):
+	case isPostgres(u):
 		pool, err := pgxpool.New(ctx, u)
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("mockserver: -store: %w", err)
 		}
-		ps := pgstore.New(pool)
+		var opts []pgstore.Option
+		if table != "" {
+			opts = append(opts, pgstore.WithTable(table))
+		}
+		ps := pgstore.New(pool, opts...)
 		if err := ps.CreateSchema(ctx); err != nil {
 			pool.Close()
 			return nil, "", nil, fmt.Errorf("mockserver: cannot prepare postgres: %w", err)

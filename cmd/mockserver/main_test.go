@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/saferetry/saferetry/internal/testenv"
 )
 
@@ -107,6 +109,9 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"-nosuchflag"},
 		{"extra"},
 		{"-addr", "256.0.0.1:http"},
+		{"-table", "entries"},
+		{"-store", "redis://127.0.0.1:1/0", "-table", "entries"},
+		{"-store", "postgres://127.0.0.1:1/x", "-table", "Bad-Name"},
 	} {
 		if err := run(context.Background(), args, &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
 			t.Errorf("run %q: no error", args)
@@ -123,11 +128,12 @@ func randomName(t *testing.T) string {
 }
 
 // Two binaries on one shared store with one namespace act as one service.
-func testSharedStore(t *testing.T, store, wantName string) {
+func testSharedStore(t *testing.T, store, wantName string, extra ...string) {
 	ns := randomName(t)
-	urlA, outA, stopA := start(t, "-store", store, "-namespace", ns, "-ttl", "1m")
+	args := append([]string{"-store", store, "-namespace", ns, "-ttl", "1m"}, extra...)
+	urlA, outA, stopA := start(t, args...)
 	defer stopA()
-	urlB, _, stopB := start(t, "-store", store, "-namespace", ns, "-ttl", "1m")
+	urlB, _, stopB := start(t, args...)
 	defer stopB()
 	if !strings.Contains(outA.String(), wantName) {
 		t.Errorf("startup line %q lacks %q", outA.String(), wantName)
@@ -145,5 +151,21 @@ func TestRunWithRedis(t *testing.T) {
 }
 
 func TestRunWithPostgres(t *testing.T) {
-	testSharedStore(t, testenv.PostgresURL(t), "store postgres")
+	u := testenv.PostgresURL(t)
+	// A table of its own, dropped at the end: the database is shared.
+	table := strings.ReplaceAll(randomName(t), "-", "_")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		pool, err := pgxpool.New(ctx, u)
+		if err != nil {
+			t.Errorf("drop %s: %v", table, err)
+			return
+		}
+		defer pool.Close()
+		if _, err := pool.Exec(ctx, `DROP TABLE IF EXISTS "`+table+`"`); err != nil {
+			t.Errorf("drop %s: %v", table, err)
+		}
+	})
+	testSharedStore(t, u, "store postgres table "+table, "-table", table)
 }
