@@ -8,7 +8,8 @@ import (
 	"github.com/saferetry/saferetry/idempotency"
 )
 
-// Option configures a Server in New.
+// Option configures a Server in New. Options apply in order; a nil Option
+// is ignored.
 type Option func(*config)
 
 type config struct {

@@ -51,7 +51,9 @@ type storeOnly struct{ idempotency.Store }
 func New(opts ...Option) *Server {
 	var c config
 	for _, o := range opts {
-		o(&c)
+		if o != nil {
+			o(&c)
+		}
 	}
 	s := &Server{
 		logger:    c.logger,

@@ -580,3 +580,11 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+func TestNilOptionIgnored(t *testing.T) {
+	srv := mockserver.New(nil, mockserver.WithNamespace("nil-option"), nil)
+	defer srv.Close()
+	if resp, _ := mustSend(t, srv, "POST", "/payments", "nil-1", payBody); resp.StatusCode != http.StatusCreated {
+		t.Errorf("POST = %d, want 201", resp.StatusCode)
+	}
+}

@@ -15,3 +15,10 @@ func TestConformance(t *testing.T) {
 		return s
 	})
 }
+
+func TestNilOptionIgnored(t *testing.T) {
+	s := memstore.New(nil, memstore.WithCleanupInterval(0), nil)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -6,7 +6,8 @@ import "time"
 // entries when WithCleanupInterval is not given.
 const DefaultCleanupInterval = time.Minute
 
-// Option configures a Store built by New.
+// Option configures a Store built by New. Options apply in order; a nil
+// Option is ignored.
 type Option func(*config)
 
 type config struct {

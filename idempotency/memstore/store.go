@@ -64,7 +64,9 @@ type entry struct {
 func New(opts ...Option) *Store {
 	c := config{now: time.Now, interval: DefaultCleanupInterval}
 	for _, o := range opts {
-		o(&c)
+		if o != nil {
+			o(&c)
+		}
 	}
 	s := &Store{now: c.now, stop: make(chan struct{}), done: make(chan struct{})}
 	for i := range s.shards {

@@ -17,7 +17,8 @@ const DefaultLockTimeout = 2 * time.Second
 // in the background reaper when WithReapBatch is not given.
 const DefaultReapBatch = 1000
 
-// Option configures New and NewTx.
+// Option configures New and NewTx. Options apply in order; a nil Option is
+// ignored.
 type Option func(*config)
 
 type config struct {

@@ -50,7 +50,9 @@ type statements struct {
 func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	cfg := defaultConfig()
 	for _, o := range opts {
-		o(&cfg)
+		if o != nil {
+			o(&cfg)
+		}
 	}
 	if cfg.lockTimeout <= 0 {
 		cfg.lockTimeout = DefaultLockTimeout

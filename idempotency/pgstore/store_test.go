@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -536,4 +537,19 @@ func TestReaperLogsFailures(t *testing.T) {
 	eventually(t, "the reaper logs its failure", func() bool {
 		return strings.Contains(buf.String(), "pgstore: reaper failed") && strings.Contains(buf.String(), "42P01")
 	})
+}
+
+func TestNilOptionIgnored(t *testing.T) {
+	// New does not touch the database, so an unreachable pool will do.
+	pool, err := pgxpool.New(context.Background(), "postgres://postgres@127.0.0.1:1/none?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if s := pgstore.New(pool, nil, pgstore.WithTable("nil_option"), nil); s.Table() != "nil_option" {
+		t.Errorf("Table() = %q, want nil_option", s.Table())
+	}
+	if s := pgstore.NewTx(pool, nil); s.Table() != pgstore.DefaultTable {
+		t.Errorf("Table() = %q, want %q", s.Table(), pgstore.DefaultTable)
+	}
 }

@@ -5,7 +5,8 @@ import "time"
 // DefaultPrefix is the key prefix used when WithPrefix is not given.
 const DefaultPrefix = "saferetry:idem:"
 
-// Option configures a Store. Options are applied in order by New.
+// Option configures a Store. Options are applied in order by New; a nil
+// Option is ignored.
 type Option func(*config)
 
 type config struct {
