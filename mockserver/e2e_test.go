@@ -140,8 +140,10 @@ func TestTransportUnderEachFault(t *testing.T) {
 func TestTransportConcurrentDuplicateMeets409(t *testing.T) {
 	srv := mockserver.New()
 	defer srv.Close()
-	srv.DelayNext(1, 200*time.Millisecond)
-	rt := saferetry.NewTransport(srv.Client().Transport, fastOptions(saferetry.WithMaxAttempts(50))...)
+	// The duplicate must meet the execution in progress, also on a loaded
+	// machine: the delay leaves it a second to get there.
+	srv.DelayNext(1, time.Second)
+	rt := saferetry.NewTransport(srv.Client().Transport, fastOptions(saferetry.WithMaxAttempts(500))...)
 
 	type result struct {
 		status int

@@ -322,7 +322,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestDelayNextMakesDuplicatesMeet409(t *testing.T) {
 	srv := mockserver.New()
 	defer srv.Close()
-	srv.DelayNext(1, 300*time.Millisecond)
+	// The duplicate must arrive while the delay runs, also on a loaded
+	// machine; the test waits for the delay anyway, so keep it ample.
+	srv.DelayNext(1, time.Second)
 
 	type result struct {
 		status int
