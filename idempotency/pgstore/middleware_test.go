@@ -419,7 +419,15 @@ func TestTxCrashRetryTakesOverAtOnce(t *testing.T) {
 	}
 	// a's frozen handler wakes up; its commit cannot succeed.
 	g.release()
-	eventually(t, "a's request ends", func() bool { return ah.runs.Load() == 1 })
+	// Close waits for a's request, middleware included, to end: its
+	// Complete and Commit have been tried before the checks below.
+	closed := make(chan struct{})
+	go func() { a.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("a's request never ended")
+	}
 	if n := count(t, pool, orders); n != 1 {
 		t.Fatalf("business rows = %d, want only b's", n)
 	}
