@@ -23,7 +23,8 @@ type faults struct {
 }
 
 // Faults is a snapshot of the faults still pending on a Server, as Faults
-// and GET /_mock/faults report them.
+// and GET /_mock/faults report them. It is a copy: changing it changes
+// nothing on the Server. The zero value means no fault is pending.
 type Faults struct {
 	// Fail lists the statuses the next protected requests will be answered
 	// with, in order.

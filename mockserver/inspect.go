@@ -4,7 +4,8 @@ import (
 	"sync"
 )
 
-// Outcome says how the server answered one attempt.
+// Outcome says how the server answered one attempt; the zero value ("") is
+// none of the outcomes below.
 type Outcome string
 
 // The outcomes an Attempt can have.
@@ -34,7 +35,8 @@ const (
 // maxHistory bounds the attempts kept per key; the counters stay exact.
 const maxHistory = 64
 
-// Attempt is one request to POST /payments as the server saw it.
+// Attempt is one request to POST /payments as the server saw it. It is a
+// plain value, safe to copy and compare.
 type Attempt struct {
 	// Status is the status answered; 0 when the connection was dropped.
 	Status int `json:"status"`

@@ -40,7 +40,10 @@ const (
 // FieldError names one invalid field of a payment request, in the "errors"
 // member of a ProblemValidation answer.
 type FieldError struct {
-	Field  string `json:"field"`
+	// Field is the JSON member at fault ("amount", "currency",
+	// "recipient"); "" means the body as a whole.
+	Field string `json:"field"`
+	// Detail says what is wrong with it, for a person to read.
 	Detail string `json:"detail"`
 }
 

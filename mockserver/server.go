@@ -19,7 +19,10 @@ import (
 
 // Server is a running payments API that implements the idempotency contract,
 // with faults to inject and counters to inspect. It is shaped like
-// httptest.Server: New starts it, URL is its base URL, Close stops it.
+// httptest.Server: New starts it, URL is its base URL, Close stops it. Most
+// tests want New, Client (wrapped with saferetry), a fault such as FailNext,
+// then Executions or Stats to assert exactly-once. The zero value is not
+// usable: create a Server with New.
 //
 // All methods are safe for concurrent use by multiple goroutines, also while
 // requests are being served.

@@ -44,10 +44,14 @@ type statements struct {
 	claim, get, renew, complete, release, deleteExpired string
 }
 
-// New returns a Store over pool. It does not touch the database; call
-// CreateSchema (or apply Schema) before use. New panics when the WithTable
-// name is invalid (see ValidateTable).
+// New returns a Store over pool, which must not be nil; the Store does not
+// close pool. It does not touch the database; call CreateSchema (or apply
+// Schema) before use. New panics when pool is nil or the WithTable name is
+// invalid (see ValidateTable): both are programming errors.
 func New(pool *pgxpool.Pool, opts ...Option) *Store {
+	if pool == nil {
+		panic("pgstore: New called with a nil pool")
+	}
 	cfg := defaultConfig()
 	for _, o := range opts {
 		if o != nil {

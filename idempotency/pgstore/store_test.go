@@ -553,3 +553,12 @@ func TestNilOptionIgnored(t *testing.T) {
 		t.Errorf("Table() = %q, want %q", s.Table(), pgstore.DefaultTable)
 	}
 }
+
+func TestNewNilPoolPanics(t *testing.T) {
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "pgstore: New called with a nil pool") {
+			t.Errorf("New(nil) panicked with %v, want a pgstore message", r)
+		}
+	}()
+	pgstore.New(nil)
+}
