@@ -27,7 +27,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -67,19 +69,33 @@ func main() {
 	db := flag.String("db", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL URL")
 	flag.Parse()
 
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "postgres-tx: unexpected arguments %q\n", flag.Args())
+		os.Exit(2)
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *addr, *db); err != nil {
+	if err := run(ctx, *addr, *db, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "postgres-tx:", err)
 		stop()
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, addr, dbURL string) error {
+// run serves until ctx is done, then shuts down gracefully: requests in
+// flight are answered first. It prints one line with its URL to out once it
+// listens.
+func run(ctx context.Context, addr, dbURL string, out io.Writer) error {
+	// Listen first, so that a bad -addr is reported before anything else.
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("-addr: %w", err)
+	}
+	defer ln.Close() // Serve closes it too; this covers the early returns
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
-		return err
+		return fmt.Errorf("-db: %w", err)
 	}
 	defer pool.Close()
 
@@ -102,10 +118,10 @@ func run(ctx context.Context, addr, dbURL string) error {
 	mux.Handle("POST /transfers", idem(http.HandlerFunc(transfer)))
 	mux.HandleFunc("GET /accounts", func(w http.ResponseWriter, r *http.Request) { accounts(w, r, pool) })
 
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	fmt.Printf("postgres-tx: listening on http://%s (idempotency table %s, transactional mode)\n", addr, idemTable)
+	go func() { errc <- srv.Serve(ln) }()
+	fmt.Fprintf(out, "postgres-tx: listening on http://%s (idempotency table %s, transactional mode)\n", ln.Addr(), idemTable)
 
 	select {
 	case err := <-errc:

@@ -25,7 +25,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -45,19 +47,33 @@ func main() {
 	prefix := flag.String("prefix", "saferetry-example:", "prefix of every Redis key this example writes")
 	flag.Parse()
 
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "redis-server: unexpected arguments %q\n", flag.Args())
+		os.Exit(2)
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *addr, *redisURL, *prefix); err != nil {
+	if err := run(ctx, *addr, *redisURL, *prefix, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "redis-server:", err)
 		stop()
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, addr, redisURL, prefix string) error {
+// run serves until ctx is done, then shuts down gracefully: requests in
+// flight are answered first. It prints one line with its URL to out once it
+// listens.
+func run(ctx context.Context, addr, redisURL, prefix string, out io.Writer) error {
+	// Listen first, so that a bad -addr is reported before anything else.
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("-addr: %w", err)
+	}
+	defer ln.Close() // Serve closes it too; this covers the early returns
 	opt, err := redis.ParseURL(redisURL)
 	if err != nil {
-		return err
+		return fmt.Errorf("-redis: %w", err)
 	}
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
@@ -79,10 +95,10 @@ func run(ctx context.Context, addr, redisURL, prefix string) error {
 	mux.Handle("POST /orders", idem(http.HandlerFunc(o.create)))
 	mux.HandleFunc("GET /orders", o.list)
 
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	fmt.Printf("redis-server: listening on http://%s (redis %s, prefix %q)\n", addr, opt.Addr, prefix)
+	go func() { errc <- srv.Serve(ln) }()
+	fmt.Fprintf(out, "redis-server: listening on http://%s (redis %s, prefix %q)\n", ln.Addr(), opt.Addr, prefix)
 
 	select {
 	case err := <-errc:

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/saferetry/saferetry/internal/testenv"
+)
+
+func TestRunReportsBadAddressFirst(t *testing.T) {
+	// Nothing listens on port 1: were the address not checked first, the
+	// error would be about Redis.
+	err := run(context.Background(), "256.0.0.1:1", "redis://127.0.0.1:1/0", "x:", io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "-addr") {
+		t.Fatalf("run with a bad address = %v, want an -addr error", err)
+	}
+}
+
+// urlWriter hands over the URL of the startup line.
+type urlWriter struct {
+	once sync.Once
+	url  chan string
+}
+
+var urlRE = regexp.MustCompile(`listening on (http://\S+)`)
+
+func (w *urlWriter) Write(p []byte) (int, error) {
+	if m := urlRE.FindSubmatch(p); m != nil {
+		w.once.Do(func() { w.url <- string(m[1]) })
+	}
+	return len(p), nil
+}
+
+func TestRunServesReplaysAndShutsDown(t *testing.T) {
+	redisURL := testenv.RedisURL(t)
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	prefix := "saferetry-example-test:" + hex.EncodeToString(b[:]) + ":"
+	t.Cleanup(func() {
+		opt, err := redis.ParseURL(redisURL)
+		if err != nil {
+			return
+		}
+		rdb := redis.NewClient(opt)
+		defer rdb.Close()
+		ctx := context.Background()
+		iter := rdb.Scan(ctx, 0, prefix+"*", 100).Iterator()
+		for iter.Next(ctx) {
+			rdb.Del(ctx, iter.Val())
+		}
+	})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &urlWriter{url: make(chan string, 1)}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, "127.0.0.1:0", redisURL, prefix, out) }()
+	var base string
+	select {
+	case base = <-out.url:
+	case err := <-done:
+		t.Fatalf("run ended before listening: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no startup line after 10s")
+	}
+
+	post := func(key string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, base+"/orders", strings.NewReader(`{"item":"book","quantity":2}`))
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp, string(body)
+	}
+	r1, b1 := post("order-1")
+	r2, b2 := post("order-1")
+	if r1.StatusCode != 201 || r2.StatusCode != 201 || r2.Header.Get("Idempotent-Replayed") != "true" || b1 != b2 {
+		t.Fatalf("first %d %q, retry %d replayed=%q %q; want one 201 replayed", r1.StatusCode, b1, r2.StatusCode, r2.Header.Get("Idempotent-Replayed"), b2)
+	}
+	resp, err := http.Get(base + "/orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var orders []json.RawMessage
+	err = json.NewDecoder(resp.Body).Decode(&orders)
+	resp.Body.Close()
+	if err != nil || len(orders) != 1 {
+		t.Errorf("GET /orders = %d orders (%v), want 1", len(orders), err)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run after shutdown = %v, want nil", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not return after the context was cancelled")
+	}
+	if _, err := http.Get(base + "/orders"); err == nil {
+		t.Error("the server still answers after shutdown")
+	}
+}
