@@ -35,6 +35,10 @@ import (
 func main() {
 	base := flag.String("url", "http://127.0.0.1:8080", "base URL of the mock server (go run ./cmd/mockserver)")
 	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "client: unexpected arguments %q\n", flag.Args())
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx, strings.TrimRight(*base, "/"), os.Stdout); err != nil {
@@ -50,6 +54,9 @@ type fault struct {
 }
 
 func run(ctx context.Context, base string, w io.Writer) error {
+	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("-url %q: want the mock server's base URL, such as http://127.0.0.1:8080", base)
+	}
 	logger := slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var sent atomic.Int32 // attempts of the current payment made by the client
 	client := saferetry.NewClient(
