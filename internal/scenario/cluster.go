@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,4 +78,23 @@ func pause(ctx context.Context, d time.Duration) {
 	case <-timer.C:
 	case <-ctx.Done():
 	}
+}
+
+// postJSON sends one protected POST of body with the Idempotency-Key key to
+// url and reads the whole answer.
+func postJSON(ctx context.Context, client *http.Client, url, key, body string) answer {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return answer{err: err}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(idempotency.HeaderIdempotencyKey, key)
+	resp, err := client.Do(req)
+	if err != nil {
+		return answer{err: err}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return answer{status: resp.StatusCode, replayed: resp.Header.Get(idempotency.HeaderReplayed) == "true",
+		header: resp.Header, body: b, err: err}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -123,19 +122,7 @@ func Crash(t *testing.T, store idempotency.Store, lease time.Duration, opts ...i
 	client := newHTTPClient(t)
 
 	send := func(url string) answer {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/transfer", strings.NewReader(`{"amount":10}`))
-		if err != nil {
-			return answer{err: err}
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(idempotency.HeaderIdempotencyKey, key)
-		resp, err := client.Do(req)
-		if err != nil {
-			return answer{err: err}
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		return answer{status: resp.StatusCode, replayed: resp.Header.Get(idempotency.HeaderReplayed) == "true", body: body, err: err}
+		return postJSON(ctx, client, url+"/transfer", key, `{"amount":10}`)
 	}
 
 	answerA := make(chan answer, 1)

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -97,21 +95,7 @@ func ExactlyOnce(t *testing.T, store idempotency.Store, opts ...idempotency.Opti
 	defer cancel()
 
 	send := func(url, key string, amount int) answer {
-		body := fmt.Sprintf(`{"amount": %d, "currency": "EUR"}`, amount)
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/ops", strings.NewReader(body))
-		if err != nil {
-			return answer{err: err}
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(idempotency.HeaderIdempotencyKey, key)
-		resp, err := client.Do(req)
-		if err != nil {
-			return answer{err: err}
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		return answer{status: resp.StatusCode, replayed: resp.Header.Get(idempotency.HeaderReplayed) == "true",
-			header: resp.Header, body: b, err: err}
+		return postJSON(ctx, client, url+"/ops", key, fmt.Sprintf(`{"amount": %d, "currency": "EUR"}`, amount))
 	}
 
 	keys := make([]string, exactlyOnceKeys)
