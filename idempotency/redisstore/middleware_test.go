@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -76,6 +77,7 @@ func TestCrashDeadInstanceTakeover(t *testing.T) {
 	prefix := newPrefix(t, rdbB)
 	storeB := redisstore.New(rdbB, redisstore.WithPrefix(prefix))
 	rdbA := redis.NewClient(redisOptions(t))
+	t.Cleanup(func() { _ = rdbA.Close() }) // closed mid-test already unless a check failed first
 	storeA := redisstore.New(rdbA, redisstore.WithPrefix(prefix))
 
 	type claim struct {
@@ -92,6 +94,13 @@ func TestCrashDeadInstanceTakeover(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 	})
 	srvA := httptest.NewServer(idempotency.Middleware(storeA, idempotency.WithLease(lease))(handlerA))
+	// On every path, a failed check included, A's frozen handler is woken
+	// and its server closed, so that no goroutine outlives the test.
+	var wakeOnce sync.Once
+	t.Cleanup(func() {
+		wakeOnce.Do(func() { close(wake) })
+		srvA.Close()
+	})
 	var runsB atomic.Int64
 	var tookOver atomic.Bool
 	hookB := idempotency.WithHook(func(ev idempotency.Event) {
@@ -162,8 +171,6 @@ func TestCrashDeadInstanceTakeover(t *testing.T) {
 		t.Errorf("replay after the late completion = %+v, want B's %q", r, final.body)
 	}
 
-	close(wake)
-	srvA.Close()
 }
 
 // TestOutageWrongPort points the store at a port where no Redis listens: the
