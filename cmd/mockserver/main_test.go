@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"net/http"
 	"regexp"
 	"strings"
@@ -168,4 +169,62 @@ func TestRunWithPostgres(t *testing.T) {
 		}
 	})
 	testSharedStore(t, u, "store postgres table "+table, "-table", table)
+}
+
+// TestShutdownAnswersRequestsInFlight: a request executing when the signal
+// comes is answered before run returns.
+func TestShutdownAnswersRequestsInFlight(t *testing.T) {
+	url, _, stop := start(t)
+	req, _ := http.NewRequest("POST", url+"/_mock/delay", strings.NewReader(`{"count":1,"delay_ms":300}`))
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("inject delay: %v %v", resp, err)
+	}
+	answered := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", url+"/payments", strings.NewReader(`{"amount":10,"currency":"EUR","recipient":"a"}`))
+		req.Header.Set("Idempotency-Key", "in-flight-1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			answered <- 0
+			return
+		}
+		resp.Body.Close()
+		answered <- resp.StatusCode
+	}()
+	// Wait until the delayed execution holds the request.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(url + "/_mock/faults")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f struct {
+			DelayMS []int64 `json:"delay_ms"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&f)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(f.DelayMS) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the delayed request never started")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("run: %v", err)
+	}
+	// Had the server closed without answering, the client would have got a
+	// connection error (status 0) rather than the payment.
+	select {
+	case status := <-answered:
+		if status != http.StatusCreated {
+			t.Errorf("request in flight during shutdown got %d, want 201", status)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the request in flight was never answered")
+	}
 }
