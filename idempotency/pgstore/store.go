@@ -141,7 +141,8 @@ WHERE t.scope = d.scope AND t.key = d.key AND t.expires_at <= statement_timestam
 }
 
 // Claim implements idempotency.Store.Claim in one statement (see the package
-// documentation). Lease and ttl are rounded down to microseconds.
+// documentation). The lease is rounded down and the ttl up to microseconds;
+// a ttl that is not positive is an error.
 func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
 	res, err := claim(ctx, s.pool, s.sql.claim, k, fingerprint, lease, ttl)
 	if err != nil {
@@ -156,13 +157,17 @@ type queryRower interface {
 }
 
 func claim(ctx context.Context, q queryRower, sql string, k idempotency.Key, fingerprint string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
+	ttlUS, err := ttlMicros(ttl)
+	if err != nil {
+		return idempotency.ClaimResult{}, err
+	}
 	for range claimAttempts {
 		var (
 			acquired, tookOver bool
 			token              int64
 			row                entryRow
 		)
-		err := q.QueryRow(ctx, sql, k.Scope, k.Key, fingerprint, lease.Microseconds(), ttl.Microseconds()).
+		err := q.QueryRow(ctx, sql, k.Scope, k.Key, fingerprint, lease.Microseconds(), ttlUS).
 			Scan(&acquired, &token, &tookOver, &row.state, &row.fingerprint, &row.remainingUS,
 				&row.status, &row.header, &row.body, &row.oversize)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -249,7 +254,8 @@ func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease
 	return checkTag("renew", tag.RowsAffected(), err)
 }
 
-// Complete implements idempotency.Store.Complete.
+// Complete implements idempotency.Store.Complete. The ttl is rounded up to
+// microseconds; a ttl that is not positive is an error.
 func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {
 	return complete(ctx, s.pool, s.sql.complete, k, token, resp, ttl)
 }
@@ -260,6 +266,10 @@ type execer interface {
 }
 
 func complete(ctx context.Context, q execer, sql string, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {
+	ttlUS, err := ttlMicros(ttl)
+	if err != nil {
+		return fmt.Errorf("pgstore: complete: %w", err)
+	}
 	var header []byte
 	if len(resp.Header) > 0 {
 		var err error
@@ -267,7 +277,7 @@ func complete(ctx context.Context, q execer, sql string, k idempotency.Key, toke
 			return fmt.Errorf("pgstore: complete: encode header: %w", err)
 		}
 	}
-	tag, err := q.Exec(ctx, sql, k.Scope, k.Key, token, int32(resp.Status), header, resp.Body, resp.Oversize, ttl.Microseconds())
+	tag, err := q.Exec(ctx, sql, k.Scope, k.Key, token, int32(resp.Status), header, resp.Body, resp.Oversize, ttlUS)
 	return checkTag("complete", tag.RowsAffected(), err)
 }
 
@@ -277,6 +287,20 @@ func complete(ctx context.Context, q execer, sql string, k idempotency.Key, toke
 func (s *Store) Release(ctx context.Context, k idempotency.Key, token int64) error {
 	tag, err := s.pool.Exec(ctx, s.sql.release, k.Scope, k.Key, token)
 	return checkTag("release", tag.RowsAffected(), err)
+}
+
+// errNonPositiveTTL is returned by Claim and Complete for a ttl that is not
+// positive: the row would be expired at birth, so a second Claim would
+// acquire the key too, and a completed outcome would be forgotten at once.
+var errNonPositiveTTL = errors.New("ttl must be positive")
+
+// ttlMicros returns ttl in whole microseconds, rounded up so that a ttl
+// below a microsecond still keeps the row for one.
+func ttlMicros(ttl time.Duration) (int64, error) {
+	if ttl <= 0 {
+		return 0, fmt.Errorf("%w, got %v", errNonPositiveTTL, ttl)
+	}
+	return int64((ttl + time.Microsecond - 1) / time.Microsecond), nil
 }
 
 func checkTag(op string, rows int64, err error) error {

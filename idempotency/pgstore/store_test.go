@@ -562,3 +562,46 @@ func TestNewNilPoolPanics(t *testing.T) {
 	}()
 	pgstore.New(nil)
 }
+
+// TestNonPositiveTTLRefused: a ttl of zero (or below a microsecond) would
+// make a row that is expired at birth: two Claims would both acquire it, and
+// a Complete would lose the outcome at once, so the retry runs again. The
+// other stores refuse such a ttl; so must this one, in both modes.
+func TestNonPositiveTTLRefused(t *testing.T) {
+	pool := newPool(t)
+	s := newTxStore(t, pool)
+	ctx := ctxT(t)
+	for _, ttl := range []time.Duration{0, -time.Second, time.Nanosecond} {
+		k := key(fmt.Sprint("ttl", int64(ttl)))
+		first, err1 := s.Claim(ctx, k, "fp", time.Minute, ttl)
+		second, err2 := s.Claim(ctx, k, "fp", time.Minute, ttl)
+		switch {
+		case ttl > 0:
+			// Rounded up to a microsecond: allowed (the row then expires
+			// before the second Claim, which may acquire it anew).
+			if err1 != nil || !first.Acquired {
+				t.Errorf("ttl %v: Claim = %+v, %v; want acquired", ttl, first, err1)
+			}
+		case err1 == nil || err2 == nil || errors.Is(err1, idempotency.ErrStaleToken):
+			t.Errorf("ttl %v: Claims = (%+v, %v), (%+v, %v); want errors", ttl, first, err1, second, err2)
+		}
+		if ttl > 0 {
+			continue
+		}
+		held, err := s.Claim(ctx, k, "fp", time.Minute, time.Hour)
+		if err != nil || !held.Acquired {
+			t.Fatalf("Claim with a good ttl = %+v, %v", held, err)
+		}
+		if err := s.Complete(ctx, k, held.Token, idempotency.Response{Status: 201}, ttl); err == nil || errors.Is(err, idempotency.ErrStaleToken) {
+			t.Errorf("Complete with ttl %v = %v, want an error other than ErrStaleToken", ttl, err)
+		}
+		tx, err := s.BeginTx(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Claim(ctx, key(fmt.Sprint("txttl", int64(ttl))), "fp", ttl); err == nil {
+			t.Errorf("Tx.Claim with ttl %v succeeded, want an error", ttl)
+		}
+		_ = tx.Rollback(ctx)
+	}
+}
