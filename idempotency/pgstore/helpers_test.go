@@ -90,20 +90,6 @@ func ctxT(tb testing.TB) context.Context {
 	return ctx
 }
 
-// eventually polls cond every 5ms until it holds or 10s pass.
-func eventually(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting until %s", what)
-		}
-		<-tick.C
-	}
-}
-
 func key(name string) idempotency.Key {
 	return idempotency.Key{Scope: "tenant-" + name, Key: "key-" + name}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/pgstore"
+	"github.com/saferetry/saferetry/internal/testenv"
 )
 
 // instance is one application instance: an HTTP server with its own
@@ -335,7 +336,7 @@ func TestLeaseCrashTakeoverAndLateCompletionRefused(t *testing.T) {
 	}
 	// The retry on b waits for the lease to lapse, then takes over.
 	var got reply
-	eventually(t, "the retry on b takes over", func() bool {
+	testenv.Eventually(t, "the retry on b takes over", func() bool {
 		got = post(ctx, b.URL, "k", `{}`)
 		if got.status == http.StatusConflict {
 			return false
@@ -348,7 +349,7 @@ func TestLeaseCrashTakeoverAndLateCompletionRefused(t *testing.T) {
 	// a wakes up and finishes: its completion must be refused.
 	cut.cut.Store(false)
 	g.release()
-	eventually(t, "a notices its lease is lost", func() bool {
+	testenv.Eventually(t, "a notices its lease is lost", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, e := range aEvents {

@@ -104,7 +104,7 @@ func TestOutageRecoversWhenTheDatabaseIsBack(t *testing.T) {
 			}
 			p.Restart(t)
 			var r reply
-			eventually(t, "requests succeed again", func() bool {
+			testenv.Eventually(t, "requests succeed again", func() bool {
 				r = post(ctx, url, "during", `{}`)
 				return r.status != http.StatusServiceUnavailable
 			})

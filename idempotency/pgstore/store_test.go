@@ -16,6 +16,7 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/pgstore"
+	"github.com/saferetry/saferetry/internal/testenv"
 )
 
 func TestClaimCompleteReplay(t *testing.T) {
@@ -98,7 +99,7 @@ func TestTakeoverOnlyWithSameFingerprintAfterLapse(t *testing.T) {
 	if err != nil || !first.Acquired {
 		t.Fatalf("Claim: %+v %v", first, err)
 	}
-	eventually(t, "the lease lapses", func() bool {
+	testenv.Eventually(t, "the lease lapses", func() bool {
 		e, _, err := s.Get(ctx, k)
 		return err == nil && e.LeaseRemaining <= 0
 	})
@@ -163,7 +164,7 @@ func TestExpiredEntryIsAbsentAndOverwritten(t *testing.T) {
 	if err := s.Complete(ctx, k, r.Token, idempotency.Response{Status: 200}, 30*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the entry expires", func() bool {
+	testenv.Eventually(t, "the entry expires", func() bool {
 		_, found, err := s.Get(ctx, k)
 		return err == nil && !found
 	})
@@ -285,7 +286,7 @@ func TestDeleteExpiredInBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "the short entries expire", func() bool {
+	testenv.Eventually(t, "the short entries expire", func() bool {
 		_, found, err := s.Get(ctx, key("old24"))
 		return err == nil && !found
 	})
@@ -339,7 +340,7 @@ func TestStatementsUseIndexes(t *testing.T) {
 		}
 		// The flush happens when the session goes idle; read until it shows.
 		var prev int64 = -1
-		eventually(t, "scan counters settle", func() bool {
+		testenv.Eventually(t, "scan counters settle", func() bool {
 			err := pool.QueryRow(ctx, `SELECT coalesce(seq_scan, 0), coalesce(idx_scan, 0) FROM pg_stat_user_tables WHERE relname = $1`, table).Scan(&seq, &idx)
 			if err != nil {
 				t.Fatal(err)
@@ -483,7 +484,7 @@ func TestReaperDeletesAndStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := s.StartReaper(ctx, 10*time.Millisecond)
-	eventually(t, "the reaper deletes the expired rows", func() bool { return count(t, pool, table) == 1 })
+	testenv.Eventually(t, "the reaper deletes the expired rows", func() bool { return count(t, pool, table) == 1 })
 	stop()
 	stop() // a second stop is harmless
 	// After stop, nothing is deleted any more.
@@ -534,7 +535,7 @@ func TestReaperLogsFailures(t *testing.T) {
 	s := pgstore.New(pool, pgstore.WithTable(uniqueTable(t, pool)), pgstore.WithLogger(logger))
 	stop := s.StartReaper(ctxT(t), 5*time.Millisecond)
 	defer stop()
-	eventually(t, "the reaper logs its failure", func() bool {
+	testenv.Eventually(t, "the reaper logs its failure", func() bool {
 		return strings.Contains(buf.String(), "pgstore: reaper failed") && strings.Contains(buf.String(), "42P01")
 	})
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/pgstore"
+	"github.com/saferetry/saferetry/internal/testenv"
 )
 
 // bizTable creates a business table next to the store's table, dropped at
@@ -133,7 +134,7 @@ func TestTxRollbackLeavesNothing(t *testing.T) {
 // mentions table.
 func waitBlocked(t *testing.T, pool *pgxpool.Pool, table string) {
 	t.Helper()
-	eventually(t, "a claim waits on the uncommitted row", func() bool {
+	testenv.Eventually(t, "a claim waits on the uncommitted row", func() bool {
 		var n int
 		err := pool.QueryRow(ctxT(t), `SELECT count(*) FROM pg_stat_activity
 			WHERE wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%'`, table).Scan(&n)
@@ -284,7 +285,7 @@ func TestTxClaimAgainstLeaseModeRows(t *testing.T) {
 	if _, err := s.Claim(ctx, k2, "fp", time.Minute, time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the entry expires", func() bool {
+	testenv.Eventually(t, "the entry expires", func() bool {
 		_, found, err := s.Get(ctx, k2)
 		return err == nil && !found
 	})

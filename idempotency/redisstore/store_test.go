@@ -16,27 +16,13 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/redisstore"
+	"github.com/saferetry/saferetry/internal/testenv"
 )
 
 const (
 	longLease = 30 * time.Second
 	longTTL   = time.Hour
 )
-
-// waitUntil polls cond every few milliseconds until it holds or the patience
-// runs out.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
-}
 
 func mustClaim(t *testing.T, s idempotency.Store, k idempotency.Key, fp string, lease, ttl time.Duration) idempotency.ClaimResult {
 	t.Helper()
@@ -165,7 +151,7 @@ func TestShortLeaseTakeoverFencesOldHolder(t *testing.T) {
 
 	// A different fingerprint never takes over, even after the lapse.
 	var other idempotency.ClaimResult
-	waitUntil(t, "lease lapse", func() bool {
+	testenv.Eventually(t, "lease lapse", func() bool {
 		e, _, err := s.Get(ctx, k)
 		return err == nil && e.LeaseRemaining <= 0
 	})
@@ -201,7 +187,7 @@ func TestRenewLapsedLeaseWithoutTakeover(t *testing.T) {
 	ctx := context.Background()
 	k := idempotency.Key{Scope: "s", Key: "k"}
 	res := mustClaim(t, s, k, "fp", time.Millisecond, longTTL)
-	waitUntil(t, "lease lapse", func() bool {
+	testenv.Eventually(t, "lease lapse", func() bool {
 		e, _, err := s.Get(ctx, k)
 		return err == nil && e.LeaseRemaining <= 0
 	})
@@ -234,7 +220,7 @@ func TestTokensGrowAcrossReleaseAndExpiry(t *testing.T) {
 	if !r2.Acquired || r2.TookOver || r2.Token <= t1 {
 		t.Fatalf("Claim after Release = %+v, want acquired anew with token > %d", r2, t1)
 	}
-	waitUntil(t, "expiry", func() bool { return len(scanKeys(t, rdb, prefix)) == 0 })
+	testenv.Eventually(t, "expiry", func() bool { return len(scanKeys(t, rdb, prefix)) == 0 })
 	r3 := mustClaim(t, s, k, "fp", longLease, longTTL)
 	if !r3.Acquired || r3.Token <= r2.Token {
 		t.Fatalf("Claim after expiry = %+v, want token > %d", r3, r2.Token)

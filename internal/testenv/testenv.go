@@ -15,6 +15,7 @@ package testenv
 import (
 	"os"
 	"testing"
+	"time"
 )
 
 // Environment variables read by the helpers.
@@ -65,4 +66,24 @@ func lookup(tb testing.TB, env, example string) string {
 		Unavailable(tb, "set "+env+"='"+example+"' to run")
 	}
 	return u
+}
+
+// Patience bounds every Eventually: long enough for a loaded machine, short
+// enough that a broken test fails within the package's time budget.
+const Patience = 10 * time.Second
+
+// Eventually polls cond every few milliseconds until it holds, and fails tb
+// when it still does not after Patience. what names the awaited condition
+// in the failure message. Call it from the test's goroutine only.
+func Eventually(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(Patience)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("gave up after %v waiting until %s", Patience, what)
+		}
+		<-tick.C
+	}
 }
