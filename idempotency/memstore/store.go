@@ -244,7 +244,9 @@ func (sh *shard) held(k idempotency.Key, token int64, now time.Time) (*entry, er
 	return e, nil
 }
 
-// Renew implements idempotency.Store.
+// Renew implements idempotency.Store. It also keeps the entry at least until
+// the end of the new lease, so that a claim whose holder outlives the ttl
+// does not expire under it.
 func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease time.Duration) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
@@ -261,6 +263,11 @@ func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease
 		return err
 	}
 	e.leaseUntil = now.Add(lease)
+	if e.expiresAt.Before(e.leaseUntil) {
+		// A holder still renewing outlives the ttl: the entry must not
+		// expire under it, or a duplicate would acquire the key anew.
+		sh.expireAt(k, e, e.leaseUntil)
+	}
 	return nil
 }
 

@@ -294,3 +294,41 @@ func TestExpiryHeapOrder(t *testing.T) {
 		last = it.at
 	}
 }
+
+// TestRenewKeepsHeldEntryAlive: a claim whose holder keeps renewing must not
+// expire under it when the handler outlives the ttl; else a duplicate would
+// acquire the key anew and run while the first still does.
+func TestRenewKeepsHeldEntryAlive(t *testing.T) {
+	ctx := context.Background()
+	s, clk := newFake(t)
+	k := idempotency.Key{Key: "long-handler"}
+	r, err := s.Claim(ctx, k, "fp", time.Second, 2*time.Second)
+	if err != nil || !r.Acquired {
+		t.Fatal(r, err)
+	}
+	for range 5 { // the holder renews every 500ms for 2.5s, past the ttl
+		clk.Advance(500 * time.Millisecond)
+		if err := s.Renew(ctx, k, r.Token, time.Second); err != nil {
+			t.Fatalf("Renew at %v: %v", clk.Now(), err)
+		}
+	}
+	dup, err := s.Claim(ctx, k, "fp", time.Second, 2*time.Second)
+	if err != nil || dup.Acquired {
+		t.Fatalf("Claim while the holder renews past the ttl = %+v, %v; want blocked", dup, err)
+	}
+	s.sweep(clk.Now())
+	if err := s.Complete(ctx, k, r.Token, idempotency.Response{Status: 201}, time.Hour); err != nil {
+		t.Fatalf("Complete by the renewing holder: %v", err)
+	}
+	// Once the holder stops renewing, the entry expires with its lease.
+	k2 := idempotency.Key{Key: "abandoned"}
+	r2, _ := s.Claim(ctx, k2, "fp", time.Second, 2*time.Second)
+	if err := s.Renew(ctx, k2, r2.Token, 3*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(3 * time.Second)
+	s.sweep(clk.Now())
+	if _, found, _ := s.Get(ctx, k2); found {
+		t.Error("an abandoned claim outlived both its ttl and its last lease")
+	}
+}
