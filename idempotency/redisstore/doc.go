@@ -26,7 +26,9 @@
 // (TIME inside the scripts), never by the application's, so instances whose
 // clocks disagree still agree on who holds a lease. Expiry is Redis key
 // expiry (PEXPIRE): an entry lives ttl after its claim or its completion,
-// whichever came last, and Redis removes it without any scan. A released
+// whichever came last, and at least until the end of the lease its holder
+// last renewed (so a handler that outlives the ttl keeps its claim), and
+// Redis removes it without any scan. A released
 // claim keeps its hash, marked released, until that expiry, so the key
 // remembers its last token. New tokens are the larger of the previous token
 // plus one and the server time in microseconds, so a token stays greater

@@ -72,11 +72,16 @@ return {1, took, fmt(newtok)}
 `)
 
 // renewScript: KEYS[1] entry; ARGV token, lease (µs). Returns 1 when renewed,
-// 0 when the token is not the current claim of an entry in progress.
+// 0 when the token is not the current claim of an entry in progress. The key
+// is kept at least until the end of the new lease: a holder that outlives
+// the ttl while renewing must not see its claim expire and a duplicate
+// acquire the key anew.
 var renewScript = redis.NewScript(luaPrelude + `
 local h = redis.call('HMGET', KEYS[1], 'st', 'tok')
 if h[1] ~= 'p' or h[2] ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'lx', fmt(now_us() + tonumber(ARGV[2])))
+local ms = math.ceil(tonumber(ARGV[2]) / 1000)
+if redis.call('PTTL', KEYS[1]) < ms then redis.call('PEXPIRE', KEYS[1], fmt(ms)) end
 return 1
 `)
 

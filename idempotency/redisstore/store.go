@@ -92,7 +92,9 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 	return idempotency.ClaimResult{Entry: e}, nil
 }
 
-// Renew implements idempotency.Store.
+// Renew implements idempotency.Store. It also keeps the entry at least until
+// the end of the new lease (never shortening it), so that a claim whose
+// holder outlives the ttl does not expire under it.
 func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease time.Duration) error {
 	return s.fenced(ctx, "renew", renewScript, k, strconv.FormatInt(token, 10), micros(lease))
 }

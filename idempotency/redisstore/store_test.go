@@ -440,3 +440,31 @@ func TestWithWaitReportsMissingReplicas(t *testing.T) {
 		t.Error("Release was not applied on the primary")
 	}
 }
+
+// TestRenewKeepsHeldEntryAlive: a claim whose holder keeps renewing must not
+// expire under it when the handler outlives the ttl; else a duplicate would
+// acquire the key anew and run while the first still does.
+func TestRenewKeepsHeldEntryAlive(t *testing.T) {
+	s, rdb, prefix := newStore(t)
+	ctx := context.Background()
+	k := idempotency.Key{Scope: "s", Key: "long-handler"}
+	r := mustClaim(t, s, k, "fp", longLease, time.Second)
+	if err := s.Renew(ctx, k, r.Token, time.Minute); err != nil {
+		t.Fatalf("Renew: %v", err)
+	}
+	keys := scanKeys(t, rdb, prefix)
+	if len(keys) != 1 {
+		t.Fatalf("keys %q", keys)
+	}
+	// Read the expiry on the server rather than wait for the ttl to pass.
+	if ttl := rdb.PTTL(ctx, keys[0]).Val(); ttl < 50*time.Second {
+		t.Fatalf("entry expires in %v after Renew(1m), want at least the lease", ttl)
+	}
+	// Renew never shortens the entry's life.
+	if err := s.Renew(ctx, k, r.Token, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := rdb.PTTL(ctx, keys[0]).Val(); ttl < 50*time.Second {
+		t.Errorf("a short Renew cut the entry's expiry to %v", ttl)
+	}
+}
