@@ -10,10 +10,12 @@
 //
 // Each (scope, key) pair is one Redis hash named
 //
-//	<prefix><len(scope)>:<scope>:<key>
+//	<prefix>{}<len(scope)>:<scope>:<key>
 //
 // The decimal length of the scope makes the name unambiguous: ("a:b", "c")
-// and ("a", "b:c") map to different hashes. Every operation (claim, takeover,
+// and ("a", "b:c") map to different hashes. The empty {} is not a hash tag;
+// it stops braces in a client's key (say "{x}") from becoming one, which
+// would pile every such entry into one Redis Cluster slot. Every operation (claim, takeover,
 // renew, complete, release, get) is one Lua script that touches exactly that
 // one key, so the store is safe on Redis Cluster by construction: no hash tag
 // is needed and no operation ever spans slots. Each call is one round trip

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/saferetry/saferetry/idempotency"
@@ -21,4 +22,37 @@ func FuzzRedisKey(f *testing.F) {
 			t.Errorf("redisKey(%q) = %q, redisKey(%q) = %q", a, s.redisKey(a), b, s.redisKey(b))
 		}
 	})
+}
+
+// clusterHashed returns the part of name that Redis Cluster hashes to pick a
+// slot: the content of the first {...} when it is not empty, else the whole
+// name (the rule of the Redis Cluster specification).
+func clusterHashed(name string) string {
+	open := strings.IndexByte(name, '{')
+	if open < 0 {
+		return name
+	}
+	end := strings.IndexByte(name[open+1:], '}')
+	if end <= 0 {
+		return name
+	}
+	return name[open+1 : open+1+end]
+}
+
+// TestClientBracesAreNoHashTag: a scope or key holding {...} must not act as
+// a Redis Cluster hash tag, or a client could pile every entry whose key
+// carries "{x}" into one slot, across all tenants.
+func TestClientBracesAreNoHashTag(t *testing.T) {
+	s := &Store{cfg: config{prefix: DefaultPrefix}}
+	for _, k := range []idempotency.Key{
+		{Scope: "tenant", Key: "{hot}"},
+		{Scope: "{hot}", Key: "k"},
+		{Scope: "", Key: "a{b}c"},
+		{Scope: "t", Key: "}{x}"},
+		{Scope: "t", Key: "plain"},
+	} {
+		if name := s.redisKey(k); clusterHashed(name) != name {
+			t.Errorf("redisKey(%q) = %q hashes as %q, want the whole name", k, name, clusterHashed(name))
+		}
+	}
 }

@@ -18,8 +18,10 @@ type config struct {
 // WithPrefix sets the prefix of every Redis key the store writes. The default
 // is DefaultPrefix; an empty prefix is allowed. Stores with different
 // prefixes never see each other's entries, which lets several applications
-// (or tests) share one Redis database. Do not put a Redis Cluster hash tag
-// ({...}) in the prefix: every entry would then land in one slot.
+// (or tests) share one Redis database. Do not put braces in the prefix: a
+// "{" there would form a Redis Cluster hash tag with the "{}" that follows
+// the prefix in every name (see the package documentation), and every entry
+// would then land in one slot.
 func WithPrefix(prefix string) Option {
 	return func(c *config) { c.prefix = prefix }
 }

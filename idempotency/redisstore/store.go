@@ -55,9 +55,12 @@ func New(rdb redis.UniversalClient, opts ...Option) *Store {
 }
 
 // redisKey names the hash of k. The scope's length comes first so that no
-// two (scope, key) pairs share a name, whatever bytes they contain.
+// two (scope, key) pairs share a name, whatever bytes they contain. The empty
+// "{}" before them is no hash tag itself, and being the first brace pair it
+// keeps braces in the client's scope or key from acting as one: Redis
+// Cluster hashes the whole name, so entries spread over all slots.
 func (s *Store) redisKey(k idempotency.Key) string {
-	return s.cfg.prefix + strconv.Itoa(len(k.Scope)) + ":" + k.Scope + ":" + k.Key
+	return s.cfg.prefix + "{}" + strconv.Itoa(len(k.Scope)) + ":" + k.Scope + ":" + k.Key
 }
 
 // Claim implements idempotency.Store.
