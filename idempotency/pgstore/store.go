@@ -142,8 +142,11 @@ WHERE t.scope = d.scope AND t.key = d.key AND t.expires_at <= statement_timestam
 
 // Claim implements idempotency.Store.Claim in one statement (see the package
 // documentation). The lease is rounded down and the ttl up to microseconds;
-// a ttl that is not positive is an error.
+// a lease or ttl that is not positive is an error.
 func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
+	if lease <= 0 {
+		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w, got %v", errNonPositiveLease, lease)
+	}
 	res, err := claim(ctx, s.pool, s.sql.claim, k, fingerprint, lease, ttl)
 	if err != nil {
 		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
@@ -250,6 +253,9 @@ func (s *Store) Get(ctx context.Context, k idempotency.Key) (idempotency.Entry, 
 // Renew implements idempotency.Store.Renew. It also pushes the row's expiry
 // to at least the end of the new lease.
 func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease time.Duration) error {
+	if lease <= 0 {
+		return fmt.Errorf("pgstore: renew: %w, got %v", errNonPositiveLease, lease)
+	}
 	tag, err := s.pool.Exec(ctx, s.sql.renew, k.Scope, k.Key, token, lease.Microseconds())
 	return checkTag("renew", tag.RowsAffected(), err)
 }
@@ -293,6 +299,11 @@ func (s *Store) Release(ctx context.Context, k idempotency.Key, token int64) err
 // positive: the row would be expired at birth, so a second Claim would
 // acquire the key too, and a completed outcome would be forgotten at once.
 var errNonPositiveTTL = errors.New("ttl must be positive")
+
+// errNonPositiveLease is returned by Claim and Renew for a lease that is not
+// positive: the claim would lapse at birth and any duplicate could take it
+// over while the handler runs.
+var errNonPositiveLease = errors.New("lease must be positive")
 
 // ttlMicros returns ttl in whole microseconds, rounded up so that a ttl
 // below a microsecond still keeps the row for one.

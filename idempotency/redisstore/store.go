@@ -68,6 +68,9 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 	if err := checkTTL(ttl); err != nil {
 		return idempotency.ClaimResult{}, wrap(ctx, "claim", err)
 	}
+	if err := checkLease(lease); err != nil {
+		return idempotency.ClaimResult{}, wrap(ctx, "claim", err)
+	}
 	res, err := s.run(ctx, claimScript, s.redisKey(k), isAcquired,
 		fingerprint, micros(lease), millis(ttl))
 	if err != nil {
@@ -99,6 +102,9 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 // the end of the new lease (never shortening it), so that a claim whose
 // holder outlives the ttl does not expire under it.
 func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease time.Duration) error {
+	if err := checkLease(lease); err != nil {
+		return wrap(ctx, "renew", err)
+	}
 	return s.fenced(ctx, "renew", renewScript, k, strconv.FormatInt(token, 10), micros(lease))
 }
 
@@ -234,6 +240,15 @@ func wrap(ctx context.Context, op string, err error) error {
 func checkTTL(ttl time.Duration) error {
 	if ttl <= 0 {
 		return fmt.Errorf("ttl %v is not positive", ttl)
+	}
+	return nil
+}
+
+// checkLease refuses a lease that would lapse at birth: any duplicate could
+// take such a claim over while its handler runs.
+func checkLease(lease time.Duration) error {
+	if lease < time.Microsecond {
+		return fmt.Errorf("lease %v is not positive", lease)
 	}
 	return nil
 }
