@@ -118,9 +118,13 @@ type ClaimResult struct {
 // progress; otherwise they return ErrStaleToken and change nothing.
 //
 // Expiry: an entry is removed ttl after it was claimed or completed, whichever
-// came last. An expired entry is absent: Get reports found == false and Claim
+// came last, but never while its holder keeps renewing: Renew keeps the entry
+// at least until the end of the new lease. An expired entry is absent: Get reports found == false and Claim
 // acquires it anew. Stores clean up expired entries without scanning every
 // entry on a request path.
+//
+// Durations: a lease or ttl of zero or less is refused with an error and
+// changes nothing.
 //
 // Errors: any error other than ErrStaleToken means the store could not answer
 // (unreachable, context done, ...). The Middleware then fails closed.

@@ -621,3 +621,58 @@ func testGetNotFound(t *testing.T, s idempotency.Store) {
 		t.Errorf("Get of a released key = %+v, %v, %v; want zero Entry, false, nil", e, found, err)
 	}
 }
+
+// testRenewOutlivesTTL checks that a holder that keeps renewing keeps its
+// entry past the ttl it claimed with: a handler slower than the ttl must not
+// lose its key to a duplicate.
+func testRenewOutlivesTTL(t *testing.T, s idempotency.Store) {
+	k := key(t, "renew-ttl")
+	tok := mustAcquire(t, s, k, "fp", shortTTL, shortTTL)
+	if err := s.Renew(ctxT(t), k, tok, longLease); err != nil {
+		t.Fatalf("Renew: %v", err)
+	}
+	pause(2 * shortTTL)
+	e, found := mustGet(t, s, k)
+	if !found || e.State != idempotency.StateInProgress || e.Token != tok {
+		t.Fatalf("Get after the ttl of a renewed claim = %+v, found %v; want in progress with token %d", e, found, tok)
+	}
+	if r := mustClaim(t, s, k, "fp", longLease, longTTL); r.Acquired {
+		t.Errorf("Claim acquired a renewed claim after its ttl: %+v", r)
+	}
+	if err := s.Complete(ctxT(t), k, tok, sample(), longTTL); err != nil {
+		t.Errorf("Complete of a renewed claim after its ttl: %v", err)
+	}
+}
+
+// testNonPositiveDurations checks that a zero or negative lease or ttl is an
+// error, not a claim that nobody else can see or that expires at once.
+func testNonPositiveDurations(t *testing.T, s idempotency.Store) {
+	ctx := ctxT(t)
+	for _, c := range []struct {
+		name       string
+		lease, ttl time.Duration
+	}{
+		{"zero ttl", longLease, 0},
+		{"negative ttl", longLease, -time.Second},
+		{"zero lease", 0, longTTL},
+		{"negative lease", -time.Second, longTTL},
+	} {
+		k := key(t, "durations-"+strings.ReplaceAll(c.name, " ", "-"))
+		r, err := s.Claim(ctx, k, "fp", c.lease, c.ttl)
+		if err == nil {
+			t.Errorf("Claim with %s = %+v, want an error", c.name, r)
+			continue
+		}
+		if _, found := mustGet(t, s, k); found {
+			t.Errorf("Claim with %s failed but left an entry", c.name)
+		}
+	}
+	k := key(t, "durations-complete")
+	tok := mustAcquire(t, s, k, "fp", longLease, longTTL)
+	if err := s.Complete(ctx, k, tok, sample(), 0); err == nil {
+		t.Error("Complete with a zero ttl succeeded, want an error")
+	}
+	if e, found := mustGet(t, s, k); !found || e.State != idempotency.StateInProgress {
+		t.Errorf("after a refused Complete Get = %+v, found %v; want still in progress", e, found)
+	}
+}

@@ -66,6 +66,8 @@ func Run(t *testing.T, newStore func(t *testing.T) idempotency.Store) {
 		{"TTLExpiryInProgress", testTTLExpiryInProgress},
 		{"TTLExpiryCompleted", testTTLExpiryCompleted},
 		{"CompleteRestartsTTL", testCompleteRestartsTTL},
+		{"RenewOutlivesTTL", testRenewOutlivesTTL},
+		{"NonPositiveDurationsRefused", testNonPositiveDurations},
 		{"ScopeSeparation", testScopeSeparation},
 		{"ContextCancelled", testContextCancelled},
 		{"GetNotFound", testGetNotFound},
