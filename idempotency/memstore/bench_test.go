@@ -10,6 +10,7 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/memstore"
+	"github.com/saferetry/saferetry/internal/scenario"
 )
 
 var benchResp = idempotency.Response{
@@ -65,5 +66,17 @@ func BenchmarkReplay(b *testing.B) {
 				b.Fatalf("Claim = %+v, %v", r, err)
 			}
 		}
+	})
+}
+
+// BenchmarkMiddlewareParallel measures first executions through the
+// middleware over the memory store from GOMAXPROCS goroutines at once; the
+// Redis and PostgreSQL stores have benchmarks of the same name, so one run
+// over ./idempotency/... compares them side by side.
+func BenchmarkMiddlewareParallel(b *testing.B) {
+	b.Run("memory", func(b *testing.B) {
+		s := memstore.New()
+		defer s.Close()
+		scenario.ParallelFirstExecutions(b, s)
 	})
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/pgstore"
+	"github.com/saferetry/saferetry/internal/scenario"
 )
 
 // roundTrips counts the statements and batches sent to the server: each is
@@ -124,48 +123,22 @@ func BenchmarkStore(b *testing.B) {
 // BenchmarkMiddlewareParallel measures whole protected requests (new keys,
 // so every request claims, runs a trivial handler and completes) through the
 // Middleware under b.RunParallel, without the network between client and
-// server.
+// server, in lease mode and in transactional mode.
 func BenchmarkMiddlewareParallel(b *testing.B) {
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusCreated)
-		w.Write([]byte(`{"id":"ord_123","amount":500}`))
-	})
 	for _, mode := range []string{"lease", "tx"} {
 		b.Run("postgres-"+mode, func(b *testing.B) {
 			pool, rt := benchPool(b)
 			table := uniqueTable(b, pool)
 			var s idempotency.Store = pgstore.New(pool, pgstore.WithTable(table))
-			if mode == "tx" {
-				s = pgstore.NewTx(pool, pgstore.WithTable(table))
-			}
 			if err := pgstore.New(pool, pgstore.WithTable(table)).CreateSchema(context.Background()); err != nil {
 				b.Fatal(err)
 			}
-			mw := idempotency.Middleware(s)(h)
-			var seq atomic.Int64
-			serve := func() {
-				req := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(`{"amount":500}`))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set(idempotency.HeaderIdempotencyKey, fmt.Sprint("k", seq.Add(1)))
-				rec := httptest.NewRecorder()
-				mw.ServeHTTP(rec, req)
-				if rec.Code != http.StatusCreated {
-					b.Errorf("status %d: %s", rec.Code, rec.Body)
-				}
+			if mode == "tx" {
+				s = pgstore.NewTx(pool, pgstore.WithTable(table))
 			}
-			for range 8 {
-				serve() // warm up connections and statements
-			}
-			b.ResetTimer()
-			start := rt.n.Load()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					serve()
-				}
-			})
-			b.StopTimer()
-			b.ReportMetric(float64(rt.n.Load()-start)/float64(b.N), "roundtrips/op")
+			before := rt.n.Load()
+			n := scenario.ParallelFirstExecutions(b, s)
+			b.ReportMetric(float64(rt.n.Load()-before)/float64(n), "roundtrips/op")
 		})
 	}
 }

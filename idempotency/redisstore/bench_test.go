@@ -6,12 +6,12 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/redisstore"
+	"github.com/saferetry/saferetry/internal/scenario"
 )
 
 // countedStore returns a store whose client counts its round trips, with the
@@ -159,20 +159,8 @@ func BenchmarkMiddleware(b *testing.B) {
 func BenchmarkMiddlewareParallel(b *testing.B) {
 	b.Run("redis", func(b *testing.B) {
 		s, rt := countedStore(b)
-		h := idempotency.Middleware(s, idempotency.WithTTL(time.Minute))(benchHandler())
-		var seq atomic.Int64
-		rt.n.Store(0)
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, benchRequest("par-"+strconv.FormatInt(seq.Add(1), 10)))
-				if w.Code != http.StatusCreated {
-					b.Errorf("answered %d %q", w.Code, w.Body)
-					return
-				}
-			}
-		})
-		reportRoundTrips(b, rt)
+		before := rt.n.Load()
+		n := scenario.ParallelFirstExecutions(b, s, idempotency.WithTTL(time.Minute))
+		b.ReportMetric(float64(rt.n.Load()-before)/float64(n), "roundtrips/op")
 	})
 }

@@ -61,7 +61,7 @@ func newHTTPClient(t *testing.T) *http.Client {
 
 // runID returns a random tag that keeps one run's keys and accounts apart
 // from any other run's in a shared store.
-func runID(t *testing.T) string {
+func runID(t testing.TB) string {
 	t.Helper()
 	var b [6]byte
 	if _, err := rand.Read(b[:]); err != nil {
