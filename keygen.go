@@ -23,7 +23,7 @@ type keyCtxKey struct{}
 // The key is validated when the request is sent: an empty key, one longer
 // than 255 bytes, or one with a byte outside printable ASCII (or with a
 // leading or trailing space) fails the request with [ErrInvalidKey] before
-// anything is sent.
+// anything is sent. It is sent as [FormatKey] encodes it.
 func WithKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, keyCtxKey{}, key)
 }
@@ -107,10 +107,14 @@ func ParseKey(value string) (string, error) {
 	return key, nil
 }
 
-// FormatKey encodes a valid key for the Idempotency-Key header: unchanged
-// when structured is false, otherwise as an RFC 8941 sf-string.
+// FormatKey encodes a valid key for the Idempotency-Key header: as an RFC
+// 8941 sf-string when structured is true, otherwise raw (unchanged). A key
+// whose raw form a server would misread is quoted all the same: one with a
+// double quote (a leading one would be taken for an sf-string) or a comma
+// (a list separator, which the idempotency package refuses in a raw key).
+// [ParseKey] of the result gives key back.
 func FormatKey(key string, structured bool) string {
-	if !structured {
+	if !structured && !strings.ContainsAny(key, `",`) {
 		return key
 	}
 	var b strings.Builder

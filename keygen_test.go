@@ -4,10 +4,15 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/uuid"
+
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/memstore"
 )
 
 func TestValidateKey(t *testing.T) {
@@ -67,7 +72,7 @@ func TestParseKey(t *testing.T) {
 }
 
 func FuzzValidateKey(f *testing.F) {
-	for _, s := range []string{"", "a", " a", "a ", "\x7f", strings.Repeat("x", 256), `"q"`} {
+	for _, s := range []string{"", "a", " a", "a ", "\x7f", strings.Repeat("x", 256), `"q"`, `a,b`, `a"b`, `a\b`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, key string) {
@@ -92,8 +97,12 @@ func FuzzValidateKey(f *testing.F) {
 			if structured && err != nil {
 				t.Fatalf("sf-string of valid key %q does not parse: %v", key, err)
 			}
-			if err == nil && got != key && (structured || key[0] != '"') {
-				t.Fatalf("round trip of %q (structured=%v) = %q", key, structured, got)
+			if err != nil || got != key {
+				t.Fatalf("round trip of %q (structured=%v) = %q, %v", key, structured, got, err)
+			}
+			// The idempotency middleware reads it as the same key.
+			if got, err := idempotency.ParseKey([]string{FormatKey(key, structured)}); err != nil || got != key {
+				t.Fatalf("idempotency.ParseKey of %q (structured=%v) = %q, %v", key, structured, got, err)
 			}
 		}
 	})
@@ -198,10 +207,8 @@ func TestSuppliedKeys(t *testing.T) {
 				t.Fatal(err)
 			}
 			closeResp(resp)
-			want := `order-42"x`
-			if structured {
-				want = `"order-42\"x"`
-			}
+			// A double quote is never sent raw: a server would misread it.
+			want := `"order-42\"x"`
 			if got := rc.Seen()[0].keys; len(got) != 1 || got[0] != want {
 				t.Errorf("structured=%v: sent %q, want %q", structured, got, want)
 			}
@@ -282,5 +289,51 @@ func TestInvalidKeyFailsBeforeSending(t *testing.T) {
 				t.Error("request body not closed")
 			}
 		})
+	}
+}
+
+// TestSuppliedKeysReachTheMiddlewareIntact sends awkward keys from WithKey,
+// raw by default, to the idempotency middleware: each must arrive as the
+// same key (not refused as malformed, not unquoted into another key), so
+// that the retry of an operation replays it.
+func TestSuppliedKeysReachTheMiddlewareIntact(t *testing.T) {
+	store := memstore.New()
+	defer store.Close()
+	var mu sync.Mutex
+	seen := map[string]int{}
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		k, ok := idempotency.KeyFromContext(r.Context())
+		if !ok {
+			t.Errorf("handler ran without a claim")
+		}
+		mu.Lock()
+		seen[k.Key]++
+		mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+	})
+	srv := httptest.NewServer(idempotency.Middleware(store)(app))
+	defer srv.Close()
+	tr := NewTransport(srv.Client().Transport)
+	for _, key := range []string{"plain", `a,b`, `"quoted"`, `say "hi"`, `back\slash`, `",`} {
+		for i, wantReplayed := range []string{"", "true"} {
+			req, _ := http.NewRequestWithContext(WithKey(context.Background(), key), http.MethodPost, srv.URL, strings.NewReader("{}"))
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatalf("key %q: %v", key, err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusCreated || resp.Header.Get(HeaderReplayed) != wantReplayed {
+				t.Errorf("key %q, send %d: %d replayed=%q; want 201 replayed=%q",
+					key, i+1, resp.StatusCode, resp.Header.Get(HeaderReplayed), wantReplayed)
+			}
+			if k, _ := KeyFromResponse(resp); k != key {
+				t.Errorf("KeyFromResponse = %q, want %q", k, key)
+			}
+		}
+		mu.Lock()
+		if n := seen[key]; n != 1 {
+			t.Errorf("key %q: handler ran %d times under it, want 1 (keys seen: %v)", key, n, seen)
+		}
+		mu.Unlock()
 	}
 }

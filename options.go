@@ -166,8 +166,10 @@ func WithKeyMethods(methods ...string) Option {
 }
 
 // WithStructuredKey makes the Transport send generated keys and keys from
-// [WithKey] as RFC 8941 sf-strings ("..."); by default they are sent raw.
-// A key already in the request header is always sent unchanged.
+// [WithKey] as RFC 8941 sf-strings ("..."); by default they are sent raw,
+// except a key with a double quote or a comma, which is always quoted (see
+// [FormatKey]). A key already in the request header is always sent
+// unchanged.
 func WithStructuredKey(on bool) Option {
 	return func(c *config) { c.structuredKey = on }
 }
