@@ -1,0 +1,80 @@
+package pgstore_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/pgstore"
+)
+
+// TestMiddlewareRoundTrips counts the statements and batches the Middleware
+// sends to PostgreSQL per request (each one network round trip once the
+// statements are prepared on the connection): in lease mode two for a first
+// execution (Claim, Complete) and one for a replay (Claim finds the stored
+// outcome), as the package documentation says; in transactional mode four
+// for a first execution (BEGIN, claim batch, Complete, COMMIT) and three for
+// a replay (BEGIN, claim batch, ROLLBACK).
+func TestMiddlewareRoundTrips(t *testing.T) {
+	for _, tc := range []struct {
+		mode          string
+		first, replay int64
+	}{
+		{"lease", 2, 1},
+		{"tx", 4, 3},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			rt := &roundTrips{}
+			// One connection, so that the warm-up prepares the statements
+			// on the connection the counted requests use.
+			pool := newPool(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = rt; c.MaxConns = 1 })
+			table := uniqueTable(t, pool)
+			var s idempotency.Store = pgstore.New(pool, pgstore.WithTable(table))
+			if err := pgstore.New(pool, pgstore.WithTable(table)).CreateSchema(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
+			if tc.mode == "tx" {
+				s = pgstore.NewTx(pool, pgstore.WithTable(table))
+			}
+			h := idempotency.Middleware(s)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusCreated)
+				_, _ = w.Write([]byte(`{"id":"ord_1"}`))
+			}))
+			serve := func(key, wantReplayed string) {
+				t.Helper()
+				r := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(`{"amount":5}`))
+				r = r.WithContext(ctxT(t))
+				r.Header.Set("Content-Type", "application/json")
+				r.Header.Set(idempotency.HeaderIdempotencyKey, key)
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				if w.Code != http.StatusCreated || w.Header().Get(idempotency.HeaderReplayed) != wantReplayed {
+					t.Fatalf("key %s: answered %d replayed=%q %s", key, w.Code, w.Header().Get(idempotency.HeaderReplayed), w.Body)
+				}
+			}
+			// Warm up: prepare every statement on the one connection.
+			serve("warm", "")
+			serve("warm", "true")
+
+			for _, step := range []struct {
+				name     string
+				replayed string
+				want     int64
+			}{
+				{"first execution", "", tc.first},
+				{"replay", "true", tc.replay},
+			} {
+				before := rt.n.Load()
+				serve("counted", step.replayed)
+				if n := rt.n.Load() - before; n != step.want {
+					t.Errorf("%s mode, %s: %d round trips to PostgreSQL, want %d", tc.mode, step.name, n, step.want)
+				}
+			}
+		})
+	}
+}
