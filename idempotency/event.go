@@ -2,7 +2,7 @@ package idempotency
 
 // Outcome names what the Middleware did with a request, for metrics and
 // logs. Its values are the constants below, stable and fit for a metric
-// label; the zero value "" is none of them.
+// label; the zero value "" is none of them. It is a plain string value.
 type Outcome string
 
 // Outcomes reported through WithHook.
@@ -49,7 +49,7 @@ const (
 // while its handler still runs. Requests the Middleware lets through
 // untouched (unprotected methods, no key when none is required) give none.
 // The zero Event is not meaningful; the Middleware makes them. An Event is a
-// value: the hook may keep it.
+// value: the hook may keep it and read it from other goroutines.
 type Event struct {
 	// Outcome is what happened.
 	Outcome Outcome

@@ -126,7 +126,8 @@ func checkKeyLength(k string) (string, error) {
 
 // KeyError is a malformed-key error with its reason. It wraps
 // ErrMalformedKey. ParseKey returns it as a *KeyError; the zero KeyError has
-// an empty Reason.
+// an empty Reason. A KeyError is not modified after it is returned, so it may
+// be read from several goroutines.
 type KeyError struct {
 	// Reason says what is wrong with the value, in words fit for a client.
 	Reason string

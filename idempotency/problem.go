@@ -12,8 +12,6 @@ import (
 // and detail, a problem about a request whose key was parsed carries the key
 // in an "idempotency_key" member.
 const (
-	problemBase = "https://pkg.go.dev/github.com/saferetry/saferetry/idempotency#"
-
 	// ProblemMissingKey (400): the method is protected, WithKeyRequired is
 	// on, and the request has no Idempotency-Key. Add a key and send again.
 	ProblemMissingKey = problemBase + "ProblemMissingKey"
@@ -53,6 +51,10 @@ const (
 	// not run (fail closed).
 	ProblemScopeUnavailable = problemBase + "ProblemScopeUnavailable"
 )
+
+// problemBase prefixes every problem type URI: each resolves to the
+// documentation of its constant.
+const problemBase = "https://pkg.go.dev/github.com/saferetry/saferetry/idempotency#"
 
 // ContentTypeProblem is the media type of the Middleware's error answers.
 const ContentTypeProblem = "application/problem+json"

@@ -16,7 +16,9 @@ var ErrStaleToken = errors.New("idempotency: claim is no longer held by this tok
 
 // Key names one logical operation in a store: the scope that owns it and the
 // client's Idempotency-Key value. Two keys with different scopes never share
-// an entry. Key is comparable; stores may use it as a map key.
+// an entry. Key is comparable; stores may use it as a map key. The zero Key
+// is the empty key in the default scope, which ParseKey never returns. Key
+// is a plain value, safe to copy and to read from several goroutines.
 type Key struct {
 	// Scope is the owner of the key, as returned by the WithScope
 	// function; "" (the default) is the single scope of a service that does
@@ -27,7 +29,9 @@ type Key struct {
 	Key string
 }
 
-// State is the state of a store entry.
+// State is the state of a store entry. The zero State is neither of the
+// constants below: it is the State of the zero Entry (nothing found), and
+// the Middleware answers a stored entry in it with 503. It is a plain value.
 type State uint8
 
 const (
@@ -51,7 +55,8 @@ func (s State) String() string {
 
 // Response is a stored outcome: what a retry of the same operation receives.
 // The zero Response is not a valid outcome (Status 0); stores keep what the
-// Middleware gives them.
+// Middleware gives them. A Response may be read from several goroutines as
+// long as none modifies its Header or Body.
 type Response struct {
 	// Status is the HTTP status code the handler wrote.
 	Status int
@@ -66,7 +71,8 @@ type Response struct {
 }
 
 // Entry is what a store holds for one Key. The zero Entry is what Get
-// returns with found == false.
+// returns with found == false. Like Response, it may be read from several
+// goroutines as long as none modifies it.
 type Entry struct {
 	// State is StateInProgress or StateCompleted.
 	State State
@@ -85,7 +91,7 @@ type Entry struct {
 
 // ClaimResult is the answer of Store.Claim. The zero ClaimResult is not
 // Acquired and carries the zero Entry; a store never returns it without an
-// error.
+// error. It is a plain value, like Entry.
 type ClaimResult struct {
 	// Acquired reports that the caller now holds the claim with Token and
 	// must run the operation, then Complete or Release it.
@@ -168,6 +174,9 @@ type Store interface {
 // handler through the request context, stores the outcome in it and commits;
 // a 5xx, a panic or a failed commit rolls everything back. No lease is used:
 // a crashed instance's transaction rolls back and frees the key.
+//
+// Like a Store, a TxStore must be safe for concurrent use; each Tx it begins
+// is used by one goroutine at a time.
 type TxStore interface {
 	Store
 	// BeginTx starts a transaction.
