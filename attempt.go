@@ -9,7 +9,9 @@ import (
 
 // Attempt describes one attempt and what the Transport decided after it.
 // It is passed by value to the hook set by [WithHook]; the hook may keep it,
-// but must not modify its Request. The zero Attempt describes nothing.
+// but must not modify its Request. The zero Attempt describes nothing. An
+// Attempt is not modified after the hook got it, so it may be read from
+// several goroutines.
 type Attempt struct {
 	// Request is the request sent by this attempt (a clone of the caller's).
 	Request *http.Request

@@ -230,3 +230,16 @@ func TestZeroErrorsAreUsable(t *testing.T) {
 		t.Errorf("zero APIError: %q", ae.Error())
 	}
 }
+
+func TestNilOptionIgnoredAndLaterOptionWins(t *testing.T) {
+	rc := newRecorder(status(503), status(503), status(503))
+	tr, _, _ := testTransport(rc, nil, WithMaxAttempts(3), nil, WithMaxAttempts(2))
+	resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeResp(resp)
+	if n := len(rc.Seen()); n != 2 || resp.StatusCode != 503 {
+		t.Fatalf("attempts = %d, status %d; want the later WithMaxAttempts(2) to win", n, resp.StatusCode)
+	}
+}

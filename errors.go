@@ -146,10 +146,16 @@ type APIError struct {
 // [APIError.Problem]; members it does not name are ignored. The zero
 // Problem has no members. It is plain data, safe to read concurrently.
 type Problem struct {
-	Type     string `json:"type,omitempty"`
-	Title    string `json:"title,omitempty"`
-	Status   int    `json:"status,omitempty"`
-	Detail   string `json:"detail,omitempty"`
+	// Type is the URI naming the kind of problem, such as
+	// idempotency.ProblemKeyReused.
+	Type string `json:"type,omitempty"`
+	// Title is a short summary of the kind of problem.
+	Title string `json:"title,omitempty"`
+	// Status is the HTTP status the server gave in the document.
+	Status int `json:"status,omitempty"`
+	// Detail explains this occurrence.
+	Detail string `json:"detail,omitempty"`
+	// Instance is a URI naming this occurrence.
 	Instance string `json:"instance,omitempty"`
 }
 

@@ -8,21 +8,34 @@ import (
 	"github.com/cenkalti/backoff/v4"
 )
 
-// Defaults, documented in the package overview.
+// Defaults, summed up in the package overview.
 const (
-	DefaultMaxAttempts     = 4
-	DefaultMaxRetryAfter   = 30 * time.Second
+	// DefaultMaxAttempts is the number of attempts per logical operation,
+	// the first included; see [WithMaxAttempts].
+	DefaultMaxAttempts = 4
+	// DefaultMaxRetryAfter caps a wait taken from Retry-After; see
+	// [WithMaxRetryAfter].
+	DefaultMaxRetryAfter = 30 * time.Second
+	// DefaultMaxBufferedBody is how many bytes of a request body without
+	// GetBody are buffered to be replayed; see [WithMaxBufferedBody].
 	DefaultMaxBufferedBody = 1 << 20
-	DefaultMaxErrorBody    = 64 << 10
+	// DefaultMaxErrorBody is how many bytes of an error response
+	// [Client.Do] keeps in [APIError.Body]; see [WithMaxErrorBody].
+	DefaultMaxErrorBody = 64 << 10
 
-	DefaultBudgetCapacity  = 500
+	// DefaultBudgetCapacity is the number of tokens in a Transport's retry
+	// budget; see [WithRetryBudget].
+	DefaultBudgetCapacity = 500
+	// DefaultBudgetRetryCost is the tokens one retry costs (twice that
+	// after a transport error or timeout); see [WithRetryBudget].
 	DefaultBudgetRetryCost = 5
 )
 
 // Option configures a [Transport], a [Client] or
 // [ConfigureRetryableClient]. Options that do not apply to what is being
-// configured are ignored. The zero Option is not valid; use the With
-// functions.
+// configured are ignored. The zero Option (nil) is ignored too. Options
+// are applied in order, a later one overriding an earlier one of the same
+// kind.
 type Option func(*config)
 
 // config is the resolved set of options; it is read-only once built.

@@ -11,7 +11,7 @@ import (
 )
 
 // Decision is what happens after an attempt. The zero value is
-// [DecisionDefault].
+// [DecisionDefault]. It is a plain value, safe to share.
 type Decision uint8
 
 const (
@@ -36,7 +36,8 @@ func (d Decision) String() string {
 }
 
 // Reason explains a [Decision] in an [Attempt]; its values are the
-// constants below, and the empty Reason means none was given.
+// constants below, and the empty Reason means none was given. It is a plain
+// string value, stable and fit for a metric label.
 type Reason string
 
 // Reasons reported in [Attempt.Reason].
