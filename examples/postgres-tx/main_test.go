@@ -2,9 +2,21 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"io"
+	"net/http"
+	"net/url"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/saferetry/saferetry/internal/testenv"
 )
 
 func TestRunReportsBadAddressFirst(t *testing.T) {
@@ -13,5 +25,160 @@ func TestRunReportsBadAddressFirst(t *testing.T) {
 	err := run(context.Background(), "256.0.0.1:1", "postgres://postgres@127.0.0.1:1/none?sslmode=disable", io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "-addr") {
 		t.Fatalf("run with a bad address = %v, want an -addr error", err)
+	}
+}
+
+// urlWriter hands over the URL of the startup line.
+type urlWriter struct {
+	once sync.Once
+	url  chan string
+}
+
+var urlRE = regexp.MustCompile(`listening on (http://\S+)`)
+
+func (w *urlWriter) Write(p []byte) (int, error) {
+	if m := urlRE.FindSubmatch(p); m != nil {
+		w.once.Do(func() { w.url <- string(m[1]) })
+	}
+	return len(p), nil
+}
+
+// schemaURL creates a PostgreSQL schema of the test's own, dropped with
+// everything in it at cleanup, and returns the test database URL with that
+// schema as the search_path: the example's fixed table names then land in
+// it, away from anyone else using the database.
+func schemaURL(t *testing.T) string {
+	t.Helper()
+	base := testenv.PostgresURL(t)
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	schema := "example_pgtx_" + hex.EncodeToString(b[:])
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if err := pool.Ping(ctx); err != nil {
+		testenv.Unavailable(t, "postgres unreachable ("+err.Error()+"); start it to run")
+	}
+	if _, err := pool.Exec(ctx, `CREATE SCHEMA "`+schema+`"`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := pool.Exec(ctx, `DROP SCHEMA IF EXISTS "`+schema+`" CASCADE`); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// TestRunTransfersOnceReplaysAndShutsDown runs the example against the test
+// database: a transfer commits once, its retry is replayed and moves no more
+// money, the same key with another body is refused, an overdraft is a
+// stored 402, and cancelling the context shuts the server down.
+func TestRunTransfersOnceReplaysAndShutsDown(t *testing.T) {
+	dbURL := schemaURL(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &urlWriter{url: make(chan string, 1)}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, "127.0.0.1:0", dbURL, out) }()
+	var base string
+	select {
+	case base = <-out.url:
+	case err := <-done:
+		t.Fatalf("run ended before listening: %v", err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("no startup line after 15s")
+	}
+
+	type reply struct {
+		status   int
+		replayed bool
+		body     string
+	}
+	transfer := func(key, body string) reply {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, base+"/transfers", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return reply{resp.StatusCode, resp.Header.Get("Idempotent-Replayed") == "true", string(b)}
+	}
+	balances := func() map[string]int64 {
+		t.Helper()
+		resp, err := http.Get(base + "/accounts")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var rows []struct {
+			Name    string `json:"name"`
+			Balance int64  `json:"balance"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&rows); err != nil {
+			t.Fatalf("GET /accounts: %v", err)
+		}
+		m := map[string]int64{}
+		for _, r := range rows {
+			m[r.Name] = r.Balance
+		}
+		return m
+	}
+
+	const move = `{"from":"alice","to":"bob","amount":250}`
+	first := transfer("t-1", move)
+	if first.status != http.StatusCreated || first.replayed {
+		t.Fatalf("first transfer = %+v, want a fresh 201", first)
+	}
+	if again := transfer("t-1", move); again.status != http.StatusCreated || !again.replayed || again.body != first.body {
+		t.Errorf("retry = %+v, want the replay of %q", again, first.body)
+	}
+	if other := transfer("t-1", `{"from":"alice","to":"bob","amount":1}`); other.status != http.StatusUnprocessableEntity {
+		t.Errorf("same key, other body = %+v, want 422", other)
+	}
+	over := transfer("t-2", `{"from":"alice","to":"bob","amount":1000000}`)
+	if over.status != http.StatusPaymentRequired {
+		t.Errorf("overdraft = %+v, want 402", over)
+	}
+	if again := transfer("t-2", `{"from":"alice","to":"bob","amount":1000000}`); again.status != http.StatusPaymentRequired || !again.replayed {
+		t.Errorf("overdraft retry = %+v, want the replayed 402", again)
+	}
+	if got := balances(); got["alice"] != 10000-250 || got["bob"] != 10000+250 {
+		t.Errorf("balances %v, want alice 9750 and bob 10250: one transfer, moved once", got)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run after shutdown = %v, want nil", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not return after the context was cancelled")
+	}
+	if _, err := http.Get(base + "/accounts"); err == nil {
+		t.Error("the server still answers after shutdown")
 	}
 }
