@@ -22,9 +22,10 @@
 //   - Retry-After on 409, 429 and 503: honoured, capped at 30s, with up to
 //     10% added jitter (never past the cap), see [WithMaxRetryAfter];
 //   - retry budget: 500 tokens per Transport, a retry costs 5 tokens (10
-//     after a transport error or timeout), an operation that succeeds on its
-//     first attempt returns 1 token and one that succeeds after retries
-//     returns what it spent; see [WithRetryBudget];
+//     after a transport error or timeout); an operation that ends with an
+//     answer the rules do not retry (a success, but also a final 4xx such
+//     as 404 or 422: the server is up) returns 1 token if it took no retry,
+//     else what its retries spent; see [WithRetryBudget];
 //   - request body without GetBody: buffered up to 1 MiB to be replayable; a
 //     larger body is sent once and not retried, see [WithMaxBufferedBody];
 //   - keys: random UUIDv4 for POST and PATCH, sent raw, see [WithKeyMethods]

@@ -195,9 +195,10 @@ func WithClassifier(cl Classifier) Option {
 
 // WithRetryBudget sets the per-Transport retry budget: a bucket of capacity
 // tokens, full at start; a retry costs cost tokens (twice that after a
-// transport error or timeout); an operation that succeeds on its first
-// attempt returns 1 token, one that succeeds after retries returns what its
-// retries cost. A retry that the bucket cannot pay is not made and the last
+// transport error or timeout); an operation that ends with an answer the
+// rules do not retry (a 2xx or 3xx, but also a final 4xx such as 404 or
+// 422, which shows the server is up) returns 1 token if it took no retry,
+// else what its retries cost. A retry that the bucket cannot pay is not made and the last
 // outcome is returned with [ReasonBudgetExhausted]. capacity <= 0 disables
 // the budget; cost < 1 is taken as 1. Default: 500 tokens, cost 5.
 func WithRetryBudget(capacity, cost int) Option {

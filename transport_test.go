@@ -578,3 +578,34 @@ func TestAttemptTimeoutKeepsSwitchedProtocolBodyWritable(t *testing.T) {
 		t.Error("closing the body did not end the attempt context")
 	}
 }
+
+// TestRetryBudgetRefilledByFinalClientError checks the documented refill
+// rule: any answer the rules do not retry (a 404 or 422 as much as a 201)
+// refills the bucket, while a retryable answer that ends the operation
+// (attempts exhausted) does not.
+func TestRetryBudgetRefilledByFinalClientError(t *testing.T) {
+	rc := newRecorder(status(503), status(503))
+	tr, _, _ := testTransport(rc, WithRetryBudget(20, 5), WithMaxAttempts(2))
+	run := func() {
+		t.Helper()
+		resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		closeResp(resp)
+	}
+	run() // 503, one retry (5 tokens), 503: no refill
+	if got := tr.budget.available(); got != 15 {
+		t.Fatalf("tokens = %d, want 15", got)
+	}
+	for _, code := range []int{404, 422} {
+		rc.mu.Lock()
+		rc.script = []outcome{status(code)}
+		rc.mu.Unlock()
+		before := tr.budget.available()
+		run()
+		if got := tr.budget.available(); got != before+1 {
+			t.Fatalf("after a final %d: tokens = %d, want %d", code, got, before+1)
+		}
+	}
+}
