@@ -107,6 +107,8 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"-ttl", "0s"},
 		{"-lease", "-1s"},
 		{"-wait", "-1s"},
+		{"-ttl", "1s"}, // shorter than the default lease
+		{"-ttl", "1s", "-lease", "2s"},
 		{"-nosuchflag"},
 		{"extra"},
 		{"-addr", "256.0.0.1:http"},
@@ -226,5 +228,102 @@ func TestShutdownAnswersRequestsInFlight(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Error("the request in flight was never answered")
+	}
+}
+
+// getJSON decodes the JSON answer of GET url into v.
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+}
+
+// waitDelayStarted waits until the injected delay was taken by a request.
+func waitDelayStarted(t *testing.T, url string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var f struct {
+			DelayMS []int64 `json:"delay_ms"`
+		}
+		getJSON(t, url+"/_mock/faults", &f)
+		if len(f.DelayMS) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the delayed request never started")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestWaitFlagTakesEffect: with -wait a duplicate that meets a slow
+// execution waits for it and gets its replay instead of 409.
+func TestWaitFlagTakesEffect(t *testing.T) {
+	url, _, stop := start(t, "-wait", "5s")
+	defer stop()
+	req, _ := http.NewRequest("POST", url+"/_mock/delay", strings.NewReader(`{"count":1,"delay_ms":300}`))
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("inject delay: %v %v", resp, err)
+	}
+	first := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", url+"/payments", strings.NewReader(`{"amount":10,"currency":"EUR","recipient":"a"}`))
+		req.Header.Set("Idempotency-Key", "wait-1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			first <- 0
+			return
+		}
+		resp.Body.Close()
+		first <- resp.StatusCode
+	}()
+	waitDelayStarted(t, url)
+	if resp := post(t, url, "wait-1"); resp.StatusCode != 201 || resp.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("duplicate during the execution: %d replayed=%q, want the replayed 201 (-wait 5s)", resp.StatusCode, resp.Header.Get("Idempotent-Replayed"))
+	}
+	if status := <-first; status != 201 {
+		t.Errorf("original: %d, want 201", status)
+	}
+	var st struct {
+		Attempts   int `json:"attempts"`
+		Executions int `json:"executions"`
+	}
+	getJSON(t, url+"/_mock/keys/wait-1", &st)
+	if st.Attempts != 2 || st.Executions != 1 {
+		t.Errorf("wait-1: %d attempts, %d executions; want 2 and 1", st.Attempts, st.Executions)
+	}
+}
+
+// TestTTLFlagTakesEffect: once -ttl has passed, the same key executes again.
+func TestTTLFlagTakesEffect(t *testing.T) {
+	url, _, stop := start(t, "-ttl", "200ms", "-lease", "200ms")
+	defer stop()
+	if resp := post(t, url, "ttl-1"); resp.StatusCode != 201 {
+		t.Fatalf("first POST: %d", resp.StatusCode)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp := post(t, url, "ttl-1")
+		if resp.StatusCode == 201 && resp.Header.Get("Idempotent-Replayed") == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the key still replays 10s after a 200ms ttl")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var st struct {
+		Executions int `json:"executions"`
+	}
+	getJSON(t, url+"/_mock/keys/ttl-1", &st)
+	if st.Executions != 2 {
+		t.Errorf("ttl-1 executed %d times, want 2 (once, then again after the ttl)", st.Executions)
 	}
 }
