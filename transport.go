@@ -130,6 +130,10 @@ func (op *operation) run() (*http.Response, error) {
 			resp = nil
 		case err == nil && resp == nil:
 			err = errors.New("saferetry: base RoundTripper returned no response and no error")
+		case resp != nil && resp.Body == nil:
+			// Also a broken base (net/http promises a non-nil Body); the
+			// caller, the drain and the attempt-timeout wrapper may close it.
+			resp.Body = http.NoBody
 		}
 
 		a := Attempt{Request: r, Key: op.key, Number: n, Err: err}

@@ -87,6 +87,30 @@ func TestBrokenBaseNeverLeaksResponseWithError(t *testing.T) {
 	if resp != nil || !errors.Is(err, ErrOutcomeUnknown) || !tb.Closed() {
 		t.Fatalf("resp=%v err=%v closed=%v", resp, err, tb.Closed())
 	}
+	// A response without a Body gets http.NoBody: closing it, also through
+	// the attempt timeout's wrapper, and draining it must not panic.
+	noBody := roundTripFunc(func(*http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 503, Header: http.Header{}}, nil
+	})
+	var calls atomic.Int32
+	base2 := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if r.Body != nil {
+			r.Body.Close()
+		}
+		if calls.Add(1) == 1 {
+			return noBody(r) // retried: drained and closed
+		}
+		return &http.Response{StatusCode: 201, Header: http.Header{}, Request: r}, nil
+	})
+	tr = NewTransport(base2, withClock(newFakeClock()), WithBackoff(constBackoff(time.Millisecond)),
+		WithAttemptTimeout(time.Minute), WithMaxAttempts(2))
+	resp, err = tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
+	if err != nil || resp == nil || resp.Body == nil || resp.StatusCode != 201 {
+		t.Fatalf("nil-Body base: resp=%v err=%v", resp, err)
+	}
+	if err := resp.Body.Close(); err != nil {
+		t.Fatalf("closing the body: %v", err)
+	}
 	nilBoth := roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, nil })
 	resp, err = NewTransport(nilBoth, WithMaxAttempts(1)).RoundTrip(newReq(t, context.Background(), http.MethodGet, ""))
 	if resp != nil || err == nil {
