@@ -1,15 +1,20 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -325,5 +330,99 @@ func TestTTLFlagTakesEffect(t *testing.T) {
 	getJSON(t, url+"/_mock/keys/ttl-1", &st)
 	if st.Executions != 2 {
 		t.Errorf("ttl-1 executed %d times, want 2 (once, then again after the ttl)", st.Executions)
+	}
+}
+
+// envRunMain makes the test binary run main instead of the tests, with the
+// arguments in envMainArgs: TestSignalsShutDownGracefully starts the real
+// binary that way and signals it.
+const (
+	envRunMain  = "SAFERETRY_MOCKSERVER_RUN_MAIN"
+	envMainArgs = "SAFERETRY_MOCKSERVER_ARGS"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envRunMain) == "1" {
+		os.Args = append([]string{"mockserver"}, strings.Fields(os.Getenv(envMainArgs))...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestSignalsShutDownGracefully runs main in a child process and sends it
+// SIGINT or SIGTERM while a payment is executing: the payment is answered,
+// the process says it is shutting down and exits 0.
+func TestSignalsShutDownGracefully(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), envRunMain+"=1", envMainArgs+"=-addr 127.0.0.1:0")
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd.Stderr = io.Discard
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			lines := make(chan string, 8)
+			go func() {
+				sc := bufio.NewScanner(stdout)
+				for sc.Scan() {
+					lines <- sc.Text()
+				}
+				close(lines)
+				exited <- cmd.Wait()
+			}()
+			var url string
+			select {
+			case l := <-lines:
+				m := urlRE.FindStringSubmatch(l)
+				if m == nil {
+					t.Fatalf("startup line %q has no URL", l)
+				}
+				url = m[1]
+			case <-ctx.Done():
+				t.Fatal("no startup line")
+			}
+
+			req, _ := http.NewRequest("POST", url+"/_mock/delay", strings.NewReader(`{"count":1,"delay_ms":300}`))
+			if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+				t.Fatalf("inject delay: %v %v", resp, err)
+			}
+			answered := make(chan int, 1)
+			go func() {
+				req, _ := http.NewRequest("POST", url+"/payments", strings.NewReader(`{"amount":10,"currency":"EUR","recipient":"a"}`))
+				req.Header.Set("Idempotency-Key", "signal-1")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					answered <- 0
+					return
+				}
+				resp.Body.Close()
+				answered <- resp.StatusCode
+			}()
+			waitDelayStarted(t, url)
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			if status := <-answered; status != http.StatusCreated {
+				t.Errorf("payment in flight at %v got %d, want 201", sig, status)
+			}
+			var rest []string
+			for l := range lines {
+				rest = append(rest, l)
+			}
+			if err := <-exited; err != nil {
+				t.Errorf("process after %v: %v, want exit status 0", sig, err)
+			}
+			if !strings.Contains(strings.Join(rest, "\n"), "shutting down") {
+				t.Errorf("output after %v: %q, want the shutdown line", sig, rest)
+			}
+		})
 	}
 }
