@@ -353,4 +353,22 @@ func TestTwoServersSharingRedis(t *testing.T) {
 	if a.Attempts("shared-00")+b.Attempts("shared-00") < 3 {
 		t.Errorf("attempts for shared-00: a %d, b %d", a.Attempts("shared-00"), b.Attempts("shared-00"))
 	}
+	// The faults really happened. a gets every other attempt (48 at least),
+	// so its 3 failures are used; the 16 executions are split between the
+	// servers, so one of them executed 8 or more and used its 4 drops.
+	outcomes := map[mockserver.Outcome]int{}
+	for _, srv := range []*mockserver.Server{a, b} {
+		for _, st := range srv.Keys() {
+			for _, at := range st.History {
+				outcomes[at.Outcome]++
+			}
+		}
+	}
+	if outcomes[mockserver.OutcomeInjectedFailure] != 3 || len(a.Faults().Fail) != 0 {
+		t.Errorf("injected failures answered: %d, pending on a: %v; want 3 and none", outcomes[mockserver.OutcomeInjectedFailure], a.Faults().Fail)
+	}
+	if outcomes[mockserver.OutcomeDropped] < 4 {
+		t.Errorf("%d answers dropped after commit, want at least 4 (outcomes %v)", outcomes[mockserver.OutcomeDropped], outcomes)
+	}
+	t.Logf("outcomes across both servers: %v", outcomes)
 }
