@@ -54,6 +54,8 @@ type Event struct {
 	// Outcome is what happened.
 	Outcome Outcome
 	// Key is the request's scope and key; zero when no key was parsed.
+	// Its Scope is "" for OutcomeTooLarge, OutcomeBadRequest and
+	// OutcomeScopeError, which are decided before the scope is known.
 	Key Key
 	// Token is the fencing token of the request's claim; 0 when it held
 	// none.

@@ -393,8 +393,8 @@ func TestRequestBodyLimit(t *testing.T) {
 	if w := post(h, "c", `{"a":1234}`, chunked); w.Code != http.StatusCreated || !strings.Contains(w.Body.String(), `{\"a\":1234}`) {
 		t.Fatalf("body at the limit: %d %s; want 201 echoing the body", w.Code, w.Body)
 	}
-	if _, ok := ev.find(idempotency.OutcomeTooLarge); !ok {
-		t.Fatalf("no too_large event in %v", ev.outcomes())
+	if e, ok := ev.find(idempotency.OutcomeTooLarge); !ok || e.Key != (idempotency.Key{Key: "a"}) || e.Status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("too_large event %+v (found %v) in %v; want key a, no scope, status 413", e, ok, ev.outcomes())
 	}
 }
 
