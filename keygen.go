@@ -91,7 +91,10 @@ func keyProblem(key string) string {
 
 // ParseKey decodes an Idempotency-Key header value: an RFC 8941 sf-string
 // ("..." with \" and \\ escapes) is unquoted, anything else is taken as the
-// raw key. The decoded key is validated as by [ValidateKey].
+// raw key. A raw key must not hold a comma (a list of several keys) or a
+// double quote (broken quoting), as servers built on the idempotency
+// package refuse them; such keys travel as sf-strings (see [FormatKey]).
+// The decoded key is validated as by [ValidateKey].
 func ParseKey(value string) (string, error) {
 	key := value
 	if len(value) > 0 && value[0] == '"' {
@@ -100,6 +103,8 @@ func ParseKey(value string) (string, error) {
 			return "", &Error{Cause: ErrInvalidKey, Key: value, Err: errorString("malformed sf-string")}
 		}
 		key = k
+	} else if strings.ContainsAny(value, `",`) {
+		return "", &Error{Cause: ErrInvalidKey, Key: value, Err: errorString("a raw key must not hold a comma or a double quote; send it as an sf-string")}
 	}
 	if err := ValidateKey(key); err != nil {
 		return "", err

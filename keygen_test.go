@@ -58,6 +58,9 @@ func TestParseKey(t *testing.T) {
 		{`""`, "", false},
 		{`"abc`, "", false},
 		{`"a"b"`, "", false},
+		{`a,b`, "", false},     // raw comma: several keys to a server
+		{`a"b`, "", false},     // raw double quote: broken quoting
+		{`"a,b"`, "a,b", true}, // the same key quoted is fine
 		{`"a\b"`, "", false},
 		{`"a\"`, "", false},
 		{`"` + strings.Repeat("k", 255) + `"`, strings.Repeat("k", 255), true},
@@ -109,7 +112,7 @@ func FuzzValidateKey(f *testing.F) {
 }
 
 func FuzzParseKey(f *testing.F) {
-	for _, s := range []string{`"abc"`, `"a\"b"`, `"`, `""`, `"\`, "plain", `"a\x"`} {
+	for _, s := range []string{`"abc"`, `"a\"b"`, `"`, `""`, `"\`, "plain", `"a\x"`, "a,b", `a"b`, `"a,b"`, "a\\b"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
@@ -119,6 +122,11 @@ func FuzzParseKey(f *testing.F) {
 		}
 		if ValidateKey(k) != nil {
 			t.Fatalf("ParseKey(%q) returned invalid key %q", in, k)
+		}
+		// What the Transport accepts, the idempotency middleware reads as
+		// the same key.
+		if sk, err := idempotency.ParseKey([]string{in}); err != nil || sk != k {
+			t.Fatalf("idempotency.ParseKey(%q) = %q, %v; saferetry.ParseKey gave %q", in, sk, err, k)
 		}
 		if in[0] == '"' && FormatKey(k, true) != in {
 			t.Fatalf("sf-string %q decodes to %q which re-encodes to %q", in, k, FormatKey(k, true))
@@ -262,6 +270,10 @@ func TestInvalidKeyFailsBeforeSending(t *testing.T) {
 		{"two header values", func(r *http.Request) *http.Request {
 			r.Header.Add(HeaderIdempotencyKey, "a")
 			r.Header.Add(HeaderIdempotencyKey, "b")
+			return r
+		}},
+		{"comma in a raw header key", func(r *http.Request) *http.Request {
+			r.Header.Set(HeaderIdempotencyKey, "a,b")
 			return r
 		}},
 		{"bad sf-string", func(r *http.Request) *http.Request {
