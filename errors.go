@@ -24,8 +24,9 @@ var (
 	ErrNotSent = errors.New("saferetry: request not sent")
 
 	// ErrInvalidKey means that a supplied Idempotency-Key is not 1 to 255
-	// bytes of printable ASCII, or the request carries several. Nothing was
-	// sent.
+	// bytes of printable ASCII, the request carries several, or a header
+	// value is a broken sf-string or a raw key with a comma or double quote
+	// (see [ParseKey]). Nothing was sent.
 	ErrInvalidKey = errors.New("saferetry: invalid idempotency key")
 
 	// ErrKeyReused matches an [*APIError] for a 422 answer: the key was
