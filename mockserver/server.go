@@ -114,7 +114,8 @@ func (s *Server) Close() {
 func (s *Server) Client() *http.Client { return s.ts.Client() }
 
 // Store returns the idempotency store the server uses: the one given to
-// WithStore, or its own memstore.
+// WithStore, or its own memstore (which Close closes). It is safe for
+// concurrent use.
 func (s *Server) Store() idempotency.Store {
 	if so, ok := s.store.(storeOnly); ok {
 		return so.Store

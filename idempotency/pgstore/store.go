@@ -71,7 +71,8 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	return &Store{pool: pool, cfg: cfg, names: n, sql: buildStatements(n.table)}
 }
 
-// Table returns the table name the store uses, as given to WithTable.
+// Table returns the table name the store uses: the WithTable name, or
+// DefaultTable when none was given.
 func (s *Store) Table() string { return s.cfg.table }
 
 const leaseRemainingUS = `CASE WHEN state = 1 THEN (extract(epoch FROM lease_until - statement_timestamp()) * 1000000)::bigint ELSE 0 END`
