@@ -179,7 +179,10 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, f *flight, k 
 	var wt waiter
 	for {
 		claimed := time.Now()
-		res, err := m.store.Claim(r.Context(), k, fp, m.cfg.lease, m.cfg.ttl)
+		// The claim is kept for at least one lease whatever the TTL: an entry
+		// that expired before its first renewal would let a duplicate run
+		// beside a handler slower than a short TTL.
+		res, err := m.store.Claim(r.Context(), k, fp, m.cfg.lease, max(m.cfg.ttl, m.cfg.lease))
 		if err != nil {
 			m.storeFailed(w, r, k, err)
 			return

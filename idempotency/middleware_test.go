@@ -996,3 +996,40 @@ func TestHandlerContextFollowsTheRequest(t *testing.T) {
 	h := idempotency.Middleware(newStore(t))(app)
 	post(h, "k", `{}`, func(r *http.Request) { *r = *r.WithContext(ctx) })
 }
+
+// TestTTLShorterThanHandler checks that a TTL shorter than the handler's run
+// does not free the key while the handler still holds it: the claim lives at
+// least one lease, and renewals keep it, so a duplicate meets 409.
+func TestTTLShorterThanHandler(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	st := newStore(t, memstore.WithClock(clock))
+
+	started, release := make(chan struct{}), make(chan struct{})
+	app := &counter{}
+	app.before = func(http.ResponseWriter, *http.Request) int {
+		if app.calls.Load() == 1 {
+			close(started)
+			<-release
+		}
+		return 0
+	}
+	h := idempotency.Middleware(st, idempotency.WithTTL(100*time.Millisecond), idempotency.WithLease(time.Minute))(app)
+
+	first := make(chan int)
+	go func() { first <- post(h, "slow", `{}`).Code }()
+	<-started
+	advance(time.Second) // ten TTLs pass while the handler runs
+	if w := post(h, "slow", `{}`); w.Code != http.StatusConflict {
+		t.Errorf("duplicate while the handler runs past the TTL = %d %s, want 409", w.Code, w.Body)
+	}
+	close(release)
+	if code := <-first; code != http.StatusCreated {
+		t.Fatalf("first request = %d, want 201", code)
+	}
+	if n := app.calls.Load(); n != 1 {
+		t.Fatalf("handler ran %d times, want 1", n)
+	}
+}

@@ -79,8 +79,10 @@ func newConfig(opts []Option) *config {
 }
 
 // WithTTL sets how long an entry is kept after it was claimed or completed.
-// A retry after the TTL runs the handler again. d <= 0 keeps DefaultTTL
-// (24 h).
+// A retry after the TTL runs the handler again. A claim whose handler is
+// still running is kept for at least one lease and renewed, whatever the TTL,
+// so a short TTL never frees a key under a slow handler. d <= 0 keeps
+// DefaultTTL (24 h).
 func WithTTL(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {
