@@ -234,14 +234,20 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 	}
 }
 
-// held returns the entry of k when token holds its claim, or ErrStaleToken.
-// The shard lock must be held.
-func (sh *shard) held(k idempotency.Key, token int64, now time.Time) (*entry, error) {
+// withHeld runs update on the entry of k under its shard's lock when token
+// holds its claim, and returns ErrStaleToken otherwise. now is the store's
+// clock read once under the lock.
+func (s *Store) withHeld(k idempotency.Key, token int64, update func(sh *shard, e *entry, now time.Time)) error {
+	sh := s.shardFor(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := s.now()
 	e := sh.live(k, now)
 	if e == nil || e.state != idempotency.StateInProgress || e.token != token {
-		return nil, idempotency.ErrStaleToken
+		return idempotency.ErrStaleToken
 	}
-	return e, nil
+	update(sh, e, now)
+	return nil
 }
 
 // Renew implements idempotency.Store. It also keeps the entry at least until
@@ -254,21 +260,14 @@ func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease
 	if lease <= 0 {
 		return errNonPositive
 	}
-	sh := s.shardFor(k)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	now := s.now()
-	e, err := sh.held(k, token, now)
-	if err != nil {
-		return err
-	}
-	e.leaseUntil = now.Add(lease)
-	if e.expiresAt.Before(e.leaseUntil) {
-		// A holder still renewing outlives the ttl: the entry must not
-		// expire under it, or a duplicate would acquire the key anew.
-		sh.expireAt(k, e, e.leaseUntil)
-	}
-	return nil
+	return s.withHeld(k, token, func(sh *shard, e *entry, now time.Time) {
+		e.leaseUntil = now.Add(lease)
+		if e.expiresAt.Before(e.leaseUntil) {
+			// A holder still renewing outlives the ttl: the entry must not
+			// expire under it, or a duplicate would acquire the key anew.
+			sh.expireAt(k, e, e.leaseUntil)
+		}
+	})
 }
 
 // Complete implements idempotency.Store. It keeps a deep copy of resp.
@@ -279,19 +278,12 @@ func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, re
 	if ttl <= 0 {
 		return errNonPositive
 	}
-	sh := s.shardFor(k)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	now := s.now()
-	e, err := sh.held(k, token, now)
-	if err != nil {
-		return err
-	}
-	e.state = idempotency.StateCompleted
-	e.leaseUntil = time.Time{}
-	sh.expireAt(k, e, now.Add(ttl))
-	e.resp = copyResponse(&resp)
-	return nil
+	return s.withHeld(k, token, func(sh *shard, e *entry, now time.Time) {
+		e.state = idempotency.StateCompleted
+		e.leaseUntil = time.Time{}
+		sh.expireAt(k, e, now.Add(ttl))
+		e.resp = copyResponse(&resp)
+	})
 }
 
 // Release implements idempotency.Store.
@@ -299,14 +291,9 @@ func (s *Store) Release(ctx context.Context, k idempotency.Key, token int64) err
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
-	sh := s.shardFor(k)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if _, err := sh.held(k, token, s.now()); err != nil {
-		return err
-	}
-	delete(sh.m, k)
-	return nil
+	return s.withHeld(k, token, func(sh *shard, _ *entry, _ time.Time) {
+		delete(sh.m, k)
+	})
 }
 
 // Get implements idempotency.Store. The returned Response is a copy the
