@@ -68,12 +68,19 @@ func readFault(w http.ResponseWriter, r *http.Request) (faultRequest, bool) {
 	return fr, true
 }
 
-// millis converts a delay_ms or latency_ms value after checking its range.
-func millis(name string, ms int64) (time.Duration, error) {
-	if ms < 0 || ms > maxAdminMS {
-		return 0, fmt.Errorf("%s must be between 0 and %d", name, maxAdminMS)
+// requiredMillis converts the delay_ms or latency_ms field called name,
+// ms, to a duration. It answers 400 and returns false when the field is
+// absent or out of range.
+func requiredMillis(w http.ResponseWriter, name string, ms *int64) (time.Duration, bool) {
+	if ms == nil {
+		badAdmin(w, name+" is required")
+		return 0, false
 	}
-	return time.Duration(ms) * time.Millisecond, nil
+	if *ms < 0 || *ms > maxAdminMS {
+		badAdmin(w, fmt.Sprintf("%s must be between 0 and %d", name, maxAdminMS))
+		return 0, false
+	}
+	return time.Duration(*ms) * time.Millisecond, true
 }
 
 func badAdmin(w http.ResponseWriter, detail string) {
@@ -96,11 +103,7 @@ func (s *Server) adminFail(w http.ResponseWriter, r *http.Request) {
 	if fr.Status == 0 {
 		fr.Status = http.StatusServiceUnavailable
 	}
-	if err := s.faults.addFail(fr.count(), fr.Status); err != nil {
-		badAdmin(w, err.Error())
-		return
-	}
-	s.adminFaults(w, r)
+	s.answerFaults(w, r, s.faults.addFail(fr.count(), fr.Status))
 }
 
 func (s *Server) adminDrop(w http.ResponseWriter, r *http.Request) {
@@ -108,11 +111,7 @@ func (s *Server) adminDrop(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := s.faults.addDrop(fr.count()); err != nil {
-		badAdmin(w, err.Error())
-		return
-	}
-	s.adminFaults(w, r)
+	s.answerFaults(w, r, s.faults.addDrop(fr.count()))
 }
 
 func (s *Server) adminDelay(w http.ResponseWriter, r *http.Request) {
@@ -120,20 +119,11 @@ func (s *Server) adminDelay(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if fr.DelayMS == nil {
-		badAdmin(w, "delay_ms is required")
+	d, ok := requiredMillis(w, "delay_ms", fr.DelayMS)
+	if !ok {
 		return
 	}
-	d, err := millis("delay_ms", *fr.DelayMS)
-	if err != nil {
-		badAdmin(w, err.Error())
-		return
-	}
-	if err := s.faults.addDelay(fr.count(), d); err != nil {
-		badAdmin(w, err.Error())
-		return
-	}
-	s.adminFaults(w, r)
+	s.answerFaults(w, r, s.faults.addDelay(fr.count(), d))
 }
 
 func (s *Server) adminLatency(w http.ResponseWriter, r *http.Request) {
@@ -141,16 +131,17 @@ func (s *Server) adminLatency(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if fr.LatencyMS == nil {
-		badAdmin(w, "latency_ms is required")
+	d, ok := requiredMillis(w, "latency_ms", fr.LatencyMS)
+	if !ok {
 		return
 	}
-	d, err := millis("latency_ms", *fr.LatencyMS)
+	s.answerFaults(w, r, s.faults.setLatency(d))
+}
+
+// answerFaults ends a fault-injecting admin request: 400 with err's message
+// when the fault was refused, else the faults now pending.
+func (s *Server) answerFaults(w http.ResponseWriter, r *http.Request, err error) {
 	if err != nil {
-		badAdmin(w, err.Error())
-		return
-	}
-	if err := s.faults.setLatency(d); err != nil {
 		badAdmin(w, err.Error())
 		return
 	}
