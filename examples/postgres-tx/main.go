@@ -24,7 +24,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -39,6 +38,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/saferetry/saferetry/examples/internal/serve"
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/pgstore"
 )
@@ -118,25 +118,8 @@ func run(ctx context.Context, addr, dbURL string, out io.Writer) error {
 	mux.Handle("POST /transfers", idem(http.HandlerFunc(transfer)))
 	mux.HandleFunc("GET /accounts", func(w http.ResponseWriter, r *http.Request) { accounts(w, r, pool) })
 
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
 	fmt.Fprintf(out, "postgres-tx: listening on http://%s (idempotency table %s, transactional mode)\n", ln.Addr(), idemTable)
-
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return err
-	}
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return serve.UntilDone(ctx, ln, mux)
 }
 
 type transferRequest struct {

@@ -22,7 +22,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -37,6 +36,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/saferetry/saferetry/examples/internal/serve"
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/redisstore"
 )
@@ -95,25 +95,8 @@ func run(ctx context.Context, addr, redisURL, prefix string, out io.Writer) erro
 	mux.Handle("POST /orders", idem(http.HandlerFunc(o.create)))
 	mux.HandleFunc("GET /orders", o.list)
 
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
 	fmt.Fprintf(out, "redis-server: listening on http://%s (redis %s, prefix %q)\n", ln.Addr(), opt.Addr, prefix)
-
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return err
-	}
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return serve.UntilDone(ctx, ln, mux)
 }
 
 // orders keeps orders in a Redis list shared by every instance.
