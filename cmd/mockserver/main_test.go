@@ -180,45 +180,7 @@ func TestRunWithPostgres(t *testing.T) {
 // comes is answered before run returns.
 func TestShutdownAnswersRequestsInFlight(t *testing.T) {
 	url, _, stop := start(t)
-	req, _ := http.NewRequest("POST", url+"/_mock/delay", strings.NewReader(`{"count":1,"delay_ms":300}`))
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("inject delay: %v %v", resp, err)
-	}
-	answered := make(chan int, 1)
-	go func() {
-		req, _ := http.NewRequest("POST", url+"/payments", strings.NewReader(`{"amount":10,"currency":"EUR","recipient":"a"}`))
-		req.Header.Set("Idempotency-Key", "in-flight-1")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			answered <- 0
-			return
-		}
-		resp.Body.Close()
-		answered <- resp.StatusCode
-	}()
-	// Wait until the delayed execution holds the request.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := http.Get(url + "/_mock/faults")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var f struct {
-			DelayMS []int64 `json:"delay_ms"`
-		}
-		err = json.NewDecoder(resp.Body).Decode(&f)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(f.DelayMS) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the delayed request never started")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	answered := paymentInFlight(t, url, "in-flight-1")
 	if err := stop(); err != nil {
 		t.Errorf("run: %v", err)
 	}
@@ -266,28 +228,37 @@ func waitDelayStarted(t *testing.T, url string) {
 	}
 }
 
+// paymentInFlight injects a 300 ms delay, sends a payment with key in the
+// background and returns once the delay holds it. The channel gets the
+// payment's status, 0 on a connection error.
+func paymentInFlight(t *testing.T, url, key string) <-chan int {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url+"/_mock/delay", strings.NewReader(`{"count":1,"delay_ms":300}`))
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("inject delay: %v %v", resp, err)
+	}
+	status := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", url+"/payments", strings.NewReader(`{"amount":10,"currency":"EUR","recipient":"a"}`))
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			status <- 0
+			return
+		}
+		resp.Body.Close()
+		status <- resp.StatusCode
+	}()
+	waitDelayStarted(t, url)
+	return status
+}
+
 // TestWaitFlagTakesEffect: with -wait a duplicate that meets a slow
 // execution waits for it and gets its replay instead of 409.
 func TestWaitFlagTakesEffect(t *testing.T) {
 	url, _, stop := start(t, "-wait", "5s")
 	defer stop()
-	req, _ := http.NewRequest("POST", url+"/_mock/delay", strings.NewReader(`{"count":1,"delay_ms":300}`))
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("inject delay: %v %v", resp, err)
-	}
-	first := make(chan int, 1)
-	go func() {
-		req, _ := http.NewRequest("POST", url+"/payments", strings.NewReader(`{"amount":10,"currency":"EUR","recipient":"a"}`))
-		req.Header.Set("Idempotency-Key", "wait-1")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			first <- 0
-			return
-		}
-		resp.Body.Close()
-		first <- resp.StatusCode
-	}()
-	waitDelayStarted(t, url)
+	first := paymentInFlight(t, url, "wait-1")
 	if resp := post(t, url, "wait-1"); resp.StatusCode != 201 || resp.Header.Get("Idempotent-Replayed") != "true" {
 		t.Errorf("duplicate during the execution: %d replayed=%q, want the replayed 201 (-wait 5s)", resp.StatusCode, resp.Header.Get("Idempotent-Replayed"))
 	}
@@ -388,23 +359,7 @@ func TestSignalsShutDownGracefully(t *testing.T) {
 				t.Fatal("no startup line")
 			}
 
-			req, _ := http.NewRequest("POST", url+"/_mock/delay", strings.NewReader(`{"count":1,"delay_ms":300}`))
-			if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
-				t.Fatalf("inject delay: %v %v", resp, err)
-			}
-			answered := make(chan int, 1)
-			go func() {
-				req, _ := http.NewRequest("POST", url+"/payments", strings.NewReader(`{"amount":10,"currency":"EUR","recipient":"a"}`))
-				req.Header.Set("Idempotency-Key", "signal-1")
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					answered <- 0
-					return
-				}
-				resp.Body.Close()
-				answered <- resp.StatusCode
-			}()
-			waitDelayStarted(t, url)
+			answered := paymentInFlight(t, url, "signal-1")
 			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
