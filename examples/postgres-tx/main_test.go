@@ -8,14 +8,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/saferetry/saferetry/examples/internal/exampletest"
 	"github.com/saferetry/saferetry/internal/testenv"
 )
 
@@ -26,21 +25,6 @@ func TestRunReportsBadAddressFirst(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "-addr") {
 		t.Fatalf("run with a bad address = %v, want an -addr error", err)
 	}
-}
-
-// urlWriter hands over the URL of the startup line.
-type urlWriter struct {
-	once sync.Once
-	url  chan string
-}
-
-var urlRE = regexp.MustCompile(`listening on (http://\S+)`)
-
-func (w *urlWriter) Write(p []byte) (int, error) {
-	if m := urlRE.FindSubmatch(p); m != nil {
-		w.once.Do(func() { w.url <- string(m[1]) })
-	}
-	return len(p), nil
 }
 
 // schemaURL creates a PostgreSQL schema of the test's own, dropped with
@@ -91,19 +75,9 @@ func schemaURL(t *testing.T) string {
 // stored 402, and cancelling the context shuts the server down.
 func TestRunTransfersOnceReplaysAndShutsDown(t *testing.T) {
 	dbURL := schemaURL(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	out := &urlWriter{url: make(chan string, 1)}
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, "127.0.0.1:0", dbURL, out) }()
-	var base string
-	select {
-	case base = <-out.url:
-	case err := <-done:
-		t.Fatalf("run ended before listening: %v", err)
-	case <-time.After(15 * time.Second):
-		t.Fatal("no startup line after 15s")
-	}
+	base, shutdown := exampletest.Start(t, func(ctx context.Context, out io.Writer) error {
+		return run(ctx, "127.0.0.1:0", dbURL, out)
+	})
 
 	type reply struct {
 		status   int
@@ -169,16 +143,5 @@ func TestRunTransfersOnceReplaysAndShutsDown(t *testing.T) {
 		t.Errorf("balances %v, want alice 9750 and bob 10250: one transfer, moved once", got)
 	}
 
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("run after shutdown = %v, want nil", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("run did not return after the context was cancelled")
-	}
-	if _, err := http.Get(base + "/accounts"); err == nil {
-		t.Error("the server still answers after shutdown")
-	}
+	shutdown("/accounts")
 }

@@ -7,14 +7,12 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"regexp"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/saferetry/saferetry/examples/internal/exampletest"
 	"github.com/saferetry/saferetry/internal/testenv"
 )
 
@@ -25,21 +23,6 @@ func TestRunReportsBadAddressFirst(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "-addr") {
 		t.Fatalf("run with a bad address = %v, want an -addr error", err)
 	}
-}
-
-// urlWriter hands over the URL of the startup line.
-type urlWriter struct {
-	once sync.Once
-	url  chan string
-}
-
-var urlRE = regexp.MustCompile(`listening on (http://\S+)`)
-
-func (w *urlWriter) Write(p []byte) (int, error) {
-	if m := urlRE.FindSubmatch(p); m != nil {
-		w.once.Do(func() { w.url <- string(m[1]) })
-	}
-	return len(p), nil
 }
 
 func TestRunServesReplaysAndShutsDown(t *testing.T) {
@@ -63,19 +46,9 @@ func TestRunServesReplaysAndShutsDown(t *testing.T) {
 		}
 	})
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	out := &urlWriter{url: make(chan string, 1)}
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, "127.0.0.1:0", redisURL, prefix, out) }()
-	var base string
-	select {
-	case base = <-out.url:
-	case err := <-done:
-		t.Fatalf("run ended before listening: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("no startup line after 10s")
-	}
+	base, shutdown := exampletest.Start(t, func(ctx context.Context, out io.Writer) error {
+		return run(ctx, "127.0.0.1:0", redisURL, prefix, out)
+	})
 
 	post := func(key string) (*http.Response, string) {
 		t.Helper()
@@ -105,16 +78,5 @@ func TestRunServesReplaysAndShutsDown(t *testing.T) {
 		t.Errorf("GET /orders = %d orders (%v), want 1", len(orders), err)
 	}
 
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("run after shutdown = %v, want nil", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("run did not return after the context was cancelled")
-	}
-	if _, err := http.Get(base + "/orders"); err == nil {
-		t.Error("the server still answers after shutdown")
-	}
+	shutdown("/orders")
 }
