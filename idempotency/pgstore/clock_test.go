@@ -3,8 +3,6 @@ package pgstore_test
 import (
 	"testing"
 	"time"
-
-	"github.com/saferetry/saferetry/idempotency/pgstore"
 )
 
 // TestLeaseOnDatabaseClock: the lease is written and judged on the
@@ -14,11 +12,8 @@ import (
 // still), the lease is lapsed for Get and the next Claim takes over.
 func TestLeaseOnDatabaseClock(t *testing.T) {
 	pool := newPool(t)
-	s := pgstore.New(pool, pgstore.WithTable(uniqueTable(t, pool)))
+	s := newStore(t, pool)
 	ctx := ctxT(t)
-	if err := s.CreateSchema(ctx); err != nil {
-		t.Fatal(err)
-	}
 	k := key("clock")
 	r, err := s.Claim(ctx, k, "fp", 10*time.Second, time.Hour)
 	if err != nil || !r.Acquired {

@@ -8,5 +8,5 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) idempotency.Store { return newStore(t) })
+	storetest.Run(t, func(t *testing.T) idempotency.Store { return newStore(t, nil) })
 }

@@ -59,10 +59,13 @@ func uniqueTable(tb testing.TB, pool *pgxpool.Pool) string {
 	return name
 }
 
-// newStore returns a lease-mode store on a fresh table with its schema.
-func newStore(tb testing.TB, opts ...pgstore.Option) *pgstore.Store {
+// newStore returns a lease-mode store on a fresh table with its schema, on
+// pool or, when pool is nil, on a new pool.
+func newStore(tb testing.TB, pool *pgxpool.Pool, opts ...pgstore.Option) *pgstore.Store {
 	tb.Helper()
-	pool := newPool(tb)
+	if pool == nil {
+		pool = newPool(tb)
+	}
 	s := pgstore.New(pool, append([]pgstore.Option{pgstore.WithTable(uniqueTable(tb, pool))}, opts...)...)
 	if err := s.CreateSchema(ctxT(tb)); err != nil {
 		tb.Fatalf("CreateSchema: %v", err)

@@ -309,7 +309,7 @@ func (c *cutStore) Complete(ctx context.Context, k idempotency.Key, token int64,
 
 func TestLeaseCrashTakeoverAndLateCompletionRefused(t *testing.T) {
 	pool := newPool(t)
-	s := newStore(t)
+	s := newStore(t, nil)
 	orders := ordersTableNoUnique(t, pool, s.Table())
 	const lease = 100 * time.Millisecond
 	g := newGate()

@@ -18,7 +18,7 @@ func scenarioPool(t *testing.T) *pgxpool.Pool {
 }
 
 func TestScenarioExactlyOnceLease(t *testing.T) {
-	scenario.ExactlyOnce(t, newStore(t))
+	scenario.ExactlyOnce(t, newStore(t, nil))
 }
 
 func TestScenarioExactlyOnceTx(t *testing.T) {
@@ -40,7 +40,7 @@ func TestScenarioLedgerTx(t *testing.T) {
 }
 
 func TestScenarioCrashLease(t *testing.T) {
-	scenario.Crash(t, newStore(t), scenario.CrashLease)
+	scenario.Crash(t, newStore(t, nil), scenario.CrashLease)
 }
 
 func TestScenarioCrashTx(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 )
 
 func TestClaimCompleteReplay(t *testing.T) {
-	s := newStore(t)
+	s := newStore(t, nil)
 	ctx := ctxT(t)
 	k := key("replay")
 	r, err := s.Claim(ctx, k, "v1:fp", time.Minute, time.Hour)
@@ -65,7 +65,7 @@ func TestClaimCompleteReplay(t *testing.T) {
 }
 
 func TestOversizeAndEmptyResponse(t *testing.T) {
-	s := newStore(t)
+	s := newStore(t, nil)
 	ctx := ctxT(t)
 	for i, resp := range []idempotency.Response{
 		{Status: 200, Oversize: true},
@@ -92,7 +92,7 @@ func TestOversizeAndEmptyResponse(t *testing.T) {
 }
 
 func TestTakeoverOnlyWithSameFingerprintAfterLapse(t *testing.T) {
-	s := newStore(t)
+	s := newStore(t, nil)
 	ctx := ctxT(t)
 	k := key("takeover")
 	first, err := s.Claim(ctx, k, "fp-a", 40*time.Millisecond, time.Hour)
@@ -127,7 +127,7 @@ func TestTakeoverOnlyWithSameFingerprintAfterLapse(t *testing.T) {
 }
 
 func TestReleaseDeletesAndTokensGrow(t *testing.T) {
-	s := newStore(t)
+	s := newStore(t, nil)
 	ctx := ctxT(t)
 	k := key("release")
 	var last int64
@@ -148,12 +148,9 @@ func TestReleaseDeletesAndTokensGrow(t *testing.T) {
 
 func TestExpiredEntryIsAbsentAndOverwritten(t *testing.T) {
 	pool := newPool(t)
-	table := uniqueTable(t, pool)
-	s := pgstore.New(pool, pgstore.WithTable(table))
+	s := newStore(t, pool)
+	table := s.Table()
 	ctx := ctxT(t)
-	if err := s.CreateSchema(ctx); err != nil {
-		t.Fatal(err)
-	}
 	k := key("expiry")
 	// The claim's ttl is long, so that Complete cannot come too late on a
 	// loaded machine; Complete's own short ttl is the one that expires.
@@ -188,10 +185,7 @@ func TestExpiredEntryIsAbsentAndOverwritten(t *testing.T) {
 
 func TestRenewKeepsRowAliveForLease(t *testing.T) {
 	pool := newPool(t)
-	s := pgstore.New(pool, pgstore.WithTable(uniqueTable(t, pool)))
-	if err := s.CreateSchema(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
+	s := newStore(t, pool)
 	ctx := ctxT(t)
 	k := key("renew")
 	// A ttl of a few seconds leaves a loaded machine time to Renew before
@@ -270,12 +264,9 @@ func TestConcurrentClaimsOneWinnerAcrossPools(t *testing.T) {
 
 func TestDeleteExpiredInBatches(t *testing.T) {
 	pool := newPool(t)
-	table := uniqueTable(t, pool)
-	s := pgstore.New(pool, pgstore.WithTable(table))
+	s := newStore(t, pool)
+	table := s.Table()
 	ctx := ctxT(t)
-	if err := s.CreateSchema(ctx); err != nil {
-		t.Fatal(err)
-	}
 	for i := range 25 {
 		if _, err := s.Claim(ctx, key(fmt.Sprint("old", i)), "fp", time.Minute, time.Millisecond); err != nil {
 			t.Fatal(err)
@@ -319,12 +310,9 @@ func TestStatementsUseIndexes(t *testing.T) {
 	// One connection, so that pg_stat_force_next_flush acts on the session
 	// that ran the statements.
 	pool := newPool(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
-	table := uniqueTable(t, pool)
-	s := pgstore.New(pool, pgstore.WithTable(table))
+	s := newStore(t, pool)
+	table := s.Table()
 	ctx := ctxT(t)
-	if err := s.CreateSchema(ctx); err != nil {
-		t.Fatal(err)
-	}
 	_, err := pool.Exec(ctx, `INSERT INTO "`+table+`" (scope, key, state, fingerprint, lease_until, expires_at)
 		SELECT 's', 'k' || g, 2, 'fp', NULL, now() + g * interval '1 second' - interval '100 seconds'
 		FROM generate_series(1, 20000) AS g`)
@@ -469,12 +457,9 @@ func TestSchemaQualifiedTable(t *testing.T) {
 
 func TestReaperDeletesAndStops(t *testing.T) {
 	pool := newPool(t)
-	table := uniqueTable(t, pool)
-	s := pgstore.New(pool, pgstore.WithTable(table), pgstore.WithReapBatch(3))
+	s := newStore(t, pool, pgstore.WithReapBatch(3))
+	table := s.Table()
 	ctx := ctxT(t)
-	if err := s.CreateSchema(ctx); err != nil {
-		t.Fatal(err)
-	}
 	for i := range 10 {
 		if _, err := s.Claim(ctx, key(fmt.Sprint("r", i)), "fp", time.Minute, time.Millisecond); err != nil {
 			t.Fatal(err)
