@@ -220,58 +220,69 @@ func (g *gate) hold(context.Context) {
 
 func (g *gate) release() { g.once.Do(func() { close(g.open) }) }
 
-func TestTxMiddlewareDuplicateWaitsThenReplays(t *testing.T) {
+// txDuplicate is two instances over one transactional store, a and b. a's
+// handler holds the first request with key "k", inside its transaction,
+// until g is released; bh is b's handler, for the duplicate.
+type txDuplicate struct {
+	pool   *pgxpool.Pool
+	table  string // the store's table
+	orders string // the handlers' business table
+	g      *gate
+	bh     *orderHandler
+	b      *httptest.Server
+	first  chan reply // the first request's answer, once g is released
+}
+
+// startTxDuplicate starts a txDuplicate whose store waits up to lockTimeout
+// for a key held by another transaction, sends the first request to a and
+// returns once a's handler holds it.
+func startTxDuplicate(t *testing.T, ctx context.Context, lockTimeout time.Duration) *txDuplicate {
+	t.Helper()
 	pool := newPool(t)
-	s := newTxStore(t, pool, pgstore.WithLockTimeout(20*time.Second))
+	s := newTxStore(t, pool, pgstore.WithLockTimeout(lockTimeout))
 	orders := ordersTable(t, pool, s.Table())
 	g := newGate()
 	t.Cleanup(g.release)
 	a := instance(t, s, &orderHandler{pool: pool, table: orders, who: "a", hold: g.hold})
 	bh := &orderHandler{pool: pool, table: orders, who: "b"}
-	b := instance(t, s, bh)
-	ctx := ctxT(t)
-	firstCh := make(chan reply, 1)
-	go func() { firstCh <- post(ctx, a.URL, "k", `{}`) }()
+	d := &txDuplicate{pool: pool, table: s.Table(), orders: orders, g: g, bh: bh, b: instance(t, s, bh), first: make(chan reply, 1)}
+	go func() { d.first <- post(ctx, a.URL, "k", `{}`) }()
 	<-g.entered
+	return d
+}
+
+func TestTxMiddlewareDuplicateWaitsThenReplays(t *testing.T) {
+	ctx := ctxT(t)
+	d := startTxDuplicate(t, ctx, 20*time.Second)
 	dupCh := make(chan reply, 1)
-	go func() { dupCh <- post(ctx, b.URL, "k", `{}`) }()
-	waitBlocked(t, pool, s.Table())
-	g.release()
-	first, dup := <-firstCh, <-dupCh
+	go func() { dupCh <- post(ctx, d.b.URL, "k", `{}`) }()
+	waitBlocked(t, d.pool, d.table)
+	d.g.release()
+	first, dup := <-d.first, <-dupCh
 	if first.err != nil || first.status != 201 {
 		t.Fatalf("first = %+v", first)
 	}
 	if dup.err != nil || dup.status != 201 || dup.body != first.body || dup.header.Get(idempotency.HeaderReplayed) != "true" {
 		t.Fatalf("duplicate = %+v, want a replay of %s", dup, first.body)
 	}
-	if bh.runs.Load() != 0 || count(t, pool, orders) != 1 {
-		t.Fatalf("duplicate ran its handler (%d) or rows = %d", bh.runs.Load(), count(t, pool, orders))
+	if d.bh.runs.Load() != 0 || count(t, d.pool, d.orders) != 1 {
+		t.Fatalf("duplicate ran its handler (%d) or rows = %d", d.bh.runs.Load(), count(t, d.pool, d.orders))
 	}
 }
 
 func TestTxMiddlewareLockTimeoutAnswers409(t *testing.T) {
-	pool := newPool(t)
-	s := newTxStore(t, pool, pgstore.WithLockTimeout(50*time.Millisecond))
-	orders := ordersTable(t, pool, s.Table())
-	g := newGate()
-	t.Cleanup(g.release)
-	a := instance(t, s, &orderHandler{pool: pool, table: orders, who: "a", hold: g.hold})
-	bh := &orderHandler{pool: pool, table: orders, who: "b"}
-	b := instance(t, s, bh)
 	ctx := ctxT(t)
-	firstCh := make(chan reply, 1)
-	go func() { firstCh <- post(ctx, a.URL, "k", `{}`) }()
-	<-g.entered
-	dup := post(ctx, b.URL, "k", `{}`)
+	d := startTxDuplicate(t, ctx, 50*time.Millisecond)
+	dup := post(ctx, d.b.URL, "k", `{}`)
 	if dup.err != nil || dup.status != http.StatusConflict || dup.header.Get("Retry-After") == "" ||
 		!strings.Contains(dup.body, idempotency.ProblemInProgress) {
 		t.Fatalf("duplicate during the lock timeout = %+v, want 409 in progress with Retry-After", dup)
 	}
-	g.release()
-	if first := <-firstCh; first.err != nil || first.status != 201 {
+	d.g.release()
+	if first := <-d.first; first.err != nil || first.status != 201 {
 		t.Fatalf("first = %+v", first)
 	}
-	if bh.runs.Load() != 0 {
+	if d.bh.runs.Load() != 0 {
 		t.Fatal("the duplicate ran its handler")
 	}
 }
