@@ -177,15 +177,3 @@ func (f *faultyStore) Release(ctx context.Context, k idempotency.Key, token int6
 	}
 	return f.Store.Release(ctx, k, token)
 }
-
-// eventually polls cond every few milliseconds for up to 5 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-time.After(2 * time.Millisecond)
-	}
-}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/memstore"
+	"github.com/saferetry/saferetry/internal/testenv"
 )
 
 // TestChecklist runs the contract's six-point checklist against the
@@ -313,7 +314,7 @@ func TestLeaseLapseTakeover(t *testing.T) {
 	tokA := <-startedA
 
 	var bBody string
-	eventually(t, "B to take over", func() bool {
+	testenv.Eventually(t, "B takes over", func() bool {
 		w := post(b, "op", `{}`)
 		if w.Code == http.StatusCreated {
 			bBody = w.Body.String()
@@ -365,7 +366,7 @@ func TestLeaseLostDetectedByRenewal(t *testing.T) {
 	done := make(chan int)
 	go func() { done <- post(h, "k", `{}`).Code }()
 	<-started
-	eventually(t, "the lost lease to be reported", func() bool { _, ok := ev.find(idempotency.OutcomeLeaseLost); return ok })
+	testenv.Eventually(t, "the lost lease is reported", func() bool { _, ok := ev.find(idempotency.OutcomeLeaseLost); return ok })
 	close(release)
 	if code := <-done; code != http.StatusCreated {
 		t.Fatalf("status = %d; the handler's response must still be sent", code)

@@ -157,7 +157,7 @@ func TestTransportConcurrentDuplicateMeets409(t *testing.T) {
 	}
 	go send()
 	// The duplicate leaves once the first execution holds the key.
-	waitFor(t, "the delayed execution to start", func() bool { return len(srv.Faults().Delays) == 0 })
+	testenv.Eventually(t, "the delayed execution starts", func() bool { return len(srv.Faults().Delays) == 0 })
 	go send()
 	a, b := <-results, <-results
 	if a.err != nil || b.err != nil || a.status != 201 || b.status != 201 {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/memstore"
+	"github.com/saferetry/saferetry/internal/testenv"
 	"github.com/saferetry/saferetry/mockserver"
 )
 
@@ -307,18 +308,6 @@ func TestDropAfterCommitNext(t *testing.T) {
 	}
 }
 
-// waitFor polls cond every millisecond for up to 5 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func TestDelayNextMakesDuplicatesMeet409(t *testing.T) {
 	srv := mockserver.New()
 	defer srv.Close()
@@ -341,7 +330,7 @@ func TestDelayNextMakesDuplicatesMeet409(t *testing.T) {
 		first <- result{status: resp.StatusCode, body: b}
 	}()
 	// The delay is taken once the first request holds the claim.
-	waitFor(t, "the delayed execution to start", func() bool { return len(srv.Faults().Delays) == 0 })
+	testenv.Eventually(t, "the delayed execution starts", func() bool { return len(srv.Faults().Delays) == 0 })
 
 	resp, body := mustSend(t, srv, "POST", "/payments", "slow-1", payBody)
 	wantProblem(t, resp, body, http.StatusConflict, idempotency.ProblemInProgress)
@@ -434,7 +423,7 @@ func TestCloseWaitsForInFlightRequests(t *testing.T) {
 		}
 		done <- err
 	}()
-	waitFor(t, "the delayed execution to start", func() bool { return len(srv.Faults().Delays) == 0 })
+	testenv.Eventually(t, "the delayed execution starts", func() bool { return len(srv.Faults().Delays) == 0 })
 	srv.Close()
 	// The execution is counted after the delay: Close waited for it.
 	if got := srv.Executions("close-1"); got != 1 {
@@ -485,7 +474,7 @@ func TestIdempotencyOptionsPassThrough(t *testing.T) {
 		_, _, err := send(t, srv, "POST", "/payments", "wait-1", payBody)
 		first <- err
 	}()
-	waitFor(t, "the delayed execution to start", func() bool { return len(srv.Faults().Delays) == 0 })
+	testenv.Eventually(t, "the delayed execution starts", func() bool { return len(srv.Faults().Delays) == 0 })
 	resp, body := mustSend(t, srv, "POST", "/payments", "wait-1", payBody)
 	if resp.StatusCode != 201 || resp.Header.Get(idempotency.HeaderReplayed) != "true" {
 		t.Errorf("duplicate with WithWaitForResult: %d %s", resp.StatusCode, body)

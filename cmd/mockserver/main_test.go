@@ -212,20 +212,13 @@ func getJSON(t *testing.T, url string, v any) {
 // waitDelayStarted waits until the injected delay was taken by a request.
 func waitDelayStarted(t *testing.T, url string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, "the delayed request starts", func() bool {
 		var f struct {
 			DelayMS []int64 `json:"delay_ms"`
 		}
 		getJSON(t, url+"/_mock/faults", &f)
-		if len(f.DelayMS) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the delayed request never started")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return len(f.DelayMS) == 0
+	})
 }
 
 // paymentInFlight injects a 300 ms delay, sends a payment with key in the

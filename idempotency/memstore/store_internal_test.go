@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/internal/testenv"
 )
 
 // fakeClock is a clock tests move by hand.
@@ -160,14 +161,7 @@ func TestSweepLoopRunsAndCloseStopsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Advance(time.Minute)
-	deadline := time.Now().Add(5 * time.Second)
-	for s.count() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("background sweep never removed the expired entry")
-		}
-		timer := time.NewTimer(2 * time.Millisecond)
-		<-timer.C
-	}
+	testenv.Eventually(t, "the background sweep removes the expired entry", func() bool { return s.count() == 0 })
 	closed := make(chan struct{})
 	go func() { s.Close(); s.Close(); close(closed) }()
 	select {
