@@ -2,8 +2,6 @@ package mockserver_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -281,18 +279,9 @@ func redisClient(t *testing.T) *redis.Client {
 	return rdb
 }
 
-func randomHex(t *testing.T) string {
-	t.Helper()
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b[:])
-}
-
 func TestTwoServersSharingRedis(t *testing.T) {
 	rdb := redisClient(t)
-	prefix := "saferetry-mockserver-test:" + randomHex(t) + ":"
+	prefix := testenv.RandomName("saferetry-mockserver-test:") + ":"
 	t.Cleanup(func() {
 		ctx := context.Background()
 		iter := rdb.Scan(ctx, 0, prefix+"*", 100).Iterator()

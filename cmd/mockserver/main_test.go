@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -125,17 +123,9 @@ func TestRunRejectsBadFlags(t *testing.T) {
 	}
 }
 
-func randomName(t *testing.T) string {
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	return "cmdtest-" + hex.EncodeToString(b[:])
-}
-
 // Two binaries on one shared store with one namespace act as one service.
 func testSharedStore(t *testing.T, store, wantName string, extra ...string) {
-	ns := randomName(t)
+	ns := testenv.RandomName("cmdtest-")
 	args := append([]string{"-store", store, "-namespace", ns, "-ttl", "1m"}, extra...)
 	urlA, outA, stopA := start(t, args...)
 	defer stopA()
@@ -159,7 +149,7 @@ func TestRunWithRedis(t *testing.T) {
 func TestRunWithPostgres(t *testing.T) {
 	u := testenv.PostgresURL(t)
 	// A table of its own, dropped at the end: the database is shared.
-	table := strings.ReplaceAll(randomName(t), "-", "_")
+	table := testenv.RandomName("cmdtest_")
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

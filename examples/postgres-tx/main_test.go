@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -34,11 +32,7 @@ func TestRunReportsBadAddressFirst(t *testing.T) {
 func schemaURL(t *testing.T) string {
 	t.Helper()
 	base := testenv.PostgresURL(t)
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	schema := "example_pgtx_" + hex.EncodeToString(b[:])
+	schema := testenv.RandomName("example_pgtx_")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	pool, err := pgxpool.New(ctx, base)

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -27,11 +25,7 @@ func TestRunReportsBadAddressFirst(t *testing.T) {
 
 func TestRunServesReplaysAndShutsDown(t *testing.T) {
 	redisURL := testenv.RedisURL(t)
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	prefix := "saferetry-example-test:" + hex.EncodeToString(b[:]) + ":"
+	prefix := testenv.RandomName("saferetry-example-test:") + ":"
 	t.Cleanup(func() {
 		opt, err := redis.ParseURL(redisURL)
 		if err != nil {

@@ -2,8 +2,6 @@ package pgstore_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"testing"
 	"time"
 
@@ -44,11 +42,7 @@ func newPool(tb testing.TB, mutate ...func(*pgxpool.Config)) *pgxpool.Pool {
 // database too).
 func uniqueTable(tb testing.TB, pool *pgxpool.Pool) string {
 	tb.Helper()
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		tb.Fatal(err)
-	}
-	name := "pgstore_test_" + hex.EncodeToString(b[:])
+	name := testenv.RandomName("pgstore_test_")
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

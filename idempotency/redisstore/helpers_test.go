@@ -2,8 +2,6 @@ package redisstore_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"sync/atomic"
 	"testing"
 
@@ -40,11 +38,7 @@ func newClient(tb testing.TB) *redis.Client {
 // under it at the end, so tests never see or touch other tests' data.
 func newPrefix(tb testing.TB, rdb redis.UniversalClient) string {
 	tb.Helper()
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		tb.Fatal(err)
-	}
-	prefix := "saferetry:test:" + hex.EncodeToString(b[:]) + ":"
+	prefix := testenv.RandomName("saferetry:test:") + ":"
 	tb.Cleanup(func() {
 		keys := scanKeys(tb, rdb, prefix)
 		for len(keys) > 0 {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/internal/testenv"
 )
 
 // WarmUpRequests is how many requests ParallelFirstExecutions sends before
@@ -29,7 +30,7 @@ func ParallelFirstExecutions(b *testing.B, store idempotency.Store, opts ...idem
 		w.WriteHeader(http.StatusCreated)
 		w.Write([]byte(`{"id":"pay_123","amount":1000,"currency":"EUR","status":"succeeded"}`))
 	}))
-	prefix := "bench-" + runID(b) + "-"
+	prefix := testenv.RandomName("bench-") + "-"
 	var seq atomic.Int64
 	serve := func() bool {
 		r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":1000,"currency":"EUR","recipient":"user_42"}`))

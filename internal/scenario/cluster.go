@@ -2,8 +2,6 @@ package scenario
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"io"
 	"net"
 	"net/http"
@@ -57,17 +55,6 @@ func newHTTPClient(t *testing.T) *http.Client {
 	}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr, Timeout: 60 * time.Second}
-}
-
-// runID returns a random tag that keeps one run's keys and accounts apart
-// from any other run's in a shared store.
-func runID(t testing.TB) string {
-	t.Helper()
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatalf("scenario: random run id: %v", err)
-	}
-	return hex.EncodeToString(b[:])
 }
 
 // pause waits d or until ctx is done.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/internal/testenv"
 )
 
 // CrashLease is the lease the stores' tests give Crash: short enough to keep
@@ -49,7 +50,7 @@ func Crash(t *testing.T, store idempotency.Store, lease time.Duration, opts ...i
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	key := "crash-" + runID(t)
+	key := testenv.RandomName("crash-")
 	_, transactional := store.(idempotency.TxStore)
 
 	frozen := &freezable{Store: store, completed: make(chan error, 1)}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/internal/testenv"
 )
 
 // ExactlyOnce parameters.
@@ -67,7 +68,7 @@ func (e *executions) get(key string) (int, []byte) {
 // transactional mode.
 func ExactlyOnce(t *testing.T, store idempotency.Store, opts ...idempotency.Option) {
 	t.Helper()
-	run := runID(t)
+	run := testenv.RandomName("") // keeps this run's keys apart in a shared store
 	execs := newExecutions()
 	var serial atomic.Int64
 	handler := func(inst int) http.Handler {

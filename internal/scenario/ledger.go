@@ -17,6 +17,7 @@ import (
 
 	"github.com/saferetry/saferetry"
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/internal/testenv"
 )
 
 // Ledger parameters.
@@ -58,7 +59,7 @@ type debitRequest struct {
 // does so.
 func Ledger(t *testing.T, store idempotency.Store, book Book, opts ...idempotency.Option) {
 	t.Helper()
-	run := runID(t)
+	run := testenv.RandomName("") // keeps this run's accounts apart in a shared store
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	_, transactional := store.(idempotency.TxStore)

@@ -13,6 +13,8 @@
 package testenv
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"os"
 	"testing"
 	"time"
@@ -86,4 +88,13 @@ func Eventually(tb testing.TB, what string, cond func() bool) {
 		}
 		<-tick.C
 	}
+}
+
+// RandomName returns prefix followed by 12 random hexadecimal digits: a
+// name (key prefix, table, schema, namespace) of one test's own in a store
+// that other tests and other packages share.
+func RandomName(prefix string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24)
+	return prefix + hex.EncodeToString(b[:])
 }

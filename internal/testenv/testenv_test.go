@@ -115,6 +115,13 @@ func echo(addr, line string) (string, error) {
 	return bufio.NewReader(c).ReadString('\n')
 }
 
+func TestRandomName(t *testing.T) {
+	a, b := RandomName("p_"), RandomName("p_")
+	if a == b || !strings.HasPrefix(a, "p_") || len(a) != len("p_")+12 || strings.Trim(a[2:], "0123456789abcdef") != "" {
+		t.Errorf("RandomName twice = %q, %q; want two different p_ + 12 hex digits", a, b)
+	}
+}
+
 func TestProxyStopAndRestart(t *testing.T) {
 	p := StartProxy(t, echoServer(t))
 	addr := p.Addr()
