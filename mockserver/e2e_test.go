@@ -281,14 +281,7 @@ func redisClient(t *testing.T) *redis.Client {
 
 func TestTwoServersSharingRedis(t *testing.T) {
 	rdb := redisClient(t)
-	prefix := testenv.RandomName("saferetry-mockserver-test:") + ":"
-	t.Cleanup(func() {
-		ctx := context.Background()
-		iter := rdb.Scan(ctx, 0, prefix+"*", 100).Iterator()
-		for iter.Next(ctx) {
-			rdb.Del(ctx, iter.Val())
-		}
-	})
+	prefix := testenv.RedisPrefix(t, rdb, "saferetry-mockserver-test:")
 	st := redisstore.New(rdb, redisstore.WithPrefix(prefix))
 	a := mockserver.New(mockserver.WithStore(st))
 	defer a.Close()

@@ -25,20 +25,13 @@ func TestRunReportsBadAddressFirst(t *testing.T) {
 
 func TestRunServesReplaysAndShutsDown(t *testing.T) {
 	redisURL := testenv.RedisURL(t)
-	prefix := testenv.RandomName("saferetry-example-test:") + ":"
-	t.Cleanup(func() {
-		opt, err := redis.ParseURL(redisURL)
-		if err != nil {
-			return
-		}
-		rdb := redis.NewClient(opt)
-		defer rdb.Close()
-		ctx := context.Background()
-		iter := rdb.Scan(ctx, 0, prefix+"*", 100).Iterator()
-		for iter.Next(ctx) {
-			rdb.Del(ctx, iter.Val())
-		}
-	})
+	opt, err := redis.ParseURL(redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { _ = rdb.Close() })
+	prefix := testenv.RedisPrefix(t, rdb, "saferetry-example-test:")
 
 	base, shutdown := exampletest.Start(t, func(ctx context.Context, out io.Writer) error {
 		return run(ctx, "127.0.0.1:0", redisURL, prefix, out)

@@ -38,33 +38,7 @@ func newClient(tb testing.TB) *redis.Client {
 // under it at the end, so tests never see or touch other tests' data.
 func newPrefix(tb testing.TB, rdb redis.UniversalClient) string {
 	tb.Helper()
-	prefix := testenv.RandomName("saferetry:test:") + ":"
-	tb.Cleanup(func() {
-		keys := scanKeys(tb, rdb, prefix)
-		for len(keys) > 0 {
-			n := min(len(keys), 500)
-			if err := rdb.Unlink(context.Background(), keys[:n]...).Err(); err != nil {
-				tb.Errorf("cleanup under %q: %v", prefix, err)
-				return
-			}
-			keys = keys[n:]
-		}
-	})
-	return prefix
-}
-
-// scanKeys lists the keys under prefix (which holds no glob characters).
-func scanKeys(tb testing.TB, rdb redis.UniversalClient, prefix string) []string {
-	tb.Helper()
-	var keys []string
-	iter := rdb.Scan(context.Background(), 0, prefix+"*", 1000).Iterator()
-	for iter.Next(context.Background()) {
-		keys = append(keys, iter.Val())
-	}
-	if err := iter.Err(); err != nil {
-		tb.Errorf("scan %q: %v", prefix, err)
-	}
-	return keys
+	return testenv.RedisPrefix(tb, rdb, "saferetry:test:")
 }
 
 // newStore returns a store on the test Redis under a fresh prefix.

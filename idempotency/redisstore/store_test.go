@@ -60,7 +60,7 @@ func TestKeyEncodingNoCollision(t *testing.T) {
 			t.Errorf("Get(%q).Fingerprint = %q, want %q", k, e.Fingerprint, want)
 		}
 	}
-	if got := scanKeys(t, rdb, prefix); len(got) != len(keys) {
+	if got := testenv.RedisKeys(t, rdb, prefix); len(got) != len(keys) {
 		t.Errorf("store holds %d Redis keys, want one per entry (%d): %q", len(got), len(keys), got)
 	}
 }
@@ -73,7 +73,7 @@ func TestOneHashPerEntryWithTTL(t *testing.T) {
 	if err := s.Complete(ctx, k, res.Token, idempotency.Response{Status: 201, Body: []byte("ok")}, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	got := scanKeys(t, rdb, prefix)
+	got := testenv.RedisKeys(t, rdb, prefix)
 	if len(got) != 1 {
 		t.Fatalf("Redis keys = %q, want exactly one", got)
 	}
@@ -91,7 +91,7 @@ func TestLeaseOnServerClock(t *testing.T) {
 	ctx := context.Background()
 	k := idempotency.Key{Scope: "s", Key: "k"}
 	mustClaim(t, s, k, "fp", 10*time.Second, longTTL)
-	keys := scanKeys(t, rdb, prefix)
+	keys := testenv.RedisKeys(t, rdb, prefix)
 	if len(keys) != 1 {
 		t.Fatalf("keys %q", keys)
 	}
@@ -220,7 +220,7 @@ func TestTokensGrowAcrossReleaseAndExpiry(t *testing.T) {
 	if !r2.Acquired || r2.TookOver || r2.Token <= t1 {
 		t.Fatalf("Claim after Release = %+v, want acquired anew with token > %d", r2, t1)
 	}
-	testenv.Eventually(t, "expiry", func() bool { return len(scanKeys(t, rdb, prefix)) == 0 })
+	testenv.Eventually(t, "expiry", func() bool { return len(testenv.RedisKeys(t, rdb, prefix)) == 0 })
 	r3 := mustClaim(t, s, k, "fp", longLease, longTTL)
 	if !r3.Acquired || r3.Token <= r2.Token {
 		t.Fatalf("Claim after expiry = %+v, want token > %d", r3, r2.Token)
@@ -339,7 +339,7 @@ func TestCorruptEntryIsAnError(t *testing.T) {
 	ctx := context.Background()
 	k := idempotency.Key{Scope: "s", Key: "k"}
 	mustClaim(t, s, k, "fp", longLease, longTTL)
-	key := scanKeys(t, rdb, prefix)[0]
+	key := testenv.RedisKeys(t, rdb, prefix)[0]
 	if err := rdb.HSet(ctx, key, "st", "zz").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -452,7 +452,7 @@ func TestRenewKeepsHeldEntryAlive(t *testing.T) {
 	if err := s.Renew(ctx, k, r.Token, time.Minute); err != nil {
 		t.Fatalf("Renew: %v", err)
 	}
-	keys := scanKeys(t, rdb, prefix)
+	keys := testenv.RedisKeys(t, rdb, prefix)
 	if len(keys) != 1 {
 		t.Fatalf("keys %q", keys)
 	}
