@@ -14,6 +14,14 @@ import (
 // errors.Is.
 var ErrStaleToken = errors.New("idempotency: claim is no longer held by this token")
 
+// ErrResponseNotStorable is returned (wrapped) by Store.Complete when the
+// store cannot keep this response (too large for it, or bytes it cannot
+// represent) although it is reachable. The claim stays as it was. The
+// Middleware then completes the claim as not replayable (Response.Oversize),
+// so that retries get a 410 problem instead of running the handler again.
+// Match it with errors.Is.
+var ErrResponseNotStorable = errors.New("idempotency: the store cannot keep this response")
+
 // Key names one logical operation in a store: the scope that owns it and the
 // client's Idempotency-Key value. Two keys with different scopes never share
 // an entry. Key is comparable; stores may use it as a map key. The zero Key
@@ -101,6 +109,13 @@ type ClaimResult struct {
 	// TookOver reports that the claim was acquired by taking over an entry in
 	// progress whose lease had lapsed (its holder is presumed dead).
 	TookOver bool
+	// LeaseRemaining is, when Acquired, how much of the new claim's lease
+	// was left by the store's clock when the store answered: the lease
+	// itself for a store that answers at once, less when the store spent
+	// time on the claim (waiting for a lock, say), negative when the lease
+	// already lapsed. Zero means the store cannot tell; the Middleware then
+	// counts the whole lease from when it sent the claim.
+	LeaseRemaining time.Duration
 	// Entry is, when not Acquired, the entry that stood in the way: a
 	// completed entry, an entry in progress with a live lease, or an entry
 	// (of any state) whose fingerprint differs from the one claimed.
@@ -129,6 +144,11 @@ type ClaimResult struct {
 // acquires it anew. Stores clean up expired entries without scanning every
 // entry on a request path.
 //
+// Bytes: a store keeps scopes, fingerprints, header names and values, and
+// bodies byte for byte, whatever bytes they hold (NUL, invalid UTF-8, 0xFF,
+// separators such as ':' or '{'); keys are what ParseKey returns. Get and a
+// refused Claim give back exactly the Response that Complete was given.
+//
 // Durations: a lease or ttl of zero or less is refused with an error and
 // changes nothing.
 //
@@ -155,7 +175,8 @@ type Store interface {
 	// Complete stores resp as the outcome of the claim held with token and
 	// keeps the entry for ttl from now. It must not modify resp, nor keep
 	// references to resp.Header or resp.Body after it returns (copy what it
-	// keeps): the caller goes on using them.
+	// keeps): the caller goes on using them. A store that cannot keep resp
+	// returns an error wrapping ErrResponseNotStorable and changes nothing.
 	Complete(ctx context.Context, k Key, token int64, resp Response, ttl time.Duration) error
 
 	// Release drops the claim held with token so that the next Claim acquires
@@ -165,6 +186,23 @@ type Store interface {
 	// Get returns the entry for k. found is false when k is absent, expired or
 	// released; the Entry is then the zero value.
 	Get(ctx context.Context, k Key) (e Entry, found bool, err error)
+}
+
+// Watcher is implemented by stores that can tell a waiting request when an
+// entry in progress may have settled (completed, released or expired), so
+// that WithWaitForResult wakes it at once instead of polling the store.
+// Redis pub/sub and PostgreSQL LISTEN/NOTIFY are such mechanisms.
+//
+// Watch starts watching k and returns a channel that is closed once k was
+// completed or released after Watch returned, and a stop function the
+// caller calls when it no longer waits (whether or not the channel was
+// closed). A store may close the channel spuriously, and may miss a
+// settlement (a notification lost while its connection was down): the
+// Middleware checks the entry again after every wake-up and polls slowly as
+// a fallback. An error means the store could not start watching; the
+// Middleware then polls. Watch must be safe for concurrent use.
+type Watcher interface {
+	Watch(ctx context.Context, k Key) (settled <-chan struct{}, stop func(), err error)
 }
 
 // TxStore is a Store that can also run a claim, the handler's own writes and
