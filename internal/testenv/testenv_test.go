@@ -1,12 +1,9 @@
 package testenv
 
 import (
-	"bufio"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
-	"time"
 )
 
 // fakeTB records how a helper ended the test: Skip and Fatal stop the
@@ -77,82 +74,9 @@ func TestServiceURLRule(t *testing.T) {
 	}
 }
 
-// echoServer answers each line with the same line.
-func echoServer(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				sc := bufio.NewScanner(c)
-				for sc.Scan() {
-					fmt.Fprintln(c, sc.Text())
-				}
-			}()
-		}
-	}()
-	return ln.Addr().String()
-}
-
-func echo(addr, line string) (string, error) {
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := fmt.Fprintln(c, line); err != nil {
-		return "", err
-	}
-	return bufio.NewReader(c).ReadString('\n')
-}
-
 func TestRandomName(t *testing.T) {
 	a, b := RandomName("p_"), RandomName("p_")
 	if a == b || !strings.HasPrefix(a, "p_") || len(a) != len("p_")+12 || strings.Trim(a[2:], "0123456789abcdef") != "" {
 		t.Errorf("RandomName twice = %q, %q; want two different p_ + 12 hex digits", a, b)
-	}
-}
-
-func TestProxyStopAndRestart(t *testing.T) {
-	p := StartProxy(t, echoServer(t))
-	addr := p.Addr()
-	if got, err := echo(addr, "one"); err != nil || got != "one\n" {
-		t.Fatalf("through the proxy: %q, %v", got, err)
-	}
-	// A connection open across Stop is cut.
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	fmt.Fprintln(c, "held")
-	r := bufio.NewReader(c)
-	if got, err := r.ReadString('\n'); err != nil || got != "held\n" {
-		t.Fatalf("held connection: %q, %v", got, err)
-	}
-	p.Stop()
-	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := r.ReadString('\n'); err == nil {
-		t.Error("a connection forwarded before Stop still works after it")
-	}
-	if _, err := echo(addr, "two"); err == nil {
-		t.Error("the proxy answered while stopped")
-	}
-	p.Stop() // twice is fine
-	p.Restart(t)
-	if p.Addr() != addr {
-		t.Errorf("restarted on %s, want the same port %s", p.Addr(), addr)
-	}
-	if got, err := echo(addr, "three"); err != nil || got != "three\n" {
-		t.Fatalf("after Restart: %q, %v", got, err)
 	}
 }
