@@ -1,0 +1,85 @@
+package headercodec
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+	"reflect"
+	"testing"
+)
+
+func TestRoundTrip(t *testing.T) {
+	tests := []http.Header{
+		{},
+		{"Content-Type": {"application/json"}},
+		{"Location": {"/a\x00b"}, "Etag": {"\xff\xfe", "", "\"w/\""}},
+		{"X-Bin": {string([]byte{0, 1, 2, 0x80, 0xc3, 0x28, 0xff})}, "\x00Odd name": {"v"}},
+		{"X-Sep": {"a, b; c", "d:e{f}", "\r\n"}},
+		{"X-Empty": {}},
+	}
+	for _, h := range tests {
+		b := Append(nil, h)
+		if !IsEncoded(b) {
+			t.Fatalf("Append(%q) = %x: no version byte", h, b)
+		}
+		got, err := Decode(b)
+		if err != nil {
+			t.Fatalf("Decode(Append(%q)): %v", h, err)
+		}
+		if !reflect.DeepEqual(got, h) {
+			t.Errorf("round trip of %q = %q", h, got)
+		}
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	h := http.Header{"B": {"1"}, "A": {"2", "3"}, "C": {"4"}}
+	first := Append(nil, h)
+	for range 20 { // map iteration order varies between runs
+		if b := Append(nil, h.Clone()); !bytes.Equal(b, first) {
+			t.Fatalf("encodings differ: %x and %x", b, first)
+		}
+	}
+}
+
+func TestNilIsEmpty(t *testing.T) {
+	got, err := Decode(Append(nil, nil))
+	if err != nil || got == nil || len(got) != 0 {
+		t.Fatalf("Decode(Append(nil)) = %v, %v; want an empty, non-nil header", got, err)
+	}
+}
+
+func TestCorrupt(t *testing.T) {
+	good := Append(nil, http.Header{"Location": {"/x"}})
+	tests := map[string][]byte{
+		"empty":           nil,
+		"json":            []byte(`{"Location":["/x"]}`),
+		"truncated":       good[:len(good)-1],
+		"trailing":        append(bytes.Clone(good), 0),
+		"huge count":      {Version, 0xff, 0xff, 0xff, 0xff, 0x0f},
+		"bad uvarint":     {Version, 0x80},
+		"value past end":  {Version, 1, 1, 'A', 1, 9, 'x'},
+		"names past data": {Version, 3, 1, 'A', 0},
+	}
+	for name, b := range tests {
+		if h, err := Decode(b); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: Decode(%x) = %v, %v; want ErrCorrupt", name, b, h, err)
+		}
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add(Append(nil, http.Header{"Location": {"/x", "\x00"}}))
+	f.Add([]byte{Version, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := Decode(b)
+		if err != nil {
+			return
+		}
+		// Whatever decodes must encode back to the same header.
+		again, err := Decode(Append(nil, h))
+		if err != nil || !reflect.DeepEqual(again, h) {
+			t.Fatalf("re-encoding %q gave %q, %v", h, again, err)
+		}
+	})
+}

@@ -1,0 +1,97 @@
+// Package watchset keeps the requests of one process that wait for store
+// entries to settle, and wakes them: the local half of a store's
+// idempotency.Watcher. The store's remote half (a Redis subscription, a
+// PostgreSQL LISTEN connection) calls Fire with the key of each settlement
+// it hears of; Set tells it when to start listening and when it may stop.
+package watchset
+
+import "sync"
+
+// Set holds the waiters of keys of type K. The zero Set is empty and ready
+// to use. It is safe for concurrent use.
+type Set[K comparable] struct {
+	mu        sync.Mutex
+	m         map[K]*watch
+	listening bool
+}
+
+// watch is the channel shared by every waiter of one key, closed by Fire.
+type watch struct {
+	ch chan struct{}
+	n  int
+}
+
+// Add registers a waiter for k. settled is closed by the next Fire(k) or
+// FireAll; stop removes the waiter and must be called once it no longer
+// waits. first reports that k had no waiter before (the store may need to
+// ask its server to announce k), and listen that no listener is running:
+// the caller must start one, which calls Retire when it wants to stop.
+func (s *Set[K]) Add(k K) (settled <-chan struct{}, stop func(), first, listen bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = make(map[K]*watch)
+	}
+	w, ok := s.m[k]
+	if !ok {
+		w = &watch{ch: make(chan struct{})}
+		s.m[k] = w
+	}
+	w.n++
+	listen = !s.listening
+	s.listening = true
+	var once sync.Once
+	stop = func() { once.Do(func() { s.remove(k, w) }) }
+	return w.ch, stop, !ok, listen
+}
+
+func (s *Set[K]) remove(k K, w *watch) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w.n--
+	if w.n == 0 && s.m[k] == w {
+		delete(s.m, k)
+	}
+}
+
+// Fire wakes every waiter of k. Waiters that Add registers afterwards wait
+// for the next Fire.
+func (s *Set[K]) Fire(k K) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w, ok := s.m[k]; ok {
+		close(w.ch)
+		delete(s.m, k)
+	}
+}
+
+// FireAll wakes every waiter, for a listener that may have missed
+// settlements (its connection was down).
+func (s *Set[K]) FireAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, w := range s.m {
+		close(w.ch)
+		delete(s.m, k)
+	}
+}
+
+// Len returns the number of keys with waiters.
+func (s *Set[K]) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m)
+}
+
+// Retire is called by the listener when it would like to stop: it reports
+// true, and the listener must stop, when nobody waits; the next Add then
+// asks for a new listener. It reports false while somebody waits.
+func (s *Set[K]) Retire() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.m) > 0 {
+		return false
+	}
+	s.listening = false
+	return true
+}

@@ -1,0 +1,112 @@
+package watchset
+
+import (
+	"sync"
+	"testing"
+)
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func TestFireWakesTheKeysWaiters(t *testing.T) {
+	var s Set[string]
+	a1, stopA1, first, listen := s.Add("a")
+	if !first || !listen {
+		t.Fatalf("first Add: first=%v listen=%v, want both", first, listen)
+	}
+	a2, stopA2, first, listen := s.Add("a")
+	if first || listen {
+		t.Fatalf("second Add of a: first=%v listen=%v, want neither", first, listen)
+	}
+	b, stopB, first, _ := s.Add("b")
+	if !first {
+		t.Fatal("Add of b: not first")
+	}
+	defer stopA1()
+	defer stopA2()
+	defer stopB()
+	s.Fire("a")
+	if !closed(a1) || !closed(a2) {
+		t.Fatal("Fire(a) did not wake a's waiters")
+	}
+	if closed(b) {
+		t.Fatal("Fire(a) woke b's waiter")
+	}
+	// A waiter added after the Fire waits for the next one.
+	a3, stopA3, first, _ := s.Add("a")
+	defer stopA3()
+	if !first || closed(a3) {
+		t.Fatalf("Add after Fire: first=%v closed=%v", first, closed(a3))
+	}
+	s.FireAll()
+	if !closed(a3) || !closed(b) {
+		t.Fatal("FireAll missed a waiter")
+	}
+}
+
+func TestStopAndRetire(t *testing.T) {
+	var s Set[int]
+	_, stop1, _, listen := s.Add(1)
+	if !listen {
+		t.Fatal("no listener asked for")
+	}
+	_, stop2, _, _ := s.Add(1)
+	if s.Retire() {
+		t.Fatal("Retire with waiters = true")
+	}
+	stop1()
+	stop1() // a second call is harmless
+	if s.Len() != 1 {
+		t.Fatalf("Len = %d after one of two stops, want 1", s.Len())
+	}
+	stop2()
+	if s.Len() != 0 {
+		t.Fatalf("Len = %d after both stops, want 0", s.Len())
+	}
+	if !s.Retire() {
+		t.Fatal("Retire with nobody waiting = false")
+	}
+	if _, stop, _, listen := s.Add(2); !listen {
+		t.Fatal("Add after Retire did not ask for a new listener")
+	} else {
+		stop()
+	}
+}
+
+func TestStopAfterFireKeepsTheNextWatch(t *testing.T) {
+	var s Set[int]
+	_, stopOld, _, _ := s.Add(1)
+	s.Fire(1)
+	next, stopNext, _, _ := s.Add(1)
+	stopOld() // the old watch is gone: this must not remove the new one
+	s.Fire(1)
+	if !closed(next) {
+		t.Fatal("the new waiter was lost when the old one stopped")
+	}
+	stopNext()
+}
+
+func TestConcurrent(t *testing.T) {
+	var s Set[int]
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ch, stop, _, _ := s.Add(i % 5)
+			defer stop()
+			s.Fire(i % 5)
+			<-ch
+		}()
+	}
+	wg.Wait()
+	if s.Len() != 0 {
+		t.Fatalf("Len = %d after every waiter stopped", s.Len())
+	}
+}
