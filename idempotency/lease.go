@@ -3,85 +3,192 @@ package idempotency
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 )
 
-// leaseKeeper renews a claim's lease every interval while the handler runs.
-// It runs on a timer rather than a goroutine of its own, so a handler that
-// finishes within one interval costs no renewal at all. Once the handler
-// returns, the same timer bounds the store calls that record the outcome
-// (see finish), which saves a second timer per request.
+// ErrLeaseLost is the cause of a handler's request context that the
+// Middleware cancelled because the claim the handler runs under is gone, or
+// may be: a renewal found its fencing token superseded (another request
+// took the key over), or no renewal was acknowledged before the lease could
+// lapse, so that another instance may take the key over at any moment. A
+// handler reads it with context.Cause(r.Context()) and should stop without
+// side effects: its outcome may not be stored. It is also wrapped by the Err
+// of OutcomeLeaseLost events. Match it with errors.Is.
+var ErrLeaseLost = errors.New("idempotency: lease lost")
+
+// The causes the Middleware cancels a handler with; both match ErrLeaseLost.
+var (
+	errLeaseSuperseded  = fmt.Errorf("%w: another request took the key over (fencing token superseded)", ErrLeaseLost)
+	errLeaseUnconfirmed = fmt.Errorf("%w: no renewal was acknowledged before the lease could lapse", ErrLeaseLost)
+)
+
+// errClaimTooLate is the Err of the OutcomeInProgress event of a request
+// whose claim was acquired with too little of its lease left to start the
+// handler.
+var errClaimTooLate = errors.New("idempotency: the claim's answer came with less than half of its lease left; the handler was not started")
+
+// leaseKeeper keeps a claim's lease alive from the moment it is acquired
+// until its outcome is recorded (Complete or Release acknowledged), not
+// only while the handler runs. It runs on one timer rather than a goroutine
+// of its own, so a request that settles within a third of a lease costs no
+// renewal at all.
+//
+// Time is counted conservatively on the local clock: a claim or renewal
+// sent at t, which the store granted with lease d left, lasts at least until
+// t+d, whenever the store received it. When that moment passes with no newer
+// renewal acknowledged, the lease may have lapsed and another instance may
+// take the key over, so the handler's context is cancelled with
+// errLeaseUnconfirmed; renewals go on regardless, since a Renew still
+// succeeds as long as nobody took over. A renewal answered with
+// ErrStaleToken cancels the handler with errLeaseSuperseded.
+//
+// The same timer bounds the store calls that record the outcome: once
+// settle is called, it cancels their context at the settle deadline, which
+// saves a second timer per request.
 type leaseKeeper struct {
-	m     *middleware
-	base  context.Context // detached from the request's cancellation
-	key   Key
-	token int64
+	m             *middleware
+	base          context.Context // detached from the request's cancellation
+	key           Key
+	token         int64
+	interval      time.Duration
+	cancelHandler context.CancelCauseFunc
 
-	mu       sync.Mutex // held for a whole renewal, so stop waits for it
-	timer    *time.Timer
-	interval time.Duration
-	expires  time.Time // the lease lasts at least until then
-	stopped  bool
-	lost     bool
+	mu        sync.Mutex
+	timer     *time.Timer
+	expires   time.Time // the lease lasts at least until then
+	nextRenew time.Time
+	inflight  int  // Renew calls in flight, at most maxInflight
+	cancelled bool // the handler's context was cancelled
+	lost      bool // a renewal was refused: the token is superseded
+	stopped   bool
 
-	finishing bool
-	deadline  time.Time
-	cancel    context.CancelFunc
+	settling        bool
+	settleDeadline  time.Time
+	settleCancelled bool
+	cancelSettle    context.CancelFunc
 }
 
-// start begins renewals of the claim (k, token), which was asked for at
-// claimed.
-func (lk *leaseKeeper) start(m *middleware, base context.Context, k Key, token int64, claimed time.Time) {
-	lk.mu.Lock() // renew reads lk.timer
-	lk.m, lk.base, lk.key, lk.token = m, base, k, token
+// start begins keeping the claim (k, token), which was sent at sent and
+// lasts until expires; cancel cancels the handler's context.
+func (lk *leaseKeeper) start(m *middleware, base context.Context, k Key, token int64, sent, expires time.Time, cancel context.CancelCauseFunc) {
+	lk.mu.Lock() // tick reads the fields
+	defer lk.mu.Unlock()
+	lk.m, lk.base, lk.key, lk.token, lk.cancelHandler = m, base, k, token, cancel
 	lk.interval = max(m.cfg.lease/3, time.Millisecond)
-	lk.expires = claimed.Add(m.cfg.lease)
-	lk.timer = time.AfterFunc(lk.interval, lk.renew)
-	lk.mu.Unlock()
+	lk.expires = expires
+	lk.nextRenew = sent.Add(lk.interval)
+	d, _ := lk.due(time.Now()) // a renewal is always due
+	lk.timer = time.AfterFunc(d, lk.tick)
 }
 
-func (lk *leaseKeeper) renew() {
+// arm sets the timer for the next thing to do: the next renewal (unless
+// maxInflight are in flight, the last of which re-arms the timer when it
+// returns, or the lease is lost), cancelling the handler when the lease could lapse, or the settle
+// deadline. The lock must be held.
+func (lk *leaseKeeper) arm(now time.Time) {
+	if d, ok := lk.due(now); ok {
+		lk.timer.Reset(d)
+	}
+}
+
+// due returns how long from now the timer should fire, if at all. The lock
+// must be held.
+func (lk *leaseKeeper) due(now time.Time) (time.Duration, bool) {
+	var at time.Time
+	if lk.inflight < maxInflight && !lk.lost {
+		at = lk.nextRenew
+	}
+	if !lk.cancelled && !lk.settling && (at.IsZero() || lk.expires.Before(at)) {
+		at = lk.expires
+	}
+	if lk.settling && !lk.settleCancelled && (at.IsZero() || lk.settleDeadline.Before(at)) {
+		at = lk.settleDeadline
+	}
+	if at.IsZero() {
+		return 0, false
+	}
+	return max(at.Sub(now), 0), true
+}
+
+func (lk *leaseKeeper) tick() {
+	lk.mu.Lock()
+	if lk.stopped {
+		lk.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	if lk.settling && !lk.settleCancelled && !now.Before(lk.settleDeadline) {
+		lk.settleCancelled = true
+		lk.cancelSettle()
+	}
+	if !lk.cancelled && !lk.settling && !now.Before(lk.expires) {
+		lk.cancelled = true
+		lk.cancelHandler(errLeaseUnconfirmed)
+		lk.m.cfg.logger.LogAttrs(lk.base, slog.LevelWarn, "idempotency: no lease renewal was acknowledged in time; cancelling the handler",
+			slog.String("scope", lk.key.Scope), slog.String("key", lk.key.Key), slog.Int64("token", lk.token))
+	}
+	if lk.lost || lk.inflight >= maxInflight || now.Before(lk.nextRenew) {
+		lk.arm(now)
+		lk.mu.Unlock()
+		return
+	}
+	lk.inflight++
+	// A renewal may take as long as the lease has left, at least a renewal
+	// interval: cutting it shorter only throws a working connection away.
+	// If it has not answered by the time a failed one would be retried, a
+	// second one is sent beside it (on another connection, as it were).
+	bound := max(lk.expires.Sub(now), lk.interval)
+	lk.nextRenew = now.Add(retryDelay(lk.interval, lk.expires.Sub(now)))
+	lk.arm(now)
+	lk.mu.Unlock()
+
+	sent := time.Now()
+	ctx, cancel := context.WithTimeout(lk.base, bound)
+	err := lk.m.store.Renew(ctx, lk.key, lk.token, lk.m.cfg.lease)
+	cancel()
+
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
+	lk.inflight--
 	if lk.stopped {
 		return
 	}
-	if lk.finishing {
-		// A tick that fired before finish re-armed the timer comes here
-		// early; only the deadline's own tick cancels.
-		if !time.Now().Before(lk.deadline) {
-			lk.cancel()
-		}
-		return
-	}
-	if lk.lost {
-		return
-	}
-	sent := time.Now()
-	ctx, cancel := context.WithTimeout(lk.base, min(lk.interval, lk.m.cfg.storeTimeout))
-	err := lk.m.store.Renew(ctx, lk.key, lk.token, lk.m.cfg.lease)
-	cancel()
+	now = time.Now()
 	switch {
 	case err == nil:
-		// The store counts the lease from when it got the call, which is
-		// no earlier than sent.
-		lk.expires = sent.Add(lk.m.cfg.lease)
-		lk.timer.Reset(lk.interval)
+		if e := sent.Add(lk.m.cfg.lease); e.After(lk.expires) {
+			lk.expires = e
+			lk.nextRenew = sent.Add(lk.interval)
+		}
+	case lk.lost:
+		// An earlier answer already settled it.
 	case errors.Is(err, ErrStaleToken):
 		lk.lost = true
-		lk.m.leaseLost(lk.base, lk.key, lk.token, 0, err)
+		if !lk.settling {
+			lk.cancelled = true
+			lk.cancelHandler(errLeaseSuperseded)
+			lk.m.leaseLost(lk.base, lk.key, lk.token, 0, err)
+		}
+		// While settling, the outcome may have just been recorded, which
+		// ends the claim too: the completion's own answer tells.
 	default:
 		// The lease may still be alive: try again soon enough to renew it
-		// before it lapses, and let the completion's token check settle who
-		// won if it does lapse.
+		// before it lapses.
 		lk.m.cfg.logger.LogAttrs(lk.base, slog.LevelWarn, "idempotency: lease renewal failed",
 			slog.String("scope", lk.key.Scope), slog.String("key", lk.key.Key),
 			slog.Int64("token", lk.token), slog.Any("error", err))
-		lk.timer.Reset(retryDelay(lk.interval, time.Until(lk.expires)))
+		if retry := now.Add(retryDelay(lk.interval, lk.expires.Sub(now))); retry.Before(lk.nextRenew) {
+			lk.nextRenew = retry
+		}
 	}
+	lk.arm(now)
 }
+
+// maxInflight bounds the renewals of one claim in flight at once.
+const maxInflight = 2
 
 // retryDelay is the wait before retrying a failed renewal when the lease has
 // left to run: a third of what is left, so that several tries fit before it
@@ -96,21 +203,23 @@ func retryDelay(interval, left time.Duration) time.Duration {
 	return min(interval, max(left/3, interval/10))
 }
 
-// finish ends renewals, waiting for one in flight, and re-arms the timer to
-// call cancel after timeout: the bound of the store calls that follow. It
-// reports whether the lease was found lost. Call stop when those calls are
-// done.
-func (lk *leaseKeeper) finish(timeout time.Duration, cancel context.CancelFunc) (lost bool) {
+// settle marks the handler as returned: renewals go on while the outcome is
+// recorded, and cancel is called after timeout, the bound of the store calls
+// that record it. It reports whether a renewal already found the lease
+// lost. Call stop once the outcome is recorded.
+func (lk *leaseKeeper) settle(timeout time.Duration, cancel context.CancelFunc) (lost bool) {
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
-	lk.finishing = true
-	lk.cancel = cancel
-	lk.deadline = time.Now().Add(timeout)
-	lk.timer.Reset(timeout)
+	lk.settling = true
+	lk.cancelSettle = cancel
+	now := time.Now()
+	lk.settleDeadline = now.Add(timeout)
+	lk.arm(now)
 	return lk.lost
 }
 
-// stop ends the timer for good.
+// stop ends the timer for good. A renewal still in flight finishes on its
+// own; its answer is ignored.
 func (lk *leaseKeeper) stop() {
 	lk.mu.Lock()
 	defer lk.mu.Unlock()

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,12 +23,6 @@ var errRequestTooLarge = errors.New("idempotency: request body too large")
 
 // storeRetryAfter is the Retry-After, in seconds, of a 503 answer.
 const storeRetryAfter = 1
-
-// Poll interval bounds of WithWaitForResult.
-const (
-	waitPollFirst = 10 * time.Millisecond
-	waitPollMax   = 200 * time.Millisecond
-)
 
 // Middleware returns a middleware that makes the protected methods of the
 // handler it wraps idempotent under the Idempotency-Key header, with store as
@@ -42,19 +38,22 @@ func Middleware(store Store, opts ...Option) func(http.Handler) http.Handler {
 	}
 	cfg := newConfig(opts)
 	txs, _ := store.(TxStore)
+	wr, _ := store.(Watcher)
 	return func(next http.Handler) http.Handler {
 		if next == nil {
 			panic("idempotency: Middleware needs a non-nil http.Handler")
 		}
-		return &middleware{store: store, txStore: txs, cfg: cfg, next: next}
+		return &middleware{store: store, txStore: txs, watcher: wr, cfg: cfg, next: next}
 	}
 }
 
 type middleware struct {
 	store   Store
 	txStore TxStore // non-nil in transactional mode
+	watcher Watcher // non-nil when the store can notify waiters
 	cfg     *config
 	next    http.Handler
+	waiters atomic.Int64 // requests waiting under WithWaitForResult
 }
 
 var _ http.Handler = (*middleware)(nil)
@@ -177,8 +176,9 @@ func (m *middleware) readBody(r *http.Request, f *flight) ([]byte, error) {
 // the handler under a renewed lease, or answer from the entry in the way.
 func (m *middleware) serve(w http.ResponseWriter, r *http.Request, f *flight, k Key, fp string) {
 	var wt waiter
+	defer wt.done(m)
 	for {
-		claimed := time.Now()
+		sent := time.Now()
 		// The claim is kept for at least one lease whatever the TTL: an entry
 		// that expired before its first renewal would let a duplicate run
 		// beside a handler slower than a short TTL.
@@ -188,7 +188,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, f *flight, k 
 			return
 		}
 		if res.Acquired {
-			m.run(w, r, f, k, res, claimed)
+			m.run(w, r, f, k, res, sent)
 			return
 		}
 		if !m.refused(w, r, k, fp, res.Entry, &wt) {
@@ -197,10 +197,24 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, f *flight, k 
 	}
 }
 
-// run runs the handler under the claim res, asked for at claimed, then
-// stores its outcome and sends its response.
-func (m *middleware) run(w http.ResponseWriter, r *http.Request, f *flight, k Key, res ClaimResult, claimed time.Time) {
+// run runs the handler under the claim res, sent at sent, then stores its
+// outcome and sends its response.
+func (m *middleware) run(w http.ResponseWriter, r *http.Request, f *flight, k Key, res ClaimResult, sent time.Time) {
 	token := res.Token
+	// The lease lasts at least until sent plus what the store said was left
+	// when it answered, whenever in the round trip that was.
+	left := res.LeaseRemaining
+	if left == 0 || left > m.cfg.lease {
+		left = m.cfg.lease
+	}
+	expires := sent.Add(left)
+	if remaining := time.Until(expires); remaining < m.cfg.lease/2 {
+		// The first renewal might not reach the store before the lease
+		// lapses, and another instance could then run the handler beside
+		// this one.
+		m.claimTooLate(w, r, k, token, remaining)
+		return
+	}
 	detached := context.WithoutCancel(r.Context())
 	if res.TookOver {
 		m.cfg.logger.LogAttrs(r.Context(), slog.LevelInfo, "idempotency: took over a claim whose lease lapsed",
@@ -208,14 +222,16 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, f *flight, k Ke
 	}
 	rec := &f.rec
 	*rec = recorder{w: w, limit: m.cfg.maxResponse, canStream: true}
+	hctx, cancelHandler := context.WithCancelCause(r.Context())
+	defer cancelHandler(nil)
 	lk := &f.lease
-	lk.start(m, detached, k, token, claimed)
+	lk.start(m, detached, k, token, sent, expires, cancelHandler)
+	defer lk.stop()
 	ev := Event{Key: k, Token: token, TookOver: res.TookOver}
 	// ctx bounds the store calls after the handler: lk cancels it after
 	// storeTimeout.
 	ctx, cancel := context.WithCancel(detached)
 	defer cancel()
-	defer lk.stop()
 	finished := false
 	defer func() {
 		if finished {
@@ -223,31 +239,25 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, f *flight, k Ke
 		}
 		// The handler panicked. Release the claim so that a retry runs it
 		// again; the panic goes on once this returns.
-		if lk.finish(m.cfg.storeTimeout, cancel) {
+		if lk.settle(m.cfg.storeTimeout, cancel) {
 			return
 		}
 		ev.Outcome, ev.Err = OutcomeReleased, ErrHandlerPanicked
 		m.release(ctx, ev)
 	}()
-	f.claim = claimCtx{Context: r.Context(), key: k, token: token}
+	f.claim = claimCtx{Context: hctx, key: k, token: token}
 	m.next.ServeHTTP(rec, r.WithContext(&f.claim))
 	finished = true
-	lost := lk.finish(m.cfg.storeTimeout, cancel)
+	lost := lk.settle(m.cfg.storeTimeout, cancel)
 	ev.Status = rec.statusCode()
 	if !lost {
 		if storable(ev.Status) {
-			err := m.store.Complete(ctx, k, token, m.outcome(rec), m.cfg.ttl)
-			switch {
-			case err == nil:
-				ev.Outcome = OutcomeNew
-				m.emit(ev)
-			case errors.Is(err, ErrStaleToken):
-				m.leaseLost(ctx, k, token, ev.Status, err)
-			default:
-				m.afterRunFailed(ctx, ev, "idempotency: storing the outcome failed; the response is sent anyway", err)
-			}
+			m.complete(ctx, ev, m.outcome(rec))
 		} else {
 			ev.Outcome = OutcomeReleased
+			if cause := context.Cause(hctx); errors.Is(cause, ErrLeaseLost) {
+				ev.Err = cause
+			}
 			m.release(ctx, ev)
 		}
 	}
@@ -255,17 +265,16 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, f *flight, k Ke
 	rec.flush()
 }
 
-// release releases ev's claim and reports ev, or what went wrong instead.
-func (m *middleware) release(ctx context.Context, ev Event) {
-	err := m.store.Release(ctx, ev.Key, ev.Token)
-	switch {
-	case err == nil:
-		m.emit(ev)
-	case errors.Is(err, ErrStaleToken):
-		m.leaseLost(ctx, ev.Key, ev.Token, ev.Status, err)
-	default:
-		m.afterRunFailed(ctx, ev, "idempotency: releasing the claim failed; the key stays blocked until its lease lapses", err)
-	}
+// claimTooLate answers a request whose claim came back with less than half
+// its lease left (left), so the handler is not started: as for a key in
+// progress, since it is held until the lease lapses.
+func (m *middleware) claimTooLate(w http.ResponseWriter, r *http.Request, k Key, token int64, left time.Duration) {
+	m.cfg.logger.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: claim acquired too late to start the handler; answering 409",
+		slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Int64("token", token),
+		slog.Duration("lease_left", left), slog.Duration("lease", m.cfg.lease))
+	m.emit(Event{Outcome: OutcomeInProgress, Key: k, Token: token, Status: http.StatusConflict, Err: errClaimTooLate})
+	writeProblem(w, problem{Type: ProblemInProgress, Status: http.StatusConflict, Key: k.Key,
+		Detail: "A request with this Idempotency-Key is being processed. Retry later with the same key."}, retryAfterSeconds(left))
 }
 
 func (m *middleware) afterRunFailed(ctx context.Context, ev Event, msg string, err error) {
@@ -279,7 +288,7 @@ func (m *middleware) afterRunFailed(ctx context.Context, ev Event, msg string, e
 func (m *middleware) leaseLost(ctx context.Context, k Key, token int64, status int, err error) {
 	m.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: lease lost; another request took the key over and this outcome is not stored",
 		slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Int64("token", token), slog.Any("error", err))
-	m.emit(Event{Outcome: OutcomeLeaseLost, Key: k, Token: token, Status: status, Err: err})
+	m.emit(Event{Outcome: OutcomeLeaseLost, Key: k, Token: token, Status: status, Err: fmt.Errorf("%w: %w", ErrLeaseLost, err)})
 }
 
 // outcome is the Response to store for what rec recorded.
@@ -314,17 +323,22 @@ func (m *middleware) refused(w http.ResponseWriter, r *http.Request, k Key, fp s
 		m.storeUnavailable(w, r, k, errors.New("idempotency: store returned an entry in an unknown state"))
 		return false
 	}
-	if m.cfg.wait > 0 && wt.pause(r.Context(), m.cfg.wait) {
+	if m.cfg.wait > 0 && wt.pause(r.Context(), m, k, e) {
 		return true
-	}
-	retry := 1
-	if e.LeaseRemaining > time.Second {
-		retry = int((e.LeaseRemaining + time.Second - 1) / time.Second)
 	}
 	m.emit(Event{Outcome: OutcomeInProgress, Key: k, Token: e.Token, Status: http.StatusConflict})
 	writeProblem(w, problem{Type: ProblemInProgress, Status: http.StatusConflict, Key: k.Key,
-		Detail: "A request with this Idempotency-Key is still being processed. Retry later with the same key."}, retry)
+		Detail: "A request with this Idempotency-Key is still being processed. Retry later with the same key."}, retryAfterSeconds(e.LeaseRemaining))
 	return false
+}
+
+// retryAfterSeconds is the Retry-After, in whole seconds rounded up, of a
+// 409 for a key held for d more: at least 1.
+func retryAfterSeconds(d time.Duration) int {
+	if d <= time.Second {
+		return 1
+	}
+	return int((d + time.Second - 1) / time.Second)
 }
 
 // replay answers with the stored outcome of e.
@@ -386,35 +400,5 @@ func (m *middleware) storeUnavailable(w http.ResponseWriter, r *http.Request, k 
 func (m *middleware) emit(ev Event) {
 	if m.cfg.hook != nil {
 		m.cfg.hook(ev)
-	}
-}
-
-// waiter paces WithWaitForResult's polling of an entry in progress.
-type waiter struct {
-	deadline time.Time
-	next     time.Duration
-}
-
-// pause waits for the next poll; it reports false, without waiting, once
-// the total wait is used up, and false when ctx is done.
-func (wt *waiter) pause(ctx context.Context, total time.Duration) bool {
-	now := time.Now()
-	if wt.deadline.IsZero() {
-		wt.deadline = now.Add(total)
-		wt.next = waitPollFirst
-	}
-	left := wt.deadline.Sub(now)
-	if left <= 0 {
-		return false
-	}
-	d := min(wt.next, left)
-	wt.next = min(2*wt.next, waitPollMax)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }

@@ -12,7 +12,7 @@ const (
 	// DefaultTTL is how long a completed outcome is kept for replay.
 	DefaultTTL = 24 * time.Hour
 	// DefaultLease is how long a claim stays alive without renewal; the
-	// Middleware renews it every third of it while the handler runs.
+	// Middleware renews it every third of it until the outcome is recorded.
 	DefaultLease = 10 * time.Second
 	// DefaultMaxRequestBody is the largest request body, in bytes, that is
 	// read and fingerprinted; larger bodies get 413.
@@ -21,13 +21,17 @@ const (
 	// stored for replay; larger responses are streamed to the client and
 	// recorded as completed but oversize.
 	DefaultMaxResponseBody = 1 << 20
-	// DefaultStoreTimeout bounds each store call the Middleware makes after
-	// the handler ran (Complete, Release, Commit), each Rollback, and each
-	// lease renewal (which is also bounded by the renewal interval). Those
-	// calls do not follow the request's cancellation: the work happened, so
-	// its outcome is recorded even when the client left. The calls before
-	// the handler (Claim, BeginTx) follow the request's context.
+	// DefaultStoreTimeout bounds the recording of an outcome after the
+	// handler ran: Complete or Release, retried on transient store errors
+	// within it, or Commit; and each Rollback. Those calls do not follow the
+	// request's cancellation: the work happened, so its outcome is recorded
+	// even when the client left. The calls before the handler (Claim,
+	// BeginTx) follow the request's context; a lease renewal is bounded by
+	// what is left of the lease.
 	DefaultStoreTimeout = 5 * time.Second
+	// DefaultMaxWaiters is how many requests of one Middleware may wait at
+	// once under WithWaitForResult.
+	DefaultMaxWaiters = 100
 )
 
 // Option configures the Middleware. Options are applied in order; a later
@@ -42,6 +46,7 @@ type config struct {
 	methods        map[string]bool
 	keyRequired    bool
 	wait           time.Duration
+	maxWaiters     int
 	maxRequestBody int64
 	maxResponse    int
 	replayHeaders  map[string]bool
@@ -63,6 +68,7 @@ func newConfig(opts []Option) *config {
 		maxResponse:    DefaultMaxResponseBody,
 		replayHeaders:  make(map[string]bool, len(defaultReplayHeaders)),
 		storeTimeout:   DefaultStoreTimeout,
+		maxWaiters:     DefaultMaxWaiters,
 	}
 	for _, h := range defaultReplayHeaders {
 		c.replayHeaders[textproto.CanonicalMIMEHeaderKey(h)] = true
@@ -93,11 +99,13 @@ func WithTTL(d time.Duration) Option {
 
 // WithLease sets the claim lease: how long an entry in progress blocks other
 // requests if its instance stops renewing it (crashed, partitioned, frozen).
-// The Middleware renews it every d/3 while the handler runs, so d bounds
-// only how long a crash wedges a key, not how long a handler may run. Keep it
-// a few seconds: much shorter and a GC pause or slow store call lets another
-// instance take over a live request. d <= 0 keeps DefaultLease (10 s).
-// The lease is not used in transactional mode.
+// The Middleware renews it every d/3 until the outcome is recorded, so d
+// bounds only how long a crash wedges a key, not how long a handler may run.
+// The lease holds for store round trips up to d/4 (see "Lease and TTL" in
+// the package documentation); a claim answered with less than d/2 left does
+// not start the handler. Keep it a few seconds: much shorter and a GC pause
+// or slow store call lets another instance take over a live request. d <= 0
+// keeps DefaultLease (10 s). The lease is not used in transactional mode.
 func WithLease(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {
@@ -140,12 +148,29 @@ func WithKeyRequired(required bool) Option {
 // WithWaitForResult makes a request that finds its key in progress wait up
 // to d for the first request to finish, then answer with its replay (or run
 // the handler itself if the first one released the claim or its lease
-// lapsed). The wait polls the store, starting at 10 ms and doubling up to
-// 200 ms, and ends early when the request's context is done. When d passes
-// the request gets the usual 409. d <= 0 (the default) answers 409 at once.
+// lapsed). When the store implements Watcher (memstore, redisstore and
+// pgstore do), the waiter is woken by the store's notification and polls
+// only once a second as a fallback, or when the holder's lease is due to
+// lapse; otherwise it polls, starting at 10 ms and doubling up to 200 ms.
+// The wait ends early when the request's context is done. When d passes
+// the request gets the usual 409. At most WithMaxWaiters requests wait at
+// once; the others get 409 at once. d <= 0 (the default) answers 409 at
+// once.
 func WithWaitForResult(d time.Duration) Option {
 	return func(c *config) {
 		c.wait = max(d, 0)
+	}
+}
+
+// WithMaxWaiters bounds how many requests of this Middleware wait at once
+// under WithWaitForResult, so that a burst of duplicates cannot tie up
+// goroutines and store capacity; a request over the bound gets 409 at once.
+// n <= 0 keeps DefaultMaxWaiters (100).
+func WithMaxWaiters(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.maxWaiters = n
+		}
 	}
 }
 

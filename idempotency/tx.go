@@ -17,6 +17,7 @@ var errStorePanicked = errors.New("idempotency: store panicked while storing the
 // the handler's response is sent before the commit.
 func (m *middleware) serveTx(w http.ResponseWriter, r *http.Request, f *flight, k Key, fp string) {
 	var wt waiter
+	defer wt.done(m)
 	for {
 		tx, err := m.txStore.BeginTx(r.Context())
 		if err != nil {

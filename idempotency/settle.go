@@ -1,0 +1,111 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+)
+
+// Pacing of the retries of a Complete or Release that failed: from 10 ms,
+// doubling, at most 500 ms apart, until the store timeout ends them.
+const (
+	settleRetryFirst = 10 * time.Millisecond
+	settleRetryMax   = 500 * time.Millisecond
+)
+
+// complete stores resp as the outcome of ev's claim and reports ev, or what
+// went wrong instead. A transient store error is retried until ctx ends,
+// with the token check kept, so that a short outage does not leave the key
+// in progress until its lease lapses (and the next retry runs the handler
+// again). A response the store cannot keep is recorded as not replayable.
+func (m *middleware) complete(ctx context.Context, ev Event, resp Response) {
+	k, token := ev.Key, ev.Token
+	err, retried := m.retryStore(ctx, ev, "complete", func(ctx context.Context) error {
+		return m.store.Complete(ctx, k, token, resp, m.cfg.ttl)
+	})
+	if errors.Is(err, ErrResponseNotStorable) && !resp.Oversize {
+		m.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: the store cannot keep this response; recording the operation as completed but not replayable",
+			slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Int64("token", token), slog.Any("error", err))
+		marker := Response{Status: resp.Status, Oversize: true}
+		var again bool
+		err, again = m.retryStore(ctx, ev, "complete", func(ctx context.Context) error {
+			return m.store.Complete(ctx, k, token, marker, m.cfg.ttl)
+		})
+		retried = retried || again
+	}
+	if errors.Is(err, ErrStaleToken) && retried && m.settledAs(ctx, k, token, true) {
+		// An earlier try was applied but its answer lost: the retry found
+		// the claim completed with this token.
+		err = nil
+	}
+	switch {
+	case err == nil:
+		ev.Outcome = OutcomeNew
+		m.emit(ev)
+	case errors.Is(err, ErrStaleToken):
+		m.leaseLost(ctx, k, token, ev.Status, err)
+	default:
+		m.afterRunFailed(ctx, ev, "idempotency: storing the outcome failed; the response is sent anyway", err)
+	}
+}
+
+// release releases ev's claim and reports ev, or what went wrong instead,
+// retrying transient store errors like complete.
+func (m *middleware) release(ctx context.Context, ev Event) {
+	k, token := ev.Key, ev.Token
+	err, retried := m.retryStore(ctx, ev, "release", func(ctx context.Context) error {
+		return m.store.Release(ctx, k, token)
+	})
+	if errors.Is(err, ErrStaleToken) && retried && m.settledAs(ctx, k, token, false) {
+		err = nil
+	}
+	switch {
+	case err == nil:
+		m.emit(ev)
+	case errors.Is(err, ErrStaleToken):
+		m.leaseLost(ctx, k, token, ev.Status, err)
+	default:
+		m.afterRunFailed(ctx, ev, "idempotency: releasing the claim failed; the key stays blocked until its lease lapses", err)
+	}
+}
+
+// retryStore runs call until it succeeds, answers ErrStaleToken or
+// ErrResponseNotStorable (final answers), or ctx ends. retried reports that
+// an earlier try failed after it may have reached the store.
+func (m *middleware) retryStore(ctx context.Context, ev Event, op string, call func(context.Context) error) (err error, retried bool) {
+	delay := settleRetryFirst
+	for {
+		err = call(ctx)
+		if err == nil || errors.Is(err, ErrStaleToken) || errors.Is(err, ErrResponseNotStorable) || ctx.Err() != nil {
+			return err, retried
+		}
+		m.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: store call failed after the handler ran; retrying",
+			slog.String("op", op), slog.String("scope", ev.Key.Scope), slog.String("key", ev.Key.Key),
+			slog.Int64("token", ev.Token), slog.Duration("retry_in", delay), slog.Any("error", err))
+		retried = true
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err, retried
+		}
+		delay = min(2*delay, settleRetryMax)
+	}
+}
+
+// settledAs reports whether the entry of k shows that an earlier Complete
+// (completed true) or Release (completed false) with token took effect,
+// though its answer was lost: completed with that token, or no longer
+// held by it.
+func (m *middleware) settledAs(ctx context.Context, k Key, token int64, completed bool) bool {
+	e, found, err := m.store.Get(ctx, k)
+	if err != nil {
+		return false
+	}
+	if completed {
+		return found && e.State == StateCompleted && e.Token == token
+	}
+	return !found || e.Token != token || e.State != StateInProgress
+}

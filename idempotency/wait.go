@@ -1,0 +1,107 @@
+package idempotency
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Poll intervals of WithWaitForResult. Without a Watcher a waiter polls
+// from waitPollFirst, doubling up to waitPollMax; with one it is woken by
+// the store and polls every waitPollWatched only as a fallback (or when the
+// holder's lease is due to lapse, which nobody announces).
+const (
+	waitPollFirst   = 10 * time.Millisecond
+	waitPollMax     = 200 * time.Millisecond
+	waitPollWatched = time.Second
+)
+
+// waiter paces one request's wait for an entry in progress to settle. It
+// holds one of the Middleware's waiting slots from its first pause until
+// done.
+type waiter struct {
+	deadline time.Time
+	next     time.Duration
+	slot     bool
+	settled  <-chan struct{} // from the store's Watcher; nil when polling
+	stop     func()
+}
+
+// pause waits before the caller claims k again, which it should when pause
+// returns true. It returns false, without waiting, once the total wait is
+// used up, when ctx is done, or when the Middleware already has
+// WithMaxWaiters requests waiting. e is the entry in the way.
+func (wt *waiter) pause(ctx context.Context, m *middleware, k Key, e Entry) bool {
+	now := time.Now()
+	if wt.deadline.IsZero() {
+		if m.waiters.Add(1) > int64(m.cfg.maxWaiters) {
+			m.waiters.Add(-1)
+			return false
+		}
+		wt.slot = true
+		wt.deadline = now.Add(m.cfg.wait)
+		wt.next = waitPollFirst
+		if wt.watch(ctx, m, k) {
+			// The entry may have settled before the watch began: look
+			// again at once, then wait for the store to say so.
+			return true
+		}
+	}
+	left := wt.deadline.Sub(now)
+	if left <= 0 || ctx.Err() != nil {
+		return false
+	}
+	var d time.Duration
+	if wt.settled != nil {
+		d = min(waitPollWatched, max(e.LeaseRemaining, waitPollFirst))
+	} else {
+		d = wt.next
+		wt.next = min(2*wt.next, waitPollMax)
+	}
+	t := time.NewTimer(min(d, left))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-wt.settled: // a nil channel never fires
+		// A settlement fires once: watch again before looking, so that
+		// the next one is not missed if the entry is still in progress.
+		wt.stopWatch()
+		wt.watch(ctx, m, k)
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// watch starts watching k when the store can notify; it reports whether it
+// did.
+func (wt *waiter) watch(ctx context.Context, m *middleware, k Key) bool {
+	if m.watcher == nil {
+		return false
+	}
+	settled, stop, err := m.watcher.Watch(ctx, k)
+	if err != nil {
+		m.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: the store cannot watch the key; polling",
+			slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Any("error", err))
+		return false
+	}
+	wt.settled, wt.stop = settled, stop
+	return true
+}
+
+func (wt *waiter) stopWatch() {
+	if wt.stop != nil {
+		wt.stop()
+	}
+	wt.settled, wt.stop = nil, nil
+}
+
+// done gives back the waiter's slot and ends its watch.
+func (wt *waiter) done(m *middleware) {
+	wt.stopWatch()
+	if wt.slot {
+		m.waiters.Add(-1)
+		wt.slot = false
+	}
+}
