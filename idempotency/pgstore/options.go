@@ -61,8 +61,17 @@ func WithReapBatch(n int) Option {
 	return func(c *config) { c.reapBatch = n }
 }
 
-// WithLogger sets the logger the background reaper reports failures to. Nil
-// (the default) means silent.
+// WithLogger sets the logger the background reaper and the notification
+// listener (see Store.Watch) report failures to. Nil (the default) means
+// silent.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) { c.logger = l }
+}
+
+// logger returns the WithLogger logger, or one that discards.
+func (s *Store) logger() *slog.Logger {
+	if s.cfg.logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.cfg.logger
 }

@@ -74,9 +74,16 @@ func newNames(name string) (names, error) {
 // (completed); token is the fencing token, drawn from the identity sequence on
 // every claim; lease_until is when an in-progress claim's lease lapses;
 // expires_at is when the row stops counting (indexed for cleanup); status,
-// header (JSON object of allow-listed headers), body and oversize hold the
-// stored response; took_over records that the current claim took over a
-// lapsed lease.
+// header_bin (the allow-listed headers, byte for byte), body and oversize
+// hold the stored response; header is the JSON form of the headers that
+// earlier versions wrote, still read; took_over records that the current
+// claim took over a lapsed lease; watched that a request waits for the row
+// to settle, so that its completion notifies. Scope, key and fingerprint
+// are text: valid UTF-8 without NUL is kept as it is, anything else in an
+// escaped form (see the package documentation).
+//
+// A table created by an earlier version gains the columns it lacks (ALTER
+// TABLE ... ADD COLUMN IF NOT EXISTS, which takes a short exclusive lock).
 func Schema(table string) (string, error) {
 	n, err := newNames(table)
 	if err != nil {
@@ -97,10 +104,14 @@ func schemaSQL(n names) string {
 	expires_at  timestamptz NOT NULL,
 	status      integer,
 	header      jsonb,
+	header_bin  bytea,
 	body        bytea,
 	oversize    boolean     NOT NULL DEFAULT false,
+	watched     boolean     NOT NULL DEFAULT false,
 	PRIMARY KEY (scope, key)
 );
+ALTER TABLE ` + n.table + ` ADD COLUMN IF NOT EXISTS header_bin bytea;
+ALTER TABLE ` + n.table + ` ADD COLUMN IF NOT EXISTS watched boolean NOT NULL DEFAULT false;
 CREATE INDEX IF NOT EXISTS ` + n.index + ` ON ` + n.table + ` (expires_at);
 `
 }

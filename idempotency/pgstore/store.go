@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/internal/headercodec"
 )
 
 var _ idempotency.Store = (*Store)(nil)
@@ -37,11 +38,13 @@ type Store struct {
 	cfg   config
 	names names
 	sql   statements
+	gate  gate
+	watch watcher
 }
 
 // statements are the SQL texts, built once with the table name.
 type statements struct {
-	claim, get, renew, complete, release, deleteExpired string
+	claim, get, renew, complete, release, watch, deleteExpired string
 }
 
 // New returns a Store over pool, which must not be nil; the Store does not
@@ -68,7 +71,10 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	if err != nil {
 		panic(err.Error())
 	}
-	return &Store{pool: pool, cfg: cfg, names: n, sql: buildStatements(n.table)}
+	s := &Store{pool: pool, cfg: cfg, names: n, sql: buildStatements(n.table)}
+	s.gate = newGate(int(pool.Config().MaxConns))
+	s.watch.store = s
+	return s
 }
 
 // Table returns the table name the store uses: the WithTable name, or
@@ -77,8 +83,17 @@ func (s *Store) Table() string { return s.cfg.table }
 
 const leaseRemainingUS = `CASE WHEN state = 1 THEN (extract(epoch FROM lease_until - statement_timestamp()) * 1000000)::bigint ELSE 0 END`
 
+// notifySettled ends the complete and release statements: it counts the
+// rows changed and, for a row that a waiting request marked as watched,
+// sends the notification that wakes it, on channel $CHANNEL with payload
+// $PAYLOAD (the statements' last two parameters).
+const notifySettled = `SELECT count(*), count(CASE WHEN watched THEN pg_notify($CHANNEL, $PAYLOAD)::text END) FROM u`
+
 func buildStatements(table string) statements {
 	r := strings.NewReplacer("$TABLE", table, "$REMAINING", leaseRemainingUS)
+	notify := func(channel, payload string) string {
+		return strings.NewReplacer("$CHANNEL", channel, "$PAYLOAD", payload).Replace(notifySettled)
+	}
 	return statements{
 		// One round trip. cur reads the entry from the statement's snapshot;
 		// when a completed entry, a live lease or another fingerprint stands
@@ -87,8 +102,10 @@ func buildStatements(table string) statements {
 		// its WHERE re-checks that the row is expired, or in progress with a
 		// lapsed lease and the same fingerprint. When a concurrent writer got
 		// there first the statement returns no row and Claim runs it again.
+		// An acquired claim answers how much of its lease is left on the
+		// database clock now (clock_timestamp), after any wait for a lock.
 		claim: r.Replace(`WITH cur AS (
-	SELECT state, fingerprint, token, $REMAINING AS remaining_us, status, header, body, oversize
+	SELECT state, fingerprint, token, $REMAINING AS remaining_us, status, header, header_bin, body, oversize
 	FROM $TABLE
 	WHERE scope = $1 AND key = $2 AND expires_at > statement_timestamp()
 		AND (state = 2 OR fingerprint <> $3 OR lease_until > statement_timestamp())
@@ -103,18 +120,19 @@ func buildStatements(table string) statements {
 		fingerprint = EXCLUDED.fingerprint,
 		token = EXCLUDED.token,
 		took_over = (e.state = 1 AND e.expires_at > statement_timestamp()),
+		watched = (e.state = 1 AND e.expires_at > statement_timestamp() AND e.watched),
 		lease_until = EXCLUDED.lease_until,
 		expires_at = EXCLUDED.expires_at,
-		status = NULL, header = NULL, body = NULL, oversize = false
+		status = NULL, header = NULL, header_bin = NULL, body = NULL, oversize = false
 	WHERE e.expires_at <= statement_timestamp()
 		OR (e.state = 1 AND e.lease_until <= statement_timestamp() AND e.fingerprint = EXCLUDED.fingerprint)
-	RETURNING e.token, e.took_over
+	RETURNING e.token, e.took_over, (extract(epoch FROM e.lease_until - clock_timestamp()) * 1000000)::bigint AS left_us
 )
-SELECT true, token, took_over, 0::smallint, ''::text, 0::bigint, NULL::integer, NULL::jsonb, NULL::bytea, false FROM ins
+SELECT true, token, took_over, 0::smallint, ''::text, left_us, NULL::integer, NULL::jsonb, NULL::bytea, NULL::bytea, false FROM ins
 UNION ALL
-SELECT false, token, false, state, fingerprint, remaining_us, status, header, body, oversize FROM cur
+SELECT false, token, false, state, fingerprint, remaining_us, status, header, header_bin, body, oversize FROM cur
 WHERE NOT EXISTS (SELECT 1 FROM ins)`),
-		get: r.Replace(`SELECT state, fingerprint, token, $REMAINING, status, header, body, oversize
+		get: r.Replace(`SELECT state, fingerprint, token, $REMAINING, status, header, header_bin, body, oversize
 FROM $TABLE WHERE scope = $1 AND key = $2 AND expires_at > statement_timestamp()`),
 		// Renew keeps the row alive at least as long as its lease, so that a
 		// held claim never expires under its holder.
@@ -122,12 +140,22 @@ FROM $TABLE WHERE scope = $1 AND key = $2 AND expires_at > statement_timestamp()
 	lease_until = statement_timestamp() + $4::bigint * interval '1 microsecond',
 	expires_at = greatest(expires_at, statement_timestamp() + $4::bigint * interval '1 microsecond')
 WHERE scope = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > statement_timestamp()`),
-		complete: r.Replace(`UPDATE $TABLE SET
-	state = 2, lease_until = NULL, status = $4, header = $5, body = $6, oversize = $7,
-	expires_at = statement_timestamp() + $8::bigint * interval '1 microsecond'
-WHERE scope = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > statement_timestamp()`),
-		release: r.Replace(`DELETE FROM $TABLE
-WHERE scope = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > statement_timestamp()`),
+		complete: r.Replace(`WITH u AS (
+	UPDATE $TABLE SET
+		state = 2, lease_until = NULL, status = $4, header = NULL, header_bin = $5, body = $6, oversize = $7,
+		expires_at = statement_timestamp() + $8::bigint * interval '1 microsecond'
+	WHERE scope = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > statement_timestamp()
+	RETURNING watched
+) `) + notify("$9", "$10"),
+		release: r.Replace(`WITH u AS (
+	DELETE FROM $TABLE
+	WHERE scope = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > statement_timestamp()
+	RETURNING watched
+) `) + notify("$4", "$5"),
+		// watch marks an entry in progress as awaited, so that its
+		// completion or release notifies; marking it once is enough.
+		watch: r.Replace(`UPDATE $TABLE SET watched = true
+WHERE scope = $1 AND key = $2 AND state = 1 AND NOT watched AND expires_at > statement_timestamp()`),
 		// The inner query walks the expires_at index and stops after $1 rows;
 		// rows being claimed right now are skipped rather than waited for.
 		deleteExpired: r.Replace(`DELETE FROM $TABLE AS t USING (
@@ -148,16 +176,15 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 	if lease <= 0 {
 		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w, got %v", errNonPositiveLease, lease)
 	}
+	if err := s.gate.enter(ctx); err != nil {
+		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
+	}
+	defer s.gate.leave()
 	res, err := claim(ctx, s.pool, s.sql.claim, k, fingerprint, lease, ttl)
 	if err != nil {
 		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
 	}
 	return res, nil
-}
-
-// queryRower is the part of the pool and of pgx.Tx that claim needs.
-type queryRower interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 func claim(ctx context.Context, q queryRower, sql string, k idempotency.Key, fingerprint string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
@@ -171,9 +198,9 @@ func claim(ctx context.Context, q queryRower, sql string, k idempotency.Key, fin
 			token              int64
 			row                entryRow
 		)
-		err := q.QueryRow(ctx, sql, k.Scope, k.Key, fingerprint, lease.Microseconds(), ttlUS).
+		err := q.QueryRow(ctx, sql, encodeText(k.Scope), encodeText(k.Key), encodeText(fingerprint), lease.Microseconds(), ttlUS).
 			Scan(&acquired, &token, &tookOver, &row.state, &row.fingerprint, &row.remainingUS,
-				&row.status, &row.header, &row.body, &row.oversize)
+				&row.status, &row.header, &row.headerBin, &row.body, &row.oversize)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue // lost a race with a concurrent writer: look again
 		}
@@ -181,7 +208,11 @@ func claim(ctx context.Context, q queryRower, sql string, k idempotency.Key, fin
 			return idempotency.ClaimResult{}, err
 		}
 		if acquired {
-			return idempotency.ClaimResult{Acquired: true, Token: token, TookOver: tookOver}, nil
+			left := time.Duration(row.remainingUS) * time.Microsecond
+			if left == 0 {
+				left = -time.Microsecond // lapsed to the microsecond: not "unknown"
+			}
+			return idempotency.ClaimResult{Acquired: true, Token: token, TookOver: tookOver, LeaseRemaining: left}, nil
 		}
 		row.token = token
 		e, err := row.entry()
@@ -200,7 +231,8 @@ type entryRow struct {
 	token       int64
 	remainingUS int64
 	status      *int32
-	header      []byte
+	header      []byte // JSON, as written before header_bin existed
+	headerBin   []byte // headercodec
 	body        []byte
 	oversize    bool
 }
@@ -208,7 +240,7 @@ type entryRow struct {
 func (r entryRow) entry() (idempotency.Entry, error) {
 	e := idempotency.Entry{
 		State:       idempotency.State(r.state),
-		Fingerprint: r.fingerprint,
+		Fingerprint: decodeText(r.fingerprint),
 		Token:       r.token,
 	}
 	switch e.State {
@@ -219,7 +251,14 @@ func (r entryRow) entry() (idempotency.Entry, error) {
 		if r.status != nil {
 			resp.Status = int(*r.status)
 		}
-		if len(r.header) > 0 {
+		switch {
+		case r.headerBin != nil:
+			h, err := headercodec.Decode(r.headerBin)
+			if err != nil {
+				return idempotency.Entry{}, fmt.Errorf("decode stored header: %w", err)
+			}
+			resp.Header = h
+		case len(r.header) > 0:
 			if err := json.Unmarshal(r.header, &resp.Header); err != nil {
 				return idempotency.Entry{}, fmt.Errorf("decode stored header: %w", err)
 			}
@@ -234,10 +273,14 @@ func (r entryRow) entry() (idempotency.Entry, error) {
 // Get implements idempotency.Store.Get. Expired rows are reported as absent
 // even before the reaper deletes them.
 func (s *Store) Get(ctx context.Context, k idempotency.Key) (idempotency.Entry, bool, error) {
+	if err := s.gate.enter(ctx); err != nil {
+		return idempotency.Entry{}, false, fmt.Errorf("pgstore: get: %w", err)
+	}
+	defer s.gate.leave()
 	var row entryRow
-	err := s.pool.QueryRow(ctx, s.sql.get, k.Scope, k.Key).
+	err := s.pool.QueryRow(ctx, s.sql.get, encodeText(k.Scope), encodeText(k.Key)).
 		Scan(&row.state, &row.fingerprint, &row.token, &row.remainingUS,
-			&row.status, &row.header, &row.body, &row.oversize)
+			&row.status, &row.header, &row.headerBin, &row.body, &row.oversize)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return idempotency.Entry{}, false, nil
 	}
@@ -252,48 +295,72 @@ func (s *Store) Get(ctx context.Context, k idempotency.Key) (idempotency.Entry, 
 }
 
 // Renew implements idempotency.Store.Renew. It also pushes the row's expiry
-// to at least the end of the new lease.
+// to at least the end of the new lease. It is one round trip on any
+// connection of the pool, prepared or not (pgx.QueryExecModeExec), and it
+// does not wait behind requests for a connection: see the package
+// documentation on reserved capacity.
 func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease time.Duration) error {
 	if lease <= 0 {
 		return fmt.Errorf("pgstore: renew: %w, got %v", errNonPositiveLease, lease)
 	}
-	tag, err := s.pool.Exec(ctx, s.sql.renew, k.Scope, k.Key, token, lease.Microseconds())
+	tag, err := s.pool.Exec(ctx, s.sql.renew, pgx.QueryExecModeExec, encodeText(k.Scope), encodeText(k.Key), token, lease.Microseconds())
 	return checkTag("renew", tag.RowsAffected(), err)
 }
 
-// Complete implements idempotency.Store.Complete. The ttl is rounded up to
-// microseconds; a ttl that is not positive is an error.
+// Complete implements idempotency.Store.Complete. The header is kept byte
+// for byte (headercodec, in a bytea column) and the body as bytea. The ttl
+// is rounded up to microseconds; a ttl that is not positive is an error. A
+// response the database refuses as too large is reported as
+// idempotency.ErrResponseNotStorable.
 func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {
-	return complete(ctx, s.pool, s.sql.complete, k, token, resp, ttl)
-}
-
-// execer is the part of the pool and of pgx.Tx that complete needs.
-type execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
-
-func complete(ctx context.Context, q execer, sql string, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {
-	ttlUS, err := ttlMicros(ttl)
-	if err != nil {
-		return fmt.Errorf("pgstore: complete: %w", err)
-	}
-	var header []byte
-	if len(resp.Header) > 0 {
-		var err error
-		if header, err = json.Marshal(resp.Header); err != nil {
-			return fmt.Errorf("pgstore: complete: encode header: %w", err)
-		}
-	}
-	tag, err := q.Exec(ctx, sql, k.Scope, k.Key, token, int32(resp.Status), header, resp.Body, resp.Oversize, ttlUS)
-	return checkTag("complete", tag.RowsAffected(), err)
+	return s.settle(ctx, s.pool, "complete", s.sql.complete, k, token, &resp, ttl)
 }
 
 // Release implements idempotency.Store.Release: it deletes the row, so Get
 // reports it absent, and the next Claim inserts it again with a new token from
 // the sequence.
 func (s *Store) Release(ctx context.Context, k idempotency.Key, token int64) error {
-	tag, err := s.pool.Exec(ctx, s.sql.release, k.Scope, k.Key, token)
-	return checkTag("release", tag.RowsAffected(), err)
+	return s.settle(ctx, s.pool, "release", s.sql.release, k, token, nil, 0)
+}
+
+// queryRower is the part of the pool and of pgx.Tx that the statements need.
+type queryRower interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// settle runs the complete statement (resp not nil) or the release
+// statement through q, in one round trip that also wakes requests
+// waiting for the entry on any instance.
+func (s *Store) settle(ctx context.Context, q queryRower, op, sql string, k idempotency.Key, token int64, resp *idempotency.Response, ttl time.Duration) error {
+	scope, key := encodeText(k.Scope), encodeText(k.Key)
+	channel, payload := s.watch.channel(), s.watch.payload(scope, key)
+	var args []any
+	if resp != nil {
+		ttlUS, err := ttlMicros(ttl)
+		if err != nil {
+			return fmt.Errorf("pgstore: %s: %w", op, err)
+		}
+		var header []byte
+		if len(resp.Header) > 0 {
+			header = headercodec.Append(nil, resp.Header)
+		}
+		args = []any{scope, key, token, int32(resp.Status), header, resp.Body, resp.Oversize, ttlUS, channel, payload}
+	} else {
+		args = []any{scope, key, token, channel, payload}
+	}
+	var changed, notified int64
+	err := q.QueryRow(ctx, sql, args...).Scan(&changed, &notified)
+	if resp != nil && isTooLarge(err) {
+		return fmt.Errorf("pgstore: %s: %w: %w", op, idempotency.ErrResponseNotStorable, err)
+	}
+	return checkTag(op, changed, err)
+}
+
+// isTooLarge reports whether err is PostgreSQL refusing a value for its
+// size (program_limit_exceeded, or a field over the protocol's limit).
+func isTooLarge(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "54000" || pgErr.Code == "22001")
 }
 
 // errNonPositiveTTL is returned by Claim and Complete for a ttl that is not

@@ -155,7 +155,7 @@ func (r *batchRow) Scan(dest ...any) error {
 // returns an error wrapping idempotency.ErrStaleToken when this transaction
 // does not hold the claim with token.
 func (t *Tx) Complete(ctx context.Context, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {
-	return complete(ctx, t.tx, t.store.sql.complete, k, token, resp, ttl)
+	return t.store.settle(ctx, t.tx, "tx complete", t.store.sql.complete, k, token, &resp, ttl)
 }
 
 // Commit implements idempotency.Tx.

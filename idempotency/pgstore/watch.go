@@ -1,0 +1,193 @@
+package pgstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/internal/watchset"
+)
+
+var _ idempotency.Watcher = (*Store)(nil)
+
+// Timing of the LISTEN connection.
+const (
+	// listenIdle is how long the listener waits for a notification before
+	// it checks whether anybody still waits, and stops if nobody does.
+	listenIdle = 10 * time.Second
+	// listenReadyWait bounds how long a first Watch waits for the listener
+	// to be listening, so that no notification sent meanwhile is missed.
+	listenReadyWait = 2 * time.Second
+	// listenRetryMax bounds the pause between two connection attempts.
+	listenRetryMax = 5 * time.Second
+)
+
+// watcher is the Store's idempotency.Watcher: requests waiting for an entry
+// mark its row watched, and the complete and release statements then send
+// a NOTIFY, which a LISTEN connection of the Store's own (outside the pool,
+// opened while somebody waits) hears and turns into wake-ups.
+type watcher struct {
+	store *Store
+	set   watchset.Set[string]
+
+	nameOnce sync.Once
+	name     string
+
+	mu     sync.Mutex
+	ready  chan struct{} // closed once the current listener listens
+	broken bool          // the listener's last connection attempt failed
+}
+
+// channel returns the notification channel of the store's table.
+func (w *watcher) channel() string {
+	w.nameOnce.Do(func() {
+		sum := sha256.Sum256([]byte(w.store.names.table))
+		w.name = "saferetry_" + hex.EncodeToString(sum[:10])
+	})
+	return w.name
+}
+
+// payload names the entry (scope, key), as kept in the table, in a
+// notification: 128 bits of a hash, short and free of any byte that a
+// notification could not carry. A collision only wakes a waiter for
+// nothing.
+func (w *watcher) payload(scope, key string) string {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	h.Write(n[:binary.PutUvarint(n[:], uint64(len(scope)))])
+	h.Write([]byte(scope))
+	h.Write([]byte(key))
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// Watch implements idempotency.Watcher. The first waiter of a key on this
+// Store marks the entry's row, so that its completion or release sends a
+// notification (completions of unwatched rows send none, which keeps NOTIFY
+// and its commit-time lock off the usual path), and starts the LISTEN
+// connection if none is open.
+func (s *Store) Watch(ctx context.Context, k idempotency.Key) (<-chan struct{}, func(), error) {
+	scope, key := encodeText(k.Scope), encodeText(k.Key)
+	ch, stop, first, listen := s.watch.set.Add(s.watch.payload(scope, key))
+	ready, broken := s.watch.listening(listen)
+	if first {
+		if err := s.gate.enter(ctx); err != nil {
+			stop()
+			return nil, nil, fmt.Errorf("pgstore: watch: %w", err)
+		}
+		_, err := s.pool.Exec(ctx, s.sql.watch, scope, key)
+		s.gate.leave()
+		if err != nil {
+			stop()
+			return nil, nil, fmt.Errorf("pgstore: watch: %w", err)
+		}
+	}
+	if broken {
+		return ch, stop, nil // the fallback poll covers what is missed
+	}
+	t := time.NewTimer(listenReadyWait)
+	defer t.Stop()
+	select {
+	case <-ready:
+	case <-t.C: // not listening yet: the fallback poll covers the gap
+	case <-ctx.Done():
+		stop()
+		return nil, nil, fmt.Errorf("pgstore: watch: %w", ctx.Err())
+	}
+	return ch, stop, nil
+}
+
+// listening returns the channel closed once the listener listens, and
+// whether its last attempt to connect failed; it starts a listener first
+// when start is true.
+func (w *watcher) listening(start bool) (ready <-chan struct{}, broken bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if start {
+		w.ready, w.broken = make(chan struct{}), false
+		go w.listen(w.ready)
+	}
+	return w.ready, w.broken
+}
+
+func (w *watcher) setBroken(broken bool) {
+	w.mu.Lock()
+	w.broken = broken
+	w.mu.Unlock()
+}
+
+// listen holds a LISTEN connection until nobody waits, reconnecting after
+// failures. It closes ready once it first listens. After every (re)connect
+// it wakes every waiter, since notifications sent while it was not
+// listening are lost.
+func (w *watcher) listen(ready chan struct{}) {
+	var readyOnce sync.Once
+	pause := 100 * time.Millisecond
+	for {
+		conn, err := w.connect()
+		w.setBroken(err != nil)
+		if err == nil {
+			readyOnce.Do(func() { close(ready) })
+			w.set.FireAll()
+			pause = 100 * time.Millisecond
+			err = w.receive(conn)
+			_ = conn.Close(context.Background())
+			if err == nil {
+				return // retired: nobody waits
+			}
+		}
+		w.store.logger().LogAttrs(context.Background(), slog.LevelWarn, "pgstore: the LISTEN connection for waiting requests failed; they poll meanwhile",
+			slog.String("channel", w.channel()), slog.Any("error", err))
+		if w.set.Retire() {
+			return
+		}
+		t := time.NewTimer(pause)
+		<-t.C
+		pause = min(2*pause, listenRetryMax)
+	}
+}
+
+// connect opens a connection of the listener's own, outside the pool (a
+// LISTEN holds its connection for as long as it listens), and listens.
+func (w *watcher) connect() (*pgx.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), listenRetryMax)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, w.store.pool.Config().ConnConfig)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{w.channel()}.Sanitize()); err != nil {
+		_ = conn.Close(context.Background())
+		return nil, err
+	}
+	return conn, nil
+}
+
+// receive hands notifications to the waiters until the connection fails
+// (an error) or nobody waits any more (nil).
+func (w *watcher) receive(conn *pgx.Conn) error {
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), listenIdle)
+		n, err := conn.WaitForNotification(ctx)
+		cancel()
+		switch {
+		case err == nil:
+			w.set.Fire(n.Payload)
+		case pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded):
+			if w.set.Retire() {
+				return nil
+			}
+		default:
+			return err
+		}
+	}
+}
