@@ -546,18 +546,23 @@ func TestStoreFailure(t *testing.T) {
 			t.Fatalf("events %v", ev.outcomes())
 		}
 	})
-	t.Run("complete fails: the response is still sent", func(t *testing.T) {
+	t.Run("complete fails: retried, then the response is still sent", func(t *testing.T) {
 		app := &counter{}
 		var ev events
+		var tries atomic.Int64
 		st := &faultyStore{Store: newStore(t), complete: func(context.Context, idempotency.Key, int64, idempotency.Response, time.Duration) error {
+			tries.Add(1)
 			return errDown
 		}}
-		h := idempotency.Middleware(st, idempotency.WithHook(ev.hook))(app)
+		h := idempotency.Middleware(st, idempotency.WithHook(ev.hook), idempotency.WithStoreTimeout(100*time.Millisecond))(app)
 		if w := post(h, "k", `{}`); w.Code != http.StatusCreated {
 			t.Fatalf("status = %d, want the handler's 201", w.Code)
 		}
 		if e, ok := ev.find(idempotency.OutcomeStoreError); !ok || e.Status != http.StatusCreated || !errors.Is(e.Err, errDown) {
 			t.Fatalf("events %v", ev.outcomes())
+		}
+		if n := tries.Load(); n < 3 {
+			t.Fatalf("Complete tried %d times within the store timeout, want it retried", n)
 		}
 	})
 	t.Run("fail open does not run the handler for a client that left", func(t *testing.T) {

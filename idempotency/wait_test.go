@@ -1,0 +1,140 @@
+package idempotency_test
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/internal/testenv"
+)
+
+// TestWaitersBounded checks that at most WithMaxWaiters duplicates wait for
+// a running request; the others get 409 at once, and the waiters get the
+// replay once it completes.
+func TestWaitersBounded(t *testing.T) {
+	const waiters, duplicates = 3, 10
+	started, release := make(chan struct{}), make(chan struct{})
+	app := &counter{}
+	app.before = func(http.ResponseWriter, *http.Request) int {
+		if app.calls.Load() == 1 {
+			close(started)
+			<-release
+		}
+		return 0
+	}
+	h := idempotency.Middleware(newStore(t), idempotency.WithWaitForResult(testenv.Patience),
+		idempotency.WithMaxWaiters(waiters))(app)
+	first := make(chan string, 1)
+	go func() { first <- post(h, "k", `{}`).Body.String() }()
+	<-started
+	var conflicts, replays atomic.Int64
+	var wg sync.WaitGroup
+	for range duplicates {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := post(h, "k", `{}`)
+			switch {
+			case w.Code == http.StatusConflict:
+				conflicts.Add(1)
+			case w.Header().Get(idempotency.HeaderReplayed) == "true":
+				replays.Add(1)
+			default:
+				t.Errorf("duplicate answered %d %s", w.Code, w.Body)
+			}
+		}()
+	}
+	testenv.Eventually(t, "the duplicates over the bound get 409", func() bool {
+		return conflicts.Load() == duplicates-waiters
+	})
+	close(release)
+	wg.Wait()
+	if c, r := conflicts.Load(), replays.Load(); c != duplicates-waiters || r != waiters {
+		t.Fatalf("%d conflicts and %d replays, want %d and %d", c, r, duplicates-waiters, waiters)
+	}
+	if n := app.calls.Load(); n != 1 {
+		t.Fatalf("executions = %d", n)
+	}
+	<-first
+}
+
+// watchingStore adds a Watcher to a Store: Complete and Release fire it.
+type watchingStore struct {
+	idempotency.Store
+	mu      sync.Mutex
+	waiting map[idempotency.Key][]chan struct{}
+	watches atomic.Int64
+}
+
+func (s *watchingStore) Watch(_ context.Context, k idempotency.Key) (<-chan struct{}, func(), error) {
+	s.watches.Add(1)
+	ch := make(chan struct{})
+	s.mu.Lock()
+	if s.waiting == nil {
+		s.waiting = map[idempotency.Key][]chan struct{}{}
+	}
+	s.waiting[k] = append(s.waiting[k], ch)
+	s.mu.Unlock()
+	return ch, func() {}, nil
+}
+
+func (s *watchingStore) fire(k idempotency.Key) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ch := range s.waiting[k] {
+		close(ch)
+	}
+	delete(s.waiting, k)
+}
+
+func (s *watchingStore) Complete(ctx context.Context, k idempotency.Key, tok int64, resp idempotency.Response, ttl time.Duration) error {
+	err := s.Store.Complete(ctx, k, tok, resp, ttl)
+	s.fire(k)
+	return err
+}
+
+// TestWaitWokenByWatcher checks that a waiter on a store with a Watcher is
+// woken by the store when the first request completes, instead of polling:
+// it claims at most three times (before, right after the watch began, after
+// the wake-up), and answers well before the one-second fallback poll.
+func TestWaitWokenByWatcher(t *testing.T) {
+	var claims atomic.Int64
+	inner := &faultyStore{Store: newStore(t)}
+	st := &watchingStore{Store: inner}
+	started := make(chan struct{})
+	app := &counter{}
+	app.before = func(http.ResponseWriter, *http.Request) int {
+		if app.calls.Load() == 1 {
+			close(started)
+			<-time.After(300 * time.Millisecond)
+		}
+		return 0
+	}
+	h := idempotency.Middleware(st, idempotency.WithWaitForResult(testenv.Patience))(app)
+	first := make(chan string, 1)
+	go func() { first <- post(h, "k", `{}`).Body.String() }()
+	<-started
+	inner.claim = func(ctx context.Context, k idempotency.Key, fp string, l, ttl time.Duration) (idempotency.ClaimResult, error) {
+		claims.Add(1)
+		return inner.Store.Claim(ctx, k, fp, l, ttl)
+	}
+	begin := time.Now()
+	w := post(h, "k", `{}`)
+	took := time.Since(begin)
+	if body := <-first; w.Body.String() != body || w.Header().Get(idempotency.HeaderReplayed) != "true" {
+		t.Fatalf("waiter got %d %s, want the replay of %s", w.Code, w.Body, body)
+	}
+	if n := claims.Load(); n > 3 {
+		t.Fatalf("the waiter claimed %d times; a woken waiter needs 3 at most", n)
+	}
+	if took >= 900*time.Millisecond {
+		t.Fatalf("the waiter answered after %v: not woken, it waited for the fallback poll", took)
+	}
+	if st.watches.Load() == 0 {
+		t.Fatal("the Watcher was never used")
+	}
+}
