@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/internal/gate"
 	"github.com/saferetry/saferetry/internal/headercodec"
 )
 
@@ -38,7 +39,7 @@ type Store struct {
 	cfg   config
 	names names
 	sql   statements
-	gate  gate
+	gate  gate.Gate
 	watch watcher
 }
 
@@ -72,7 +73,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 		panic(err.Error())
 	}
 	s := &Store{pool: pool, cfg: cfg, names: n, sql: buildStatements(n.table)}
-	s.gate = newGate(int(pool.Config().MaxConns))
+	s.gate = gate.New(int(pool.Config().MaxConns))
 	s.watch.store = s
 	return s
 }
@@ -176,10 +177,10 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 	if lease <= 0 {
 		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w, got %v", errNonPositiveLease, lease)
 	}
-	if err := s.gate.enter(ctx); err != nil {
+	if err := s.gate.Enter(ctx); err != nil {
 		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
 	}
-	defer s.gate.leave()
+	defer s.gate.Leave()
 	res, err := claim(ctx, s.pool, s.sql.claim, k, fingerprint, lease, ttl)
 	if err != nil {
 		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
@@ -273,10 +274,10 @@ func (r entryRow) entry() (idempotency.Entry, error) {
 // Get implements idempotency.Store.Get. Expired rows are reported as absent
 // even before the reaper deletes them.
 func (s *Store) Get(ctx context.Context, k idempotency.Key) (idempotency.Entry, bool, error) {
-	if err := s.gate.enter(ctx); err != nil {
+	if err := s.gate.Enter(ctx); err != nil {
 		return idempotency.Entry{}, false, fmt.Errorf("pgstore: get: %w", err)
 	}
-	defer s.gate.leave()
+	defer s.gate.Leave()
 	var row entryRow
 	err := s.pool.QueryRow(ctx, s.sql.get, encodeText(k.Scope), encodeText(k.Key)).
 		Scan(&row.state, &row.fingerprint, &row.token, &row.remainingUS,

@@ -80,12 +80,12 @@ func (s *Store) Watch(ctx context.Context, k idempotency.Key) (<-chan struct{}, 
 	ch, stop, first, listen := s.watch.set.Add(s.watch.payload(scope, key))
 	ready, broken := s.watch.listening(listen)
 	if first {
-		if err := s.gate.enter(ctx); err != nil {
+		if err := s.gate.Enter(ctx); err != nil {
 			stop()
 			return nil, nil, fmt.Errorf("pgstore: watch: %w", err)
 		}
 		_, err := s.pool.Exec(ctx, s.sql.watch, scope, key)
-		s.gate.leave()
+		s.gate.Leave()
 		if err != nil {
 			stop()
 			return nil, nil, fmt.Errorf("pgstore: watch: %w", err)
