@@ -8,27 +8,25 @@ import (
 	"time"
 
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/internal/headercodec"
 )
 
 // encodeResponse turns resp into field/value pairs for the complete script.
-// A nil Header or Body leaves its field out, so nil and empty survive the
-// round trip apart.
-func encodeResponse(resp idempotency.Response) ([]any, error) {
+// The header is kept byte for byte (headercodec; JSON would turn invalid
+// UTF-8 into U+FFFD). A nil Header or Body leaves its field out, so nil and
+// empty survive the round trip apart.
+func encodeResponse(resp idempotency.Response) []any {
 	args := []any{fieldStatus, strconv.Itoa(resp.Status)}
 	if resp.Oversize {
 		args = append(args, fieldOversize, "1")
 	}
 	if resp.Header != nil {
-		h, err := json.Marshal(resp.Header)
-		if err != nil {
-			return nil, fmt.Errorf("encode header: %w", err)
-		}
-		args = append(args, fieldHeader, h)
+		args = append(args, fieldHeader, headercodec.Append(nil, resp.Header))
 	}
 	if resp.Body != nil {
 		args = append(args, fieldBody, resp.Body)
 	}
-	return args, nil
+	return args
 }
 
 // decodeEntry reads an entry from a script's answer: the server time in
@@ -89,7 +87,13 @@ func decodeResponse(f map[string]string) (*idempotency.Response, error) {
 	}
 	resp := &idempotency.Response{Status: status, Oversize: f[fieldOversize] == "1"}
 	if h, ok := f[fieldHeader]; ok {
-		if err := json.Unmarshal([]byte(h), &resp.Header); err != nil {
+		if headercodec.IsEncoded([]byte(h)) {
+			hdr, err := headercodec.Decode([]byte(h))
+			if err != nil {
+				return nil, fmt.Errorf("corrupt header: %w", err)
+			}
+			resp.Header = hdr
+		} else if err := json.Unmarshal([]byte(h), &resp.Header); err != nil { // written by an earlier version
 			return nil, fmt.Errorf("corrupt header: %w", err)
 		}
 		if resp.Header == nil {

@@ -10,8 +10,11 @@ import "github.com/redis/go-redis/v9"
 //	lx    lease expiry, server time in microseconds since the epoch, decimal
 //	code  stored HTTP status
 //	ovs   "1" when the outcome was oversize
-//	hdr   stored header, JSON object of string arrays (absent when nil)
+//	hdr   stored header, headercodec bytes (JSON from earlier versions is
+//	      still read; absent when nil)
 //	body  stored body, raw bytes (absent when nil)
+//	w     "1" while a request waits for the entry to settle: completing or
+//	      releasing it then publishes the entry's name on the settled channel
 const (
 	fieldState       = "st"
 	fieldFingerprint = "fp"
@@ -21,6 +24,7 @@ const (
 	fieldOversize    = "ovs"
 	fieldHeader      = "hdr"
 	fieldBody        = "body"
+	fieldWatched     = "w"
 
 	stateInProgress = "p"
 	stateCompleted  = "c"
@@ -52,7 +56,7 @@ local function fmt(n) return string.format('%.0f', n) end
 // time in microseconds, so tokens keep growing across expiry too.
 var claimScript = redis.NewScript(luaPrelude + `
 local now = now_us()
-local h = redis.call('HMGET', KEYS[1], 'st', 'fp', 'tok', 'lx')
+local h = redis.call('HMGET', KEYS[1], 'st', 'fp', 'tok', 'lx', 'w')
 local st, fp, tok, lx = h[1], h[2], h[3], h[4]
 local took = 0
 if st == 'p' or st == 'c' then
@@ -67,6 +71,7 @@ local prev = tonumber(tok)
 if prev and prev + 1 > newtok then newtok = prev + 1 end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'st', 'p', 'fp', ARGV[1], 'tok', fmt(newtok), 'lx', fmt(now + tonumber(ARGV[2])))
+if took == 1 and h[5] then redis.call('HSET', KEYS[1], 'w', '1') end
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return {1, took, fmt(newtok)}
 `)
@@ -85,25 +90,37 @@ if redis.call('PTTL', KEYS[1]) < ms then redis.call('PEXPIRE', KEYS[1], fmt(ms))
 return 1
 `)
 
-// completeScript: KEYS[1] entry; ARGV token, ttl (ms), then field/value
-// pairs of the outcome. Returns 1 when stored, 0 when stale.
+// completeScript: KEYS[1] entry; ARGV token, ttl (ms), settled channel,
+// then field/value pairs of the outcome. Returns 1 when stored, 0 when
+// stale.
 var completeScript = redis.NewScript(luaPrelude + `
-local h = redis.call('HMGET', KEYS[1], 'st', 'tok')
+local h = redis.call('HMGET', KEYS[1], 'st', 'tok', 'w')
 if h[1] ~= 'p' or h[2] ~= ARGV[1] then return 0 end
-redis.call('HDEL', KEYS[1], 'lx')
-redis.call('HSET', KEYS[1], 'st', 'c', unpack(ARGV, 3))
+redis.call('HDEL', KEYS[1], 'lx', 'w')
+redis.call('HSET', KEYS[1], 'st', 'c', unpack(ARGV, 4))
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if h[3] then redis.call('PUBLISH', ARGV[3], KEYS[1]) end
 return 1
 `)
 
-// releaseScript: KEYS[1] entry; ARGV token. The hash stays, marked released
-// and keeping its token, until its expiry, so the next claim's token is
-// greater. Returns 1 when released, 0 when stale.
+// releaseScript: KEYS[1] entry; ARGV token, settled channel. The hash
+// stays, marked released and keeping its token, until its expiry, so the
+// next claim's token is greater. Returns 1 when released, 0 when stale.
 var releaseScript = redis.NewScript(luaPrelude + `
-local h = redis.call('HMGET', KEYS[1], 'st', 'tok')
+local h = redis.call('HMGET', KEYS[1], 'st', 'tok', 'w')
 if h[1] ~= 'p' or h[2] ~= ARGV[1] then return 0 end
-redis.call('HDEL', KEYS[1], 'fp', 'lx')
+redis.call('HDEL', KEYS[1], 'fp', 'lx', 'w')
 redis.call('HSET', KEYS[1], 'st', 'r')
+if h[3] then redis.call('PUBLISH', ARGV[2], KEYS[1]) end
+return 1
+`)
+
+// watchScript: KEYS[1] entry. Marks an entry in progress as awaited, so
+// that its completion or release publishes. Returns 1 when marked, 0 when
+// the entry is not in progress.
+var watchScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 'st') ~= 'p' then return 0 end
+redis.call('HSET', KEYS[1], 'w', '1')
 return 1
 `)
 

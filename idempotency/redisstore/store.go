@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/internal/gate"
 )
 
 // ErrNotReplicated is returned (wrapped) by a write when WithWait is set and
@@ -34,8 +36,10 @@ var _ idempotency.Store = (*Store)(nil)
 // concurrent use by multiple goroutines, and any number of processes may
 // share one Redis through Stores with the same prefix.
 type Store struct {
-	rdb redis.UniversalClient
-	cfg config
+	rdb   redis.UniversalClient
+	cfg   config
+	gate  gate.Gate
+	watch watcher
 }
 
 // New returns a Store that keeps its entries in rdb, which must not be nil.
@@ -51,7 +55,23 @@ func New(rdb redis.UniversalClient, opts ...Option) *Store {
 			o(&cfg)
 		}
 	}
-	return &Store{rdb: rdb, cfg: cfg}
+	s := &Store{rdb: rdb, cfg: cfg, gate: gate.New(poolSize(rdb))}
+	s.watch.store = s
+	return s
+}
+
+// poolSize returns the size of rdb's connection pool (per node for a
+// cluster), as go-redis computed it.
+func poolSize(rdb redis.UniversalClient) int {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return c.Options().PoolSize
+	case *redis.ClusterClient:
+		return c.Options().PoolSize
+	case *redis.Ring:
+		return c.Options().PoolSize
+	}
+	return 10 * runtime.GOMAXPROCS(0) // go-redis's default
 }
 
 // redisKey names the hash of k. The scope's length comes first so that no
@@ -71,6 +91,10 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 	if err := checkLease(lease); err != nil {
 		return idempotency.ClaimResult{}, wrap(ctx, "claim", err)
 	}
+	if err := s.gate.Enter(ctx); err != nil {
+		return idempotency.ClaimResult{}, wrap(ctx, "claim", err)
+	}
+	defer s.gate.Leave()
 	res, err := s.run(ctx, claimScript, s.redisKey(k), isAcquired,
 		fingerprint, micros(lease), millis(ttl))
 	if err != nil {
@@ -86,7 +110,9 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 			return idempotency.ClaimResult{}, wrap(ctx, "claim", err)
 		}
 		took, _ := arr[1].(int64)
-		return idempotency.ClaimResult{Acquired: true, Token: tok, TookOver: took == 1}, nil
+		// The script runs atomically and answers at once: the whole lease
+		// is left when the answer leaves the server.
+		return idempotency.ClaimResult{Acquired: true, Token: tok, TookOver: took == 1, LeaseRemaining: lease.Truncate(time.Microsecond)}, nil
 	}
 	e, found, err := decodeEntry(arr[1], arr[2])
 	if err != nil {
@@ -115,22 +141,22 @@ func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, re
 	if err := checkTTL(ttl); err != nil {
 		return wrap(ctx, "complete", err)
 	}
-	args, err := encodeResponse(resp)
-	if err != nil {
-		return wrap(ctx, "complete", err)
-	}
-	args = append([]any{strconv.FormatInt(token, 10), millis(ttl)}, args...)
+	args := append([]any{strconv.FormatInt(token, 10), millis(ttl), s.watch.channel()}, encodeResponse(resp)...)
 	return s.fenced(ctx, "complete", completeScript, k, args...)
 }
 
 // Release implements idempotency.Store. The released entry keeps its token,
 // hidden from Get and Claim, until it expires.
 func (s *Store) Release(ctx context.Context, k idempotency.Key, token int64) error {
-	return s.fenced(ctx, "release", releaseScript, k, strconv.FormatInt(token, 10))
+	return s.fenced(ctx, "release", releaseScript, k, strconv.FormatInt(token, 10), s.watch.channel())
 }
 
 // Get implements idempotency.Store in one round trip.
 func (s *Store) Get(ctx context.Context, k idempotency.Key) (idempotency.Entry, bool, error) {
+	if err := s.gate.Enter(ctx); err != nil {
+		return idempotency.Entry{}, false, wrap(ctx, "get", err)
+	}
+	defer s.gate.Leave()
 	res, err := s.run(ctx, getScript, s.redisKey(k), nil)
 	if err != nil {
 		return idempotency.Entry{}, false, wrap(ctx, "get", err)
