@@ -676,3 +676,66 @@ func testNonPositiveDurations(t *testing.T, s idempotency.Store) {
 		t.Errorf("after a refused Complete Get = %+v, found %v; want still in progress", e, found)
 	}
 }
+
+// testBytesKept checks that every byte a request or response can carry is
+// kept: scopes and fingerprints with NUL, invalid UTF-8, 0xFF and
+// separators, keys with the punctuation ParseKey allows, and header names
+// and values and bodies of any octets, replayed byte for byte by Get and
+// by a refused Claim. Keys that differ only where separators fall must not
+// share an entry.
+func testBytesKept(t *testing.T, s idempotency.Store) {
+	body := make([]byte, 256)
+	for i := range body {
+		body[i] = byte(i)
+	}
+	resp := idempotency.Response{
+		Status: http.StatusCreated,
+		Header: http.Header{
+			"Location":     {"/p/\x00/q"},
+			"Etag":         {"\"\xff\xfe\"", "\xc3\x28 invalid utf-8"},
+			"Link":         {"<a>; rel=\"x\", <b>", "k:{v}", "\r\n", ""},
+			"X-\x00Odd":    {"\x01\x7f\x80"},
+			"Content-Type": {"application/octet-stream"},
+		},
+		Body: body,
+	}
+	scopes := []string{"", "a\x00b", "\xff", "\xc3\x28", "tenant:{x}", "\x01lead", "ünïcode ✓", "s:1", "s"}
+	keys := []string{"k", "k:{}", `k"q`, "k,1", "k;p=1", "1:k", "x y"}
+	fp := "fp\x00\xff\xc3\x28:{}"
+	type claimed struct {
+		k   idempotency.Key
+		tok int64
+	}
+	var all []claimed
+	for _, scope := range scopes {
+		for _, key := range keys {
+			k := idempotency.Key{Scope: "bytes-" + t.Name() + scope, Key: key}
+			r := mustClaim(t, s, k, fp, longLease, longTTL)
+			if !r.Acquired {
+				t.Fatalf("Claim(%q, %q) not acquired: a different key's entry stands in the way: %+v", k.Scope, k.Key, r.Entry)
+			}
+			all = append(all, claimed{k, r.Token})
+		}
+	}
+	for _, c := range all {
+		if err := s.Complete(ctxT(t), c.k, c.tok, resp, longTTL); err != nil {
+			t.Fatalf("Complete(%q, %q): %v", c.k.Scope, c.k.Key, err)
+		}
+	}
+	for _, c := range all {
+		e, found := mustGet(t, s, c.k)
+		if !found || e.State != idempotency.StateCompleted || e.Token != c.tok || e.Fingerprint != fp {
+			t.Fatalf("Get(%q, %q) = %+v, %v; want completed with token %d and fingerprint %q", c.k.Scope, c.k.Key, e, found, c.tok, fp)
+		}
+		if d := diffResponse(e.Response, resp); d != "" {
+			t.Errorf("Get(%q, %q) response: %s", c.k.Scope, c.k.Key, d)
+		}
+		r := mustClaim(t, s, c.k, fp, longLease, longTTL)
+		if r.Acquired || r.Entry.Fingerprint != fp {
+			t.Fatalf("re-Claim(%q, %q) = %+v; want the completed entry", c.k.Scope, c.k.Key, r)
+		}
+		if d := diffResponse(r.Entry.Response, resp); d != "" {
+			t.Errorf("re-Claim(%q, %q) response: %s", c.k.Scope, c.k.Key, d)
+		}
+	}
+}

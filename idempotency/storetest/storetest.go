@@ -71,6 +71,7 @@ func Run(t *testing.T, newStore func(t *testing.T) idempotency.Store) {
 		{"ScopeSeparation", testScopeSeparation},
 		{"ContextCancelled", testContextCancelled},
 		{"GetNotFound", testGetNotFound},
+		{"BytesKept", testBytesKept},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
