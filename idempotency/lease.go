@@ -58,7 +58,9 @@ type leaseKeeper struct {
 
 	mu        sync.Mutex
 	timer     *time.Timer
-	expires   time.Time // the lease lasts at least until then
+	expires   time.Time     // the lease lasts at least until then
+	latest    time.Time     // and at most until then (the last answer's arrival plus a lease)
+	rtt       time.Duration // the store's round trip, as lately seen
 	nextRenew time.Time
 	inflight  int  // Renew calls in flight, at most maxInflight
 	cancelled bool // the handler's context was cancelled
@@ -78,9 +80,12 @@ func (lk *leaseKeeper) start(m *middleware, base context.Context, k Key, token i
 	defer lk.mu.Unlock()
 	lk.m, lk.base, lk.key, lk.token, lk.cancelHandler = m, base, k, token, cancel
 	lk.interval = max(m.cfg.lease/3, time.Millisecond)
+	now := time.Now()
 	lk.expires = expires
+	lk.latest = now.Add(m.cfg.lease)
+	lk.rtt = now.Sub(sent)
 	lk.nextRenew = sent.Add(lk.interval)
-	d, _ := lk.due(time.Now()) // a renewal is always due
+	d, _ := lk.due(now) // a renewal is always due
 	lk.timer = time.AfterFunc(d, lk.tick)
 }
 
@@ -136,12 +141,14 @@ func (lk *leaseKeeper) tick() {
 		return
 	}
 	lk.inflight++
-	// A renewal may take as long as the lease has left, at least a renewal
-	// interval: cutting it shorter only throws a working connection away.
-	// If it has not answered by the time a failed one would be retried, a
-	// second one is sent beside it (on another connection, as it were).
-	bound := max(lk.expires.Sub(now), lk.interval)
-	lk.nextRenew = now.Add(retryDelay(lk.interval, lk.expires.Sub(now)))
+	// A renewal may take as long as the lease can have left by the store's
+	// reckoning (it granted the last one before its answer arrived), and at
+	// least half a lease: cutting it shorter only throws a working
+	// connection away. If it has not answered by the time a failed one
+	// would be retried, and well past the round trip lately seen, it may
+	// hang: a second one is sent beside it.
+	bound := max(lk.latest.Sub(now), lk.m.cfg.lease/2)
+	lk.nextRenew = now.Add(max(retryDelay(lk.interval, lk.expires.Sub(now)), lk.rtt*3/2))
 	lk.arm(now)
 	lk.mu.Unlock()
 
@@ -159,9 +166,13 @@ func (lk *leaseKeeper) tick() {
 	now = time.Now()
 	switch {
 	case err == nil:
+		lk.rtt = max(now.Sub(sent), lk.rtt*3/4)
 		if e := sent.Add(lk.m.cfg.lease); e.After(lk.expires) {
 			lk.expires = e
 			lk.nextRenew = sent.Add(lk.interval)
+		}
+		if l := now.Add(lk.m.cfg.lease); l.After(lk.latest) {
+			lk.latest = l
 		}
 	case lk.lost:
 		// An earlier answer already settled it.
