@@ -61,6 +61,7 @@ func newStore(tb testing.TB, pool *pgxpool.Pool, opts ...pgstore.Option) *pgstor
 		pool = newPool(tb)
 	}
 	s := pgstore.New(pool, append([]pgstore.Option{pgstore.WithTable(uniqueTable(tb, pool))}, opts...)...)
+	tb.Cleanup(func() { _ = s.Close() }) // before the pool closes
 	if err := s.CreateSchema(ctxT(tb)); err != nil {
 		tb.Fatalf("CreateSchema: %v", err)
 	}
@@ -74,6 +75,7 @@ func newTxStore(tb testing.TB, pool *pgxpool.Pool, opts ...pgstore.Option) *pgst
 		pool = newPool(tb)
 	}
 	s := pgstore.NewTx(pool, append([]pgstore.Option{pgstore.WithTable(uniqueTable(tb, pool))}, opts...)...)
+	tb.Cleanup(func() { _ = s.Close() })
 	if err := s.CreateSchema(ctxT(tb)); err != nil {
 		tb.Fatalf("CreateSchema: %v", err)
 	}

@@ -41,6 +41,7 @@ type Store struct {
 	sql   statements
 	gate  gate.Gate
 	watch watcher
+	renew renewals
 }
 
 // statements are the SQL texts, built once with the table name.
@@ -296,15 +297,15 @@ func (s *Store) Get(ctx context.Context, k idempotency.Key) (idempotency.Entry, 
 }
 
 // Renew implements idempotency.Store.Renew. It also pushes the row's expiry
-// to at least the end of the new lease. It is one round trip on any
-// connection of the pool, prepared or not (pgx.QueryExecModeExec), and it
-// does not wait behind requests for a connection: see the package
-// documentation on reserved capacity.
+// to at least the end of the new lease. It runs on the Store's own renewal
+// connections (see WithRenewalConns), so that it never waits behind
+// requests, and it is one round trip on any of them, prepared or not
+// (pgx.QueryExecModeExec).
 func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease time.Duration) error {
 	if lease <= 0 {
 		return fmt.Errorf("pgstore: renew: %w, got %v", errNonPositiveLease, lease)
 	}
-	tag, err := s.pool.Exec(ctx, s.sql.renew, pgx.QueryExecModeExec, encodeText(k.Scope), encodeText(k.Key), token, lease.Microseconds())
+	tag, err := s.renewalPool().Exec(ctx, s.sql.renew, pgx.QueryExecModeExec, encodeText(k.Scope), encodeText(k.Key), token, lease.Microseconds())
 	return checkTag("renew", tag.RowsAffected(), err)
 }
 

@@ -1,0 +1,76 @@
+package pgstore
+
+import (
+	"context"
+	"sync"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DefaultRenewalConns is how many connections of its own a Store keeps for
+// lease renewals when WithRenewalConns is not given.
+const DefaultRenewalConns = 2
+
+// renewals is the Store's own small pool for Renew: outside the pool given
+// to New, so that renewals never wait behind requests (or the handlers'
+// own queries) for a connection, and configured so that a renewal is one
+// round trip: its connections are opened ahead, in the background, at the
+// Store's first renewal, kept open, and never pinged before use (pgxpool
+// pings a connection idle over a second by default; a broken connection
+// makes one renewal fail, and the next runs on a fresh connection). Until
+// one of them is open, renewals use the main pool.
+type renewals struct {
+	mu     sync.Mutex
+	pool   *pgxpool.Pool
+	closed bool
+}
+
+// renewalPool returns the pool a renewal should use: the renewal pool,
+// created on first use, once it has a connection open; the main pool until
+// then, and when WithRenewalConns(0) asked for none or the Store is closed.
+func (s *Store) renewalPool() *pgxpool.Pool {
+	if s.cfg.renewalConns <= 0 {
+		return s.pool
+	}
+	r := &s.renew
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return s.pool
+	}
+	if r.pool == nil {
+		cfg := s.pool.Config()
+		// At least a quarter of the main pool's size, so that renewals
+		// keep up with as many requests as it serves; DefaultRenewalConns
+		// of them are kept open.
+		cfg.MaxConns = int32(max(s.cfg.renewalConns, int(cfg.MaxConns)/4))
+		cfg.MinConns = int32(min(s.cfg.renewalConns, DefaultRenewalConns))
+		cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+		p, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		if err != nil {
+			return s.pool // a configuration the main pool accepted: not expected
+		}
+		r.pool = p
+	}
+	if st := r.pool.Stat(); st.IdleConns() == 0 && st.TotalConns() < st.MaxConns() {
+		return s.pool // still opening its connections
+	}
+	return r.pool
+}
+
+// Close closes the connections the Store opened itself: those it keeps for
+// renewals (see WithRenewalConns). It does not close the pool given to New.
+// Call it when done with the Store, before closing that pool. The Store
+// stays usable; later renewals use the main pool. Close is safe to call
+// more than once and returns nil.
+func (s *Store) Close() error {
+	r := &s.renew
+	r.mu.Lock()
+	p := r.pool
+	r.pool, r.closed = nil, true
+	r.mu.Unlock()
+	if p != nil {
+		p.Close()
+	}
+	return nil
+}
