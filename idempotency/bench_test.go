@@ -3,11 +3,13 @@ package idempotency_test
 import (
 	"bytes"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"testing"
 
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/memstore"
 )
 
 // benchBody is a 100-byte JSON request body.
@@ -65,7 +67,8 @@ func BenchmarkMiddleware(b *testing.B) {
 		runBench(b, benchApp(), nil)
 	})
 	b.Run("first", func(b *testing.B) {
-		st := newStore(b)
+		st := newStore(b, memstore.WithMaxEntries(math.MaxInt), memstore.WithMaxBytes(math.MaxInt64)) // b.N new keys
+
 		h := idempotency.Middleware(st)(benchApp())
 		keys := make([]string, b.N)
 		for i := range keys {
@@ -78,4 +81,34 @@ func BenchmarkMiddleware(b *testing.B) {
 		h := idempotency.Middleware(st)(benchApp())
 		runBench(b, h, func(int) string { return "the-key" })
 	})
+}
+
+// BenchmarkFingerprint measures the body canonicaliser through Fingerprint:
+// lower-case names, camelCase names (no two fold equal), a nested body,
+// and the rare object whose names differ only in case.
+func BenchmarkFingerprint(b *testing.B) {
+	var items []byte
+	for i := range 10 {
+		items = append(items, `{"sku":"SKU-`+strconv.Itoa(i)+`","unitPrice":`+strconv.Itoa(100+i)+`,"qty":2,"Tags":["a","b"]},`...)
+	}
+	bodies := []struct {
+		name string
+		body []byte
+	}{
+		{"lower", benchBody},
+		{"camel", []byte(`{"accountId":"acct_0123456789","amountMinor":12345,"currencyCode":"EUR","memoText":"benchmark payment"}`)},
+		{"nested", []byte(`{"orderId":"ord_1","customer":{"name":"A","Email":"a@example.com"},"items":[` + string(items[:len(items)-1]) + `],"total":2090}`)},
+		{"collision", []byte(`{"amount":100,"Amount":5,"currency":"EUR","memo":"benchmark payment number 0001"}`)},
+	}
+	for _, bb := range bodies {
+		b.Run(bb.name, func(b *testing.B) {
+			r, _ := http.NewRequest(http.MethodPost, "http://example.com/payments", nil)
+			r.Header.Set("Content-Type", "application/json")
+			b.SetBytes(int64(len(bb.body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				idempotency.Fingerprint(r, bb.body)
+			}
+		})
+	}
 }

@@ -2,6 +2,7 @@ package memstore_test
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -22,7 +23,7 @@ var benchResp = idempotency.Response{
 // BenchmarkClaimComplete measures a first execution's store work: one Claim
 // and one Complete on a new key, from parallel goroutines.
 func BenchmarkClaimComplete(b *testing.B) {
-	s := memstore.New()
+	s := memstore.New(memstore.WithMaxEntries(math.MaxInt), memstore.WithMaxBytes(math.MaxInt64)) // b.N new keys
 	defer s.Close()
 	ctx := context.Background()
 	var n atomic.Int64
@@ -75,7 +76,7 @@ func BenchmarkReplay(b *testing.B) {
 // over ./idempotency/... compares them side by side.
 func BenchmarkMiddlewareParallel(b *testing.B) {
 	b.Run("memory", func(b *testing.B) {
-		s := memstore.New()
+		s := memstore.New(memstore.WithMaxEntries(math.MaxInt), memstore.WithMaxBytes(math.MaxInt64))
 		defer s.Close()
 		scenario.ParallelFirstExecutions(b, s)
 	})

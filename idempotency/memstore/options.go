@@ -6,13 +6,29 @@ import "time"
 // entries when WithCleanupInterval is not given.
 const DefaultCleanupInterval = time.Minute
 
+// Default bounds of a Store, for tests and single-instance services that set
+// none. DefaultMaxBytes is what keeps the process's memory in check: 256 MiB
+// hold about 400,000 typical records (some 600 bytes each with a UUID key, a
+// v1 fingerprint, a Content-Type and a 100-byte JSON body), that is about 5
+// new keys a second kept for the default 24 h ttl, and fit beside a service
+// in a 512 MiB container. DefaultMaxEntries only binds for records smaller
+// than the bytes bound allows for (about 270 bytes each), and bounds the
+// maps the store sweeps. A service with more traffic sets larger bounds (and
+// gives the process the memory), or uses redisstore or pgstore.
+const (
+	DefaultMaxEntries = 1_000_000
+	DefaultMaxBytes   = 256 << 20
+)
+
 // Option configures a Store built by New. Options apply in order; a nil
 // Option is ignored.
 type Option func(*config)
 
 type config struct {
-	now      func() time.Time
-	interval time.Duration
+	now        func() time.Time
+	interval   time.Duration
+	maxEntries int
+	maxBytes   int64
 }
 
 // WithClock makes the store read time from now instead of time.Now, for
@@ -28,8 +44,28 @@ func WithClock(now func() time.Time) Option {
 
 // WithCleanupInterval sets how often the background sweep removes expired
 // entries (default DefaultCleanupInterval). Zero or a negative interval
-// starts no goroutine: expired entries are then only dropped when they are
-// touched, so a store whose keys are never seen again grows without bound.
+// starts no goroutine: expired entries are then dropped when they are
+// touched, and when a Claim or Complete finds the store full (which sweeps
+// the expired entries before it gives up).
 func WithCleanupInterval(d time.Duration) Option {
 	return func(c *config) { c.interval = d }
+}
+
+// WithMaxEntries bounds how many entries (claims in progress and completed
+// records, expired ones not yet swept included) the store holds; Claim of a
+// new key beyond it fails with ErrFull. n <= 0 keeps DefaultMaxEntries;
+// math.MaxInt sets no bound.
+func WithMaxEntries(n int) Option {
+	return func(c *config) { c.maxEntries = n }
+}
+
+// WithMaxBytes bounds the heap the store's entries hold, as the store
+// estimates it: the bytes of keys, fingerprints, stored headers and bodies,
+// plus a measured overhead per entry. Claim of a new key beyond it fails
+// with ErrFull, and Complete of a response that does not fit fails with an
+// error matching idempotency.ErrResponseNotStorable. The live heap stays
+// within a small factor of n (Go maps and slices keep the capacity they
+// grew to). n <= 0 keeps DefaultMaxBytes; math.MaxInt64 sets no bound.
+func WithMaxBytes(n int64) Option {
+	return func(c *config) { c.maxBytes = n }
 }

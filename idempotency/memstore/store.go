@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/internal/watchset"
 )
 
 var _ idempotency.Store = (*Store)(nil)
@@ -17,6 +19,18 @@ var _ idempotency.Store = (*Store)(nil)
 // errNonPositive is returned by Claim, Renew and Complete when a lease or ttl
 // is not positive: such an entry would be lapsed or expired at birth.
 var errNonPositive = errors.New("memstore: lease and ttl must be positive")
+
+// ErrFull is returned (wrapped) by Claim when a new key would take the store
+// past its entry bound or its byte bound (WithMaxEntries, WithMaxBytes) and
+// sweeping the entries already expired did not make room.
+// The store changes nothing: live claims and completed records are never
+// evicted to make room, because an evicted record is a second execution of
+// its operation on the next retry. The Middleware answers the request with
+// 503 and Retry-After, like any store failure. Match it with errors.Is.
+var ErrFull = errors.New("memstore: store is full")
+
+// errNoRoom tells Complete that the response did not fit in the byte bound.
+var errNoRoom = errors.New("memstore: no room for the response")
 
 const shardCount = 64
 
@@ -27,10 +41,20 @@ const shardCount = 64
 //
 // Fencing tokens come from one store-wide counter, so they grow per key even
 // across Release and expiry.
+//
+// It holds a bounded number of entries and a bounded estimate of heap bytes
+// (WithMaxEntries, WithMaxBytes; by default DefaultMaxEntries and
+// DefaultMaxBytes). At a bound, Claim of a new key fails with ErrFull and
+// Complete of a response that does not fit fails with
+// idempotency.ErrResponseNotStorable; nothing is evicted early.
 type Store struct {
 	shards [shardCount]shard
 	tokens atomic.Int64
 	now    func() time.Time
+	budget budget
+
+	watching atomic.Int64                  // requests watching, across all keys
+	watchers watchset.Set[idempotency.Key] // their channels, by key
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -41,6 +65,7 @@ type shard struct {
 	mu  sync.Mutex
 	m   map[idempotency.Key]*entry
 	exp expiryHeap // every expiry ever set in m, soonest first; see sweepExpired
+	b   *budget    // the store's, shared by every shard
 }
 
 // sweepBatch bounds how many expiries the sweep handles per hold of a shard
@@ -54,8 +79,27 @@ type entry struct {
 	token       int64
 	leaseUntil  time.Time // in progress only
 	expiresAt   time.Time
-	queued      int64                 // the time of the entry's item in the shard's expiry heap, in Unix nanoseconds
-	resp        *idempotency.Response // completed only; owned by the store
+	queued      int64     // the time of the entry's item in the shard's expiry heap, in Unix nanoseconds
+	resp        *response // completed only
+}
+
+// response is the outcome of a completed entry as the store keeps it. The
+// header is a slice of fields rather than an http.Header: a map of even one
+// name costs about 400 bytes of heap, a field 40 plus its strings. It is
+// never modified once built, so that size gives the same answer when the
+// bytes are charged and when they are given back.
+type response struct {
+	header   []field // nil when the Header was nil
+	body     []byte
+	status   int
+	oversize bool
+}
+
+// field is one header name and its values; the values of all the fields of
+// a response share one array.
+type field struct {
+	name   string
+	values []string
 }
 
 // New returns an empty Store. Unless WithCleanupInterval is given a value
@@ -69,8 +113,16 @@ func New(opts ...Option) *Store {
 		}
 	}
 	s := &Store{now: c.now, stop: make(chan struct{}), done: make(chan struct{})}
+	s.budget.maxEntries, s.budget.maxBytes = int64(DefaultMaxEntries), int64(DefaultMaxBytes)
+	if c.maxEntries > 0 {
+		s.budget.maxEntries = int64(c.maxEntries)
+	}
+	if c.maxBytes > 0 {
+		s.budget.maxBytes = c.maxBytes
+	}
 	for i := range s.shards {
 		s.shards[i].m = make(map[idempotency.Key]*entry)
+		s.shards[i].b = &s.budget
 	}
 	if c.interval > 0 {
 		go s.sweepLoop(c.interval)
@@ -135,26 +187,46 @@ func (sh *shard) sweepExpired(now time.Time, limit int) (removed, examined int, 
 		case !ok || e.queued != it.at:
 			// The entry is gone, or is a later one under the same key
 			// with an item of its own.
+			sh.b.give(0, itemSize(it.key))
 		case !now.Before(e.expiresAt):
-			delete(sh.m, it.key)
+			sh.b.give(0, itemSize(it.key))
+			sh.remove(it.key, e)
 			removed++
 		default:
-			sh.queue(it.key, e)
+			sh.queue(it.key, e) // the item goes back: its bytes stay charged
 		}
 	}
 	return removed, examined, len(sh.exp) > 0 && sh.exp[0].at <= at
 }
 
+// reclaim sweeps up to one batch of due expiries per shard, for a Claim or
+// Complete that found the store full before the background sweep came by
+// (or with no background sweep at all). It reports whether it gave any
+// bytes back. The caller must hold no shard lock.
+func (s *Store) reclaim() bool {
+	now := s.now()
+	freed := false
+	for i := range s.shards {
+		if _, examined, _ := s.shards[i].sweepExpired(now, sweepBatch); examined > 0 {
+			freed = true
+		}
+	}
+	return freed
+}
+
 // expireAt moves e's expiry to at. A later expiry needs no new heap item:
 // the sweep re-queues the entry when its item comes due. An earlier one
-// does, or the entry would outstay its expiry in memory. The shard lock must
-// be held.
+// does, or the entry would outstay its expiry in memory; the caller pays
+// itemSize(k) for it (see queues). The shard lock must be held.
 func (sh *shard) expireAt(k idempotency.Key, e *entry, at time.Time) {
 	e.expiresAt = at
-	if at.UnixNano() < e.queued {
+	if e.queues(at) {
 		sh.queue(k, e)
 	}
 }
+
+// queues reports whether expireAt(k, e, at) pushes a heap item.
+func (e *entry) queues(at time.Time) bool { return at.UnixNano() < e.queued }
 
 // queue records e's current expiry in the shard's heap. The shard lock must
 // be held.
@@ -189,10 +261,18 @@ func (sh *shard) live(k idempotency.Key, now time.Time) *entry {
 		return nil
 	}
 	if !now.Before(e.expiresAt) {
-		delete(sh.m, k)
+		sh.remove(k, e)
 		return nil
 	}
 	return e
+}
+
+// remove deletes e, the entry of k, and gives its slot and bytes back. Its
+// heap items stay charged until the sweep pops them. The shard lock must be
+// held.
+func (sh *shard) remove(k idempotency.Key, e *entry) {
+	delete(sh.m, k)
+	sh.b.give(1, e.size(k))
 }
 
 func ctxErr(ctx context.Context) error {
@@ -202,7 +282,12 @@ func ctxErr(ctx context.Context) error {
 	return nil
 }
 
-// Claim implements idempotency.Store.
+// Claim implements idempotency.Store. A new key takes an entry and its bytes
+// from the bounds, with room for a not-replayable outcome, so that its
+// Complete with Response.Oversize always fits. When they are not to be had,
+// Claim sweeps the expired entries and, if that frees nothing, fails with
+// ErrFull. A takeover keeps the entry's room; it needs more only when its
+// ttl ends before the one set so far, and fails with ErrFull likewise.
 func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
 	if err := ctxErr(ctx); err != nil {
 		return idempotency.ClaimResult{}, err
@@ -210,6 +295,21 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 	if lease <= 0 || ttl <= 0 {
 		return idempotency.ClaimResult{}, errNonPositive
 	}
+	r, full := s.claim(k, fingerprint, lease, ttl)
+	if full && s.reclaim() {
+		r, full = s.claim(k, fingerprint, lease, ttl)
+	}
+	if full {
+		entries, bytes := s.budget.entries.Load(), s.budget.bytes.Load()
+		return idempotency.ClaimResult{}, fmt.Errorf("%w: %d of %d entries, %d of %d bytes in use",
+			ErrFull, entries, s.budget.maxEntries, bytes, s.budget.maxBytes)
+	}
+	return r, nil
+}
+
+// claim is Claim under the shard lock; full reports that the claim would
+// acquire but the budget has no room for it.
+func (s *Store) claim(k idempotency.Key, fingerprint string, lease, ttl time.Duration) (r idempotency.ClaimResult, full bool) {
 	sh := s.shardFor(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -218,26 +318,35 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 	switch {
 	case e == nil:
 		e = &entry{state: idempotency.StateInProgress, fingerprint: fingerprint}
+		if !s.budget.take(1, e.size(k)+itemSize(k)) {
+			return idempotency.ClaimResult{}, true
+		}
 		sh.m[k] = e
 		e.token = s.tokens.Add(1)
 		e.leaseUntil = now.Add(lease)
 		e.expiresAt = now.Add(ttl)
 		sh.queue(k, e)
-		return idempotency.ClaimResult{Acquired: true, Token: e.token}, nil
+		return idempotency.ClaimResult{Acquired: true, Token: e.token, LeaseRemaining: lease}, false
 	case e.fingerprint == fingerprint && e.state == idempotency.StateInProgress && !now.Before(e.leaseUntil):
+		// The entry keeps its bytes and its reserve; only a shorter ttl
+		// than the one queued grows it, by a heap item.
+		at := now.Add(ttl)
+		if e.queues(at) && !s.budget.take(0, itemSize(k)) {
+			return idempotency.ClaimResult{}, true
+		}
 		e.token = s.tokens.Add(1)
 		e.leaseUntil = now.Add(lease)
-		sh.expireAt(k, e, now.Add(ttl))
-		return idempotency.ClaimResult{Acquired: true, Token: e.token, TookOver: true}, nil
+		sh.expireAt(k, e, at)
+		return idempotency.ClaimResult{Acquired: true, Token: e.token, TookOver: true, LeaseRemaining: lease}, false
 	default:
-		return idempotency.ClaimResult{Entry: e.export(now)}, nil
+		return idempotency.ClaimResult{Entry: e.export(now)}, false
 	}
 }
 
 // withHeld runs update on the entry of k under its shard's lock when token
-// holds its claim, and returns ErrStaleToken otherwise. now is the store's
-// clock read once under the lock.
-func (s *Store) withHeld(k idempotency.Key, token int64, update func(sh *shard, e *entry, now time.Time)) error {
+// holds its claim, and returns ErrStaleToken otherwise; else it returns what
+// update returns. now is the store's clock read once under the lock.
+func (s *Store) withHeld(k idempotency.Key, token int64, update func(sh *shard, e *entry, now time.Time) error) error {
 	sh := s.shardFor(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -246,8 +355,7 @@ func (s *Store) withHeld(k idempotency.Key, token int64, update func(sh *shard, 
 	if e == nil || e.state != idempotency.StateInProgress || e.token != token {
 		return idempotency.ErrStaleToken
 	}
-	update(sh, e, now)
-	return nil
+	return update(sh, e, now)
 }
 
 // Renew implements idempotency.Store. It also keeps the entry at least until
@@ -260,17 +368,23 @@ func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease
 	if lease <= 0 {
 		return errNonPositive
 	}
-	return s.withHeld(k, token, func(sh *shard, e *entry, now time.Time) {
+	return s.withHeld(k, token, func(sh *shard, e *entry, now time.Time) error {
 		e.leaseUntil = now.Add(lease)
 		if e.expiresAt.Before(e.leaseUntil) {
 			// A holder still renewing outlives the ttl: the entry must not
 			// expire under it, or a duplicate would acquire the key anew.
+			// Its expiry only moves later, so no heap item is pushed.
 			sh.expireAt(k, e, e.leaseUntil)
 		}
+		return nil
 	})
 }
 
-// Complete implements idempotency.Store. It keeps a deep copy of resp.
+// Complete implements idempotency.Store. It keeps a deep copy of resp. When
+// the copy does not fit in the byte bound, even after sweeping the expired
+// entries, it returns an error wrapping idempotency.ErrResponseNotStorable
+// and changes nothing. A not-replayable outcome (Response.Oversize with no
+// Header and no Body) always fits: its room was taken with the claim.
 func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
@@ -278,22 +392,51 @@ func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, re
 	if ttl <= 0 {
 		return errNonPositive
 	}
-	return s.withHeld(k, token, func(sh *shard, e *entry, now time.Time) {
+	r := newResponse(&resp)
+	size := r.size()
+	complete := func(sh *shard, e *entry, now time.Time) error {
+		at := now.Add(ttl)
+		grow := size - reserveSize(k) // the response replaces the reserve
+		if e.queues(at) {
+			grow += itemSize(k)
+		}
+		if !s.budget.take(0, grow) {
+			return errNoRoom
+		}
 		e.state = idempotency.StateCompleted
 		e.leaseUntil = time.Time{}
-		sh.expireAt(k, e, now.Add(ttl))
-		e.resp = copyResponse(&resp)
-	})
+		sh.expireAt(k, e, at)
+		e.resp = r
+		return nil
+	}
+	err := s.withHeld(k, token, complete)
+	if err == errNoRoom && size <= s.budget.maxBytes && s.reclaim() {
+		err = s.withHeld(k, token, complete)
+	}
+	if err == errNoRoom {
+		return fmt.Errorf("memstore: a response of about %d bytes does not fit (%d of %d bytes in use): %w",
+			size, s.budget.bytes.Load(), s.budget.maxBytes, idempotency.ErrResponseNotStorable)
+	}
+	if err == nil {
+		s.settled(k)
+	}
+	return err
 }
 
-// Release implements idempotency.Store.
+// Release implements idempotency.Store. The entry's slot and bytes are free
+// at once; its expiry's few dozen bytes stay charged until it comes due.
 func (s *Store) Release(ctx context.Context, k idempotency.Key, token int64) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
-	return s.withHeld(k, token, func(sh *shard, _ *entry, _ time.Time) {
-		delete(sh.m, k)
+	err := s.withHeld(k, token, func(sh *shard, e *entry, _ time.Time) error {
+		sh.remove(k, e)
+		return nil
 	})
+	if err == nil {
+		s.settled(k)
+	}
+	return err
 }
 
 // Get implements idempotency.Store. The returned Response is a copy the
@@ -320,16 +463,54 @@ func (e *entry) export(now time.Time) idempotency.Entry {
 		out.LeaseRemaining = e.leaseUntil.Sub(now)
 	}
 	if e.resp != nil {
-		out.Response = copyResponse(e.resp)
+		out.Response = e.resp.export()
 	}
 	return out
 }
 
-func copyResponse(r *idempotency.Response) *idempotency.Response {
-	return &idempotency.Response{
-		Status:   r.Status,
-		Header:   r.Header.Clone(),
-		Body:     bytes.Clone(r.Body),
-		Oversize: r.Oversize,
+// newResponse returns the store's copy of r. Header values are strings,
+// which nobody can modify, so it copies the slices that hold them only.
+func newResponse(r *idempotency.Response) *response {
+	out := &response{status: r.Status, oversize: r.Oversize, body: bytes.Clone(r.Body)}
+	if r.Header == nil {
+		return out
 	}
+	n := 0
+	for _, vv := range r.Header {
+		n += len(vv)
+	}
+	values := make([]string, n)
+	out.header = make([]field, 0, len(r.Header))
+	for name, vv := range r.Header {
+		f := field{name: name}
+		if vv != nil {
+			n := copy(values, vv)
+			f.values, values = values[:n:n], values[n:]
+		}
+		out.header = append(out.header, f)
+	}
+	return out
+}
+
+// export returns a copy of r as an idempotency.Response the caller owns.
+func (r *response) export() *idempotency.Response {
+	out := &idempotency.Response{Status: r.status, Oversize: r.oversize, Body: bytes.Clone(r.body)}
+	if r.header == nil {
+		return out
+	}
+	n := 0
+	for _, f := range r.header {
+		n += len(f.values)
+	}
+	values := make([]string, n)
+	out.Header = make(http.Header, len(r.header))
+	for _, f := range r.header {
+		if f.values == nil {
+			out.Header[f.name] = nil
+			continue
+		}
+		n := copy(values, f.values)
+		out.Header[f.name], values = values[:n:n], values[n:]
+	}
+	return out
 }

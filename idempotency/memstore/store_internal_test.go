@@ -55,8 +55,8 @@ func TestLeaseAndTTLOnFakeClock(t *testing.T) {
 	k := idempotency.Key{Scope: "s", Key: "k"}
 
 	r1, err := s.Claim(ctx, k, "fp", time.Second, time.Minute)
-	if err != nil || !r1.Acquired {
-		t.Fatalf("first claim = %+v, %v", r1, err)
+	if err != nil || !r1.Acquired || r1.LeaseRemaining != time.Second {
+		t.Fatalf("first claim = %+v, %v; want acquired with the whole 1s lease left", r1, err)
 	}
 	clk.Advance(999 * time.Millisecond)
 	r, _ := s.Claim(ctx, k, "fp", time.Second, time.Minute)
@@ -65,8 +65,8 @@ func TestLeaseAndTTLOnFakeClock(t *testing.T) {
 	}
 	clk.Advance(time.Millisecond)
 	r2, _ := s.Claim(ctx, k, "fp", time.Second, time.Minute)
-	if !r2.Acquired || !r2.TookOver || r2.Token <= r1.Token {
-		t.Fatalf("claim at lapse = %+v, want takeover with token > %d", r2, r1.Token)
+	if !r2.Acquired || !r2.TookOver || r2.Token <= r1.Token || r2.LeaseRemaining != time.Second {
+		t.Fatalf("claim at lapse = %+v, want takeover with token > %d and the whole 1s lease left", r2, r1.Token)
 	}
 	if err := s.Complete(ctx, k, r1.Token, idempotency.Response{Status: 200}, time.Minute); !errors.Is(err, idempotency.ErrStaleToken) {
 		t.Fatalf("late Complete = %v, want ErrStaleToken", err)
