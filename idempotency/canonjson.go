@@ -2,8 +2,10 @@ package idempotency
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"slices"
+	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -16,11 +18,12 @@ const maxJSONDepth = 512
 var errNotJSON = errors.New("idempotency: body is not valid JSON")
 
 // appendCanonicalJSON appends the canonical form of the JSON text src to dst:
-// object members sorted by their encoded names (duplicates keep their order),
-// no insignificant whitespace, strings re-encoded with the minimal escapes,
-// and numbers kept as their literal text. Two texts that decode to the same
-// values with the same number spellings give the same bytes, and the mapping
-// is injective on everything else. It returns errNotJSON for invalid input.
+// object members sorted by their encoded names (duplicates and case variants
+// keep their order: see sortMembers), no insignificant whitespace, strings
+// re-encoded with the minimal escapes, and numbers kept as their literal
+// text. Two texts that decode to the same values with the same number
+// spellings give the same bytes, and the mapping is injective on everything
+// else. It returns errNotJSON for invalid input.
 func appendCanonicalJSON(dst, src []byte) ([]byte, error) {
 	c := canonicaliser{src: src, out: dst}
 	c.skipSpace()
@@ -35,10 +38,30 @@ func appendCanonicalJSON(dst, src []byte) ([]byte, error) {
 }
 
 type canonicaliser struct {
-	src     []byte
-	pos     int
-	out     []byte
+	src   []byte
+	pos   int
+	out   []byte
+	class uint8 // of the last string: see str
+
+	// Scratch space kept between uses: a copy of the object being
+	// reordered, and the fold keys and a copy of the members of the object
+	// being checked for case variants.
 	scratch []byte
+	keys    []uint64
+	spare   []member
+}
+
+// reset readies c to canonicalise src, appending to out; the scratch space
+// is kept.
+func (c *canonicaliser) reset(src, out []byte) {
+	c.src, c.pos, c.out = src, 0, out
+}
+
+// oversized reports whether c holds more scratch space than is worth keeping
+// in a pool.
+func (c *canonicaliser) oversized() bool {
+	const limit = 64 << 10 // bytes
+	return cap(c.scratch) > limit || cap(c.keys)*8 > limit || cap(c.spare)*3*8 > limit
 }
 
 func (c *canonicaliser) skipSpace() {
@@ -133,21 +156,31 @@ func (c *canonicaliser) number() error {
 	return nil
 }
 
-// str decodes a JSON string and appends its canonical encoding.
+// str decodes a JSON string and appends its canonical encoding. It sets
+// c.class to the union of the classes of the string's bytes (see strByte),
+// or to nameSpecial if the string holds an escape.
 func (c *canonicaliser) str() error {
 	s := c.src
 	i := c.pos + 1
 	// Fast path: a run without escapes or characters that need them is
 	// copied as it is.
 	start := i
-	for i < len(s) && s[i] != '"' && s[i] != '\\' && s[i] >= 0x20 {
+	var class uint8
+	for i < len(s) {
+		b := strByte[s[i]]
+		if b&strStop != 0 {
+			break
+		}
+		class |= b
 		i++
 	}
 	if i < len(s) && s[i] == '"' {
 		c.out = append(c.out, s[c.pos:i+1]...)
 		c.pos = i + 1
+		c.class = class
 		return nil
 	}
+	c.class = nameSpecial
 	c.out = append(c.out, '"')
 	c.out = append(c.out, s[start:i]...)
 	for i < len(s) {
@@ -314,6 +347,7 @@ func (c *canonicaliser) object(depth int) error {
 	}
 	var stack [8]member
 	members := stack[:0]
+	var class uint8 // of the names' bytes
 	for {
 		c.skipSpace()
 		if c.pos >= len(c.src) || c.src[c.pos] != '"' {
@@ -323,6 +357,7 @@ func (c *canonicaliser) object(depth int) error {
 		if err := c.str(); err != nil {
 			return err
 		}
+		class |= c.class
 		m.colon = len(c.out)
 		c.skipSpace()
 		if c.pos >= len(c.src) || c.src[c.pos] != ':' {
@@ -351,22 +386,253 @@ func (c *canonicaliser) object(depth int) error {
 		c.out = append(c.out, ',')
 	}
 	if len(members) > 1 {
-		out := c.out
-		name := func(m member) []byte { return out[m.start:m.colon] }
-		cmp := func(a, b member) int { return bytes.Compare(name(a), name(b)) }
-		if !slices.IsSortedFunc(members, cmp) {
-			slices.SortStableFunc(members, cmp)
-			c.scratch = append(c.scratch[:0], out[base:]...)
-			w := base
-			for i, m := range members {
-				if i > 0 {
-					out[w] = ','
-					w++
-				}
-				w += copy(out[w:], c.scratch[m.start-base:m.end-base])
-			}
-		}
+		c.sortMembers(base, members, class)
 	}
 	c.out = append(c.out, '}')
 	return nil
 }
+
+// sortMembers puts the members of the object whose text starts at
+// c.out[base] in canonical order; class is the union of the classes of the
+// bytes of their names (see strByte).
+//
+// A decoder reads a member order in two ways only: a case-sensitive one
+// cares about the order of members with the same name (which duplicate
+// wins), and a case-insensitive one, as encoding/json is for struct fields,
+// about the order of members whose names are equal under case folding (the
+// last match wins). The order within each fold class, the members whose
+// names fold equal, must therefore survive, and the order across classes may
+// be anything deterministic.
+//
+// The v1 order, a stable sort by encoded name, keeps it exactly when no two
+// different names of the object fold equal, as each class then holds one
+// name; it stays the order of such objects, so that their stored v1
+// fingerprints remain valid. An object with such a pair is sorted stably by
+// folded name instead, which keeps every class in input order. So in both
+// cases the canonical text lists each class's members in their input order,
+// and two bodies with the same canonical text are read the same by every
+// decoder of either kind: the mapping stays injective on what decoders see.
+// A body with a fold collision cannot share its text with one without:
+// whether an object has one depends only on its names, which the canonical
+// text spells out (an injective encoding of the decoded names), so equal
+// texts have equal names and were sorted by the same rule.
+func (c *canonicaliser) sortMembers(base int, members []member, class uint8) {
+	out := c.out
+	if class != 0 && c.foldCollision(members, class&nameSpecial == 0) {
+		byFolded := func(a, b member) int { return compareFolded(nameText(out, a), nameText(out, b)) }
+		if !slices.IsSortedFunc(members, byFolded) {
+			slices.SortStableFunc(members, byFolded)
+			c.rewrite(base, members)
+		}
+		return
+	}
+	byName := func(a, b member) int { return bytes.Compare(out[a.start:a.colon], out[b.start:b.colon]) }
+	if !slices.IsSortedFunc(members, byName) {
+		slices.SortStableFunc(members, byName)
+		c.rewrite(base, members)
+	}
+}
+
+// rewrite rewrites the object text from c.out[base] with its members in the
+// order of members.
+func (c *canonicaliser) rewrite(base int, members []member) {
+	out := c.out
+	c.scratch = append(c.scratch[:0], out[base:]...)
+	w := base
+	for i, m := range members {
+		if i > 0 {
+			out[w] = ','
+			w++
+		}
+		w += copy(out[w:], c.scratch[m.start-base:m.end-base])
+	}
+}
+
+// nameText returns the canonical encoding of m's name without its quotes.
+func nameText(out []byte, m member) []byte { return out[m.start+1 : m.colon-1] }
+
+// foldCollision reports whether two members have different names that are
+// equal under case folding; ascii reports that the names are ASCII without
+// escapes. It runs on every object whose names are not all lower-case ASCII
+// (those cannot collide: folding maps them one to one), so the common
+// objects are settled by a key per name that case variants share: only
+// equal keys (from a duplicate name, a case variant or a clash) lead to the
+// exact check, a sort by folded name. For ASCII names the key is cheap:
+// their case variants have the same length and the same letters, in any
+// case, at the same places.
+func (c *canonicaliser) foldCollision(members []member, ascii bool) bool {
+	c.keys = appendFoldKeys(c.keys[:0], c.out, members, ascii)
+	return hasDuplicate(c.keys) && c.caseVariants(members)
+}
+
+// appendFoldKeys appends to keys a key for each member's name that the
+// name's case variants share.
+func appendFoldKeys(keys []uint64, out []byte, members []member, ascii bool) []uint64 {
+	if ascii {
+		for _, m := range members {
+			keys = append(keys, asciiFoldKey(nameText(out, m)))
+		}
+		return keys
+	}
+	for _, m := range members {
+		keys = append(keys, foldHash(nameText(out, m)))
+	}
+	return keys
+}
+
+// caseVariants is the exact check: it sorts a copy of members by folded
+// name, which brings case variants together.
+func (c *canonicaliser) caseVariants(members []member) bool {
+	out := c.out
+	sorted := append(c.spare[:0], members...)
+	c.spare = sorted
+	slices.SortFunc(sorted, func(a, b member) int { return compareFolded(nameText(out, a), nameText(out, b)) })
+	for i := 1; i < len(sorted); i++ {
+		a, b := nameText(out, sorted[i-1]), nameText(out, sorted[i])
+		if compareFolded(a, b) == 0 && !bytes.Equal(a, b) {
+			return true
+		}
+	}
+	return false
+}
+
+// strByte classifies the bytes of a JSON string. strStop ends the run that
+// str copies as it is: '"', '\\' and control bytes. The classes that
+// foldCollision tells apart are nameUpper, upper-case ASCII, and
+// nameSpecial, the bytes of non-ASCII characters; all other bytes are 0.
+var strByte = func() (t [256]uint8) {
+	for b := range 0x20 {
+		t[b] = strStop
+	}
+	t['"'], t['\\'] = strStop, strStop
+	for b := 'A'; b <= 'Z'; b++ {
+		t[b] = nameUpper
+	}
+	for b := utf8.RuneSelf; b < len(t); b++ {
+		t[b] = nameSpecial
+	}
+	return t
+}()
+
+const (
+	nameUpper = 1 << iota
+	nameSpecial
+	strStop
+)
+
+// asciiFoldKey returns a key that an ASCII name without escapes shares with
+// its case variants: its length and its first, middle and last bytes with
+// the 0x20 bit set, which joins the two cases of a letter (and a few other
+// pairs, which only cost an exact check).
+func asciiFoldKey(s []byte) uint64 {
+	k := uint64(uint32(len(s)))
+	if n := len(s); n > 0 {
+		k |= uint64(s[0]|0x20)<<32 | uint64(s[n/2]|0x20)<<40 | uint64(s[n-1]|0x20)<<48
+	}
+	return k
+}
+
+// foldHash returns the FNV-1a hash of the folded characters of the
+// canonical string content s. Its quality only matters for speed: a clash
+// leads to the exact check, not to a wrong answer.
+func foldHash(s []byte) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); {
+		var r rune
+		r, i = foldedRune(s, i)
+		h = (h ^ uint64(r)) * 1099511628211
+	}
+	return h
+}
+
+// hasDuplicate reports whether two of keys are equal; it may reorder keys.
+func hasDuplicate(keys []uint64) bool {
+	if len(keys) <= 8 {
+		for i := range keys {
+			for j := i + 1; j < len(keys); j++ {
+				if keys[i] == keys[j] {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	slices.Sort(keys)
+	for i := 1; i < len(keys); i++ {
+		if keys[i] == keys[i-1] {
+			return true
+		}
+	}
+	return false
+}
+
+// compareFolded orders the canonical string contents a and b by their
+// folded characters; it returns 0 exactly when the names are equal under
+// case folding.
+func compareFolded(a, b []byte) int {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		var ra, rb rune
+		ra, i = foldedRune(a, i)
+		rb, j = foldedRune(b, j)
+		if ra != rb {
+			return cmp.Compare(ra, rb)
+		}
+	}
+	return cmp.Compare(len(a)-i, len(b)-j)
+}
+
+// foldedRune decodes the character that starts at s[i] in the content of a
+// canonical string and returns its case fold and the index after it.
+//
+// Names are folded decoded, as encoding/json reads them: an escape stands
+// for its character (\n or \u001f is a control character, which folds to
+// itself; the letters of the escape are never folded), and invalid UTF-8
+// and lone surrogates, which encoding/json decodes as U+FFFD, fold as
+// U+FFFD, so that "\xff" and "\ufffd", one name to encoding/json, also keep
+// their order.
+func foldedRune(s []byte, i int) (rune, int) {
+	if ch := s[i]; ch < utf8.RuneSelf && ch != '\\' {
+		if ch-'a' < 26 {
+			ch -= 'a' - 'A'
+		}
+		return rune(ch), i + 1
+	}
+	return foldedRuneSlow(s, i)
+}
+
+// foldedRuneSlow is foldedRune for an escape or a non-ASCII byte.
+func foldedRuneSlow(s []byte, i int) (rune, int) {
+	if s[i] != '\\' {
+		r, n := utf8.DecodeRune(s[i:])
+		return foldRune(r), i + n
+	}
+	// The escapes of a canonical string: see appendByte and str.
+	switch s[i+1] {
+	case 'b':
+		return '\b', i + 2
+	case 'f':
+		return '\f', i + 2
+	case 'n':
+		return '\n', i + 2
+	case 'r':
+		return '\r', i + 2
+	case 't':
+		return '\t', i + 2
+	case 'u':
+		r, _ := hex4(s, i+2)
+		if utf16.IsSurrogate(r) {
+			r = utf8.RuneError
+		}
+		return r, i + 6
+	}
+	return rune(s[i+1]), i + 2 // \" or \\
+}
+
+// foldRune folds r as encoding/json's foldName has done to match names to
+// struct fields: to the upper case of its lower case. Its classes contain
+// those of bytes.EqualFold, the folding newer encoding/json versions use
+// (TestFoldRune checks every cased rune), and join U+0130 and U+0131
+// (dotted and dotless i) with "I" on top, so names that either folding
+// finds equal keep their order.
+func foldRune(r rune) rune { return unicode.ToUpper(unicode.ToLower(r)) }

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 )
 
 func TestCanonicalJSON(t *testing.T) {
@@ -34,6 +36,25 @@ func TestCanonicalJSON(t *testing.T) {
 		{`{"a":1,"a":2}`, `{"a":1,"a":2}`},
 		{`{"b":1,"a":1,"b":2}`, `{"a":1,"b":1,"b":2}`},
 		{`{"\u0062":1,"a":2}`, `{"a":2,"b":1}`},
+		// Case variants keep their order, sorted by folded name; without
+		// them, upper case sorts before lower case as bytes do.
+		{`{"b":1,"A":2}`, `{"A":2,"b":1}`},
+		{`{"amount":100,"Amount":5}`, `{"amount":100,"Amount":5}`},
+		{`{"Amount":5,"amount":100}`, `{"Amount":5,"amount":100}`},
+		{`{"b":1,"a":2,"A":3,"_":4}`, `{"a":2,"A":3,"b":1,"_":4}`},
+		{`{"b":1,"A":3,"a":2}`, `{"A":3,"a":2,"b":1}`},
+		{`{"z":{"b":1,"B":2},"a":0}`, `{"a":0,"z":{"b":1,"B":2}}`},
+		{`{"\u212a":1,"k":2}`, "{\"\u212a\":1,\"k\":2}"},
+		{`{"S":1,"\u017f":2,"s":3}`, "{\"S\":1,\"\u017f\":2,\"s\":3}"},
+		{`{"É":1,"é":2,"e":3}`, `{"e":3,"É":1,"é":2}`},
+		{`{"\u0041":1,"a":2}`, `{"A":1,"a":2}`},
+		{`{"\udc00":1,"\ud800":2}`, `{"\udc00":1,"\ud800":2}`},
+		{"{\"\xff\":1,\"\ufffd\":2}", "{\"\xff\":1,\"\ufffd\":2}"},
+		// One name spelled twice is a duplicate, not a variant; escapes
+		// decode to characters that fold to themselves.
+		{`{"\u0041":2,"A":1}`, `{"A":2,"A":1}`},
+		{`{"\u001F":1,"\u001f":2}`, `{"\u001f":1,"\u001f":2}`},
+		{`{"\n":1,"N":2,"\\N":3}`, `{"N":2,"\\N":3,"\n":1}`},
 	}
 	for _, tt := range tests {
 		got, err := appendCanonicalJSON(nil, []byte(tt.in))
@@ -53,7 +74,7 @@ func TestCanonicalJSON(t *testing.T) {
 
 func FuzzCanonicalJSON(f *testing.F) {
 	for _, s := range []string{`{"b":1,"a":[1,2,{"d":null,"c":true}]}`, `"\ud800\u0041"`, `[1e3, -0.5]`, `{"a":1,"a":2}`,
-		`{"\u00e9":"x","e":"y"}`, "\"\xff\"", `{`, `1.`} {
+		`{"\u00e9":"x","e":"y"}`, "\"\xff\"", `{`, `1.`, `{"a":1,"A":2}`, `{"K":1,"\u212a":2,"k":3}`, `{"\u00c9":1,"é":2}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
@@ -78,5 +99,75 @@ func FuzzCanonicalJSON(f *testing.F) {
 		if da.Decode(&a) != nil || db.Decode(&b) != nil || !reflect.DeepEqual(a, b) {
 			t.Fatalf("canonical(%q) = %q decodes differently", in, out)
 		}
+		// A struct matches names case-insensitively, the last match winning.
+		var sa, sb struct {
+			A, K, S, E any
+			X          any `json:"é"`
+		}
+		if json.Unmarshal(in, &sa) == nil && (json.Unmarshal(out, &sb) != nil || !reflect.DeepEqual(sa, sb)) {
+			t.Fatalf("canonical(%q) = %q decodes differently into a struct", in, out)
+		}
 	})
+}
+
+// TestFoldRune checks the claims made for the folding: it joins every pair
+// of runes bytes.EqualFold finds equal (the SimpleFold orbits), it is
+// stable, and foldedRune's ASCII shortcut agrees with it. Only runes in
+// unicode.CaseRanges have case mappings, and every orbit of more than one
+// rune holds one of them (ß's holds ẞ), so walking their orbits covers
+// every rune that does not fold to itself alone.
+func TestFoldRune(t *testing.T) {
+	for _, cr := range unicode.CaseRanges {
+		for r := rune(cr.Lo); r <= rune(cr.Hi); r++ {
+			f := foldRune(r)
+			if foldRune(f) != f {
+				t.Errorf("foldRune(%U) = %U, which folds to %U", r, f, foldRune(f))
+			}
+			for o := unicode.SimpleFold(r); o != r; o = unicode.SimpleFold(o) {
+				if foldRune(o) != f {
+					t.Errorf("foldRune(%U) = %U but foldRune(%U) = %U, in one SimpleFold orbit", r, f, o, foldRune(o))
+				}
+			}
+		}
+	}
+	for b := byte(0x20); b < utf8.RuneSelf; b++ {
+		if b == '"' || b == '\\' {
+			continue
+		}
+		if got, n := foldedRune([]byte{b}, 0); got != foldRune(rune(b)) || n != 1 {
+			t.Errorf("foldedRune(%q) = %q, %d; want %q", b, got, n, foldRune(rune(b)))
+		}
+	}
+}
+
+func TestCompareFolded(t *testing.T) {
+	// Canonical string contents, as in c.out.
+	tests := []struct {
+		a, b string
+		want int
+	}{
+		{"amount", "AMOUNT", 0},
+		{"k", "\u212a", 0},
+		{"s", "\u017f", 0},
+		{"\u00e9", "\u00c9", 0},
+		{"i", "\u0130", 0},
+		{"\xff", "\ufffd", 0},
+		{`\ud800`, "\ufffd", 0},
+		{`\ud800`, `\udfff`, 0},
+		{`\n`, "N", -1},  // a newline, not the letter n
+		{`\\N`, `\\`, 1}, // a backslash and N, against a backslash
+		{`\u001f`, "U001F", -1},
+		{`\"`, `"`, 0},
+		{"a", "ab", -1},
+		{"ab", "A", 1},
+		{"", "", 0},
+	}
+	for _, tt := range tests {
+		if got := compareFolded([]byte(tt.a), []byte(tt.b)); got != tt.want {
+			t.Errorf("compareFolded(%q, %q) = %d; want %d", tt.a, tt.b, got, tt.want)
+		}
+		if got := compareFolded([]byte(tt.b), []byte(tt.a)); got != -tt.want {
+			t.Errorf("compareFolded(%q, %q) = %d; want %d", tt.b, tt.a, got, -tt.want)
+		}
+	}
 }

@@ -23,9 +23,10 @@ const fingerprintVersion = "v1:"
 // Content-Type is application/json or ends in +json, and that is valid JSON,
 // is canonicalised first (object members sorted, insignificant whitespace
 // dropped, strings re-escaped minimally, numbers kept as their literal text),
-// so reordered members or reformatting give the same fingerprint while any
-// changed value gives a different one. Any other body, and a JSON-typed body
-// that is not valid JSON, is taken byte for byte.
+// so reordered members (other than case variants, below) or reformatting
+// give the same fingerprint while any changed value gives a different one.
+// Any other body, and a JSON-typed body that is not valid JSON, is taken
+// byte for byte.
 //
 // The choices, where two requests could be judged the same or not:
 //   - Strings are compared decoded: "\u00e9" and "é", or "\/" and "/", are the
@@ -34,6 +35,13 @@ const fingerprintVersion = "v1:"
 //     application may read them differently (an integer field rejects 1.0).
 //   - Duplicate member names are kept, in their order, after sorting: {"a":1,"a":2}
 //     and {"a":2,"a":1} differ, as decoders disagree on which one wins.
+//   - Member names equal under Unicode case folding, as encoding/json matches
+//     struct fields ("amount" and "Amount", "k" and the Kelvin sign U+212A),
+//     keep their order too: {"amount":1,"Amount":2} and {"Amount":2,"amount":1}
+//     differ, as a case-insensitive decoder takes the last match. Names are
+//     folded decoded, with invalid UTF-8 and lone surrogates read as U+FFFD.
+//     Only an object holding such a pair is sorted by folded name rather than
+//     by name, so the v1 fingerprint of every other body stays as it was.
 //   - Query parameters are compared decoded (a=%41 is a=A, and "a" is "a=");
 //     a query that does not decode is taken as it is.
 //   - The Content-Type only chooses JSON or bytes: the same bytes sent as
@@ -69,7 +77,7 @@ func fingerprint(method, path, rawQuery, contentType string, body []byte) string
 	}
 	kind, b := byte('b'), body
 	if len(body) > 0 && isJSONType(contentType) {
-		st.canon = canonicaliser{src: body, out: st.buf[:0], scratch: st.canon.scratch}
+		st.canon.reset(body, st.buf[:0])
 		st.canon.skipSpace()
 		err := st.canon.value(0)
 		st.canon.skipSpace()
@@ -81,8 +89,9 @@ func fingerprint(method, path, rawQuery, contentType string, body []byte) string
 	}
 	writeField(st, kind, b)
 	st.sum = sha256.Sum256(st.stage)
-	if cap(st.stage) > 64<<10 || cap(st.buf) > 64<<10 {
-		st.stage, st.buf = nil, nil // do not pin large buffers in the pool
+	if cap(st.stage) > 64<<10 || cap(st.buf) > 64<<10 || st.canon.oversized() {
+		// Do not pin large buffers in the pool.
+		st.stage, st.buf, st.canon = nil, nil, canonicaliser{}
 	}
 	n := copy(st.out[:], fingerprintVersion)
 	hex.Encode(st.out[n:], st.sum[:])
