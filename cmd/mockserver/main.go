@@ -11,14 +11,21 @@
 //
 // Flags:
 //
-//	-addr       address to listen on (default 127.0.0.1:8080; port 0 picks one)
-//	-store      memory (default), redis://... or rediss://..., postgres://... or postgresql://...
-//	-ttl        how long a completed key is replayed (default 24h)
-//	-lease      how long a claim lives without renewal (default 10s)
-//	-wait       how long a duplicate waits for a running original before 409 (default 0: at once)
-//	-namespace  idempotency scope prefix; instances sharing a store and a namespace share keys (default mockserver)
-//	-table      PostgreSQL table of the entries, created if missing (default idempotency_entries; postgres store only)
-//	-v          log executions and injected faults to stderr
+//	-addr         address to listen on (default 127.0.0.1:8080; port 0 picks one)
+//	-store        memory (default), redis://... or rediss://..., postgres://... or postgresql://...
+//	-ttl          how long a completed key is replayed (default 24h)
+//	-lease        how long a claim lives without renewal (default 10s)
+//	-wait         how long a duplicate waits for a running original before 409 (default 0: at once)
+//	-namespace    idempotency scope prefix; instances sharing a store and a namespace share keys (default mockserver)
+//	-table        PostgreSQL table of the entries, created if missing (default idempotency_entries; postgres store only)
+//	-max-entries  most entries the memory store holds; a new key beyond gets 503 (default 1000000; memory store only)
+//	-max-bytes    most bytes of heap the memory store's entries hold, as it estimates them (default 268435456; memory store only)
+//	-v            log executions and injected faults to stderr
+//
+// With a redis:// store it checks the server's settings at start and prints
+// a warning to stderr for each one under which Redis may forget claims and
+// outcomes (an evicting maxmemory-policy, no persistence; see
+// redisstore.Store.Check), then serves all the same.
 //
 // It prints one line with its URL once it accepts connections. SIGINT or
 // SIGTERM stops it gracefully: no new connections, requests in flight are
@@ -43,6 +50,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/memstore"
 	"github.com/saferetry/saferetry/idempotency/pgstore"
 	"github.com/saferetry/saferetry/idempotency/redisstore"
 	"github.com/saferetry/saferetry/mockserver"
@@ -77,6 +85,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	wait := fs.Duration("wait", 0, "how long a duplicate waits for a running original before 409 (0: at once)")
 	namespace := fs.String("namespace", "mockserver", "idempotency scope prefix; instances sharing a store and a namespace share keys")
 	table := fs.String("table", "", "PostgreSQL table of the entries, created if missing (default "+pgstore.DefaultTable+"; postgres store only)")
+	maxEntries := fs.Int("max-entries", memstore.DefaultMaxEntries, "most entries the memory store holds; a new key beyond gets 503 (memory store only)")
+	maxBytes := fs.Int64("max-bytes", memstore.DefaultMaxBytes, "most bytes of heap the memory store's entries hold, as it estimates them (memory store only)")
 	verbose := fs.Bool("v", false, "log executions and injected faults to stderr")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -88,6 +98,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errors.New("mockserver: -ttl and -lease must be positive, -wait not negative")
 	}
 
+	var memoryOnly []string
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "max-entries" || f.Name == "max-bytes" {
+			memoryOnly = append(memoryOnly, "-"+f.Name)
+		}
+	})
+	if len(memoryOnly) > 0 && !isMemory(*storeURL) {
+		return fmt.Errorf("mockserver: %s applies to the memory store only", strings.Join(memoryOnly, " and "))
+	}
+	if *maxEntries <= 0 || *maxBytes <= 0 {
+		return errors.New("mockserver: -max-entries and -max-bytes must be positive")
+	}
+
 	if *table != "" {
 		if !isPostgres(*storeURL) {
 			return errors.New("mockserver: -table applies to a postgres:// store only")
@@ -97,7 +120,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
-	st, storeName, closeStore, err := openStore(ctx, *storeURL, *table)
+	st, storeName, closeStore, err := openStore(ctx, *storeURL, storeOptions{
+		table:      *table,
+		maxEntries: *maxEntries,
+		maxBytes:   *maxBytes,
+		warnings:   stderr,
+	})
 	if err != nil {
 		return err
 	}
@@ -129,19 +157,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+func isMemory(u string) bool { return u == "" || u == "memory" }
+
 func isPostgres(u string) bool {
 	return strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://")
 }
 
-// openStore connects to the store named by u; table, when not empty, is the
-// PostgreSQL table (already validated). A nil store means the mock server's
-// own memory store.
-func openStore(ctx context.Context, u, table string) (st idempotency.Store, name string, closeFn func(), err error) {
+// storeOptions are the flags that shape the store, already validated.
+type storeOptions struct {
+	table      string    // PostgreSQL only; "" for the default
+	maxEntries int       // memory only
+	maxBytes   int64     // memory only
+	warnings   io.Writer // gets the warnings of the Redis settings check
+}
+
+// openStore connects to the store named by u, or makes the memory store.
+func openStore(ctx context.Context, u string, o storeOptions) (st idempotency.Store, name string, closeFn func(), err error) {
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
 	switch {
-	case u == "" || u == "memory":
-		return nil, "memory", func() {}, nil
+	case isMemory(u):
+		ms := memstore.New(memstore.WithMaxEntries(o.maxEntries), memstore.WithMaxBytes(o.maxBytes))
+		return ms, "memory", func() { _ = ms.Close() }, nil
 
 	case strings.HasPrefix(u, "redis://") || strings.HasPrefix(u, "rediss://"):
 		opt, err := redis.ParseURL(u)
@@ -153,7 +190,9 @@ func openStore(ctx context.Context, u, table string) (st idempotency.Store, name
 			_ = rdb.Close()
 			return nil, "", nil, fmt.Errorf("mockserver: cannot reach redis: %w", err)
 		}
-		return redisstore.New(rdb), "redis " + opt.Addr, func() { _ = rdb.Close() }, nil
+		rs := redisstore.New(rdb)
+		warnRedisSettings(ctx, rs, o.warnings)
+		return rs, "redis " + opt.Addr, func() { _ = rdb.Close() }, nil
 
 	case isPostgres(u):
 		pool, err := pgxpool.New(ctx, u)
@@ -161,8 +200,8 @@ func openStore(ctx context.Context, u, table string) (st idempotency.Store, name
 			return nil, "", nil, fmt.Errorf("mockserver: -store: %w", err)
 		}
 		var opts []pgstore.Option
-		if table != "" {
-			opts = append(opts, pgstore.WithTable(table))
+		if o.table != "" {
+			opts = append(opts, pgstore.WithTable(o.table))
 		}
 		ps := pgstore.New(pool, opts...)
 		if err := ps.CreateSchema(ctx); err != nil {
@@ -173,4 +212,19 @@ func openStore(ctx context.Context, u, table string) (st idempotency.Store, name
 		return ps, "postgres table " + ps.Table(), func() { stopReaper(); pool.Close() }, nil
 	}
 	return nil, "", nil, fmt.Errorf("mockserver: -store %q: want memory, redis://... or postgres://...", u)
+}
+
+// warnRedisSettings prints one warning line to w per setting of the Redis
+// server under which it may forget claims and outcomes. The mock server
+// serves all the same: it is a test tool, and a test Redis often runs
+// without persistence on purpose.
+func warnRedisSettings(ctx context.Context, rs *redisstore.Store, w io.Writer) {
+	problems, err := rs.Check(ctx)
+	if err != nil {
+		fmt.Fprintf(w, "mockserver: warning: cannot check the redis settings: %v\n", err)
+		return
+	}
+	for _, p := range problems {
+		fmt.Fprintf(w, "mockserver: warning: redis %s\n", p)
+	}
 }

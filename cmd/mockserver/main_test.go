@@ -17,7 +17,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/saferetry/saferetry/idempotency/redisstore"
 	"github.com/saferetry/saferetry/internal/testenv"
 )
 
@@ -46,17 +48,26 @@ func (l *lines) String() string {
 	return l.buf.String()
 }
 
-// start runs the binary's run in the background and returns its URL and a
-// stop function that shuts it down and returns run's error.
+// start runs the binary's run in the background and returns its URL, its
+// standard output and a stop function that shuts it down and returns run's
+// error.
 func start(t *testing.T, args ...string) (string, *lines, func() error) {
 	t.Helper()
+	url, out, _, stop := startCapturing(t, args...)
+	return url, out, stop
+}
+
+// startCapturing is start that returns the standard error too.
+func startCapturing(t *testing.T, args ...string) (url string, stdout, stderr *lines, stop func() error) {
+	t.Helper()
 	out := &lines{url: make(chan string, 1)}
+	errOut := &lines{url: make(chan string, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), out, &bytes.Buffer{}) }()
+	go func() { done <- run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), out, errOut) }()
 	select {
 	case u := <-out.url:
-		return u, out, func() error { cancel(); return <-done }
+		return u, out, errOut, func() error { cancel(); return <-done }
 	case err := <-done:
 		cancel()
 		t.Fatalf("run ended before listening: %v", err)
@@ -64,7 +75,7 @@ func start(t *testing.T, args ...string) (string, *lines, func() error) {
 		cancel()
 		t.Fatal("no startup line after 10s")
 	}
-	return "", nil, nil
+	return "", nil, nil, nil
 }
 
 func post(t *testing.T, url, key string) *http.Response {
@@ -116,10 +127,101 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"-table", "entries"},
 		{"-store", "redis://127.0.0.1:1/0", "-table", "entries"},
 		{"-store", "postgres://127.0.0.1:1/x", "-table", "Bad-Name"},
+		{"-max-entries", "0"},
+		{"-max-bytes", "-1"},
 	} {
 		if err := run(context.Background(), args, &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
 			t.Errorf("run %q: no error", args)
 		}
+	}
+}
+
+// TestRunRefusesMemoryBoundsForOtherStores: -max-entries and -max-bytes
+// shape the memory store only, and say so before any connection is tried.
+func TestRunRefusesMemoryBoundsForOtherStores(t *testing.T) {
+	for _, args := range [][]string{
+		{"-store", "redis://127.0.0.1:1/0", "-max-entries", "10"},
+		{"-store", "redis://127.0.0.1:1/0", "-max-bytes", "1000000"},
+		{"-store", "postgres://127.0.0.1:1/x", "-max-entries", "10", "-max-bytes", "1000000"},
+	} {
+		err := run(context.Background(), args, &bytes.Buffer{}, &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), "applies to the memory store only") {
+			t.Errorf("run %q = %v, want an error saying the flag applies to the memory store only", args, err)
+		}
+	}
+}
+
+// TestMaxEntriesFlagTakesEffect: with -max-entries 2 the third new key is
+// refused with 503 and nothing runs, while the first two still replay.
+func TestMaxEntriesFlagTakesEffect(t *testing.T) {
+	url, _, stop := start(t, "-max-entries", "2")
+	defer stop()
+	for _, key := range []string{"bound-1", "bound-2"} {
+		if resp := post(t, url, key); resp.StatusCode != http.StatusCreated {
+			t.Fatalf("POST %s: %d, want 201", key, resp.StatusCode)
+		}
+	}
+	resp := post(t, url, "bound-3")
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("POST of a third key: %d Retry-After=%q, want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if resp := post(t, url, "bound-1"); resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("replay at the bound: %d replayed=%q", resp.StatusCode, resp.Header.Get("Idempotent-Replayed"))
+	}
+	var st struct {
+		Executions int `json:"executions"`
+	}
+	getJSON(t, url+"/_mock/keys/bound-3", &st)
+	if st.Executions != 0 {
+		t.Errorf("the refused key executed %d times, want 0", st.Executions)
+	}
+}
+
+// TestMaxBytesFlagTakesEffect: a byte bound too small for any entry makes
+// the first key get 503.
+func TestMaxBytesFlagTakesEffect(t *testing.T) {
+	url, _, stop := start(t, "-max-bytes", "100")
+	defer stop()
+	if resp := post(t, url, "tiny-1"); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("POST with -max-bytes 100: %d, want 503", resp.StatusCode)
+	}
+}
+
+// TestRedisSettingsWarnings: at start on a Redis store, each problem
+// redisstore's Check finds is one warning line on stderr, and the server
+// serves all the same. The shared test Redis runs without persistence.
+func TestRedisSettingsWarnings(t *testing.T) {
+	u := testenv.RedisURL(t)
+	opt, err := redis.ParseURL(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	problems, err := redisstore.New(rdb).Check(context.Background())
+	if err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	if len(problems) == 0 {
+		t.Skip("the shared Redis persists and does not evict: nothing to warn about")
+	}
+	url, _, stderr, stop := startCapturing(t, "-store", u, "-namespace", testenv.RandomName("cmdtest-"))
+	defer stop()
+	var want []string
+	for _, p := range problems {
+		want = append(want, "mockserver: warning: redis "+p.String())
+	}
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+		if strings.HasPrefix(l, "mockserver: warning: ") {
+			got = append(got, l)
+		}
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if resp := post(t, url, "warned-1"); resp.StatusCode != http.StatusCreated {
+		t.Errorf("POST after the warnings: %d, want 201", resp.StatusCode)
 	}
 }
 

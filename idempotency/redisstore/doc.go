@@ -53,6 +53,13 @@
 // always) or RDB snapshots, a Redis restart forgets every claim and outcome,
 // and retries in flight execute again.
 //
+// Store.Check reads these settings from the server (from every primary of
+// a cluster) and reports each one under which Redis may forget entries: an
+// evicting maxmemory-policy, appendonly no (telling whether RDB snapshots
+// are taken at least), appendfsync no. It falls back to INFO where CONFIG
+// is disabled, as managed services often do. Call it at start-up and log
+// what it finds; cmd/mockserver prints each problem as a warning.
+//
 // Replication: Redis replicates asynchronously. When a primary fails over,
 // claims and outcomes it acknowledged but had not yet sent to the promoted
 // replica are lost, and a retry may execute the operation a second time.
