@@ -25,9 +25,6 @@ const (
 	// listenIdle is how long the listener waits for a notification before
 	// it checks whether anybody still waits, and stops if nobody does.
 	listenIdle = 10 * time.Second
-	// listenReadyWait bounds how long a first Watch waits for the listener
-	// to be listening, so that no notification sent meanwhile is missed.
-	listenReadyWait = 2 * time.Second
 	// listenRetryMax bounds the pause between two connection attempts.
 	listenRetryMax = 5 * time.Second
 )
@@ -42,10 +39,6 @@ type watcher struct {
 
 	nameOnce sync.Once
 	name     string
-
-	mu     sync.Mutex
-	ready  chan struct{} // closed once the current listener listens
-	broken bool          // the listener's last connection attempt failed
 }
 
 // channel returns the notification channel of the store's table.
@@ -77,67 +70,29 @@ func (w *watcher) payload(scope, key string) string {
 // connection if none is open.
 func (s *Store) Watch(ctx context.Context, k idempotency.Key) (<-chan struct{}, func(), error) {
 	scope, key := encodeText(k.Scope), encodeText(k.Key)
-	ch, stop, first, listen := s.watch.set.Add(s.watch.payload(scope, key))
-	ready, broken := s.watch.listening(listen)
-	if first {
+	mark := func(ctx context.Context) error {
 		if err := s.gate.Enter(ctx); err != nil {
-			stop()
-			return nil, nil, fmt.Errorf("pgstore: watch: %w", err)
+			return err
 		}
+		defer s.gate.Leave()
 		_, err := s.pool.Exec(ctx, s.sql.watch, scope, key)
-		s.gate.Leave()
-		if err != nil {
-			stop()
-			return nil, nil, fmt.Errorf("pgstore: watch: %w", err)
-		}
+		return err
 	}
-	if broken {
-		return ch, stop, nil // the fallback poll covers what is missed
-	}
-	t := time.NewTimer(listenReadyWait)
-	defer t.Stop()
-	select {
-	case <-ready:
-	case <-t.C: // not listening yet: the fallback poll covers the gap
-	case <-ctx.Done():
-		stop()
-		return nil, nil, fmt.Errorf("pgstore: watch: %w", ctx.Err())
+	ch, stop, err := s.watch.set.Watch(ctx, s.watch.payload(scope, key), mark, s.watch.listen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pgstore: watch: %w", err)
 	}
 	return ch, stop, nil
 }
 
-// listening returns the channel closed once the listener listens, and
-// whether its last attempt to connect failed; it starts a listener first
-// when start is true.
-func (w *watcher) listening(start bool) (ready <-chan struct{}, broken bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if start {
-		w.ready, w.broken = make(chan struct{}), false
-		go w.listen(w.ready)
-	}
-	return w.ready, w.broken
-}
-
-func (w *watcher) setBroken(broken bool) {
-	w.mu.Lock()
-	w.broken = broken
-	w.mu.Unlock()
-}
-
 // listen holds a LISTEN connection until nobody waits, reconnecting after
-// failures. It closes ready once it first listens. After every (re)connect
-// it wakes every waiter, since notifications sent while it was not
-// listening are lost.
-func (w *watcher) listen(ready chan struct{}) {
-	var readyOnce sync.Once
+// failures.
+func (w *watcher) listen() {
 	pause := 100 * time.Millisecond
 	for {
 		conn, err := w.connect()
-		w.setBroken(err != nil)
 		if err == nil {
-			readyOnce.Do(func() { close(ready) })
-			w.set.FireAll()
+			w.set.Listening()
 			pause = 100 * time.Millisecond
 			err = w.receive(conn)
 			_ = conn.Close(context.Background())
@@ -145,6 +100,7 @@ func (w *watcher) listen(ready chan struct{}) {
 				return // retired: nobody waits
 			}
 		}
+		w.set.Failed()
 		w.store.logger().LogAttrs(context.Background(), slog.LevelWarn, "pgstore: the LISTEN connection for waiting requests failed; they poll meanwhile",
 			slog.String("channel", w.channel()), slog.Any("error", err))
 		if w.set.Retire() {

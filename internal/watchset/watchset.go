@@ -5,14 +5,25 @@
 // it hears of; Set tells it when to start listening and when it may stop.
 package watchset
 
-import "sync"
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// ReadyWait bounds how long Watch waits for a new listener to listen, so
+// that no settlement announced meanwhile is missed; past it the waiter
+// relies on its fallback poll.
+const ReadyWait = 2 * time.Second
 
 // Set holds the waiters of keys of type K. The zero Set is empty and ready
 // to use. It is safe for concurrent use.
 type Set[K comparable] struct {
 	mu        sync.Mutex
 	m         map[K]*watch
-	listening bool
+	listening bool          // a listener runs
+	ready     chan struct{} // closed once it listens
+	broken    bool          // its last attempt to listen failed
 }
 
 // watch is the channel shared by every waiter of one key, closed by Fire.
@@ -94,4 +105,72 @@ func (s *Set[K]) Retire() bool {
 	}
 	s.listening = false
 	return true
+}
+
+// Watch registers a waiter for k for a store with a remote half, and
+// returns its channel and stop function (see Add). When no listener runs it
+// starts listen in a goroutine of its own; listen calls Listening once it
+// listens, Failed when it cannot, Fire for each settlement it hears of, and
+// returns when Retire says nobody waits. When k had no waiter, announce asks
+// the server to announce k's settlement (an error stops the watch and is
+// returned). Watch then waits, up to ReadyWait, until the listener listens,
+// unless its last attempt failed.
+func (s *Set[K]) Watch(ctx context.Context, k K, announce func(context.Context) error, listen func()) (<-chan struct{}, func(), error) {
+	ch, stop, first, start := s.Add(k)
+	s.mu.Lock()
+	if start {
+		s.ready, s.broken = make(chan struct{}), false
+		go listen()
+	}
+	ready, broken := s.ready, s.broken
+	s.mu.Unlock()
+	if first && announce != nil {
+		if err := announce(ctx); err != nil {
+			stop()
+			return nil, nil, err
+		}
+	}
+	if broken {
+		return ch, stop, nil
+	}
+	t := time.NewTimer(ReadyWait)
+	defer t.Stop()
+	select {
+	case <-ready:
+	case <-t.C: // not listening yet: the fallback poll covers the gap
+	case <-ctx.Done():
+		stop()
+		return nil, nil, ctx.Err()
+	}
+	return ch, stop, nil
+}
+
+// Listening is called by the listener each time it (re)starts listening:
+// waiters stop waiting for it. On a restart every waiter is woken, since
+// settlements announced while it was not listening are lost (before the
+// first start there is nothing to miss: Watch waited for it).
+func (s *Set[K]) Listening() {
+	s.mu.Lock()
+	s.broken = false
+	restart := true
+	if s.ready != nil {
+		select {
+		case <-s.ready:
+		default:
+			close(s.ready)
+			restart = false
+		}
+	}
+	s.mu.Unlock()
+	if restart {
+		s.FireAll()
+	}
+}
+
+// Failed is called by the listener when it could not listen: new waiters
+// do not wait for it (their fallback poll covers the gap).
+func (s *Set[K]) Failed() {
+	s.mu.Lock()
+	s.broken = true
+	s.mu.Unlock()
 }

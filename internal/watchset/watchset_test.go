@@ -1,8 +1,11 @@
 package watchset
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"testing"
+	"time"
 )
 
 func closed(ch <-chan struct{}) bool {
@@ -108,5 +111,78 @@ func TestConcurrent(t *testing.T) {
 	wg.Wait()
 	if s.Len() != 0 {
 		t.Fatalf("Len = %d after every waiter stopped", s.Len())
+	}
+}
+
+// TestWatchStartsOneListener checks Watch's listener protocol: the first
+// waiter starts the listener and waits until it listens; the first
+// Listening wakes nobody, a later one (a reconnect) wakes every waiter;
+// after Failed, new waiters do not wait; announce runs for a key's first
+// waiter only.
+func TestWatchStartsOneListener(t *testing.T) {
+	var s Set[string]
+	ctx := context.Background()
+	started := make(chan struct{}, 4)
+	listen := func() { started <- struct{}{} }
+	var announced []string
+	announce := func(k string) func(context.Context) error {
+		return func(context.Context) error { announced = append(announced, k); return nil }
+	}
+	type watched struct {
+		ch   <-chan struct{}
+		stop func()
+	}
+	got := make(chan watched)
+	go func() {
+		ch, stop, err := s.Watch(ctx, "a", announce("a"), listen)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- watched{ch, stop}
+	}()
+	<-started
+	select {
+	case <-got:
+		t.Fatal("Watch returned before the listener listened")
+	case <-time.After(50 * time.Millisecond):
+	}
+	s.Listening()
+	a := <-got
+	defer a.stop()
+	if closed(a.ch) {
+		t.Fatal("the first Listening woke the waiter")
+	}
+	b, stopB, err := s.Watch(ctx, "a", announce("a"), listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopB()
+	if len(started) != 0 || len(announced) != 1 {
+		t.Fatalf("a second waiter started %d listeners and announced %v; want none and [a]", len(started), announced)
+	}
+	s.Listening() // a reconnect
+	if !closed(a.ch) || !closed(b) {
+		t.Fatal("a reconnect did not wake every waiter")
+	}
+	s.Failed()
+	begin := time.Now()
+	_, stopC, err := s.Watch(ctx, "c", nil, listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopC()
+	if waited := time.Since(begin); waited > ReadyWait/2 {
+		t.Fatalf("Watch waited %v for a listener that failed", waited)
+	}
+}
+
+func TestWatchAnnounceError(t *testing.T) {
+	var s Set[int]
+	errNo := errors.New("no")
+	if _, _, err := s.Watch(context.Background(), 1, func(context.Context) error { return errNo }, func() {}); !errors.Is(err, errNo) {
+		t.Fatalf("Watch = %v, want the announce error", err)
+	}
+	if s.Len() != 0 {
+		t.Fatalf("a failed Watch left %d keys watched", s.Len())
 	}
 }
