@@ -31,6 +31,7 @@
 //	new (scope, key)                               claim, run, store, answer            yes, once
 //	same key and fingerprint, completed            stored answer + Idempotent-Replayed  no
 //	same key and fingerprint, running              409 ProblemInProgress + Retry-After  no
+//	claim answered with under half its lease left  409 ProblemInProgress + Retry-After  no
 //	same key, other fingerprint                    422 ProblemKeyReused                 no
 //	previous holder's lease lapsed                 takeover with a higher token         yes
 //	completed with an oversize response            410 ProblemResponseTooLarge          no
@@ -67,7 +68,10 @@
 // on after the release). The handler must therefore not leave half-done side
 // effects behind a 5xx; transactional mode guarantees that.
 //
-// Only allow-listed headers are stored and replayed: Content-Type,
+// Stores keep every byte: a header value with NUL or invalid UTF-8, a scope
+// of any bytes and the body are replayed exactly as the handler wrote them
+// (see the Store documentation). Only allow-listed headers are stored and
+// replayed: Content-Type,
 // Location, ETag, Last-Modified, Link and Content-Location, plus those named
 // with WithReplayHeaders. Set-Cookie, Date, Retry-After, rate-limit headers,
 // hop-by-hop headers and Content-Length never are. The first response keeps
@@ -90,12 +94,38 @@
 //
 // The claim made before the handler runs carries two durations. The lease
 // (WithLease, 10 s by default) is how long the claim survives without
-// renewal; the Middleware renews it every third of a lease while the handler
-// runs, so a long handler keeps its key and a crashed instance blocks the key
-// for one lease, not for the retention TTL. A renewal that fails is retried
-// sooner, within what is left of the lease. The TTL (WithTTL) is how long
-// the entry, and then the stored outcome, is kept; after it the key is new
-// again.
+// renewal; the Middleware renews it every third of a lease from the claim
+// until the outcome is recorded (Complete or Release acknowledged), not
+// only while the handler runs, so a long handler or a slow completion keeps
+// its key, and a crashed instance blocks the key for one lease, not for the
+// retention TTL. The TTL (WithTTL) is how long the entry, and then the
+// stored outcome, is kept; after it the key is new again.
+//
+// The lease holds for store round trips up to a quarter of the lease (2.5 s
+// at the default), whatever their cause: a renewal may take as long as the
+// lease can have left, a renewal that fails is retried within what is left,
+// and one that hangs gets a second one beside it. The Middleware counts the
+// lease on its own clock from when it sent the claim or renewal that the
+// store granted, which is never later than the store's own count, and acts
+// on that reckoning:
+//
+//   - A claim whose answer arrives with less than half of its lease left
+//     (the store was slow, or said so through ClaimResult.LeaseRemaining)
+//     does not start the handler: the request gets 409 as for a key in
+//     progress, and the key is free again when that lease lapses.
+//   - When a renewal finds the fencing token superseded, or no renewal was
+//     acknowledged before the lease could lapse (the store is unreachable,
+//     the process was paused), another instance may take the key over, so
+//     the handler's request context is cancelled with a cause matching
+//     ErrLeaseLost (read it with context.Cause). A handler that stops on its
+//     context, and fences its own writes with TokenFromContext, then leaves
+//     nothing behind it. A lost lease is reported as OutcomeLeaseLost.
+//   - Complete and Release are retried on transient store errors within the
+//     store timeout (5 s), with the token check kept, so that a short outage
+//     after the handler ran does not leave the key in progress until its
+//     lease lapses, when a retry would run the handler again. A response the
+//     store cannot keep (ErrResponseNotStorable) is recorded as completed
+//     but not replayable: retries get 410, never a second execution.
 //
 // Each claim gets a fencing token, greater on every takeover. Completion,
 // renewal and release compare it, so an instance that lost its lease (a GC
@@ -105,15 +135,31 @@
 // Handlers can read the token with TokenFromContext and pass it on to make
 // their own downstream writes fenced.
 //
+// A lease protects the key, not side effects outside the store: an instance
+// that runs a payment and dies before its Complete reaches the store leaves
+// the key in progress, and after the lease a retry runs the handler again.
+// Transactional mode (below) makes the handler's database writes part of
+// the claim; for anything else, key the side effect itself, so that a
+// second run finds the first run's effect.
+//
+// # Waiting for the first request
+//
+// WithWaitForResult makes a duplicate wait for the running request instead
+// of answering 409 at once, and answer with its replay. At most
+// WithMaxWaiters (100) requests of one Middleware wait at once; the others
+// get 409 at once. Stores that implement Watcher (memstore, redisstore
+// with pub/sub, pgstore with LISTEN/NOTIFY) wake waiters when the entry
+// settles, with a slow poll as a fallback; other stores are polled.
+//
 // # Store failures: fail closed
 //
 // When the store cannot claim, the request is answered 503
 // ProblemStoreUnavailable with Retry-After and the handler does not run: a
 // store outage must not turn into duplicate debits. WithFailOpen(true) runs
-// the handler unprotected instead. When storing the outcome fails after the
-// handler ran, the response is still sent (the work happened); the failure is
-// logged and reported as OutcomeStoreError, and a retry may find the key in
-// progress until the lease lapses, then run again.
+// the handler unprotected instead. When storing the outcome still fails
+// after its retries, the response is sent all the same (the work happened);
+// the failure is logged and reported as OutcomeStoreError, and a retry may
+// find the key in progress until the lease lapses, then run again.
 //
 // # Transactional mode
 //

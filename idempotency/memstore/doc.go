@@ -10,7 +10,8 @@
 // touched and by a background sweep that Close stops. Each shard keeps its
 // expiry times in a min-heap, so the sweep only visits expiries that are due,
 // never the live entries, and releases the shard's lock after every batch
-// of 256.
+// of 256. The Store implements idempotency.Watcher: Complete and Release
+// wake the requests waiting for the entry at once.
 //
 // # Bounds
 //

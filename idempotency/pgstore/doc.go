@@ -17,7 +17,42 @@
 //
 // A first execution costs two round trips (Claim, Complete) and a replay one
 // (Claim answers with the stored outcome); the claim statement is read-only
-// when a completed or live entry is in the way.
+// when a completed or live entry is in the way. An acquired claim answers
+// how much of its lease is left on the database clock after any wait for a
+// row lock, so that the middleware does not start a handler on a claim
+// that may have lapsed.
+//
+// # Keeping leases under load and latency
+//
+// Renewals run on connections of the Store's own (WithRenewalConns, two by
+// default, opened at the first renewal and closed by Close), outside the
+// pool given to New: a burst of requests, or the handlers' own queries on
+// that pool, never makes a renewal wait for a connection. They are never
+// pinged before use and Renew uses pgx.QueryExecModeExec, so a renewal is
+// one round trip. In the pool given to New, Claim and Get (the request path)
+// hold at most three quarters of the connections at once, so that Complete
+// and Release, which record outcomes, always find one. Size the pool for
+// the requests in flight plus that quarter.
+//
+// # Waiting requests: LISTEN/NOTIFY
+//
+// The Store implements idempotency.Watcher. A request waiting for an entry
+// (idempotency.WithWaitForResult) marks its row watched; the complete and
+// release statements then send a NOTIFY, in the same round trip, which a
+// LISTEN connection of the Store's own (opened while somebody waits on this
+// instance, outside the pool) turns into wake-ups. Rows nobody waits for
+// send no notification, which keeps NOTIFY, and the lock it takes at
+// commit, off the usual path.
+//
+// # Bytes
+//
+// Scope, key and fingerprint are text columns: valid UTF-8 without NUL is
+// kept as it is, anything else as an escaped form (the byte 0x01, then the
+// bytes in hex) that no string kept as it is can take, so rows written by
+// earlier versions keep matching. Headers are kept byte for byte in
+// header_bin (bytea), bodies in body (bytea); the JSON header column of
+// earlier versions is still read. A response the database refuses for its
+// size is reported as idempotency.ErrResponseNotStorable.
 //
 // # Transactional mode
 //
@@ -49,8 +84,9 @@
 // # Schema and cleanup
 //
 // CreateSchema creates the table, its identity sequence and an index on
-// expires_at (safe to call repeatedly and concurrently); Schema returns the
-// same SQL for migration tools. Expired rows are treated as absent at once and
+// expires_at, and adds the columns a table made by an earlier version lacks
+// (safe to call repeatedly and concurrently); Schema returns the same SQL
+// for migration tools. Expired rows are treated as absent at once and
 // are deleted in bounded batches through the expires_at index by
 // DeleteExpired, or in the background by StartReaper.
 package pgstore

@@ -22,6 +22,21 @@
 // (EVALSHA, falling back to EVAL once after the server's script cache was
 // flushed).
 //
+// Headers are stored byte for byte (NUL, invalid UTF-8 and all), in a
+// binary form; the JSON form of earlier versions is still read.
+//
+// # Load and waiting requests
+//
+// Claim and Get (the request path) hold at most three quarters of the
+// client's pool (PoolSize; per node for a cluster) at once, so that Renew,
+// Complete and Release, which keep claims alive and record outcomes, always
+// find a connection. The Store implements idempotency.Watcher: a request
+// waiting for an entry (idempotency.WithWaitForResult) marks its hash, the
+// complete and release scripts then PUBLISH the entry's name on
+// <prefix>settled in the same round trip, and one subscription of the
+// Store's own, open while somebody waits on this instance, wakes the
+// waiters. Entries nobody waits for publish nothing.
+//
 // # Time and tokens
 //
 // Leases and the fencing tokens are decided by the Redis server's clock
