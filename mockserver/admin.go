@@ -173,7 +173,7 @@ func (s *Server) adminReset(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) adminKeys(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, s.insp.all())
+	writeJSON(w, http.StatusOK, s.Keys())
 }
 
 func (s *Server) adminKey(w http.ResponseWriter, r *http.Request) {
@@ -182,5 +182,5 @@ func (s *Server) adminKey(w http.ResponseWriter, r *http.Request) {
 		badAdmin(w, fmt.Sprintf("want %skeys/{key}", AdminPrefix))
 		return
 	}
-	writeJSON(w, http.StatusOK, s.insp.stats(key))
+	writeJSON(w, http.StatusOK, s.Stats(key))
 }

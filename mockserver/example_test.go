@@ -200,5 +200,5 @@ func Example_adminAPI() {
 	// 200 {"fail":[503],"drop_after_commit":0,"delay_ms":[],"latency_ms":0}
 	// 503
 	// 201
-	// 200 {"key":"order-1006","attempts":2,"executions":1,"history":[{"status":503,"outcome":"injected_failure"},{"status":201,"outcome":"executed"}]}
+	// 200 {"key":"order-1006","attempts":2,"executions":1,"payments":1,"history":[{"status":503,"outcome":"injected_failure"},{"status":201,"outcome":"executed"}]}
 }

@@ -1,6 +1,7 @@
 package mockserver
 
 import (
+	"context"
 	"sync"
 )
 
@@ -52,10 +53,15 @@ type KeyStats struct {
 	// Attempts counts the requests to POST /payments that carried the key,
 	// whatever their answer.
 	Attempts int `json:"attempts"`
-	// Executions counts how many times the payment handler ran for the key.
-	// Exactly-once means 1 (after ExpireKeys or Reset, a key may execute
-	// again).
+	// Executions counts how many times the payment handler ran for the key
+	// on this server. Exactly-once means 1 (after ExpireKeys or Reset, a key
+	// may execute again); with several servers, sum them, or read Payments.
 	Executions int `json:"executions"`
+	// Payments counts the payments in the ledger made under the key: the
+	// proof of exactly-once that holds across servers sharing a ledger, and
+	// across a run that died and its re-run (which found the first run's
+	// payment). It is 1 for an operation that paid once.
+	Payments int `json:"payments"`
 	// History lists the first 64 attempts in the order they were answered.
 	History []Attempt `json:"history"`
 }
@@ -145,20 +151,55 @@ func (s *Server) Attempts(key string) int { return s.insp.stats(key).Attempts }
 
 // Stats reports everything recorded for key; a key never seen has zero
 // counts. It is safe for concurrent use.
-func (s *Server) Stats(key string) KeyStats { return s.insp.stats(key) }
+func (s *Server) Stats(key string) KeyStats {
+	ks := s.insp.stats(key)
+	ks.Payments = s.paymentsByKey()[key]
+	return ks
+}
 
-// Keys reports the stats of every key seen, in the order first seen. It is
-// safe for concurrent use.
-func (s *Server) Keys() []KeyStats { return s.insp.all() }
+// Keys reports the stats of every key this server saw, in the order first
+// seen. It is safe for concurrent use.
+func (s *Server) Keys() []KeyStats {
+	all := s.insp.all()
+	byKey := s.paymentsByKey()
+	for i := range all {
+		all[i].Payments = byKey[all[i].Key]
+	}
+	return all
+}
 
-// Payments returns every executed payment, oldest first. It is safe for
-// concurrent use.
-func (s *Server) Payments() []Payment { return s.ledger.list() }
+// paymentsByKey counts the ledger's payments per idempotency key.
+func (s *Server) paymentsByKey() map[string]int {
+	byKey := map[string]int{}
+	for _, p := range s.Payments() {
+		byKey[p.IdempotencyKey]++
+	}
+	return byKey
+}
+
+// Payments returns every payment in the server's ledger, oldest first (with
+// a shared ledger, those of every server sharing it), or nil when the ledger
+// cannot be read. It is safe for concurrent use.
+func (s *Server) Payments() []Payment {
+	ps, err := s.ledger.Payments(context.Background())
+	if err != nil {
+		s.log(context.Background(), "mockserver: reading the ledger failed", "error", err)
+		return nil
+	}
+	return ps
+}
 
 // Balance returns the balance of currency (three letters, any case) in minor
-// units: DefaultBalance or the WithBalance value, less the payments made in
-// it. It is safe for concurrent use.
-func (s *Server) Balance(currency string) int64 { return s.ledger.balance(upper(currency)) }
+// units: its opening balance less the payments made in it, or 0 when the
+// ledger cannot be read. It is safe for concurrent use.
+func (s *Server) Balance(currency string) int64 {
+	b, err := s.ledger.Balance(context.Background(), upper(currency))
+	if err != nil {
+		s.log(context.Background(), "mockserver: reading the ledger failed", "error", err)
+		return 0
+	}
+	return b
+}
 
 // Reset brings the server back to its initial state: no payments, initial
 // balances, no recorded attempts, no pending faults, and every key expired
@@ -167,6 +208,8 @@ func (s *Server) Balance(currency string) int64 { return s.ledger.balance(upper(
 func (s *Server) Reset() {
 	s.faults.clear()
 	s.ExpireKeys()
-	s.ledger.reset()
+	if err := s.ledger.Reset(context.Background()); err != nil {
+		s.log(context.Background(), "mockserver: resetting the ledger failed", "error", err)
+	}
 	s.insp.reset()
 }

@@ -19,15 +19,19 @@ type config struct {
 	balances  map[string]int64
 	namespace string
 	logger    *slog.Logger
+	ledger    Ledger
+	unkeyed   bool
 }
 
 // WithStore makes the server keep its idempotency entries in st instead of
 // a fresh in-memory store of its own. Servers given the same shared store
 // (redisstore, pgstore) behave as instances of one service: a key claimed on
-// one is in progress or replayed on the others. The server does not close
-// st. A store that implements idempotency.TxStore is used in lease mode all
-// the same, because the mock server's ledger lives in memory, outside any
-// database transaction. A nil st keeps the default.
+// one is in progress or replayed on the others; give them a shared ledger
+// too (WithLedger). The server does not close st. A store that implements
+// idempotency.TxStore runs the Middleware in transactional mode when the
+// ledger is a TxLedger (pgledger), and in lease mode otherwise, because a
+// rollback could not undo a payment in any other ledger. A nil st keeps the
+// default.
 func WithStore(st idempotency.Store) Option {
 	return func(c *config) { c.store = st }
 }
@@ -49,9 +53,10 @@ func WithListener(ln net.Listener) Option {
 	return func(c *config) { c.listener = ln }
 }
 
-// WithBalance sets the initial balance of currency (three letters, any case)
-// in minor units. Currencies without one start at DefaultBalance. It panics
-// if currency is not three letters.
+// WithBalance sets the opening balance of currency (three letters, any
+// case) in minor units, in the server's own memory ledger. Currencies
+// without one start at DefaultBalance. A ledger given to WithLedger has
+// opening balances of its own. It panics if currency is not three letters.
 func WithBalance(currency string, amount int64) Option {
 	if !isCurrency(currency) {
 		panic("mockserver: WithBalance: currency " + currency + " is not three letters")
@@ -76,6 +81,27 @@ func WithNamespace(ns string) Option {
 // through WithIdempotencyOptions wins). A nil l, the default, logs nothing.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) { c.logger = l }
+}
+
+// WithLedger makes the server keep its payments and balances in l instead of
+// a ledger in its own memory: mockserver/redisledger or mockserver/pgledger,
+// for servers (cmd/mockserver processes) that share a store and must share
+// their records, so that every instance answers GET /payments and GET
+// /balance alike and a payment made by an instance that died is not lost.
+// The server does not close l. A nil l keeps the default.
+func WithLedger(l Ledger) Option {
+	return func(c *config) { c.ledger = l }
+}
+
+// WithUnkeyedPayments makes every execution of a payment a payment of its
+// own, recorded under a ref of its own instead of the operation's
+// idempotency.DerivedKey: the naive handler, whose side effect a lease
+// cannot protect. A re-run after a takeover (the first instance died after
+// paying, or was paused past its lease) then pays a second time. It exists
+// to show, and to measure, what keyed side effects prevent; transactional
+// mode prevents it too.
+func WithUnkeyedPayments() Option {
+	return func(c *config) { c.unkeyed = true }
 }
 
 func upper(s string) string { return strings.ToUpper(s) }

@@ -2,6 +2,7 @@ package mockserver
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -9,8 +10,9 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/saferetry/saferetry/idempotency"
 )
 
 // DefaultBalance is the balance, in minor units, that every currency starts
@@ -38,6 +40,11 @@ type Payment struct {
 	Status string `json:"status"`
 	// IdempotencyKey is the key of the request that created the payment.
 	IdempotencyKey string `json:"idempotency_key"`
+	// Ref is what the ledger keys the payment by: the request's
+	// idempotency.DerivedKey for the label "payment", the same on every
+	// execution of the operation, so a re-run finds this payment
+	// (WithUnkeyedPayments gives every execution a ref of its own).
+	Ref string `json:"ref"`
 	// Created is when the payment executed.
 	Created time.Time `json:"created"`
 }
@@ -47,99 +54,6 @@ type paymentRequest struct {
 	Amount    int64
 	Currency  string
 	Recipient string
-}
-
-var errInsufficientFunds = errors.New("mockserver: insufficient funds")
-
-// ledger holds the balances and the payments of one Server. It lives in
-// memory only, also when the idempotency store is shared.
-type ledger struct {
-	mu       sync.Mutex
-	initial  map[string]int64
-	balances map[string]int64
-	payments []Payment
-}
-
-func newLedger(initial map[string]int64) *ledger {
-	l := &ledger{initial: initial}
-	l.reset()
-	return l
-}
-
-func (l *ledger) reset() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.balances = make(map[string]int64, len(l.initial))
-	for c, v := range l.initial {
-		l.balances[c] = v
-	}
-	l.payments = nil
-}
-
-// balanceLocked returns the balance of currency, DefaultBalance when the
-// currency was never used.
-func (l *ledger) balanceLocked(currency string) int64 {
-	if v, ok := l.balances[currency]; ok {
-		return v
-	}
-	return DefaultBalance
-}
-
-func (l *ledger) balance(currency string) int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.balanceLocked(currency)
-}
-
-func (l *ledger) allBalances() map[string]int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := make(map[string]int64, len(l.balances))
-	for c, v := range l.balances {
-		out[c] = v
-	}
-	return out
-}
-
-// debit executes a payment: it takes the amount from the balance and records
-// the payment, or returns errInsufficientFunds and changes nothing.
-func (l *ledger) debit(req paymentRequest, key string, now time.Time) (Payment, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	bal := l.balanceLocked(req.Currency)
-	if req.Amount > bal {
-		l.balances[req.Currency] = bal
-		return Payment{}, errInsufficientFunds
-	}
-	p := Payment{
-		ID:             newPaymentID(),
-		Amount:         req.Amount,
-		Currency:       req.Currency,
-		Recipient:      req.Recipient,
-		Status:         "succeeded",
-		IdempotencyKey: key,
-		Created:        now.UTC().Truncate(time.Millisecond),
-	}
-	l.balances[req.Currency] = bal - req.Amount
-	l.payments = append(l.payments, p)
-	return p, nil
-}
-
-func (l *ledger) list() []Payment {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]Payment(nil), l.payments...)
-}
-
-func (l *ledger) find(id string) (Payment, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, p := range l.payments {
-		if p.ID == id {
-			return p, true
-		}
-	}
-	return Payment{}, false
 }
 
 func newPaymentID() string {
@@ -227,10 +141,11 @@ func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
 		case <-t.C:
 		case <-r.Context().Done():
 			t.Stop()
-			// The client went away: run nothing, store nothing (a 5xx
-			// releases the claim), so a retry executes normally.
+			// The client went away, or the claim's lease was lost: run
+			// nothing, store nothing (a 5xx releases the claim), so a
+			// retry executes normally.
 			writeProblem(w, problem{Type: ProblemAborted, Title: "Request aborted", Status: http.StatusServiceUnavailable,
-				Detail: "the client went away during an injected delay; the payment did not run"})
+				Detail: "the request ended during an injected delay (" + context.Cause(r.Context()).Error() + "); the payment did not run"})
 			return
 		}
 	}
@@ -261,15 +176,48 @@ func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
 			Detail: describe(errs), Errors: errs})
 		return
 	}
-	p, err := s.ledger.debit(req, key, time.Now())
-	if err != nil {
+	// Every execution of the operation pays under the same ref, so a re-run
+	// (a takeover after this instance died or paused) finds the payment of
+	// the earlier run and answers with it instead of paying twice.
+	ref, keyed := idempotency.DerivedKey(r.Context(), "payment")
+	if !keyed || s.unkeyed {
+		ref = "unkeyed-" + newPaymentID()
+	}
+	p, found, err := s.ledger.Pay(r.Context(), ref, Payment{
+		ID:             newPaymentID(),
+		Amount:         req.Amount,
+		Currency:       req.Currency,
+		Recipient:      req.Recipient,
+		Status:         "succeeded",
+		IdempotencyKey: key,
+		Created:        time.Now().UTC().Truncate(time.Millisecond),
+	})
+	switch {
+	case errors.Is(err, ErrInsufficientFunds):
 		writeProblem(w, problem{Type: ProblemInsufficientFunds, Title: "Insufficient funds", Status: http.StatusPaymentRequired,
 			Detail: "the amount exceeds the " + req.Currency + " balance"})
 		return
+	case err != nil:
+		// Nothing was paid (the ledger's write is atomic), and a 5xx
+		// releases the claim, so a retry runs the payment again.
+		s.log(r.Context(), "mockserver: ledger failed", "key", key, "error", err)
+		writeProblem(w, problem{Type: ProblemLedgerUnavailable, Title: "Ledger unavailable", Status: http.StatusServiceUnavailable,
+			Detail: "the payment could not be recorded: " + err.Error()})
+		return
 	}
-	s.log(r.Context(), "mockserver: payment executed", "key", key, "id", p.ID, "amount", p.Amount, "currency", p.Currency)
+	if found {
+		s.log(r.Context(), "mockserver: payment found from an earlier execution", "key", key, "id", p.ID)
+	} else {
+		s.log(r.Context(), "mockserver: payment executed", "key", key, "id", p.ID, "amount", p.Amount, "currency", p.Currency)
+	}
 	w.Header().Set("Location", "/payments/"+p.ID)
 	writeJSON(w, http.StatusCreated, p)
+}
+
+// ledgerFailed answers a read of the ledger that failed.
+func ledgerFailed(w http.ResponseWriter, err error) {
+	writeProblem(w, problem{Type: ProblemLedgerUnavailable, Title: "Ledger unavailable", Status: http.StatusServiceUnavailable,
+		Detail: err.Error()})
 }
 
 func describe(errs []FieldError) string {
@@ -285,7 +233,11 @@ func describe(errs []FieldError) string {
 }
 
 func (s *Server) listPayments(w http.ResponseWriter, r *http.Request) {
-	ps := s.ledger.list()
+	ps, err := s.ledger.Payments(r.Context())
+	if err != nil {
+		ledgerFailed(w, err)
+		return
+	}
 	if ps == nil {
 		ps = []Payment{}
 	}
@@ -293,7 +245,11 @@ func (s *Server) listPayments(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getPayment(w http.ResponseWriter, r *http.Request) {
-	p, ok := s.ledger.find(r.PathValue("id"))
+	p, ok, err := s.ledger.Payment(r.Context(), r.PathValue("id"))
+	if err != nil {
+		ledgerFailed(w, err)
+		return
+	}
 	if !ok {
 		writeProblem(w, problem{Type: ProblemNotFound, Title: "Not Found", Status: http.StatusNotFound, Detail: "no such payment"})
 		return
@@ -314,8 +270,18 @@ func (s *Server) getBalance(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		c = strings.ToUpper(c)
-		writeJSON(w, http.StatusOK, balanceResponse{Balances: map[string]int64{c: s.ledger.balance(c)}})
+		b, err := s.ledger.Balance(r.Context(), c)
+		if err != nil {
+			ledgerFailed(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, balanceResponse{Balances: map[string]int64{c: b}})
 		return
 	}
-	writeJSON(w, http.StatusOK, balanceResponse{Balances: s.ledger.allBalances()})
+	bs, err := s.ledger.Balances(r.Context())
+	if err != nil {
+		ledgerFailed(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, balanceResponse{Balances: bs})
 }

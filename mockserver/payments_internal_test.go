@@ -3,7 +3,6 @@ package mockserver
 import (
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestParsePaymentRequest(t *testing.T) {
@@ -78,32 +77,4 @@ func FuzzParsePaymentRequest(f *testing.F) {
 			t.Errorf("accepted recipient %q", req.Recipient)
 		}
 	})
-}
-
-func TestLedgerDebit(t *testing.T) {
-	l := newLedger(map[string]int64{"EUR": 100})
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	p, err := l.debit(paymentRequest{Amount: 60, Currency: "EUR", Recipient: "a"}, "k1", now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.HasPrefix(p.ID, "pay_") || len(p.ID) != len("pay_")+16 || p.IdempotencyKey != "k1" || !p.Created.Equal(now) {
-		t.Errorf("payment = %+v", p)
-	}
-	if _, err := l.debit(paymentRequest{Amount: 41, Currency: "EUR", Recipient: "a"}, "k2", now); err != errInsufficientFunds {
-		t.Errorf("overdraft: err = %v, want errInsufficientFunds", err)
-	}
-	if got := l.balance("EUR"); got != 40 {
-		t.Errorf("EUR balance = %d, want 40", got)
-	}
-	if got := l.balance("JPY"); got != DefaultBalance {
-		t.Errorf("unused currency balance = %d, want DefaultBalance", got)
-	}
-	if got := len(l.list()); got != 1 {
-		t.Errorf("%d payments, want 1", got)
-	}
-	l.reset()
-	if got, n := l.balance("EUR"), len(l.list()); got != 100 || n != 0 {
-		t.Errorf("after reset: balance %d, %d payments; want 100, 0", got, n)
-	}
 }

@@ -35,6 +35,10 @@ const (
 	// went away while an injected delay was running: the payment did not run
 	// and nothing was stored for its key.
 	ProblemAborted = problemBase + "ProblemAborted"
+	// ProblemLedgerUnavailable is the type of a 503 answer when the ledger
+	// (a shared one in Redis or PostgreSQL) could not be read or written:
+	// nothing was paid, and a retry with the same key runs the payment.
+	ProblemLedgerUnavailable = problemBase + "ProblemLedgerUnavailable"
 )
 
 // FieldError names one invalid field of a payment request, in the "errors"

@@ -39,14 +39,25 @@ type Server struct {
 	namespace string
 	epoch     atomic.Int64
 
-	faults faults
-	insp   inspector
-	ledger *ledger
+	faults  faults
+	insp    inspector
+	ledger  Ledger
+	unkeyed bool
+	userSt  idempotency.Store // as given to WithStore
 }
 
-// storeOnly hides every method but those of idempotency.Store, so that the
-// middleware runs in lease mode even on a TxStore.
-type storeOnly struct{ idempotency.Store }
+// leaseMode hides every method of st but those of idempotency.Store (and
+// idempotency.Watcher, when st has it), so that the Middleware runs in
+// lease mode even on a TxStore.
+func leaseMode(st idempotency.Store) idempotency.Store {
+	if w, ok := st.(idempotency.Watcher); ok {
+		return struct {
+			idempotency.Store
+			idempotency.Watcher
+		}{st, w}
+	}
+	return struct{ idempotency.Store }{st}
+}
 
 // New starts a Server and returns it; Close stops it. By default it listens
 // on a loopback port and keeps idempotency entries in a fresh memstore; see
@@ -61,14 +72,24 @@ func New(opts ...Option) *Server {
 	s := &Server{
 		logger:    c.logger,
 		namespace: c.namespace,
-		ledger:    newLedger(c.balances),
+		ledger:    c.ledger,
+		unkeyed:   c.unkeyed,
+		userSt:    c.store,
+	}
+	if s.ledger == nil {
+		s.ledger = newMemLedger(c.balances)
 	}
 	if s.namespace == "" {
 		s.namespace = "mockserver"
 	}
-	if c.store != nil {
-		s.store = storeOnly{c.store}
-	} else {
+	_, txLedger := s.ledger.(TxLedger)
+	_, txStore := c.store.(idempotency.TxStore)
+	switch {
+	case c.store != nil && txStore && txLedger:
+		s.store = c.store // transactional mode: the payment joins the claim's transaction
+	case c.store != nil:
+		s.store = leaseMode(c.store)
+	default:
 		ms := memstore.New()
 		s.store = ms
 		s.closeFn = func() { _ = ms.Close() }
@@ -117,10 +138,19 @@ func (s *Server) Client() *http.Client { return s.ts.Client() }
 // WithStore, or its own memstore (which Close closes). It is safe for
 // concurrent use.
 func (s *Server) Store() idempotency.Store {
-	if so, ok := s.store.(storeOnly); ok {
-		return so.Store
+	if s.userSt != nil {
+		return s.userSt
 	}
 	return s.store
+}
+
+// Transactional reports whether the server runs its idempotency Middleware
+// in transactional mode: it was given an idempotency.TxStore and a TxLedger
+// (see WithLedger), so every payment commits with its claim and stored
+// answer. It is safe for concurrent use.
+func (s *Server) Transactional() bool {
+	_, ok := s.store.(idempotency.TxStore)
+	return ok
 }
 
 // scope is the idempotency scope of every key: the namespace and the key

@@ -1,0 +1,295 @@
+// Package ledgertest is the conformance suite for mockserver.Ledger
+// implementations. A ledger package calls Run from one test:
+//
+//	func TestConformance(t *testing.T) {
+//		ledgertest.Run(t, func(t *testing.T, opening map[string]int64) func() mockserver.Ledger {
+//			// set up empty, fresh records for t (a table, a key prefix), then:
+//			return func() mockserver.Ledger { return open(records) }
+//		})
+//	}
+//
+// The function given to Run prepares fresh, empty records with the given
+// opening balances and returns an opener: each call gives a Ledger over
+// those same records, as another process of the service would have, so the
+// suite checks that instances agree. It registers its own cleanup.
+package ledgertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/saferetry/saferetry/mockserver"
+)
+
+// Opener prepares fresh records with the opening balances and returns a
+// function that opens a Ledger over them; see the package documentation.
+type Opener func(t *testing.T, opening map[string]int64) func() mockserver.Ledger
+
+// Run checks that the ledgers open gives behave as mockserver.Ledger says.
+// Subtests run one after another, each on fresh records.
+func Run(t *testing.T, open Opener) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, open func() mockserver.Ledger)
+	}{
+		{"PayRecordsAndDebits", testPay},
+		{"SameRefFindsTheFirstPayment", testSameRef},
+		{"InsufficientFundsChangesNothing", testInsufficient},
+		{"ConcurrentSameRefOnePayment", testConcurrentSameRef},
+		{"ConcurrentPaymentsAddUp", testConcurrentPayments},
+		{"InstancesAgree", testInstancesAgree},
+		{"ResetRestoresOpening", testReset},
+		{"ContextCancelled", testContextCancelled},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.fn(t, open(t, map[string]int64{"EUR": 10_000, "JPY": 50}))
+		})
+	}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+var seq struct {
+	sync.Mutex
+	n int
+}
+
+// payment returns a payment of amount in currency with a new ID, as the
+// Server makes them.
+func payment(amount int64, currency, key string) mockserver.Payment {
+	seq.Lock()
+	seq.n++
+	n := seq.n
+	seq.Unlock()
+	return mockserver.Payment{
+		ID:             fmt.Sprintf("pay_test%012d", n),
+		Amount:         amount,
+		Currency:       currency,
+		Recipient:      "recipient ✓ " + key,
+		Status:         "succeeded",
+		IdempotencyKey: key,
+		Created:        time.Date(2026, 12, 1, 10, 0, 0, n*int(time.Millisecond), time.UTC),
+	}
+}
+
+func mustBalance(t *testing.T, l mockserver.Ledger, currency string, want int64) {
+	t.Helper()
+	got, err := l.Balance(ctxT(t), currency)
+	if err != nil {
+		t.Fatalf("Balance(%s): %v", currency, err)
+	}
+	if got != want {
+		t.Errorf("Balance(%s) = %d, want %d", currency, got, want)
+	}
+}
+
+func mustPayments(t *testing.T, l mockserver.Ledger) []mockserver.Payment {
+	t.Helper()
+	ps, err := l.Payments(ctxT(t))
+	if err != nil {
+		t.Fatalf("Payments: %v", err)
+	}
+	return ps
+}
+
+func samePayment(a, b mockserver.Payment) bool {
+	return a.ID == b.ID && a.Amount == b.Amount && a.Currency == b.Currency && a.Recipient == b.Recipient &&
+		a.Status == b.Status && a.IdempotencyKey == b.IdempotencyKey && a.Ref == b.Ref && a.Created.Equal(b.Created)
+}
+
+func testPay(t *testing.T, open func() mockserver.Ledger) {
+	l := open()
+	ctx := ctxT(t)
+	p := payment(1250, "EUR", "k1")
+	got, found, err := l.Pay(ctx, "ref-1", p)
+	if err != nil || found {
+		t.Fatalf("Pay = %+v, found %v, %v; want a new payment", got, found, err)
+	}
+	p.Ref = "ref-1"
+	if !samePayment(got, p) {
+		t.Fatalf("Pay returned %+v, want %+v", got, p)
+	}
+	mustBalance(t, l, "EUR", 10_000-1250)
+	mustBalance(t, l, "JPY", 50)
+	mustBalance(t, l, "USD", mockserver.DefaultBalance)
+	p2 := payment(7, "USD", "k2")
+	if _, _, err := l.Pay(ctx, "ref-2", p2); err != nil {
+		t.Fatal(err)
+	}
+	ps := mustPayments(t, l)
+	if len(ps) != 2 || ps[0].ID != p.ID || ps[1].ID != p2.ID {
+		t.Fatalf("Payments = %+v, want the two payments oldest first", ps)
+	}
+	if !samePayment(ps[0], p) {
+		t.Errorf("listed %+v, want %+v", ps[0], p)
+	}
+	one, ok, err := l.Payment(ctx, p.ID)
+	if err != nil || !ok || !samePayment(one, p) {
+		t.Errorf("Payment(%s) = %+v, %v, %v", p.ID, one, ok, err)
+	}
+	if _, ok, err := l.Payment(ctx, "pay_none"); err != nil || ok {
+		t.Errorf("Payment(unknown) = %v, %v; want not found", ok, err)
+	}
+	bals, err := l.Balances(ctx)
+	if err != nil || bals["EUR"] != 10_000-1250 || bals["USD"] != mockserver.DefaultBalance-7 {
+		t.Errorf("Balances = %v, %v", bals, err)
+	}
+}
+
+func testSameRef(t *testing.T, open func() mockserver.Ledger) {
+	l := open()
+	ctx := ctxT(t)
+	first, _, err := l.Pay(ctx, "ref", payment(100, "EUR", "k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, found, err := l.Pay(ctx, "ref", payment(100, "EUR", "k")) // a re-run: a new ID
+	if err != nil || !found || !samePayment(again, first) {
+		t.Fatalf("second Pay with the same ref = %+v, found %v, %v; want the first %+v", again, found, err, first)
+	}
+	mustBalance(t, l, "EUR", 10_000-100)
+	if n := len(mustPayments(t, l)); n != 1 {
+		t.Fatalf("%d payments, want 1", n)
+	}
+}
+
+func testInsufficient(t *testing.T, open func() mockserver.Ledger) {
+	l := open()
+	ctx := ctxT(t)
+	_, _, err := l.Pay(ctx, "too-much", payment(51, "JPY", "k"))
+	if !errors.Is(err, mockserver.ErrInsufficientFunds) {
+		t.Fatalf("Pay over the balance = %v, want ErrInsufficientFunds", err)
+	}
+	mustBalance(t, l, "JPY", 50)
+	if n := len(mustPayments(t, l)); n != 0 {
+		t.Fatalf("%d payments after a refused one", n)
+	}
+	// The ref is not used up: the same operation may succeed later.
+	if _, found, err := l.Pay(ctx, "too-much", payment(50, "JPY", "k")); err != nil || found {
+		t.Fatalf("Pay of the exact balance = found %v, %v", found, err)
+	}
+	mustBalance(t, l, "JPY", 0)
+}
+
+func testConcurrentSameRef(t *testing.T, open func() mockserver.Ledger) {
+	const runs = 20
+	ctx := ctxT(t)
+	ledgers := make([]mockserver.Ledger, 4)
+	for i := range ledgers {
+		ledgers[i] = open()
+	}
+	var wg sync.WaitGroup
+	got := make([]mockserver.Payment, runs)
+	fresh := make([]bool, runs)
+	for i := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, found, err := ledgers[i%len(ledgers)].Pay(ctx, "contended", payment(10, "EUR", "k"))
+			if err != nil {
+				t.Errorf("Pay %d: %v", i, err)
+				return
+			}
+			got[i], fresh[i] = p, !found
+		}()
+	}
+	wg.Wait()
+	n := 0
+	for i := range runs {
+		if fresh[i] {
+			n++
+		}
+		if got[i].ID != got[0].ID {
+			t.Errorf("run %d answered payment %s, run 0 %s", i, got[i].ID, got[0].ID)
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d runs recorded a payment, want exactly 1", n)
+	}
+	mustBalance(t, ledgers[0], "EUR", 10_000-10)
+	if ps := mustPayments(t, ledgers[0]); len(ps) != 1 {
+		t.Errorf("%d payments, want 1", len(ps))
+	}
+}
+
+func testConcurrentPayments(t *testing.T, open func() mockserver.Ledger) {
+	const n = 40
+	ctx := ctxT(t)
+	a, b := open(), open()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l := a
+			if i%2 == 1 {
+				l = b
+			}
+			if _, _, err := l.Pay(ctx, fmt.Sprintf("ref-%d", i), payment(int64(i+1), "EUR", fmt.Sprint(i))); err != nil {
+				t.Errorf("Pay %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	mustBalance(t, a, "EUR", 10_000-n*(n+1)/2)
+	if ps := mustPayments(t, b); len(ps) != n {
+		t.Errorf("%d payments, want %d", len(ps), n)
+	}
+}
+
+func testInstancesAgree(t *testing.T, open func() mockserver.Ledger) {
+	a, b := open(), open()
+	ctx := ctxT(t)
+	p, _, err := a.Pay(ctx, "ref", payment(300, "EUR", "k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, found, err := b.Pay(ctx, "ref", payment(300, "EUR", "k")); err != nil || !found || got.ID != p.ID {
+		t.Fatalf("another instance's Pay = %+v, found %v, %v; want %s", got, found, err, p.ID)
+	}
+	mustBalance(t, b, "EUR", 10_000-300)
+	if one, ok, err := b.Payment(ctx, p.ID); err != nil || !ok || !samePayment(one, p) {
+		t.Fatalf("another instance's Payment = %+v, %v, %v", one, ok, err)
+	}
+}
+
+func testReset(t *testing.T, open func() mockserver.Ledger) {
+	a, b := open(), open()
+	ctx := ctxT(t)
+	if _, _, err := a.Pay(ctx, "ref", payment(300, "EUR", "k")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.Pay(ctx, "ref-usd", payment(3, "USD", "k2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustBalance(t, a, "EUR", 10_000)
+	mustBalance(t, a, "USD", mockserver.DefaultBalance)
+	if n := len(mustPayments(t, a)); n != 0 {
+		t.Fatalf("%d payments after Reset", n)
+	}
+	if _, found, err := a.Pay(ctx, "ref", payment(1, "EUR", "k")); err != nil || found {
+		t.Fatalf("Pay after Reset = found %v, %v; want a new payment", found, err)
+	}
+}
+
+func testContextCancelled(t *testing.T, open func() mockserver.Ledger) {
+	l := open()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := l.Pay(ctx, "ref", payment(1, "EUR", "k")); err == nil {
+		t.Error("Pay with a cancelled context succeeded")
+	}
+	mustBalance(t, l, "EUR", 10_000)
+}
