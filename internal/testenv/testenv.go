@@ -1,8 +1,9 @@
 // Package testenv holds what the tests of several packages need from their
 // environment: the URLs of the shared Redis and PostgreSQL servers, under
 // one skip-or-fail rule; names and Redis key prefixes of a test's own in
-// those shared servers; polling with Eventually; and a TCP proxy that
-// stands for a network outage between an instance and its store.
+// those shared servers; polling with Eventually; and StartProxy, a
+// tcpproxy.Proxy (latency, cuts, refusals, outages between an instance and
+// its store) stopped when the test ends.
 //
 // The rule: a test that needs a service reads its URL from the environment
 // (SAFERETRY_REDIS_URL, SAFERETRY_POSTGRES_URL). When it is unset the test

@@ -1,4 +1,4 @@
-package testenv
+package tcpproxy
 
 import (
 	"bufio"
@@ -156,7 +156,7 @@ func proxyGoroutines() int {
 	}
 	n := 0
 	for _, g := range bytes.Split(buf, []byte("\n\n")) {
-		if bytes.Contains(g, []byte("testenv.(*Proxy).")) || bytes.Contains(g, []byte("testenv.(*forward).")) {
+		if bytes.Contains(g, []byte("tcpproxy.(*Proxy).")) || bytes.Contains(g, []byte("tcpproxy.(*forward).")) {
 			n++
 		}
 	}
@@ -165,7 +165,7 @@ func proxyGoroutines() int {
 
 func TestProxyLatency(t *testing.T) {
 	const d = 100 * time.Millisecond
-	p := StartProxy(t, echoServer(t).addr)
+	p := startProxy(t, echoServer(t).addr)
 	open := dial(t, p.Addr())
 	open.roundTrip(t, "before")
 
@@ -192,7 +192,7 @@ func TestProxyLatencyPipelines(t *testing.T) {
 		n   = 20
 		gap = 5 * time.Millisecond
 	)
-	p := StartProxy(t, echoServer(t).addr)
+	p := startProxy(t, echoServer(t).addr)
 	p.SetLatency(d)
 	c := dial(t, p.Addr())
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
@@ -244,7 +244,7 @@ func TestProxyLatencyPipelines(t *testing.T) {
 // with, and that bytes read later with a shorter delay wait behind them.
 func TestProxyLatencyChange(t *testing.T) {
 	const d = 300 * time.Millisecond
-	p := StartProxy(t, echoServer(t).addr)
+	p := startProxy(t, echoServer(t).addr)
 	p.SetLatency(d)
 	c := dial(t, p.Addr())
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
@@ -275,7 +275,7 @@ func TestProxyDeliversBeforeClose(t *testing.T) {
 			b, _ := io.ReadAll(c)
 			got <- string(b)
 		})
-		p := StartProxy(t, srv.addr)
+		p := startProxy(t, srv.addr)
 		p.SetLatency(d)
 		start := time.Now()
 		c := dial(t, p.Addr())
@@ -295,7 +295,7 @@ func TestProxyDeliversBeforeClose(t *testing.T) {
 	})
 	t.Run("target closes", func(t *testing.T) {
 		srv := startServer(t, func(c net.Conn) { fmt.Fprintln(c, "bye") })
-		p := StartProxy(t, srv.addr)
+		p := startProxy(t, srv.addr)
 		p.SetLatency(d)
 		start := time.Now()
 		c := dial(t, p.Addr())
@@ -312,7 +312,7 @@ func TestProxyDeliversBeforeClose(t *testing.T) {
 
 func TestProxyCut(t *testing.T) {
 	srv := echoServer(t)
-	p := StartProxy(t, srv.addr)
+	p := startProxy(t, srv.addr)
 	if n := p.Cut(); n != 0 {
 		t.Errorf("Cut with no connection = %d, want 0", n)
 	}
@@ -348,7 +348,7 @@ func TestProxyCut(t *testing.T) {
 
 func TestProxyRefuse(t *testing.T) {
 	srv := echoServer(t)
-	p := StartProxy(t, srv.addr)
+	p := startProxy(t, srv.addr)
 	held := dial(t, p.Addr())
 	held.roundTrip(t, "before")
 	accepted := srv.accepted.Load()
@@ -377,7 +377,7 @@ func TestProxyRefuse(t *testing.T) {
 }
 
 func TestProxyStopAndRestart(t *testing.T) {
-	p := StartProxy(t, echoServer(t).addr)
+	p := startProxy(t, echoServer(t).addr)
 	addr := p.Addr()
 	if got, err := echo(addr, "one"); err != nil || got != "one\n" {
 		t.Fatalf("through the proxy: %q, %v", got, err)
@@ -394,7 +394,7 @@ func TestProxyStopAndRestart(t *testing.T) {
 		t.Errorf("Conns while stopped = %d, want 0", n)
 	}
 	p.Stop() // twice is fine
-	p.Restart(t)
+	p.mustRestart(t)
 	if p.Addr() != addr {
 		t.Errorf("restarted on %s, want the same port %s", p.Addr(), addr)
 	}
@@ -404,7 +404,7 @@ func TestProxyStopAndRestart(t *testing.T) {
 }
 
 func TestProxyLeavesNoGoroutine(t *testing.T) {
-	p := StartProxy(t, echoServer(t).addr)
+	p := startProxy(t, echoServer(t).addr)
 	idle := proxyGoroutines()
 	p.SetLatency(time.Hour)
 	for range 3 {
@@ -429,7 +429,7 @@ func TestProxyLeavesNoGoroutine(t *testing.T) {
 
 // TestProxyConcurrentUse gives the race detector every method at once.
 func TestProxyConcurrentUse(t *testing.T) {
-	p := StartProxy(t, echoServer(t).addr)
+	p := startProxy(t, echoServer(t).addr)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range 4 {
@@ -452,7 +452,7 @@ func TestProxyConcurrentUse(t *testing.T) {
 			p.Cut()
 		case 7:
 			p.Stop()
-			p.Restart(t)
+			p.mustRestart(t)
 		}
 		_ = p.Conns()
 		<-time.After(2 * time.Millisecond)
@@ -467,4 +467,34 @@ func TestProxyConcurrentUse(t *testing.T) {
 	}
 	p.Stop()
 	Eventually(t, "no proxy goroutine is left after Stop", func() bool { return proxyGoroutines() == 0 })
+}
+
+// startProxy starts a Proxy to target, stopped when t ends.
+func startProxy(t *testing.T, target string) *Proxy {
+	t.Helper()
+	p, err := Listen(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	return p
+}
+
+func (p *Proxy) mustRestart(t *testing.T) {
+	t.Helper()
+	if err := p.Restart(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Eventually polls cond until it holds, failing t after 10 s.
+func Eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting until %s", what)
+		}
+		<-time.After(5 * time.Millisecond)
+	}
 }
