@@ -1,0 +1,243 @@
+// Command chaos runs the chaos suite (package internal/chaos): three real
+// cmd/mockserver processes per cell over a shared store, a client pool
+// paying through the saferetry client, and kill -9, SIGSTOP past the
+// lease, Redis restarts, PostgreSQL cuts and slowdowns, dropped answers and
+// 503 bursts; then it prints, from the servers' shared ledger, a table of
+// doubles, lost and unresolved payments per store, mode and scenario, and
+// exits 1 unless every keyed cell is clean.
+//
+// Usage:
+//
+//	go run ./cmd/chaos                      # the short profile, as CI runs it
+//	go run ./cmd/chaos -profile long        # 100,000 operations per store and mode, every fault at once
+//	go run ./cmd/chaos -ops 20000 -scenarios kill,pause -stores postgres -modes tx
+//
+// Flags:
+//
+//	-profile    short (default: every scenario per store and mode, 300 operations each, paced over 6 s,
+//	            and the unkeyed handler) or long (scenario all, 100000 operations per store and mode, unpaced)
+//	-ops        operations per cell (overrides the profile)
+//	-stores     redis,postgres (default both)
+//	-modes      store modes: lease,tx (tx applies to postgres only)
+//	-scenarios  mock-faults,kill,pause,store,all (overrides the profile)
+//	-unkeyed    also run the unkeyed handler in lease mode (default true in the short profile)
+//	-workers    concurrent clients (default 16)
+//	-lease      the servers' lease (default 1s)
+//	-pace       spread each cell's operations over at least this long (overrides the profile)
+//	-timeout    bound of the whole run (default 10m short, 3h long)
+//	-keep       keep the work directory (logs of every process) instead of removing it
+//
+// It needs redis-server on PATH for the Redis cells (its own, on a port of
+// its own, with appendfsync always) and SAFERETRY_POSTGRES_URL for the
+// PostgreSQL cells (tables of its own, dropped afterwards); a cell whose
+// service is missing is reported as not run, and fails the run under
+// SAFERETRY_REQUIRE_SERVICES=1.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/saferetry/saferetry/internal/chaos"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ok, err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if !ok {
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (bool, error) {
+	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	profile := fs.String("profile", "short", "short or long")
+	ops := fs.Int("ops", 0, "operations per cell (0: the profile's)")
+	stores := fs.String("stores", "redis,postgres", "stores to run")
+	modes := fs.String("modes", "lease,tx", "modes to run (tx: postgres only)")
+	scenarios := fs.String("scenarios", "", "scenarios to run (empty: the profile's)")
+	unkeyed := fs.Bool("unkeyed", false, "also run the unkeyed handler (on in the short profile)")
+	workers := fs.Int("workers", 16, "concurrent clients")
+	lease := fs.Duration("lease", time.Second, "the servers' lease")
+	pace := fs.Duration("pace", -1, "spread each cell's operations over at least this long (-1: the profile's)")
+	timeout := fs.Duration("timeout", 0, "bound of the whole run (0: the profile's)")
+	keep := fs.Bool("keep", false, "keep the work directory")
+	if err := fs.Parse(args); err != nil {
+		return false, err
+	}
+	var p struct {
+		ops       int
+		pace      time.Duration
+		scenarios []string
+		unkeyed   bool
+		timeout   time.Duration
+	}
+	switch *profile {
+	case "short":
+		p.ops, p.pace, p.scenarios, p.unkeyed, p.timeout = 300, 6*time.Second, chaos.Scenarios, true, 10*time.Minute
+	case "long":
+		p.ops, p.pace, p.scenarios, p.timeout = 100_000, 0, []string{chaos.ScenarioAll}, 3*time.Hour
+	default:
+		return false, fmt.Errorf("chaos: -profile %q: want short or long", *profile)
+	}
+	if *ops > 0 {
+		p.ops = *ops
+	}
+	if *pace >= 0 {
+		p.pace = *pace
+	}
+	if *scenarios != "" {
+		p.scenarios = strings.Split(*scenarios, ",")
+		for _, s := range p.scenarios {
+			if !slices.Contains(chaos.Scenarios, s) {
+				return false, fmt.Errorf("chaos: unknown scenario %q (want %s)", s, strings.Join(chaos.Scenarios, ","))
+			}
+		}
+	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "unkeyed" {
+			p.unkeyed = *unkeyed
+		}
+	})
+	if *timeout > 0 {
+		p.timeout = *timeout
+	}
+	if *workers <= 0 || *lease <= 0 {
+		return false, errors.New("chaos: -workers and -lease must be positive")
+	}
+
+	require := os.Getenv("SAFERETRY_REQUIRE_SERVICES") == "1"
+	pgURL := os.Getenv("SAFERETRY_POSTGRES_URL")
+	var cells []chaos.Cell
+	var missing []string
+	for _, store := range strings.Split(*stores, ",") {
+		switch store {
+		case "redis":
+			if _, err := exec.LookPath("redis-server"); err != nil {
+				missing = append(missing, "redis: redis-server is not on PATH")
+				continue
+			}
+		case "postgres":
+			if pgURL == "" {
+				missing = append(missing, "postgres: SAFERETRY_POSTGRES_URL is not set (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)")
+				continue
+			}
+		default:
+			return false, fmt.Errorf("chaos: unknown store %q (want redis or postgres)", store)
+		}
+		for _, mode := range strings.Split(*modes, ",") {
+			if mode != "lease" && mode != "tx" {
+				return false, fmt.Errorf("chaos: unknown mode %q (want lease or tx)", mode)
+			}
+			if mode == "tx" && store != "postgres" {
+				continue
+			}
+			for _, sc := range p.scenarios {
+				cells = append(cells, chaos.Cell{Store: store, Mode: mode, Scenario: sc})
+			}
+			if p.unkeyed && mode == "lease" {
+				cells = append(cells, chaos.Cell{Store: store, Mode: mode, Unkeyed: true, Scenario: chaos.ScenarioAll})
+			}
+		}
+	}
+	for _, m := range missing {
+		fmt.Fprintf(stderr, "chaos: not run: %s\n", m)
+	}
+	if len(missing) > 0 && require {
+		return false, errors.New("chaos: a service is missing and SAFERETRY_REQUIRE_SERVICES=1")
+	}
+	if len(cells) == 0 {
+		return false, errors.New("chaos: nothing to run")
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "saferetry-chaos-")
+	if err != nil {
+		return false, err
+	}
+	if *keep {
+		fmt.Fprintf(stderr, "chaos: logs in %s\n", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	bin, err := buildMockServer(ctx, dir)
+	if err != nil {
+		return false, err
+	}
+	begin := time.Now()
+	results := chaos.Run(ctx, chaos.Config{
+		MockServer:  bin,
+		PostgresURL: pgURL,
+		Dir:         dir,
+		Cells:       cells,
+		Ops:         p.ops,
+		MinDuration: p.pace,
+		Workers:     *workers,
+		Lease:       *lease,
+		Log:         stderr,
+	})
+	fmt.Fprintf(stdout, "chaos: profile %s, %d cells, lease %v, %d workers, %v\n", *profile, len(results), *lease, *workers, time.Since(begin).Round(time.Second))
+	chaos.PrintTable(stdout, results)
+	line, ok := chaos.Summary(results)
+	if len(results) < len(cells) {
+		line += fmt.Sprintf(" (%d of %d cells did not run: %v)", len(cells)-len(results), len(cells), ctx.Err())
+		ok = false
+	}
+	fmt.Fprintln(stdout, line)
+	return ok, nil
+}
+
+// buildMockServer builds cmd/mockserver into dir, from the module this
+// command is run in.
+func buildMockServer(ctx context.Context, dir string) (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "mockserver")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/mockserver")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("chaos: building cmd/mockserver: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// moduleRoot finds the directory of the go.mod above the working directory.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("chaos: run it from inside the saferetry module (no go.mod found)")
+		}
+		dir = parent
+	}
+}

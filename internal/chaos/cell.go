@@ -1,0 +1,207 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/saferetry/saferetry/internal/tcpproxy"
+	"github.com/saferetry/saferetry/mockserver"
+)
+
+// opening is the balance the runs pay from: large enough never to run out.
+const opening int64 = 1_000_000_000_000
+
+// Settle-time bounds.
+const (
+	settlePatience = 2 * time.Minute // the final round of retries
+	readPatience   = time.Minute     // reading the ledger
+)
+
+// runCell sets a cell's service up, drives its operations under its
+// faults, heals it, retries what is open, reads the verdict, and takes
+// everything down again, on every path.
+func runCell(ctx context.Context, cfg Config, cell Cell, logf func(string, ...any)) (res Result) {
+	res.Cell = cell
+	begin := time.Now()
+	defer func() { res.Took = time.Since(begin) }()
+	run := "chaos-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	dir := filepath.Join(cfg.Dir, run)
+
+	c := &cluster{admin: &http.Client{Timeout: 2 * time.Second}, lease: cfg.Lease, logf: logf}
+	var cleanups []func()
+	defer func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+	}()
+
+	args := []string{"-namespace", run, "-lease", cfg.Lease.String(), "-ttl", "1h",
+		"-balance", "EUR=" + strconv.FormatInt(opening, 10), "-mode", cell.Mode}
+	if cell.Unkeyed {
+		args = append(args, "-unkeyed-payments")
+	}
+	switch cell.Store {
+	case "redis":
+		rs, addr, err := redisServer(cfg.RedisServer, dir)
+		if err != nil {
+			res.Err = err
+			return res
+		}
+		if err := rs.start(ctx); err != nil {
+			res.Err = fmt.Errorf("chaos: could not start its own redis-server: %w", err)
+			return res
+		}
+		cleanups = append(cleanups, rs.kill)
+		c.redis = rs
+		args = append(args, "-store", "redis://"+addr+"/0")
+	case "postgres":
+		storeURL, table, err := postgresFor(cfg.PostgresURL, run)
+		if err != nil {
+			res.Err = err
+			return res
+		}
+		cleanups = append(cleanups, func() { dropTables(cfg.PostgresURL, table, logf) })
+		target, err := hostPort(cfg.PostgresURL)
+		if err != nil {
+			res.Err = err
+			return res
+		}
+		p, err := tcpproxy.Listen(target)
+		if err != nil {
+			res.Err = err
+			return res
+		}
+		cleanups = append(cleanups, p.Stop)
+		c.proxy = p
+		u, _ := url.Parse(storeURL)
+		u.Host = p.Addr()
+		args = append(args, "-store", u.String(), "-table", table)
+	default:
+		res.Err = fmt.Errorf("chaos: unknown store %q", cell.Store)
+		return res
+	}
+
+	for i := range 3 {
+		in, addr, err := mockServer(cfg.MockServer, dir, "mockserver-"+strconv.Itoa(i), args)
+		if err != nil {
+			res.Err = err
+			return res
+		}
+		if err := in.start(ctx); err != nil {
+			res.Err = err
+			return res
+		}
+		cleanups = append(cleanups, in.kill)
+		c.instances = append(c.instances, in)
+		c.addrs = append(c.addrs, addr)
+	}
+	c.busy = make([]sync.Mutex, len(c.instances))
+
+	ops := newOps(cfg.Ops, run)
+	l := newLoader(c.addrs, cfg.Lease)
+	cleanups = append(cleanups, l.close)
+	faultCtx, stopFaults := context.WithCancel(ctx)
+	faults := c.run(faultCtx, cell.Scenario)
+	l.drive(ctx, ops, cfg.Workers, cfg.MinDuration, 0.25)
+	stopFaults()
+	faults.Wait()
+	res.Faults, res.FaultCount = c.fired.String(), c.fired.total()
+	c.heal(ctx)
+	l.settle(ctx, ops, cfg.Workers, settlePatience)
+
+	payments, balance, err := readLedger(ctx, c.addrs[0])
+	if err != nil {
+		res.Err = err
+		return res
+	}
+	res.Verdict = judge(ops, payments, opening, balance)
+	for _, in := range c.instances {
+		if in.exited() {
+			res.Err = errors.Join(res.Err, fmt.Errorf("chaos: %s exited on its own (see %s)", in.name, in.log))
+		}
+	}
+	return res
+}
+
+// readLedger reads every payment and the EUR balance from an instance:
+// the shared ledger, which every instance answers from.
+func readLedger(ctx context.Context, addr string) ([]mockserver.Payment, int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, readPatience)
+	defer cancel()
+	get := func(path string, into any) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+			return fmt.Errorf("GET %s: %d %s", path, resp.StatusCode, b)
+		}
+		return json.NewDecoder(resp.Body).Decode(into)
+	}
+	var payments []mockserver.Payment
+	if err := get("/payments", &payments); err != nil {
+		return nil, 0, fmt.Errorf("chaos: reading the ledger: %w", err)
+	}
+	var bal struct {
+		Balances map[string]int64 `json:"balances"`
+	}
+	if err := get("/balance?currency=EUR", &bal); err != nil {
+		return nil, 0, fmt.Errorf("chaos: reading the balance: %w", err)
+	}
+	return payments, bal.Balances["EUR"], nil
+}
+
+// postgresFor returns the store URL and a table of the run's own.
+func postgresFor(base, run string) (string, string, error) {
+	if base == "" {
+		return "", "", fmt.Errorf("chaos: no PostgreSQL URL (set SAFERETRY_POSTGRES_URL): %w", errSkipped)
+	}
+	table := "chaos_" + strconv.FormatInt(time.Now().UnixNano()%1e12, 36)
+	_ = run
+	return base, table, nil
+}
+
+// hostPort returns the host:port of a PostgreSQL URL.
+func hostPort(pgURL string) (string, error) {
+	cfg, err := pgx.ParseConfig(pgURL)
+	if err != nil {
+		return "", fmt.Errorf("chaos: PostgreSQL URL: %w", err)
+	}
+	return net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), nil
+}
+
+// dropTables removes the run's tables: the idempotency entries and the
+// ledger's.
+func dropTables(pgURL, table string, logf func(string, ...any)) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, pgURL)
+	if err != nil {
+		logf("chaos: could not drop the tables of %s: %v", table, err)
+		return
+	}
+	defer conn.Close(ctx)
+	for _, t := range []string{table, table + "_payments", table + "_balances"} {
+		if _, err := conn.Exec(ctx, `DROP TABLE IF EXISTS `+pgx.Identifier{t}.Sanitize()); err != nil {
+			logf("chaos: dropping %s: %v", t, err)
+		}
+	}
+}

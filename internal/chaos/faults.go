@@ -1,0 +1,289 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/saferetry/saferetry/internal/tcpproxy"
+)
+
+// Scenario names: which faults a run fires.
+const (
+	ScenarioMock  = "mock-faults" // drop-after-commit and 503 bursts, the mock server's own
+	ScenarioKill  = "kill"        // kill -9 of a random instance every 1-3 s, then a restart
+	ScenarioPause = "pause"       // SIGSTOP of a random instance for 1.5 leases, then SIGCONT
+	ScenarioStore = "store"       // Redis killed and restarted; PostgreSQL connections cut and slowed
+	ScenarioAll   = "all"         // all of the above at once
+)
+
+// Scenarios lists every scenario, in the order the tables show them.
+var Scenarios = []string{ScenarioMock, ScenarioKill, ScenarioPause, ScenarioStore, ScenarioAll}
+
+// fired counts the faults a run fired, by kind.
+type fired struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (f *fired) add(kind string, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n == nil {
+		f.n = map[string]int{}
+	}
+	f.n[kind] += n
+}
+
+func (f *fired) total() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := 0
+	for _, v := range f.n {
+		t += v
+	}
+	return t
+}
+
+// String lists the counts as "kill=3 pause=2", sorted by kind.
+func (f *fired) String() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	kinds := make([]string, 0, len(f.n))
+	for k := range f.n {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	parts := make([]string, len(kinds))
+	for i, k := range kinds {
+		parts[i] = fmt.Sprintf("%s=%d", k, f.n[k])
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " ")
+}
+
+// cluster is what the faults act on: the instances, and the store behind
+// them (a Redis process of the suite's own, or a proxy to PostgreSQL).
+type cluster struct {
+	instances []*proc
+	addrs     []string
+	redis     *proc            // nil for PostgreSQL
+	proxy     *tcpproxy.Proxy  // nil for Redis
+	busy      []sync.Mutex     // one fault at a time per instance
+	admin     *http.Client
+	fired     fired
+	lease     time.Duration
+	logf      func(string, ...any)
+}
+
+// between waits a random time in [lo, hi), or returns false when ctx ends.
+func between(ctx context.Context, lo, hi time.Duration) bool {
+	d := lo + time.Duration(rand.Int64N(int64(hi-lo)))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// pick locks a random instance that no other fault holds, or returns -1.
+func (c *cluster) pick() int {
+	start := rand.IntN(len(c.instances))
+	for i := range c.instances {
+		n := (start + i) % len(c.instances)
+		if c.busy[n].TryLock() {
+			return n
+		}
+	}
+	return -1
+}
+
+// restart starts instance i again, retrying while its store is down.
+func (c *cluster) restart(ctx context.Context, i int) {
+	for ctx.Err() == nil {
+		err := c.instances[i].start(ctx)
+		if err == nil {
+			return
+		}
+		c.logf("chaos: restarting %s: %v; trying again", c.instances[i].name, err)
+		if !between(ctx, 200*time.Millisecond, 400*time.Millisecond) {
+			return
+		}
+	}
+}
+
+// run fires the faults of scenario until ctx ends.
+func (c *cluster) run(ctx context.Context, scenario string) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	loop := func(f func(ctx context.Context)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				f(ctx)
+			}
+		}()
+	}
+	all := scenario == ScenarioAll
+	if all || scenario == ScenarioMock {
+		loop(c.mockFaults)
+	}
+	if all || scenario == ScenarioKill {
+		loop(c.kill)
+	}
+	if all || scenario == ScenarioPause {
+		loop(c.pause)
+	}
+	if all || scenario == ScenarioStore {
+		if c.redis != nil {
+			loop(c.restartRedis)
+		} else {
+			loop(c.cutPostgres)
+			loop(c.slowPostgres)
+		}
+	}
+	return &wg
+}
+
+// mockFaults asks a random instance to drop the answer of its next
+// executions after commit, or to fail its next requests with 503.
+func (c *cluster) mockFaults(ctx context.Context) {
+	if !between(ctx, 100*time.Millisecond, 300*time.Millisecond) {
+		return
+	}
+	i := rand.IntN(len(c.addrs))
+	path, kind, body := "drop-after-commit", "drop", fmt.Sprintf(`{"count":%d}`, 1+rand.IntN(2))
+	n := 0
+	if rand.IntN(2) == 0 {
+		n = 1 + rand.IntN(4)
+		path, kind, body = "fail", "503", fmt.Sprintf(`{"count":%d,"status":503}`, n)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.addrs[i]+"/_mock/"+path, bytes.NewReader([]byte(body)))
+	if err != nil {
+		return
+	}
+	resp, err := c.admin.Do(req)
+	if err != nil {
+		return // the instance is down or paused: no fault fired
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		if n == 0 {
+			n = 1
+		}
+		c.fired.add(kind, n)
+	}
+}
+
+// kill kills a random instance with SIGKILL and restarts it shortly after.
+func (c *cluster) kill(ctx context.Context) {
+	if !between(ctx, time.Second, 3*time.Second) {
+		return
+	}
+	i := c.pick()
+	if i < 0 {
+		return
+	}
+	defer c.busy[i].Unlock()
+	c.instances[i].kill()
+	c.fired.add("kill", 1)
+	between(ctx, 100*time.Millisecond, 600*time.Millisecond)
+	// Restarted even when the run ends, within a bound.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restartPatience)
+	defer cancel()
+	c.restart(rctx, i)
+}
+
+// restartPatience bounds the restart of a killed process.
+const restartPatience = 30 * time.Second
+
+// pause stops a random instance with SIGSTOP for longer than the lease,
+// so that another instance may take its claims over, then continues it.
+func (c *cluster) pause(ctx context.Context) {
+	if !between(ctx, 2*time.Second, 4*time.Second) {
+		return
+	}
+	i := c.pick()
+	if i < 0 {
+		return
+	}
+	defer c.busy[i].Unlock()
+	if !c.instances[i].pause() {
+		return
+	}
+	c.fired.add("pause", 1)
+	t := time.NewTimer(c.lease * 3 / 2)
+	<-t.C // resumed even when the run ends: a paused process must not stay
+	c.instances[i].resume()
+}
+
+// restartRedis kills the suite's Redis with SIGKILL and starts it again
+// from its append-only file.
+func (c *cluster) restartRedis(ctx context.Context) {
+	if !between(ctx, 3*time.Second, 6*time.Second) {
+		return
+	}
+	c.redis.kill()
+	c.fired.add("redis-restart", 1)
+	between(ctx, 200*time.Millisecond, 600*time.Millisecond)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restartPatience)
+	defer cancel()
+	for rctx.Err() == nil {
+		err := c.redis.start(rctx)
+		if err == nil {
+			return
+		}
+		c.logf("chaos: restarting %s: %v; trying again", c.redis.name, err)
+		between(rctx, 200*time.Millisecond, 400*time.Millisecond)
+	}
+}
+
+// cutPostgres resets every connection between the instances and
+// PostgreSQL, as a network cut would.
+func (c *cluster) cutPostgres(ctx context.Context) {
+	if !between(ctx, 2*time.Second, 4*time.Second) {
+		return
+	}
+	if n := c.proxy.Cut(); n > 0 {
+		c.fired.add("pg-cut", 1)
+	}
+}
+
+// slowPostgres adds latency to the instances' PostgreSQL traffic for a
+// second at a time.
+func (c *cluster) slowPostgres(ctx context.Context) {
+	if !between(ctx, 2*time.Second, 5*time.Second) {
+		return
+	}
+	c.proxy.SetLatency(c.lease / 20)
+	c.fired.add("pg-slow", 1)
+	between(ctx, 500*time.Millisecond, 1500*time.Millisecond)
+	c.proxy.SetLatency(0)
+}
+
+// heal brings every instance and the store back, for the final round.
+func (c *cluster) heal(ctx context.Context) {
+	if c.proxy != nil {
+		c.proxy.SetLatency(0)
+	}
+	if c.redis != nil && !c.redis.alive() {
+		_ = c.redis.start(ctx)
+	}
+	for i, in := range c.instances {
+		in.resume()
+		if !in.alive() {
+			c.restart(ctx, i)
+		}
+	}
+}

@@ -1,0 +1,69 @@
+package chaos
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// PrintTable writes one row per result: store, mode, handler, scenario,
+// operations, faults fired, doubles, lost, unresolved, time; then a line
+// per cell that failed to run or whose ledger did not add up.
+func PrintTable(w io.Writer, results []Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "store\tmode\thandler\tscenario\tops\tpayments\tfaults fired\tdoubles\tlost\tunresolved\ttime\t")
+	for _, r := range results {
+		faults := fmt.Sprintf("%d (%s)", r.FaultCount, r.Faults)
+		if r.FaultCount == 0 {
+			faults = "0"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%v\t\n",
+			r.Store, r.Mode, r.Handler(), r.Scenario, r.Ops, r.Payments, faults,
+			r.Doubles, r.Lost, r.Unresolved, r.Took.Round(100*time.Millisecond))
+	}
+	tw.Flush()
+	for _, r := range results {
+		name := strings.Join([]string{r.Store, r.Mode, r.Handler(), r.Scenario}, " ")
+		switch {
+		case r.Err != nil:
+			fmt.Fprintf(w, "%s: %v\n", name, r.Err)
+		case r.BalanceOff != 0:
+			fmt.Fprintf(w, "%s: the balance is off by %d from the payments\n", name, r.BalanceOff)
+		case r.Strays != 0:
+			fmt.Fprintf(w, "%s: %d payments under keys the client never used\n", name, r.Strays)
+		}
+	}
+}
+
+// Summary returns the verdict line of a run, and whether it passed: every
+// keyed cell clean, every cell run.
+func Summary(results []Result) (string, bool) {
+	var ops, doubles, lost, unresolved, unkeyedDoubles, unkeyedOps, failed int
+	for _, r := range results {
+		if !r.OK() {
+			failed++
+		}
+		if r.Unkeyed {
+			unkeyedDoubles += r.Doubles
+			unkeyedOps += r.Ops
+			lost += r.Lost
+			unresolved += r.Unresolved
+			continue
+		}
+		ops += r.Ops
+		doubles += r.Doubles
+		lost += r.Lost
+		unresolved += r.Unresolved
+	}
+	verdict := "PASS"
+	if failed > 0 {
+		verdict = fmt.Sprintf("FAIL (%d of %d cells)", failed, len(results))
+	}
+	line := fmt.Sprintf("chaos: %s: %d operations with keyed payments: %d doubles, %d lost, %d unresolved", verdict, ops, doubles, lost, unresolved)
+	if unkeyedOps > 0 {
+		line += fmt.Sprintf("; the unkeyed handler (lease mode without keyed side effects) paid twice %d times in %d operations", unkeyedDoubles, unkeyedOps)
+	}
+	return line, failed == 0
+}

@@ -1,0 +1,70 @@
+package chaos
+
+import "github.com/saferetry/saferetry/mockserver"
+
+// Verdict is what a run's shared ledger and its client's answers show.
+type Verdict struct {
+	// Ops is the number of logical operations the client made.
+	Ops int
+	// Payments is the number of payments in the ledger.
+	Payments int
+	// Doubles counts the payments beyond the first of any one operation
+	// (Idempotency-Key): the double executions.
+	Doubles int
+	// Lost counts the operations whose client was answered with a payment
+	// that the ledger does not hold.
+	Lost int
+	// Unresolved counts the operations that got no final answer, even after
+	// the final round of retries with the same keys.
+	Unresolved int
+	// Strays counts payments under keys the client never used.
+	Strays int
+	// BalanceOff is the balance the ledger reports less the opening
+	// balance less its payments: 0 when the ledger adds up.
+	BalanceOff int64
+}
+
+// Clean reports whether the run shows exactly-once: no double, nothing
+// lost, nothing unresolved, nothing stray, and a balance that adds up.
+func (v Verdict) Clean() bool {
+	return v.Doubles == 0 && v.Lost == 0 && v.Unresolved == 0 && v.Strays == 0 && v.BalanceOff == 0
+}
+
+// judge compares the client's view of ops with the ledger's payments and
+// the balance it reports for the one currency the run pays in.
+func judge(ops []*op, payments []mockserver.Payment, opening, balance int64) Verdict {
+	v := Verdict{Ops: len(ops), Payments: len(payments)}
+	byKey := make(map[string]int, len(ops))
+	ids := make(map[string]bool, len(payments))
+	var paid int64
+	for _, p := range payments {
+		byKey[p.IdempotencyKey]++
+		ids[p.ID] = true
+		paid += p.Amount
+	}
+	known := make(map[string]bool, len(ops))
+	for _, o := range ops {
+		known[o.key] = true
+		if n := byKey[o.key]; n > 1 {
+			v.Doubles += n - 1
+		}
+		o.mu.Lock()
+		for id := range o.ids {
+			if !ids[id] {
+				v.Lost++
+				break
+			}
+		}
+		if !o.resolved {
+			v.Unresolved++
+		}
+		o.mu.Unlock()
+	}
+	for k, n := range byKey {
+		if !known[k] {
+			v.Strays += n
+		}
+	}
+	v.BalanceOff = balance - (opening - paid)
+	return v
+}
