@@ -268,6 +268,7 @@ func verify(srv *mockserver.Server, ops []*op, sent *counter, start int64, w io.
 		return errors.Join(problems...)
 	}
 	fmt.Fprintf(w, "\nVERDICT: PASS: %d payments, each executed exactly once despite the faults; the balance is right.\n", len(ops))
+	fmt.Fprintln(w, "The same under kill -9, SIGSTOP and store restarts, three real server processes over Redis or PostgreSQL: go run ./cmd/chaos")
 	return nil
 }
 
