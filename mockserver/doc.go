@@ -71,12 +71,28 @@
 //	GET    /_mock/keys               [KeyStats, ...] in the order first seen
 //	GET    /_mock/keys/{key}         KeyStats of one key (zero counts if never seen)
 //
-// # Shared stores
+// # Shared stores and ledgers
 //
-// By default each Server keeps its keys in its own memstore. Servers given
-// the same shared store with WithStore (and the same WithNamespace) act as
-// instances of one service: a key executes once across all of them. Each
-// keeps its own ledger and counters, so "exactly once" across instances is
-// the sum of Executions over the servers. ExpireKeys acts on one server's
-// key scope only; call it on each of them.
+// By default each Server keeps its keys in its own memstore and its
+// payments in a Ledger in its own memory. Servers given the same shared
+// store with WithStore (and the same WithNamespace) act as instances of one
+// service: a key executes once across all of them. Give them a shared
+// ledger too (WithLedger: mockserver/redisledger, mockserver/pgledger), and
+// every instance answers GET /payments, GET /balance and KeyStats.Payments
+// from the same records, so the servers' own records are the proof of
+// exactly-once, and a payment made by an instance that died is not lost.
+// Attempts, Executions and History stay per server. ExpireKeys acts on one
+// server's key scope only; call it on each of them. Reset resets a shared
+// ledger for every server.
+//
+// # Keyed payments
+//
+// A payment is recorded under its request's idempotency.DerivedKey, the
+// same on every execution of the operation. A re-run of the handler, after
+// a takeover of a claim whose instance died or was paused past its lease,
+// finds the earlier run's payment and answers with it: the same payment ID,
+// the balance debited once. This is what keeps lease mode exactly-once for
+// a side effect outside the idempotency store. WithUnkeyedPayments turns it
+// off, to show what a lease alone gives. With an idempotency.TxStore and a
+// TxLedger (pgledger) the payment also commits in the claim's transaction.
 package mockserver
