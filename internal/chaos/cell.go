@@ -87,6 +87,9 @@ func runCell(ctx context.Context, cfg Config, cell Cell, logf func(string, ...an
 		c.proxy = p
 		u, _ := url.Parse(storeURL)
 		u.Host = p.Addr()
+		q := u.Query()
+		q.Set("pool_max_conns", "16") // each instance serves a third of the clients
+		u.RawQuery = q.Encode()
 		args = append(args, "-store", u.String(), "-table", table)
 	default:
 		res.Err = fmt.Errorf("chaos: unknown store %q", cell.Store)
