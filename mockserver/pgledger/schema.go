@@ -1,0 +1,109 @@
+package pgledger
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/saferetry/saferetry/idempotency/pgstore"
+)
+
+// names holds the quoted SQL names derived from a valid table name.
+type names struct {
+	payments string // quoted, possibly schema-qualified
+	balances string
+	lock     string // key of the advisory lock that serialises CreateSchema
+}
+
+// newNames derives the names of table's tables. table is validated with
+// pgstore.ValidateTable, whose 48-byte limit keeps every name PostgreSQL
+// derives from ours (T_payments_pkey, T_balances_pkey) within its 63 bytes.
+func newNames(table string) (names, error) {
+	if err := pgstore.ValidateTable(table); err != nil {
+		return names{}, err
+	}
+	schema, name, qualified := strings.Cut(table, ".")
+	if !qualified {
+		schema, name = "", schema
+	}
+	quote := func(suffix string) string {
+		q := `"` + name + suffix + `"`
+		if schema != "" {
+			q = `"` + schema + `".` + q
+		}
+		return q
+	}
+	return names{
+		payments: quote("_payments"),
+		balances: quote("_balances"),
+		lock:     "saferetry/pgledger/" + table,
+	}, nil
+}
+
+// Schema returns the SQL that creates the tables of the ledger named table
+// (see New), for migration tools. Every statement uses IF NOT EXISTS, so
+// the SQL is safe to run again. It returns an error wrapping
+// pgstore.ErrInvalidTable for an invalid name.
+//
+// Columns of T_payments: the fields of mockserver.Payment (created to the
+// millisecond, as the Server makes it), ref unique, and seq, an identity
+// that orders the payments. T_balances holds a balance in minor units per
+// currency.
+func Schema(table string) (string, error) {
+	n, err := newNames(table)
+	if err != nil {
+		return "", err
+	}
+	return schemaSQL(n), nil
+}
+
+func schemaSQL(n names) string {
+	return `CREATE TABLE IF NOT EXISTS ` + n.payments + ` (
+	id              text        PRIMARY KEY,
+	ref             text        NOT NULL UNIQUE,
+	idempotency_key text        NOT NULL,
+	amount          bigint      NOT NULL CHECK (amount > 0),
+	currency        text        NOT NULL,
+	recipient       text        NOT NULL,
+	status          text        NOT NULL,
+	created         timestamptz NOT NULL,
+	seq             bigint      GENERATED ALWAYS AS IDENTITY
+);
+CREATE TABLE IF NOT EXISTS ` + n.balances + ` (
+	currency text   PRIMARY KEY,
+	balance  bigint NOT NULL
+);
+`
+}
+
+// CreateSchema creates the ledger's tables if they do not exist (see
+// Schema); a schema-qualified name needs its schema to exist. It is safe to
+// call repeatedly, and concurrently from several processes: a
+// transaction-scoped advisory lock serialises the DDL.
+func (l *Ledger) CreateSchema(ctx context.Context) error {
+	tx, err := l.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("pgledger: create schema: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, l.names.lock); err != nil {
+		return fmt.Errorf("pgledger: create schema: %w", err)
+	}
+	// No arguments: pgx sends the multi-statement script over the simple protocol.
+	if _, err := tx.Exec(ctx, schemaSQL(l.names)); err != nil {
+		return fmt.Errorf("pgledger: create schema: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("pgledger: create schema: %w", err)
+	}
+	return nil
+}
+
+// DropSchema drops the ledger's tables and every payment in them, if they
+// exist: for tests and clean-up.
+func (l *Ledger) DropSchema(ctx context.Context) error {
+	if _, err := l.pool.Exec(ctx, `DROP TABLE IF EXISTS `+l.names.payments+`, `+l.names.balances); err != nil {
+		return fmt.Errorf("pgledger: drop schema: %w", err)
+	}
+	return nil
+}

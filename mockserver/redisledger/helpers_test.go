@@ -1,0 +1,42 @@
+package redisledger_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/saferetry/saferetry/internal/testenv"
+)
+
+// newClient connects to the test Redis (skipping, or failing under
+// SAFERETRY_REQUIRE_SERVICES=1, when none is configured) and closes the
+// client at the end of tb.
+func newClient(tb testing.TB) *redis.Client {
+	tb.Helper()
+	opt, err := redis.ParseURL(testenv.RedisURL(tb))
+	if err != nil {
+		tb.Fatalf("parse %s: %v", testenv.EnvRedisURL, err)
+	}
+	rdb := redis.NewClient(opt)
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		rdb.Close()
+		testenv.Unavailable(tb, "redis at "+opt.Addr+": "+err.Error())
+	}
+	tb.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// newPrefix returns a key prefix of tb's own and deletes its keys at the
+// end of tb, after the clients opened later are closed.
+func newPrefix(tb testing.TB, rdb redis.UniversalClient) string {
+	tb.Helper()
+	return testenv.RedisPrefix(tb, rdb, "saferetry:test:ledger:")
+}
+
+func ctxT(tb testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	tb.Cleanup(cancel)
+	return ctx
+}
