@@ -13,6 +13,9 @@
 //
 //	-addr         address to listen on (default 127.0.0.1:8080; port 0 picks one)
 //	-store        memory (default), redis://... or rediss://..., postgres://... or postgresql://...
+//	-mode         tx (default) or lease: the idempotency mode over a postgres store
+//	-balance      CUR=amount, the opening balance of a currency in minor units (repeatable; default 1000000 each)
+//	-unkeyed-payments  pay anew on every execution instead of keying payments by their derived key (the naive handler)
 //	-ttl          how long a completed key is replayed (default 24h)
 //	-lease        how long a claim lives without renewal (default 10s)
 //	-wait         how long a duplicate waits for a running original before 409 (default 0: at once)
@@ -21,6 +24,18 @@
 //	-max-entries  most entries the memory store holds; a new key beyond gets 503 (default 1000000; memory store only)
 //	-max-bytes    most bytes of heap the memory store's entries hold, as it estimates them (default 268435456; memory store only)
 //	-v            log executions and injected faults to stderr
+//
+// The payments ledger lives where the idempotency entries do: in this
+// process's memory with the memory store (one instance only), in the same
+// Redis under the namespace's prefix, or in PostgreSQL tables named after
+// the entries table (<table>_payments, <table>_balances). Processes that
+// share a store and a namespace therefore share their payments: every
+// instance answers GET /payments and GET /balance from the same records,
+// and a payment is keyed by the derived key of its request, so a re-run
+// after a takeover finds it and answers with it. Over PostgreSQL the
+// default mode is transactional: the claim, the payment and the stored
+// answer commit in one transaction; -mode lease runs lease mode, where the
+// keyed ledger alone keeps a takeover from paying twice.
 //
 // With a redis:// store it checks the server's settings at start and prints
 // a warning to stderr for each one under which Redis may forget claims and
@@ -42,6 +57,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -54,6 +70,8 @@ import (
 	"github.com/saferetry/saferetry/idempotency/pgstore"
 	"github.com/saferetry/saferetry/idempotency/redisstore"
 	"github.com/saferetry/saferetry/mockserver"
+	"github.com/saferetry/saferetry/mockserver/pgledger"
+	"github.com/saferetry/saferetry/mockserver/redisledger"
 )
 
 func main() {
@@ -87,9 +105,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	table := fs.String("table", "", "PostgreSQL table of the entries, created if missing (default "+pgstore.DefaultTable+"; postgres store only)")
 	maxEntries := fs.Int("max-entries", memstore.DefaultMaxEntries, "most entries the memory store holds; a new key beyond gets 503 (memory store only)")
 	maxBytes := fs.Int64("max-bytes", memstore.DefaultMaxBytes, "most bytes of heap the memory store's entries hold, as it estimates them (memory store only)")
+	mode := fs.String("mode", "", "idempotency mode over a postgres store: tx (default) or lease")
+	balances := balanceFlag{}
+	fs.Var(balances, "balance", "`CUR=amount`: opening balance of a currency in minor units (repeatable)")
+	unkeyed := fs.Bool("unkeyed-payments", false, "pay anew on every execution (the naive handler a lease cannot protect)")
 	verbose := fs.Bool("v", false, "log executions and injected faults to stderr")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	switch {
+	case *mode == "" && isPostgres(*storeURL):
+		*mode = "tx"
+	case *mode == "":
+		*mode = "lease"
+	case *mode != "tx" && *mode != "lease":
+		return fmt.Errorf("mockserver: -mode %q: want tx or lease", *mode)
+	case *mode == "tx" && !isPostgres(*storeURL):
+		return errors.New("mockserver: -mode tx needs a postgres:// store")
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("mockserver: unexpected arguments %q", fs.Args())
@@ -120,8 +152,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
-	st, storeName, closeStore, err := openStore(ctx, *storeURL, storeOptions{
+	be, err := openBackend(ctx, *storeURL, backendOptions{
 		table:      *table,
+		namespace:  *namespace,
+		opening:    balances,
+		tx:         *mode == "tx",
 		maxEntries: *maxEntries,
 		maxBytes:   *maxBytes,
 		warnings:   stderr,
@@ -129,7 +164,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer closeStore()
+	defer be.close()
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -137,7 +172,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	opts := []mockserver.Option{
 		mockserver.WithListener(ln),
-		mockserver.WithStore(st),
+		mockserver.WithStore(be.store),
+		mockserver.WithLedger(be.ledger),
 		mockserver.WithNamespace(*namespace),
 		mockserver.WithIdempotencyOptions(
 			idempotency.WithTTL(*ttl),
@@ -145,11 +181,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			idempotency.WithWaitForResult(*wait),
 		),
 	}
+	if *unkeyed {
+		opts = append(opts, mockserver.WithUnkeyedPayments())
+	}
 	if *verbose {
 		opts = append(opts, mockserver.WithLogger(slog.New(slog.NewTextHandler(stderr, nil))))
 	}
 	srv := mockserver.New(opts...)
-	fmt.Fprintf(stdout, "mockserver: listening on %s (store %s, ttl %v, lease %v)\n", srv.URL, storeName, *ttl, *lease)
+	payments := "keyed payments"
+	if *unkeyed {
+		payments = "unkeyed payments"
+	}
+	fmt.Fprintf(stdout, "mockserver: listening on %s (store %s, mode %s, %s, ttl %v, lease %v)\n",
+		srv.URL, be.name, *mode, payments, *ttl, *lease)
 
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "mockserver: shutting down")
@@ -163,55 +207,115 @@ func isPostgres(u string) bool {
 	return strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://")
 }
 
-// storeOptions are the flags that shape the store, already validated.
-type storeOptions struct {
-	table      string    // PostgreSQL only; "" for the default
-	maxEntries int       // memory only
-	maxBytes   int64     // memory only
-	warnings   io.Writer // gets the warnings of the Redis settings check
+// backendOptions are the flags that shape the store and the ledger,
+// already validated.
+type backendOptions struct {
+	table      string           // PostgreSQL only; "" for the default
+	namespace  string           // names the Redis ledger's keys
+	opening    map[string]int64 // opening balances
+	tx         bool             // transactional mode (PostgreSQL only)
+	maxEntries int              // memory only
+	maxBytes   int64            // memory only
+	warnings   io.Writer        // gets the warnings of the Redis settings check
 }
 
-// openStore connects to the store named by u, or makes the memory store.
-func openStore(ctx context.Context, u string, o storeOptions) (st idempotency.Store, name string, closeFn func(), err error) {
+// backend is where a server keeps its idempotency entries and its ledger.
+type backend struct {
+	store  idempotency.Store
+	ledger mockserver.Ledger
+	name   string
+	close  func()
+}
+
+// openBackend connects to the store named by u and puts the ledger beside
+// the entries, or makes the memory store and ledger.
+func openBackend(ctx context.Context, u string, o backendOptions) (backend, error) {
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
 	switch {
 	case isMemory(u):
 		ms := memstore.New(memstore.WithMaxEntries(o.maxEntries), memstore.WithMaxBytes(o.maxBytes))
-		return ms, "memory", func() { _ = ms.Close() }, nil
+		return backend{store: ms, ledger: mockserver.NewMemoryLedger(o.opening), name: "memory",
+			close: func() { _ = ms.Close() }}, nil
 
 	case strings.HasPrefix(u, "redis://") || strings.HasPrefix(u, "rediss://"):
 		opt, err := redis.ParseURL(u)
 		if err != nil {
-			return nil, "", nil, fmt.Errorf("mockserver: -store: %w", err)
+			return backend{}, fmt.Errorf("mockserver: -store: %w", err)
 		}
 		rdb := redis.NewClient(opt)
 		if err := rdb.Ping(ctx).Err(); err != nil {
 			_ = rdb.Close()
-			return nil, "", nil, fmt.Errorf("mockserver: cannot reach redis: %w", err)
+			return backend{}, fmt.Errorf("mockserver: cannot reach redis: %w", err)
+		}
+		prefix := "saferetry:mock:" + o.namespace + ":"
+		if err := redisledger.ValidatePrefix(prefix); err != nil {
+			_ = rdb.Close()
+			return backend{}, fmt.Errorf("mockserver: -namespace %q cannot name a Redis ledger: %w", o.namespace, err)
 		}
 		rs := redisstore.New(rdb)
 		warnRedisSettings(ctx, rs, o.warnings)
-		return rs, "redis " + opt.Addr, func() { _ = rdb.Close() }, nil
+		led := redisledger.New(rdb, prefix, o.opening)
+		return backend{store: rs, ledger: led, name: "redis " + opt.Addr, close: func() { _ = rdb.Close() }}, nil
 
 	case isPostgres(u):
 		pool, err := pgxpool.New(ctx, u)
 		if err != nil {
-			return nil, "", nil, fmt.Errorf("mockserver: -store: %w", err)
+			return backend{}, fmt.Errorf("mockserver: -store: %w", err)
 		}
 		var opts []pgstore.Option
 		if o.table != "" {
 			opts = append(opts, pgstore.WithTable(o.table))
 		}
-		ps := pgstore.New(pool, opts...)
-		if err := ps.CreateSchema(ctx); err != nil {
-			pool.Close()
-			return nil, "", nil, fmt.Errorf("mockserver: cannot prepare postgres: %w", err)
+		tx := pgstore.NewTx(pool, opts...)
+		led := pgledger.New(pool, tx.Table(), o.opening)
+		for _, create := range []func(context.Context) error{tx.CreateSchema, led.CreateSchema} {
+			if err := create(ctx); err != nil {
+				pool.Close()
+				return backend{}, fmt.Errorf("mockserver: cannot prepare postgres: %w", err)
+			}
 		}
-		stopReaper := ps.StartReaper(context.Background(), time.Minute)
-		return ps, "postgres table " + ps.Table(), func() { stopReaper(); pool.Close() }, nil
+		var st idempotency.Store = tx
+		if !o.tx {
+			st = tx.Store // lease mode over the same table
+		}
+		stopReaper := tx.StartReaper(context.Background(), time.Minute)
+		return backend{store: st, ledger: led, name: "postgres table " + tx.Table(), close: func() {
+			stopReaper()
+			_ = tx.Close()
+			pool.Close()
+		}}, nil
 	}
-	return nil, "", nil, fmt.Errorf("mockserver: -store %q: want memory, redis://... or postgres://...", u)
+	return backend{}, fmt.Errorf("mockserver: -store %q: want memory, redis://... or postgres://...", u)
+}
+
+// balanceFlag collects -balance CUR=amount values.
+type balanceFlag map[string]int64
+
+func (b balanceFlag) String() string {
+	parts := make([]string, 0, len(b))
+	for c, v := range b {
+		parts = append(parts, c+"="+strconv.FormatInt(v, 10))
+	}
+	return strings.Join(parts, ",")
+}
+
+func (b balanceFlag) Set(v string) error {
+	cur, amount, ok := strings.Cut(v, "=")
+	n, err := strconv.ParseInt(amount, 10, 64)
+	if !ok || err != nil || n < 0 || len(cur) != 3 || strings.ToUpper(cur) != strings.ToUpper(strings.Map(letter, cur)) {
+		return fmt.Errorf("want CUR=amount, three letters and a non-negative integer, got %q", v)
+	}
+	b[strings.ToUpper(cur)] = n
+	return nil
+}
+
+// letter keeps ASCII letters and drops anything else.
+func letter(r rune) rune {
+	if (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') {
+		return r
+	}
+	return -1
 }
 
 // warnRedisSettings prints one warning line to w per setting of the Redis

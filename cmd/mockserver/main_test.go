@@ -21,6 +21,8 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency/redisstore"
 	"github.com/saferetry/saferetry/internal/testenv"
+	"github.com/saferetry/saferetry/mockserver"
+	"github.com/saferetry/saferetry/mockserver/pgledger"
 )
 
 // lines collects what run prints and hands over the URL of the startup line.
@@ -93,9 +95,31 @@ func post(t *testing.T, url, key string) *http.Response {
 	return resp
 }
 
+// TestBalanceAndUnkeyedFlags: -balance sets an opening balance, and
+// -unkeyed-payments is reported in the startup line.
+func TestBalanceAndUnkeyedFlags(t *testing.T) {
+	url, out, stop := start(t, "-balance", "eur=70", "-balance", "JPY=3", "-unkeyed-payments")
+	defer stop()
+	if !strings.Contains(out.String(), "unkeyed payments") {
+		t.Errorf("startup line %q does not say the payments are unkeyed", out.String())
+	}
+	var bal struct{ Balances map[string]int64 }
+	getJSON(t, url+"/balance", &bal)
+	if bal.Balances["EUR"] != 70 || bal.Balances["JPY"] != 3 {
+		t.Errorf("balances %v, want EUR 70 and JPY 3", bal.Balances)
+	}
+	if resp := post(t, url, "bal-1"); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("payment of 10 from 70: %d", resp.StatusCode)
+	}
+	getJSON(t, url+"/balance?currency=EUR", &bal)
+	if bal.Balances["EUR"] != 60 {
+		t.Errorf("EUR after a payment of 10: %d, want 60", bal.Balances["EUR"])
+	}
+}
+
 func TestRunServesAndShutsDown(t *testing.T) {
 	url, out, stop := start(t, "-ttl", "1h", "-lease", "2s")
-	if !strings.Contains(out.String(), "store memory, ttl 1h0m0s, lease 2s") {
+	if !strings.Contains(out.String(), "store memory, mode lease, keyed payments, ttl 1h0m0s, lease 2s") {
 		t.Errorf("startup line: %q", out.String())
 	}
 	if resp := post(t, url, "cmd-1"); resp.StatusCode != 201 {
@@ -129,6 +153,15 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"-store", "postgres://127.0.0.1:1/x", "-table", "Bad-Name"},
 		{"-max-entries", "0"},
 		{"-max-bytes", "-1"},
+		{"-mode", "sometimes"},
+		{"-mode", "tx"}, // the memory store has no transactions
+		{"-store", "redis://127.0.0.1:1/0", "-mode", "tx"},
+		{"-balance", "EUR"},
+		{"-balance", "EURO=5"},
+		{"-balance", "E1R=5"},
+		{"-balance", "EUR=-5"},
+		{"-balance", "EUR=5x"},
+		{"-store", "redis://127.0.0.1:1/0", "-namespace", "a{b}"},
 	} {
 		if err := run(context.Background(), args, &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
 			t.Errorf("run %q: no error", args)
@@ -225,10 +258,11 @@ func TestRedisSettingsWarnings(t *testing.T) {
 	}
 }
 
-// Two binaries on one shared store with one namespace act as one service.
+// Two binaries on one shared store with one namespace act as one service,
+// and answer from one ledger.
 func testSharedStore(t *testing.T, store, wantName string, extra ...string) {
 	ns := testenv.RandomName("cmdtest-")
-	args := append([]string{"-store", store, "-namespace", ns, "-ttl", "1m"}, extra...)
+	args := append([]string{"-store", store, "-namespace", ns, "-ttl", "1m", "-balance", "EUR=5000"}, extra...)
 	urlA, outA, stopA := start(t, args...)
 	defer stopA()
 	urlB, _, stopB := start(t, args...)
@@ -242,7 +276,23 @@ func testSharedStore(t *testing.T, store, wantName string, extra ...string) {
 	if resp := post(t, urlB, "shared-1"); resp.StatusCode != 201 || resp.Header.Get("Idempotent-Replayed") != "true" {
 		t.Errorf("POST to B: %d replayed=%q", resp.StatusCode, resp.Header.Get("Idempotent-Replayed"))
 	}
+	if resp := post(t, urlB, "shared-2"); resp.StatusCode != 201 {
+		t.Errorf("second payment, to B: %d", resp.StatusCode)
+	}
+	for _, u := range []string{urlA, urlB} {
+		var ps []mockserver.Payment
+		getJSON(t, u+"/payments", &ps)
+		if len(ps) != 2 || ps[0].IdempotencyKey != "shared-1" || ps[1].IdempotencyKey != "shared-2" {
+			t.Errorf("GET %s/payments = %+v, want the two payments made on A and B", u, ps)
+		}
+		var bal struct{ Balances map[string]int64 }
+		getJSON(t, u+"/balance?currency=EUR", &bal)
+		if bal.Balances["EUR"] != 5000-20 {
+			t.Errorf("GET %s/balance = %v, want EUR 4980 (opening 5000, two payments of 10)", u, bal.Balances)
+		}
+	}
 }
+
 
 func TestRunWithRedis(t *testing.T) {
 	testSharedStore(t, testenv.RedisURL(t), "store redis")
@@ -261,11 +311,34 @@ func TestRunWithPostgres(t *testing.T) {
 			return
 		}
 		defer pool.Close()
-		if _, err := pool.Exec(ctx, `DROP TABLE IF EXISTS "`+table+`"`); err != nil {
-			t.Errorf("drop %s: %v", table, err)
+		for _, tb := range []string{table, table + "_payments", table + "_balances"} {
+			if _, err := pool.Exec(ctx, `DROP TABLE IF EXISTS "`+tb+`"`); err != nil {
+				t.Errorf("drop %s: %v", tb, err)
+			}
 		}
 	})
-	testSharedStore(t, u, "store postgres table "+table, "-table", table)
+	for _, mode := range []string{"tx", "lease"} {
+		t.Run(mode, func(t *testing.T) {
+			testSharedStore(t, u, "store postgres table "+table+", mode "+mode, "-table", table, "-mode", mode)
+			dropLedger(t, u, table)
+		})
+	}
+}
+
+// dropLedger empties the ledger tables named after table, and drops them
+// at the end.
+func dropLedger(t *testing.T, u, table string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	led := pgledger.New(pool, table, nil)
+	if err := led.DropSchema(ctx); err != nil {
+		t.Errorf("drop the ledger of %s: %v", table, err)
+	}
 }
 
 // TestShutdownAnswersRequestsInFlight: a request executing when the signal

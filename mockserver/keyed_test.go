@@ -1,0 +1,81 @@
+package mockserver_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/memstore"
+	"github.com/saferetry/saferetry/internal/testenv"
+	"github.com/saferetry/saferetry/mockserver"
+)
+
+// dying stands for an instance that dies right after its payment: its
+// renewals stop reaching the store and its Complete never lands, so the
+// claim stays in progress until the lease lapses.
+type dying struct{ idempotency.Store }
+
+func (dying) Renew(context.Context, idempotency.Key, int64, time.Duration) error { return nil }
+func (dying) Complete(context.Context, idempotency.Key, int64, idempotency.Response, time.Duration) error {
+	return idempotency.ErrStaleToken
+}
+
+// TestRerunAfterTakeover runs a payment on instance A, which dies before
+// recording its outcome; after the lease, instance B takes the key over and
+// runs the handler again. Keyed by the derived key (the default), B's run
+// finds A's payment and answers with it: one payment, debited once. With
+// WithUnkeyedPayments, B pays a second time: what a lease alone cannot
+// prevent.
+func TestRerunAfterTakeover(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		opts     []mockserver.Option
+		payments int
+	}{
+		{"keyed", nil, 1},
+		{"unkeyed", []mockserver.Option{mockserver.WithUnkeyedPayments()}, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			st := memstore.New()
+			defer st.Close()
+			ledger := mockserver.NewMemoryLedger(nil)
+			lease := mockserver.WithIdempotencyOptions(idempotency.WithLease(80 * time.Millisecond))
+			a := mockserver.New(append([]mockserver.Option{mockserver.WithStore(dying{st}), mockserver.WithLedger(ledger), lease}, tt.opts...)...)
+			defer a.Close()
+			b := mockserver.New(append([]mockserver.Option{mockserver.WithStore(st), mockserver.WithLedger(ledger), lease}, tt.opts...)...)
+			defer b.Close()
+
+			resp, body := mustSend(t, a, "POST", "/payments", "rerun-1", payBody)
+			if resp.StatusCode != http.StatusCreated {
+				t.Fatalf("A: %d %s", resp.StatusCode, body)
+			}
+			first := decodeJSON[mockserver.Payment](t, body)
+			var second mockserver.Payment
+			testenv.Eventually(t, "B takes the key over", func() bool {
+				resp, body := mustSend(t, b, "POST", "/payments", "rerun-1", payBody)
+				if resp.StatusCode == http.StatusCreated {
+					second = decodeJSON[mockserver.Payment](t, body)
+					return true
+				}
+				return false
+			})
+			if b.Executions("rerun-1") != 1 {
+				t.Fatalf("B ran the handler %d times, want 1 (the takeover)", b.Executions("rerun-1"))
+			}
+			if got := b.Stats("rerun-1").Payments; got != tt.payments {
+				t.Fatalf("the ledger holds %d payments for the key, want %d", got, tt.payments)
+			}
+			if keyed := tt.payments == 1; keyed != (second.ID == first.ID) {
+				t.Fatalf("A paid %s, B answered %s", first.ID, second.ID)
+			}
+			if want := mockserver.DefaultBalance - int64(tt.payments)*first.Amount; b.Balance("EUR") != want {
+				t.Fatalf("EUR balance %d, want %d", b.Balance("EUR"), want)
+			}
+			if first.Ref == "" || (tt.payments == 1) != (first.Ref == second.Ref) {
+				t.Fatalf("refs %q and %q", first.Ref, second.Ref)
+			}
+		})
+	}
+}
