@@ -293,7 +293,6 @@ func testSharedStore(t *testing.T, store, wantName string, extra ...string) {
 	}
 }
 
-
 func TestRunWithRedis(t *testing.T) {
 	testSharedStore(t, testenv.RedisURL(t), "store redis")
 }

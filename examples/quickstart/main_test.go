@@ -22,7 +22,7 @@ func TestQuickstartVerdict(t *testing.T) {
 	s := out.String()
 	for _, want := range []string{
 		"VERDICT: PASS: 4 payments",
-		"go run ./cmd/chaos", // the suite that proves the same under real faults
+		"go run ./cmd/chaos",                            // the suite that proves the same under real faults
 		"dropped_after_commit, 201 replayed",            // the lost answer was replayed
 		"503 injected_failure, 503 injected_failure",    // the 503s were retried
 		"409 in_progress",                               // the duplicate met 409

@@ -75,9 +75,9 @@ func (f *fired) String() string {
 type cluster struct {
 	instances []*proc
 	addrs     []string
-	redis     *proc            // nil for PostgreSQL
-	proxy     *tcpproxy.Proxy  // nil for Redis
-	busy      []sync.Mutex     // one fault at a time per instance
+	redis     *proc           // nil for PostgreSQL
+	proxy     *tcpproxy.Proxy // nil for Redis
+	busy      []sync.Mutex    // one fault at a time per instance
 	admin     *http.Client
 	fired     fired
 	lease     time.Duration
