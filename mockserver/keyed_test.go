@@ -79,3 +79,27 @@ func TestRerunAfterTakeover(t *testing.T) {
 		})
 	}
 }
+
+// TestPaymentWork checks that WithPaymentWork holds the answer after the
+// payment is recorded: a duplicate arriving meanwhile meets 409, and the
+// payment is already in the ledger.
+func TestPaymentWork(t *testing.T) {
+	srv := mockserver.New(mockserver.WithPaymentWork(300 * time.Millisecond))
+	defer srv.Close()
+	begin := time.Now()
+	done := make(chan int, 1)
+	go func() {
+		resp, _ := mustSend(t, srv, "POST", "/payments", "work-1", payBody)
+		done <- resp.StatusCode
+	}()
+	testenv.Eventually(t, "the payment is recorded", func() bool { return srv.Stats("work-1").Payments == 1 })
+	if resp, _ := mustSend(t, srv, "POST", "/payments", "work-1", payBody); resp.StatusCode != http.StatusConflict {
+		t.Errorf("duplicate during the work: %d, want 409", resp.StatusCode)
+	}
+	if code := <-done; code != http.StatusCreated {
+		t.Fatalf("payment answered %d", code)
+	}
+	if took := time.Since(begin); took < 300*time.Millisecond {
+		t.Fatalf("answered after %v, before the work was done", took)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/saferetry/saferetry/idempotency"
 )
@@ -21,6 +22,7 @@ type config struct {
 	logger    *slog.Logger
 	ledger    Ledger
 	unkeyed   bool
+	work      time.Duration
 }
 
 // WithStore makes the server keep its idempotency entries in st instead of
@@ -102,6 +104,17 @@ func WithLedger(l Ledger) Option {
 // mode prevents it too.
 func WithUnkeyedPayments() Option {
 	return func(c *config) { c.unkeyed = true }
+}
+
+// WithPaymentWork makes the payment handler work for d after the payment
+// is recorded and before it answers, as a handler that calls a slow
+// downstream service after its side effect would. An instance that dies in
+// that time has paid but not recorded its answer: what the chaos suite
+// needs to show what keyed payments prevent. The work does not stop when
+// the request's context ends (the payment happened; its answer is still
+// sent). d <= 0, the default, answers at once.
+func WithPaymentWork(d time.Duration) Option {
+	return func(c *config) { c.work = max(d, 0) }
 }
 
 func upper(s string) string { return strings.ToUpper(s) }

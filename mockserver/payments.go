@@ -210,6 +210,10 @@ func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
 	} else {
 		s.log(r.Context(), "mockserver: payment executed", "key", key, "id", p.ID, "amount", p.Amount, "currency", p.Currency)
 	}
+	if s.work > 0 {
+		t := time.NewTimer(s.work)
+		<-t.C
+	}
 	w.Header().Set("Location", "/payments/"+p.ID)
 	writeJSON(w, http.StatusCreated, p)
 }

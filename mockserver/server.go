@@ -43,6 +43,7 @@ type Server struct {
 	insp    inspector
 	ledger  Ledger
 	unkeyed bool
+	work    time.Duration
 	userSt  idempotency.Store // as given to WithStore
 }
 
@@ -74,6 +75,7 @@ func New(opts ...Option) *Server {
 		namespace: c.namespace,
 		ledger:    c.ledger,
 		unkeyed:   c.unkeyed,
+		work:      c.work,
 		userSt:    c.store,
 	}
 	if s.ledger == nil {

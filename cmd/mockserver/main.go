@@ -16,6 +16,7 @@
 //	-mode         tx (default) or lease: the idempotency mode over a postgres store
 //	-balance      CUR=amount, the opening balance of a currency in minor units (repeatable; default 1000000 each)
 //	-unkeyed-payments  pay anew on every execution instead of keying payments by their derived key (the naive handler)
+//	-payment-work      how long the handler works after paying, before it answers (default 0)
 //	-ttl          how long a completed key is replayed (default 24h)
 //	-lease        how long a claim lives without renewal (default 10s)
 //	-wait         how long a duplicate waits for a running original before 409 (default 0: at once)
@@ -109,6 +110,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	balances := balanceFlag{}
 	fs.Var(balances, "balance", "`CUR=amount`: opening balance of a currency in minor units (repeatable)")
 	unkeyed := fs.Bool("unkeyed-payments", false, "pay anew on every execution (the naive handler a lease cannot protect)")
+	work := fs.Duration("payment-work", 0, "how long the handler works after paying, before it answers (0: at once)")
 	verbose := fs.Bool("v", false, "log executions and injected faults to stderr")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -126,8 +128,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("mockserver: unexpected arguments %q", fs.Args())
 	}
-	if *ttl <= 0 || *lease <= 0 || *wait < 0 {
-		return errors.New("mockserver: -ttl and -lease must be positive, -wait not negative")
+	if *ttl <= 0 || *lease <= 0 || *wait < 0 || *work < 0 {
+		return errors.New("mockserver: -ttl and -lease must be positive, -wait and -payment-work not negative")
 	}
 
 	var memoryOnly []string
@@ -183,6 +185,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if *unkeyed {
 		opts = append(opts, mockserver.WithUnkeyedPayments())
+	}
+	if *work > 0 {
+		opts = append(opts, mockserver.WithPaymentWork(*work))
 	}
 	if *verbose {
 		opts = append(opts, mockserver.WithLogger(slog.New(slog.NewTextHandler(stderr, nil))))

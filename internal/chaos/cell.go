@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -22,6 +23,11 @@ import (
 
 // opening is the balance the runs pay from: large enough never to run out.
 const opening int64 = 1_000_000_000_000
+
+// paymentWork is the time the handler takes after paying and before it
+// answers, as a real one calling a downstream service would: an instance
+// that dies in that time has paid but not recorded its answer.
+const paymentWork = 50 * time.Millisecond
 
 // Settle-time bounds.
 const (
@@ -38,6 +44,10 @@ func runCell(ctx context.Context, cfg Config, cell Cell, logf func(string, ...an
 	defer func() { res.Took = time.Since(begin) }()
 	run := "chaos-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	dir := filepath.Join(cfg.Dir, run)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		res.Err = err
+		return res
+	}
 
 	c := &cluster{admin: &http.Client{Timeout: 2 * time.Second}, lease: cfg.Lease, logf: logf}
 	var cleanups []func()
@@ -48,7 +58,8 @@ func runCell(ctx context.Context, cfg Config, cell Cell, logf func(string, ...an
 	}()
 
 	args := []string{"-namespace", run, "-lease", cfg.Lease.String(), "-ttl", "1h",
-		"-balance", "EUR=" + strconv.FormatInt(opening, 10), "-mode", cell.Mode}
+		"-balance", "EUR=" + strconv.FormatInt(opening, 10), "-mode", cell.Mode,
+		"-payment-work", paymentWork.String()}
 	if cell.Unkeyed {
 		args = append(args, "-unkeyed-payments")
 	}
