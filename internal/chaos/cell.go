@@ -125,6 +125,7 @@ func runCell(ctx context.Context, cfg Config, cell Cell, logf func(string, ...an
 
 	ops := newOps(cfg.Ops, run)
 	l := newLoader(c.addrs, cfg.Lease)
+	l.progress = logf
 	cleanups = append(cleanups, l.close)
 	faultCtx, stopFaults := context.WithCancel(ctx)
 	faults := c.run(faultCtx, cell.Scenario)
@@ -193,13 +194,26 @@ func postgresFor(base, run string) (string, string, error) {
 	return base, table, nil
 }
 
-// hostPort returns the host:port of a PostgreSQL URL.
+// hostPort returns the host:port of a PostgreSQL URL, which must be a
+// loopback address: the suite cuts and slows the connections to it.
 func hostPort(pgURL string) (string, error) {
 	cfg, err := pgx.ParseConfig(pgURL)
 	if err != nil {
 		return "", fmt.Errorf("chaos: PostgreSQL URL: %w", err)
 	}
+	if !isLoopback(cfg.Host) {
+		return "", fmt.Errorf("chaos: PostgreSQL at %q is not on a loopback address; the suite only talks to this machine", cfg.Host)
+	}
 	return net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), nil
+}
+
+// isLoopback reports whether host names this machine.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // dropTables removes the run's tables: the idempotency entries and the

@@ -75,10 +75,14 @@ func (rr *roundRobin) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // loader sends the operations of one run through the saferetry client.
 type loader struct {
-	client *saferetry.Client
-	base   *http.Transport
-	opTime time.Duration // bound of one send, retries included
+	client   *saferetry.Client
+	base     *http.Transport
+	opTime   time.Duration // bound of one send, retries included
+	progress func(string, ...any)
 }
+
+// progressEvery paces the progress lines of a long run.
+const progressEvery = 30 * time.Second
 
 func newLoader(addrs []string, lease time.Duration) *loader {
 	base := &http.Transport{
@@ -185,11 +189,31 @@ func (l *loader) drive(ctx context.Context, ops []*op, workers int, minDuration 
 		}
 	}()
 	var wg sync.WaitGroup
+	var sent atomic.Int64
+	if l.progress != nil {
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			t := time.NewTicker(progressEvery)
+			defer t.Stop()
+			begin := time.Now()
+			for {
+				select {
+				case <-t.C:
+					n := sent.Load()
+					l.progress("chaos: %d of %d operations sent (%.0f/s)", n, len(ops), float64(n)/time.Since(begin).Seconds())
+				case <-stop:
+					return
+				}
+			}
+		}()
+	}
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for o := range next {
+				sent.Add(1)
 				if rand.Float64() < dupShare {
 					dup := make(chan struct{})
 					go func() { defer close(dup); l.send(ctx, o) }()

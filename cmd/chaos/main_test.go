@@ -1,0 +1,54 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"strings"
+	"testing"
+)
+
+// TestRunRefusesBadFlags: every bad flag is refused before anything is
+// built or started.
+func TestRunRefusesBadFlags(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-profile", "medium"}, "-profile"},
+		{[]string{"-scenarios", "kill,meteor"}, "unknown scenario"},
+		{[]string{"-stores", "mysql"}, "unknown store"},
+		{[]string{"-stores", "postgres", "-modes", "eventual"}, "unknown mode"},
+		{[]string{"-workers", "0"}, "-workers"},
+		{[]string{"-lease", "-1s"}, "-lease"},
+		{[]string{"-nosuchflag"}, "not defined"},
+	} {
+		var stderr bytes.Buffer
+		t.Setenv("SAFERETRY_POSTGRES_URL", "postgres://postgres@127.0.0.1:1/none")
+		ok, err := run(context.Background(), tt.args, &bytes.Buffer{}, &stderr)
+		if ok || err == nil || !(strings.Contains(err.Error(), tt.want) || strings.Contains(stderr.String(), tt.want)) {
+			t.Errorf("run %q = %v, %v (stderr %q); want an error about %s", tt.args, ok, err, stderr.String(), tt.want)
+		}
+	}
+}
+
+func TestHelp(t *testing.T) {
+	_, err := run(context.Background(), []string{"-h"}, &bytes.Buffer{}, &bytes.Buffer{})
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("run -h = %v, want flag.ErrHelp", err)
+	}
+}
+
+// TestMissingServiceIsSaid: without SAFERETRY_POSTGRES_URL the postgres
+// cells are not run, and the run says so; under
+// SAFERETRY_REQUIRE_SERVICES=1 that fails.
+func TestMissingServiceIsSaid(t *testing.T) {
+	t.Setenv("SAFERETRY_POSTGRES_URL", "")
+	t.Setenv("SAFERETRY_REQUIRE_SERVICES", "1")
+	var stderr bytes.Buffer
+	ok, err := run(context.Background(), []string{"-stores", "postgres"}, &bytes.Buffer{}, &stderr)
+	if ok || err == nil || !strings.Contains(stderr.String(), "SAFERETRY_POSTGRES_URL is not set") {
+		t.Fatalf("run = %v, %v, stderr %q", ok, err, stderr.String())
+	}
+}
