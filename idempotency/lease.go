@@ -91,8 +91,8 @@ func (lk *leaseKeeper) start(m *middleware, base context.Context, k Key, token i
 
 // arm sets the timer for the next thing to do: the next renewal (unless
 // maxInflight are in flight, the last of which re-arms the timer when it
-// returns, or the lease is lost), cancelling the handler when the lease could lapse, or the settle
-// deadline. The lock must be held.
+// returns, or the lease is lost), cancelling the handler when the lease
+// could lapse, or the settle deadline. The lock must be held.
 func (lk *leaseKeeper) arm(now time.Time) {
 	if d, ok := lk.due(now); ok {
 		lk.timer.Reset(d)
