@@ -24,9 +24,9 @@
 //
 // # Keeping leases under load and latency
 //
-// Renewals run on connections of the Store's own (WithRenewalConns, two by
-// default, opened at the first renewal and closed by Close), outside the
-// pool given to New: a burst of requests, or the handlers' own queries on
+// Renewals run on connections of the Store's own (WithRenewalConns: two
+// kept open by default, more under load, opened at the first renewal and
+// closed by Close), outside the pool given to New: a burst of requests, or the handlers' own queries on
 // that pool, never makes a renewal wait for a connection. They are never
 // pinged before use and Renew uses pgx.QueryExecModeExec, so a renewal is
 // one round trip. In the pool given to New, Claim and Get (the request path)

@@ -78,15 +78,17 @@ func (s *Store) logger() *slog.Logger {
 	return s.cfg.logger
 }
 
-// WithRenewalConns sets how many connections of its own the Store opens for
-// lease renewals (DefaultRenewalConns, 2, by default), beside the pool given
-// to New. They are opened in the background at the Store's first renewal
+// WithRenewalConns sets how many connections of its own the Store keeps
+// open for lease renewals (DefaultRenewalConns, 2, by default), beside the
+// pool given to New; under load they grow to as many as that pool's
+// MaxConns. They are opened in the background at the Store's first renewal
 // (which, like any until one is open, uses the main pool), closed by
-// Close, and made from the pool's configuration without its liveness ping, so that a renewal is one round trip and never waits behind
-// requests for a connection. n <= 0 renews over the main pool instead, for
-// deployments that must not open more connections (PgBouncer with a tight
-// budget): renewals then still get the quarter of the pool that Claim and
-// Get leave free, but may need an extra round trip for pgxpool's ping of a
+// Close, and made from the pool's configuration without its liveness ping,
+// so that a renewal is one round trip and never waits behind requests for
+// a connection. n <= 0 renews over the main pool instead, for deployments
+// that must not open more connections (PgBouncer with a tight budget):
+// renewals then still get the quarter of the pool that Claim and Get leave
+// free, but may need an extra round trip for pgxpool's ping of a
 // connection idle over a second.
 func WithRenewalConns(n int) Option {
 	return func(c *config) { c.renewalConns = n }

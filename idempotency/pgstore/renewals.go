@@ -40,11 +40,12 @@ func (s *Store) renewalPool() *pgxpool.Pool {
 	}
 	if r.pool == nil {
 		cfg := s.pool.Config()
-		// At least a quarter of the main pool's size, so that renewals
-		// keep up with as many requests as it serves; DefaultRenewalConns
-		// of them are kept open.
-		cfg.MaxConns = int32(max(s.cfg.renewalConns, int(cfg.MaxConns)/4))
-		cfg.MinConns = int32(min(s.cfg.renewalConns, DefaultRenewalConns))
+		// It keeps renewalConns connections open and may grow to the main
+		// pool's size: under store latency each claim has a renewal in
+		// flight most of the time, and one that waits for a connection
+		// takes two round trips.
+		cfg.MaxConns = int32(max(s.cfg.renewalConns, int(cfg.MaxConns)))
+		cfg.MinConns = int32(s.cfg.renewalConns)
 		cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
 		p, err := pgxpool.NewWithConfig(context.Background(), cfg)
 		if err != nil {
