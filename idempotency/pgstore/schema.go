@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/saferetry/saferetry/internal/pgschema"
 )
 
 // ErrInvalidTable is returned by ValidateTable and Schema for a table name
@@ -120,19 +122,7 @@ CREATE INDEX IF NOT EXISTS ` + n.index + ` ON ` + n.table + ` (expires_at);
 // exist (see Schema). It is safe to call repeatedly, and concurrently from
 // several processes: a transaction-scoped advisory lock serialises the DDL.
 func (s *Store) CreateSchema(ctx context.Context) error {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("pgstore: create schema: %w", err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, s.names.lock); err != nil {
-		return fmt.Errorf("pgstore: create schema: %w", err)
-	}
-	// No arguments: pgx sends the multi-statement script over the simple protocol.
-	if _, err := tx.Exec(ctx, schemaSQL(s.names)); err != nil {
-		return fmt.Errorf("pgstore: create schema: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := pgschema.Apply(ctx, s.pool, s.names.lock, schemaSQL(s.names)); err != nil {
 		return fmt.Errorf("pgstore: create schema: %w", err)
 	}
 	return nil

@@ -20,15 +20,6 @@ import (
 
 var _ idempotency.Watcher = (*Store)(nil)
 
-// Timing of the LISTEN connection.
-const (
-	// listenIdle is how long the listener waits for a notification before
-	// it checks whether anybody still waits, and stops if nobody does.
-	listenIdle = 10 * time.Second
-	// listenRetryMax bounds the pause between two connection attempts.
-	listenRetryMax = 5 * time.Second
-)
-
 // watcher is the Store's idempotency.Watcher: requests waiting for an entry
 // mark its row watched, and the complete and release statements then send
 // a NOTIFY, which a LISTEN connection of the Store's own (outside the pool,
@@ -108,14 +99,14 @@ func (w *watcher) listen() {
 		}
 		t := time.NewTimer(pause)
 		<-t.C
-		pause = min(2*pause, listenRetryMax)
+		pause = min(2*pause, watchset.RetryMax)
 	}
 }
 
 // connect opens a connection of the listener's own, outside the pool (a
 // LISTEN holds its connection for as long as it listens), and listens.
 func (w *watcher) connect() (*pgx.Conn, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), listenRetryMax)
+	ctx, cancel := context.WithTimeout(context.Background(), watchset.RetryMax)
 	defer cancel()
 	conn, err := pgx.ConnectConfig(ctx, w.store.pool.Config().ConnConfig)
 	if err != nil {
@@ -132,7 +123,7 @@ func (w *watcher) connect() (*pgx.Conn, error) {
 // (an error) or nobody waits any more (nil).
 func (w *watcher) receive(conn *pgx.Conn) error {
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), listenIdle)
+		ctx, cancel := context.WithTimeout(context.Background(), watchset.Idle)
 		n, err := conn.WaitForNotification(ctx)
 		cancel()
 		switch {

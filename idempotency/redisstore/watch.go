@@ -14,15 +14,6 @@ import (
 
 var _ idempotency.Watcher = (*Store)(nil)
 
-// Timing of the subscription.
-const (
-	// listenIdle is how long the subscriber waits for a message before it
-	// checks whether anybody still waits, and stops if nobody does.
-	listenIdle = 10 * time.Second
-	// listenRetryMax bounds the pause after a failed receive.
-	listenRetryMax = 5 * time.Second
-)
-
 // watcher is the Store's idempotency.Watcher: a request waiting for an
 // entry marks its hash (field w), the complete and release scripts then
 // PUBLISH the entry's name on the prefix's settled channel, and one
@@ -64,7 +55,7 @@ func (w *watcher) listen() {
 	defer ps.Close()
 	pause := 100 * time.Millisecond
 	for {
-		msg, err := ps.ReceiveTimeout(ctx, listenIdle)
+		msg, err := ps.ReceiveTimeout(ctx, watchset.Idle)
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			w.set.Listening()
@@ -89,7 +80,7 @@ func (w *watcher) listen() {
 		}
 		t := time.NewTimer(pause)
 		<-t.C
-		pause = min(2*pause, listenRetryMax)
+		pause = min(2*pause, watchset.RetryMax)
 	}
 }
 

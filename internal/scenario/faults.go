@@ -16,6 +16,29 @@ import (
 	"github.com/saferetry/saferetry/internal/testenv"
 )
 
+// Leases of the fault scenarios in StoreFaults: short, so that each runs in
+// a few seconds, and long enough for the latencies they inject. The slow
+// store scenario gets a longer one, which gives a loaded machine more slack
+// in absolute terms for the same fractions.
+const (
+	faultLease = 600 * time.Millisecond
+	slowLease  = time.Second
+)
+
+// StoreFaults runs every store fault scenario of this package on the store
+// that at builds, whose server listens at target, each as a subtest.
+func StoreFaults(t *testing.T, at StoreAt, target string) {
+	t.Run("SlowStoreKeepsTheLease", func(t *testing.T) {
+		for _, div := range []time.Duration{10, 5} {
+			t.Run(fmt.Sprintf("latency lease/%d", div), func(t *testing.T) { SlowStore(t, at, target, slowLease, slowLease/div) })
+		}
+	})
+	t.Run("StoreSlowerThanTheLease", func(t *testing.T) { StoreSlowerThanLease(t, at, target, faultLease/2, faultLease*3/4) })
+	t.Run("PausedHolderWritesNothing", func(t *testing.T) { PausedHolder(t, at, target, faultLease/2) })
+	t.Run("CutDuringComplete", func(t *testing.T) { CutDuringComplete(t, at, target, faultLease*2) })
+	t.Run("ThousandWaitersKeepTheHoldersLease", func(t *testing.T) { ManyWaiters(t, at, target, faultLease) })
+}
+
 // StoreAt builds a store of the kind under test that reaches its server at
 // addr (host:port) through a connection pool of poolSize, sharing its
 // entries with every other store StoreAt builds in the same test (the same

@@ -11,10 +11,18 @@ import (
 	"time"
 )
 
-// ReadyWait bounds how long Watch waits for a new listener to listen, so
-// that no settlement announced meanwhile is missed; past it the waiter
-// relies on its fallback poll.
-const ReadyWait = 2 * time.Second
+// Timing of the listeners.
+const (
+	// ReadyWait bounds how long Watch waits for a new listener to listen,
+	// so that no settlement announced meanwhile is missed; past it the
+	// waiter relies on its fallback poll.
+	ReadyWait = 2 * time.Second
+	// Idle is how long a listener waits for an announcement before it asks
+	// Retire whether anybody still waits.
+	Idle = 10 * time.Second
+	// RetryMax bounds a listener's pause between two attempts to listen.
+	RetryMax = 5 * time.Second
+)
 
 // Set holds the waiters of keys of type K. The zero Set is empty and ready
 // to use. It is safe for concurrent use.

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/saferetry/saferetry/idempotency/pgstore"
+	"github.com/saferetry/saferetry/internal/pgschema"
 )
 
 // names holds the quoted SQL names derived from a valid table name.
@@ -81,19 +82,7 @@ CREATE TABLE IF NOT EXISTS ` + n.balances + ` (
 // call repeatedly, and concurrently from several processes: a
 // transaction-scoped advisory lock serialises the DDL.
 func (l *Ledger) CreateSchema(ctx context.Context) error {
-	tx, err := l.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("pgledger: create schema: %w", err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, l.names.lock); err != nil {
-		return fmt.Errorf("pgledger: create schema: %w", err)
-	}
-	// No arguments: pgx sends the multi-statement script over the simple protocol.
-	if _, err := tx.Exec(ctx, schemaSQL(l.names)); err != nil {
-		return fmt.Errorf("pgledger: create schema: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := pgschema.Apply(ctx, l.pool, l.names.lock, schemaSQL(l.names)); err != nil {
 		return fmt.Errorf("pgledger: create schema: %w", err)
 	}
 	return nil

@@ -1,30 +1,38 @@
-package pgstore_test
+package scenario
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/saferetry/saferetry/idempotency"
-	"github.com/saferetry/saferetry/idempotency/pgstore"
 )
 
-func woken(ch <-chan struct{}, within time.Duration) bool {
+// woken reports whether ch is closed within d.
+func woken(ch <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
 	case <-ch:
 		return true
-	case <-time.After(within):
+	case <-t.C:
 		return false
 	}
 }
 
-// TestWatchAcrossInstances checks that a request waiting on one instance is
-// woken by NOTIFY when another instance, on a pool of its own, completes or
-// releases the entry, and not by other entries' completions.
-func TestWatchAcrossInstances(t *testing.T) {
-	holder := newStore(t, nil)
-	waiter := pgstore.New(newPool(t), pgstore.WithTable(holder.Table()))
-	t.Cleanup(func() { _ = waiter.Close() })
-	ctx := ctxT(t)
+// WatchAcrossInstances checks a store's idempotency.Watcher across
+// instances: holder and waiter are two Stores over the same data (two
+// processes, as it were); a request watching an entry on waiter is woken
+// when holder completes or releases it, and not by another entry's
+// completion.
+func WatchAcrossInstances(t *testing.T, holder, waiter idempotency.Store) {
+	t.Helper()
+	w, ok := waiter.(idempotency.Watcher)
+	if !ok {
+		t.Fatalf("scenario: %T is not an idempotency.Watcher", waiter)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	for _, settle := range []string{"complete", "release"} {
 		t.Run(settle, func(t *testing.T) {
 			k := idempotency.Key{Scope: "watch\x00" + settle, Key: "k"}
@@ -37,7 +45,7 @@ func TestWatchAcrossInstances(t *testing.T) {
 			if err != nil || !ro.Acquired {
 				t.Fatal(ro, err)
 			}
-			ch, stop, err := waiter.Watch(ctx, k)
+			ch, stop, err := w.Watch(ctx, k)
 			if err != nil {
 				t.Fatal(err)
 			}

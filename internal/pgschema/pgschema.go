@@ -1,0 +1,31 @@
+// Package pgschema applies a PostgreSQL schema script so that any number of
+// processes may do it at once: the pgstore tables and the pgledger tables
+// are created this way at start-up by every instance of a service.
+package pgschema
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Apply runs script (statements that are safe to run again, such as
+// CREATE TABLE IF NOT EXISTS) in one transaction holding the advisory lock
+// named lock, so that concurrent callers apply it one after the other
+// rather than racing on the catalog.
+func Apply(ctx context.Context, pool *pgxpool.Pool, lock, script string) error {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, lock); err != nil {
+		return err
+	}
+	// No arguments: pgx sends the multi-statement script over the simple
+	// protocol.
+	if _, err := tx.Exec(ctx, script); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
