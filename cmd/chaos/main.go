@@ -20,7 +20,8 @@
 //	-stores     redis,postgres (default both)
 //	-modes      store modes: lease,tx (tx applies to postgres only)
 //	-scenarios  mock-faults,kill,pause,store,all (overrides the profile)
-//	-unkeyed    also run the unkeyed handler in lease mode (default true in the short profile)
+//	-handlers   keyed,unkeyed: the payment handlers to run (default keyed,unkeyed short, keyed long);
+//	            the unkeyed one pays anew on every execution and runs in lease mode only
 //	-workers    concurrent clients (default 16)
 //	-lease      the servers' lease (default 1s)
 //	-pace       spread each cell's operations over at least this long (overrides the profile)
@@ -76,7 +77,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (bool, er
 	stores := fs.String("stores", "redis,postgres", "stores to run")
 	modes := fs.String("modes", "lease,tx", "modes to run (tx: postgres only)")
 	scenarios := fs.String("scenarios", "", "scenarios to run (empty: the profile's)")
-	unkeyed := fs.Bool("unkeyed", false, "also run the unkeyed handler (on in the short profile)")
+	handlers := fs.String("handlers", "", "payment handlers: keyed,unkeyed (empty: the profile's)")
 	workers := fs.Int("workers", 16, "concurrent clients")
 	lease := fs.Duration("lease", time.Second, "the servers' lease")
 	pace := fs.Duration("pace", -1, "spread each cell's operations over at least this long (-1: the profile's)")
@@ -86,17 +87,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (bool, er
 		return false, err
 	}
 	var p struct {
-		ops       int
-		pace      time.Duration
-		scenarios []string
-		unkeyed   bool
-		timeout   time.Duration
+		ops            int
+		pace           time.Duration
+		scenarios      []string
+		keyed, unkeyed bool
+		timeout        time.Duration
 	}
 	switch *profile {
 	case "short":
-		p.ops, p.pace, p.scenarios, p.unkeyed, p.timeout = 300, 6*time.Second, chaos.Scenarios, true, 10*time.Minute
+		p.ops, p.pace, p.scenarios, p.keyed, p.unkeyed, p.timeout = 300, 6*time.Second, chaos.Scenarios, true, true, 10*time.Minute
 	case "long":
-		p.ops, p.pace, p.scenarios, p.timeout = 100_000, 0, []string{chaos.ScenarioAll}, 3*time.Hour
+		p.ops, p.pace, p.scenarios, p.keyed, p.timeout = 100_000, 0, []string{chaos.ScenarioAll}, true, 3*time.Hour
 	default:
 		return false, fmt.Errorf("chaos: -profile %q: want short or long", *profile)
 	}
@@ -114,11 +115,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (bool, er
 			}
 		}
 	}
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "unkeyed" {
-			p.unkeyed = *unkeyed
+	if *handlers != "" {
+		p.keyed, p.unkeyed = false, false
+		for _, h := range strings.Split(*handlers, ",") {
+			switch h {
+			case "keyed":
+				p.keyed = true
+			case "unkeyed":
+				p.unkeyed = true
+			default:
+				return false, fmt.Errorf("chaos: unknown handler %q (want keyed or unkeyed)", h)
+			}
 		}
-	})
+	}
 	if *timeout > 0 {
 		p.timeout = *timeout
 	}
@@ -152,8 +161,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (bool, er
 			if mode == "tx" && store != "postgres" {
 				continue
 			}
-			for _, sc := range p.scenarios {
-				cells = append(cells, chaos.Cell{Store: store, Mode: mode, Scenario: sc})
+			if p.keyed {
+				for _, sc := range p.scenarios {
+					cells = append(cells, chaos.Cell{Store: store, Mode: mode, Scenario: sc})
+				}
 			}
 			if p.unkeyed && mode == "lease" {
 				cells = append(cells, chaos.Cell{Store: store, Mode: mode, Unkeyed: true, Scenario: chaos.ScenarioAll})

@@ -23,6 +23,7 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{[]string{"-workers", "0"}, "-workers"},
 		{[]string{"-lease", "-1s"}, "-lease"},
 		{[]string{"-nosuchflag"}, "not defined"},
+		{[]string{"-handlers", "keyed,clever"}, "unknown handler"},
 	} {
 		var stderr bytes.Buffer
 		t.Setenv("SAFERETRY_POSTGRES_URL", "postgres://postgres@127.0.0.1:1/none")
