@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/saferetry/saferetry/internal/clock"
 )
 
 // ErrLeaseLost is the cause of a handler's request context that the
@@ -57,7 +59,8 @@ type leaseKeeper struct {
 	cancelHandler context.CancelCauseFunc
 
 	mu        sync.Mutex
-	timer     *time.Timer
+	clock     clock.Clock
+	timer     clock.Timer
 	expires   time.Time     // the lease lasts at least until then
 	latest    time.Time     // and at most until then (the last answer's arrival plus a lease)
 	rtt       time.Duration // the store's round trip, as lately seen
@@ -80,13 +83,14 @@ func (lk *leaseKeeper) start(m *middleware, base context.Context, k Key, token i
 	defer lk.mu.Unlock()
 	lk.m, lk.base, lk.key, lk.token, lk.cancelHandler = m, base, k, token, cancel
 	lk.interval = max(m.cfg.lease/3, time.Millisecond)
-	now := time.Now()
+	lk.clock = m.cfg.clock
+	now := lk.clock.Now()
 	lk.expires = expires
 	lk.latest = now.Add(m.cfg.lease)
 	lk.rtt = now.Sub(sent)
 	lk.nextRenew = sent.Add(lk.interval)
 	d, _ := lk.due(now) // a renewal is always due
-	lk.timer = time.AfterFunc(d, lk.tick)
+	lk.timer = lk.clock.AfterFunc(d, lk.tick)
 }
 
 // arm sets the timer for the next thing to do: the next renewal (unless
@@ -124,7 +128,7 @@ func (lk *leaseKeeper) tick() {
 		lk.mu.Unlock()
 		return
 	}
-	now := time.Now()
+	now := lk.clock.Now()
 	if lk.settling && !lk.settleCancelled && !now.Before(lk.settleDeadline) {
 		lk.settleCancelled = true
 		lk.cancelSettle()
@@ -152,7 +156,7 @@ func (lk *leaseKeeper) tick() {
 	lk.arm(now)
 	lk.mu.Unlock()
 
-	sent := time.Now()
+	sent := lk.clock.Now()
 	ctx, cancel := context.WithTimeout(lk.base, bound)
 	err := lk.m.store.Renew(ctx, lk.key, lk.token, lk.m.cfg.lease)
 	cancel()
@@ -163,7 +167,7 @@ func (lk *leaseKeeper) tick() {
 	if lk.stopped {
 		return
 	}
-	now = time.Now()
+	now = lk.clock.Now()
 	switch {
 	case err == nil:
 		lk.rtt = max(now.Sub(sent), lk.rtt*3/4)
@@ -223,7 +227,7 @@ func (lk *leaseKeeper) settle(timeout time.Duration, cancel context.CancelFunc) 
 	defer lk.mu.Unlock()
 	lk.settling = true
 	lk.cancelSettle = cancel
-	now := time.Now()
+	now := lk.clock.Now()
 	lk.settleDeadline = now.Add(timeout)
 	lk.arm(now)
 	return lk.lost

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/textproto"
 	"time"
+
+	"github.com/saferetry/saferetry/internal/clock"
 )
 
 // Defaults of the Middleware's options.
@@ -35,8 +37,8 @@ const (
 )
 
 // Option configures the Middleware. Options are applied in order; a later
-// option overrides an earlier one of the same kind, except WithReplayHeaders,
-// whose names add up. A nil Option is ignored.
+// option overrides an earlier one of the same kind, except WithReplayHeaders
+// and WithHook, which add up. A nil Option is ignored.
 type Option func(*config)
 
 type config struct {
@@ -52,8 +54,9 @@ type config struct {
 	replayHeaders  map[string]bool
 	failOpen       bool
 	logger         *slog.Logger
-	hook           func(Event)
+	hooks          []func(Event)
 	storeTimeout   time.Duration
+	clock          clock.Clock
 }
 
 // defaultReplayHeaders are the response headers a replay carries.
@@ -69,6 +72,7 @@ func newConfig(opts []Option) *config {
 		replayHeaders:  make(map[string]bool, len(defaultReplayHeaders)),
 		storeTimeout:   DefaultStoreTimeout,
 		maxWaiters:     DefaultMaxWaiters,
+		clock:          clock.Real,
 	}
 	for _, h := range defaultReplayHeaders {
 		c.replayHeaders[textproto.CanonicalMIMEHeaderKey(h)] = true
@@ -233,11 +237,29 @@ func WithLogger(l *slog.Logger) Option {
 	return func(c *config) { c.logger = l }
 }
 
-// WithHook sets a function called with each Event, for metrics. It runs
-// synchronously on the request's goroutine (or the lease renewal's), so it
-// must be quick and safe for concurrent use. Nil (the default) disables it.
+// WithHook adds a function called with each Event, for metrics. It may be
+// given several times (instrumentation beside the application's own hook,
+// say): every hook is called, in the order given. A hook runs synchronously
+// on the request's goroutine (or the lease renewal's), so it must be quick
+// and safe for concurrent use. A nil f adds nothing; there is no hook by
+// default.
 func WithHook(f func(Event)) Option {
-	return func(c *config) { c.hook = f }
+	return func(c *config) {
+		if f != nil {
+			c.hooks = append(c.hooks, f)
+		}
+	}
+}
+
+// withClock is a test seam: the Middleware reads time and arms its timers
+// on clk (lease renewals, waiting, retries of Complete), so that lease
+// tests run on fake time.
+func withClock(clk clock.Clock) Option {
+	return func(c *config) {
+		if clk != nil {
+			c.clock = clk
+		}
+	}
 }
 
 // withStoreTimeout is a test seam for DefaultStoreTimeout.

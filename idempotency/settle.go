@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"time"
 )
 
@@ -84,9 +85,9 @@ func (m *middleware) retryStore(ctx context.Context, ev Event, op string, call f
 			slog.String("op", op), slog.String("scope", ev.Key.Scope), slog.String("key", ev.Key.Key),
 			slog.Int64("token", ev.Token), slog.Duration("retry_in", delay), slog.Any("error", err))
 		retried = true
-		t := time.NewTimer(delay)
+		t := m.cfg.clock.NewTimer(delay)
 		select {
-		case <-t.C:
+		case <-t.C():
 		case <-ctx.Done():
 			t.Stop()
 			return err, retried
@@ -108,4 +109,18 @@ func (m *middleware) settledAs(ctx context.Context, k Key, token int64, complete
 		return found && e.State == StateCompleted && e.Token == token
 	}
 	return !found || e.Token != token || e.State != StateInProgress
+}
+
+// outcome is the Response to store for what rec recorded.
+func (m *middleware) outcome(rec *recorder) Response {
+	if rec.oversize {
+		return Response{Status: rec.statusCode(), Oversize: true}
+	}
+	return Response{Status: rec.statusCode(), Header: m.cfg.storedHeaders(rec.w.Header()), Body: rec.buf}
+}
+
+// storable reports whether an outcome with this status is stored. Server
+// errors and the two "try again" client errors are not: a retry must run.
+func storable(status int) bool {
+	return status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests
 }

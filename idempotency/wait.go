@@ -32,7 +32,7 @@ type waiter struct {
 // used up, when ctx is done, or when the Middleware already has
 // WithMaxWaiters requests waiting. e is the entry in the way.
 func (wt *waiter) pause(ctx context.Context, m *middleware, k Key, e Entry) bool {
-	now := time.Now()
+	now := m.cfg.clock.Now()
 	if wt.deadline.IsZero() {
 		if m.waiters.Add(1) > int64(m.cfg.maxWaiters) {
 			m.waiters.Add(-1)
@@ -58,10 +58,10 @@ func (wt *waiter) pause(ctx context.Context, m *middleware, k Key, e Entry) bool
 		d = wt.next
 		wt.next = min(2*wt.next, waitPollMax)
 	}
-	t := time.NewTimer(min(d, left))
+	t := m.cfg.clock.NewTimer(min(d, left))
 	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-t.C():
 		return true
 	case <-wt.settled: // a nil channel never fires
 		// A settlement fires once: watch again before looking, so that

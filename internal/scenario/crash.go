@@ -43,9 +43,8 @@ var errFrozen = errors.New("scenario: instance is frozen")
 // lease is given to both instances through idempotency.WithLease after opts.
 // The scenario waits about two leases, so keep it short, but not so short
 // that a loaded machine misses two renewals in a row (A renews every
-// lease/3, each renewal bounded by lease/3): CrashLease suits a test run
-// under -race beside other packages. Crash installs its own
-// idempotency.WithHook, replacing any in opts.
+// lease/3): CrashLease suits a test run under -race beside other packages.
+// Crash adds its own idempotency.WithHook to opts.
 func Crash(t *testing.T, store idempotency.Store, lease time.Duration, opts ...idempotency.Option) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

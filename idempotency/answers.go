@@ -1,0 +1,140 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// storeRetryAfter is the Retry-After, in seconds, of a 503 answer.
+const storeRetryAfter = 1
+
+// refused answers a request whose claim was refused because of entry e, or
+// waits for e to settle; it reports true when the request should claim
+// again.
+func (q *request) refused(e Entry) bool {
+	m, k := q.m, q.key
+	if e.Fingerprint != q.fp {
+		m.emit(Event{Outcome: OutcomeMismatch, Key: k, Status: http.StatusUnprocessableEntity})
+		writeProblem(q.w, problem{Type: ProblemKeyReused, Status: http.StatusUnprocessableEntity, Key: k.Key,
+			Detail: "This Idempotency-Key was used for a request with a different method, path, query or body."}, 0)
+		return false
+	}
+	switch e.State {
+	case StateCompleted:
+		q.replay(e)
+		return false
+	case StateInProgress:
+	default:
+		q.storeUnavailable(errors.New("idempotency: store returned an entry in an unknown state"))
+		return false
+	}
+	if m.cfg.wait > 0 && q.wait.pause(q.r.Context(), m, k, e) {
+		return true
+	}
+	m.emit(Event{Outcome: OutcomeInProgress, Key: k, Token: e.Token, Status: http.StatusConflict})
+	writeProblem(q.w, problem{Type: ProblemInProgress, Status: http.StatusConflict, Key: k.Key,
+		Detail: "A request with this Idempotency-Key is still being processed. Retry later with the same key."}, retryAfterSeconds(e.LeaseRemaining))
+	return false
+}
+
+// retryAfterSeconds is the Retry-After, in whole seconds rounded up, of a
+// 409 for a key held for d more: at least 1.
+func retryAfterSeconds(d time.Duration) int {
+	if d <= time.Second {
+		return 1
+	}
+	return int((d + time.Second - 1) / time.Second)
+}
+
+// replay answers with the stored outcome of e.
+func (q *request) replay(e Entry) {
+	m, k := q.m, q.key
+	resp := e.Response
+	if resp == nil {
+		q.storeUnavailable(errors.New("idempotency: store returned a completed entry without a response"))
+		return
+	}
+	h := q.w.Header()
+	h.Set(HeaderReplayed, "true")
+	if resp.Oversize {
+		m.emit(Event{Outcome: OutcomeOversize, Key: k, Token: e.Token, Status: http.StatusGone})
+		writeProblem(q.w, problem{Type: ProblemResponseTooLarge, Status: http.StatusGone, Key: k.Key,
+			OriginalStatus: resp.Status,
+			Detail:         "The operation with this Idempotency-Key completed, but its response was too large to keep. It will not run again."}, 0)
+		return
+	}
+	for name, v := range resp.Header {
+		if m.cfg.replayHeaders[name] {
+			h[name] = v[:len(v):len(v)] // a later Add must not write into the store's slice
+		}
+	}
+	m.emit(Event{Outcome: OutcomeReplay, Key: k, Token: e.Token, Status: resp.Status})
+	q.w.WriteHeader(resp.Status)
+	if len(resp.Body) > 0 {
+		_, _ = q.w.Write(resp.Body)
+	}
+}
+
+// claimTooLate answers a request whose claim came back with less than half
+// its lease left (left), so the handler is not started: as for a key in
+// progress, since it is held until the lease lapses.
+func (q *request) claimTooLate(token int64, left time.Duration) {
+	m, k := q.m, q.key
+	m.cfg.logger.LogAttrs(q.r.Context(), slog.LevelWarn, "idempotency: claim acquired too late to start the handler; answering 409",
+		slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Int64("token", token),
+		slog.Duration("lease_left", left), slog.Duration("lease", m.cfg.lease))
+	m.emit(Event{Outcome: OutcomeInProgress, Key: k, Token: token, Status: http.StatusConflict, Err: errClaimTooLate})
+	writeProblem(q.w, problem{Type: ProblemInProgress, Status: http.StatusConflict, Key: k.Key,
+		Detail: "A request with this Idempotency-Key is being processed. Retry later with the same key."}, retryAfterSeconds(left))
+}
+
+// storeFailed handles a store failure before the handler ran: 503, or, with
+// WithFailOpen, the handler runs unprotected. A failure because the request's
+// own context ended is no outage: the client left, and running the handler
+// unprotected for nobody would only risk a duplicate of its retry.
+func (q *request) storeFailed(err error) {
+	m, r, k := q.m, q.r, q.key
+	if !m.cfg.failOpen || r.Context().Err() != nil {
+		q.storeUnavailable(err)
+		return
+	}
+	m.cfg.logger.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: store failed; running the handler unprotected (fail open)",
+		slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Any("error", err))
+	m.emit(Event{Outcome: OutcomeStoreError, Key: k, Err: err})
+	m.next.ServeHTTP(q.w, r)
+}
+
+// storeUnavailable answers 503 without running the handler.
+func (q *request) storeUnavailable(err error) {
+	m, r, k := q.m, q.r, q.key
+	level := slog.LevelError
+	if r.Context().Err() != nil {
+		level = slog.LevelDebug // the client left; the store call was cut short
+	}
+	m.cfg.logger.LogAttrs(r.Context(), level, "idempotency: store failed; answering 503",
+		slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Any("error", err))
+	m.emit(Event{Outcome: OutcomeStoreError, Key: k, Status: http.StatusServiceUnavailable, Err: err})
+	writeProblem(q.w, problem{Type: ProblemStoreUnavailable, Status: http.StatusServiceUnavailable, Key: k.Key,
+		Detail: "The idempotency store is unavailable, so the request was not processed. Retry with the same key."}, storeRetryAfter)
+}
+
+// afterRunFailed reports a store failure after the handler ran: the
+// response is still sent.
+func (m *middleware) afterRunFailed(ctx context.Context, ev Event, msg string, err error) {
+	m.cfg.logger.LogAttrs(ctx, slog.LevelError, msg,
+		slog.String("scope", ev.Key.Scope), slog.String("key", ev.Key.Key),
+		slog.Int64("token", ev.Token), slog.Int("status", ev.Status), slog.Any("error", err))
+	ev.Outcome, ev.Err = OutcomeStoreError, err
+	m.emit(ev)
+}
+
+// leaseLost reports a claim found taken over: its outcome is not stored.
+func (m *middleware) leaseLost(ctx context.Context, k Key, token int64, status int, err error) {
+	m.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: lease lost; another request took the key over and this outcome is not stored",
+		slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Int64("token", token), slog.Any("error", err))
+	m.emit(Event{Outcome: OutcomeLeaseLost, Key: k, Token: token, Status: status, Err: fmt.Errorf("%w: %w", ErrLeaseLost, err)})
+}

@@ -1,0 +1,127 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/memstore"
+	"github.com/saferetry/saferetry/internal/clock"
+	"github.com/saferetry/saferetry/internal/testenv"
+)
+
+// These lease tests run on fake time: the Middleware and the memstore read
+// one manual clock, and the test moves it.
+
+var fakeStart = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+
+// TestLeaseKeptOnFakeTime holds a handler for three leases of fake time:
+// the Middleware renews every third of a lease, duplicates meet 409 all
+// along, and the outcome is stored once the handler returns.
+func TestLeaseKeptOnFakeTime(t *testing.T) {
+	const lease = 10 * time.Second
+	clk := clock.NewManual(fakeStart)
+	base := newStore(t, memstore.WithClock(clk.Now), memstore.WithCleanupInterval(0))
+	var renewals atomic.Int64
+	st := &faultyStore{Store: base, renew: func(ctx context.Context, k idempotency.Key, tok int64, l time.Duration) error {
+		renewals.Add(1)
+		return base.Renew(ctx, k, tok, l)
+	}}
+	started, release := make(chan struct{}), make(chan struct{})
+	app := &counter{}
+	app.before = func(http.ResponseWriter, *http.Request) int {
+		if app.calls.Load() == 1 {
+			close(started)
+			<-release
+		}
+		return 0
+	}
+	h := idempotency.Middleware(st, idempotency.WithLease(lease), idempotency.WithClock(clk))(app)
+	first := make(chan string, 1)
+	go func() { first <- post(h, "k", `{}`).Body.String() }()
+	<-started
+	for i := int64(1); i <= 9; i++ { // three leases
+		clk.Advance(lease / 3)
+		testenv.Eventually(t, "the renewal is done", func() bool { return renewals.Load() >= i && clk.Pending() > 0 })
+		wantProblem(t, post(h, "k", `{}`), http.StatusConflict, idempotency.ProblemInProgress)
+	}
+	close(release)
+	body := <-first
+	if n := app.calls.Load(); n != 1 {
+		t.Fatalf("executions = %d, want 1", n)
+	}
+	if w := post(h, "k", `{}`); w.Body.String() != body || w.Header().Get(idempotency.HeaderReplayed) != "true" {
+		t.Fatalf("replay = %d %s, want %s", w.Code, w.Body, body)
+	}
+}
+
+// TestUnconfirmedLeaseOnFakeTime: renewals that never answer leave the
+// handler running until its lease could lapse, to the nanosecond of fake
+// time, and then its context is cancelled with ErrLeaseLost.
+func TestUnconfirmedLeaseOnFakeTime(t *testing.T) {
+	const lease = 9 * time.Second
+	clk := clock.NewManual(fakeStart)
+	base := newStore(t, memstore.WithClock(clk.Now), memstore.WithCleanupInterval(0))
+	hang := make(chan struct{})
+	defer close(hang)
+	st := &faultyStore{Store: base, renew: func(ctx context.Context, _ idempotency.Key, _ int64, _ time.Duration) error {
+		select {
+		case <-hang:
+		case <-ctx.Done():
+		}
+		return errors.New("no answer")
+	}}
+	cancelled := make(chan error, 1)
+	entered := make(chan struct{})
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-r.Context().Done()
+		cancelled <- context.Cause(r.Context())
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	h := idempotency.Middleware(st, idempotency.WithLease(lease), idempotency.WithClock(clk))(app)
+	go post(h, "k", `{}`)
+	<-entered
+	clk.Advance(lease - time.Nanosecond)
+	select {
+	case err := <-cancelled:
+		t.Fatalf("cancelled (%v) before the lease could lapse", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	clk.Advance(time.Nanosecond)
+	select {
+	case err := <-cancelled:
+		if !errors.Is(err, idempotency.ErrLeaseLost) {
+			t.Fatalf("cause %v, want ErrLeaseLost", err)
+		}
+	case <-time.After(testenv.Patience):
+		t.Fatal("the handler was not cancelled when its lease could lapse")
+	}
+}
+
+// TestHooksCompose checks that every hook given gets every event, in the
+// order the hooks were given.
+func TestHooksCompose(t *testing.T) {
+	var order []string
+	var a, b events
+	h := idempotency.Middleware(newStore(t),
+		idempotency.WithHook(func(ev idempotency.Event) { order = append(order, "a"); a.hook(ev) }),
+		idempotency.WithHook(nil),
+		idempotency.WithHook(func(ev idempotency.Event) { order = append(order, "b"); b.hook(ev) }),
+	)(&counter{})
+	post(h, "k", `{}`)
+	post(h, "k", `{}`)
+	if got := a.outcomes(); len(got) != 2 || got[0] != idempotency.OutcomeNew || got[1] != idempotency.OutcomeReplay {
+		t.Fatalf("first hook got %v", got)
+	}
+	if got := b.outcomes(); len(got) != 2 {
+		t.Fatalf("second hook got %v", got)
+	}
+	if len(order) != 4 || order[0] != "a" || order[1] != "b" {
+		t.Fatalf("hooks ran in the order %v, want a, b per event", order)
+	}
+}

@@ -1,0 +1,111 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+)
+
+// leaseMode claims keys in a Store and holds each claim under a lease that
+// a leaseKeeper renews until the outcome is recorded.
+type leaseMode struct{ m *middleware }
+
+func (l leaseMode) claim(q *request) (held, ClaimResult, error) {
+	m := l.m
+	q.lease.sent = m.cfg.clock.Now()
+	// The claim is kept for at least one lease whatever the TTL: an entry
+	// that expired before its first renewal would let a duplicate run
+	// beside a handler slower than a short TTL.
+	res, err := m.store.Claim(q.r.Context(), q.key, q.fp, m.cfg.lease, max(m.cfg.ttl, m.cfg.lease))
+	return &q.lease, res, err
+}
+
+// leaseClaim is lease mode's hold of one claim.
+type leaseClaim struct {
+	sent          time.Time // when the claim was asked for
+	res           ClaimResult
+	keeper        leaseKeeper
+	hctx          context.Context // the handler's, cancelled when the lease is lost
+	cancelHandler context.CancelCauseFunc
+	ctx           context.Context // bounds the store calls after the handler
+	cancel        context.CancelFunc
+}
+
+// start refuses to run on a claim whose lease may lapse before its first
+// renewal lands, and otherwise starts keeping the lease.
+func (c *leaseClaim) start(q *request, res ClaimResult) (context.Context, bool) {
+	m := q.m
+	c.res = res
+	// The lease lasts at least until sent plus what the store said was left
+	// when it answered, whenever in the round trip that was.
+	left := res.LeaseRemaining
+	if left == 0 || left > m.cfg.lease {
+		left = m.cfg.lease
+	}
+	expires := c.sent.Add(left)
+	if remaining := expires.Sub(m.cfg.clock.Now()); remaining < m.cfg.lease/2 {
+		// The first renewal might not reach the store before the lease
+		// lapses, and another instance could then run the handler beside
+		// this one.
+		q.claimTooLate(res.Token, remaining)
+		return nil, false
+	}
+	if res.TookOver {
+		m.cfg.logger.LogAttrs(q.r.Context(), slog.LevelInfo, "idempotency: took over a claim whose lease lapsed",
+			slog.String("scope", q.key.Scope), slog.String("key", q.key.Key), slog.Int64("token", res.Token))
+	}
+	q.rec = recorder{w: q.w, limit: m.cfg.maxResponse, canStream: true}
+	detached := context.WithoutCancel(q.r.Context())
+	c.hctx, c.cancelHandler = context.WithCancelCause(q.r.Context())
+	c.ctx, c.cancel = context.WithCancel(detached)
+	c.keeper.start(m, detached, q.key, res.Token, c.sent, expires, c.cancelHandler)
+	return c.hctx, true
+}
+
+func (c *leaseClaim) handlerContext(cc *claimCtx) context.Context { return cc }
+
+// finish stores the outcome, or releases the claim after a status that is
+// not stored, while the keeper keeps the lease; then it sends the response.
+func (c *leaseClaim) finish(q *request) {
+	m := q.m
+	lost := c.keeper.settle(m.cfg.storeTimeout, c.cancel)
+	ev := c.event(q)
+	ev.Status = q.rec.statusCode()
+	if !lost {
+		if storable(ev.Status) {
+			m.complete(c.ctx, ev, m.outcome(&q.rec))
+		} else {
+			ev.Outcome = OutcomeReleased
+			if cause := context.Cause(c.hctx); errors.Is(cause, ErrLeaseLost) {
+				ev.Err = cause
+			}
+			m.release(c.ctx, ev)
+		}
+	}
+	c.end()
+	q.rec.flush()
+}
+
+// abort releases the claim of a handler that panicked, so that a retry
+// runs it again.
+func (c *leaseClaim) abort(q *request) {
+	defer c.end()
+	if c.keeper.settle(q.m.cfg.storeTimeout, c.cancel) {
+		return // the lease was lost: nothing of ours to release
+	}
+	ev := c.event(q)
+	ev.Outcome, ev.Err = OutcomeReleased, ErrHandlerPanicked
+	q.m.release(c.ctx, ev)
+}
+
+func (c *leaseClaim) event(q *request) Event {
+	return Event{Key: q.key, Token: c.res.Token, TookOver: c.res.TookOver}
+}
+
+// end stops the keeper and ends the claim's contexts.
+func (c *leaseClaim) end() {
+	c.keeper.stop()
+	c.cancel()
+	c.cancelHandler(nil)
+}

@@ -1,0 +1,92 @@
+package idempotency
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+)
+
+// request is one protected request on its way through the Middleware:
+// everything the steps after admission need, in one allocation.
+type request struct {
+	m   *middleware
+	w   http.ResponseWriter
+	r   *http.Request
+	key Key
+	fp  string
+
+	body  restoredBody
+	rec   recorder
+	wait  waiter
+	claim claimCtx   // the handler's context
+	lease leaseClaim // lease mode's hold of the claim
+	tx    txClaim    // transactional mode's
+}
+
+// restoredBody replays the bytes read from a request body to the handler.
+type restoredBody struct{ bytes.Reader }
+
+func (*restoredBody) Close() error { return nil }
+
+// mode claims a request's key and holds the claim while the handler runs:
+// lease mode over a Store, transactional mode over a TxStore.
+type mode interface {
+	// claim asks the store for q's key. When res is Acquired, held holds
+	// it; otherwise res.Entry is the entry in the way. An error means the
+	// store could not answer (nothing is held).
+	claim(q *request) (held held, res ClaimResult, err error)
+}
+
+// held is a claim that a request holds while its handler runs.
+type held interface {
+	// start readies the run under the claim res and returns the parent of
+	// the handler's context; ok false means the request was answered
+	// instead and the claim let go.
+	start(q *request, res ClaimResult) (parent context.Context, ok bool)
+	// handlerContext returns the handler's context, made from c, the
+	// request's context carrying the claim.
+	handlerContext(c *claimCtx) context.Context
+	// finish records the outcome the handler wrote and sends its response.
+	finish(q *request)
+	// abort lets go of the claim after the handler panicked; the panic goes
+	// on once it returns.
+	abort(q *request)
+}
+
+// serve claims the key, runs the handler under the claim, or answers from
+// the entry in the way (waiting for it to settle, with WithWaitForResult).
+func (q *request) serve() {
+	defer q.wait.done(q.m)
+	for {
+		h, res, err := q.m.mode.claim(q)
+		if err != nil {
+			q.storeFailed(err)
+			return
+		}
+		if res.Acquired {
+			q.run(h, res)
+			return
+		}
+		if !q.refused(res.Entry) {
+			return
+		}
+	}
+}
+
+// run runs the handler under the claim h holds.
+func (q *request) run(h held, res ClaimResult) {
+	parent, ok := h.start(q, res)
+	if !ok {
+		return
+	}
+	finished := false
+	defer func() {
+		if !finished {
+			h.abort(q)
+		}
+	}()
+	q.claim = claimCtx{Context: parent, key: q.key, token: res.Token}
+	q.m.next.ServeHTTP(&q.rec, q.r.WithContext(h.handlerContext(&q.claim)))
+	finished = true
+	h.finish(q)
+}

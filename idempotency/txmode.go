@@ -1,0 +1,149 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"maps"
+	"net/http"
+)
+
+// errStorePanicked is the Err of the OutcomeStoreError event of a
+// transactional request whose Complete or Commit panicked.
+var errStorePanicked = errors.New("idempotency: store panicked while storing the outcome")
+
+// txMode runs each protected request in one transaction of a TxStore: the
+// claim, the handler's writes and the stored outcome commit together, and
+// nothing of the handler's response is sent before the commit.
+type txMode struct {
+	m     *middleware
+	store TxStore
+}
+
+func (t txMode) claim(q *request) (held, ClaimResult, error) {
+	tx, err := t.store.BeginTx(q.r.Context())
+	if err != nil {
+		return nil, ClaimResult{}, err
+	}
+	res, err := tx.Claim(q.r.Context(), q.key, q.fp, t.m.cfg.ttl)
+	if err != nil {
+		t.m.rollback(q.r.Context(), q.key, tx)
+		return nil, ClaimResult{}, err
+	}
+	if !res.Acquired {
+		// Never hold a transaction (and its locks) while answering or
+		// waiting.
+		t.m.rollback(q.r.Context(), q.key, tx)
+		return nil, res, nil
+	}
+	q.tx.tx = tx
+	return &q.tx, res, nil
+}
+
+// txClaim is transactional mode's hold of one claim.
+type txClaim struct {
+	tx    Tx
+	res   ClaimResult
+	outer http.Header // the headers set before the Middleware ran
+}
+
+func (c *txClaim) start(q *request, res ClaimResult) (context.Context, bool) {
+	c.res = res
+	// The whole response is buffered: nothing may reach the client before
+	// the commit decides whether it happened.
+	q.rec = recorder{w: q.w, limit: q.m.cfg.maxResponse}
+	// The handler's headers go into w's header map, among those set before
+	// the Middleware ran; keep the latter to answer with if the commit fails.
+	c.outer = nil
+	if h := q.w.Header(); len(h) > 0 {
+		c.outer = h.Clone()
+	}
+	return q.r.Context(), true
+}
+
+func (c *txClaim) handlerContext(cc *claimCtx) context.Context { return c.tx.Context(cc) }
+
+// abort rolls back the transaction of a handler that panicked.
+func (c *txClaim) abort(q *request) {
+	q.m.rollback(context.WithoutCancel(q.r.Context()), q.key, c.tx)
+	ev := c.event(q)
+	ev.Outcome, ev.Err = OutcomeReleased, ErrHandlerPanicked
+	q.m.emit(ev)
+}
+
+// finish stores the outcome and commits, or rolls back after a status that
+// is not stored; a failed commit is answered 503, since nothing was kept.
+func (c *txClaim) finish(q *request) {
+	m := q.m
+	detached := context.WithoutCancel(q.r.Context())
+	ev := c.event(q)
+	ev.Status = q.rec.statusCode()
+	if !storable(ev.Status) {
+		m.rollback(detached, q.key, c.tx)
+		ev.Outcome = OutcomeReleased
+		m.emit(ev)
+		q.rec.flush()
+		return
+	}
+	settled := false
+	defer func() {
+		if !settled {
+			// The store panicked: roll back so that neither the transaction
+			// nor its connection outlives the request. The panic goes on.
+			m.rollback(detached, q.key, c.tx)
+			ev.Outcome, ev.Err = OutcomeStoreError, errStorePanicked
+			m.emit(ev)
+		}
+	}()
+	sctx, cancel := context.WithTimeout(detached, m.cfg.storeTimeout)
+	defer cancel()
+	err := c.tx.Complete(sctx, q.key, c.res.Token, m.outcome(&q.rec), m.cfg.ttl)
+	if err == nil {
+		err = c.tx.Commit(sctx)
+	}
+	settled = true
+	if err != nil {
+		c.commitFailed(q, ev, err)
+		return
+	}
+	ev.Outcome = OutcomeNew
+	m.emit(ev)
+	q.rec.flush()
+}
+
+// commitFailed rolls back and answers 503: the client never sees a success
+// that was not kept.
+func (c *txClaim) commitFailed(q *request, ev Event, err error) {
+	m := q.m
+	m.rollback(context.WithoutCancel(q.r.Context()), q.key, c.tx)
+	m.cfg.logger.LogAttrs(q.r.Context(), slog.LevelError, "idempotency: commit failed; the handler's work was rolled back and the client gets 503",
+		slog.String("scope", q.key.Scope), slog.String("key", q.key.Key), slog.Int64("token", c.res.Token),
+		slog.Int("status", ev.Status), slog.Any("error", err))
+	// The handler's headers describe a response that is not sent.
+	h := q.w.Header()
+	clear(h)
+	maps.Copy(h, c.outer)
+	ev.Outcome, ev.Status, ev.Err = OutcomeStoreError, http.StatusServiceUnavailable, err
+	m.emit(ev)
+	writeProblem(q.w, problem{Type: ProblemCommitFailed, Status: http.StatusServiceUnavailable, Key: q.key.Key,
+		Detail: "The operation could not be committed, so nothing was done. Retry with the same key."}, storeRetryAfter)
+}
+
+func (c *txClaim) event(q *request) Event {
+	return Event{Key: q.key, Token: c.res.Token, TookOver: c.res.TookOver}
+}
+
+// rollback rolls tx back, logging a failure: there is nothing else to do
+// about one, and the store's own timeout frees the claim. It runs under a
+// context of its own, detached from parent's cancellation (a client that left
+// must not keep the transaction and its connection open) and bounded by the
+// store timeout (a hung database must not hold the request), and fresh: a
+// Commit that used up its own time must not leave the Rollback none.
+func (m *middleware) rollback(parent context.Context, k Key, tx Tx) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), m.cfg.storeTimeout)
+	defer cancel()
+	if err := tx.Rollback(ctx); err != nil {
+		m.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: rollback failed",
+			slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Any("error", err))
+	}
+}
