@@ -33,7 +33,7 @@ var Real Clock = realClock{}
 
 type realClock struct{}
 
-func (realClock) Now() time.Time                           { return time.Now() }
+func (realClock) Now() time.Time                            { return time.Now() }
 func (realClock) NewTimer(d time.Duration) Timer            { return realTimer{time.NewTimer(d)} }
 func (realClock) AfterFunc(d time.Duration, f func()) Timer { return realTimer{time.AfterFunc(d, f)} }
 

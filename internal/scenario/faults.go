@@ -457,7 +457,7 @@ func ManyWaiters(t *testing.T, at StoreAt, target string, lease time.Duration) {
 	var ex runCounter
 	var ev eventCounts
 	h := idempotency.Middleware(at(t, target, 4), idempotency.WithLease(lease), idempotency.WithHook(ev.hook),
-		idempotency.WithWaitForResult(time.Minute))(ex.holding(4*lease))
+		idempotency.WithWaitForResult(time.Minute))(ex.holding(4 * lease))
 	key := testenv.RandomName("waiters-")
 	first := make(chan *httptest.ResponseRecorder, 1)
 	var heldDone atomic.Int64 // when the holder answered, in Unix nanoseconds
