@@ -197,55 +197,73 @@ func (c *canonicaliser) str() error {
 			i++
 			continue
 		}
-		// An escape.
-		if i+1 >= len(s) {
+		next, ok := c.escape(i)
+		if !ok {
 			return errNotJSON
 		}
-		e := s[i+1]
-		i += 2
-		switch e {
-		case '"', '\\', '/':
-			c.appendByte(e)
-		case 'b':
-			c.appendByte('\b')
-		case 'f':
-			c.appendByte('\f')
-		case 'n':
-			c.appendByte('\n')
-		case 'r':
-			c.appendByte('\r')
-		case 't':
-			c.appendByte('\t')
-		case 'u':
-			r, ok := hex4(s, i)
-			if !ok {
-				return errNotJSON
-			}
-			i += 4
-			if utf16.IsSurrogate(r) {
-				if r < 0xdc00 && i+6 <= len(s) && s[i] == '\\' && s[i+1] == 'u' {
-					if r2, ok := hex4(s, i+2); ok && r2 >= 0xdc00 && r2 <= 0xdfff {
-						c.out = utf8.AppendRune(c.out, utf16.DecodeRune(r, r2))
-						i += 6
-						continue
-					}
-				}
-				// A lone surrogate has no UTF-8 form: keep it as an escape,
-				// spelled in lower case, which no decoded character can
-				// produce.
-				c.out = append(c.out, '\\', 'u', hexDigits[r>>12&0xf], hexDigits[r>>8&0xf], hexDigits[r>>4&0xf], hexDigits[r&0xf])
-				continue
-			}
-			if r < 0x80 {
-				c.appendByte(byte(r))
-			} else {
-				c.out = utf8.AppendRune(c.out, r)
-			}
-		default:
-			return errNotJSON
-		}
+		i = next
 	}
 	return errNotJSON
+}
+
+// escape decodes the escape at src[i] (a backslash) and appends its
+// canonical form; it returns the index after the escape, or false for an
+// invalid one.
+func (c *canonicaliser) escape(i int) (int, bool) {
+	s := c.src
+	if i+1 >= len(s) {
+		return 0, false
+	}
+	e := s[i+1]
+	i += 2
+	switch e {
+	case '"', '\\', '/':
+		c.appendByte(e)
+	case 'b':
+		c.appendByte('\b')
+	case 'f':
+		c.appendByte('\f')
+	case 'n':
+		c.appendByte('\n')
+	case 'r':
+		c.appendByte('\r')
+	case 't':
+		c.appendByte('\t')
+	case 'u':
+		return c.unicodeEscape(i)
+	default:
+		return 0, false
+	}
+	return i, true
+}
+
+// unicodeEscape decodes the \uXXXX escape whose digits start at src[i],
+// joining a surrogate pair; it returns the index after it.
+func (c *canonicaliser) unicodeEscape(i int) (int, bool) {
+	s := c.src
+	r, ok := hex4(s, i)
+	if !ok {
+		return 0, false
+	}
+	i += 4
+	if utf16.IsSurrogate(r) {
+		if r < 0xdc00 && i+6 <= len(s) && s[i] == '\\' && s[i+1] == 'u' {
+			if r2, ok := hex4(s, i+2); ok && r2 >= 0xdc00 && r2 <= 0xdfff {
+				c.out = utf8.AppendRune(c.out, utf16.DecodeRune(r, r2))
+				return i + 6, true
+			}
+		}
+		// A lone surrogate has no UTF-8 form: keep it as an escape,
+		// spelled in lower case, which no decoded character can produce.
+		c.out = append(c.out, '\\', 'u', hexDigits[r>>12&0xf], hexDigits[r>>8&0xf], hexDigits[r>>4&0xf], hexDigits[r&0xf])
+		return i, true
+	}
+	if r < 0x80 {
+		c.appendByte(byte(r))
+	} else {
+		c.out = utf8.AppendRune(c.out, r)
+	}
+	return i, true
 }
 
 const hexDigits = "0123456789abcdef"

@@ -122,6 +122,8 @@ func (lk *leaseKeeper) due(now time.Time) (time.Duration, bool) {
 	return max(at.Sub(now), 0), true
 }
 
+// tick does what is due: cancel the settle calls at their deadline, cancel
+// the handler when the lease could lapse, send a renewal.
 func (lk *leaseKeeper) tick() {
 	lk.mu.Lock()
 	if lk.stopped {
@@ -160,14 +162,18 @@ func (lk *leaseKeeper) tick() {
 	ctx, cancel := context.WithTimeout(lk.base, bound)
 	err := lk.m.store.Renew(ctx, lk.key, lk.token, lk.m.cfg.lease)
 	cancel()
+	lk.renewed(sent, err)
+}
 
+// renewed takes in the answer to a renewal sent at sent.
+func (lk *leaseKeeper) renewed(sent time.Time, err error) {
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
 	lk.inflight--
 	if lk.stopped {
 		return
 	}
-	now = lk.clock.Now()
+	now := lk.clock.Now()
 	switch {
 	case err == nil:
 		lk.rtt = max(now.Sub(sent), lk.rtt*3/4)
