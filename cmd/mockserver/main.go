@@ -95,72 +95,17 @@ const connectTimeout = 5 * time.Second
 
 // run serves until ctx is done, then shuts down gracefully.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("mockserver", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on (port 0 picks a free port)")
-	storeURL := fs.String("store", "memory", "idempotency store: memory, redis://..., postgres://...")
-	ttl := fs.Duration("ttl", idempotency.DefaultTTL, "how long a completed key is replayed")
-	lease := fs.Duration("lease", idempotency.DefaultLease, "how long a claim lives without renewal")
-	wait := fs.Duration("wait", 0, "how long a duplicate waits for a running original before 409 (0: at once)")
-	namespace := fs.String("namespace", "mockserver", "idempotency scope prefix; instances sharing a store and a namespace share keys")
-	table := fs.String("table", "", "PostgreSQL table of the entries, created if missing (default "+pgstore.DefaultTable+"; postgres store only)")
-	maxEntries := fs.Int("max-entries", memstore.DefaultMaxEntries, "most entries the memory store holds; a new key beyond gets 503 (memory store only)")
-	maxBytes := fs.Int64("max-bytes", memstore.DefaultMaxBytes, "most bytes of heap the memory store's entries hold, as it estimates them (memory store only)")
-	mode := fs.String("mode", "", "idempotency mode over a postgres store: tx (default) or lease")
-	balances := balanceFlag{}
-	fs.Var(balances, "balance", "`CUR=amount`: opening balance of a currency in minor units (repeatable)")
-	unkeyed := fs.Bool("unkeyed-payments", false, "pay anew on every execution (the naive handler a lease cannot protect)")
-	work := fs.Duration("payment-work", 0, "how long the handler works after paying, before it answers (0: at once)")
-	verbose := fs.Bool("v", false, "log executions and injected faults to stderr")
-	if err := fs.Parse(args); err != nil {
+	st, err := parseFlags(args, stderr)
+	if err != nil {
 		return err
 	}
-	switch {
-	case *mode == "" && isPostgres(*storeURL):
-		*mode = "tx"
-	case *mode == "":
-		*mode = "lease"
-	case *mode != "tx" && *mode != "lease":
-		return fmt.Errorf("mockserver: -mode %q: want tx or lease", *mode)
-	case *mode == "tx" && !isPostgres(*storeURL):
-		return errors.New("mockserver: -mode tx needs a postgres:// store")
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("mockserver: unexpected arguments %q", fs.Args())
-	}
-	if *ttl <= 0 || *lease <= 0 || *wait < 0 || *work < 0 {
-		return errors.New("mockserver: -ttl and -lease must be positive, -wait and -payment-work not negative")
-	}
-
-	var memoryOnly []string
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "max-entries" || f.Name == "max-bytes" {
-			memoryOnly = append(memoryOnly, "-"+f.Name)
-		}
-	})
-	if len(memoryOnly) > 0 && !isMemory(*storeURL) {
-		return fmt.Errorf("mockserver: %s applies to the memory store only", strings.Join(memoryOnly, " and "))
-	}
-	if *maxEntries <= 0 || *maxBytes <= 0 {
-		return errors.New("mockserver: -max-entries and -max-bytes must be positive")
-	}
-
-	if *table != "" {
-		if !isPostgres(*storeURL) {
-			return errors.New("mockserver: -table applies to a postgres:// store only")
-		}
-		if err := pgstore.ValidateTable(*table); err != nil {
-			return fmt.Errorf("mockserver: -table: %w", err)
-		}
-	}
-
-	be, err := openBackend(ctx, *storeURL, backendOptions{
-		table:      *table,
-		namespace:  *namespace,
-		opening:    balances,
-		tx:         *mode == "tx",
-		maxEntries: *maxEntries,
-		maxBytes:   *maxBytes,
+	be, err := openBackend(ctx, st.store, backendOptions{
+		table:      st.table,
+		namespace:  st.namespace,
+		opening:    st.balances,
+		tx:         st.mode == "tx",
+		maxEntries: st.maxEntries,
+		maxBytes:   st.maxBytes,
 		warnings:   stderr,
 	})
 	if err != nil {
@@ -168,42 +113,123 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer be.close()
 
-	ln, err := net.Listen("tcp", *addr)
+	ln, err := net.Listen("tcp", st.addr)
 	if err != nil {
 		return fmt.Errorf("mockserver: %w", err)
 	}
-	opts := []mockserver.Option{
-		mockserver.WithListener(ln),
-		mockserver.WithStore(be.store),
-		mockserver.WithLedger(be.ledger),
-		mockserver.WithNamespace(*namespace),
-		mockserver.WithIdempotencyOptions(
-			idempotency.WithTTL(*ttl),
-			idempotency.WithLease(*lease),
-			idempotency.WithWaitForResult(*wait),
-		),
-	}
-	if *unkeyed {
-		opts = append(opts, mockserver.WithUnkeyedPayments())
-	}
-	if *work > 0 {
-		opts = append(opts, mockserver.WithPaymentWork(*work))
-	}
-	if *verbose {
-		opts = append(opts, mockserver.WithLogger(slog.New(slog.NewTextHandler(stderr, nil))))
-	}
-	srv := mockserver.New(opts...)
+	srv := mockserver.New(st.serverOptions(be, ln, stderr)...)
 	payments := "keyed payments"
-	if *unkeyed {
+	if st.unkeyed {
 		payments = "unkeyed payments"
 	}
 	fmt.Fprintf(stdout, "mockserver: listening on %s (store %s, mode %s, %s, ttl %v, lease %v)\n",
-		srv.URL, be.name, *mode, payments, *ttl, *lease)
+		srv.URL, be.name, st.mode, payments, st.ttl, st.lease)
 
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "mockserver: shutting down")
 	srv.Close()
 	return nil
+}
+
+// settings are the command's flags.
+type settings struct {
+	addr, store, namespace, table, mode string
+	ttl, lease, wait, work              time.Duration
+	maxEntries                          int
+	maxBytes                            int64
+	balances                            balanceFlag
+	unkeyed, verbose                    bool
+	memoryOnly                          []string // the memory-store flags given
+}
+
+// parseFlags parses and checks the command line.
+func parseFlags(args []string, stderr io.Writer) (settings, error) {
+	st := settings{balances: balanceFlag{}}
+	fs := flag.NewFlagSet("mockserver", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&st.addr, "addr", "127.0.0.1:8080", "address to listen on (port 0 picks a free port)")
+	fs.StringVar(&st.store, "store", "memory", "idempotency store: memory, redis://..., postgres://...")
+	fs.DurationVar(&st.ttl, "ttl", idempotency.DefaultTTL, "how long a completed key is replayed")
+	fs.DurationVar(&st.lease, "lease", idempotency.DefaultLease, "how long a claim lives without renewal")
+	fs.DurationVar(&st.wait, "wait", 0, "how long a duplicate waits for a running original before 409 (0: at once)")
+	fs.StringVar(&st.namespace, "namespace", "mockserver", "idempotency scope prefix; instances sharing a store and a namespace share keys")
+	fs.StringVar(&st.table, "table", "", "PostgreSQL table of the entries, created if missing (default "+pgstore.DefaultTable+"; postgres store only)")
+	fs.IntVar(&st.maxEntries, "max-entries", memstore.DefaultMaxEntries, "most entries the memory store holds; a new key beyond gets 503 (memory store only)")
+	fs.Int64Var(&st.maxBytes, "max-bytes", memstore.DefaultMaxBytes, "most bytes of heap the memory store's entries hold, as it estimates them (memory store only)")
+	fs.StringVar(&st.mode, "mode", "", "idempotency mode over a postgres store: tx (default) or lease")
+	fs.Var(st.balances, "balance", "`CUR=amount`: opening balance of a currency in minor units (repeatable)")
+	fs.BoolVar(&st.unkeyed, "unkeyed-payments", false, "pay anew on every execution (the naive handler a lease cannot protect)")
+	fs.DurationVar(&st.work, "payment-work", 0, "how long the handler works after paying, before it answers (0: at once)")
+	fs.BoolVar(&st.verbose, "v", false, "log executions and injected faults to stderr")
+	if err := fs.Parse(args); err != nil {
+		return st, err
+	}
+	if fs.NArg() > 0 {
+		return st, fmt.Errorf("mockserver: unexpected arguments %q", fs.Args())
+	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "max-entries" || f.Name == "max-bytes" {
+			st.memoryOnly = append(st.memoryOnly, "-"+f.Name)
+		}
+	})
+	return st, st.check()
+}
+
+// check refuses flags that do not fit together, and sets the default mode.
+func (st *settings) check() error {
+	switch {
+	case st.mode == "" && isPostgres(st.store):
+		st.mode = "tx"
+	case st.mode == "":
+		st.mode = "lease"
+	case st.mode != "tx" && st.mode != "lease":
+		return fmt.Errorf("mockserver: -mode %q: want tx or lease", st.mode)
+	case st.mode == "tx" && !isPostgres(st.store):
+		return errors.New("mockserver: -mode tx needs a postgres:// store")
+	}
+	if st.ttl <= 0 || st.lease <= 0 || st.wait < 0 || st.work < 0 {
+		return errors.New("mockserver: -ttl and -lease must be positive, -wait and -payment-work not negative")
+	}
+	if len(st.memoryOnly) > 0 && !isMemory(st.store) {
+		return fmt.Errorf("mockserver: %s applies to the memory store only", strings.Join(st.memoryOnly, " and "))
+	}
+	if st.maxEntries <= 0 || st.maxBytes <= 0 {
+		return errors.New("mockserver: -max-entries and -max-bytes must be positive")
+	}
+	if st.table != "" {
+		if !isPostgres(st.store) {
+			return errors.New("mockserver: -table applies to a postgres:// store only")
+		}
+		if err := pgstore.ValidateTable(st.table); err != nil {
+			return fmt.Errorf("mockserver: -table: %w", err)
+		}
+	}
+	return nil
+}
+
+// serverOptions are the mockserver options the settings ask for.
+func (st settings) serverOptions(be backend, ln net.Listener, stderr io.Writer) []mockserver.Option {
+	opts := []mockserver.Option{
+		mockserver.WithListener(ln),
+		mockserver.WithStore(be.store),
+		mockserver.WithLedger(be.ledger),
+		mockserver.WithNamespace(st.namespace),
+		mockserver.WithIdempotencyOptions(
+			idempotency.WithTTL(st.ttl),
+			idempotency.WithLease(st.lease),
+			idempotency.WithWaitForResult(st.wait),
+		),
+	}
+	if st.unkeyed {
+		opts = append(opts, mockserver.WithUnkeyedPayments())
+	}
+	if st.work > 0 {
+		opts = append(opts, mockserver.WithPaymentWork(st.work))
+	}
+	if st.verbose {
+		opts = append(opts, mockserver.WithLogger(slog.New(slog.NewTextHandler(stderr, nil))))
+	}
+	return opts
 }
 
 func isMemory(u string) bool { return u == "" || u == "memory" }
