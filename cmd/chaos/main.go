@@ -70,6 +70,76 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) (bool, error) {
+	p, err := parseFlags(args, stderr)
+	if err != nil {
+		return false, err
+	}
+	cells, missing, err := p.cells(os.Getenv("SAFERETRY_POSTGRES_URL") != "")
+	if err != nil {
+		return false, err
+	}
+	for _, m := range missing {
+		fmt.Fprintf(stderr, "chaos: not run: %s\n", m)
+	}
+	if len(missing) > 0 && os.Getenv("SAFERETRY_REQUIRE_SERVICES") == "1" {
+		return false, errors.New("chaos: a service is missing and SAFERETRY_REQUIRE_SERVICES=1")
+	}
+	if len(cells) == 0 {
+		return false, errors.New("chaos: nothing to run")
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "saferetry-chaos-")
+	if err != nil {
+		return false, err
+	}
+	if p.keep {
+		fmt.Fprintf(stderr, "chaos: logs in %s\n", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	bin, err := buildMockServer(ctx, dir)
+	if err != nil {
+		return false, err
+	}
+	begin := time.Now()
+	results := chaos.Run(ctx, chaos.Config{
+		MockServer:  bin,
+		PostgresURL: os.Getenv("SAFERETRY_POSTGRES_URL"),
+		Dir:         dir,
+		Cells:       cells,
+		Ops:         p.ops,
+		MinDuration: p.pace,
+		Workers:     p.workers,
+		Lease:       p.lease,
+		Log:         stderr,
+	})
+	fmt.Fprintf(stdout, "chaos: profile %s, %d cells, lease %v, %d workers, %v\n", p.profile, len(results), p.lease, p.workers, time.Since(begin).Round(time.Second))
+	chaos.PrintTable(stdout, results)
+	line, ok := chaos.Summary(results)
+	if len(results) < len(cells) {
+		line += fmt.Sprintf(" (%d of %d cells did not run: %v)", len(cells)-len(results), len(cells), ctx.Err())
+		ok = false
+	}
+	fmt.Fprintln(stdout, line)
+	return ok, nil
+}
+
+// plan is what to run: the profile's settings with the flags' overrides.
+type plan struct {
+	profile        string
+	ops, workers   int
+	pace, timeout  time.Duration
+	lease          time.Duration
+	scenarios      []string
+	stores, modes  []string
+	keyed, unkeyed bool
+	keep           bool
+}
+
+// parseFlags reads the profile, then the flags that override it.
+func parseFlags(args []string, stderr io.Writer) (plan, error) {
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	profile := fs.String("profile", "short", "short or long")
@@ -84,22 +154,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (bool, er
 	timeout := fs.Duration("timeout", 0, "bound of the whole run (0: the profile's)")
 	keep := fs.Bool("keep", false, "keep the work directory")
 	if err := fs.Parse(args); err != nil {
-		return false, err
+		return plan{}, err
 	}
-	var p struct {
-		ops            int
-		pace           time.Duration
-		scenarios      []string
-		keyed, unkeyed bool
-		timeout        time.Duration
-	}
+	p := plan{profile: *profile, workers: *workers, lease: *lease, keep: *keep,
+		stores: strings.Split(*stores, ","), modes: strings.Split(*modes, ",")}
 	switch *profile {
 	case "short":
 		p.ops, p.pace, p.scenarios, p.keyed, p.unkeyed, p.timeout = 300, 6*time.Second, chaos.Scenarios, true, true, 10*time.Minute
 	case "long":
 		p.ops, p.pace, p.scenarios, p.keyed, p.timeout = 100_000, 0, []string{chaos.ScenarioAll}, true, 3*time.Hour
 	default:
-		return false, fmt.Errorf("chaos: -profile %q: want short or long", *profile)
+		return p, fmt.Errorf("chaos: -profile %q: want short or long", *profile)
 	}
 	if *ops > 0 {
 		p.ops = *ops
@@ -107,11 +172,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (bool, er
 	if *pace >= 0 {
 		p.pace = *pace
 	}
+	if *timeout > 0 {
+		p.timeout = *timeout
+	}
+	if *workers <= 0 || *lease <= 0 {
+		return p, errors.New("chaos: -workers and -lease must be positive")
+	}
 	if *scenarios != "" {
 		p.scenarios = strings.Split(*scenarios, ",")
 		for _, s := range p.scenarios {
 			if !slices.Contains(chaos.Scenarios, s) {
-				return false, fmt.Errorf("chaos: unknown scenario %q (want %s)", s, strings.Join(chaos.Scenarios, ","))
+				return p, fmt.Errorf("chaos: unknown scenario %q (want %s)", s, strings.Join(chaos.Scenarios, ","))
 			}
 		}
 	}
@@ -124,22 +195,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (bool, er
 			case "unkeyed":
 				p.unkeyed = true
 			default:
-				return false, fmt.Errorf("chaos: unknown handler %q (want keyed or unkeyed)", h)
+				return p, fmt.Errorf("chaos: unknown handler %q (want keyed or unkeyed)", h)
 			}
 		}
 	}
-	if *timeout > 0 {
-		p.timeout = *timeout
-	}
-	if *workers <= 0 || *lease <= 0 {
-		return false, errors.New("chaos: -workers and -lease must be positive")
-	}
+	return p, nil
+}
 
-	require := os.Getenv("SAFERETRY_REQUIRE_SERVICES") == "1"
-	pgURL := os.Getenv("SAFERETRY_POSTGRES_URL")
-	var cells []chaos.Cell
-	var missing []string
-	for _, store := range strings.Split(*stores, ",") {
+// cells lists the cells of the plan, and the services missing for others.
+func (p plan) cells(havePostgres bool) (cells []chaos.Cell, missing []string, err error) {
+	for _, store := range p.stores {
 		switch store {
 		case "redis":
 			if _, err := exec.LookPath("redis-server"); err != nil {
@@ -147,16 +212,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (bool, er
 				continue
 			}
 		case "postgres":
-			if pgURL == "" {
+			if !havePostgres {
 				missing = append(missing, "postgres: SAFERETRY_POSTGRES_URL is not set (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)")
 				continue
 			}
 		default:
-			return false, fmt.Errorf("chaos: unknown store %q (want redis or postgres)", store)
+			return nil, nil, fmt.Errorf("chaos: unknown store %q (want redis or postgres)", store)
 		}
-		for _, mode := range strings.Split(*modes, ",") {
+		for _, mode := range p.modes {
 			if mode != "lease" && mode != "tx" {
-				return false, fmt.Errorf("chaos: unknown mode %q (want lease or tx)", mode)
+				return nil, nil, fmt.Errorf("chaos: unknown mode %q (want lease or tx)", mode)
 			}
 			if mode == "tx" && store != "postgres" {
 				continue
@@ -171,52 +236,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (bool, er
 			}
 		}
 	}
-	for _, m := range missing {
-		fmt.Fprintf(stderr, "chaos: not run: %s\n", m)
-	}
-	if len(missing) > 0 && require {
-		return false, errors.New("chaos: a service is missing and SAFERETRY_REQUIRE_SERVICES=1")
-	}
-	if len(cells) == 0 {
-		return false, errors.New("chaos: nothing to run")
-	}
-
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
-	defer cancel()
-	dir, err := os.MkdirTemp("", "saferetry-chaos-")
-	if err != nil {
-		return false, err
-	}
-	if *keep {
-		fmt.Fprintf(stderr, "chaos: logs in %s\n", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
-	bin, err := buildMockServer(ctx, dir)
-	if err != nil {
-		return false, err
-	}
-	begin := time.Now()
-	results := chaos.Run(ctx, chaos.Config{
-		MockServer:  bin,
-		PostgresURL: pgURL,
-		Dir:         dir,
-		Cells:       cells,
-		Ops:         p.ops,
-		MinDuration: p.pace,
-		Workers:     *workers,
-		Lease:       *lease,
-		Log:         stderr,
-	})
-	fmt.Fprintf(stdout, "chaos: profile %s, %d cells, lease %v, %d workers, %v\n", *profile, len(results), *lease, *workers, time.Since(begin).Round(time.Second))
-	chaos.PrintTable(stdout, results)
-	line, ok := chaos.Summary(results)
-	if len(results) < len(cells) {
-		line += fmt.Sprintf(" (%d of %d cells did not run: %v)", len(cells)-len(results), len(cells), ctx.Err())
-		ok = false
-	}
-	fmt.Fprintln(stdout, line)
-	return ok, nil
+	return cells, missing, nil
 }
 
 // buildMockServer builds cmd/mockserver into dir, from the module this
