@@ -48,85 +48,28 @@ func runCell(ctx context.Context, cfg Config, cell Cell, logf func(string, ...an
 		res.Err = err
 		return res
 	}
-
 	c := &cluster{admin: &http.Client{Timeout: 2 * time.Second}, lease: cfg.Lease, logf: logf}
-	var cleanups []func()
-	defer func() {
-		for i := len(cleanups) - 1; i >= 0; i-- {
-			cleanups[i]()
-		}
-	}()
-
-	args := []string{"-namespace", run, "-lease", cfg.Lease.String(), "-ttl", "1h",
+	defer c.close()
+	storeArgs, err := c.prepareStore(ctx, cfg, cell.Store, dir)
+	if err != nil {
+		res.Err = err
+		return res
+	}
+	args := append([]string{"-namespace", run, "-lease", cfg.Lease.String(), "-ttl", "1h",
 		"-balance", "EUR=" + strconv.FormatInt(opening, 10), "-mode", cell.Mode,
-		"-payment-work", paymentWork.String()}
+		"-payment-work", paymentWork.String()}, storeArgs...)
 	if cell.Unkeyed {
 		args = append(args, "-unkeyed-payments")
 	}
-	switch cell.Store {
-	case "redis":
-		rs, addr, err := redisServer(cfg.RedisServer, dir)
-		if err != nil {
-			res.Err = err
-			return res
-		}
-		if err := rs.start(ctx); err != nil {
-			res.Err = fmt.Errorf("chaos: could not start its own redis-server: %w", err)
-			return res
-		}
-		cleanups = append(cleanups, rs.kill)
-		c.redis = rs
-		args = append(args, "-store", "redis://"+addr+"/0")
-	case "postgres":
-		storeURL, table, err := postgresFor(cfg.PostgresURL, run)
-		if err != nil {
-			res.Err = err
-			return res
-		}
-		cleanups = append(cleanups, func() { dropTables(cfg.PostgresURL, table, logf) })
-		target, err := hostPort(cfg.PostgresURL)
-		if err != nil {
-			res.Err = err
-			return res
-		}
-		p, err := tcpproxy.Listen(target)
-		if err != nil {
-			res.Err = err
-			return res
-		}
-		cleanups = append(cleanups, p.Stop)
-		c.proxy = p
-		u, _ := url.Parse(storeURL)
-		u.Host = p.Addr()
-		q := u.Query()
-		q.Set("pool_max_conns", "16") // each instance serves a third of the clients
-		u.RawQuery = q.Encode()
-		args = append(args, "-store", u.String(), "-table", table)
-	default:
-		res.Err = fmt.Errorf("chaos: unknown store %q", cell.Store)
+	if err := c.startInstances(ctx, cfg.MockServer, dir, args); err != nil {
+		res.Err = err
 		return res
 	}
-
-	for i := range 3 {
-		in, addr, err := mockServer(cfg.MockServer, dir, "mockserver-"+strconv.Itoa(i), args)
-		if err != nil {
-			res.Err = err
-			return res
-		}
-		if err := in.start(ctx); err != nil {
-			res.Err = err
-			return res
-		}
-		cleanups = append(cleanups, in.kill)
-		c.instances = append(c.instances, in)
-		c.addrs = append(c.addrs, addr)
-	}
-	c.busy = make([]sync.Mutex, len(c.instances))
 
 	ops := newOps(cfg.Ops, run)
 	l := newLoader(c.addrs, cfg.Lease)
 	l.progress = logf
-	cleanups = append(cleanups, l.close)
+	defer l.close()
 	faultCtx, stopFaults := context.WithCancel(ctx)
 	faults := c.run(faultCtx, cell.Scenario)
 	l.drive(ctx, ops, cfg.Workers, cfg.MinDuration, 0.25)
@@ -148,6 +91,73 @@ func runCell(ctx context.Context, cfg Config, cell Cell, logf func(string, ...an
 		}
 	}
 	return res
+}
+
+// prepareStore starts the cell's store (a Redis of the suite's own, or a
+// proxy to PostgreSQL with tables of the run's own) and returns the
+// instances' flags that name it.
+func (c *cluster) prepareStore(ctx context.Context, cfg Config, store, dir string) ([]string, error) {
+	switch store {
+	case "redis":
+		rs, addr, err := redisServer(cfg.RedisServer, dir)
+		if err != nil {
+			return nil, err
+		}
+		if err := rs.start(ctx); err != nil {
+			return nil, fmt.Errorf("chaos: could not start its own redis-server: %w", err)
+		}
+		c.cleanups = append(c.cleanups, rs.kill)
+		c.redis = rs
+		return []string{"-store", "redis://" + addr + "/0"}, nil
+	case "postgres":
+		if cfg.PostgresURL == "" {
+			return nil, fmt.Errorf("chaos: no PostgreSQL URL (set SAFERETRY_POSTGRES_URL): %w", errSkipped)
+		}
+		target, err := hostPort(cfg.PostgresURL)
+		if err != nil {
+			return nil, err
+		}
+		table := "chaos_" + strconv.FormatInt(time.Now().UnixNano()%1e12, 36)
+		c.cleanups = append(c.cleanups, func() { dropTables(cfg.PostgresURL, table, c.logf) })
+		p, err := tcpproxy.Listen(target)
+		if err != nil {
+			return nil, err
+		}
+		c.cleanups = append(c.cleanups, p.Stop)
+		c.proxy = p
+		u, _ := url.Parse(cfg.PostgresURL)
+		u.Host = p.Addr()
+		q := u.Query()
+		q.Set("pool_max_conns", "16") // each instance serves a third of the clients
+		u.RawQuery = q.Encode()
+		return []string{"-store", u.String(), "-table", table}, nil
+	}
+	return nil, fmt.Errorf("chaos: unknown store %q", store)
+}
+
+// startInstances starts the three mockserver instances.
+func (c *cluster) startInstances(ctx context.Context, bin, dir string, args []string) error {
+	for i := range 3 {
+		in, addr, err := mockServer(bin, dir, "mockserver-"+strconv.Itoa(i), args)
+		if err != nil {
+			return err
+		}
+		if err := in.start(ctx); err != nil {
+			return err
+		}
+		c.cleanups = append(c.cleanups, in.kill)
+		c.instances = append(c.instances, in)
+		c.addrs = append(c.addrs, addr)
+	}
+	c.busy = make([]sync.Mutex, len(c.instances))
+	return nil
+}
+
+// close takes down what the cell set up, last first.
+func (c *cluster) close() {
+	for i := len(c.cleanups) - 1; i >= 0; i-- {
+		c.cleanups[i]()
+	}
 }
 
 // readLedger reads every payment and the EUR balance from an instance:
@@ -182,16 +192,6 @@ func readLedger(ctx context.Context, addr string) ([]mockserver.Payment, int64, 
 		return nil, 0, fmt.Errorf("chaos: reading the balance: %w", err)
 	}
 	return payments, bal.Balances["EUR"], nil
-}
-
-// postgresFor returns the store URL and a table of the run's own.
-func postgresFor(base, run string) (string, string, error) {
-	if base == "" {
-		return "", "", fmt.Errorf("chaos: no PostgreSQL URL (set SAFERETRY_POSTGRES_URL): %w", errSkipped)
-	}
-	table := "chaos_" + strconv.FormatInt(time.Now().UnixNano()%1e12, 36)
-	_ = run
-	return base, table, nil
 }
 
 // hostPort returns the host:port of a PostgreSQL URL, which must be a

@@ -82,6 +82,7 @@ type cluster struct {
 	fired     fired
 	lease     time.Duration
 	logf      func(string, ...any)
+	cleanups  []func() // run by close, last first
 }
 
 // between waits a random time in [lo, hi), or returns false when ctx ends.
