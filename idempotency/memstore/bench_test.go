@@ -11,7 +11,7 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/memstore"
-	"github.com/saferetry/saferetry/internal/scenario"
+	"github.com/saferetry/saferetry/idempotency/storetest/scenario"
 )
 
 var benchResp = idempotency.Response{

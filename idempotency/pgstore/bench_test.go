@@ -13,7 +13,7 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/pgstore"
-	"github.com/saferetry/saferetry/internal/scenario"
+	"github.com/saferetry/saferetry/idempotency/storetest/scenario"
 )
 
 // roundTrips counts the statements and batches sent to the server: each is

@@ -11,7 +11,7 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/redisstore"
-	"github.com/saferetry/saferetry/internal/scenario"
+	"github.com/saferetry/saferetry/idempotency/storetest/scenario"
 )
 
 // countedStore returns a store whose client counts its round trips, with the

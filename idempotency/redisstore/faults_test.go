@@ -7,7 +7,7 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/redisstore"
-	"github.com/saferetry/saferetry/internal/scenario"
+	"github.com/saferetry/saferetry/idempotency/storetest/scenario"
 )
 
 // TestStoreFaults runs the store fault scenarios (latency, a paused

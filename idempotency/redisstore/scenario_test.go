@@ -3,7 +3,7 @@ package redisstore_test
 import (
 	"testing"
 
-	"github.com/saferetry/saferetry/internal/scenario"
+	"github.com/saferetry/saferetry/idempotency/storetest/scenario"
 )
 
 // TestExactlyOnceAcrossInstances: three instances, each its own middleware

@@ -59,26 +59,72 @@ type debitRequest struct {
 // does so.
 func Ledger(t *testing.T, store idempotency.Store, book Book, opts ...idempotency.Option) {
 	t.Helper()
-	run := testenv.RandomName("") // keeps this run's accounts apart in a shared store
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	_, transactional := store.(idempotency.TxStore)
-
-	accounts := make([]string, ledgerAccounts)
-	for i := range accounts {
-		accounts[i] = fmt.Sprintf("acct-%s-%d", run, i)
-	}
+	l := &ledgerRun{t: t, ctx: ctx, book: book, run: testenv.RandomName(""), execs: newExecutions()}
+	_, l.transactional = store.(idempotency.TxStore)
 	before, err := book.Balances(ctx)
 	if err != nil {
 		t.Fatalf("scenario: balances before: %v", err)
 	}
+	targets := make([]*url.URL, ledgerInstances)
+	for i := range targets {
+		u, err := url.Parse(startInstance(t, store, l.handler(), opts).srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		targets[i] = u
+	}
+	l.rt = &faultyRouter{next: newHTTPClient(t).Transport, targets: targets}
+	l.client = &http.Client{Transport: saferetry.NewTransport(l.rt,
+		saferetry.WithMaxAttempts(20),
+		saferetry.WithBackoff(func() backoff.BackOff { return backoff.NewConstantBackOff(10 * time.Millisecond) }),
+		saferetry.WithMaxRetryAfter(50*time.Millisecond),
+		saferetry.WithRetryBudget(1<<20, 1),
+	)}
+	want := l.makeOps()
+	results := l.sendAll()
+	l.checkAnswers(results)
+	after, err := book.Balances(ctx)
+	if err != nil {
+		t.Fatalf("scenario: balances after: %v", err)
+	}
+	for a, w := range want {
+		if got := before[a] - after[a]; got != w {
+			t.Errorf("account %s: debited %d in total, want %d (the sum of its distinct operations)", a, got, w)
+		}
+	}
+	t.Logf("Ledger: %d operations over %d instances, %d attempts routed, %d responses dropped, %d answered 409",
+		len(l.ops), ledgerInstances, l.rt.attempts.Load(), l.rt.drops.Load(), l.rt.conflicts.Load())
+}
 
-	execs := newExecutions()
-	var serverFaults sync.Map // key -> *atomic.Bool, set once the 503 was sent
-	var serial atomic.Int64
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// ledgerRun is the state of one Ledger scenario.
+type ledgerRun struct {
+	t             *testing.T
+	ctx           context.Context
+	book          Book
+	run           string // keeps this run's accounts apart in a shared store
+	transactional bool
+	execs         *executions
+	serverFaults  sync.Map // key -> *atomic.Bool, set once the 503 was sent
+	serial        atomic.Int64
+	rt            *faultyRouter
+	client        *http.Client
+	ops           []ledgerOp
+}
+
+// ledgerOp is one debit and the fault it meets.
+type ledgerOp struct {
+	key   string
+	req   debitRequest
+	fault fault
+}
+
+// handler debits the book, after a 503 for the keys chosen for one.
+func (l *ledgerRun) handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header.Get(idempotency.HeaderIdempotencyKey)
-		if v, ok := serverFaults.Load(key); ok && v.(*atomic.Bool).CompareAndSwap(false, true) {
+		if v, ok := l.serverFaults.Load(key); ok && v.(*atomic.Bool).CompareAndSwap(false, true) {
 			http.Error(w, "injected failure", http.StatusServiceUnavailable)
 			return
 		}
@@ -89,79 +135,49 @@ func Ledger(t *testing.T, store idempotency.Store, book Book, opts ...idempotenc
 		}
 		// Hold the claim a little, so that duplicates meet it in progress.
 		pause(r.Context(), 5*time.Millisecond)
-		if err := book.Debit(r.Context(), d.Account, d.Amount); err != nil {
-			t.Logf("key %s: debit failed, answering 500: %v", key, err)
+		if err := l.book.Debit(r.Context(), d.Account, d.Amount); err != nil {
+			l.t.Logf("key %s: debit failed, answering 500: %v", key, err)
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		body := fmt.Appendf(nil, `{"account":%q,"amount":%d,"execution":%d}`, d.Account, d.Amount, serial.Add(1))
-		execs.record(key, body)
+		body := fmt.Appendf(nil, `{"account":%q,"amount":%d,"execution":%d}`, d.Account, d.Amount, l.serial.Add(1))
+		l.execs.record(key, body)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
 		_, _ = w.Write(body)
 	})
-	targets := make([]*url.URL, ledgerInstances)
-	for i := range targets {
-		u, err := url.Parse(startInstance(t, store, handler, opts).srv.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		targets[i] = u
-	}
+}
 
-	rt := &faultyRouter{next: newHTTPClient(t).Transport, targets: targets}
-	client := &http.Client{Transport: saferetry.NewTransport(rt,
-		saferetry.WithMaxAttempts(20),
-		saferetry.WithBackoff(func() backoff.BackOff { return backoff.NewConstantBackOff(10 * time.Millisecond) }),
-		saferetry.WithMaxRetryAfter(50*time.Millisecond),
-		saferetry.WithRetryBudget(1<<20, 1),
-	)}
-
-	type op struct {
-		key   string
-		req   debitRequest
-		fault fault
-	}
-	ops := make([]op, ledgerOps)
+// makeOps makes the operations and their faults, and returns what each
+// account must be debited in all.
+func (l *ledgerRun) makeOps() map[string]int64 {
+	l.ops = make([]ledgerOp, ledgerOps)
 	want := make(map[string]int64)
-	for i := range ops {
-		o := op{
-			key: fmt.Sprintf("debit-%s-%02d", run, i),
+	for i := range l.ops {
+		o := ledgerOp{
+			key: fmt.Sprintf("debit-%s-%02d", l.run, i),
 			// Amounts repeat, so distinct operations often carry the same
 			// account and amount: only the key tells them apart.
-			req:   debitRequest{Account: accounts[i%ledgerAccounts], Amount: int64(i%7 + 1)},
+			req:   debitRequest{Account: fmt.Sprintf("acct-%s-%d", l.run, i%ledgerAccounts), Amount: int64(i%7 + 1)},
 			fault: fault(i % int(faultCount)),
 		}
 		if o.fault.drop() {
-			rt.dropFirst.Store(o.key, new(atomic.Bool))
+			l.rt.dropFirst.Store(o.key, new(atomic.Bool))
 		}
 		if o.fault == faultServer {
-			serverFaults.Store(o.key, new(atomic.Bool))
+			l.serverFaults.Store(o.key, new(atomic.Bool))
 		}
 		want[o.req.Account] += o.req.Amount
-		ops[i] = o
+		l.ops[i] = o
 	}
+	return want
+}
 
-	send := func(o op) answer {
-		payload, _ := json.Marshal(o.req)
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://ledger.invalid/debits", bytes.NewReader(payload))
-		if err != nil {
-			return answer{err: err}
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(idempotency.HeaderIdempotencyKey, o.key)
-		resp, err := client.Do(req)
-		if err != nil {
-			return answer{err: err}
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		return answer{status: resp.StatusCode, replayed: resp.Header.Get(idempotency.HeaderReplayed) == "true", body: b, err: err}
-	}
-
-	results := make([][]answer, len(ops))
+// sendAll sends every operation, twice at once for the duplicated ones.
+func (l *ledgerRun) sendAll() [][]answer {
+	results := make([][]answer, len(l.ops))
 	var wg sync.WaitGroup
-	for i, o := range ops {
+	for i, o := range l.ops {
 		sends := 1
 		if o.fault.duplicate() {
 			sends = 2
@@ -171,18 +187,41 @@ func Ledger(t *testing.T, store idempotency.Store, book Book, opts ...idempotenc
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				results[i][s] = send(o)
+				results[i][s] = l.send(o)
 			}()
 		}
 	}
 	wg.Wait()
+	return results
+}
 
-	for i, o := range ops {
-		n, executed := execs.get(o.key)
+func (l *ledgerRun) send(o ledgerOp) answer {
+	payload, _ := json.Marshal(o.req)
+	req, err := http.NewRequestWithContext(l.ctx, http.MethodPost, "http://ledger.invalid/debits", bytes.NewReader(payload))
+	if err != nil {
+		return answer{err: err}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(idempotency.HeaderIdempotencyKey, o.key)
+	resp, err := l.client.Do(req)
+	if err != nil {
+		return answer{err: err}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return answer{status: resp.StatusCode, replayed: resp.Header.Get(idempotency.HeaderReplayed) == "true", body: b, err: err}
+}
+
+// checkAnswers checks that every operation ran once and that all its
+// sends got that execution's 201.
+func (l *ledgerRun) checkAnswers(results [][]answer) {
+	t := l.t
+	for i, o := range l.ops {
+		n, executed := l.execs.get(o.key)
 		switch {
 		case n == 0:
 			t.Errorf("op %s (%v): never executed", o.key, o.fault)
-		case n > 1 && !transactional:
+		case n > 1 && !l.transactional:
 			t.Errorf("op %s (%v): executed %d times", o.key, o.fault, n)
 		}
 		for _, a := range results[i] {
@@ -195,22 +234,10 @@ func Ledger(t *testing.T, store idempotency.Store, book Book, opts ...idempotenc
 				t.Errorf("op %s (%v): answer %s, want the execution's %s", o.key, o.fault, a.body, executed)
 			}
 		}
-		if o.fault.drop() && !rt.dropped(o.key) {
+		if o.fault.drop() && !l.rt.dropped(o.key) {
 			t.Errorf("op %s: the injected response drop never happened", o.key)
 		}
 	}
-
-	after, err := book.Balances(ctx)
-	if err != nil {
-		t.Fatalf("scenario: balances after: %v", err)
-	}
-	for _, a := range accounts {
-		if got := before[a] - after[a]; got != want[a] {
-			t.Errorf("account %s: debited %d in total, want %d (the sum of its distinct operations)", a, got, want[a])
-		}
-	}
-	t.Logf("Ledger: %d operations over %d instances, %d attempts routed, %d responses dropped, %d answered 409",
-		len(ops), ledgerInstances, rt.attempts.Load(), rt.drops.Load(), rt.conflicts.Load())
 }
 
 func (f fault) String() string {

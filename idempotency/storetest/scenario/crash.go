@@ -49,189 +49,251 @@ func Crash(t *testing.T, store idempotency.Store, lease time.Duration, opts ...i
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	key := testenv.RandomName("crash-")
-	_, transactional := store.(idempotency.TxStore)
+	c := newCrash(t, ctx, store, lease)
+	defer c.wakeA()
+	defer c.releaseB()
+	c.a = startInstance(t, c.storeA, c.handlerA(), append(opts[:len(opts):len(opts)], idempotency.WithLease(lease), c.hookA()))
+	c.b = startInstance(t, store, c.handlerB(), append(opts[:len(opts):len(opts)], idempotency.WithLease(lease), c.hookB()))
+	c.client = newHTTPClient(t)
 
-	frozen := &freezable{Store: store, completed: make(chan error, 1)}
-	var storeA idempotency.Store = frozen
-	if transactional {
-		storeA = &freezableTx{freezable: frozen}
+	c.runA()
+	killed := c.killA()
+	c.takeOver(killed)
+	tookOver := time.Since(killed)
+	c.lateCompletionRefused()
+	c.finishB()
+	t.Logf("Crash: lease %v, B took over %v after the kill", lease, tookOver.Round(time.Millisecond))
+}
+
+// crash is the state of one Crash scenario: instance A, which freezes,
+// and instance B, which takes over.
+type crash struct {
+	t             *testing.T
+	ctx           context.Context
+	store         idempotency.Store
+	lease         time.Duration
+	key           string
+	transactional bool
+	frozen        *freezable
+	storeA        idempotency.Store
+	a, b          *instance
+	client        *http.Client
+
+	enteredA chan int64
+	wake     chan struct{}
+	wakeOnce sync.Once
+	answerA  chan answer
+	tokenA   int64
+	eventsA  chan idempotency.Event
+
+	runsB, tokenB atomic.Int64
+	keyB          atomic.Value // idempotency.Key, with the scope the options chose
+	enteredB      chan struct{}
+	proceedB      chan struct{}
+	proceedOnce   sync.Once
+	aKilled       atomic.Bool
+	tookOverB     atomic.Bool
+	answerB       chan answer
+}
+
+func newCrash(t *testing.T, ctx context.Context, store idempotency.Store, lease time.Duration) *crash {
+	c := &crash{t: t, ctx: ctx, store: store, lease: lease, key: testenv.RandomName("crash-"),
+		enteredA: make(chan int64, 1), wake: make(chan struct{}), answerA: make(chan answer, 1),
+		eventsA: make(chan idempotency.Event, 16), enteredB: make(chan struct{}, 1),
+		proceedB: make(chan struct{}), answerB: make(chan answer, 1)}
+	_, c.transactional = store.(idempotency.TxStore)
+	c.frozen = &freezable{Store: store, completed: make(chan error, 1)}
+	c.storeA = c.frozen
+	if c.transactional {
+		c.storeA = &freezableTx{freezable: c.frozen}
 	}
+	return c
+}
 
-	type entered struct{ token int64 }
-	enteredA := make(chan entered, 1)
-	wake := make(chan struct{})
-	var wakeOnce sync.Once
-	wakeA := func() { wakeOnce.Do(func() { close(wake) }) }
-	defer wakeA()
-	handlerA := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func (c *crash) wakeA()    { c.wakeOnce.Do(func() { close(c.wake) }) }
+func (c *crash) releaseB() { c.proceedOnce.Do(func() { close(c.proceedB) }) }
+
+func (c *crash) send(url string) answer {
+	return postJSON(c.ctx, c.client, url+"/transfer", c.key, `{"amount":10}`)
+}
+
+// handlerA runs once on A and then sleeps like a frozen process: deaf to
+// its context until it wakes.
+func (c *crash) handlerA() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, _ := idempotency.TokenFromContext(r.Context())
 		select {
-		case enteredA <- entered{tok}:
+		case c.enteredA <- tok:
 		default: // a second run; B's checks report it
 		}
-		<-wake // a frozen process: deaf to its context until it wakes
+		<-c.wake
 		w.WriteHeader(http.StatusCreated)
 		_, _ = io.WriteString(w, "from A")
 	})
-	var runsB atomic.Int64
-	var tokenB atomic.Int64
-	var keyB atomic.Value // idempotency.Key, with the scope the options chose
-	enteredB := make(chan struct{}, 1)
-	proceedB := make(chan struct{})
-	// aKilled gates B's hold: before the kill B must not run at all, and if
-	// it does (A's renewals failed to keep its lease), it answers at once so
-	// that the check below fails fast instead of blocking until the deadline.
-	var aKilled atomic.Bool
-	var proceedOnce sync.Once
-	releaseB := func() { proceedOnce.Do(func() { close(proceedB) }) }
-	defer releaseB()
-	handlerB := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		runsB.Add(1)
+}
+
+// handlerB records its runs and, once A is killed, holds the key until
+// released: before the kill B must not run at all, and if it does (A's
+// renewals failed to keep its lease), it answers at once so that the check
+// fails fast instead of blocking until the deadline.
+func (c *crash) handlerB() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.runsB.Add(1)
 		tok, _ := idempotency.TokenFromContext(r.Context())
-		tokenB.Store(tok)
+		c.tokenB.Store(tok)
 		if k, ok := idempotency.KeyFromContext(r.Context()); ok {
-			keyB.Store(k)
+			c.keyB.Store(k)
 		}
 		select {
-		case enteredB <- struct{}{}:
+		case c.enteredB <- struct{}{}:
 		default: // a second run; counted in runsB
 		}
-		if aKilled.Load() {
-			<-proceedB // hold the key while A wakes up
+		if c.aKilled.Load() {
+			<-c.proceedB // hold the key while A wakes up
 		}
 		w.WriteHeader(http.StatusCreated)
 		_, _ = fmt.Fprintf(w, "from B, token %d", tok)
 	})
+}
 
-	eventsA := make(chan idempotency.Event, 16)
-	hookA := idempotency.WithHook(func(ev idempotency.Event) {
+func (c *crash) hookA() idempotency.Option {
+	return idempotency.WithHook(func(ev idempotency.Event) {
 		select {
-		case eventsA <- ev:
+		case c.eventsA <- ev:
 		default:
 		}
 	})
-	var tookOverB atomic.Bool
-	hookB := idempotency.WithHook(func(ev idempotency.Event) {
+}
+
+func (c *crash) hookB() idempotency.Option {
+	return idempotency.WithHook(func(ev idempotency.Event) {
 		if ev.Outcome == idempotency.OutcomeNew && ev.TookOver {
-			tookOverB.Store(true)
+			c.tookOverB.Store(true)
 		}
 	})
-	a := startInstance(t, storeA, handlerA, append(opts[:len(opts):len(opts)], idempotency.WithLease(lease), hookA))
-	b := startInstance(t, store, handlerB, append(opts[:len(opts):len(opts)], idempotency.WithLease(lease), hookB))
-	client := newHTTPClient(t)
+}
 
-	send := func(url string) answer {
-		return postJSON(ctx, client, url+"/transfer", key, `{"amount":10}`)
-	}
-
-	answerA := make(chan answer, 1)
-	go func() { answerA <- send(a.srv.URL) }()
-	var tokenA int64
+// runA starts the request on A and, in lease mode, lets a few renewals
+// happen, to prove they keep the lease alive.
+func (c *crash) runA() {
+	t := c.t
+	go func() { c.answerA <- c.send(c.a.srv.URL) }()
 	select {
-	case e := <-enteredA:
-		tokenA = e.token
-	case <-ctx.Done():
+	case c.tokenA = <-c.enteredA:
+	case <-c.ctx.Done():
 		t.Fatal("scenario: the handler on instance A never ran")
 	}
-	// Let a few renewals happen, to prove they kept the lease alive.
-	if !transactional {
-		pause(ctx, lease)
-		if r := send(b.srv.URL); r.err != nil || r.status != http.StatusConflict {
-			t.Fatalf("while A is alive and renewing past its first lease, B answered %d %q (err %v), want 409; "+
-				"A renews every lease/3, so a lease of %v may be too short for this machine", r.status, r.body, r.err, lease)
-		}
+	if c.transactional {
+		return
 	}
-
-	aKilled.Store(true)
-	frozen.freeze()
-	a.kill()
-	if transactional {
-		frozen.rollbackLive(ctx)
+	pause(c.ctx, c.lease)
+	if r := c.send(c.b.srv.URL); r.err != nil || r.status != http.StatusConflict {
+		t.Fatalf("while A is alive and renewing past its first lease, B answered %d %q (err %v), want 409; "+
+			"A renews every lease/3, so a lease of %v may be too short for this machine", r.status, r.body, r.err, c.lease)
 	}
-	killed := time.Now()
+}
 
-	// Retry on B until its handler runs: B took the key over.
-	answerB := make(chan answer, 1)
+// killA freezes A's store traffic and kills its server, as a dead process.
+func (c *crash) killA() time.Time {
+	c.aKilled.Store(true)
+	c.frozen.freeze()
+	c.a.kill()
+	if c.transactional {
+		c.frozen.rollbackLive(c.ctx)
+	}
+	return time.Now()
+}
+
+// takeOver retries on B until its handler runs: B took the key over.
+func (c *crash) takeOver(killed time.Time) {
+	t := c.t
 	for took := false; !took; {
-		go func() { answerB <- send(b.srv.URL) }()
+		go func() { c.answerB <- c.send(c.b.srv.URL) }()
 		select {
-		case <-enteredB:
+		case <-c.enteredB:
 			took = true
-		case r := <-answerB:
+		case r := <-c.answerB:
 			if r.err != nil || r.status != http.StatusConflict {
 				t.Fatalf("B's retry before the takeover = %d %q err=%v, want 409", r.status, r.body, r.err)
 			}
-			pause(ctx, 10*time.Millisecond)
-		case <-ctx.Done():
+			pause(c.ctx, 10*time.Millisecond)
+		case <-c.ctx.Done():
 			t.Fatalf("scenario: B never took over (still 409 %v after the kill)", time.Since(killed))
 		}
 	}
-	tookOver := time.Since(killed)
-	if tb := tokenB.Load(); tb <= tokenA {
-		t.Errorf("B's token %d, want greater than A's %d", tb, tokenA)
+	if tb := c.tokenB.Load(); tb <= c.tokenA {
+		t.Errorf("B's token %d, want greater than A's %d", tb, c.tokenA)
 	}
+}
 
-	// A wakes while B holds the key, and tries to complete.
-	wakeA()
+// lateCompletionRefused wakes A while B holds the key: A's completion must
+// be refused and leave B's claim alone.
+func (c *crash) lateCompletionRefused() {
+	t := c.t
+	c.wakeA()
 	select {
-	case err := <-frozen.completed:
-		if transactional {
+	case err := <-c.frozen.completed:
+		if c.transactional {
 			if err == nil {
 				t.Error("A's late Complete/Commit on its rolled-back transaction succeeded")
 			}
 		} else if !errors.Is(err, idempotency.ErrStaleToken) {
 			t.Errorf("A's late Complete = %v, want ErrStaleToken", err)
 		}
-	case <-ctx.Done():
+	case <-c.ctx.Done():
 		t.Fatal("scenario: A's late completion never reached the store")
 	}
-	storedKey, _ := keyB.Load().(idempotency.Key)
-	if !transactional {
-		evCtx, evCancel := context.WithTimeout(ctx, 5*time.Second)
-		select {
-		case ev := <-drainUntil(evCtx, eventsA, idempotency.OutcomeLeaseLost):
-			if ev.Token != tokenA {
-				t.Errorf("A's lease-lost event has token %d, want %d", ev.Token, tokenA)
-			}
-		case <-evCtx.Done():
-			t.Error("A's hook did not report OutcomeLeaseLost within 5s")
-		}
-		evCancel()
-		e, found, err := store.Get(ctx, storedKey)
-		if err != nil || !found || e.State != idempotency.StateInProgress || e.Token != tokenB.Load() {
-			t.Errorf("after A's late completion Get = %+v, %v, %v; want B's claim in progress with token %d", e, found, err, tokenB.Load())
-		}
+	if c.transactional {
+		return
 	}
+	evCtx, evCancel := context.WithTimeout(c.ctx, 5*time.Second)
+	defer evCancel()
+	select {
+	case ev := <-drainUntil(evCtx, c.eventsA, idempotency.OutcomeLeaseLost):
+		if ev.Token != c.tokenA {
+			t.Errorf("A's lease-lost event has token %d, want %d", ev.Token, c.tokenA)
+		}
+	case <-evCtx.Done():
+		t.Error("A's hook did not report OutcomeLeaseLost within 5s")
+	}
+	storedKey, _ := c.keyB.Load().(idempotency.Key)
+	e, found, err := c.store.Get(c.ctx, storedKey)
+	if err != nil || !found || e.State != idempotency.StateInProgress || e.Token != c.tokenB.Load() {
+		t.Errorf("after A's late completion Get = %+v, %v, %v; want B's claim in progress with token %d", e, found, err, c.tokenB.Load())
+	}
+}
 
-	releaseB()
-	final := <-answerB
+// finishB lets B answer, and checks that its outcome is the one stored
+// and replayed.
+func (c *crash) finishB() {
+	t := c.t
+	c.releaseB()
+	final := <-c.answerB
 	if final.err != nil || final.status != http.StatusCreated || final.replayed {
 		t.Fatalf("B's answer = %d replayed=%v %q err=%v, want a fresh 201", final.status, final.replayed, final.body, final.err)
 	}
-	if runsB.Load() != 1 {
-		t.Errorf("handler on B ran %d times, want 1", runsB.Load())
+	if c.runsB.Load() != 1 {
+		t.Errorf("handler on B ran %d times, want 1", c.runsB.Load())
 	}
-	if !transactional && !tookOverB.Load() {
+	if !c.transactional && !c.tookOverB.Load() {
 		t.Error("B's hook did not report a takeover")
 	}
-	if r := <-answerA; r.err == nil && r.status == http.StatusCreated {
+	if r := <-c.answerA; r.err == nil && r.status == http.StatusCreated {
 		t.Errorf("the killed instance's client got 201 %q", r.body)
 	}
-
-	e, found, err := store.Get(ctx, storedKey)
+	storedKey, _ := c.keyB.Load().(idempotency.Key)
+	e, found, err := c.store.Get(c.ctx, storedKey)
 	switch {
 	case err != nil:
 		t.Errorf("Get: %v", err)
 	case !found || e.State != idempotency.StateCompleted || e.Response == nil:
 		t.Errorf("stored entry = %+v, %v; want B's completed outcome", e, found)
-	case string(e.Response.Body) != string(final.body) || e.Token != tokenB.Load():
-		t.Errorf("stored outcome %q with token %d, want B's %q with token %d", e.Response.Body, e.Token, final.body, tokenB.Load())
+	case string(e.Response.Body) != string(final.body) || e.Token != c.tokenB.Load():
+		t.Errorf("stored outcome %q with token %d, want B's %q with token %d", e.Response.Body, e.Token, final.body, c.tokenB.Load())
 	}
-	if r := send(b.srv.URL); r.status != http.StatusCreated || !r.replayed || string(r.body) != string(final.body) {
+	if r := c.send(c.b.srv.URL); r.status != http.StatusCreated || !r.replayed || string(r.body) != string(final.body) {
 		t.Errorf("later retry = %d replayed=%v %q, want a replay of B's %q", r.status, r.replayed, r.body, final.body)
 	}
-	t.Logf("Crash: lease %v, B took over %v after the kill", lease, tookOver.Round(time.Millisecond))
 }
 
 // drainUntil returns a channel that yields the first event with outcome o.

@@ -1,0 +1,27 @@
+// Package scenario holds end-to-end scenarios for idempotency stores, for
+// anyone who writes one: several application instances, each with its own
+// Middleware, over one shared store, under duplicates, crashes and store
+// faults. The memory, Redis and PostgreSQL store tests run the same
+// functions, so the three are held to the same proof; a store of your own
+// can be too.
+//
+//   - ExactlyOnce: many concurrent duplicates per key across instances; one
+//     execution per key, every other answer a 409 or a byte-identical
+//     replay.
+//   - Ledger: debits through the Middleware, with duplicated sends and
+//     dropped responses retried by saferetry.Transport; final balances equal
+//     the sum of the distinct operations.
+//   - Crash: an instance freezes in the middle of a handler and is cut off;
+//     another instance takes the key over and the frozen one's late
+//     completion is refused.
+//   - StoreFaults: the store slow (latency of lease/10 and lease/5, and over
+//     the lease), a paused holder and its fenced write, a store cut during
+//     Complete, a thousand waiters on a small pool, through a TCP proxy
+//     between the instances and the store's server.
+//   - WatchAcrossInstances: a store's idempotency.Watcher wakes a waiter on
+//     another instance.
+//   - ParallelFirstExecutions: a benchmark of whole protected requests.
+//
+// The functions take a *testing.T (or *testing.B) and report through it.
+// The conformance suite of a single store is package storetest.
+package scenario
