@@ -17,7 +17,7 @@ func TestConformance(t *testing.T) {
 		s := memstore.New()
 		t.Cleanup(func() { s.Close() })
 		return s
-	})
+	}, storetest.Watching)
 }
 
 // TestConformanceAtSmallBounds runs the suite on a store with bounds far

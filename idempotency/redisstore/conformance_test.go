@@ -9,5 +9,5 @@ import (
 
 func TestConformance(t *testing.T) {
 	redisOptions(t) // skip once, not in every subtest, when Redis is not configured
-	storetest.Run(t, func(t *testing.T) idempotency.Store { s, _, _ := newStore(t); return s })
+	storetest.Run(t, func(t *testing.T) idempotency.Store { s, _, _ := newStore(t); return s }, storetest.Watching)
 }

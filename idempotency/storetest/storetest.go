@@ -42,11 +42,13 @@ const (
 )
 
 // Run checks that the stores built by newStore behave as the
-// idempotency.Store contract says. Every subtest calls newStore with its own
-// *testing.T and gets a fresh, empty store; newStore should register its own
-// cleanup (closing the store, dropping test data) with t.Cleanup. Subtests
-// run one after another.
-func Run(t *testing.T, newStore func(t *testing.T) idempotency.Store) {
+// idempotency.Store contract says, and the contracts of the optional
+// features they have (see Feature). Every subtest calls newStore with its
+// own *testing.T and gets a fresh, empty store; newStore should register
+// its own cleanup (closing the store, dropping test data) with t.Cleanup.
+// Subtests run one after another. declared lists the features the stores
+// must have: Run fails when one lacks it.
+func Run(t *testing.T, newStore func(t *testing.T) idempotency.Store, declared ...Feature) {
 	tests := []struct {
 		name string
 		fn   func(t *testing.T, s idempotency.Store)
@@ -72,6 +74,20 @@ func Run(t *testing.T, newStore func(t *testing.T) idempotency.Store) {
 		{"ContextCancelled", testContextCancelled},
 		{"GetNotFound", testGetNotFound},
 		{"BytesKept", testBytesKept},
+	}
+	probe := newStore(t)
+	if probe == nil {
+		t.Fatal("storetest: newStore returned nil")
+	}
+	for _, f := range declared {
+		if !has(probe, f) {
+			t.Errorf("storetest: the store (%T) was declared %s but is not", probe, f)
+		}
+	}
+	for _, f := range []Feature{Transactional, Watching} {
+		if has(probe, f) {
+			tests = append(tests, featureCases[f]...)
+		}
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

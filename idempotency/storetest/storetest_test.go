@@ -67,7 +67,20 @@ func (s deafToContext) Get(_ context.Context, k idempotency.Key) (idempotency.En
 	return s.Store.Get(context.Background(), k)
 }
 
+// deafWatcher is a Watcher whose channels are never closed.
+type deafWatcher struct{ idempotency.Store }
+
+func (deafWatcher) Watch(context.Context, idempotency.Key) (<-chan struct{}, func(), error) {
+	return make(chan struct{}), func() {}, nil
+}
+
+// hidesWatcher wraps a memstore, which watches, without its Watch: it is
+// declared Watching all the same.
+type hidesWatcher struct{ idempotency.Store }
+
 var broken = map[string]func(idempotency.Store) idempotency.Store{
+	"deafWatcher":    func(s idempotency.Store) idempotency.Store { return deafWatcher{s} },
+	"hidesWatcher":   func(s idempotency.Store) idempotency.Store { return hidesWatcher{s} },
 	"staleWrites":    func(s idempotency.Store) idempotency.Store { return staleWrites{s} },
 	"stealingClaims": func(s idempotency.Store) idempotency.Store { return stealingClaims{s} },
 	"neverExpires":   func(s idempotency.Store) idempotency.Store { return neverExpires{s} },
@@ -82,11 +95,15 @@ func TestBrokenStoreChild(t *testing.T) {
 	if !ok {
 		t.Skip("run by TestSuiteCatchesBrokenStores only")
 	}
+	var declared []storetest.Feature
+	if os.Getenv(envBroken) == "hidesWatcher" {
+		declared = append(declared, storetest.Watching)
+	}
 	storetest.Run(t, func(t *testing.T) idempotency.Store {
 		s := memstore.New()
 		t.Cleanup(func() { s.Close() })
 		return wrap(s)
-	})
+	}, declared...)
 }
 
 // TestSuiteCatchesBrokenStores runs the named conformance cases on stores
@@ -103,6 +120,8 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"stealingClaims", []string{"InProgressLiveLease", "ConcurrentClaimsOneWinner"}},
 		{"neverExpires", []string{"TTLExpiryCompleted"}}, // waits out the suite's patience (10s)
 		{"deafToContext", []string{"ContextCancelled"}},
+		{"deafWatcher", []string{"WatchWakesOnComplete", "WatchWakesOnRelease"}}, // waits out the suite's patience
+		{"hidesWatcher", []string{"GetNotFound"}},                                // any case: the declaration fails the run
 	} {
 		t.Run(tc.store, func(t *testing.T) {
 			t.Parallel()
@@ -114,6 +133,12 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 			out, err := cmd.CombinedOutput()
 			if err == nil {
 				t.Fatalf("the suite passed a store that breaks the contract:\n%s", out)
+			}
+			if tc.store == "hidesWatcher" {
+				if !strings.Contains(string(out), "was declared watching but is not") {
+					t.Errorf("a store declared Watching without Watch passed the declaration:\n%s", out)
+				}
+				return
 			}
 			for _, c := range tc.cases {
 				if !strings.Contains(string(out), "--- FAIL: TestBrokenStoreChild/"+c+" ") {
