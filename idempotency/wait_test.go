@@ -138,3 +138,92 @@ func TestWaitWokenByWatcher(t *testing.T) {
 		t.Fatal("the Watcher was never used")
 	}
 }
+
+func TestWaitForResult(t *testing.T) {
+	t.Run("replays when the first completes", func(t *testing.T) {
+		st := newStore(t)
+		started := make(chan struct{})
+		app := &counter{before: func(http.ResponseWriter, *http.Request) int {
+			close(started)
+			<-time.After(60 * time.Millisecond)
+			return 0
+		}}
+		h := idempotency.Middleware(st, idempotency.WithWaitForResult(5*time.Second))(app)
+		firstDone := make(chan string)
+		go func() { firstDone <- post(h, "k", `{}`).Body.String() }()
+		<-started
+		w := post(h, "k", `{}`)
+		first := <-firstDone
+		if w.Code != http.StatusCreated || w.Body.String() != first || w.Header().Get(idempotency.HeaderReplayed) != "true" {
+			t.Fatalf("waiter got %d %s, want the replay of %s", w.Code, w.Body, first)
+		}
+	})
+	t.Run("runs itself when the first releases", func(t *testing.T) {
+		st := newStore(t)
+		started := make(chan struct{})
+		app := &counter{}
+		app.before = func(http.ResponseWriter, *http.Request) int {
+			if app.calls.Load() == 1 {
+				close(started)
+				<-time.After(40 * time.Millisecond)
+				return http.StatusServiceUnavailable
+			}
+			return 0
+		}
+		h := idempotency.Middleware(st, idempotency.WithWaitForResult(5*time.Second))(app)
+		firstDone := make(chan int)
+		go func() { firstDone <- post(h, "k", `{}`).Code }()
+		<-started
+		w := post(h, "k", `{}`)
+		if code := <-firstDone; code != http.StatusServiceUnavailable {
+			t.Fatalf("first = %d", code)
+		}
+		if w.Code != http.StatusCreated || w.Header().Get(idempotency.HeaderReplayed) != "" || app.calls.Load() != 2 {
+			t.Fatalf("waiter got %d (executions %d); want its own execution", w.Code, app.calls.Load())
+		}
+	})
+	t.Run("bounded", func(t *testing.T) {
+		st := newStore(t)
+		started := make(chan struct{})
+		release := make(chan struct{})
+		app := &counter{before: func(http.ResponseWriter, *http.Request) int {
+			close(started)
+			<-release
+			return 0
+		}}
+		h := idempotency.Middleware(st, idempotency.WithWaitForResult(30*time.Millisecond))(app)
+		firstDone := make(chan struct{})
+		go func() { post(h, "k", `{}`); close(firstDone) }()
+		<-started
+		begin := time.Now()
+		w := post(h, "k", `{}`)
+		if waited := time.Since(begin); waited < 30*time.Millisecond {
+			t.Errorf("answered after %v, before the wait was used up", waited)
+		}
+		wantProblem(t, w, http.StatusConflict, idempotency.ProblemInProgress)
+		close(release)
+		<-firstDone
+	})
+	t.Run("context cancels the wait", func(t *testing.T) {
+		st := newStore(t)
+		started := make(chan struct{})
+		release := make(chan struct{})
+		app := &counter{before: func(http.ResponseWriter, *http.Request) int {
+			close(started)
+			<-release
+			return 0
+		}}
+		h := idempotency.Middleware(st, idempotency.WithWaitForResult(time.Hour))(app)
+		firstDone := make(chan struct{})
+		go func() { post(h, "k", `{}`); close(firstDone) }()
+		<-started
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		w := post(h, "k", `{}`, func(r *http.Request) { *r = *r.WithContext(ctx) })
+		if w.Code != http.StatusConflict {
+			t.Fatalf("status = %d, want 409 once the context ended the wait", w.Code)
+		}
+		close(release)
+		<-firstDone
+	})
+}

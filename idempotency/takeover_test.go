@@ -1,0 +1,214 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/memstore"
+	"github.com/saferetry/saferetry/internal/testenv"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestLeaseLapseTakeover(t *testing.T) {
+	st := newStore(t)
+	// Instance A cannot renew: it behaves like a frozen process.
+	frozen := &faultyStore{Store: st, renew: func(context.Context, idempotency.Key, int64, time.Duration) error { return nil }}
+	var evA, evB events
+	release := make(chan struct{})
+	startedA := make(chan int64, 1)
+	var tokens sync.Map
+	app := &counter{}
+	app.before = func(_ http.ResponseWriter, r *http.Request) int {
+		tok, ok := idempotency.TokenFromContext(r.Context())
+		if !ok {
+			t.Errorf("no token in the handler's context")
+		}
+		tokens.Store(app.calls.Load(), tok)
+		if app.calls.Load() == 1 {
+			startedA <- tok
+			<-release
+		}
+		return 0
+	}
+	a := idempotency.Middleware(frozen, idempotency.WithLease(50*time.Millisecond), idempotency.WithHook(evA.hook))(app)
+	b := idempotency.Middleware(st, idempotency.WithLease(50*time.Millisecond), idempotency.WithHook(evB.hook))(app)
+
+	aDone := make(chan string)
+	go func() { aDone <- post(a, "op", `{}`).Body.String() }()
+	tokA := <-startedA
+
+	var bBody string
+	testenv.Eventually(t, "B takes over", func() bool {
+		w := post(b, "op", `{}`)
+		if w.Code == http.StatusCreated {
+			bBody = w.Body.String()
+			return true
+		}
+		if w.Code != http.StatusConflict {
+			t.Fatalf("B got %d %s while A's lease was alive or lapsing", w.Code, w.Body)
+		}
+		return false
+	})
+	if ev, ok := evB.find(idempotency.OutcomeNew); !ok || !ev.TookOver || ev.Token <= tokA {
+		t.Fatalf("B's event = %+v (found %v); want a takeover with a token above %d", ev, ok, tokA)
+	}
+	close(release)
+	aBody := <-aDone
+	if aBody == bBody {
+		t.Fatalf("A and B answered the same body %s", aBody)
+	}
+	if ev, ok := evA.find(idempotency.OutcomeLeaseLost); !ok || !errors.Is(ev.Err, idempotency.ErrStaleToken) || ev.Status != http.StatusCreated {
+		t.Fatalf("A's events %v; want lease_lost with ErrStaleToken and status 201", evA.outcomes())
+	}
+	if _, ok := evA.find(idempotency.OutcomeNew); ok {
+		t.Fatalf("A's stale completion was reported as stored")
+	}
+	// The record is B's: A's late completion did not overwrite it.
+	w := post(a, "op", `{}`)
+	if w.Body.String() != bBody || w.Header().Get(idempotency.HeaderReplayed) != "true" {
+		t.Fatalf("replay = %s, want B's %s", w.Body, bBody)
+	}
+	if n := app.calls.Load(); n != 2 {
+		t.Fatalf("executions = %d, want 2", n)
+	}
+}
+
+func TestLeaseLostDetectedByRenewal(t *testing.T) {
+	st := newStore(t)
+	var ev events
+	release := make(chan struct{})
+	started := make(chan struct{})
+	app := &counter{before: func(http.ResponseWriter, *http.Request) int {
+		close(started)
+		<-release
+		return 0
+	}}
+	stale := &faultyStore{Store: st, renew: func(context.Context, idempotency.Key, int64, time.Duration) error {
+		return fmt.Errorf("renew: %w", idempotency.ErrStaleToken)
+	}}
+	h := idempotency.Middleware(stale, idempotency.WithLease(15*time.Millisecond), idempotency.WithHook(ev.hook))(app)
+	done := make(chan int)
+	go func() { done <- post(h, "k", `{}`).Code }()
+	<-started
+	testenv.Eventually(t, "the lost lease is reported", func() bool { _, ok := ev.find(idempotency.OutcomeLeaseLost); return ok })
+	close(release)
+	if code := <-done; code != http.StatusCreated {
+		t.Fatalf("status = %d; the handler's response must still be sent", code)
+	}
+	if got := ev.outcomes(); len(got) != 1 {
+		t.Fatalf("events = %v, want only lease_lost", got)
+	}
+}
+
+func TestLoggerReportsLostLease(t *testing.T) {
+	var buf strings.Builder
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &buf}, nil))
+	st := &faultyStore{Store: newStore(t), complete: func(context.Context, idempotency.Key, int64, idempotency.Response, time.Duration) error {
+		return idempotency.ErrStaleToken
+	}}
+	h := idempotency.Middleware(st, idempotency.WithLogger(logger))(&counter{})
+	post(h, "k", `{}`)
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(buf.String(), "lease lost") || !strings.Contains(buf.String(), "key=k") {
+		t.Fatalf("log = %q", buf.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *strings.Builder
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// TestLeaseRenewalRetriesWithinTheLease checks that a renewal that failed
+// (here: hung until its timeout) is retried before the lease lapses, not a
+// whole renewal interval later, when another instance could take over.
+func TestLeaseRenewalRetriesWithinTheLease(t *testing.T) {
+	const lease = 900 * time.Millisecond // renewals every 300 ms
+	var calls atomic.Int64
+	retried := make(chan time.Time, 1)
+	st := &faultyStore{Store: newStore(t), renew: func(ctx context.Context, k idempotency.Key, tok int64, d time.Duration) error {
+		switch calls.Add(1) {
+		case 1:
+			<-ctx.Done() // a store that stopped answering, once
+			return ctx.Err()
+		case 2:
+			retried <- time.Now()
+		}
+		return nil
+	}}
+	var claimed time.Time // written before the handler runs, read in it
+	st.claim = func(ctx context.Context, k idempotency.Key, fp string, l, ttl time.Duration) (idempotency.ClaimResult, error) {
+		claimed = time.Now()
+		return st.Store.Claim(ctx, k, fp, l, ttl)
+	}
+	done := make(chan struct{})
+	app := &counter{before: func(http.ResponseWriter, *http.Request) int {
+		select {
+		case at := <-retried:
+			if since := at.Sub(claimed); since >= lease {
+				t.Errorf("the renewal was retried %v after the claim, when the %v lease had lapsed", since, lease)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("the failed renewal was never retried")
+		}
+		close(done)
+		return 0
+	}}
+	h := idempotency.Middleware(st, idempotency.WithLease(lease))(app)
+	if w := post(h, "k", `{}`); w.Code != http.StatusCreated {
+		t.Fatalf("status = %d", w.Code)
+	}
+	<-done
+}
+
+// TestTTLShorterThanHandler checks that a TTL shorter than the handler's run
+// does not free the key while the handler still holds it: the claim lives at
+// least one lease, and renewals keep it, so a duplicate meets 409.
+func TestTTLShorterThanHandler(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	st := newStore(t, memstore.WithClock(clock))
+
+	started, release := make(chan struct{}), make(chan struct{})
+	app := &counter{}
+	app.before = func(http.ResponseWriter, *http.Request) int {
+		if app.calls.Load() == 1 {
+			close(started)
+			<-release
+		}
+		return 0
+	}
+	h := idempotency.Middleware(st, idempotency.WithTTL(100*time.Millisecond), idempotency.WithLease(time.Minute))(app)
+
+	first := make(chan int)
+	go func() { first <- post(h, "slow", `{}`).Code }()
+	<-started
+	advance(time.Second) // ten TTLs pass while the handler runs
+	if w := post(h, "slow", `{}`); w.Code != http.StatusConflict {
+		t.Errorf("duplicate while the handler runs past the TTL = %d %s, want 409", w.Code, w.Body)
+	}
+	close(release)
+	if code := <-first; code != http.StatusCreated {
+		t.Fatalf("first request = %d, want 201", code)
+	}
+	if n := app.calls.Load(); n != 1 {
+		t.Fatalf("handler ran %d times, want 1", n)
+	}
+}
