@@ -32,27 +32,12 @@ func instance(t *testing.T, store idempotency.Store, h http.Handler, opts ...ide
 	return srv
 }
 
-type reply struct {
-	status int
-	header http.Header
-	body   string
-	err    error
-}
+// reply is what one request through the middleware got back.
+type reply = testenv.Reply
 
+// post sends one protected request with key to url.
 func post(ctx context.Context, url, key, body string) reply {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/orders", strings.NewReader(body))
-	if err != nil {
-		return reply{err: err}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(idempotency.HeaderIdempotencyKey, key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return reply{err: err}
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return reply{status: resp.StatusCode, header: resp.Header, body: string(b), err: err}
+	return testenv.Post(ctx, nil, url+"/orders", key, body)
 }
 
 // orderHandler inserts one business row through the handed-over transaction
@@ -133,18 +118,18 @@ func TestTxMiddlewareCommitAndReplay(t *testing.T) {
 	srv := instance(t, s, h)
 	ctx := ctxT(t)
 	first := post(ctx, srv.URL, "k1", `{"amount":5}`)
-	if first.err != nil || first.status != 201 || first.header.Get(idempotency.HeaderReplayed) != "" {
+	if first.Err != nil || first.Status != 201 || first.Header.Get(idempotency.HeaderReplayed) != "" {
 		t.Fatalf("first = %+v", first)
 	}
 	again := post(ctx, srv.URL, "k1", `{ "amount": 5 }`)
-	if again.err != nil || again.status != 201 || again.body != first.body || again.header.Get(idempotency.HeaderReplayed) != "true" {
-		t.Fatalf("replay = %+v, want %q replayed", again, first.body)
+	if again.Err != nil || again.Status != 201 || again.Body != first.Body || again.Header.Get(idempotency.HeaderReplayed) != "true" {
+		t.Fatalf("replay = %+v, want %q replayed", again, first.Body)
 	}
 	if n := count(t, pool, orders); n != 1 || h.runs.Load() != 1 {
 		t.Fatalf("business rows %d, handler runs %d; want 1 and 1", n, h.runs.Load())
 	}
 	other := post(ctx, srv.URL, "k1", `{"amount":6}`)
-	if other.status != http.StatusUnprocessableEntity {
+	if other.Status != http.StatusUnprocessableEntity {
 		t.Fatalf("other payload = %+v, want 422", other)
 	}
 }
@@ -174,14 +159,14 @@ func TestTxMiddlewareRollsBackEverything(t *testing.T) {
 			ctx := ctxT(t)
 			r := post(ctx, instance(t, s, bad, hook).URL, "k", `{}`)
 			if tc.status == 0 {
-				if r.err == nil {
+				if r.Err == nil {
 					t.Fatalf("after a panic the client got %+v", r)
 				}
-			} else if r.err != nil || r.status != tc.status {
+			} else if r.Err != nil || r.Status != tc.status {
 				t.Fatalf("reply = %+v, want %d", r, tc.status)
 			}
-			if tc.name == "failed commit" && !strings.Contains(r.body, idempotency.ProblemCommitFailed) {
-				t.Errorf("failed commit body = %s, want the commit-failed problem", r.body)
+			if tc.name == "failed commit" && !strings.Contains(r.Body, idempotency.ProblemCommitFailed) {
+				t.Errorf("failed commit body = %s, want the commit-failed problem", r.Body)
 			}
 			if n := count(t, pool, orders); n != 0 {
 				t.Fatalf("business rows after rollback = %d, want 0", n)
@@ -192,7 +177,7 @@ func TestTxMiddlewareRollsBackEverything(t *testing.T) {
 			// The key is free: a retry runs the handler and succeeds.
 			good := &orderHandler{pool: pool, table: orders, who: "good"}
 			r2 := post(ctx, instance(t, s, good).URL, "k", `{}`)
-			if r2.err != nil || r2.status != 201 || good.runs.Load() != 1 || count(t, pool, orders) != 1 {
+			if r2.Err != nil || r2.Status != 201 || good.runs.Load() != 1 || count(t, pool, orders) != 1 {
 				t.Fatalf("retry = %+v, runs %d", r2, good.runs.Load())
 			}
 			mu.Lock()
@@ -259,11 +244,11 @@ func TestTxMiddlewareDuplicateWaitsThenReplays(t *testing.T) {
 	waitBlocked(t, d.pool, d.table)
 	d.g.release()
 	first, dup := <-d.first, <-dupCh
-	if first.err != nil || first.status != 201 {
+	if first.Err != nil || first.Status != 201 {
 		t.Fatalf("first = %+v", first)
 	}
-	if dup.err != nil || dup.status != 201 || dup.body != first.body || dup.header.Get(idempotency.HeaderReplayed) != "true" {
-		t.Fatalf("duplicate = %+v, want a replay of %s", dup, first.body)
+	if dup.Err != nil || dup.Status != 201 || dup.Body != first.Body || dup.Header.Get(idempotency.HeaderReplayed) != "true" {
+		t.Fatalf("duplicate = %+v, want a replay of %s", dup, first.Body)
 	}
 	if d.bh.runs.Load() != 0 || count(t, d.pool, d.orders) != 1 {
 		t.Fatalf("duplicate ran its handler (%d) or rows = %d", d.bh.runs.Load(), count(t, d.pool, d.orders))
@@ -274,12 +259,12 @@ func TestTxMiddlewareLockTimeoutAnswers409(t *testing.T) {
 	ctx := ctxT(t)
 	d := startTxDuplicate(t, ctx, 50*time.Millisecond)
 	dup := post(ctx, d.b.URL, "k", `{}`)
-	if dup.err != nil || dup.status != http.StatusConflict || dup.header.Get("Retry-After") == "" ||
-		!strings.Contains(dup.body, idempotency.ProblemInProgress) {
+	if dup.Err != nil || dup.Status != http.StatusConflict || dup.Header.Get("Retry-After") == "" ||
+		!strings.Contains(dup.Body, idempotency.ProblemInProgress) {
 		t.Fatalf("duplicate during the lock timeout = %+v, want 409 in progress with Retry-After", dup)
 	}
 	d.g.release()
-	if first := <-d.first; first.err != nil || first.status != 201 {
+	if first := <-d.first; first.Err != nil || first.Status != 201 {
 		t.Fatalf("first = %+v", first)
 	}
 	if d.bh.runs.Load() != 0 {
@@ -342,19 +327,19 @@ func TestLeaseCrashTakeoverAndLateCompletionRefused(t *testing.T) {
 	// disconnected. Its handler is frozen, not gone.
 	cut.cut.Store(true)
 	a.CloseClientConnections()
-	if r := <-firstCh; r.err == nil {
+	if r := <-firstCh; r.Err == nil {
 		t.Fatalf("client of the dead instance got %+v", r)
 	}
 	// The retry on b waits for the lease to lapse, then takes over.
 	var got reply
 	testenv.Eventually(t, "the retry on b takes over", func() bool {
 		got = post(ctx, b.URL, "k", `{}`)
-		if got.status == http.StatusConflict {
+		if got.Status == http.StatusConflict {
 			return false
 		}
 		return true
 	})
-	if got.err != nil || got.status != 201 || !strings.Contains(got.body, `"by":"b"`) {
+	if got.Err != nil || got.Status != 201 || !strings.Contains(got.Body, `"by":"b"`) {
 		t.Fatalf("retry on b = %+v", got)
 	}
 	// a wakes up and finishes: its completion must be refused.
@@ -374,7 +359,7 @@ func TestLeaseCrashTakeoverAndLateCompletionRefused(t *testing.T) {
 	if err != nil || !found || e.State != idempotency.StateCompleted || !strings.Contains(string(e.Response.Body), `"by":"b"`) {
 		t.Fatalf("stored entry = %+v %v %v; want b's outcome", e, found, err)
 	}
-	if r := post(ctx, b.URL, "k", `{}`); r.body != got.body || r.header.Get(idempotency.HeaderReplayed) != "true" {
+	if r := post(ctx, b.URL, "k", `{}`); r.Body != got.Body || r.Header.Get(idempotency.HeaderReplayed) != "true" {
 		t.Fatalf("replay = %+v, want b's body", r)
 	}
 }
@@ -421,12 +406,12 @@ func TestTxCrashRetryTakesOverAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.CloseClientConnections()
-	if r := <-firstCh; r.err == nil {
+	if r := <-firstCh; r.Err == nil {
 		t.Fatalf("client of the dead instance got %+v", r)
 	}
 	// No lease to wait for: the retry on b runs at once.
 	got := post(ctx, b.URL, "k", `{}`)
-	if got.err != nil || got.status != 201 || !strings.Contains(got.body, `"by":"b"`) {
+	if got.Err != nil || got.Status != 201 || !strings.Contains(got.Body, `"by":"b"`) {
 		t.Fatalf("retry on b = %+v", got)
 	}
 	// a's frozen handler wakes up; its commit cannot succeed.

@@ -58,8 +58,8 @@ func TestOutageWrongPortAnswers503(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			h := &orderHandler{pool: good, table: "unused", who: "a"}
 			r := post(ctxT(t), instance(t, s, h).URL, "k-"+name, `{}`)
-			if r.err != nil || r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" ||
-				!strings.Contains(r.body, idempotency.ProblemStoreUnavailable) {
+			if r.Err != nil || r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" ||
+				!strings.Contains(r.Body, idempotency.ProblemStoreUnavailable) {
 				t.Fatalf("reply = %+v, want 503 store unavailable with Retry-After", r)
 			}
 			if h.runs.Load() != 0 {
@@ -89,13 +89,13 @@ func TestOutageRecoversWhenTheDatabaseIsBack(t *testing.T) {
 			h := &orderHandler{pool: good, table: orders, who: "a"}
 			url := instance(t, s, h).URL
 			ctx := ctxT(t)
-			if r := post(ctx, url, "before", `{}`); r.status != 201 {
+			if r := post(ctx, url, "before", `{}`); r.Status != 201 {
 				t.Fatalf("before the outage: %+v", r)
 			}
 			p.Stop()
 			for range 3 {
 				r := post(ctx, url, "during", `{}`)
-				if r.err != nil || r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
+				if r.Err != nil || r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" {
 					t.Fatalf("during the outage: %+v, want 503 with Retry-After", r)
 				}
 			}
@@ -106,12 +106,12 @@ func TestOutageRecoversWhenTheDatabaseIsBack(t *testing.T) {
 			var r reply
 			testenv.Eventually(t, "requests succeed again", func() bool {
 				r = post(ctx, url, "during", `{}`)
-				return r.status != http.StatusServiceUnavailable
+				return r.Status != http.StatusServiceUnavailable
 			})
-			if r.err != nil || r.status != 201 || h.runs.Load() != 2 {
+			if r.Err != nil || r.Status != 201 || h.runs.Load() != 2 {
 				t.Fatalf("after the outage: %+v, runs %d", r, h.runs.Load())
 			}
-			if r := post(ctx, url, "before", `{}`); r.status != 201 || r.header.Get(idempotency.HeaderReplayed) != "true" {
+			if r := post(ctx, url, "before", `{}`); r.Status != 201 || r.Header.Get(idempotency.HeaderReplayed) != "true" {
 				t.Fatalf("replay after the outage: %+v", r)
 			}
 		})

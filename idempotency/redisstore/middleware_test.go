@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -21,35 +20,11 @@ import (
 )
 
 // answer is what one request through the middleware got back.
-type answer struct {
-	status   int
-	header   http.Header
-	body     string
-	replayed bool
-	err      error
-}
+type answer = testenv.Reply
 
 // post sends one protected request with key to url.
 func post(ctx context.Context, url, key, body string) answer {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/debit", strings.NewReader(body))
-	if err != nil {
-		return answer{err: err}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(idempotency.HeaderIdempotencyKey, key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return answer{err: err}
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return answer{
-		status:   resp.StatusCode,
-		header:   resp.Header,
-		body:     string(b),
-		replayed: resp.Header.Get(idempotency.HeaderReplayed) == "true",
-		err:      err,
-	}
+	return testenv.Post(ctx, nil, url+"/debit", key, body)
 }
 
 // countingHandler answers 201 with a body naming the instance and counts its
@@ -123,8 +98,8 @@ func TestCrashDeadInstanceTakeover(t *testing.T) {
 	// A dies: its connections to Redis and to its client go away.
 	rdbA.Close()
 	srvA.CloseClientConnections()
-	if r := <-answerA; r.err == nil {
-		t.Errorf("A's client got %d %q from a dead instance", r.status, r.body)
+	if r := <-answerA; r.Err == nil {
+		t.Errorf("A's client got %d %q from a dead instance", r.Status, r.Body)
 	}
 	// Expect a 409 first only when the lease clearly outlives the next
 	// request, so a slow test machine cannot fail the test.
@@ -138,11 +113,11 @@ func TestCrashDeadInstanceTakeover(t *testing.T) {
 	var final answer
 	for {
 		final = post(ctx, srvB.URL, "crash-1", `{"amount":5}`)
-		if final.err != nil || final.status != http.StatusConflict {
+		if final.Err != nil || final.Status != http.StatusConflict {
 			break
 		}
 		sawConflict = true
-		if final.header.Get("Retry-After") == "" {
+		if final.Header.Get("Retry-After") == "" {
 			t.Error("409 in progress without Retry-After")
 		}
 		select {
@@ -151,7 +126,7 @@ func TestCrashDeadInstanceTakeover(t *testing.T) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	if final.err != nil || final.status != http.StatusCreated || final.replayed {
+	if final.Err != nil || final.Status != http.StatusCreated || final.Replayed {
 		t.Fatalf("B's retry = %+v, want a fresh 201", final)
 	}
 	if wantConflict && !sawConflict {
@@ -167,8 +142,8 @@ func TestCrashDeadInstanceTakeover(t *testing.T) {
 	if !errors.Is(err, idempotency.ErrStaleToken) {
 		t.Errorf("late Complete with A's token = %v, want ErrStaleToken", err)
 	}
-	if r := post(ctx, srvB.URL, "crash-1", `{"amount":5}`); r.status != http.StatusCreated || !r.replayed || r.body != final.body {
-		t.Errorf("replay after the late completion = %+v, want B's %q", r, final.body)
+	if r := post(ctx, srvB.URL, "crash-1", `{"amount":5}`); r.Status != http.StatusCreated || !r.Replayed || r.Body != final.Body {
+		t.Errorf("replay after the late completion = %+v, want B's %q", r, final.Body)
 	}
 
 }
@@ -187,8 +162,8 @@ func TestOutageWrongPort(t *testing.T) {
 
 	for i := range 3 {
 		r := post(context.Background(), srv.URL, fmt.Sprintf("outage-%d", i), `{"amount":1}`)
-		if r.err != nil {
-			t.Fatal(r.err)
+		if r.Err != nil {
+			t.Fatal(r.Err)
 		}
 		checkUnavailable(t, r)
 	}
@@ -199,10 +174,10 @@ func TestOutageWrongPort(t *testing.T) {
 
 func checkUnavailable(t *testing.T, r answer) {
 	t.Helper()
-	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" ||
-		!strings.Contains(r.body, idempotency.ProblemStoreUnavailable) {
+	if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" ||
+		!strings.Contains(r.Body, idempotency.ProblemStoreUnavailable) {
 		t.Errorf("answer with the store down = %d Retry-After %q %q, want 503 %s with Retry-After",
-			r.status, r.header.Get("Retry-After"), r.body, idempotency.ProblemStoreUnavailable)
+			r.Status, r.Header.Get("Retry-After"), r.Body, idempotency.ProblemStoreUnavailable)
 	}
 }
 
@@ -224,7 +199,7 @@ func TestOutageRecovery(t *testing.T) {
 	t.Cleanup(srv.Close)
 	ctx := context.Background()
 
-	if r := post(ctx, srv.URL, "before", `{"amount":1}`); r.status != http.StatusCreated {
+	if r := post(ctx, srv.URL, "before", `{"amount":1}`); r.Status != http.StatusCreated {
 		t.Fatalf("with Redis up: %+v, want 201", r)
 	}
 	p.Stop()
@@ -236,13 +211,13 @@ func TestOutageRecovery(t *testing.T) {
 	}
 	p.Restart(t)
 	r := post(ctx, srv.URL, "during", `{"amount":2}`)
-	if r.status != http.StatusCreated || r.replayed {
+	if r.Status != http.StatusCreated || r.Replayed {
 		t.Fatalf("same key once Redis is back: %+v, want a fresh 201", r)
 	}
-	if r := post(ctx, srv.URL, "during", `{"amount":2}`); r.status != http.StatusCreated || !r.replayed {
+	if r := post(ctx, srv.URL, "during", `{"amount":2}`); r.Status != http.StatusCreated || !r.Replayed {
 		t.Errorf("repeat after recovery: %+v, want a replayed 201", r)
 	}
-	if r := post(ctx, srv.URL, "before", `{"amount":1}`); r.status != http.StatusCreated || !r.replayed {
+	if r := post(ctx, srv.URL, "before", `{"amount":1}`); r.Status != http.StatusCreated || !r.Replayed {
 		t.Errorf("key from before the outage: %+v, want a replayed 201", r)
 	}
 	if n := runs.Load(); n != 2 {
