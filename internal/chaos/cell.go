@@ -21,8 +21,22 @@ import (
 	"github.com/saferetry/saferetry/mockserver"
 )
 
-// opening is the balance the runs pay from: large enough never to run out.
+// opening is the balance of every currency the runs pay in: large enough
+// never to run out.
 const opening int64 = 1_000_000_000_000
+
+// currencies are those the runs pay in, spread over the operations: one
+// balance row would serialise every payment of transactional mode, whose
+// transaction holds the row's lock until it commits.
+var currencies = func() []string {
+	var cs []string
+	for _, a := range "ABCD" {
+		for _, b := range "ABCDEFGH" {
+			cs = append(cs, "X"+string(a)+string(b))
+		}
+	}
+	return cs
+}()
 
 // paymentWork is the time the handler takes after paying and before it
 // answers, as a real one calling a downstream service would: an instance
@@ -56,8 +70,10 @@ func runCell(ctx context.Context, cfg Config, cell Cell, logf func(string, ...an
 		return res
 	}
 	args := append([]string{"-namespace", run, "-lease", cfg.Lease.String(), "-ttl", "1h",
-		"-balance", "EUR=" + strconv.FormatInt(opening, 10), "-mode", cell.Mode,
-		"-payment-work", paymentWork.String()}, storeArgs...)
+		"-mode", cell.Mode, "-payment-work", paymentWork.String()}, storeArgs...)
+	for _, c := range currencies {
+		args = append(args, "-balance", c+"="+strconv.FormatInt(opening, 10))
+	}
 	if cell.Unkeyed {
 		args = append(args, "-unkeyed-payments")
 	}
@@ -79,12 +95,12 @@ func runCell(ctx context.Context, cfg Config, cell Cell, logf func(string, ...an
 	c.heal(ctx)
 	l.settle(ctx, ops, cfg.Workers, settlePatience)
 
-	payments, balance, err := readLedger(ctx, c.addrs[0])
+	payments, balances, err := readLedger(ctx, c.addrs[0])
 	if err != nil {
 		res.Err = err
 		return res
 	}
-	res.Verdict = judge(ops, payments, opening, balance)
+	res.Verdict = judge(ops, payments, opening, balances)
 	for _, in := range c.instances {
 		if in.exited() {
 			res.Err = errors.Join(res.Err, fmt.Errorf("chaos: %s exited on its own (see %s)", in.name, in.log))
@@ -160,9 +176,9 @@ func (c *cluster) close() {
 	}
 }
 
-// readLedger reads every payment and the EUR balance from an instance:
-// the shared ledger, which every instance answers from.
-func readLedger(ctx context.Context, addr string) ([]mockserver.Payment, int64, error) {
+// readLedger reads every payment and every balance from an instance: the
+// shared ledger, which every instance answers from.
+func readLedger(ctx context.Context, addr string) ([]mockserver.Payment, map[string]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, readPatience)
 	defer cancel()
 	get := func(path string, into any) error {
@@ -183,15 +199,15 @@ func readLedger(ctx context.Context, addr string) ([]mockserver.Payment, int64, 
 	}
 	var payments []mockserver.Payment
 	if err := get("/payments", &payments); err != nil {
-		return nil, 0, fmt.Errorf("chaos: reading the ledger: %w", err)
+		return nil, nil, fmt.Errorf("chaos: reading the ledger: %w", err)
 	}
 	var bal struct {
 		Balances map[string]int64 `json:"balances"`
 	}
-	if err := get("/balance?currency=EUR", &bal); err != nil {
-		return nil, 0, fmt.Errorf("chaos: reading the balance: %w", err)
+	if err := get("/balance", &bal); err != nil {
+		return nil, nil, fmt.Errorf("chaos: reading the balances: %w", err)
 	}
-	return payments, bal.Balances["EUR"], nil
+	return payments, bal.Balances, nil
 }
 
 // hostPort returns the host:port of a PostgreSQL URL, which must be a

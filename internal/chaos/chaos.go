@@ -121,6 +121,8 @@ func Run(ctx context.Context, cfg Config) []Result {
 		if r.Err != nil {
 			logf("chaos: cell failed: %v", r.Err)
 		}
+		logf("chaos: cell done: %d operations, %d payments, faults %s: %d doubles, %d lost, %d unresolved, %v",
+			r.Ops, r.Payments, r.Faults, r.Doubles, r.Lost, r.Unresolved, r.Took.Round(time.Second))
 		results = append(results, r)
 	}
 	return results

@@ -154,7 +154,7 @@ func newOps(n int, run string) []*op {
 		ops[i] = &op{
 			key:    run + "-" + strconv.Itoa(i),
 			amount: amount,
-			body:   fmt.Appendf(nil, `{"amount":%d,"currency":"EUR","recipient":"r%d"}`, amount, i%97),
+			body:   fmt.Appendf(nil, `{"amount":%d,"currency":%q,"recipient":"r%d"}`, amount, currencies[i%len(currencies)], i%97),
 		}
 	}
 	return ops

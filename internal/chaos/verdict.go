@@ -19,8 +19,9 @@ type Verdict struct {
 	Unresolved int
 	// Strays counts payments under keys the client never used.
 	Strays int
-	// BalanceOff is the balance the ledger reports less the opening
-	// balance less its payments: 0 when the ledger adds up.
+	// BalanceOff sums, over the currencies, how far the balance the ledger
+	// reports is from the opening balance less its payments: 0 when the
+	// ledger adds up.
 	BalanceOff int64
 }
 
@@ -31,16 +32,16 @@ func (v Verdict) Clean() bool {
 }
 
 // judge compares the client's view of ops with the ledger's payments and
-// the balance it reports for the one currency the run pays in.
-func judge(ops []*op, payments []mockserver.Payment, opening, balance int64) Verdict {
+// the balances it reports; every currency opened at opening.
+func judge(ops []*op, payments []mockserver.Payment, opening int64, balances map[string]int64) Verdict {
 	v := Verdict{Ops: len(ops), Payments: len(payments)}
 	byKey := make(map[string]int, len(ops))
 	ids := make(map[string]bool, len(payments))
-	var paid int64
+	paid := map[string]int64{}
 	for _, p := range payments {
 		byKey[p.IdempotencyKey]++
 		ids[p.ID] = true
-		paid += p.Amount
+		paid[p.Currency] += p.Amount
 	}
 	known := make(map[string]bool, len(ops))
 	for _, o := range ops {
@@ -65,6 +66,19 @@ func judge(ops []*op, payments []mockserver.Payment, opening, balance int64) Ver
 			v.Strays += n
 		}
 	}
-	v.BalanceOff = balance - (opening - paid)
+	for c, p := range paid {
+		b, ok := balances[c]
+		if !ok {
+			b = opening // a ledger that lists no balance for a currency it paid in
+		}
+		v.BalanceOff += abs(b - (opening - p))
+	}
 	return v
+}
+
+func abs(n int64) int64 {
+	if n < 0 {
+		return -n
+	}
+	return n
 }

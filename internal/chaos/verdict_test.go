@@ -15,8 +15,9 @@ func TestJudge(t *testing.T) {
 		return o
 	}
 	pay := func(id, key string, amount int64) mockserver.Payment {
-		return mockserver.Payment{ID: id, IdempotencyKey: key, Amount: amount}
+		return mockserver.Payment{ID: id, IdempotencyKey: key, Amount: amount, Currency: "XAA"}
 	}
+	bal := func(b int64) map[string]int64 { return map[string]int64{"XAA": b} }
 	unresolved := &op{key: "k5"}
 	unresolved.outcome("", 503, nil)
 	final := &op{key: "k6"}
@@ -35,7 +36,7 @@ func TestJudge(t *testing.T) {
 	}
 	const opening = 1000
 	paid := int64(10 + 20 + 20 + 5 + 1)
-	v := judge(ops, payments, opening, opening-paid)
+	v := judge(ops, payments, opening, bal(opening-paid))
 	want := Verdict{Ops: 6, Payments: 5, Doubles: 1, Lost: 2, Unresolved: 1, Strays: 1}
 	if v != want {
 		t.Fatalf("judge = %+v, want %+v", v, want)
@@ -43,10 +44,10 @@ func TestJudge(t *testing.T) {
 	if v.Clean() {
 		t.Fatal("a verdict with doubles is clean")
 	}
-	if off := judge(ops, payments, opening, opening-paid+7).BalanceOff; off != 7 {
+	if off := judge(ops, payments, opening, bal(opening-paid+7)).BalanceOff; off != 7 {
 		t.Fatalf("BalanceOff = %d, want 7", off)
 	}
-	clean := judge([]*op{mk("a", "pa")}, []mockserver.Payment{pay("pa", "a", 3)}, 10, 7)
+	clean := judge([]*op{mk("a", "pa")}, []mockserver.Payment{pay("pa", "a", 3)}, 10, bal(7))
 	if !clean.Clean() {
 		t.Fatalf("clean run judged %+v", clean)
 	}
