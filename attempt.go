@@ -8,7 +8,7 @@ import (
 )
 
 // Attempt describes one attempt and what the Transport decided after it.
-// It is passed by value to the hook set by [WithHook]; the hook may keep it,
+// It is passed by value to the hooks set by [WithHook]; a hook may keep it,
 // but must not modify its Request. The zero Attempt describes nothing. An
 // Attempt is not modified after the hook got it, so it may be read from
 // several goroutines.
@@ -36,10 +36,10 @@ type Attempt struct {
 	Wait time.Duration
 }
 
-// observe hands an attempt to the hook and the logger.
+// observe hands an attempt to the hooks, in order, and to the logger.
 func (c *config) observe(ctx context.Context, a *Attempt, retryableOutcome bool) {
-	if c.hook != nil {
-		c.hook(*a)
+	for _, h := range c.hooks {
+		h(*a)
 	}
 	if c.logger == nil {
 		return

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/saferetry/saferetry"
+	"github.com/saferetry/saferetry/saferetryablehttp"
 )
 
 // cannedBase answers every request with the same response, so that a
@@ -46,7 +47,7 @@ func BenchmarkOverhead(b *testing.B) {
 
 // BenchmarkLoopback is one POST over loopback HTTP/1.1 with keep-alive
 // through a bare http.Client, the saferetry Transport, and go-retryablehttp
-// (stock, and configured by ConfigureRetryableClient).
+// (stock, and configured by saferetryablehttp.Configure).
 func BenchmarkLoopback(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -115,7 +116,7 @@ func BenchmarkLoopback(b *testing.B) {
 		c := retryablehttp.NewClient()
 		c.Logger = nil
 		c.HTTPClient = &http.Client{Transport: newBase()}
-		saferetry.ConfigureRetryableClient(c)
+		saferetryablehttp.Configure(c)
 		runRetryable(b, c)
 	})
 }

@@ -2,13 +2,12 @@ package saferetry
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
-	"mime"
 	"net/http"
 	"net/url"
-	"strings"
+
+	"github.com/saferetry/saferetry/internal/contract"
 )
 
 // Client is a small SDK-style HTTP client: an [http.Client] whose Transport
@@ -85,18 +84,14 @@ func (c *Client) apiError(resp *http.Response, stats *opStats) *APIError {
 		Header:   resp.Header,
 		Key:      stats.key,
 		Attempts: stats.attempts,
-		Replayed: strings.EqualFold(resp.Header.Get(HeaderReplayed), "true"),
+		Replayed: contract.Replayed(resp.Header),
 		Body:     body,
 	}
 	if e.Key == "" {
 		e.Key, _ = KeyFromResponse(resp)
 	}
-	if mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err == nil &&
-		mt == "application/problem+json" {
-		var p Problem
-		if json.Unmarshal(body, &p) == nil {
-			e.Problem = &p
-		}
+	if p := new(Problem); contract.DecodeProblem(resp.Header, body, p) {
+		e.Problem = p
 	}
 	return e
 }

@@ -9,9 +9,15 @@
 // server may or may not have acted is reported as [ErrOutcomeUnknown].
 //
 // The [Client] wraps an [http.Client] built on the Transport and turns every
-// final status of 400 or above into an [*APIError].
-// [ConfigureRetryableClient] gives an existing go-retryablehttp client the
-// same key and retry rules.
+// final status of 400 or above into an [*APIError]. Package
+// github.com/saferetry/saferetry/saferetryablehttp gives an existing
+// go-retryablehttp client the same key and retry rules.
+//
+// Keys are read with one grammar on both sides of the wire, the
+// idempotency package's servers and this client (see [ParseKey]): a raw
+// token, or an RFC 9651 sf-string whose characters, spaces at its ends
+// included, are the key; spaces and tabs around the value are not part of
+// it, and parameters after an sf-string are refused.
 //
 // Defaults (each changeable by an [Option]):
 //
@@ -31,5 +37,7 @@
 //   - keys: random UUIDv4 for POST and PATCH, sent raw, see [WithKeyMethods]
 //     and [WithStructuredKey];
 //   - no per-attempt timeout, see [WithAttemptTimeout];
+//   - no hooks, no logging: see [WithHook] (hooks add up, each runs) and
+//     [WithLogger];
 //   - [Client] error bodies: up to 64 KiB kept in [APIError.Body].
 package saferetry

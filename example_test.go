@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/saferetry/saferetry"
 )
@@ -101,28 +100,6 @@ func ExampleClient_Do() {
 	// Output:
 	// 422 1 the key was used with another payload
 	// true
-}
-
-func ExampleConfigureRetryableClient() {
-	srv := flakyServer()
-	defer srv.Close()
-
-	rc := retryablehttp.NewClient()
-	rc.Logger = nil
-	rc.RetryWaitMin, rc.RetryWaitMax = time.Millisecond, 5*time.Millisecond
-	saferetry.ConfigureRetryableClient(rc)
-
-	resp, err := rc.Post(srv.URL, "text/plain", []byte("debit 1500"))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	resp.Body.Close()
-	fmt.Println(resp.StatusCode)
-	// Output:
-	// server: attempt 1, POST "debit 1500", key present: true
-	// server: attempt 2, POST "debit 1500", key present: true
-	// 201
 }
 
 func ExampleError() {

@@ -4,16 +4,18 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/google/uuid"
+
+	"github.com/saferetry/saferetry/internal/contract"
 )
 
-// HeaderIdempotencyKey is the request header that names a logical operation.
-const HeaderIdempotencyKey = "Idempotency-Key"
+// HeaderIdempotencyKey is "Idempotency-Key", the request header that names
+// a logical operation.
+const HeaderIdempotencyKey = contract.HeaderKey
 
-// MaxKeyLen is the longest key, in bytes, that the Transport accepts.
-const MaxKeyLen = 255
+// MaxKeyLen is the longest key, in bytes, that the Transport accepts: 255.
+const MaxKeyLen = contract.MaxKeyLen
 
 type keyCtxKey struct{}
 
@@ -35,21 +37,14 @@ func KeyFromContext(ctx context.Context) (string, bool) {
 }
 
 // KeyFromResponse returns the Idempotency-Key that the request answered by
-// resp carried, unquoted if it was sent as an sf-string, and false when
-// resp, its Request or the header is missing.
+// resp carried, decoded as by [ParseKey], and false when resp, its Request
+// or the header is missing, or the header is not a valid key.
 func KeyFromResponse(resp *http.Response) (string, bool) {
 	if resp == nil || resp.Request == nil {
 		return "", false
 	}
-	v := resp.Request.Header.Values(HeaderIdempotencyKey)
-	if len(v) != 1 {
-		return "", false
-	}
-	k, err := ParseKey(v[0])
-	if err != nil {
-		return "", false
-	}
-	return k, true
+	k, err := contract.ParseKeyFields(resp.Request.Header.Values(HeaderIdempotencyKey))
+	return k, err == nil
 }
 
 // NewKey returns a fresh random (version 4) UUID in its canonical text form.
@@ -62,103 +57,56 @@ func NewKey() (string, error) {
 	return u.String(), nil
 }
 
-// ValidateKey reports whether key is usable as an idempotency key: 1 to 255
-// bytes of printable ASCII (0x20 to 0x7E), not starting or ending with a
-// space, which HTTP would strip. The error matches [ErrInvalidKey].
+// ValidateKey reports whether key is usable as an idempotency key that the
+// caller supplies (see [WithKey]): 1 to 255 bytes of printable ASCII (0x20
+// to 0x7E), not starting or ending with a space. The last rule is the
+// client's own, stricter than the key grammar (see [ParseKey]): such a key
+// survives only as an sf-string, and any client that sent it raw would
+// lose its spaces and name another operation. The error matches
+// [ErrInvalidKey].
 func ValidateKey(key string) error {
-	if reason := keyProblem(key); reason != "" {
-		return &Error{Cause: ErrInvalidKey, Key: key, Err: errorString(reason)}
+	err := contract.ValidKey(key)
+	if err == nil && (key[0] == ' ' || key[len(key)-1] == ' ') {
+		err = errorString("the key starts or ends with a space")
+	}
+	if err != nil {
+		return &Error{Cause: ErrInvalidKey, Key: key, Err: err}
 	}
 	return nil
 }
 
-func keyProblem(key string) string {
-	switch {
-	case len(key) == 0:
-		return "key is empty"
-	case len(key) > MaxKeyLen:
-		return fmt.Sprintf("key is %d bytes long, the limit is %d", len(key), MaxKeyLen)
-	case key[0] == ' ' || key[len(key)-1] == ' ':
-		return "key starts or ends with a space"
-	}
-	for i := 0; i < len(key); i++ {
-		if c := key[i]; c < 0x20 || c > 0x7e {
-			return fmt.Sprintf("key has byte %#02x at offset %d, outside printable ASCII", c, i)
-		}
-	}
-	return ""
-}
-
-// ParseKey decodes an Idempotency-Key header value: an RFC 8941 sf-string
-// ("..." with \" and \\ escapes) is unquoted, anything else is taken as the
-// raw key. A raw key must not hold a comma (a list of several keys) or a
-// double quote (broken quoting), as servers built on the idempotency
-// package refuse them; such keys travel as sf-strings (see [FormatKey]).
-// The decoded key is validated as by [ValidateKey].
+// ParseKey decodes an Idempotency-Key header value with the grammar that
+// the idempotency package's servers use, so that both read one value as
+// the same key (RFC 9651 rules for the structured form):
+//
+//   - spaces and tabs around the value are not part of it;
+//   - a value starting with a double quote is an sf-string ("..." with \"
+//     and \\ escapes), whose characters are the key, spaces at its ends
+//     included; parameters after it ("k";p=1) are refused, not ignored;
+//   - anything else is the raw key, which must not hold a comma (a list of
+//     several keys) or a double quote (broken quoting); such keys travel
+//     as sf-strings (see [FormatKey]).
+//
+// The key must be 1 to 255 bytes of printable ASCII. Errors match
+// [ErrInvalidKey]. A key decoded from an sf-string may start or end with a
+// space, which [ValidateKey] refuses for keys the caller supplies.
 func ParseKey(value string) (string, error) {
-	key := value
-	if len(value) > 0 && value[0] == '"' {
-		k, ok := unquoteSFString(value)
-		if !ok {
-			return "", &Error{Cause: ErrInvalidKey, Key: value, Err: errorString("malformed sf-string")}
-		}
-		key = k
-	} else if strings.ContainsAny(value, `",`) {
-		return "", &Error{Cause: ErrInvalidKey, Key: value, Err: errorString("a raw key must not hold a comma or a double quote; send it as an sf-string")}
+	k, err := contract.ParseKey(value)
+	if err != nil {
+		return "", &Error{Cause: ErrInvalidKey, Key: value, Err: err}
 	}
-	if err := ValidateKey(key); err != nil {
-		return "", err
-	}
-	return key, nil
+	return k, nil
 }
 
 // FormatKey encodes a valid key for the Idempotency-Key header: as an RFC
-// 8941 sf-string when structured is true, otherwise raw (unchanged). A key
+// 9651 sf-string when structured is true, otherwise raw (unchanged). A key
 // whose raw form a server would misread is quoted all the same: one with a
-// double quote (a leading one would be taken for an sf-string) or a comma
-// (a list separator, which the idempotency package refuses in a raw key).
-// [ParseKey] of the result gives key back.
+// double quote (a leading one would be taken for an sf-string), a comma (a
+// list separator, which the idempotency package refuses in a raw key) or a
+// space at either end (which HTTP strips). [ParseKey] of the result gives
+// key back.
 func FormatKey(key string, structured bool) string {
-	if !structured && !strings.ContainsAny(key, `",`) {
-		return key
-	}
-	var b strings.Builder
-	b.Grow(len(key) + 2)
-	b.WriteByte('"')
-	for i := 0; i < len(key); i++ {
-		if c := key[i]; c == '"' || c == '\\' {
-			b.WriteByte('\\')
-		}
-		b.WriteByte(key[i])
-	}
-	b.WriteByte('"')
-	return b.String()
-}
-
-func unquoteSFString(s string) (string, bool) {
-	if len(s) < 2 || s[0] != '"' || s[len(s)-1] != '"' {
-		return "", false
-	}
-	inner := s[1 : len(s)-1]
-	if !strings.ContainsAny(inner, `"\`) {
-		return inner, true
-	}
-	var b strings.Builder
-	for i := 0; i < len(inner); i++ {
-		c := inner[i]
-		switch c {
-		case '"':
-			return "", false
-		case '\\':
-			i++
-			if i == len(inner) || (inner[i] != '"' && inner[i] != '\\') {
-				return "", false
-			}
-			c = inner[i]
-		}
-		b.WriteByte(c)
-	}
-	return b.String(), true
+	return contract.FormatKey(key, structured)
 }
 
 // headerKey decodes and validates the key in h: "" when h carries none,
@@ -166,16 +114,14 @@ func unquoteSFString(s string) (string, bool) {
 // wire is the header value as it is.
 func headerKey(h http.Header) (key, wire string, err error) {
 	vals := h.Values(HeaderIdempotencyKey)
-	switch len(vals) {
-	case 0:
+	k, err := contract.ParseKeyFields(vals)
+	switch {
+	case err == contract.ErrNoKey:
 		return "", "", nil
-	case 1:
-	default:
-		return "", "", &Error{Cause: ErrInvalidKey, Err: errorString("request carries several Idempotency-Key values")}
-	}
-	k, err := ParseKey(vals[0])
-	if err != nil {
-		return "", "", err
+	case err != nil && len(vals) > 1:
+		return "", "", &Error{Cause: ErrInvalidKey, Err: err}
+	case err != nil:
+		return "", "", &Error{Cause: ErrInvalidKey, Key: vals[0], Err: err}
 	}
 	return k, vals[0], nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/memstore"
+	"github.com/saferetry/saferetry/internal/contract"
 )
 
 func TestValidateKey(t *testing.T) {
@@ -65,6 +66,13 @@ func TestParseKey(t *testing.T) {
 		{`"a\"`, "", false},
 		{`"` + strings.Repeat("k", 255) + `"`, strings.Repeat("k", 255), true},
 		{`"` + strings.Repeat("k", 256) + `"`, "", false},
+		// RFC 9651: the spaces around a value are not part of it; those
+		// inside an sf-string are.
+		{" abc", "abc", true},
+		{"\tabc ", "abc", true},
+		{`"abc" `, "abc", true},
+		{`" abc"`, " abc", true},
+		{`"abc";p=1`, "", false}, // parameters are refused, not ignored
 	}
 	for _, tt := range tests {
 		got, err := ParseKey(tt.in)
@@ -111,27 +119,75 @@ func FuzzValidateKey(f *testing.F) {
 	})
 }
 
+// FuzzParseKey checks that both halves read every header value alike:
+// what the Transport's ParseKey accepts, the idempotency middleware's
+// ParseKey accepts as the same key, and what one refuses the other
+// refuses; KeyFromResponse gives the same key back.
 func FuzzParseKey(f *testing.F) {
-	for _, s := range []string{`"abc"`, `"a\"b"`, `"`, `""`, `"\`, "plain", `"a\x"`, "a,b", `a"b`, `"a,b"`, "a\\b"} {
+	for _, s := range []string{`"abc"`, `"a\"b"`, `"`, `""`, `"\`, "plain", `"a\x"`, "a,b", `a"b`, `"a,b"`, "a\\b",
+		" abc", `" abc"`, `"abc" `, "\tabc\t", `"abc";p=1`, `"a" "b"`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
 		k, err := ParseKey(in)
+		sk, serr := idempotency.ParseKey([]string{in})
+		if (err == nil) != (serr == nil) || k != sk {
+			t.Fatalf("value %q: saferetry.ParseKey = %q, %v; idempotency.ParseKey = %q, %v", in, k, err, sk, serr)
+		}
+		resp := &http.Response{Request: &http.Request{Header: http.Header{HeaderIdempotencyKey: {in}}}}
+		if rk, ok := KeyFromResponse(resp); ok != (err == nil) || rk != k {
+			t.Fatalf("value %q: KeyFromResponse = %q, %v; ParseKey = %q, %v", in, rk, ok, k, err)
+		}
 		if err != nil {
+			if !errors.Is(err, ErrInvalidKey) {
+				t.Fatalf("ParseKey(%q): error %v does not match ErrInvalidKey", in, err)
+			}
 			return
 		}
-		if ValidateKey(k) != nil {
+		if contract.ValidKey(k) != nil {
 			t.Fatalf("ParseKey(%q) returned invalid key %q", in, k)
 		}
-		// What the Transport accepts, the idempotency middleware reads as
-		// the same key.
-		if sk, err := idempotency.ParseKey([]string{in}); err != nil || sk != k {
-			t.Fatalf("idempotency.ParseKey(%q) = %q, %v; saferetry.ParseKey gave %q", in, sk, err, k)
-		}
-		if in[0] == '"' && FormatKey(k, true) != in {
-			t.Fatalf("sf-string %q decodes to %q which re-encodes to %q", in, k, FormatKey(k, true))
+		if v := strings.Trim(in, " \t"); v[0] == '"' && FormatKey(k, true) != v {
+			t.Fatalf("sf-string %q decodes to %q which re-encodes to %q", v, k, FormatKey(k, true))
 		}
 	})
+}
+
+// TestKeyWithEdgeSpacesAgreesWithServer sends, in the header, a key that
+// only an sf-string can carry: the server takes it, so the Transport sends
+// it and KeyFromResponse reads it back (before the halves shared one
+// grammar, the client refused it).
+func TestKeyWithEdgeSpacesAgreesWithServer(t *testing.T) {
+	store := memstore.New()
+	defer store.Close()
+	var got []string
+	var mu sync.Mutex
+	srv := httptest.NewServer(idempotency.Middleware(store)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		k, _ := idempotency.KeyFromContext(r.Context())
+		mu.Lock()
+		got = append(got, k.Key)
+		mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+	})))
+	defer srv.Close()
+	tr := NewTransport(srv.Client().Transport)
+	for _, wire := range []string{`" abc "`, `  " abc "	`} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("{}"))
+		req.Header.Set(HeaderIdempotencyKey, wire)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatalf("header %q: %v", wire, err)
+		}
+		resp.Body.Close()
+		if k, ok := KeyFromResponse(resp); !ok || k != " abc " {
+			t.Errorf("header %q: KeyFromResponse = %q, %v; want %q", wire, k, ok, " abc ")
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || got[0] != " abc " {
+		t.Errorf("the handler ran under %q; want once, under %q (the second send is a replay)", got, " abc ")
+	}
 }
 
 func TestGeneratedKeyIsUUIDv4AndStableAcrossAttempts(t *testing.T) {

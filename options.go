@@ -31,11 +31,11 @@ const (
 	DefaultBudgetRetryCost = 5
 )
 
-// Option configures a [Transport], a [Client] or
-// [ConfigureRetryableClient]. Options that do not apply to what is being
-// configured are ignored. The zero Option (nil) is ignored too. Options
-// are applied in order, a later one overriding an earlier one of the same
-// kind.
+// Option configures a [Transport] or a [Client]. Options that do not apply
+// to what is being configured are ignored ([WithBase] and [WithHTTPClient]
+// by [NewTransport]). The zero Option (nil) is ignored too. Options are
+// applied in order, a later one overriding an earlier one of the same kind,
+// except [WithHook], whose hooks add up.
 type Option func(*config)
 
 // config is the resolved set of options; it is read-only once built.
@@ -43,7 +43,6 @@ type config struct {
 	base            http.RoundTripper
 	httpClient      *http.Client
 	maxAttempts     int
-	maxAttemptsSet  bool
 	newBackoff      func() backoff.BackOff
 	maxRetryAfter   time.Duration
 	attemptTimeout  time.Duration
@@ -55,7 +54,7 @@ type config struct {
 	budgetCapacity  int
 	budgetCost      int
 	logger          *slog.Logger
-	hook            func(Attempt)
+	hooks           []func(Attempt)
 	clock           clock
 }
 
@@ -94,15 +93,8 @@ func DefaultBackoff() backoff.BackOff {
 
 // WithMaxAttempts sets the number of attempts per logical operation, the
 // first included; 1 disables retries. n < 1 is taken as 1. The default is 4.
-// For [ConfigureRetryableClient] it sets RetryMax to n-1.
 func WithMaxAttempts(n int) Option {
-	return func(c *config) {
-		if n < 1 {
-			n = 1
-		}
-		c.maxAttempts = n
-		c.maxAttemptsSet = true
-	}
+	return func(c *config) { c.maxAttempts = max(n, 1) }
 }
 
 // WithBackoff sets the factory of the wait schedule. It is called at most
@@ -179,7 +171,7 @@ func WithKeyMethods(methods ...string) Option {
 }
 
 // WithStructuredKey makes the Transport send generated keys and keys from
-// [WithKey] as RFC 8941 sf-strings ("..."); by default they are sent raw,
+// [WithKey] as RFC 9651 sf-strings ("..."); by default they are sent raw,
 // except a key with a double quote or a comma, which is always quoted (see
 // [FormatKey]). A key already in the request header is always sent
 // unchanged.
@@ -198,17 +190,12 @@ func WithClassifier(cl Classifier) Option {
 // transport error or timeout); an operation that ends with an answer the
 // rules do not retry (a 2xx or 3xx, but also a final 4xx such as 404 or
 // 422, which shows the server is up) returns 1 token if it took no retry,
-// else what its retries cost. A retry that the bucket cannot pay is not made and the last
-// outcome is returned with [ReasonBudgetExhausted]. capacity <= 0 disables
-// the budget; cost < 1 is taken as 1. Default: 500 tokens, cost 5.
+// else what its retries cost. A retry that the bucket cannot pay is not
+// made and the last outcome is returned with [ReasonBudgetExhausted].
+// capacity <= 0 disables the budget; cost < 1 is taken as 1. Default: 500
+// tokens, cost 5.
 func WithRetryBudget(capacity, cost int) Option {
-	return func(c *config) {
-		if cost < 1 {
-			cost = 1
-		}
-		c.budgetCapacity = capacity
-		c.budgetCost = cost
-	}
+	return func(c *config) { c.budgetCapacity, c.budgetCost = capacity, cost }
 }
 
 // WithLogger sets the logger for attempts and decisions: retries at Info,
@@ -218,11 +205,18 @@ func WithLogger(l *slog.Logger) Option {
 	return func(c *config) { c.logger = l }
 }
 
-// WithHook sets a function called synchronously once per attempt, after the
-// decision and before any wait. It must be safe for concurrent use and
-// should return quickly. nil, the default, means no hook.
+// WithHook adds a hook: a function called synchronously once per attempt,
+// after the decision and before any wait. Hooks compose: given several
+// times, WithHook adds each hook, and every hook runs, in the order the
+// options were given, so that instrumentation and the caller's own hook
+// can coexist. A hook must be safe for concurrent use and should return
+// quickly. nil adds nothing; by default there is no hook.
 func WithHook(h func(Attempt)) Option {
-	return func(c *config) { c.hook = h }
+	return func(c *config) {
+		if h != nil {
+			c.hooks = append(c.hooks, h)
+		}
+	}
 }
 
 // WithBase sets the RoundTripper that carries the attempts of the Transport

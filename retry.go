@@ -1,13 +1,10 @@
 package saferetry
 
 import (
-	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
-	"net"
 	"net/http"
-	"strings"
+
+	"github.com/saferetry/saferetry/internal/contract"
+	"github.com/saferetry/saferetry/internal/retrypolicy"
 )
 
 // Decision is what happens after an attempt. The zero value is
@@ -68,87 +65,33 @@ const (
 // retries. It must be safe for concurrent use.
 type Classifier func(req *http.Request, resp *http.Response, err error) Decision
 
-// classify asks the user's Classifier, if any, about one attempt.
-func (c *config) classify(req *http.Request, resp *http.Response, err error) Decision {
-	if c.classifier == nil {
-		return DecisionDefault
-	}
-	return c.classifier(req, resp, err)
+// HeaderReplayed is "Idempotent-Replayed", the header marking a response
+// that the server answered from its stored record of an earlier attempt.
+const HeaderReplayed = contract.HeaderReplayed
+
+// reasons names the retry policy's reasons.
+var reasons = [retrypolicy.NumReasons]Reason{
+	retrypolicy.ReasonFinalStatus:       ReasonFinalStatus,
+	retrypolicy.ReasonReplayed:          ReasonReplayed,
+	retrypolicy.ReasonRetryableStatus:   ReasonRetryableStatus,
+	retrypolicy.ReasonRetryAfter:        ReasonRetryAfter,
+	retrypolicy.ReasonTransportError:    ReasonTransportError,
+	retrypolicy.ReasonAttemptTimeout:    ReasonAttemptTimeout,
+	retrypolicy.ReasonPermanentError:    ReasonPermanentError,
+	retrypolicy.ReasonNoKey:             ReasonNoKey,
+	retrypolicy.ReasonBodyNotReplayable: ReasonBodyNotReplayable,
+	retrypolicy.ReasonMaxAttempts:       ReasonMaxAttempts,
+	retrypolicy.ReasonBudgetExhausted:   ReasonBudgetExhausted,
+	retrypolicy.ReasonDeadline:          ReasonDeadline,
+	retrypolicy.ReasonContextDone:       ReasonContextDone,
+	retrypolicy.ReasonBackoffStop:       ReasonBackoffStop,
+	retrypolicy.ReasonClassifier:        ReasonClassifier,
 }
 
-// override applies the user's Classifier to the built-in decision retry.
-func (c *config) override(req *http.Request, resp *http.Response, err error, retry bool) bool {
-	switch c.classify(req, resp, err) {
-	case DecisionRetry:
-		return true
-	case DecisionReturn:
-		return false
+// decision is the Decision of a verdict.
+func decision(retry bool) Decision {
+	if retry {
+		return DecisionRetry
 	}
-	return retry
-}
-
-// HeaderReplayed marks a response that the server answered from its stored
-// record of an earlier attempt.
-const HeaderReplayed = "Idempotent-Replayed"
-
-// classifyStatus applies the contract's rules to a response.
-func classifyStatus(resp *http.Response) (retry bool, reason Reason) {
-	switch s := resp.StatusCode; {
-	case s == http.StatusConflict:
-		if strings.EqualFold(resp.Header.Get(HeaderReplayed), "true") {
-			return false, ReasonReplayed
-		}
-		return true, ReasonRetryableStatus
-	case s == http.StatusRequestTimeout, s == http.StatusTooManyRequests:
-		return true, ReasonRetryableStatus
-	case s >= 500 && s != http.StatusNotImplemented && s <= 599:
-		return true, ReasonRetryableStatus
-	}
-	return false, ReasonFinalStatus
-}
-
-// classifyError applies the contract's rules to an attempt that got no
-// response. attemptCtx is the attempt's own context (with the per-attempt
-// timeout, if any). sent is false only when the request certainly did not
-// reach the server.
-func classifyError(attemptCtx context.Context, err error) (retry bool, reason Reason, sent bool) {
-	if attemptCtx.Err() != nil {
-		return true, ReasonAttemptTimeout, true
-	}
-	if permanentError(err) {
-		return false, ReasonPermanentError, false
-	}
-	return true, ReasonTransportError, !dialError(err)
-}
-
-// permanentError reports errors that another attempt cannot cure: the
-// request URL is invalid, the server's certificate does not verify, or it
-// does not speak TLS.
-func permanentError(err error) bool {
-	var (
-		verify   *tls.CertificateVerificationError
-		unknown  x509.UnknownAuthorityError
-		hostname x509.HostnameError
-		invalid  x509.CertificateInvalidError
-		record   tls.RecordHeaderError
-	)
-	return errors.Is(err, errBadURL) || errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) ||
-		errors.As(err, &invalid) || errors.As(err, &record)
-}
-
-// dialError reports a failure to connect: the request was not written.
-func dialError(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
-}
-
-// retriedWithoutKey reports the methods that are retried even without a
-// key because repeating them is harmless (RFC 9110 safe or idempotent).
-func retriedWithoutKey(method string) bool {
-	switch method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
-		http.MethodPut, http.MethodDelete:
-		return true
-	}
-	return false
+	return DecisionReturn
 }

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"testing"
+
+	"github.com/saferetry/saferetry/internal/retrypolicy"
 )
 
 func TestRetryClassificationByStatus(t *testing.T) {
@@ -227,6 +229,46 @@ func TestMaxAttempts(t *testing.T) {
 		last := hl.Attempts()[n-1]
 		if n > 1 && last.Reason != ReasonMaxAttempts {
 			t.Errorf("n=%d: last reason %q", n, last.Reason)
+		}
+	}
+}
+
+// TestPolicyValuesMapOntoTheAPI checks that every reason of the retry
+// policy has its own Reason, and that a Decision converts to the policy's
+// classifier answer of the same meaning.
+func TestPolicyValuesMapOntoTheAPI(t *testing.T) {
+	seen := map[Reason]bool{}
+	for r := retrypolicy.Reason(1); r < retrypolicy.NumReasons; r++ {
+		if reasons[r] == "" || seen[reasons[r]] {
+			t.Errorf("policy reason %d maps to %q", r, reasons[r])
+		}
+		seen[reasons[r]] = true
+	}
+	for d, o := range map[Decision]retrypolicy.Override{DecisionDefault: retrypolicy.Default, DecisionRetry: retrypolicy.Retry, DecisionReturn: retrypolicy.Return} {
+		if retrypolicy.Override(d) != o {
+			t.Errorf("%v converts to %d, want %d", d, retrypolicy.Override(d), o)
+		}
+	}
+}
+
+func TestHooksCompose(t *testing.T) {
+	rc := newRecorder(status(503), status(201))
+	var order []string
+	first := func(a Attempt) { order = append(order, "first "+a.Decision.String()) }
+	second := func(a Attempt) { order = append(order, "second "+a.Decision.String()) }
+	tr, _, hl := testTransport(rc, WithHook(first), WithHook(nil), WithHook(second))
+	resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeResp(resp)
+	want := []string{"first retry", "second retry", "first return", "second return"}
+	if len(order) != len(want) || len(hl.Attempts()) != 2 {
+		t.Fatalf("hooks saw %q (and the first hook %d attempts); want %q", order, len(hl.Attempts()), want)
+	}
+	for i := range want {
+		if order[i] != want[i] {
+			t.Fatalf("hooks saw %q; want %q", order, want)
 		}
 	}
 }

@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 
-	"github.com/cenkalti/backoff/v4"
+	"github.com/saferetry/saferetry/internal/retrypolicy"
 )
 
 // Transport is an [http.RoundTripper] that makes each request one logical
@@ -36,7 +35,8 @@ import (
 type Transport struct {
 	cfg    *config
 	base   http.RoundTripper
-	budget *budget
+	budget *retrypolicy.Budget
+	policy retrypolicy.Policy
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -51,7 +51,14 @@ func newTransport(base http.RoundTripper, cfg *config) *Transport {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	return &Transport{cfg: cfg, base: base, budget: newBudget(cfg.budgetCapacity, cfg.budgetCost)}
+	b := retrypolicy.NewBudget(cfg.budgetCapacity, cfg.budgetCost)
+	return &Transport{cfg: cfg, base: base, budget: b, policy: retrypolicy.Policy{
+		MaxRetryAfter: cfg.maxRetryAfter,
+		Classify:      retrypolicy.Classifier(cfg.classifier),
+		Budget:        b,
+		NewBackoff:    cfg.newBackoff,
+		Jitter:        retrypolicy.Jitter,
+	}}
 }
 
 // CloseIdleConnections closes idle connections of the base RoundTripper,
@@ -67,7 +74,7 @@ func closeIdle(rt http.RoundTripper) {
 // RoundTrip runs one logical operation; see [Transport].
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	cfg := t.cfg
-	if err := checkURL(req.URL); err != nil {
+	if err := retrypolicy.CheckURL(req.URL); err != nil {
 		closeRequestBody(req)
 		return nil, &Error{Cause: ErrNotSent, Err: err}
 	}
@@ -84,29 +91,40 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, &Error{Cause: ErrNotSent, Key: key, Err: err}
 	}
-	op := operation{t: t, req: req, ctx: req.Context(), key: key, wire: wire, body: b,
-		unsafeNoKey: key == "" && !retriedWithoutKey(req.Method)}
+	op := operation{t: t, req: req, ctx: req.Context(), key: key, wire: wire, body: b}
+	op.state = retrypolicy.State{
+		MaxAttempts:   cfg.maxAttempts,
+		UnsafeNoKey:   key == "" && !retrypolicy.RetriedWithoutKey(req.Method),
+		NotReplayable: !b.replayable,
+	}
+	op.state.Deadline, _ = op.ctx.Deadline()
 	return op.run()
 }
 
 // operation is the state of one RoundTrip call.
 type operation struct {
-	t           *Transport
-	req         *http.Request
-	ctx         context.Context
-	key, wire   string
-	body        *body
-	unsafeNoKey bool
+	t         *Transport
+	req       *http.Request
+	ctx       context.Context
+	key, wire string
+	body      *body
+	state     retrypolicy.State // what the retry decision knows
 
-	bo         backoff.BackOff
-	spent      int64 // budget tokens spent by this operation's retries
-	sent       bool  // some attempt may have reached the server
+	sent       bool // some attempt may have reached the server
 	lastStatus int
 	lastErr    error // the last attempt's error, if it got no response, else nil
 }
 
+// attempt is one try on the wire and what it got.
+type attempt struct {
+	req      *http.Request
+	resp     *http.Response
+	err      error
+	timedOut bool               // the attempt's own timeout expired
+	cancel   context.CancelFunc // ends the attempt's timeout, if any
+}
+
 func (op *operation) run() (*http.Response, error) {
-	cfg := op.t.cfg
 	rc, err := op.body.next()
 	if err != nil {
 		return nil, op.fail(0, err)
@@ -117,138 +135,94 @@ func (op *operation) run() (*http.Response, error) {
 			// would fail it, and it would count as maybe sent.
 			return nil, op.interrupted(n-1, err, rc)
 		}
-		actx, cancel := op.ctx, context.CancelFunc(nil)
-		if cfg.attemptTimeout > 0 {
-			actx, cancel = context.WithTimeout(op.ctx, cfg.attemptTimeout)
+		at := op.send(rc)
+		v, next := op.decide(n, &at)
+		if !v.Retry {
+			return op.end(n, &at)
 		}
-		r := op.attemptRequest(actx, rc)
-		resp, err := op.t.base.RoundTrip(r)
-		switch {
-		case err != nil && resp != nil:
-			// A broken base; keep the contract towards our caller.
-			drain(resp.Body)
-			resp = nil
-		case err == nil && resp == nil:
-			err = errors.New("saferetry: base RoundTripper returned no response and no error")
-		case resp != nil && resp.Body == nil:
-			// Also a broken base (net/http promises a non-nil Body); the
-			// caller, the drain and the attempt-timeout wrapper may close it.
-			resp.Body = http.NoBody
+		if at.resp != nil {
+			drain(at.resp.Body)
 		}
-
-		a := Attempt{Request: r, Key: op.key, Number: n, Err: err}
-		var retry, retryable, transportErr bool
-		if resp != nil {
-			op.lastStatus = resp.StatusCode
-			op.lastErr = nil
-			op.sent = true
-			a.Status = resp.StatusCode
-			retryable, a.Reason = classifyStatus(resp)
-		} else {
-			var sent bool
-			op.lastErr = err
-			retryable, a.Reason, sent = classifyError(actx, err)
-			op.sent = op.sent || sent
-			transportErr = true
+		if at.cancel != nil {
+			at.cancel()
 		}
-		retry = retryable
-		if op.ctx.Err() != nil {
-			retry, a.Reason = false, ReasonContextDone
-		} else if d := cfg.classify(r, resp, err); d != DecisionDefault {
-			retry, a.Reason = d == DecisionRetry, ReasonClassifier
-		}
-		next := rc
-		if retry {
-			next, retry = op.planRetry(&a, n, resp, transportErr)
-		}
-		if retry {
-			a.Decision = DecisionRetry
-		} else {
-			a.Decision = DecisionReturn
-		}
-		cfg.observe(op.ctx, &a, retryable)
-
-		if !retry {
-			if resp != nil {
-				if !retryable {
-					op.t.budget.succeeded(op.spent)
-				}
-				op.finish(n, nil)
-				if resp.Request == nil {
-					resp.Request = r
-				}
-				if cancel != nil {
-					resp.Body = withCancel(resp.Body, cancel)
-				}
-				return resp, nil
-			}
-			if cancel != nil {
-				cancel()
-			}
-			return nil, op.fail(n, err)
-		}
-		if resp != nil {
-			drain(resp.Body)
-		}
-		if cancel != nil {
-			cancel()
-		}
-		if err := sleep(op.ctx, cfg.clock, a.Wait); err != nil {
+		if err := sleep(op.ctx, op.t.cfg.clock, v.Wait); err != nil {
 			return nil, op.interrupted(n, err, next)
 		}
 		rc = next
 	}
 }
 
-// planRetry applies the limits that can veto a retry (no key, body, attempt
-// count, backoff, deadline, budget), chooses the wait and prepares the next
-// body. It records the outcome in a and reports whether to retry.
-func (op *operation) planRetry(a *Attempt, n int, resp *http.Response, transportErr bool) (next io.ReadCloser, retry bool) {
-	cfg := op.t.cfg
+// send makes one attempt with body rc, under the per-attempt timeout if
+// one is set, and keeps the RoundTripper contract when the base breaks it.
+func (op *operation) send(rc io.ReadCloser) attempt {
+	actx, cancel := op.ctx, context.CancelFunc(nil)
+	if d := op.t.cfg.attemptTimeout; d > 0 {
+		actx, cancel = context.WithTimeout(op.ctx, d)
+	}
+	r := op.attemptRequest(actx, rc)
+	resp, err := op.t.base.RoundTrip(r)
 	switch {
-	case op.unsafeNoKey:
-		a.Reason = ReasonNoKey
-		return nil, false
-	case !op.body.replayable:
-		a.Reason = ReasonBodyNotReplayable
-		return nil, false
-	case n >= cfg.maxAttempts:
-		a.Reason = ReasonMaxAttempts
-		return nil, false
+	case err != nil && resp != nil:
+		// A broken base; keep the contract towards our caller.
+		drain(resp.Body)
+		resp = nil
+	case err == nil && resp == nil:
+		err = errors.New("saferetry: base RoundTripper returned no response and no error")
+	case resp != nil && resp.Body == nil:
+		// Also a broken base (net/http promises a non-nil Body); the
+		// caller, the drain and the attempt-timeout wrapper may close it.
+		resp.Body = http.NoBody
 	}
-	if op.bo == nil {
-		op.bo = cfg.newBackoff()
+	return attempt{req: r, resp: resp, err: err, timedOut: resp == nil && actx.Err() != nil, cancel: cancel}
+}
+
+// decide records attempt n, asks the retry policy what comes next, prepares
+// the next attempt's body for a retry, and reports the attempt to the hooks
+// and the logger.
+func (op *operation) decide(n int, at *attempt) (retrypolicy.Verdict, io.ReadCloser) {
+	o := retrypolicy.Outcome{Request: at.req, Response: at.resp, Err: at.err, TimedOut: at.timedOut}
+	if at.resp != nil {
+		op.lastStatus, op.lastErr, op.sent = at.resp.StatusCode, nil, true
+	} else {
+		op.lastErr = at.err
+		op.sent = op.sent || retrypolicy.Sent(at.err, at.timedOut)
 	}
-	wait := op.bo.NextBackOff()
-	if wait == backoff.Stop {
-		a.Reason = ReasonBackoffStop
-		return nil, false
-	}
-	now := cfg.clock.Now()
-	if ra, asked, ok := retryAfter(resp, now, cfg.maxRetryAfter, jitter); ok {
-		wait, a.RetryAfter = ra, asked
-		if a.Reason == ReasonRetryableStatus {
-			a.Reason = ReasonRetryAfter
+	op.state.Attempt, op.state.Done = n, op.ctx.Err() != nil
+	p, clk := &op.t.policy, op.t.cfg.clock
+	v := p.Decide(o, &op.state, clk.Now)
+	var next io.ReadCloser
+	if v.Retry {
+		var err error
+		if next, err = op.body.next(); err != nil {
+			v = p.Veto(v, o, &op.state, retrypolicy.ReasonBodyNotReplayable)
 		}
 	}
-	if passesDeadline(op.ctx, now, wait) {
-		a.Reason = ReasonDeadline
-		return nil, false
+	a := Attempt{Request: at.req, Key: op.key, Number: n, Err: at.err, Decision: decision(v.Retry),
+		Reason: reasons[v.Reason], RetryAfter: v.RetryAfter, Wait: v.Wait}
+	if at.resp != nil {
+		a.Status = at.resp.StatusCode
 	}
-	cost := op.t.budget.retryCost(transportErr)
-	if !op.t.budget.spend(cost) {
-		a.Reason = ReasonBudgetExhausted
-		return nil, false
+	op.t.cfg.observe(op.ctx, &a, v.Retryable)
+	return v, next
+}
+
+// end returns the outcome of the operation's last attempt, n.
+func (op *operation) end(n int, at *attempt) (*http.Response, error) {
+	if at.resp == nil {
+		if at.cancel != nil {
+			at.cancel()
+		}
+		return nil, op.fail(n, at.err)
 	}
-	rc, err := op.body.next()
-	if err != nil {
-		op.t.budget.refund(cost)
-		a.Reason = ReasonBodyNotReplayable
-		return nil, false
+	op.finish(n, nil)
+	if at.resp.Request == nil {
+		at.resp.Request = at.req
 	}
-	op.spent += cost
-	a.Wait = wait
-	return rc, true
+	if at.cancel != nil {
+		at.resp.Body = withCancel(at.resp.Body, at.cancel)
+	}
+	return at.resp, nil
 }
 
 // attemptRequest clones the caller's request for one attempt: its own
@@ -325,23 +299,6 @@ func (op *operation) fail(n int, err error) error {
 	e := &Error{Cause: cause, Key: op.key, Attempts: n, Status: op.lastStatus, Err: err}
 	op.finish(n, e)
 	return e
-}
-
-// errBadURL marks a request URL that no attempt can cure.
-var errBadURL = errors.New("saferetry: invalid request URL")
-
-// checkURL rejects, before anything is sent, a missing URL and an http or
-// https URL without a host, which RFC 9110 (section 4.2.1) calls invalid
-// and a base would refuse on every attempt. Other schemes are left to the
-// base, which may support them.
-func checkURL(u *url.URL) error {
-	switch {
-	case u == nil:
-		return fmt.Errorf("%w: request has no URL", errBadURL)
-	case u.Host == "" && (u.Scheme == "http" || u.Scheme == "https"):
-		return fmt.Errorf("%w: %s URL without a host", errBadURL, u.Scheme)
-	}
-	return nil
 }
 
 func closeRequestBody(req *http.Request) {

@@ -2,7 +2,6 @@ package saferetry
 
 import (
 	"context"
-	"math/rand/v2"
 	"time"
 )
 
@@ -44,20 +43,4 @@ func sleep(ctx context.Context, clk clock, d time.Duration) error {
 	case <-t.C():
 		return nil
 	}
-}
-
-// passesDeadline reports whether a wait of d starting now would end at or
-// after ctx's deadline, leaving no time for the next attempt.
-func passesDeadline(ctx context.Context, now time.Time, d time.Duration) bool {
-	dl, ok := ctx.Deadline()
-	return ok && !now.Add(d).Before(dl)
-}
-
-// jitter returns a uniform random number in [0, n); it is the only source
-// of randomness for Retry-After jitter.
-func jitter(n int64) int64 {
-	if n <= 0 {
-		return 0
-	}
-	return rand.Int64N(n)
 }

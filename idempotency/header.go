@@ -3,16 +3,18 @@ package idempotency
 import (
 	"net/http"
 	"strings"
+
+	"github.com/saferetry/saferetry/internal/contract"
 )
 
 // Header names of the protocol.
 const (
-	// HeaderIdempotencyKey carries the client's key for one logical
-	// operation.
-	HeaderIdempotencyKey = "Idempotency-Key"
-	// HeaderReplayed is set to "true" on answers that come from the store
-	// rather than from running the handler.
-	HeaderReplayed = "Idempotent-Replayed"
+	// HeaderIdempotencyKey is "Idempotency-Key": it carries the client's key
+	// for one logical operation.
+	HeaderIdempotencyKey = contract.HeaderKey
+	// HeaderReplayed is "Idempotent-Replayed": it is set to "true" on
+	// answers that come from the store rather than from running the handler.
+	HeaderReplayed = contract.HeaderReplayed
 )
 
 // neverReplayed reports whether the canonical header name k must never be

@@ -1,9 +1,9 @@
 package idempotency
 
 import (
-	"encoding/json"
 	"net/http"
-	"strconv"
+
+	"github.com/saferetry/saferetry/internal/contract"
 )
 
 // Problem type URIs: the "type" member of the RFC 9457 problem details the
@@ -56,9 +56,11 @@ const (
 // documentation of its constant.
 const problemBase = "https://pkg.go.dev/github.com/saferetry/saferetry/idempotency#"
 
-// ContentTypeProblem is the media type of the Middleware's error answers.
-const ContentTypeProblem = "application/problem+json"
+// ContentTypeProblem is "application/problem+json", the media type of the
+// Middleware's error answers.
+const ContentTypeProblem = contract.ContentTypeProblem
 
+// problem is the document of one of the Middleware's problem answers.
 type problem struct {
 	Type           string `json:"type"`
 	Title          string `json:"title"`
@@ -81,23 +83,12 @@ var problemTitles = map[string]string{
 	ProblemScopeUnavailable: "Idempotency scope unavailable",
 }
 
-// writeProblem answers with an RFC 9457 problem. retryAfter > 0 adds a
-// Retry-After header in whole seconds.
+// writeProblem answers with an RFC 9457 problem, titled after its type
+// unless p has a title. retryAfter > 0 adds a Retry-After header in whole
+// seconds. The answer is never cached (see [contract.WriteProblem]).
 func writeProblem(w http.ResponseWriter, p problem, retryAfter int) {
 	if p.Title == "" {
 		p.Title = problemTitles[p.Type]
 	}
-	body, err := json.Marshal(p)
-	if err != nil { // cannot happen: every field is a string or an int
-		body = []byte(`{"type":"about:blank"}`)
-	}
-	h := w.Header()
-	h.Set("Content-Type", ContentTypeProblem)
-	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	if retryAfter > 0 {
-		h.Set("Retry-After", strconv.Itoa(retryAfter))
-	}
-	w.WriteHeader(p.Status)
-	_, _ = w.Write(body)
+	contract.WriteProblem(w, p.Status, p, retryAfter)
 }

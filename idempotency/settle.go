@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net/http"
 	"time"
+
+	"github.com/saferetry/saferetry/internal/contract"
 )
 
 // Pacing of the retries of a Complete or Release that failed: from 10 ms,
@@ -119,8 +120,7 @@ func (m *middleware) outcome(rec *recorder) Response {
 	return Response{Status: rec.statusCode(), Header: m.cfg.storedHeaders(rec.w.Header()), Body: rec.buf}
 }
 
-// storable reports whether an outcome with this status is stored. Server
-// errors and the two "try again" client errors are not: a retry must run.
-func storable(status int) bool {
-	return status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests
-}
+// storable reports whether an outcome with this status is stored: the
+// contract's table (server errors and the two "try again" client errors are
+// not, so that a retry runs).
+func storable(status int) bool { return contract.Stored(status) }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+
+	"github.com/saferetry/saferetry/internal/contract"
 )
 
 // Problem type URIs of the answers the mock server writes itself. The
@@ -60,16 +62,10 @@ type problem struct {
 	Errors []FieldError `json:"errors,omitempty"`
 }
 
+// writeProblem answers with p, as every problem of the module is written
+// (see [contract.WriteProblem]).
 func writeProblem(w http.ResponseWriter, p problem) {
-	w.Header().Set("Content-Type", "application/problem+json")
-	body, err := json.Marshal(p)
-	if err != nil { // cannot happen with these field types
-		body = []byte(`{"type":"about:blank","status":500}`)
-	}
-	body = append(body, '\n')
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(p.Status)
-	_, _ = w.Write(body)
+	contract.WriteProblem(w, p.Status, p, 0)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

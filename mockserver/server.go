@@ -15,6 +15,7 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/memstore"
+	"github.com/saferetry/saferetry/internal/contract"
 )
 
 // Server is a running payments API that implements the idempotency contract,
@@ -220,14 +221,19 @@ func keyFromContext(ctx context.Context) (string, bool) {
 	return k.Key, ok
 }
 
-// rawKey returns the Idempotency-Key of r for the counters, without the
-// quotes of the sf-string form.
-func rawKey(r *http.Request) string {
-	k := strings.TrimSpace(r.Header.Get(idempotency.HeaderIdempotencyKey))
-	if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' {
-		k = k[1 : len(k)-1]
+// counterKey returns the key that r's attempt is counted under: its
+// Idempotency-Key as the middleware reads it, so that attempts and
+// executions of one operation meet under one key whatever its wire form,
+// or the header's first value as it came when it is not a valid key.
+func counterKey(r *http.Request) string {
+	vals := r.Header.Values(idempotency.HeaderIdempotencyKey)
+	if k, err := contract.ParseKeyFields(vals); err == nil {
+		return k
 	}
-	return k
+	if len(vals) > 0 {
+		return vals[0]
+	}
+	return ""
 }
 
 // observe counts the attempt, injects FailNext failures before anything
@@ -235,7 +241,7 @@ func rawKey(r *http.Request) string {
 // DropAfterCommitNext once the middleware has stored its outcome.
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		st := &reqState{key: rawKey(r)}
+		st := &reqState{key: counterKey(r)}
 		s.insp.attempt(st.key)
 		aw := &attemptWriter{ResponseWriter: w, s: s, st: st}
 

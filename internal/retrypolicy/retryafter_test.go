@@ -1,4 +1,4 @@
-package saferetry
+package retrypolicy
 
 import (
 	"math"
@@ -52,9 +52,12 @@ func FuzzParseRetryAfter(f *testing.F) {
 			t.Fatalf("%q: negative wait %v", in, d)
 		}
 		for _, limit := range []time.Duration{time.Second, 30 * time.Second} {
-			j := jitterCapped(d, limit, jitter)
+			j := jitterCapped(d, limit, Jitter)
 			if j < 0 || j > limit {
 				t.Fatalf("%q: jitterCapped(%v, %v) = %v", in, d, limit, j)
+			}
+			if hi := jitterCapped(d, limit, nil); j > hi || hi > limit {
+				t.Fatalf("%q: jitterCapped(%v, %v) = %v, but the longest is %v", in, d, limit, j, hi)
 			}
 		}
 	})
@@ -75,6 +78,11 @@ func TestJitterCapped(t *testing.T) {
 		{29 * time.Second, 30 * time.Second, maxRnd, 29*time.Second - 2900*time.Millisecond},
 		{0, 30 * time.Second, maxRnd, 0},
 		{time.Duration(math.MaxInt64), time.Second, zero, time.Second},
+		// nil: the longest wait any draw could give.
+		{10 * time.Second, 30 * time.Second, nil, 11 * time.Second},
+		{29 * time.Second, 30 * time.Second, nil, 30 * time.Second},
+		{time.Hour, 30 * time.Second, nil, 30 * time.Second},
+		{5 * time.Nanosecond, 30 * time.Second, nil, 5 * time.Nanosecond},
 	}
 	for _, tt := range tests {
 		if got := jitterCapped(tt.d, tt.limit, tt.rnd); got != tt.want {
@@ -87,7 +95,7 @@ func TestRetryAfterOnlyOnSomeStatuses(t *testing.T) {
 	now := time.Now()
 	for code, honoured := range map[int]bool{409: true, 429: true, 503: true, 500: false, 502: false, 408: false} {
 		resp := &http.Response{StatusCode: code, Header: http.Header{"Retry-After": {"3"}}}
-		_, asked, ok := retryAfter(resp, now, time.Minute, jitter)
+		_, asked, ok := RetryAfter(resp, now, time.Minute, Jitter)
 		if ok != honoured || (ok && asked != 3*time.Second) {
 			t.Errorf("status %d: ok=%v asked=%v, want honoured=%v", code, ok, asked, honoured)
 		}

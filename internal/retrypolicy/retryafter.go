@@ -1,7 +1,8 @@
-package saferetry
+package retrypolicy
 
 import (
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"time"
@@ -53,9 +54,12 @@ func honoursRetryAfter(status int) bool {
 		status == http.StatusServiceUnavailable
 }
 
-// retryAfter returns the capped, jittered wait a response asks for, the
-// server's own (uncapped) value, and whether the response asked for one.
-func retryAfter(resp *http.Response, now time.Time, limit time.Duration, rnd func(int64) int64) (wait, asked time.Duration, ok bool) {
+// RetryAfter returns the capped, jittered wait a response asks for, the
+// server's own (uncapped) value, and whether the response asked for one
+// (status 409, 429 or 503 with a well-formed Retry-After). rnd draws the
+// jitter (see [Jitter]); with nil rnd the wait is the longest that the
+// jitter could make it, for a caller that draws the wait itself later.
+func RetryAfter(resp *http.Response, now time.Time, limit time.Duration, rnd func(int64) int64) (wait, asked time.Duration, ok bool) {
 	if resp == nil || !honoursRetryAfter(resp.StatusCode) {
 		return 0, 0, false
 	}
@@ -73,6 +77,7 @@ func retryAfter(resp *http.Response, now time.Time, limit time.Duration, rnd fun
 // jitterCapped caps d at limit and spreads it by up to a tenth, so that
 // clients told the same Retry-After do not return in lockstep; the result
 // never exceeds limit (at the cap the jitter is taken off instead of added).
+// With nil rnd it returns the largest result any rnd could give.
 func jitterCapped(d, limit time.Duration, rnd func(int64) int64) time.Duration {
 	if d > limit {
 		d = limit
@@ -81,9 +86,21 @@ func jitterCapped(d, limit time.Duration, rnd func(int64) int64) time.Duration {
 	if spread <= 0 {
 		return d
 	}
+	if rnd == nil {
+		return min(d+time.Duration(spread), limit)
+	}
 	j := time.Duration(rnd(spread + 1))
 	if d+j > limit {
 		return d - j
 	}
 	return d + j
+}
+
+// Jitter returns a uniform random number in [0, n); it is the source of
+// randomness for Retry-After jitter.
+func Jitter(n int64) int64 {
+	if n <= 0 {
+		return 0
+	}
+	return rand.Int64N(n)
 }

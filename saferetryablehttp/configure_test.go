@@ -1,4 +1,4 @@
-package saferetry
+package saferetryablehttp
 
 import (
 	"context"
@@ -13,11 +13,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/jarcoal/httpmock"
+
+	"github.com/saferetry/saferetry"
 )
 
 // newRetryable returns a retryablehttp client whose HTTP client answers from
 // rc through httpmock's ActivateNonDefault, configured by
-// ConfigureRetryableClient. These tests share httpmock's default transport
+// Configure. These tests share httpmock's default transport
 // and so do not run in parallel.
 func newRetryable(t *testing.T, rc *recorder, opts ...Option) *retryablehttp.Client {
 	c := retryablehttp.NewClient()
@@ -32,7 +34,7 @@ func newRetryable(t *testing.T, rc *recorder, opts ...Option) *retryablehttp.Cli
 		httpmock.DeactivateNonDefault(orig)
 		httpmock.Reset()
 	})
-	ConfigureRetryableClient(c, append([]Option{WithMaxRetryAfter(20 * time.Millisecond)}, opts...)...)
+	Configure(c, append([]Option{WithMaxRetryAfter(20 * time.Millisecond)}, opts...)...)
 	return c
 }
 
@@ -93,7 +95,7 @@ func TestRetryableFinalResponses(t *testing.T) {
 		{"422 final", []outcome{status(422), status(201)}, 422, 1},
 		{"400 final", []outcome{status(400), status(201)}, 400, 1},
 		{"501 final", []outcome{status(501), status(201)}, 501, 1},
-		{"409 replayed final", []outcome{statusH(409, HeaderReplayed, "true"), status(201)}, 409, 1},
+		{"409 replayed final", []outcome{statusH(409, saferetry.HeaderReplayed, "true"), status(201)}, 409, 1},
 		{"409 retried", []outcome{status(409), status(201)}, 201, 2},
 		{"503 exhausted returns the response", []outcome{status(503)}, 503, 4},
 		{"429 exhausted returns the response", []outcome{statusH(429, "Retry-After", "0")}, 429, 4},
@@ -116,7 +118,7 @@ func TestRetryableFinalResponses(t *testing.T) {
 
 func TestRetryableRetryAfterCappedOn409(t *testing.T) {
 	c := retryablehttp.NewClient()
-	ConfigureRetryableClient(c, WithMaxRetryAfter(2*time.Second))
+	Configure(c, WithMaxRetryAfter(2*time.Second))
 	for _, code := range []int{409, 429, 503} {
 		resp := &http.Response{StatusCode: code, Header: http.Header{"Retry-After": {"3600"}}}
 		if d := c.Backoff(time.Millisecond, 5*time.Millisecond, 0, resp); d < 1800*time.Millisecond || d > 2*time.Second {
@@ -150,7 +152,7 @@ func TestRetryableKeylessPostNotRetried(t *testing.T) {
 	rc2 := newRecorder(fail(errReset), status(201))
 	c2 := newRetryable(t, rc2, WithKeyMethods())
 	_, err = c2.Do(rhReq(t, context.Background(), http.MethodPost, "x"))
-	if !errors.Is(err, ErrOutcomeUnknown) || len(rc2.Seen()) != 1 {
+	if !errors.Is(err, saferetry.ErrOutcomeUnknown) || len(rc2.Seen()) != 1 {
 		t.Fatalf("err %v after %d attempts", err, len(rc2.Seen()))
 	}
 }
@@ -171,9 +173,9 @@ func TestRetryableGetRetriedWithoutKey(t *testing.T) {
 func TestRetryableOutcomeUnknown(t *testing.T) {
 	rc := newRecorder(fail(errReset))
 	c := newRetryable(t, rc, WithMaxAttempts(3))
-	_, err := c.Do(rhReq(t, WithKey(context.Background(), "op-9"), http.MethodPost, "x"))
-	var e *Error
-	if !errors.As(err, &e) || !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, errReset) || e.Key != "op-9" || e.Attempts != 3 {
+	_, err := c.Do(rhReq(t, saferetry.WithKey(context.Background(), "op-9"), http.MethodPost, "x"))
+	var e *saferetry.Error
+	if !errors.As(err, &e) || !errors.Is(err, saferetry.ErrOutcomeUnknown) || !errors.Is(err, errReset) || e.Key != "op-9" || e.Attempts != 3 {
 		t.Fatalf("err %v", err)
 	}
 	for i, s := range rc.Seen() {
@@ -189,8 +191,8 @@ func TestRetryableOutcomeUnknown(t *testing.T) {
 func TestRetryableInvalidKeyNotSent(t *testing.T) {
 	rc := newRecorder(status(201))
 	c := newRetryable(t, rc)
-	_, err := c.Do(rhReq(t, WithKey(context.Background(), "bad\x01key"), http.MethodPost, "x"))
-	if !errors.Is(err, ErrInvalidKey) || len(rc.Seen()) != 0 {
+	_, err := c.Do(rhReq(t, saferetry.WithKey(context.Background(), "bad\x01key"), http.MethodPost, "x"))
+	if !errors.Is(err, saferetry.ErrInvalidKey) || len(rc.Seen()) != 0 {
 		t.Fatalf("err %v, sent %d", err, len(rc.Seen()))
 	}
 }
@@ -209,7 +211,7 @@ func TestRetryableKeepsPreviousHookAndBudget(t *testing.T) {
 	c.Logger = nil
 	var calls atomic.Int32
 	c.RequestLogHook = func(_ retryablehttp.Logger, r *http.Request, _ int) {
-		if r.Header.Get(HeaderIdempotencyKey) != "" {
+		if r.Header.Get(saferetry.HeaderIdempotencyKey) != "" {
 			calls.Add(1)
 		}
 	}
@@ -219,7 +221,7 @@ func TestRetryableKeepsPreviousHookAndBudget(t *testing.T) {
 	httpmock.RegisterNoResponder(rc.respond)
 	orig := c.HTTPClient
 	t.Cleanup(func() { httpmock.DeactivateNonDefault(orig); httpmock.Reset() })
-	ConfigureRetryableClient(c, WithMaxAttempts(4), WithRetryBudget(10, 5))
+	Configure(c, WithMaxAttempts(4), WithRetryBudget(10, 5))
 	if c.RetryMax != 3 {
 		t.Fatalf("RetryMax = %d", c.RetryMax)
 	}
@@ -262,10 +264,10 @@ func TestRetryableClientTimeoutRetriedWithKey(t *testing.T) {
 				}
 				resp.Body.Close()
 			} else {
-				var e *Error
-				if resp != nil || !errors.As(err, &e) || !errors.Is(err, ErrOutcomeUnknown) || e.Attempts != 3 ||
+				var e *saferetry.Error
+				if resp != nil || !errors.As(err, &e) || !errors.Is(err, saferetry.ErrOutcomeUnknown) || e.Attempts != 3 ||
 					e.Key == "" || e.Key != s[0].keys[0] || len(s) != 3 {
-					t.Fatalf("resp %v err %v after %d attempts; want ErrOutcomeUnknown with the key after 3", resp, err, len(s))
+					t.Fatalf("resp %v err %v after %d attempts; want saferetry.ErrOutcomeUnknown with the key after 3", resp, err, len(s))
 				}
 			}
 			for i, a := range s {
@@ -282,17 +284,17 @@ func TestRetryableNotSentLikeTransport(t *testing.T) {
 	rc := newRecorder(fail(refused))
 	c := newRetryable(t, rc, WithMaxAttempts(3))
 	_, err := c.Do(rhReq(t, context.Background(), http.MethodPost, "x"))
-	var e *Error
-	if !errors.As(err, &e) || !errors.Is(err, ErrNotSent) || errors.Is(err, ErrOutcomeUnknown) || e.Attempts != 3 || len(rc.Seen()) != 3 {
-		t.Fatalf("err %v after %d attempts; want ErrNotSent after 3 refused attempts", err, len(rc.Seen()))
+	var e *saferetry.Error
+	if !errors.As(err, &e) || !errors.Is(err, saferetry.ErrNotSent) || errors.Is(err, saferetry.ErrOutcomeUnknown) || e.Attempts != 3 || len(rc.Seen()) != 3 {
+		t.Fatalf("err %v after %d attempts; want saferetry.ErrNotSent after 3 refused attempts", err, len(rc.Seen()))
 	}
 	// One attempt that may have arrived makes the outcome unknown, even if
 	// a later one was refused.
 	rc2 := newRecorder(fail(errReset), fail(refused))
 	c2 := newRetryable(t, rc2, WithMaxAttempts(2))
 	_, err = c2.Do(rhReq(t, context.Background(), http.MethodPost, "x"))
-	if !errors.Is(err, ErrOutcomeUnknown) {
-		t.Fatalf("err %v; want ErrOutcomeUnknown", err)
+	if !errors.Is(err, saferetry.ErrOutcomeUnknown) {
+		t.Fatalf("err %v; want saferetry.ErrOutcomeUnknown", err)
 	}
 	// A context done before the first attempt sends nothing.
 	rc3 := newRecorder(status(201))
@@ -300,8 +302,8 @@ func TestRetryableNotSentLikeTransport(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err = c3.Do(rhReq(t, ctx, http.MethodPost, "x"))
-	if !errors.Is(err, ErrNotSent) || !errors.Is(err, context.Canceled) || len(rc3.Seen()) != 0 {
-		t.Fatalf("err %v, %d sent; want ErrNotSent wrapping context.Canceled", err, len(rc3.Seen()))
+	if !errors.Is(err, saferetry.ErrNotSent) || !errors.Is(err, context.Canceled) || len(rc3.Seen()) != 0 {
+		t.Fatalf("err %v, %d sent; want saferetry.ErrNotSent wrapping context.Canceled", err, len(rc3.Seen()))
 	}
 }
 
@@ -336,7 +338,7 @@ func TestRetryableHeaderMapNotWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if len(shared) != 1 || shared.Get(HeaderIdempotencyKey) != "" {
+	if len(shared) != 1 || shared.Get(saferetry.HeaderIdempotencyKey) != "" {
 		t.Fatalf("the caller's header map was written: %v", shared)
 	}
 	s := rc.Seen()
@@ -344,7 +346,7 @@ func TestRetryableHeaderMapNotWritten(t *testing.T) {
 		t.Fatalf("attempts %+v", s)
 	}
 	// The request now carries its key: doing it again repeats the operation.
-	if got := req.Header.Get(HeaderIdempotencyKey); got != s[0].keys[0] {
+	if got := req.Header.Get(saferetry.HeaderIdempotencyKey); got != s[0].keys[0] {
 		t.Fatalf("request header key %q, want %q", got, s[0].keys[0])
 	}
 	resp, err = c.Do(req)
@@ -365,8 +367,8 @@ func TestRetryableURLWithoutHostIsFinal(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = c.Do(req)
-	if !errors.Is(err, ErrNotSent) || len(rc.Seen()) != 0 {
-		t.Fatalf("err %v after %d attempts; want ErrNotSent at once", err, len(rc.Seen()))
+	if !errors.Is(err, saferetry.ErrNotSent) || len(rc.Seen()) != 0 {
+		t.Fatalf("err %v after %d attempts; want saferetry.ErrNotSent at once", err, len(rc.Seen()))
 	}
 }
 
@@ -393,9 +395,9 @@ func TestRetryableNoWaitPastDeadline(t *testing.T) {
 				t.Fatalf("%d attempts", len(rc.Seen()))
 			}
 			if tt.script.err != nil {
-				var e *Error
-				if !errors.As(err, &e) || !errors.Is(err, ErrOutcomeUnknown) || e.Key == "" || e.Attempts != 1 {
-					t.Fatalf("err %v; want ErrOutcomeUnknown with the key at once", err)
+				var e *saferetry.Error
+				if !errors.As(err, &e) || !errors.Is(err, saferetry.ErrOutcomeUnknown) || e.Key == "" || e.Attempts != 1 {
+					t.Fatalf("err %v; want saferetry.ErrOutcomeUnknown with the key at once", err)
 				}
 				return
 			}

@@ -1,0 +1,189 @@
+package contract
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Header names of the protocol.
+const (
+	// HeaderKey is "Idempotency-Key": the request header naming one
+	// logical operation.
+	HeaderKey = "Idempotency-Key"
+	// HeaderReplayed is "Idempotent-Replayed": set to "true" on an answer
+	// the server replays from its record instead of running the handler.
+	HeaderReplayed = "Idempotent-Replayed"
+)
+
+// MaxKeyLen is the longest key, in bytes, after an sf-string is unquoted.
+const MaxKeyLen = 255
+
+// KeyError says why a value is not a valid key, in words fit for a client.
+// Every error of ParseKey, ParseKeyFields and ValidKey but ErrNoKey is one.
+type KeyError string
+
+func (e KeyError) Error() string { return string(e) }
+
+// ErrNoKey is ParseKeyFields' error for a message without the header.
+var ErrNoKey = errors.New("no Idempotency-Key")
+
+const (
+	errSeveralFields KeyError = "the header is given more than once"
+	errEmptyValue    KeyError = "the value is empty"
+	errList          KeyError = "the value holds several keys"
+	errRawQuote      KeyError = "a raw key must not contain a double quote"
+	errNotPrintable  KeyError = "the value is not printable ASCII"
+	errUnterminated  KeyError = "the sf-string has no closing quote"
+	errBadEscape     KeyError = "the sf-string has a bad escape"
+	errParameters    KeyError = "parameters after the sf-string are not accepted"
+	errTrailing      KeyError = "unexpected characters after the sf-string"
+	errEmptyKey      KeyError = "the key is empty"
+)
+
+// ParseKeyFields returns the key carried by the values of all the
+// Idempotency-Key fields of one message (h[HeaderKey], or h.Values(HeaderKey)):
+// [ErrNoKey] when there are none, a [KeyError] when there are several (HTTP
+// reads them as one list) or the one is not a valid key, else [ParseKey] of
+// the one value.
+func ParseKeyFields(values []string) (string, error) {
+	switch len(values) {
+	case 0:
+		return "", ErrNoKey
+	case 1:
+		return ParseKey(values[0])
+	}
+	return "", errSeveralFields
+}
+
+// ParseKey decodes one Idempotency-Key field value. The grammar is the
+// Structured Field Item of RFC 9651 restricted to a String, plus the raw
+// token that Stripe-style clients send:
+//
+//   - Leading and trailing spaces and tabs are not part of the value (RFC
+//     9110 section 5.5 strips them from every field value; RFC 9651 discards
+//     the spaces again).
+//   - A value that starts with a double quote is an sf-string: printable
+//     ASCII between quotes, with \" and \\ as the only escapes. Its
+//     characters are the key, spaces at either end included: `" a"` is the
+//     key " a". Parameters (`"a";p=1`) are refused, not ignored, so that two
+//     values differing only in parameters never name one operation.
+//   - Any other value is the key as it is (a raw key). It must hold no comma
+//     (that would be a list of several keys) and no double quote (broken
+//     quoting); such keys travel as sf-strings (see FormatKey).
+//
+// The key must then pass [ValidKey]. Errors are [KeyError]s.
+func ParseKey(value string) (string, error) {
+	v := trimOWS(value)
+	if v == "" {
+		return "", errEmptyValue
+	}
+	if v[0] == '"' {
+		return parseSFString(v)
+	}
+	if i := strings.IndexAny(v, `",`); i >= 0 {
+		if v[i] == ',' {
+			return "", errList
+		}
+		return "", errRawQuote
+	}
+	if err := ValidKey(v); err != nil {
+		return "", err
+	}
+	return v, nil
+}
+
+// trimOWS strips optional whitespace (spaces and tabs) from both ends.
+func trimOWS(s string) string {
+	i, j := 0, len(s)
+	for i < j && (s[i] == ' ' || s[i] == '\t') {
+		i++
+	}
+	for j > i && (s[j-1] == ' ' || s[j-1] == '\t') {
+		j--
+	}
+	return s[i:j]
+}
+
+// parseSFString unquotes the RFC 9651 sf-string that makes up all of v,
+// which starts with a double quote.
+func parseSFString(v string) (string, error) {
+	var b strings.Builder // used only once an escape is met
+	start := 1
+	for i := 1; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == '\\':
+			if b.Len() == 0 {
+				b.Grow(len(v))
+			}
+			b.WriteString(v[start:i])
+			i++
+			if i == len(v) || (v[i] != '"' && v[i] != '\\') {
+				return "", errBadEscape
+			}
+			start = i
+		case c == '"':
+			if rest := v[i+1:]; rest != "" {
+				if rest[0] == ';' {
+					return "", errParameters
+				}
+				return "", errTrailing
+			}
+			key := v[start:i]
+			if start > 1 {
+				b.WriteString(key)
+				key = b.String()
+			}
+			if err := ValidKey(key); err != nil {
+				return "", err
+			}
+			return key, nil
+		case c < 0x20 || c > 0x7e:
+			return "", errNotPrintable
+		}
+	}
+	return "", errUnterminated
+}
+
+// ValidKey reports whether key, as decoded, is a valid key: 1 to MaxKeyLen
+// bytes of printable ASCII (0x20 to 0x7E). Its error is a [KeyError].
+func ValidKey(key string) error {
+	switch {
+	case key == "":
+		return errEmptyKey
+	case len(key) > MaxKeyLen:
+		return KeyError(fmt.Sprintf("the key is %d bytes long, the limit is %d", len(key), MaxKeyLen))
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < 0x20 || c > 0x7e {
+			return KeyError(fmt.Sprintf("the key has byte %#02x at offset %d, outside printable ASCII", c, i))
+		}
+	}
+	return nil
+}
+
+// FormatKey encodes a valid key for the Idempotency-Key header: as an RFC
+// 9651 sf-string when structured is true, otherwise raw (unchanged), except
+// a key that [ParseKey] would not read back from its raw form: one with a
+// double quote or a comma, or with a space at either end. ParseKey of the
+// result is key.
+func FormatKey(key string, structured bool) string {
+	if !structured && !needsQuotes(key) {
+		return key
+	}
+	var b strings.Builder
+	b.Grow(len(key) + 2)
+	b.WriteByte('"')
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c == '"' || c == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(key[i])
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+func needsQuotes(key string) bool {
+	return key != "" && (key[0] == ' ' || key[len(key)-1] == ' ' || strings.ContainsAny(key, `",`))
+}

@@ -1,0 +1,150 @@
+package contract
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestParseKey(t *testing.T) {
+	long := strings.Repeat("k", MaxKeyLen)
+	tests := []struct {
+		name, in, want string
+		ok             bool
+	}{
+		{"raw", "abc", "abc", true},
+		{"uuid", "8e03978e-40d5-43e8-bc93-6894a57f9324", "8e03978e-40d5-43e8-bc93-6894a57f9324", true},
+		{"raw with inner space", "a b", "a b", true},
+		{"raw with backslash", `a\b`, `a\b`, true},
+		{"raw with semicolon", "abc;p=1", "abc;p=1", true}, // a raw key is not an sf-item
+		{"raw padded", " \tabc \t", "abc", true},
+		{"raw max length", long, long, true},
+		{"sf-string", `"abc"`, "abc", true},
+		{"sf-string with escapes", `"a\"b\\c"`, `a"b\c`, true},
+		{"sf-string with comma", `"a,b"`, "a,b", true},
+		{"sf-string padded", "  \"k\"\t ", "k", true},
+		{"sf-string keeps its spaces", `" abc "`, " abc ", true},
+		{"sf-string max length", `"` + long + `"`, long, true},
+		{"sf-string max length after unescaping", `"\\` + long[1:] + `"`, `\` + long[1:], true},
+
+		{"empty", "", "", false},
+		{"only whitespace", " \t ", "", false},
+		{"raw too long", long + "k", "", false},
+		{"raw list", "a,b", "", false},
+		{"raw quote", `a"b`, "", false},
+		{"raw control", "a\x01b", "", false},
+		{"raw inner tab", "a\tb", "", false},
+		{"raw DEL", "a\x7fb", "", false},
+		{"raw non-ASCII", "caf\u00e9", "", false},
+		{"empty sf-string", `""`, "", false},
+		{"sf-string too long", `"` + long + `k"`, "", false},
+		{"unterminated", `"abc`, "", false},
+		{"unterminated after escape", `"abc\"`, "", false},
+		{"lone backslash", `"\`, "", false},
+		{"bad escape", `"a\nb"`, "", false},
+		{"inner quote", `"a"b"`, "", false},
+		{"parameters", `"abc";p=1`, "", false},
+		{"list of sf-strings", `"a", "b"`, "", false},
+		{"tab in sf-string", "\"a\tb\"", "", false},
+		{"non-ASCII in sf-string", "\"caf\u00e9\"", "", false},
+		{"non-ASCII after escape", "\"a\\\"\u00e9\"", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseKey(tt.in)
+			if (err == nil) != tt.ok || got != tt.want {
+				t.Fatalf("ParseKey(%q) = %q, %v; want %q ok=%v", tt.in, got, err, tt.want, tt.ok)
+			}
+			var ke KeyError
+			if err != nil && (!errors.As(err, &ke) || ke == "") {
+				t.Errorf("ParseKey(%q): error %v is not a KeyError with a reason", tt.in, err)
+			}
+		})
+	}
+}
+
+func TestParseKeyFields(t *testing.T) {
+	if _, err := ParseKeyFields(nil); err != ErrNoKey {
+		t.Errorf("no field: %v, want ErrNoKey", err)
+	}
+	if k, err := ParseKeyFields([]string{`"k"`}); err != nil || k != "k" {
+		t.Errorf("one field: %q, %v", k, err)
+	}
+	for _, vv := range [][]string{{"a", "b"}, {"a", "a"}} {
+		var ke KeyError
+		if _, err := ParseKeyFields(vv); !errors.As(err, &ke) {
+			t.Errorf("fields %q: %v, want a KeyError", vv, err)
+		}
+	}
+}
+
+func TestFormatKey(t *testing.T) {
+	tests := []struct {
+		key        string
+		structured bool
+		want       string
+	}{
+		{"abc", false, "abc"},
+		{"abc", true, `"abc"`},
+		{`a"b\c`, true, `"a\"b\\c"`},
+		{`a\b`, false, `a\b`},
+		{`a"b`, false, `"a\"b"`},
+		{"a,b", false, `"a,b"`},
+		{" a", false, `" a"`},
+		{"a ", false, `"a "`},
+		{"a b", false, "a b"},
+	}
+	for _, tt := range tests {
+		if got := FormatKey(tt.key, tt.structured); got != tt.want {
+			t.Errorf("FormatKey(%q, %v) = %q, want %q", tt.key, tt.structured, got, tt.want)
+		}
+	}
+}
+
+// FuzzParseKey checks the grammar's invariants on any input: a key it
+// returns is valid, and formatting that key, raw or structured, gives a
+// value that parses back to it; an sf-string formats back to itself.
+func FuzzParseKey(f *testing.F) {
+	for _, s := range []string{"abc", `"abc"`, `"a\"b"`, `"`, `""`, `"\`, `"a\x"`, "a,b", `a"b`, `"a,b"`,
+		`a\b`, " abc", `" abc"`, `"abc" `, `"abc";p=1`, "\t", strings.Repeat("k", 256)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		k, err := ParseKey(in)
+		if err != nil {
+			var ke KeyError
+			if !errors.As(err, &ke) {
+				t.Fatalf("ParseKey(%q): error %v is not a KeyError", in, err)
+			}
+			return
+		}
+		if err := ValidKey(k); err != nil {
+			t.Fatalf("ParseKey(%q) = %q, which ValidKey refuses: %v", in, k, err)
+		}
+		for _, structured := range []bool{false, true} {
+			if k2, err := ParseKey(FormatKey(k, structured)); err != nil || k2 != k {
+				t.Fatalf("ParseKey(FormatKey(%q, %v)) = %q, %v", k, structured, k2, err)
+			}
+		}
+		if v := trimOWS(in); v[0] == '"' && FormatKey(k, true) != v {
+			t.Fatalf("sf-string %q decodes to %q, which formats to %q", v, k, FormatKey(k, true))
+		}
+	})
+}
+
+// FuzzValidKey checks that every valid key survives both wire forms.
+func FuzzValidKey(f *testing.F) {
+	for _, s := range []string{"a", " a", "a ", `"`, ",", `\`, "\x7f", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		if ValidKey(key) != nil {
+			return
+		}
+		for _, structured := range []bool{false, true} {
+			if k, err := ParseKey(FormatKey(key, structured)); err != nil || k != key {
+				t.Fatalf("ParseKey(FormatKey(%q, %v)) = %q, %v", key, structured, k, err)
+			}
+		}
+	})
+}

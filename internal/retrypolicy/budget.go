@@ -1,0 +1,89 @@
+package retrypolicy
+
+import "sync/atomic"
+
+// Budget is a token bucket that bounds retries across all operations of one
+// client, in the spirit of gRPC retry throttling and the AWS SDK retry
+// quota: while the server fails, retries drain the bucket and stop; while it
+// answers, successes refill it. A nil *Budget allows every retry. It is safe
+// for concurrent use.
+type Budget struct {
+	capacity int64
+	cost     int64
+	tokens   atomic.Int64
+}
+
+// NewBudget returns a full bucket of capacity tokens in which a retry costs
+// cost tokens (cost < 1 is taken as 1), or nil, no budget, when capacity <= 0.
+func NewBudget(capacity, cost int) *Budget {
+	if capacity <= 0 {
+		return nil
+	}
+	b := &Budget{capacity: int64(capacity), cost: int64(max(cost, 1))}
+	b.tokens.Store(b.capacity)
+	return b
+}
+
+// RetryCost is the price of one retry: double after a transport error or
+// timeout, which costs the server (and the caller) more than an answer.
+func (b *Budget) RetryCost(transportErr bool) int64 {
+	if b == nil {
+		return 0
+	}
+	if transportErr {
+		return 2 * b.cost
+	}
+	return b.cost
+}
+
+// Spend takes n tokens and reports true, or takes none and reports false
+// when fewer than n are left.
+func (b *Budget) Spend(n int64) bool {
+	if b == nil {
+		return true
+	}
+	for {
+		have := b.tokens.Load()
+		if have < n {
+			return false
+		}
+		if b.tokens.CompareAndSwap(have, have-n) {
+			return true
+		}
+	}
+}
+
+// Refund returns n tokens, never filling past capacity.
+func (b *Budget) Refund(n int64) {
+	if b == nil || n <= 0 {
+		return
+	}
+	for {
+		have := b.tokens.Load()
+		if have >= b.capacity {
+			return
+		}
+		next := min(have+n, b.capacity)
+		if b.tokens.CompareAndSwap(have, next) {
+			return
+		}
+	}
+}
+
+// Succeeded refills the bucket after an operation ended with an answer that
+// is not a failure: 1 token if it took no retry, else what its retries cost.
+func (b *Budget) Succeeded(spent int64) {
+	if spent == 0 {
+		spent = 1
+	}
+	b.Refund(spent)
+}
+
+// Available reports the tokens left, or -1 for a nil Budget; it is for
+// tests and diagnostics.
+func (b *Budget) Available() int64 {
+	if b == nil {
+		return -1
+	}
+	return b.tokens.Load()
+}

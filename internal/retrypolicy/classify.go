@@ -1,0 +1,95 @@
+package retrypolicy
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+
+	"github.com/saferetry/saferetry/internal/contract"
+)
+
+// ClassifyStatus applies the contract's rules (see [contract.Retried]) to
+// a response.
+func ClassifyStatus(resp *http.Response) (retry bool, reason Reason) {
+	switch {
+	case contract.Retried(resp.StatusCode, resp.Header):
+		return true, ReasonRetryableStatus
+	case resp.StatusCode == http.StatusConflict:
+		// A 409 is final only when it is a replay.
+		return false, ReasonReplayed
+	}
+	return false, ReasonFinalStatus
+}
+
+// ClassifyError applies the contract's rules to an attempt that got no
+// response: every transport error is retried except a permanent one (see
+// [Permanent]); timedOut says that the attempt's own time limit expired.
+func ClassifyError(err error, timedOut bool) (retry bool, reason Reason) {
+	switch {
+	case timedOut:
+		return true, ReasonAttemptTimeout
+	case Permanent(err):
+		return false, ReasonPermanentError
+	}
+	return true, ReasonTransportError
+}
+
+// Sent reports whether an attempt that failed with err may have reached the
+// server: it did not when it failed to connect or failed permanently (the
+// request was refused before sending or the TLS handshake failed).
+func Sent(err error, timedOut bool) bool {
+	return timedOut || (!Permanent(err) && !dialError(err))
+}
+
+// Permanent reports errors that another attempt cannot cure: the request
+// URL is invalid, the server's certificate does not verify, or it does not
+// speak TLS.
+func Permanent(err error) bool {
+	var (
+		verify   *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+		record   tls.RecordHeaderError
+	)
+	return errors.Is(err, ErrBadURL) || errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) ||
+		errors.As(err, &invalid) || errors.As(err, &record)
+}
+
+// dialError reports a failure to connect: the request was not written.
+func dialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// RetriedWithoutKey reports the methods that are retried even without a
+// key because repeating them is harmless (RFC 9110 safe or idempotent).
+func RetriedWithoutKey(method string) bool {
+	switch method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
+		http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// ErrBadURL marks a request URL that no attempt can cure.
+var ErrBadURL = errors.New("saferetry: invalid request URL")
+
+// CheckURL rejects, before anything is sent, a missing URL and an http or
+// https URL without a host, which RFC 9110 (section 4.2.1) calls invalid
+// and a base would refuse on every attempt. Other schemes are left to the
+// base, which may support them. The error matches [ErrBadURL].
+func CheckURL(u *url.URL) error {
+	switch {
+	case u == nil:
+		return fmt.Errorf("%w: request has no URL", ErrBadURL)
+	case u.Host == "" && (u.Scheme == "http" || u.Scheme == "https"):
+		return fmt.Errorf("%w: %s URL without a host", ErrBadURL, u.Scheme)
+	}
+	return nil
+}

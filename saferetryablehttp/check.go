@@ -1,0 +1,116 @@
+package saferetryablehttp
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/saferetry/saferetry"
+	"github.com/saferetry/saferetry/internal/retrypolicy"
+)
+
+// rhOp is the state of one logical request through a retryablehttp client,
+// kept in its context from the first attempt on. Attempts of one request
+// run one after the other, so it needs no lock.
+type rhOp struct {
+	state  retrypolicy.State // state.Attempt counts the attempts made
+	req    *http.Request     // the last attempt's request, as sent
+	key    string
+	keyErr error // the supplied key is invalid: nothing is sent
+	sent   bool  // some attempt may have reached the server
+}
+
+type rhOpCtxKey struct{}
+
+func rhOpFrom(ctx context.Context) *rhOp {
+	st, _ := ctx.Value(rhOpCtxKey{}).(*rhOp)
+	return st
+}
+
+// checkRetry is the client's CheckRetry: the retry decision of the
+// Transport, on the attempt that retryablehttp reports.
+func (a *adapter) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	st := rhOpFrom(ctx)
+	o, ae, ok := attemptOutcome(st, resp, err)
+	if !ok {
+		return false, nil
+	}
+	var outcome error // the operation's error if this attempt is the last
+	if o.Response == nil {
+		outcome = st.outcome(err, ae)
+	}
+	if o.Request == nil {
+		return false, outcome
+	}
+	s := &retrypolicy.State{}
+	if st != nil {
+		s = &st.state
+		s.Deadline, _ = ctx.Deadline()
+	} // else: without the hook's state only this attempt is known
+	s.MaxAttempts = a.c.RetryMax + 1
+	s.UnsafeNoKey = o.Request.Header.Get(saferetry.HeaderIdempotencyKey) == "" &&
+		!retrypolicy.RetriedWithoutKey(o.Request.Method)
+	s.Done = ctx.Err() != nil
+	v := a.policy.Decide(o, s, time.Now)
+	// The error is kept by retryablehttp only if the retries end here; it
+	// then reaches ErrorHandler as the outcome.
+	return v.Retry, outcome
+}
+
+// attemptOutcome makes the outcome of the attempt that retryablehttp
+// reports as (resp, err). ok is false when there is nothing to decide: the
+// key is invalid (ErrorHandler returns its error) or err is not a round
+// trip's (a redirect limit, a bad URL or a CheckRedirect refusal, which
+// net/http returns with the last response), final as it is.
+func attemptOutcome(st *rhOp, resp *http.Response, err error) (o retrypolicy.Outcome, ae *attemptError, ok bool) {
+	switch {
+	case err == nil && resp != nil:
+		o = retrypolicy.Outcome{Request: resp.Request, Response: resp}
+	case errors.As(err, &ae):
+		if ae.invalidKey {
+			return o, nil, false
+		}
+		o = retrypolicy.Outcome{Request: ae.req, Err: err}
+	case st != nil && st.req != nil && isTimeout(err):
+		// net/http replaced the attempt's error by its own when
+		// http.Client.Timeout expired: an attempt timeout.
+		o = retrypolicy.Outcome{Request: st.req, Err: err, TimedOut: true}
+	default:
+		return o, nil, false
+	}
+	if o.Request == nil && st != nil {
+		o.Request = st.req
+	}
+	return o, ae, true
+}
+
+// outcome is the error of a request whose last attempt, which failed with
+// err, ends it: [saferetry.ErrOutcomeUnknown] if any attempt may have
+// reached the server, else [saferetry.ErrNotSent]. ae, when not nil, is the
+// attempt's own error.
+func (st *rhOp) outcome(err error, ae *attemptError) *saferetry.Error {
+	e := &saferetry.Error{Cause: saferetry.ErrOutcomeUnknown, Err: err}
+	if st == nil {
+		// Without the hook's state (RequestLogHook replaced), only this
+		// attempt is known.
+		if ae != nil {
+			e.Key = ae.key
+			if !ae.sent {
+				e.Cause = saferetry.ErrNotSent
+			}
+		}
+		return e
+	}
+	e.Key, e.Attempts = st.key, st.state.Attempt
+	if !st.sent {
+		e.Cause = saferetry.ErrNotSent
+	}
+	return e
+}
+
+// isTimeout reports a net/http timeout error.
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}

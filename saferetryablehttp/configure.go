@@ -1,0 +1,168 @@
+package saferetryablehttp
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/saferetry/saferetry"
+	"github.com/saferetry/saferetry/internal/retrypolicy"
+)
+
+// Configure gives an existing go-retryablehttp client the saferetry rules:
+//
+//   - keys: before the first attempt of each logical request, a key from
+//     [saferetry.WithKey] or a generated one (POST and PATCH by default, see
+//     [WithKeyMethods]) is put in the request's Idempotency-Key header,
+//     where it stays unchanged for all of retryablehttp's retries. A key
+//     already in the header wins. Supplied keys are validated and an
+//     invalid one fails before sending.
+//   - classification: CheckRetry makes the saferetry Transport's decision
+//     (409 unless replayed, 408, 429 and 5xx except 501 retried; 400, 422
+//     and other statuses final; TLS verification and client-side errors
+//     such as redirect limits final; an attempt cut by http.Client.Timeout
+//     retried like a timeout; unsafe methods without a key never retried),
+//     with the [saferetry.Classifier] if any, the attempt count (RetryMax)
+//     and the retry budget, which counts as the Transport's does (see
+//     [WithRetryBudget]).
+//   - waits: Backoff honours Retry-After on 409, 429 and 503, capped by
+//     [WithMaxRetryAfter] and jittered; otherwise it grows exponentially
+//     from RetryWaitMin to RetryWaitMax with jitter.
+//   - outcome: ErrorHandler returns the last response with a nil error
+//     when retries are exhausted, instead of "giving up"; with no response
+//     it returns a [*saferetry.Error] with the key and attempt count,
+//     matching [saferetry.ErrOutcomeUnknown] if any attempt may have
+//     reached the server and [saferetry.ErrNotSent] otherwise.
+//
+// The caller's request is modified, as retryablehttp itself does: on the
+// first attempt, the Header field of the *retryablehttp.Request's
+// *http.Request is replaced by a copy that carries the key (the map the
+// caller built is never written, so a map shared by several requests stays
+// clean), and its context by a child that carries the request's retry
+// state. Doing the same *retryablehttp.Request again therefore repeats the
+// same operation under the same key; build a new request for a new one.
+// Do not do one request from several goroutines at once (retryablehttp
+// does not allow that either).
+//
+// It sets CheckRetry, Backoff and ErrorHandler, wraps RequestLogHook (the
+// previous hook still runs; replacing it afterwards loses the per-request
+// state), replaces HTTPClient by a copy whose Transport validates keys and
+// records what each attempt did (nil HTTPClient or Transport means
+// http.DefaultTransport), and sets RetryMax as [WithMaxAttempts] says.
+// RetryWaitMin, RetryWaitMax, Logger, the log hooks and HTTPClient.Timeout
+// stay yours and are read when a request runs. Call it after setting
+// those fields yourself and before the client is used.
+//
+// Its Backoff is not given the context, so CheckRetry refuses a retry when
+// the longest wait Backoff could choose would end past the context
+// deadline, and the last outcome is returned at once. A limit that comes
+// from retryablehttp itself: a context canceled during a wait makes it
+// return the bare context error, without the key.
+func Configure(c *retryablehttp.Client, opts ...Option) {
+	a := newAdapter(c, newConfig(opts))
+
+	hc := new(http.Client)
+	if c.HTTPClient != nil {
+		*hc = *c.HTTPClient
+	}
+	base := hc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	hc.Transport = &rhTransport{base: base}
+	c.HTTPClient = hc
+
+	switch {
+	case a.cfg.maxAttempts > 0:
+		c.RetryMax = a.cfg.maxAttempts - 1
+	case c.RetryMax == newClientRetryMax:
+		c.RetryMax = saferetry.DefaultMaxAttempts - 1
+	}
+
+	prevHook := c.RequestLogHook
+	c.RequestLogHook = func(l retryablehttp.Logger, r *http.Request, retry int) {
+		a.beforeAttempt(r, retry)
+		if prevHook != nil {
+			prevHook(l, r, retry)
+		}
+	}
+	c.CheckRetry = a.checkRetry
+	c.Backoff = a.backoff
+	c.ErrorHandler = errorHandler
+}
+
+// newClientRetryMax is the RetryMax that retryablehttp.NewClient sets (its
+// unexported defaultRetryMax).
+const newClientRetryMax = 4
+
+// adapter holds what the configured client's hooks share.
+type adapter struct {
+	c      *retryablehttp.Client
+	cfg    *config
+	policy retrypolicy.Policy
+}
+
+func newAdapter(c *retryablehttp.Client, cfg *config) *adapter {
+	a := &adapter{c: c, cfg: cfg}
+	a.policy = retrypolicy.Policy{
+		MaxRetryAfter: cfg.maxRetryAfter,
+		Classify:      retrypolicy.Classifier(cfg.classifier),
+		Budget:        retrypolicy.NewBudget(cfg.budgetCapacity, cfg.budgetCost),
+		// The decision sees the longest wait Backoff may draw, and
+		// Backoff draws the wait itself: it is not given the request.
+		NewBackoff: func() backoff.BackOff { return &longestWait{c: c} },
+		Jitter:     nil,
+	}
+	return a
+}
+
+// beforeAttempt runs before every attempt of a request, retry counting
+// from 0: the first one gets the key and the request's retry state.
+func (a *adapter) beforeAttempt(r *http.Request, retry int) {
+	if retry == 0 {
+		st := &rhOp{}
+		st.keyErr = a.attachKey(r)
+		// CheckRetry gets the request's context and nothing else of it:
+		// the operation's state travels there.
+		*r = *r.WithContext(context.WithValue(r.Context(), rhOpCtxKey{}, st))
+	}
+	if st := rhOpFrom(r.Context()); st != nil {
+		st.state.Attempt = retry + 1
+	}
+}
+
+// errorHandler is the client's ErrorHandler: the last response when there
+// is one, else the operation's [*saferetry.Error].
+func errorHandler(resp *http.Response, err error, attempts int) (*http.Response, error) {
+	if err == nil && resp != nil {
+		return resp, nil
+	}
+	if resp != nil {
+		// net/http returns the last response along with a redirect
+		// policy error; the error is the outcome.
+		drain(resp)
+	}
+	// CheckRetry made the outcome of an attempt without a response an
+	// *Error; an invalid key comes as one from rhTransport.
+	var e *saferetry.Error
+	if !errors.As(err, &e) {
+		return nil, err
+	}
+	if e.Cause != saferetry.ErrInvalidKey {
+		e.Attempts = attempts
+	}
+	return nil, e
+}
+
+// backoff is the client's Backoff: the wait Retry-After asks for, or an
+// exponential one.
+func (a *adapter) backoff(minWait, maxWait time.Duration, attempt int, resp *http.Response) time.Duration {
+	if d, _, ok := retrypolicy.RetryAfter(resp, time.Now(), a.cfg.maxRetryAfter, retrypolicy.Jitter); ok {
+		return d
+	}
+	return exponentialWait(minWait, maxWait, attempt)
+}

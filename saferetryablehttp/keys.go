@@ -1,0 +1,50 @@
+package saferetryablehttp
+
+import (
+	"net/http"
+
+	"github.com/saferetry/saferetry"
+)
+
+// attachKey puts the operation's key in r's header before its first
+// attempt, on a copy of the header map so that no map shared with the
+// caller is written. It returns the error of an invalid supplied key,
+// which rhTransport returns instead of sending anything.
+func (a *adapter) attachKey(r *http.Request) error {
+	if r.Header.Get(saferetry.HeaderIdempotencyKey) != "" {
+		return nil // rhTransport validates it
+	}
+	k, ok := saferetry.KeyFromContext(r.Context())
+	switch {
+	case ok:
+		if err := saferetry.ValidateKey(k); err != nil {
+			return err
+		}
+	case a.keyMethod(r.Method):
+		var err error
+		if k, err = saferetry.NewKey(); err != nil {
+			return nil // no key: the request is sent once and not retried
+		}
+	default:
+		return nil
+	}
+	h := r.Header.Clone()
+	if h == nil {
+		h = make(http.Header, 1)
+	}
+	h[saferetry.HeaderIdempotencyKey] = []string{saferetry.FormatKey(k, a.cfg.structuredKey)}
+	r.Header = h
+	return nil
+}
+
+func (a *adapter) keyMethod(method string) bool {
+	if method == "" {
+		method = http.MethodGet
+	}
+	for _, m := range a.cfg.keyMethods {
+		if m == method {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,110 @@
+package saferetryablehttp
+
+import (
+	"io"
+	"net/http"
+
+	"github.com/saferetry/saferetry"
+	"github.com/saferetry/saferetry/internal/contract"
+	"github.com/saferetry/saferetry/internal/retrypolicy"
+)
+
+// rhTransport sits under a retryablehttp client's http.Client. It validates
+// the key before anything is sent and annotates attempt errors with what
+// CheckRetry and ErrorHandler need, since they are not given the request.
+type rhTransport struct {
+	base http.RoundTripper
+}
+
+var _ http.RoundTripper = (*rhTransport)(nil)
+
+func (t *rhTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	st := rhOpFrom(r.Context())
+	key, err := headerKey(r, st)
+	if err != nil {
+		closeBody(r)
+		return nil, &attemptError{req: r, err: err, invalidKey: true}
+	}
+	if st != nil {
+		st.req, st.key = r, key
+	}
+	if err := retrypolicy.CheckURL(r.URL); err != nil {
+		closeBody(r)
+		return nil, &attemptError{req: r, key: key, err: err}
+	}
+	if err := r.Context().Err(); err != nil {
+		// Nothing is sent with a done context.
+		closeBody(r)
+		return nil, &attemptError{req: r, key: key, err: err}
+	}
+	resp, err := t.base.RoundTrip(r)
+	if err != nil {
+		if resp != nil {
+			drain(resp)
+		}
+		sent := retrypolicy.Sent(err, false)
+		if st != nil {
+			st.sent = st.sent || sent
+		}
+		return nil, &attemptError{req: r, key: key, err: err, sent: sent}
+	}
+	if st != nil {
+		st.sent = true
+	}
+	return resp, nil
+}
+
+// CloseIdleConnections forwards to the base, as retryablehttp calls it.
+func (t *rhTransport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// headerKey decodes the key in r's header ("" when it has none), or
+// returns the error of an invalid one, matching [saferetry.ErrInvalidKey].
+func headerKey(r *http.Request, st *rhOp) (string, error) {
+	if st != nil && st.keyErr != nil {
+		return "", st.keyErr
+	}
+	vals := r.Header.Values(saferetry.HeaderIdempotencyKey)
+	k, err := contract.ParseKeyFields(vals)
+	switch {
+	case err == contract.ErrNoKey:
+		return "", nil
+	case err != nil:
+		e := &saferetry.Error{Cause: saferetry.ErrInvalidKey, Err: err}
+		if len(vals) == 1 {
+			e.Key = vals[0]
+		}
+		return "", e
+	}
+	return k, nil
+}
+
+// attemptError is an attempt's transport error with the request it failed.
+type attemptError struct {
+	req        *http.Request
+	key        string
+	err        error
+	sent       bool
+	invalidKey bool
+}
+
+func (e *attemptError) Error() string { return e.err.Error() }
+func (e *attemptError) Unwrap() error { return e.err }
+
+func closeBody(r *http.Request) {
+	if r.Body != nil {
+		r.Body.Close()
+	}
+}
+
+// drain reads a little of a response body that nobody else will read and
+// closes it, so that the connection can be reused.
+func drain(resp *http.Response) {
+	if resp.Body != nil {
+		_, _ = io.CopyN(io.Discard, resp.Body, 4<<10)
+		resp.Body.Close()
+	}
+}
