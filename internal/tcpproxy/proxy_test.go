@@ -405,6 +405,9 @@ func TestProxyStopAndRestart(t *testing.T) {
 
 func TestProxyLeavesNoGoroutine(t *testing.T) {
 	p := startProxy(t, echoServer(t).addr)
+	// A fresh proxy has its accept loop; wait for the goroutines of earlier
+	// tests' proxies, which may still be on their way out.
+	Eventually(t, "only the accept loop runs", func() bool { return proxyGoroutines() == 1 })
 	idle := proxyGoroutines()
 	p.SetLatency(time.Hour)
 	for range 3 {
