@@ -22,7 +22,7 @@ import (
 // in absolute terms for the same fractions.
 const (
 	faultLease = 600 * time.Millisecond
-	slowLease  = time.Second
+	slowLease  = 2 * time.Second
 )
 
 // StoreFaults runs every store fault scenario of this package on the store
