@@ -32,7 +32,7 @@ func (q *request) refused(e Entry) bool {
 		q.storeUnavailable(errors.New("idempotency: store returned an entry in an unknown state"))
 		return false
 	}
-	if m.cfg.wait > 0 && q.wait.pause(q.r.Context(), m, k, e) {
+	if m.cfg.wait > 0 && q.waiter().pause(q.r.Context(), m, k, e) {
 		return true
 	}
 	m.emit(Event{Outcome: OutcomeInProgress, Key: k, Token: e.Token, Status: http.StatusConflict})

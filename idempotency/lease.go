@@ -51,47 +51,46 @@ var errClaimTooLate = errors.New("idempotency: the claim's answer came with less
 // settle is called, it cancels their context at the settle deadline, which
 // saves a second timer per request.
 type leaseKeeper struct {
-	m             *middleware
+	q             *request        // whose claim is kept; its key and token do not change
 	base          context.Context // detached from the request's cancellation
-	key           Key
-	token         int64
-	interval      time.Duration
 	cancelHandler context.CancelCauseFunc
 
 	mu        sync.Mutex
-	clock     clock.Clock
 	timer     clock.Timer
 	expires   time.Time     // the lease lasts at least until then
 	latest    time.Time     // and at most until then (the last answer's arrival plus a lease)
 	rtt       time.Duration // the store's round trip, as lately seen
 	nextRenew time.Time
-	inflight  int  // Renew calls in flight, at most maxInflight
-	cancelled bool // the handler's context was cancelled
-	lost      bool // a renewal was refused: the token is superseded
+	inflight  int32 // Renew calls in flight, at most maxInflight
+	cancelled bool  // the handler's context was cancelled
+	lost      bool  // a renewal was refused: the token is superseded
 	stopped   bool
 
 	settling        bool
-	settleDeadline  time.Time
 	settleCancelled bool
+	settleDeadline  time.Time
 	cancelSettle    context.CancelFunc
 }
 
 // start begins keeping the claim (k, token), which was sent at sent and
 // lasts until expires; cancel cancels the handler's context.
-func (lk *leaseKeeper) start(m *middleware, base context.Context, k Key, token int64, sent, expires time.Time, cancel context.CancelCauseFunc) {
+func (lk *leaseKeeper) start(q *request, base context.Context, sent, expires time.Time, cancel context.CancelCauseFunc) {
 	lk.mu.Lock() // tick reads the fields
 	defer lk.mu.Unlock()
-	lk.m, lk.base, lk.key, lk.token, lk.cancelHandler = m, base, k, token, cancel
-	lk.interval = max(m.cfg.lease/3, time.Millisecond)
-	lk.clock = m.cfg.clock
-	now := lk.clock.Now()
+	lk.q, lk.base, lk.cancelHandler = q, base, cancel
+	now := lk.now()
 	lk.expires = expires
-	lk.latest = now.Add(m.cfg.lease)
+	lk.latest = now.Add(q.m.cfg.lease)
 	lk.rtt = now.Sub(sent)
-	lk.nextRenew = sent.Add(lk.interval)
+	lk.nextRenew = sent.Add(lk.interval())
 	d, _ := lk.due(now) // a renewal is always due
-	lk.timer = lk.clock.AfterFunc(d, lk.tick)
+	lk.timer = q.m.cfg.clock.AfterFunc(d, lk.tick)
 }
+
+func (lk *leaseKeeper) now() time.Time { return lk.q.m.cfg.clock.Now() }
+
+// interval is the time between renewals that succeed: a third of the lease.
+func (lk *leaseKeeper) interval() time.Duration { return max(lk.q.m.cfg.lease/3, time.Millisecond) }
 
 // arm sets the timer for the next thing to do: the next renewal (unless
 // maxInflight are in flight, the last of which re-arms the timer when it
@@ -130,7 +129,7 @@ func (lk *leaseKeeper) tick() {
 		lk.mu.Unlock()
 		return
 	}
-	now := lk.clock.Now()
+	now := lk.now()
 	if lk.settling && !lk.settleCancelled && !now.Before(lk.settleDeadline) {
 		lk.settleCancelled = true
 		lk.cancelSettle()
@@ -138,8 +137,8 @@ func (lk *leaseKeeper) tick() {
 	if !lk.cancelled && !lk.settling && !now.Before(lk.expires) {
 		lk.cancelled = true
 		lk.cancelHandler(errLeaseUnconfirmed)
-		lk.m.cfg.logger.LogAttrs(lk.base, slog.LevelWarn, "idempotency: no lease renewal was acknowledged in time; cancelling the handler",
-			slog.String("scope", lk.key.Scope), slog.String("key", lk.key.Key), slog.Int64("token", lk.token))
+		lk.q.m.cfg.logger.LogAttrs(lk.base, slog.LevelWarn, "idempotency: no lease renewal was acknowledged in time; cancelling the handler",
+			slog.String("scope", lk.q.key.Scope), slog.String("key", lk.q.key.Key), slog.Int64("token", lk.q.claim.token))
 	}
 	if lk.lost || lk.inflight >= maxInflight || now.Before(lk.nextRenew) {
 		lk.arm(now)
@@ -153,14 +152,14 @@ func (lk *leaseKeeper) tick() {
 	// connection away. If it has not answered by the time a failed one
 	// would be retried, and well past the round trip lately seen, it may
 	// hang: a second one is sent beside it.
-	bound := max(lk.latest.Sub(now), lk.m.cfg.lease/2)
-	lk.nextRenew = now.Add(max(retryDelay(lk.interval, lk.expires.Sub(now)), lk.rtt*3/2))
+	bound := max(lk.latest.Sub(now), lk.q.m.cfg.lease/2)
+	lk.nextRenew = now.Add(max(retryDelay(lk.interval(), lk.expires.Sub(now)), lk.rtt*3/2))
 	lk.arm(now)
 	lk.mu.Unlock()
 
-	sent := lk.clock.Now()
+	sent := lk.now()
 	ctx, cancel := context.WithTimeout(lk.base, bound)
-	err := lk.m.store.Renew(ctx, lk.key, lk.token, lk.m.cfg.lease)
+	err := lk.q.m.store.Renew(ctx, lk.q.key, lk.q.claim.token, lk.q.m.cfg.lease)
 	cancel()
 	lk.renewed(sent, err)
 }
@@ -173,15 +172,15 @@ func (lk *leaseKeeper) renewed(sent time.Time, err error) {
 	if lk.stopped {
 		return
 	}
-	now := lk.clock.Now()
+	now := lk.now()
 	switch {
 	case err == nil:
 		lk.rtt = max(now.Sub(sent), lk.rtt*3/4)
-		if e := sent.Add(lk.m.cfg.lease); e.After(lk.expires) {
+		if e := sent.Add(lk.q.m.cfg.lease); e.After(lk.expires) {
 			lk.expires = e
-			lk.nextRenew = sent.Add(lk.interval)
+			lk.nextRenew = sent.Add(lk.interval())
 		}
-		if l := now.Add(lk.m.cfg.lease); l.After(lk.latest) {
+		if l := now.Add(lk.q.m.cfg.lease); l.After(lk.latest) {
 			lk.latest = l
 		}
 	case lk.lost:
@@ -191,17 +190,17 @@ func (lk *leaseKeeper) renewed(sent time.Time, err error) {
 		if !lk.settling {
 			lk.cancelled = true
 			lk.cancelHandler(errLeaseSuperseded)
-			lk.m.leaseLost(lk.base, lk.key, lk.token, 0, err)
+			lk.q.m.leaseLost(lk.base, lk.q.key, lk.q.claim.token, 0, err)
 		}
 		// While settling, the outcome may have just been recorded, which
 		// ends the claim too: the completion's own answer tells.
 	default:
 		// The lease may still be alive: try again soon enough to renew it
 		// before it lapses.
-		lk.m.cfg.logger.LogAttrs(lk.base, slog.LevelWarn, "idempotency: lease renewal failed",
-			slog.String("scope", lk.key.Scope), slog.String("key", lk.key.Key),
-			slog.Int64("token", lk.token), slog.Any("error", err))
-		if retry := now.Add(retryDelay(lk.interval, lk.expires.Sub(now))); retry.Before(lk.nextRenew) {
+		lk.q.m.cfg.logger.LogAttrs(lk.base, slog.LevelWarn, "idempotency: lease renewal failed",
+			slog.String("scope", lk.q.key.Scope), slog.String("key", lk.q.key.Key),
+			slog.Int64("token", lk.q.claim.token), slog.Any("error", err))
+		if retry := now.Add(retryDelay(lk.interval(), lk.expires.Sub(now))); retry.Before(lk.nextRenew) {
 			lk.nextRenew = retry
 		}
 	}
@@ -233,7 +232,7 @@ func (lk *leaseKeeper) settle(timeout time.Duration, cancel context.CancelFunc) 
 	defer lk.mu.Unlock()
 	lk.settling = true
 	lk.cancelSettle = cancel
-	now := lk.clock.Now()
+	now := lk.now()
 	lk.settleDeadline = now.Add(timeout)
 	lk.arm(now)
 	return lk.lost

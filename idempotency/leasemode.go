@@ -23,20 +23,17 @@ func (l leaseMode) claim(q *request) (held, ClaimResult, error) {
 
 // leaseClaim is lease mode's hold of one claim.
 type leaseClaim struct {
-	sent          time.Time // when the claim was asked for
-	res           ClaimResult
-	keeper        leaseKeeper
-	hctx          context.Context // the handler's, cancelled when the lease is lost
-	cancelHandler context.CancelCauseFunc
-	ctx           context.Context // bounds the store calls after the handler
-	cancel        context.CancelFunc
+	sent   time.Time // when the claim was asked for
+	keeper leaseKeeper
+	hctx   context.Context // the handler's, cancelled (by the keeper) when the lease is lost
+	ctx    context.Context // bounds the store calls after the handler
+	cancel context.CancelFunc
 }
 
 // start refuses to run on a claim whose lease may lapse before its first
 // renewal lands, and otherwise starts keeping the lease.
 func (c *leaseClaim) start(q *request, res ClaimResult) (context.Context, bool) {
 	m := q.m
-	c.res = res
 	// The lease lasts at least until sent plus what the store said was left
 	// when it answered, whenever in the round trip that was.
 	left := res.LeaseRemaining
@@ -57,9 +54,10 @@ func (c *leaseClaim) start(q *request, res ClaimResult) (context.Context, bool) 
 	}
 	q.rec = recorder{w: q.w, limit: m.cfg.maxResponse, canStream: true}
 	detached := context.WithoutCancel(q.r.Context())
-	c.hctx, c.cancelHandler = context.WithCancelCause(q.r.Context())
+	hctx, cancelHandler := context.WithCancelCause(q.r.Context())
+	c.hctx = hctx
 	c.ctx, c.cancel = context.WithCancel(detached)
-	c.keeper.start(m, detached, q.key, res.Token, c.sent, expires, c.cancelHandler)
+	c.keeper.start(q, detached, c.sent, expires, cancelHandler)
 	return c.hctx, true
 }
 
@@ -70,7 +68,7 @@ func (c *leaseClaim) handlerContext(cc *claimCtx) context.Context { return cc }
 func (c *leaseClaim) finish(q *request) {
 	m := q.m
 	lost := c.keeper.settle(m.cfg.storeTimeout, c.cancel)
-	ev := c.event(q)
+	ev := q.event()
 	ev.Status = q.rec.statusCode()
 	if !lost {
 		if storable(ev.Status) {
@@ -94,18 +92,14 @@ func (c *leaseClaim) abort(q *request) {
 	if c.keeper.settle(q.m.cfg.storeTimeout, c.cancel) {
 		return // the lease was lost: nothing of ours to release
 	}
-	ev := c.event(q)
+	ev := q.event()
 	ev.Outcome, ev.Err = OutcomeReleased, ErrHandlerPanicked
 	q.m.release(c.ctx, ev)
-}
-
-func (c *leaseClaim) event(q *request) Event {
-	return Event{Key: q.key, Token: c.res.Token, TookOver: c.res.TookOver}
 }
 
 // end stops the keeper and ends the claim's contexts.
 func (c *leaseClaim) end() {
 	c.keeper.stop()
 	c.cancel()
-	c.cancelHandler(nil)
+	c.keeper.cancelHandler(nil)
 }

@@ -15,12 +15,13 @@ type request struct {
 	key Key
 	fp  string
 
-	body  restoredBody
-	rec   recorder
-	wait  waiter
-	claim claimCtx   // the handler's context
-	lease leaseClaim // lease mode's hold of the claim
-	tx    txClaim    // transactional mode's
+	body     restoredBody
+	rec      recorder
+	wait     *waiter    // made at the first wait
+	claim    claimCtx   // the handler's context, and the key and token of the claim it runs under
+	tookOver bool       // the claim was taken over from a holder whose lease lapsed
+	lease    leaseClaim // lease mode's hold of the claim
+	tx       *txClaim   // transactional mode's, made when needed
 }
 
 // restoredBody replays the bytes read from a request body to the handler.
@@ -56,7 +57,11 @@ type held interface {
 // serve claims the key, runs the handler under the claim, or answers from
 // the entry in the way (waiting for it to settle, with WithWaitForResult).
 func (q *request) serve() {
-	defer q.wait.done(q.m)
+	defer func() {
+		if q.wait != nil {
+			q.wait.done(q.m)
+		}
+	}()
 	for {
 		h, res, err := q.m.mode.claim(q)
 		if err != nil {
@@ -75,6 +80,8 @@ func (q *request) serve() {
 
 // run runs the handler under the claim h holds.
 func (q *request) run(h held, res ClaimResult) {
+	q.claim = claimCtx{key: q.key, token: res.Token}
+	q.tookOver = res.TookOver
 	parent, ok := h.start(q, res)
 	if !ok {
 		return
@@ -85,8 +92,14 @@ func (q *request) run(h held, res ClaimResult) {
 			h.abort(q)
 		}
 	}()
-	q.claim = claimCtx{Context: parent, key: q.key, token: res.Token}
+	q.claim.Context = parent
 	q.m.next.ServeHTTP(&q.rec, q.r.WithContext(h.handlerContext(&q.claim)))
 	finished = true
 	h.finish(q)
+}
+
+// event is the Event of the claim the request holds, for its mode to
+// complete with the outcome.
+func (q *request) event() Event {
+	return Event{Key: q.key, Token: q.claim.token, TookOver: q.tookOver}
 }

@@ -36,19 +36,17 @@ func (t txMode) claim(q *request) (held, ClaimResult, error) {
 		t.m.rollback(q.r.Context(), q.key, tx)
 		return nil, res, nil
 	}
-	q.tx.tx = tx
-	return &q.tx, res, nil
+	q.tx = &txClaim{tx: tx}
+	return q.tx, res, nil
 }
 
 // txClaim is transactional mode's hold of one claim.
 type txClaim struct {
 	tx    Tx
-	res   ClaimResult
 	outer http.Header // the headers set before the Middleware ran
 }
 
 func (c *txClaim) start(q *request, res ClaimResult) (context.Context, bool) {
-	c.res = res
 	// The whole response is buffered: nothing may reach the client before
 	// the commit decides whether it happened.
 	q.rec = recorder{w: q.w, limit: q.m.cfg.maxResponse}
@@ -66,7 +64,7 @@ func (c *txClaim) handlerContext(cc *claimCtx) context.Context { return c.tx.Con
 // abort rolls back the transaction of a handler that panicked.
 func (c *txClaim) abort(q *request) {
 	q.m.rollback(context.WithoutCancel(q.r.Context()), q.key, c.tx)
-	ev := c.event(q)
+	ev := q.event()
 	ev.Outcome, ev.Err = OutcomeReleased, ErrHandlerPanicked
 	q.m.emit(ev)
 }
@@ -76,7 +74,7 @@ func (c *txClaim) abort(q *request) {
 func (c *txClaim) finish(q *request) {
 	m := q.m
 	detached := context.WithoutCancel(q.r.Context())
-	ev := c.event(q)
+	ev := q.event()
 	ev.Status = q.rec.statusCode()
 	if !storable(ev.Status) {
 		m.rollback(detached, q.key, c.tx)
@@ -97,7 +95,7 @@ func (c *txClaim) finish(q *request) {
 	}()
 	sctx, cancel := context.WithTimeout(detached, m.cfg.storeTimeout)
 	defer cancel()
-	err := c.tx.Complete(sctx, q.key, c.res.Token, m.outcome(&q.rec), m.cfg.ttl)
+	err := c.tx.Complete(sctx, q.key, q.claim.token, m.outcome(&q.rec), m.cfg.ttl)
 	if err == nil {
 		err = c.tx.Commit(sctx)
 	}
@@ -117,7 +115,7 @@ func (c *txClaim) commitFailed(q *request, ev Event, err error) {
 	m := q.m
 	m.rollback(context.WithoutCancel(q.r.Context()), q.key, c.tx)
 	m.cfg.logger.LogAttrs(q.r.Context(), slog.LevelError, "idempotency: commit failed; the handler's work was rolled back and the client gets 503",
-		slog.String("scope", q.key.Scope), slog.String("key", q.key.Key), slog.Int64("token", c.res.Token),
+		slog.String("scope", q.key.Scope), slog.String("key", q.key.Key), slog.Int64("token", q.claim.token),
 		slog.Int("status", ev.Status), slog.Any("error", err))
 	// The handler's headers describe a response that is not sent.
 	h := q.w.Header()
@@ -127,10 +125,6 @@ func (c *txClaim) commitFailed(q *request, ev Event, err error) {
 	m.emit(ev)
 	writeProblem(q.w, problem{Type: ProblemCommitFailed, Status: http.StatusServiceUnavailable, Key: q.key.Key,
 		Detail: "The operation could not be committed, so nothing was done. Retry with the same key."}, storeRetryAfter)
-}
-
-func (c *txClaim) event(q *request) Event {
-	return Event{Key: q.key, Token: c.res.Token, TookOver: c.res.TookOver}
 }
 
 // rollback rolls tx back, logging a failure: there is nothing else to do

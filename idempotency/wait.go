@@ -27,6 +27,15 @@ type waiter struct {
 	stop     func()
 }
 
+// waiter returns the request's waiter, made at its first wait: most
+// requests never wait.
+func (q *request) waiter() *waiter {
+	if q.wait == nil {
+		q.wait = new(waiter)
+	}
+	return q.wait
+}
+
 // pause waits before the caller claims k again, which it should when pause
 // returns true. It returns false, without waiting, once the total wait is
 // used up, when ctx is done, or when the Middleware already has
