@@ -79,6 +79,27 @@ func (q *request) replay(e Entry) {
 	}
 }
 
+// superseded answers, in place of the storable response of a handler whose
+// claim was taken over while it ran, 409 in progress: the outcome recorded
+// for the key is the newer holder's, so this client, like every repeat,
+// gets only that one (by retrying with the same key). The response headers
+// that would have described the handler's answer are dropped; those set
+// outside the Middleware stay.
+func (q *request) superseded() {
+	h := q.w.Header()
+	for name := range h {
+		if q.m.cfg.replayHeaders[name] || describesBody[name] {
+			delete(h, name)
+		}
+	}
+	writeProblem(q.w, problem{Type: ProblemInProgress, Status: http.StatusConflict, Key: q.key.Key,
+		Detail: "Another request took this Idempotency-Key over while this one ran. Retry with the same key for the recorded outcome."}, 1)
+}
+
+// describesBody names the headers that describe a response body, besides
+// the replayed ones.
+var describesBody = map[string]bool{"Content-Length": true, "Content-Encoding": true, "Content-Range": true, "Transfer-Encoding": true}
+
 // claimTooLate answers a request whose claim came back with less than half
 // its lease left (left), so the handler is not started: as for a key in
 // progress, since it is held until the lease lapses.

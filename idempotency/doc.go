@@ -133,8 +133,12 @@
 // Each claim gets a fencing token, greater on every takeover. Completion,
 // renewal and release compare it, so an instance that lost its lease (a GC
 // pause, a partition) cannot overwrite or delete the newer holder's claim or
-// record: its outcome is not stored, the loss is logged and reported as
-// OutcomeLeaseLost, and its response is still sent, since its work happened.
+// record: its outcome is not stored, and the loss is logged and reported as
+// OutcomeLeaseLost. Its client gets the same answers as every repeat of the
+// key, never one of its own: a storable response not yet sent is replaced
+// by 409 in progress (Retry-After 1 s), and the retry replays the newer
+// holder's outcome. A response that was already streaming (larger than
+// WithMaxResponseBody) or is not stored (5xx, 408, 429) is sent as it is.
 // Handlers can read the token with TokenFromContext and pass it on to make
 // their own downstream writes fenced.
 //

@@ -20,8 +20,11 @@ const (
 	// answered 422.
 	OutcomeMismatch Outcome = "mismatch"
 	// OutcomeLeaseLost: the request's claim was taken over (its lease lapsed)
-	// while its handler ran; its outcome was not stored. Reported when the
-	// loss is noticed, by a renewal or by the completion, once per request.
+	// while its handler ran; its outcome was not stored. Reported once per
+	// request, on its own goroutine after the handler returned, whether a
+	// renewal or the completion noticed the loss. Status is 409 when the
+	// handler's storable answer was replaced (see the package
+	// documentation), the handler's own status otherwise.
 	OutcomeLeaseLost Outcome = "lease_lost"
 	// OutcomeStoreError: a store call failed. On claim, the request was
 	// answered 503 (or, with WithFailOpen, run unprotected); after the
@@ -45,8 +48,7 @@ const (
 
 // Event describes one outcome. Each protected request that carries a key
 // (or lacks a required one) gives exactly one event. A request whose lease
-// is lost gives OutcomeLeaseLost in place of its final outcome, possibly
-// while its handler still runs. Requests the Middleware lets through
+// is lost gives OutcomeLeaseLost in place of its final outcome. Requests the Middleware lets through
 // untouched (unprotected methods, no key when none is required) give none.
 // The zero Event is not meaningful; the Middleware makes them. An Event is a
 // value: the hook may keep it and read it from other goroutines.
@@ -64,8 +66,8 @@ type Event struct {
 	// whose lease had lapsed.
 	TookOver bool
 	// Status is the HTTP status sent to the client; 0 when none was sent
-	// yet (a lease lost while the handler runs) or when WithFailOpen handed
-	// the request to the handler unprotected.
+	// (the handler panicked) or when WithFailOpen handed the request to the
+	// handler unprotected.
 	Status int
 	// Err is the underlying error for OutcomeStoreError, OutcomeLeaseLost,
 	// OutcomeScopeError, OutcomeMalformedKey and OutcomeBadRequest; nil

@@ -188,9 +188,12 @@ func (lk *leaseKeeper) renewed(sent time.Time, err error) {
 	case errors.Is(err, ErrStaleToken):
 		lk.lost = true
 		if !lk.settling {
+			// The loss is reported (to the hooks, which run user code)
+			// on the request's goroutine, once the handler returns.
 			lk.cancelled = true
 			lk.cancelHandler(errLeaseSuperseded)
-			lk.q.m.leaseLost(lk.base, lk.q.key, lk.q.claim.token, 0, err)
+			lk.q.m.cfg.logger.LogAttrs(lk.base, slog.LevelWarn, "idempotency: a renewal found the claim taken over; cancelling the handler",
+				slog.String("scope", lk.q.key.Scope), slog.String("key", lk.q.key.Key), slog.Int64("token", lk.q.claim.token))
 		}
 		// While settling, the outcome may have just been recorded, which
 		// ends the claim too: the completion's own answer tells.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"time"
 )
 
@@ -65,23 +66,37 @@ func (c *leaseClaim) handlerContext(cc *claimCtx) context.Context { return cc }
 
 // finish stores the outcome, or releases the claim after a status that is
 // not stored, while the keeper keeps the lease; then it sends the response.
+// A claim that was taken over meanwhile gets the answer of superseded in
+// place of a storable response, since the record is the newer holder's.
 func (c *leaseClaim) finish(q *request) {
+	// Also when a store call or a hook panics: the keeper must not go on
+	// renewing a claim that nobody will settle.
+	defer c.end()
 	m := q.m
-	lost := c.keeper.settle(m.cfg.storeTimeout, c.cancel)
+	superseded := c.keeper.settle(m.cfg.storeTimeout, c.cancel)
 	ev := q.event()
 	ev.Status = q.rec.statusCode()
-	if !lost {
-		if storable(ev.Status) {
-			m.complete(c.ctx, ev, m.outcome(&q.rec))
-		} else {
-			ev.Outcome = OutcomeReleased
-			if cause := context.Cause(c.hctx); errors.Is(cause, ErrLeaseLost) {
-				ev.Err = cause
-			}
-			m.release(c.ctx, ev)
+	switch {
+	case superseded:
+	case storable(ev.Status):
+		superseded = m.complete(c.ctx, ev, m.outcome(&q.rec))
+	default:
+		ev.Outcome = OutcomeReleased
+		if cause := context.Cause(c.hctx); errors.Is(cause, ErrLeaseLost) {
+			ev.Err = cause
 		}
+		superseded = m.release(c.ctx, ev)
 	}
 	c.end()
+	if superseded && storable(ev.Status) && q.rec.unsent() {
+		ev.Status = http.StatusConflict
+		m.leaseLost(c.ctx, ev.Key, ev.Token, ev.Status, ErrStaleToken)
+		q.superseded()
+		return
+	}
+	if superseded {
+		m.leaseLost(c.ctx, ev.Key, ev.Token, ev.Status, ErrStaleToken)
+	}
 	q.rec.flush()
 }
 
@@ -89,12 +104,15 @@ func (c *leaseClaim) finish(q *request) {
 // runs it again.
 func (c *leaseClaim) abort(q *request) {
 	defer c.end()
-	if c.keeper.settle(q.m.cfg.storeTimeout, c.cancel) {
-		return // the lease was lost: nothing of ours to release
-	}
 	ev := q.event()
+	if c.keeper.settle(q.m.cfg.storeTimeout, c.cancel) {
+		q.m.leaseLost(c.ctx, ev.Key, ev.Token, 0, ErrStaleToken)
+		return // nothing of ours to release
+	}
 	ev.Outcome, ev.Err = OutcomeReleased, ErrHandlerPanicked
-	q.m.release(c.ctx, ev)
+	if q.m.release(c.ctx, ev) {
+		q.m.leaseLost(c.ctx, ev.Key, ev.Token, 0, ErrStaleToken)
+	}
 }
 
 // end stops the keeper and ends the claim's contexts.

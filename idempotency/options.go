@@ -240,8 +240,8 @@ func WithLogger(l *slog.Logger) Option {
 // WithHook adds a function called with each Event, for metrics. It may be
 // given several times (instrumentation beside the application's own hook,
 // say): every hook is called, in the order given. A hook runs synchronously
-// on the request's goroutine (or the lease renewal's), so it must be quick
-// and safe for concurrent use. A nil f adds nothing; there is no hook by
+// on the request's goroutine, so it must be quick and safe for concurrent
+// use; a hook that panics fails that request, as a handler's panic would. A nil f adds nothing; there is no hook by
 // default.
 func WithHook(f func(Event)) Option {
 	return func(c *config) {

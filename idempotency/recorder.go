@@ -76,6 +76,9 @@ func (r *recorder) statusCode() int {
 	return r.status
 }
 
+// unsent reports that nothing of the response reached the client yet.
+func (r *recorder) unsent() bool { return !r.streaming }
+
 // flush sends the buffered response, unless it was streamed already.
 func (r *recorder) flush() {
 	if r.streaming {

@@ -17,11 +17,13 @@ const (
 )
 
 // complete stores resp as the outcome of ev's claim and reports ev, or what
-// went wrong instead. A transient store error is retried until ctx ends,
-// with the token check kept, so that a short outage does not leave the key
-// in progress until its lease lapses (and the next retry runs the handler
-// again). A response the store cannot keep is recorded as not replayable.
-func (m *middleware) complete(ctx context.Context, ev Event, resp Response) {
+// went wrong instead; superseded reports that the claim was taken over
+// (ErrStaleToken), which the caller reports once it knows what it answers.
+// A transient store error is retried until ctx ends, with the token check
+// kept, so that a short outage does not leave the key in progress until
+// its lease lapses (and the next retry runs the handler again). A response
+// the store cannot keep is recorded as not replayable.
+func (m *middleware) complete(ctx context.Context, ev Event, resp Response) (superseded bool) {
 	k, token := ev.Key, ev.Token
 	err, retried := m.retryStore(ctx, ev, "complete", func(ctx context.Context) error {
 		return m.store.Complete(ctx, k, token, resp, m.cfg.ttl)
@@ -46,15 +48,17 @@ func (m *middleware) complete(ctx context.Context, ev Event, resp Response) {
 		ev.Outcome = OutcomeNew
 		m.emit(ev)
 	case errors.Is(err, ErrStaleToken):
-		m.leaseLost(ctx, k, token, ev.Status, err)
+		return true
 	default:
 		m.afterRunFailed(ctx, ev, "idempotency: storing the outcome failed; the response is sent anyway", err)
 	}
+	return false
 }
 
 // release releases ev's claim and reports ev, or what went wrong instead,
-// retrying transient store errors like complete.
-func (m *middleware) release(ctx context.Context, ev Event) {
+// retrying transient store errors like complete, and reporting like it
+// whether the claim was superseded.
+func (m *middleware) release(ctx context.Context, ev Event) (superseded bool) {
 	k, token := ev.Key, ev.Token
 	err, retried := m.retryStore(ctx, ev, "release", func(ctx context.Context) error {
 		return m.store.Release(ctx, k, token)
@@ -66,10 +70,11 @@ func (m *middleware) release(ctx context.Context, ev Event) {
 	case err == nil:
 		m.emit(ev)
 	case errors.Is(err, ErrStaleToken):
-		m.leaseLost(ctx, k, token, ev.Status, err)
+		return true
 	default:
 		m.afterRunFailed(ctx, ev, "idempotency: releasing the claim failed; the key stays blocked until its lease lapses", err)
 	}
+	return false
 }
 
 // retryStore runs call until it succeeds, answers ErrStaleToken or

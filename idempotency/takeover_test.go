@@ -9,6 +9,7 @@ import (
 	"github.com/saferetry/saferetry/internal/testenv"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,8 +41,8 @@ func TestLeaseLapseTakeover(t *testing.T) {
 	a := idempotency.Middleware(frozen, idempotency.WithLease(50*time.Millisecond), idempotency.WithHook(evA.hook))(app)
 	b := idempotency.Middleware(st, idempotency.WithLease(50*time.Millisecond), idempotency.WithHook(evB.hook))(app)
 
-	aDone := make(chan string)
-	go func() { aDone <- post(a, "op", `{}`).Body.String() }()
+	aDone := make(chan *httptest.ResponseRecorder)
+	go func() { aDone <- post(a, "op", `{}`) }()
 	tokA := <-startedA
 
 	var bBody string
@@ -60,12 +61,18 @@ func TestLeaseLapseTakeover(t *testing.T) {
 		t.Fatalf("B's event = %+v (found %v); want a takeover with a token above %d", ev, ok, tokA)
 	}
 	close(release)
-	aBody := <-aDone
-	if aBody == bBody {
-		t.Fatalf("A and B answered the same body %s", aBody)
+	// A's own 201 differs from the record (B's): A's client gets 409 in
+	// progress instead, never an answer that no repeat would give.
+	wa := <-aDone
+	wantProblem(t, wa, http.StatusConflict, idempotency.ProblemInProgress)
+	if ra := wa.Header().Get("Retry-After"); ra != "1" {
+		t.Fatalf("A's 409 has Retry-After %q, want 1", ra)
 	}
-	if ev, ok := evA.find(idempotency.OutcomeLeaseLost); !ok || !errors.Is(ev.Err, idempotency.ErrStaleToken) || ev.Status != http.StatusCreated {
-		t.Fatalf("A's events %v; want lease_lost with ErrStaleToken and status 201", evA.outcomes())
+	if loc := wa.Header().Get("Location"); loc != "" {
+		t.Fatalf("A's 409 carries the handler's Location %q", loc)
+	}
+	if ev, ok := evA.find(idempotency.OutcomeLeaseLost); !ok || !errors.Is(ev.Err, idempotency.ErrStaleToken) || ev.Status != http.StatusConflict {
+		t.Fatalf("A's events %v; want lease_lost with ErrStaleToken and status 409", evA.outcomes())
 	}
 	if _, ok := evA.find(idempotency.OutcomeNew); ok {
 		t.Fatalf("A's stale completion was reported as stored")
@@ -85,25 +92,48 @@ func TestLeaseLostDetectedByRenewal(t *testing.T) {
 	var ev events
 	release := make(chan struct{})
 	started := make(chan struct{})
-	app := &counter{before: func(http.ResponseWriter, *http.Request) int {
+	var cause error
+	var returned atomic.Bool
+	cancelled := make(chan struct{})
+	app := &counter{before: func(_ http.ResponseWriter, r *http.Request) int {
 		close(started)
+		<-r.Context().Done() // the renewal finds the claim taken over
+		cause = context.Cause(r.Context())
+		close(cancelled)
 		<-release
-		return 0
+		returned.Store(true)
+		return 0 // a handler that ignores the loss answers 201
 	}}
 	stale := &faultyStore{Store: st, renew: func(context.Context, idempotency.Key, int64, time.Duration) error {
 		return fmt.Errorf("renew: %w", idempotency.ErrStaleToken)
 	}}
-	h := idempotency.Middleware(stale, idempotency.WithLease(15*time.Millisecond), idempotency.WithHook(ev.hook))(app)
-	done := make(chan int)
-	go func() { done <- post(h, "k", `{}`).Code }()
-	<-started
-	testenv.Eventually(t, "the lost lease is reported", func() bool { _, ok := ev.find(idempotency.OutcomeLeaseLost); return ok })
-	close(release)
-	if code := <-done; code != http.StatusCreated {
-		t.Fatalf("status = %d; the handler's response must still be sent", code)
+	// Hooks run user code: none runs on the renewal's goroutine, so the
+	// loss is reported once the handler returned.
+	early := make(chan idempotency.Outcome, 1)
+	hook := func(e idempotency.Event) {
+		if !returned.Load() {
+			early <- e.Outcome
+		}
+		ev.hook(e)
 	}
-	if got := ev.outcomes(); len(got) != 1 {
+	h := idempotency.Middleware(stale, idempotency.WithLease(15*time.Millisecond), idempotency.WithHook(hook))(app)
+	done := make(chan *httptest.ResponseRecorder)
+	go func() { done <- post(h, "k", `{}`) }()
+	<-started
+	<-cancelled
+	close(release)
+	w := <-done
+	if !errors.Is(cause, idempotency.ErrLeaseLost) {
+		t.Fatalf("handler's cause = %v, want ErrLeaseLost", cause)
+	}
+	wantProblem(t, w, http.StatusConflict, idempotency.ProblemInProgress) // in place of the superseded 201
+	if got := ev.outcomes(); len(got) != 1 || got[0] != idempotency.OutcomeLeaseLost {
 		t.Fatalf("events = %v, want only lease_lost", got)
+	}
+	select {
+	case o := <-early:
+		t.Fatalf("%s reported while the handler still ran", o)
+	default:
 	}
 }
 

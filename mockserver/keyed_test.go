@@ -14,7 +14,8 @@ import (
 
 // dying stands for an instance that dies right after its payment: its
 // renewals stop reaching the store and its Complete never lands, so the
-// claim stays in progress until the lease lapses.
+// claim stays in progress until the lease lapses (the stale-token answer
+// stands for the takeover that a dead instance never hears of).
 type dying struct{ idempotency.Store }
 
 func (dying) Renew(context.Context, idempotency.Key, int64, time.Duration) error { return nil }
@@ -47,11 +48,17 @@ func TestRerunAfterTakeover(t *testing.T) {
 			b := mockserver.New(append([]mockserver.Option{mockserver.WithStore(st), mockserver.WithLedger(ledger), lease}, tt.opts...)...)
 			defer b.Close()
 
+			// A's client gets 409 (A's outcome was not stored, so it is not
+			// an answer any repeat would give); A's payment is in the ledger.
 			resp, body := mustSend(t, a, "POST", "/payments", "rerun-1", payBody)
-			if resp.StatusCode != http.StatusCreated {
-				t.Fatalf("A: %d %s", resp.StatusCode, body)
+			if resp.StatusCode != http.StatusConflict {
+				t.Fatalf("A: %d %s, want 409", resp.StatusCode, body)
 			}
-			first := decodeJSON[mockserver.Payment](t, body)
+			paid := a.Payments()
+			if len(paid) != 1 {
+				t.Fatalf("after A the ledger holds %d payments, want 1", len(paid))
+			}
+			first := paid[0]
 			var second mockserver.Payment
 			testenv.Eventually(t, "B takes the key over", func() bool {
 				resp, body := mustSend(t, b, "POST", "/payments", "rerun-1", payBody)

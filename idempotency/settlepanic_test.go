@@ -1,0 +1,99 @@
+package idempotency_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/internal/testenv"
+)
+
+// TestPanicWhileSettlingStopsRenewals checks that a store whose Complete
+// panics does not leave the claim renewed for the life of the process: the
+// renewals stop with the request, the lease lapses, and a retry runs.
+func TestPanicWhileSettlingStopsRenewals(t *testing.T) {
+	const lease = 30 * time.Millisecond
+	var renewals atomic.Int64
+	var panicking atomic.Bool
+	panicking.Store(true)
+	inner := newStore(t)
+	st := &faultyStore{Store: inner,
+		renew: func(ctx context.Context, k idempotency.Key, token int64, d time.Duration) error {
+			renewals.Add(1)
+			return inner.Renew(ctx, k, token, d)
+		},
+		complete: func(ctx context.Context, k idempotency.Key, token int64, r idempotency.Response, ttl time.Duration) error {
+			if panicking.Load() {
+				panic("store bug")
+			}
+			return inner.Complete(ctx, k, token, r, ttl)
+		},
+	}
+	app := &counter{before: func(http.ResponseWriter, *http.Request) int {
+		time.Sleep(lease) // long enough for a renewal
+		return 0
+	}}
+	h := idempotency.Middleware(st, idempotency.WithLease(lease))(app)
+	func() {
+		defer func() {
+			if p := recover(); p != "store bug" {
+				t.Fatalf("recovered %v, want the store's panic", p)
+			}
+		}()
+		post(h, "k", `{}`)
+	}()
+	if renewals.Load() == 0 {
+		t.Fatal("no renewal while the handler ran; the test proves nothing")
+	}
+	after := renewals.Load()
+	panicking.Store(false)
+	// The key is free once the lease lapses, and stays free of renewals.
+	testenv.Eventually(t, "a retry runs once the lease lapsed", func() bool {
+		return post(h, "k", `{}`).Code == http.StatusCreated
+	})
+	if n := app.calls.Load(); n != 2 {
+		t.Fatalf("executions = %d, want 2 (the retry ran after the panic)", n)
+	}
+	// The retry's own renewals are the only ones after the panic: at most
+	// one per third of a lease while it ran.
+	if n := renewals.Load() - after; n > 4 {
+		t.Fatalf("%d renewals after the panicking request; its claim is still renewed", n)
+	}
+}
+
+// TestPanickingHookOnALostLease checks that a hook that panics on
+// OutcomeLeaseLost fails only its request: it runs on the request's
+// goroutine, where net/http recovers it, never on the renewal's, where a
+// panic would end the process.
+func TestPanickingHookOnALostLease(t *testing.T) {
+	stale := &faultyStore{Store: newStore(t), renew: func(context.Context, idempotency.Key, int64, time.Duration) error {
+		return idempotency.ErrStaleToken
+	}}
+	hook := func(e idempotency.Event) {
+		if e.Outcome == idempotency.OutcomeLeaseLost {
+			panic("metrics bug")
+		}
+	}
+	h := idempotency.Middleware(stale, idempotency.WithLease(15*time.Millisecond), idempotency.WithHook(hook))(newHonouring())
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ErrorLog = slog.NewLogLogger(slog.DiscardHandler, slog.LevelError) // the recovered panic's stack
+	srv.Start()
+	defer srv.Close()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/ops", strings.NewReader(`{}`))
+	req.Header.Set(idempotency.HeaderIdempotencyKey, "k")
+	resp, err := srv.Client().Do(req)
+	if err == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		t.Fatalf("got %d; want the connection dropped by the hook's panic", resp.StatusCode)
+	}
+	// Still alive: a panic on a timer goroutine would have ended the test
+	// binary before this line.
+}
