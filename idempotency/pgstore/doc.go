@@ -25,14 +25,16 @@
 // # Keeping leases under load and latency
 //
 // Renewals run on connections of the Store's own (WithRenewalConns: two
-// kept open by default, more under load, opened at the first renewal and
-// closed by Close), outside the pool given to New: a burst of requests, or the handlers' own queries on
-// that pool, never makes a renewal wait for a connection. They are never
-// pinged before use and Renew uses pgx.QueryExecModeExec, so a renewal is
-// one round trip. In the pool given to New, Claim and Get (the request path)
-// hold at most three quarters of the connections at once, so that Complete
-// and Release, which record outcomes, always find one. Size the pool for
-// the requests in flight plus that quarter.
+// kept open by default, more while those are busy, opened at the first
+// renewal and closed by Close), outside the pool given to New: a burst of
+// requests, or the handlers' own queries on that pool, never makes a
+// renewal wait for a connection. They are never pinged before use and
+// Renew uses pgx.QueryExecModeExec, so a renewal is one round trip. In the
+// pool given to New, Claim and Get (the request path) hold at most three
+// quarters of the connections at once, so that Complete and Release, which
+// record outcomes, find one free of the Store's own waiters; whatever else
+// shares the pool (the handlers' queries) competes for that quarter too.
+// Size the pool for the requests in flight plus that quarter.
 //
 // # Waiting requests: LISTEN/NOTIFY
 //

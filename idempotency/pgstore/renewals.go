@@ -22,12 +22,16 @@ const DefaultRenewalConns = 2
 type renewals struct {
 	mu     sync.Mutex
 	pool   *pgxpool.Pool
+	warm   bool // a connection of pool was open once: renewals use it from then on
 	closed bool
 }
 
 // renewalPool returns the pool a renewal should use: the renewal pool,
 // created on first use, once it has a connection open; the main pool until
 // then, and when WithRenewalConns(0) asked for none or the Store is closed.
+// Once a connection was open, renewals stay on the renewal pool, which
+// opens more connections (up to the main pool's MaxConns) when its kept
+// ones are busy.
 func (s *Store) renewalPool() *pgxpool.Pool {
 	if s.cfg.renewalConns <= 0 {
 		return s.pool
@@ -53,9 +57,14 @@ func (s *Store) renewalPool() *pgxpool.Pool {
 		}
 		r.pool = p
 	}
-	if st := r.pool.Stat(); st.IdleConns() == 0 && st.TotalConns() < st.MaxConns() {
-		return s.pool // still opening its connections
+	if !r.warm {
+		if st := r.pool.Stat(); st.IdleConns()+st.AcquiredConns() == 0 {
+			return s.pool // still opening its first connection
+		}
+		r.warm = true
 	}
+	// Once warm, always: with its kept connections busy, a renewal opens
+	// another (one round trip more, and none queued behind requests).
 	return r.pool
 }
 

@@ -84,8 +84,12 @@ func newNames(name string) (names, error) {
 // are text: valid UTF-8 without NUL is kept as it is, anything else in an
 // escaped form (see the package documentation).
 //
-// A table created by an earlier version gains the columns it lacks (ALTER
-// TABLE ... ADD COLUMN IF NOT EXISTS, which takes a short exclusive lock).
+// A table created by an earlier version gains the columns (and the index)
+// it lacks. Only then is the table locked: ALTER TABLE and CREATE INDEX
+// take locks that wait for every open transaction on the table and make
+// every later claim wait behind them, even when there is nothing to add,
+// so the script looks in the catalog first. A table that is up to date is
+// not locked at all.
 func Schema(table string) (string, error) {
 	n, err := newNames(table)
 	if err != nil {
@@ -112,9 +116,20 @@ func schemaSQL(n names) string {
 	watched     boolean     NOT NULL DEFAULT false,
 	PRIMARY KEY (scope, key)
 );
-ALTER TABLE ` + n.table + ` ADD COLUMN IF NOT EXISTS header_bin bytea;
-ALTER TABLE ` + n.table + ` ADD COLUMN IF NOT EXISTS watched boolean NOT NULL DEFAULT false;
-CREATE INDEX IF NOT EXISTS ` + n.index + ` ON ` + n.table + ` (expires_at);
+DO $$
+BEGIN
+	IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = '` + n.table + `'::regclass AND attname = 'header_bin' AND NOT attisdropped) THEN
+		ALTER TABLE ` + n.table + ` ADD COLUMN header_bin bytea;
+	END IF;
+	IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = '` + n.table + `'::regclass AND attname = 'watched' AND NOT attisdropped) THEN
+		ALTER TABLE ` + n.table + ` ADD COLUMN watched boolean NOT NULL DEFAULT false;
+	END IF;
+	IF NOT EXISTS (SELECT FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+			WHERE i.indrelid = '` + n.table + `'::regclass AND c.relname = '` + strings.Trim(n.index, `"`) + `') THEN
+		CREATE INDEX ` + n.index + ` ON ` + n.table + ` (expires_at);
+	END IF;
+END
+$$;
 `
 }
 

@@ -9,6 +9,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
+// LockTimeout bounds how long Apply waits for a lock on a table: an
+// upgrade of a table under load fails with an error after it, and can be
+// run again, rather than stall every query on the table.
+const LockTimeout = "2s"
+
 // Apply runs script (statements that are safe to run again, such as
 // CREATE TABLE IF NOT EXISTS) in one transaction holding the advisory lock
 // named lock, so that concurrent callers apply it one after the other
@@ -20,6 +25,12 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, lock, script string) error {
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, lock); err != nil {
+		return err
+	}
+	// A change that must lock a busy table (an upgrade adding a column)
+	// gives up rather than queue: while it waits for the transactions
+	// open on the table, every new statement on it waits behind it.
+	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '`+LockTimeout+`'`); err != nil {
 		return err
 	}
 	// No arguments: pgx sends the multi-statement script over the simple
