@@ -69,6 +69,11 @@ func (q *request) serve() {
 			return
 		}
 		if res.Acquired {
+			if q.wait != nil {
+				// It waited and won the key: its waiting slot and watch
+				// are not needed while the handler runs.
+				q.wait.done(q.m)
+			}
 			q.run(h, res)
 			return
 		}

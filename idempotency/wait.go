@@ -89,8 +89,14 @@ func (wt *waiter) watch(ctx context.Context, m *middleware, k Key) bool {
 	if m.watcher == nil {
 		return false
 	}
-	settled, stop, err := m.watcher.Watch(ctx, k)
+	// Setting up the watch is part of the wait, and bounded by it.
+	wctx, cancel := context.WithTimeout(ctx, wt.deadline.Sub(m.cfg.clock.Now()))
+	defer cancel()
+	settled, stop, err := m.watcher.Watch(wctx, k)
 	if err != nil {
+		if wctx.Err() != nil {
+			return false // the wait is over, or the client left
+		}
 		m.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: the store cannot watch the key; polling",
 			slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Any("error", err))
 		return false

@@ -67,6 +67,7 @@ type watchingStore struct {
 	idempotency.Store
 	mu      sync.Mutex
 	waiting map[idempotency.Key][]chan struct{}
+	byKey   map[string]int // Watch calls by key
 	watches atomic.Int64
 }
 
@@ -76,10 +77,18 @@ func (s *watchingStore) Watch(_ context.Context, k idempotency.Key) (<-chan stru
 	s.mu.Lock()
 	if s.waiting == nil {
 		s.waiting = map[idempotency.Key][]chan struct{}{}
+		s.byKey = map[string]int{}
 	}
 	s.waiting[k] = append(s.waiting[k], ch)
+	s.byKey[k.Key]++
 	s.mu.Unlock()
 	return ch, func() {}, nil
+}
+
+func (s *watchingStore) watchesOf(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byKey[key]
 }
 
 func (s *watchingStore) fire(k idempotency.Key) {
@@ -93,6 +102,12 @@ func (s *watchingStore) fire(k idempotency.Key) {
 
 func (s *watchingStore) Complete(ctx context.Context, k idempotency.Key, tok int64, resp idempotency.Response, ttl time.Duration) error {
 	err := s.Store.Complete(ctx, k, tok, resp, ttl)
+	s.fire(k)
+	return err
+}
+
+func (s *watchingStore) Release(ctx context.Context, k idempotency.Key, tok int64) error {
+	err := s.Store.Release(ctx, k, tok)
 	s.fire(k)
 	return err
 }
@@ -226,4 +241,105 @@ func TestWaitForResult(t *testing.T) {
 		close(release)
 		<-firstDone
 	})
+}
+
+// slowWatcher is a Store whose Watch blocks until its context ends (a
+// listener that never comes up), recording the context's deadline.
+type slowWatcher struct {
+	idempotency.Store
+	deadline chan time.Time
+}
+
+func (s *slowWatcher) Watch(ctx context.Context, _ idempotency.Key) (<-chan struct{}, func(), error) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		d = time.Time{}
+	}
+	s.deadline <- d
+	<-ctx.Done()
+	return nil, nil, ctx.Err()
+}
+
+// TestWatchBoundedByTheWait checks that setting up a watch counts against
+// WithWaitForResult: the Watcher's context ends with the wait, so a store
+// slow to watch cannot hold a waiter past its bound.
+func TestWatchBoundedByTheWait(t *testing.T) {
+	const wait = 200 * time.Millisecond
+	started, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	app := &counter{before: func(http.ResponseWriter, *http.Request) int {
+		close(started)
+		<-release
+		return 0
+	}}
+	st := &slowWatcher{Store: newStore(t), deadline: make(chan time.Time, 1)}
+	h := idempotency.Middleware(st, idempotency.WithWaitForResult(wait))(app)
+	go post(h, "k", `{}`)
+	<-started
+	w := post(h, "k", `{}`)
+	end := time.Now()
+	if w.Code != http.StatusConflict {
+		t.Fatalf("duplicate answered %d, want 409 once the wait is over", w.Code)
+	}
+	// The waiter answered once its wait was over; Watch's context had
+	// ended by then.
+	if d := <-st.deadline; d.IsZero() || d.After(end) {
+		t.Fatalf("Watch's context deadline %v, want one within the wait (answered at %v)", d, end)
+	}
+}
+
+// TestWaiterThatWinsGivesBackItsSlot checks that a waiter that ends up
+// claiming the key (the first request released it) gives back its waiting
+// slot while its handler runs: with one slot, a duplicate of another key
+// can then wait, rather than get 409 at once.
+func TestWaiterThatWinsGivesBackItsSlot(t *testing.T) {
+	aIn, aOut := make(chan struct{}), make(chan struct{})
+	winIn, winOut := make(chan struct{}), make(chan struct{})
+	bIn, bOut := make(chan struct{}), make(chan struct{})
+	var aRuns atomic.Int64
+	app := &counter{before: func(_ http.ResponseWriter, r *http.Request) int {
+		k, _ := idempotency.KeyFromContext(r.Context())
+		switch {
+		case k.Key == "a" && aRuns.Add(1) == 1: // fails, so a is released
+			close(aIn)
+			<-aOut
+			return http.StatusServiceUnavailable
+		case k.Key == "a": // the waiter that won a
+			close(winIn)
+			<-winOut
+		case k.Key == "b":
+			close(bIn)
+			<-bOut
+		}
+		return 0
+	}}
+	st := &watchingStore{Store: newStore(t)}
+	h := idempotency.Middleware(st, idempotency.WithWaitForResult(testenv.Patience), idempotency.WithMaxWaiters(1))(app)
+	go post(h, "a", `{}`)
+	<-aIn
+	won := make(chan int, 1)
+	go func() { won <- post(h, "a", `{}`).Code }() // waits on a, in the one slot
+	testenv.Eventually(t, "the duplicate of a waits", func() bool { return st.watchesOf("a") > 0 })
+	close(aOut) // a is released: the waiter claims it and runs
+	<-winIn
+	go post(h, "b", `{}`)
+	<-bIn
+	dup := make(chan int, 1)
+	go func() { dup <- post(h, "b", `{}`).Code }()
+	testenv.Eventually(t, "the duplicate of b waits in the slot the winner gave back", func() bool {
+		select {
+		case code := <-dup:
+			t.Fatalf("the duplicate of b answered %d at once: the slot was still taken", code)
+		default:
+		}
+		return st.watchesOf("b") > 0
+	})
+	close(bOut)
+	if code := <-dup; code != http.StatusCreated {
+		t.Fatalf("the duplicate of b answered %d, want b's 201 replayed", code)
+	}
+	close(winOut)
+	if code := <-won; code != http.StatusCreated {
+		t.Fatalf("the waiter that won answered %d", code)
+	}
 }

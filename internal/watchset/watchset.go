@@ -48,6 +48,13 @@ type watch struct {
 func (s *Set[K]) Add(k K) (settled <-chan struct{}, stop func(), first, listen bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.add(k)
+}
+
+// add is Add with the lock held. A caller told to start a listener finds a
+// fresh ready channel in s.ready, made under the same lock, so that a
+// concurrent Watch never reads the last listener's (or none).
+func (s *Set[K]) add(k K) (settled <-chan struct{}, stop func(), first, listen bool) {
 	if s.m == nil {
 		s.m = make(map[K]*watch)
 	}
@@ -58,7 +65,10 @@ func (s *Set[K]) Add(k K) (settled <-chan struct{}, stop func(), first, listen b
 	}
 	w.n++
 	listen = !s.listening
-	s.listening = true
+	if listen {
+		s.listening = true
+		s.ready, s.broken = make(chan struct{}), false
+	}
 	var once sync.Once
 	stop = func() { once.Do(func() { s.remove(k, w) }) }
 	return w.ch, stop, !ok, listen
@@ -121,17 +131,16 @@ func (s *Set[K]) Retire() bool {
 // listens, Failed when it cannot, Fire for each settlement it hears of, and
 // returns when Retire says nobody waits. When k had no waiter, announce asks
 // the server to announce k's settlement (an error stops the watch and is
-// returned). Watch then waits, up to ReadyWait, until the listener listens,
-// unless its last attempt failed.
+// returned). Watch then waits, up to ReadyWait or until ctx ends, until the
+// listener listens, unless its last attempt failed.
 func (s *Set[K]) Watch(ctx context.Context, k K, announce func(context.Context) error, listen func()) (<-chan struct{}, func(), error) {
-	ch, stop, first, start := s.Add(k)
 	s.mu.Lock()
-	if start {
-		s.ready, s.broken = make(chan struct{}), false
-		go listen()
-	}
+	ch, stop, first, start := s.add(k)
 	ready, broken := s.ready, s.broken
 	s.mu.Unlock()
+	if start {
+		go listen()
+	}
 	if first && announce != nil {
 		if err := announce(ctx); err != nil {
 			stop()

@@ -186,3 +186,35 @@ func TestWatchAnnounceError(t *testing.T) {
 		t.Fatalf("a failed Watch left %d keys watched", s.Len())
 	}
 }
+
+// TestReadyMadeWithTheListener checks that the Add that asks for a new
+// listener also makes the channel that says it listens, under the same
+// lock: a Watch that runs between the two would otherwise read the last
+// listener's channel (closed, so it would not wait) or none (and wait the
+// whole ReadyWait).
+func TestReadyMadeWithTheListener(t *testing.T) {
+	var s Set[int]
+	_, stop, _, listen := s.Add(1)
+	if !listen {
+		t.Fatal("the first Add did not ask for a listener")
+	}
+	s.mu.Lock()
+	ready := s.ready
+	s.mu.Unlock()
+	if ready == nil || closed(ready) {
+		t.Fatalf("after the Add that asks for a listener, ready = %v (closed %v); want a fresh channel", ready, ready != nil && closed(ready))
+	}
+	s.Listening()
+	stop()
+	if !s.Retire() {
+		t.Fatal("Retire with no waiter")
+	}
+	_, stop, _, listen = s.Add(2)
+	defer stop()
+	s.mu.Lock()
+	next := s.ready
+	s.mu.Unlock()
+	if !listen || next == ready || closed(next) {
+		t.Fatal("the next listener's Add did not make a fresh ready channel")
+	}
+}
