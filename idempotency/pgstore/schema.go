@@ -76,9 +76,11 @@ func newNames(name string) (names, error) {
 // (completed); token is the fencing token, drawn from the identity sequence on
 // every claim; lease_until is when an in-progress claim's lease lapses;
 // expires_at is when the row stops counting (indexed for cleanup); status,
-// header_bin (the allow-listed headers, byte for byte), body and oversize
-// hold the stored response; header is the JSON form of the headers that
-// earlier versions wrote, still read; took_over records that the current
+// header_bin (the claim's token, then the allow-listed headers byte for
+// byte), body and oversize hold the stored response; header is the JSON
+// form of the headers that earlier versions wrote, still read (the token
+// in header_bin tells whether header_bin is the current record's, when an
+// earlier version completed the row last); took_over records that the current
 // claim took over a lapsed lease; watched that a request waits for the row
 // to settle, so that its completion notifies. Scope, key and fingerprint
 // are text: valid UTF-8 without NUL is kept as it is, anything else in an

@@ -91,3 +91,44 @@ func TestCreateSchemaUpgradesAnOlderTable(t *testing.T) {
 		t.Fatalf("Get on the upgraded table = %+v %v %v", e, found, err)
 	}
 }
+
+// TestRecordCompletedByAnEarlierVersion checks a rolling upgrade: a key
+// completed by this version expires, and an instance of an earlier version
+// (which knows only the JSON header column, and leaves header_bin as it
+// was) claims and completes it again. Readers of this version then replay
+// that record's headers, not the ones left over from the expired record.
+func TestRecordCompletedByAnEarlierVersion(t *testing.T) {
+	pool := newPool(t)
+	s := newStore(t, pool)
+	ctx := ctxT(t)
+	r, err := s.Claim(ctx, key("k"), "fp", time.Minute, time.Hour)
+	if err != nil || !r.Acquired {
+		t.Fatal(r, err)
+	}
+	resp := idempotency.Response{Status: http.StatusCreated, Header: http.Header{"Location": {"/ops/1"}}}
+	if err := s.Complete(ctx, key("k"), r.Token, resp, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, header, want string
+	}{
+		{"with headers", `'{"Location":["/ops/2"]}'`, "/ops/2"},
+		{"without headers", `NULL`, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			// What an earlier version's claim and completion leave: a new
+			// token, the JSON header, header_bin untouched.
+			tag, err := pool.Exec(ctx, `UPDATE "`+s.Table()+`" SET token = token + 1, header = `+tt.header+` WHERE key = $1`, key("k").Key)
+			if err != nil || tag.RowsAffected() != 1 {
+				t.Fatal(tag, err)
+			}
+			e, found, err := s.Get(ctx, key("k"))
+			if err != nil || !found || e.Response == nil {
+				t.Fatalf("Get = %+v %v %v", e, found, err)
+			}
+			if got := e.Response.Header.Get("Location"); got != tt.want {
+				t.Fatalf("Location = %q, want %q (the earlier version's record)", got, tt.want)
+			}
+		})
+	}
+}

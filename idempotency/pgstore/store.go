@@ -2,9 +2,11 @@ package pgstore
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -234,7 +236,7 @@ type entryRow struct {
 	remainingUS int64
 	status      *int32
 	header      []byte // JSON, as written before header_bin existed
-	headerBin   []byte // headercodec
+	headerBin   []byte // stampedHeader
 	body        []byte
 	oversize    bool
 }
@@ -254,13 +256,15 @@ func (r entryRow) entry() (idempotency.Entry, error) {
 			resp.Status = int(*r.status)
 		}
 		switch {
-		case r.headerBin != nil:
-			h, err := headercodec.Decode(r.headerBin)
-			if err != nil {
-				return idempotency.Entry{}, fmt.Errorf("decode stored header: %w", err)
+		case stampedFor(r.headerBin, r.token):
+			if len(r.headerBin) > stampLen {
+				h, err := headercodec.Decode(r.headerBin[stampLen:])
+				if err != nil {
+					return idempotency.Entry{}, fmt.Errorf("decode stored header: %w", err)
+				}
+				resp.Header = h
 			}
-			resp.Header = h
-		case len(r.header) > 0:
+		case len(r.header) > 0: // written by an earlier version
 			if err := json.Unmarshal(r.header, &resp.Header); err != nil {
 				return idempotency.Entry{}, fmt.Errorf("decode stored header: %w", err)
 			}
@@ -342,10 +346,7 @@ func (s *Store) settle(ctx context.Context, q queryRower, op, sql string, k idem
 		if err != nil {
 			return fmt.Errorf("pgstore: %s: %w", op, err)
 		}
-		var header []byte
-		if len(resp.Header) > 0 {
-			header = headercodec.Append(nil, resp.Header)
-		}
+		header := stampedHeader(token, resp.Header)
 		args = []any{scope, key, token, int32(resp.Status), header, resp.Body, resp.Oversize, ttlUS, channel, payload}
 	} else {
 		args = []any{scope, key, token, channel, payload}
@@ -392,4 +393,27 @@ func checkTag(op string, rows int64, err error) error {
 		return fmt.Errorf("pgstore: %s: %w", op, idempotency.ErrStaleToken)
 	}
 	return nil
+}
+
+// stampLen is the length of the token stamp that begins header_bin.
+const stampLen = 8
+
+// stampedHeader is the header_bin of a completion by the claim token: the
+// token (8 bytes, big-endian), then h in headercodec form. An earlier
+// version, which knows only the JSON header column, leaves header_bin as
+// it was when it re-claims and completes an expired key; the stamp, from
+// an older claim, then tells the reader that header_bin is not this
+// record's.
+func stampedHeader(token int64, h http.Header) []byte {
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, stampLen+64), uint64(token))
+	if len(h) > 0 {
+		b = headercodec.Append(b, h)
+	}
+	return b
+}
+
+// stampedFor reports whether header_bin b was written by the completion of
+// the claim with token.
+func stampedFor(b []byte, token int64) bool {
+	return len(b) >= stampLen && int64(binary.BigEndian.Uint64(b)) == token
 }
