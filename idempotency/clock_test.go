@@ -86,6 +86,7 @@ func TestUnconfirmedLeaseOnFakeTime(t *testing.T) {
 	h := idempotency.Middleware(st, idempotency.WithLease(lease), idempotency.WithClock(clk))(app)
 	go post(h, "k", `{}`)
 	<-entered
+	testenv.Eventually(t, "the lease keeper's timer is armed", func() bool { return clk.Pending() > 0 })
 	clk.Advance(lease - time.Nanosecond)
 	select {
 	case err := <-cancelled:

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/memstore"
+	"github.com/saferetry/saferetry/internal/clock"
 	"github.com/saferetry/saferetry/internal/testenv"
 )
 
@@ -197,12 +199,14 @@ func TestHandlerNotStartedOnALateClaim(t *testing.T) {
 	})
 }
 
-// TestRenewalsGoOnWhileCompleting checks that the lease is renewed until
-// Complete is acknowledged, not only while the handler runs: a Complete
-// slower than two leases does not let a duplicate take the key over.
+// TestRenewalsGoOnWhileCompleting checks, on fake time, that the lease is
+// renewed until Complete is acknowledged, not only while the handler runs:
+// a Complete slower than two leases (but within the store timeout) does not
+// let a duplicate take the key over.
 func TestRenewalsGoOnWhileCompleting(t *testing.T) {
-	const lease = 150 * time.Millisecond
-	base := newStore(t)
+	const lease = 1200 * time.Millisecond // three leases fit in DefaultStoreTimeout
+	clk := clock.NewManual(fakeStart)
+	base := newStore(t, memstore.WithClock(clk.Now), memstore.WithCleanupInterval(0))
 	var completing atomic.Bool
 	var renewalsWhileCompleting atomic.Int64
 	st := &faultyStore{Store: base}
@@ -212,30 +216,28 @@ func TestRenewalsGoOnWhileCompleting(t *testing.T) {
 		}
 		return base.Renew(ctx, k, tok, l)
 	}
-	inComplete := make(chan struct{})
+	inComplete, finish := make(chan struct{}), make(chan struct{})
 	st.complete = func(ctx context.Context, k idempotency.Key, tok int64, resp idempotency.Response, ttl time.Duration) error {
 		completing.Store(true)
 		close(inComplete)
-		<-time.After(3 * lease) // a slow store
+		<-finish // a slow store
 		return base.Complete(ctx, k, tok, resp, ttl)
 	}
 	app := &counter{}
-	a := idempotency.Middleware(st, idempotency.WithLease(lease))(app)
-	b := idempotency.Middleware(base, idempotency.WithLease(lease))(app)
+	a := idempotency.Middleware(st, idempotency.WithLease(lease), idempotency.WithClock(clk))(app)
+	b := idempotency.Middleware(base, idempotency.WithLease(lease), idempotency.WithClock(clk))(app)
 	first := make(chan string)
 	go func() { first <- post(a, "k", `{}`).Body.String() }()
 	<-inComplete
-	deadline := time.Now().Add(3 * lease)
-	for time.Now().Before(deadline) {
+	for i := int64(1); i <= 9; i++ { // three leases
+		clk.Advance(lease / 3)
+		testenv.Eventually(t, "the renewal is done", func() bool { return renewalsWhileCompleting.Load() >= i && clk.Pending() > 0 })
 		if w := post(b, "k", `{}`); w.Code != http.StatusConflict {
 			t.Fatalf("duplicate while the first completes = %d %s, want 409", w.Code, w.Body)
 		}
-		<-time.After(lease / 5)
 	}
+	close(finish)
 	body := <-first
-	if renewalsWhileCompleting.Load() == 0 {
-		t.Fatal("no renewal while Complete was under way")
-	}
 	if n := app.calls.Load(); n != 1 {
 		t.Fatalf("executions = %d, want 1", n)
 	}
