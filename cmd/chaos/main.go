@@ -148,7 +148,7 @@ func parseFlags(args []string, stderr io.Writer) (plan, error) {
 	modes := fs.String("modes", "lease,tx", "modes to run (tx: postgres only)")
 	scenarios := fs.String("scenarios", "", "scenarios to run (empty: the profile's)")
 	handlers := fs.String("handlers", "", "payment handlers: keyed,unkeyed (empty: the profile's)")
-	workers := fs.Int("workers", 16, "concurrent clients")
+	workers := fs.Int("workers", 0, "concurrent clients (0: the profile's)")
 	lease := fs.Duration("lease", time.Second, "the servers' lease")
 	pace := fs.Duration("pace", -1, "spread each cell's operations over at least this long (-1: the profile's)")
 	timeout := fs.Duration("timeout", 0, "bound of the whole run (0: the profile's)")
@@ -156,13 +156,13 @@ func parseFlags(args []string, stderr io.Writer) (plan, error) {
 	if err := fs.Parse(args); err != nil {
 		return plan{}, err
 	}
-	p := plan{profile: *profile, workers: *workers, lease: *lease, keep: *keep,
+	p := plan{profile: *profile, lease: *lease, keep: *keep,
 		stores: strings.Split(*stores, ","), modes: strings.Split(*modes, ",")}
 	switch *profile {
 	case "short":
-		p.ops, p.pace, p.scenarios, p.keyed, p.unkeyed, p.timeout = 300, 6*time.Second, chaos.Scenarios, true, true, 10*time.Minute
+		p.ops, p.workers, p.pace, p.scenarios, p.keyed, p.unkeyed, p.timeout = 300, 16, 6*time.Second, chaos.Scenarios, true, true, 10*time.Minute
 	case "long":
-		p.ops, p.pace, p.scenarios, p.keyed, p.timeout = 100_000, 0, []string{chaos.ScenarioAll}, true, 3*time.Hour
+		p.ops, p.workers, p.pace, p.scenarios, p.keyed, p.timeout = 100_000, 32, 0, []string{chaos.ScenarioAll}, true, 3*time.Hour
 	default:
 		return p, fmt.Errorf("chaos: -profile %q: want short or long", *profile)
 	}
@@ -175,7 +175,10 @@ func parseFlags(args []string, stderr io.Writer) (plan, error) {
 	if *timeout > 0 {
 		p.timeout = *timeout
 	}
-	if *workers <= 0 || *lease <= 0 {
+	if *workers > 0 {
+		p.workers = *workers
+	}
+	if *workers < 0 || *lease <= 0 {
 		return p, errors.New("chaos: -workers and -lease must be positive")
 	}
 	if *scenarios != "" {

@@ -20,7 +20,7 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{[]string{"-scenarios", "kill,meteor"}, "unknown scenario"},
 		{[]string{"-stores", "mysql"}, "unknown store"},
 		{[]string{"-stores", "postgres", "-modes", "eventual"}, "unknown mode"},
-		{[]string{"-workers", "0"}, "-workers"},
+		{[]string{"-workers", "-1"}, "-workers"},
 		{[]string{"-lease", "-1s"}, "-lease"},
 		{[]string{"-nosuchflag"}, "not defined"},
 		{[]string{"-handlers", "keyed,clever"}, "unknown handler"},
@@ -30,6 +30,24 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		ok, err := run(context.Background(), tt.args, &bytes.Buffer{}, &stderr)
 		if ok || err == nil || !(strings.Contains(err.Error(), tt.want) || strings.Contains(stderr.String(), tt.want)) {
 			t.Errorf("run %q = %v, %v (stderr %q); want an error about %s", tt.args, ok, err, stderr.String(), tt.want)
+		}
+	}
+}
+
+// TestProfileSettings: each profile brings its own operations and clients,
+// and a flag overrides them.
+func TestProfileSettings(t *testing.T) {
+	for _, tt := range []struct {
+		args         []string
+		ops, workers int
+	}{
+		{nil, 300, 16},
+		{[]string{"-profile", "long"}, 100_000, 32},
+		{[]string{"-profile", "long", "-workers", "8", "-ops", "50"}, 50, 8},
+	} {
+		p, err := parseFlags(tt.args, &bytes.Buffer{})
+		if err != nil || p.ops != tt.ops || p.workers != tt.workers {
+			t.Errorf("parseFlags %q = ops %d, workers %d, %v; want %d, %d", tt.args, p.ops, p.workers, err, tt.ops, tt.workers)
 		}
 	}
 }
