@@ -37,7 +37,7 @@ func (q *request) refused(e Entry) bool {
 	}
 	m.emit(Event{Outcome: OutcomeInProgress, Key: k, Token: e.Token, Status: http.StatusConflict})
 	writeProblem(q.w, problem{Type: ProblemInProgress, Status: http.StatusConflict, Key: k.Key,
-		Detail: "A request with this Idempotency-Key is still being processed. Retry later with the same key."}, retryAfterSeconds(e.LeaseRemaining))
+		Detail: "A request with this Idempotency-Key is still being processed. Retry later with the same key."}, inProgressRetryAfter(m.runs.estimate(q.r), e.LeaseRemaining))
 	return false
 }
 

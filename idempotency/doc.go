@@ -149,6 +149,17 @@
 // the claim; for anything else, key the side effect itself, so that a
 // second run finds the first run's effect.
 //
+// # When to come back: Retry-After of 409
+//
+// A 409 ProblemInProgress carries Retry-After with when the holder will
+// likely be done, not when it would be presumed dead: the Middleware keeps,
+// per route (the method and the ServeMux pattern the request matched, or
+// its path when the Middleware wraps the mux), a moving estimate of how
+// long its handler runs on this instance, and answers that, rounded up to
+// whole seconds, at least 1 s, and at most the holder's remaining lease.
+// Until a run of the route was seen it answers 1 s. A client that comes
+// back then finds the stored answer, or another 409 with a fresh estimate.
+//
 // # Waiting for the first request
 //
 // WithWaitForResult makes a duplicate wait for the running request instead

@@ -53,6 +53,7 @@ type middleware struct {
 	cfg     *config
 	next    http.Handler
 	waiters atomic.Int64 // requests waiting under WithWaitForResult
+	runs    runTimes     // how long the handler runs, per route
 }
 
 var _ http.Handler = (*middleware)(nil)

@@ -26,8 +26,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-
 	"github.com/saferetry/saferetry"
 	"github.com/saferetry/saferetry/mockserver"
 )
@@ -74,20 +72,12 @@ func run(ctx context.Context, w io.Writer) error {
 		},
 	}))
 	sent := newCounter() // attempts the client made, per key
+	// The client keeps its defaults: 4 attempts, exponential backoff, and
+	// the server's Retry-After.
 	client := saferetry.NewClient(
 		saferetry.WithHTTPClient(srv.Client()),
 		saferetry.WithLogger(logger),
 		saferetry.WithHook(func(a saferetry.Attempt) { sent.add(a.Key) }),
-		saferetry.WithMaxAttempts(10),
-		// Short waits so the demo takes seconds; production keeps the defaults.
-		saferetry.WithBackoff(func() backoff.BackOff {
-			return backoff.NewExponentialBackOff(
-				backoff.WithInitialInterval(20*time.Millisecond),
-				backoff.WithMaxInterval(200*time.Millisecond),
-				backoff.WithMaxElapsedTime(0))
-		}),
-		// A 409 asks for Retry-After in whole seconds; cap it for the demo.
-		saferetry.WithMaxRetryAfter(100*time.Millisecond),
 	)
 
 	var ops []*op
