@@ -19,6 +19,12 @@
 // included, are the key; spaces and tabs around the value are not part of
 // it, and parameters after an sf-string are refused.
 //
+// Retried: transport errors, per-attempt timeouts, 408, 409, 429 and 5xx
+// except 501, unless the answer is a replay (Idempotent-Replayed: true), which
+// is the operation's recorded outcome and final whatever its status. A
+// Stripe-Should-Retry header of "true" or "false" overrides the status rule
+// ([ReasonServerSaid]).
+//
 // Defaults (each changeable by an [Option]):
 //
 //   - attempts: 4 in total (the first included), see [WithMaxAttempts];

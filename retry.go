@@ -40,7 +40,8 @@ type Reason string
 // Reasons reported in [Attempt.Reason].
 const (
 	ReasonFinalStatus       Reason = "final status"              // a status that is not retried
-	ReasonReplayed          Reason = "replayed"                  // 409 with Idempotent-Replayed: true
+	ReasonReplayed          Reason = "replayed"                  // any status with Idempotent-Replayed: true: the recorded outcome
+	ReasonServerSaid        Reason = "server said"               // Stripe-Should-Retry: true or false decided
 	ReasonRetryableStatus   Reason = "retryable status"          // 408, 409, 429, 5xx except 501
 	ReasonRetryAfter        Reason = "retry-after"               // retryable status; the wait comes from Retry-After
 	ReasonTransportError    Reason = "transport error"           // no response: refused, reset, EOF...
@@ -86,6 +87,7 @@ var reasons = [retrypolicy.NumReasons]Reason{
 	retrypolicy.ReasonContextDone:       ReasonContextDone,
 	retrypolicy.ReasonBackoffStop:       ReasonBackoffStop,
 	retrypolicy.ReasonClassifier:        ReasonClassifier,
+	retrypolicy.ReasonServerSaid:        ReasonServerSaid,
 }
 
 // decision is the Decision of a verdict.

@@ -25,12 +25,23 @@ import (
 // TestStatusTablesAgree checks all three for every status from 100 to 599.
 
 // Retried reports whether the client retries an answer with status and
-// header h (CONTRACT.md, client rule 3): 408, 409 unless h marks it as
-// replayed, 429, and 5xx except 501. h is read only for a 409.
+// header h (CONTRACT.md, client rule 3): 408, 409, 429, and 5xx except
+// 501, unless h marks the answer as replayed. A replay is the operation's
+// recorded outcome, the same on every retry, so it is final whatever its
+// status: a 409 replayed is the handler's own, and a 5xx replayed (from a
+// server that stores 5xx) comes back as it is however often it is asked
+// for. A server's explicit say (Stripe-Should-Retry, see [ShouldRetry])
+// comes next, then the status.
 func Retried(status int, h http.Header) bool {
+	if Replayed(h) {
+		return false
+	}
+	if retry, said := ShouldRetry(h); said {
+		return retry
+	}
 	switch {
 	case status == http.StatusConflict:
-		return !Replayed(h)
+		return true
 	case status == http.StatusRequestTimeout, status == http.StatusTooManyRequests:
 		return true
 	case status >= 500 && status <= 599:
@@ -44,6 +55,25 @@ func Retried(status int, h http.Header) bool {
 // every status below 500 except 408 and 429.
 func Stored(status int) bool {
 	return status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests
+}
+
+// HeaderShouldRetry is "Stripe-Should-Retry", the header with which a
+// server tells whether a request is worth retrying ("true" or "false"),
+// overriding what the status alone says: Stripe's API sends it, for
+// instance "true" on a 409 from a lock it held briefly, "false" where a
+// retry could not help.
+const HeaderShouldRetry = "Stripe-Should-Retry"
+
+// ShouldRetry reports what h's Stripe-Should-Retry says, in any case; said
+// is false when it is absent or neither "true" nor "false".
+func ShouldRetry(h http.Header) (retry, said bool) {
+	switch v := h.Get(HeaderShouldRetry); {
+	case strings.EqualFold(v, "true"):
+		return true, true
+	case strings.EqualFold(v, "false"):
+		return false, true
+	}
+	return false, false
 }
 
 // Replayed reports whether h marks an answer as replayed from the server's

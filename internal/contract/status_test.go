@@ -42,4 +42,21 @@ func TestRetriedAndStored(t *testing.T) {
 	if !Retried(409, http.Header{HeaderReplayed: {"false"}}) {
 		t.Error("a 409 with Idempotent-Replayed: false is not retried")
 	}
+	for _, s := range []int{500, 502, 503, 504} {
+		if Retried(s, http.Header{HeaderReplayed: {"true"}}) {
+			t.Errorf("a replayed %d is retried: a replay is the same on every retry", s)
+		}
+	}
+	for _, tt := range []struct {
+		status int
+		value  string
+		want   bool
+	}{
+		{500, "false", false}, {503, "False", false}, {400, "true", true}, {409, "TRUE", true},
+		{500, "", true}, {400, "", false}, {500, "perhaps", true},
+	} {
+		if got := Retried(tt.status, http.Header{HeaderShouldRetry: {tt.value}}); got != tt.want {
+			t.Errorf("Retried(%d, %s: %q) = %v, want %v", tt.status, HeaderShouldRetry, tt.value, got, tt.want)
+		}
+	}
 }

@@ -15,12 +15,15 @@ import (
 // ClassifyStatus applies the contract's rules (see [contract.Retried]) to
 // a response.
 func ClassifyStatus(resp *http.Response) (retry bool, reason Reason) {
-	switch {
-	case contract.Retried(resp.StatusCode, resp.Header):
-		return true, ReasonRetryableStatus
-	case resp.StatusCode == http.StatusConflict:
-		// A 409 is final only when it is a replay.
+	if contract.Replayed(resp.Header) {
+		// The recorded outcome: the same on every retry.
 		return false, ReasonReplayed
+	}
+	if retry, said := contract.ShouldRetry(resp.Header); said {
+		return retry, ReasonServerSaid
+	}
+	if contract.Retried(resp.StatusCode, resp.Header) {
+		return true, ReasonRetryableStatus
 	}
 	return false, ReasonFinalStatus
 }

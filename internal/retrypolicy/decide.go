@@ -38,6 +38,7 @@ const (
 	ReasonContextDone
 	ReasonBackoffStop
 	ReasonClassifier
+	ReasonServerSaid
 
 	// NumReasons bounds the reasons: each is below it.
 	NumReasons
