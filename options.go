@@ -56,6 +56,8 @@ type config struct {
 	logger          *slog.Logger
 	hooks           []func(Attempt)
 	clock           clock
+
+	crossOriginRedirects bool
 }
 
 func newConfig(opts []Option) *config {

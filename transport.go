@@ -78,7 +78,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeRequestBody(req)
 		return nil, &Error{Cause: ErrNotSent, Err: err}
 	}
-	key, wire, _, err := cfg.resolveKey(req)
+	req, keyless, err := cfg.crossOrigin(req)
+	if err != nil {
+		closeRequestBody(req)
+		return nil, &Error{Cause: ErrNotSent, Err: err}
+	}
+	var key, wire string
+	if !keyless {
+		key, wire, _, err = cfg.resolveKey(req)
+	}
 	if err != nil {
 		closeRequestBody(req)
 		var e *Error

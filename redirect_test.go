@@ -1,0 +1,85 @@
+package saferetry
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+)
+
+// TestCrossOriginRedirectKeepsBodyAndKeyHome: a 307 or 308 to another
+// origin would resend the body and the key there; it is not followed, and
+// the error says why. A port or scheme of its own is another origin too.
+func TestCrossOriginRedirectKeepsBodyAndKeyHome(t *testing.T) {
+	for _, loc := range []string{"http://elsewhere.test/v2/debits", "http://api.test:8080/v2/debits", "https://api.test/v2/debits"} {
+		for _, code := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+			rc := newRecorder(statusH(code, "Location", loc), status(201))
+			_, err := testClient(rc).Do(newReq(t, context.Background(), http.MethodPost, "card 4242"))
+			var e *Error
+			if !errors.Is(err, ErrCrossOriginRedirect) || !errors.Is(err, ErrNotSent) || !errors.As(err, &e) {
+				t.Fatalf("%d to %s: err = %v, want ErrCrossOriginRedirect (ErrNotSent)", code, loc, err)
+			}
+			if s := rc.Seen(); len(s) != 1 {
+				t.Fatalf("%d to %s: %d round trips, want only the first: %+v", code, loc, len(s), s)
+			}
+		}
+	}
+}
+
+// TestSameOriginRedirectKeepsBodyAndKey: the default port spelt out, or a
+// host in capitals, is the same origin: the key and body follow.
+func TestSameOriginRedirectKeepsBodyAndKey(t *testing.T) {
+	for _, loc := range []string{"/v2/debits", "http://API.test:80/v2/debits"} {
+		rc := newRecorder(statusH(http.StatusTemporaryRedirect, "Location", loc), status(201))
+		resp, err := testClient(rc).Do(newReq(t, context.Background(), http.MethodPost, "card 4242"))
+		if err != nil {
+			t.Fatalf("%s: %v", loc, err)
+		}
+		resp.Body.Close()
+		s := rc.Seen()
+		if len(s) != 2 || len(s[1].keys) != 1 || s[1].keys[0] != s[0].keys[0] || s[1].body != "card 4242" {
+			t.Fatalf("%s: round trips %+v, want the key and body on both", loc, s)
+		}
+	}
+}
+
+// TestCrossOriginRedirectsAllowed: WithCrossOriginRedirects(true) lets the
+// key and body follow.
+func TestCrossOriginRedirectsAllowed(t *testing.T) {
+	rc := newRecorder(statusH(http.StatusPermanentRedirect, "Location", "http://elsewhere.test/v2/debits"), status(201))
+	resp, err := testClient(rc, WithCrossOriginRedirects(true)).Do(newReq(t, context.Background(), http.MethodPost, "card 4242"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	s := rc.Seen()
+	if len(s) != 2 || len(s[1].keys) != 1 || s[1].keys[0] != s[0].keys[0] || s[1].body != "card 4242" {
+		t.Fatalf("round trips %+v, want the key and body followed", s)
+	}
+}
+
+// TestCrossOriginRedirectWithoutBodyDropsTheKey: a 303 turns the POST into
+// a GET; to another origin it goes without the key, whether the key came
+// from WithKey or from the caller's header.
+func TestCrossOriginRedirectWithoutBodyDropsTheKey(t *testing.T) {
+	for _, fromHeader := range []bool{false, true} {
+		rc := newRecorder(statusH(http.StatusSeeOther, "Location", "http://cdn.test/receipts/7"), status(200))
+		req := newReq(t, WithKey(context.Background(), "debit-7"), http.MethodPost, "x")
+		if fromHeader {
+			req = newReq(t, context.Background(), http.MethodPost, "x")
+			req.Header.Set(HeaderIdempotencyKey, "debit-7")
+		}
+		resp, err := testClient(rc).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		s := rc.Seen()
+		if len(s) != 2 || len(s[0].keys) != 1 || s[1].method != http.MethodGet || len(s[1].keys) != 0 {
+			t.Fatalf("header %v: round trips %+v, want the GET to the other origin without a key", fromHeader, s)
+		}
+		if got := req.Header.Get(HeaderIdempotencyKey); fromHeader && got != "debit-7" {
+			t.Fatalf("the caller's header was modified: %q", got)
+		}
+	}
+}
