@@ -17,7 +17,8 @@
 // idempotency package's servers and this client (see [ParseKey]): a raw
 // token, or an RFC 9651 sf-string whose characters, spaces at its ends
 // included, are the key; spaces and tabs around the value are not part of
-// it, and parameters after an sf-string are refused.
+// it, and RFC 9651 parameters after an sf-string are ignored when well
+// formed and refused when not.
 //
 // Retried: transport errors, per-attempt timeouts, 408, 409, 429 and 5xx
 // except 501, unless the answer is a replay (Idempotent-Replayed: true), which

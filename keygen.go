@@ -82,7 +82,8 @@ func ValidateKey(key string) error {
 //   - spaces and tabs around the value are not part of it;
 //   - a value starting with a double quote is an sf-string ("..." with \"
 //     and \\ escapes), whose characters are the key, spaces at its ends
-//     included; parameters after it ("k";p=1) are refused, not ignored;
+//     included; RFC 9651 parameters after it ("k";p=1) are ignored when
+//     well formed (the key is k) and refused when not;
 //   - anything else is the raw key, which must not hold a comma (a list of
 //     several keys) or a double quote (broken quoting); such keys travel
 //     as sf-strings (see [FormatKey]).

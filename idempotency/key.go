@@ -27,9 +27,10 @@ var (
 // A value is either a raw token or an RFC 9651 sf-string, with the RFC's
 // rules: spaces and tabs around the value are not part of it (HTTP strips
 // them); the characters of an sf-string ("...", with \" and \\ as the only
-// escapes) are the key, spaces at its ends included; parameters after an
-// sf-string ("k";p=1) are refused, not ignored, so that two values that
-// differ only in parameters never name one operation. After unquoting the
+// escapes) are the key, spaces at its ends included; RFC 9651 parameters
+// after an sf-string ("k";p=1) are accepted when well formed and ignored
+// (no parameter of the key is defined, so "k";p=1 is the key k), and
+// refused when malformed. After unquoting the
 // key must hold 1 to MaxKeyLength bytes of printable ASCII (0x20-0x7E). A
 // raw token must not contain a comma or a double quote, since either means
 // several values were folded into one field or the quoting is broken.

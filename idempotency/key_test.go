@@ -45,7 +45,8 @@ func TestParseKey(t *testing.T) {
 		{"unterminated sf-string", []string{`"abc`}, "", idempotency.ErrMalformedKey},
 		{"unterminated after escape", []string{`"abc\"`}, "", idempotency.ErrMalformedKey},
 		{"bad escape", []string{`"a\nb"`}, "", idempotency.ErrMalformedKey},
-		{"sf-string with parameters", []string{`"abc";x=1`}, "", idempotency.ErrMalformedKey},
+		{"sf-string with parameters", []string{`"abc";x=1`}, "abc", nil},
+		{"sf-string with malformed parameters", []string{`"abc";X=1`}, "", idempotency.ErrMalformedKey},
 		{"non-ASCII in sf-string", []string{"\"caf\u00e9\""}, "", idempotency.ErrMalformedKey},
 		{"non-ASCII after escape", []string{"\"a\\\"\u00e9\""}, "", idempotency.ErrMalformedKey},
 	}

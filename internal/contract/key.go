@@ -36,7 +36,6 @@ const (
 	errNotPrintable  KeyError = "the value is not printable ASCII"
 	errUnterminated  KeyError = "the sf-string has no closing quote"
 	errBadEscape     KeyError = "the sf-string has a bad escape"
-	errParameters    KeyError = "parameters after the sf-string are not accepted"
 	errTrailing      KeyError = "unexpected characters after the sf-string"
 	errEmptyKey      KeyError = "the key is empty"
 )
@@ -66,8 +65,10 @@ func ParseKeyFields(values []string) (string, error) {
 //   - A value that starts with a double quote is an sf-string: printable
 //     ASCII between quotes, with \" and \\ as the only escapes. Its
 //     characters are the key, spaces at either end included: `" a"` is the
-//     key " a". Parameters (`"a";p=1`) are refused, not ignored, so that two
-//     values differing only in parameters never name one operation.
+//     key " a". RFC 9651 parameters after it (`"a";p=1`) are accepted if
+//     well formed and ignored, as RFC 9651 has unknown parameters be: no
+//     parameter of an Idempotency-Key is defined, so `"a";p=1` and `"a"`
+//     name the same operation. Malformed ones are refused.
 //   - Any other value is the key as it is (a raw key). It must hold no comma
 //     (that would be a list of several keys) and no double quote (broken
 //     quoting); such keys travel as sf-strings (see FormatKey).
@@ -124,10 +125,12 @@ func parseSFString(v string) (string, error) {
 			start = i
 		case c == '"':
 			if rest := v[i+1:]; rest != "" {
-				if rest[0] == ';' {
-					return "", errParameters
+				if rest[0] != ';' {
+					return "", errTrailing
 				}
-				return "", errTrailing
+				if !validParameters(rest) {
+					return "", errBadParameters
+				}
 			}
 			key := v[start:i]
 			if start > 1 {
