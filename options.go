@@ -104,6 +104,14 @@ func WithMaxAttempts(n int) Option {
 // operation gets a fresh schedule; a schedule that returns backoff.Stop
 // ends the retries. nil restores [DefaultBackoff]. The factory must be safe
 // for concurrent use.
+//
+// The schedule is the BackOff interface of github.com/cenkalti/backoff/v4
+// (NextBackOff and Reset), the one type of another module in this
+// package's API, by choice: its schedules (exponential, constant, with a
+// limit on retries or elapsed time) are what Go programs already use, and
+// a type of our own with the same two methods would only make users wrap
+// them. Any type with those methods will do; the package depends on v4 for
+// nothing else but DefaultBackoff's schedule.
 func WithBackoff(newBackoff func() backoff.BackOff) Option {
 	return func(c *config) {
 		if newBackoff == nil {
