@@ -19,8 +19,9 @@ type Attempt struct {
 	Key string
 	// Number counts attempts from 1.
 	Number int
-	// Status is the response status, or 0 when the attempt got no response.
-	Status int
+	// StatusCode is the response status, or 0 when the attempt got no
+	// response.
+	StatusCode int
 	// Err is the attempt's error when it got no response.
 	Err error
 	// Decision is [DecisionRetry] or [DecisionReturn].
@@ -65,7 +66,7 @@ func (c *config) observe(ctx context.Context, a *Attempt, retryableOutcome bool)
 	if a.Err != nil {
 		attrs = append(attrs, slog.String("error", a.Err.Error()))
 	} else {
-		attrs = append(attrs, slog.Int("status", a.Status))
+		attrs = append(attrs, slog.Int("status", a.StatusCode))
 	}
 	attrs = append(attrs, slog.String("decision", a.Decision.String()), slog.String("reason", string(a.Reason)))
 	if a.RetryAfter > 0 {

@@ -80,12 +80,12 @@ func (c *Client) apiError(resp *http.Response, stats *opStats) *APIError {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, c.maxErrorBody))
 	e := &APIError{
-		Status:   resp.StatusCode,
-		Header:   resp.Header,
-		Key:      stats.key,
-		Attempts: stats.attempts,
-		Replayed: contract.Replayed(resp.Header),
-		Body:     body,
+		StatusCode: resp.StatusCode,
+		Header:     resp.Header,
+		Key:        stats.key,
+		Attempts:   stats.attempts,
+		Replayed:   contract.Replayed(resp.Header),
+		Body:       body,
 	}
 	if e.Key == "" {
 		e.Key, _ = KeyFromResponse(resp)

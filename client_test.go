@@ -62,7 +62,7 @@ func TestClientAPIErrors(t *testing.T) {
 			if !errors.As(err, &ae) {
 				t.Fatalf("err %T %v, want *APIError", err, err)
 			}
-			if ae.Status != tt.script[0].status || ae.Attempts != tt.attempts || ae.Key == "" || ae.Key != rc.Seen()[0].keys[0] {
+			if ae.StatusCode != tt.script[0].status || ae.Attempts != tt.attempts || ae.Key == "" || ae.Key != rc.Seen()[0].keys[0] {
 				t.Errorf("APIError %+v", ae)
 			}
 			if string(ae.Body) != tt.script[0].body {

@@ -53,9 +53,9 @@ type Error struct {
 	Key string
 	// Attempts is the number of attempts made; 0 when nothing was tried.
 	Attempts int
-	// Status is the status of the last response received by an earlier
-	// attempt, or 0 when no attempt got a response.
-	Status int
+	// StatusCode is the status of the last response received by an
+	// earlier attempt, or 0 when no attempt got a response.
+	StatusCode int
 	// Err is the last underlying error; it may be nil.
 	Err error
 }
@@ -125,8 +125,8 @@ func (s errorString) Error() string { return string(s) }
 // afterwards, so one may be read from several goroutines; the zero APIError
 // stands for status 0 and matches no sentinel.
 type APIError struct {
-	// Status is the HTTP status code.
-	Status int
+	// StatusCode is the HTTP status code, as in http.Response.
+	StatusCode int
 	// Header is the response header.
 	Header http.Header
 	// Key is the idempotency key the request carried; empty if none.
@@ -163,8 +163,8 @@ type Problem struct {
 // Error describes the status, the problem detail if any, and the key.
 func (e *APIError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "saferetry: HTTP %d", e.Status)
-	if t := http.StatusText(e.Status); t != "" {
+	fmt.Fprintf(&b, "saferetry: HTTP %d", e.StatusCode)
+	if t := http.StatusText(e.StatusCode); t != "" {
 		b.WriteString(" ")
 		b.WriteString(t)
 	}
@@ -193,9 +193,9 @@ func (e *APIError) Is(target error) bool {
 	}
 	switch target {
 	case ErrKeyReused:
-		return e.Status == http.StatusUnprocessableEntity
+		return e.StatusCode == http.StatusUnprocessableEntity
 	case ErrInProgress:
-		return e.Status == http.StatusConflict
+		return e.StatusCode == http.StatusConflict
 	}
 	return false
 }

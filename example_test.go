@@ -94,7 +94,7 @@ func ExampleClient_Do() {
 
 	var apiErr *saferetry.APIError
 	if errors.As(err, &apiErr) {
-		fmt.Println(apiErr.Status, apiErr.Attempts, apiErr.Problem.Detail)
+		fmt.Println(apiErr.StatusCode, apiErr.Attempts, apiErr.Problem.Detail)
 	}
 	fmt.Println(errors.Is(err, saferetry.ErrKeyReused))
 	// Output:

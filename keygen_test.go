@@ -113,7 +113,7 @@ func FuzzValidateKey(f *testing.F) {
 				t.Fatalf("round trip of %q (structured=%v) = %q, %v", key, structured, got, err)
 			}
 			// The idempotency middleware reads it as the same key.
-			if got, err := idempotency.ParseKey([]string{FormatKey(key, structured)}); err != nil || got != key {
+			if got, err := idempotency.ParseKey(FormatKey(key, structured)); err != nil || got != key {
 				t.Fatalf("idempotency.ParseKey of %q (structured=%v) = %q, %v", key, structured, got, err)
 			}
 		}
@@ -131,7 +131,7 @@ func FuzzParseKey(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in string) {
 		k, err := ParseKey(in)
-		sk, serr := idempotency.ParseKey([]string{in})
+		sk, serr := idempotency.ParseKey(in)
 		if (err == nil) != (serr == nil) || k != sk {
 			t.Fatalf("value %q: saferetry.ParseKey = %q, %v; idempotency.ParseKey = %q, %v", in, k, err, sk, serr)
 		}
@@ -169,7 +169,7 @@ func TestKeyWithEdgeSpacesAgreesWithServer(t *testing.T) {
 	srv := httptest.NewServer(idempotency.Middleware(store)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		k, _ := idempotency.KeyFromContext(r.Context())
 		mu.Lock()
-		got = append(got, k.Key)
+		got = append(got, k)
 		mu.Unlock()
 		w.WriteHeader(http.StatusCreated)
 	})))
@@ -379,7 +379,7 @@ func TestSuppliedKeysReachTheMiddlewareIntact(t *testing.T) {
 			t.Errorf("handler ran without a claim")
 		}
 		mu.Lock()
-		seen[k.Key]++
+		seen[k]++
 		mu.Unlock()
 		w.WriteHeader(http.StatusCreated)
 	})

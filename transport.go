@@ -209,7 +209,7 @@ func (op *operation) decide(n int, at *attempt) (retrypolicy.Verdict, io.ReadClo
 	a := Attempt{Request: at.req, Key: op.key, Number: n, Err: at.err, Decision: decision(v.Retry),
 		Reason: reasons[v.Reason], RetryAfter: v.RetryAfter, Wait: v.Wait}
 	if at.resp != nil {
-		a.Status = at.resp.StatusCode
+		a.StatusCode = at.resp.StatusCode
 	}
 	op.t.cfg.observe(op.ctx, &a, v.Retryable)
 	return v, next
@@ -304,7 +304,7 @@ func (op *operation) fail(n int, err error) error {
 	if cerr := op.ctx.Err(); cerr != nil && err != nil && !errors.Is(err, cerr) {
 		err = fmt.Errorf("%w (last attempt: %w)", cerr, err)
 	}
-	e := &Error{Cause: cause, Key: op.key, Attempts: n, Status: op.lastStatus, Err: err}
+	e := &Error{Cause: cause, Key: op.key, Attempts: n, StatusCode: op.lastStatus, Err: err}
 	op.finish(n, e)
 	return e
 }

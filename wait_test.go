@@ -174,7 +174,7 @@ func TestCancelInterruptsWait(t *testing.T) {
 	if !errors.As(err, &e) || !errors.Is(err, context.Canceled) || !errors.Is(err, ErrOutcomeUnknown) {
 		t.Fatalf("err = %v, want outcome unknown wrapping context.Canceled", err)
 	}
-	if e.Status != 503 || e.Attempts != 1 || e.Key == "" {
+	if e.StatusCode != 503 || e.Attempts != 1 || e.Key == "" {
 		t.Errorf("error = %+v", e)
 	}
 	if !rc.Bodies()[0].Closed() {

@@ -168,7 +168,7 @@ func TestHandlerSeesClaimAndBody(t *testing.T) {
 	var gotBody string
 	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var ok1, ok2 bool
-		gotKey, ok1 = idempotency.KeyFromContext(r.Context())
+		gotKey, ok1 = idempotency.ScopedKeyFromContext(r.Context())
 		gotToken, ok2 = idempotency.TokenFromContext(r.Context())
 		if !ok1 || !ok2 {
 			t.Errorf("claim missing from the context")
@@ -208,7 +208,7 @@ func TestHandlerContextFollowsTheRequest(t *testing.T) {
 		if got := child.Value(ctxKey{}); got != "outer" {
 			t.Errorf("request value = %v, want outer", got)
 		}
-		if k, ok := idempotency.KeyFromContext(child); !ok || k.Key != "k" {
+		if k, ok := idempotency.KeyFromContext(child); !ok || k != "k" {
 			t.Errorf("KeyFromContext(derived) = %+v, %v", k, ok)
 		}
 		cancel()

@@ -36,9 +36,19 @@ func TokenFromContext(ctx context.Context) (int64, bool) {
 	return 0, false
 }
 
-// KeyFromContext returns the scope and Idempotency-Key of the claim under
-// which the handler runs, and whether there is one.
-func KeyFromContext(ctx context.Context) (Key, bool) {
+// KeyFromContext returns the Idempotency-Key of the claim under which the
+// handler runs, and whether there is one (saferetry.KeyFromContext is its
+// client-side twin). ScopedKeyFromContext gives the scope too.
+func KeyFromContext(ctx context.Context) (string, bool) {
+	if c, ok := ctx.Value(claimCtxKey{}).(*claimCtx); ok {
+		return c.key.Key, true
+	}
+	return "", false
+}
+
+// ScopedKeyFromContext returns the scope and Idempotency-Key of the claim
+// under which the handler runs, and whether there is one.
+func ScopedKeyFromContext(ctx context.Context) (Key, bool) {
 	if c, ok := ctx.Value(claimCtxKey{}).(*claimCtx); ok {
 		return c.key, true
 	}

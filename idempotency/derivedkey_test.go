@@ -33,7 +33,7 @@ func TestDerivedKey(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[string][]string{} // label+key -> derived keys seen, run after run
 	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		k, _ := idempotency.KeyFromContext(r.Context())
+		k, _ := idempotency.ScopedKeyFromContext(r.Context())
 		charge, ok1 := idempotency.DerivedKey(r.Context(), "charge")
 		email, ok2 := idempotency.DerivedKey(r.Context(), "email")
 		if !ok1 || !ok2 {
@@ -80,7 +80,7 @@ func TestDerivedKey(t *testing.T) {
 	if _, err := saferetry.ParseKey(first); err != nil {
 		t.Errorf("saferetry.ParseKey(%q): %v", first, err)
 	}
-	if k, err := idempotency.ParseKey([]string{first}); err != nil || k != first {
+	if k, err := idempotency.ParseKey(first); err != nil || k != first {
 		t.Errorf("idempotency.ParseKey(%q) = %q, %v", first, k, err)
 	}
 }

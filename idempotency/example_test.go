@@ -62,7 +62,7 @@ func ExampleMiddleware() {
 
 func ExampleParseKey() {
 	for _, v := range []string{`8e03978e-40d5`, `"quoted \"key\""`, `a, b`, ``} {
-		k, err := idempotency.ParseKey([]string{v})
+		k, err := idempotency.ParseKey(v)
 		fmt.Printf("%q %v\n", k, err)
 	}
 	// Output:

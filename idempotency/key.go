@@ -2,15 +2,16 @@ package idempotency
 
 import (
 	"errors"
+	"net/http"
 
 	"github.com/saferetry/saferetry/internal/contract"
 )
 
-// MaxKeyLength is the longest Idempotency-Key value accepted, in bytes, after
-// an sf-string is unquoted: 255.
-const MaxKeyLength = contract.MaxKeyLen
+// MaxKeyLen is the longest Idempotency-Key value accepted, in bytes, after
+// an sf-string is unquoted: 255 (saferetry.MaxKeyLen on the client).
+const MaxKeyLen = contract.MaxKeyLen
 
-// Errors returned by ParseKey. Match them with errors.Is.
+// Errors returned by ParseKey and KeyFromHeader. Match them with errors.Is.
 var (
 	// ErrMissingKey reports that the request carries no Idempotency-Key.
 	ErrMissingKey = errors.New("idempotency: missing Idempotency-Key")
@@ -19,10 +20,9 @@ var (
 	ErrMalformedKey = errors.New("idempotency: malformed Idempotency-Key")
 )
 
-// ParseKey returns the key carried by the values of the Idempotency-Key
-// header fields of one request (for example r.Header["Idempotency-Key"]).
-// Clients built on the saferetry package read a value with the same
-// grammar, so both sides name an operation by the same key.
+// ParseKey decodes one Idempotency-Key field value, with the grammar of
+// saferetry.ParseKey on the client, so both sides name an operation by the
+// same key.
 //
 // A value is either a raw token or an RFC 9651 sf-string, with the RFC's
 // rules: spaces and tabs around the value are not part of it (HTTP strips
@@ -30,14 +30,30 @@ var (
 // escapes) are the key, spaces at its ends included; RFC 9651 parameters
 // after an sf-string ("k";p=1) are accepted when well formed and ignored
 // (no parameter of the key is defined, so "k";p=1 is the key k), and
-// refused when malformed. After unquoting the
-// key must hold 1 to MaxKeyLength bytes of printable ASCII (0x20-0x7E). A
-// raw token must not contain a comma or a double quote, since either means
-// several values were folded into one field or the quoting is broken.
+// refused when malformed. After unquoting the key must hold 1 to MaxKeyLen
+// bytes of printable ASCII (0x20-0x7E). A raw token must not contain a
+// comma or a double quote, since either means several values were folded
+// into one field or the quoting is broken.
 //
-// ParseKey returns ErrMissingKey when values is empty and a *KeyError, which
-// matches ErrMalformedKey, for every other failure, several values included.
-func ParseKey(values []string) (string, error) {
+// Its error is a *KeyError, which matches ErrMalformedKey.
+func ParseKey(value string) (string, error) {
+	k, err := contract.ParseKey(value)
+	if err != nil {
+		return "", &KeyError{Reason: err.Error()}
+	}
+	return k, nil
+}
+
+// KeyFromHeader returns the key that the Idempotency-Key fields of h carry
+// (see ParseKey): ErrMissingKey when there is none, a *KeyError (matching
+// ErrMalformedKey) when there are several, which HTTP reads as one list,
+// or the one is malformed.
+func KeyFromHeader(h http.Header) (string, error) {
+	return keyFromFields(h.Values(HeaderIdempotencyKey))
+}
+
+// keyFromFields is KeyFromHeader on the values of the fields.
+func keyFromFields(values []string) (string, error) {
 	k, err := contract.ParseKeyFields(values)
 	switch {
 	case err == contract.ErrNoKey:

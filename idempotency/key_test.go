@@ -2,14 +2,15 @@ package idempotency_test
 
 import (
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/saferetry/saferetry/idempotency"
 )
 
-func TestParseKey(t *testing.T) {
-	long := strings.Repeat("a", idempotency.MaxKeyLength)
+func TestKeyFromHeader(t *testing.T) {
+	long := strings.Repeat("a", idempotency.MaxKeyLen)
 	tests := []struct {
 		name    string
 		values  []string
@@ -52,7 +53,14 @@ func TestParseKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := idempotency.ParseKey(tt.values)
+			got, err := idempotency.KeyFromHeader(http.Header{idempotency.HeaderIdempotencyKey: tt.values})
+			if len(tt.values) == 1 {
+				// ParseKey of the one value says the same.
+				k, perr := idempotency.ParseKey(tt.values[0])
+				if k != got || (perr == nil) != (err == nil) {
+					t.Fatalf("ParseKey(%q) = %q, %v; KeyFromHeader = %q, %v", tt.values[0], k, perr, got, err)
+				}
+			}
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) {
 					t.Fatalf("ParseKey(%q) = %q, %v; want error %v", tt.values, got, err, tt.wantErr)
@@ -77,14 +85,14 @@ func FuzzParseKey(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
-		k, err := idempotency.ParseKey([]string{v})
+		k, err := idempotency.ParseKey(v)
 		if err != nil {
 			if !errors.Is(err, idempotency.ErrMalformedKey) {
 				t.Fatalf("ParseKey(%q): error %v is not ErrMalformedKey", v, err)
 			}
 			return
 		}
-		if len(k) < 1 || len(k) > idempotency.MaxKeyLength {
+		if len(k) < 1 || len(k) > idempotency.MaxKeyLen {
 			t.Fatalf("ParseKey(%q) = %q: length %d out of range", v, k, len(k))
 		}
 		for i := 0; i < len(k); i++ {
@@ -94,7 +102,7 @@ func FuzzParseKey(f *testing.F) {
 		}
 		// Quoting the key as an sf-string must give it back.
 		q := `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(k) + `"`
-		if k2, err := idempotency.ParseKey([]string{q}); err != nil || k2 != k {
+		if k2, err := idempotency.ParseKey(q); err != nil || k2 != k {
 			t.Fatalf("ParseKey(%q) = %q, %v; want %q", q, k2, err, k)
 		}
 	})

@@ -76,7 +76,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Detail: "This request must carry an Idempotency-Key header."}, 0)
 		return
 	}
-	key, err := ParseKey(values)
+	key, err := keyFromFields(values)
 	if err != nil {
 		m.malformedKey(w, err)
 		return

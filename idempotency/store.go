@@ -33,7 +33,7 @@ type Key struct {
 	// not set one.
 	Scope string
 	// Key is the Idempotency-Key value as ParseKey returns it: 1 to
-	// MaxKeyLength bytes of printable ASCII.
+	// MaxKeyLen bytes of printable ASCII.
 	Key string
 }
 

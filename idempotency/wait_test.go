@@ -298,7 +298,7 @@ func TestWaiterThatWinsGivesBackItsSlot(t *testing.T) {
 	bIn, bOut := make(chan struct{}), make(chan struct{})
 	var aRuns atomic.Int64
 	app := &counter{before: func(_ http.ResponseWriter, r *http.Request) int {
-		k, _ := idempotency.KeyFromContext(r.Context())
+		k, _ := idempotency.ScopedKeyFromContext(r.Context())
 		switch {
 		case k.Key == "a" && aRuns.Add(1) == 1: // fails, so a is released
 			close(aIn)

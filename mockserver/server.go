@@ -217,8 +217,7 @@ func stateFrom(ctx context.Context) *reqState {
 }
 
 func keyFromContext(ctx context.Context) (string, bool) {
-	k, ok := idempotency.KeyFromContext(ctx)
-	return k.Key, ok
+	return idempotency.KeyFromContext(ctx)
 }
 
 // counterKey returns the key that r's attempt is counted under: its

@@ -62,7 +62,7 @@ func TestCrashDeadInstanceTakeover(t *testing.T) {
 	enteredA := make(chan claim, 1)
 	wake := make(chan struct{})
 	handlerA := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		k, _ := idempotency.KeyFromContext(r.Context())
+		k, _ := idempotency.ScopedKeyFromContext(r.Context())
 		tok, _ := idempotency.TokenFromContext(r.Context())
 		enteredA <- claim{k, tok}
 		<-wake // the process is gone; nothing it does from here reaches anyone

@@ -124,7 +124,7 @@ func (l *loader) send(ctx context.Context, o *op) {
 	if err != nil {
 		var apiErr *saferetry.APIError
 		if errors.As(err, &apiErr) {
-			o.outcome("", apiErr.Status, err)
+			o.outcome("", apiErr.StatusCode, err)
 			return
 		}
 		o.outcome("", 0, err)

@@ -141,7 +141,7 @@ func (c *crash) handlerB() http.Handler {
 		c.runsB.Add(1)
 		tok, _ := idempotency.TokenFromContext(r.Context())
 		c.tokenB.Store(tok)
-		if k, ok := idempotency.KeyFromContext(r.Context()); ok {
+		if k, ok := idempotency.ScopedKeyFromContext(r.Context()); ok {
 			c.keyB.Store(k)
 		}
 		select {

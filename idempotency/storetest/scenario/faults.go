@@ -123,12 +123,12 @@ const (
 func (e *runCounter) holding(d time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		k, _ := idempotency.KeyFromContext(r.Context())
-		n := e.add(k.Key)
+		n := e.add(k)
 		hold := d
 		switch {
-		case strings.HasPrefix(k.Key, warmRenewPrefix):
+		case strings.HasPrefix(k, warmRenewPrefix):
 			hold = d / 3
-		case strings.HasPrefix(k.Key, warmPrefix):
+		case strings.HasPrefix(k, warmPrefix):
 			hold = 0
 		}
 		t := time.NewTimer(hold)
@@ -143,7 +143,7 @@ func (e *runCounter) holding(d time.Duration) http.Handler {
 			return
 		}
 		w.WriteHeader(http.StatusCreated)
-		fmt.Fprintf(w, "run %d of %s", n, k.Key)
+		fmt.Fprintf(w, "run %d of %s", n, k)
 	})
 }
 
