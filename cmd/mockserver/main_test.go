@@ -467,13 +467,15 @@ const (
 	envMainArgs = "SAFERETRY_MOCKSERVER_ARGS"
 )
 
+// TestMain runs main when envRunMain says so, and otherwise the tests,
+// after testenv.Main has checked the test Redis and database once.
 func TestMain(m *testing.M) {
 	if os.Getenv(envRunMain) == "1" {
 		os.Args = append([]string{"mockserver"}, strings.Fields(os.Getenv(envMainArgs))...)
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	testenv.Main(m, testenv.Redis, testenv.Postgres)
 }
 
 // TestSignalsShutDownGracefully runs main in a child process and sends it

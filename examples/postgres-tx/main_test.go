@@ -16,6 +16,10 @@ import (
 	"github.com/saferetry/saferetry/internal/testenv"
 )
 
+// TestMain checks the test database once before any test runs, and says how many
+// tests skipped without it; see testenv.Main.
+func TestMain(m *testing.M) { testenv.Main(m, testenv.Postgres) }
+
 func TestRunReportsBadAddressFirst(t *testing.T) {
 	// Nothing listens on port 1: were the address not checked first, the
 	// error would be about the database.

@@ -12,6 +12,10 @@ import (
 	"github.com/saferetry/saferetry/internal/testenv"
 )
 
+// TestMain checks the test database once before any test runs, and says how many
+// tests skipped without it; see testenv.Main.
+func TestMain(m *testing.M) { testenv.Main(m, testenv.Postgres) }
+
 // pgURL returns the test database URL, or skips (fails under
 // SAFERETRY_REQUIRE_SERVICES=1) when it is not set.
 func pgURL(tb testing.TB) string {

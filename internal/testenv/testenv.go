@@ -8,7 +8,12 @@
 // The rule: a test that needs a service reads its URL from the environment
 // (SAFERETRY_REDIS_URL, SAFERETRY_POSTGRES_URL). When it is unset the test
 // is skipped with a message saying how to run it, unless
-// SAFERETRY_REQUIRE_SERVICES=1, in which case it fails.
+// SAFERETRY_REQUIRE_SERVICES=1, in which case it fails. A package whose
+// tests need a service runs them through Main, from its TestMain: Main
+// fails the package at once when a set URL does not answer or a required
+// one is unset, and otherwise prints one SKIP line per unset variable
+// whose tests skipped. Main's doc says where go test shows that line (not
+// in plain `go test ./...`, which hides a passing package's output).
 //
 // It is a test helper, not library code, and lives in internal so that it
 // is not part of the public API.
@@ -67,6 +72,9 @@ func lookup(tb testing.TB, env, example string) string {
 	tb.Helper()
 	u := os.Getenv(env)
 	if u == "" {
+		if !RequireServices() {
+			skipped.add(env, tb.Name())
+		}
 		Unavailable(tb, "set "+env+"='"+example+"' to run")
 	}
 	return u

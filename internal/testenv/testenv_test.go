@@ -17,7 +17,8 @@ type fakeTB struct {
 
 type stopped struct{}
 
-func (f *fakeTB) Helper() {}
+func (f *fakeTB) Helper()      {}
+func (f *fakeTB) Name() string { return "TestFake" }
 func (f *fakeTB) Skip(args ...any) {
 	f.skipped, f.msg = true, fmt.Sprint(args...)
 	panic(stopped{})

@@ -14,6 +14,10 @@ import (
 	"github.com/saferetry/saferetry/mockserver/pgledger"
 )
 
+// TestMain checks the test database once before any test runs, and says how many
+// tests skipped without it; see testenv.Main.
+func TestMain(m *testing.M) { testenv.Main(m, testenv.Postgres) }
+
 // newPool returns a pool on the test database (skipping, or failing under
 // SAFERETRY_REQUIRE_SERVICES=1, when none is configured), closed at the end
 // of tb. Each pool stands for a process of its own.

@@ -10,6 +10,10 @@ import (
 	"github.com/saferetry/saferetry/internal/testenv"
 )
 
+// TestMain checks the test Redis once before any test runs, and says how many
+// tests skipped without it; see testenv.Main.
+func TestMain(m *testing.M) { testenv.Main(m, testenv.Redis) }
+
 // newClient connects to the test Redis (skipping, or failing under
 // SAFERETRY_REQUIRE_SERVICES=1, when none is configured) and closes the
 // client at the end of tb.
