@@ -94,11 +94,16 @@
 //
 // While it holds a claim, the handler writes to a buffering ResponseWriter
 // so that the outcome is stored before the client sees it (a retry arriving
-// just after the answer then finds it). That writer does not implement
-// http.Flusher or http.Hijacker, 1xx informational statuses are dropped, and,
-// unlike net/http's writer, headers set after WriteHeader still go out (and
-// are stored if allow-listed), since nothing was sent yet. Trailers are not
-// supported.
+// just after the answer then finds it). Through http.ResponseController that
+// writer passes SetReadDeadline and SetWriteDeadline on to the connection
+// (the answer is written after the handler returns, so a write deadline
+// that passes first loses it for this client, not from the store). Flush,
+// Hijack and EnableFullDuplex, which would send or read past the record,
+// return an error matching http.ErrNotSupported, and the writer is no
+// http.Flusher, http.Hijacker or http.Pusher. 1xx
+// informational statuses are dropped, and, unlike net/http's writer, headers
+// set after WriteHeader still go out (and are stored if allow-listed), since
+// nothing was sent yet. Trailers are not supported.
 // The handler's request body is the bytes the Middleware read, restored.
 //
 // # Lease and TTL
