@@ -8,6 +8,7 @@ require (
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/jarcoal/httpmock v1.4.2
+	github.com/klauspost/compress v1.20.4
 	github.com/redis/go-redis/v9 v9.23.0
 )
 

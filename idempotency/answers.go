@@ -67,8 +67,9 @@ func (q *request) replay(e Entry) {
 			Detail:         "The operation with this Idempotency-Key completed, but its response was too large to keep. It will not run again."}, 0)
 		return
 	}
+	encoded := encodedBody(resp.Header)
 	for name, v := range resp.Header {
-		if m.cfg.replayHeaders[name] {
+		if m.cfg.keeps(name, encoded) {
 			h[name] = v[:len(v):len(v)] // a later Add must not write into the store's slice
 		}
 	}

@@ -74,11 +74,19 @@
 // Stores keep every byte: a header value with NUL or invalid UTF-8, a scope
 // of any bytes and the body are replayed exactly as the handler wrote them
 // (see the Store documentation). Only allow-listed headers are stored and
-// replayed: Content-Type,
+// replayed (and the coding of an encoded body, below): Content-Type,
 // Location, ETag, Last-Modified, Link and Content-Location, plus those named
 // with WithReplayHeaders. Set-Cookie, Date, Retry-After, rate-limit headers,
 // hop-by-hop headers and Content-Length never are. The first response keeps
 // every header the handler set.
+//
+// Compression goes outside the Middleware (gzhttp.GzipHandler(mw(app))):
+// the plain answer is stored, and each answer, first or replay, is encoded
+// for the request it goes to. A body the handler encoded itself (compression
+// inside, or pre-compressed content) is stored as the encoded bytes with its
+// Content-Encoding and Vary, whatever the allow-list, and replayed as it is:
+// a retry gets those bytes under the coding the first request negotiated,
+// whatever its own Accept-Encoding, which is not part of the fingerprint.
 //
 // A response body larger than WithMaxResponseBody (1 MiB by default) is
 // streamed to its client and recorded as completed but oversize: retries get
@@ -86,11 +94,16 @@
 //
 // While it holds a claim, the handler writes to a buffering ResponseWriter
 // so that the outcome is stored before the client sees it (a retry arriving
-// just after the answer then finds it). That writer does not implement
-// http.Flusher or http.Hijacker, 1xx informational statuses are dropped, and,
-// unlike net/http's writer, headers set after WriteHeader still go out (and
-// are stored if allow-listed), since nothing was sent yet. Trailers are not
-// supported.
+// just after the answer then finds it). Through http.ResponseController that
+// writer passes SetReadDeadline and SetWriteDeadline on to the connection
+// (the answer is written after the handler returns, so a write deadline
+// that passes first loses it for this client, not from the store). Flush,
+// Hijack and EnableFullDuplex, which would send or read past the record,
+// return an error matching http.ErrNotSupported, and the writer is no
+// http.Flusher, http.Hijacker or http.Pusher. 1xx
+// informational statuses are dropped, and, unlike net/http's writer, headers
+// set after WriteHeader still go out (and are stored if allow-listed), since
+// nothing was sent yet. Trailers are not supported.
 // The handler's request body is the bytes the Middleware read, restored.
 //
 // # Lease and TTL

@@ -30,13 +30,27 @@ func neverReplayed(k string) bool {
 	return strings.HasPrefix(k, "Ratelimit") || strings.HasPrefix(k, "X-Ratelimit")
 }
 
-// storedHeaders returns the allow-listed headers of h, or nil. When every
-// header of h is allow-listed it returns h itself: the handler is done with
-// it, and stores copy what they keep.
+// encodedBody reports whether h labels its body with a content coding.
+func encodedBody(h http.Header) bool { return len(h["Content-Encoding"]) > 0 }
+
+// keeps reports whether the header k of an answer is stored and replayed:
+// an allow-listed one, or, with an encoded body (encoded), Content-Encoding
+// and Vary whatever the allow-list. The stored bytes are the encoded ones,
+// so a replay without their Content-Encoding would be undecodable bytes
+// labelled identity, and without Vary caches would not know the coding was
+// negotiated.
+func (c *config) keeps(k string, encoded bool) bool {
+	return c.replayHeaders[k] || encoded && (k == "Content-Encoding" || k == "Vary")
+}
+
+// storedHeaders returns the headers of h that are kept (see keeps), or nil.
+// When every header of h is kept it returns h itself: the handler is done
+// with it, and stores copy what they keep.
 func (c *config) storedHeaders(h http.Header) http.Header {
+	encoded := encodedBody(h)
 	all := true
 	for k, v := range h {
-		if !c.replayHeaders[k] || len(v) == 0 {
+		if !c.keeps(k, encoded) || len(v) == 0 {
 			all = false
 			break
 		}
@@ -46,7 +60,7 @@ func (c *config) storedHeaders(h http.Header) http.Header {
 	}
 	var out http.Header
 	for k, v := range h {
-		if !c.replayHeaders[k] || len(v) == 0 {
+		if !c.keeps(k, encoded) || len(v) == 0 {
 			continue
 		}
 		if out == nil {

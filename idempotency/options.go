@@ -205,7 +205,8 @@ func WithMaxResponseBody(n int) Option {
 
 // WithReplayHeaders adds response headers to the replay allow-list (by
 // default Content-Type, Location, ETag, Last-Modified, Link and
-// Content-Location). Only allow-listed headers are stored. Set-Cookie, Date,
+// Content-Location). Only allow-listed headers are stored, and, with a
+// body the handler encoded, its Content-Encoding and Vary. Set-Cookie, Date,
 // Retry-After, rate-limit headers (RateLimit*, X-RateLimit*), hop-by-hop
 // headers, Content-Length and Idempotent-Replayed are never stored or
 // replayed, even when named here.

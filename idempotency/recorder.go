@@ -1,6 +1,9 @@
 package idempotency
 
-import "net/http"
+import (
+	"net/http"
+	"time"
+)
 
 // recorder is the ResponseWriter the handler writes to while the Middleware
 // holds its claim. It buffers the status and body so that the outcome can be
@@ -11,6 +14,14 @@ import "net/http"
 // When the body grows past limit and streaming is allowed, the recorder
 // stops buffering: it sends the header, what it buffered and everything
 // after straight to the client, and the outcome is stored as oversize.
+//
+// Through http.ResponseController it passes SetReadDeadline and
+// SetWriteDeadline on to the writer underneath: they bound the connection,
+// not the recorded answer. It refuses Flush and Hijack (they would send
+// what is not recorded yet, or take the connection from under the record)
+// and EnableFullDuplex (the Middleware read the request body before the
+// handler ran); it is no http.Flusher, http.Hijacker or http.Pusher, and it
+// has no Unwrap method, which would let ResponseController reach past it.
 type recorder struct {
 	w         http.ResponseWriter
 	status    int
@@ -24,6 +35,20 @@ type recorder struct {
 var _ http.ResponseWriter = (*recorder)(nil)
 
 func (r *recorder) Header() http.Header { return r.w.Header() }
+
+// SetReadDeadline sets the read deadline of the connection underneath, as
+// http.ResponseController.SetReadDeadline does.
+func (r *recorder) SetReadDeadline(t time.Time) error {
+	return http.NewResponseController(r.w).SetReadDeadline(t)
+}
+
+// SetWriteDeadline sets the write deadline of the connection underneath, as
+// http.ResponseController.SetWriteDeadline does. The buffered answer is
+// written after the handler returns, so a deadline that passes before then
+// loses it for this client; it is stored all the same.
+func (r *recorder) SetWriteDeadline(t time.Time) error {
+	return http.NewResponseController(r.w).SetWriteDeadline(t)
+}
 
 // WriteHeader records the first final status. Informational (1xx) statuses
 // are dropped: the real response has not started yet.

@@ -68,7 +68,8 @@ func (s State) String() string {
 type Response struct {
 	// Status is the HTTP status code the handler wrote.
 	Status int
-	// Header holds the allow-listed response headers only. It may be nil.
+	// Header holds the allow-listed response headers only, and, when the
+	// body is encoded, its Content-Encoding and Vary. It may be nil.
 	Header http.Header
 	// Body is the response body, byte for byte. It may be nil.
 	Body []byte
