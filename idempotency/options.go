@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"log/slog"
+	"math"
 	"net/http"
 	"net/textproto"
 	"time"
@@ -195,10 +196,10 @@ func WithMaxRequestBody(n int64) Option {
 // (ProblemResponseTooLarge) and the handler never runs again. In
 // transactional mode the whole response is buffered until the commit
 // whatever its size. n <= 0 keeps DefaultMaxResponseBody (1 MiB).
-func WithMaxResponseBody(n int) Option {
+func WithMaxResponseBody(n int64) Option {
 	return func(c *config) {
 		if n > 0 {
-			c.maxResponse = n
+			c.maxResponse = int(min(n, math.MaxInt)) // the body is buffered in memory
 		}
 	}
 }
