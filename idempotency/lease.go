@@ -73,12 +73,11 @@ type leaseKeeper struct {
 }
 
 // start begins keeping the claim (k, token), which was sent at sent and
-// lasts until expires; cancel cancels the handler's context.
-func (lk *leaseKeeper) start(q *request, base context.Context, sent, expires time.Time, cancel context.CancelCauseFunc) {
+// lasts until expires, at now; cancel cancels the handler's context.
+func (lk *leaseKeeper) start(q *request, base context.Context, now, sent, expires time.Time, cancel context.CancelCauseFunc) {
 	lk.mu.Lock() // tick reads the fields
 	defer lk.mu.Unlock()
 	lk.q, lk.base, lk.cancelHandler = q, base, cancel
-	now := lk.now()
 	lk.expires = expires
 	lk.latest = now.Add(q.m.cfg.lease)
 	lk.rtt = now.Sub(sent)
@@ -229,16 +228,16 @@ func retryDelay(interval, left time.Duration) time.Duration {
 // settle marks the handler as returned: renewals go on while the outcome is
 // recorded, and cancel is called after timeout, the bound of the store calls
 // that record it. It reports whether a renewal already found the lease
-// lost. Call stop once the outcome is recorded.
-func (lk *leaseKeeper) settle(timeout time.Duration, cancel context.CancelFunc) (lost bool) {
+// lost, and the time it read. Call stop once the outcome is recorded.
+func (lk *leaseKeeper) settle(timeout time.Duration, cancel context.CancelFunc) (lost bool, now time.Time) {
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
 	lk.settling = true
 	lk.cancelSettle = cancel
-	now := lk.now()
+	now = lk.now()
 	lk.settleDeadline = now.Add(timeout)
 	lk.arm(now)
-	return lk.lost
+	return lk.lost, now
 }
 
 // stop ends the timer for good. A renewal still in flight finishes on its

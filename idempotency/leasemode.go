@@ -42,7 +42,8 @@ func (c *leaseClaim) start(q *request, res ClaimResult) (context.Context, bool) 
 		left = m.cfg.lease
 	}
 	expires := c.sent.Add(left)
-	if remaining := expires.Sub(m.cfg.clock.Now()); remaining < m.cfg.lease/2 {
+	now := m.cfg.clock.Now()
+	if remaining := expires.Sub(now); remaining < m.cfg.lease/2 {
 		// The first renewal might not reach the store before the lease
 		// lapses, and another instance could then run the handler beside
 		// this one.
@@ -58,7 +59,7 @@ func (c *leaseClaim) start(q *request, res ClaimResult) (context.Context, bool) 
 	hctx, cancelHandler := context.WithCancelCause(q.r.Context())
 	c.hctx = hctx
 	c.ctx, c.cancel = context.WithCancel(detached)
-	c.keeper.start(q, detached, c.sent, expires, cancelHandler)
+	c.keeper.start(q, detached, now, c.sent, expires, cancelHandler)
 	return c.hctx, true
 }
 
@@ -73,7 +74,11 @@ func (c *leaseClaim) finish(q *request) {
 	// renewing a claim that nobody will settle.
 	defer c.end()
 	m := q.m
-	superseded := c.keeper.settle(m.cfg.storeTimeout, c.cancel)
+	superseded, now := c.keeper.settle(m.cfg.storeTimeout, c.cancel)
+	// The run as a duplicate sees it, the claim's round trip included;
+	// no time of its own is kept, so that the request state stays in one
+	// 512-byte allocation.
+	m.runs.observe(q.r, now.Sub(c.sent))
 	ev := q.event()
 	ev.Status = q.rec.statusCode()
 	switch {
@@ -105,7 +110,7 @@ func (c *leaseClaim) finish(q *request) {
 func (c *leaseClaim) abort(q *request) {
 	defer c.end()
 	ev := q.event()
-	if c.keeper.settle(q.m.cfg.storeTimeout, c.cancel) {
+	if lost, _ := c.keeper.settle(q.m.cfg.storeTimeout, c.cancel); lost {
 		q.m.leaseLost(c.ctx, ev.Key, ev.Token, 0, ErrStaleToken)
 		return // nothing of ours to release
 	}

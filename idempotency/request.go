@@ -98,10 +98,8 @@ func (q *request) run(h held, res ClaimResult) {
 		}
 	}()
 	q.claim.Context = parent
-	began := q.m.cfg.clock.Now()
 	q.m.next.ServeHTTP(&q.rec, q.r.WithContext(h.handlerContext(&q.claim)))
 	finished = true
-	q.m.runs.observe(q.r, q.m.cfg.clock.Now().Sub(began))
 	h.finish(q)
 }
 

@@ -17,12 +17,20 @@ import (
 // most maxRoutes routes; requests on routes beyond them share one
 // estimate. It is safe for concurrent use.
 type runTimes struct {
+	last   atomic.Pointer[routeTime] // the route looked up last: most services have one or a few
 	mu     sync.RWMutex
-	routes map[route]*atomic.Int64 // the estimate in nanoseconds, 0 until a run is seen
-	other  atomic.Int64            // the routes beyond maxRoutes
+	routes map[route]*routeTime
+	other  routeTime // the routes beyond maxRoutes
 }
 
 type route struct{ method, path string }
+
+// routeTime is the estimate of one route, in nanoseconds, 0 until a run is
+// seen.
+type routeTime struct {
+	route route
+	est   atomic.Int64
+}
 
 // maxRoutes bounds the routes runTimes keeps apart: paths with identifiers
 // in them would grow the table without end.
@@ -42,32 +50,37 @@ func routeOf(r *http.Request) route {
 // slot returns the estimate of rt, adding it to the table when create is
 // set and there is room; nil means no run of rt was seen.
 func (t *runTimes) slot(rt route, create bool) *atomic.Int64 {
+	if l := t.last.Load(); l != nil && l.route == rt {
+		return &l.est
+	}
 	t.mu.RLock()
 	s, ok := t.routes[rt]
 	full := len(t.routes) >= maxRoutes
 	t.mu.RUnlock()
 	switch {
 	case ok:
-		return s
+		t.last.Store(s)
+		return &s.est
 	case full:
-		return &t.other
+		return &t.other.est
 	case !create:
 		return nil
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if s, ok := t.routes[rt]; ok {
-		return s
+		return &s.est
 	}
 	if len(t.routes) >= maxRoutes {
-		return &t.other
+		return &t.other.est
 	}
 	if t.routes == nil {
-		t.routes = make(map[route]*atomic.Int64)
+		t.routes = make(map[route]*routeTime)
 	}
-	s = new(atomic.Int64)
+	s = &routeTime{route: rt}
 	t.routes[rt] = s
-	return s
+	t.last.Store(s)
+	return &s.est
 }
 
 // observe takes in a run of the handler for r that took d.

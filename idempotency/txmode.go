@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"time"
 )
 
 // errStorePanicked is the Err of the OutcomeStoreError event of a
@@ -44,6 +45,7 @@ func (t txMode) claim(q *request) (held, ClaimResult, error) {
 type txClaim struct {
 	tx    Tx
 	outer http.Header // the headers set before the Middleware ran
+	began time.Time   // when the handler started
 }
 
 func (c *txClaim) start(q *request, res ClaimResult) (context.Context, bool) {
@@ -56,6 +58,7 @@ func (c *txClaim) start(q *request, res ClaimResult) (context.Context, bool) {
 	if h := q.w.Header(); len(h) > 0 {
 		c.outer = h.Clone()
 	}
+	c.began = q.m.cfg.clock.Now()
 	return q.r.Context(), true
 }
 
@@ -73,6 +76,7 @@ func (c *txClaim) abort(q *request) {
 // is not stored; a failed commit is answered 503, since nothing was kept.
 func (c *txClaim) finish(q *request) {
 	m := q.m
+	m.runs.observe(q.r, m.cfg.clock.Now().Sub(c.began))
 	detached := context.WithoutCancel(q.r.Context())
 	ev := q.event()
 	ev.Status = q.rec.statusCode()
