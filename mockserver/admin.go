@@ -30,22 +30,24 @@ type faultRequest struct {
 	LatencyMS *int64 `json:"latency_ms"`
 }
 
-func (s *Server) adminRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("POST "+AdminPrefix+"fail", s.adminFail)
-	mux.HandleFunc("POST "+AdminPrefix+"drop-after-commit", s.adminDrop)
-	mux.HandleFunc("POST "+AdminPrefix+"delay", s.adminDelay)
-	mux.HandleFunc("PUT "+AdminPrefix+"latency", s.adminLatency)
-	mux.HandleFunc("POST "+AdminPrefix+"latency", s.adminLatency)
-	mux.HandleFunc("GET "+AdminPrefix+"faults", s.adminFaults)
-	mux.HandleFunc("DELETE "+AdminPrefix+"faults", s.adminClearFaults)
-	mux.HandleFunc("POST "+AdminPrefix+"expire-keys", s.adminExpireKeys)
-	mux.HandleFunc("POST "+AdminPrefix+"reset", s.adminReset)
-	mux.HandleFunc("GET "+AdminPrefix+"keys", s.adminKeys)
-	mux.HandleFunc("GET "+AdminPrefix+"keys/{key...}", s.adminKey)
-	mux.HandleFunc(AdminPrefix, func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, problem{Type: ProblemNotFound, Title: "Not Found", Status: http.StatusNotFound,
-			Detail: "no admin endpoint " + r.Method + " " + r.URL.Path})
-	})
+// adminRoutes are the admin API's routes, with the methods the package doc
+// gives them.
+func (s *Server) adminRoutes() []route {
+	post := func(h http.HandlerFunc) methods { return methods{http.MethodPost: h} }
+	return []route{
+		{AdminPrefix + "fail", post(s.adminFail)},
+		{AdminPrefix + "drop-after-commit", post(s.adminDrop)},
+		{AdminPrefix + "delay", post(s.adminDelay)},
+		{AdminPrefix + "latency", methods{http.MethodPut: http.HandlerFunc(s.adminLatency)}},
+		{AdminPrefix + "faults", methods{
+			http.MethodGet:    http.HandlerFunc(s.adminFaults),
+			http.MethodDelete: http.HandlerFunc(s.adminClearFaults),
+		}},
+		{AdminPrefix + "expire-keys", post(s.adminExpireKeys)},
+		{AdminPrefix + "reset", post(s.adminReset)},
+		{AdminPrefix + "keys", methods{http.MethodGet: http.HandlerFunc(s.adminKeys)}},
+		{AdminPrefix + "keys/{key...}", methods{http.MethodGet: http.HandlerFunc(s.adminKey)}},
+	}
 }
 
 // readFault decodes an admin request body: one JSON object of known

@@ -36,7 +36,14 @@
 // POST /payments sits behind idempotency.Middleware: the same key and body
 // replays the stored answer with Idempotent-Replayed: true, the same key with
 // another body gets 422, a duplicate arriving while the first is running gets
-// 409, and a missing key 400. Errors are application/problem+json.
+// 409, and a missing key 400. Errors are application/problem+json: an
+// unknown path is 404 (ProblemNotFound), a method the path does not allow
+// 405 (ProblemMethodNotAllowed) with an Allow header that lists the methods
+// it does allow (GET brings HEAD).
+//
+// A request must arrive, headers and body, within DefaultReadTimeout
+// (WithReadTimeout), or its connection is closed; a keep-alive connection
+// idle for DefaultIdleTimeout (WithIdleTimeout) is closed.
 //
 // # Faults
 //
@@ -58,7 +65,10 @@
 // delay_ms and latency_ms go from 0 to 3600000 (one hour). Unknown fields,
 // out-of-range values and malformed JSON are answered 400 with a problem of
 // type ProblemBadAdminRequest. Every fault endpoint answers the pending
-// Faults.
+// Faults. Each endpoint takes only the method listed; another is 405.
+// Anyone who can reach the port can use the admin API: New listens on
+// loopback only, and WithAdminAPI(false) turns the admin API off (every
+// path under AdminPrefix is then a 404 problem).
 //
 //	POST   /_mock/fail               {"count": 2, "status": 503}  (status defaults to 503)
 //	POST   /_mock/drop-after-commit  {"count": 1}

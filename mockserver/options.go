@@ -23,6 +23,27 @@ type config struct {
 	ledger    Ledger
 	unkeyed   bool
 	work      time.Duration
+
+	admin       bool          // serve the admin API
+	readTimeout time.Duration // <= 0: no limit
+	idleTimeout time.Duration // <= 0: no limit
+}
+
+// DefaultReadTimeout is how long a request may take to arrive, headers and
+// body, unless WithReadTimeout says otherwise.
+const DefaultReadTimeout = 10 * time.Second
+
+// DefaultIdleTimeout is how long an idle keep-alive connection stays open,
+// unless WithIdleTimeout says otherwise.
+const DefaultIdleTimeout = 60 * time.Second
+
+// maxHeaderTimeout bounds the wait for a request's headers, also when the
+// read timeout is longer or off.
+const maxHeaderTimeout = 10 * time.Second
+
+// defaultConfig is the configuration the options of New change.
+func defaultConfig() config {
+	return config{admin: true, readTimeout: DefaultReadTimeout, idleTimeout: DefaultIdleTimeout}
 }
 
 // WithStore makes the server keep its idempotency entries in st instead of
@@ -115,6 +136,36 @@ func WithUnkeyedPayments() Option {
 // sent). d <= 0, the default, answers at once.
 func WithPaymentWork(d time.Duration) Option {
 	return func(c *config) { c.work = max(d, 0) }
+}
+
+// WithAdminAPI serves the admin API under AdminPrefix when on is true, the
+// default, and removes it when on is false: every path under AdminPrefix is
+// then answered 404 with a problem of type ProblemNotFound, so that nobody
+// who can reach the port injects faults or reads the keys over HTTP. The Go
+// methods (FailNext, Stats, ...) work either way. New always listens on a
+// loopback address; this matters for a listener of WithListener bound to
+// another address (cmd/mockserver -admin).
+func WithAdminAPI(on bool) Option {
+	return func(c *config) { c.admin = on }
+}
+
+// WithReadTimeout bounds how long a request may take to arrive, from its
+// first byte to the end of its body (http.Server.ReadTimeout): a client that
+// sends its body slowly, or stops sending it, has its connection closed
+// after d. Its headers must arrive within d too, and never take more than
+// 10 s. The handler's own work is not bounded by d: an injected delay or
+// latency outlasts it. d <= 0 removes the limit on the body (the headers
+// keep theirs). The default is DefaultReadTimeout.
+func WithReadTimeout(d time.Duration) Option {
+	return func(c *config) { c.readTimeout = d }
+}
+
+// WithIdleTimeout closes a keep-alive connection that has waited d for its
+// next request (http.Server.IdleTimeout). d <= 0 keeps idle connections
+// open until the client or Close closes them. The default is
+// DefaultIdleTimeout.
+func WithIdleTimeout(d time.Duration) Option {
+	return func(c *config) { c.idleTimeout = d }
 }
 
 func upper(s string) string { return strings.ToUpper(s) }

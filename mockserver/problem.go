@@ -29,8 +29,13 @@ const (
 	// the request was refused before anything ran.
 	ProblemInjectedFailure = problemBase + "ProblemInjectedFailure"
 	// ProblemNotFound is the type of a 404 answer of the payments or admin
-	// API.
+	// API: an unknown path, a payment that does not exist, or any path under
+	// AdminPrefix when the admin API is off (WithAdminAPI).
 	ProblemNotFound = problemBase + "ProblemNotFound"
+	// ProblemMethodNotAllowed is the type of a 405 answer to a method that
+	// the path does not allow (POST /_mock/latency, DELETE /payments). Its
+	// Allow header lists the methods that the path allows.
+	ProblemMethodNotAllowed = problemBase + "ProblemMethodNotAllowed"
 	// ProblemBadAdminRequest is the type of a 400 answer of the admin API.
 	ProblemBadAdminRequest = problemBase + "ProblemBadAdminRequest"
 	// ProblemAborted is the type of a 503 answer to a payment whose client

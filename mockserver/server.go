@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,7 +64,7 @@ func leaseMode(st idempotency.Store) idempotency.Store {
 // on a loopback port and keeps idempotency entries in a fresh memstore; see
 // the options. Like httptest.NewServer, it panics if it cannot listen.
 func New(opts ...Option) *Server {
-	var c config
+	c := defaultConfig()
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
@@ -107,16 +106,23 @@ func New(opts ...Option) *Server {
 			}
 		}
 	}
-	s.ts = &httptest.Server{
-		Listener: ln,
-		Config: &http.Server{
-			Handler:           s.routes(c),
-			ReadHeaderTimeout: 10 * time.Second,
-		},
-	}
+	s.ts = &httptest.Server{Listener: ln, Config: httpServer(c, s.routes(c))}
 	s.ts.Start()
 	s.URL = s.ts.URL
 	return s
+}
+
+// httpServer is the http.Server of h with the timeouts of c.
+func httpServer(c config, h http.Handler) *http.Server {
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: maxHeaderTimeout, IdleTimeout: c.idleTimeout}
+	if c.readTimeout > 0 {
+		hs.ReadTimeout = c.readTimeout
+		hs.ReadHeaderTimeout = min(c.readTimeout, maxHeaderTimeout)
+	}
+	if c.idleTimeout <= 0 {
+		hs.IdleTimeout = -1 // no limit; 0 would mean ReadTimeout
+	}
+	return hs
 }
 
 // Close stops accepting connections, waits for the requests in flight to be
@@ -160,42 +166,6 @@ func (s *Server) Transactional() bool {
 // epoch that ExpireKeys advances.
 func (s *Server) scope(*http.Request) (string, error) {
 	return s.namespace + "/epoch-" + strconv.FormatInt(s.epoch.Load(), 10), nil
-}
-
-func (s *Server) routes(c config) http.Handler {
-	idemOpts := make([]idempotency.Option, 0, len(c.idemOpts)+4)
-	if c.logger != nil {
-		idemOpts = append(idemOpts, idempotency.WithLogger(c.logger))
-	}
-	idemOpts = append(idemOpts, c.idemOpts...)
-	idemOpts = append(idemOpts,
-		idempotency.WithMethods(http.MethodPost),
-		idempotency.WithKeyRequired(true),
-		idempotency.WithScope(s.scope),
-	)
-	protected := idempotency.Middleware(s.store, idemOpts...)(http.HandlerFunc(s.createPayment))
-
-	mux := http.NewServeMux()
-	mux.Handle("POST /payments", s.observe(protected))
-	mux.HandleFunc("GET /payments", s.listPayments)
-	mux.HandleFunc("GET /payments/{id}", s.getPayment)
-	mux.HandleFunc("GET /balance", s.getBalance)
-	s.adminRoutes(mux)
-
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strings.HasPrefix(r.URL.Path, AdminPrefix) {
-			if d := s.faults.getLatency(); d > 0 {
-				t := time.NewTimer(d)
-				select {
-				case <-t.C:
-				case <-r.Context().Done():
-					t.Stop()
-					return // the client went away; nobody reads an answer
-				}
-			}
-		}
-		mux.ServeHTTP(w, r)
-	})
 }
 
 // reqState follows one request to POST /payments through the middleware to

@@ -12,6 +12,9 @@
 // Flags:
 //
 //	-addr         address to listen on (default 127.0.0.1:8080; port 0 picks one)
+//	-admin        auto (default), true or false: serve the admin API under /_mock/; auto serves it on a loopback address only
+//	-read-timeout how long a request may take to arrive, headers and body (default 10s; 0: no limit on the body)
+//	-idle-timeout how long an idle keep-alive connection stays open (default 60s; 0: no limit)
 //	-store        memory (default), redis://... or rediss://..., postgres://... or postgresql://...
 //	-mode         tx (default) or lease: the idempotency mode over a postgres store
 //	-balance      CUR=amount, the opening balance of a currency in minor units (repeatable; default 1000000 each)
@@ -42,6 +45,13 @@
 // a warning to stderr for each one under which Redis may forget claims and
 // outcomes (an evicting maxmemory-policy, no persistence; see
 // redisstore.Store.Check), then serves all the same.
+//
+// Anyone who can reach the port can use the API, and with the admin API
+// inject faults and read every key and payment. On an address that is not
+// loopback (0.0.0.0, a LAN address) it logs a warning, and serves the admin
+// API only when -admin (or -admin=true) asks for it, with a second
+// warning; paths under /_mock/ are then 404 problems. -admin=false turns
+// the admin API off on any address.
 //
 // It prints one line with its URL once it accepts connections. SIGINT or
 // SIGTERM stops it gracefully: no new connections, requests in flight are
@@ -117,13 +127,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("mockserver: %w", err)
 	}
-	srv := mockserver.New(st.serverOptions(be, ln, stderr)...)
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	admin := st.admin.enabled(ln.Addr(), logger)
+	srv := mockserver.New(st.serverOptions(be, ln, admin, logger)...)
 	payments := "keyed payments"
 	if st.unkeyed {
 		payments = "unkeyed payments"
 	}
-	fmt.Fprintf(stdout, "mockserver: listening on %s (store %s, mode %s, %s, ttl %v, lease %v)\n",
-		srv.URL, be.name, st.mode, payments, st.ttl, st.lease)
+	adminState := "admin API off"
+	if admin {
+		adminState = "admin API on"
+	}
+	fmt.Fprintf(stdout, "mockserver: listening on %s (store %s, mode %s, %s, ttl %v, lease %v, %s)\n",
+		srv.URL, be.name, st.mode, payments, st.ttl, st.lease, adminState)
 
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "mockserver: shutting down")
@@ -135,6 +151,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 type settings struct {
 	addr, store, namespace, table, mode string
 	ttl, lease, wait, work              time.Duration
+	readTimeout, idleTimeout            time.Duration
+	admin                               adminFlag
 	maxEntries                          int
 	maxBytes                            int64
 	balances                            balanceFlag
@@ -148,6 +166,9 @@ func parseFlags(args []string, stderr io.Writer) (settings, error) {
 	fs := flag.NewFlagSet("mockserver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&st.addr, "addr", "127.0.0.1:8080", "address to listen on (port 0 picks a free port)")
+	fs.Var(&st.admin, "admin", "serve the admin API under /_mock/: auto (on a loopback address only), true or false")
+	fs.DurationVar(&st.readTimeout, "read-timeout", mockserver.DefaultReadTimeout, "how long a request may take to arrive, headers and body (0: no limit on the body)")
+	fs.DurationVar(&st.idleTimeout, "idle-timeout", mockserver.DefaultIdleTimeout, "how long an idle keep-alive connection stays open (0: no limit)")
 	fs.StringVar(&st.store, "store", "memory", "idempotency store: memory, redis://..., postgres://...")
 	fs.DurationVar(&st.ttl, "ttl", idempotency.DefaultTTL, "how long a completed key is replayed")
 	fs.DurationVar(&st.lease, "lease", idempotency.DefaultLease, "how long a claim lives without renewal")
@@ -190,6 +211,9 @@ func (st *settings) check() error {
 	if st.ttl <= 0 || st.lease <= 0 || st.wait < 0 || st.work < 0 {
 		return errors.New("mockserver: -ttl and -lease must be positive, -wait and -payment-work not negative")
 	}
+	if st.readTimeout < 0 || st.idleTimeout < 0 {
+		return errors.New("mockserver: -read-timeout and -idle-timeout must not be negative (0: no limit)")
+	}
 	if len(st.memoryOnly) > 0 && !isMemory(st.store) {
 		return fmt.Errorf("mockserver: %s applies to the memory store only", strings.Join(st.memoryOnly, " and "))
 	}
@@ -207,10 +231,14 @@ func (st *settings) check() error {
 	return nil
 }
 
-// serverOptions are the mockserver options the settings ask for.
-func (st settings) serverOptions(be backend, ln net.Listener, stderr io.Writer) []mockserver.Option {
+// serverOptions are the mockserver options the settings ask for; log is
+// the server's logger with -v.
+func (st settings) serverOptions(be backend, ln net.Listener, admin bool, log *slog.Logger) []mockserver.Option {
 	opts := []mockserver.Option{
 		mockserver.WithListener(ln),
+		mockserver.WithAdminAPI(admin),
+		mockserver.WithReadTimeout(st.readTimeout),
+		mockserver.WithIdleTimeout(st.idleTimeout),
 		mockserver.WithStore(be.store),
 		mockserver.WithLedger(be.ledger),
 		mockserver.WithNamespace(st.namespace),
@@ -227,7 +255,7 @@ func (st settings) serverOptions(be backend, ln net.Listener, stderr io.Writer) 
 		opts = append(opts, mockserver.WithPaymentWork(st.work))
 	}
 	if st.verbose {
-		opts = append(opts, mockserver.WithLogger(slog.New(slog.NewTextHandler(stderr, nil))))
+		opts = append(opts, mockserver.WithLogger(log))
 	}
 	return opts
 }

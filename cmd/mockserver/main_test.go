@@ -162,6 +162,10 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"-balance", "EUR=-5"},
 		{"-balance", "EUR=5x"},
 		{"-store", "redis://127.0.0.1:1/0", "-namespace", "a{b}"},
+		{"-admin=maybe"},
+		{"-admin", "false"}, // a bool flag takes its value after "="
+		{"-read-timeout", "-1s"},
+		{"-idle-timeout", "-1ms"},
 	} {
 		if err := run(context.Background(), args, &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
 			t.Errorf("run %q: no error", args)

@@ -1,0 +1,110 @@
+package mockserver
+
+import (
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/saferetry/saferetry/idempotency"
+)
+
+// methods maps the methods a path allows to their handlers.
+type methods map[string]http.Handler
+
+// route is one path of the API, a ServeMux pattern without a method, and
+// the handler of each method it allows.
+type route struct {
+	pattern string
+	methods methods
+}
+
+// routes builds the server's handler: the payments API, the admin API when
+// c says so, and 404 and 405 problems for the rest.
+func (s *Server) routes(c config) http.Handler {
+	idemOpts := make([]idempotency.Option, 0, len(c.idemOpts)+4)
+	if c.logger != nil {
+		idemOpts = append(idemOpts, idempotency.WithLogger(c.logger))
+	}
+	idemOpts = append(idemOpts, c.idemOpts...)
+	idemOpts = append(idemOpts,
+		idempotency.WithMethods(http.MethodPost),
+		idempotency.WithKeyRequired(true),
+		idempotency.WithScope(s.scope),
+	)
+	protected := idempotency.Middleware(s.store, idemOpts...)(http.HandlerFunc(s.createPayment))
+
+	mux := http.NewServeMux()
+	for _, rt := range []route{
+		{"/payments", methods{
+			http.MethodPost: s.observe(protected),
+			http.MethodGet:  http.HandlerFunc(s.listPayments),
+		}},
+		{"/payments/{id}", methods{http.MethodGet: http.HandlerFunc(s.getPayment)}},
+		{"/balance", methods{http.MethodGet: http.HandlerFunc(s.getBalance)}},
+	} {
+		mux.Handle(rt.pattern, byMethod(rt.methods))
+	}
+	if c.admin {
+		for _, rt := range s.adminRoutes() {
+			mux.Handle(rt.pattern, byMethod(rt.methods))
+		}
+	}
+	mux.HandleFunc(AdminPrefix, func(w http.ResponseWriter, r *http.Request) {
+		detail := "no admin endpoint " + r.URL.Path
+		if !c.admin {
+			detail = "the admin API is off on this server (WithAdminAPI; cmd/mockserver -admin)"
+		}
+		writeProblem(w, problem{Type: ProblemNotFound, Title: "Not Found", Status: http.StatusNotFound, Detail: detail})
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, problem{Type: ProblemNotFound, Title: "Not Found", Status: http.StatusNotFound,
+			Detail: "no endpoint " + r.URL.Path})
+	})
+
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, AdminPrefix) {
+			if d := s.faults.getLatency(); d > 0 {
+				t := time.NewTimer(d)
+				select {
+				case <-t.C:
+				case <-r.Context().Done():
+					t.Stop()
+					return // the client went away; nobody reads an answer
+				}
+			}
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// methodHandler dispatches a request to the handler of its method, and
+// answers a method the path does not allow with a 405 problem and an Allow
+// header. ServeMux's own 405 would be text/plain, which is why the mux sees
+// patterns without methods and the methods are dispatched here.
+type methodHandler struct {
+	methods methods
+	allow   string // the Allow header: the methods, sorted, comma-separated
+}
+
+// byMethod returns the handler of the methods m. A GET handler answers HEAD
+// too, as in ServeMux.
+func byMethod(m methods) methodHandler {
+	if h, ok := m[http.MethodGet]; ok {
+		if _, ok := m[http.MethodHead]; !ok {
+			m[http.MethodHead] = h
+		}
+	}
+	return methodHandler{methods: m, allow: strings.Join(slices.Sorted(maps.Keys(m)), ", ")}
+}
+
+func (h methodHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if next, ok := h.methods[r.Method]; ok {
+		next.ServeHTTP(w, r)
+		return
+	}
+	w.Header().Set("Allow", h.allow)
+	writeProblem(w, problem{Type: ProblemMethodNotAllowed, Title: "Method Not Allowed", Status: http.StatusMethodNotAllowed,
+		Detail: r.Method + " " + r.URL.Path + " is not allowed; allowed: " + h.allow})
+}

@@ -1,0 +1,169 @@
+package mockserver_test
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/saferetry/saferetry/mockserver"
+)
+
+// dial opens a raw connection to srv. The caller closes it before it
+// closes srv, which waits for active connections.
+func dial(t *testing.T, srv *mockserver.Server) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// closedWithin reads r, from conn, until the server closes conn (an EOF, or
+// a reset when it closed with bytes of ours unread) and reports how long
+// that took; it fails the test if conn is still open after limit.
+func closedWithin(t *testing.T, conn net.Conn, r io.Reader, limit time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	_ = conn.SetReadDeadline(start.Add(limit))
+	_, err := io.Copy(io.Discard, r)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("connection still open after %v", limit)
+	}
+	if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("reading until the server closes: %v", err)
+	}
+	return time.Since(start)
+}
+
+// TestSlowBodyIsCutOff: a client that sends its headers, then dribbles its
+// body a byte at a time, has its connection closed once the read timeout
+// has passed.
+func TestSlowBodyIsCutOff(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	srv := mockserver.New(mockserver.WithReadTimeout(timeout))
+	defer srv.Close()
+	conn := dial(t, srv)
+	defer conn.Close()
+	start := time.Now()
+	if _, err := io.WriteString(conn, "POST /_mock/fail HTTP/1.1\r\nHost: mock\r\n"+
+		"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				if _, err := conn.Write([]byte(" ")); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	closedWithin(t, conn, conn, 5*time.Second)
+	if took := time.Since(start); took < timeout-20*time.Millisecond || took > 3*time.Second {
+		t.Errorf("connection closed after %v, want about %v", took, timeout)
+	}
+	if f := srv.Faults(); len(f.Fail) != 0 {
+		t.Errorf("a body that never arrived injected %v", f.Fail)
+	}
+}
+
+// TestStoppedBodyIsCutOff: a client that stops sending in the middle of
+// its body has its connection closed after the read timeout.
+func TestStoppedBodyIsCutOff(t *testing.T) {
+	srv := mockserver.New(mockserver.WithReadTimeout(200 * time.Millisecond))
+	defer srv.Close()
+	conn := dial(t, srv)
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "POST /payments HTTP/1.1\r\nHost: mock\r\nIdempotency-Key: slow-1\r\n"+
+		"Content-Type: application/json\r\nContent-Length: 60\r\n\r\n{\"amount\":"); err != nil {
+		t.Fatal(err)
+	}
+	if took := closedWithin(t, conn, conn, 5*time.Second); took > 3*time.Second {
+		t.Errorf("connection closed after %v", took)
+	}
+	if n := srv.Executions("slow-1"); n != 0 {
+		t.Errorf("a payment whose body never arrived executed %d times", n)
+	}
+}
+
+// TestLongHandlerOutlivesReadTimeout: the read timeout bounds how long a
+// request takes to arrive, not how long the server works on it, so an
+// injected delay or latency longer than it is still answered.
+func TestLongHandlerOutlivesReadTimeout(t *testing.T) {
+	srv := mockserver.New(mockserver.WithReadTimeout(100 * time.Millisecond))
+	defer srv.Close()
+	srv.DelayNext(1, 400*time.Millisecond)
+	resp, b := mustSend(t, srv, "POST", "/payments", "long-1", payBody)
+	if resp.StatusCode != http.StatusCreated {
+		t.Errorf("payment delayed past the read timeout: %d %s", resp.StatusCode, b)
+	}
+	srv.SetLatency(300 * time.Millisecond)
+	if resp, b := mustSend(t, srv, "GET", "/balance", "", ""); resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /balance under latency past the read timeout: %d %s", resp.StatusCode, b)
+	}
+}
+
+// TestIdleConnectionClosed: a keep-alive connection that waits longer than
+// the idle timeout for its next request is closed by the server.
+func TestIdleConnectionClosed(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	srv := mockserver.New(mockserver.WithIdleTimeout(timeout))
+	defer srv.Close()
+	conn := dial(t, srv)
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET /balance HTTP/1.1\r\nHost: mock\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil || resp.Close {
+		t.Fatalf("first answer: %v, close %v", err, resp.Close)
+	}
+	resp.Body.Close()
+	if took := closedWithin(t, conn, br, 5*time.Second); took < timeout-20*time.Millisecond || took > 3*time.Second {
+		t.Errorf("idle connection closed after %v, want about %v", took, timeout)
+	}
+}
+
+// TestAdminAPIOff: with WithAdminAPI(false) every admin path is a 404
+// problem and injects nothing, while the payments API and the Go methods
+// work.
+func TestAdminAPIOff(t *testing.T) {
+	srv := mockserver.New(mockserver.WithAdminAPI(false))
+	defer srv.Close()
+	for _, rt := range documentedRoutes {
+		if !strings.HasPrefix(rt.path, mockserver.AdminPrefix) {
+			continue
+		}
+		method := strings.Split(rt.allow, ", ")[0]
+		resp, b := mustSend(t, srv, method, rt.path, "", `{"latency_ms":5,"delay_ms":5}`)
+		wantProblem(t, resp, b, http.StatusNotFound, mockserver.ProblemNotFound)
+	}
+	if f := srv.Faults(); len(f.Fail) != 0 || f.DropAfterCommit != 0 || len(f.Delays) != 0 || f.Latency != 0 {
+		t.Errorf("admin requests injected faults with the admin API off: %+v", f)
+	}
+	if resp, b := mustSend(t, srv, "POST", "/payments", "off-1", payBody); resp.StatusCode != http.StatusCreated {
+		t.Errorf("payment with the admin API off: %d %s", resp.StatusCode, b)
+	}
+	if srv.Executions("off-1") != 1 {
+		t.Errorf("Executions = %d, want 1", srv.Executions("off-1"))
+	}
+}
