@@ -18,8 +18,9 @@ import (
 	"github.com/saferetry/saferetry/idempotency"
 )
 
-// payments is a POST handler that counts its executions. While hold is
-// open, an execution signals entered and waits for hold to close.
+// payments is a POST handler that counts its executions. Once hold is
+// set, the first execution after it signals entered and waits for hold to
+// close.
 type payments struct {
 	executions atomic.Int64
 	hold       chan struct{}
@@ -30,8 +31,13 @@ type payments struct {
 func (p *payments) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n := p.executions.Add(1)
 	if p.hold != nil {
-		p.once.Do(func() { close(p.entered) })
-		<-p.hold
+		// Only the first execution waits, so that a test of a broken
+		// set-up fails instead of hanging.
+		held := false
+		p.once.Do(func() { close(p.entered); held = true })
+		if held {
+			<-p.hold
+		}
 	}
 	body, _ := io.ReadAll(r.Body)
 	w.Header().Set("Content-Type", "application/json")

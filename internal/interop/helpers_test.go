@@ -85,6 +85,24 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// requireOneKey checks that want requests arrived and all carried one
+// non-empty key, and returns it.
+func requireOneKey(t *testing.T, got []seen, want int) string {
+	t.Helper()
+	if len(got) != want {
+		t.Fatalf("server saw %d requests %v, want %d", len(got), got, want)
+	}
+	for _, s := range got {
+		if s.Key != got[0].Key {
+			t.Fatalf("keys differ between attempts: %v", got)
+		}
+	}
+	if got[0].Key == "" {
+		t.Fatalf("the requests carried no %s", idempotency.HeaderIdempotencyKey)
+	}
+	return got[0].Key
+}
+
 // fastBackoff keeps the saferetry client's waits to a millisecond, so that
 // retries cost the tests no time; the retry decisions are unchanged.
 func fastBackoff() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }

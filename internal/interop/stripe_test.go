@@ -33,8 +33,13 @@ type stripeAPI struct {
 func (a *stripeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n := a.executions.Add(1)
 	if a.hold != nil {
-		a.once.Do(func() { close(a.entered) })
-		<-a.hold
+		// Only the first execution waits, so that a test of a broken
+		// set-up fails instead of hanging.
+		held := false
+		a.once.Do(func() { close(a.entered); held = true })
+		if held {
+			<-a.hold
+		}
 	}
 	body := fmt.Appendf(nil, `{"id":"cus_%d","object":"customer","email":%q}`, n, r.PostFormValue("email"))
 	a.mu.Lock()
@@ -113,24 +118,6 @@ func TestStripeGoLostAnswerIsReplayed(t *testing.T) {
 	requireOneKey(t, f.Seen(), 2)
 }
 
-// requireOneKey checks that want requests arrived and all carried one
-// non-empty key, and returns it.
-func requireOneKey(t *testing.T, got []seen, want int) string {
-	t.Helper()
-	if len(got) != want {
-		t.Fatalf("server saw %d requests %v, want %d", len(got), got, want)
-	}
-	for _, s := range got {
-		if s.Key != got[0].Key {
-			t.Fatalf("keys differ between attempts: %v", got)
-		}
-	}
-	if got[0].Key == "" {
-		t.Fatalf("the requests carried no %s", idempotency.HeaderIdempotencyKey)
-	}
-	return got[0].Key
-}
-
 // stripe-go reads an error answer as a Stripe error only when its body has
 // Stripe's {"error": {...}} shape; a problem+json answer is a plain error to
 // it, and it retries every plain error up to MaxNetworkRetries. So it retries
@@ -140,6 +127,10 @@ func requireOneKey(t *testing.T, got []seen, want int) string {
 func TestStripeGoRetriesProblemAnswers(t *testing.T) {
 	api := &stripeAPI{hold: make(chan struct{}), entered: make(chan struct{})}
 	srv, f := newStripeServer(t, api)
+	// Released before the server closes (cleanups run last in, first out),
+	// so that a failing test does not wait on the held request forever.
+	release := sync.OnceFunc(func() { close(api.hold) })
+	t.Cleanup(release)
 	const retries = 2
 	sc := newStripeClient(t, srv, retries)
 	ctx := context.Background()
@@ -162,7 +153,7 @@ func TestStripeGoRetriesProblemAnswers(t *testing.T) {
 		t.Errorf("server saw %d requests, want the first and %d of the duplicate: stripe-go retries a 409", got, 1+retries)
 	}
 
-	close(api.hold)
+	release()
 	if err := <-first; err != nil {
 		t.Fatalf("first Create: %v", err)
 	}
