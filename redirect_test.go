@@ -19,10 +19,23 @@ func TestCrossOriginRedirectKeepsBodyAndKeyHome(t *testing.T) {
 			if !errors.Is(err, ErrCrossOriginRedirect) || !errors.Is(err, ErrNotSent) || !errors.As(err, &e) {
 				t.Fatalf("%d to %s: err = %v, want ErrCrossOriginRedirect (ErrNotSent)", code, loc, err)
 			}
-			if s := rc.Seen(); len(s) != 1 {
-				t.Fatalf("%d to %s: %d round trips, want only the first: %+v", code, loc, len(s), s)
+			if s := rc.Seen(); len(s) != 1 || e.Key != s[0].keys[0] {
+				t.Fatalf("%d to %s: round trips %+v, error key %q; want only the first, and its key in the error", code, loc, s, e.Key)
 			}
 		}
+	}
+}
+
+// TestCrossOriginRedirectOfAnEmptyPost: a keyed method goes elsewhere
+// neither with its key nor without it, even with no body to carry.
+func TestCrossOriginRedirectOfAnEmptyPost(t *testing.T) {
+	rc := newRecorder(statusH(http.StatusTemporaryRedirect, "Location", "http://elsewhere.test/v2/debits"), status(201))
+	_, err := testClient(rc).Do(newReq(t, context.Background(), http.MethodPost, ""))
+	if !errors.Is(err, ErrCrossOriginRedirect) {
+		t.Fatalf("err = %v, want ErrCrossOriginRedirect", err)
+	}
+	if s := rc.Seen(); len(s) != 1 {
+		t.Fatalf("round trips %+v, want only the first", s)
 	}
 }
 

@@ -78,14 +78,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeRequestBody(req)
 		return nil, &Error{Cause: ErrNotSent, Err: err}
 	}
-	req, keyless, err := cfg.crossOrigin(req)
-	if err != nil {
-		closeRequestBody(req)
-		return nil, &Error{Cause: ErrNotSent, Err: err}
-	}
-	var key, wire string
-	if !keyless {
-		key, wire, _, err = cfg.resolveKey(req)
+	key, wire, _, err := cfg.resolveKey(req)
+	if err == nil && req.Response != nil {
+		switch cfg.redirectHop(req, key) {
+		case retrypolicy.HopRefuse:
+			closeRequestBody(req)
+			return nil, &Error{Cause: ErrNotSent, Key: key, Err: ErrCrossOriginRedirect}
+		case retrypolicy.HopSendWithoutKey:
+			req, key, wire = retrypolicy.WithoutKey(req), "", ""
+		}
 	}
 	if err != nil {
 		closeRequestBody(req)

@@ -44,8 +44,9 @@
 // unquoting it must be 1 to 255 bytes of printable ASCII, given once (see
 // ParseKey). The saferetry client reads a value with the same grammar: the
 // spaces and tabs around a value are not part of it, the characters of an
-// sf-string are the key (spaces at its ends included), and parameters after
-// an sf-string are refused. The fingerprint binds a key to one request: "v1:" and the
+// sf-string are the key (spaces at its ends included), and RFC 9651
+// parameters after an sf-string are ignored when well formed and refused
+// when not. The fingerprint binds a key to one request: "v1:" and the
 // SHA-256 of the method, the path, the query with parameters sorted, and the
 // body, canonicalised when it is JSON (see Fingerprint). The version prefix
 // lets a later recipe coexist with stored v1 entries without false matches.

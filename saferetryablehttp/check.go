@@ -88,9 +88,18 @@ func attemptOutcome(st *rhOp, resp *http.Response, err error) (o retrypolicy.Out
 // outcome is the error of a request whose last attempt, which failed with
 // err, ends it: [saferetry.ErrOutcomeUnknown] if any attempt may have
 // reached the server, else [saferetry.ErrNotSent]. ae, when not nil, is the
-// attempt's own error.
+// attempt's own error. A redirect hop refused for leaving the origin is
+// not sent, whatever its first hop got (an answer that sent it elsewhere),
+// as with the Transport, where each hop is an operation of its own.
 func (st *rhOp) outcome(err error, ae *attemptError) *saferetry.Error {
 	e := &saferetry.Error{Cause: saferetry.ErrOutcomeUnknown, Err: err}
+	if ae != nil && errors.Is(ae.err, saferetry.ErrCrossOriginRedirect) {
+		e.Cause, e.Key = saferetry.ErrNotSent, ae.key
+		if st != nil {
+			e.Attempts = st.state.Attempt
+		}
+		return e
+	}
 	if st == nil {
 		// Without the hook's state (RequestLogHook replaced), only this
 		// attempt is known.

@@ -22,9 +22,11 @@ import (
 //     already in the header wins. Supplied keys are validated and an
 //     invalid one fails before sending.
 //   - classification: CheckRetry makes the saferetry Transport's decision
-//     (409 unless replayed, 408, 429 and 5xx except 501 retried; 400, 422
-//     and other statuses final; TLS verification and client-side errors
-//     such as redirect limits final; an attempt cut by http.Client.Timeout
+//     (408, 409, 429 and 5xx except 501 retried, unless the answer is a
+//     replay, which is final whatever its status; Stripe-Should-Retry true
+//     or false overriding the status rule; 400, 422 and other statuses
+//     final; TLS verification and client-side errors such as redirect
+//     limits or a redirect leaving the origin final; an attempt cut by http.Client.Timeout
 //     retried like a timeout; unsafe methods without a key never retried),
 //     with the [saferetry.Classifier] if any, the attempt count (RetryMax)
 //     and the retry budget, which counts as the Transport's does (see
@@ -73,7 +75,7 @@ func Configure(c *retryablehttp.Client, opts ...Option) {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	hc.Transport = &rhTransport{base: base}
+	hc.Transport = &rhTransport{base: base, a: a}
 	c.HTTPClient = hc
 
 	switch {

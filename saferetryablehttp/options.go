@@ -21,6 +21,7 @@ type config struct {
 	budgetCapacity int
 	budgetCost     int
 	maxRetryAfter  time.Duration
+	crossOrigin    bool
 }
 
 func newConfig(opts []Option) *config {
@@ -93,4 +94,14 @@ func WithMaxRetryAfter(d time.Duration) Option {
 		}
 		c.maxRetryAfter = d
 	}
+}
+
+// WithCrossOriginRedirects lets a request's body and key follow a redirect
+// to another origin (scheme, host or port) than the first request's, as
+// [saferetry.WithCrossOriginRedirects] does for the Transport. By default
+// such a hop is not sent when it has a body or a keyed method, and fails
+// with [saferetry.ErrCrossOriginRedirect] (not retried); any other hop
+// (the GET after a 303) is sent without the key.
+func WithCrossOriginRedirects(allow bool) Option {
+	return func(c *config) { c.crossOrigin = allow }
 }

@@ -14,6 +14,7 @@ import (
 // CheckRetry and ErrorHandler need, since they are not given the request.
 type rhTransport struct {
 	base http.RoundTripper
+	a    *adapter
 }
 
 var _ http.RoundTripper = (*rhTransport)(nil)
@@ -24,6 +25,15 @@ func (t *rhTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err != nil {
 		closeBody(r)
 		return nil, &attemptError{req: r, err: err, invalidKey: true}
+	}
+	if r.Response != nil {
+		switch retrypolicy.RedirectHop(r, t.a.cfg.crossOrigin, t.a.keyMethod, key != "") {
+		case retrypolicy.HopRefuse:
+			closeBody(r)
+			return nil, &attemptError{req: r, key: key, err: saferetry.ErrCrossOriginRedirect}
+		case retrypolicy.HopSendWithoutKey:
+			r, key = retrypolicy.WithoutKey(r), ""
+		}
 	}
 	if st != nil {
 		st.req, st.key = r, key

@@ -49,8 +49,8 @@ func Sent(err error, timedOut bool) bool {
 }
 
 // Permanent reports errors that another attempt cannot cure: the request
-// URL is invalid, the server's certificate does not verify, or it does not
-// speak TLS.
+// URL is invalid, a redirect leaves the origin with what must stay in it,
+// the server's certificate does not verify, or it does not speak TLS.
 func Permanent(err error) bool {
 	var (
 		verify   *tls.CertificateVerificationError
@@ -59,7 +59,7 @@ func Permanent(err error) bool {
 		invalid  x509.CertificateInvalidError
 		record   tls.RecordHeaderError
 	)
-	return errors.Is(err, ErrBadURL) || errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) ||
+	return errors.Is(err, ErrBadURL) || errors.Is(err, ErrCrossOriginRedirect) || errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) ||
 		errors.As(err, &invalid) || errors.As(err, &record)
 }
 

@@ -196,10 +196,11 @@ func (p *Policy) plan(v *Verdict, o Outcome, st *State, now func() time.Time) bo
 	return true
 }
 
-// settle refills the budget when the operation ends with an answer that the
-// rules do not retry: the server is up.
+// settle refills the budget when the operation ends with an answer below
+// 500 that the rules do not retry: the server is up. A 5xx that is final
+// (a replay, or Stripe-Should-Retry: false) does not show that.
 func (p *Policy) settle(v Verdict, o Outcome, st *State) {
-	if o.Response != nil && !v.Retryable {
+	if o.Response != nil && !v.Retryable && o.Response.StatusCode < 500 {
 		p.Budget.Succeeded(st.Spent)
 	}
 }
