@@ -1,6 +1,10 @@
 package contract
 
-import "strings"
+import (
+	"encoding/base64"
+	"strings"
+	"unicode/utf8"
+)
 
 // errBadParameters is ParseKey's error for parameters after an sf-string
 // that RFC 9651 would not parse.
@@ -56,14 +60,9 @@ func bareItemLen(s string) int {
 	case c == '-' || isDigit(c):
 		return numberLen(s)
 	case c == '"':
-		return quotedLen(s, false)
+		return stringLen(s)
 	case c == '%':
-		if len(s) > 1 && s[1] == '"' {
-			if n := quotedLen(s[1:], true); n > 0 {
-				return 1 + n
-			}
-		}
-		return 0
+		return displayStringLen(s)
 	case c == '*' || isAlpha(c):
 		i := 1
 		for i < len(s) && (isTchar(s[i]) || s[i] == ':' || s[i] == '/') {
@@ -71,14 +70,7 @@ func bareItemLen(s string) int {
 		}
 		return i
 	case c == ':':
-		i := 1
-		for i < len(s) && (isAlpha(s[i]) || isDigit(s[i]) || strings.IndexByte("+/=", s[i]) >= 0) {
-			i++
-		}
-		if i < len(s) && s[i] == ':' {
-			return i + 1
-		}
-		return 0
+		return byteSequenceLen(s)
 	case c == '?':
 		if len(s) > 1 && (s[1] == '0' || s[1] == '1') {
 			return 2
@@ -125,30 +117,82 @@ func numberLen(s string) int {
 	return i
 }
 
-// quotedLen is the length of the sf-string (or, with display set, the
-// quoted part of a display string, whose escapes are %xx in lowercase hex)
-// that starts s, 0 when it is not one.
-func quotedLen(s string, display bool) int {
+// stringLen is the length of the sf-string that starts s (RFC 9651
+// section 4.2.5), 0 when it is not one.
+func stringLen(s string) int {
 	for i := 1; i < len(s); i++ {
 		switch c := s[i]; {
 		case c == '"':
 			return i + 1
 		case c < 0x20 || c > 0x7e:
 			return 0
-		case !display && c == '\\':
+		case c == '\\':
 			if i++; i == len(s) || (s[i] != '"' && s[i] != '\\') {
 				return 0
 			}
-		case display && c == '\\':
-			return 0
-		case display && c == '%':
-			if i+2 >= len(s) || !isLowerHex(s[i+1]) || !isLowerHex(s[i+2]) {
-				return 0
-			}
-			i += 2
 		}
 	}
 	return 0
+}
+
+// displayStringLen is the length of the display string that starts s
+// (section 4.2.10: %"...", printable ASCII with %xx escapes in lowercase
+// hex, decoding to valid UTF-8), 0 when it is not one.
+func displayStringLen(s string) int {
+	if len(s) < 2 || s[1] != '"' {
+		return 0
+	}
+	var b []byte
+	for i := 2; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"':
+			if !utf8.Valid(b) {
+				return 0
+			}
+			return i + 1
+		case c < 0x20 || c > 0x7e:
+			return 0
+		case c == '%':
+			if i+2 >= len(s) || !isLowerHex(s[i+1]) || !isLowerHex(s[i+2]) {
+				return 0
+			}
+			b = append(b, unhex(s[i+1])<<4|unhex(s[i+2]))
+			i += 2
+		default:
+			b = append(b, c)
+		}
+	}
+	return 0
+}
+
+// byteSequenceLen is the length of the byte sequence that starts s
+// (section 4.2.7: base64 between colons, its padding optional), 0 when it
+// is not one or does not decode.
+func byteSequenceLen(s string) int {
+	end := strings.IndexByte(s[1:], ':')
+	if end < 0 {
+		return 0
+	}
+	content := s[1 : 1+end]
+	for i := 0; i < len(content); i++ {
+		if c := content[i]; !isAlpha(c) && !isDigit(c) && c != '+' && c != '/' && c != '=' {
+			return 0
+		}
+	}
+	if n := len(content) % 4; n != 0 {
+		content += strings.Repeat("=", 4-n)
+	}
+	if _, err := base64.StdEncoding.DecodeString(content); err != nil {
+		return 0
+	}
+	return end + 2
+}
+
+func unhex(c byte) byte {
+	if c <= '9' {
+		return c - '0'
+	}
+	return c - 'a' + 10
 }
 
 func isLower(c byte) bool    { return 'a' <= c && c <= 'z' }
