@@ -165,14 +165,22 @@
 //
 // # When to come back: Retry-After of 409
 //
-// A 409 ProblemInProgress carries Retry-After with when the holder will
-// likely be done, not when it would be presumed dead: the Middleware keeps,
-// per route (the method and the ServeMux pattern the request matched, or
-// its path when the Middleware wraps the mux), a moving estimate of how
-// long its handler runs on this instance, and answers that, rounded up to
-// whole seconds, at least 1 s, and at most the holder's remaining lease.
-// Until a run of the route was seen it answers 1 s. A client that comes
-// back then finds the stored answer, or another 409 with a fresh estimate.
+// A 409 ProblemInProgress carries a Retry-After of how long the route's
+// work takes, not of when the holder would be presumed dead: the
+// Middleware keeps, per route (the method and the ServeMux pattern the
+// request matched, or its path when the Middleware wraps the mux), a
+// moving estimate of how long its handler takes on this instance to answer
+// 2xx, the claim's round trip included, and answers that, rounded up to
+// whole seconds, at least 1 s and at most the holder's remaining lease.
+// The holder's own start is not known to other instances, so this is when
+// a holder that just started will likely be done, an upper estimate for
+// one that started earlier. Until a run of the route was seen it answers
+// 1 s. A client that comes back then finds the stored answer, or another
+// 409 with the estimate again. Runs cut short (a lost lease, a client
+// gone) and answers other than 2xx are not taken in; paths of more than
+// 128 bytes, and routes beyond the first 1024, share one estimate, so wrap
+// routes with identifiers in their paths one by one, or behind a ServeMux
+// pattern, to keep them apart.
 //
 // # Waiting for the first request
 //

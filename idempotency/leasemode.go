@@ -78,7 +78,7 @@ func (c *leaseClaim) finish(q *request) {
 	// The run as a duplicate sees it, the claim's round trip included;
 	// no time of its own is kept, so that the request state stays in one
 	// 512-byte allocation.
-	m.runs.observe(q.r, now.Sub(c.sent))
+	q.ran(now.Sub(c.sent), c.hctx)
 	ev := q.event()
 	ev.Status = q.rec.statusCode()
 	switch {

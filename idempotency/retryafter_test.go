@@ -35,6 +35,12 @@ func TestInProgressRetryAfterFollowsTheHandler(t *testing.T) {
 			clk.Advance(3200 * time.Millisecond) // the handler's running time
 		case "/long":
 			clk.Advance(2 * lease / 3)
+		case "/refused":
+			clk.Advance(5 * time.Second)
+			return http.StatusNotFound
+		case "/failing":
+			clk.Advance(5 * time.Second)
+			return http.StatusServiceUnavailable
 		}
 		return 0
 	}}
@@ -67,6 +73,13 @@ func TestInProgressRetryAfterFollowsTheHandler(t *testing.T) {
 	}
 	if got := retryAfter("hold-3", "/never-run"); got != "1" {
 		t.Fatalf("Retry-After on a route never run = %q, want 1", got)
+	}
+	// Runs that did not do the work (a refusal, a failure) are not taken in.
+	for _, path := range []string{"/refused", "/failing"} {
+		post(h, "r"+path, `{}`, withPath(path))
+		if got := retryAfter("hold"+path, path); got != "1" {
+			t.Fatalf("Retry-After after a %s run of 5 s = %q, want 1", path, got)
+		}
 	}
 	for _, k := range []string{"l1", "l2"} {
 		if w := post(h, k, `{}`, withPath("/long")); w.Code != http.StatusCreated {

@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"context"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,11 @@ type routeTime struct {
 // in them would grow the table without end.
 const maxRoutes = 1024
 
+// maxRoutePath is the longest path kept as a route of its own; longer ones
+// share the estimate of the routes beyond the table, so that the table
+// holds at most maxRoutes short strings.
+const maxRoutePath = 128
+
 // runTimeWeight is the weight of a new run in the moving estimate, 1/5:
 // the estimate follows a change of the handler's speed within a few runs.
 const runTimeWeight = 5
@@ -47,11 +53,25 @@ func routeOf(r *http.Request) route {
 	return route{r.Method, r.URL.Path}
 }
 
+// ran takes in a run of q's handler that took d, when it did the work a
+// duplicate waits for: a 2xx answer, its context (hctx) not ended. A run
+// cut short by a lost lease, a client gone or a failure says nothing of
+// how long the work takes, nor does a 4xx refusal.
+func (q *request) ran(d time.Duration, hctx context.Context) {
+	if s := q.rec.statusCode(); s < 200 || s > 299 || hctx.Err() != nil {
+		return
+	}
+	q.m.runs.observe(q.r, d)
+}
+
 // slot returns the estimate of rt, adding it to the table when create is
 // set and there is room; nil means no run of rt was seen.
 func (t *runTimes) slot(rt route, create bool) *atomic.Int64 {
 	if l := t.last.Load(); l != nil && l.route == rt {
 		return &l.est
+	}
+	if len(rt.path) > maxRoutePath {
+		return &t.other.est
 	}
 	t.mu.RLock()
 	s, ok := t.routes[rt]

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
@@ -35,6 +36,11 @@ func TestRunTimesMovingEstimate(t *testing.T) {
 	req := func(path string) *http.Request { return httptest.NewRequest(http.MethodPost, path, nil) }
 	if got := rt.estimate(req("/a")); got != 0 {
 		t.Fatalf("estimate before a run = %v", got)
+	}
+	long := req("/" + strings.Repeat("x", maxRoutePath))
+	rt.observe(long, 3*time.Second)
+	if len(rt.routes) != 0 || rt.estimate(long) != 3*time.Second {
+		t.Fatalf("a long path was kept as a route of its own (%d routes), or lost", len(rt.routes))
 	}
 	rt.observe(req("/a"), time.Second)
 	rt.observe(req("/a"), 6*time.Second)

@@ -76,7 +76,7 @@ func (c *txClaim) abort(q *request) {
 // is not stored; a failed commit is answered 503, since nothing was kept.
 func (c *txClaim) finish(q *request) {
 	m := q.m
-	m.runs.observe(q.r, m.cfg.clock.Now().Sub(c.began))
+	q.ran(m.cfg.clock.Now().Sub(c.began), q.r.Context())
 	detached := context.WithoutCancel(q.r.Context())
 	ev := q.event()
 	ev.Status = q.rec.statusCode()
