@@ -232,6 +232,31 @@
 //	ProblemStoreUnavailable  503     store unreachable, nothing ran                  yes, same key
 //	ProblemCommitFailed      503     transaction not committed, nothing kept         yes, same key
 //
+// # echo
+//
+// echo renders an error returned by a handler only after the whole
+// middleware chain has returned, so a Middleware wrapped with
+// echo.WrapMiddleware records what the handler wrote before returning,
+// nothing: an empty 200, replayed for the TTL where a 500 should have let a
+// retry run again. Render the error inside the wrapped Middleware, with an
+// echo middleware given to Use after it:
+//
+//	e.Use(echo.WrapMiddleware(idempotency.Middleware(store)),
+//		func(next echo.HandlerFunc) echo.HandlerFunc {
+//			return func(c echo.Context) error {
+//				if err := next(c); err != nil {
+//					c.Error(err) // echo's HTTPErrorHandler writes it now
+//				}
+//				return nil // already rendered
+//			}
+//		})
+//
+// The Middleware then records the rendered answer: a 5xx releases the key
+// for a retry, a 4xx is stored and replayed. Middleware placed before the
+// wrapped one no longer receives the error; log it in HTTPErrorHandler.
+// Route-level middleware works the same way: e.POST(path, h,
+// echo.WrapMiddleware(mw), renderErrors).
+//
 // # Observability
 //
 // WithLogger takes a *slog.Logger for the unusual (lost leases, store
