@@ -35,6 +35,12 @@ type Attempt struct {
 	RetryAfter time.Duration
 	// Wait is the wait chosen before the next attempt; 0 on a return.
 	Wait time.Duration
+	// Duration is the attempt's round trip, from sending it to its
+	// response's header or its error; Elapsed is the operation's time from
+	// its first attempt to the end of this one, waits included. Both are
+	// read from the clock only when a hook or a logger is set (0
+	// otherwise).
+	Duration, Elapsed time.Duration
 }
 
 // observe hands an attempt to the hooks, in order, and to the logger.

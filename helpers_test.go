@@ -228,3 +228,10 @@ func closeResp(resp *http.Response) {
 		resp.Body.Close()
 	}
 }
+
+// advance moves the fake time forward by d, as a slow server would.
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}

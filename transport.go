@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/saferetry/saferetry/internal/retrypolicy"
 )
@@ -107,6 +108,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		NotReplayable: !b.replayable,
 	}
 	op.state.Deadline, _ = op.ctx.Deadline()
+	op.timed = len(cfg.hooks) > 0 || cfg.logger != nil
 	return op.run()
 }
 
@@ -119,7 +121,9 @@ type operation struct {
 	body      *body
 	state     retrypolicy.State // what the retry decision knows
 
-	sent       bool // some attempt may have reached the server
+	sent       bool      // some attempt may have reached the server
+	timed      bool      // a hook or logger wants Attempt's durations
+	began      time.Time // when the first attempt was sent, when timed
 	lastStatus int
 	lastErr    error // the last attempt's error, if it got no response, else nil
 }
@@ -131,6 +135,7 @@ type attempt struct {
 	err      error
 	timedOut bool               // the attempt's own timeout expired
 	cancel   context.CancelFunc // ends the attempt's timeout, if any
+	took     time.Duration      // the round trip, when the operation is timed
 }
 
 func (op *operation) run() (*http.Response, error) {
@@ -170,7 +175,18 @@ func (op *operation) send(rc io.ReadCloser) attempt {
 		actx, cancel = context.WithTimeout(op.ctx, d)
 	}
 	r := op.attemptRequest(actx, rc)
+	var start time.Time
+	if op.timed {
+		start = op.t.cfg.clock.Now()
+		if op.began.IsZero() {
+			op.began = start
+		}
+	}
 	resp, err := op.t.base.RoundTrip(r)
+	var took time.Duration
+	if op.timed {
+		took = op.t.cfg.clock.Now().Sub(start)
+	}
 	switch {
 	case err != nil && resp != nil:
 		// A broken base; keep the contract towards our caller.
@@ -183,7 +199,7 @@ func (op *operation) send(rc io.ReadCloser) attempt {
 		// caller, the drain and the attempt-timeout wrapper may close it.
 		resp.Body = http.NoBody
 	}
-	return attempt{req: r, resp: resp, err: err, timedOut: resp == nil && actx.Err() != nil, cancel: cancel}
+	return attempt{req: r, resp: resp, err: err, timedOut: resp == nil && actx.Err() != nil, cancel: cancel, took: took}
 }
 
 // decide records attempt n, asks the retry policy what comes next, prepares
@@ -211,6 +227,9 @@ func (op *operation) decide(n int, at *attempt) (retrypolicy.Verdict, io.ReadClo
 		Reason: reasons[v.Reason], RetryAfter: v.RetryAfter, Wait: v.Wait}
 	if at.resp != nil {
 		a.StatusCode = at.resp.StatusCode
+	}
+	if op.timed {
+		a.Duration, a.Elapsed = at.took, clk.Now().Sub(op.began)
 	}
 	op.t.cfg.observe(op.ctx, &a, v.Retryable)
 	return v, next

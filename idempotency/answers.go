@@ -16,9 +16,9 @@ const storeRetryAfter = 1
 // waits for e to settle; it reports true when the request should claim
 // again.
 func (q *request) refused(e Entry) bool {
-	m, k := q.m, q.key
+	m, k := q.m, q.claim.key
 	if e.Fingerprint != q.fp {
-		m.emit(Event{Outcome: OutcomeMismatch, Key: k, Status: http.StatusUnprocessableEntity})
+		m.emit(q.eventOf(Event{Outcome: OutcomeMismatch, Key: k, Status: http.StatusUnprocessableEntity}))
 		writeProblem(q.w, problem{Type: ProblemKeyReused, Status: http.StatusUnprocessableEntity, Key: k.Key,
 			Detail: "This Idempotency-Key was used for a request with a different method, path, query or body."}, 0)
 		return false
@@ -35,7 +35,7 @@ func (q *request) refused(e Entry) bool {
 	if m.cfg.wait > 0 && q.waiter().pause(q.r.Context(), m, k, e) {
 		return true
 	}
-	m.emit(Event{Outcome: OutcomeInProgress, Key: k, Token: e.Token, Status: http.StatusConflict})
+	m.emit(q.eventOf(Event{Outcome: OutcomeInProgress, Key: k, Token: e.Token, Status: http.StatusConflict}))
 	writeProblem(q.w, problem{Type: ProblemInProgress, Status: http.StatusConflict, Key: k.Key,
 		Detail: "A request with this Idempotency-Key is still being processed. Retry later with the same key."}, inProgressRetryAfter(m.runs.estimate(q.r), e.LeaseRemaining))
 	return false
@@ -52,7 +52,7 @@ func retryAfterSeconds(d time.Duration) int {
 
 // replay answers with the stored outcome of e.
 func (q *request) replay(e Entry) {
-	m, k := q.m, q.key
+	m, k := q.m, q.claim.key
 	resp := e.Response
 	if resp == nil {
 		q.storeUnavailable(errors.New("idempotency: store returned a completed entry without a response"))
@@ -61,7 +61,7 @@ func (q *request) replay(e Entry) {
 	h := q.w.Header()
 	h.Set(HeaderReplayed, "true")
 	if resp.Oversize {
-		m.emit(Event{Outcome: OutcomeOversize, Key: k, Token: e.Token, Status: http.StatusGone})
+		m.emit(q.eventOf(Event{Outcome: OutcomeOversize, Key: k, Token: e.Token, Status: http.StatusGone}))
 		writeProblem(q.w, problem{Type: ProblemResponseTooLarge, Status: http.StatusGone, Key: k.Key,
 			OriginalStatus: resp.Status,
 			Detail:         "The operation with this Idempotency-Key completed, but its response was too large to keep. It will not run again."}, 0)
@@ -73,7 +73,7 @@ func (q *request) replay(e Entry) {
 			h[name] = v[:len(v):len(v)] // a later Add must not write into the store's slice
 		}
 	}
-	m.emit(Event{Outcome: OutcomeReplay, Key: k, Token: e.Token, Status: resp.Status})
+	m.emit(q.eventOf(Event{Outcome: OutcomeReplay, Key: k, Token: e.Token, Status: resp.Status}))
 	q.w.WriteHeader(resp.Status)
 	if len(resp.Body) > 0 {
 		_, _ = q.w.Write(resp.Body)
@@ -93,7 +93,7 @@ func (q *request) superseded() {
 			delete(h, name)
 		}
 	}
-	writeProblem(q.w, problem{Type: ProblemInProgress, Status: http.StatusConflict, Key: q.key.Key,
+	writeProblem(q.w, problem{Type: ProblemInProgress, Status: http.StatusConflict, Key: q.claim.key.Key,
 		Detail: "Another request took this Idempotency-Key over while this one ran. Retry with the same key for the recorded outcome."}, 1)
 }
 
@@ -105,11 +105,11 @@ var describesBody = map[string]bool{"Content-Length": true, "Content-Encoding": 
 // its lease left (left), so the handler is not started: as for a key in
 // progress, since it is held until the lease lapses.
 func (q *request) claimTooLate(token int64, left time.Duration) {
-	m, k := q.m, q.key
+	m, k := q.m, q.claim.key
 	m.cfg.logger.LogAttrs(q.r.Context(), slog.LevelWarn, "idempotency: claim acquired too late to start the handler; answering 409",
 		slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Int64("token", token),
 		slog.Duration("lease_left", left), slog.Duration("lease", m.cfg.lease))
-	m.emit(Event{Outcome: OutcomeInProgress, Key: k, Token: token, Status: http.StatusConflict, Err: errClaimTooLate})
+	m.emit(q.eventOf(Event{Outcome: OutcomeInProgress, Key: k, Token: token, Status: http.StatusConflict, Err: errClaimTooLate}))
 	writeProblem(q.w, problem{Type: ProblemInProgress, Status: http.StatusConflict, Key: k.Key,
 		Detail: "A request with this Idempotency-Key is being processed. Retry later with the same key."}, retryAfterSeconds(left))
 }
@@ -119,27 +119,27 @@ func (q *request) claimTooLate(token int64, left time.Duration) {
 // own context ended is no outage: the client left, and running the handler
 // unprotected for nobody would only risk a duplicate of its retry.
 func (q *request) storeFailed(err error) {
-	m, r, k := q.m, q.r, q.key
+	m, r, k := q.m, q.r, q.claim.key
 	if !m.cfg.failOpen || r.Context().Err() != nil {
 		q.storeUnavailable(err)
 		return
 	}
 	m.cfg.logger.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: store failed; running the handler unprotected (fail open)",
 		slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Any("error", err))
-	m.emit(Event{Outcome: OutcomeStoreError, Key: k, Err: err})
+	m.emit(q.eventOf(Event{Outcome: OutcomeStoreError, Key: k, Err: err}))
 	m.next.ServeHTTP(q.w, r)
 }
 
 // storeUnavailable answers 503 without running the handler.
 func (q *request) storeUnavailable(err error) {
-	m, r, k := q.m, q.r, q.key
+	m, r, k := q.m, q.r, q.claim.key
 	level := slog.LevelError
 	if r.Context().Err() != nil {
 		level = slog.LevelDebug // the client left; the store call was cut short
 	}
 	m.cfg.logger.LogAttrs(r.Context(), level, "idempotency: store failed; answering 503",
 		slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Any("error", err))
-	m.emit(Event{Outcome: OutcomeStoreError, Key: k, Status: http.StatusServiceUnavailable, Err: err})
+	m.emit(q.eventOf(Event{Outcome: OutcomeStoreError, Key: k, Status: http.StatusServiceUnavailable, Err: err}))
 	writeProblem(q.w, problem{Type: ProblemStoreUnavailable, Status: http.StatusServiceUnavailable, Key: k.Key,
 		Detail: "The idempotency store is unavailable, so the request was not processed. Retry with the same key."}, storeRetryAfter)
 }
@@ -155,8 +155,10 @@ func (m *middleware) afterRunFailed(ctx context.Context, ev Event, msg string, e
 }
 
 // leaseLost reports a claim found taken over: its outcome is not stored.
-func (m *middleware) leaseLost(ctx context.Context, k Key, token int64, status int, err error) {
+// ev is the request's event (see request.event), status what was sent.
+func (m *middleware) leaseLost(ctx context.Context, ev Event, status int, err error) {
 	m.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: lease lost; another request took the key over and this outcome is not stored",
-		slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Int64("token", token), slog.Any("error", err))
-	m.emit(Event{Outcome: OutcomeLeaseLost, Key: k, Token: token, Status: status, Err: fmt.Errorf("%w: %w", ErrLeaseLost, err)})
+		slog.String("scope", ev.Key.Scope), slog.String("key", ev.Key.Key), slog.Int64("token", ev.Token), slog.Any("error", err))
+	ev.Outcome, ev.Status, ev.Err = OutcomeLeaseLost, status, fmt.Errorf("%w: %w", ErrLeaseLost, err)
+	m.emit(ev)
 }

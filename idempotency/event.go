@@ -1,5 +1,7 @@
 package idempotency
 
+import "time"
+
 // Outcome names what the Middleware did with a request, for metrics and
 // logs. Its values are the constants below, stable and fit for a metric
 // label; the zero value "" is none of them. It is a plain string value.
@@ -69,9 +71,21 @@ type Event struct {
 	// (the handler panicked) or when WithFailOpen handed the request to the
 	// handler unprotected.
 	Status int
+	// Method is the request's method, and Route the ServeMux pattern it
+	// matched (Request.Pattern; "" when the Middleware wraps the mux, or
+	// the router is another), for per-route metrics. Never label metrics
+	// with Key, which is unbounded.
+	Method, Route string
+	// Duration is how long the Middleware had the request when the event
+	// was given: from its admission to the outcome, the handler and the
+	// store calls included; 0 for answers given on admission (missing or
+	// malformed key, body too large or unreadable, scope error).
+	Duration time.Duration
 	// Err is the underlying error for OutcomeStoreError, OutcomeLeaseLost,
 	// OutcomeScopeError, OutcomeMalformedKey and OutcomeBadRequest; nil
 	// otherwise. It is ErrHandlerPanicked for OutcomeReleased after a
 	// handler panic (the panic itself goes on, with its own value).
 	Err error
+
+	began time.Time // the request's admission, for Duration
 }

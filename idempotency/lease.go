@@ -137,7 +137,7 @@ func (lk *leaseKeeper) tick() {
 		lk.cancelled = true
 		lk.cancelHandler(errLeaseUnconfirmed)
 		lk.q.m.cfg.logger.LogAttrs(lk.base, slog.LevelWarn, "idempotency: no lease renewal was acknowledged in time; cancelling the handler",
-			slog.String("scope", lk.q.key.Scope), slog.String("key", lk.q.key.Key), slog.Int64("token", lk.q.claim.token))
+			slog.String("scope", lk.q.claim.key.Scope), slog.String("key", lk.q.claim.key.Key), slog.Int64("token", lk.q.claim.token))
 	}
 	if lk.lost || lk.inflight >= maxInflight || now.Before(lk.nextRenew) {
 		lk.arm(now)
@@ -158,7 +158,7 @@ func (lk *leaseKeeper) tick() {
 
 	sent := lk.now()
 	ctx, cancel := context.WithTimeout(lk.base, bound)
-	err := lk.q.m.store.Renew(ctx, lk.q.key, lk.q.claim.token, lk.q.m.cfg.lease)
+	err := lk.q.m.store.Renew(ctx, lk.q.claim.key, lk.q.claim.token, lk.q.m.cfg.lease)
 	cancel()
 	lk.renewed(sent, err)
 }
@@ -192,7 +192,7 @@ func (lk *leaseKeeper) renewed(sent time.Time, err error) {
 			lk.cancelled = true
 			lk.cancelHandler(errLeaseSuperseded)
 			lk.q.m.cfg.logger.LogAttrs(lk.base, slog.LevelWarn, "idempotency: a renewal found the claim taken over; cancelling the handler",
-				slog.String("scope", lk.q.key.Scope), slog.String("key", lk.q.key.Key), slog.Int64("token", lk.q.claim.token))
+				slog.String("scope", lk.q.claim.key.Scope), slog.String("key", lk.q.claim.key.Key), slog.Int64("token", lk.q.claim.token))
 		}
 		// While settling, the outcome may have just been recorded, which
 		// ends the claim too: the completion's own answer tells.
@@ -200,7 +200,7 @@ func (lk *leaseKeeper) renewed(sent time.Time, err error) {
 		// The lease may still be alive: try again soon enough to renew it
 		// before it lapses.
 		lk.q.m.cfg.logger.LogAttrs(lk.base, slog.LevelWarn, "idempotency: lease renewal failed",
-			slog.String("scope", lk.q.key.Scope), slog.String("key", lk.q.key.Key),
+			slog.String("scope", lk.q.claim.key.Scope), slog.String("key", lk.q.claim.key.Key),
 			slog.Int64("token", lk.q.claim.token), slog.Any("error", err))
 		if retry := now.Add(retryDelay(lk.interval(), lk.expires.Sub(now))); retry.Before(lk.nextRenew) {
 			lk.nextRenew = retry

@@ -18,7 +18,7 @@ func (l leaseMode) claim(q *request) (held, ClaimResult, error) {
 	// The claim is kept for at least one lease whatever the TTL: an entry
 	// that expired before its first renewal would let a duplicate run
 	// beside a handler slower than a short TTL.
-	res, err := m.store.Claim(q.r.Context(), q.key, q.fp, m.cfg.lease, max(m.cfg.ttl, m.cfg.lease))
+	res, err := m.store.Claim(q.r.Context(), q.claim.key, q.fp, m.cfg.lease, max(m.cfg.ttl, m.cfg.lease))
 	return &q.lease, res, err
 }
 
@@ -52,7 +52,7 @@ func (c *leaseClaim) start(q *request, res ClaimResult) (context.Context, bool) 
 	}
 	if res.TookOver {
 		m.cfg.logger.LogAttrs(q.r.Context(), slog.LevelInfo, "idempotency: took over a claim whose lease lapsed",
-			slog.String("scope", q.key.Scope), slog.String("key", q.key.Key), slog.Int64("token", res.Token))
+			slog.String("scope", q.claim.key.Scope), slog.String("key", q.claim.key.Key), slog.Int64("token", res.Token))
 	}
 	q.rec = recorder{w: q.w, limit: m.cfg.maxResponse, canStream: true}
 	detached := context.WithoutCancel(q.r.Context())
@@ -95,12 +95,12 @@ func (c *leaseClaim) finish(q *request) {
 	c.end()
 	if superseded && storable(ev.Status) && q.rec.unsent() {
 		ev.Status = http.StatusConflict
-		m.leaseLost(c.ctx, ev.Key, ev.Token, ev.Status, ErrStaleToken)
+		m.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken)
 		q.superseded()
 		return
 	}
 	if superseded {
-		m.leaseLost(c.ctx, ev.Key, ev.Token, ev.Status, ErrStaleToken)
+		m.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken)
 	}
 	q.rec.flush()
 }
@@ -111,12 +111,12 @@ func (c *leaseClaim) abort(q *request) {
 	defer c.end()
 	ev := q.event()
 	if lost, _ := c.keeper.settle(q.m.cfg.storeTimeout, c.cancel); lost {
-		q.m.leaseLost(c.ctx, ev.Key, ev.Token, 0, ErrStaleToken)
+		q.m.leaseLost(c.ctx, ev, 0, ErrStaleToken)
 		return // nothing of ours to release
 	}
 	ev.Outcome, ev.Err = OutcomeReleased, ErrHandlerPanicked
 	if q.m.release(c.ctx, ev) {
-		q.m.leaseLost(c.ctx, ev.Key, ev.Token, 0, ErrStaleToken)
+		q.m.leaseLost(c.ctx, ev, 0, ErrStaleToken)
 	}
 }
 

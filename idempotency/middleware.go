@@ -71,20 +71,23 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			m.next.ServeHTTP(w, r)
 			return
 		}
-		m.emit(Event{Outcome: OutcomeMissingKey, Status: http.StatusBadRequest})
+		m.emit(admissionEvent(r, Event{Outcome: OutcomeMissingKey, Status: http.StatusBadRequest}))
 		writeProblem(w, problem{Type: ProblemMissingKey, Status: http.StatusBadRequest,
 			Detail: "This request must carry an Idempotency-Key header."}, 0)
 		return
 	}
 	key, err := keyFromFields(values)
 	if err != nil {
-		m.malformedKey(w, err)
+		m.malformedKey(w, r, err)
 		return
 	}
 	q := &request{m: m, w: w, r: r}
+	if len(m.cfg.hooks) > 0 {
+		q.began = m.cfg.clock.Now()
+	}
 	body, err := q.readBody()
 	if err != nil {
-		m.unreadableBody(w, key, err)
+		m.unreadableBody(w, r, key, err)
 		return
 	}
 	var scope string
@@ -92,43 +95,43 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if scope, err = m.cfg.scope(r); err != nil {
 			m.cfg.logger.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: scope function failed",
 				slog.String("key", key), slog.Any("error", err))
-			m.emit(Event{Outcome: OutcomeScopeError, Key: Key{Key: key}, Status: http.StatusInternalServerError, Err: err})
+			m.emit(admissionEvent(r, Event{Outcome: OutcomeScopeError, Key: Key{Key: key}, Status: http.StatusInternalServerError, Err: err}))
 			writeProblem(w, problem{Type: ProblemScopeUnavailable, Status: http.StatusInternalServerError, Key: key}, 0)
 			return
 		}
 	}
-	q.key = Key{Scope: scope, Key: key}
+	q.claim.key = Key{Scope: scope, Key: key}
 	q.fp = Fingerprint(r, body)
 	q.serve()
 }
 
 // malformedKey answers a key that does not parse.
-func (m *middleware) malformedKey(w http.ResponseWriter, err error) {
+func (m *middleware) malformedKey(w http.ResponseWriter, r *http.Request, err error) {
 	detail := "The Idempotency-Key header is malformed."
 	var ke *KeyError
 	if errors.As(err, &ke) {
 		detail = "The Idempotency-Key header is malformed: " + ke.Reason + "."
 	}
-	m.emit(Event{Outcome: OutcomeMalformedKey, Status: http.StatusBadRequest, Err: err})
+	m.emit(admissionEvent(r, Event{Outcome: OutcomeMalformedKey, Status: http.StatusBadRequest, Err: err}))
 	writeProblem(w, problem{Type: ProblemMalformedKey, Status: http.StatusBadRequest, Detail: detail}, 0)
 }
 
 // unreadableBody answers a body over the limit (413) or one that could not
 // be read (400).
-func (m *middleware) unreadableBody(w http.ResponseWriter, key string, err error) {
+func (m *middleware) unreadableBody(w http.ResponseWriter, r *http.Request, key string, err error) {
 	limit := m.cfg.maxRequestBody
 	var mbe *http.MaxBytesError // an outer http.MaxBytesReader's limit
 	if errors.As(err, &mbe) {
 		limit, err = mbe.Limit, errRequestTooLarge
 	}
 	if errors.Is(err, errRequestTooLarge) {
-		m.emit(Event{Outcome: OutcomeTooLarge, Key: Key{Key: key}, Status: http.StatusRequestEntityTooLarge})
+		m.emit(admissionEvent(r, Event{Outcome: OutcomeTooLarge, Key: Key{Key: key}, Status: http.StatusRequestEntityTooLarge}))
 		writeProblem(w, problem{Type: ProblemRequestTooLarge, Status: http.StatusRequestEntityTooLarge,
 			Detail: "The request body is larger than " + strconv.FormatInt(limit, 10) + " bytes.",
 			Key:    key}, 0)
 		return
 	}
-	m.emit(Event{Outcome: OutcomeBadRequest, Key: Key{Key: key}, Status: http.StatusBadRequest, Err: err})
+	m.emit(admissionEvent(r, Event{Outcome: OutcomeBadRequest, Key: Key{Key: key}, Status: http.StatusBadRequest, Err: err}))
 	writeProblem(w, problem{Type: ProblemBodyUnreadable, Status: http.StatusBadRequest, Key: key}, 0)
 }
 
@@ -169,9 +172,23 @@ func (q *request) readBody() ([]byte, error) {
 	return buf, nil
 }
 
-// emit hands ev to every hook, in the order they were given.
+// emit hands ev to every hook, in the order they were given, with its
+// Duration. An event of a request comes from [request.eventOf] or
+// [request.event], an event of admission from [admissionEvent].
 func (m *middleware) emit(ev Event) {
+	if len(m.cfg.hooks) == 0 {
+		return
+	}
+	if !ev.began.IsZero() {
+		ev.Duration = m.cfg.clock.Now().Sub(ev.began)
+	}
 	for _, h := range m.cfg.hooks {
 		h(ev)
 	}
+}
+
+// admissionEvent is ev about r, answered on admission.
+func admissionEvent(r *http.Request, ev Event) Event {
+	ev.Method, ev.Route = r.Method, r.Pattern
+	return ev
 }

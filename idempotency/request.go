@@ -4,21 +4,23 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"time"
 )
 
 // request is one protected request on its way through the Middleware:
 // everything the steps after admission need, in one allocation.
 type request struct {
-	m   *middleware
-	w   http.ResponseWriter
-	r   *http.Request
-	key Key
-	fp  string
+	m  *middleware
+	w  http.ResponseWriter
+	r  *http.Request
+	fp string
+
+	began time.Time // admission, when a hook will want the events' Duration
 
 	body     restoredBody
 	rec      recorder
 	wait     *waiter    // made at the first wait
-	claim    claimCtx   // the handler's context, and the key and token of the claim it runs under
+	claim    claimCtx   // the request's key (from admission), and the handler's context and the token of the claim it runs under
 	tookOver bool       // the claim was taken over from a holder whose lease lapsed
 	lease    leaseClaim // lease mode's hold of the claim
 	tx       *txClaim   // transactional mode's, made when needed
@@ -85,7 +87,7 @@ func (q *request) serve() {
 
 // run runs the handler under the claim h holds.
 func (q *request) run(h held, res ClaimResult) {
-	q.claim = claimCtx{key: q.key, token: res.Token}
+	q.claim.token = res.Token
 	q.tookOver = res.TookOver
 	parent, ok := h.start(q, res)
 	if !ok {
@@ -106,5 +108,11 @@ func (q *request) run(h held, res ClaimResult) {
 // event is the Event of the claim the request holds, for its mode to
 // complete with the outcome.
 func (q *request) event() Event {
-	return Event{Key: q.key, Token: q.claim.token, TookOver: q.tookOver}
+	return q.eventOf(Event{Key: q.claim.key, Token: q.claim.token, TookOver: q.tookOver})
+}
+
+// eventOf is ev about q.
+func (q *request) eventOf(ev Event) Event {
+	ev.Method, ev.Route, ev.began = q.r.Method, q.r.Pattern, q.began
+	return ev
 }

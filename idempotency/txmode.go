@@ -26,15 +26,15 @@ func (t txMode) claim(q *request) (held, ClaimResult, error) {
 	if err != nil {
 		return nil, ClaimResult{}, err
 	}
-	res, err := tx.Claim(q.r.Context(), q.key, q.fp, t.m.cfg.ttl)
+	res, err := tx.Claim(q.r.Context(), q.claim.key, q.fp, t.m.cfg.ttl)
 	if err != nil {
-		t.m.rollback(q.r.Context(), q.key, tx)
+		t.m.rollback(q.r.Context(), q.claim.key, tx)
 		return nil, ClaimResult{}, err
 	}
 	if !res.Acquired {
 		// Never hold a transaction (and its locks) while answering or
 		// waiting.
-		t.m.rollback(q.r.Context(), q.key, tx)
+		t.m.rollback(q.r.Context(), q.claim.key, tx)
 		return nil, res, nil
 	}
 	q.tx = &txClaim{tx: tx}
@@ -66,7 +66,7 @@ func (c *txClaim) handlerContext(cc *claimCtx) context.Context { return c.tx.Con
 
 // abort rolls back the transaction of a handler that panicked.
 func (c *txClaim) abort(q *request) {
-	q.m.rollback(context.WithoutCancel(q.r.Context()), q.key, c.tx)
+	q.m.rollback(context.WithoutCancel(q.r.Context()), q.claim.key, c.tx)
 	ev := q.event()
 	ev.Outcome, ev.Err = OutcomeReleased, ErrHandlerPanicked
 	q.m.emit(ev)
@@ -81,7 +81,7 @@ func (c *txClaim) finish(q *request) {
 	ev := q.event()
 	ev.Status = q.rec.statusCode()
 	if !storable(ev.Status) {
-		m.rollback(detached, q.key, c.tx)
+		m.rollback(detached, q.claim.key, c.tx)
 		ev.Outcome = OutcomeReleased
 		m.emit(ev)
 		q.rec.flush()
@@ -92,14 +92,14 @@ func (c *txClaim) finish(q *request) {
 		if !settled {
 			// The store panicked: roll back so that neither the transaction
 			// nor its connection outlives the request. The panic goes on.
-			m.rollback(detached, q.key, c.tx)
+			m.rollback(detached, q.claim.key, c.tx)
 			ev.Outcome, ev.Err = OutcomeStoreError, errStorePanicked
 			m.emit(ev)
 		}
 	}()
 	sctx, cancel := context.WithTimeout(detached, m.cfg.storeTimeout)
 	defer cancel()
-	err := c.tx.Complete(sctx, q.key, q.claim.token, m.outcome(&q.rec), m.cfg.ttl)
+	err := c.tx.Complete(sctx, q.claim.key, q.claim.token, m.outcome(&q.rec), m.cfg.ttl)
 	if err == nil {
 		err = c.tx.Commit(sctx)
 	}
@@ -117,9 +117,9 @@ func (c *txClaim) finish(q *request) {
 // that was not kept.
 func (c *txClaim) commitFailed(q *request, ev Event, err error) {
 	m := q.m
-	m.rollback(context.WithoutCancel(q.r.Context()), q.key, c.tx)
+	m.rollback(context.WithoutCancel(q.r.Context()), q.claim.key, c.tx)
 	m.cfg.logger.LogAttrs(q.r.Context(), slog.LevelError, "idempotency: commit failed; the handler's work was rolled back and the client gets 503",
-		slog.String("scope", q.key.Scope), slog.String("key", q.key.Key), slog.Int64("token", q.claim.token),
+		slog.String("scope", q.claim.key.Scope), slog.String("key", q.claim.key.Key), slog.Int64("token", q.claim.token),
 		slog.Int("status", ev.Status), slog.Any("error", err))
 	// The handler's headers describe a response that is not sent.
 	h := q.w.Header()
@@ -127,7 +127,7 @@ func (c *txClaim) commitFailed(q *request, ev Event, err error) {
 	maps.Copy(h, c.outer)
 	ev.Outcome, ev.Status, ev.Err = OutcomeStoreError, http.StatusServiceUnavailable, err
 	m.emit(ev)
-	writeProblem(q.w, problem{Type: ProblemCommitFailed, Status: http.StatusServiceUnavailable, Key: q.key.Key,
+	writeProblem(q.w, problem{Type: ProblemCommitFailed, Status: http.StatusServiceUnavailable, Key: q.claim.key.Key,
 		Detail: "The operation could not be committed, so nothing was done. Retry with the same key."}, storeRetryAfter)
 }
 

@@ -1,0 +1,57 @@
+package idempotency_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/memstore"
+	"github.com/saferetry/saferetry/internal/clock"
+)
+
+// TestEventCarriesMethodRouteAndDuration: behind a ServeMux route, every
+// event names the method and the pattern, and its Duration is the fake
+// time the request spent in the Middleware; an answer on admission has
+// none.
+func TestEventCarriesMethodRouteAndDuration(t *testing.T) {
+	clk := clock.NewManual(fakeStart)
+	st := newStore(t, memstore.WithClock(clk.Now), memstore.WithCleanupInterval(0))
+	var got []idempotency.Event
+	mw := idempotency.Middleware(st, idempotency.WithClock(clk), idempotency.WithKeyRequired(true),
+		idempotency.WithHook(func(ev idempotency.Event) { got = append(got, ev) }))
+	mux := http.NewServeMux()
+	mux.Handle("POST /accounts/{id}/payments", mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		clk.Advance(1500 * time.Millisecond)
+		w.WriteHeader(http.StatusCreated)
+	})))
+	send := func(key string) {
+		r := httptest.NewRequest(http.MethodPost, "/accounts/7/payments", strings.NewReader(`{}`))
+		if key != "" {
+			r.Header.Set(idempotency.HeaderIdempotencyKey, key)
+		}
+		mux.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	send("k")
+	send("k")
+	send("")
+	want := []struct {
+		outcome  idempotency.Outcome
+		duration time.Duration
+	}{
+		{idempotency.OutcomeNew, 1500 * time.Millisecond},
+		{idempotency.OutcomeReplay, 0},
+		{idempotency.OutcomeMissingKey, 0},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("events %+v, want %d", got, len(want))
+	}
+	for i, w := range want {
+		ev := got[i]
+		if ev.Outcome != w.outcome || ev.Method != http.MethodPost || ev.Route != "POST /accounts/{id}/payments" || ev.Duration != w.duration {
+			t.Errorf("event %d = %s %s %q %v, want %s POST the route %v", i, ev.Outcome, ev.Method, ev.Route, ev.Duration, w.outcome, w.duration)
+		}
+	}
+}
