@@ -2,16 +2,14 @@ package mockserver_test
 
 import (
 	"bufio"
-	"errors"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/saferetry/saferetry/internal/testenv"
 	"github.com/saferetry/saferetry/mockserver"
 )
 
@@ -24,23 +22,6 @@ func dial(t *testing.T, srv *mockserver.Server) net.Conn {
 		t.Fatal(err)
 	}
 	return conn
-}
-
-// closedWithin reads r, from conn, until the server closes conn (an EOF, or
-// a reset when it closed with bytes of ours unread) and reports how long
-// that took; it fails the test if conn is still open after limit.
-func closedWithin(t *testing.T, conn net.Conn, r io.Reader, limit time.Duration) time.Duration {
-	t.Helper()
-	start := time.Now()
-	_ = conn.SetReadDeadline(start.Add(limit))
-	_, err := io.Copy(io.Discard, r)
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("connection still open after %v", limit)
-	}
-	if err != nil && !errors.Is(err, syscall.ECONNRESET) {
-		t.Fatalf("reading until the server closes: %v", err)
-	}
-	return time.Since(start)
 }
 
 // TestSlowBodyIsCutOff: a client that sends its headers, then dribbles its
@@ -73,7 +54,7 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 			}
 		}
 	}()
-	closedWithin(t, conn, conn, 5*time.Second)
+	testenv.ClosedWithin(t, conn, conn, 5*time.Second)
 	if took := time.Since(start); took < timeout-20*time.Millisecond || took > 3*time.Second {
 		t.Errorf("connection closed after %v, want about %v", took, timeout)
 	}
@@ -93,7 +74,7 @@ func TestStoppedBodyIsCutOff(t *testing.T) {
 		"Content-Type: application/json\r\nContent-Length: 60\r\n\r\n{\"amount\":"); err != nil {
 		t.Fatal(err)
 	}
-	if took := closedWithin(t, conn, conn, 5*time.Second); took > 3*time.Second {
+	if took := testenv.ClosedWithin(t, conn, conn, 5*time.Second); took > 3*time.Second {
 		t.Errorf("connection closed after %v", took)
 	}
 	if n := srv.Executions("slow-1"); n != 0 {
@@ -138,7 +119,7 @@ func TestIdleConnectionClosed(t *testing.T) {
 		t.Fatalf("first answer: %v, close %v", err, resp.Close)
 	}
 	resp.Body.Close()
-	if took := closedWithin(t, conn, br, 5*time.Second); took < timeout-20*time.Millisecond || took > 3*time.Second {
+	if took := testenv.ClosedWithin(t, conn, br, 5*time.Second); took < timeout-20*time.Millisecond || took > 3*time.Second {
 		t.Errorf("idle connection closed after %v, want about %v", took, timeout)
 	}
 }

@@ -3,17 +3,15 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/saferetry/saferetry/internal/testenv"
 	"github.com/saferetry/saferetry/mockserver"
 )
 
@@ -100,23 +98,6 @@ func TestAdminFlag(t *testing.T) {
 	}
 }
 
-// closedWithin reads r, from conn, until the server closes conn (an EOF,
-// or a reset when it closed with bytes of ours unread) and reports how
-// long that took; it fails the test if conn is still open after limit.
-func closedWithin(t *testing.T, conn net.Conn, r io.Reader, limit time.Duration) time.Duration {
-	t.Helper()
-	start := time.Now()
-	_ = conn.SetReadDeadline(start.Add(limit))
-	_, err := io.Copy(io.Discard, r)
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("connection still open after %v", limit)
-	}
-	if err != nil && !errors.Is(err, syscall.ECONNRESET) {
-		t.Fatalf("reading until the server closes: %v", err)
-	}
-	return time.Since(start)
-}
-
 // TestTimeoutFlagsTakeEffect: with -read-timeout a request whose body
 // stops arriving has its connection closed, and with -idle-timeout an idle
 // keep-alive connection is closed, both after the configured time.
@@ -134,7 +115,7 @@ func TestTimeoutFlagsTakeEffect(t *testing.T) {
 		"Content-Length: 60\r\n\r\n{\"amount\":"); err != nil {
 		t.Fatal(err)
 	}
-	if took := closedWithin(t, slow, slow, 5*time.Second); took > 3*time.Second {
+	if took := testenv.ClosedWithin(t, slow, slow, 5*time.Second); took > 3*time.Second {
 		t.Errorf("slow body cut off after %v, want about 200ms", took)
 	}
 
@@ -153,7 +134,7 @@ func TestTimeoutFlagsTakeEffect(t *testing.T) {
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if took := closedWithin(t, idle, br, 5*time.Second); took < 250*time.Millisecond || took > 3*time.Second {
+	if took := testenv.ClosedWithin(t, idle, br, 5*time.Second); took < 250*time.Millisecond || took > 3*time.Second {
 		t.Errorf("idle connection closed after %v, want about 300ms", took)
 	}
 }
