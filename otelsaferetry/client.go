@@ -17,6 +17,8 @@ import (
 // saferetry Transport (see [saferetry.Client.HTTPClient]), so that
 // [saferetry.Client.Do] and requests sent through HTTPClient are both
 // recorded; change that http.Client's Transport and they no longer are.
+// Requests sent through [saferetry.Client.Transport] itself skip that
+// layer: their attempts are counted, but they make no span.
 func NewClient(base http.RoundTripper, opts ...Option) *saferetry.Client {
 	cfg := newConfig(opts)
 	if base == nil {

@@ -12,11 +12,17 @@ const ScopeName = "github.com/saferetry/saferetry/otelsaferetry"
 
 // Metric names, as listed in the package documentation.
 const (
-	MetricAttempts          = "saferetry.client.attempts"
-	MetricRetries           = "saferetry.client.retries"
-	MetricGaveUp            = "saferetry.client.operation.gave_up"
-	MetricBudgetExhausted   = "saferetry.client.budget.exhausted"
-	MetricRetryWait         = "saferetry.client.retry.wait"
+	// MetricAttempts counts attempts, by outcome, decision and reason.
+	MetricAttempts = "saferetry.client.attempts"
+	// MetricRetries counts retries, by reason.
+	MetricRetries = "saferetry.client.retries"
+	// MetricGaveUp counts operations stopped by a limit, by the limit.
+	MetricGaveUp = "saferetry.client.operation.gave_up"
+	// MetricBudgetExhausted counts retries that the retry budget refused.
+	MetricBudgetExhausted = "saferetry.client.budget.exhausted"
+	// MetricRetryWait is the histogram of the waits before retries.
+	MetricRetryWait = "saferetry.client.retry.wait"
+	// MetricOperationDuration is the histogram of operations' durations.
 	MetricOperationDuration = "saferetry.client.operation.duration"
 )
 

@@ -12,6 +12,7 @@ import (
 // Option configures [NewTransport] or [NewClient]. The zero Option (nil) is
 // ignored. Options are applied in order, a later one overriding an earlier
 // one of the same kind, except [WithRetryOptions], whose options add up.
+// An Option is a plain function: one may be given to several Transports.
 type Option func(*config)
 
 // config is the resolved set of options; it is read-only once built.
