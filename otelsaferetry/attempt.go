@@ -1,0 +1,66 @@
+package otelsaferetry
+
+import (
+	"net/http"
+	"strconv"
+
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// attemptLayer is the RoundTripper between the saferetry Transport and the
+// base: it starts one client span per attempt, a child of the operation
+// span, with http.request.resend_count on every attempt after the first.
+type attemptLayer struct {
+	tel  *telemetry
+	base http.RoundTripper
+}
+
+func (l *attemptLayer) RoundTrip(r *http.Request) (*http.Response, error) {
+	op := operationFrom(r.Context())
+	if op == nil {
+		return l.base.RoundTrip(r)
+	}
+	if op.attempt != nil && op.endIt {
+		op.attempt.End() // the hook did not see it: cannot happen, but never leak a span
+	}
+	op.started++
+	attrs := op.with(op.url)
+	if op.started > 1 {
+		attrs = append(attrs, semconv.HTTPRequestResendCount(op.started-1))
+	}
+	ctx, span := l.tel.tracer.Start(r.Context(), attemptName(r.Method), kindClient, trace.WithAttributes(attrs...))
+	out := r.WithContext(ctx)
+	if l.tel.inject {
+		// The request is the saferetry Transport's, not ours to change.
+		out.Header = r.Header.Clone()
+		l.tel.propagators.Inject(ctx, propagation.HeaderCarrier(out.Header))
+	}
+	resp, err := l.base.RoundTrip(out)
+	op.attempt, op.endIt = span, resp == nil || err != nil
+	if op.endIt {
+		// The hook marks the error and ends the span: it gets the error
+		// that the saferetry Transport made of a base breaking the
+		// contract.
+		return resp, err
+	}
+	if span.IsRecording() {
+		span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
+		if resp.StatusCode >= 400 {
+			span.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(resp.StatusCode)))
+			span.SetStatus(codes.Error, "")
+		}
+	}
+	resp.Body = endOnClose(resp.Body, span)
+	return resp, nil
+}
+
+// CloseIdleConnections closes the base's idle connections, for
+// [saferetry.Transport.CloseIdleConnections].
+func (l *attemptLayer) CloseIdleConnections() {
+	if c, ok := l.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}

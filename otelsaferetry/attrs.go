@@ -1,0 +1,156 @@
+package otelsaferetry
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+
+	"github.com/saferetry/saferetry"
+)
+
+// Attributes of the package's own, as listed in the package documentation.
+// The others (http.request.method, server.address, server.port, url.full,
+// http.request.resend_count, http.response.status_code, error.type) are the
+// OpenTelemetry HTTP semantic conventions' (v1.43.0).
+const (
+	// AttributeOutcome is the class of an answer ("1xx" to "5xx"), or
+	// "error" when there was none.
+	AttributeOutcome = attribute.Key("saferetry.outcome")
+	// AttributeDecision is what came after an attempt: "retry" or "return".
+	AttributeDecision = attribute.Key("saferetry.decision")
+	// AttributeReason is the [saferetry.Reason] of a decision.
+	AttributeReason = attribute.Key("saferetry.reason")
+	// AttributeRetryWait is the wait before the next attempt, in seconds.
+	AttributeRetryWait = attribute.Key("saferetry.retry.wait")
+	// AttributeAttempts is the number of attempts an operation made.
+	AttributeAttempts = attribute.Key("saferetry.attempts")
+	// AttributeKey is the operation's idempotency key, only with
+	// [WithKeyAttribute].
+	AttributeKey = attribute.Key("saferetry.idempotency_key")
+)
+
+// outcome classes a status; 0 stands for no answer.
+func outcome(status int) attribute.KeyValue {
+	switch {
+	case status == 0:
+		return AttributeOutcome.String("error")
+	case status >= 100 && status < 600:
+		return AttributeOutcome.String([...]string{"1xx", "2xx", "3xx", "4xx", "5xx"}[status/100-1])
+	}
+	return AttributeOutcome.String("_OTHER")
+}
+
+// appendMethod appends the http.request.method attributes of m: the
+// method when it is one the conventions know, else _OTHER and the
+// original.
+func appendMethod(dst []attribute.KeyValue, m string) []attribute.KeyValue {
+	if n, ok := knownMethods[m]; ok {
+		return append(dst, semconv.HTTPRequestMethodKey.String(n[0]))
+	}
+	return append(dst, semconv.HTTPRequestMethodOther, semconv.HTTPRequestMethodOriginal(m))
+}
+
+// appendServer appends server.address and server.port of u, the port from
+// the scheme when u names none.
+func appendServer(dst []attribute.KeyValue, u *url.URL) []attribute.KeyValue {
+	port := 0
+	if p := u.Port(); p != "" {
+		port, _ = strconv.Atoi(p)
+	} else if u.Scheme == "http" {
+		port = 80
+	} else if u.Scheme == "https" {
+		port = 443
+	}
+	dst = append(dst, semconv.ServerAddress(u.Hostname()))
+	if port > 0 {
+		dst = append(dst, semconv.ServerPort(port))
+	}
+	return dst
+}
+
+// signatureParams are the query parameters whose values the conventions
+// redact from url.full by default.
+var signatureParams = []string{"AWSAccessKeyId", "Signature", "sig", "X-Goog-Signature"}
+
+// fullURL is u for url.full: credentials in it, and the values of
+// signature parameters, are REDACTED.
+func fullURL(u *url.URL) attribute.KeyValue {
+	r := *u
+	if r.User != nil {
+		r.User = url.UserPassword("REDACTED", "REDACTED")
+	}
+	if r.RawQuery != "" && hasSignature(r.RawQuery) {
+		q := r.Query()
+		for _, p := range signatureParams {
+			if _, ok := q[p]; ok {
+				q.Set(p, "REDACTED")
+			}
+		}
+		r.RawQuery = q.Encode()
+	}
+	return semconv.URLFull(r.String())
+}
+
+func hasSignature(query string) bool {
+	for _, p := range signatureParams {
+		if strings.Contains(query, p+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// appendRequest appends the attributes that the operation's metrics
+// share: the method and the server (at most 4).
+func appendRequest(dst []attribute.KeyValue, r *http.Request) []attribute.KeyValue {
+	return appendServer(appendMethod(dst, r.Method), r.URL)
+}
+
+// errorType is error.type for an operation's error: the saferetry cause
+// when it has one, else what the conventions derive from the error.
+func errorType(err error) attribute.KeyValue {
+	switch {
+	case errors.Is(err, saferetry.ErrOutcomeUnknown):
+		return semconv.ErrorTypeKey.String("saferetry.outcome_unknown")
+	case errors.Is(err, saferetry.ErrNotSent):
+		return semconv.ErrorTypeKey.String("saferetry.not_sent")
+	case errors.Is(err, saferetry.ErrInvalidKey):
+		return semconv.ErrorTypeKey.String("saferetry.invalid_key")
+	}
+	return semconv.ErrorType(err)
+}
+
+// knownMethods are the methods the conventions know (the empty method is
+// GET), with the names of their attempt and operation spans.
+var knownMethods = func() map[string][2]string {
+	known := map[string][2]string{}
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace, "QUERY"} {
+		known[m] = [2]string{m, "saferetry " + m}
+	}
+	known[""] = known[http.MethodGet]
+	return known
+}()
+
+// attemptName is the name of an attempt's span: its method, or HTTP when
+// the conventions do not know it.
+func attemptName(m string) string {
+	if n, ok := knownMethods[m]; ok {
+		return n[0]
+	}
+	return "HTTP"
+}
+
+// operationName is the name of an operation's span: "saferetry" and the
+// attempts' name.
+func operationName(m string) string {
+	if n, ok := knownMethods[m]; ok {
+		return n[1]
+	}
+	return "saferetry HTTP"
+}

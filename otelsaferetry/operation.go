@@ -1,0 +1,165 @@
+package otelsaferetry
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/saferetry/saferetry"
+)
+
+// operation is the instrumentation's state of one logical operation. The
+// attempt layer and the hook find it in the context of each attempt's
+// request. All of its fields are used by the goroutine running RoundTrip
+// (the saferetry Transport makes its attempts and calls its hooks there,
+// one after the other), so it needs no lock.
+type operation struct {
+	tel   *telemetry
+	span  trace.Span
+	attrs []attribute.KeyValue // method and server: every metric's, in common
+	url   attribute.KeyValue   // url.full, for the spans
+
+	started int               // attempts sent through the attempt layer
+	attempt trace.Span        // the last attempt's span, until the hook saw it
+	endIt   bool              // the hook ends attempt: it got no response
+	last    saferetry.Attempt // the last attempt the hook saw
+
+	common  [4]attribute.KeyValue
+	scratch [8]attribute.KeyValue // see with
+}
+
+type operationKey struct{}
+
+// operationFrom returns the operation whose attempt ctx belongs to, or nil.
+func operationFrom(ctx context.Context) *operation {
+	op, _ := ctx.Value(operationKey{}).(*operation)
+	return op
+}
+
+func newOperation(tel *telemetry, r *http.Request) *operation {
+	op := &operation{tel: tel}
+	op.attrs = appendRequest(op.common[:0], r)
+	return op
+}
+
+// with returns the common attributes followed by kv, in op's scratch
+// space: the result is good until the next call. Attribute options and
+// sets copy what they are given.
+func (op *operation) with(kv ...attribute.KeyValue) []attribute.KeyValue {
+	return append(append(op.scratch[:0], op.attrs...), kv...)
+}
+
+// set is with as a measurement option.
+func (op *operation) set(kv ...attribute.KeyValue) metric.MeasurementOption {
+	return metric.WithAttributeSet(attribute.NewSet(op.with(kv...)...))
+}
+
+var (
+	kindInternal = trace.WithSpanKind(trace.SpanKindInternal)
+	kindClient   = trace.WithSpanKind(trace.SpanKindClient)
+)
+
+// operationLayer is the RoundTripper outside the saferetry Transport: it
+// starts the operation span and records the operation's metrics.
+type operationLayer struct {
+	tel  *telemetry
+	next http.RoundTripper // the saferetry Transport
+}
+
+func (l *operationLayer) RoundTrip(req *http.Request) (*http.Response, error) {
+	start := time.Now()
+	op := newOperation(l.tel, req)
+	op.url = fullURL(req.URL)
+	ctx, span := l.tel.tracer.Start(req.Context(), operationName(req.Method),
+		kindInternal, trace.WithAttributes(op.with(op.url)...))
+	op.span = span
+	ctx = context.WithValue(ctx, operationKey{}, op)
+	resp, err := l.next.RoundTrip(req.WithContext(ctx))
+	op.end(ctx, time.Since(start), resp, err)
+	if resp != nil {
+		resp.Body = endOnClose(resp.Body, span)
+	} else {
+		span.End()
+	}
+	return resp, err
+}
+
+// CloseIdleConnections closes idle connections of the saferetry Transport's
+// base, when it has such a method.
+func (l *operationLayer) CloseIdleConnections() {
+	if c, ok := l.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// end records the operation's metrics and its outcome on its span, which
+// it leaves open.
+func (op *operation) end(ctx context.Context, took time.Duration, resp *http.Response, err error) {
+	if op.attempt != nil && op.endIt {
+		op.attempt.End() // not seen by the hook: cannot happen, but never leak a span
+	}
+	status := 0
+	if resp != nil {
+		status = resp.StatusCode
+	}
+	reason := op.last.Reason
+	if op.last.Decision == saferetry.DecisionRetry {
+		// The context ended the wait for the next attempt.
+		reason = saferetry.ReasonContextDone
+	}
+	ins := op.tel.ins
+	if ins.duration.Enabled(ctx) {
+		kv := []attribute.KeyValue{outcome(status)}
+		if reason != "" {
+			kv = append(kv, AttributeReason.String(string(reason)))
+		}
+		ins.duration.Record(ctx, took.Seconds(), op.set(kv...))
+	}
+	if gaveUp(reason, resp == nil) && ins.gaveUp.Enabled(ctx) {
+		ins.gaveUp.Add(ctx, 1, op.set(AttributeReason.String(string(reason))))
+	}
+	if op.span.IsRecording() {
+		op.annotate(status, reason, err)
+	}
+}
+
+// annotate writes the operation's outcome on its span.
+func (op *operation) annotate(status int, reason saferetry.Reason, err error) {
+	span := op.span
+	span.SetAttributes(AttributeAttempts.Int(op.last.Number))
+	if reason != "" {
+		span.SetAttributes(AttributeReason.String(string(reason)))
+	}
+	switch {
+	case err != nil:
+		span.SetAttributes(errorType(err))
+		span.SetStatus(codes.Error, err.Error())
+	case status >= 400:
+		span.SetAttributes(semconv.HTTPResponseStatusCode(status), semconv.ErrorTypeKey.String(strconv.Itoa(status)))
+		span.SetStatus(codes.Error, "")
+	default:
+		span.SetAttributes(semconv.HTTPResponseStatusCode(status))
+	}
+}
+
+// gaveUp reports whether an operation that ended for reason stopped on a
+// retryable outcome because of a limit. A done context counts only when it
+// left the operation without a response: it also ends an operation that
+// got a final answer, with that answer.
+func gaveUp(reason saferetry.Reason, noResponse bool) bool {
+	switch reason {
+	case saferetry.ReasonMaxAttempts, saferetry.ReasonBudgetExhausted, saferetry.ReasonDeadline,
+		saferetry.ReasonBackoffStop, saferetry.ReasonNoKey, saferetry.ReasonBodyNotReplayable:
+		return true
+	case saferetry.ReasonContextDone:
+		return noResponse
+	}
+	return false
+}
