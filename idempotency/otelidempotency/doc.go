@@ -30,6 +30,14 @@
 //	saferetry.server.takeovers          counter        {takeover} method, route                                       saferetry_server_takeovers_total
 //	saferetry.server.retries (opt-in)   counter        {request}  scope, outcome                                      saferetry_server_retries_total
 //
+// The attributes are named short here: outcome is saferetry.outcome,
+// method http.request.method, route http.route, status_code
+// http.response.status_code, store.* saferetry.store.*, scope
+// saferetry.scope (the Attributes table below). The Prometheus exporter
+// turns the dots of names into underscores, adds the unit (_seconds) and
+// _total to counters, and labels each series with the attributes the same
+// way (saferetry_outcome="replay").
+//
 // saferetry.server.requests counts every event of the Middleware: one per
 // protected request that carries a key or lacks a required one.
 // saferetry.server.request.duration is the event's Duration, from admission
