@@ -54,7 +54,8 @@
 // # Inspection
 //
 // From Go: Executions, Attempts, Stats and Keys (per Idempotency-Key, with
-// how each attempt was answered), Payments, Balance, Faults, Store, Reset.
+// how each attempt was answered, when it arrived and how long its answer
+// took), Payments, Balance, Faults, Store, Reset.
 // Counters are updated before the answer's first byte is sent, so a client
 // that got an answer finds its attempt counted.
 //

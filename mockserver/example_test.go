@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"time"
 
@@ -195,10 +196,12 @@ func Example_adminAPI() {
 	pay := `{"amount":200,"currency":"EUR","recipient":"frank"}`
 	fmt.Println(do("POST", "/payments", "order-1006", pay)[:3])
 	fmt.Println(do("POST", "/payments", "order-1006", pay)[:3])
-	fmt.Println(do("GET", "/_mock/keys/order-1006", "", ""))
+	// Each attempt's arrival and duration differ on every run.
+	timing := regexp.MustCompile(`"at":"[^"]+","duration_ms":[0-9.e+-]+`)
+	fmt.Println(timing.ReplaceAllString(do("GET", "/_mock/keys/order-1006", "", ""), `"at":"...","duration_ms":...`))
 	// Output:
 	// 200 {"fail":[503],"drop_after_commit":0,"delay_ms":[],"latency_ms":0}
 	// 503
 	// 201
-	// 200 {"key":"order-1006","attempts":2,"executions":1,"payments":1,"history":[{"status":503,"outcome":"injected_failure"},{"status":201,"outcome":"executed"}]}
+	// 200 {"key":"order-1006","attempts":2,"executions":1,"payments":1,"history":[{"status":503,"outcome":"injected_failure","at":"...","duration_ms":...},{"status":201,"outcome":"executed","at":"...","duration_ms":...}]}
 }

@@ -3,6 +3,7 @@ package mockserver
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // Outcome says how the server answered one attempt; the zero value ("") is
@@ -36,13 +37,31 @@ const (
 // maxHistory bounds the attempts kept per key; the counters stay exact.
 const maxHistory = 64
 
-// Attempt is one request to POST /payments as the server saw it. It is a
-// plain value, safe to copy and compare.
+// Attempt is one request to POST /payments as the server saw it: how and
+// when it was answered. It is a plain value, safe to copy; compare Status
+// and Outcome, since the timing differs on every run.
 type Attempt struct {
 	// Status is the status answered; 0 when the connection was dropped.
 	Status int `json:"status"`
 	// Outcome is how the request was answered.
 	Outcome Outcome `json:"outcome"`
+	// At is when the request arrived, before any injected latency, in UTC.
+	// The gaps between the At of a key's attempts are the client's waits
+	// between its retries (plus the time each attempt took).
+	At time.Time `json:"at"`
+	// Duration is how long the server took to answer: from arrival to the
+	// answer's status line (or the dropped connection), injected latency
+	// and delays, a wait for the first request and the payment included.
+	Duration time.Duration `json:"-"`
+	// DurationMS is Duration in milliseconds, for the HTTP API.
+	DurationMS float64 `json:"duration_ms"`
+}
+
+// timed is a with its timing: it arrived at at and is answered now.
+func (a Attempt) timed(at time.Time) Attempt {
+	a.At, a.Duration = at.UTC(), time.Since(at)
+	a.DurationMS = float64(a.Duration) / float64(time.Millisecond)
+	return a
 }
 
 // KeyStats is what the server recorded for one Idempotency-Key. The zero

@@ -3,6 +3,7 @@ package mockserver
 import (
 	"log/slog"
 	"net"
+	"net/http"
 	"strings"
 	"time"
 
@@ -23,6 +24,9 @@ type config struct {
 	ledger    Ledger
 	unkeyed   bool
 	work      time.Duration
+
+	metrics     http.Handler                    // served at MetricsPath; nil: none
+	wrapHandler func(http.Handler) http.Handler // wraps the payment handler inside the Middleware; nil: none
 
 	admin       bool          // serve the admin API
 	readTimeout time.Duration // <= 0: no limit
@@ -166,6 +170,29 @@ func WithReadTimeout(d time.Duration) Option {
 // DefaultIdleTimeout.
 func WithIdleTimeout(d time.Duration) Option {
 	return func(c *config) { c.idleTimeout = d }
+}
+
+// MetricsPath is where WithMetricsHandler serves its handler.
+const MetricsPath = "/metrics"
+
+// WithMetricsHandler serves h at GET (and HEAD) MetricsPath, for example the
+// Prometheus text of the server's instrumentation (cmd/mockserver -metrics
+// does that with the otelidempotency instruments). Injected latency does not
+// apply to it, so a scrape is not slowed down by the faults it measures. A
+// nil h, the default, serves nothing there: MetricsPath is a 404 problem
+// like any unknown path.
+func WithMetricsHandler(h http.Handler) Option {
+	return func(c *config) { c.metrics = h }
+}
+
+// WithHandlerMiddleware wraps the payment handler with mw inside the
+// idempotency Middleware, where it runs under the claim: the place of
+// instrumentation of the handler's runs (otelidempotency's
+// Instrumentation.Handler). mw must pass every request on to the handler
+// it wraps. A nil mw, the default, wraps nothing; a later option replaces an
+// earlier one.
+func WithHandlerMiddleware(mw func(http.Handler) http.Handler) Option {
+	return func(c *config) { c.wrapHandler = mw }
 }
 
 func upper(s string) string { return strings.ToUpper(s) }

@@ -1,6 +1,7 @@
 package mockserver
 
 import (
+	"context"
 	"maps"
 	"net/http"
 	"slices"
@@ -33,7 +34,11 @@ func (s *Server) routes(c config) http.Handler {
 		idempotency.WithKeyRequired(true),
 		idempotency.WithScope(s.scope),
 	)
-	protected := idempotency.Middleware(s.store, idemOpts...)(http.HandlerFunc(s.createPayment))
+	var payment http.Handler = http.HandlerFunc(s.createPayment)
+	if c.wrapHandler != nil {
+		payment = c.wrapHandler(payment)
+	}
+	protected := idempotency.Middleware(s.store, idemOpts...)(payment)
 
 	mux := http.NewServeMux()
 	for _, rt := range []route{
@@ -45,6 +50,9 @@ func (s *Server) routes(c config) http.Handler {
 		{"/balance", methods{http.MethodGet: http.HandlerFunc(s.getBalance)}},
 	} {
 		mux.Handle(rt.pattern, byMethod(rt.methods))
+	}
+	if c.metrics != nil {
+		mux.Handle(MetricsPath, byMethod(methods{http.MethodGet: c.metrics}))
 	}
 	if c.admin {
 		for _, rt := range s.adminRoutes() {
@@ -64,8 +72,10 @@ func (s *Server) routes(c config) http.Handler {
 	})
 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strings.HasPrefix(r.URL.Path, AdminPrefix) {
+		if faulty(r.URL.Path, c) {
 			if d := s.faults.getLatency(); d > 0 {
+				// The attempt's timing starts before the latency.
+				r = r.WithContext(context.WithValue(r.Context(), arrivalKey{}, time.Now()))
 				t := time.NewTimer(d)
 				select {
 				case <-t.C:
@@ -77,6 +87,12 @@ func (s *Server) routes(c config) http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// faulty reports whether injected latency applies to a request for path:
+// the payments API, neither the admin API nor the metrics.
+func faulty(path string, c config) bool {
+	return !strings.HasPrefix(path, AdminPrefix) && (c.metrics == nil || path != MetricsPath)
 }
 
 // methodHandler dispatches a request to the handler of its method, and

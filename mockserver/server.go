@@ -171,7 +171,8 @@ func (s *Server) scope(*http.Request) (string, error) {
 // reqState follows one request to POST /payments through the middleware to
 // the handler and back.
 type reqState struct {
-	key      string // the Idempotency-Key as received
+	key      string    // the Idempotency-Key as received
+	arrived  time.Time // when the request arrived, for the attempt's timing
 	injected atomic.Bool
 	executed atomic.Bool
 	drop     atomic.Bool
@@ -184,6 +185,19 @@ func stateFrom(ctx context.Context) *reqState {
 		return st
 	}
 	return &reqState{}
+}
+
+// arrivalKey carries, in a request's context, when it arrived, if that was
+// before injected latency.
+type arrivalKey struct{}
+
+// arrival returns when the request of ctx arrived: before its injected
+// latency, or now when it had none.
+func arrival(ctx context.Context) time.Time {
+	if t, ok := ctx.Value(arrivalKey{}).(time.Time); ok {
+		return t
+	}
+	return time.Now()
 }
 
 func keyFromContext(ctx context.Context) (string, bool) {
@@ -210,7 +224,7 @@ func counterKey(r *http.Request) string {
 // DropAfterCommitNext once the middleware has stored its outcome.
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		st := &reqState{key: counterKey(r)}
+		st := &reqState{key: counterKey(r), arrived: arrival(r.Context())}
 		s.insp.attempt(st.key)
 		aw := &attemptWriter{ResponseWriter: w, s: s, st: st}
 
@@ -225,7 +239,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		next.ServeHTTP(aw, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
 
 		if st.drop.Load() {
-			s.insp.answered(st.key, Attempt{Status: 0, Outcome: OutcomeDropped})
+			s.insp.answered(st.key, Attempt{Status: 0, Outcome: OutcomeDropped}.timed(st.arrived))
 			s.log(r.Context(), "mockserver: dropped the answer after commit", "key", st.key)
 			if hj, ok := w.(http.Hijacker); ok {
 				if conn, _, err := hj.Hijack(); err == nil {
@@ -260,7 +274,7 @@ func (w *attemptWriter) WriteHeader(code int) {
 	if w.st.drop.Load() {
 		return
 	}
-	w.s.insp.answered(w.st.key, Attempt{Status: code, Outcome: w.classify(code)})
+	w.s.insp.answered(w.st.key, Attempt{Status: code, Outcome: w.classify(code)}.timed(w.st.arrived))
 	w.ResponseWriter.WriteHeader(code)
 }
 

@@ -27,6 +27,7 @@
 //	-table        PostgreSQL table of the entries, created if missing (default idempotency_entries; postgres store only)
 //	-max-entries  most entries the memory store holds; a new key beyond gets 503 (default 1000000; memory store only)
 //	-max-bytes    most bytes of heap the memory store's entries hold, as it estimates them (default 268435456; memory store only)
+//	-metrics      serve Prometheus text of the idempotency metrics at /metrics
 //	-v            log executions and injected faults to stderr
 //
 // The payments ledger lives where the idempotency entries do: in this
@@ -52,6 +53,18 @@
 // API only when -admin (or -admin=true) asks for it, with a second
 // warning; paths under /_mock/ are then 404 problems. -admin=false turns
 // the admin API off on any address.
+//
+// With -metrics it measures its idempotency middleware with the
+// otelidempotency instruments and serves them, through the OpenTelemetry
+// Prometheus exporter, as Prometheus text at GET /metrics:
+// saferetry_server_requests_total by saferetry_outcome (new, replay,
+// in_progress, mismatch, missing_key, ...), the request, handler and store
+// call durations, active claims and waiters, takeovers, and
+// saferetry_server_retries_total with the namespace as saferetry_scope.
+// A client under test shows its retries, replays and conflicts there in
+// numbers. Failures injected with /_mock/fail are answered before the
+// middleware and are not counted there; GET /_mock/keys/{key} lists them.
+// Without -metrics, /metrics is a 404 problem like any unknown path.
 //
 // It prints one line with its URL once it accepts connections. SIGINT or
 // SIGTERM stops it gracefully: no new connections, requests in flight are
@@ -122,6 +135,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer be.close()
+	var mt *metrics
+	if st.metrics {
+		if mt, err = newMetrics(st.namespace); err != nil {
+			return err
+		}
+		defer mt.close()
+	}
 
 	ln, err := net.Listen("tcp", st.addr)
 	if err != nil {
@@ -129,7 +149,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	admin := st.admin.enabled(ln.Addr(), logger)
-	srv := mockserver.New(st.serverOptions(be, ln, admin, logger)...)
+	srv := mockserver.New(st.serverOptions(be, ln, admin, logger, mt)...)
 	payments := "keyed payments"
 	if st.unkeyed {
 		payments = "unkeyed payments"
@@ -137,6 +157,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	adminState := "admin API off"
 	if admin {
 		adminState = "admin API on"
+	}
+	if mt != nil {
+		adminState += ", metrics at " + mockserver.MetricsPath
 	}
 	fmt.Fprintf(stdout, "mockserver: listening on %s (store %s, mode %s, %s, ttl %v, lease %v, %s)\n",
 		srv.URL, be.name, st.mode, payments, st.ttl, st.lease, adminState)
@@ -156,7 +179,7 @@ type settings struct {
 	maxEntries                          int
 	maxBytes                            int64
 	balances                            balanceFlag
-	unkeyed, verbose                    bool
+	unkeyed, verbose, metrics           bool
 	memoryOnly                          []string // the memory-store flags given
 }
 
@@ -181,6 +204,7 @@ func parseFlags(args []string, stderr io.Writer) (settings, error) {
 	fs.Var(st.balances, "balance", "`CUR=amount`: opening balance of a currency in minor units (repeatable)")
 	fs.BoolVar(&st.unkeyed, "unkeyed-payments", false, "pay anew on every execution (the naive handler a lease cannot protect)")
 	fs.DurationVar(&st.work, "payment-work", 0, "how long the handler works after paying, before it answers (0: at once)")
+	fs.BoolVar(&st.metrics, "metrics", false, "serve Prometheus text of the idempotency metrics at "+mockserver.MetricsPath)
 	fs.BoolVar(&st.verbose, "v", false, "log executions and injected faults to stderr")
 	if err := fs.Parse(args); err != nil {
 		return st, err
@@ -232,8 +256,9 @@ func (st *settings) check() error {
 }
 
 // serverOptions are the mockserver options the settings ask for; log is
-// the server's logger with -v.
-func (st settings) serverOptions(be backend, ln net.Listener, admin bool, log *slog.Logger) []mockserver.Option {
+// the server's logger with -v, mt the instrumentation of -metrics (nil
+// without).
+func (st settings) serverOptions(be backend, ln net.Listener, admin bool, log *slog.Logger, mt *metrics) []mockserver.Option {
 	opts := []mockserver.Option{
 		mockserver.WithListener(ln),
 		mockserver.WithAdminAPI(admin),
@@ -256,6 +281,9 @@ func (st settings) serverOptions(be backend, ln net.Listener, admin bool, log *s
 	}
 	if st.verbose {
 		opts = append(opts, mockserver.WithLogger(log))
+	}
+	if mt != nil {
+		opts = append(opts, mt.options(be.store, be.kind)...) // its WithStore wraps the one above
 	}
 	return opts
 }
@@ -283,6 +311,7 @@ type backend struct {
 	store  idempotency.Store
 	ledger mockserver.Ledger
 	name   string
+	kind   string // memory, redis or postgres: the store's name in the metrics
 	close  func()
 }
 
@@ -294,7 +323,7 @@ func openBackend(ctx context.Context, u string, o backendOptions) (backend, erro
 	switch {
 	case isMemory(u):
 		ms := memstore.New(memstore.WithMaxEntries(o.maxEntries), memstore.WithMaxBytes(o.maxBytes))
-		return backend{store: ms, ledger: mockserver.NewMemoryLedger(o.opening), name: "memory",
+		return backend{store: ms, ledger: mockserver.NewMemoryLedger(o.opening), name: "memory", kind: "memory",
 			close: func() { _ = ms.Close() }}, nil
 
 	case strings.HasPrefix(u, "redis://") || strings.HasPrefix(u, "rediss://"):
@@ -315,7 +344,7 @@ func openBackend(ctx context.Context, u string, o backendOptions) (backend, erro
 		rs := redisstore.New(rdb)
 		warnRedisSettings(ctx, rs, o.warnings)
 		led := redisledger.New(rdb, prefix, o.opening)
-		return backend{store: rs, ledger: led, name: "redis " + opt.Addr, close: func() { _ = rdb.Close() }}, nil
+		return backend{store: rs, ledger: led, name: "redis " + opt.Addr, kind: "redis", close: func() { _ = rdb.Close() }}, nil
 
 	case isPostgres(u):
 		pool, err := pgxpool.New(ctx, u)
@@ -339,7 +368,7 @@ func openBackend(ctx context.Context, u string, o backendOptions) (backend, erro
 			st = tx.Store // lease mode over the same table
 		}
 		stopReaper := tx.StartReaper(context.Background(), time.Minute)
-		return backend{store: st, ledger: led, name: "postgres table " + tx.Table(), close: func() {
+		return backend{store: st, ledger: led, name: "postgres table " + tx.Table(), kind: "postgres", close: func() {
 			stopReaper()
 			_ = tx.Close()
 			pool.Close()

@@ -1,0 +1,106 @@
+package otelidempotency
+
+import (
+	"context"
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/saferetry/saferetry/idempotency"
+)
+
+// Hook returns the function to give to idempotency.WithHook: for every
+// event it counts saferetry.server.requests by outcome, records
+// saferetry.server.request.duration (except for answers given on admission,
+// which take no time the Middleware measures), counts
+// saferetry.server.takeovers, and, with WithRetriesByScope,
+// saferetry.server.retries. It never reads the event's key. The function
+// is safe for concurrent use.
+func (in *Instrumentation) Hook() func(idempotency.Event) { return in.observe }
+
+// observe records one event.
+func (in *Instrumentation) observe(ev idempotency.Event) {
+	// The hook gets no request context, so measurements carry no trace
+	// exemplar.
+	ctx := context.Background()
+	o := in.outcomes.get(outcomeAttrs{ev.Outcome, ev.Method, ev.Route, ev.Status}, outcomeAttrs.opts)
+	in.requests.Add(ctx, 1, o.add...)
+	if !decidedOnAdmission(ev.Outcome) {
+		in.requestDuration.Record(ctx, ev.Duration.Seconds(), o.rec...)
+	}
+	if ev.TookOver {
+		in.takeovers.Add(ctx, 1, in.routes.get(routeAttrs{ev.Method, ev.Route}, routeAttrs.opts).add...)
+	}
+	if in.retries != nil && isRetry(ev.Outcome) {
+		k := scopeAttrs{in.scopeLabel(ev.Key.Scope), ev.Outcome}
+		in.retries.Add(ctx, 1, in.scopes.get(k, scopeAttrs.opts).add...)
+	}
+}
+
+// decidedOnAdmission reports the outcomes answered before any store call,
+// whose events carry no Duration.
+func decidedOnAdmission(o idempotency.Outcome) bool {
+	switch o {
+	case idempotency.OutcomeMissingKey, idempotency.OutcomeMalformedKey, idempotency.OutcomeTooLarge,
+		idempotency.OutcomeBadRequest, idempotency.OutcomeScopeError:
+		return true
+	}
+	return false
+}
+
+// isRetry reports the outcomes of a request that found its operation
+// already claimed or completed with the same fingerprint: a repeat of it.
+func isRetry(o idempotency.Outcome) bool {
+	return o == idempotency.OutcomeReplay || o == idempotency.OutcomeInProgress || o == idempotency.OutcomeOversize
+}
+
+// outcomeAttrs are the attributes of saferetry.server.requests and
+// saferetry.server.request.duration.
+type outcomeAttrs struct {
+	outcome       idempotency.Outcome
+	method, route string
+	status        int
+}
+
+func (a outcomeAttrs) opts() measureOpts {
+	kv := make([]attribute.KeyValue, 0, 4)
+	kv = append(kv, attrOutcome.String(string(a.outcome)), attrMethod.String(a.method))
+	if r := routeOf(a.route); r != "" {
+		kv = append(kv, attrRoute.String(r))
+	}
+	if a.status != 0 {
+		kv = append(kv, attrStatusCode.Int(a.status))
+	}
+	return newMeasureOpts(kv...)
+}
+
+// routeAttrs are the attributes of the instruments per route.
+type routeAttrs struct{ method, route string }
+
+func (a routeAttrs) opts() measureOpts {
+	r := routeOf(a.route)
+	if r == "" {
+		return newMeasureOpts(attrMethod.String(a.method))
+	}
+	return newMeasureOpts(attrMethod.String(a.method), attrRoute.String(r))
+}
+
+// routeOf is the http.route of a ServeMux pattern: the pattern without its
+// method, which http.request.method carries ("POST /payments/{id}" is
+// "/payments/{id}").
+func routeOf(pattern string) string {
+	if i := strings.IndexAny(pattern, " \t"); i >= 0 {
+		return strings.TrimLeft(pattern[i:], " \t")
+	}
+	return pattern
+}
+
+// scopeAttrs are the attributes of saferetry.server.retries.
+type scopeAttrs struct {
+	label   string
+	outcome idempotency.Outcome
+}
+
+func (a scopeAttrs) opts() measureOpts {
+	return newMeasureOpts(attrScope.String(a.label), attrOutcome.String(string(a.outcome)))
+}

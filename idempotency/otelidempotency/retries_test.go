@@ -1,0 +1,81 @@
+package otelidempotency_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/otelidempotency"
+)
+
+// tenantScope scopes each request by its X-Tenant header.
+var tenantScope = idempotency.WithScope(func(r *http.Request) (string, error) { return r.Header.Get("X-Tenant"), nil })
+
+// TestRetriesByScope: with WithRetriesByScope, replays and 409s count per
+// scope label in saferetry.server.retries; executions, key reuse and
+// requests of other scopes do not count under the scope.
+func TestRetriesByScope(t *testing.T) {
+	m := newMeter(t)
+	in := otelidempotency.New(otelidempotency.WithMeterProvider(m.provider),
+		otelidempotency.WithRetriesByScope(func(scope string) string { return strings.ToUpper(scope) }))
+	h, release := blocked(t, in, "op-1", tenantScope)
+	// blocked's first request has no tenant: scope "".
+	expect(t, post(h, "op-1", body), 409)
+	release()
+	expect(t, post(h, "op-1", body), 201) // replay in scope ""
+	send := func(tenant, key, b string) int {
+		w := postWith(h, key, b, "X-Tenant", tenant)
+		return w.Code
+	}
+	if c := send("acme", "op-2", body); c != 201 {
+		t.Fatalf("acme's first: %d", c)
+	}
+	for range 2 {
+		if c := send("acme", "op-2", body); c != 201 {
+			t.Fatalf("acme's retry: %d", c)
+		}
+	}
+	if c := send("acme", "op-2", `{"amount":99}`); c != 422 {
+		t.Fatalf("acme's reuse: %d", c)
+	}
+
+	got := m.collect(t)
+	for _, c := range []struct {
+		scope string
+		o     idempotency.Outcome
+		want  int64
+	}{
+		{"ACME", idempotency.OutcomeReplay, 2},
+		{"ACME", idempotency.OutcomeMismatch, 0},
+		{"ACME", idempotency.OutcomeNew, 0},
+		{"", idempotency.OutcomeReplay, 1},
+		{"", idempotency.OutcomeInProgress, 1},
+	} {
+		if n := got.sum(otelidempotency.MetricRetries, attribute.String("saferetry.scope", c.scope), outcome(c.o)); n != c.want {
+			t.Errorf("retries of scope %q, %s = %d, want %d", c.scope, c.o, n, c.want)
+		}
+	}
+}
+
+// TestRetriesOffByDefault: without WithRetriesByScope there is no
+// saferetry.server.retries and no attribute names a scope.
+func TestRetriesOffByDefault(t *testing.T) {
+	m := newMeter(t)
+	in := otelidempotency.New(otelidempotency.WithMeterProvider(m.provider))
+	h := serve(in, newStore(t), app{}, tenantScope)
+	for range 2 {
+		expect(t, postWith(h, "op", body, "X-Tenant", "acme"), 201)
+	}
+	got := m.collect(t)
+	if _, ok := got[otelidempotency.MetricRetries]; ok {
+		t.Errorf("%s exists without WithRetriesByScope", otelidempotency.MetricRetries)
+	}
+	for _, a := range got.everyAttribute() {
+		if strings.Contains(a, "acme") {
+			t.Errorf("attribute %s names the scope", a)
+		}
+	}
+}
