@@ -1,6 +1,9 @@
 package idempotency
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Outcome names what the Middleware did with a request, for metrics and
 // logs. Its values are the constants below, stable and fit for a metric
@@ -87,5 +90,18 @@ type Event struct {
 	// handler panic (the panic itself goes on, with its own value).
 	Err error
 
-	began time.Time // the request's admission, for Duration
+	began time.Time       // the request's admission, for Duration
+	ctx   context.Context // the request's context, for Context
+}
+
+// Context returns the context of the request the event is about, as the
+// Middleware received it, so that a hook reaches what the request carries:
+// its trace span (to put the outcome on it), its values. It may be done by
+// the time the event is given (a client that left). It is
+// context.Background() for an Event the Middleware did not make.
+func (e Event) Context() context.Context {
+	if e.ctx == nil {
+		return context.Background()
+	}
+	return e.ctx
 }

@@ -1,6 +1,7 @@
 package idempotency_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -53,5 +54,30 @@ func TestEventCarriesMethodRouteAndDuration(t *testing.T) {
 		if ev.Outcome != w.outcome || ev.Method != http.MethodPost || ev.Route != "POST /accounts/{id}/payments" || ev.Duration != w.duration {
 			t.Errorf("event %d = %s %s %q %v, want %s POST the route %v", i, ev.Outcome, ev.Method, ev.Route, ev.Duration, w.outcome, w.duration)
 		}
+	}
+}
+
+type eventCtxKey struct{}
+
+// TestEventContextIsTheRequests: a hook reaches the request's context
+// (its span, its values) through Event.Context, on admission answers and
+// after a run alike; an Event the Middleware did not make has Background.
+func TestEventContextIsTheRequests(t *testing.T) {
+	var got []any
+	h := idempotency.Middleware(newStore(t), idempotency.WithKeyRequired(true),
+		idempotency.WithHook(func(ev idempotency.Event) { got = append(got, ev.Context().Value(eventCtxKey{})) }))(&counter{})
+	for _, key := range []string{"k", ""} {
+		r := httptest.NewRequest(http.MethodPost, "/ops", strings.NewReader(`{}`))
+		r = r.WithContext(context.WithValue(r.Context(), eventCtxKey{}, "request "+key))
+		if key != "" {
+			r.Header.Set(idempotency.HeaderIdempotencyKey, key)
+		}
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	if len(got) != 2 || got[0] != "request k" || got[1] != "request " {
+		t.Fatalf("contexts seen by the hook carry %v", got)
+	}
+	if (idempotency.Event{}).Context() == nil {
+		t.Fatal("the zero Event has a nil context")
 	}
 }

@@ -189,6 +189,6 @@ func (m *middleware) emit(ev Event) {
 
 // admissionEvent is ev about r, answered on admission.
 func admissionEvent(r *http.Request, ev Event) Event {
-	ev.Method, ev.Route = r.Method, r.Pattern
+	ev.Method, ev.Route, ev.ctx = r.Method, r.Pattern, r.Context()
 	return ev
 }

@@ -11,6 +11,7 @@ import (
 // The HTTP ones are those of the OpenTelemetry semantic conventions.
 const (
 	attrOutcome    = attribute.Key("saferetry.outcome")
+	attrTookOver   = attribute.Key("saferetry.took_over")
 	attrScope      = attribute.Key("saferetry.scope")
 	attrStoreOp    = attribute.Key("saferetry.store.operation")
 	attrStoreName  = attribute.Key("saferetry.store.name")

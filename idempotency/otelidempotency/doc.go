@@ -99,8 +99,9 @@
 //
 // # Traces
 //
-// An idempotency hook is given no request context, so this package adds
-// nothing to the request's span and its measurements carry no exemplars;
-// the store wrapper's and the handler's measurements use the request's
-// context.
+// Hook puts the outcome on the request's span, the one in the request's
+// context when it reached the Middleware (otelhttp's, say), as the
+// attribute saferetry.outcome, and saferetry.took_over=true on a takeover;
+// its measurements carry the request's context, so exemplars link to the
+// trace.
 package otelidempotency

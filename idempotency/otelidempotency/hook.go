@@ -1,10 +1,10 @@
 package otelidempotency
 
 import (
-	"context"
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/saferetry/saferetry/idempotency"
 )
@@ -20,9 +20,13 @@ func (in *Instrumentation) Hook() func(idempotency.Event) { return in.observe }
 
 // observe records one event.
 func (in *Instrumentation) observe(ev idempotency.Event) {
-	// The hook gets no request context, so measurements carry no trace
-	// exemplar.
-	ctx := context.Background()
+	ctx := ev.Context() // the request's: its span gets the outcome, and exemplars link to it
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(attrOutcome.String(string(ev.Outcome)))
+		if ev.TookOver {
+			span.SetAttributes(attrTookOver.Bool(true))
+		}
+	}
 	o := in.outcomes.get(outcomeAttrs{ev.Outcome, ev.Method, ev.Route, ev.Status}, outcomeAttrs.opts)
 	in.requests.Add(ctx, 1, o.add...)
 	if !decidedOnAdmission(ev.Outcome) {
