@@ -20,21 +20,26 @@ type attemptLayer struct {
 
 func (l *attemptLayer) RoundTrip(r *http.Request) (*http.Response, error) {
 	op := operationFrom(r.Context())
-	if op == nil {
+	if op == nil || op.tel != l.tel {
+		// Not an attempt of this Transport's operation (a context reused
+		// for another instrumented client's request).
 		return l.base.RoundTrip(r)
 	}
 	if op.attempt != nil && op.endIt {
 		op.attempt.End() // the hook did not see it: cannot happen, but never leak a span
 	}
 	op.started++
-	attrs := op.with(op.url)
+	attrs := spanAttrs(op, r)
 	if op.started > 1 {
 		attrs = append(attrs, semconv.HTTPRequestResendCount(op.started-1))
 	}
 	ctx, span := l.tel.tracer.Start(r.Context(), attemptName(r.Method), kindClient, trace.WithAttributes(attrs...))
 	out := r.WithContext(ctx)
-	if l.tel.inject {
-		// The request is the saferetry Transport's, not ours to change.
+	if len(l.tel.propagators.Fields()) > 0 {
+		// Asked on every attempt: the global propagator has no fields
+		// until otel.SetTextMapPropagator, which may come after the
+		// Transport is made. The request is the saferetry Transport's,
+		// not ours to change.
 		out.Header = r.Header.Clone()
 		l.tel.propagators.Inject(ctx, propagation.HeaderCarrier(out.Header))
 	}

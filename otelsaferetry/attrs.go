@@ -45,14 +45,24 @@ func outcome(status int) attribute.KeyValue {
 	return AttributeOutcome.String("_OTHER")
 }
 
-// appendMethod appends the http.request.method attributes of m: the
-// method when it is one the conventions know, else _OTHER and the
-// original.
+// appendMethod appends the http.request.method attribute of m: the
+// method when it is one the conventions know, else _OTHER (metrics get no
+// more: a method of a caller's choosing would be a series of its own).
 func appendMethod(dst []attribute.KeyValue, m string) []attribute.KeyValue {
 	if n, ok := knownMethods[m]; ok {
 		return append(dst, semconv.HTTPRequestMethodKey.String(n[0]))
 	}
-	return append(dst, semconv.HTTPRequestMethodOther, semconv.HTTPRequestMethodOriginal(m))
+	return append(dst, semconv.HTTPRequestMethodOther)
+}
+
+// spanAttrs are the attributes of a span of op, for request r: the common
+// ones, url.full, and http.request.method_original when the method is not
+// one the conventions know.
+func spanAttrs(op *operation, r *http.Request) []attribute.KeyValue {
+	if _, ok := knownMethods[r.Method]; ok {
+		return op.with(op.url)
+	}
+	return op.with(op.url, semconv.HTTPRequestMethodOriginal(r.Method))
 }
 
 // appendServer appends server.address and server.port of u, the port from

@@ -54,11 +54,14 @@ type spanBodyWriter struct {
 	io.Writer
 }
 
-// endOnClose wraps body so that the span ends with it. A nil body (from a
-// broken base) is taken as empty.
+// endOnClose wraps body so that the span ends with it. An empty body
+// (http.NoBody, or nil from a broken base) ends the span at once and stays
+// http.NoBody: callers often leave the body of a HEAD, 204 or 304 answer
+// unclosed, and compare it with http.NoBody.
 func endOnClose(body io.ReadCloser, span trace.Span) io.ReadCloser {
-	if body == nil {
-		body = http.NoBody
+	if body == nil || body == http.NoBody {
+		span.End()
+		return http.NoBody
 	}
 	b := &spanBody{ReadCloser: body, span: span}
 	if w, ok := body.(io.Writer); ok {

@@ -70,7 +70,7 @@
 //
 //	| attribute                  | type   | on                                | value                                                        |
 //	|----------------------------|--------|-----------------------------------|--------------------------------------------------------------|
-//	| http.request.method        | string | spans, metrics                    | the method; _OTHER (and http.request.method_original) when unknown |
+//	| http.request.method        | string | spans, metrics                    | the method; _OTHER when unknown (http.request.method_original, on spans only, then names it) |
 //	| server.address             | string | spans, metrics                    | the URL's host                                               |
 //	| server.port                | int    | spans, metrics                    | the URL's port, else 80 or 443 by scheme                     |
 //	| url.full                   | string | spans                             | the URL, credentials and signature parameters REDACTED       |

@@ -16,7 +16,7 @@ import (
 func (tel *telemetry) observe(a saferetry.Attempt) {
 	ctx := a.Request.Context()
 	op := operationFrom(ctx)
-	if op == nil {
+	if op == nil || op.tel != tel {
 		// Not under the operation layer: cannot happen, but count it.
 		tel.count(newOperation(tel, a.Request), a)
 		return

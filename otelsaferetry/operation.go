@@ -78,7 +78,7 @@ func (l *operationLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	op := newOperation(l.tel, req)
 	op.url = fullURL(req.URL)
 	ctx, span := l.tel.tracer.Start(req.Context(), operationName(req.Method),
-		kindInternal, trace.WithAttributes(op.with(op.url)...))
+		kindInternal, trace.WithAttributes(spanAttrs(op, req)...))
 	op.span = span
 	ctx = context.WithValue(ctx, operationKey{}, op)
 	resp, err := l.next.RoundTrip(req.WithContext(ctx))

@@ -62,7 +62,7 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // each attempt's request headers, when the Transport makes the attempt
 // spans (see [WithAttemptSpans]). nil, the default, means the global
 // propagators (otel.GetTextMapPropagator), which propagate nothing until
-// set.
+// set, and from then on, also for a Transport made before.
 func WithPropagators(p propagation.TextMapPropagator) Option {
 	return func(c *config) { c.propagators = p }
 }

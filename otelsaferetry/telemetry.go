@@ -13,7 +13,6 @@ import (
 type telemetry struct {
 	tracer       trace.Tracer
 	propagators  propagation.TextMapPropagator
-	inject       bool // the propagators write some header
 	ins          *instruments
 	keyAttribute bool
 	attemptSpans bool
@@ -27,7 +26,6 @@ func newTelemetry(cfg *config, base http.RoundTripper) *telemetry {
 	return &telemetry{
 		tracer:       cfg.tracerProvider.Tracer(ScopeName),
 		propagators:  cfg.propagators,
-		inject:       len(cfg.propagators.Fields()) > 0,
 		ins:          newInstruments(cfg.meterProvider),
 		keyAttribute: cfg.keyAttribute,
 		attemptSpans: spans,

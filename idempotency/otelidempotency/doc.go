@@ -83,12 +83,17 @@
 // eager duplicate) and oversize. With WithRetriesByScope they are counted
 // per scope in saferetry.server.retries, so that
 //
-//	sum by (saferetry_scope) (rate(saferetry_server_retries_total[5m]))
-//	  / sum by (saferetry_scope) (rate(saferetry_server_requests_total{saferetry_outcome="new"}[5m]))
+//	sum by (saferetry_scope, saferetry_outcome) (rate(saferetry_server_retries_total[5m]))
 //
-// reads, per tenant, as retries per executed operation (in Prometheus, where
-// the attribute names become labels with underscores: saferetry_scope,
-// saferetry_outcome, http_route). A high replay share points at answers
+// reads as each tenant's retries per second, by kind, and
+//
+//	sum(rate(saferetry_server_retries_total[5m]))
+//	  / sum(rate(saferetry_server_requests_total{saferetry_outcome="new"}[5m]))
+//
+// as retries per executed operation over all tenants (saferetry.server.requests
+// has no scope attribute, so the ratio per tenant is not one query; in
+// Prometheus the attribute names become labels with underscores:
+// saferetry_scope, saferetry_outcome, http_route). A high replay share points at answers
 // lost after the work was done; a high in_progress share at clients that
 // retry before the server is done (compare with
 // saferetry.server.handler.duration). A retry after a released answer (a
