@@ -99,7 +99,6 @@ type recorder struct {
 	script []outcome
 	reqs   []seen
 	bodies []*trackedBody
-	onCall func(n int)
 }
 
 func newRecorder(script ...outcome) *recorder { return &recorder{script: script} }
@@ -119,11 +118,7 @@ func (rc *recorder) respond(req *http.Request) (*http.Response, error) {
 		header: req.Header.Clone(),
 	})
 	o := rc.script[min(n, len(rc.script)-1)]
-	onCall := rc.onCall
 	rc.mu.Unlock()
-	if onCall != nil {
-		onCall(n + 1)
-	}
 	if o.err != nil {
 		return nil, o.err
 	}
