@@ -72,8 +72,9 @@ type leaseKeeper struct {
 	cancelSettle    context.CancelFunc
 }
 
-// start begins keeping the claim (k, token), which was sent at sent and
-// lasts until expires, at now; cancel cancels the handler's context.
+// start begins keeping q's claim, asked for at sent and lasting until
+// expires, at now; base is detached from the request's cancellation, and
+// cancel cancels the handler's context.
 func (lk *leaseKeeper) start(q *request, base context.Context, now, sent, expires time.Time, cancel context.CancelCauseFunc) {
 	lk.mu.Lock() // tick reads the fields
 	defer lk.mu.Unlock()

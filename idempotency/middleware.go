@@ -187,7 +187,7 @@ func (m *middleware) emit(ev Event) {
 	}
 }
 
-// admissionEvent is ev about r, answered on admission.
+// admissionEvent is ev about r, answered on admission (no Duration).
 func admissionEvent(r *http.Request, ev Event) Event {
 	ev.Method, ev.Route, ev.ctx = r.Method, r.Pattern, r.Context()
 	return ev

@@ -113,6 +113,7 @@ func (q *request) event() Event {
 
 // eventOf is ev about q.
 func (q *request) eventOf(ev Event) Event {
-	ev.Method, ev.Route, ev.began, ev.ctx = q.r.Method, q.r.Pattern, q.began, q.r.Context()
+	ev = admissionEvent(q.r, ev)
+	ev.began = q.began
 	return ev
 }

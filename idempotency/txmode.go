@@ -22,6 +22,7 @@ type txMode struct {
 }
 
 func (t txMode) claim(q *request) (held, ClaimResult, error) {
+	sent := t.m.cfg.clock.Now()
 	tx, err := t.store.BeginTx(q.r.Context())
 	if err != nil {
 		return nil, ClaimResult{}, err
@@ -37,7 +38,7 @@ func (t txMode) claim(q *request) (held, ClaimResult, error) {
 		t.m.rollback(q.r.Context(), q.claim.key, tx)
 		return nil, res, nil
 	}
-	q.tx = &txClaim{tx: tx}
+	q.tx = &txClaim{tx: tx, sent: sent}
 	return q.tx, res, nil
 }
 
@@ -45,7 +46,7 @@ func (t txMode) claim(q *request) (held, ClaimResult, error) {
 type txClaim struct {
 	tx    Tx
 	outer http.Header // the headers set before the Middleware ran
-	began time.Time   // when the handler started
+	sent  time.Time   // when the claim was asked for (BeginTx), as lease mode counts a run
 }
 
 func (c *txClaim) start(q *request, res ClaimResult) (context.Context, bool) {
@@ -58,7 +59,6 @@ func (c *txClaim) start(q *request, res ClaimResult) (context.Context, bool) {
 	if h := q.w.Header(); len(h) > 0 {
 		c.outer = h.Clone()
 	}
-	c.began = q.m.cfg.clock.Now()
 	return q.r.Context(), true
 }
 
@@ -76,7 +76,7 @@ func (c *txClaim) abort(q *request) {
 // is not stored; a failed commit is answered 503, since nothing was kept.
 func (c *txClaim) finish(q *request) {
 	m := q.m
-	q.ran(m.cfg.clock.Now().Sub(c.began), q.r.Context())
+	q.ran(m.cfg.clock.Now().Sub(c.sent), q.r.Context())
 	detached := context.WithoutCancel(q.r.Context())
 	ev := q.event()
 	ev.Status = q.rec.statusCode()

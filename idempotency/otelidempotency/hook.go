@@ -69,7 +69,7 @@ type outcomeAttrs struct {
 func (a outcomeAttrs) opts() measureOpts {
 	kv := make([]attribute.KeyValue, 0, 4)
 	kv = append(kv, attrOutcome.String(string(a.outcome)), attrMethod.String(a.method))
-	if r := routeOf(a.route); r != "" {
+	if r := httpRoute(a.route); r != "" {
 		kv = append(kv, attrRoute.String(r))
 	}
 	if a.status != 0 {
@@ -82,17 +82,17 @@ func (a outcomeAttrs) opts() measureOpts {
 type routeAttrs struct{ method, route string }
 
 func (a routeAttrs) opts() measureOpts {
-	r := routeOf(a.route)
+	r := httpRoute(a.route)
 	if r == "" {
 		return newMeasureOpts(attrMethod.String(a.method))
 	}
 	return newMeasureOpts(attrMethod.String(a.method), attrRoute.String(r))
 }
 
-// routeOf is the http.route of a ServeMux pattern: the pattern without its
+// httpRoute is the http.route of a ServeMux pattern: the pattern without its
 // method, which http.request.method carries ("POST /payments/{id}" is
 // "/payments/{id}").
-func routeOf(pattern string) string {
+func httpRoute(pattern string) string {
 	if i := strings.IndexAny(pattern, " \t"); i >= 0 {
 		return strings.TrimLeft(pattern[i:], " \t")
 	}

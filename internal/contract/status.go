@@ -39,10 +39,15 @@ func Retried(status int, h http.Header) bool {
 	if retry, said := ShouldRetry(h); said {
 		return retry
 	}
+	return RetriedStatus(status)
+}
+
+// RetriedStatus is the status half of [Retried]: 408, 409, 429, and 5xx
+// except 501, for an answer that is neither a replay nor marked by the
+// server.
+func RetriedStatus(status int) bool {
 	switch {
-	case status == http.StatusConflict:
-		return true
-	case status == http.StatusRequestTimeout, status == http.StatusTooManyRequests:
+	case status == http.StatusConflict, status == http.StatusRequestTimeout, status == http.StatusTooManyRequests:
 		return true
 	case status >= 500 && status <= 599:
 		return status != http.StatusNotImplemented

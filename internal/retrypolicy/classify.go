@@ -22,7 +22,7 @@ func ClassifyStatus(resp *http.Response) (retry bool, reason Reason) {
 	if retry, said := contract.ShouldRetry(resp.Header); said {
 		return retry, ReasonServerSaid
 	}
-	if contract.Retried(resp.StatusCode, resp.Header) {
+	if contract.RetriedStatus(resp.StatusCode) {
 		return true, ReasonRetryableStatus
 	}
 	return false, ReasonFinalStatus
