@@ -36,7 +36,6 @@ import (
 type Transport struct {
 	cfg    *config
 	base   http.RoundTripper
-	budget *retrypolicy.Budget
 	policy retrypolicy.Policy
 }
 
@@ -52,11 +51,10 @@ func newTransport(base http.RoundTripper, cfg *config) *Transport {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	b := retrypolicy.NewBudget(cfg.budgetCapacity, cfg.budgetCost)
-	return &Transport{cfg: cfg, base: base, budget: b, policy: retrypolicy.Policy{
+	return &Transport{cfg: cfg, base: base, policy: retrypolicy.Policy{
 		MaxRetryAfter: cfg.maxRetryAfter,
 		Classify:      retrypolicy.Classifier(cfg.classifier),
-		Budget:        b,
+		Budget:        retrypolicy.NewBudget(cfg.budgetCapacity, cfg.budgetCost),
 		NewBackoff:    cfg.newBackoff,
 		Jitter:        retrypolicy.Jitter,
 	}}

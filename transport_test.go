@@ -387,7 +387,7 @@ func TestRetryBudget(t *testing.T) {
 	}
 	run() // 3 retries: 15 tokens
 	run() // 1 retry: 5 tokens, then empty
-	if got := tr.budget.Available(); got != 0 {
+	if got := tr.policy.Budget.Available(); got != 0 {
 		t.Fatalf("tokens = %d, want 0", got)
 	}
 	before := len(rc.Seen())
@@ -412,7 +412,7 @@ func TestRetryBudget(t *testing.T) {
 	for i := 0; i < 7; i++ {
 		run()
 	}
-	if got := tr.budget.Available(); got != 7 {
+	if got := tr.policy.Budget.Available(); got != 7 {
 		t.Fatalf("tokens after 7 successes = %d, want 7", got)
 	}
 	// A retry after a transport error costs double.
@@ -424,7 +424,7 @@ func TestRetryBudget(t *testing.T) {
 	if !errors.Is(err, ErrOutcomeUnknown) || len(rc.Seen()) != 1 {
 		t.Fatalf("with 7 tokens a 10-token retry was made: err %v, attempts %d", err, len(rc.Seen()))
 	}
-	if got := tr.budget.Available(); got != 7 {
+	if got := tr.policy.Budget.Available(); got != 7 {
 		t.Fatalf("tokens = %d, want 7", got)
 	}
 }
@@ -437,13 +437,13 @@ func TestRetryBudgetRefundsAfterSuccessfulRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	closeResp(resp)
-	if got := tr.budget.Available(); got != 100 {
+	if got := tr.policy.Budget.Available(); got != 100 {
 		t.Fatalf("tokens = %d, want 100 (retry cost refunded)", got)
 	}
 	tr2, _, _ := testTransport(newRecorder(status(503)), WithRetryBudget(0, 5), WithMaxAttempts(10))
 	resp, _ = tr2.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
 	closeResp(resp)
-	if tr2.budget != nil {
+	if tr2.policy.Budget != nil {
 		t.Fatal("capacity 0 should disable the budget")
 	}
 }
@@ -543,8 +543,8 @@ func TestRetryBudgetStopsConcurrentStorm(t *testing.T) {
 			exhausted++
 		}
 	}
-	if retries != 20 || len(rc.Seen()) != workers*each+20 || tr.budget.Available() != 0 {
-		t.Fatalf("%d retries, %d attempts, %d tokens left; want 20 retries for %d operations", retries, len(rc.Seen()), tr.budget.Available(), workers*each)
+	if retries != 20 || len(rc.Seen()) != workers*each+20 || tr.policy.Budget.Available() != 0 {
+		t.Fatalf("%d retries, %d attempts, %d tokens left; want 20 retries for %d operations", retries, len(rc.Seen()), tr.policy.Budget.Available(), workers*each)
 	}
 	if exhausted == 0 {
 		t.Error("no attempt reported the exhausted budget")
@@ -619,16 +619,16 @@ func TestRetryBudgetRefilledByFinalClientError(t *testing.T) {
 		closeResp(resp)
 	}
 	run() // 503, one retry (5 tokens), 503: no refill
-	if got := tr.budget.Available(); got != 15 {
+	if got := tr.policy.Budget.Available(); got != 15 {
 		t.Fatalf("tokens = %d, want 15", got)
 	}
 	for _, code := range []int{404, 422} {
 		rc.mu.Lock()
 		rc.script = []outcome{status(code)}
 		rc.mu.Unlock()
-		before := tr.budget.Available()
+		before := tr.policy.Budget.Available()
 		run()
-		if got := tr.budget.Available(); got != before+1 {
+		if got := tr.policy.Budget.Available(); got != before+1 {
 			t.Fatalf("after a final %d: tokens = %d, want %d", code, got, before+1)
 		}
 	}

@@ -131,7 +131,7 @@ func isCurrency(s string) bool {
 func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
 	st := stateFrom(r.Context())
 	key := st.key
-	if k, ok := keyFromContext(r.Context()); ok {
+	if k, ok := idempotency.KeyFromContext(r.Context()); ok {
 		key = k
 	}
 

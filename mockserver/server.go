@@ -200,10 +200,6 @@ func arrival(ctx context.Context) time.Time {
 	return time.Now()
 }
 
-func keyFromContext(ctx context.Context) (string, bool) {
-	return idempotency.KeyFromContext(ctx)
-}
-
 // counterKey returns the key that r's attempt is counted under: its
 // Idempotency-Key as the middleware reads it, so that attempts and
 // executions of one operation meet under one key whatever its wire form,

@@ -116,7 +116,7 @@ func hasSignature(query string) bool {
 }
 
 // appendRequest appends the attributes that the operation's metrics
-// share: the method and the server (at most 4).
+// share: the method and the server (at most 3).
 func appendRequest(dst []attribute.KeyValue, r *http.Request) []attribute.KeyValue {
 	return appendServer(appendMethod(dst, r.Method), r.URL)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/saferetry/saferetry/idempotency/pgstore"
 	"github.com/saferetry/saferetry/internal/testenv"
 	"github.com/saferetry/saferetry/mockserver"
+	"github.com/saferetry/saferetry/mockserver/ledgertest"
 	"github.com/saferetry/saferetry/mockserver/pgledger"
 )
 
@@ -152,31 +153,11 @@ func TestServerTransactional(t *testing.T) {
 	t.Cleanup(b.Close)
 
 	body := `{"amount": 1250, "currency": "EUR", "recipient": "alice"}`
-	first, second := postPayment(t, a, "key-1", body), postPayment(t, b, "key-1", body)
+	first, second := ledgertest.Pay(t, a, "key-1", body), ledgertest.Pay(t, b, "key-1", body)
 	if first.ID == "" || second.ID != first.ID {
 		t.Errorf("payments %q then %q, want one replayed", first.ID, second.ID)
 	}
 	if bal, err := led.Balance(ctxT(t), "EUR"); err != nil || bal != mockserver.DefaultBalance-1250 {
 		t.Errorf("Balance(EUR) = %d, %v", bal, err)
 	}
-}
-
-func postPayment(t *testing.T, srv *mockserver.Server, key, body string) mockserver.Payment {
-	t.Helper()
-	req, err := http.NewRequestWithContext(ctxT(t), http.MethodPost, srv.URL+"/payments", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(idempotency.HeaderIdempotencyKey, key)
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var p mockserver.Payment
-	if err := json.NewDecoder(resp.Body).Decode(&p); err != nil || resp.StatusCode != http.StatusCreated {
-		t.Fatalf("POST /payments = %d, %v", resp.StatusCode, err)
-	}
-	return p
 }

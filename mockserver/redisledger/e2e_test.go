@@ -2,14 +2,12 @@ package redisledger_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
-	"strings"
 	"testing"
 
-	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/redisstore"
 	"github.com/saferetry/saferetry/mockserver"
+	"github.com/saferetry/saferetry/mockserver/ledgertest"
 	"github.com/saferetry/saferetry/mockserver/redisledger"
 )
 
@@ -30,8 +28,8 @@ func TestServersShareTheLedger(t *testing.T) {
 	}
 	a, b := instance(), instance()
 
-	first := pay(t, a, "key-1", `{"amount": 1250, "currency": "EUR", "recipient": "alice"}`)
-	again := pay(t, b, "key-1", `{"amount": 1250, "currency": "EUR", "recipient": "alice"}`)
+	first := ledgertest.Pay(t, a, "key-1", `{"amount": 1250, "currency": "EUR", "recipient": "alice"}`)
+	again := ledgertest.Pay(t, b, "key-1", `{"amount": 1250, "currency": "EUR", "recipient": "alice"}`)
 	if again.ID != first.ID {
 		t.Errorf("the other instance answered payment %s, want the replay of %s", again.ID, first.ID)
 	}
@@ -45,30 +43,6 @@ func TestServersShareTheLedger(t *testing.T) {
 	if bal.Balances["EUR"] != 5000-1250 {
 		t.Errorf("GET /balance on the other instance = %v, want EUR %d", bal.Balances, 5000-1250)
 	}
-}
-
-func pay(t *testing.T, srv *mockserver.Server, key, body string) mockserver.Payment {
-	t.Helper()
-	req, err := http.NewRequestWithContext(ctxT(t), http.MethodPost, srv.URL+"/payments", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(idempotency.HeaderIdempotencyKey, key)
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("POST /payments = %d %s", resp.StatusCode, b)
-	}
-	var p mockserver.Payment
-	if err := json.Unmarshal(b, &p); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 func get(t *testing.T, srv *mockserver.Server, path string, v any) {
