@@ -12,18 +12,22 @@ import (
 	"time"
 
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/memstore"
+	"github.com/saferetry/saferetry/internal/clock"
 	"github.com/saferetry/saferetry/internal/testenv"
 )
 
-// TestPanicWhileSettlingStopsRenewals checks that a store whose Complete
-// panics does not leave the claim renewed for the life of the process: the
-// renewals stop with the request, the lease lapses, and a retry runs.
+// TestPanicWhileSettlingStopsRenewals checks, on fake time, that a store
+// whose Complete panics does not leave the claim renewed for the life of
+// the process: the renewals stop with the request, the lease lapses, and a
+// retry runs.
 func TestPanicWhileSettlingStopsRenewals(t *testing.T) {
-	const lease = 30 * time.Millisecond
+	const lease = 9 * time.Second
+	clk := clock.NewManual(fakeStart)
 	var renewals atomic.Int64
 	var panicking atomic.Bool
 	panicking.Store(true)
-	inner := newStore(t)
+	inner := newStore(t, memstore.WithClock(clk.Now), memstore.WithCleanupInterval(0))
 	st := &faultyStore{Store: inner,
 		renew: func(ctx context.Context, k idempotency.Key, token int64, d time.Duration) error {
 			renewals.Add(1)
@@ -36,25 +40,39 @@ func TestPanicWhileSettlingStopsRenewals(t *testing.T) {
 			return inner.Complete(ctx, k, token, r, ttl)
 		},
 	}
-	app := &counter{before: func(http.ResponseWriter, *http.Request) int {
-		time.Sleep(lease) // long enough for a renewal
+	entered, release := make(chan struct{}), make(chan struct{})
+	app := &counter{}
+	app.before = func(http.ResponseWriter, *http.Request) int {
+		if app.calls.Load() == 1 {
+			close(entered)
+			<-release // held until a renewal was made
+		}
 		return 0
-	}}
-	h := idempotency.Middleware(st, idempotency.WithLease(lease))(app)
-	func() {
-		defer func() {
-			if p := recover(); p != "store bug" {
-				t.Fatalf("recovered %v, want the store's panic", p)
-			}
-		}()
+	}
+	h := idempotency.Middleware(st, idempotency.WithLease(lease), idempotency.WithClock(clk))(app)
+	recovered := make(chan any, 1)
+	go func() {
+		defer func() { recovered <- recover() }()
 		post(h, "k", `{}`)
 	}()
+	<-entered
+	clk.Advance(lease / 3)
+	testenv.Eventually(t, "a renewal while the handler runs", func() bool { return renewals.Load() > 0 && clk.Pending() > 0 })
+	close(release)
+	if p := <-recovered; p != "store bug" {
+		t.Fatalf("recovered %v, want the store's panic", p)
+	}
 	if renewals.Load() == 0 {
 		t.Fatal("no renewal while the handler ran; the test proves nothing")
+	}
+	// Nothing of the panicked request is left to renew its claim.
+	if n := clk.Pending(); n != 0 {
+		t.Fatalf("%d timers still armed after the panicking request; its claim is still renewed", n)
 	}
 	after := renewals.Load()
 	panicking.Store(false)
 	// The key is free once the lease lapses, and stays free of renewals.
+	clk.Advance(lease)
 	testenv.Eventually(t, "a retry runs once the lease lapsed", func() bool {
 		return post(h, "k", `{}`).Code == http.StatusCreated
 	})
