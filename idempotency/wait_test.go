@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -120,12 +121,12 @@ func TestWaitWokenByWatcher(t *testing.T) {
 	var claims atomic.Int64
 	inner := &faultyStore{Store: newStore(t)}
 	st := &watchingStore{Store: inner}
-	started := make(chan struct{})
+	started, release := make(chan struct{}), make(chan struct{})
 	app := &counter{}
 	app.before = func(http.ResponseWriter, *http.Request) int {
 		if app.calls.Load() == 1 {
 			close(started)
-			<-time.After(300 * time.Millisecond)
+			<-release // held until the waiter watches
 		}
 		return 0
 	}
@@ -137,8 +138,12 @@ func TestWaitWokenByWatcher(t *testing.T) {
 		claims.Add(1)
 		return inner.Store.Claim(ctx, k, fp, l, ttl)
 	}
+	waiter := make(chan *httptest.ResponseRecorder, 1)
+	go func() { waiter <- post(h, "k", `{}`) }()
+	testenv.Eventually(t, "the waiter watches the key", func() bool { return st.watchesOf("k") > 0 })
 	begin := time.Now()
-	w := post(h, "k", `{}`)
+	close(release)
+	w := <-waiter
 	took := time.Since(begin)
 	if body := <-first; w.Body.String() != body || w.Header().Get(idempotency.HeaderReplayed) != "true" {
 		t.Fatalf("waiter got %d %s, want the replay of %s", w.Code, w.Body, body)
