@@ -12,6 +12,8 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/jarcoal/httpmock"
+
+	"github.com/saferetry/saferetry/internal/clock"
 )
 
 // fakeClock runs waits on fake time: a timer fires at once and moves the
@@ -32,7 +34,7 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
-func (c *fakeClock) NewTimer(d time.Duration) timer {
+func (c *fakeClock) NewTimer(d time.Duration) clock.Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.waits = append(c.waits, d)
@@ -53,10 +55,17 @@ func (c *fakeClock) Waits() []time.Duration {
 	return append([]time.Duration(nil), c.waits...)
 }
 
+// AfterFunc is not used by the Transport; fakeClock has it to be a
+// clock.Clock.
+func (c *fakeClock) AfterFunc(time.Duration, func()) clock.Timer {
+	panic("fakeClock: AfterFunc is not used by the Transport")
+}
+
 type fakeTimer struct{ ch chan time.Time }
 
-func (t fakeTimer) C() <-chan time.Time { return t.ch }
-func (t fakeTimer) Stop() bool          { return true }
+func (t fakeTimer) C() <-chan time.Time      { return t.ch }
+func (t fakeTimer) Stop() bool               { return true }
+func (t fakeTimer) Reset(time.Duration) bool { return true }
 
 // constBackoff is a fixed schedule, so tests can predict waits.
 func constBackoff(d time.Duration) func() backoff.BackOff {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
+	"github.com/saferetry/saferetry/internal/clock"
 )
 
 // Defaults, summed up in the package overview.
@@ -55,7 +57,7 @@ type config struct {
 	budgetCost      int
 	logger          *slog.Logger
 	hooks           []func(Attempt)
-	clock           clock
+	clock           clock.Clock
 
 	crossOriginRedirects bool
 }
@@ -70,7 +72,7 @@ func newConfig(opts []Option) *config {
 		keyMethods:      []string{http.MethodPost, http.MethodPatch},
 		budgetCapacity:  DefaultBudgetCapacity,
 		budgetCost:      DefaultBudgetRetryCost,
-		clock:           realClock{},
+		clock:           clock.Real,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -246,6 +248,6 @@ func WithHTTPClient(hc *http.Client) Option {
 }
 
 // withClock replaces the clock and timers, for tests.
-func withClock(cl clock) Option {
+func withClock(cl clock.Clock) Option {
 	return func(c *config) { c.clock = cl }
 }
