@@ -22,19 +22,21 @@ type body struct {
 // newBody prepares req's body. A body with GetBody is replayed through it;
 // one without is buffered up to limit bytes; a larger one is streamed once
 // and marks the operation as not replayable. On error req.Body is closed.
-func newBody(req *http.Request, limit int64) (*body, error) {
-	b := &body{req: req, first: req.Body, replayable: true}
+// It returns a value, so that the body lives inside its operation and costs
+// no allocation of its own.
+func newBody(req *http.Request, limit int64) (body, error) {
+	b := body{req: req, first: req.Body, replayable: true}
 	if req.Body == nil || req.Body == http.NoBody || req.GetBody != nil {
 		return b, nil
 	}
 	buf, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
 	if err != nil {
 		req.Body.Close()
-		return nil, fmt.Errorf("saferetry: read request body: %w", err)
+		return body{}, fmt.Errorf("saferetry: read request body: %w", err)
 	}
 	if int64(len(buf)) <= limit {
 		if err := req.Body.Close(); err != nil {
-			return nil, fmt.Errorf("saferetry: close request body: %w", err)
+			return body{}, fmt.Errorf("saferetry: close request body: %w", err)
 		}
 		b.buf, b.buffered, b.first = buf, true, nil
 		return b, nil

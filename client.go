@@ -1,7 +1,6 @@
 package saferetry
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -59,31 +58,29 @@ func (c *Client) Transport() *Transport { return c.transport }
 // [ErrOutcomeUnknown] or [ErrNotSent] (wrapped in a *url.Error by
 // net/http), from which errors.As finds the [*Error] with the key.
 func (c *Client) Do(req *http.Request) (*http.Response, error) {
-	ctx, err := c.transport.cfg.pinKey(req)
+	call, err := c.transport.cfg.newCall(req)
 	if err != nil {
 		closeRequestBody(req)
 		return nil, err
 	}
-	stats := new(opStats)
-	req = req.WithContext(context.WithValue(ctx, statsCtxKey{}, stats))
-	resp, err := c.hc.Do(req)
+	resp, err := c.hc.Do(req.WithContext(call))
 	if err != nil {
-		return nil, keepOutcome(err, stats.err)
+		return nil, keepOutcome(err, call.err)
 	}
 	if resp.StatusCode < 400 {
 		return resp, nil
 	}
-	return nil, c.apiError(resp, stats)
+	return nil, c.apiError(resp, call)
 }
 
-func (c *Client) apiError(resp *http.Response, stats *opStats) *APIError {
+func (c *Client) apiError(resp *http.Response, call *callContext) *APIError {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, c.maxErrorBody))
 	e := &APIError{
 		StatusCode: resp.StatusCode,
 		Header:     resp.Header,
-		Key:        stats.key,
-		Attempts:   stats.attempts,
+		Key:        call.key,
+		Attempts:   call.attempts,
 		Replayed:   contract.Replayed(resp.Header),
 		Body:       body,
 	}

@@ -1,6 +1,7 @@
 package saferetry
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -241,5 +242,31 @@ func TestNilOptionIgnoredAndLaterOptionWins(t *testing.T) {
 	closeResp(resp)
 	if n := len(rc.Seen()); n != 2 || resp.StatusCode != 503 {
 		t.Fatalf("attempts = %d, status %d; want the later WithMaxAttempts(2) to win", n, resp.StatusCode)
+	}
+}
+
+// Client.Do costs at most two allocations beyond sending the same request
+// through its http.Client (the call's context and the request carrying
+// it): the key it pins up front is the one the Transport would have made.
+func TestClientOverheadAllocations(t *testing.T) {
+	resp := &http.Response{StatusCode: http.StatusCreated, Header: http.Header{}, Body: http.NoBody}
+	base := roundTripFunc(func(*http.Request) (*http.Response, error) { return resp, nil })
+	c := NewClient(WithBase(base))
+	payload := []byte(`{"amount":1500}`)
+	newPost := func() *http.Request {
+		req, _ := http.NewRequest(http.MethodPost, "http://api.test/v1/debits", bytes.NewReader(payload))
+		return req
+	}
+	send := func(do func(*http.Request) (*http.Response, error)) func() {
+		return func() {
+			if r, err := do(newPost()); err != nil || r.StatusCode != http.StatusCreated {
+				t.Fatal(r, err)
+			}
+		}
+	}
+	plain := testing.AllocsPerRun(200, send(c.HTTPClient().Do))
+	client := testing.AllocsPerRun(200, send(c.Do))
+	if own := client - plain; own > 2 {
+		t.Errorf("Client.Do allocates %.0f times more than its http.Client, want at most 2", own)
 	}
 }

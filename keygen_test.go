@@ -409,3 +409,38 @@ func TestSuppliedKeysReachTheMiddlewareIntact(t *testing.T) {
 		mu.Unlock()
 	}
 }
+
+// NewKey's keys are canonical UUIDv4 of the RFC 9562 variant, and no two
+// are alike, across many refills of its random pool and from many
+// goroutines at once.
+func TestNewKeyIsUUIDv4AndUnique(t *testing.T) {
+	const goroutines, each = 8, 500 // 4,000 keys: 250 refills of the pool
+	var mu sync.Mutex
+	seen := make(map[string]bool, goroutines*each)
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for range each {
+				k, err := NewKey()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				u, err := uuid.Parse(k)
+				if err != nil || u.Version() != 4 || u.Variant() != uuid.RFC4122 || u.String() != k {
+					t.Errorf("key %q is not a canonical UUIDv4", k)
+				}
+				mu.Lock()
+				if seen[k] {
+					t.Errorf("key %q generated twice", k)
+				}
+				seen[k] = true
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(seen) != goroutines*each {
+		t.Fatalf("%d distinct keys, want %d", len(seen), goroutines*each)
+	}
+}

@@ -116,7 +116,7 @@ type operation struct {
 	req       *http.Request
 	ctx       context.Context
 	key, wire string
-	body      *body
+	body      body
 	state     retrypolicy.State // what the retry decision knows
 
 	sent       bool      // some attempt may have reached the server
@@ -260,31 +260,22 @@ func (op *operation) attemptRequest(ctx context.Context, rc io.ReadCloser) *http
 	return r
 }
 
-// cloneHeader deep-copies h and, when wire is not empty, sets the key
-// header to it, in two allocations (the map and one backing array).
+// cloneHeader copies h into a new map and, when wire is not empty, sets
+// the key header to it, in one allocation (the map). The value slices are
+// shared with h, their capacity clipped so that an Add on the copy appends
+// to a slice of its own: net/http's contract is that a RoundTripper does
+// not modify its request, so nothing writes to them in place.
 func cloneHeader(h http.Header, wire string) http.Header {
-	nv := 0
-	for _, vv := range h {
-		nv += len(vv)
-	}
 	extra := 0
 	if wire != "" {
 		extra = 1
 	}
-	sv := make([]string, nv+extra)
 	h2 := make(http.Header, len(h)+extra)
 	for k, vv := range h {
-		if vv == nil {
-			h2[k] = nil
-			continue
-		}
-		n := copy(sv, vv)
-		h2[k] = sv[:n:n]
-		sv = sv[n:]
+		h2[k] = vv[:len(vv):len(vv)]
 	}
 	if wire != "" {
-		sv[0] = wire
-		h2[HeaderIdempotencyKey] = sv[:1:1]
+		h2[HeaderIdempotencyKey] = []string{wire}
 	}
 	return h2
 }
@@ -292,10 +283,8 @@ func cloneHeader(h http.Header, wire string) http.Header {
 // finish records the attempt count and the error, if any, for a Client
 // waiting on them.
 func (op *operation) finish(n int, err *Error) {
-	if s, ok := op.ctx.Value(statsCtxKey{}).(*opStats); ok {
-		s.attempts = n
-		s.key = op.key
-		s.err = err
+	if call := callOf(op.ctx); call != nil {
+		call.attempts, call.key, call.err = n, op.key, err
 	}
 }
 
@@ -332,12 +321,3 @@ func closeRequestBody(req *http.Request) {
 		req.Body.Close()
 	}
 }
-
-// opStats carries an operation's results from the Transport to the Client.
-type opStats struct {
-	attempts int
-	key      string
-	err      *Error // the operation's error when it got no response
-}
-
-type statsCtxKey struct{}

@@ -633,3 +633,77 @@ func TestRetryBudgetRefilledByFinalClientError(t *testing.T) {
 		}
 	}
 }
+
+// headerWriter is a base that adds to and replaces header values of the
+// request it is given, as an instrumenting RoundTripper might (against the
+// RoundTripper contract), then answers 503 until the last attempt.
+type headerWriter struct {
+	mu   sync.Mutex
+	seen []http.Header
+}
+
+func (hw *headerWriter) RoundTrip(r *http.Request) (*http.Response, error) {
+	hw.mu.Lock()
+	hw.seen = append(hw.seen, r.Header.Clone())
+	n := len(hw.seen)
+	hw.mu.Unlock()
+	r.Header.Add("Multi", "added")
+	r.Header.Set("X-Trace", "replaced")
+	code := http.StatusServiceUnavailable
+	if n == 3 {
+		code = http.StatusCreated
+	}
+	return &http.Response{StatusCode: code, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+}
+
+// The attempts share the caller's header values rather than copying them;
+// a base that appends to or replaces a value must still change neither the
+// caller's request nor what the next attempt sends.
+func TestSharedHeaderValuesStayTheCallers(t *testing.T) {
+	hw := &headerWriter{}
+	tr := NewTransport(hw, withClock(newFakeClock()), WithBackoff(constBackoff(time.Millisecond)))
+	req := newReq(t, context.Background(), http.MethodPost, `{"amount":1500}`)
+	multi := make([]string, 2, 8) // spare capacity an append could write into
+	multi[0], multi[1] = "1", "2"
+	req.Header["Multi"] = multi
+	req.Header.Set("X-Trace", "abc")
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeResp(resp)
+	if len(hw.seen) != 3 {
+		t.Fatalf("attempts = %d, want 3", len(hw.seen))
+	}
+	for i, h := range hw.seen {
+		if got := h["Multi"]; len(got) != 2 || got[0] != "1" || got[1] != "2" || h.Get("X-Trace") != "abc" {
+			t.Errorf("attempt %d sent Multi %q X-Trace %q: an earlier attempt's writes leaked", i+1, got, h.Get("X-Trace"))
+		}
+	}
+	if got := req.Header["Multi"]; len(got) != 2 || multi[:3][2] != "" || req.Header.Get("X-Trace") != "abc" {
+		t.Errorf("caller's header changed: Multi %q (spare slot %q), X-Trace %q", got, multi[:3][2], req.Header.Get("X-Trace"))
+	}
+}
+
+// The Transport's own cost for a POST answered at once is at most five
+// allocations (the attempt's request and header map, the key slice and the
+// key's text) beyond what the caller's request and the base cost.
+func TestTransportOverheadAllocations(t *testing.T) {
+	resp := &http.Response{StatusCode: http.StatusCreated, Header: http.Header{}, Body: http.NoBody}
+	base := roundTripFunc(func(*http.Request) (*http.Response, error) { return resp, nil })
+	tr := NewTransport(base)
+	payload := []byte(`{"amount":1500}`)
+	newPost := func() *http.Request {
+		req, _ := http.NewRequest(http.MethodPost, "http://api.test/v1/debits", bytes.NewReader(payload))
+		return req
+	}
+	direct := testing.AllocsPerRun(200, func() { _, _ = base.RoundTrip(newPost()) })
+	through := testing.AllocsPerRun(200, func() {
+		if r, err := tr.RoundTrip(newPost()); err != nil || r.StatusCode != http.StatusCreated {
+			t.Fatal(err)
+		}
+	})
+	if own := through - direct; own > 5 {
+		t.Errorf("the Transport allocates %.0f times per operation, want at most 5", own)
+	}
+}
