@@ -262,7 +262,7 @@ func (b *balancer) RoundTrip(req *http.Request) (*http.Response, error) {
 	return b.base.RoundTrip(r)
 }
 
-func redisClient(t *testing.T) *redis.Client {
+func redisClient(t testing.TB) *redis.Client {
 	t.Helper()
 	u := testenv.RedisURL(t)
 	opt, err := redis.ParseURL(u)

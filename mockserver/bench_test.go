@@ -1,0 +1,89 @@
+package mockserver_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/saferetry/saferetry/idempotency/redisstore"
+	"github.com/saferetry/saferetry/internal/loadgen"
+	"github.com/saferetry/saferetry/internal/testenv"
+	"github.com/saferetry/saferetry/mockserver"
+)
+
+// BenchmarkEndToEnd serves POST /payments with a fresh key per request
+// from 32 closed-loop clients over loopback, alternately through the mock
+// server and through a trivial JSON server (the raw anchor: it reads the
+// body and answers 201 with a payment-shaped body), and reports the median
+// ratio of their requests per second ("ratio") and of their p99 latencies
+// ("p99-ratio"). Each b.N is one round of both, 500 ms each:
+//
+//	go test -run '^$' -bench EndToEnd -benchtime 7x ./mockserver/
+func BenchmarkEndToEnd(b *testing.B) {
+	trivial := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var buf [512]byte
+		for {
+			if _, err := r.Body.Read(buf[:]); err != nil {
+				break
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"id":"pay_0123456789abcdef","amount":1,"currency":"EUR","recipient":"acct_1","status":"succeeded","idempotency_key":"` + r.Header.Get("Idempotency-Key") + `"}` + "\n"))
+	}))
+	defer trivial.Close()
+
+	b.Run("memory", func(b *testing.B) {
+		srv := mockserver.New(mockserver.WithBalance("EUR", 1<<62))
+		defer srv.Close()
+		compare(b, trivial.URL, srv.URL)
+	})
+	b.Run("redis", func(b *testing.B) {
+		rdb := redisClient(b)
+		prefix := testenv.RedisPrefix(b, rdb, "saferetry-mockserver-bench:")
+		srv := mockserver.New(mockserver.WithBalance("EUR", 1<<62),
+			mockserver.WithStore(redisstore.New(rdb, redisstore.WithPrefix(prefix))))
+		defer srv.Close()
+		compare(b, trivial.URL, srv.URL)
+	})
+}
+
+// compare runs b.N alternating rounds of the anchor and the target and
+// reports their ratios and figures.
+func compare(b *testing.B, anchorURL, targetURL string) {
+	const workers = 32
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = workers
+	client := &http.Client{Transport: tr}
+	defer tr.CloseIdleConnections()
+	pay := func(name, url string) loadgen.Target {
+		return loadgen.Target{Name: name, Request: func(w, i int) (*http.Request, error) {
+			req, err := http.NewRequest(http.MethodPost, url+"/payments",
+				strings.NewReader(`{"amount":1,"currency":"EUR","recipient":"acct_`+strconv.Itoa(w)+`"}`))
+			if err == nil {
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Idempotency-Key", uuid.NewString())
+			}
+			return req, err
+		}, OK: func(r *http.Response) bool { return r.StatusCode == http.StatusCreated }}
+	}
+	b.ResetTimer()
+	c, err := loadgen.Compare(context.Background(), client, pay("trivial", anchorURL), pay("mockserver", targetURL),
+		workers, b.N, 500*time.Millisecond)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(c.Ratio, "ratio")
+	b.ReportMetric(c.P99Ratio, "p99-ratio")
+	b.ReportMetric(c.Target.RPS(), "req/s")
+	b.ReportMetric(c.Anchor.RPS(), "anchor-req/s")
+	b.ReportMetric(float64(c.Target.P99.Microseconds()), "p99-µs")
+	b.ReportMetric(float64(c.Anchor.P99.Microseconds()), "anchor-p99-µs")
+	b.ReportMetric(0, "ns/op")
+}
