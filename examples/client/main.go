@@ -22,7 +22,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/signal"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -30,22 +29,13 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/saferetry/saferetry"
+	"github.com/saferetry/saferetry/examples/internal/serve"
 )
 
 func main() {
 	base := flag.String("url", "http://127.0.0.1:8080", "base URL of the mock server (go run ./cmd/mockserver)")
 	flag.Parse()
-	if flag.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "client: unexpected arguments %q\n", flag.Args())
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, strings.TrimRight(*base, "/"), os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "client:", err)
-		stop()
-		os.Exit(1)
-	}
+	serve.Main("client", func(ctx context.Context) error { return run(ctx, strings.TrimRight(*base, "/"), os.Stdout) })
 }
 
 // fault is one admin call that injects a fault before a payment.

@@ -31,8 +31,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -68,19 +66,7 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:8083", "address to listen on")
 	db := flag.String("db", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL URL")
 	flag.Parse()
-
-	if flag.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "postgres-tx: unexpected arguments %q\n", flag.Args())
-		os.Exit(2)
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *addr, *db, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "postgres-tx:", err)
-		stop()
-		os.Exit(1)
-	}
+	serve.Main("postgres-tx", func(ctx context.Context) error { return run(ctx, *addr, *db, os.Stdout) })
 }
 
 // run serves until ctx is done, then shuts down gracefully: requests in

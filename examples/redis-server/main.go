@@ -29,9 +29,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -46,19 +44,7 @@ func main() {
 	redisURL := flag.String("redis", "redis://127.0.0.1:6379/0", "Redis URL")
 	prefix := flag.String("prefix", "saferetry-example:", "prefix of every Redis key this example writes")
 	flag.Parse()
-
-	if flag.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "redis-server: unexpected arguments %q\n", flag.Args())
-		os.Exit(2)
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *addr, *redisURL, *prefix, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "redis-server:", err)
-		stop()
-		os.Exit(1)
-	}
+	serve.Main("redis-server", func(ctx context.Context) error { return run(ctx, *addr, *redisURL, *prefix, os.Stdout) })
 }
 
 // run serves until ctx is done, then shuts down gracefully: requests in
