@@ -175,33 +175,13 @@ func testConcurrentClaims(t *testing.T, s idempotency.Store) {
 	const n = 50
 	k := key(t, "race")
 	ctx := ctxT(t)
-	results := make(chan idempotency.ClaimResult, n)
-	errs := make(chan error, n)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			r, err := s.Claim(ctx, k, "fp", longLease, longTTL)
-			if err != nil {
-				errs <- err
-				return
-			}
-			results <- r
-		}()
-	}
-	close(start)
-	wg.Wait()
-	close(results)
-	close(errs)
-	for err := range errs {
+	results, errs := claimAtOnce(ctx, s, k, n, nil)
+	for _, err := range errs {
 		t.Errorf("concurrent Claim: %v", err)
 	}
 	var winners []int64
 	var blocked []idempotency.ClaimResult
-	for r := range results {
+	for _, r := range results {
 		if r.Acquired {
 			winners = append(winners, r.Token)
 		} else {
@@ -390,47 +370,20 @@ func testLateCompleteRacesTakeover(t *testing.T, s idempotency.Store) {
 		k := key(t, "late-"+string(rune('a'+round)))
 		old := mustAcquire(t, s, k, "fp", shortLease/3, longTTL)
 		waitLapsed(t, s, k)
-		start := make(chan struct{})
-		claims := make(chan idempotency.ClaimResult, claimers)
-		errs := make(chan error, claimers+1)
-		completed := make(chan bool, 1)
-		var wg sync.WaitGroup
-		wg.Add(1 + claimers)
-		go func() {
-			defer wg.Done()
-			<-start
-			err := s.Complete(ctx, k, old, sample(), longTTL)
-			switch {
-			case err == nil:
-				completed <- true
-			case errors.Is(err, idempotency.ErrStaleToken):
-				completed <- false
-			default:
-				errs <- err
-			}
-		}()
-		for range claimers {
-			go func() {
-				defer wg.Done()
-				<-start
-				r, err := s.Claim(ctx, k, "fp", longLease, longTTL)
-				if err != nil {
-					errs <- err
-					return
-				}
-				claims <- r
-			}()
+		var won bool
+		var completeErr error
+		claims, errs := claimAtOnce(ctx, s, k, claimers, func() {
+			completeErr = s.Complete(ctx, k, old, sample(), longTTL)
+			won = completeErr == nil
+		})
+		if completeErr != nil && !errors.Is(completeErr, idempotency.ErrStaleToken) {
+			errs = append(errs, completeErr)
 		}
-		close(start)
-		wg.Wait()
-		close(claims)
-		close(errs)
-		for err := range errs {
+		for _, err := range errs {
 			t.Fatalf("round %d: %v", round, err)
 		}
-		won := <-completed
 		var takers int
-		for r := range claims {
+		for _, r := range claims {
 			if r.Acquired {
 				takers++
 			}
@@ -738,4 +691,34 @@ func testBytesKept(t *testing.T, s idempotency.Store) {
 			t.Errorf("re-Claim(%q, %q) response: %s", c.k.Scope, c.k.Key, d)
 		}
 	}
+}
+
+// claimAtOnce makes n Claims of k for "fp" at once, from goroutines of
+// their own released together, alongside along (when not nil) in one more,
+// and returns what they got once all are done.
+func claimAtOnce(ctx context.Context, s idempotency.Store, k idempotency.Key, n int, along func()) ([]idempotency.ClaimResult, []error) {
+	var mu sync.Mutex
+	var results []idempotency.ClaimResult
+	var errs []error
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	if along != nil {
+		wg.Go(func() { <-start; along() })
+	}
+	for range n {
+		wg.Go(func() {
+			<-start
+			r, err := s.Claim(ctx, k, "fp", longLease, longTTL)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			results = append(results, r)
+		})
+	}
+	close(start)
+	wg.Wait()
+	return results, errs
 }
