@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/saferetry/saferetry"
+	"github.com/saferetry/saferetry/internal/benchratio"
 	"github.com/saferetry/saferetry/saferetryablehttp"
 )
 
@@ -118,5 +119,50 @@ func BenchmarkLoopback(b *testing.B) {
 		c.HTTPClient = &http.Client{Transport: newBase()}
 		saferetryablehttp.Configure(c)
 		runRetryable(b, c)
+	})
+}
+
+// BenchmarkLoopbackRatio is BenchmarkLoopback's saferetry Client and plain
+// Transport each against a bare http.Client over the same loopback server
+// and keep-alive connection, run alternately by benchratio, with "ratio"
+// their median time over the bare client's. The bare client sends the
+// same Idempotency-Key header (a fresh UUIDv4), so the ratio is
+// saferetry's own cost:
+//
+//	go test -run '^$' -bench LoopbackRatio -benchtime 40000x .
+func BenchmarkLoopbackRatio(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"id":"d-1"}`))
+	}))
+	defer srv.Close()
+	payload := []byte(`{"account":"acc-1","amount":1500}`)
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	defer base.CloseIdleConnections()
+	send := func(b *testing.B, do func(*http.Request) (*http.Response, error), key bool) func(n int) {
+		return func(n int) {
+			for range n {
+				req, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(payload))
+				if key {
+					req.Header.Set(saferetry.HeaderIdempotencyKey, uuid.NewString())
+				}
+				resp, err := do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}
+	}
+	bare := &http.Client{Transport: base}
+	b.Run("client", func(b *testing.B) {
+		c := saferetry.NewClient(saferetry.WithBase(base))
+		benchratio.Run(b, send(b, c.Do, false), send(b, bare.Do, true))
+	})
+	b.Run("transport", func(b *testing.B) {
+		c := &http.Client{Transport: saferetry.NewTransport(base)}
+		benchratio.Run(b, send(b, c.Do, false), send(b, bare.Do, true))
 	})
 }
