@@ -309,9 +309,13 @@ func (r *run) checkBurst(ctx context.Context) []Exchange {
 	case len(reps) == 0:
 		r.set(CheckConcurrentOnce, Fail, fmt.Sprintf("no request with the key succeeded, during the burst of %d or after it: %s", n, tally(all)), all...)
 	case len(reps) > 1:
-		names := make([]string, len(reps))
+		var names []string
 		for i, rep := range reps {
-			names[i] = describeResource(rep)
+			if i == maxNamed {
+				names = append(names, "...")
+				break
+			}
+			names = append(names, describeResource(rep))
 		}
 		r.set(CheckConcurrentOnce, Fail, fmt.Sprintf("%d successes name %d different resources (%s): one key ran %d times", len(succ), len(reps), strings.Join(names, "; "), len(reps)), all...)
 	default:
@@ -339,6 +343,9 @@ func (r *run) checkBurst(ctx context.Context) []Exchange {
 	}
 	return conflicts
 }
+
+// maxNamed is how many resources a verdict names.
+const maxNamed = 3
 
 // followWait is how long to wait before asking again after the 409 ex.
 func followWait(ex Exchange) time.Duration {
