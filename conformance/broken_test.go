@@ -17,29 +17,38 @@ import (
 // exactly the checks it breaks, and a layer without flaws passes them all.
 func TestBrokenServers(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		flaws  flaws
-		failed []string
+		name     string
+		flaws    flaws
+		failed   []string
+		checkTTL bool // check ttl-expiry (it waits for the TTL)
 	}{
-		{"no flaw", flaws{}, nil},
-		{"check then insert", flaws{raceWindow: 3 * work}, []string{conformance.CheckConcurrentOnce, conformance.CheckCountOnce}},
-		{"no fingerprint", flaws{noFingerprint: true}, []string{conformance.CheckReuseRefused, conformance.CheckReuseStatus}},
-		{"replay re-rendered", flaws{rerenderReplay: true}, []string{conformance.CheckReplay}},
-		{"500 in progress", flaws{inProgressStatus: http.StatusInternalServerError}, []string{conformance.CheckConcurrent409}},
-		{"200 in progress", flaws{inProgressStatus: http.StatusOK}, []string{conformance.CheckConcurrentOnce}},
-		{"409 without Retry-After", flaws{noRetryAfter: true}, []string{conformance.CheckConflictRetryAfter}},
-		{"keys never expire", flaws{neverExpire: true}, []string{conformance.CheckTTLExpiry}},
-		{"errors as text/plain", flaws{textErrors: true}, []string{conformance.CheckProblemJSON}},
-		{"one scope for all", flaws{sharedScope: true}, []string{conformance.CheckScopeIsolation}},
+		{"no flaw", flaws{}, nil, true},
+		{"check then insert", flaws{raceWindow: 3 * work}, []string{conformance.CheckConcurrentOnce, conformance.CheckCountOnce}, false},
+		{"no fingerprint", flaws{noFingerprint: true}, []string{conformance.CheckReuseRefused, conformance.CheckReuseStatus}, false},
+		{"replay re-rendered", flaws{rerenderReplay: true}, []string{conformance.CheckReplay}, false},
+		{"500 in progress", flaws{inProgressStatus: http.StatusInternalServerError}, []string{conformance.CheckConcurrent409}, false},
+		{"200 in progress", flaws{inProgressStatus: http.StatusOK}, []string{conformance.CheckConcurrentOnce}, false},
+		{"409 without Retry-After", flaws{noRetryAfter: true}, []string{conformance.CheckConflictRetryAfter}, false},
+		{"keys never expire", flaws{neverExpire: true}, []string{conformance.CheckTTLExpiry}, true},
+		{"errors as text/plain", flaws{textErrors: true}, []string{conformance.CheckProblemJSON}, false},
+		{"one scope for all", flaws{sharedScope: true}, []string{conformance.CheckScopeIsolation}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := newNaive(tc.flaws)
-			defer srv.Close()
-			rep := check(t, fullChecker(srv.URL+"/items"), srv.URL+"/items")
+			retention, c := longRetention, fullChecker("")
 			var skipped []string
-			if tc.flaws.inProgressStatus != 0 || tc.flaws.raceWindow > 0 {
-				skipped = []string{conformance.CheckConflictRetryAfter} // no 409 comes
+			if tc.checkTTL {
+				retention = ttl
+			} else {
+				c.TTL = 0
+				skipped = append(skipped, conformance.CheckTTLExpiry)
 			}
+			if tc.flaws.inProgressStatus != 0 || tc.flaws.raceWindow > 0 {
+				skipped = append(skipped, conformance.CheckConflictRetryAfter) // no 409 comes
+			}
+			srv := newNaive(tc.flaws, retention)
+			defer srv.Close()
+			c.CountURL = srv.URL + "/items"
+			rep := check(t, c, srv.URL+"/items")
 			wantOutcome(t, rep, tc.failed, skipped)
 		})
 	}

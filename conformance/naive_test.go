@@ -17,6 +17,7 @@ import (
 // lists them. Its zero flaws keep the contract; each flaw breaks one rule.
 type naive struct {
 	flaws
+	retention time.Duration // how long a completed key is kept
 	mu      sync.Mutex
 	entries map[string]*naiveEntry
 	items   []json.RawMessage
@@ -43,8 +44,10 @@ type naiveEntry struct {
 	at          time.Time // when it completed
 }
 
-func newNaive(f flaws) *httptest.Server {
-	n := &naive{flaws: f, entries: make(map[string]*naiveEntry)}
+// newNaive serves a naive layer with flaws f that keeps completed keys for
+// retention.
+func newNaive(f flaws, retention time.Duration) *httptest.Server {
+	n := &naive{flaws: f, retention: retention, entries: make(map[string]*naiveEntry)}
 	srv := httptest.NewServer(n)
 	srv.Config.ErrorLog = nil
 	return srv
@@ -54,7 +57,7 @@ func (n *naive) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodGet && r.URL.Path == "/items":
 		n.mu.Lock()
-		list, _ := json.Marshal(n.items)
+		list, _ := json.Marshal(append([]json.RawMessage{}, n.items...)) // [] when empty
 		n.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(list)
@@ -87,7 +90,7 @@ func (n *naive) create(w http.ResponseWriter, r *http.Request) {
 
 	n.mu.Lock()
 	e, found := n.entries[key]
-	if found && e.done && !n.neverExpire && time.Since(e.at) > ttl {
+	if found && e.done && !n.neverExpire && time.Since(e.at) > n.retention {
 		delete(n.entries, key)
 		found = false
 	}
