@@ -18,9 +18,9 @@ import (
 type naive struct {
 	flaws
 	retention time.Duration // how long a completed key is kept
-	mu      sync.Mutex
-	entries map[string]*naiveEntry
-	items   []json.RawMessage
+	mu        sync.Mutex
+	entries   map[string]*naiveEntry
+	items     []json.RawMessage
 }
 
 // flaws are the ways a naive layer breaks the contract.
