@@ -121,7 +121,8 @@ type Checker struct {
 var ErrUnreachable = errors.New("conformance: target unreachable")
 
 // ErrInvalid is the cause of Run's and Plan's error when the Checker or
-// the Target is not usable (a bad URL, a negative duration).
+// the Target is not usable (a bad URL, a negative duration), or CountURL's
+// first answer holds no count.
 var ErrInvalid = errors.New("conformance: invalid configuration")
 
 // Error is the error Run and Plan return, with the target it concerns.

@@ -35,9 +35,13 @@ func (c *Checker) Run(ctx context.Context, t Target) (Report, error) {
 	if err := c.validate(t); err != nil {
 		return Report{}, err
 	}
+	client := c.client()
+	if c.Client == nil {
+		defer client.CloseIdleConnections() // the client is this run's own
+	}
 	r := &run{
 		c: c, t: t, profile: c.profile(),
-		sd:      &sender{client: c.client(), header: t.Header, timeout: c.timeout()},
+		sd:      &sender{client: client, header: t.Header, timeout: c.timeout()},
 		plan:    c.newPlan(t),
 		results: make(map[string]Result),
 	}
@@ -98,7 +102,11 @@ func (r *run) all(ctx context.Context) error {
 	cs := &counts{on: r.c.CountURL != ""}
 	n0 := r.read(ctx, cs)
 	if cs.err != nil {
-		return &Error{Target: r.t.name(), Cause: ErrUnreachable, Err: fmt.Errorf("count url: %w", cs.err)}
+		cause := ErrInvalid // it answered, but not with a count
+		if len(cs.evidence) == 0 || !cs.evidence[0].answered() {
+			cause = ErrUnreachable
+		}
+		return &Error{Target: r.t.name(), Cause: cause, Err: fmt.Errorf("count url: %w", cs.err)}
 	}
 
 	first := r.sd.send(ctx, p.first)

@@ -13,12 +13,10 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/saferetry/saferetry/internal/testenv"
 	"github.com/saferetry/saferetry/mockserver"
 )
 
@@ -85,6 +83,7 @@ func TestExitStatus(t *testing.T) {
 		{"bad profile", []string{"check", "-url", mock.URL, "-profile", "paypal"}, 2, "", "want ietf or stripe"},
 		{"bad header", []string{"check", "-url", mock.URL, "-header", "no colon"}, 2, "", "want 'Name: value'"},
 		{"one principal", []string{"check", "-url", mock.URL, "-auth-a", "Authorization: a"}, 2, "", "together"},
+		{"count url without a count", []string{"check", "-url", mock.URL + "/payments", "-body", payBody, "-count-url", mock.URL + "/payments#/total"}, 2, "", "invalid: count url"},
 		{"help", []string{"check", "-h"}, 0, "", "-count-url"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -210,22 +209,19 @@ func TestOpenAPI(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
+// startupLine hands over the URL of the mock server's startup line.
+type startupLine chan string
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
+var urlRE = regexp.MustCompile(`listening on (http://\S+)`)
 
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+func (c startupLine) Write(p []byte) (int, error) {
+	if m := urlRE.FindSubmatch(p); m != nil {
+		select {
+		case c <- string(m[1]):
+		default:
+		}
+	}
+	return len(p), nil
 }
 
 // TestMockSubcommand: saferetry mock serves the mock server, which the
@@ -233,12 +229,18 @@ func (s *syncBuffer) String() string {
 func TestMockSubcommand(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errOut syncBuffer
+	out := make(startupLine, 1)
+	var errOut bytes.Buffer // read once run returned
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"mock", "-addr", "127.0.0.1:0"}, &out, &errOut) }()
-	urlRE := regexp.MustCompile(`listening on (http://\S+)`)
-	testenv.Eventually(t, "the startup line", func() bool { return urlRE.MatchString(out.String()) })
-	base := urlRE.FindStringSubmatch(out.String())[1]
+	go func() { done <- run(ctx, []string{"mock", "-addr", "127.0.0.1:0"}, out, &errOut) }()
+	var base string
+	select {
+	case base = <-out:
+	case code := <-done:
+		t.Fatalf("mock exited %d before listening: %s", code, errOut.String())
+	case <-time.After(10 * time.Second):
+		t.Fatal("no startup line after 10s")
+	}
 
 	code, stdout, stderr := runCLI(t, "check", "-url", base+"/payments", "-body", payBody, "-key-required", "-count-url", base+"/payments")
 	if code != 0 {
