@@ -92,3 +92,30 @@ func TestKeysPerInstance(t *testing.T) {
 	wantOutcome(t, rep, []string{conformance.CheckReplay, conformance.CheckCountOnce, conformance.CheckConcurrentOnce},
 		[]string{conformance.CheckTTLExpiry, conformance.CheckScopeIsolation})
 }
+
+// TestProfiles: a reused key answered 400, as Stripe does, passes under
+// ProfileStripe and fails reuse-status under ProfileIETF; text/plain
+// errors fail problem-json under ietf and only warn under stripe, where it
+// is INFO.
+func TestProfiles(t *testing.T) {
+	srv := newNaive(flaws{reuseStatus: http.StatusBadRequest, textErrors: true}, longRetention)
+	defer srv.Close()
+	for _, tc := range []struct {
+		profile conformance.Profile
+		failed  []string
+	}{
+		{conformance.ProfileIETF, []string{conformance.CheckReuseStatus, conformance.CheckProblemJSON}},
+		{conformance.ProfileStripe, nil},
+	} {
+		t.Run(string(tc.profile), func(t *testing.T) {
+			c := fullChecker(srv.URL + "/items")
+			c.TTL, c.Profile = 0, tc.profile
+			rep := check(t, c, srv.URL+"/items")
+			wantOutcome(t, rep, tc.failed, []string{conformance.CheckTTLExpiry})
+			if res, _ := rep.Result(conformance.CheckProblemJSON); tc.profile == conformance.ProfileStripe &&
+				(res.Level != conformance.LevelInfo || res.Status != conformance.Warn) {
+				t.Errorf("stripe problem-json: %s %s, want INFO WARN", res.Level, res.Status)
+			}
+		})
+	}
+}

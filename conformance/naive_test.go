@@ -33,6 +33,7 @@ type flaws struct {
 	neverExpire      bool          // keys outlive their retention
 	textErrors       bool          // errors as text/plain
 	sharedScope      bool          // one key space for every principal
+	reuseStatus      int           // answers a reused key with this status instead of 422
 }
 
 type naiveEntry struct {
@@ -110,6 +111,8 @@ func (n *naive) create(w http.ResponseWriter, r *http.Request) {
 	n.mu.Unlock()
 
 	switch {
+	case snap.fingerprint != fp && n.reuseStatus != 0:
+		n.fail(w, n.reuseStatus, "key-reused", "the key was used with another body", 0)
 	case snap.fingerprint != fp:
 		n.fail(w, http.StatusUnprocessableEntity, "key-reused", "the key was used with another body", 0)
 	case !snap.done && n.inProgressStatus == http.StatusOK:

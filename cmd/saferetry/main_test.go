@@ -207,6 +207,18 @@ func TestOpenAPI(t *testing.T) {
 	if code != 2 || !strings.Contains(stderr, "relative: give the base URL") {
 		t.Errorf("without -url: exit %d, stderr %s", code, stderr)
 	}
+
+	// Over HTTP, with the server named in the document.
+	withServer := strings.Replace(doc, `"paths"`, `"servers": [{"url": "`+mock.URL+`"}], "paths"`, 1)
+	docSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(withServer))
+	}))
+	defer docSrv.Close()
+	code, stdout, stderr = runCLI(t, "check", "-openapi", docSrv.URL+"/openapi.json", "-json")
+	if code != 0 || !strings.Contains(stdout, `"url": "`+mock.URL+`/payments"`) {
+		t.Errorf("-openapi over HTTP: exit %d\nstdout:\n%.600s\nstderr:\n%s", code, stdout, stderr)
+	}
 }
 
 // startupLine hands over the URL of the mock server's startup line.
