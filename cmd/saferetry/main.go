@@ -1,0 +1,56 @@
+// Command saferetry checks whether an HTTP API honours Idempotency-Key, and
+// runs the saferetry mock server.
+//
+// Usage:
+//
+//	saferetry check -url URL [flags]     check one endpoint
+//	saferetry check -openapi URL_OR_FILE check every operation that declares an Idempotency-Key header
+//	saferetry mock [flags]               run the mock payments server (the flags of cmd/mockserver)
+//
+// check sends requests, each with a fresh Idempotency-Key of its own, and
+// prints a table of checks (see package conformance for what each one
+// asks and at which level):
+//
+//	saferetry check -url http://127.0.0.1:8080/payments -key-required \
+//		-body '{"amount":1250,"currency":"EUR","recipient":"alice"}' \
+//		-count-url http://127.0.0.1:8080/payments
+//
+// Flags of check:
+//
+//	-url URL          the endpoint (with -openapi: the base URL its paths go after; default the document's server)
+//	-method M         the request method (default POST)
+//	-body JSON        the request body
+//	-body-file F      the request body, from a file
+//	-other-body JSON  a body that asks for another operation (default: the body with one more member)
+//	-header 'K: V'    a header sent on every request (repeatable)
+//	-concurrency N    the size of the burst with one key (default 20)
+//	-profile P        ietf (default) or stripe: the levels and statuses to hold the answers to
+//	-key-required     the endpoint requires a key: check that a request without one gets 400
+//	-count-url U      a GET that counts the records (#/json/pointer or #dotted.path for a count inside; default the array's length or the body's size)
+//	-ttl D            the retention the API states: re-send the first key after D, expect a new execution
+//	-auth-a 'K: V'    a header of principal a (repeatable); with -auth-b, check that keys do not cross principals
+//	-auth-b 'K: V'    a header of principal b (repeatable)
+//	-openapi SRC      an OpenAPI 3.x JSON document (URL or file): check each operation that declares the key
+//	-timeout D        bound on each request (default 10s)
+//	-json             print one JSON document instead of the table
+//	-junit FILE       also write a JUnit XML report to FILE
+//	-dry-run          print the requests it would send, and send none
+//
+// Exit status: 0 when every MUST check passed, 1 when one failed, 2 on a
+// usage error or when the endpoint could not be reached.
+package main
+
+import (
+	"context"
+	"os"
+
+	"github.com/saferetry/saferetry/internal/mockcmd"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "mock" {
+		// The mock server shuts down gracefully on SIGINT and SIGTERM.
+		os.Exit(mockcmd.Main("saferetry mock", os.Args[2:]))
+	}
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}

@@ -1,0 +1,218 @@
+package conformance
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Profile says which convention the levels and accepted statuses follow.
+type Profile string
+
+// The profiles.
+const (
+	// ProfileIETF follows the IETF draft "The Idempotency-Key HTTP Header
+	// Field": 422 for a reused key, problem+json errors, Retry-After on 409.
+	ProfileIETF Profile = "ietf"
+	// ProfileStripe follows Stripe's convention: 400, 409 or 422 for a
+	// reused key, errors in the API's own JSON, a replay marked with
+	// Idempotent-Replayed.
+	ProfileStripe Profile = "stripe"
+)
+
+// ParseProfile returns the Profile named s ("ietf" or "stripe"; "" is
+// ProfileIETF).
+func ParseProfile(s string) (Profile, error) {
+	switch p := Profile(strings.ToLower(s)); p {
+	case "", ProfileIETF:
+		return ProfileIETF, nil
+	case ProfileStripe:
+		return p, nil
+	}
+	return "", fmt.Errorf("conformance: profile %q: want ietf or stripe", s)
+}
+
+// Target is one endpoint to check: the operation its requests ask for.
+type Target struct {
+	// Method is the request method; "" means POST.
+	Method string
+	// URL is the endpoint's absolute http or https URL.
+	URL string
+	// Body is the request body of the operation, sent as it is. nil sends
+	// none.
+	Body []byte
+	// OtherBody is a body that asks for another operation, for the
+	// reuse checks. nil derives one from Body: a JSON object gets one more
+	// member ("saferetry_check" with a fresh value), anything else a suffix.
+	OtherBody []byte
+	// Header is sent on every request, for example Authorization or
+	// Content-Type (which defaults to application/json for a body that is
+	// JSON). An Idempotency-Key in it is ignored: the checks set their own.
+	Header http.Header
+	// KeyRequired says the endpoint requires a key: missing-key then sends
+	// a request without one. false skips missing-key.
+	KeyRequired bool
+	// Name names the target in reports (an OpenAPI operationId, say); ""
+	// means "METHOD URL".
+	Name string
+}
+
+func (t Target) method() string {
+	if t.Method == "" {
+		return http.MethodPost
+	}
+	return strings.ToUpper(t.Method)
+}
+
+func (t Target) name() string {
+	if t.Name != "" {
+		return t.Name
+	}
+	return t.method() + " " + t.URL
+}
+
+// DefaultConcurrency is the size of the burst unless Checker.Concurrency
+// says otherwise.
+const DefaultConcurrency = 20
+
+// DefaultTimeout bounds each request unless Checker.Timeout says otherwise.
+const DefaultTimeout = 10 * time.Second
+
+// Checker runs the checks against targets. The zero value is a valid
+// Checker: ProfileIETF, a burst of DefaultConcurrency, no count, principal
+// or retention checks. Most callers set the options they need and call Run.
+// A Checker is safe for concurrent use by multiple goroutines as long as
+// its fields are not changed while it runs.
+type Checker struct {
+	// Profile chooses levels and accepted statuses; "" means ProfileIETF.
+	Profile Profile
+	// Concurrency is the number of simultaneous requests with one key of
+	// concurrent-once; 0 means DefaultConcurrency. At least 2.
+	Concurrency int
+	// CountURL, when set, is a GET whose answer counts the endpoint's
+	// records, for count-once: with a fragment, the JSON value there (a
+	// JSON pointer such as #/meta/total, or a dotted path such as
+	// #meta.total; a number, or an array whose length counts); without,
+	// the length of a JSON array body, or else the body's size in bytes.
+	// "" skips count-once.
+	CountURL string
+	// TTL is the retention the endpoint states: ttl-expiry re-sends the
+	// first request's key once TTL has passed since its answer and expects
+	// a new execution. 0 skips ttl-expiry.
+	TTL time.Duration
+	// AuthA and AuthB are the headers of two principals (for example two
+	// Authorization values), for scope-isolation; unless both are set it
+	// is skipped.
+	AuthA, AuthB http.Header
+	// Timeout bounds each request; 0 means DefaultTimeout.
+	Timeout time.Duration
+	// Client sends the requests; nil means a client of the Checker's own
+	// that keeps Concurrency connections per host and follows no redirect.
+	// A client given here should not follow redirects either.
+	Client *http.Client
+}
+
+// ErrUnreachable is the cause of Run's error when the target, or CountURL,
+// could not be reached at all: no check could run. Match it with
+// errors.Is.
+var ErrUnreachable = errors.New("conformance: target unreachable")
+
+// ErrInvalid is the cause of Run's and Plan's error when the Checker or
+// the Target is not usable (a bad URL, a negative duration), or CountURL's
+// first answer holds no count.
+var ErrInvalid = errors.New("conformance: invalid configuration")
+
+// Error is the error Run and Plan return, with the target it concerns.
+// errors.Is on it matches its Cause, ErrUnreachable or ErrInvalid.
+type Error struct {
+	Target string // the target's name
+	Cause  error  // ErrUnreachable or ErrInvalid
+	Err    error  // what happened; may be nil
+}
+
+func (e *Error) Error() string {
+	if e.Err == nil {
+		return e.Cause.Error() + ": " + e.Target
+	}
+	return e.Cause.Error() + ": " + e.Target + ": " + e.Err.Error()
+}
+
+// Unwrap returns the cause and the underlying error.
+func (e *Error) Unwrap() []error {
+	if e.Err == nil {
+		return []error{e.Cause}
+	}
+	return []error{e.Cause, e.Err}
+}
+
+// validate refuses a Checker or Target that could not run.
+func (c *Checker) validate(t Target) error {
+	bad := func(format string, args ...any) error {
+		return &Error{Target: t.name(), Cause: ErrInvalid, Err: fmt.Errorf(format, args...)}
+	}
+	if err := absoluteURL(t.URL); err != nil {
+		return bad("url: %w", err)
+	}
+	if c.CountURL != "" {
+		if err := absoluteURL(c.CountURL); err != nil {
+			return bad("count url: %w", err)
+		}
+	}
+	if _, err := ParseProfile(string(c.Profile)); err != nil {
+		return bad("%w", err)
+	}
+	switch {
+	case c.Concurrency < 0 || c.Concurrency == 1:
+		return bad("concurrency %d: want at least 2", c.Concurrency)
+	case c.TTL < 0 || c.Timeout < 0:
+		return bad("ttl and timeout must not be negative")
+	case (len(c.AuthA) == 0) != (len(c.AuthB) == 0):
+		return bad("give the headers of both principals, or of neither")
+	}
+	return nil
+}
+
+func absoluteURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return err
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q is not an absolute http or https URL", s)
+	}
+	return nil
+}
+
+func (c *Checker) profile() Profile {
+	p, _ := ParseProfile(string(c.Profile))
+	return p
+}
+
+func (c *Checker) concurrency() int {
+	if c.Concurrency == 0 {
+		return DefaultConcurrency
+	}
+	return c.Concurrency
+}
+
+func (c *Checker) timeout() time.Duration {
+	if c.Timeout == 0 {
+		return DefaultTimeout
+	}
+	return c.Timeout
+}
+
+func (c *Checker) client() *http.Client {
+	if c.Client != nil {
+		return c.Client
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = c.concurrency() + 2
+	return &http.Client{
+		Transport:     tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}

@@ -1,0 +1,64 @@
+// Package conformance checks, from outside and over HTTP, whether an
+// endpoint honours Idempotency-Key: whatever its language or framework, the
+// same key and body must replay the first answer, another body with the
+// same key must be refused, a burst of requests with one key must execute
+// once, and so on. The saferetry command runs it (saferetry check); Go
+// programs and tests call [Checker.Run] and read the [Report].
+//
+// # The checks
+//
+// Each check has a stable ID, a [Level] taken from the IETF draft "The
+// Idempotency-Key HTTP Header Field" (ProfileIETF, the default) or from
+// Stripe's convention (ProfileStripe), a [Status] and a one-line verdict,
+// with the exchanges it rests on as evidence:
+//
+//	id                    ietf    stripe  what it asks
+//	first-request         MUST    MUST    a request with a fresh key succeeds (2xx)
+//	replay                MUST    MUST    the same key and body get the same status and body, byte for byte
+//	replay-marker         INFO    SHOULD  the replay says so (Idempotent-Replayed: true)
+//	reuse-refused         MUST    MUST    the same key with another body is refused (4xx): neither run nor replayed
+//	reuse-status          SHOULD  SHOULD  ... with 422 (ietf), or 400, 409 or 422 (stripe)
+//	concurrent-once       MUST    MUST    a burst of requests with one fresh key executes once: every success names one resource
+//	concurrent-409        SHOULD  SHOULD  every other answer of the burst is 409 (in progress)
+//	conflict-retry-after  SHOULD  INFO    every 409 carries a valid Retry-After
+//	missing-key           SHOULD  SHOULD  with KeyRequired, a request without a key gets 400
+//	malformed-key         SHOULD  INFO    a malformed key (an unterminated sf-string) gets 400
+//	long-key              SHOULD  SHOULD  a key over 255 bytes gets 400
+//	problem-json          SHOULD  INFO    those error answers are application/problem+json (RFC 9457)
+//	count-once            MUST    MUST    with CountURL, the server's own records grow by one per operation
+//	scope-isolation       MUST    MUST    with AuthA and AuthB, one principal never gets the other's answer
+//	ttl-expiry            SHOULD  SHOULD  with TTL, a key re-sent after the stated retention executes anew
+//
+// The draft makes the 400, 409 and 422 answers SHOULDs, and leaves expiry to
+// the server's published policy, so those are SHOULDs here; what makes a key
+// idempotent at all (one execution, the first answer replayed, another body
+// not run, another principal's answer never served) is a MUST. A check that
+// does not hold is FAIL whatever its level, except an INFO check, which
+// says WARN; [Report.Passed] counts only the MUSTs. A check that cannot be
+// run (its option is unset, or the first request failed) is SKIP.
+//
+// A success's resource identity is its Location header, else the "id"
+// member of its JSON body, else the body itself: two successes name the
+// same resource when their bodies are equal or they share a Location or an
+// id. The concurrent checks see a 409 only when the first request is still
+// running as the others arrive, so conflict-retry-after is SKIP against an
+// endpoint that answers faster than the burst arrives.
+//
+// # What it guarantees
+//
+// Every request carries a key of its own, fresh (a UUIDv4 inside) for this
+// run: a key is sent twice only by the check that means to (the replay, the
+// burst, the principals, the re-send after TTL), so running the checker
+// twice, or against a live server, never replays or blocks another client's
+// operation. It does execute the operation: once for the first request,
+// once for the burst, once or twice for scope-isolation and once for
+// ttl-expiry against a server that keeps the contract, more against one
+// that does not. Point it at a test account. Header values given in Header,
+// AuthA and AuthB are sent but never appear in a Report. Redirects are not
+// followed: the checks are about the endpoint's own answers.
+//
+// A PASS is what the answers showed, not a proof: a burst that found no
+// race may have missed a narrow window, and without CountURL "executed
+// once" is read from the answers alone. A FAIL is a counter-example, with
+// the exchanges that show it.
+package conformance

@@ -1,0 +1,83 @@
+package conformance
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+)
+
+// A success's resource identity: its Location, the "id" member of its JSON
+// body, or the body itself (see the package documentation).
+
+// jsonID returns the top-level "id" member of a JSON object body, as its
+// text ("" when there is none).
+func jsonID(body []byte) string {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(body, &obj) != nil {
+		return ""
+	}
+	raw, ok := obj["id"]
+	if !ok {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	if t := strings.TrimSpace(string(raw)); t != "null" {
+		return t
+	}
+	return ""
+}
+
+// location returns ex's Location header.
+func (ex Exchange) location() string {
+	if ex.header == nil {
+		return ""
+	}
+	return ex.header.Get("Location")
+}
+
+// identified reports whether ex names its resource (a Location or an id),
+// so that two answers can be told apart by more than their bytes.
+func (ex Exchange) identified() bool { return ex.location() != "" || jsonID(ex.body) != "" }
+
+// sameResource reports whether the successes a and b name one resource:
+// equal bodies, or one Location, or one id.
+func sameResource(a, b Exchange) bool {
+	if bytes.Equal(a.body, b.body) {
+		return true
+	}
+	if la := a.location(); la != "" && la == b.location() {
+		return true
+	}
+	ia := jsonID(a.body)
+	return ia != "" && ia == jsonID(b.body)
+}
+
+// describeResource names ex's resource for a verdict.
+func describeResource(ex Exchange) string {
+	if l := ex.location(); l != "" {
+		return "Location " + l
+	}
+	if id := jsonID(ex.body); id != "" {
+		return "id " + id
+	}
+	return "body " + ex.Body
+}
+
+// resources groups successes by resource: one entry, the first success
+// naming it, per resource.
+func resources(succ []Exchange) []Exchange {
+	var reps []Exchange
+next:
+	for _, s := range succ {
+		for _, r := range reps {
+			if sameResource(r, s) {
+				continue next
+			}
+		}
+		reps = append(reps, s)
+	}
+	return reps
+}

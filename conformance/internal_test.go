@@ -1,0 +1,84 @@
+package conformance
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/saferetry/saferetry/internal/contract"
+)
+
+// The keys of malformed-key and long-key are refused by the contract's
+// grammar, and the others accepted.
+func TestKeysAgainstTheGrammar(t *testing.T) {
+	if _, err := contract.ParseKey(malformedKey()); err == nil {
+		t.Error("malformedKey parses")
+	}
+	long := longKey()
+	if len(long) != contract.MaxKeyLen+1 {
+		t.Errorf("longKey is %d bytes, want %d", len(long), contract.MaxKeyLen+1)
+	}
+	if _, err := contract.ParseKey(long); err == nil {
+		t.Error("longKey parses")
+	}
+	if err := contract.ValidKey(long[:contract.MaxKeyLen]); err != nil {
+		t.Errorf("longKey is refused for more than its length: %v", err)
+	}
+	k := newKey("first")
+	if got, err := contract.ParseKey(k); err != nil || got != k {
+		t.Errorf("ParseKey(%q) = %q, %v", k, got, err)
+	}
+	if newKey("first") == k {
+		t.Error("newKey repeats itself")
+	}
+}
+
+func TestOtherBody(t *testing.T) {
+	for _, body := range []string{`{"a":1}`, ` { "a" : [1] } `, `{}`, `[1]`, `plain`, ``} {
+		other := otherBody([]byte(body))
+		if string(other) == body {
+			t.Errorf("otherBody(%q) is the body", body)
+		}
+		var obj map[string]any
+		if json.Unmarshal([]byte(body), &obj) == nil && obj != nil {
+			var got map[string]any
+			if err := json.Unmarshal(other, &got); err != nil || got["saferetry_check"] == nil || len(got) != len(obj)+1 {
+				t.Errorf("otherBody(%q) = %s, want the object with one more member", body, other)
+			}
+		}
+	}
+}
+
+func TestCountOf(t *testing.T) {
+	for _, tc := range []struct {
+		body, path string
+		want       int64
+		err        bool
+	}{
+		{`[1,2,3]`, "", 3, false},
+		{`null`, "", 0, false},
+		{`{"n":1}`, "", 7, false}, // not an array: its size
+		{`{"meta":{"total":42}}`, "/meta/total", 42, false},
+		{`{"meta":{"total":42}}`, "meta.total", 42, false},
+		{`{"data":{"items":[{},{}]}}`, "data.items", 2, false},
+		{`{"a/b":{"c~d":[5]}}`, "/a~1b/c~0d/0", 5, false},
+		{`{"meta":{"total":"x"}}`, "meta.total", 0, true},
+		{`{"meta":{}}`, "meta.total", 0, true},
+		{`{"n":1.5}`, "n", 0, true},
+		{`not json`, "n", 0, true},
+	} {
+		got, err := countOf([]byte(tc.body), tc.path)
+		if (err != nil) != tc.err || got != tc.want {
+			t.Errorf("countOf(%s, %q) = %d, %v; want %d, error %v", tc.body, tc.path, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func TestExcerpt(t *testing.T) {
+	if got := excerpt([]byte("é" + strings.Repeat("x", excerptLen))); !strings.HasSuffix(got, "…") || !strings.HasPrefix(got, "é") {
+		t.Errorf("long excerpt %q", got)
+	}
+	if got := excerpt([]byte{0xff, 'a'}); got != `"\xffa"` {
+		t.Errorf("excerpt of invalid UTF-8 = %s", got)
+	}
+}

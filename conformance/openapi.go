@@ -1,0 +1,311 @@
+package conformance
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+
+	"github.com/saferetry/saferetry/internal/contract"
+)
+
+// Operation is an operation of an OpenAPI document that takes an
+// Idempotency-Key, as FromOpenAPI finds it.
+type Operation struct {
+	// Target is the operation as a target: its method, its URL on the
+	// server, the example of its JSON request body (nil when it has none),
+	// KeyRequired when the header parameter is required, and its
+	// operationId (or "METHOD path") as Name.
+	Target Target
+	// Path is the operation's path as the document writes it.
+	Path string
+	// Unusable says why the operation cannot be checked as it stands: a
+	// path parameter without an example, or a required request body
+	// without one. "" when it can.
+	Unusable string
+}
+
+// methods are the operation members of an OpenAPI path item.
+var methods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+
+// FromOpenAPI returns the operations of the OpenAPI 3.x JSON document doc
+// whose parameters, or their path's, include a header named
+// Idempotency-Key (in any case), in path order, local $refs ("#/...")
+// resolved. An operation's URL is base followed by its path; base "" takes
+// the document's first server URL (its variables at their defaults),
+// resolved against docURL, the document's own URL (a relative server URL
+// and no docURL is an error). Path parameters are filled with their
+// examples. It reads no other document.
+func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
+	var root map[string]any
+	if err := json.Unmarshal(doc, &root); err != nil {
+		return nil, fmt.Errorf("conformance: the OpenAPI document is not JSON: %w", err)
+	}
+	if v, _ := root["openapi"].(string); !strings.HasPrefix(v, "3.") {
+		return nil, fmt.Errorf("conformance: the document is not OpenAPI 3.x (openapi: %q)", v)
+	}
+	server, err := serverURL(root, docURL, base)
+	if err != nil {
+		return nil, err
+	}
+	paths, _ := root["paths"].(map[string]any)
+	names := make([]string, 0, len(paths))
+	for p := range paths {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	var ops []Operation
+	for _, path := range names {
+		item, _ := resolve(root, paths[path]).(map[string]any)
+		if item == nil {
+			continue
+		}
+		shared := parameters(root, item["parameters"])
+		for _, m := range methods {
+			op, _ := resolve(root, item[m]).(map[string]any)
+			if op == nil {
+				continue
+			}
+			params := mergeParams(shared, parameters(root, op["parameters"]))
+			key, ok := params[paramID{"header", strings.ToLower(contract.HeaderKey)}]
+			if !ok {
+				continue
+			}
+			ops = append(ops, operation(root, server, path, m, op, params, key))
+		}
+	}
+	return ops, nil
+}
+
+// serverURL is the base URL operations' paths go after.
+func serverURL(root map[string]any, docURL, base string) (string, error) {
+	if base != "" {
+		return strings.TrimRight(base, "/"), nil
+	}
+	s := "/"
+	if servers, _ := root["servers"].([]any); len(servers) > 0 {
+		if first, _ := servers[0].(map[string]any); first != nil {
+			if u, _ := first["url"].(string); u != "" {
+				s = u
+			}
+			vars, _ := first["variables"].(map[string]any)
+			for name, v := range vars {
+				if def, ok := v.(map[string]any)["default"].(string); ok {
+					s = strings.ReplaceAll(s, "{"+name+"}", def)
+				}
+			}
+		}
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", fmt.Errorf("conformance: the document's server URL %q: %w", s, err)
+	}
+	if !u.IsAbs() {
+		d, err := url.Parse(docURL)
+		if docURL == "" || err != nil || !d.IsAbs() {
+			return "", fmt.Errorf("conformance: the document's server URL %q is relative: give the base URL (-url)", s)
+		}
+		u = d.ResolveReference(u)
+	}
+	return strings.TrimRight(u.String(), "/"), nil
+}
+
+// paramID identifies a parameter: its location and its name (lower case
+// for a header, whose names are case-insensitive).
+type paramID struct{ in, name string }
+
+func parameters(root map[string]any, v any) map[paramID]map[string]any {
+	list, _ := v.([]any)
+	out := make(map[paramID]map[string]any, len(list))
+	for _, p := range list {
+		pm, _ := resolve(root, p).(map[string]any)
+		if pm == nil {
+			continue
+		}
+		in, _ := pm["in"].(string)
+		name, _ := pm["name"].(string)
+		if in == "header" {
+			name = strings.ToLower(name)
+		}
+		out[paramID{in, name}] = pm
+	}
+	return out
+}
+
+// mergeParams is the path item's parameters overridden by the
+// operation's.
+func mergeParams(shared, own map[paramID]map[string]any) map[paramID]map[string]any {
+	out := make(map[paramID]map[string]any, len(shared)+len(own))
+	for k, v := range shared {
+		out[k] = v
+	}
+	for k, v := range own {
+		out[k] = v
+	}
+	return out
+}
+
+func operation(root map[string]any, server, path, method string, op map[string]any, params map[paramID]map[string]any, key map[string]any) Operation {
+	o := Operation{Path: path}
+	t := Target{Method: strings.ToUpper(method)}
+	t.KeyRequired, _ = key["required"].(bool)
+	if id, _ := op["operationId"].(string); id != "" {
+		t.Name = id
+	} else {
+		t.Name = t.Method + " " + path
+	}
+	filled, missing := fillPath(root, path, params)
+	t.URL = server + filled
+	if missing != "" {
+		o.Unusable = "path parameter " + missing + " has no example"
+	}
+	if body, mediaType, required := requestExample(root, op); body != nil {
+		t.Body = body
+		t.Header = http.Header{"Content-Type": {mediaType}}
+	} else if required && o.Unusable == "" {
+		o.Unusable = "its request body has no example: give -body"
+	}
+	o.Target = t
+	return o
+}
+
+// fillPath replaces the path's {parameters} with their examples; missing
+// names the first one without.
+func fillPath(root map[string]any, path string, params map[paramID]map[string]any) (filled, missing string) {
+	var b strings.Builder
+	rest := path
+	for {
+		i := strings.IndexByte(rest, '{')
+		j := strings.IndexByte(rest, '}')
+		if i < 0 || j < i {
+			b.WriteString(rest)
+			return b.String(), missing
+		}
+		b.WriteString(rest[:i])
+		name := rest[i+1 : j]
+		ex, ok := exampleOf(root, params[paramID{"path", name}])
+		s, isString := ex.(string)
+		switch {
+		case ok && isString:
+			b.WriteString(url.PathEscape(s))
+		case ok:
+			raw, _ := json.Marshal(ex)
+			b.WriteString(url.PathEscape(string(raw)))
+		default:
+			if missing == "" {
+				missing = name
+			}
+			b.WriteString(rest[i : j+1])
+		}
+		rest = rest[j+1:]
+	}
+}
+
+// requestExample returns the JSON example of op's request body, its media
+// type, and whether the body is required.
+func requestExample(root map[string]any, op map[string]any) (body []byte, mediaType string, required bool) {
+	rb, _ := resolve(root, op["requestBody"]).(map[string]any)
+	if rb == nil {
+		return nil, "", false
+	}
+	required, _ = rb["required"].(bool)
+	content, _ := rb["content"].(map[string]any)
+	types := make([]string, 0, len(content))
+	for mt := range content {
+		types = append(types, mt)
+	}
+	sort.Strings(types)
+	for _, mt := range types {
+		if !strings.Contains(strings.ToLower(mt), "json") {
+			continue
+		}
+		if ex, ok := exampleOf(root, content[mt]); ok {
+			if raw, err := json.Marshal(ex); err == nil {
+				return raw, mt, required
+			}
+		}
+	}
+	return nil, "", required
+}
+
+// exampleOf returns the example of a parameter or media type object: its
+// example, its first examples entry's value, or its schema's example.
+func exampleOf(root map[string]any, v any) (any, bool) {
+	obj, _ := resolve(root, v).(map[string]any)
+	if obj == nil {
+		return nil, false
+	}
+	if ex, ok := obj["example"]; ok {
+		return ex, true
+	}
+	if exs, _ := obj["examples"].(map[string]any); len(exs) > 0 {
+		names := make([]string, 0, len(exs))
+		for n := range exs {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		if e, _ := resolve(root, exs[names[0]]).(map[string]any); e != nil {
+			if val, ok := e["value"]; ok {
+				return val, true
+			}
+		}
+	}
+	if schema, _ := resolve(root, obj["schema"]).(map[string]any); schema != nil {
+		if ex, ok := schema["example"]; ok {
+			return ex, true
+		}
+		if exs, _ := schema["examples"].([]any); len(exs) > 0 {
+			return exs[0], true
+		}
+	}
+	return nil, false
+}
+
+// maxRefs bounds a chain of $refs, which could loop.
+const maxRefs = 16
+
+// resolve follows v's local $ref ("#/components/parameters/Key") to what
+// it points at; v without one is returned as it is, and a $ref that does
+// not resolve as nil.
+func resolve(root map[string]any, v any) any {
+	for range maxRefs {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return v
+		}
+		ref, ok := m["$ref"].(string)
+		if !ok {
+			return v
+		}
+		target, err := pointer(root, ref)
+		if err != nil {
+			return nil
+		}
+		v = target
+	}
+	return nil
+}
+
+var errNotLocal = errors.New("not a local reference")
+
+// pointer walks the JSON pointer of a local reference.
+func pointer(root map[string]any, ref string) (any, error) {
+	frag, ok := strings.CutPrefix(ref, "#")
+	if !ok {
+		return nil, errNotLocal
+	}
+	if f, err := url.PathUnescape(frag); err == nil {
+		frag = f
+	}
+	if frag == "" {
+		return root, nil
+	}
+	v, err := walk(root, pointerParts(frag))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ref, err)
+	}
+	return v, nil
+}

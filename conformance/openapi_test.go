@@ -1,0 +1,127 @@
+package conformance_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/saferetry/saferetry/conformance"
+)
+
+// openAPIDoc declares the key on POST /payments through a $ref to
+// components, not on GET /payments, on the operations of /payments/{id} at
+// path level (lower case, with an example for the id), on POST
+// /refunds/{id} without an example for the id, and on POST /other as a
+// query parameter, which is not the header.
+const openAPIDoc = `{
+  "openapi": "3.1.0",
+  "info": {"title": "t", "version": "1"},
+  "servers": [{"url": "{scheme}://api.example.com/v1", "variables": {"scheme": {"default": "https"}}}],
+  "components": {
+    "parameters": {
+      "Key": {"name": "Idempotency-Key", "in": "header", "required": true, "schema": {"type": "string"}},
+      "Alias": {"$ref": "#/components/parameters/Key"}
+    },
+    "requestBodies": {
+      "Payment": {"required": true, "content": {"application/json": {
+        "schema": {"type": "object"},
+        "examples": {"b": {"value": {"amount": 2}}, "a": {"$ref": "#/components/examples/Pay"}}
+      }}}
+    },
+    "examples": {"Pay": {"value": {"amount": 1250, "currency": "EUR"}}}
+  },
+  "paths": {
+    "/payments": {
+      "get": {"operationId": "listPayments"},
+      "post": {
+        "operationId": "createPayment",
+        "parameters": [{"$ref": "#/components/parameters/Alias"}],
+        "requestBody": {"$ref": "#/components/requestBodies/Payment"}
+      }
+    },
+    "/payments/{id}": {
+      "parameters": [
+        {"name": "idempotency-key", "in": "header", "schema": {"type": "string"}},
+        {"name": "id", "in": "path", "required": true, "schema": {"type": "string", "example": "pay 1"}}
+      ],
+      "get": {"operationId": "getPayment"},
+      "patch": {
+        "requestBody": {"content": {"application/merge-patch+json": {"example": {"note": "x"}}}}
+      }
+    },
+    "/refunds/{id}": {
+      "post": {"parameters": [
+        {"name": "Idempotency-Key", "in": "header", "required": false},
+        {"name": "id", "in": "path", "required": true}
+      ]}
+    },
+    "/other": {"post": {"parameters": [{"name": "Idempotency-Key", "in": "query"}]}}
+  }
+}`
+
+func TestFromOpenAPI(t *testing.T) {
+	ops, err := conformance.FromOpenAPI([]byte(openAPIDoc), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type op struct {
+		name, method, url, body, contentType string
+		required                             bool
+		unusable                             string
+	}
+	var got []op
+	for _, o := range ops {
+		got = append(got, op{o.Target.Name, o.Target.Method, o.Target.URL, string(o.Target.Body),
+			o.Target.Header.Get("Content-Type"), o.Target.KeyRequired, o.Unusable})
+	}
+	want := []op{
+		{"createPayment", "POST", "https://api.example.com/v1/payments", `{"amount":1250,"currency":"EUR"}`, "application/json", true, ""},
+		{"getPayment", "GET", "https://api.example.com/v1/payments/pay%201", "", "", false, ""},
+		{"PATCH /payments/{id}", "PATCH", "https://api.example.com/v1/payments/pay%201", `{"note":"x"}`, "application/merge-patch+json", false, ""},
+		{"POST /refunds/{id}", "POST", "https://api.example.com/v1/refunds/{id}", "", "", false, "path parameter id has no example"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("operations:\n%+v\nwant\n%+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("operation %d:\n%+v\nwant\n%+v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestFromOpenAPIServer(t *testing.T) {
+	doc := func(servers string) []byte {
+		return []byte(`{"openapi": "3.0.3", ` + servers + ` "paths": {"/p": {"post": {"parameters": [
+			{"name": "Idempotency-Key", "in": "header"}]}}}}`)
+	}
+	for _, tc := range []struct {
+		name, servers, docURL, base, want, err string
+	}{
+		{"base wins", `"servers": [{"url": "https://a.example"}],`, "", "http://127.0.0.1:9/", "http://127.0.0.1:9/p", ""},
+		{"no servers, from the document's URL", ``, "http://127.0.0.1:9/openapi.json", "", "http://127.0.0.1:9/p", ""},
+		{"relative server", `"servers": [{"url": "/api"}],`, "http://h.example/spec/openapi.json", "", "http://h.example/api/p", ""},
+		{"relative server, no document URL", `"servers": [{"url": "/api"}],`, "", "", "", "is relative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ops, err := conformance.FromOpenAPI(doc(tc.servers), tc.docURL, tc.base)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one saying %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ops) != 1 || ops[0].Target.URL != tc.want || ops[0].Target.Method != http.MethodPost {
+				t.Fatalf("operations %+v, want POST %s", ops, tc.want)
+			}
+		})
+	}
+	for _, bad := range []string{`not json`, `{"swagger": "2.0"}`} {
+		if _, err := conformance.FromOpenAPI([]byte(bad), "", "http://h"); err == nil {
+			t.Errorf("FromOpenAPI(%s): no error", bad)
+		}
+	}
+}

@@ -1,0 +1,234 @@
+package conformance
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Passed reports whether every MUST check of every report passed.
+func Passed(reports []Report) bool {
+	for _, r := range reports {
+		if !r.Passed() {
+			return false
+		}
+	}
+	return true
+}
+
+// shownEvidence is how many exchanges the text output shows under a
+// check that failed or warned.
+const shownEvidence = 4
+
+// WriteText writes reports as tables for people: one row per check with
+// its status, level and verdict, and under a FAIL or WARN the first
+// exchanges of its evidence.
+func WriteText(w io.Writer, reports []Report) error {
+	ew := &errWriter{w: w}
+	for i, r := range reports {
+		if i > 0 {
+			fmt.Fprintln(ew)
+		}
+		fmt.Fprintf(ew, "%s (profile %s, %v)\n\n", r.Target, r.Profile, time.Duration(r.Elapsed).Round(time.Millisecond))
+		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "STATUS\tLEVEL\tCHECK\tVERDICT")
+		for _, res := range r.Results {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", res.Status, res.Level, res.ID, res.Verdict)
+		}
+		_ = tw.Flush()
+		for _, res := range r.Results {
+			if res.Status != Fail && res.Status != Warn || len(res.Evidence) == 0 {
+				continue
+			}
+			fmt.Fprintf(ew, "\n%s %s:\n", res.Status, res.ID)
+			for j, ex := range res.Evidence {
+				if j == shownEvidence {
+					fmt.Fprintf(ew, "  ... %d more exchanges (-json shows them all)\n", len(res.Evidence)-j)
+					break
+				}
+				fmt.Fprintf(ew, "  %s\n", ex.line(r.URL))
+			}
+		}
+		fmt.Fprintf(ew, "\n%s\n", summary(r))
+	}
+	return ew.err
+}
+
+// summary is a report's last line.
+func summary(r Report) string {
+	n := map[Status]int{}
+	mustFailed := 0
+	for _, res := range r.Results {
+		n[res.Status]++
+		if res.Status == Fail && res.Level == LevelMust {
+			mustFailed++
+		}
+	}
+	verdict := "every MUST passed"
+	if mustFailed > 0 {
+		verdict = fmt.Sprintf("%d MUST failed", mustFailed)
+	}
+	return fmt.Sprintf("%d checks: %d PASS, %d FAIL, %d WARN, %d SKIP; %s.", len(r.Results), n[Pass], n[Fail], n[Warn], n[Skip], verdict)
+}
+
+// line is ex on one line, its URL shown relative to base when they share
+// an origin.
+func (ex Exchange) line(base string) string {
+	var b strings.Builder
+	b.WriteString(ex.Method + " " + shortURL(ex.URL, base))
+	if ex.Principal != "" {
+		b.WriteString(" as " + ex.Principal)
+	}
+	if ex.Key != "" {
+		b.WriteString(" key=" + ex.Key)
+	}
+	b.WriteString(" -> ")
+	if ex.Status == 0 {
+		b.WriteString("no answer: " + ex.Error)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "%d", ex.Status)
+	for _, name := range shownHeaders {
+		if v, ok := ex.Header[name]; ok && name != "Content-Type" {
+			b.WriteString(" " + name + ": " + v)
+		}
+	}
+	if ct := ex.Header["Content-Type"]; ct != "" {
+		b.WriteString(" [" + ct + "]")
+	}
+	if ex.Body != "" {
+		body := ex.Body
+		if len(body) > 100 {
+			body = body[:100] + "…"
+		}
+		b.WriteString(" " + strings.TrimSpace(body))
+	}
+	return b.String()
+}
+
+func shortURL(u, base string) string {
+	pu, err1 := url.Parse(u)
+	pb, err2 := url.Parse(base)
+	if err1 != nil || err2 != nil || pu.Scheme != pb.Scheme || pu.Host != pb.Host {
+		return u
+	}
+	return pu.RequestURI()
+}
+
+// jsonDocument is what WriteJSON writes.
+type jsonDocument struct {
+	Passed  bool     `json:"passed"`
+	Targets []Report `json:"targets"`
+}
+
+// WriteJSON writes reports as one JSON document: {"passed": bool,
+// "targets": [Report, ...]}, passed being Passed(reports).
+func WriteJSON(w io.Writer, reports []Report) error {
+	if reports == nil {
+		reports = []Report{}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(jsonDocument{Passed: Passed(reports), Targets: reports})
+}
+
+// JUnit XML, as CI systems read it: a suite per target, a test case per
+// check.
+type (
+	junitSuites struct {
+		XMLName  xml.Name     `xml:"testsuites"`
+		Name     string       `xml:"name,attr"`
+		Tests    int          `xml:"tests,attr"`
+		Failures int          `xml:"failures,attr"`
+		Skipped  int          `xml:"skipped,attr"`
+		Suites   []junitSuite `xml:"testsuite"`
+	}
+	junitSuite struct {
+		Name     string      `xml:"name,attr"`
+		Tests    int         `xml:"tests,attr"`
+		Failures int         `xml:"failures,attr"`
+		Skipped  int         `xml:"skipped,attr"`
+		Time     string      `xml:"time,attr"`
+		Cases    []junitCase `xml:"testcase"`
+	}
+	junitCase struct {
+		Name      string        `xml:"name,attr"`
+		Classname string        `xml:"classname,attr"`
+		Failure   *junitFailure `xml:"failure,omitempty"`
+		Skipped   *junitSkipped `xml:"skipped,omitempty"`
+		SystemOut string        `xml:"system-out,omitempty"`
+	}
+	junitFailure struct {
+		Message string `xml:"message,attr"`
+		Type    string `xml:"type,attr"`
+		Text    string `xml:",chardata"`
+	}
+	junitSkipped struct {
+		Message string `xml:"message,attr"`
+	}
+)
+
+// WriteJUnit writes reports as JUnit XML: a testsuite per target, a
+// testcase per check named "id (LEVEL)". A FAIL is a failure, whatever
+// its level (the type attribute holds the level), with the evidence as its
+// text; a SKIP is skipped; a PASS or WARN passes with its verdict in
+// system-out.
+func WriteJUnit(w io.Writer, reports []Report) error {
+	doc := junitSuites{Name: "saferetry check"}
+	for _, r := range reports {
+		s := junitSuite{Name: r.Target, Time: fmt.Sprintf("%.3f", time.Duration(r.Elapsed).Seconds())}
+		for _, res := range r.Results {
+			c := junitCase{Name: fmt.Sprintf("%s (%s)", res.ID, res.Level), Classname: "saferetry.check." + string(r.Profile)}
+			switch res.Status {
+			case Fail:
+				var ev strings.Builder
+				for _, ex := range res.Evidence {
+					ev.WriteString(ex.line(r.URL) + "\n")
+				}
+				c.Failure = &junitFailure{Message: res.Verdict, Type: string(res.Level), Text: ev.String()}
+				s.Failures++
+			case Skip:
+				c.Skipped = &junitSkipped{Message: res.Verdict}
+				s.Skipped++
+			default:
+				c.SystemOut = string(res.Status) + ": " + res.Verdict
+			}
+			s.Cases = append(s.Cases, c)
+			s.Tests++
+		}
+		doc.Tests += s.Tests
+		doc.Failures += s.Failures
+		doc.Skipped += s.Skipped
+		doc.Suites = append(doc.Suites, s)
+	}
+	ew := &errWriter{w: w}
+	_, _ = io.WriteString(ew, xml.Header)
+	enc := xml.NewEncoder(ew)
+	enc.Indent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return err
+	}
+	_, _ = io.WriteString(ew, "\n")
+	return ew.err
+}
+
+// errWriter keeps the first write error, so that a run of Fprintf calls
+// is checked once.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
+}

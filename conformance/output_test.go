@@ -1,0 +1,104 @@
+package conformance_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"strings"
+	"testing"
+
+	"github.com/saferetry/saferetry/conformance"
+)
+
+// junitDoc is JUnit XML as a CI system reads it.
+type junitDoc struct {
+	XMLName  xml.Name `xml:"testsuites"`
+	Tests    int      `xml:"tests,attr"`
+	Failures int      `xml:"failures,attr"`
+	Skipped  int      `xml:"skipped,attr"`
+	Suites   []struct {
+		Name     string `xml:"name,attr"`
+		Tests    int    `xml:"tests,attr"`
+		Failures int    `xml:"failures,attr"`
+		Cases    []struct {
+			Name    string `xml:"name,attr"`
+			Failure *struct {
+				Message string `xml:"message,attr"`
+				Type    string `xml:"type,attr"`
+				Text    string `xml:",chardata"`
+			} `xml:"failure"`
+			Skipped *struct {
+				Message string `xml:"message,attr"`
+			} `xml:"skipped"`
+		} `xml:"testcase"`
+	} `xml:"testsuite"`
+}
+
+// TestOutputs: the JSON and JUnit reports of a server without
+// fingerprints parse, and say what the report says.
+func TestOutputs(t *testing.T) {
+	srv := newNaive(flaws{noFingerprint: true}, longRetention)
+	defer srv.Close()
+	c := fullChecker(srv.URL + "/items")
+	c.TTL = 0
+	rep := check(t, c, srv.URL+"/items")
+	reports := []conformance.Report{rep}
+
+	var js bytes.Buffer
+	if err := conformance.WriteJSON(&js, reports); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Passed  bool                 `json:"passed"`
+		Targets []conformance.Report `json:"targets"`
+	}
+	if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
+		t.Fatalf("JSON report does not parse: %v\n%s", err, js.String())
+	}
+	if doc.Passed || len(doc.Targets) != 1 || len(doc.Targets[0].Results) != len(conformance.Checks()) {
+		t.Fatalf("JSON report: passed %v, %d targets, want false and 1 with every check", doc.Passed, len(doc.Targets))
+	}
+	reuse, _ := doc.Targets[0].Result(conformance.CheckReuseRefused)
+	if reuse.Status != conformance.Fail || reuse.Level != conformance.LevelMust || len(reuse.Evidence) != 2 ||
+		reuse.Evidence[1].Status != 201 || reuse.Evidence[1].Key == "" || reuse.Evidence[1].Header["Idempotent-Replayed"] != "true" {
+		t.Errorf("JSON reuse-refused: %+v", reuse)
+	}
+	if strings.Contains(js.String(), "Bearer alice") {
+		t.Error("the JSON report shows a principal's header value")
+	}
+
+	var xb bytes.Buffer
+	if err := conformance.WriteJUnit(&xb, reports); err != nil {
+		t.Fatal(err)
+	}
+	var ju junitDoc
+	if err := xml.Unmarshal(xb.Bytes(), &ju); err != nil {
+		t.Fatalf("JUnit report does not parse: %v\n%s", err, xb.String())
+	}
+	if ju.Tests != len(conformance.Checks()) || ju.Failures != 2 || ju.Skipped != 1 || len(ju.Suites) != 1 {
+		t.Fatalf("JUnit: %d tests, %d failures, %d skipped, %d suites; want %d, 2, 1, 1",
+			ju.Tests, ju.Failures, ju.Skipped, len(ju.Suites), len(conformance.Checks()))
+	}
+	failed := map[string]string{}
+	for _, c := range ju.Suites[0].Cases {
+		if c.Failure != nil {
+			failed[c.Name] = c.Failure.Type
+			if c.Failure.Message == "" || !strings.Contains(c.Failure.Text, "-> 201") {
+				t.Errorf("JUnit failure of %s: %+v, want the verdict and the evidence", c.Name, c.Failure)
+			}
+		}
+	}
+	if failed["reuse-refused (MUST)"] != "MUST" || failed["reuse-status (SHOULD)"] != "SHOULD" {
+		t.Errorf("JUnit failures %v, want reuse-refused (MUST) and reuse-status (SHOULD)", failed)
+	}
+
+	var txt strings.Builder
+	if err := conformance.WriteText(&txt, reports); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"FAIL    MUST    reuse-refused", "1 MUST failed", "FAIL reuse-refused:"} {
+		if !strings.Contains(txt.String(), want) {
+			t.Errorf("text report lacks %q:\n%s", want, txt.String())
+		}
+	}
+}

@@ -1,0 +1,99 @@
+package conformance
+
+import "net/http"
+
+// plan is every request a run sends but the CountURL reads, with the keys
+// of this run.
+type plan struct {
+	first, replay, reuse     spec
+	missing, malformed, long spec
+	burst                    spec // sent Concurrency times at once, then until it settles
+	scopeA, scopeB           spec
+	ttl                      spec
+}
+
+func (c *Checker) newPlan(t Target) plan {
+	m := t.method()
+	req := func(key string, body []byte) spec { return spec{method: m, url: t.URL, key: key, body: body} }
+	other := t.OtherBody
+	if other == nil {
+		other = otherBody(t.Body)
+	}
+	k1, k2, k3 := newKey("first"), newKey("burst"), newKey("scope")
+	p := plan{
+		first:     req(k1, t.Body),
+		replay:    req(k1, t.Body),
+		reuse:     req(k1, other),
+		missing:   req("", t.Body),
+		malformed: req(malformedKey(), t.Body),
+		long:      req(longKey(), t.Body),
+		burst:     req(k2, t.Body),
+		scopeA:    req(k3, t.Body),
+		scopeB:    req(k3, t.Body),
+		ttl:       req(k1, t.Body),
+	}
+	p.scopeA.principal, p.scopeA.auth = "a", c.AuthA
+	p.scopeB.principal, p.scopeB.auth = "b", c.AuthB
+	return p
+}
+
+// PlannedRequest is one request that Run would send, for a dry run.
+type PlannedRequest struct {
+	// Check is the ID of the check that sends it.
+	Check string `json:"check"`
+	// Times is how often it is sent: Concurrency at once for the burst.
+	Times int `json:"times"`
+	// Exchange holds the request: Method, URL, Key, Principal,
+	// RequestBody.
+	Request Exchange `json:"request"`
+	// Note says when or why it is sent.
+	Note string `json:"note,omitempty"`
+}
+
+// Plan returns the requests Run would send to t, in order, without
+// sending any; the keys are fresh for each call, as in Run. Its error is
+// an *Error with cause ErrInvalid.
+func (c *Checker) Plan(t Target) ([]PlannedRequest, error) {
+	if err := c.validate(t); err != nil {
+		return nil, err
+	}
+	p := c.newPlan(t)
+	var out []PlannedRequest
+	add := func(check string, s spec, times int, note string) {
+		ex := Exchange{Method: s.method, URL: s.url, Key: s.key, Principal: s.principal}
+		if len(s.body) > 0 {
+			ex.RequestBody = excerpt(s.body)
+		}
+		out = append(out, PlannedRequest{Check: check, Times: times, Request: ex, Note: note})
+	}
+	count := func(note string) {
+		if c.CountURL != "" {
+			out = append(out, PlannedRequest{Check: CheckCountOnce, Times: 1,
+				Request: Exchange{Method: http.MethodGet, URL: c.CountURL}, Note: note})
+		}
+	}
+	count("count before the first request")
+	add(CheckFirstRequest, p.first, 1, "")
+	count("count after it")
+	add(CheckReplay, p.replay, 1, "the same key and body")
+	add(CheckReuseRefused, p.reuse, 1, "the same key, another body")
+	count("count after the replay and the reuse")
+	if t.KeyRequired {
+		add(CheckMissingKey, p.missing, 1, "")
+	}
+	add(CheckMalformedKey, p.malformed, 1, "")
+	add(CheckLongKey, p.long, 1, "")
+	count("count before the burst")
+	add(CheckConcurrentOnce, p.burst, c.concurrency(), "all at once, then again while the answer is 409 (at most 10 times)")
+	count("count after the burst")
+	if len(c.AuthA) > 0 {
+		add(CheckScopeIsolation, p.scopeA, 1, "with -auth-a")
+		add(CheckScopeIsolation, p.scopeB, 1, "with -auth-b, the same key and body")
+	}
+	if c.TTL > 0 {
+		count("count before the re-send")
+		add(CheckTTLExpiry, p.ttl, 1, "the first request's key, "+c.TTL.String()+" after its answer")
+		count("count after it")
+	}
+	return out, nil
+}

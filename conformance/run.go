@@ -1,0 +1,544 @@
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/saferetry/saferetry/internal/contract"
+	"github.com/saferetry/saferetry/internal/retrypolicy"
+)
+
+// run is one Checker.Run against one target.
+type run struct {
+	c       *Checker
+	t       Target
+	profile Profile
+	sd      *sender
+	plan    plan
+	results map[string]Result
+}
+
+// Run runs every check against t and returns the report. Its error, an
+// *Error, is ErrInvalid for a Checker or Target that cannot run and
+// ErrUnreachable when the first request (or the first read of CountURL)
+// got no answer; a report is returned only without error. Run returns
+// early with ctx's error when ctx ends.
+func (c *Checker) Run(ctx context.Context, t Target) (Report, error) {
+	if err := c.validate(t); err != nil {
+		return Report{}, err
+	}
+	client := c.client()
+	if c.Client == nil {
+		defer client.CloseIdleConnections() // the client is this run's own
+	}
+	r := &run{
+		c: c, t: t, profile: c.profile(),
+		sd:      &sender{client: client, header: t.Header, timeout: c.timeout()},
+		plan:    c.newPlan(t),
+		results: make(map[string]Result),
+	}
+	start := time.Now()
+	if err := r.all(ctx); err != nil {
+		return Report{}, err
+	}
+	rep := Report{Target: t.name(), Method: t.method(), URL: t.URL, Profile: r.profile, Elapsed: Duration(time.Since(start))}
+	for _, ch := range checks {
+		res, ok := r.results[ch.id]
+		if !ok {
+			res = Result{Status: Skip, Verdict: "not run"}
+		}
+		res.ID, res.Title, res.Level = ch.id, ch.title, ch.level(r.profile)
+		if res.Level == LevelInfo && res.Status == Fail {
+			res.Status = Warn
+		}
+		rep.Results = append(rep.Results, res)
+	}
+	return rep, nil
+}
+
+// set records the result of check id.
+func (r *run) set(id string, st Status, verdict string, evidence ...Exchange) {
+	r.results[id] = Result{Status: st, Verdict: verdict, Evidence: evidence}
+}
+
+func (r *run) skip(reason string, ids ...string) {
+	for _, id := range ids {
+		r.set(id, Skip, reason)
+	}
+}
+
+// counts are CountURL's readings around the operations.
+type counts struct {
+	on       bool
+	readings []int64
+	evidence []Exchange
+	err      error // the first failed reading
+}
+
+func (r *run) read(ctx context.Context, cs *counts) int64 {
+	if !cs.on || cs.err != nil {
+		return 0
+	}
+	n, ex, err := r.count(ctx)
+	cs.evidence = append(cs.evidence, ex)
+	if err != nil {
+		cs.err = err
+	}
+	cs.readings = append(cs.readings, n)
+	return n
+}
+
+// all runs the checks in order, recording their results.
+func (r *run) all(ctx context.Context) error {
+	p := r.plan
+	cs := &counts{on: r.c.CountURL != ""}
+	n0 := r.read(ctx, cs)
+	if cs.err != nil {
+		cause := ErrInvalid // it answered, but not with a count
+		if len(cs.evidence) == 0 || !cs.evidence[0].answered() {
+			cause = ErrUnreachable
+		}
+		return &Error{Target: r.t.name(), Cause: cause, Err: fmt.Errorf("count url: %w", cs.err)}
+	}
+
+	first := r.sd.send(ctx, p.first)
+	if !first.answered() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return &Error{Target: r.t.name(), Cause: ErrUnreachable, Err: errors.New(first.Error)}
+	}
+	ok := first.success()
+	if ok {
+		r.set(CheckFirstRequest, Pass, fmt.Sprintf("%d, %d bytes", first.Status, len(first.body)), first)
+	} else {
+		r.set(CheckFirstRequest, Fail, fmt.Sprintf("answered %s, want 2xx: check the body, headers and URL", first.outcome()), first)
+		r.skip("the first request did not succeed", CheckReplay, CheckReplayMarker, CheckReuseRefused, CheckReuseStatus,
+			CheckConcurrentOnce, CheckConcurrent409, CheckConflictRetryAfter, CheckCountOnce, CheckScopeIsolation, CheckTTLExpiry)
+	}
+	n1 := r.read(ctx, cs)
+
+	var errorAnswers []Exchange // the answers problem-json looks at
+	if ok {
+		replay := r.sd.send(ctx, p.replay)
+		r.checkReplay(first, replay)
+		reuse := r.sd.send(ctx, p.reuse)
+		r.checkReuse(first, reuse)
+		if reuse.answered() && reuse.Status >= 400 && reuse.Status < 500 {
+			errorAnswers = append(errorAnswers, reuse)
+		}
+	}
+	n2 := r.read(ctx, cs)
+
+	errorAnswers = append(errorAnswers, r.checkKeys(ctx)...)
+
+	var conflicts []Exchange
+	n3 := r.read(ctx, cs)
+	if ok {
+		conflicts = r.checkBurst(ctx)
+		errorAnswers = append(errorAnswers, conflicts...)
+	}
+	n4 := r.read(ctx, cs)
+	if ok {
+		r.checkCounts(cs, n0, n1, n2, n3, n4)
+	}
+	r.checkProblems(errorAnswers)
+
+	if ok {
+		r.checkScope(ctx)
+		if err := r.checkTTL(ctx, first, cs); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+func (r *run) checkReplay(first, replay Exchange) {
+	switch {
+	case !replay.answered():
+		r.set(CheckReplay, Fail, "no answer: "+replay.Error, first, replay)
+	case replay.Status != first.Status:
+		r.set(CheckReplay, Fail, fmt.Sprintf("answered %d, the first request %d", replay.Status, first.Status), first, replay)
+	case !bytes.Equal(replay.body, first.body):
+		r.set(CheckReplay, Fail, "the body differs from the first answer's "+firstDifference(first.body, replay.body), first, replay)
+	default:
+		r.set(CheckReplay, Pass, fmt.Sprintf("%d and the same %d bytes", replay.Status, len(replay.body)), first, replay)
+	}
+	if !replay.answered() {
+		r.set(CheckReplayMarker, Skip, "the replay got no answer")
+		return
+	}
+	if replay.replayed() {
+		r.set(CheckReplayMarker, Pass, contract.HeaderReplayed+": true", replay)
+	} else {
+		r.set(CheckReplayMarker, Fail, "the second answer carries no "+contract.HeaderReplayed+": true", replay)
+	}
+}
+
+// firstDifference says where two bodies first differ.
+func firstDifference(a, b []byte) string {
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
+	}
+	return fmt.Sprintf("at byte %d (%d bytes, then %d)", i, len(a), len(b))
+}
+
+func (r *run) checkReuse(first, reuse Exchange) {
+	switch {
+	case !reuse.answered():
+		r.set(CheckReuseRefused, Fail, "no answer: "+reuse.Error, reuse)
+	case reuse.success() && sameResource(first, reuse):
+		r.set(CheckReuseRefused, Fail, fmt.Sprintf("answered %d with the first request's answer: the key is not bound to its body", reuse.Status), first, reuse)
+	case reuse.success():
+		r.set(CheckReuseRefused, Fail, fmt.Sprintf("answered %d with another resource: a used key ran another request", reuse.Status), first, reuse)
+	case reuse.Status >= 400 && reuse.Status < 500:
+		r.set(CheckReuseRefused, Pass, "refused with "+strconv.Itoa(reuse.Status), reuse)
+	default:
+		r.set(CheckReuseRefused, Fail, fmt.Sprintf("answered %d, want a 4xx refusal", reuse.Status), reuse)
+	}
+	want := []int{http.StatusUnprocessableEntity}
+	if r.profile == ProfileStripe {
+		want = []int{http.StatusBadRequest, http.StatusConflict, http.StatusUnprocessableEntity}
+	}
+	if !reuse.answered() {
+		r.set(CheckReuseStatus, Skip, "the request got no answer")
+		return
+	}
+	for _, w := range want {
+		if reuse.Status == w {
+			r.set(CheckReuseStatus, Pass, strconv.Itoa(w), reuse)
+			return
+		}
+	}
+	r.set(CheckReuseStatus, Fail, fmt.Sprintf("answered %d, want %s", reuse.Status, joinInts(want, " or ")), reuse)
+}
+
+func joinInts(ns []int, sep string) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, sep)
+}
+
+// checkKeys runs missing-key, malformed-key and long-key, and returns
+// their 4xx answers for problem-json.
+func (r *run) checkKeys(ctx context.Context) []Exchange {
+	var errs []Exchange
+	one := func(id string, s spec, what string) {
+		ex := r.sd.send(ctx, s)
+		switch {
+		case !ex.answered():
+			r.set(id, Fail, "no answer: "+ex.Error, ex)
+		case ex.Status == http.StatusBadRequest:
+			r.set(id, Pass, "400", ex)
+		case ex.success():
+			r.set(id, Fail, fmt.Sprintf("answered %d: ran a request %s", ex.Status, what), ex)
+		default:
+			r.set(id, Fail, fmt.Sprintf("answered %d, want 400", ex.Status), ex)
+		}
+		if ex.answered() && ex.Status >= 400 && ex.Status < 500 {
+			errs = append(errs, ex)
+		}
+	}
+	if r.t.KeyRequired {
+		one(CheckMissingKey, r.plan.missing, "without a key")
+	} else {
+		r.skip("the endpoint is not said to require a key (-key-required)", CheckMissingKey)
+	}
+	one(CheckMalformedKey, r.plan.malformed, "with a malformed key")
+	one(CheckLongKey, r.plan.long, "with a key over 255 bytes")
+	return errs
+}
+
+// Follow-ups after the burst: how often a 409 is asked again, and how
+// long a Retry-After is waited at most.
+const (
+	maxFollowUps   = 10
+	maxFollowWait  = time.Second
+	defaultFollowW = 100 * time.Millisecond
+)
+
+// checkBurst runs concurrent-once, concurrent-409 and conflict-retry-after,
+// and returns the 409 answers it got.
+func (r *run) checkBurst(ctx context.Context) []Exchange {
+	n := r.c.concurrency()
+	answers := make([]Exchange, n)
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-gate
+			answers[i] = r.sd.send(ctx, r.plan.burst)
+		}()
+	}
+	close(gate)
+	wg.Wait()
+	// Once the burst is answered, ask again until the operation settles, so
+	// that its one success is seen even if every request of the burst met
+	// it in progress.
+	var follow []Exchange
+	for range maxFollowUps {
+		ex := r.sd.send(ctx, r.plan.burst)
+		follow = append(follow, ex)
+		if !ex.answered() || ex.Status != http.StatusConflict {
+			break
+		}
+		if !wait(ctx, followWait(ex)) {
+			break
+		}
+	}
+	all := append(append([]Exchange(nil), answers...), follow...)
+
+	var succ, conflicts, others []Exchange
+	for _, ex := range all {
+		switch {
+		case ex.success():
+			succ = append(succ, ex)
+		case ex.answered() && ex.Status == http.StatusConflict:
+			conflicts = append(conflicts, ex)
+		default:
+			others = append(others, ex)
+		}
+	}
+	reps := resources(succ)
+	switch {
+	case len(reps) == 0:
+		r.set(CheckConcurrentOnce, Fail, fmt.Sprintf("no request with the key succeeded, during the burst of %d or after it: %s", n, tally(all)), all...)
+	case len(reps) > 1:
+		var names []string
+		for i, rep := range reps {
+			if i == maxNamed {
+				names = append(names, "...")
+				break
+			}
+			names = append(names, describeResource(rep))
+		}
+		r.set(CheckConcurrentOnce, Fail, fmt.Sprintf("%d successes name %d different resources (%s): one key ran %d times", len(succ), len(reps), strings.Join(names, "; "), len(reps)), all...)
+	default:
+		r.set(CheckConcurrentOnce, Pass, fmt.Sprintf("%d at once, %d after: one resource in %d successes (%s)", n, len(follow), len(succ), tally(all)), all...)
+	}
+	if len(others) == 0 {
+		r.set(CheckConcurrent409, Pass, fmt.Sprintf("%d answered 409, the rest the success", len(conflicts)), all...)
+	} else {
+		r.set(CheckConcurrent409, Fail, fmt.Sprintf("%d of %d answers neither the success nor 409: %s", len(others), len(all), tally(others)), all...)
+	}
+	if len(conflicts) == 0 {
+		r.set(CheckConflictRetryAfter, Skip, "no 409 came: the first request finished before the others arrived")
+		return nil
+	}
+	var bad []Exchange
+	for _, ex := range conflicts {
+		if _, _, ok := retrypolicy.RetryAfter(&http.Response{StatusCode: ex.Status, Header: ex.header}, time.Now(), time.Hour, nil); !ok {
+			bad = append(bad, ex)
+		}
+	}
+	if len(bad) > 0 {
+		r.set(CheckConflictRetryAfter, Fail, fmt.Sprintf("%d of %d 409 answers have no valid Retry-After", len(bad), len(conflicts)), bad...)
+	} else {
+		r.set(CheckConflictRetryAfter, Pass, fmt.Sprintf("all %d 409 answers, Retry-After %s", len(conflicts), conflicts[0].header.Get("Retry-After")), conflicts...)
+	}
+	return conflicts
+}
+
+// maxNamed is how many resources a verdict names.
+const maxNamed = 3
+
+// followWait is how long to wait before asking again after the 409 ex.
+func followWait(ex Exchange) time.Duration {
+	if _, asked, ok := retrypolicy.RetryAfter(&http.Response{StatusCode: ex.Status, Header: ex.header}, time.Now(), time.Hour, nil); ok {
+		return min(asked, maxFollowWait)
+	}
+	return defaultFollowW
+}
+
+// wait waits d, or until ctx ends; it reports whether d passed.
+func wait(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// tally counts answers by status: "15×201, 5×409".
+func tally(exs []Exchange) string {
+	byStatus := map[string]int{}
+	for _, ex := range exs {
+		k := "no answer"
+		if ex.answered() {
+			k = strconv.Itoa(ex.Status)
+		}
+		byStatus[k]++
+	}
+	keys := make([]string, 0, len(byStatus))
+	for k := range byStatus {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%d×%s", byStatus[k], k)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// checkCounts runs count-once on the readings before the first request
+// (n0), after it (n1), after the replay and the reuse (n2), before the
+// burst (n3) and after it (n4).
+func (r *run) checkCounts(cs *counts, n0, n1, n2, n3, n4 int64) {
+	if !cs.on {
+		r.skip("no -count-url", CheckCountOnce)
+		return
+	}
+	if cs.err != nil {
+		r.set(CheckCountOnce, Fail, cs.err.Error(), cs.evidence...)
+		return
+	}
+	unit := n1 - n0
+	story := fmt.Sprintf("%d before, %d after the first request, %d after its replay and reuse, %d after the burst of %d",
+		n0, n1, n2, n4, r.c.concurrency())
+	switch {
+	case n2 != n1:
+		r.set(CheckCountOnce, Fail, story+": the replay or the reuse added records", cs.evidence...)
+	case unit <= 0:
+		r.set(CheckCountOnce, Warn, story+": the first request added no record here, so the count cannot show one execution", cs.evidence...)
+	case n4-n3 > unit:
+		r.set(CheckCountOnce, Fail, fmt.Sprintf("%s: the burst added %d records, one operation adds %d", story, n4-n3, unit), cs.evidence...)
+	case n4-n3 < unit:
+		r.set(CheckCountOnce, Warn, fmt.Sprintf("%s: the burst added %d records, one operation adds %d", story, n4-n3, unit), cs.evidence...)
+	default:
+		r.set(CheckCountOnce, Pass, story, cs.evidence...)
+	}
+}
+
+// checkProblems runs problem-json over the error answers seen.
+func (r *run) checkProblems(errs []Exchange) {
+	if len(errs) == 0 {
+		r.skip("no error answer to look at", CheckProblemJSON)
+		return
+	}
+	var bad []Exchange
+	var why []string
+	for _, ex := range errs {
+		var doc map[string]any
+		if !contract.DecodeProblem(ex.header, ex.body, &doc) {
+			bad = append(bad, ex)
+			why = append(why, fmt.Sprintf("%d %s", ex.Status, orNone(ex.header.Get("Content-Type"))))
+			continue
+		}
+		if st, ok := doc["status"].(float64); ok && int(st) != ex.Status {
+			bad = append(bad, ex)
+			why = append(why, fmt.Sprintf("%d with \"status\": %v", ex.Status, st))
+		}
+	}
+	if len(bad) > 0 {
+		r.set(CheckProblemJSON, Fail, fmt.Sprintf("%d of %d error answers are not problem documents: %s", len(bad), len(errs), strings.Join(dedupe(why), "; ")), bad...)
+		return
+	}
+	r.set(CheckProblemJSON, Pass, fmt.Sprintf("all %d error answers (%s)", len(errs), tally(errs)), errs...)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "without Content-Type"
+	}
+	return s
+}
+
+func dedupe(ss []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range ss {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// checkScope runs scope-isolation: principal A makes a request, principal
+// B sends the same key and body.
+func (r *run) checkScope(ctx context.Context) {
+	if len(r.c.AuthA) == 0 {
+		r.skip("no -auth-a and -auth-b", CheckScopeIsolation)
+		return
+	}
+	a := r.sd.send(ctx, r.plan.scopeA)
+	if !a.success() {
+		r.set(CheckScopeIsolation, Fail, fmt.Sprintf("principal a's request answered %s, want 2xx: check -auth-a", a.outcome()), a)
+		return
+	}
+	b := r.sd.send(ctx, r.plan.scopeB)
+	switch {
+	case !b.answered():
+		r.set(CheckScopeIsolation, Fail, "principal b's request got no answer: "+b.Error, a, b)
+	case b.replayed():
+		r.set(CheckScopeIsolation, Fail, fmt.Sprintf("principal b's request was answered %d as a replay: keys are shared between principals", b.Status), a, b)
+	case b.success() && a.identified() && sameResource(a, b):
+		r.set(CheckScopeIsolation, Fail, fmt.Sprintf("principal b got principal a's answer (%s)", describeResource(a)), a, b)
+	case b.success() && !a.identified() && bytes.Equal(a.body, b.body):
+		r.set(CheckScopeIsolation, Warn, "principal b got the same bytes as a, and the answers name no resource: cannot tell a replay from a run of its own", a, b)
+	case b.success():
+		r.set(CheckScopeIsolation, Pass, fmt.Sprintf("principal b's request ran on its own (%d, %s)", b.Status, describeResource(b)), a, b)
+	default:
+		r.set(CheckScopeIsolation, Pass, fmt.Sprintf("principal b's request was refused (%d), without a's answer", b.Status), a, b)
+	}
+}
+
+// checkTTL runs ttl-expiry: the first request's key, re-sent once TTL has
+// passed since its answer, executes anew.
+func (r *run) checkTTL(ctx context.Context, first Exchange, cs *counts) error {
+	if r.c.TTL <= 0 {
+		r.skip("no -ttl", CheckTTLExpiry)
+		return nil
+	}
+	if !wait(ctx, time.Until(first.sent.Add(r.c.TTL))) {
+		return ctx.Err()
+	}
+	before := r.read(ctx, cs)
+	again := r.sd.send(ctx, r.plan.ttl)
+	after := r.read(ctx, cs)
+	unit := int64(0)
+	if cs.on && len(cs.readings) > 1 {
+		unit = cs.readings[1] - cs.readings[0]
+	}
+	after2 := fmt.Sprintf("re-sent %v after the first answer", time.Since(first.sent).Round(time.Millisecond))
+	switch {
+	case !again.answered():
+		r.set(CheckTTLExpiry, Fail, "no answer: "+again.Error, first, again)
+	case again.replayed():
+		r.set(CheckTTLExpiry, Fail, fmt.Sprintf("%s, it was still replayed (%d): the key was not freed", after2, again.Status), first, again)
+	case !again.success():
+		r.set(CheckTTLExpiry, Fail, fmt.Sprintf("%s, it answered %d, want a new execution (2xx)", after2, again.Status), first, again)
+	case cs.on && cs.err == nil && unit > 0 && after-before == unit:
+		r.set(CheckTTLExpiry, Pass, fmt.Sprintf("%s, it ran again: the count went from %d to %d", after2, before, after), first, again)
+	case cs.on && cs.err == nil && unit > 0 && after == before:
+		r.set(CheckTTLExpiry, Fail, fmt.Sprintf("%s, it added no record (count %d)", after2, after), first, again)
+	case first.identified() && sameResource(first, again):
+		r.set(CheckTTLExpiry, Fail, fmt.Sprintf("%s, it answered with the first resource (%s): the key was not freed", after2, describeResource(first)), first, again)
+	case !first.identified() && bytes.Equal(first.body, again.body):
+		r.set(CheckTTLExpiry, Warn, after2+", it answered the same bytes, unmarked, and the answers name no resource: cannot tell a run from a replay", first, again)
+	default:
+		r.set(CheckTTLExpiry, Pass, fmt.Sprintf("%s, it ran again (%d, %s)", after2, again.Status, describeResource(again)), first, again)
+	}
+	return nil
+}

@@ -1,0 +1,146 @@
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/saferetry/saferetry/internal/contract"
+)
+
+// spec is one request to send.
+type spec struct {
+	method, url string
+	key         string // "" sends no Idempotency-Key
+	body        []byte
+	principal   string      // "a", "b" or ""
+	auth        http.Header // the principal's headers
+}
+
+// maxBody bounds how much of an answer is read.
+const maxBody = 4 << 20
+
+// shownHeaders are the answer headers that evidence shows.
+var shownHeaders = []string{"Content-Type", "Location", "Retry-After", contract.HeaderReplayed}
+
+// sender sends one target's requests.
+type sender struct {
+	client  *http.Client
+	header  http.Header // the target's
+	timeout time.Duration
+}
+
+// send sends s and reads its whole answer; a transport error is in the
+// Exchange's Error.
+func (sd *sender) send(ctx context.Context, s spec) Exchange {
+	ex := Exchange{Method: s.method, URL: s.url, Key: s.key, Principal: s.principal}
+	if len(s.body) > 0 {
+		ex.RequestBody = excerpt(s.body)
+	}
+	ctx, cancel := context.WithTimeout(ctx, sd.timeout)
+	defer cancel()
+	var body io.Reader
+	if s.body != nil {
+		body = bytes.NewReader(s.body)
+	}
+	req, err := http.NewRequestWithContext(ctx, s.method, s.url, body)
+	if err != nil {
+		ex.Error = err.Error()
+		return ex
+	}
+	for name, vs := range sd.header {
+		req.Header[name] = append([]string(nil), vs...)
+	}
+	for name, vs := range s.auth {
+		req.Header[name] = append([]string(nil), vs...)
+	}
+	req.Header.Del(contract.HeaderKey)
+	if s.key != "" {
+		req.Header.Set(contract.HeaderKey, s.key)
+	}
+	if req.Header.Get("Content-Type") == "" && len(s.body) > 0 && json.Valid(s.body) {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	start := time.Now()
+	resp, err := sd.client.Do(req)
+	if err != nil {
+		ex.Error = err.Error()
+		ex.Elapsed = Duration(time.Since(start))
+		return ex
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	ex.sent = time.Now()
+	ex.Elapsed = Duration(ex.sent.Sub(start))
+	if err != nil {
+		ex.Error = "reading the answer: " + err.Error()
+	}
+	ex.Status, ex.body, ex.header = resp.StatusCode, b, resp.Header
+	ex.Body = excerpt(b)
+	for _, name := range shownHeaders {
+		if v := resp.Header.Values(name); len(v) > 0 {
+			if ex.Header == nil {
+				ex.Header = make(map[string]string)
+			}
+			ex.Header[name] = strings.Join(v, ", ")
+		}
+	}
+	return ex
+}
+
+// answered reports whether ex got a whole answer.
+func (ex Exchange) answered() bool { return ex.Error == "" && ex.Status != 0 }
+
+// success reports whether ex got a 2xx answer.
+func (ex Exchange) success() bool { return ex.answered() && ex.Status >= 200 && ex.Status < 300 }
+
+// replayed reports whether ex's answer is marked as a replay.
+func (ex Exchange) replayed() bool { return ex.header != nil && contract.Replayed(ex.header) }
+
+// outcome is ex's status, or "no answer", for verdicts.
+func (ex Exchange) outcome() string {
+	if !ex.answered() {
+		return "no answer (" + ex.Error + ")"
+	}
+	return strconv.Itoa(ex.Status)
+}
+
+// newKey returns a fresh key for one check's requests.
+func newKey(purpose string) string { return "saferetry-check-" + purpose + "-" + uuid.NewString() }
+
+// malformedKey is a key value that is no key: an sf-string without its
+// closing quote.
+func malformedKey() string { return `"` + newKey("malformed") }
+
+// longKey is a key one byte over contract.MaxKeyLen, printable ASCII.
+func longKey() string {
+	k := newKey("long")
+	for len(k) < contract.MaxKeyLen+1 {
+		k += "-" + uuid.NewString()
+	}
+	return k[:contract.MaxKeyLen+1]
+}
+
+// otherBody returns a body that asks for another operation than body: a
+// JSON object with one more member, anything else with a suffix.
+func otherBody(body []byte) []byte {
+	marker := "saferetry-check-" + uuid.NewString()
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(body, &obj) == nil && obj != nil {
+		trimmed := bytes.TrimSpace(body)
+		inner := bytes.TrimSpace(trimmed[1 : len(trimmed)-1])
+		out := []byte(`{"saferetry_check":"` + marker + `"`)
+		if len(inner) > 0 {
+			out = append(append(out, ','), inner...)
+		}
+		return append(out, '}')
+	}
+	return append(append([]byte(nil), body...), " "+marker...)
+}

@@ -1,0 +1,143 @@
+package conformance_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/saferetry/saferetry/conformance"
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/memstore"
+	"github.com/saferetry/saferetry/idempotency/pgstore"
+	"github.com/saferetry/saferetry/idempotency/redisstore"
+	"github.com/saferetry/saferetry/internal/testenv"
+	"github.com/saferetry/saferetry/mockserver"
+)
+
+// TestMockServer: the mock server passes every MUST and SHOULD check; it
+// scopes keys by namespace, not by principal, so scope-isolation is not
+// asked.
+func TestMockServer(t *testing.T) {
+	srv := mockserver.New(mockserver.WithPaymentWork(work))
+	defer srv.Close()
+	c := fullChecker(srv.URL + "/payments")
+	c.AuthA, c.AuthB, c.TTL = nil, nil, 0
+	rep := check(t, c, srv.URL+"/payments")
+	wantOutcome(t, rep, nil, []string{conformance.CheckScopeIsolation, conformance.CheckTTLExpiry})
+	if n := len(srv.Payments()); n != 2 {
+		t.Errorf("the checker made %d payments, want 2 (the first request's and the burst's)", n)
+	}
+}
+
+// TestMockServerTTL: after the TTL the mock server runs the handler again,
+// but its payments are keyed by idempotency.DerivedKey, a function of the
+// scope and the key only, so the re-run finds the first run's payment and
+// answers with it: no new payment, and ttl-expiry fails. With unkeyed
+// payments the key executes anew.
+func TestMockServerTTL(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		opts   []mockserver.Option
+		failed []string
+	}{
+		{"keyed payments", nil, []string{conformance.CheckTTLExpiry}},
+		{"unkeyed payments", []mockserver.Option{mockserver.WithUnkeyedPayments()}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := mockserver.New(append(tc.opts, mockserver.WithPaymentWork(work),
+				mockserver.WithIdempotencyOptions(idempotency.WithTTL(ttl)))...)
+			defer srv.Close()
+			c := fullChecker(srv.URL + "/payments")
+			c.AuthA, c.AuthB = nil, nil
+			rep := check(t, c, srv.URL+"/payments")
+			wantOutcome(t, rep, tc.failed, []string{conformance.CheckScopeIsolation})
+		})
+	}
+}
+
+// TestMiddlewareOverStores: the idempotency Middleware, keys scoped by
+// principal, passes every MUST and SHOULD check over every store and in
+// both modes.
+func TestMiddlewareOverStores(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		store   func(t *testing.T) idempotency.Store
+		skipped []string
+	}{
+		{"memstore", func(t *testing.T) idempotency.Store {
+			st := memstore.New()
+			t.Cleanup(func() { _ = st.Close() })
+			return st
+		}, nil},
+		{"redisstore", func(t *testing.T) idempotency.Store {
+			rdb := redisClient(t)
+			return redisstore.New(rdb, redisstore.WithPrefix(testenv.RedisPrefix(t, rdb, "saferetry-conformance-test")))
+		}, nil},
+		{"pgstore lease", func(t *testing.T) idempotency.Store { return pgStore(t).Store }, nil},
+		// In transactional mode a duplicate waits on the first request's
+		// row lock and then replays its answer: no 409 comes.
+		{"pgstore tx", func(t *testing.T) idempotency.Store { return pgStore(t) }, []string{conformance.CheckConflictRetryAfter}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := middlewareServer(t, tc.store(t))
+			rep := check(t, fullChecker(srv.URL+"/items"), srv.URL+"/items")
+			wantOutcome(t, rep, nil, tc.skipped)
+		})
+	}
+}
+
+// middlewareServer serves POST /items behind the Middleware over st, keys
+// scoped by the Authorization header, and GET /items.
+func middlewareServer(t *testing.T, st idempotency.Store) *httptest.Server {
+	items := &naive{entries: map[string]*naiveEntry{}} // only its handler and list are used
+	mw := idempotency.Middleware(st, idempotency.WithKeyRequired(true), idempotency.WithTTL(ttl),
+		idempotency.WithScope(func(r *http.Request) (string, error) { return r.Header.Get("Authorization"), nil }))
+	mux := http.NewServeMux()
+	mux.Handle("POST /items", mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		items.execute(w, &naiveEntry{}, readAll(r))
+	})))
+	mux.Handle("GET /items", items)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func redisClient(t *testing.T) *redis.Client {
+	opt, err := redis.ParseURL(testenv.RedisURL(t))
+	if err != nil {
+		t.Fatalf("%s: %v", testenv.EnvRedisURL, err)
+	}
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// pgStore is a transactional store on a table of the test's own (its
+// Store field is the lease-mode store on the same table), dropped at the
+// end.
+func pgStore(t *testing.T) *pgstore.TxStore {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, testenv.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	table := testenv.RandomName("conformance_test_")
+	st := pgstore.NewTx(pool, pgstore.WithTable(table), pgstore.WithLockTimeout(10*time.Second))
+	t.Cleanup(func() {
+		_ = st.Close()
+		if _, err := pool.Exec(context.Background(), `DROP TABLE IF EXISTS "`+table+`"`); err != nil {
+			t.Errorf("drop %s: %v", table, err)
+		}
+	})
+	if err := st.CreateSchema(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}

@@ -1,0 +1,364 @@
+// Package mockcmd is the mock server command: its flags, its stores and
+// ledgers, its metrics. cmd/mockserver and the mock subcommand of
+// cmd/saferetry both run it, so the two serve the same server with the same
+// flags. The flags are documented in cmd/mockserver.
+package mockcmd
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/memstore"
+	"github.com/saferetry/saferetry/idempotency/pgstore"
+	"github.com/saferetry/saferetry/idempotency/redisstore"
+	"github.com/saferetry/saferetry/mockserver"
+	"github.com/saferetry/saferetry/mockserver/pgledger"
+	"github.com/saferetry/saferetry/mockserver/redisledger"
+)
+
+// Main runs the command with args (without the program name) until SIGINT
+// or SIGTERM, and returns its exit status: 0 after a graceful shutdown or
+// -h, 2 when the flags are wrong or the store cannot be reached (the error
+// printed to standard error). A second signal kills the process the
+// default way. name is the command's name in its usage message.
+func Main(name string, args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // a second signal kills the process the default way
+	}()
+	if err := Run(ctx, name, args, os.Stdout, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	return 0
+}
+
+// connectTimeout bounds reaching the store at start-up.
+const connectTimeout = 5 * time.Second
+
+// Run serves the mock server that args describe until ctx is done, then
+// shuts it down gracefully: requests in flight are answered. It prints the
+// startup line to stdout and warnings to stderr. name is the command's name
+// in its usage message. A -h in args returns flag.ErrHelp.
+func Run(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
+	st, err := parseFlags(name, args, stderr)
+	if err != nil {
+		return err
+	}
+	be, err := openBackend(ctx, st.store, backendOptions{
+		table:      st.table,
+		namespace:  st.namespace,
+		opening:    st.balances,
+		tx:         st.mode == "tx",
+		maxEntries: st.maxEntries,
+		maxBytes:   st.maxBytes,
+		warnings:   stderr,
+	})
+	if err != nil {
+		return err
+	}
+	defer be.close()
+	var mt *metrics
+	if st.metrics {
+		if mt, err = newMetrics(st.namespace); err != nil {
+			return err
+		}
+		defer mt.close()
+	}
+
+	ln, err := net.Listen("tcp", st.addr)
+	if err != nil {
+		return fmt.Errorf("mockserver: %w", err)
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	admin := st.admin.enabled(ln.Addr(), logger)
+	srv := mockserver.New(st.serverOptions(be, ln, admin, logger, mt)...)
+	payments := "keyed payments"
+	if st.unkeyed {
+		payments = "unkeyed payments"
+	}
+	adminState := "admin API off"
+	if admin {
+		adminState = "admin API on"
+	}
+	if mt != nil {
+		adminState += ", metrics at " + mockserver.MetricsPath
+	}
+	fmt.Fprintf(stdout, "mockserver: listening on %s (store %s, mode %s, %s, ttl %v, lease %v, %s)\n",
+		srv.URL, be.name, st.mode, payments, st.ttl, st.lease, adminState)
+
+	<-ctx.Done()
+	fmt.Fprintln(stdout, "mockserver: shutting down")
+	srv.Close()
+	return nil
+}
+
+// settings are the command's flags.
+type settings struct {
+	addr, store, namespace, table, mode string
+	ttl, lease, wait, work              time.Duration
+	readTimeout, idleTimeout            time.Duration
+	admin                               adminFlag
+	maxEntries                          int
+	maxBytes                            int64
+	balances                            balanceFlag
+	unkeyed, verbose, metrics           bool
+	memoryOnly                          []string // the memory-store flags given
+}
+
+// parseFlags parses and checks the command line.
+func parseFlags(name string, args []string, stderr io.Writer) (settings, error) {
+	st := settings{balances: balanceFlag{}}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&st.addr, "addr", "127.0.0.1:8080", "address to listen on (port 0 picks a free port)")
+	fs.Var(&st.admin, "admin", "serve the admin API under /_mock/: auto (on a loopback address only), true or false")
+	fs.DurationVar(&st.readTimeout, "read-timeout", mockserver.DefaultReadTimeout, "how long a request may take to arrive, headers and body (0: no limit on the body)")
+	fs.DurationVar(&st.idleTimeout, "idle-timeout", mockserver.DefaultIdleTimeout, "how long an idle keep-alive connection stays open (0: no limit)")
+	fs.StringVar(&st.store, "store", "memory", "idempotency store: memory, redis://..., postgres://...")
+	fs.DurationVar(&st.ttl, "ttl", idempotency.DefaultTTL, "how long a completed key is replayed")
+	fs.DurationVar(&st.lease, "lease", idempotency.DefaultLease, "how long a claim lives without renewal")
+	fs.DurationVar(&st.wait, "wait", 0, "how long a duplicate waits for a running original before 409 (0: at once)")
+	fs.StringVar(&st.namespace, "namespace", "mockserver", "idempotency scope prefix; instances sharing a store and a namespace share keys")
+	fs.StringVar(&st.table, "table", "", "PostgreSQL table of the entries, created if missing (default "+pgstore.DefaultTable+"; postgres store only)")
+	fs.IntVar(&st.maxEntries, "max-entries", memstore.DefaultMaxEntries, "most entries the memory store holds; a new key beyond gets 503 (memory store only)")
+	fs.Int64Var(&st.maxBytes, "max-bytes", memstore.DefaultMaxBytes, "most bytes of heap the memory store's entries hold, as it estimates them (memory store only)")
+	fs.StringVar(&st.mode, "mode", "", "idempotency mode over a postgres store: tx (default) or lease")
+	fs.Var(st.balances, "balance", "`CUR=amount`: opening balance of a currency in minor units (repeatable)")
+	fs.BoolVar(&st.unkeyed, "unkeyed-payments", false, "pay anew on every execution (the naive handler a lease cannot protect)")
+	fs.DurationVar(&st.work, "payment-work", 0, "how long the handler works after paying, before it answers (0: at once)")
+	fs.BoolVar(&st.metrics, "metrics", false, "serve Prometheus text of the idempotency metrics at "+mockserver.MetricsPath)
+	fs.BoolVar(&st.verbose, "v", false, "log executions and injected faults to stderr")
+	if err := fs.Parse(args); err != nil {
+		return st, err
+	}
+	if fs.NArg() > 0 {
+		return st, fmt.Errorf("mockserver: unexpected arguments %q", fs.Args())
+	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "max-entries" || f.Name == "max-bytes" {
+			st.memoryOnly = append(st.memoryOnly, "-"+f.Name)
+		}
+	})
+	return st, st.check()
+}
+
+// check refuses flags that do not fit together, and sets the default mode.
+func (st *settings) check() error {
+	switch {
+	case st.mode == "" && isPostgres(st.store):
+		st.mode = "tx"
+	case st.mode == "":
+		st.mode = "lease"
+	case st.mode != "tx" && st.mode != "lease":
+		return fmt.Errorf("mockserver: -mode %q: want tx or lease", st.mode)
+	case st.mode == "tx" && !isPostgres(st.store):
+		return errors.New("mockserver: -mode tx needs a postgres:// store")
+	}
+	if st.ttl <= 0 || st.lease <= 0 || st.wait < 0 || st.work < 0 {
+		return errors.New("mockserver: -ttl and -lease must be positive, -wait and -payment-work not negative")
+	}
+	if st.readTimeout < 0 || st.idleTimeout < 0 {
+		return errors.New("mockserver: -read-timeout and -idle-timeout must not be negative (0: no limit)")
+	}
+	if len(st.memoryOnly) > 0 && !isMemory(st.store) {
+		return fmt.Errorf("mockserver: %s applies to the memory store only", strings.Join(st.memoryOnly, " and "))
+	}
+	if st.maxEntries <= 0 || st.maxBytes <= 0 {
+		return errors.New("mockserver: -max-entries and -max-bytes must be positive")
+	}
+	if st.table != "" {
+		if !isPostgres(st.store) {
+			return errors.New("mockserver: -table applies to a postgres:// store only")
+		}
+		if err := pgstore.ValidateTable(st.table); err != nil {
+			return fmt.Errorf("mockserver: -table: %w", err)
+		}
+	}
+	return nil
+}
+
+// serverOptions are the mockserver options the settings ask for; log is
+// the server's logger with -v, mt the instrumentation of -metrics (nil
+// without).
+func (st settings) serverOptions(be backend, ln net.Listener, admin bool, log *slog.Logger, mt *metrics) []mockserver.Option {
+	opts := []mockserver.Option{
+		mockserver.WithListener(ln),
+		mockserver.WithAdminAPI(admin),
+		mockserver.WithReadTimeout(st.readTimeout),
+		mockserver.WithIdleTimeout(st.idleTimeout),
+		mockserver.WithStore(be.store),
+		mockserver.WithLedger(be.ledger),
+		mockserver.WithNamespace(st.namespace),
+		mockserver.WithIdempotencyOptions(
+			idempotency.WithTTL(st.ttl),
+			idempotency.WithLease(st.lease),
+			idempotency.WithWaitForResult(st.wait),
+		),
+	}
+	if st.unkeyed {
+		opts = append(opts, mockserver.WithUnkeyedPayments())
+	}
+	if st.work > 0 {
+		opts = append(opts, mockserver.WithPaymentWork(st.work))
+	}
+	if st.verbose {
+		opts = append(opts, mockserver.WithLogger(log))
+	}
+	if mt != nil {
+		opts = append(opts, mt.options(be.store, be.kind)...) // its WithStore wraps the one above
+	}
+	return opts
+}
+
+func isMemory(u string) bool { return u == "" || u == "memory" }
+
+func isPostgres(u string) bool {
+	return strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://")
+}
+
+// backendOptions are the flags that shape the store and the ledger,
+// already validated.
+type backendOptions struct {
+	table      string           // PostgreSQL only; "" for the default
+	namespace  string           // names the Redis ledger's keys
+	opening    map[string]int64 // opening balances
+	tx         bool             // transactional mode (PostgreSQL only)
+	maxEntries int              // memory only
+	maxBytes   int64            // memory only
+	warnings   io.Writer        // gets the warnings of the Redis settings check
+}
+
+// backend is where a server keeps its idempotency entries and its ledger.
+type backend struct {
+	store  idempotency.Store
+	ledger mockserver.Ledger
+	name   string
+	kind   string // memory, redis or postgres: the store's name in the metrics
+	close  func()
+}
+
+// openBackend connects to the store named by u and puts the ledger beside
+// the entries, or makes the memory store and ledger.
+func openBackend(ctx context.Context, u string, o backendOptions) (backend, error) {
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	switch {
+	case isMemory(u):
+		ms := memstore.New(memstore.WithMaxEntries(o.maxEntries), memstore.WithMaxBytes(o.maxBytes))
+		return backend{store: ms, ledger: mockserver.NewMemoryLedger(o.opening), name: "memory", kind: "memory",
+			close: func() { _ = ms.Close() }}, nil
+
+	case strings.HasPrefix(u, "redis://") || strings.HasPrefix(u, "rediss://"):
+		opt, err := redis.ParseURL(u)
+		if err != nil {
+			return backend{}, fmt.Errorf("mockserver: -store: %w", err)
+		}
+		rdb := redis.NewClient(opt)
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			_ = rdb.Close()
+			return backend{}, fmt.Errorf("mockserver: cannot reach redis: %w", err)
+		}
+		prefix := "saferetry:mock:" + o.namespace + ":"
+		if err := redisledger.ValidatePrefix(prefix); err != nil {
+			_ = rdb.Close()
+			return backend{}, fmt.Errorf("mockserver: -namespace %q cannot name a Redis ledger: %w", o.namespace, err)
+		}
+		rs := redisstore.New(rdb)
+		warnRedisSettings(ctx, rs, o.warnings)
+		led := redisledger.New(rdb, prefix, o.opening)
+		return backend{store: rs, ledger: led, name: "redis " + opt.Addr, kind: "redis", close: func() { _ = rdb.Close() }}, nil
+
+	case isPostgres(u):
+		pool, err := pgxpool.New(ctx, u)
+		if err != nil {
+			return backend{}, fmt.Errorf("mockserver: -store: %w", err)
+		}
+		var opts []pgstore.Option
+		if o.table != "" {
+			opts = append(opts, pgstore.WithTable(o.table))
+		}
+		tx := pgstore.NewTx(pool, opts...)
+		led := pgledger.New(pool, tx.Table(), o.opening)
+		for _, create := range []func(context.Context) error{tx.CreateSchema, led.CreateSchema} {
+			if err := create(ctx); err != nil {
+				pool.Close()
+				return backend{}, fmt.Errorf("mockserver: cannot prepare postgres: %w", err)
+			}
+		}
+		var st idempotency.Store = tx
+		if !o.tx {
+			st = tx.Store // lease mode over the same table
+		}
+		stopReaper := tx.StartReaper(context.Background(), time.Minute)
+		return backend{store: st, ledger: led, name: "postgres table " + tx.Table(), kind: "postgres", close: func() {
+			stopReaper()
+			_ = tx.Close()
+			pool.Close()
+		}}, nil
+	}
+	return backend{}, fmt.Errorf("mockserver: -store %q: want memory, redis://... or postgres://...", u)
+}
+
+// balanceFlag collects -balance CUR=amount values.
+type balanceFlag map[string]int64
+
+func (b balanceFlag) String() string {
+	parts := make([]string, 0, len(b))
+	for c, v := range b {
+		parts = append(parts, c+"="+strconv.FormatInt(v, 10))
+	}
+	return strings.Join(parts, ",")
+}
+
+func (b balanceFlag) Set(v string) error {
+	cur, amount, ok := strings.Cut(v, "=")
+	n, err := strconv.ParseInt(amount, 10, 64)
+	if !ok || err != nil || n < 0 || len(cur) != 3 || strings.ToUpper(cur) != strings.ToUpper(strings.Map(letter, cur)) {
+		return fmt.Errorf("want CUR=amount, three letters and a non-negative integer, got %q", v)
+	}
+	b[strings.ToUpper(cur)] = n
+	return nil
+}
+
+// letter keeps ASCII letters and drops anything else.
+func letter(r rune) rune {
+	if (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') {
+		return r
+	}
+	return -1
+}
+
+// warnRedisSettings prints one warning line to w per setting of the Redis
+// server under which it may forget claims and outcomes. The mock server
+// serves all the same: it is a test tool, and a test Redis often runs
+// without persistence on purpose.
+func warnRedisSettings(ctx context.Context, rs *redisstore.Store, w io.Writer) {
+	problems, err := rs.Check(ctx)
+	if err != nil {
+		fmt.Fprintf(w, "mockserver: warning: cannot check the redis settings: %v\n", err)
+		return
+	}
+	for _, p := range problems {
+		fmt.Fprintf(w, "mockserver: warning: redis %s\n", p)
+	}
+}
