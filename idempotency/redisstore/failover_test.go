@@ -142,9 +142,36 @@ type failoverRun struct {
 	execs    map[string]int       // key -> executions
 	bodies   map[string]string    // key -> the body its execution sent
 	answered map[string]string    // key -> the body of its 201s
+	onVictim map[string]bool      // keys on the failed primary's slots
 	firstOK  map[string]time.Time // key -> its first 201 after the kill
-	statuses map[int]int          // status -> answers (0: no answer)
-	mixed    []string             // keys whose 201s disagreed
+	replies  []replyRecord
+	mixed    []string // keys whose 201s disagreed
+}
+
+// replyRecord is one answer the storm got: when it was sent, how long it
+// took, its status (0: none), whether its key is on the failed primary.
+type replyRecord struct {
+	sent     time.Time
+	took     time.Duration
+	status   int
+	affected bool
+}
+
+// summary counts the answers by status, on the failed primary's slots and
+// on the others, and gives the longest 503 on its slots sent in [from, to).
+func (f *failoverRun) summary(from, to time.Time) (affected, others map[int]int, slowest503 time.Duration) {
+	affected, others = map[int]int{}, map[int]int{}
+	for _, r := range f.replies {
+		if !r.affected {
+			others[r.status]++
+			continue
+		}
+		affected[r.status]++
+		if r.status == http.StatusServiceUnavailable && !r.sent.Before(from) && r.sent.Before(to) {
+			slowest503 = max(slowest503, r.took)
+		}
+	}
+	return affected, others, slowest503
 }
 
 func (f *failoverRun) handler(inst int) http.Handler {
@@ -172,7 +199,16 @@ func (f *failoverRun) operate(ctx context.Context, client *http.Client, urls []s
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				sent := time.Now()
 				replies[i] = testenv.Post(ctx, client, urls[i%len(urls)]+"/ops", key, `{"amount":1}`)
+				took := time.Since(sent)
+				status := replies[i].Status
+				if replies[i].Err != nil {
+					status = 0
+				}
+				f.mu.Lock()
+				f.replies = append(f.replies, replyRecord{sent, took, status, f.onVictim[key]})
+				f.mu.Unlock()
 			}()
 		}
 		wg.Wait()
@@ -180,12 +216,7 @@ func (f *failoverRun) operate(ctx context.Context, client *http.Client, urls []s
 		ok := false
 		f.mu.Lock()
 		for _, r := range replies {
-			if r.Err != nil {
-				f.statuses[0]++
-				continue
-			}
-			f.statuses[r.Status]++
-			if r.Status != http.StatusCreated {
+			if r.Err != nil || r.Status != http.StatusCreated {
 				continue
 			}
 			ok = true
@@ -216,7 +247,7 @@ func failover(t *testing.T, opts []redisstore.Option) {
 	f := &failoverRun{
 		prefix: testenv.RandomName("saferetry:failover:") + ":",
 		execs:  map[string]int{}, bodies: map[string]string{}, answered: map[string]string{},
-		firstOK: map[string]time.Time{}, statuses: map[int]int{},
+		firstOK: map[string]time.Time{},
 	}
 	// Three instances, each with a cluster client of its own, with
 	// go-redis's defaults (ClusterStateReloadInterval 60 s).
@@ -233,6 +264,7 @@ func failover(t *testing.T, opts []redisstore.Option) {
 	// The victim: the primary of slot 0, and its replica; which keys
 	// fall on its slots.
 	victim, replica, onVictim := primaryAndReplica(t, control, 0, f.prefix)
+	f.onVictim = onVictim
 
 	// The storm: operations started one after another, at most
 	// failoverInFlight at once, until stop.
@@ -279,7 +311,9 @@ func failover(t *testing.T, opts []redisstore.Option) {
 	})
 	if len(opts) > 0 {
 		// WithWait: the promoted primary accepts no claim until it has a
-		// replica again; bring the failed node back, as a supervisor would.
+		// replica again (503s meanwhile, not hangs); bring the failed
+		// node back a second later, as a supervisor would.
+		pause(ctx, time.Second)
 		tRestarted = time.Now()
 		c.restart(victim)
 		testenv.Eventually(t, "the restarted "+victim+" replicates "+replica, func() bool {
@@ -318,7 +352,11 @@ func failover(t *testing.T, opts []redisstore.Option) {
 		victim, replica, ms(tPromoted), ms(tRestarted), ms(tRejoined), ms(tBack), tBack.Sub(tPromoted).Seconds())
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	t.Logf("%d operations, answers by status (0: none): %v", len(keys), f.statuses)
+	affectedAnswers, otherAnswers, slowest := f.summary(tPromoted, tRestarted)
+	t.Logf("%d operations; answers by status (0: none) on the failed primary's slots %v, on the others %v", len(keys), affectedAnswers, otherAnswers)
+	if !tRestarted.IsZero() {
+		t.Logf("the longest 503 on its slots between the promotion and the restart took %v", slowest.Round(time.Millisecond))
+	}
 	if tBack.IsZero() {
 		t.Errorf("no operation on the failed primary's slots succeeded within %v of the promotion", failoverRecovered)
 	}
