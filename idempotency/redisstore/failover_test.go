@@ -143,7 +143,7 @@ type failoverRun struct {
 	bodies   map[string]string    // key -> the body its execution sent
 	answered map[string]string    // key -> the body of its 201s
 	onVictim map[string]bool      // keys on the failed primary's slots
-	firstOK  map[string]time.Time // key -> its first 201 after the kill
+	firstOK  map[string]time.Time // key -> its first 201 to a send after the kill
 	replies  []replyRecord
 	mixed    []string // keys whose 201s disagreed
 }
@@ -193,6 +193,7 @@ func (f *failoverRun) handler(inst int) http.Handler {
 // failoverRetry until one answers 201, or ctx ends.
 func (f *failoverRun) operate(ctx context.Context, client *http.Client, urls []string, key string) bool {
 	for ctx.Err() == nil {
+		batch := time.Now()
 		replies := make([]answer, failoverDups)
 		var wg sync.WaitGroup
 		for i := range replies {
@@ -224,7 +225,7 @@ func (f *failoverRun) operate(ctx context.Context, client *http.Client, urls []s
 				f.mixed = append(f.mixed, key)
 			}
 			f.answered[key] = r.Body
-			if k := f.killed.Load(); k != 0 && now.UnixNano() > k {
+			if k := f.killed.Load(); k != 0 && batch.UnixNano() > k {
 				if _, seen := f.firstOK[key]; !seen {
 					f.firstOK[key] = now
 				}
