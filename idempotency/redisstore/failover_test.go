@@ -177,7 +177,7 @@ func (f *failoverRun) summary(from, to time.Time) (affected, others map[int]int,
 func (f *failoverRun) handler(inst int) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header.Get(idempotency.HeaderIdempotencyKey)
-		pause(r.Context(), failoverHold)
+		testenv.Pause(r.Context(), failoverHold)
 		f.mu.Lock()
 		f.execs[key]++
 		body := fmt.Sprintf(`{"key":%q,"execution":%d,"instance":%d}`, key, f.execs[key], inst)
@@ -235,7 +235,7 @@ func (f *failoverRun) operate(ctx context.Context, client *http.Client, urls []s
 		if ok {
 			return true
 		}
-		pause(ctx, failoverRetry)
+		testenv.Pause(ctx, failoverRetry)
 	}
 	return false
 }
@@ -294,11 +294,11 @@ func failover(t *testing.T, opts []redisstore.Option) {
 					failed.Add(1)
 				}
 			}()
-			pause(ctx, 5*time.Millisecond)
+			testenv.Pause(ctx, 5*time.Millisecond)
 		}
 	}()
 
-	pause(ctx, 500*time.Millisecond)
+	testenv.Pause(ctx, 500*time.Millisecond)
 	tKill := time.Now()
 	f.killed.Store(tKill.UnixNano())
 	c.kill9(victim)
@@ -314,7 +314,7 @@ func failover(t *testing.T, opts []redisstore.Option) {
 		// WithWait: the promoted primary accepts no claim until it has a
 		// replica again (503s meanwhile, not hangs); bring the failed
 		// node back a second later, as a supervisor would.
-		pause(ctx, time.Second)
+		testenv.Pause(ctx, time.Second)
 		tRestarted = time.Now()
 		c.restart(victim)
 		testenv.Eventually(t, "the restarted "+victim+" replicates "+replica, func() bool {
@@ -337,9 +337,9 @@ func failover(t *testing.T, opts []redisstore.Option) {
 			}
 		}
 		f.mu.Unlock()
-		pause(ctx, 20*time.Millisecond)
+		testenv.Pause(ctx, 20*time.Millisecond)
 	}
-	pause(ctx, 500*time.Millisecond)
+	testenv.Pause(ctx, 500*time.Millisecond)
 	close(stop)
 	<-stormDone
 
@@ -469,14 +469,4 @@ func newHTTPClientT(t *testing.T) *http.Client {
 	tr := &http.Transport{MaxIdleConns: 200, MaxIdleConnsPerHost: 100}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
-}
-
-// pause waits d or until ctx ends.
-func pause(ctx context.Context, d time.Duration) {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-	case <-ctx.Done():
-	}
 }
