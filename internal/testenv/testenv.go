@@ -6,7 +6,8 @@
 // its store) stopped when the test ends.
 //
 // The rule: a test that needs a service reads its URL from the environment
-// (SAFERETRY_REDIS_URL, SAFERETRY_POSTGRES_URL). When it is unset the test
+// (SAFERETRY_REDIS_URL, SAFERETRY_POSTGRES_URL; SAFERETRY_REDIS_CLUSTER_ADDRS
+// for a Redis Cluster, which .ci/redis-cluster.sh starts). When it is unset the test
 // is skipped with a message saying how to run it, unless
 // SAFERETRY_REQUIRE_SERVICES=1, in which case it fails. A package whose
 // tests need a service runs them through Main, from its TestMain: Main
@@ -20,6 +21,7 @@
 package testenv
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"os"
@@ -107,4 +109,15 @@ func RandomName(prefix string) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24)
 	return prefix + hex.EncodeToString(b[:])
+}
+
+// Pause waits d, or until ctx ends: a test's pacing that a cancelled test
+// does not sit out.
+func Pause(ctx context.Context, d time.Duration) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+	}
 }
