@@ -54,7 +54,11 @@ const fingerprintVersion = "v1:"
 func Fingerprint(r *http.Request, body []byte) string {
 	// The escaped path keeps /a%2Fb apart from /a/b, as routers that look at
 	// the raw path do.
-	return fingerprint(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Header.Get("Content-Type"), body)
+	var ct string
+	if v := r.Header["Content-Type"]; len(v) > 0 { // Header.Get, without canonicalising a canonical name
+		ct = v[0]
+	}
+	return fingerprint(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, ct, body)
 }
 
 // fpState is the pooled state of one fingerprint: the hash, the
