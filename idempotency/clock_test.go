@@ -27,12 +27,7 @@ var fakeStart = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 func TestLeaseKeptOnFakeTime(t *testing.T) {
 	const lease = 10 * time.Second
 	clk := clock.NewManual(fakeStart)
-	base := newStore(t, memstore.WithClock(clk.Now), memstore.WithCleanupInterval(0))
-	var renewals atomic.Int64
-	st := &faultyStore{Store: base, renew: func(ctx context.Context, k idempotency.Key, tok int64, l time.Duration) error {
-		renewals.Add(1)
-		return base.Renew(ctx, k, tok, l)
-	}}
+	st, renewals := renewCounted(t, clk)
 	started, release := make(chan struct{}), make(chan struct{})
 	app := &counter{}
 	app.before = func(http.ResponseWriter, *http.Request) int {
@@ -59,6 +54,16 @@ func TestLeaseKeptOnFakeTime(t *testing.T) {
 	if w := post(h, "k", `{}`); w.Body.String() != body || w.Header().Get(idempotency.HeaderReplayed) != "true" {
 		t.Fatalf("replay = %d %s, want %s", w.Code, w.Body, body)
 	}
+}
+
+// renewCounted returns a memstore on clk's time whose renewals it counts.
+func renewCounted(t *testing.T, clk *clock.Manual) (*faultyStore, *atomic.Int64) {
+	base := newStore(t, memstore.WithClock(clk.Now), memstore.WithCleanupInterval(0))
+	renewals := new(atomic.Int64)
+	return &faultyStore{Store: base, renew: func(ctx context.Context, k idempotency.Key, tok int64, l time.Duration) error {
+		renewals.Add(1)
+		return base.Renew(ctx, k, tok, l)
+	}}, renewals
 }
 
 // TestUnconfirmedLeaseOnFakeTime: renewals that never answer leave the
@@ -166,12 +171,7 @@ func TestManyLeasesKeptOnFakeTime(t *testing.T) {
 		n     = 40
 	)
 	clk := clock.NewManual(fakeStart)
-	base := newStore(t, memstore.WithClock(clk.Now), memstore.WithCleanupInterval(0))
-	var renewals atomic.Int64
-	st := &faultyStore{Store: base, renew: func(ctx context.Context, k idempotency.Key, tok int64, l time.Duration) error {
-		renewals.Add(1)
-		return base.Renew(ctx, k, tok, l)
-	}}
+	st, renewals := renewCounted(t, clk)
 	release := make(chan struct{})
 	var entered sync.WaitGroup
 	entered.Add(n)
