@@ -609,33 +609,76 @@ func (c *canonicaliser) members(depth int) (class uint8, err error) {
 // position, to the same effect.
 func (c *canonicaliser) sortMembers(members []member, class uint8) bool {
 	out := c.out
-	by := func(a, b member) int {
-		if a.key != b.key {
-			if a.key[0] != b.key[0] {
-				return cmp.Compare(a.key[0], b.key[0])
-			}
-			return cmp.Compare(a.key[1], b.key[1])
-		}
-		if a.colon-a.start > len(a.key)*8+1 { // longer than its key
-			if r := bytes.Compare(out[a.start:a.colon], out[b.start:b.colon]); r != 0 {
-				return r
-			}
-		}
-		return cmp.Compare(a.start, b.start)
-	}
 	if class != 0 && c.foldCollision(members, class&nameSpecial == 0) {
-		by = func(a, b member) int {
+		byFolded := func(a, b member) int {
 			if r := compareFolded(nameText(out, a), nameText(out, b)); r != 0 {
 				return r
 			}
 			return cmp.Compare(a.start, b.start)
 		}
+		if slices.IsSortedFunc(members, byFolded) {
+			return false
+		}
+		slices.SortFunc(members, byFolded)
+		return true
 	}
-	if slices.IsSortedFunc(members, by) {
+	if len(members) <= 12 {
+		return insertionSort(out, members)
+	}
+	byName := func(a, b member) int {
+		if nameLess(out, &a, &b) {
+			return -1
+		}
+		if nameLess(out, &b, &a) {
+			return 1
+		}
+		return cmp.Compare(a.start, b.start)
+	}
+	if slices.IsSortedFunc(members, byName) {
 		return false
 	}
-	slices.SortFunc(members, by)
+	slices.SortFunc(members, byName)
 	return true
+}
+
+// insertionSort sorts the few members (at most 12) of an object stably by
+// name and reports whether that changed their order. It sorts their
+// indices, and moves the members once, if at all.
+func insertionSort(out []byte, members []member) bool {
+	var perm [12]uint8
+	for i := range members {
+		perm[i] = uint8(i)
+	}
+	changed := false
+	for i := 1; i < len(members); i++ {
+		p, j := perm[i], i
+		for j > 0 && nameLess(out, &members[p], &members[perm[j-1]]) {
+			perm[j] = perm[j-1]
+			j--
+		}
+		perm[j] = p
+		changed = changed || j < i
+	}
+	if changed {
+		var in [12]member
+		copy(in[:], members)
+		for i := range members {
+			members[i] = in[perm[i]]
+		}
+	}
+	return changed
+}
+
+// nameLess reports whether a's name sorts before b's: by their keys, then,
+// for names longer than a key, by their bytes.
+func nameLess(out []byte, a, b *member) bool {
+	if a.key[0] != b.key[0] {
+		return a.key[0] < b.key[0]
+	}
+	if a.key[1] != b.key[1] {
+		return a.key[1] < b.key[1]
+	}
+	return a.colon-a.start > len(a.key)*8+1 && bytes.Compare(out[a.start:a.colon], out[b.start:b.colon]) < 0
 }
 
 // nameKey returns the first 16 bytes of text, a name's encoding after its
@@ -664,9 +707,30 @@ func nameText(out []byte, m member) []byte { return out[m.start+1 : m.colon-1] }
 // exact check, a sort by folded name. For ASCII names the key is cheap:
 // their case variants have the same length and the same letters, in any
 // case, at the same places.
+//
+// For a few ASCII names, the name keys (see nameKey) serve: names that are
+// case variants have the same length, and the same keys once the 0x20 bit
+// of every byte is set.
 func (c *canonicaliser) foldCollision(members []member, ascii bool) bool {
+	if ascii && len(members) <= 8 {
+		return asciiVariantsPossible(members) && c.caseVariants(members)
+	}
 	c.keys = appendFoldKeys(c.keys[:0], c.out, members, ascii)
 	return hasDuplicate(c.keys) && c.caseVariants(members)
+}
+
+// asciiVariantsPossible reports whether two of members, whose names are
+// ASCII without escapes, may be case variants.
+func asciiVariantsPossible(members []member) bool {
+	const folded = 0x2020202020202020
+	for i, a := range members {
+		for _, b := range members[i+1:] {
+			if a.colon-a.start == b.colon-b.start && a.key[0]|folded == b.key[0]|folded && a.key[1]|folded == b.key[1]|folded {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // appendFoldKeys appends to keys a key for each member's name that the
