@@ -193,6 +193,9 @@ func (c *canonicaliser) oversized() bool {
 }
 
 func (c *canonicaliser) skipSpace() {
+	if c.pos < len(c.src) && c.src[c.pos] > ' ' {
+		return // the common case: no space at all
+	}
 	for c.pos < len(c.src) {
 		switch c.src[c.pos] {
 		case ' ', '\t', '\n', '\r':
@@ -550,7 +553,7 @@ func (c *canonicaliser) members(depth int) (class uint8, err error) {
 		}
 		class |= c.class
 		m.colon = len(c.out)
-		m.key = nameKey(c.out[m.start+1 : m.colon])
+		m.key = nameKey(c.out, m.start+1, m.colon)
 		c.skipSpace()
 		if c.pos >= len(c.src) || c.src[c.pos] != ':' {
 			return 0, errNotJSON
@@ -681,17 +684,31 @@ func nameLess(out []byte, a, b *member) bool {
 	return a.colon-a.start > len(a.key)*8+1 && bytes.Compare(out[a.start:a.colon], out[b.start:b.colon]) < 0
 }
 
-// nameKey returns the first 16 bytes of text, a name's encoding after its
-// opening quote, as two big-endian numbers, padded with zero bytes: names
+// nameKey returns the first 16 bytes of out[from:to], a name's encoding
+// after its opening quote, as two big-endian numbers, padded with zero bytes: names
 // with different keys compare as their keys do, and names with the same key
 // are the same name when it holds the whole of one of them. No name's text
 // is a proper prefix of another's, as each ends with the only unescaped
 // quote it holds, and none holds a zero byte (it is escaped), so the padding
 // cannot make two different names' keys equal or compare in the wrong
 // order.
-func nameKey(text []byte) [2]uint64 {
+func nameKey(out []byte, from, to int) [2]uint64 {
+	if n := to - from; cap(out)-from >= 16 {
+		// Load 16 bytes, past the name if need be (out's spare capacity
+		// included), and clear those after it.
+		w := out[from : from+16 : from+16]
+		k := [2]uint64{binary.BigEndian.Uint64(w), binary.BigEndian.Uint64(w[8:])}
+		switch {
+		case n < 8:
+			k[0] &^= ^uint64(0) >> (8 * n)
+			k[1] = 0
+		case n < 16:
+			k[1] &^= ^uint64(0) >> (8 * (n - 8))
+		}
+		return k
+	}
 	var b [16]byte
-	copy(b[:], text)
+	copy(b[:], out[from:to])
 	return [2]uint64{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])}
 }
 
