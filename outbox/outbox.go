@@ -186,3 +186,7 @@ func validTable(name string) error {
 	}
 	return nil
 }
+
+// Table returns the quoted, possibly schema-qualified name of o's table,
+// for queries of one's own (inspection, tests).
+func (o *Outbox) Table() string { return o.names.quoted }
