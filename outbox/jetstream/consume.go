@@ -23,9 +23,10 @@ type Handler func(ctx context.Context, tx pgx.Tx, msg outbox.Message) error
 type ConsumeOption func(*consumeConfig)
 
 type consumeConfig struct {
-	name     string
-	nakDelay time.Duration
-	logger   *slog.Logger
+	name      string
+	nakDelay  time.Duration
+	logger    *slog.Logger
+	beforeAck func(msg outbox.Message, duplicate bool)
 }
 
 // WithInboxConsumer names the consumer in the inbox; empty (the default)
@@ -39,6 +40,14 @@ func WithInboxConsumer(name string) ConsumeOption {
 // WithNakDelay sets how long JetStream waits before redelivering a message
 // whose handler failed; 0 (the default) means at once.
 func WithNakDelay(d time.Duration) ConsumeOption { return func(c *consumeConfig) { c.nakDelay = d } }
+
+// WithBeforeAck sets a function called after a message's commit (or its
+// recognition as a duplicate) and before its acknowledgement, from the
+// consuming goroutine: for counting duplicates, or for killing a process
+// at the worst moment in a fault test. nil (the default) means none.
+func WithBeforeAck(f func(msg outbox.Message, duplicate bool)) ConsumeOption {
+	return func(c *consumeConfig) { c.beforeAck = f }
+}
 
 // WithConsumeLogger sets where handler and acknowledgement errors are
 // reported; nil means nowhere.
@@ -113,7 +122,7 @@ func handle(ctx context.Context, m natsjs.Msg, in *outbox.Inbox, h Handler, cfg 
 			msg.Headers[k] = m.Headers().Get(k)
 		}
 	}
-	_, err := in.Process(ctx, cfg.name, id, func(ctx context.Context, tx pgx.Tx) error {
+	dup, err := in.Process(ctx, cfg.name, id, func(ctx context.Context, tx pgx.Tx) error {
 		return h(ctx, tx, msg)
 	})
 	if err != nil {
@@ -124,6 +133,9 @@ func handle(ctx context.Context, m natsjs.Msg, in *outbox.Inbox, h Handler, cfg 
 			_ = m.Nak()
 		}
 		return
+	}
+	if cfg.beforeAck != nil {
+		cfg.beforeAck(msg, dup)
 	}
 	if err := m.Ack(); err != nil {
 		// Redelivered after AckWait, then acknowledged as a duplicate.
