@@ -113,33 +113,39 @@ func (r *Relay) Run(ctx context.Context) error {
 // messages it handed to the Publisher (whether they were published or not).
 // A Publisher error is no error of RunOnce's: it is recorded on the rows.
 // Run calls it in a loop; tests and tools may call it directly.
+//
+// The batch costs two round trips to the database: BEGIN and the claim in
+// one pipeline, the marks and COMMIT in another.
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
-	tx, err := r.o.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	conn, err := r.o.pool.Acquire(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("outbox: begin: %w", err)
+		return 0, fmt.Errorf("outbox: acquire: %w", err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
-	rows, err := tx.Query(ctx, r.o.names.claimSQL, r.cfg.batchSize)
-	if err != nil {
-		return 0, fmt.Errorf("outbox: claim: %w", err)
-	}
-	var seqs []int64
-	var msgs []Message
-	for rows.Next() {
-		var seq int64
-		var m Message
-		var attempts int
-		if err := rows.Scan(&seq, &m.ID, &m.Topic, &m.Key, &m.Payload, &m.Headers, &attempts); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("outbox: claim: %w", err)
+	defer conn.Release()
+	open := false
+	defer func() {
+		if open {
+			// The transaction is open or failed: end it, or drop the
+			// connection rather than give the pool one inside a
+			// transaction.
+			if _, err := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); err != nil {
+				_ = conn.Hijack().Close(context.WithoutCancel(ctx))
+			}
 		}
-		seqs = append(seqs, seq)
-		msgs = append(msgs, m)
-	}
-	if err := rows.Err(); err != nil {
+	}()
+	var begin pgx.Batch
+	begin.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+	begin.Queue(r.o.names.claimSQL, r.cfg.batchSize)
+	open = true
+	seqs, msgs, err := claim(conn.SendBatch(ctx, &begin))
+	if err != nil {
 		return 0, fmt.Errorf("outbox: claim: %w", err)
 	}
 	if len(msgs) == 0 {
+		open = false
+		if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+			return 0, fmt.Errorf("outbox: claim: %w", err)
+		}
 		return 0, nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, r.cfg.publishTimeout)
@@ -170,13 +176,40 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 		b.Queue(r.o.names.failSQL, failed, perr.Error(),
 			r.cfg.backoffMin.Seconds(), r.cfg.backoffMax.Seconds(), r.cfg.maxAttempts)
 	}
-	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+	b.Queue(`COMMIT`)
+	if err := conn.SendBatch(ctx, &b).Close(); err != nil {
 		return len(msgs), fmt.Errorf("outbox: mark: %w", err)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return len(msgs), fmt.Errorf("outbox: mark: %w", err)
-	}
+	open = false
 	return len(msgs), nil
+}
+
+// claim reads the claimed rows from the batch BEGIN, claim.
+func claim(br pgx.BatchResults) (seqs []int64, msgs []Message, err error) {
+	defer func() {
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	if _, err := br.Exec(); err != nil {
+		return nil, nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq int64
+		var m Message
+		var attempts int
+		if err := rows.Scan(&seq, &m.ID, &m.Topic, &m.Key, &m.Payload, &m.Headers, &attempts); err != nil {
+			return nil, nil, err
+		}
+		seqs = append(seqs, seq)
+		msgs = append(msgs, m)
+	}
+	return seqs, msgs, rows.Err()
 }
 
 // listen turns the Outbox's notifications into wake-ups until ctx is done,

@@ -91,9 +91,12 @@ SELECT pg_notify($6, '') WHERE EXISTS (SELECT FROM ins)`
 	// are chosen by state, never by a position in the sequence, so a
 	// transaction that commits after a later one is never passed over; and
 	// since Enqueue serialises a Key's transactions, a Key's uncommitted
-	// rows are always younger than its committed ones. Only the holder of
-	// a head locks the rows behind it, so the second lock never waits for
-	// another relay.
+	// rows are always younger than its committed ones. The rows behind a
+	// head are read without a lock: only the relay holding a Key's head
+	// touches the Key's pending rows (another relay sees the held head
+	// pending, so none of them is its head; once the holder commits, the
+	// head it published is no longer pending when rechecked under the
+	// lock), and not locking them saves a write per row.
 	n.claimSQL = `WITH heads AS (
 	SELECT seq, key FROM ` + q + ` o
 	WHERE state = 0 AND next_try_at <= now()
@@ -105,8 +108,7 @@ SELECT pg_notify($6, '') WHERE EXISTS (SELECT FROM ins)`
 SELECT seq, id, topic, key, payload, headers, attempts FROM ` + q + ` f
 WHERE f.state = 0 AND (f.seq IN (SELECT seq FROM heads) OR (f.key <> '' AND f.key IN (SELECT key FROM heads WHERE key <> '')))
 ORDER BY f.seq
-LIMIT $1
-FOR UPDATE OF f`
+LIMIT $1`
 	n.publishedSQL = `UPDATE ` + q + ` SET state = 1, published_at = now() WHERE seq = ANY($1)`
 	// A failed batch: each row's attempt is counted and its next try put
 	// off (min * 2^attempts, capped); past the limit the row is failed.
