@@ -11,6 +11,7 @@ type RelayOption func(*relayConfig)
 
 type relayConfig struct {
 	batchSize      int
+	workers        int
 	pollInterval   time.Duration
 	listen         bool
 	maxAttempts    int
@@ -30,6 +31,9 @@ func defaultRelayConfig() relayConfig {
 func (c *relayConfig) normalise() {
 	if c.batchSize <= 0 {
 		c.batchSize = 100
+	}
+	if c.workers <= 0 {
+		c.workers = 1
 	}
 	if c.pollInterval <= 0 {
 		c.pollInterval = time.Second
@@ -64,6 +68,13 @@ func (c *relayConfig) normalise() {
 // WithBatchSize sets how many messages one Publish call gets at most; 0
 // means 100.
 func WithBatchSize(n int) RelayOption { return func(c *relayConfig) { c.batchSize = n } }
+
+// WithWorkers sets how many batches a Relay's Run has in flight at once,
+// each in a transaction of its own (0 means 1): the workers of one relay
+// share the work as several relays do, Key by Key, so a Key's order holds;
+// more workers hide the database's round trips behind the broker's when
+// there are many Keys with messages waiting.
+func WithWorkers(n int) RelayOption { return func(c *relayConfig) { c.workers = n } }
 
 // WithPollInterval sets how often the relay looks for messages when no
 // notification came; 0 means one second. It bounds the delay of a message

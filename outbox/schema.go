@@ -85,28 +85,38 @@ $$;
 	RETURNING 1
 )
 SELECT pg_notify($6, '') WHERE EXISTS (SELECT FROM ins)`
-	// The oldest pending row of each Key that no other relay holds (its
-	// head: a Key's later rows wait behind it, even while it waits for its
-	// retry time), then the Key's later pending rows, oldest first. Rows
-	// are chosen by state, never by a position in the sequence, so a
+	// The claim: among the oldest $2 pending rows (a bound on the work of
+	// one claim, whatever the number of rows pending), those that are
+	// their Key's oldest pending row (its head: a Key's later rows wait
+	// behind it, even while it waits for its retry time); of these, the
+	// first $1 that no other relay holds, locked; then their Keys' later
+	// pending rows, oldest first, up to $1 rows in all. The oldest pending
+	// row is always a head, so a claim finds one unless other relays hold
+	// them all.
+	//
+	// Rows are chosen by state, never by a position in the sequence, so a
 	// transaction that commits after a later one is never passed over; and
 	// since Enqueue serialises a Key's transactions, a Key's uncommitted
-	// rows are always younger than its committed ones. The rows behind a
-	// head are read without a lock: only the relay holding a Key's head
-	// touches the Key's pending rows (another relay sees the held head
-	// pending, so none of them is its head; once the holder commits, the
-	// head it published is no longer pending when rechecked under the
-	// lock), and not locking them saves a write per row.
-	n.claimSQL = `WITH heads AS (
-	SELECT seq, key FROM ` + q + ` o
-	WHERE state = 0 AND next_try_at <= now()
-		AND (key = '' OR NOT EXISTS (SELECT FROM ` + q + ` p WHERE p.state = 0 AND p.key = o.key AND p.seq < o.seq))
+	// rows are always younger than its committed ones. A head found in the
+	// statement's snapshot is still its Key's head when locked if it is
+	// still pending then (the lock rechecks): rows older than it were
+	// published or failed, and stay so. The rows behind a head are read
+	// without a lock: only the relay holding a Key's head touches the
+	// Key's pending rows, and not locking them saves a write per row.
+	n.claimSQL = `WITH candidates AS (
+	SELECT seq, key FROM ` + q + ` WHERE state = 0 ORDER BY seq LIMIT $2
+), heads AS (
+	SELECT c.seq FROM candidates c
+	WHERE c.key = '' OR NOT EXISTS (SELECT FROM ` + q + ` p WHERE p.state = 0 AND p.key = c.key AND p.seq < c.seq)
+), held AS (
+	SELECT seq, key FROM ` + q + `
+	WHERE seq IN (SELECT seq FROM heads) AND state = 0 AND next_try_at <= now()
 	ORDER BY seq
 	LIMIT $1
 	FOR UPDATE SKIP LOCKED
 )
 SELECT seq, id, topic, key, payload, headers, attempts FROM ` + q + ` f
-WHERE f.state = 0 AND (f.seq IN (SELECT seq FROM heads) OR (f.key <> '' AND f.key IN (SELECT key FROM heads WHERE key <> '')))
+WHERE f.state = 0 AND (f.seq IN (SELECT seq FROM held) OR (f.key <> '' AND f.key IN (SELECT key FROM held WHERE key <> '')))
 ORDER BY f.seq
 LIMIT $1`
 	n.publishedSQL = `UPDATE ` + q + ` SET state = 1, published_at = now() WHERE seq = ANY($1)`
