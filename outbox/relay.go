@@ -42,9 +42,10 @@ func (e *PublishError) Unwrap() error { return e.Err }
 // hold the same message at once, and never hand a Key's message to their
 // Publisher before the Key's earlier ones are published or failed.
 type Relay struct {
-	o   *Outbox
-	pub Publisher
-	cfg relayConfig
+	o     *Outbox
+	pub   Publisher
+	cfg   relayConfig
+	claim string // SQL
 }
 
 // Relay returns a Relay publishing o's messages through pub.
@@ -54,7 +55,7 @@ func (o *Outbox) Relay(pub Publisher, opts ...RelayOption) *Relay {
 		opt(&cfg)
 	}
 	cfg.normalise()
-	return &Relay{o: o, pub: pub, cfg: cfg}
+	return &Relay{o: o, pub: pub, cfg: cfg, claim: o.names.claimSQL(cfg.batchSize, 4*cfg.batchSize+64)}
 }
 
 // Run publishes until ctx is done, then returns nil. It publishes at once
@@ -79,16 +80,16 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	for i, wake := range wakes {
 		wg.Add(1)
-		go func() { defer wg.Done(); r.work(ctx, wake, i == 0) }()
+		go func() { defer wg.Done(); r.work(ctx, wake, wakes, i == 0) }()
 	}
 	wg.Wait()
 	return nil
 }
 
-// work is one of Run's workers: batch after batch while batches come full,
-// then a wait for a wake-up or the poll interval; the first worker also
-// cleans up.
-func (r *Relay) work(ctx context.Context, wake <-chan struct{}, cleans bool) {
+// work is one of Run's workers: batch after batch while batches come full
+// (waking the others, since there is more), then a wait for a wake-up or
+// the poll interval; the first worker also cleans up.
+func (r *Relay) work(ctx context.Context, wake <-chan struct{}, all []chan struct{}, cleans bool) {
 	var lastCleanup time.Time
 	errWait := r.cfg.backoffMin
 	timer := time.NewTimer(time.Hour)
@@ -111,6 +112,7 @@ func (r *Relay) work(ctx context.Context, wake <-chan struct{}, cleans bool) {
 			errWait = min(2*errWait, r.cfg.backoffMax)
 		case n == r.cfg.batchSize:
 			errWait = r.cfg.backoffMin
+			wakeAll(all)
 			continue // more may be waiting
 		default:
 			errWait = r.cfg.backoffMin
@@ -153,13 +155,10 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	// The claim must walk the pending rows in sequence order and stop at
 	// the window's end; on a table whose statistics lag behind (a burst of
 	// enqueues before autovacuum's ANALYZE) the planner would rather read
-	// every pending row into a bitmap and sort them, once per batch, and
-	// the generic plan of the prepared claim, blind to the limits, was
-	// seen to take 300 ms over 1,000 rows: plan each claim for its limits.
+	// every pending row into a bitmap and sort them, once per batch.
 	begin.Queue(`SET LOCAL enable_bitmapscan = off`)
 	begin.Queue(`SET LOCAL enable_seqscan = off`)
-	begin.Queue(`SET LOCAL plan_cache_mode = force_custom_plan`)
-	begin.Queue(r.o.names.claimSQL, r.cfg.batchSize, 4*r.cfg.batchSize+64)
+	begin.Queue(r.claim)
 	open = true
 	seqs, msgs, err := claim(conn.SendBatch(ctx, &begin))
 	if err != nil {
@@ -215,7 +214,7 @@ func claim(br pgx.BatchResults) (seqs []int64, msgs []Message, err error) {
 			err = cerr
 		}
 	}()
-	for range 4 { // BEGIN and the SETs
+	for range 3 { // BEGIN and the SETs
 		if _, err := br.Exec(); err != nil {
 			return nil, nil, err
 		}
@@ -238,19 +237,23 @@ func claim(br pgx.BatchResults) (seqs []int64, msgs []Message, err error) {
 	return seqs, msgs, rows.Err()
 }
 
+// wakeAll wakes every worker that waits, and leaves a wake-up for those
+// that do not.
+func wakeAll(wakes []chan struct{}) {
+	for _, wake := range wakes {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // listen turns the Outbox's notifications into wake-ups until ctx is done,
 // on a connection of its own (a pooled one would go back to the pool still
 // listening). After each (re)connection it wakes the relay once, for what
 // was committed while it was not listening.
 func (r *Relay) listen(ctx context.Context, wakes []chan struct{}) {
-	signal := func() {
-		for _, wake := range wakes {
-			select {
-			case wake <- struct{}{}:
-			default:
-			}
-		}
-	}
+	signal := func() { wakeAll(wakes) }
 	wait := r.cfg.backoffMin
 	for ctx.Err() == nil {
 		err := r.listenOnce(ctx, signal)

@@ -58,7 +58,7 @@ func BenchmarkRelayVsRaw(b *testing.B) {
 				}
 				pub := &countingPublisher{Publisher: jetstream.NewPublisher(s.js)}
 				ctx, cancel := context.WithCancel(context.Background())
-				relay := s.o.Relay(pub, outbox.WithBatchSize(batch), outbox.WithWorkers(workers), outbox.WithListen(false))
+				relay := s.o.Relay(pub, outbox.WithBatchSize(batch), outbox.WithWorkers(workers))
 				b.ResetTimer()
 				start := time.Now()
 				done := make(chan struct{})
