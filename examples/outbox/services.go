@@ -89,6 +89,21 @@ func connectJS(ctx context.Context, natsURL string) (*nats.Conn, natsjs.JetStrea
 	return nc, js, s, nil
 }
 
+// connect opens the database pool and the NATS connection of a relay or
+// a notification service.
+func connect(ctx context.Context, dbURL, natsURL string) (*pgxpool.Pool, *nats.Conn, natsjs.JetStream, natsjs.Stream, error) {
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	nc, js, s, err := connectJS(ctx, natsURL)
+	if err != nil {
+		pool.Close()
+		return nil, nil, nil, nil, err
+	}
+	return pool, nc, js, s, nil
+}
+
 // runPayments serves POST /payments until ctx is done: in the middleware's
 // transaction it records the payment and enqueues payment.created, whose
 // ID is the request's derived key, so a retry (replayed) or a re-run after
@@ -152,15 +167,11 @@ func pay(w http.ResponseWriter, r *http.Request, ob *outbox.Outbox) {
 // crashAfter > 0 the process kills itself (SIGKILL) right after its
 // crashAfter-th successful publication, before the batch is marked.
 func runRelay(ctx context.Context, dbURL, natsURL string, crashAfter int, out io.Writer) error {
-	pool, err := pgxpool.New(ctx, dbURL)
+	pool, nc, js, _, err := connect(ctx, dbURL, natsURL)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	nc, js, _, err := connectJS(ctx, natsURL)
-	if err != nil {
-		return err
-	}
 	defer nc.Close()
 	var pub outbox.Publisher = jetstream.NewPublisher(js)
 	if crashAfter > 0 {
@@ -192,15 +203,11 @@ func (p *crashingPublisher) Publish(ctx context.Context, msgs []outbox.Message) 
 // writing a row, through the inbox. With crashAfter > 0 the process kills
 // itself right after its crashAfter-th commit, before the ack.
 func runNotify(ctx context.Context, dbURL, natsURL string, crashAfter int, out io.Writer) error {
-	pool, err := pgxpool.New(ctx, dbURL)
+	pool, nc, _, stream, err := connect(ctx, dbURL, natsURL)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	nc, _, stream, err := connectJS(ctx, natsURL)
-	if err != nil {
-		return err
-	}
 	defer nc.Close()
 	cons, err := stream.CreateOrUpdateConsumer(ctx, natsjs.ConsumerConfig{
 		Durable: consumer, AckPolicy: natsjs.AckExplicitPolicy, AckWait: 2 * time.Second,
