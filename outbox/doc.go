@@ -58,8 +58,11 @@
 // Enqueue is one round trip in the caller's transaction and holds a
 // per-Key advisory lock until commit (transactions of one Key commit one
 // after the other; use an entity's ID as Key). A relay batch is one
-// transaction of four round trips around one Publish call, committed
-// without waiting for the disk (a lost mark only republishes). Published
+// transaction of two round trips (BEGIN with the claim; the marks with
+// COMMIT) around one Publish call, committed without waiting for the disk
+// (a lost mark only republishes); WithWorkers keeps several batches in
+// flight. A claim looks at a bounded window of the oldest pending rows,
+// whatever the backlog. Published
 // rows are deleted after the retention period (WithRetention), inbox rows
 // when the caller says (Inbox.DeleteProcessed).
 package outbox

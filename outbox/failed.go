@@ -11,7 +11,7 @@ import (
 
 // FailedMessage is a message the relays gave up on after MaxAttempts
 // failed publications: kept in the table, not dropped, until Redrive puts
-// it back.
+// it back. It is a plain value.
 type FailedMessage struct {
 	Message
 	Attempts  int
@@ -64,7 +64,7 @@ WHERE state = 2 AND id = ANY($1)`, ids)
 	return n, nil
 }
 
-// Stats counts an Outbox's rows by state.
+// Stats counts an Outbox's rows by state; a plain value.
 type Stats struct {
 	Pending, Published, Failed int64
 }

@@ -16,7 +16,8 @@ import (
 )
 
 // Message is one event to publish. The zero value is not a valid message:
-// Topic is required.
+// Topic is required. It is a plain value: Enqueue keeps no reference to it,
+// and a Publisher may read it from any goroutine.
 type Message struct {
 	// ID identifies the message everywhere: the outbox row (unique:
 	// enqueueing an ID that exists is a no-op), the broker's deduplication
@@ -56,7 +57,8 @@ const (
 	DefaultInboxTable = "saferetry_inbox"
 )
 
-// Option configures New and NewInbox.
+// Option configures New and NewInbox; options are applied once, in New,
+// and may be shared between goroutines.
 type Option func(*config)
 
 type config struct {

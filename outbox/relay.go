@@ -24,7 +24,7 @@ type Publisher interface {
 
 // PublishError is a Publisher's partial failure: msgs[:Index] were
 // published, msgs[Index] failed with Err, and what came after is unknown
-// (left pending, its attempts not counted).
+// (left pending, its attempts not counted). It is a plain value.
 type PublishError struct {
 	Index int
 	Err   error
@@ -40,7 +40,9 @@ func (e *PublishError) Unwrap() error { return e.Err }
 // (*Outbox).Relay and call Run; the zero value is not usable. Run one per
 // instance, as many as you like: relays share the work row by row, never
 // hold the same message at once, and never hand a Key's message to their
-// Publisher before the Key's earlier ones are published or failed.
+// Publisher before the Key's earlier ones are published or failed. A Relay
+// is safe for concurrent use: RunOnce may be called from several
+// goroutines and Run more than once, each behaving as another relay.
 type Relay struct {
 	o     *Outbox
 	pub   Publisher

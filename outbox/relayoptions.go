@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// RelayOption configures a Relay.
+// RelayOption configures a Relay; options are applied once, in
+// (*Outbox).Relay, and may be shared between goroutines.
 type RelayOption func(*relayConfig)
 
 type relayConfig struct {

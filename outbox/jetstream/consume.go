@@ -13,13 +13,14 @@ import (
 	"github.com/saferetry/saferetry/outbox"
 )
 
-// Handler makes a message's effect through tx, the inbox's transaction:
+// Handler makes a message's effect through tx, the inbox's transaction
+// (called from Consume's goroutine, one message at a time per Consume):
 // it commits with the record that the message was processed. It must not
 // commit or roll back tx. An error rolls both back and the message is
 // redelivered.
 type Handler func(ctx context.Context, tx pgx.Tx, msg outbox.Message) error
 
-// ConsumeOption configures Consume.
+// ConsumeOption configures Consume; it may be shared between goroutines.
 type ConsumeOption func(*consumeConfig)
 
 type consumeConfig struct {

@@ -27,7 +27,8 @@ type Publisher struct {
 	prefix string
 }
 
-// PublisherOption configures NewPublisher.
+// PublisherOption configures NewPublisher; it may be shared between
+// goroutines.
 type PublisherOption func(*Publisher)
 
 // WithSubjectPrefix puts prefix before each Topic to make the subject
