@@ -148,7 +148,7 @@ func faultRun(ctx context.Context, cfg runConfig, out io.Writer) (bool, error) {
 func crashes(n int) []int {
 	c := make([]int, n)
 	for i := range c {
-		c[i] = 2 + rand.IntN(8)
+		c[i] = 1 + rand.IntN(4)
 	}
 	return c
 }
@@ -236,14 +236,16 @@ LEFT JOIN example_emails e ON e.payment_id = p.id GROUP BY p.id, p.email ORDER B
 var listenRE = regexp.MustCompile(`listening on (http://\S+)`)
 
 // supervise runs the service args as a child process until ctx is done,
-// starting it again whenever it dies: the i-th run gets -crash-after
-// crash[i] (then none), and each death by SIGKILL is counted in kills.
-// A payments child's URL goes to url.
+// starting it again whenever it dies: until it has killed itself
+// len(crash) times, the i-th time after crash[i] (-crash-after), then
+// without crashing; each death by SIGKILL is counted in kills. Any other
+// exit (the nats-server down at start) restarts it after a pause. A
+// payments child's URL goes to urlc.
 func supervise(ctx context.Context, args []string, crash []int, urlc chan<- string, kills *atomic.Int64) {
-	for run := 0; ctx.Err() == nil; run++ {
+	for next := 0; ctx.Err() == nil; {
 		a := args
-		if run < len(crash) {
-			a = append(append([]string(nil), args...), "-crash-after", strconv.Itoa(crash[run]))
+		if next < len(crash) {
+			a = append(append([]string(nil), args...), "-crash-after", strconv.Itoa(crash[next]))
 		}
 		cmd := exec.CommandContext(ctx, os.Args[0], a...)
 		cmd.Env = append(os.Environ(), childEnv+"=1")
@@ -269,8 +271,11 @@ func supervise(ctx context.Context, args []string, crash []int, urlc chan<- stri
 		if errors.As(err, &exit) && ctx.Err() == nil {
 			if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL && kills != nil {
 				kills.Add(1)
+				next++
+				continue
 			}
 		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
