@@ -46,15 +46,7 @@ func newPool(tb testing.TB, mutate ...func(*pgxpool.Config)) *pgxpool.Pool {
 // database too).
 func uniqueTable(tb testing.TB, pool *pgxpool.Pool) string {
 	tb.Helper()
-	name := testenv.RandomName("pgstore_test_")
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := pool.Exec(ctx, `DROP TABLE IF EXISTS "`+name+`"`); err != nil {
-			tb.Errorf("drop %s: %v", name, err)
-		}
-	})
-	return name
+	return testenv.PostgresTable(tb, pool, "pgstore_test_")
 }
 
 // newStore returns a lease-mode store on a fresh table with its schema, on

@@ -11,8 +11,8 @@ import (
 )
 
 // Service is a shared server that a package's tests need, named by the
-// environment variable holding its URL: Redis, RedisCluster or Postgres,
-// passed to Main.
+// environment variable holding its URL: Redis, RedisCluster, Postgres or
+// NATS, passed to Main.
 // The zero value is not a service. A Service is safe for concurrent use.
 type Service struct {
 	env, example string
@@ -27,6 +27,9 @@ var (
 	// Postgres is SAFERETRY_POSTGRES_URL, checked with a connection and a
 	// ping (which also tries the URL's user, password and database).
 	Postgres = Service{EnvPostgresURL, ExamplePostgresURL, checkPostgres}
+	// NATS is SAFERETRY_NATS_URL, checked with a connection and a
+	// JetStream account lookup (which fails when JetStream is off).
+	NATS = Service{EnvNATSURL, ExampleNATSURL, checkNATS}
 )
 
 // checkRedis dials the address first: a refused or unroutable address then

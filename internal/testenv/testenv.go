@@ -1,13 +1,14 @@
 // Package testenv holds what the tests of several packages need from their
-// environment: the URLs of the shared Redis and PostgreSQL servers, under
+// environment: the URLs of the shared Redis, PostgreSQL and NATS servers, under
 // one skip-or-fail rule; names and Redis key prefixes of a test's own in
 // those shared servers; polling with Eventually; and StartProxy, a
 // tcpproxy.Proxy (latency, cuts, refusals, outages between an instance and
 // its store) stopped when the test ends.
 //
 // The rule: a test that needs a service reads its URL from the environment
-// (SAFERETRY_REDIS_URL, SAFERETRY_POSTGRES_URL; SAFERETRY_REDIS_CLUSTER_ADDRS
-// for a Redis Cluster, which .ci/redis-cluster.sh starts). When it is unset the test
+// (SAFERETRY_REDIS_URL, SAFERETRY_POSTGRES_URL, SAFERETRY_NATS_URL;
+// SAFERETRY_REDIS_CLUSTER_ADDRS for a Redis Cluster, which
+// .ci/redis-cluster.sh starts). When it is unset the test
 // is skipped with a message saying how to run it, unless
 // SAFERETRY_REQUIRE_SERVICES=1, in which case it fails. A package whose
 // tests need a service runs them through Main, from its TestMain: Main
@@ -33,6 +34,7 @@ import (
 const (
 	EnvRedisURL        = "SAFERETRY_REDIS_URL"
 	EnvPostgresURL     = "SAFERETRY_POSTGRES_URL"
+	EnvNATSURL         = "SAFERETRY_NATS_URL"
 	EnvRequireServices = "SAFERETRY_REQUIRE_SERVICES"
 )
 
@@ -40,6 +42,7 @@ const (
 const (
 	ExampleRedisURL    = "redis://127.0.0.1:6379/0"
 	ExamplePostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	ExampleNATSURL     = "nats://127.0.0.1:4222"
 )
 
 // RedisURL returns SAFERETRY_REDIS_URL, or skips tb (fails it under
@@ -54,6 +57,13 @@ func RedisURL(tb testing.TB) string {
 func PostgresURL(tb testing.TB) string {
 	tb.Helper()
 	return lookup(tb, EnvPostgresURL, ExamplePostgresURL)
+}
+
+// NATSURL returns SAFERETRY_NATS_URL (a NATS server with JetStream), or
+// skips tb (fails it under SAFERETRY_REQUIRE_SERVICES=1) when it is unset.
+func NATSURL(tb testing.TB) string {
+	tb.Helper()
+	return lookup(tb, EnvNATSURL, ExampleNATSURL)
 }
 
 // RequireServices reports whether SAFERETRY_REQUIRE_SERVICES=1: a test must

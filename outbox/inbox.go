@@ -1,0 +1,134 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/saferetry/saferetry/internal/pgschema"
+)
+
+// Inbox makes a consumer idempotent: it records, in the transaction of the
+// consumer's effect, which messages the consumer processed, so that a
+// redelivered message is recognised and its effect not made twice. Create
+// it with NewInbox; the zero value is not usable. It is safe for concurrent
+// use by multiple goroutines and processes. Most callers want Process.
+//
+// Retention: a message's row must outlive every redelivery of it, that is
+// the broker's redelivery window (for JetStream, as long as the stream
+// keeps the message and a consumer may not have acknowledged it: the
+// stream's MaxAge) plus the outbox's (a relay may publish a message again
+// until its row is marked, and JetStream deduplicates only within the
+// stream's Duplicates window). DeleteProcessed deletes rows older than a
+// given age; keep it above that window, or never call it.
+type Inbox struct {
+	pool   *pgxpool.Pool
+	table  string
+	quoted string
+}
+
+// NewInbox returns an Inbox over pool (its table: DefaultInboxTable, or
+// WithTable's). It panics when the WithTable name is invalid.
+func NewInbox(pool *pgxpool.Pool, opts ...Option) *Inbox {
+	table, err := tableOf(DefaultInboxTable, opts)
+	if err != nil {
+		panic(err)
+	}
+	q, _, _ := quoteTable(table)
+	return &Inbox{pool: pool, table: table, quoted: q}
+}
+
+// InboxSchema returns the SQL that creates the inbox table named table,
+// for migration tools; it is safe to run again. Columns: consumer and
+// message_id (the primary key), processed_at (indexed for cleanup).
+func InboxSchema(table string) (string, error) {
+	if err := validTable(table); err != nil {
+		return "", err
+	}
+	q, _, _ := quoteTable(table)
+	return inboxSchemaSQL(table, q), nil
+}
+
+func inboxSchemaSQL(table, q string) string {
+	_, schema, bare := quoteTable(table)
+	idx := `"` + bare + `_processed_idx"`
+	reg := idx
+	if schema != "" {
+		reg = `"` + schema + `".` + idx
+	}
+	return `CREATE TABLE IF NOT EXISTS ` + q + ` (
+	consumer     text        NOT NULL,
+	message_id   text        NOT NULL,
+	processed_at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (consumer, message_id)
+);
+DO $$
+BEGIN
+	IF to_regclass('` + reg + `') IS NULL THEN
+		CREATE INDEX ` + idx + ` ON ` + q + ` (processed_at);
+	END IF;
+END
+$$;
+`
+}
+
+// CreateSchema creates the inbox table and its index if they do not exist.
+// It is safe to call repeatedly and concurrently.
+func (in *Inbox) CreateSchema(ctx context.Context) error {
+	if err := pgschema.Apply(ctx, in.pool, "saferetry/inbox/"+in.table, inboxSchemaSQL(in.table, in.quoted)); err != nil {
+		return fmt.Errorf("outbox: create inbox schema: %w", err)
+	}
+	return nil
+}
+
+// Process runs fn for the message messageID of consumer, once: it inserts
+// (consumer, messageID) and runs fn in one transaction, which it commits
+// when fn returns nil. When the pair is already recorded, it returns
+// duplicate true and does not run fn. When fn (or the commit) fails, it
+// returns the error and nothing of the attempt stays, so the message's
+// redelivery runs fn again. Concurrent deliveries of one message wait for
+// each other on the pair's row: one runs fn, the others report duplicate
+// once it commits (or run fn, if it rolled back). fn must write its effect
+// through tx only, and not commit or roll it back.
+//
+// Acknowledge the message to the broker only after Process returns nil:
+// a crash between the commit and the acknowledgement makes the broker
+// redeliver, and the redelivery is a duplicate.
+func (in *Inbox) Process(ctx context.Context, consumer, messageID string, fn func(ctx context.Context, tx pgx.Tx) error) (duplicate bool, err error) {
+	tx, err := in.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return false, fmt.Errorf("outbox: inbox begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	tag, err := tx.Exec(ctx, `INSERT INTO `+in.quoted+` (consumer, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
+		consumer, messageID)
+	if err != nil {
+		return false, fmt.Errorf("outbox: inbox insert: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return true, nil
+	}
+	if err := fn(ctx, tx); err != nil {
+		return false, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, fmt.Errorf("outbox: inbox commit: %w", err)
+	}
+	return false, nil
+}
+
+// DeleteProcessed deletes inbox rows older than olderThan, at most batch
+// per statement (batch <= 0 means 1000), until none is left, and returns
+// how many it deleted. See Inbox for how long rows must be kept.
+func (in *Inbox) DeleteProcessed(ctx context.Context, olderThan time.Duration, batch int) (int64, error) {
+	n, err := deleteInBatches(ctx, in.pool, `DELETE FROM `+in.quoted+` WHERE (consumer, message_id) IN (
+	SELECT consumer, message_id FROM `+in.quoted+` WHERE processed_at < now() - make_interval(secs => $1)
+	ORDER BY processed_at LIMIT $2 FOR UPDATE SKIP LOCKED)`, olderThan, batch)
+	if err != nil {
+		return n, fmt.Errorf("outbox: delete processed: %w", err)
+	}
+	return n, nil
+}

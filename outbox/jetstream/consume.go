@@ -1,0 +1,157 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/saferetry/saferetry/outbox"
+)
+
+// Handler makes a message's effect through tx, the inbox's transaction
+// (called from Consume's goroutine, one message at a time per Consume):
+// it commits with the record that the message was processed. It must not
+// commit or roll back tx. An error rolls both back and the message is
+// redelivered.
+type Handler func(ctx context.Context, tx pgx.Tx, msg outbox.Message) error
+
+// ConsumeOption configures Consume; it may be shared between goroutines.
+type ConsumeOption func(*consumeConfig)
+
+type consumeConfig struct {
+	name      string
+	nakDelay  time.Duration
+	logger    *slog.Logger
+	beforeAck func(msg outbox.Message, duplicate bool)
+}
+
+// WithInboxConsumer names the consumer in the inbox; empty (the default)
+// means the JetStream consumer's name. Instances of one logical consumer
+// must share the name; two consumers that must each see every message
+// need names of their own.
+func WithInboxConsumer(name string) ConsumeOption {
+	return func(c *consumeConfig) { c.name = name }
+}
+
+// WithNakDelay sets how long JetStream waits before redelivering a message
+// whose handler failed; 0 (the default) means at once.
+func WithNakDelay(d time.Duration) ConsumeOption { return func(c *consumeConfig) { c.nakDelay = d } }
+
+// WithBeforeAck sets a function called after a message's commit (or its
+// recognition as a duplicate) and before its acknowledgement, from the
+// consuming goroutine: for counting duplicates, or for killing a process
+// at the worst moment in a fault test. nil (the default) means none.
+func WithBeforeAck(f func(msg outbox.Message, duplicate bool)) ConsumeOption {
+	return func(c *consumeConfig) { c.beforeAck = f }
+}
+
+// WithConsumeLogger sets where handler and acknowledgement errors are
+// reported; nil means nowhere.
+func WithConsumeLogger(l *slog.Logger) ConsumeOption { return func(c *consumeConfig) { c.logger = l } }
+
+// Consume processes cons's messages through in until ctx is done, then
+// returns nil, one message at a time: for each, h runs in Inbox.Process
+// under the message's Nats-Msg-Id, and the message is acknowledged only
+// after that commit (or when the inbox says duplicate). When h or the
+// commit fails the message is negatively acknowledged, and redelivered. A
+// crash between the commit and the acknowledgement makes JetStream
+// redeliver after the consumer's AckWait: the inbox then says duplicate,
+// and the message is acknowledged without a second effect. A message
+// without Nats-Msg-Id cannot be deduplicated: it is terminated (not
+// redelivered) and logged. Run several Consume calls, in one process or
+// many, for more throughput.
+func Consume(ctx context.Context, cons natsjs.Consumer, in *outbox.Inbox, h Handler, opts ...ConsumeOption) error {
+	cfg := consumeConfig{logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.name == "" {
+		cfg.name = cons.CachedInfo().Name
+	}
+	for ctx.Err() == nil {
+		iter, err := cons.Messages()
+		if err != nil {
+			cfg.logger.Warn("outbox/jetstream: messages", "err", err)
+			if !sleep(ctx, time.Second) {
+				return nil
+			}
+			continue
+		}
+		consumeIter(ctx, iter, in, h, cfg)
+		iter.Stop()
+	}
+	return nil
+}
+
+// consumeIter handles iter's messages until ctx is done or iter closes.
+func consumeIter(ctx context.Context, iter natsjs.MessagesContext, in *outbox.Inbox, h Handler, cfg consumeConfig) {
+	for {
+		m, err := iter.Next(natsjs.NextContext(ctx))
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, natsjs.ErrMsgIteratorClosed):
+			return
+		case err != nil:
+			// Missed heartbeats (a server restart): the iterator goes on.
+			cfg.logger.Warn("outbox/jetstream: next", "err", err)
+			continue
+		}
+		handle(ctx, m, in, h, cfg)
+	}
+}
+
+func handle(ctx context.Context, m natsjs.Msg, in *outbox.Inbox, h Handler, cfg consumeConfig) {
+	id := m.Headers().Get(natsjs.MsgIDHeader)
+	if id == "" {
+		cfg.logger.Error("outbox/jetstream: message without Nats-Msg-Id terminated", "subject", m.Subject())
+		_ = m.Term()
+		return
+	}
+	msg := outbox.Message{ID: id, Topic: m.Subject(), Key: m.Headers().Get(KeyHeader), Payload: m.Data()}
+	if len(m.Headers()) > 0 {
+		msg.Headers = make(map[string]string, len(m.Headers()))
+		for k := range m.Headers() {
+			msg.Headers[k] = m.Headers().Get(k)
+		}
+	}
+	dup, err := in.Process(ctx, cfg.name, id, func(ctx context.Context, tx pgx.Tx) error {
+		return h(ctx, tx, msg)
+	})
+	if err != nil {
+		cfg.logger.Warn("outbox/jetstream: handler failed; redelivering", "id", id, "err", err)
+		if cfg.nakDelay > 0 {
+			_ = m.NakWithDelay(cfg.nakDelay)
+		} else {
+			_ = m.Nak()
+		}
+		return
+	}
+	if cfg.beforeAck != nil {
+		cfg.beforeAck(msg, dup)
+	}
+	if err := m.Ack(); err != nil {
+		// Redelivered after AckWait, then acknowledged as a duplicate.
+		cfg.logger.Warn("outbox/jetstream: ack", "id", id, "err", err)
+	}
+}
+
+// sleep waits d or until ctx is done, and reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

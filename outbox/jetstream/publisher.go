@@ -1,0 +1,82 @@
+package jetstream
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/saferetry/saferetry/outbox"
+)
+
+var _ outbox.Publisher = (*Publisher)(nil)
+
+// KeyHeader carries Message.Key, so that a consumer can tell a message's
+// Key (and Consume rebuild the outbox.Message).
+const KeyHeader = "Outbox-Key"
+
+// Publisher publishes outbox messages to JetStream: the subject is the
+// prefix (WithSubjectPrefix) followed by the message's Topic, the body its
+// Payload, the headers its Headers plus Nats-Msg-Id (its ID) and
+// Outbox-Key (its Key). A batch is published asynchronously and Publish
+// waits for every acknowledgement. Create it with NewPublisher; the zero
+// value is not usable. It is safe for concurrent use.
+type Publisher struct {
+	js     natsjs.JetStream
+	prefix string
+}
+
+// PublisherOption configures NewPublisher; it may be shared between
+// goroutines.
+type PublisherOption func(*Publisher)
+
+// WithSubjectPrefix puts prefix before each Topic to make the subject
+// ("orders." + "payment.created"); empty (the default) means the Topic alone.
+func WithSubjectPrefix(prefix string) PublisherOption {
+	return func(p *Publisher) { p.prefix = prefix }
+}
+
+// NewPublisher returns a Publisher over js. The stream that takes the
+// subjects must exist; its Duplicates window bounds the broker's
+// deduplication.
+func NewPublisher(js natsjs.JetStream, opts ...PublisherOption) *Publisher {
+	p := &Publisher{js: js}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+// Publish implements outbox.Publisher. It returns nil once JetStream has
+// acknowledged every message (a duplicate's acknowledgement counts: the
+// stream has it), or an *outbox.PublishError naming the first message
+// that was not acknowledged, or ctx's error.
+func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
+	futures := make([]natsjs.PubAckFuture, 0, len(msgs))
+	for i, m := range msgs {
+		nm := nats.NewMsg(p.prefix + m.Topic)
+		nm.Data = m.Payload
+		for k, v := range m.Headers {
+			nm.Header.Set(k, v)
+		}
+		nm.Header.Set(KeyHeader, m.Key)
+		f, err := p.js.PublishMsgAsync(nm, natsjs.WithMsgID(m.ID))
+		if err != nil {
+			return &outbox.PublishError{Index: i, Err: err}
+		}
+		futures = append(futures, f)
+	}
+	// Acknowledgements come in any order; the first unacknowledged message
+	// decides, since those after it stay pending anyway.
+	for i, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return &outbox.PublishError{Index: i, Err: err}
+		case <-ctx.Done():
+			return &outbox.PublishError{Index: i, Err: fmt.Errorf("waiting for the acknowledgement: %w", ctx.Err())}
+		}
+	}
+	return nil
+}

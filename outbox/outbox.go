@@ -1,0 +1,194 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/pgstore"
+)
+
+// Message is one event to publish. The zero value is not a valid message:
+// Topic is required. It is a plain value: Enqueue keeps no reference to it,
+// and a Publisher may read it from any goroutine.
+type Message struct {
+	// ID identifies the message everywhere: the outbox row (unique:
+	// enqueueing an ID that exists is a no-op), the broker's deduplication
+	// (the jetstream Publisher sends it as Nats-Msg-Id) and the consumer's
+	// inbox. If empty, Enqueue derives it from the protected request the
+	// context belongs to (idempotency.DerivedKey with the label
+	// "outbox:" + Topic + ":" + Key), so that a re-run of the request
+	// enqueues the same ID; outside a protected request an empty ID is an
+	// error (ErrNoID).
+	ID string
+	// Topic says what happened ("payment.created"); the jetstream Publisher
+	// makes it the subject.
+	Topic string
+	// Key orders: the messages of one Key are handed to the Publisher in
+	// the order their transactions committed. Empty means unordered.
+	Key string
+	// Payload is the message body; nil is sent as an empty body.
+	Payload []byte
+	// Headers are sent with the message; nil means none.
+	Headers map[string]string
+}
+
+// Errors of Enqueue, matchable with errors.Is.
+var (
+	// ErrNoID: a message has no ID and the context is not a protected
+	// request, so there is nothing to derive one from.
+	ErrNoID = errors.New("outbox: message has no ID outside a protected request")
+	// ErrInvalidMessage: a message has no Topic, or one call holds the same
+	// ID twice (two messages of one request with the same Topic and Key
+	// need IDs of their own).
+	ErrInvalidMessage = errors.New("outbox: invalid message")
+)
+
+// DefaultTable and DefaultInboxTable are the tables used without WithTable.
+const (
+	DefaultTable      = "saferetry_outbox"
+	DefaultInboxTable = "saferetry_inbox"
+)
+
+// Option configures New and NewInbox; options are applied once, in New,
+// and may be shared between goroutines.
+type Option func(*config)
+
+type config struct {
+	table string
+}
+
+// WithTable sets the table, optionally schema-qualified ("app.outbox"):
+// a lowercase identifier of at most 48 bytes per part, as
+// pgstore.ValidateTable accepts. Empty means DefaultTable for New and
+// DefaultInboxTable for NewInbox. An Outbox and an Inbox need tables of
+// their own.
+func WithTable(name string) Option { return func(c *config) { c.table = name } }
+
+// tableOf returns the table the options name, def when none, checked.
+func tableOf(def string, opts []Option) (string, error) {
+	c := config{table: def}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.table == "" {
+		c.table = def
+	}
+	return c.table, validTable(c.table)
+}
+
+// Outbox writes messages into a PostgreSQL table in the caller's
+// transaction and, through its Relays, publishes them after the commit.
+// Create it with New; the zero value is not usable. It is safe for
+// concurrent use by multiple goroutines and processes. Most callers want
+// Enqueue, inside the transaction that writes the business rows, and one
+// Relay per instance.
+type Outbox struct {
+	pool  *pgxpool.Pool
+	names names
+}
+
+// New returns an Outbox over pool. It panics when the WithTable name is
+// invalid, as a programming error.
+func New(pool *pgxpool.Pool, opts ...Option) *Outbox {
+	table, err := tableOf(DefaultTable, opts)
+	if err != nil {
+		panic(err)
+	}
+	return &Outbox{pool: pool, names: newNames(table)}
+}
+
+// Enqueue writes msgs in tx, the caller's transaction: they are published
+// if and only if tx commits. A message whose ID is already in the table
+// (published or not, until its row is cleaned up) is skipped, so a re-run
+// of the same operation adds nothing. An empty ID is derived from the
+// protected request ctx belongs to (see Message.ID).
+//
+// To keep each Key in commit order, Enqueue takes a transaction-scoped
+// advisory lock per Key: a second transaction enqueueing for the same Key
+// waits until the first commits or rolls back. Enqueue all of a
+// transaction's Keys in one call (they are locked in a fixed order), or
+// in the same order in every transaction: two transactions taking two
+// Keys in opposite orders deadlock, and PostgreSQL aborts one of them.
+//
+// It costs one round trip, and a NOTIFY at commit that wakes the relays.
+func (o *Outbox) Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	ids := make([]string, len(msgs))
+	topics := make([]string, len(msgs))
+	keys := make([]string, len(msgs))
+	payloads := make([][]byte, len(msgs))
+	headers := make([]string, len(msgs))
+	var lockKeys []string
+	for i, m := range msgs {
+		if m.Topic == "" {
+			return fmt.Errorf("%w: message %d has no Topic", ErrInvalidMessage, i)
+		}
+		id := m.ID
+		if id == "" {
+			k, ok := idempotency.DerivedKey(ctx, "outbox:"+m.Topic+":"+m.Key)
+			if !ok {
+				return fmt.Errorf("%w (topic %q)", ErrNoID, m.Topic)
+			}
+			id = k
+		}
+		if slices.Contains(ids[:i], id) {
+			return fmt.Errorf("%w: ID %q twice in one call", ErrInvalidMessage, id)
+		}
+		h, err := json.Marshal(m.Headers)
+		if err != nil {
+			return fmt.Errorf("outbox: headers: %w", err)
+		}
+		ids[i], topics[i], keys[i], headers[i] = id, m.Topic, m.Key, string(h)
+		payloads[i] = m.Payload
+		if payloads[i] == nil {
+			payloads[i] = []byte{}
+		}
+		if m.Key != "" {
+			lockKeys = append(lockKeys, m.Key)
+		}
+	}
+	var b pgx.Batch
+	if len(lockKeys) > 0 {
+		slices.Sort(lockKeys)
+		b.Queue(o.names.lockKeysSQL, o.names.lockPrefix, slices.Compact(lockKeys))
+	}
+	b.Queue(o.names.enqueueSQL, ids, topics, keys, payloads, headers, o.names.channel)
+	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+		return fmt.Errorf("outbox: enqueue: %w", err)
+	}
+	return nil
+}
+
+// quoteTable returns name, valid for pgstore.ValidateTable, quoted, and
+// its unqualified table part.
+func quoteTable(name string) (quoted, schema, table string) {
+	parts := strings.Split(name, ".")
+	table = parts[len(parts)-1]
+	if len(parts) == 2 {
+		schema = parts[0]
+		return `"` + schema + `"."` + table + `"`, schema, table
+	}
+	return `"` + table + `"`, "", table
+}
+
+// validTable reports an invalid table name with pgstore's rule.
+func validTable(name string) error {
+	if err := pgstore.ValidateTable(name); err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	return nil
+}
+
+// Table returns the quoted, possibly schema-qualified name of o's table,
+// for queries of one's own (inspection, tests).
+func (o *Outbox) Table() string { return o.names.quoted }

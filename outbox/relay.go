@@ -1,0 +1,292 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Publisher hands a batch of messages to a broker. Publish returns nil only
+// when every message is accepted (acknowledged by the broker). An error
+// means none of them may be counted as published, unless it is, or wraps,
+// a *PublishError saying which were. Publish may be called again with
+// messages it already published (after a crash or a lost acknowledgement):
+// the broker, or the consumer's Inbox, deduplicates by Message.ID. A Relay
+// calls it from as many goroutines at once as it has workers
+// (WithWorkers).
+type Publisher interface {
+	Publish(ctx context.Context, msgs []Message) error
+}
+
+// PublishError is a Publisher's partial failure: msgs[:Index] were
+// published, msgs[Index] failed with Err, and what came after is unknown
+// (left pending, its attempts not counted). It is a plain value.
+type PublishError struct {
+	Index int
+	Err   error
+}
+
+func (e *PublishError) Error() string {
+	return fmt.Sprintf("outbox: publish message %d: %v", e.Index, e.Err)
+}
+
+func (e *PublishError) Unwrap() error { return e.Err }
+
+// Relay publishes an Outbox's committed messages. Create it with
+// (*Outbox).Relay and call Run; the zero value is not usable. Run one per
+// instance, as many as you like: relays share the work row by row, never
+// hold the same message at once, and never hand a Key's message to their
+// Publisher before the Key's earlier ones are published or failed. A Relay
+// is safe for concurrent use: RunOnce may be called from several
+// goroutines and Run more than once, each behaving as another relay.
+type Relay struct {
+	o     *Outbox
+	pub   Publisher
+	cfg   relayConfig
+	claim string // SQL
+}
+
+// Relay returns a Relay publishing o's messages through pub.
+func (o *Outbox) Relay(pub Publisher, opts ...RelayOption) *Relay {
+	cfg := defaultRelayConfig()
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	cfg.normalise()
+	return &Relay{o: o, pub: pub, cfg: cfg, claim: o.names.claimSQL(cfg.batchSize, 4*cfg.batchSize+64)}
+}
+
+// Run publishes until ctx is done, then returns nil. It publishes at once
+// what is pending, then whenever an Enqueue commits (LISTEN/NOTIFY, on a
+// connection of its own, reopened when lost), and every PollInterval in any
+// case. A batch is claimed, published and marked in one transaction that
+// holds its rows' locks, so a relay that dies before marking leaves them
+// pending for the next one: they are published again (at least once, never
+// lost). A failed Publish puts its messages off with exponential backoff
+// and counts an attempt for each; past MaxAttempts a message is failed
+// (see Failed and Redrive). Database errors are logged and retried with
+// backoff. Published rows are deleted after the Retention period.
+func (r *Relay) Run(ctx context.Context) error {
+	wakes := make([]chan struct{}, r.cfg.workers)
+	for i := range wakes {
+		wakes[i] = make(chan struct{}, 1)
+	}
+	var wg sync.WaitGroup
+	if r.cfg.listen {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.listen(ctx, wakes) }()
+	}
+	for i, wake := range wakes {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.work(ctx, wake, wakes, i == 0) }()
+	}
+	wg.Wait()
+	return nil
+}
+
+// work is one of Run's workers: batch after batch while batches come full
+// (waking the others, since there is more), then a wait for a wake-up or
+// the poll interval; the first worker also cleans up.
+func (r *Relay) work(ctx context.Context, wake <-chan struct{}, all []chan struct{}, cleans bool) {
+	var lastCleanup time.Time
+	errWait := r.cfg.backoffMin
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for ctx.Err() == nil {
+		if cleans && r.cfg.retention > 0 && time.Since(lastCleanup) >= r.cfg.cleanupEvery {
+			lastCleanup = time.Now()
+			if _, err := r.o.DeletePublished(ctx, r.cfg.retention, r.cfg.cleanupBatch); err != nil && ctx.Err() == nil {
+				r.cfg.logger.Warn("outbox: cleanup failed", "table", r.o.names.table, "err", err)
+			}
+		}
+		n, err := r.RunOnce(ctx)
+		wait := r.cfg.pollInterval
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			r.cfg.logger.Warn("outbox: relay batch failed", "table", r.o.names.table, "err", err, "retry_in", errWait)
+			wait = errWait
+			errWait = min(2*errWait, r.cfg.backoffMax)
+		case n == r.cfg.batchSize:
+			errWait = r.cfg.backoffMin
+			wakeAll(all)
+			continue // more may be waiting
+		default:
+			errWait = r.cfg.backoffMin
+		}
+		timer.Reset(wait) // no stale tick is delivered after Reset (Go 1.23)
+		select {
+		case <-ctx.Done():
+		case <-wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// RunOnce claims, publishes and marks one batch and returns how many
+// messages it handed to the Publisher (whether they were published or not).
+// A Publisher error is no error of RunOnce's: it is recorded on the rows.
+// Run calls it in a loop; tests and tools may call it directly.
+//
+// The batch costs two round trips to the database: BEGIN and the claim in
+// one pipeline, the marks and COMMIT in another.
+func (r *Relay) RunOnce(ctx context.Context) (int, error) {
+	conn, err := r.o.pool.Acquire(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: acquire: %w", err)
+	}
+	defer conn.Release()
+	open := false
+	defer func() {
+		if open {
+			// The transaction is open or failed: end it, or drop the
+			// connection rather than give the pool one inside a
+			// transaction.
+			if _, err := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); err != nil {
+				_ = conn.Hijack().Close(context.WithoutCancel(ctx))
+			}
+		}
+	}()
+	var begin pgx.Batch
+	begin.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+	// The claim must walk the pending rows in sequence order and stop at
+	// the window's end; on a table whose statistics lag behind (a burst of
+	// enqueues before autovacuum's ANALYZE) the planner would rather read
+	// every pending row into a bitmap and sort them, once per batch.
+	begin.Queue(`SET LOCAL enable_bitmapscan = off`)
+	begin.Queue(`SET LOCAL enable_seqscan = off`)
+	begin.Queue(r.claim)
+	open = true
+	seqs, msgs, err := claim(conn.SendBatch(ctx, &begin))
+	if err != nil {
+		return 0, fmt.Errorf("outbox: claim: %w", err)
+	}
+	if len(msgs) == 0 {
+		open = false
+		if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+			return 0, fmt.Errorf("outbox: claim: %w", err)
+		}
+		return 0, nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, r.cfg.publishTimeout)
+	perr := r.pub.Publish(pctx, msgs)
+	cancel()
+	if perr != nil && ctx.Err() != nil {
+		// Shutting down is not the messages' fault: count no attempt.
+		return len(msgs), ctx.Err()
+	}
+	// Losing this commit to a crash only means publishing the batch again,
+	// which the Publisher's contract allows: no need to wait for the disk.
+	var b pgx.Batch
+	b.Queue(`SET LOCAL synchronous_commit = off`)
+	done, failed := seqs, []int64(nil)
+	var pe *PublishError
+	switch {
+	case perr == nil:
+	case errors.As(perr, &pe) && pe.Index >= 0 && pe.Index < len(seqs):
+		done, failed = seqs[:pe.Index], seqs[pe.Index:pe.Index+1]
+	default:
+		done, failed = nil, seqs
+	}
+	if len(done) > 0 {
+		b.Queue(r.o.names.publishedSQL, done)
+	}
+	if len(failed) > 0 {
+		r.cfg.logger.Warn("outbox: publish failed", "table", r.o.names.table, "messages", len(failed), "err", perr)
+		b.Queue(r.o.names.failSQL, failed, perr.Error(),
+			r.cfg.backoffMin.Seconds(), r.cfg.backoffMax.Seconds(), r.cfg.maxAttempts)
+	}
+	b.Queue(`COMMIT`)
+	if err := conn.SendBatch(ctx, &b).Close(); err != nil {
+		return len(msgs), fmt.Errorf("outbox: mark: %w", err)
+	}
+	open = false
+	return len(msgs), nil
+}
+
+// claim reads the claimed rows from the batch BEGIN, the SETs, claim.
+func claim(br pgx.BatchResults) (seqs []int64, msgs []Message, err error) {
+	defer func() {
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	for range 3 { // BEGIN and the SETs
+		if _, err := br.Exec(); err != nil {
+			return nil, nil, err
+		}
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq int64
+		var m Message
+		var attempts int
+		if err := rows.Scan(&seq, &m.ID, &m.Topic, &m.Key, &m.Payload, &m.Headers, &attempts); err != nil {
+			return nil, nil, err
+		}
+		seqs = append(seqs, seq)
+		msgs = append(msgs, m)
+	}
+	return seqs, msgs, rows.Err()
+}
+
+// wakeAll wakes every worker that waits, and leaves a wake-up for those
+// that do not.
+func wakeAll(wakes []chan struct{}) {
+	for _, wake := range wakes {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// listen turns the Outbox's notifications into wake-ups until ctx is done,
+// on a connection of its own (a pooled one would go back to the pool still
+// listening). After each (re)connection it wakes the relay once, for what
+// was committed while it was not listening.
+func (r *Relay) listen(ctx context.Context, wakes []chan struct{}) {
+	signal := func() { wakeAll(wakes) }
+	wait := r.cfg.backoffMin
+	for ctx.Err() == nil {
+		err := r.listenOnce(ctx, signal)
+		if ctx.Err() != nil {
+			return
+		}
+		r.cfg.logger.Warn("outbox: listen connection lost; polling until it is back", "table", r.o.names.table, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		wait = min(2*wait, r.cfg.backoffMax)
+	}
+}
+
+func (r *Relay) listenOnce(ctx context.Context, signal func()) error {
+	conn, err := pgx.ConnectConfig(ctx, r.o.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, `LISTEN "`+r.o.names.channel+`"`); err != nil {
+		return err
+	}
+	signal()
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		signal()
+	}
+}
