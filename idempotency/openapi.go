@@ -335,10 +335,6 @@ func (f *OpenAPIFragment) ProblemSchemas(status int) []json.RawMessage {
 // with that the Middleware stores.
 func (f *OpenAPIFragment) ReplayedHeader() json.RawMessage { return oaRef("headers", oaReplayed) }
 
-// RetryAfterHeader returns a reference to the Retry-After header of the
-// 409 and 503 answers, for an operation's own response of those statuses.
-func (f *OpenAPIFragment) RetryAfterHeader() json.RawMessage { return oaRef("headers", oaRetryAfter) }
-
 // Operation returns the members a protected operation takes: the key
 // parameter, the problem responses and x-idempotency.
 func (f *OpenAPIFragment) Operation() OpenAPIOperation {
