@@ -33,7 +33,9 @@ func openAPIDocument(idemOpts []idempotency.Option) []byte {
 		Description: "Every client of the server shares one scope, its namespace (WithNamespace); ExpireKeys starts a new one, so every key seen before is new again."}
 	op := frag.Operation()
 
-	ref := func(name string) json.RawMessage { return json.RawMessage(`{"$ref":"#/components/schemas/` + name + `"}`) }
+	ref := func(name string) json.RawMessage {
+		return json.RawMessage(`{"$ref":"#/components/schemas/` + name + `"}`)
+	}
 	problem := func(typ string, status int, desc string, extra obj) json.RawMessage {
 		props := obj{"type": obj{"const": typ}, "status": obj{"const": status}}
 		maps.Copy(props, extra)
