@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -263,3 +266,21 @@ func TestOpenAPIKeyParameter(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// ExampleOpenAPI describes a Middleware whose keys are required, kept for
+// an hour and owned by the authenticated principal, and prints what each
+// protected operation of the spec takes.
+func ExampleOpenAPI() {
+	frag := idempotency.OpenAPI(idempotency.WithKeyRequired(true), idempotency.WithTTL(time.Hour),
+		idempotency.WithScope(func(r *http.Request) (string, error) { return r.Header.Get("Authorization"), nil }))
+	frag.Policy.Scope.By = idempotency.ScopePrincipal // what the scope function keys by
+	op := frag.Operation()
+	fmt.Println(string(op.Parameters[0]))
+	fmt.Println(slices.Sorted(maps.Keys(op.Responses)))
+	scope, _ := json.Marshal(op.Policy.Scope)
+	fmt.Println(op.Policy.TTLSeconds, op.Policy.KeyRequired, string(scope))
+	// Output:
+	// {"$ref":"#/components/parameters/IdempotencyKey"}
+	// [400 409 410 413 422 500 503]
+	// 3600 true {"by":"principal","perRoute":false}
+}

@@ -1,7 +1,10 @@
 // Command mockserver serves the saferetry mock payments API on a fixed
 // address, for clients written in any language. It implements the safe-retry
-// contract (Idempotency-Key required on POST /payments) and exposes fault
-// injection and inspection under /_mock/ (see package mockserver).
+// contract (Idempotency-Key required on POST /payments), describes itself
+// in OpenAPI 3.1 at GET /openapi.json (the payments API, the
+// Idempotency-Key parameter, the problem responses and the x-idempotency
+// policy, with the -ttl and -wait given), and exposes fault injection and
+// inspection under /_mock/ (see package mockserver).
 //
 // Usage:
 //
@@ -161,6 +164,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if mt != nil {
 		adminState += ", metrics at " + mockserver.MetricsPath
 	}
+	adminState += ", OpenAPI at " + mockserver.OpenAPIPath
 	fmt.Fprintf(stdout, "mockserver: listening on %s (store %s, mode %s, %s, ttl %v, lease %v, %s)\n",
 		srv.URL, be.name, st.mode, payments, st.ttl, st.lease, adminState)
 
@@ -188,6 +192,11 @@ func parseFlags(args []string, stderr io.Writer) (settings, error) {
 	st := settings{balances: balanceFlag{}}
 	fs := flag.NewFlagSet("mockserver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage of mockserver: serves the mock payments API, its OpenAPI 3.1 description at GET %s, and the admin API under %s.\n",
+			mockserver.OpenAPIPath, mockserver.AdminPrefix)
+		fs.PrintDefaults()
+	}
 	fs.StringVar(&st.addr, "addr", "127.0.0.1:8080", "address to listen on (port 0 picks a free port)")
 	fs.Var(&st.admin, "admin", "serve the admin API under /_mock/: auto (on a loopback address only), true or false")
 	fs.DurationVar(&st.readTimeout, "read-timeout", mockserver.DefaultReadTimeout, "how long a request may take to arrive, headers and body (0: no limit on the body)")
