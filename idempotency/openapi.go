@@ -125,7 +125,9 @@ type OpenAPIFragment struct {
 // fingerprint and conflict rules of the operations that take an
 // Idempotency-Key, in OpenAPI's camelCase. An operation that has one takes
 // the key; the one under components is the default policy of the API. See
-// "OpenAPI" in the package documentation for every member.
+// "OpenAPI" in the package documentation for every member. The zero value
+// describes nothing: use OpenAPI's. Like the other OpenAPIXxx types it is
+// plain data, safe for concurrent use while nobody changes it.
 type OpenAPIPolicy struct {
 	// Version is OpenAPIPolicyVersion, the version of this object's form.
 	Version int `json:"version"`
@@ -158,7 +160,8 @@ type OpenAPIPolicy struct {
 	StoreFailure string `json:"storeFailure"`
 }
 
-// OpenAPIScope is the "scope" member of x-idempotency.
+// OpenAPIScope is the "scope" member of x-idempotency; plain data, as
+// OpenAPIPolicy is.
 type OpenAPIScope struct {
 	// By names who owns a key: ScopeGlobal, ScopePrincipal, ScopeCustom, or
 	// another word of the server's (such as "tenant").
@@ -171,7 +174,8 @@ type OpenAPIScope struct {
 	Description string `json:"description,omitempty"`
 }
 
-// OpenAPIFingerprint is the "fingerprint" member of x-idempotency.
+// OpenAPIFingerprint is the "fingerprint" member of x-idempotency; plain
+// data, as OpenAPIPolicy is.
 type OpenAPIFingerprint struct {
 	// Version is the fingerprint recipe: "v1".
 	Version string `json:"version"`
@@ -187,7 +191,8 @@ type OpenAPIFingerprint struct {
 	MaxBodyBytes int64 `json:"maxBodyBytes"`
 }
 
-// OpenAPIReplay is the "replay" member of x-idempotency.
+// OpenAPIReplay is the "replay" member of x-idempotency; plain data, as
+// OpenAPIPolicy is.
 type OpenAPIReplay struct {
 	// Header is set to "true" on a replayed answer: "Idempotent-Replayed".
 	Header string `json:"header"`
@@ -206,7 +211,8 @@ type OpenAPIReplay struct {
 	OversizeStatus int   `json:"oversizeStatus"`
 }
 
-// OpenAPIConflict is the "conflict" member of x-idempotency.
+// OpenAPIConflict is the "conflict" member of x-idempotency; plain data,
+// as OpenAPIPolicy is.
 type OpenAPIConflict struct {
 	// InProgressStatus (409) answers a request whose key is in progress.
 	InProgressStatus int `json:"inProgressStatus"`
@@ -222,7 +228,9 @@ type OpenAPIConflict struct {
 }
 
 // OpenAPIOperation is what a protected operation of a spec takes from the
-// fragment; marshalled, its members are members of an Operation Object.
+// fragment (OpenAPIFragment.Operation); marshalled, its members are members
+// of an Operation Object. The zero value has none. It is plain data, safe
+// for concurrent use while nobody changes it.
 type OpenAPIOperation struct {
 	// Parameters holds a reference to the Idempotency-Key parameter.
 	Parameters []json.RawMessage `json:"parameters"`

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/saferetry/saferetry/idempotency"
@@ -21,8 +22,9 @@ const OpenAPIPath = "/openapi.json"
 // Idempotency-Key parameter, the problem responses and the x-idempotency
 // policy of POST /payments, which follows the server's options (the TTL
 // and wait of WithIdempotencyOptions, for instance). The admin API and
-// MetricsPath are not part of it. It is safe for concurrent use.
-func (s *Server) OpenAPI() []byte { return s.openapi }
+// MetricsPath are not part of it. Each call returns a copy of its own. It
+// is safe for concurrent use.
+func (s *Server) OpenAPI() []byte { return slices.Clone(s.openapi) }
 
 // openAPIDocument builds the description of a server whose POST
 // /payments runs behind an idempotency Middleware with idemOpts.
