@@ -26,15 +26,12 @@
 //     402 (ProblemInsufficientFunds) when the balance of the currency is too
 //     low. Validation errors are 400, not 422: in the contract 422 means "key
 //     reused with another payload", which a client must never retry.
-//
 //   - GET /payments answers the JSON array of every executed payment, oldest
 //     first; GET /payments/{id} one payment.
-//
 //   - GET /balance answers {"balances": {"EUR": 998750, ...}} for the
 //     currencies set or used so far; GET /balance?currency=EUR just one.
 //     Every currency starts at DefaultBalance unless WithBalance says
 //     otherwise.
-//
 //   - GET /openapi.json (OpenAPIPath) answers the server's own OpenAPI 3.1
 //     description, also from Go as Server.OpenAPI: these endpoints with
 //     their request and response schemas, and for POST /payments the
