@@ -232,6 +232,66 @@
 //	ProblemStoreUnavailable  503     store unreachable, nothing ran                  yes, same key
 //	ProblemCommitFailed      503     transaction not committed, nothing kept         yes, same key
 //
+// # OpenAPI
+//
+// OpenAPI describes a Middleware, from the options it is given, as a
+// fragment of an OpenAPI 3.1 document, so that an API's own description
+// says which operations take an Idempotency-Key and what their clients may
+// rely on. The fragment's components are named after the contract, so that
+// they do not collide with a spec's own:
+//
+//	parameters  IdempotencyKey           the header, its grammar as a pattern (the parser's, to the byte), required or not
+//	headers     IdempotentReplayed       "true" on a replay; IdempotencyRetryAfter, whole seconds, on 409 and 503
+//	schemas     IdempotencyProblem       the RFC 9457 document; IdempotencyProblemXxx per type URI (const type and status)
+//	responses   IdempotencyBadRequest    400; IdempotencyInProgress 409, IdempotencyResponseTooLarge 410,
+//	            IdempotencyRequestTooLarge 413, IdempotencyKeyReused 422, IdempotencyUnavailable 503,
+//	            and IdempotencyScopeUnavailable 500 with WithScope
+//	x-idempotency                        the policy, below
+//
+// Marshalled, an OpenAPIFragment is a complete document of components only;
+// the file openapi.json in this package's directory is that of the default
+// options, kept equal to OpenAPI() by a test. To merge it by hand, copy its
+// components into yours and give each protected operation:
+//
+//	"parameters": [{"$ref": "#/components/parameters/IdempotencyKey"}],
+//	"responses": {
+//	  "201": {"description": "...", "headers": {"Idempotent-Replayed": {"$ref": "#/components/headers/IdempotentReplayed"}}, ...},
+//	  "400": {"$ref": "#/components/responses/IdempotencyBadRequest"},
+//	  "409": {"$ref": "#/components/responses/IdempotencyInProgress"},
+//	  "410": ..., "413": ..., "422": ..., "503": ...
+//	},
+//	"x-idempotency": { ...the components' x-idempotency, or this operation's own... }
+//
+// In Go, OpenAPIFragment.Components, Operation, ReplayedHeader and
+// ProblemSchemas give the same pieces; package mockserver builds its
+// description (served at /openapi.json) that way. An operation with
+// answers of its own of a status the Middleware uses too (its own 400s)
+// lists ProblemSchemas of that status in an anyOf beside its own schemas.
+//
+// The x-idempotency extension (OpenAPIPolicy, version 1) is defined here.
+// On an operation it says that the operation takes the key, and how it
+// treats it; under components it is the API's default policy. Its members:
+//
+//	version           1
+//	header            "Idempotency-Key"
+//	methods           the methods the Middleware protects (WithMethods), sorted
+//	keyRequired       true: a request without a key gets 400; false: it runs unprotected (WithKeyRequired)
+//	maxKeyLength      255: bytes of the key after unquoting
+//	ttlSeconds        how long a key and its stored answer are kept; after it the key is new (WithTTL)
+//	scope.by          who owns a key: "global" (one scope for every caller), "principal" (each
+//	                  authenticated caller has its own keys), "custom" (WithScope, not described), or
+//	                  the server's own word; scope.perRoute false: the route is in the fingerprint, so a
+//	                  key sent to another route is a mismatch (422); scope.description optional prose
+//	fingerprint       version "v1", covers ["method","path","query","body"], jsonBody "canonical"
+//	                  (sorted members, no insignificant space), maxBodyBytes (larger: 413)
+//	replay            header "Idempotent-Replayed"; storedBelow 500 and notStored [408, 429]: the statuses
+//	                  stored and replayed (any other stores nothing, and a retry runs again); headers, the
+//	                  replayed response headers; maxBodyBytes, the largest stored answer, above which
+//	                  retries get oversizeStatus 410
+//	conflict          inProgressStatus 409 with retryAfter true; waitSeconds, how long a duplicate
+//	                  first waits for the running request's answer (WithWaitForResult); mismatchStatus 422
+//	storeFailure      "closed" (503, nothing runs) or "open" (WithFailOpen: runs unprotected)
+//
 // # echo
 //
 // echo renders an error returned by a handler only after the whole

@@ -32,6 +32,14 @@
 //     currencies set or used so far; GET /balance?currency=EUR just one.
 //     Every currency starts at DefaultBalance unless WithBalance says
 //     otherwise.
+//   - GET /openapi.json (OpenAPIPath) answers the server's own OpenAPI 3.1
+//     description, also from Go as Server.OpenAPI: these endpoints with
+//     their request and response schemas, and for POST /payments the
+//     idempotency package's fragment (idempotency.OpenAPI): the
+//     Idempotency-Key parameter, the 400, 409, 410, 413, 422 and 503
+//     problem responses with their type URIs, Retry-After,
+//     Idempotent-Replayed, and the x-idempotency policy (the TTL and wait
+//     given with WithIdempotencyOptions). The admin API is not in it.
 //
 // POST /payments sits behind idempotency.Middleware: the same key and body
 // replays the stored answer with Idempotent-Replayed: true, the same key with

@@ -5,38 +5,41 @@ import (
 	"testing"
 )
 
+// paymentRequestTests are TestParsePaymentRequest's cases;
+// TestOpenAPIPaymentRequest runs them too.
+var paymentRequestTests = []struct {
+	name       string
+	body       string
+	want       paymentRequest
+	wantFields []string // the fields named by the errors, in order
+}{
+	{name: "valid", body: `{"amount":1250,"currency":"EUR","recipient":"alice"}`,
+		want: paymentRequest{Amount: 1250, Currency: "EUR", Recipient: "alice"}},
+	{name: "lower-case currency is normalised", body: `{"amount":1,"currency":"usd","recipient":"bob"}`,
+		want: paymentRequest{Amount: 1, Currency: "USD", Recipient: "bob"}},
+	{name: "extra members are ignored", body: `{"amount":5,"currency":"GBP","recipient":"c","memo":"x"}`,
+		want: paymentRequest{Amount: 5, Currency: "GBP", Recipient: "c"}},
+	{name: "empty object", body: `{}`, wantFields: []string{"amount", "currency", "recipient"}},
+	{name: "zero amount", body: `{"amount":0,"currency":"EUR","recipient":"a"}`, wantFields: []string{"amount"}},
+	{name: "negative amount", body: `{"amount":-3,"currency":"EUR","recipient":"a"}`, wantFields: []string{"amount"}},
+	{name: "fractional amount", body: `{"amount":10.5,"currency":"EUR","recipient":"a"}`, wantFields: []string{"amount"}},
+	{name: "string amount", body: `{"amount":"10","currency":"EUR","recipient":"a"}`, wantFields: []string{"amount"}},
+	{name: "amount overflows int64", body: `{"amount":99999999999999999999,"currency":"EUR","recipient":"a"}`, wantFields: []string{"amount"}},
+	{name: "two-letter currency", body: `{"amount":1,"currency":"EU","recipient":"a"}`, wantFields: []string{"currency"}},
+	{name: "currency with digit", body: `{"amount":1,"currency":"EU1","recipient":"a"}`, wantFields: []string{"currency"}},
+	{name: "currency not a string", body: `{"amount":1,"currency":978,"recipient":"a"}`, wantFields: []string{"currency"}},
+	{name: "blank recipient", body: `{"amount":1,"currency":"EUR","recipient":"  "}`, wantFields: []string{"recipient"}},
+	{name: "null recipient", body: `{"amount":1,"currency":"EUR","recipient":null}`, wantFields: []string{"recipient"}},
+	{name: "all wrong", body: `{"amount":0,"currency":"E","recipient":""}`, wantFields: []string{"amount", "currency", "recipient"}},
+	{name: "not JSON", body: `amount=1`, wantFields: []string{""}},
+	{name: "array", body: `[1,2]`, wantFields: []string{""}},
+	{name: "null", body: `null`, wantFields: []string{""}},
+	{name: "two objects", body: `{"amount":1,"currency":"EUR","recipient":"a"} {}`, wantFields: []string{""}},
+	{name: "empty body", body: ``, wantFields: []string{""}},
+}
+
 func TestParsePaymentRequest(t *testing.T) {
-	tests := []struct {
-		name       string
-		body       string
-		want       paymentRequest
-		wantFields []string // the fields named by the errors, in order
-	}{
-		{name: "valid", body: `{"amount":1250,"currency":"EUR","recipient":"alice"}`,
-			want: paymentRequest{Amount: 1250, Currency: "EUR", Recipient: "alice"}},
-		{name: "lower-case currency is normalised", body: `{"amount":1,"currency":"usd","recipient":"bob"}`,
-			want: paymentRequest{Amount: 1, Currency: "USD", Recipient: "bob"}},
-		{name: "extra members are ignored", body: `{"amount":5,"currency":"GBP","recipient":"c","memo":"x"}`,
-			want: paymentRequest{Amount: 5, Currency: "GBP", Recipient: "c"}},
-		{name: "empty object", body: `{}`, wantFields: []string{"amount", "currency", "recipient"}},
-		{name: "zero amount", body: `{"amount":0,"currency":"EUR","recipient":"a"}`, wantFields: []string{"amount"}},
-		{name: "negative amount", body: `{"amount":-3,"currency":"EUR","recipient":"a"}`, wantFields: []string{"amount"}},
-		{name: "fractional amount", body: `{"amount":10.5,"currency":"EUR","recipient":"a"}`, wantFields: []string{"amount"}},
-		{name: "string amount", body: `{"amount":"10","currency":"EUR","recipient":"a"}`, wantFields: []string{"amount"}},
-		{name: "amount overflows int64", body: `{"amount":99999999999999999999,"currency":"EUR","recipient":"a"}`, wantFields: []string{"amount"}},
-		{name: "two-letter currency", body: `{"amount":1,"currency":"EU","recipient":"a"}`, wantFields: []string{"currency"}},
-		{name: "currency with digit", body: `{"amount":1,"currency":"EU1","recipient":"a"}`, wantFields: []string{"currency"}},
-		{name: "currency not a string", body: `{"amount":1,"currency":978,"recipient":"a"}`, wantFields: []string{"currency"}},
-		{name: "blank recipient", body: `{"amount":1,"currency":"EUR","recipient":"  "}`, wantFields: []string{"recipient"}},
-		{name: "null recipient", body: `{"amount":1,"currency":"EUR","recipient":null}`, wantFields: []string{"recipient"}},
-		{name: "all wrong", body: `{"amount":0,"currency":"E","recipient":""}`, wantFields: []string{"amount", "currency", "recipient"}},
-		{name: "not JSON", body: `amount=1`, wantFields: []string{""}},
-		{name: "array", body: `[1,2]`, wantFields: []string{""}},
-		{name: "null", body: `null`, wantFields: []string{""}},
-		{name: "two objects", body: `{"amount":1,"currency":"EUR","recipient":"a"} {}`, wantFields: []string{""}},
-		{name: "empty body", body: ``, wantFields: []string{""}},
-	}
-	for _, tt := range tests {
+	for _, tt := range paymentRequestTests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, errs := parsePaymentRequest([]byte(tt.body))
 			var fields []string

@@ -24,16 +24,7 @@ type route struct {
 // routes builds the server's handler: the payments API, the admin API when
 // c says so, and 404 and 405 problems for the rest.
 func (s *Server) routes(c config) http.Handler {
-	idemOpts := make([]idempotency.Option, 0, len(c.idemOpts)+4)
-	if c.logger != nil {
-		idemOpts = append(idemOpts, idempotency.WithLogger(c.logger))
-	}
-	idemOpts = append(idemOpts, c.idemOpts...)
-	idemOpts = append(idemOpts,
-		idempotency.WithMethods(http.MethodPost),
-		idempotency.WithKeyRequired(true),
-		idempotency.WithScope(s.scope),
-	)
+	idemOpts := s.idempotencyOptions(c)
 	var payment http.Handler = http.HandlerFunc(s.createPayment)
 	if c.wrapHandler != nil {
 		payment = c.wrapHandler(payment)
@@ -41,14 +32,7 @@ func (s *Server) routes(c config) http.Handler {
 	protected := idempotency.Middleware(s.store, idemOpts...)(payment)
 
 	mux := http.NewServeMux()
-	for _, rt := range []route{
-		{"/payments", methods{
-			http.MethodPost: s.observe(protected),
-			http.MethodGet:  http.HandlerFunc(s.listPayments),
-		}},
-		{"/payments/{id}", methods{http.MethodGet: http.HandlerFunc(s.getPayment)}},
-		{"/balance", methods{http.MethodGet: http.HandlerFunc(s.getBalance)}},
-	} {
+	for _, rt := range s.apiRoutes(protected) {
 		mux.Handle(rt.pattern, byMethod(rt.methods))
 	}
 	if c.metrics != nil {
@@ -89,10 +73,40 @@ func (s *Server) routes(c config) http.Handler {
 	})
 }
 
+// apiRoutes are the routes of the payments API, POST /payments answered
+// by protected, and of its description: what OpenAPI describes.
+func (s *Server) apiRoutes(protected http.Handler) []route {
+	return []route{
+		{"/payments", methods{
+			http.MethodPost: s.observe(protected),
+			http.MethodGet:  http.HandlerFunc(s.listPayments),
+		}},
+		{"/payments/{id}", methods{http.MethodGet: http.HandlerFunc(s.getPayment)}},
+		{"/balance", methods{http.MethodGet: http.HandlerFunc(s.getBalance)}},
+		{OpenAPIPath, methods{http.MethodGet: http.HandlerFunc(s.serveOpenAPI)}},
+	}
+}
+
+// idempotencyOptions are the options of the Middleware in front of POST
+// /payments: the logger, the user's options, then the server's own.
+func (s *Server) idempotencyOptions(c config) []idempotency.Option {
+	idemOpts := make([]idempotency.Option, 0, len(c.idemOpts)+4)
+	if c.logger != nil {
+		idemOpts = append(idemOpts, idempotency.WithLogger(c.logger))
+	}
+	idemOpts = append(idemOpts, c.idemOpts...)
+	return append(idemOpts,
+		idempotency.WithMethods(http.MethodPost),
+		idempotency.WithKeyRequired(true),
+		idempotency.WithScope(s.scope),
+	)
+}
+
 // faulty reports whether injected latency applies to a request for path:
-// the payments API, neither the admin API nor the metrics.
+// the payments API, neither the admin API, nor the metrics, nor the
+// OpenAPI description.
 func faulty(path string, c config) bool {
-	return !strings.HasPrefix(path, AdminPrefix) && (c.metrics == nil || path != MetricsPath)
+	return !strings.HasPrefix(path, AdminPrefix) && (c.metrics == nil || path != MetricsPath) && path != OpenAPIPath
 }
 
 // methodHandler dispatches a request to the handler of its method, and

@@ -45,6 +45,7 @@ type Server struct {
 	unkeyed bool
 	work    time.Duration
 	userSt  idempotency.Store // as given to WithStore
+	openapi []byte            // the OpenAPI description, served at OpenAPIPath
 }
 
 // leaseMode hides every method of st but those of idempotency.Store (and
@@ -106,6 +107,7 @@ func New(opts ...Option) *Server {
 			}
 		}
 	}
+	s.openapi = openAPIDocument(s.idempotencyOptions(c))
 	s.ts = &httptest.Server{Listener: ln, Config: httpServer(c, s.routes(c))}
 	s.ts.Start()
 	s.URL = s.ts.URL

@@ -1,7 +1,10 @@
 // Command mockserver serves the saferetry mock payments API on a fixed
 // address, for clients written in any language. It implements the safe-retry
-// contract (Idempotency-Key required on POST /payments) and exposes fault
-// injection and inspection under /_mock/ (see package mockserver).
+// contract (Idempotency-Key required on POST /payments), describes itself
+// in OpenAPI 3.1 at GET /openapi.json (the payments API, the
+// Idempotency-Key parameter, the problem responses and the x-idempotency
+// policy, with the -ttl and -wait given), and exposes fault injection and
+// inspection under /_mock/ (see package mockserver).
 //
 // Usage:
 //

@@ -6,12 +6,11 @@ import (
 	"testing"
 )
 
-func TestParseKey(t *testing.T) {
+// parseKeyTests are TestParseKey's cases; TestKeyPatternAgrees runs
+// them too.
+var parseKeyTests = func() []parseKeyTest {
 	long := strings.Repeat("k", MaxKeyLen)
-	tests := []struct {
-		name, in, want string
-		ok             bool
-	}{
+	return []parseKeyTest{
 		{"raw", "abc", "abc", true},
 		{"uuid", "8e03978e-40d5-43e8-bc93-6894a57f9324", "8e03978e-40d5-43e8-bc93-6894a57f9324", true},
 		{"raw with inner space", "a b", "a b", true},
@@ -71,7 +70,15 @@ func TestParseKey(t *testing.T) {
 		{"non-ASCII in sf-string", "\"caf\u00e9\"", "", false},
 		{"non-ASCII after escape", "\"a\\\"\u00e9\"", "", false},
 	}
-	for _, tt := range tests {
+}()
+
+type parseKeyTest struct {
+	name, in, want string
+	ok             bool
+}
+
+func TestParseKey(t *testing.T) {
+	for _, tt := range parseKeyTests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := ParseKey(tt.in)
 			if (err == nil) != tt.ok || got != tt.want {

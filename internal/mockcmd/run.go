@@ -103,6 +103,7 @@ func Run(ctx context.Context, name string, args []string, stdout, stderr io.Writ
 	if mt != nil {
 		adminState += ", metrics at " + mockserver.MetricsPath
 	}
+	adminState += ", OpenAPI at " + mockserver.OpenAPIPath
 	fmt.Fprintf(stdout, "mockserver: listening on %s (store %s, mode %s, %s, ttl %v, lease %v, %s)\n",
 		srv.URL, be.name, st.mode, payments, st.ttl, st.lease, adminState)
 
@@ -130,6 +131,11 @@ func parseFlags(name string, args []string, stderr io.Writer) (settings, error) 
 	st := settings{balances: balanceFlag{}}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage of %s: serves the mock payments API, its OpenAPI 3.1 description at GET %s, and the admin API under %s.\n",
+			name, mockserver.OpenAPIPath, mockserver.AdminPrefix)
+		fs.PrintDefaults()
+	}
 	fs.StringVar(&st.addr, "addr", "127.0.0.1:8080", "address to listen on (port 0 picks a free port)")
 	fs.Var(&st.admin, "admin", "serve the admin API under /_mock/: auto (on a loopback address only), true or false")
 	fs.DurationVar(&st.readTimeout, "read-timeout", mockserver.DefaultReadTimeout, "how long a request may take to arrive, headers and body (0: no limit on the body)")
