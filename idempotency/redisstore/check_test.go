@@ -37,34 +37,6 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// freePort returns a loopback port that is free, and so is port+10000 (a
-// cluster node's bus port) when bus is set.
-func freePort(t *testing.T, bus bool) int {
-	t.Helper()
-	for range 50 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		if !bus || port+10000 > 65535 {
-			ln.Close()
-			if !bus {
-				return port
-			}
-			continue
-		}
-		busLn, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000))
-		ln.Close()
-		if err == nil {
-			busLn.Close()
-			return port
-		}
-	}
-	t.Fatal("no free port pair for a cluster node")
-	return 0
-}
-
 // startRedis starts a redis-server of the test's own on a free loopback port
 // with args, in a temporary directory, and kills it at the end. It skips the
 // test (fails it under SAFERETRY_REQUIRE_SERVICES=1) when redis-server is not
@@ -75,7 +47,7 @@ func startRedis(t *testing.T, cluster bool, args ...string) string {
 	if err != nil {
 		testenv.Unavailable(t, "redis-server is not on PATH; install Redis to run this test")
 	}
-	port := freePort(t, cluster)
+	port := testenv.FreePorts(t, 1, cluster)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	dir := t.TempDir()
 	args = append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir}, args...)

@@ -13,7 +13,7 @@ import (
 
 // TestMain checks the test Redis once before any test runs, and says how many
 // tests skipped without it; see testenv.Main.
-func TestMain(m *testing.M) { testenv.Main(m, testenv.Redis) }
+func TestMain(m *testing.M) { testenv.Main(m, testenv.Redis, testenv.RedisCluster) }
 
 // redisOptions returns the options of the test Redis, or skips (fails with
 // SAFERETRY_REQUIRE_SERVICES=1) when none is configured.

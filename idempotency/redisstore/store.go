@@ -36,10 +36,12 @@ var _ idempotency.Store = (*Store)(nil)
 // concurrent use by multiple goroutines, and any number of processes may
 // share one Redis through Stores with the same prefix.
 type Store struct {
-	rdb   redis.UniversalClient
-	cfg   config
-	gate  gate.Gate
-	watch watcher
+	rdb    redis.UniversalClient
+	cfg    config
+	gate   gate.Gate
+	watch  watcher
+	reload reloader
+	short  shortPrimaries
 }
 
 // New returns a Store that keeps its entries in rdb, which must not be nil.
@@ -57,6 +59,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Store {
 	}
 	s := &Store{rdb: rdb, cfg: cfg, gate: gate.New(poolSize(rdb))}
 	s.watch.store = s
+	s.reload.cluster, _ = rdb.(*redis.ClusterClient)
 	return s
 }
 
@@ -97,6 +100,9 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 	defer s.gate.Leave()
 	res, err := s.run(ctx, claimScript, s.redisKey(k), isAcquired,
 		fingerprint, micros(lease), millis(ttl))
+	if errors.Is(err, ErrNotReplicated) && isAcquired(res) {
+		s.undoClaim(ctx, k, res)
+	}
 	if err != nil {
 		return idempotency.ClaimResult{}, wrap(ctx, "claim", err)
 	}
@@ -190,56 +196,16 @@ func (s *Store) fenced(ctx context.Context, op string, sc *redis.Script, k idemp
 
 // run executes sc on key in one round trip. wrote, when WithWait is set and
 // not nil, tells from the script's result whether it wrote, and so whether
-// the replicas' acknowledgement must be checked.
-func (s *Store) run(ctx context.Context, sc *redis.Script, key string, wrote func(any) bool, args ...any) (any, error) {
+// the replicas' acknowledgement must be checked. An error matching
+// ErrNotReplicated comes with the script's result.
+func (s *Store) run(ctx context.Context, sc *redis.Script, key string, wrote func(any) bool, args ...any) (res any, err error) {
 	if s.cfg.waitN <= 0 || wrote == nil {
-		return sc.Run(ctx, s.rdb, []string{key}, args...).Result()
+		res, err = sc.Run(ctx, s.rdb, []string{key}, args...).Result()
+	} else {
+		res, err = s.runWait(ctx, sc, key, wrote, args...)
 	}
-	return s.runWait(ctx, sc, key, wrote, args...)
-}
-
-// runWait sends the script and WAIT in one pipeline to the primary that owns
-// key.
-func (s *Store) runWait(ctx context.Context, sc *redis.Script, key string, wrote func(any) bool, args ...any) (any, error) {
-	var c redis.Cmdable = s.rdb
-	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
-		node, err := cc.MasterForKey(ctx, key)
-		if err != nil {
-			return nil, err
-		}
-		c = node
-	}
-	keys := []string{key}
-	for _, byHash := range []bool{true, false} {
-		pipe := c.Pipeline()
-		var cmd *redis.Cmd
-		if byHash {
-			cmd = sc.EvalSha(ctx, pipe, keys, args...)
-		} else {
-			cmd = sc.Eval(ctx, pipe, keys, args...)
-		}
-		wait := pipe.Do(ctx, "WAIT", s.cfg.waitN, s.cfg.waitTimeout.Milliseconds())
-		_, _ = pipe.Exec(ctx) // errors are read per command below
-		res, err := cmd.Result()
-		if byHash && isNoScript(err) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if !wrote(res) {
-			return res, nil
-		}
-		n, err := wait.Int64()
-		if err != nil {
-			return nil, err
-		}
-		if n < int64(s.cfg.waitN) {
-			return nil, fmt.Errorf("%w: %d of %d acknowledged", ErrNotReplicated, n, s.cfg.waitN)
-		}
-		return res, nil
-	}
-	panic("unreachable")
+	s.reload.failed(err)
+	return res, err
 }
 
 func isNoScript(err error) bool {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -414,31 +415,80 @@ func TestOneRoundTripPerCall(t *testing.T) {
 	}
 }
 
+// TestWithWaitReportsMissingReplicas: on a primary without replicas, a
+// claim fails with ErrNotReplicated and is given back (a retry is refused
+// the same way, not told "in progress" until a lease lapses); once a WAIT
+// came back short, writes ask ROLE instead of waiting out WAIT again; a
+// claim that wrote nothing waits for no replica; a settling write stays
+// applied on the primary.
 func TestWithWaitReportsMissingReplicas(t *testing.T) {
 	rdb := newClient(t)
 	if n, err := rdb.Do(context.Background(), "WAIT", 1, 1).Int64(); err != nil || n >= 1 {
 		t.Skipf("the test Redis has replicas (%d, %v); this test wants none", n, err)
 	}
 	prefix := newPrefix(t, rdb)
+	var sent commandNames
+	rdb.AddHook(&sent)
 	s := redisstore.New(rdb, redisstore.WithPrefix(prefix), redisstore.WithWait(1, 20*time.Millisecond))
 	ctx := context.Background()
 	k := idempotency.Key{Scope: "s", Key: "k"}
-	_, err := s.Claim(ctx, k, "fp", longLease, longTTL)
-	if !errors.Is(err, redisstore.ErrNotReplicated) {
-		t.Fatalf("Claim = %v, want ErrNotReplicated", err)
+	for i, want := range []string{"WAIT", "ROLE"} {
+		sent.reset()
+		_, err := s.Claim(ctx, k, "fp", longLease, longTTL)
+		if !errors.Is(err, redisstore.ErrNotReplicated) || !strings.Contains(err.Error(), "WithWait") {
+			t.Fatalf("Claim %d = %v, want ErrNotReplicated saying why", i+1, err)
+		}
+		if got := sent.list(); !slices.Contains(got, want) || (want == "ROLE" && slices.Contains(got, "WAIT")) {
+			t.Errorf("Claim %d sent %q, want %s (and no WAIT once the primary is known short)", i+1, got, want)
+		}
+		if _, found, err := s.Get(ctx, k); found || err != nil {
+			t.Fatalf("after Claim %d the entry is found (%v, %v); want the unreplicated claim given back", i+1, found, err)
+		}
 	}
-	// The write stays on the primary, so the claim blocks a second one; a
-	// claim that wrote nothing waits for no replica.
+	// A claim held elsewhere: Claim writes nothing and waits for nobody.
+	held := mustClaim(t, redisstore.New(rdb, redisstore.WithPrefix(prefix)), k, "fp", longLease, longTTL)
 	res, err := s.Claim(ctx, k, "fp", longLease, longTTL)
 	if err != nil || res.Acquired {
-		t.Fatalf("second Claim = %+v, %v; want blocked without error", res, err)
+		t.Fatalf("Claim of a held key = %+v, %v; want blocked without error", res, err)
 	}
-	if err := s.Release(ctx, k, res.Entry.Token); !errors.Is(err, redisstore.ErrNotReplicated) {
+	if err := s.Release(ctx, k, held.Token); !errors.Is(err, redisstore.ErrNotReplicated) {
 		t.Errorf("Release = %v, want ErrNotReplicated", err)
 	}
 	if _, found, _ := s.Get(ctx, k); found {
 		t.Error("Release was not applied on the primary")
 	}
+}
+
+// commandNames records the names of the commands a client sends.
+type commandNames struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (c *commandNames) reset() { c.mu.Lock(); c.names = nil; c.mu.Unlock() }
+
+func (c *commandNames) list() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.names)
+}
+
+func (c *commandNames) add(cmds ...redis.Cmder) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cmd := range cmds {
+		c.names = append(c.names, strings.ToUpper(cmd.Name()))
+	}
+}
+
+func (c *commandNames) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *commandNames) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { c.add(cmd); return next(ctx, cmd) }
+}
+
+func (c *commandNames) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { c.add(cmds...); return next(ctx, cmds) }
 }
 
 // TestRenewKeepsHeldEntryAlive: a claim whose holder keeps renewing must not

@@ -37,7 +37,9 @@ func (s *Store) Watch(ctx context.Context, k idempotency.Key) (<-chan struct{}, 
 			return err
 		}
 		defer s.gate.Leave()
-		return watchScript.Run(ctx, s.rdb, []string{name}).Err()
+		err := watchScript.Run(ctx, s.rdb, []string{name}).Err()
+		s.reload.failed(err)
+		return err
 	}
 	ch, stop, err := s.watch.set.Watch(ctx, name, mark, s.watch.listen)
 	if err != nil {
@@ -74,6 +76,7 @@ func (w *watcher) listen() {
 			}
 			continue
 		}
+		w.store.reload.failed(err) // the subscribed node may be gone
 		w.set.Failed()
 		if w.set.Retire() {
 			return

@@ -11,7 +11,8 @@ import (
 )
 
 // Service is a shared server that a package's tests need, named by the
-// environment variable holding its URL: Redis or Postgres, passed to Main.
+// environment variable holding its URL: Redis, RedisCluster or Postgres,
+// passed to Main.
 // The zero value is not a service. A Service is safe for concurrent use.
 type Service struct {
 	env, example string

@@ -6,7 +6,8 @@
 // its store) stopped when the test ends.
 //
 // The rule: a test that needs a service reads its URL from the environment
-// (SAFERETRY_REDIS_URL, SAFERETRY_POSTGRES_URL). When it is unset the test
+// (SAFERETRY_REDIS_URL, SAFERETRY_POSTGRES_URL; SAFERETRY_REDIS_CLUSTER_ADDRS
+// for a Redis Cluster, which .ci/redis-cluster.sh starts). When it is unset the test
 // is skipped with a message saying how to run it, unless
 // SAFERETRY_REQUIRE_SERVICES=1, in which case it fails. A package whose
 // tests need a service runs them through Main, from its TestMain: Main

@@ -1,0 +1,127 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/saferetry/saferetry/idempotency"
+)
+
+// shortPrimaries remembers the primaries (by address; "" for a client that
+// is not a cluster) whose last WAIT came back with fewer replicas than
+// WithWait asks for: a primary promoted after a failover has no replica
+// until the failed node comes back. Writes to such a primary ask for ROLE
+// in their round trip instead of WAIT, so they learn at once whether
+// replicas are back, instead of waiting out the WAIT timeout on every
+// write. The zero value is empty; it is safe for concurrent use.
+type shortPrimaries struct{ m sync.Map }
+
+// runWait sends the script and WAIT in one pipeline to the primary that owns
+// key. On a primary known to lack replicas it sends ROLE and the script
+// instead, and sends WAIT after them only if ROLE lists enough replicas.
+// When fewer replicas acknowledge, the error matches ErrNotReplicated and
+// the script's result comes with it.
+func (s *Store) runWait(ctx context.Context, sc *redis.Script, key string, wrote func(any) bool, args ...any) (any, error) {
+	var c interface {
+		Pipeline() redis.Pipeliner
+		Do(ctx context.Context, args ...any) *redis.Cmd
+	} = s.rdb
+	addr := ""
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		node, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		c, addr = node, node.Options().Addr
+	}
+	_, short := s.short.m.Load(addr)
+	keys := []string{key}
+	for _, byHash := range []bool{true, false} {
+		pipe := c.Pipeline()
+		var role, wait *redis.Cmd
+		if short {
+			role = pipe.Do(ctx, "ROLE")
+		}
+		var cmd *redis.Cmd
+		if byHash {
+			cmd = sc.EvalSha(ctx, pipe, keys, args...)
+		} else {
+			cmd = sc.Eval(ctx, pipe, keys, args...)
+		}
+		if !short {
+			wait = pipe.Do(ctx, "WAIT", s.cfg.waitN, s.cfg.waitTimeout.Milliseconds())
+		}
+		_, _ = pipe.Exec(ctx) // errors are read per command below
+		res, err := cmd.Result()
+		if byHash && isNoScript(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !wrote(res) {
+			return res, nil
+		}
+		if short {
+			n, err := connectedReplicas(role)
+			if err != nil {
+				return nil, err
+			}
+			if n < s.cfg.waitN {
+				return res, s.notReplicated(addr, fmt.Sprintf("%d connected", n))
+			}
+			s.short.m.Delete(addr) // replicas are back: wait for them again
+			wait = c.Do(ctx, "WAIT", s.cfg.waitN, s.cfg.waitTimeout.Milliseconds())
+		}
+		n, err := wait.Int64()
+		if err != nil {
+			return nil, err
+		}
+		if n < int64(s.cfg.waitN) {
+			s.short.m.Store(addr, true)
+			return res, s.notReplicated(addr, fmt.Sprintf("%d acknowledged within %v", n, s.cfg.waitTimeout))
+		}
+		return res, nil
+	}
+	panic("unreachable")
+}
+
+// notReplicated is the ErrNotReplicated error of a write to the primary at
+// addr; what says how many replicas it got.
+func (s *Store) notReplicated(addr, what string) error {
+	at := ""
+	if addr != "" {
+		at = " on primary " + addr
+	}
+	return fmt.Errorf("%w: %s of %d%s (WithWait refuses writes it cannot replicate; a primary promoted in a failover has no replica until one rejoins)",
+		ErrNotReplicated, what, s.cfg.waitN, at)
+}
+
+// connectedReplicas reads the number of replicas from a ROLE reply.
+func connectedReplicas(role *redis.Cmd) (int, error) {
+	v, err := role.Slice()
+	if err != nil {
+		return 0, fmt.Errorf("ROLE: %w", err)
+	}
+	if len(v) < 3 || v[0] != "master" {
+		return 0, fmt.Errorf("ROLE: not a primary: %.64v", v)
+	}
+	replicas, _ := v[2].([]any)
+	return len(replicas), nil
+}
+
+// undoClaim releases a claim that was acquired but not replicated as
+// WithWait asks: no handler runs under it, and left in place it would
+// answer every retry "in progress" until its lease lapsed. The release is
+// not waited for; if it is lost too, the claim lapses with its lease.
+func (s *Store) undoClaim(ctx context.Context, k idempotency.Key, res any) {
+	tok, err := parseInt(res.([]any)[2])
+	if err != nil {
+		return
+	}
+	_, _ = releaseScript.Run(context.WithoutCancel(ctx), s.rdb, []string{s.redisKey(k)}, strconv.FormatInt(tok, 10), s.watch.channel()).Result()
+}
