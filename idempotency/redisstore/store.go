@@ -99,28 +99,19 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 	}
 	defer s.gate.Leave()
 	res, err := s.run(ctx, claimScript, s.redisKey(k), isAcquired,
-		fingerprint, micros(lease), millis(ttl))
+		encodeFingerprint(fingerprint), micros(lease), millis(ttl))
 	if errors.Is(err, ErrNotReplicated) && isAcquired(res) {
 		s.undoClaim(ctx, k, res)
 	}
 	if err != nil {
 		return idempotency.ClaimResult{}, wrap(ctx, "claim", err)
 	}
-	arr, ok := res.([]any)
-	if !ok || len(arr) != 3 {
-		return idempotency.ClaimResult{}, wrap(ctx, "claim", errUnexpected(res))
-	}
-	if isAcquired(res) {
-		tok, err := parseInt(arr[2])
-		if err != nil {
-			return idempotency.ClaimResult{}, wrap(ctx, "claim", err)
-		}
-		took, _ := arr[1].(int64)
+	if tok, took, ok := acquired(res); ok {
 		// The script runs atomically and answers at once: the whole lease
 		// is left when the answer leaves the server.
-		return idempotency.ClaimResult{Acquired: true, Token: tok, TookOver: took == 1, LeaseRemaining: lease.Truncate(time.Microsecond)}, nil
+		return idempotency.ClaimResult{Acquired: true, Token: tok, TookOver: took, LeaseRemaining: lease.Truncate(time.Microsecond)}, nil
 	}
-	e, found, err := decodeEntry(arr[1], arr[2])
+	e, found, err := decodeEntry(res)
 	if err != nil {
 		return idempotency.ClaimResult{}, wrap(ctx, "claim", err)
 	}
@@ -167,11 +158,7 @@ func (s *Store) Get(ctx context.Context, k idempotency.Key) (idempotency.Entry, 
 	if err != nil {
 		return idempotency.Entry{}, false, wrap(ctx, "get", err)
 	}
-	arr, ok := res.([]any)
-	if !ok || len(arr) != 2 {
-		return idempotency.Entry{}, false, wrap(ctx, "get", errUnexpected(res))
-	}
-	e, found, err := decodeEntry(arr[0], arr[1])
+	e, found, err := decodeEntry(res)
 	if err != nil {
 		return idempotency.Entry{}, false, wrap(ctx, "get", err)
 	}
@@ -212,10 +199,24 @@ func isNoScript(err error) bool {
 	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
 }
 
+// acquired reads a claim script's result: the token of an acquired
+// claim, and whether it took an entry in progress over (the script then
+// answers the token negated); ok is false when it did not acquire.
+func acquired(res any) (token int64, tookOver, ok bool) {
+	n, ok := res.(int64)
+	if !ok || n == 0 {
+		return 0, false, false
+	}
+	if n < 0 {
+		return -n, true, true
+	}
+	return n, false, true
+}
+
 // isAcquired reports whether a claim script result is an acquired claim.
 func isAcquired(res any) bool {
-	arr, ok := res.([]any)
-	return ok && len(arr) > 0 && arr[0] == int64(1)
+	_, _, ok := acquired(res)
+	return ok
 }
 
 func isOne(res any) bool { return res == int64(1) }
