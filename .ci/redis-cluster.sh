@@ -51,17 +51,20 @@ start_node() {
 
 # wait_ok DIR: every node whose pid file names a live process says
 # cluster_state:ok and knows all 6 nodes, and every replica among them has
-# its link to its primary up (so that WAIT can be acknowledged).
+# its link to its primary up (so that WAIT can be acknowledged) and every
+# node sees 3 replicas (clients that ask it for the map see them too).
 wait_ok() {
-  local dir=$1 port pending info repl
+  local dir=$1 port pending info repl nodes
   for _ in $(seq 1 "$WAIT_TRIES"); do
     pending=0
     for port in $(ports_of "$dir"); do
       alive "$dir" "$port" || continue
       info=$(redis-cli -h 127.0.0.1 -p "$port" cluster info 2>/dev/null || true)
       repl=$(redis-cli -h 127.0.0.1 -p "$port" info replication 2>/dev/null || true)
+      nodes=$(redis-cli -h 127.0.0.1 -p "$port" cluster nodes 2>/dev/null || true)
       if ! grep -q '^cluster_state:ok' <<<"$info" || ! grep -q '^cluster_known_nodes:6' <<<"$info" ||
-        { grep -q '^role:slave' <<<"$repl" && ! grep -q '^master_link_status:up' <<<"$repl"; }; then
+        { grep -q '^role:slave' <<<"$repl" && ! grep -q '^master_link_status:up' <<<"$repl"; } ||
+        [ "$(grep -v fail <<<"$nodes" | grep -c slave)" != 3 ]; then
         pending=1
         break
       fi
@@ -119,6 +122,11 @@ appendonly yes
 appendfsync everysec
 save ""
 maxmemory-policy noeviction
+# No 5 s wait for more replicas before a full sync, and replication
+# offsets that move within a second (CLUSTER SLOTS lists a replica only
+# once its offset is not 0).
+repl-diskless-sync-delay 0
+repl-ping-replica-period 1
 EOF
     start_node "$dir" "$port"
     addrs+=("127.0.0.1:$port")

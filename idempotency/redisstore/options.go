@@ -35,7 +35,12 @@ func WithPrefix(prefix string) Option {
 // default, disables waiting.
 //
 // It narrows the window in which a failover loses an acknowledged claim; it
-// does not close it. It works with a *redis.Client, a failover client and a
+// does not close it. On a primary with fewer replicas than asked (the one
+// promoted in a failover, until a replica rejoins it), an acquiring Claim
+// fails and gives its claim back, and the Middleware answers 503; after
+// the first WAIT that comes back short, the Store asks ROLE in place of
+// WAIT and fails at once, so nothing waits out the timeout again. See
+// "Failover on Redis Cluster" in the package documentation. It works with a *redis.Client, a failover client and a
 // *redis.ClusterClient (WAIT goes to the primary that owns the key); with a
 // *redis.Ring, WAIT may reach another shard, so do not combine the two.
 func WithWait(replicas int, timeout time.Duration) Option {

@@ -56,9 +56,12 @@ func unreachable(err error) bool {
 	var ne net.Error
 	var op *net.OpError
 	switch {
-	case errors.As(err, &op), errors.As(err, &ne) && ne.Timeout():
-		return true
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+	case errors.As(err, &op):
+		return true // a dial, read or write on the node's connection failed
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false
+	case errors.As(err, &ne) && ne.Timeout(),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		return true
 	}

@@ -21,6 +21,7 @@
 package testenv
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"os"
@@ -108,4 +109,15 @@ func RandomName(prefix string) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24)
 	return prefix + hex.EncodeToString(b[:])
+}
+
+// Pause waits d, or until ctx ends: a test's pacing that a cancelled test
+// does not sit out.
+func Pause(ctx context.Context, d time.Duration) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+	}
 }

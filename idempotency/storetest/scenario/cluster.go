@@ -57,16 +57,6 @@ func newHTTPClient(t *testing.T) *http.Client {
 	return &http.Client{Transport: tr, Timeout: 60 * time.Second}
 }
 
-// pause waits d or until ctx is done.
-func pause(ctx context.Context, d time.Duration) {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-	case <-ctx.Done():
-	}
-}
-
 // postJSON sends one protected POST of body with the Idempotency-Key key to
 // url and reads the whole answer.
 func postJSON(ctx context.Context, client *http.Client, url, key, body string) answer {

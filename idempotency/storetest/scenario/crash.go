@@ -186,7 +186,7 @@ func (c *crash) runA() {
 	if c.transactional {
 		return
 	}
-	pause(c.ctx, c.lease)
+	testenv.Pause(c.ctx, c.lease)
 	if r := c.send(c.b.srv.URL); r.err != nil || r.status != http.StatusConflict {
 		t.Fatalf("while A is alive and renewing past its first lease, B answered %d %q (err %v), want 409; "+
 			"A renews every lease/3, so a lease of %v may be too short for this machine", r.status, r.body, r.err, c.lease)
@@ -216,7 +216,7 @@ func (c *crash) takeOver(killed time.Time) {
 			if r.err != nil || r.status != http.StatusConflict {
 				t.Fatalf("B's retry before the takeover = %d %q err=%v, want 409", r.status, r.body, r.err)
 			}
-			pause(c.ctx, 10*time.Millisecond)
+			testenv.Pause(c.ctx, 10*time.Millisecond)
 		case <-c.ctx.Done():
 			t.Fatalf("scenario: B never took over (still 409 %v after the kill)", time.Since(killed))
 		}

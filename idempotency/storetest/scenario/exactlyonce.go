@@ -104,7 +104,7 @@ func (e *exactlyOnceRun) handler(inst int) http.Handler {
 		if _, ok := idempotency.KeyFromContext(r.Context()); !ok {
 			e.t.Errorf("key %s: handler ran without a claim in its context", key)
 		}
-		pause(r.Context(), handlerHold)
+		testenv.Pause(r.Context(), handlerHold)
 		body := fmt.Appendf(nil, `{"key":%q,"execution":%d,"instance":%d}`, key, e.serial.Add(1), inst)
 		e.execs.record(key, body)
 		w.Header().Set("Content-Type", "application/json")

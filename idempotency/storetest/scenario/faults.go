@@ -217,7 +217,7 @@ func SlowStore(t *testing.T, at StoreAt, target string, lease, latency time.Dura
 					t.Errorf("key %s answered %d %q", key, w.Code, w.Body)
 					return
 				}
-				pause(ctx, lease/4)
+				testenv.Pause(ctx, lease/4)
 			}
 		}()
 	}
@@ -424,7 +424,7 @@ func CutDuringComplete(t *testing.T, at StoreAt, target string, lease time.Durat
 		if w := call(ctx, b, key); w.Code != http.StatusConflict {
 			t.Fatalf("duplicate during the cut = %d %q, want 409", w.Code, w.Body)
 		}
-		pause(ctx, cutFor/5)
+		testenv.Pause(ctx, cutFor/5)
 	}
 	proxyA.Restart(t)
 	first := <-answerA

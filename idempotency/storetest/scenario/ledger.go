@@ -134,7 +134,7 @@ func (l *ledgerRun) handler() http.Handler {
 			return
 		}
 		// Hold the claim a little, so that duplicates meet it in progress.
-		pause(r.Context(), 5*time.Millisecond)
+		testenv.Pause(r.Context(), 5*time.Millisecond)
 		if err := l.book.Debit(r.Context(), d.Account, d.Amount); err != nil {
 			l.t.Logf("key %s: debit failed, answering 500: %v", key, err)
 			http.Error(w, err.Error(), http.StatusInternalServerError)
