@@ -1,11 +1,11 @@
 package redisstore
 
 import (
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/saferetry/saferetry/idempotency"
@@ -51,11 +51,16 @@ func encodeFingerprint(fp string) string {
 	if n < 0 || !isLowerHex(fp[n:]) {
 		return string(fpVerbatim) + fp
 	}
-	b := make([]byte, 0, 1+n+digestHex/2)
-	b = append(b, fpDigest)
-	b = append(b, fp[:n]...)
-	b, _ = hex.AppendDecode(b, []byte(fp[n:]))
-	return string(b)
+	var digest [digestHex / 2]byte
+	for i := range digest {
+		digest[i] = unhex(fp[n+2*i])<<4 | unhex(fp[n+2*i+1])
+	}
+	var b strings.Builder
+	b.Grow(1 + n + len(digest))
+	b.WriteByte(fpDigest)
+	b.WriteString(fp[:n])
+	b.Write(digest[:])
+	return b.String()
 }
 
 // decodeFingerprint is the inverse of encodeFingerprint.
@@ -66,9 +71,26 @@ func decodeFingerprint(stored string) (string, error) {
 		return stored[1:], nil
 	case stored[0] == fpDigest && len(stored) >= 1+digestHex/2:
 		n := len(stored) - digestHex/2
-		return stored[1:n] + hex.EncodeToString([]byte(stored[n:])), nil
+		var b strings.Builder
+		b.Grow(n - 1 + digestHex)
+		b.WriteString(stored[1:n])
+		for i := n; i < len(stored); i++ {
+			b.WriteByte(hexDigits[stored[i]>>4])
+			b.WriteByte(hexDigits[stored[i]&0xf])
+		}
+		return b.String(), nil
 	}
 	return "", fmt.Errorf("corrupt fingerprint %q", stored)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// unhex is the value of a lowercase hex digit.
+func unhex(c byte) byte {
+	if c >= 'a' {
+		return c - 'a' + 10
+	}
+	return c - '0'
 }
 
 func isLowerHex(s string) bool {
@@ -164,8 +186,8 @@ func decodeResponse(f []string, present []bool) (*idempotency.Response, error) {
 	resp := &idempotency.Response{Status: status, Oversize: f[entryOversize] == "1"}
 	if present[entryHeader] {
 		h := f[entryHeader]
-		if headercodec.IsEncoded([]byte(h)) {
-			hdr, err := headercodec.Decode([]byte(h))
+		if len(h) > 0 && h[0] == headercodec.Version {
+			hdr, err := headercodec.DecodeString(h)
 			if err != nil {
 				return nil, fmt.Errorf("corrupt header: %w", err)
 			}

@@ -246,16 +246,16 @@ func checkLease(lease time.Duration) error {
 	return nil
 }
 
-// micros formats d in whole microseconds; a negative lease counts as zero.
-func micros(d time.Duration) string {
-	return strconv.FormatInt(max(d.Microseconds(), 0), 10)
+// micros is d in whole microseconds, for a script's ARGV (go-redis sends
+// an int64 in decimal); a negative lease counts as zero.
+func micros(d time.Duration) int64 {
+	return max(d.Microseconds(), 0)
 }
 
-// millis formats ttl in milliseconds, rounded up so that a ttl below one
+// millis is ttl in milliseconds, rounded up so that a ttl below one
 // millisecond still keeps the entry for a moment.
-func millis(ttl time.Duration) string {
-	ms := (ttl + time.Millisecond - 1) / time.Millisecond
-	return strconv.FormatInt(int64(ms), 10)
+func millis(ttl time.Duration) int64 {
+	return int64((ttl + time.Millisecond - 1) / time.Millisecond)
 }
 
 func errUnexpected(res any) error {
