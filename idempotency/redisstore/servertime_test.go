@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -163,5 +164,58 @@ func BenchmarkServerTime(b *testing.B) {
 				b.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestScriptRedisCalls pins the Redis calls each store call makes inside
+// its script, on a Redis of its own whose statistics it resets: each call
+// inside a script costs server time, so a claim of a new key reads once
+// and deletes nothing, and a replay reads the clock only when an entry in
+// progress needs it.
+func TestScriptRedisCalls(t *testing.T) {
+	addr := startRedis(t, false, "--save", "", "--appendonly", "no")
+	// One connection, made by warmScripts: no HELLO in the statistics.
+	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1})
+	t.Cleanup(func() { rdb.Close() })
+	ctx := context.Background()
+	s := redisstore.New(rdb)
+	warmScripts(t, s)
+	k := idempotency.Key{Scope: "tenant", Key: "k"}
+	var tok int64
+	calls := []struct {
+		name string
+		call func()
+		want map[string]float64 // commands besides evalsha
+	}{
+		{"claim of a new key", func() { tok = mustClaim(t, s, k, hexFingerprint, longLease, longTTL).Token },
+			map[string]float64{"hmget": 1, "time": 1, "hset": 1, "pexpire": 1}},
+		{"get in progress", func() { _, _, _ = s.Get(ctx, k) },
+			map[string]float64{"hmget": 1, "time": 1}},
+		{"complete", func() {
+			if err := s.Complete(ctx, k, tok, idempotency.Response{Status: 201, Body: []byte("ok")}, longTTL); err != nil {
+				t.Fatal(err)
+			}
+		}, map[string]float64{"hmget": 1, "hset": 1, "pexpire": 1}},
+		{"replay", func() { mustClaim(t, s, k, hexFingerprint, longLease, longTTL) },
+			map[string]float64{"hmget": 1}},
+		{"get completed", func() { _, _, _ = s.Get(ctx, k) },
+			map[string]float64{"hmget": 1}},
+	}
+	for _, c := range calls {
+		if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		c.call()
+		got := make(map[string]float64)
+		for name, st := range commandStats(t, rdb) {
+			switch {
+			case name == "evalsha", strings.HasPrefix(name, "config"), name == "hello", strings.HasPrefix(name, "client"):
+			default:
+				got[name] = st[0]
+			}
+		}
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s called %v inside its script, want %v", c.name, got, c.want)
+		}
 	}
 }
