@@ -12,12 +12,12 @@ import (
 	"github.com/saferetry/saferetry/internal/headercodec"
 )
 
-// encodeResponse turns resp into field/value pairs for the complete script.
-// The header is kept byte for byte (headercodec; JSON would turn invalid
+// appendResponse appends resp to args as field/value pairs for the
+// complete script. The header is kept byte for byte (headercodec; JSON would turn invalid
 // UTF-8 into U+FFFD). A nil Header or Body leaves its field out, so nil and
 // empty survive the round trip apart.
-func encodeResponse(resp idempotency.Response) []any {
-	args := []any{fieldStatus, strconv.Itoa(resp.Status)}
+func appendResponse(args []any, resp idempotency.Response) []any {
+	args = append(args, fieldStatus, resp.Status)
 	if resp.Oversize {
 		args = append(args, fieldOversize, "1")
 	}

@@ -128,7 +128,7 @@ func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease
 	if err := checkLease(lease); err != nil {
 		return wrap(ctx, "renew", err)
 	}
-	return s.fenced(ctx, "renew", renewScript, k, strconv.FormatInt(token, 10), micros(lease))
+	return s.fenced(ctx, "renew", renewScript, k, token, micros(lease))
 }
 
 // Complete implements idempotency.Store. The header is stored as JSON and the
@@ -138,14 +138,14 @@ func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, re
 	if err := checkTTL(ttl); err != nil {
 		return wrap(ctx, "complete", err)
 	}
-	args := append([]any{strconv.FormatInt(token, 10), millis(ttl), s.watch.channel()}, encodeResponse(resp)...)
+	args := appendResponse(append(make([]any, 0, 11), token, millis(ttl), s.watch.channel()), resp)
 	return s.fenced(ctx, "complete", completeScript, k, args...)
 }
 
 // Release implements idempotency.Store. The released entry keeps its token,
 // hidden from Get and Claim, until it expires.
 func (s *Store) Release(ctx context.Context, k idempotency.Key, token int64) error {
-	return s.fenced(ctx, "release", releaseScript, k, strconv.FormatInt(token, 10), s.watch.channel())
+	return s.fenced(ctx, "release", releaseScript, k, token, s.watch.channel())
 }
 
 // Get implements idempotency.Store in one round trip.
