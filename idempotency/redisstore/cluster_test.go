@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -94,4 +95,72 @@ func keysPerPrimary(t *testing.T, rdb *redis.ClusterClient, prefix string) map[s
 		t.Fatalf("ForEachMaster: %v", err)
 	}
 	return counts
+}
+
+// entryName is the Redis key of key's entry in scope "" under prefix (see
+// the package documentation's data layout).
+func entryName(prefix, key string) string { return prefix + "{}0::" + key }
+
+// TestClusterWithWaitFollowsMovedSlot moves an empty slot to another
+// primary on a cluster of the test's own: WithWait's pipeline goes to the
+// node the client's map names, which answers MOVED, and go-redis does not
+// reload for a pipeline sent to one node; the Store must ask for the
+// reload, so that a retry of the claim lands on the new owner within
+// seconds, not after the 60 s reload interval.
+func TestClusterWithWaitFollowsMovedSlot(t *testing.T) {
+	c := startOwnCluster(t)
+	ctx := context.Background()
+	rdb := newClusterClient(t, c.addrs)
+	prefix := newPrefix(t, rdb)
+	s := redisstore.New(rdb, redisstore.WithPrefix(prefix), redisstore.WithWait(1, 2*time.Second))
+	k := idempotency.Key{Key: "moved"}
+	name := entryName(prefix, k.Key)
+	slot, err := rdb.ClusterKeySlot(ctx, name).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, err := rdb.MasterForKey(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots, err := rdb.ClusterSlots(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var to *redis.Client
+	for _, s := range slots {
+		if addr := s.Nodes[0].Addr; addr != from.Options().Addr && to == nil {
+			to = redis.NewClient(&redis.Options{Addr: addr})
+			defer to.Close()
+		}
+	}
+	if to == nil {
+		t.Fatal("no second primary")
+	}
+	fromID, toID := from.Do(ctx, "CLUSTER", "MYID").Val(), to.Do(ctx, "CLUSTER", "MYID").Val()
+	// The slot holds no key: importing, migrating, then owned by to.
+	for _, step := range []struct {
+		node *redis.Client
+		args []any
+	}{
+		{to, []any{"CLUSTER", "SETSLOT", slot, "IMPORTING", fromID}},
+		{from, []any{"CLUSTER", "SETSLOT", slot, "MIGRATING", toID}},
+		{to, []any{"CLUSTER", "SETSLOT", slot, "NODE", toID}},
+		{from, []any{"CLUSTER", "SETSLOT", slot, "NODE", toID}},
+	} {
+		if err := step.node.Do(ctx, step.args...).Err(); err != nil {
+			t.Fatalf("%v on %s: %v", step.args, step.node.Options().Addr, err)
+		}
+	}
+	first, err := s.Claim(ctx, k, "fp", longLease, longTTL)
+	if err == nil || !strings.Contains(err.Error(), "MOVED") {
+		t.Fatalf("first Claim after the move = %+v, %v; want the old owner's MOVED", first, err)
+	}
+	testenv.Eventually(t, "a Claim reaches the slot's new owner", func() bool {
+		res, err := s.Claim(ctx, k, "fp", longLease, longTTL)
+		return err == nil && res.Acquired
+	})
+	if n, err := to.Exists(ctx, name).Result(); err != nil || n != 1 {
+		t.Errorf("the entry on the new owner %s: %d, %v; want it there", to.Options().Addr, n, err)
+	}
 }

@@ -111,7 +111,9 @@
 // So a Store on a *redis.ClusterClient reloads the client's slot map
 // (ClusterClient.ReloadState) whenever a call finds a node unreachable (a
 // refused or timed-out dial, a reset or closed connection, a read or write
-// timeout, CLUSTERDOWN), at most once every 250 ms. It costs nothing while
+// timeout, CLUSTERDOWN), or, with WithWait, whose pipeline goes to one
+// node without go-redis's redirections, a MOVED, ASK or READONLY reply;
+// at most once every 250 ms. It costs nothing while
 // the cluster is healthy, unlike a short reload interval, which would send
 // CLUSTER SLOTS from every client all the time and still leave up to one
 // interval of 503s. The first calls after the promotion that follow such a

@@ -89,8 +89,8 @@ func (c *ownCluster) restart(addr string) {
 	c.run("node", c.dir, port)
 }
 
-// info returns field of INFO replication on the node at addr, "" when the
-// node does not answer.
+// replicationInfo returns field of INFO replication on the node at addr,
+// "" when the node does not answer.
 func replicationInfo(addr, field string) string {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	defer rdb.Close()
@@ -129,7 +129,7 @@ const (
 // replica. The timeline is logged.
 func TestClusterFailover(t *testing.T) {
 	for _, w := range waitOptions {
-		t.Run(w.name, func(t *testing.T) { failover(t, w.opts) })
+		t.Run(w.name, func(t *testing.T) { failover(t, w.opts, len(w.opts) > 0) })
 	}
 }
 
@@ -240,7 +240,9 @@ func (f *failoverRun) operate(ctx context.Context, client *http.Client, urls []s
 	return false
 }
 
-func failover(t *testing.T, opts []redisstore.Option) {
+// failover runs one failover of TestClusterFailover with a store built
+// with opts; withWait says that they hold WithWait.
+func failover(t *testing.T, opts []redisstore.Option, withWait bool) {
 	c := startOwnCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
@@ -273,6 +275,14 @@ func failover(t *testing.T, opts []redisstore.Option) {
 	var failed atomic.Int64
 	stop := make(chan struct{})
 	stormDone := make(chan struct{})
+	var stopOnce sync.Once
+	stopStorm := func() {
+		stopOnce.Do(func() { close(stop) })
+		<-stormDone
+	}
+	// On every path, a failed check included, no operation outlives the
+	// test.
+	t.Cleanup(func() { cancel(); stopStorm() })
 	go func() {
 		defer close(stormDone)
 		sem := make(chan struct{}, failoverInFlight)
@@ -310,7 +320,7 @@ func failover(t *testing.T, opts []redisstore.Option) {
 		}
 		return false
 	})
-	if len(opts) > 0 {
+	if withWait {
 		// WithWait: the promoted primary accepts no claim until it has a
 		// replica again (503s meanwhile, not hangs); bring the failed
 		// node back a second later, as a supervisor would.
@@ -340,8 +350,7 @@ func failover(t *testing.T, opts []redisstore.Option) {
 		testenv.Pause(ctx, 20*time.Millisecond)
 	}
 	testenv.Pause(ctx, 500*time.Millisecond)
-	close(stop)
-	<-stormDone
+	stopStorm()
 
 	ms := func(at time.Time) string {
 		if at.IsZero() {
@@ -447,7 +456,7 @@ func primaryAndReplica(t *testing.T, rdb *redis.ClusterClient, slot int, prefix 
 	pipe := node.Pipeline()
 	cmds := make([]*redis.IntCmd, failoverKeys)
 	for n := range cmds {
-		cmds[n] = pipe.ClusterKeySlot(ctx, prefix+"{}0::"+failoverKey(n))
+		cmds[n] = pipe.ClusterKeySlot(ctx, entryName(prefix, failoverKey(n)))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatalf("CLUSTER KEYSLOT: %v", err)

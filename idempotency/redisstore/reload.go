@@ -26,17 +26,18 @@ const reloadGap = 250 * time.Millisecond
 // ASK reply, or every ClusterOptions.ClusterStateReloadInterval (60 s by
 // default); a primary that died sends neither, so without this the Store
 // would keep dialling the dead node for up to a minute after its replica
-// took over. The zero value does nothing until rdb is set; it is safe for
-// concurrent use.
+// took over. The zero value, or one whose cluster is nil, does nothing;
+// it is safe for concurrent use.
 type reloader struct {
 	cluster *redis.ClusterClient // nil: not a cluster, nothing to reload
 	last    atomic.Int64         // when the last reload was asked for, Unix ns
 }
 
 // failed looks at the error of a call to the cluster and asks for a reload
-// (at most one every reloadGap) when it says a node could not be reached.
+// (at most one every reloadGap) when it says a node could not be reached,
+// or that the slot map is out of date (see staleMap).
 func (r *reloader) failed(err error) {
-	if r.cluster == nil || err == nil || !unreachable(err) {
+	if r.cluster == nil || err == nil || !(unreachable(err) || staleMap(err)) {
 		return
 	}
 	now := time.Now().UnixNano()
@@ -66,4 +67,13 @@ func unreachable(err error) bool {
 		return true
 	}
 	return redis.HasErrorPrefix(err, "CLUSTERDOWN")
+}
+
+// staleMap reports whether err is a node's reply that the client's slot
+// map is out of date: MOVED, ASK, or READONLY from a primary demoted to a
+// replica. go-redis follows these and reloads for commands it routes
+// itself; WithWait's pipeline goes to one node, so they come back to the
+// Store, which must ask for the reload.
+func staleMap(err error) bool {
+	return redis.HasErrorPrefix(err, "MOVED ") || redis.HasErrorPrefix(err, "ASK ") || redis.HasErrorPrefix(err, "READONLY ")
 }

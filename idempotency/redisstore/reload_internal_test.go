@@ -43,6 +43,25 @@ func TestUnreachable(t *testing.T) {
 	}
 }
 
+// TestStaleMap: which replies say that the slot map is out of date.
+func TestStaleMap(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{replyError("MOVED 3999 127.0.0.1:6381"), true},
+		{replyError("ASK 3999 127.0.0.1:6381"), true},
+		{replyError("READONLY You can't write against a read only replica."), true},
+		{replyError("ERR unknown command"), false},
+		{errors.New("MOVED 3999 127.0.0.1:6381"), false},
+		{io.EOF, false},
+	} {
+		if got := staleMap(c.err); got != c.want {
+			t.Errorf("staleMap(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
 // replyError is an error reply of a Redis server, as go-redis types it.
 type replyError string
 
