@@ -193,6 +193,9 @@ func (c *canonicaliser) oversized() bool {
 }
 
 func (c *canonicaliser) skipSpace() {
+	if c.pos < len(c.src) && c.src[c.pos] > ' ' {
+		return // the common case: no space at all
+	}
 	for c.pos < len(c.src) {
 		switch c.src[c.pos] {
 		case ' ', '\t', '\n', '\r':
@@ -550,7 +553,7 @@ func (c *canonicaliser) members(depth int) (class uint8, err error) {
 		}
 		class |= c.class
 		m.colon = len(c.out)
-		m.key = nameKey(c.out[m.start+1 : m.colon])
+		m.key = nameKey(c.out, m.start+1, m.colon)
 		c.skipSpace()
 		if c.pos >= len(c.src) || c.src[c.pos] != ':' {
 			return 0, errNotJSON
@@ -609,46 +612,103 @@ func (c *canonicaliser) members(depth int) (class uint8, err error) {
 // position, to the same effect.
 func (c *canonicaliser) sortMembers(members []member, class uint8) bool {
 	out := c.out
-	by := func(a, b member) int {
-		if a.key != b.key {
-			if a.key[0] != b.key[0] {
-				return cmp.Compare(a.key[0], b.key[0])
-			}
-			return cmp.Compare(a.key[1], b.key[1])
-		}
-		if a.colon-a.start > len(a.key)*8+1 { // longer than its key
-			if r := bytes.Compare(out[a.start:a.colon], out[b.start:b.colon]); r != 0 {
-				return r
-			}
-		}
-		return cmp.Compare(a.start, b.start)
-	}
 	if class != 0 && c.foldCollision(members, class&nameSpecial == 0) {
-		by = func(a, b member) int {
+		byFolded := func(a, b member) int {
 			if r := compareFolded(nameText(out, a), nameText(out, b)); r != 0 {
 				return r
 			}
 			return cmp.Compare(a.start, b.start)
 		}
+		if slices.IsSortedFunc(members, byFolded) {
+			return false
+		}
+		slices.SortFunc(members, byFolded)
+		return true
 	}
-	if slices.IsSortedFunc(members, by) {
+	if len(members) <= 12 {
+		return insertionSort(out, members)
+	}
+	byName := func(a, b member) int {
+		if nameLess(out, &a, &b) {
+			return -1
+		}
+		if nameLess(out, &b, &a) {
+			return 1
+		}
+		return cmp.Compare(a.start, b.start)
+	}
+	if slices.IsSortedFunc(members, byName) {
 		return false
 	}
-	slices.SortFunc(members, by)
+	slices.SortFunc(members, byName)
 	return true
 }
 
-// nameKey returns the first 16 bytes of text, a name's encoding after its
-// opening quote, as two big-endian numbers, padded with zero bytes: names
+// insertionSort sorts the few members (at most 12) of an object stably by
+// name and reports whether that changed their order. It sorts their
+// indices, and moves the members once, if at all.
+func insertionSort(out []byte, members []member) bool {
+	var perm [12]uint8
+	for i := range members {
+		perm[i] = uint8(i)
+	}
+	changed := false
+	for i := 1; i < len(members); i++ {
+		p, j := perm[i], i
+		for j > 0 && nameLess(out, &members[p], &members[perm[j-1]]) {
+			perm[j] = perm[j-1]
+			j--
+		}
+		perm[j] = p
+		changed = changed || j < i
+	}
+	if changed {
+		var in [12]member
+		copy(in[:], members)
+		for i := range members {
+			members[i] = in[perm[i]]
+		}
+	}
+	return changed
+}
+
+// nameLess reports whether a's name sorts before b's: by their keys, then,
+// for names longer than a key, by their bytes.
+func nameLess(out []byte, a, b *member) bool {
+	if a.key[0] != b.key[0] {
+		return a.key[0] < b.key[0]
+	}
+	if a.key[1] != b.key[1] {
+		return a.key[1] < b.key[1]
+	}
+	return a.colon-a.start > len(a.key)*8+1 && bytes.Compare(out[a.start:a.colon], out[b.start:b.colon]) < 0
+}
+
+// nameKey returns the first 16 bytes of out[from:to], a name's encoding
+// after its opening quote, as two big-endian numbers, padded with zero bytes: names
 // with different keys compare as their keys do, and names with the same key
 // are the same name when it holds the whole of one of them. No name's text
 // is a proper prefix of another's, as each ends with the only unescaped
 // quote it holds, and none holds a zero byte (it is escaped), so the padding
 // cannot make two different names' keys equal or compare in the wrong
 // order.
-func nameKey(text []byte) [2]uint64 {
+func nameKey(out []byte, from, to int) [2]uint64 {
+	if n := to - from; cap(out)-from >= 16 {
+		// Load 16 bytes, past the name if need be (out's spare capacity
+		// included), and clear those after it.
+		w := out[from : from+16 : from+16]
+		k := [2]uint64{binary.BigEndian.Uint64(w), binary.BigEndian.Uint64(w[8:])}
+		switch {
+		case n < 8:
+			k[0] &^= ^uint64(0) >> (8 * n)
+			k[1] = 0
+		case n < 16:
+			k[1] &^= ^uint64(0) >> (8 * (n - 8))
+		}
+		return k
+	}
 	var b [16]byte
-	copy(b[:], text)
+	copy(b[:], out[from:to])
 	return [2]uint64{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])}
 }
 
@@ -664,9 +724,30 @@ func nameText(out []byte, m member) []byte { return out[m.start+1 : m.colon-1] }
 // exact check, a sort by folded name. For ASCII names the key is cheap:
 // their case variants have the same length and the same letters, in any
 // case, at the same places.
+//
+// For a few ASCII names, the name keys (see nameKey) serve: names that are
+// case variants have the same length, and the same keys once the 0x20 bit
+// of every byte is set.
 func (c *canonicaliser) foldCollision(members []member, ascii bool) bool {
+	if ascii && len(members) <= 8 {
+		return asciiVariantsPossible(members) && c.caseVariants(members)
+	}
 	c.keys = appendFoldKeys(c.keys[:0], c.out, members, ascii)
 	return hasDuplicate(c.keys) && c.caseVariants(members)
+}
+
+// asciiVariantsPossible reports whether two of members, whose names are
+// ASCII without escapes, may be case variants.
+func asciiVariantsPossible(members []member) bool {
+	const folded = 0x2020202020202020
+	for i, a := range members {
+		for _, b := range members[i+1:] {
+			if a.colon-a.start == b.colon-b.start && a.key[0]|folded == b.key[0]|folded && a.key[1]|folded == b.key[1]|folded {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // appendFoldKeys appends to keys a key for each member's name that the

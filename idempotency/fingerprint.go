@@ -62,7 +62,9 @@ func Fingerprint(r *http.Request, body []byte) string {
 }
 
 // fpState is the pooled state of one fingerprint: the hash, the
-// canonicaliser's buffers and the small fields' bytes.
+// canonicaliser's buffers (kept in the pool up to a few MiB, see
+// canonicaliser.oversized, so that large bodies do not allocate them anew
+// on every call) and the small fields' bytes.
 type fpState struct {
 	hash   hash.Hash
 	canon  canonicaliser
@@ -78,7 +80,8 @@ var fpPool = sync.Pool{New: func() any { return &fpState{hash: sha256.New()} }}
 // appendField) that no two different requests share: the method, the path,
 // the canonical query if any, and the body as canonical JSON ('j') or as
 // bytes ('b'). The body is hashed where it lies, in the request's bytes or
-// the canonicaliser's buffer, and never copied to a stream of its own.
+// the canonicaliser's buffer, and never copied to a stream of its own (the
+// short pieces of reordered objects pass through a 4 KiB buffer).
 func fingerprint(method, path, rawQuery, contentType string, body []byte) string {
 	st := fpPool.Get().(*fpState)
 	defer fpPool.Put(st)

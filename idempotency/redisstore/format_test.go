@@ -21,17 +21,12 @@ import (
 // 64 hex digits.
 var hexFingerprint = idempotency.Fingerprint(benchRequest("k"), []byte(`{"amount":1000,"currency":"EUR"}`))
 
-// entryName is the Redis name of k's hash under prefix, as the package
-// documentation lays it out.
-func entryName(prefix string, k idempotency.Key) string {
-	return prefix + "{}" + strconv.Itoa(len(k.Scope)) + ":" + k.Scope + ":" + k.Key
-}
-
-// writePrevious writes k's entry as the previous format of the store did:
-// the fingerprint verbatim in field fp.
+// writePrevious writes k's entry (in scope "", as entryName names it) as
+// the previous format of the store did: the fingerprint verbatim in field
+// fp.
 func writePrevious(t *testing.T, rdb *redis.Client, prefix string, k idempotency.Key, fields ...any) {
 	t.Helper()
-	name := entryName(prefix, k)
+	name := entryName(prefix, k.Key)
 	if err := rdb.HSet(context.Background(), name, fields...).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +49,7 @@ func TestReadsPreviousFormat(t *testing.T) {
 	now := time.Now().UnixMicro()
 	old := strconv.FormatInt(now-10e6, 10)
 
-	done := idempotency.Key{Scope: "tenant", Key: "done"}
+	done := idempotency.Key{Key: "done"}
 	writePrevious(t, rdb, prefix, done, "st", "c", "fp", hexFingerprint, "tok", old,
 		"code", "201", "hdr", headercodec.Append(nil, hdr), "body", `{"id":"pay_1"}`)
 	want := idempotency.Response{Status: 201, Header: hdr, Body: []byte(`{"id":"pay_1"}`)}
@@ -71,7 +66,7 @@ func TestReadsPreviousFormat(t *testing.T) {
 
 	for _, fp := range []string{hexFingerprint, "plain"} {
 		t.Run("takeover of "+fp, func(t *testing.T) {
-			k := idempotency.Key{Scope: "tenant", Key: "lapsed-" + fp}
+			k := idempotency.Key{Key: "lapsed-" + fp}
 			writePrevious(t, rdb, prefix, k, "st", "p", "fp", fp, "tok", old, "lx", old, "w", "1")
 			other := mustClaim(t, s, k, fp+"0", longLease, longTTL)
 			if other.Acquired || other.Entry.Fingerprint != fp || other.Entry.LeaseRemaining > -9*time.Second {
@@ -81,7 +76,7 @@ func TestReadsPreviousFormat(t *testing.T) {
 			if !res.Acquired || !res.TookOver || strconv.FormatInt(res.Token, 10) <= old {
 				t.Fatalf("Claim with the same fingerprint = %+v, want a takeover with a token over %s", res, old)
 			}
-			got := rdb.HGetAll(ctx, entryName(prefix, k)).Val()
+			got := rdb.HGetAll(ctx, entryName(prefix, k.Key)).Val()
 			if _, ok := got["fp"]; ok || got["w"] != "1" {
 				t.Errorf("entry after takeover = %q, want no fp left and the waiters' mark kept", got)
 			}
@@ -94,7 +89,7 @@ func TestReadsPreviousFormat(t *testing.T) {
 		})
 	}
 
-	released := idempotency.Key{Scope: "tenant", Key: "released"}
+	released := idempotency.Key{Key: "released"}
 	future := strconv.FormatInt(now+60e6, 10) // a token from a clock ahead
 	writePrevious(t, rdb, prefix, released, "st", "r", "tok", future)
 	if res := mustClaim(t, s, released, "any", longLease, longTTL); !res.Acquired || res.TookOver || strconv.FormatInt(res.Token, 10) <= future {
@@ -140,12 +135,12 @@ func TestEntryMemory(t *testing.T) {
 				"hdr", headercodec.Append(nil, resp.Header), "body", resp.Body}
 		}
 		writePrevious(t, rdb, prefix, k, fields...)
-		return usage(entryName(prefix, k))
+		return usage(entryName(prefix, k.Key))
 	}
 
 	for _, completed := range []bool{false, true} {
 		name := map[bool]string{false: "in progress", true: "completed"}[completed]
-		k := idempotency.Key{Scope: "tenant", Key: "key-0001"}
+		k := idempotency.Key{Key: "key-0001"}
 		if completed {
 			k.Key = "key-0002"
 		}
@@ -155,13 +150,13 @@ func TestEntryMemory(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		enc, got := usage(entryName(prefix, k))
+		enc, got := usage(entryName(prefix, k.Key))
 		tok := strconv.FormatInt(res.Token, 10)
-		oldEnc, oldMem := previous(idempotency.Key{Scope: "tenant", Key: "old-" + k.Key[4:]}, tok, completed)
+		oldEnc, oldMem := previous(idempotency.Key{Key: "old-" + k.Key[4:]}, tok, completed)
 		if err := rdb.ConfigSet(ctx, "hash-max-listpack-value", "128").Err(); err != nil {
 			t.Fatal(err)
 		}
-		lpEnc, listpack := previous(idempotency.Key{Scope: "tenant", Key: "lpk-" + k.Key[4:]}, tok, completed)
+		lpEnc, listpack := previous(idempotency.Key{Key: "lpk-" + k.Key[4:]}, tok, completed)
 		if err := rdb.ConfigSet(ctx, "hash-max-listpack-value", "64").Err(); err != nil {
 			t.Fatal(err)
 		}
