@@ -131,9 +131,9 @@ func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease
 	return s.fenced(ctx, "renew", renewScript, k, token, micros(lease))
 }
 
-// Complete implements idempotency.Store. The header is stored as JSON and the
-// body as raw bytes; a nil Header or Body reads back as nil, an empty one as
-// empty.
+// Complete implements idempotency.Store. The header is stored byte for byte
+// (internal/headercodec) and the body as raw bytes; a nil Header or Body
+// reads back as nil, an empty one as empty.
 func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {
 	if err := checkTTL(ttl); err != nil {
 		return wrap(ctx, "complete", err)
