@@ -103,7 +103,7 @@ func isLowerHex(s string) bool {
 }
 
 // entryFields are the fields entryRead (scripts.go) reads, in order; the
-// entryField* constants are their positions in its reply.
+// entry* constants below are their positions in its reply.
 var entryFields = [...]string{fieldState, fieldFingerprint, fieldLegacyFP, fieldToken, fieldLeaseExpiry,
 	fieldStatus, fieldOversize, fieldHeader, fieldBody}
 

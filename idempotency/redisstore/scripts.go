@@ -43,9 +43,9 @@ const (
 )
 
 // entryRead is the Lua expression every script that answers with an entry
-// reads it with: HMGET of the fields the store decodes, in the order of
-// the entryField* positions (encode.go). Fields by position, rather than
-// HGETALL's names and values, halve the strings the reply carries.
+// reads it with: HMGET of entryFields (encode.go), the fields the store
+// decodes, in their order. Fields by position, rather than HGETALL's names
+// and values, halve the strings the reply carries.
 var entryRead = "redis.call('HMGET', KEYS[1], '" + strings.Join(entryFields[:], "', '") + "')"
 
 // The scripts below are the whole of the store's server side. Each touches
