@@ -120,7 +120,7 @@
 // interval of 503s. The first calls after the promotion that follow such a
 // reload reach the new primary: in the tests (cluster-node-timeout 1 s, a
 // retry storm on three instances), the failed primary's slots served again
-// 0.05 to 0.24 s after the promotion, which itself came 2.1 to 2.6 s after
+// 0.05 to 0.24 s after the promotion, which itself came 2.1 to 2.7 s after
 // the kill -9.
 //
 // During the failover, requests on the failed primary's slots are answered
@@ -149,11 +149,12 @@
 // the primary but reported the same way. Only the first write finds out
 // by waiting out the WAIT timeout; later writes to that primary send ROLE
 // in the same round trip instead of WAIT, and fail at once while it lists
-// too few replicas (at most 20 ms in the tests). Writing without the
+// too few replicas (the slowest of them took 1 to 107 ms in the tests,
+// on a busy 2-core machine). Writing without the
 // replicas that WithWait asks for would be exactly the loss it exists to
 // prevent, should the primary fail again. To keep those slots writable
 // through a failover, give each primary two replicas (WithWait(1, ...) is
 // then satisfied by the one left), or let a supervisor restart the failed
 // node: it rejoins as the new primary's replica (in the tests, 0.05 to
-// 0.32 s after its restart).
+// 0.92 s after its restart).
 package redisstore

@@ -158,8 +158,9 @@ type replyRecord struct {
 }
 
 // summary counts the answers by status, on the failed primary's slots and
-// on the others, and gives the longest 503 on its slots sent in [from, to).
-func (f *failoverRun) summary(from, to time.Time) (affected, others map[int]int, slowest503 time.Duration) {
+// on the others, and counts the 503s on its slots sent in [from, to) and
+// gives the longest of them.
+func (f *failoverRun) summary(from, to time.Time) (affected, others map[int]int, n503 int, slowest503 time.Duration) {
 	affected, others = map[int]int{}, map[int]int{}
 	for _, r := range f.replies {
 		if !r.affected {
@@ -168,10 +169,11 @@ func (f *failoverRun) summary(from, to time.Time) (affected, others map[int]int,
 		}
 		affected[r.status]++
 		if r.status == http.StatusServiceUnavailable && !r.sent.Before(from) && r.sent.Before(to) {
+			n503++
 			slowest503 = max(slowest503, r.took)
 		}
 	}
-	return affected, others, slowest503
+	return affected, others, n503, slowest503
 }
 
 func (f *failoverRun) handler(inst int) http.Handler {
@@ -362,10 +364,10 @@ func failover(t *testing.T, opts []redisstore.Option, withWait bool) {
 		victim, replica, ms(tPromoted), ms(tRestarted), ms(tRejoined), ms(tBack), tBack.Sub(tPromoted).Seconds())
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	affectedAnswers, otherAnswers, slowest := f.summary(tPromoted, tRestarted)
+	affectedAnswers, otherAnswers, n503, slowest := f.summary(tPromoted, tRestarted)
 	t.Logf("%d operations; answers by status (0: none) on the failed primary's slots %v, on the others %v", len(keys), affectedAnswers, otherAnswers)
 	if !tRestarted.IsZero() {
-		t.Logf("the longest 503 on its slots between the promotion and the restart took %v", slowest.Round(time.Millisecond))
+		t.Logf("%d answers of 503 on its slots to sends between the promotion and the restart, the longest in %v", n503, slowest.Round(time.Millisecond))
 	}
 	if tBack.IsZero() {
 		t.Errorf("no operation on the failed primary's slots succeeded within %v of the promotion", failoverRecovered)
