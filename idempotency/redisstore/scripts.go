@@ -67,10 +67,6 @@ var entryRead = "redis.call('HMGET', KEYS[1], '" + strings.Join(entryFields[:], 
 // Reading TIME before writing needs effects replication, the default since
 // Redis 5; replicate_commands turns it on where a server was configured
 // otherwise and is a no-op (or absent) on newer ones.
-//
-// legacy turns a stored fingerprint (ARGV) into the form the previous
-// format kept, to compare it with an entry's fp: decodeFingerprint
-// (encode.go) written once more in Lua, for that rare comparison only.
 const luaPrelude = `
 if redis.replicate_commands then redis.replicate_commands() end
 local function now()
@@ -79,6 +75,12 @@ local function now()
   return tonumber(s), s
 end
 local function fmt(n) return string.format('%.0f', n) end
+`
+
+// luaLegacy turns a stored fingerprint (ARGV) into the form the previous
+// format kept, to compare it with an entry's fp: decodeFingerprint
+// (encode.go) written once more in Lua, for that rare comparison only.
+const luaLegacy = `
 local function legacy(f)
   if string.byte(f, 1) ~= 1 then return string.sub(f, 2) end
   return string.sub(f, 2, -33) .. string.gsub(string.sub(f, -32), '.', function(c)
@@ -100,7 +102,7 @@ end
 // An entry acquired anew holds st and tok at most (release leaves no more),
 // and one taken over holds the fields written here and w, which stays: no
 // DEL is needed. An entry in a state this store never writes is wiped.
-var claimScript = redis.NewScript(luaPrelude + `
+var claimScript = redis.NewScript(luaPrelude + luaLegacy + `
 local h = ` + entryRead + `
 local st = h[1]
 if st == 'c' then return h end
