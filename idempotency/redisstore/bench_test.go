@@ -6,12 +6,19 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/redisstore"
 	"github.com/saferetry/saferetry/idempotency/storetest/scenario"
+	"github.com/saferetry/saferetry/internal/benchratio"
+	"github.com/saferetry/saferetry/internal/headercodec"
+	"github.com/saferetry/saferetry/internal/testenv"
 )
 
 // countedStore returns a store whose client counts its round trips, with the
@@ -19,6 +26,16 @@ import (
 func countedStore(tb testing.TB) (*redisstore.Store, *roundTrips) {
 	tb.Helper()
 	s, rdb, _ := newStore(tb)
+	warmScripts(tb, s)
+	rt := &roundTrips{}
+	rdb.AddHook(rt)
+	return s, rt
+}
+
+// warmScripts runs every store call once, so that the server's script
+// cache holds every script and EVALSHA hits.
+func warmScripts(tb testing.TB, s *redisstore.Store) {
+	tb.Helper()
 	ctx := context.Background()
 	k := idempotency.Key{Scope: "warm", Key: "up"}
 	res, err := s.Claim(ctx, k, "fp", time.Minute, time.Hour)
@@ -30,9 +47,6 @@ func countedStore(tb testing.TB) (*redisstore.Store, *roundTrips) {
 	_, _, _ = s.Get(ctx, k)
 	res, _ = s.Claim(ctx, idempotency.Key{Scope: "warm", Key: "release"}, "fp", time.Minute, time.Hour)
 	_ = s.Release(ctx, idempotency.Key{Scope: "warm", Key: "release"}, res.Token)
-	rt := &roundTrips{}
-	rdb.AddHook(rt)
-	return s, rt
 }
 
 func reportRoundTrips(b *testing.B, rt *roundTrips) {
@@ -163,4 +177,121 @@ func BenchmarkMiddlewareParallel(b *testing.B) {
 		n := scenario.ParallelFirstExecutions(b, s, idempotency.WithTTL(time.Minute))
 		b.ReportMetric(float64(rt.n.Load()-before)/float64(n), "roundtrips/op")
 	})
+}
+
+// ratioConcurrency are the numbers of goroutines BenchmarkStoreRatio
+// runs each comparison at.
+var ratioConcurrency = []int{1, 8, 32, 64}
+
+// inParallel runs op(0) to op(n-1) from c goroutines at once.
+func inParallel(n, c int, op func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(c, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				op(i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// BenchmarkStoreRatio runs the store against the raw Redis commands of
+// the same number of round trips, alternately in one process (see
+// internal/benchratio), at 1, 8, 32 and 64 goroutines: a first execution
+// (Claim then Complete, two EVALSHA) against SET NX then HSET of the same
+// outcome, and a replay (Claim finding the completed entry, one EVALSHA)
+// against HGETALL of the same entries. ratio is the store's time over the
+// raw commands'; speed, its inverse, is the fraction of the raw throughput
+// the store reaches.
+//
+//	go test -run '^$' -bench StoreRatio -benchtime 20000x ./idempotency/redisstore
+func BenchmarkStoreRatio(b *testing.B) {
+	ctx := context.Background()
+	fp := idempotency.Fingerprint(benchRequest("k"), []byte(`{"amount":1000,"currency":"EUR"}`))
+	hdr := headercodec.Append(nil, benchResp.Header)
+	for _, c := range ratioConcurrency {
+		b.Run("first/c="+strconv.Itoa(c), func(b *testing.B) {
+			s, rdb, prefix := ratioStore(b, c)
+			var variant, anchor atomic.Int64
+			benchratio.Run(b, func(n int) {
+				inParallel(n, c, func(int) {
+					k := idempotency.Key{Scope: "tenant", Key: "first-" + strconv.FormatInt(variant.Add(1), 10)}
+					res, err := s.Claim(ctx, k, fp, 10*time.Second, time.Minute)
+					if err != nil || !res.Acquired {
+						b.Errorf("Claim: %+v %v", res, err)
+						return
+					}
+					if err := s.Complete(ctx, k, res.Token, benchResp, time.Minute); err != nil {
+						b.Error(err)
+					}
+				})
+			}, func(n int) {
+				inParallel(n, c, func(int) {
+					name := prefix + "raw:" + strconv.FormatInt(anchor.Add(1), 10)
+					if err := rdb.SetNX(ctx, name, fp, time.Minute).Err(); err != nil {
+						b.Error(err)
+					}
+					if err := rdb.HSet(ctx, name+":out", "code", "201", "hdr", hdr, "body", benchResp.Body).Err(); err != nil {
+						b.Error(err)
+					}
+				})
+			})
+		})
+		b.Run("replay/c="+strconv.Itoa(c), func(b *testing.B) {
+			s, rdb, prefix := ratioStore(b, c)
+			keys := make([]idempotency.Key, c)
+			names := make([]string, c)
+			for i := range keys {
+				keys[i] = idempotency.Key{Scope: "tenant", Key: "done-" + strconv.Itoa(i)}
+				res, err := s.Claim(ctx, keys[i], fp, 10*time.Second, time.Minute)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Complete(ctx, keys[i], res.Token, benchResp, time.Minute); err != nil {
+					b.Fatal(err)
+				}
+			}
+			names = names[:0]
+			for _, name := range testenv.RedisKeys(b, rdb, prefix) {
+				if strings.Contains(name, ":done-") {
+					names = append(names, name)
+				}
+			}
+			if len(names) != c {
+				b.Fatalf("entries %q, want %d", names, c)
+			}
+			benchratio.Run(b, func(n int) {
+				inParallel(n, c, func(i int) {
+					res, err := s.Claim(ctx, keys[i%c], fp, 10*time.Second, time.Minute)
+					if err != nil || res.Acquired || res.Entry.Response == nil {
+						b.Errorf("Claim on completed: %+v %v", res, err)
+					}
+				})
+			}, func(n int) {
+				inParallel(n, c, func(i int) {
+					if m, err := rdb.HGetAll(ctx, names[i%c]).Result(); err != nil || m["st"] != "c" {
+						b.Errorf("HGETALL: %v %v", m, err)
+					}
+				})
+			})
+		})
+	}
+}
+
+// ratioStore returns a store whose client has a connection for each of c
+// goroutines (and the gate's quarter on top), with the scripts loaded, and
+// that client.
+func ratioStore(b *testing.B, c int) (*redisstore.Store, *redis.Client, string) {
+	o := redisOptions(b)
+	o.PoolSize, o.MinIdleConns = 2*c, 2*c
+	rdb := redis.NewClient(o)
+	b.Cleanup(func() { rdb.Close() })
+	prefix := newPrefix(b, rdb)
+	s := redisstore.New(rdb, redisstore.WithPrefix(prefix))
+	warmScripts(b, s)
+	return s, rdb, prefix
 }

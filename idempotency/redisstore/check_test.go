@@ -41,7 +41,7 @@ func (b *lockedBuffer) String() string {
 // with args, in a temporary directory, and kills it at the end. It skips the
 // test (fails it under SAFERETRY_REQUIRE_SERVICES=1) when redis-server is not
 // on PATH. It returns the server's address once it answers PING.
-func startRedis(t *testing.T, cluster bool, args ...string) string {
+func startRedis(t testing.TB, cluster bool, args ...string) string {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {

@@ -1,23 +1,34 @@
 package redisstore
 
-import "github.com/redis/go-redis/v9"
+import (
+	"strings"
 
-// Hash fields. Short names keep every entry small; the values are strings.
+	"github.com/redis/go-redis/v9"
+)
+
+// Hash fields. Short names keep every entry small, within Redis's listpack
+// limits (64 bytes a value, by default) for a small outcome, where a hash
+// takes less than half the memory of a hash table.
 //
 //	st    state: "p" in progress, "c" completed, "r" released
-//	fp    fingerprint of the claim
+//	f     fingerprint of the claim, in its stored form (see encodeFingerprint)
+//	fp    fingerprint as the previous format kept it, verbatim: read, never
+//	      written; a claim that takes such an entry over replaces it with f
 //	tok   fencing token, decimal
-//	lx    lease expiry, server time in microseconds since the epoch, decimal
+//	lx    lease expiry, server time in microseconds since the epoch,
+//	      decimal; left in place, unread, once the entry completed
 //	code  stored HTTP status
 //	ovs   "1" when the outcome was oversize
 //	hdr   stored header, headercodec bytes (JSON from earlier versions is
 //	      still read; absent when nil)
 //	body  stored body, raw bytes (absent when nil)
 //	w     "1" while a request waits for the entry to settle: completing or
-//	      releasing it then publishes the entry's name on the settled channel
+//	      releasing it then publishes the entry's name on the settled
+//	      channel; left in place, unread, once the entry completed
 const (
 	fieldState       = "st"
-	fieldFingerprint = "fp"
+	fieldFingerprint = "f"
+	fieldLegacyFP    = "fp"
 	fieldToken       = "tok"
 	fieldLeaseExpiry = "lx"
 	fieldStatus      = "code"
@@ -31,49 +42,89 @@ const (
 	stateReleased   = "r"
 )
 
-// luaPrelude is shared by every script. Numbers are always handed to
-// redis.call as strings formatted with %.0f: Lua 5.1 would print a
-// microsecond timestamp with %.14g and lose digits. Microseconds since the
-// epoch stay far below 2^53, so the doubles are exact.
+// entryRead is the Lua expression every script that answers with an entry
+// reads it with: HMGET of entryFields (encode.go), the fields the store
+// decodes, in their order. Fields by position, rather than HGETALL's names
+// and values, halve the strings the reply carries.
+var entryRead = "redis.call('HMGET', KEYS[1], '" + strings.Join(entryFields[:], "', '") + "')"
+
+// The scripts below are the whole of the store's server side. Each touches
+// only KEYS[1], so every one is safe on Redis Cluster. They are kept to the
+// few Redis calls each path needs, because each call inside a script costs
+// about as much server time as the command itself, and they format numbers
+// only where they must, because Lua formats a double slowly: a claim of a
+// new key is HMGET, TIME, HSET, PEXPIRE; a claim that finds a completed
+// entry (a replay) is one HMGET; Get is HMGET, and TIME only for an entry
+// in progress.
+
+// luaPrelude is shared by the scripts that read the clock. Numbers are
+// handed to redis.call as strings formatted with %.0f (fmt): Lua 5.1 would
+// print a microsecond timestamp with %.14g and lose digits. Microseconds
+// since the epoch stay far below 2^53, so the doubles are exact. now
+// returns the server time in microseconds as a number and as its decimal
+// string, put together from TIME's two parts without formatting a double.
 //
 // Reading TIME before writing needs effects replication, the default since
-// Redis 5; replicate_commands turns it on for older servers and is a no-op
-// (or absent) on newer ones.
+// Redis 5; replicate_commands turns it on where a server was configured
+// otherwise and is a no-op (or absent) on newer ones.
 const luaPrelude = `
 if redis.replicate_commands then redis.replicate_commands() end
-local function now_us()
+local function now()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local s = t[1] .. string.sub('00000' .. t[2], -6)
+  return tonumber(s), s
 end
 local function fmt(n) return string.format('%.0f', n) end
 `
 
-// claimScript: KEYS[1] entry; ARGV fingerprint, lease (µs), ttl (ms).
-// Returns {1, tookOver, token} when acquired, {0, now, HGETALL} otherwise.
-// An absent or released entry is acquired anew whatever its fingerprint; an
-// entry in progress is taken over only with the same fingerprint and a lapsed
-// lease. The new token exceeds the previous one and is at least the server
-// time in microseconds, so tokens keep growing across expiry too.
-var claimScript = redis.NewScript(luaPrelude + `
-local now = now_us()
-local h = redis.call('HMGET', KEYS[1], 'st', 'fp', 'tok', 'lx', 'w')
-local st, fp, tok, lx = h[1], h[2], h[3], h[4]
-local took = 0
-if st == 'p' or st == 'c' then
-  if st == 'p' and fp == ARGV[1] and (tonumber(lx) or 0) <= now then
-    took = 1
-  else
-    return {0, fmt(now), redis.call('HGETALL', KEYS[1])}
-  end
+// luaLegacy turns a stored fingerprint (ARGV) into the form the previous
+// format kept, to compare it with an entry's fp: decodeFingerprint
+// (encode.go) written once more in Lua, for that rare comparison only.
+const luaLegacy = `
+local function legacy(f)
+  if string.byte(f, 1) ~= 1 then return string.sub(f, 2) end
+  return string.sub(f, 2, -33) .. string.gsub(string.sub(f, -32), '.', function(c)
+    return string.format('%02x', string.byte(c))
+  end)
 end
-local newtok = now
-local prev = tonumber(tok)
-if prev and prev + 1 > newtok then newtok = prev + 1 end
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'st', 'p', 'fp', ARGV[1], 'tok', fmt(newtok), 'lx', fmt(now + tonumber(ARGV[2])))
-if took == 1 and h[5] then redis.call('HSET', KEYS[1], 'w', '1') end
+`
+
+// claimScript: KEYS[1] entry; ARGV stored fingerprint, lease (µs), ttl (ms).
+// Returns the new token when it acquired the claim, negated when it took
+// an entry in progress over; otherwise the entry as entryRead reads it,
+// followed for an entry in progress by the server time (µs, decimal). An
+// absent or released entry is acquired anew whatever its fingerprint; an
+// entry in progress is taken over only with the same fingerprint and a
+// lapsed lease. The new token exceeds the previous one and is at least the
+// server time in microseconds, so tokens keep growing across expiry too.
+// A Lua number is sent as a Redis integer without formatting, exactly.
+//
+// An entry acquired anew holds st and tok at most (release leaves no more),
+// and one taken over holds the fields written here and w, which stays: no
+// DEL is needed. An entry in a state this store never writes is wiped.
+var claimScript = redis.NewScript(luaPrelude + luaLegacy + `
+local h = ` + entryRead + `
+local st = h[1]
+if st == 'c' then return h end
+local now, nows = now()
+if st == 'p' then
+  local same
+  if h[2] then same = h[2] == ARGV[1] else same = h[3] and h[3] == legacy(ARGV[1]) end
+  if not same or (tonumber(h[5]) or 0) > now then
+    h[#h + 1] = nows
+    return h
+  end
+  if h[3] then redis.call('HDEL', KEYS[1], 'fp') end
+elseif st and st ~= 'r' then
+  redis.call('DEL', KEYS[1])
+end
+local tok, toks = now, nows
+local prev = tonumber(h[4])
+if prev and prev + 1 > now then tok = prev + 1; toks = fmt(tok) end
+redis.call('HSET', KEYS[1], 'st', 'p', 'f', ARGV[1], 'tok', toks, 'lx', fmt(now + tonumber(ARGV[2])))
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return {1, took, fmt(newtok)}
+if st == 'p' then return -tok end
+return tok
 `)
 
 // renewScript: KEYS[1] entry; ARGV token, lease (µs). Returns 1 when renewed,
@@ -84,7 +135,7 @@ return {1, took, fmt(newtok)}
 var renewScript = redis.NewScript(luaPrelude + `
 local h = redis.call('HMGET', KEYS[1], 'st', 'tok')
 if h[1] ~= 'p' or h[2] ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'lx', fmt(now_us() + tonumber(ARGV[2])))
+redis.call('HSET', KEYS[1], 'lx', fmt(now() + tonumber(ARGV[2])))
 local ms = math.ceil(tonumber(ARGV[2]) / 1000)
 if redis.call('PTTL', KEYS[1]) < ms then redis.call('PEXPIRE', KEYS[1], fmt(ms)) end
 return 1
@@ -92,11 +143,11 @@ return 1
 
 // completeScript: KEYS[1] entry; ARGV token, ttl (ms), settled channel,
 // then field/value pairs of the outcome. Returns 1 when stored, 0 when
-// stale.
-var completeScript = redis.NewScript(luaPrelude + `
+// stale. lx and w stay: nothing reads them in a completed entry, and
+// deleting them would cost a call.
+var completeScript = redis.NewScript(`
 local h = redis.call('HMGET', KEYS[1], 'st', 'tok', 'w')
 if h[1] ~= 'p' or h[2] ~= ARGV[1] then return 0 end
-redis.call('HDEL', KEYS[1], 'lx', 'w')
 redis.call('HSET', KEYS[1], 'st', 'c', unpack(ARGV, 4))
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 if h[3] then redis.call('PUBLISH', ARGV[3], KEYS[1]) end
@@ -106,10 +157,10 @@ return 1
 // releaseScript: KEYS[1] entry; ARGV token, settled channel. The hash
 // stays, marked released and keeping its token, until its expiry, so the
 // next claim's token is greater. Returns 1 when released, 0 when stale.
-var releaseScript = redis.NewScript(luaPrelude + `
+var releaseScript = redis.NewScript(`
 local h = redis.call('HMGET', KEYS[1], 'st', 'tok', 'w')
 if h[1] ~= 'p' or h[2] ~= ARGV[1] then return 0 end
-redis.call('HDEL', KEYS[1], 'fp', 'lx', 'w')
+redis.call('HDEL', KEYS[1], 'f', 'fp', 'lx', 'w')
 redis.call('HSET', KEYS[1], 'st', 'r')
 if h[3] then redis.call('PUBLISH', ARGV[2], KEYS[1]) end
 return 1
@@ -124,8 +175,15 @@ redis.call('HSET', KEYS[1], 'w', '1')
 return 1
 `)
 
-// getScript: KEYS[1] entry. Returns {now, HGETALL}; reading the server time
-// in the same round trip gives the lease remaining by the server's clock.
+// getScript: KEYS[1] entry. Returns the entry as entryRead reads it,
+// followed for an entry in progress by the server time (µs, decimal):
+// reading it in the same round trip gives the lease remaining by the
+// server's clock.
 var getScript = redis.NewScript(luaPrelude + `
-return {fmt(now_us()), redis.call('HGETALL', KEYS[1])}
+local h = ` + entryRead + `
+if h[1] == 'p' then
+  local _, nows = now()
+  h[#h + 1] = nows
+end
+return h
 `)

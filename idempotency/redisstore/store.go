@@ -99,28 +99,19 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 	}
 	defer s.gate.Leave()
 	res, err := s.run(ctx, claimScript, s.redisKey(k), isAcquired,
-		fingerprint, micros(lease), millis(ttl))
+		encodeFingerprint(fingerprint), micros(lease), millis(ttl))
 	if errors.Is(err, ErrNotReplicated) && isAcquired(res) {
 		s.undoClaim(ctx, k, res)
 	}
 	if err != nil {
 		return idempotency.ClaimResult{}, wrap(ctx, "claim", err)
 	}
-	arr, ok := res.([]any)
-	if !ok || len(arr) != 3 {
-		return idempotency.ClaimResult{}, wrap(ctx, "claim", errUnexpected(res))
-	}
-	if isAcquired(res) {
-		tok, err := parseInt(arr[2])
-		if err != nil {
-			return idempotency.ClaimResult{}, wrap(ctx, "claim", err)
-		}
-		took, _ := arr[1].(int64)
+	if tok, took, ok := acquired(res); ok {
 		// The script runs atomically and answers at once: the whole lease
 		// is left when the answer leaves the server.
-		return idempotency.ClaimResult{Acquired: true, Token: tok, TookOver: took == 1, LeaseRemaining: lease.Truncate(time.Microsecond)}, nil
+		return idempotency.ClaimResult{Acquired: true, Token: tok, TookOver: took, LeaseRemaining: lease.Truncate(time.Microsecond)}, nil
 	}
-	e, found, err := decodeEntry(arr[1], arr[2])
+	e, found, err := decodeEntry(res)
 	if err != nil {
 		return idempotency.ClaimResult{}, wrap(ctx, "claim", err)
 	}
@@ -137,24 +128,24 @@ func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease
 	if err := checkLease(lease); err != nil {
 		return wrap(ctx, "renew", err)
 	}
-	return s.fenced(ctx, "renew", renewScript, k, strconv.FormatInt(token, 10), micros(lease))
+	return s.fenced(ctx, "renew", renewScript, k, token, micros(lease))
 }
 
-// Complete implements idempotency.Store. The header is stored as JSON and the
-// body as raw bytes; a nil Header or Body reads back as nil, an empty one as
-// empty.
+// Complete implements idempotency.Store. The header is stored byte for byte
+// (internal/headercodec) and the body as raw bytes; a nil Header or Body
+// reads back as nil, an empty one as empty.
 func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {
 	if err := checkTTL(ttl); err != nil {
 		return wrap(ctx, "complete", err)
 	}
-	args := append([]any{strconv.FormatInt(token, 10), millis(ttl), s.watch.channel()}, encodeResponse(resp)...)
+	args := appendResponse(append(make([]any, 0, 11), token, millis(ttl), s.watch.channel()), resp)
 	return s.fenced(ctx, "complete", completeScript, k, args...)
 }
 
 // Release implements idempotency.Store. The released entry keeps its token,
 // hidden from Get and Claim, until it expires.
 func (s *Store) Release(ctx context.Context, k idempotency.Key, token int64) error {
-	return s.fenced(ctx, "release", releaseScript, k, strconv.FormatInt(token, 10), s.watch.channel())
+	return s.fenced(ctx, "release", releaseScript, k, token, s.watch.channel())
 }
 
 // Get implements idempotency.Store in one round trip.
@@ -167,11 +158,7 @@ func (s *Store) Get(ctx context.Context, k idempotency.Key) (idempotency.Entry, 
 	if err != nil {
 		return idempotency.Entry{}, false, wrap(ctx, "get", err)
 	}
-	arr, ok := res.([]any)
-	if !ok || len(arr) != 2 {
-		return idempotency.Entry{}, false, wrap(ctx, "get", errUnexpected(res))
-	}
-	e, found, err := decodeEntry(arr[0], arr[1])
+	e, found, err := decodeEntry(res)
 	if err != nil {
 		return idempotency.Entry{}, false, wrap(ctx, "get", err)
 	}
@@ -212,10 +199,24 @@ func isNoScript(err error) bool {
 	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
 }
 
+// acquired reads a claim script's result: the token of an acquired
+// claim, and whether it took an entry in progress over (the script then
+// answers the token negated); ok is false when it did not acquire.
+func acquired(res any) (token int64, tookOver, ok bool) {
+	n, ok := res.(int64)
+	if !ok || n == 0 {
+		return 0, false, false
+	}
+	if n < 0 {
+		return -n, true, true
+	}
+	return n, false, true
+}
+
 // isAcquired reports whether a claim script result is an acquired claim.
 func isAcquired(res any) bool {
-	arr, ok := res.([]any)
-	return ok && len(arr) > 0 && arr[0] == int64(1)
+	_, _, ok := acquired(res)
+	return ok
 }
 
 func isOne(res any) bool { return res == int64(1) }
@@ -245,16 +246,16 @@ func checkLease(lease time.Duration) error {
 	return nil
 }
 
-// micros formats d in whole microseconds; a negative lease counts as zero.
-func micros(d time.Duration) string {
-	return strconv.FormatInt(max(d.Microseconds(), 0), 10)
+// micros is d in whole microseconds, for a script's ARGV (go-redis sends
+// an int64 in decimal); a negative lease counts as zero.
+func micros(d time.Duration) int64 {
+	return max(d.Microseconds(), 0)
 }
 
-// millis formats ttl in milliseconds, rounded up so that a ttl below one
+// millis is ttl in milliseconds, rounded up so that a ttl below one
 // millisecond still keeps the entry for a moment.
-func millis(ttl time.Duration) string {
-	ms := (ttl + time.Millisecond - 1) / time.Millisecond
-	return strconv.FormatInt(int64(ms), 10)
+func millis(ttl time.Duration) int64 {
+	return int64((ttl + time.Millisecond - 1) / time.Millisecond)
 }
 
 func errUnexpected(res any) error {

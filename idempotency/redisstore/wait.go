@@ -119,8 +119,8 @@ func connectedReplicas(role *redis.Cmd) (int, error) {
 // answer every retry "in progress" until its lease lapsed. The release is
 // not waited for; if it is lost too, the claim lapses with its lease.
 func (s *Store) undoClaim(ctx context.Context, k idempotency.Key, res any) {
-	tok, err := parseInt(res.([]any)[2])
-	if err != nil {
+	tok, _, ok := acquired(res)
+	if !ok {
 		return
 	}
 	_, _ = releaseScript.Run(context.WithoutCancel(ctx), s.rdb, []string{s.redisKey(k)}, strconv.FormatInt(tok, 10), s.watch.channel()).Result()

@@ -61,7 +61,17 @@ func Decode(b []byte) (http.Header, error) {
 	if !IsEncoded(b) {
 		return nil, ErrCorrupt
 	}
-	d := decoder{b: b[1:]}
+	return DecodeString(string(b))
+}
+
+// DecodeString is Decode of an encoding held in a string (as a Redis
+// client returns it). The names and values of the header it returns are
+// substrings of s: no copy of each.
+func DecodeString(s string) (http.Header, error) {
+	if len(s) == 0 || s[0] != Version {
+		return nil, ErrCorrupt
+	}
+	d := decoder{s: s[1:]}
 	n := d.count()
 	h := make(http.Header, n)
 	for range n {
@@ -75,37 +85,42 @@ func Decode(b []byte) (http.Header, error) {
 		}
 		h[name] = vs
 	}
-	if d.bad || len(d.b) != 0 {
+	if d.bad || len(d.s) != 0 {
 		return nil, ErrCorrupt
 	}
 	return h, nil
 }
 
-// decoder reads uvarints and strings from b; a read past the end or a count
+// decoder reads uvarints and strings from s; a read past the end or a count
 // larger than what is left sets bad and returns zero values.
 type decoder struct {
-	b   []byte
+	s   string
 	bad bool
 }
 
+// uvarint reads what binary.AppendUvarint wrote, as binary.Uvarint does.
 func (d *decoder) uvarint() uint64 {
-	if d.bad {
-		return 0
+	var v uint64
+	for i := 0; i < len(d.s) && i < binary.MaxVarintLen64 && !d.bad; i++ {
+		c := d.s[i]
+		if i == binary.MaxVarintLen64-1 && c > 1 {
+			break // overflows 64 bits
+		}
+		v |= uint64(c&0x7f) << (7 * i)
+		if c < 0x80 {
+			d.s = d.s[i+1:]
+			return v
+		}
 	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.bad = true
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
+	d.bad = true
+	return 0
 }
 
 // count reads a number of items, each at least one byte long, so a count
 // over the bytes left is corrupt (and allocates nothing).
 func (d *decoder) count() int {
 	v := d.uvarint()
-	if v > uint64(len(d.b)) {
+	if v > uint64(len(d.s)) {
 		d.bad = true
 		return 0
 	}
@@ -117,7 +132,7 @@ func (d *decoder) str() string {
 	if d.bad {
 		return ""
 	}
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	return s
+	str := d.s[:n]
+	d.s = d.s[n:]
+	return str
 }

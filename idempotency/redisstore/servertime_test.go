@@ -1,0 +1,226 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/redisstore"
+)
+
+// commandStats reads INFO commandstats: calls and total microseconds per
+// command, by the name Redis gives it ("evalsha", "hset", ...).
+func commandStats(tb testing.TB, rdb *redis.Client) map[string][2]float64 {
+	tb.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		tb.Fatalf("INFO commandstats: %v", err)
+	}
+	stats := make(map[string][2]float64)
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		var calls, usec float64
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "calls":
+				calls, _ = strconv.ParseFloat(v, 64)
+			case "usec":
+				usec, _ = strconv.ParseFloat(v, 64)
+			}
+		}
+		stats[strings.TrimPrefix(name, "cmdstat_")] = [2]float64{calls, usec}
+	}
+	return stats
+}
+
+// BenchmarkServerTime measures the Redis server's own time per store call,
+// as INFO commandstats tells it (usec_per_call of evalsha), on a
+// redis-server of the benchmark's own, so that no other client's commands
+// mix in and its statistics can be reset. Each sub-benchmark runs one kind
+// of call b.N times in 16 rounds, each with statistics of its own, and
+// reports the median round and the least disturbed one; the commands the
+// scripts issue are listed in the log.
+//
+//	go test -run '^$' -bench ServerTime -benchtime 20000x ./idempotency/redisstore
+func BenchmarkServerTime(b *testing.B) {
+	addr := startRedis(b, false, "--save", "", "--appendonly", "no")
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	b.Cleanup(func() { rdb.Close() })
+	ctx := context.Background()
+	resp := idempotency.Response{
+		Status: 201,
+		Header: benchResp.Header,
+		Body:   []byte(`{"id":"pay_123","status":"succeeded"}`),
+	}
+	fp := idempotency.Fingerprint(benchRequest("k"), []byte(`{"amount":1000,"currency":"EUR"}`))
+
+	type op struct {
+		name  string
+		setup func(s *redisstore.Store, k idempotency.Key) int64 // returns the token
+		call  func(s *redisstore.Store, k idempotency.Key, tok int64) error
+	}
+	claim := func(s *redisstore.Store, k idempotency.Key) int64 {
+		res, err := s.Claim(ctx, k, fp, time.Minute, time.Hour)
+		if err != nil || !res.Acquired {
+			b.Fatalf("Claim: %+v %v", res, err)
+		}
+		return res.Token
+	}
+	completed := func(s *redisstore.Store, k idempotency.Key) int64 {
+		tok := claim(s, k)
+		if err := s.Complete(ctx, k, tok, resp, time.Hour); err != nil {
+			b.Fatal(err)
+		}
+		return tok
+	}
+	ops := []op{
+		{"claim", nil, func(s *redisstore.Store, k idempotency.Key, _ int64) error {
+			claim(s, k)
+			return nil
+		}},
+		{"complete", claim, func(s *redisstore.Store, k idempotency.Key, tok int64) error {
+			return s.Complete(ctx, k, tok, resp, time.Hour)
+		}},
+		{"replay-claim", completed, func(s *redisstore.Store, k idempotency.Key, _ int64) error {
+			res, err := s.Claim(ctx, k, fp, time.Minute, time.Hour)
+			if err == nil && (res.Acquired || res.Entry.Response == nil) {
+				b.Fatalf("Claim on completed: %+v", res)
+			}
+			return err
+		}},
+		{"get", completed, func(s *redisstore.Store, k idempotency.Key, _ int64) error {
+			_, _, err := s.Get(ctx, k)
+			return err
+		}},
+		{"renew", claim, func(s *redisstore.Store, k idempotency.Key, tok int64) error {
+			return s.Renew(ctx, k, tok, time.Minute)
+		}},
+		{"release", claim, func(s *redisstore.Store, k idempotency.Key, tok int64) error {
+			return s.Release(ctx, k, tok)
+		}},
+	}
+	for _, o := range ops {
+		b.Run(o.name, func(b *testing.B) {
+			s := redisstore.New(rdb, redisstore.WithPrefix("servertime:"+o.name+":"+strconv.Itoa(b.N)+":"))
+			keys := make([]idempotency.Key, b.N)
+			toks := make([]int64, b.N)
+			for i := range keys {
+				keys[i] = idempotency.Key{Scope: "tenant", Key: "key-" + strconv.Itoa(i)}
+				if o.setup != nil {
+					toks[i] = o.setup(s, keys[i])
+				}
+			}
+			warmScripts(b, s) // so that no first EVAL is counted
+			// Rounds and their median: a burst of load on a shared
+			// machine spoils a round or two, not the figure.
+			rounds := min(b.N, 16)
+			var perCall []float64
+			inner := make(map[string][2]float64)
+			b.ResetTimer()
+			for r := range rounds {
+				b.StopTimer()
+				if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				for i := r * b.N / rounds; i < (r+1)*b.N/rounds; i++ {
+					if err := o.call(s, keys[i], toks[i]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				stats := commandStats(b, rdb)
+				ev := stats["evalsha"]
+				if n := (r+1)*b.N/rounds - r*b.N/rounds; ev[0] < float64(n) {
+					b.Fatalf("%v EVALSHA calls for %d store calls: %v", ev[0], n, stats)
+				}
+				perCall = append(perCall, ev[1]/ev[0])
+				for name, st := range stats {
+					if name != "evalsha" && !strings.HasPrefix(name, "config") {
+						inner[name] = [2]float64{inner[name][0] + st[0]/ev[0]/float64(rounds), inner[name][1] + st[1]}
+					}
+				}
+			}
+			// The least-disturbed round too: Redis times a call on the
+			// wall clock, so a round in which the server lost the CPU to
+			// another process counts that time in.
+			slices.Sort(perCall)
+			b.ReportMetric(perCall[len(perCall)/2], "server-µs/call")
+			b.ReportMetric(perCall[0], "min-server-µs/call")
+			var calls []string
+			for name, st := range inner {
+				calls = append(calls, fmt.Sprintf("%s %.2fx", name, st[0]))
+			}
+			slices.Sort(calls)
+			b.Logf("Redis calls in each EVALSHA: %s", strings.Join(calls, ", "))
+			if err := rdb.FlushDB(ctx).Err(); err != nil { // the benchmark's own server
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestScriptRedisCalls pins the Redis calls each store call makes inside
+// its script, on a Redis of its own whose statistics it resets: each call
+// inside a script costs server time, so a claim of a new key reads once
+// and deletes nothing, and a replay reads the clock only when an entry in
+// progress needs it.
+func TestScriptRedisCalls(t *testing.T) {
+	addr := startRedis(t, false, "--save", "", "--appendonly", "no")
+	// One connection, made by warmScripts: no HELLO in the statistics.
+	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1})
+	t.Cleanup(func() { rdb.Close() })
+	ctx := context.Background()
+	s := redisstore.New(rdb)
+	warmScripts(t, s)
+	k := idempotency.Key{Scope: "tenant", Key: "k"}
+	var tok int64
+	calls := []struct {
+		name string
+		call func()
+		want map[string]float64 // commands besides evalsha
+	}{
+		{"claim of a new key", func() { tok = mustClaim(t, s, k, hexFingerprint, longLease, longTTL).Token },
+			map[string]float64{"hmget": 1, "time": 1, "hset": 1, "pexpire": 1}},
+		{"get in progress", func() { _, _, _ = s.Get(ctx, k) },
+			map[string]float64{"hmget": 1, "time": 1}},
+		{"complete", func() {
+			if err := s.Complete(ctx, k, tok, idempotency.Response{Status: 201, Body: []byte("ok")}, longTTL); err != nil {
+				t.Fatal(err)
+			}
+		}, map[string]float64{"hmget": 1, "hset": 1, "pexpire": 1}},
+		{"replay", func() { mustClaim(t, s, k, hexFingerprint, longLease, longTTL) },
+			map[string]float64{"hmget": 1}},
+		{"get completed", func() { _, _, _ = s.Get(ctx, k) },
+			map[string]float64{"hmget": 1}},
+	}
+	for _, c := range calls {
+		if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		c.call()
+		got := make(map[string]float64)
+		for name, st := range commandStats(t, rdb) {
+			switch {
+			case name == "evalsha", strings.HasPrefix(name, "config"), name == "hello", strings.HasPrefix(name, "client"):
+			default:
+				got[name] = st[0]
+			}
+		}
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s called %v inside its script, want %v", c.name, got, c.want)
+		}
+	}
+}
