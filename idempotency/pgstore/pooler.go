@@ -24,8 +24,9 @@ const (
 	// goes through a pooler (PgBouncer and its kind answer cancel requests
 	// themselves, so they announce a process id of their own). Behind one,
 	// CreateSchema and the Store's methods refuse those modes with an
-	// *ExecModeError, and the LISTEN connection for waiting requests is not
-	// opened through it (see WithListenConfig).
+	// *ExecModeError. The LISTEN connection for waiting requests is
+	// checked the same way in every mode, and not used through a pooler
+	// (see WithListenConfig).
 	PoolerDetect Pooler = iota
 	// PoolerSession declares a pooler in session mode (PgBouncer's
 	// pool_mode=session), or none: a client keeps its server connection,
