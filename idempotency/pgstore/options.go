@@ -3,6 +3,8 @@ package pgstore
 import (
 	"log/slog"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // DefaultTable is the table name used when WithTable is not given.
@@ -27,6 +29,8 @@ type config struct {
 	reapBatch    int
 	logger       *slog.Logger
 	renewalConns int
+	pooler       Pooler
+	listenConfig *pgx.ConnConfig
 }
 
 func defaultConfig() config {

@@ -52,6 +52,9 @@ func NewTx(pool *pgxpool.Pool, opts ...Option) *TxStore {
 // transaction on a connection from the pool; the connection returns to the
 // pool when the transaction commits or rolls back.
 func (s *TxStore) BeginTx(ctx context.Context) (idempotency.Tx, error) {
+	if err := s.checkPool(ctx); err != nil {
+		return nil, fmt.Errorf("pgstore: begin: %w", err)
+	}
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: begin: %w", err)

@@ -11,8 +11,8 @@ import (
 )
 
 // Service is a shared server that a package's tests need, named by the
-// environment variable holding its URL: Redis, RedisCluster, Postgres or
-// NATS, passed to Main.
+// environment variable holding its URL: Redis, RedisCluster, Postgres,
+// PgBouncer or NATS, passed to Main.
 // The zero value is not a service. A Service is safe for concurrent use.
 type Service struct {
 	env, example string
@@ -30,6 +30,10 @@ var (
 	// NATS is SAFERETRY_NATS_URL, checked with a connection and a
 	// JetStream account lookup (which fails when JetStream is off).
 	NATS = Service{EnvNATSURL, ExampleNATSURL, checkNATS}
+	// PgBouncer is SAFERETRY_PGBOUNCER_URL, a PgBouncer in transaction
+	// pooling mode in front of the test database (.ci/pgbouncer.sh starts
+	// one), checked as Postgres is.
+	PgBouncer = Service{EnvPgBouncerURL, ExamplePgBouncerURL, checkPostgres}
 )
 
 // checkRedis dials the address first: a refused or unroutable address then

@@ -8,7 +8,8 @@
 // The rule: a test that needs a service reads its URL from the environment
 // (SAFERETRY_REDIS_URL, SAFERETRY_POSTGRES_URL, SAFERETRY_NATS_URL;
 // SAFERETRY_REDIS_CLUSTER_ADDRS for a Redis Cluster, which
-// .ci/redis-cluster.sh starts). When it is unset the test
+// .ci/redis-cluster.sh starts; SAFERETRY_PGBOUNCER_URL for the tests that
+// go through a pooler, which .ci/pgbouncer.sh starts). When it is unset the test
 // is skipped with a message saying how to run it, unless
 // SAFERETRY_REQUIRE_SERVICES=1, in which case it fails. A package whose
 // tests need a service runs them through Main, from its TestMain: Main
@@ -35,14 +36,16 @@ const (
 	EnvRedisURL        = "SAFERETRY_REDIS_URL"
 	EnvPostgresURL     = "SAFERETRY_POSTGRES_URL"
 	EnvNATSURL         = "SAFERETRY_NATS_URL"
+	EnvPgBouncerURL    = "SAFERETRY_PGBOUNCER_URL"
 	EnvRequireServices = "SAFERETRY_REQUIRE_SERVICES"
 )
 
 // Example values shown in the skip messages.
 const (
-	ExampleRedisURL    = "redis://127.0.0.1:6379/0"
-	ExamplePostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	ExampleNATSURL     = "nats://127.0.0.1:4222"
+	ExampleRedisURL     = "redis://127.0.0.1:6379/0"
+	ExamplePostgresURL  = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	ExampleNATSURL      = "nats://127.0.0.1:4222"
+	ExamplePgBouncerURL = "postgres://postgres@127.0.0.1:16432/test?sslmode=disable"
 )
 
 // RedisURL returns SAFERETRY_REDIS_URL, or skips tb (fails it under
@@ -64,6 +67,14 @@ func PostgresURL(tb testing.TB) string {
 func NATSURL(tb testing.TB) string {
 	tb.Helper()
 	return lookup(tb, EnvNATSURL, ExampleNATSURL)
+}
+
+// PgBouncerURL returns SAFERETRY_PGBOUNCER_URL, the URL of a PgBouncer in
+// transaction pooling mode in front of the test database, or skips tb
+// (fails it under SAFERETRY_REQUIRE_SERVICES=1) when it is unset.
+func PgBouncerURL(tb testing.TB) string {
+	tb.Helper()
+	return lookup(tb, EnvPgBouncerURL, ExamplePgBouncerURL)
 }
 
 // RequireServices reports whether SAFERETRY_REQUIRE_SERVICES=1: a test must
