@@ -47,7 +47,7 @@ func BenchmarkOverhead(b *testing.B) {
 }
 
 // BenchmarkLoopback is one POST over loopback HTTP/1.1 with keep-alive
-// through a bare http.Client, the saferetry Transport, and go-retryablehttp
+// through a bare http.Client, the saferetry Transport and Client, and go-retryablehttp
 // (stock, and configured by saferetryablehttp.Configure).
 func BenchmarkLoopback(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -106,6 +106,15 @@ func BenchmarkLoopback(b *testing.B) {
 	})
 	b.Run("saferetry", func(b *testing.B) {
 		runHTTP(b, &http.Client{Transport: saferetry.NewTransport(newBase())})
+	})
+	b.Run("client", func(b *testing.B) {
+		c := saferetry.NewClient(saferetry.WithBase(newBase()))
+		b.ReportAllocs()
+		for b.Loop() {
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(payload))
+			resp, err := c.Do(req)
+			finish(b, resp, err)
+		}
 	})
 	b.Run("retryablehttp", func(b *testing.B) {
 		c := retryablehttp.NewClient()

@@ -147,7 +147,7 @@ func FormatKey(key string, structured bool) string {
 // an error matching [ErrInvalidKey] when it carries several or a bad one.
 // wire is the header value as it is.
 func headerKey(h http.Header) (key, wire string, err error) {
-	vals := h.Values(HeaderIdempotencyKey)
+	vals := h[HeaderIdempotencyKey] // the name is canonical: no h.Values lookup
 	k, err := contract.ParseKeyFields(vals)
 	switch {
 	case err == contract.ErrNoKey:
@@ -186,14 +186,20 @@ func (c *config) resolveKey(req *http.Request) (key, wire string, src keySource,
 	if !c.keyMethod(req.Method) {
 		return "", "", keyNone, nil
 	}
+	var k string
 	if call := callOf(req.Context()); call != nil && call.pinned != "" {
-		return call.pinned, FormatKey(call.pinned, c.structuredKey), keyGenerated, nil
+		k = call.pinned
+	} else {
+		var err error
+		if k, err = NewKey(); err != nil {
+			return "", "", keyGenerated, err
+		}
 	}
-	k, err := NewKey()
-	if err != nil {
-		return "", "", keyGenerated, err
+	// A generated key (a UUID) needs no quotes unless asked to be an sf-string.
+	if !c.structuredKey {
+		return k, k, keyGenerated, nil
 	}
-	return k, FormatKey(k, c.structuredKey), keyGenerated, nil
+	return k, FormatKey(k, true), keyGenerated, nil
 }
 
 func (c *config) keyMethod(method string) bool {

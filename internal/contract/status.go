@@ -72,7 +72,7 @@ const HeaderShouldRetry = "Stripe-Should-Retry"
 // ShouldRetry reports what h's Stripe-Should-Retry says, in any case; said
 // is false when it is absent or neither "true" nor "false".
 func ShouldRetry(h http.Header) (retry, said bool) {
-	switch v := h.Get(HeaderShouldRetry); {
+	switch v := First(h, HeaderShouldRetry); {
 	case strings.EqualFold(v, "true"):
 		return true, true
 	case strings.EqualFold(v, "false"):
@@ -84,5 +84,17 @@ func ShouldRetry(h http.Header) (retry, said bool) {
 // Replayed reports whether h marks an answer as replayed from the server's
 // record (Idempotent-Replayed: true, in any case).
 func Replayed(h http.Header) bool {
-	return strings.EqualFold(h.Get(HeaderReplayed), "true")
+	return strings.EqualFold(First(h, HeaderReplayed), "true")
+}
+
+// First is h.Get(key) for a key already in canonical form, as every header
+// name constant of this package is: it indexes the map directly instead of
+// canonicalising key on every call, which the client does several times
+// per attempt. net/http stores the headers it parses and those set with
+// Set or Add under their canonical names, so the two agree.
+func First(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
