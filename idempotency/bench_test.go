@@ -2,6 +2,8 @@ package idempotency_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/json"
 	"io"
 	"math"
 	"net/http"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/memstore"
+	"github.com/saferetry/saferetry/internal/benchratio"
 )
 
 // benchBody is a 100-byte JSON request body.
@@ -110,5 +113,103 @@ func BenchmarkFingerprint(b *testing.B) {
 				idempotency.Fingerprint(r, bb.body)
 			}
 		})
+	}
+}
+
+// BenchmarkFingerprintRatio runs Fingerprint against its raw anchor,
+// json.Valid and SHA-256 over the same bytes, alternately (see
+// internal/benchratio): API-shaped bodies of 1 KiB, 64 KiB and 1 MiB, and
+// 1 MiB nested 511 objects deep, each level out of order, beside the same
+// bytes flat.
+func BenchmarkFingerprintRatio(b *testing.B) {
+	bodies := []struct {
+		name string
+		body []byte
+	}{
+		{"1KB", recordsJSON(1 << 10)},
+		{"64KB", recordsJSON(64 << 10)},
+		{"1MB", recordsJSON(1 << 20)},
+		{"flat-1MB", flatJSON(1 << 20)},
+		{"deep511-1MB", deepJSON(1<<20, 511)},
+	}
+	for _, bb := range bodies {
+		b.Run(bb.name, func(b *testing.B) {
+			r, _ := http.NewRequest(http.MethodPost, "http://example.com/payments", nil)
+			r.Header.Set("Content-Type", "application/json")
+			b.SetBytes(int64(len(bb.body)))
+			var sink [sha256.Size]byte
+			benchratio.Run(b, func(n int) {
+				for range n {
+					idempotency.Fingerprint(r, bb.body)
+				}
+			}, func(n int) {
+				for range n {
+					if json.Valid(bb.body) {
+						sink = sha256.Sum256(bb.body)
+					}
+				}
+			})
+			_ = sink
+		})
+	}
+}
+
+// BenchmarkMiddlewareRatio runs the Middleware over a memstore against the
+// trivial handler it wraps, alternately (see internal/benchratio): first
+// executions (a new key each) and replays.
+func BenchmarkMiddlewareRatio(b *testing.B) {
+	bare := newBenchLoop(b, benchApp())
+	b.Run("first", func(b *testing.B) {
+		st := newStore(b, memstore.WithMaxEntries(math.MaxInt), memstore.WithMaxBytes(math.MaxInt64))
+		first := newBenchLoop(b, idempotency.Middleware(st)(benchApp()))
+		keys := make([]string, b.N)
+		for i := range keys {
+			keys[i] = "key-" + strconv.Itoa(i)
+		}
+		next := 0
+		benchratio.Run(b, func(n int) {
+			first.run(b, n, func() string { next++; return keys[next-1] })
+		}, func(n int) { bare.run(b, n, nil) })
+	})
+	b.Run("replay", func(b *testing.B) {
+		replay := newBenchLoop(b, idempotency.Middleware(newStore(b))(benchApp()))
+		key := func() string { return "the-key" }
+		benchratio.Run(b, func(n int) { replay.run(b, n, key) }, func(n int) { bare.run(b, n, nil) })
+	})
+}
+
+// benchLoop sends POSTs of benchBody through h, reusing one request and
+// one writer.
+type benchLoop struct {
+	h  http.Handler
+	r  *http.Request
+	br *bytes.Reader
+	w  *discardWriter
+}
+
+func newBenchLoop(b *testing.B, h http.Handler) *benchLoop {
+	r, err := http.NewRequest(http.MethodPost, "http://example.com/payments", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r.Header.Set("Content-Type", "application/json")
+	return &benchLoop{h: h, r: r, br: bytes.NewReader(benchBody), w: &discardWriter{h: make(http.Header)}}
+}
+
+// run sends n requests; key, if not nil, gives each one's key.
+func (l *benchLoop) run(b *testing.B, n int, key func() string) {
+	for range n {
+		l.br.Reset(benchBody)
+		l.r.Body = io.NopCloser(l.br)
+		l.r.ContentLength = int64(len(benchBody))
+		if key != nil {
+			l.r.Header[idempotency.HeaderIdempotencyKey] = []string{key()}
+		}
+		clear(l.w.h)
+		l.w.status = 0
+		l.h.ServeHTTP(l.w, l.r)
+		if l.w.status != http.StatusCreated {
+			b.Fatalf("status %d", l.w.status)
+		}
 	}
 }
