@@ -1,0 +1,209 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/pgstore"
+	"github.com/saferetry/saferetry/internal/benchratio"
+	"github.com/saferetry/saferetry/internal/testenv"
+)
+
+// ratioConcurrency are the numbers of goroutines BenchmarkRatio runs each
+// operation from.
+var ratioConcurrency = []int{1, 8, 32, 64}
+
+// ratioResponse is the stored response of the ratio benchmarks.
+var ratioResponse = idempotency.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"id":"ord_123","amount":500}`)}
+
+// The raw anchors: the statements a hand-written idempotency table would
+// send for the same work, each parameter typed.
+const (
+	rawSelect = `SELECT state, fingerprint, token, status, header_bin, body, oversize FROM %s WHERE scope = $1::text AND key = $2::text`
+	rawInsert = `INSERT INTO %s (scope, key, state, fingerprint, lease_until, expires_at)
+VALUES ($1::text, $2::text, 1, $3::text, statement_timestamp() + interval '10 seconds', statement_timestamp() + interval '1 hour') RETURNING token`
+	rawComplete = `UPDATE %s SET state = 2, lease_until = NULL, status = $3::integer, header_bin = $4::bytea, body = $5::bytea
+WHERE scope = $1::text AND key = $2::text`
+)
+
+// BenchmarkRatio runs each store operation and its raw anchor alternately
+// (internal/benchratio) from 1, 8, 32 and 64 goroutines over one pool of as
+// many connections, and prints their ratio:
+//
+//   - replay: Store.Claim of a completed key, against a primary-key SELECT
+//     of the same row;
+//   - first: Store.Claim then Store.Complete of a new key, against an
+//     INSERT then an UPDATE of a new key;
+//   - tx-first: BeginTx, Tx.Claim, Tx.Complete and Tx.Commit of a new key,
+//     against BEGIN with the INSERT and the UPDATE with COMMIT (two
+//     pipelined batches, the round trips transactional mode needs);
+//   - tx-replay: BeginTx, Tx.Claim and Tx.Rollback of a completed key,
+//     against a primary-key SELECT.
+//
+// Run it with
+//
+//	go test -run '^$' -bench BenchmarkRatio -benchtime 4000x ./idempotency/pgstore/
+func BenchmarkRatio(b *testing.B) {
+	ctx := context.Background()
+	for _, c := range ratioConcurrency {
+		pool := newPool(b, func(cfg *pgxpool.Config) { cfg.MaxConns = int32(max(c, 4)) })
+		table := uniqueTable(b, pool)
+		s := pgstore.New(pool, pgstore.WithTable(table))
+		txs := pgstore.NewTx(pool, pgstore.WithTable(table))
+		if err := s.CreateSchema(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = s.Close(); _ = txs.Close() })
+		quoted := pgx.Identifier{table}.Sanitize()
+		sel, ins, upd := fmt.Sprintf(rawSelect, quoted), fmt.Sprintf(rawInsert, quoted), fmt.Sprintf(rawComplete, quoted)
+		done := idempotency.Key{Scope: "bench", Key: "done"}
+		complete(b, s, done)
+		if _, err := pool.Exec(ctx, `INSERT INTO `+quoted+` SELECT 'raw', key, state, fingerprint, token, took_over, lease_until, expires_at, status, header, header_bin, body, oversize, watched FROM `+quoted+` WHERE scope = 'bench'`); err != nil {
+			b.Fatal(err)
+		}
+		prefix := testenv.RandomName("k")
+		var seq atomic.Int64
+		newKey := func() idempotency.Key {
+			return idempotency.Key{Scope: "bench", Key: prefix + strconv.FormatInt(seq.Add(1), 10)}
+		}
+		rawSelectOp := func() error {
+			var (
+				state        int16
+				fp           string
+				token        int64
+				status       *int32
+				header, body []byte
+				oversize     bool
+			)
+			return pool.QueryRow(ctx, sel, "raw", "done").Scan(&state, &fp, &token, &status, &header, &body, &oversize)
+		}
+		header := append(make([]byte, 8), "Content-Type: application/json"...) // about what the store keeps
+		b.Run(fmt.Sprintf("replay/c=%d", c), func(b *testing.B) {
+			benchratio.Run(b, parallel(b, c, func() error {
+				r, err := s.Claim(ctx, done, "fp", 10*time.Second, time.Hour)
+				if err == nil && (r.Acquired || r.Entry.Response == nil) {
+					err = fmt.Errorf("claim of a completed key answered %+v", r)
+				}
+				return err
+			}), parallel(b, c, rawSelectOp))
+		})
+		b.Run(fmt.Sprintf("first/c=%d", c), func(b *testing.B) {
+			benchratio.Run(b, parallel(b, c, func() error {
+				k := newKey()
+				r, err := s.Claim(ctx, k, "fp", 10*time.Second, time.Hour)
+				if err != nil || !r.Acquired {
+					return fmt.Errorf("claim: %+v %v", r, err)
+				}
+				return s.Complete(ctx, k, r.Token, ratioResponse, time.Hour)
+			}), parallel(b, c, func() error {
+				k := newKey()
+				var token int64
+				if err := pool.QueryRow(ctx, ins, "raw", k.Key, "fp").Scan(&token); err != nil {
+					return err
+				}
+				_, err := pool.Exec(ctx, upd, "raw", k.Key, int32(201), header, ratioResponse.Body)
+				return err
+			}))
+		})
+		b.Run(fmt.Sprintf("tx-first/c=%d", c), func(b *testing.B) {
+			benchratio.Run(b, parallel(b, c, func() error {
+				k := newKey()
+				tx, err := txs.BeginTx(ctx)
+				if err != nil {
+					return err
+				}
+				defer func() { _ = tx.Rollback(ctx) }()
+				r, err := tx.Claim(ctx, k, "fp", time.Hour)
+				if err != nil || !r.Acquired {
+					return fmt.Errorf("claim: %+v %v", r, err)
+				}
+				if err := tx.Complete(ctx, k, r.Token, ratioResponse, time.Hour); err != nil {
+					return err
+				}
+				return tx.Commit(ctx)
+			}), parallel(b, c, func() error {
+				k := newKey()
+				conn, err := pool.Acquire(ctx)
+				if err != nil {
+					return err
+				}
+				defer conn.Release()
+				first := &pgx.Batch{}
+				first.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+				first.Queue(ins, "raw", k.Key, "fp")
+				if err := conn.SendBatch(ctx, first).Close(); err != nil {
+					return err
+				}
+				second := &pgx.Batch{}
+				second.Queue(upd, "raw", k.Key, int32(201), header, ratioResponse.Body)
+				second.Queue("COMMIT")
+				return conn.SendBatch(ctx, second).Close()
+			}))
+		})
+		b.Run(fmt.Sprintf("tx-replay/c=%d", c), func(b *testing.B) {
+			benchratio.Run(b, parallel(b, c, func() error {
+				tx, err := txs.BeginTx(ctx)
+				if err != nil {
+					return err
+				}
+				r, err := tx.Claim(ctx, done, "fp", time.Hour)
+				if err == nil && (r.Acquired || r.Entry.Response == nil) {
+					err = fmt.Errorf("claim of a completed key answered %+v", r)
+				}
+				if rerr := tx.Rollback(ctx); err == nil {
+					err = rerr
+				}
+				return err
+			}), parallel(b, c, rawSelectOp))
+		})
+	}
+}
+
+// complete claims and completes k with ratioResponse.
+func complete(tb testing.TB, s *pgstore.Store, k idempotency.Key) {
+	tb.Helper()
+	ctx := context.Background()
+	r, err := s.Claim(ctx, k, "fp", 10*time.Second, time.Hour)
+	if err != nil || !r.Acquired {
+		tb.Fatal(r, err)
+	}
+	if err := s.Complete(ctx, k, r.Token, ratioResponse, time.Hour); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// parallel returns a benchratio operation that runs op n times from c
+// goroutines, failing b on the first error.
+func parallel(b *testing.B, c int, op func() error) func(n int) {
+	return func(n int) {
+		var wg sync.WaitGroup
+		var left atomic.Int64
+		left.Store(int64(n))
+		var failed atomic.Bool
+		for range c {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for left.Add(-1) >= 0 {
+					if err := op(); err != nil {
+						if failed.CompareAndSwap(false, true) {
+							b.Error(err)
+						}
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}
+}
