@@ -48,7 +48,7 @@ type Store struct {
 
 // statements are the SQL texts, built once with the table name.
 type statements struct {
-	claim, get, renew, complete, release, watch, deleteExpired string
+	claim, get, completed, renew, complete, release, watch, deleteExpired string
 	// Transactional mode's own (see tx.go).
 	txAcquired, txComplete string
 }
@@ -159,6 +159,10 @@ SELECT false, token, false, state, fingerprint, remaining_us, status, header, he
 WHERE NOT EXISTS (SELECT 1 FROM ins)`),
 		get: r.Replace(`SELECT state, fingerprint, token, $REMAINING, status, header, header_bin, body, oversize
 FROM $TABLE WHERE scope = $1 AND key = $2 AND expires_at > statement_timestamp()`),
+		// completed is Claim's fast path (WithReplayFastPath): the entry of
+		// $1, $2 if it is completed and not expired, read without the claim.
+		completed: r.Replace(`SELECT fingerprint, token, status, header, header_bin, body, oversize
+FROM $TABLE WHERE scope = $1::text AND key = $2::text AND state = 2 AND expires_at > statement_timestamp()`),
 		// Renew keeps the row alive at least as long as its lease, so that a
 		// held claim never expires under its holder.
 		renew: r.Replace(`UPDATE $TABLE SET
@@ -209,6 +213,14 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
 	}
 	defer s.gate.Leave()
+	if s.cfg.fastReplay {
+		if e, ok, err := s.completedEntry(ctx, k); err != nil || ok {
+			if err != nil {
+				return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
+			}
+			return idempotency.ClaimResult{Entry: e}, nil
+		}
+	}
 	res, err := claim(ctx, s.pool, s.sql.claim, k, fingerprint, lease, ttl)
 	if err != nil {
 		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
@@ -264,6 +276,22 @@ func scanClaim(row pgx.Row) (idempotency.ClaimResult, error) {
 		return idempotency.ClaimResult{}, err
 	}
 	return idempotency.ClaimResult{Entry: e}, nil
+}
+
+// completedEntry reads the entry of k if it is completed and not expired
+// (the completed statement), and reports whether there is one.
+func (s *Store) completedEntry(ctx context.Context, k idempotency.Key) (idempotency.Entry, bool, error) {
+	row := entryRow{state: int16(idempotency.StateCompleted)}
+	err := s.pool.QueryRow(ctx, s.sql.completed, encodeText(k.Scope), encodeText(k.Key)).
+		Scan(&row.fingerprint, &row.token, &row.status, &row.header, &row.headerBin, &row.body, &row.oversize)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return idempotency.Entry{}, false, nil
+	}
+	if err != nil {
+		return idempotency.Entry{}, false, err
+	}
+	e, err := row.entry()
+	return e, err == nil, err
 }
 
 // entryRow is a row as scanned from the claim and get statements.
