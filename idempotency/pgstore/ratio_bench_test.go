@@ -38,12 +38,13 @@ WHERE scope = $1::text AND key = $2::text`
 
 // BenchmarkRatio runs each store operation and its raw anchor alternately
 // (internal/benchratio) from 1, 8, 32 and 64 goroutines over one pool of as
-// many connections, and prints their ratio:
+// many connections (at least 4, at most 16), and prints their ratio:
 //
 //   - replay: Store.Claim of a completed key, against a primary-key SELECT
-//     of the same row;
+//     of the same row; replay-fastpath the same with WithReplayFastPath;
 //   - first: Store.Claim then Store.Complete of a new key, against an
-//     INSERT then an UPDATE of a new key;
+//     INSERT then an UPDATE of a new key; first-fastpath the same with
+//     WithReplayFastPath (one SELECT more);
 //   - tx-first: BeginTx, Tx.Claim, Tx.Complete and Tx.Commit of a new key,
 //     against BEGIN with the INSERT and the UPDATE with COMMIT (two
 //     pipelined batches, the round trips transactional mode needs);
@@ -55,15 +56,17 @@ WHERE scope = $1::text AND key = $2::text`
 //	go test -run '^$' -bench BenchmarkRatio -benchtime 4000x ./idempotency/pgstore/
 func BenchmarkRatio(b *testing.B) {
 	ctx := context.Background()
+	admin := newPool(b, func(cfg *pgxpool.Config) { cfg.MaxConns = 1 }) // drops the tables at cleanup
 	for _, c := range ratioConcurrency {
-		pool := newPool(b, func(cfg *pgxpool.Config) { cfg.MaxConns = int32(max(c, 4)) })
-		table := uniqueTable(b, pool)
+		// The shared test server has 100 connections for every user.
+		pool, closePool := ratioPool(b, min(max(c, 4), ratioMaxConns))
+		table := uniqueTable(b, admin)
 		s := pgstore.New(pool, pgstore.WithTable(table))
+		fast := pgstore.New(pool, pgstore.WithTable(table), pgstore.WithReplayFastPath())
 		txs := pgstore.NewTx(pool, pgstore.WithTable(table))
 		if err := s.CreateSchema(ctx); err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(func() { _ = s.Close(); _ = txs.Close() })
 		quoted := pgx.Identifier{table}.Sanitize()
 		sel, ins, upd := fmt.Sprintf(rawSelect, quoted), fmt.Sprintf(rawInsert, quoted), fmt.Sprintf(rawComplete, quoted)
 		done := idempotency.Key{Scope: "bench", Key: "done"}
@@ -97,23 +100,39 @@ func BenchmarkRatio(b *testing.B) {
 				return err
 			}), parallel(b, c, rawSelectOp))
 		})
-		b.Run(fmt.Sprintf("first/c=%d", c), func(b *testing.B) {
+		b.Run(fmt.Sprintf("replay-fastpath/c=%d", c), func(b *testing.B) {
 			benchratio.Run(b, parallel(b, c, func() error {
+				r, err := fast.Claim(ctx, done, "fp", 10*time.Second, time.Hour)
+				if err == nil && (r.Acquired || r.Entry.Response == nil) {
+					err = fmt.Errorf("claim of a completed key answered %+v", r)
+				}
+				return err
+			}), parallel(b, c, rawSelectOp))
+		})
+		firstOp := func(s *pgstore.Store) func() error {
+			return func() error {
 				k := newKey()
 				r, err := s.Claim(ctx, k, "fp", 10*time.Second, time.Hour)
 				if err != nil || !r.Acquired {
 					return fmt.Errorf("claim: %+v %v", r, err)
 				}
 				return s.Complete(ctx, k, r.Token, ratioResponse, time.Hour)
-			}), parallel(b, c, func() error {
-				k := newKey()
-				var token int64
-				if err := pool.QueryRow(ctx, ins, "raw", k.Key, "fp").Scan(&token); err != nil {
-					return err
-				}
-				_, err := pool.Exec(ctx, upd, "raw", k.Key, int32(201), header, ratioResponse.Body)
+			}
+		}
+		rawFirstOp := func() error {
+			k := newKey()
+			var token int64
+			if err := pool.QueryRow(ctx, ins, "raw", k.Key, "fp").Scan(&token); err != nil {
 				return err
-			}))
+			}
+			_, err := pool.Exec(ctx, upd, "raw", k.Key, int32(201), header, ratioResponse.Body)
+			return err
+		}
+		b.Run(fmt.Sprintf("first-fastpath/c=%d", c), func(b *testing.B) {
+			benchratio.Run(b, parallel(b, c, firstOp(fast)), parallel(b, c, rawFirstOp))
+		})
+		b.Run(fmt.Sprintf("first/c=%d", c), func(b *testing.B) {
+			benchratio.Run(b, parallel(b, c, firstOp(s)), parallel(b, c, rawFirstOp))
 		})
 		b.Run(fmt.Sprintf("tx-first/c=%d", c), func(b *testing.B) {
 			benchratio.Run(b, parallel(b, c, func() error {
@@ -166,7 +185,30 @@ func BenchmarkRatio(b *testing.B) {
 				return err
 			}), parallel(b, c, rawSelectOp))
 		})
+		_ = s.Close()
+		_ = fast.Close()
+		_ = txs.Close()
+		closePool()
 	}
+}
+
+// ratioMaxConns bounds the pools of BenchmarkRatio: the shared test server
+// has 100 connections for every user.
+const ratioMaxConns = 16
+
+// ratioPool returns a pool of n connections on the test database and the
+// function that closes it.
+func ratioPool(b *testing.B, n int) (*pgxpool.Pool, func()) {
+	cfg, err := pgxpool.ParseConfig(pgURL(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.MaxConns = int32(n)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return pool, pool.Close
 }
 
 // complete claims and completes k with ratioResponse.

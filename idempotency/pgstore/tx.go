@@ -194,6 +194,9 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 		return idempotency.ClaimResult{}, err
 	}
 	scope, key := encodeText(k.Scope), encodeText(k.Key)
+	if err := t.prepare(ctx, t.store.preludeSQL, t.store.sql.claim, t.store.sql.txAcquired, "BEGIN", "SET LOCAL lock_timeout TO DEFAULT"); err != nil {
+		return idempotency.ClaimResult{}, err
+	}
 	for range claimAttempts {
 		b := &pgx.Batch{}
 		b.BeginTx(pgx.TxOptions{BeginQuery: t.store.preludeSQL})
@@ -239,6 +242,27 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 		return res, nil
 	}
 	return idempotency.ClaimResult{}, errNoAnswer
+}
+
+// prepare prepares sqls on the Tx's connection, once per connection, when
+// it runs in pgx's default QueryExecModeCacheStatement. pgx forgets the
+// statements of its statement cache that were in a batch that failed, and
+// prepares them again on their next use (two round trips more), while the
+// claim batch fails on purpose whenever the claim is not acquired;
+// statements prepared under their own text are used by batches the same
+// way but are not in that cache. The other modes are left as they are:
+// they were chosen not to keep prepared statements (PgBouncer, ...).
+func (t *Tx) prepare(ctx context.Context, sqls ...string) error {
+	conn := t.conn.Conn()
+	if conn.Config().DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
+		return nil
+	}
+	for _, sql := range sqls {
+		if _, err := conn.Prepare(ctx, sql, sql); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // leftIdle checks that a claim batch that did not acquire left no
@@ -341,6 +365,9 @@ func (t *Tx) Commit(ctx context.Context) error {
 	if t.tx == nil {
 		t.release() // no claim acquired: nothing to commit
 		return nil
+	}
+	if err := t.prepare(ctx, t.store.sql.txComplete, "COMMIT"); err != nil {
+		return fmt.Errorf("pgstore: commit: %w", err)
 	}
 	b := &pgx.Batch{}
 	if t.outcome != nil {
