@@ -50,7 +50,7 @@ type Store struct {
 type statements struct {
 	claim, get, completed, renew, complete, release, watch, deleteExpired string
 	// Transactional mode's own (see tx.go).
-	txAcquired, txComplete string
+	txClaim, txAcquired, txComplete string
 }
 
 // New returns a Store over pool, which must not be nil; the Store does not
@@ -106,6 +106,17 @@ const leaseRemainingUS = `CASE WHEN state = 1 THEN (extract(epoch FROM lease_unt
 const notifySettled = `SELECT count(*), count(CASE WHEN watched THEN pg_notify($CHANNEL, $PAYLOAD)::text END) FROM u`
 
 func buildStatements(table string) statements {
+	st := buildLeaseStatements(table)
+	// txClaim is claim, noting in the transaction that it acquired the key
+	// (for txAcquired), in the column that says so.
+	st.txClaim = strings.Replace(st.claim, "\nSELECT true, token,", "\nSELECT pg_catalog.set_config('pgstore.acquired', 'on', true) = 'on', token,", 1)
+	if st.txClaim == st.claim {
+		panic("pgstore: the claim statement no longer has the acquired column that txClaim marks")
+	}
+	return st
+}
+
+func buildLeaseStatements(table string) statements {
 	r := strings.NewReplacer("$TABLE", table, "$REMAINING", leaseRemainingUS, "$SLACK", expirySlackSQL)
 	notify := func(channel, payload string) string {
 		return strings.NewReplacer("$CHANNEL", channel, "$PAYLOAD", payload).Replace(notifySettled)
@@ -170,11 +181,11 @@ FROM $TABLE WHERE scope = $1::text AND key = $2::text AND state = 2 AND expires_
 	expires_at = greatest(expires_at, statement_timestamp() + $4::bigint * interval '1 microsecond')
 WHERE scope = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > statement_timestamp()`),
 		complete: completeCTE + notify("$9::text", "$10::text"),
-		// txAcquired fails, and so ends the claim batch of transactional
-		// mode there, unless this transaction wrote the row of $1, $2.
-		txAcquired: r.Replace(`SELECT CAST(CASE WHEN NOT EXISTS (
-	SELECT FROM $TABLE WHERE scope = $1::text AND key = $2::text AND xmin = pg_current_xact_id_if_assigned()::xid
-) THEN '` + notAcquiredText + `' END AS integer)`),
+		// txAcquired ends the claim batch of transactional mode (see tx.go):
+		// it puts back the lock_timeout that the prelude saved, and fails,
+		// so that BEGIN does not run, unless txClaim acquired the key.
+		txAcquired: `SELECT pg_catalog.set_config('lock_timeout', current_setting('pgstore.lock_timeout'), true),
+	CAST(CASE WHEN current_setting('pgstore.acquired', true) IS DISTINCT FROM 'on' THEN '` + notAcquiredText + `' END AS integer)`,
 		// txComplete is complete, failing when it changed no row so that
 		// the COMMIT queued after it does not run.
 		txComplete: completeCTE + strings.Replace(notify("$9::text", "$10::text"), " FROM u",

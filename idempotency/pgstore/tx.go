@@ -52,8 +52,9 @@ type TxStore struct {
 	// transaction block.
 	lockTimeoutSQL string
 	// preludeSQL starts the claim batch before the transaction block: it
-	// bounds the claim's wait and fails unless the transaction will be
-	// read committed.
+	// saves lock_timeout (as pgstore.lock_timeout, for txAcquired to put
+	// back), bounds the claim's wait and fails unless the transaction will
+	// be read committed.
 	preludeSQL string
 }
 
@@ -68,7 +69,8 @@ func NewTx(pool *pgxpool.Pool, opts ...Option) *TxStore {
 		Store:          s,
 		lockTimeoutSQL: fmt.Sprintf("SET LOCAL lock_timeout = %d", ms),
 		preludeSQL: fmt.Sprintf(`SELECT pg_catalog.set_config('lock_timeout', '%d', true),
-	CAST(CASE WHEN current_setting('transaction_isolation') <> 'read committed' THEN '%s' END AS integer)`, ms, notReadCommittedText),
+	CAST(CASE WHEN current_setting('transaction_isolation') <> 'read committed' THEN '%s' END AS integer)
+FROM (SELECT pg_catalog.set_config('pgstore.lock_timeout', current_setting('lock_timeout'), true)) AS saved`, ms, notReadCommittedText),
 	}
 }
 
@@ -194,24 +196,23 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 		return idempotency.ClaimResult{}, err
 	}
 	scope, key := encodeText(k.Scope), encodeText(k.Key)
-	if err := t.prepare(ctx, t.store.preludeSQL, t.store.sql.claim, t.store.sql.txAcquired, "BEGIN", "SET LOCAL lock_timeout TO DEFAULT"); err != nil {
+	if err := t.prepare(ctx, t.store.preludeSQL, t.store.sql.txClaim, t.store.sql.txAcquired, "BEGIN"); err != nil {
 		return idempotency.ClaimResult{}, err
 	}
 	for range claimAttempts {
 		b := &pgx.Batch{}
 		b.BeginTx(pgx.TxOptions{BeginQuery: t.store.preludeSQL})
-		b.Queue(t.store.sql.claim, scope, key, encodeText(fingerprint), int64(0), ttlUS)
-		b.Queue(t.store.sql.txAcquired, scope, key)
+		b.Queue(t.store.sql.txClaim, scope, key, encodeText(fingerprint), int64(0), ttlUS)
+		b.Queue(t.store.sql.txAcquired)
 		b.Queue("BEGIN")
-		b.Queue("SET LOCAL lock_timeout TO DEFAULT")
 		br := t.conn.Conn().SendBatch(ctx, b)
 		var res idempotency.ClaimResult
 		_, preludeErr := br.Exec()
 		claimErr := preludeErr
 		if preludeErr == nil {
 			res, claimErr = scanClaim(br.QueryRow())
-			// txAcquired, BEGIN and SET: Close reports their error.
-			for range 3 {
+			// txAcquired and BEGIN: Close reports their error.
+			for range 2 {
 				if _, err := br.Exec(); err != nil {
 					break
 				}
