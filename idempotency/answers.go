@@ -58,8 +58,16 @@ func (q *request) replay(e Entry) {
 		q.storeUnavailable(errors.New("idempotency: store returned a completed entry without a response"))
 		return
 	}
+	// The stored values may be shared with other replays (see Store.Claim):
+	// the writer gets copies, in one array, which it may change at will.
+	n := 1
+	for _, v := range resp.Header {
+		n += len(v)
+	}
+	values := make([]string, 1, n)
+	values[0] = "true"
 	h := q.w.Header()
-	h.Set(HeaderReplayed, "true")
+	h[HeaderReplayed] = values[:1:1] // the name is canonical: no Set needed
 	if resp.Oversize {
 		m.emit(q.eventOf(Event{Outcome: OutcomeOversize, Key: k, Token: e.Token, Status: http.StatusGone}))
 		writeProblem(q.w, problem{Type: ProblemResponseTooLarge, Status: http.StatusGone, Key: k.Key,
@@ -70,7 +78,9 @@ func (q *request) replay(e Entry) {
 	encoded := encodedBody(resp.Header)
 	for name, v := range resp.Header {
 		if m.cfg.keeps(name, encoded) {
-			h[name] = v[:len(v):len(v)] // a later Add must not write into the store's slice
+			i := len(values)
+			values = append(values, v...)
+			h[name] = values[i:len(values):len(values)] // a later Add must not write into the next name's values
 		}
 	}
 	m.emit(q.eventOf(Event{Outcome: OutcomeReplay, Key: k, Token: e.Token, Status: resp.Status}))

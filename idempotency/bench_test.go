@@ -118,9 +118,10 @@ func BenchmarkFingerprint(b *testing.B) {
 
 // BenchmarkFingerprintRatio runs Fingerprint against its raw anchor,
 // json.Valid and SHA-256 over the same bytes, alternately (see
-// internal/benchratio): API-shaped bodies of 1 KiB, 64 KiB and 1 MiB, and
-// 1 MiB nested 511 objects deep, each level out of order, beside the same
-// bytes flat.
+// internal/benchratio): API-shaped bodies of 1 KiB, 64 KiB and 1 MiB (an
+// array of records whose members are not in order), one object of 30,000
+// members in no order (wide), and 1 MiB nested 511 objects deep, each level
+// out of order.
 func BenchmarkFingerprintRatio(b *testing.B) {
 	bodies := []struct {
 		name string
@@ -129,7 +130,7 @@ func BenchmarkFingerprintRatio(b *testing.B) {
 		{"1KB", recordsJSON(1 << 10)},
 		{"64KB", recordsJSON(64 << 10)},
 		{"1MB", recordsJSON(1 << 20)},
-		{"flat-1MB", flatJSON(1 << 20)},
+		{"wide-1MB", flatJSON(1 << 20)},
 		{"deep511-1MB", deepJSON(1<<20, 511)},
 	}
 	for _, bb := range bodies {
@@ -152,6 +153,25 @@ func BenchmarkFingerprintRatio(b *testing.B) {
 			_ = sink
 		})
 	}
+}
+
+// BenchmarkFingerprintDepth runs Fingerprint over 1 MiB nested 511
+// objects deep, each level out of order, against the same bytes one level
+// deep, alternately: the ratio is the cost of depth.
+func BenchmarkFingerprintDepth(b *testing.B) {
+	deep, flat := deepJSON(1<<20, 511), deepJSON(1<<20, 1)
+	r, _ := http.NewRequest(http.MethodPost, "http://example.com/payments", nil)
+	r.Header.Set("Content-Type", "application/json")
+	b.SetBytes(int64(len(deep)))
+	benchratio.Run(b, func(n int) {
+		for range n {
+			idempotency.Fingerprint(r, deep)
+		}
+	}, func(n int) {
+		for range n {
+			idempotency.Fingerprint(r, flat)
+		}
+	})
 }
 
 // BenchmarkMiddlewareRatio runs the Middleware over a memstore against the

@@ -3,7 +3,9 @@ package idempotency
 import (
 	"bytes"
 	"cmp"
+	"encoding/binary"
 	"errors"
+	"io"
 	"slices"
 	"unicode"
 	"unicode/utf16"
@@ -25,46 +27,175 @@ var errNotJSON = errors.New("idempotency: body is not valid JSON")
 // spellings give the same bytes, and the mapping is injective on everything
 // else. It returns errNotJSON for invalid input.
 func appendCanonicalJSON(dst, src []byte) ([]byte, error) {
-	c := canonicaliser{src: src, out: dst}
-	c.skipSpace()
-	if err := c.value(0); err != nil {
+	var c canonicaliser
+	if err := c.read(src); err != nil {
 		return dst, err
 	}
-	c.skipSpace()
-	if c.pos != len(c.src) {
-		return dst, errNotJSON
-	}
-	return c.out, nil
+	s := sink{b: dst}
+	c.emit(&s)
+	return s.b, nil
 }
 
+// sink collects what emit writes: in b, and, when w is set, on to w each
+// time b fills up, so that the many short pieces of a reordered object reach
+// w in few calls. Call flush at the end.
+type sink struct {
+	w io.Writer // nil: b grows to hold everything
+	b []byte
+}
+
+func (s *sink) write(p []byte) {
+	if len(s.b)+len(p) > cap(s.b) && s.w != nil {
+		s.spill(p)
+		return
+	}
+	s.b = append(s.b, p...)
+}
+
+// spill writes what b holds and p to w.
+func (s *sink) spill(p []byte) {
+	s.flush()
+	if len(p) >= cap(s.b)/2 {
+		_, _ = s.w.Write(p)
+		return
+	}
+	s.b = append(s.b, p...)
+}
+
+func (s *sink) writeByte(c byte) {
+	if len(s.b) == cap(s.b) && s.w != nil {
+		s.flush()
+	}
+	s.b = append(s.b, c)
+}
+
+func (s *sink) flush() {
+	if s.w != nil && len(s.b) > 0 {
+		_, _ = s.w.Write(s.b)
+		s.b = s.b[:0]
+	}
+}
+
+// canonicaliser reads a JSON text in one pass and then writes its canonical
+// form (see appendCanonicalJSON). The pass writes the canonical text of
+// every token to out, which has the canonical form's length. An object
+// whose members are out of order is put in order where it lies when none of
+// its members holds an object (rewrite); otherwise the pass records its
+// members in canonical order, and emit writes them from where they lie. So
+// a byte moves at most once, whatever the depth: rewriting the objects
+// around objects would move their subtrees again at every level.
+//
+// A canonicaliser keeps its buffers between uses; it is not safe for
+// concurrent use.
 type canonicaliser struct {
 	src   []byte
 	pos   int
 	out   []byte
 	class uint8 // of the last string: see str
 
-	// Scratch space kept between uses: a copy of the object being
-	// reordered, and the fold keys and a copy of the members of the object
-	// being checked for case variants.
-	scratch []byte
-	keys    []uint64
-	spare   []member
+	stack   []member // the members of the objects being read, innermost last
+	objs    []object // the objects emit must look into, in input order
+	order   []span   // each reordered object's members, in canonical order
+	objects int      // the objects with members read so far
+	scratch []byte   // a copy of the object rewrite reorders
+
+	// Scratch space of foldCollision: the fold keys and a copy of the
+	// members of the object being checked for case variants.
+	keys  []uint64
+	spare []member
 }
 
-// reset readies c to canonicalise src, appending to out; the scratch space
-// is kept.
-func (c *canonicaliser) reset(src, out []byte) {
-	c.src, c.pos, c.out = src, 0, out
+// member is one object member in out, as the object's members are sorted:
+// its name is out[start:colon], key the name's first 16 bytes after the
+// opening quote (see nameKey), and span where it lies.
+type member struct {
+	span
+	colon int
+	key   [2]uint64
 }
 
-// oversized reports whether c holds more scratch space than is worth keeping
-// in a pool.
+// span is the text of one member, out[start:end]; objs[objLo:objHi] are the
+// objects in its value that emit must look into.
+type span struct{ start, end, objLo, objHi int }
+
+// object is an object in out from its '{' at start to its '}' before end,
+// that emit must look into: its members are out of order (order[first:last]
+// are them in canonical order), or, when first is -1, one of the objects
+// inside it is. objs[next] is the first object after it.
+type object struct{ start, end, next, first, last int }
+
+// read reads the JSON text src, readying c to emit its canonical form. It
+// returns errNotJSON for invalid input.
+func (c *canonicaliser) read(src []byte) error {
+	c.src, c.pos = src, 0
+	if cap(c.out) < len(src) {
+		c.out = make([]byte, 0, len(src)) // the canonical form is never longer
+	}
+	c.out, c.stack, c.objs, c.order, c.objects = c.out[:0], c.stack[:0], c.objs[:0], c.order[:0], 0
+	c.skipSpace()
+	err := c.value(0)
+	c.skipSpace()
+	c.src = nil // not kept past the call
+	if err == nil && c.pos != len(src) {
+		err = errNotJSON
+	}
+	return err
+}
+
+// canonicalLen is the length of the canonical form read.
+func (c *canonicaliser) canonicalLen() int { return len(c.out) }
+
+// emit writes the canonical form read to s.
+func (c *canonicaliser) emit(s *sink) {
+	if len(c.objs) == 0 && s.w != nil {
+		s.flush()
+		_, _ = s.w.Write(c.out) // in order throughout: out is the canonical form
+		return
+	}
+	c.emitRange(s, 0, len(c.out), 0, len(c.objs))
+	s.flush()
+}
+
+// emitRange writes the canonical form of out[lo:hi], inside which
+// objs[k:kEnd] are the objects to look into.
+func (c *canonicaliser) emitRange(s *sink, lo, hi, k, kEnd int) {
+	for k < kEnd {
+		o := c.objs[k]
+		s.write(c.out[lo:o.start])
+		if o.first < 0 {
+			c.emitRange(s, o.start, o.end, k+1, o.next)
+		} else {
+			s.writeByte('{')
+			for i, m := range c.order[o.first:o.last] {
+				if i > 0 {
+					s.writeByte(',')
+				}
+				if m.objLo == m.objHi {
+					s.write(c.out[m.start:m.end])
+				} else {
+					c.emitRange(s, m.start, m.end, m.objLo, m.objHi)
+				}
+			}
+			s.writeByte('}')
+		}
+		lo, k = o.end, o.next
+	}
+	s.write(c.out[lo:hi])
+}
+
+// oversized reports whether c holds more buffer space than is worth keeping
+// in a pool: more than the largest request body the Middleware reads by
+// default needs, with room to spare.
 func (c *canonicaliser) oversized() bool {
-	const limit = 64 << 10 // bytes
-	return cap(c.scratch) > limit || cap(c.keys)*8 > limit || cap(c.spare)*3*8 > limit
+	const limit = 4 * int(DefaultMaxRequestBody) // bytes
+	const memberSize, spanSize, objectSize = 7 * 8, 4 * 8, 5 * 8
+	return cap(c.out) > limit || cap(c.scratch) > limit || (cap(c.stack)+cap(c.spare))*memberSize+cap(c.order)*spanSize+cap(c.objs)*objectSize+cap(c.keys)*8 > limit
 }
 
 func (c *canonicaliser) skipSpace() {
+	if c.pos < len(c.src) && c.src[c.pos] > ' ' {
+		return // the common case: no space at all
+	}
 	for c.pos < len(c.src) {
 		switch c.src[c.pos] {
 		case ' ', '\t', '\n', '\r':
@@ -114,9 +245,7 @@ func (c *canonicaliser) literal(lit string) error {
 }
 
 func (c *canonicaliser) number() error {
-	start := c.pos
-	s := c.src
-	i := c.pos
+	s, i := c.src, c.pos
 	if s[i] == '-' {
 		i++
 	}
@@ -124,19 +253,13 @@ func (c *canonicaliser) number() error {
 	case i < len(s) && s[i] == '0':
 		i++
 	case i < len(s) && s[i] >= '1' && s[i] <= '9':
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
+		i = digits(s, i)
 	default:
 		return errNotJSON
 	}
 	if i < len(s) && s[i] == '.' {
-		i++
-		if i >= len(s) || s[i] < '0' || s[i] > '9' {
+		if i = digits(s, i+1); s[i-1] == '.' {
 			return errNotJSON
-		}
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
 		}
 	}
 	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
@@ -144,16 +267,24 @@ func (c *canonicaliser) number() error {
 		if i < len(s) && (s[i] == '+' || s[i] == '-') {
 			i++
 		}
-		if i >= len(s) || s[i] < '0' || s[i] > '9' {
+		j := digits(s, i)
+		if j == i {
 			return errNotJSON
 		}
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
+		i = j
 	}
+	c.out = append(c.out, s[c.pos:i]...)
 	c.pos = i
-	c.out = append(c.out, s[start:i]...)
 	return nil
+}
+
+// digits returns the index of the first byte from s[i] that is not a
+// decimal digit.
+func digits(s []byte, i int) int {
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return i
 }
 
 // str decodes a JSON string and appends its canonical encoding. It sets
@@ -161,10 +292,41 @@ func (c *canonicaliser) number() error {
 // or to nameSpecial if the string holds an escape.
 func (c *canonicaliser) str() error {
 	s := c.src
-	i := c.pos + 1
-	// Fast path: a run without escapes or characters that need them is
-	// copied as it is.
-	start := i
+	i, class := plainRun(s, c.pos+1)
+	if i < len(s) && s[i] == '"' {
+		// No escapes, nor characters that need them: copied as it is.
+		c.out = append(c.out, s[c.pos:i+1]...)
+		c.pos, c.class = i+1, class
+		return nil
+	}
+	c.class = nameSpecial
+	c.out = append(c.out, s[c.pos:i]...)
+	for i < len(s) {
+		switch s[i] { // a byte plainRun stops at
+		case '"':
+			c.out = append(c.out, '"')
+			c.pos = i + 1
+			return nil
+		case '\\':
+			next, ok := c.escape(i)
+			if !ok {
+				return errNotJSON
+			}
+			i = next
+		default:
+			return errNotJSON // a control character
+		}
+		start := i
+		i, _ = plainRun(s, i)
+		c.out = append(c.out, s[start:i]...)
+	}
+	return errNotJSON
+}
+
+// plainRun returns the index of the first byte from s[i] that str cannot
+// copy as it is (see strStop), and the union of the classes of the bytes
+// before it.
+func plainRun(s []byte, i int) (int, uint8) {
 	var class uint8
 	for i < len(s) {
 		b := strByte[s[i]]
@@ -174,36 +336,7 @@ func (c *canonicaliser) str() error {
 		class |= b
 		i++
 	}
-	if i < len(s) && s[i] == '"' {
-		c.out = append(c.out, s[c.pos:i+1]...)
-		c.pos = i + 1
-		c.class = class
-		return nil
-	}
-	c.class = nameSpecial
-	c.out = append(c.out, '"')
-	c.out = append(c.out, s[start:i]...)
-	for i < len(s) {
-		ch := s[i]
-		switch {
-		case ch == '"':
-			c.out = append(c.out, '"')
-			c.pos = i + 1
-			return nil
-		case ch < 0x20:
-			return errNotJSON
-		case ch != '\\':
-			c.out = append(c.out, ch)
-			i++
-			continue
-		}
-		next, ok := c.escape(i)
-		if !ok {
-			return errNotJSON
-		}
-		i = next
-	}
-	return errNotJSON
+	return i, class
 }
 
 // escape decodes the escape at src[i] (a backslash) and appends its
@@ -349,70 +482,110 @@ func (c *canonicaliser) array(depth int) error {
 	}
 }
 
-// member locates one encoded object member in c.out: the name is
-// out[start:colon] and the value out[colon+1:end].
-type member struct{ start, colon, end int }
-
 func (c *canonicaliser) object(depth int) error {
+	start := len(c.out)
 	c.pos++ // '{'
 	c.out = append(c.out, '{')
-	base := len(c.out)
 	c.skipSpace()
 	if c.pos < len(c.src) && c.src[c.pos] == '}' {
 		c.pos++
 		c.out = append(c.out, '}')
 		return nil
 	}
-	var stack [8]member
-	members := stack[:0]
-	var class uint8 // of the names' bytes
+	self, base, inner := len(c.objs), len(c.stack), c.objects
+	c.objs = append(c.objs, object{start: start, first: -1})
+	class, err := c.members(depth)
+	if err != nil {
+		return err
+	}
+	members := c.stack[base:]
+	o := &c.objs[self]
+	if len(members) > 1 && c.sortMembers(members, class) {
+		if c.objects == inner {
+			// No object inside: its bytes move now, and never again, as
+			// every object around it holds an object.
+			c.rewrite(start+1, members)
+		} else {
+			o.first = len(c.order)
+			for _, m := range members {
+				c.order = append(c.order, m.span)
+			}
+			o.last = len(c.order)
+		}
+	}
+	c.objects++
+	c.out = append(c.out, '}')
+	c.stack = c.stack[:base]
+	if o.first < 0 && len(c.objs) == self+1 {
+		c.objs = c.objs[:self] // in order, and so is everything inside
+		return nil
+	}
+	o.end, o.next = len(c.out), len(c.objs)
+	return nil
+}
+
+// rewrite rewrites the members of an object from c.out[base] in the order
+// of members.
+func (c *canonicaliser) rewrite(base int, members []member) {
+	out := c.out
+	c.scratch = append(c.scratch[:0], out[base:]...)
+	w := base
+	for i, m := range members {
+		if i > 0 {
+			out[w] = ','
+			w++
+		}
+		w += copy(out[w:], c.scratch[m.start-base:m.end-base])
+	}
+}
+
+// members reads an object's members up to its closing brace, pushing them
+// on c.stack, and returns the union of the classes of their names' bytes.
+func (c *canonicaliser) members(depth int) (class uint8, err error) {
 	for {
 		c.skipSpace()
 		if c.pos >= len(c.src) || c.src[c.pos] != '"' {
-			return errNotJSON
+			return 0, errNotJSON
 		}
-		m := member{start: len(c.out)}
+		m := member{span: span{start: len(c.out), objLo: len(c.objs)}}
 		if err := c.str(); err != nil {
-			return err
+			return 0, err
 		}
 		class |= c.class
 		m.colon = len(c.out)
+		m.key = nameKey(c.out, m.start+1, m.colon)
 		c.skipSpace()
 		if c.pos >= len(c.src) || c.src[c.pos] != ':' {
-			return errNotJSON
+			return 0, errNotJSON
 		}
 		c.pos++
 		c.out = append(c.out, ':')
 		c.skipSpace()
 		if err := c.value(depth); err != nil {
-			return err
+			return 0, err
 		}
-		m.end = len(c.out)
-		members = append(members, m)
+		m.end, m.objHi = len(c.out), len(c.objs)
+		c.stack = append(c.stack, m)
 		c.skipSpace()
 		if c.pos >= len(c.src) {
-			return errNotJSON
+			return 0, errNotJSON
 		}
-		if c.src[c.pos] == '}' {
+		switch c.src[c.pos] {
+		case '}':
 			c.pos++
-			break
+			return class, nil
+		case ',':
+			c.pos++
+			c.out = append(c.out, ',')
+		default:
+			return 0, errNotJSON
 		}
-		if c.src[c.pos] != ',' {
-			return errNotJSON
-		}
-		c.pos++
-		c.out = append(c.out, ',')
 	}
-	if len(members) > 1 {
-		c.sortMembers(base, members, class)
-	}
-	c.out = append(c.out, '}')
-	return nil
 }
 
-// sortMembers puts the members of the object whose text starts at
-// c.out[base] in canonical order; class is the union of the classes of the
-// bytes of their names (see strByte).
+// sortMembers puts members, those of one object, in canonical order and
+// reports whether that changed their order; class is the union of the
+// classes of the bytes of their names (see strByte).
 //
 // A decoder reads a member order in two ways only: a case-sensitive one
 // cares about the order of members with the same name (which duplicate
@@ -434,36 +607,109 @@ func (c *canonicaliser) object(depth int) error {
 // whether an object has one depends only on its names, which the canonical
 // text spells out (an injective encoding of the decoded names), so equal
 // texts have equal names and were sorted by the same rule.
-func (c *canonicaliser) sortMembers(base int, members []member, class uint8) {
+//
+// Ties, which a stable sort would leave in input order, are broken by
+// position, to the same effect.
+func (c *canonicaliser) sortMembers(members []member, class uint8) bool {
 	out := c.out
 	if class != 0 && c.foldCollision(members, class&nameSpecial == 0) {
-		byFolded := func(a, b member) int { return compareFolded(nameText(out, a), nameText(out, b)) }
-		if !slices.IsSortedFunc(members, byFolded) {
-			slices.SortStableFunc(members, byFolded)
-			c.rewrite(base, members)
+		byFolded := func(a, b member) int {
+			if r := compareFolded(nameText(out, a), nameText(out, b)); r != 0 {
+				return r
+			}
+			return cmp.Compare(a.start, b.start)
 		}
-		return
+		if slices.IsSortedFunc(members, byFolded) {
+			return false
+		}
+		slices.SortFunc(members, byFolded)
+		return true
 	}
-	byName := func(a, b member) int { return bytes.Compare(out[a.start:a.colon], out[b.start:b.colon]) }
-	if !slices.IsSortedFunc(members, byName) {
-		slices.SortStableFunc(members, byName)
-		c.rewrite(base, members)
+	if len(members) <= 12 {
+		return insertionSort(out, members)
 	}
+	byName := func(a, b member) int {
+		if nameLess(out, &a, &b) {
+			return -1
+		}
+		if nameLess(out, &b, &a) {
+			return 1
+		}
+		return cmp.Compare(a.start, b.start)
+	}
+	if slices.IsSortedFunc(members, byName) {
+		return false
+	}
+	slices.SortFunc(members, byName)
+	return true
 }
 
-// rewrite rewrites the object text from c.out[base] with its members in the
-// order of members.
-func (c *canonicaliser) rewrite(base int, members []member) {
-	out := c.out
-	c.scratch = append(c.scratch[:0], out[base:]...)
-	w := base
-	for i, m := range members {
-		if i > 0 {
-			out[w] = ','
-			w++
-		}
-		w += copy(out[w:], c.scratch[m.start-base:m.end-base])
+// insertionSort sorts the few members (at most 12) of an object stably by
+// name and reports whether that changed their order. It sorts their
+// indices, and moves the members once, if at all.
+func insertionSort(out []byte, members []member) bool {
+	var perm [12]uint8
+	for i := range members {
+		perm[i] = uint8(i)
 	}
+	changed := false
+	for i := 1; i < len(members); i++ {
+		p, j := perm[i], i
+		for j > 0 && nameLess(out, &members[p], &members[perm[j-1]]) {
+			perm[j] = perm[j-1]
+			j--
+		}
+		perm[j] = p
+		changed = changed || j < i
+	}
+	if changed {
+		var in [12]member
+		copy(in[:], members)
+		for i := range members {
+			members[i] = in[perm[i]]
+		}
+	}
+	return changed
+}
+
+// nameLess reports whether a's name sorts before b's: by their keys, then,
+// for names longer than a key, by their bytes.
+func nameLess(out []byte, a, b *member) bool {
+	if a.key[0] != b.key[0] {
+		return a.key[0] < b.key[0]
+	}
+	if a.key[1] != b.key[1] {
+		return a.key[1] < b.key[1]
+	}
+	return a.colon-a.start > len(a.key)*8+1 && bytes.Compare(out[a.start:a.colon], out[b.start:b.colon]) < 0
+}
+
+// nameKey returns the first 16 bytes of out[from:to], a name's encoding
+// after its opening quote, as two big-endian numbers, padded with zero bytes: names
+// with different keys compare as their keys do, and names with the same key
+// are the same name when it holds the whole of one of them. No name's text
+// is a proper prefix of another's, as each ends with the only unescaped
+// quote it holds, and none holds a zero byte (it is escaped), so the padding
+// cannot make two different names' keys equal or compare in the wrong
+// order.
+func nameKey(out []byte, from, to int) [2]uint64 {
+	if n := to - from; cap(out)-from >= 16 {
+		// Load 16 bytes, past the name if need be (out's spare capacity
+		// included), and clear those after it.
+		w := out[from : from+16 : from+16]
+		k := [2]uint64{binary.BigEndian.Uint64(w), binary.BigEndian.Uint64(w[8:])}
+		switch {
+		case n < 8:
+			k[0] &^= ^uint64(0) >> (8 * n)
+			k[1] = 0
+		case n < 16:
+			k[1] &^= ^uint64(0) >> (8 * (n - 8))
+		}
+		return k
+	}
+	var b [16]byte
+	copy(b[:], out[from:to])
+	return [2]uint64{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])}
 }
 
 // nameText returns the canonical encoding of m's name without its quotes.
@@ -478,9 +724,30 @@ func nameText(out []byte, m member) []byte { return out[m.start+1 : m.colon-1] }
 // exact check, a sort by folded name. For ASCII names the key is cheap:
 // their case variants have the same length and the same letters, in any
 // case, at the same places.
+//
+// For a few ASCII names, the name keys (see nameKey) serve: names that are
+// case variants have the same length, and the same keys once the 0x20 bit
+// of every byte is set.
 func (c *canonicaliser) foldCollision(members []member, ascii bool) bool {
+	if ascii && len(members) <= 8 {
+		return asciiVariantsPossible(members) && c.caseVariants(members)
+	}
 	c.keys = appendFoldKeys(c.keys[:0], c.out, members, ascii)
 	return hasDuplicate(c.keys) && c.caseVariants(members)
+}
+
+// asciiVariantsPossible reports whether two of members, whose names are
+// ASCII without escapes, may be case variants.
+func asciiVariantsPossible(members []member) bool {
+	const folded = 0x2020202020202020
+	for i, a := range members {
+		for _, b := range members[i+1:] {
+			if a.colon-a.start == b.colon-b.start && a.key[0]|folded == b.key[0]|folded && a.key[1]|folded == b.key[1]|folded {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // appendFoldKeys appends to keys a key for each member's name that the

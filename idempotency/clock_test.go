@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,12 +27,7 @@ var fakeStart = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 func TestLeaseKeptOnFakeTime(t *testing.T) {
 	const lease = 10 * time.Second
 	clk := clock.NewManual(fakeStart)
-	base := newStore(t, memstore.WithClock(clk.Now), memstore.WithCleanupInterval(0))
-	var renewals atomic.Int64
-	st := &faultyStore{Store: base, renew: func(ctx context.Context, k idempotency.Key, tok int64, l time.Duration) error {
-		renewals.Add(1)
-		return base.Renew(ctx, k, tok, l)
-	}}
+	st, renewals := renewCounted(t, clk)
 	started, release := make(chan struct{}), make(chan struct{})
 	app := &counter{}
 	app.before = func(http.ResponseWriter, *http.Request) int {
@@ -57,6 +54,16 @@ func TestLeaseKeptOnFakeTime(t *testing.T) {
 	if w := post(h, "k", `{}`); w.Body.String() != body || w.Header().Get(idempotency.HeaderReplayed) != "true" {
 		t.Fatalf("replay = %d %s, want %s", w.Code, w.Body, body)
 	}
+}
+
+// renewCounted returns a memstore on clk's time whose renewals it counts.
+func renewCounted(t *testing.T, clk *clock.Manual) (*faultyStore, *atomic.Int64) {
+	base := newStore(t, memstore.WithClock(clk.Now), memstore.WithCleanupInterval(0))
+	renewals := new(atomic.Int64)
+	return &faultyStore{Store: base, renew: func(ctx context.Context, k idempotency.Key, tok int64, l time.Duration) error {
+		renewals.Add(1)
+		return base.Renew(ctx, k, tok, l)
+	}}, renewals
 }
 
 // TestUnconfirmedLeaseOnFakeTime: renewals that never answer leave the
@@ -124,5 +131,77 @@ func TestHooksCompose(t *testing.T) {
 	}
 	if len(order) != 4 || order[0] != "a" || order[1] != "b" {
 		t.Fatalf("hooks ran in the order %v, want a, b per event", order)
+	}
+}
+
+// timerCounter is a clock that counts the timers made with AfterFunc.
+type timerCounter struct {
+	clock.Clock
+	afterFuncs atomic.Int64
+}
+
+func (c *timerCounter) AfterFunc(d time.Duration, f func()) clock.Timer {
+	c.afterFuncs.Add(1)
+	return c.Clock.AfterFunc(d, f)
+}
+
+// TestFirstExecutionsShareTimers: requests that settle before their first
+// renewal is due start no timer each; their lease keepers wait on timers
+// shared by the Middleware's requests (one per shard at most).
+func TestFirstExecutionsShareTimers(t *testing.T) {
+	clk := &timerCounter{Clock: clock.NewManual(fakeStart)}
+	h := idempotency.Middleware(newStore(t), idempotency.WithClock(clk))(&counter{})
+	const n = 200
+	for i := range n {
+		if w := post(h, "key-"+strconv.Itoa(i), `{}`); w.Code != http.StatusCreated {
+			t.Fatalf("request %d: %d", i, w.Code)
+		}
+	}
+	if got := clk.afterFuncs.Load(); got > 8 {
+		t.Errorf("%d first executions made %d timers with AfterFunc; want at most one per shard (8)", n, got)
+	}
+}
+
+// TestManyLeasesKeptOnFakeTime holds many handlers at once for two leases
+// of fake time: each one's claim is renewed, on the timers its keeper
+// waits on first and on its own after, and no duplicate runs.
+func TestManyLeasesKeptOnFakeTime(t *testing.T) {
+	const (
+		lease = 9 * time.Second
+		n     = 40
+	)
+	clk := clock.NewManual(fakeStart)
+	st, renewals := renewCounted(t, clk)
+	release := make(chan struct{})
+	var entered sync.WaitGroup
+	entered.Add(n)
+	app := &counter{before: func(http.ResponseWriter, *http.Request) int {
+		entered.Done()
+		<-release
+		return 0
+	}}
+	h := idempotency.Middleware(st, idempotency.WithLease(lease), idempotency.WithClock(clk))(app)
+	done := make(chan int, n)
+	for i := range n {
+		go func() { done <- post(h, "key-"+strconv.Itoa(i), `{}`).Code }()
+	}
+	entered.Wait()
+	for round := int64(1); round <= 6; round++ { // two leases
+		clk.Advance(lease / 3)
+		testenv.Eventually(t, "every claim renewed", func() bool { return renewals.Load() >= round*n })
+	}
+	for i := range n {
+		if w := post(h, "key-"+strconv.Itoa(i), `{}`); w.Code != http.StatusConflict {
+			t.Fatalf("duplicate of a held key: %d; want 409", w.Code)
+		}
+	}
+	close(release)
+	for range n {
+		if code := <-done; code != http.StatusCreated {
+			t.Errorf("held request: %d", code)
+		}
+	}
+	if got := app.calls.Load(); got != n {
+		t.Errorf("executions = %d; want %d", got, n)
 	}
 }

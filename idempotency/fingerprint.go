@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"hash"
 	"mime"
 	"net/http"
 	"net/url"
@@ -53,57 +54,73 @@ const fingerprintVersion = "v1:"
 func Fingerprint(r *http.Request, body []byte) string {
 	// The escaped path keeps /a%2Fb apart from /a/b, as routers that look at
 	// the raw path do.
-	return fingerprint(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Header.Get("Content-Type"), body)
+	var ct string
+	if v := r.Header["Content-Type"]; len(v) > 0 { // Header.Get, without canonicalising a canonical name
+		ct = v[0]
+	}
+	return fingerprint(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, ct, body)
 }
 
+// fpState is the pooled state of one fingerprint: the hash, the
+// canonicaliser's buffers (kept in the pool up to a few MiB, see
+// canonicaliser.oversized, so that large bodies do not allocate them anew
+// on every call) and the small fields' bytes.
 type fpState struct {
-	stage []byte
-	buf   []byte
-	canon canonicaliser
-	sum   [sha256.Size]byte
-	out   [len(fingerprintVersion) + 2*sha256.Size]byte
+	hash   hash.Hash
+	canon  canonicaliser
+	fields []byte
+	chunk  [4 << 10]byte // the sink's buffer
+	sum    [sha256.Size]byte
+	out    [len(fingerprintVersion) + 2*sha256.Size]byte
 }
 
-var fpPool = sync.Pool{New: func() any { return new(fpState) }}
+var fpPool = sync.Pool{New: func() any { return &fpState{hash: sha256.New()} }}
 
+// fingerprint hashes the stream of tagged, length-prefixed fields (see
+// appendField) that no two different requests share: the method, the path,
+// the canonical query if any, and the body as canonical JSON ('j') or as
+// bytes ('b'). The body is hashed where it lies, in the request's bytes or
+// the canonicaliser's buffer, and never copied to a stream of its own (the
+// short pieces of reordered objects pass through a 4 KiB buffer).
 func fingerprint(method, path, rawQuery, contentType string, body []byte) string {
 	st := fpPool.Get().(*fpState)
 	defer fpPool.Put(st)
-	st.stage = st.stage[:0]
-	writeField(st, 'm', method)
-	writeField(st, 'p', path)
+	h := st.hash
+	h.Reset()
+	f := appendField(st.fields[:0], 'm', method)
+	f = appendField(f, 'p', path)
 	if rawQuery != "" {
-		writeField(st, 'q', canonicalQuery(rawQuery))
+		f = appendField(f, 'q', canonicalQuery(rawQuery))
 	}
-	kind, b := byte('b'), body
-	if len(body) > 0 && isJSONType(contentType) {
-		st.canon.reset(body, st.buf[:0])
-		st.canon.skipSpace()
-		err := st.canon.value(0)
-		st.canon.skipSpace()
-		if err == nil && st.canon.pos == len(body) {
-			kind, b = 'j', st.canon.out
-		}
-		st.buf = st.canon.out[:0]
-		st.canon.src = nil
+	if len(body) > 0 && isJSONType(contentType) && st.canon.read(body) == nil {
+		h.Write(appendFieldHead(f, 'j', st.canon.canonicalLen()))
+		st.canon.emit(&sink{w: h, b: st.chunk[:0]})
+	} else {
+		h.Write(appendFieldHead(f, 'b', len(body)))
+		h.Write(body)
 	}
-	writeField(st, kind, b)
-	st.sum = sha256.Sum256(st.stage)
-	if cap(st.stage) > 64<<10 || cap(st.buf) > 64<<10 || st.canon.oversized() {
-		// Do not pin large buffers in the pool.
-		st.stage, st.buf, st.canon = nil, nil, canonicaliser{}
+	if cap(f) > 64<<10 {
+		f = nil // a long query's: not worth keeping
 	}
+	st.fields = f[:0]
+	if st.canon.oversized() {
+		st.canon = canonicaliser{}
+	}
+	h.Sum(st.sum[:0])
 	n := copy(st.out[:], fingerprintVersion)
 	hex.Encode(st.out[n:], st.sum[:])
 	return string(st.out[:])
 }
 
-// writeField appends a tagged, length-prefixed field to the hashed
-// stream, so that no two different requests give the same stream.
-func writeField[T string | []byte](st *fpState, tag byte, v T) {
-	st.stage = append(st.stage, tag)
-	st.stage = binary.AppendUvarint(st.stage, uint64(len(v)))
-	st.stage = append(st.stage, v...)
+// appendField appends a tagged, length-prefixed field to the hashed stream
+// b, so that no two different requests give the same stream.
+func appendField(b []byte, tag byte, v string) []byte {
+	return append(appendFieldHead(b, tag, len(v)), v...)
+}
+
+// appendFieldHead appends the tag and the length of a field of n bytes.
+func appendFieldHead(b []byte, tag byte, n int) []byte {
+	return binary.AppendUvarint(append(b, tag), uint64(n))
 }
 
 // canonicalQuery sorts the query parameters by name and keeps the order of

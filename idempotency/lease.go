@@ -36,7 +36,9 @@ var errClaimTooLate = errors.New("idempotency: the claim's answer came with less
 // until its outcome is recorded (Complete or Release acknowledged), not
 // only while the handler runs. It runs on one timer rather than a goroutine
 // of its own, so a request that settles within a third of a lease costs no
-// renewal at all.
+// renewal at all; and it waits on its shard's keeperQueue, which shares one
+// timer among many requests, until its first renewal or its settle
+// deadline comes due, so that such a request starts no timer either.
 //
 // Time is counted conservatively on the local clock: a claim or renewal
 // sent at t, which the store granted with lease d left, lasts at least until
@@ -51,43 +53,55 @@ var errClaimTooLate = errors.New("idempotency: the claim's answer came with less
 // settle is called, it cancels their context at the settle deadline, which
 // saves a second timer per request.
 type leaseKeeper struct {
-	q             *request        // whose claim is kept; its key and token do not change
-	base          context.Context // detached from the request's cancellation
+	q             *request // whose claim is kept; its key and token do not change
 	cancelHandler context.CancelCauseFunc
 
-	mu        sync.Mutex
-	timer     clock.Timer
-	expires   time.Time     // the lease lasts at least until then
-	latest    time.Time     // and at most until then (the last answer's arrival plus a lease)
-	rtt       time.Duration // the store's round trip, as lately seen
-	nextRenew time.Time
-	inflight  int32 // Renew calls in flight, at most maxInflight
-	cancelled bool  // the handler's context was cancelled
-	lost      bool  // a renewal was refused: the token is superseded
-	stopped   bool
+	// Its place in its keeperQueue, guarded by the queue's lock: lane is 0
+	// when it is in none, and wake is when it wakes there.
+	prev, next *leaseKeeper
+	wake       int64
+	lane       uint8 // beside the fields below, which pack into one word
+	shard      uint8 // its keeperQueue in the Middleware's; set by start
 
+	mu              sync.Mutex
+	inflight        int32 // Renew calls in flight, at most maxInflight
+	cancelled       bool  // the handler's context was cancelled
+	lost            bool  // a renewal was refused: the token is superseded
+	stopped         bool
 	settling        bool
 	settleCancelled bool
+	timer           clock.Timer   // its own, once woken by its queue; nil until then
+	expires         time.Time     // the lease lasts at least until then
+	latest          time.Time     // and at most until then (the last answer's arrival plus a lease)
+	rtt             time.Duration // the store's round trip, as lately seen
+	nextRenew       time.Time
 	settleDeadline  time.Time
 	cancelSettle    context.CancelFunc
 }
 
 // start begins keeping q's claim, asked for at sent and lasting until
-// expires, at now; base is detached from the request's cancellation, and
-// cancel cancels the handler's context.
-func (lk *leaseKeeper) start(q *request, base context.Context, now, sent, expires time.Time, cancel context.CancelCauseFunc) {
+// expires, at now; cancel cancels the handler's context.
+func (lk *leaseKeeper) start(q *request, now, sent, expires time.Time, cancel context.CancelCauseFunc) {
 	lk.mu.Lock() // tick reads the fields
 	defer lk.mu.Unlock()
-	lk.q, lk.base, lk.cancelHandler = q, base, cancel
+	lk.q, lk.cancelHandler = q, cancel
 	lk.expires = expires
 	lk.latest = now.Add(q.m.cfg.lease)
 	lk.rtt = now.Sub(sent)
 	lk.nextRenew = sent.Add(lk.interval())
-	d, _ := lk.due(now) // a renewal is always due
-	lk.timer = q.m.cfg.clock.AfterFunc(d, lk.tick)
+	k := q.claim.key.Key
+	lk.shard = (k[len(k)-1] ^ byte(len(k))) % keeperShards // keys are never empty
+	at, _ := lk.wakeAt()                                   // a renewal is always due
+	lk.queue().join(lk, laneRenew, at, now)
 }
 
 func (lk *leaseKeeper) now() time.Time { return lk.q.m.cfg.clock.Now() }
+
+func (lk *leaseKeeper) queue() *keeperQueue { return &lk.q.m.keepers[lk.shard] }
+
+// detached is the context of the store calls and logs of the keeper: the
+// request's, without its cancellation.
+func (lk *leaseKeeper) detached() context.Context { return context.WithoutCancel(lk.q.r.Context()) }
 
 // interval is the time between renewals that succeed: a third of the lease.
 func (lk *leaseKeeper) interval() time.Duration { return max(lk.q.m.cfg.lease/3, time.Millisecond) }
@@ -95,16 +109,29 @@ func (lk *leaseKeeper) interval() time.Duration { return max(lk.q.m.cfg.lease/3,
 // arm sets the timer for the next thing to do: the next renewal (unless
 // maxInflight are in flight, the last of which re-arms the timer when it
 // returns, or the lease is lost), cancelling the handler when the lease
-// could lapse, or the settle deadline. The lock must be held.
+// could lapse, or the settle deadline. A keeper still waiting in its queue
+// moves there instead; one woken by it makes its own timer. The lock must
+// be held.
 func (lk *leaseKeeper) arm(now time.Time) {
-	if d, ok := lk.due(now); ok {
+	at, ok := lk.wakeAt()
+	lane := uint8(laneRenew)
+	if lk.settling {
+		lane = laneSettle
+	}
+	if lk.queue().move(lk, lane, at, ok, now) || !ok {
+		return
+	}
+	d := max(at.Sub(now), 0)
+	if lk.timer == nil {
+		lk.timer = lk.q.m.cfg.clock.AfterFunc(d, lk.tick)
+	} else {
 		lk.timer.Reset(d)
 	}
 }
 
-// due returns how long from now the timer should fire, if at all. The lock
-// must be held.
-func (lk *leaseKeeper) due(now time.Time) (time.Duration, bool) {
+// wakeAt returns when the timer should fire, if at all. The lock must be
+// held.
+func (lk *leaseKeeper) wakeAt() (time.Time, bool) {
 	var at time.Time
 	if lk.inflight < maxInflight && !lk.lost {
 		at = lk.nextRenew
@@ -115,10 +142,7 @@ func (lk *leaseKeeper) due(now time.Time) (time.Duration, bool) {
 	if lk.settling && !lk.settleCancelled && (at.IsZero() || lk.settleDeadline.Before(at)) {
 		at = lk.settleDeadline
 	}
-	if at.IsZero() {
-		return 0, false
-	}
-	return max(at.Sub(now), 0), true
+	return at, !at.IsZero()
 }
 
 // tick does what is due: cancel the settle calls at their deadline, cancel
@@ -137,7 +161,7 @@ func (lk *leaseKeeper) tick() {
 	if !lk.cancelled && !lk.settling && !now.Before(lk.expires) {
 		lk.cancelled = true
 		lk.cancelHandler(errLeaseUnconfirmed)
-		lk.q.m.cfg.logger.LogAttrs(lk.base, slog.LevelWarn, "idempotency: no lease renewal was acknowledged in time; cancelling the handler",
+		lk.q.m.cfg.logger.LogAttrs(lk.detached(), slog.LevelWarn, "idempotency: no lease renewal was acknowledged in time; cancelling the handler",
 			slog.String("scope", lk.q.claim.key.Scope), slog.String("key", lk.q.claim.key.Key), slog.Int64("token", lk.q.claim.token))
 	}
 	if lk.lost || lk.inflight >= maxInflight || now.Before(lk.nextRenew) {
@@ -158,7 +182,7 @@ func (lk *leaseKeeper) tick() {
 	lk.mu.Unlock()
 
 	sent := lk.now()
-	ctx, cancel := context.WithTimeout(lk.base, bound)
+	ctx, cancel := context.WithTimeout(lk.detached(), bound)
 	err := lk.q.m.store.Renew(ctx, lk.q.claim.key, lk.q.claim.token, lk.q.m.cfg.lease)
 	cancel()
 	lk.renewed(sent, err)
@@ -192,7 +216,7 @@ func (lk *leaseKeeper) renewed(sent time.Time, err error) {
 			// on the request's goroutine, once the handler returns.
 			lk.cancelled = true
 			lk.cancelHandler(errLeaseSuperseded)
-			lk.q.m.cfg.logger.LogAttrs(lk.base, slog.LevelWarn, "idempotency: a renewal found the claim taken over; cancelling the handler",
+			lk.q.m.cfg.logger.LogAttrs(lk.detached(), slog.LevelWarn, "idempotency: a renewal found the claim taken over; cancelling the handler",
 				slog.String("scope", lk.q.claim.key.Scope), slog.String("key", lk.q.claim.key.Key), slog.Int64("token", lk.q.claim.token))
 		}
 		// While settling, the outcome may have just been recorded, which
@@ -200,7 +224,7 @@ func (lk *leaseKeeper) renewed(sent time.Time, err error) {
 	default:
 		// The lease may still be alive: try again soon enough to renew it
 		// before it lapses.
-		lk.q.m.cfg.logger.LogAttrs(lk.base, slog.LevelWarn, "idempotency: lease renewal failed",
+		lk.q.m.cfg.logger.LogAttrs(lk.detached(), slog.LevelWarn, "idempotency: lease renewal failed",
 			slog.String("scope", lk.q.claim.key.Scope), slog.String("key", lk.q.claim.key.Key),
 			slog.Int64("token", lk.q.claim.token), slog.Any("error", err))
 		if retry := now.Add(retryDelay(lk.interval(), lk.expires.Sub(now))); retry.Before(lk.nextRenew) {
@@ -241,11 +265,14 @@ func (lk *leaseKeeper) settle(timeout time.Duration, cancel context.CancelFunc) 
 	return lk.lost, now
 }
 
-// stop ends the timer for good. A renewal still in flight finishes on its
-// own; its answer is ignored.
+// stop ends the timer for good, or the wait in its queue. A renewal still
+// in flight finishes on its own; its answer is ignored.
 func (lk *leaseKeeper) stop() {
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
 	lk.stopped = true
-	lk.timer.Stop()
+	if lk.timer != nil {
+		lk.timer.Stop()
+	}
+	lk.queue().leave(lk)
 }

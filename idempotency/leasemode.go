@@ -59,7 +59,7 @@ func (c *leaseClaim) start(q *request, res ClaimResult) (context.Context, bool) 
 	hctx, cancelHandler := context.WithCancelCause(q.r.Context())
 	c.hctx = hctx
 	c.ctx, c.cancel = context.WithCancel(detached)
-	c.keeper.start(q, detached, now, c.sent, expires, cancelHandler)
+	c.keeper.start(q, now, c.sent, expires, cancelHandler)
 	return c.hctx, true
 }
 

@@ -36,6 +36,10 @@ func Middleware(store Store, opts ...Option) func(http.Handler) http.Handler {
 			panic("idempotency: Middleware needs a non-nil http.Handler")
 		}
 		m := &middleware{store: store, watcher: wr, cfg: cfg, next: next}
+		epoch := cfg.clock.Now()
+		for i := range m.keepers {
+			m.keepers[i].clk, m.keepers[i].epoch = cfg.clock, epoch
+		}
 		if txs, ok := store.(TxStore); ok {
 			m.mode = txMode{m: m, store: txs}
 		} else {
@@ -54,6 +58,7 @@ type middleware struct {
 	next    http.Handler
 	waiters atomic.Int64 // requests waiting under WithWaitForResult
 	runs    runTimes     // how long the handler runs, per route
+	keepers [keeperShards]keeperQueue
 }
 
 var _ http.Handler = (*middleware)(nil)

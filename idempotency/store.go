@@ -167,6 +167,11 @@ type Store interface {
 	// Entry: completed, in progress with a live lease, or any entry whose
 	// fingerprint differs (the caller answers 422; a different fingerprint
 	// never takes over).
+	//
+	// The blocking Entry's Response is read-only: a store may share it
+	// with every caller that replays it (no copy per replay), so the
+	// caller must not modify its Header, the Header's value slices, or its
+	// Body. The Middleware copies the values it writes to a response.
 	Claim(ctx context.Context, k Key, fingerprint string, lease, ttl time.Duration) (ClaimResult, error)
 
 	// Renew extends the lease of the claim held with token to lease from now.
@@ -185,7 +190,8 @@ type Store interface {
 	Release(ctx context.Context, k Key, token int64) error
 
 	// Get returns the entry for k. found is false when k is absent, expired or
-	// released; the Entry is then the zero value.
+	// released; the Entry is then the zero value. Unlike Claim's, its
+	// Response is the caller's to modify.
 	Get(ctx context.Context, k Key) (e Entry, found bool, err error)
 }
 

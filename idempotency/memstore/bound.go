@@ -30,6 +30,13 @@ const (
 	// responseOverhead is the response struct of a completed entry (64
 	// bytes) and the size-class rounding of the slices it holds.
 	responseOverhead = 80
+	// viewOverhead is a replayed response's view, an idempotency.Response
+	// (48 bytes), and mapOverhead its http.Header's map without its slots.
+	viewOverhead = 48
+	mapOverhead  = 48
+	// mapGroupSize is one group of a map's slots: 8 control bytes and 8
+	// slots of a string and a []string (40 bytes each).
+	mapGroupSize = 8 + 8*40
 
 	// The exact sizes of a header field and of a string's header.
 	fieldSize  = int64(unsafe.Sizeof(field{}))
@@ -62,9 +69,12 @@ func reserveSize(k idempotency.Key) int64 {
 
 // size is what r costs: its struct, the arrays of its header and body, and
 // the strings of its header, which the caller's Header may share but which
-// the store keeps alive.
+// the store keeps alive; and its view, once made.
 func (r *response) size() int64 {
 	n := responseOverhead + int64(cap(r.body)) + fieldSize*int64(cap(r.header))
+	if r.view != nil {
+		n += r.viewSize()
+	}
 	for _, f := range r.header {
 		n += int64(len(f.name)) + stringSize*int64(len(f.values))
 		for _, v := range f.values {
@@ -72,6 +82,24 @@ func (r *response) size() int64 {
 		}
 	}
 	return n
+}
+
+// viewSize is what r's view costs: the Response and, with a header, a map
+// of len(r.header) names at the map's load factor (7 of every 8 slots),
+// with room for a directory once it needs more than one group.
+func (r *response) viewSize() int64 {
+	n := int64(viewOverhead)
+	if r.header == nil {
+		return n
+	}
+	groups := int64(1)
+	for groups*7 < int64(len(r.header)) {
+		groups *= 2
+	}
+	if groups > 1 {
+		n += 64
+	}
+	return n + mapOverhead + groups*mapGroupSize
 }
 
 // budget counts the entries and the estimated bytes of a Store against its

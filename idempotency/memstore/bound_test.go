@@ -292,12 +292,15 @@ func TestHeapWithinBound(t *testing.T) {
 		bound  = 2 << 20
 		factor = 1.25
 	)
+	small := idempotency.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}, "Location": {"/payments/1"}}, Body: []byte(`{"id":1}`)}
 	cases := []struct {
-		name string
-		resp idempotency.Response
+		name   string
+		resp   idempotency.Response
+		replay bool // each entry is replayed once, which gives it its shared view
 	}{
-		{"1 KiB bodies", idempotency.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: bytes.Repeat([]byte("b"), 1024)}},
-		{"small entries", idempotency.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}, "Location": {"/payments/1"}}, Body: []byte(`{"id":1}`)}},
+		{"1 KiB bodies", idempotency.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: bytes.Repeat([]byte("b"), 1024)}, false},
+		{"small entries", small, false},
+		{"small entries replayed", small, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -321,6 +324,11 @@ func TestHeapWithinBound(t *testing.T) {
 					}
 					if err := s.Complete(ctx, k, r.Token, idempotency.Response{Status: 201, Oversize: true}, time.Hour); err != nil {
 						t.Fatalf("marker: %v", err)
+					}
+				}
+				if c.replay {
+					if r, err := s.Claim(ctx, k, fp, time.Minute, time.Hour); err != nil || r.Acquired {
+						t.Fatalf("replay: %+v, %v", r, err)
 					}
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/memstore"
@@ -77,5 +78,41 @@ func TestFullStoreThroughMiddleware(t *testing.T) {
 	}
 	if w := post("first"); w.Code != http.StatusCreated || w.Header().Get("Idempotent-Replayed") != "true" {
 		t.Errorf("replay at the bound: %d replayed=%q", w.Code, w.Header().Get("Idempotent-Replayed"))
+	}
+}
+
+// TestReplaysShareTheResponse: the refused Claims of a completed key, the
+// replays, get the store's one read-only Response, not a copy each; Get
+// still returns a copy of its own.
+func TestReplaysShareTheResponse(t *testing.T) {
+	s := memstore.New()
+	defer s.Close()
+	ctx := t.Context()
+	k := idempotency.Key{Key: "k"}
+	r, err := s.Claim(ctx, k, "fp", time.Minute, time.Hour)
+	if err != nil || !r.Acquired {
+		t.Fatalf("Claim: %+v, %v", r, err)
+	}
+	resp := idempotency.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"id":1}`)}
+	if err := s.Complete(ctx, k, r.Token, resp, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	var replays [2]*idempotency.Response
+	for i := range replays {
+		r, err := s.Claim(ctx, k, "fp", time.Minute, time.Hour)
+		if err != nil || r.Acquired || r.Entry.Response == nil {
+			t.Fatalf("replay %d: %+v, %v", i, r, err)
+		}
+		replays[i] = r.Entry.Response
+	}
+	if replays[0] != replays[1] {
+		t.Error("each replay got a copy of the response")
+	}
+	if got := replays[0]; got.Status != 201 || string(got.Body) != `{"id":1}` || got.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("replayed %+v; want the completed response", got)
+	}
+	e, found, err := s.Get(ctx, k)
+	if err != nil || !found || e.Response == replays[0] {
+		t.Errorf("Get = %p, %v, %v; want a copy of its own", e.Response, found, err)
 	}
 }

@@ -85,13 +85,17 @@ type entry struct {
 
 // response is the outcome of a completed entry as the store keeps it. The
 // header is a slice of fields rather than an http.Header: a map of even one
-// name costs about 400 bytes of heap, a field 40 plus its strings. It is
-// never modified once built, so that size gives the same answer when the
-// bytes are charged and when they are given back.
+// name costs about 400 bytes of heap, a field 40 plus its strings. Only an
+// outcome that is replayed gets the http.Header form, once, in view, which
+// every refused Claim then shares. Besides view it is never modified once
+// built, and view is set under the shard lock and charged as it is, so
+// that size gives the same answer when the bytes are charged and when they
+// are given back.
 type response struct {
 	header   []field // nil when the Header was nil
 	body     []byte
-	status   int
+	view     *idempotency.Response // made at the first replay; read-only
+	status   int32                 // an HTTP status, 100 to 999
 	oversize bool
 }
 
@@ -282,7 +286,9 @@ func ctxErr(ctx context.Context) error {
 	return nil
 }
 
-// Claim implements idempotency.Store. A new key takes an entry and its bytes
+// Claim implements idempotency.Store. The Response of a refused Claim is
+// shared by every replay of the key and must not be modified (Get returns
+// a copy). A new key takes an entry and its bytes
 // from the bounds, with room for a not-replayable outcome, so that its
 // Complete with Response.Oversize always fits. When they are not to be had,
 // Claim sweeps the expired entries and, if that frees nothing, fails with
@@ -339,7 +345,7 @@ func (s *Store) claim(k idempotency.Key, fingerprint string, lease, ttl time.Dur
 		sh.expireAt(k, e, at)
 		return idempotency.ClaimResult{Acquired: true, Token: e.token, TookOver: true, LeaseRemaining: lease}, false
 	default:
-		return idempotency.ClaimResult{Entry: e.export(now)}, false
+		return idempotency.ClaimResult{Entry: e.replayed(now, &s.budget)}, false
 	}
 }
 
@@ -468,10 +474,29 @@ func (e *entry) export(now time.Time) idempotency.Entry {
 	return out
 }
 
+// replayed returns the public view of e at now for a refused Claim, which
+// the caller must not modify (see idempotency.Store.Claim): its Response is
+// the store's own view, shared by every replay, so that a replay copies
+// nothing. When the byte bound has no room for the view, it is a copy, made
+// for this caller alone. The shard lock must be held.
+func (e *entry) replayed(now time.Time, b *budget) idempotency.Entry {
+	if e.resp == nil {
+		return e.export(now)
+	}
+	r := e.resp
+	if r.view == nil && b.take(0, r.viewSize()) {
+		r.view = &idempotency.Response{Status: int(r.status), Oversize: r.oversize, Body: r.body, Header: r.httpHeader(nil)}
+	}
+	if r.view == nil {
+		return e.export(now)
+	}
+	return idempotency.Entry{State: e.state, Fingerprint: e.fingerprint, Token: e.token, Response: r.view}
+}
+
 // newResponse returns the store's copy of r. Header values are strings,
 // which nobody can modify, so it copies the slices that hold them only.
 func newResponse(r *idempotency.Response) *response {
-	out := &response{status: r.Status, oversize: r.Oversize, body: bytes.Clone(r.Body)}
+	out := &response{status: int32(r.Status), oversize: r.Oversize, body: bytes.Clone(r.Body)}
 	if r.Header == nil {
 		return out
 	}
@@ -494,7 +519,7 @@ func newResponse(r *idempotency.Response) *response {
 
 // export returns a copy of r as an idempotency.Response the caller owns.
 func (r *response) export() *idempotency.Response {
-	out := &idempotency.Response{Status: r.status, Oversize: r.oversize, Body: bytes.Clone(r.body)}
+	out := &idempotency.Response{Status: int(r.status), Oversize: r.oversize, Body: bytes.Clone(r.body)}
 	if r.header == nil {
 		return out
 	}
@@ -502,15 +527,28 @@ func (r *response) export() *idempotency.Response {
 	for _, f := range r.header {
 		n += len(f.values)
 	}
-	values := make([]string, n)
-	out.Header = make(http.Header, len(r.header))
-	for _, f := range r.header {
-		if f.values == nil {
-			out.Header[f.name] = nil
-			continue
-		}
-		n := copy(values, f.values)
-		out.Header[f.name], values = values[:n:n], values[n:]
-	}
+	out.Header = r.httpHeader(make([]string, n))
 	return out
+}
+
+// httpHeader returns r's header as an http.Header, nil if it has none, with
+// the values copied into values when it is not nil (it must hold them all),
+// and otherwise r's own value slices, capped so that an append copies.
+func (r *response) httpHeader(values []string) http.Header {
+	if r.header == nil {
+		return nil
+	}
+	h := make(http.Header, len(r.header))
+	for _, f := range r.header {
+		switch {
+		case f.values == nil:
+			h[f.name] = nil
+		case values == nil:
+			h[f.name] = f.values[:len(f.values):len(f.values)]
+		default:
+			n := copy(values, f.values)
+			h[f.name], values = values[:n:n], values[n:]
+		}
+	}
+	return h
 }

@@ -25,7 +25,7 @@ import (
 
 // Rounds is how many times Run alternates the variant and the anchor, at
 // most (fewer when b.N is smaller).
-const Rounds = 16
+const Rounds = 64
 
 // Run runs variant and anchor b.N operations each, split into alternating
 // rounds (which one goes first alternates too), and reports their medians

@@ -1,0 +1,65 @@
+package idempotency_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/saferetry/saferetry/idempotency"
+)
+
+// scribbler is a ResponseWriter that, like a careless outer middleware,
+// changes the header values it was given in place, both when the status is
+// written and after the handler returned.
+type scribbler struct{ *httptest.ResponseRecorder }
+
+func (s scribbler) scribble() {
+	for name, v := range s.Header() {
+		for i := range v {
+			v[i] = "scribbled"
+		}
+		if cap(v) > len(v) {
+			s.Header()[name] = append(v, "appended")
+		}
+	}
+}
+
+func (s scribbler) WriteHeader(code int) {
+	s.scribble()
+	s.ResponseRecorder.WriteHeader(code)
+}
+
+// TestReplayHeadersNotShared: a writer that changes the header values of a
+// replay in place, or appends to them, leaves the stored outcome as it was:
+// the next replay carries the original headers.
+func TestReplayHeadersNotShared(t *testing.T) {
+	h := idempotency.Middleware(newStore(t))(&counter{})
+	first := post(h, "k", `{}`)
+	if first.Code != http.StatusCreated {
+		t.Fatalf("first: %d", first.Code)
+	}
+	for range 2 {
+		r := httptest.NewRequest(http.MethodPost, "/ops?b=2&a=1", strings.NewReader(`{}`)) // as post sends it
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set(idempotency.HeaderIdempotencyKey, "k")
+		w := scribbler{httptest.NewRecorder()}
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusCreated || w.Body.String() != first.Body.String() {
+			t.Fatalf("scribbled replay: %d %s; want the first outcome", w.Code, w.Body)
+		}
+		w.scribble()
+	}
+	again := post(h, "k", `{}`)
+	for _, name := range []string{"Content-Type", "Location"} {
+		if got, want := again.Header()[name], first.Header()[name]; len(got) != 1 || got[0] != want[0] {
+			t.Errorf("replay's %s = %q after writers scribbled on earlier replays; want %q", name, got, want)
+		}
+	}
+	if got := again.Header()[idempotency.HeaderReplayed]; len(got) != 1 || got[0] != "true" {
+		t.Errorf("replay's %s = %q; want true", idempotency.HeaderReplayed, got)
+	}
+	if again.Body.String() != first.Body.String() {
+		t.Errorf("replay body %q; want %q", again.Body, first.Body)
+	}
+}
