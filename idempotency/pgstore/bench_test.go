@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/pgstore"
 	"github.com/saferetry/saferetry/idempotency/storetest/scenario"
+	"github.com/saferetry/saferetry/internal/testenv"
 )
 
 // roundTrips counts the statements and batches sent to the server: each is
@@ -53,25 +55,33 @@ func measure(b *testing.B, rt *roundTrips, op func(i int)) {
 	b.ReportMetric(float64(rt.n.Load()-start)/float64(b.N), "roundtrips/op")
 }
 
+var benchResponse = idempotency.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"id":"ord_123","amount":500}`)}
+
+// firstExecution returns the store operations of one first execution in
+// lease mode, on key i: Claim, then Complete.
+func firstExecution(b *testing.B, s *pgstore.Store) func(i int) {
+	ctx := context.Background()
+	if err := s.CreateSchema(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return func(i int) {
+		k := idempotency.Key{Scope: "bench", Key: fmt.Sprint("k", i)}
+		r, err := s.Claim(ctx, k, "fp", 10*time.Second, time.Hour)
+		if err != nil || !r.Acquired {
+			b.Fatal(r, err)
+		}
+		if err := s.Complete(ctx, k, r.Token, benchResponse, time.Hour); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func BenchmarkStore(b *testing.B) {
-	resp := idempotency.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"id":"ord_123","amount":500}`)}
+	resp := benchResponse
 	ctx := context.Background()
 	b.Run("claim+complete", func(b *testing.B) {
 		pool, rt := benchPool(b)
-		s := pgstore.New(pool, pgstore.WithTable(uniqueTable(b, pool)))
-		if err := s.CreateSchema(ctx); err != nil {
-			b.Fatal(err)
-		}
-		measure(b, rt, func(i int) {
-			k := idempotency.Key{Scope: "bench", Key: fmt.Sprint("k", i)}
-			r, err := s.Claim(ctx, k, "fp", 10*time.Second, time.Hour)
-			if err != nil || !r.Acquired {
-				b.Fatal(r, err)
-			}
-			if err := s.Complete(ctx, k, r.Token, resp, time.Hour); err != nil {
-				b.Fatal(err)
-			}
-		})
+		measure(b, rt, firstExecution(b, pgstore.New(pool, pgstore.WithTable(uniqueTable(b, pool)))))
 	})
 	b.Run("replay", func(b *testing.B) {
 		pool, rt := benchPool(b)
@@ -140,5 +150,29 @@ func BenchmarkMiddlewareParallel(b *testing.B) {
 			n := scenario.ParallelFirstExecutions(b, s)
 			b.ReportMetric(float64(rt.n.Load()-before)/float64(n), "roundtrips/op")
 		})
+	}
+}
+
+// BenchmarkExecModes measures a first execution in lease mode (Claim,
+// Complete, one connection) in each pgx exec mode, on a direct connection
+// and, when SAFERETRY_PGBOUNCER_URL is set, through PgBouncer in
+// transaction mode (without the modes it breaks, which the store refuses
+// there).
+func BenchmarkExecModes(b *testing.B) {
+	targets := []struct{ name, url string }{{"direct", pgURL(b)}}
+	if u := os.Getenv(testenv.EnvPgBouncerURL); u != "" {
+		targets = append(targets, struct{ name, url string }{"pgbouncer", u})
+	}
+	for _, via := range targets {
+		for _, mode := range execModes {
+			if via.name == "pgbouncer" && unsafeBehindPgBouncer(mode) {
+				continue
+			}
+			b.Run(via.name+"/"+modeName(mode), func(b *testing.B) {
+				rt := &roundTrips{}
+				pool := pgTarget{url: via.url, mode: mode}.newPool(b, func(c *pgxpool.Config) { c.ConnConfig.Tracer = rt; c.MaxConns = 1 })
+				measure(b, rt, firstExecution(b, pgstore.New(pool, pgstore.WithTable(uniqueTable(b, pool)))))
+			})
+		}
 	}
 }

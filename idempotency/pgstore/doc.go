@@ -109,6 +109,53 @@
 // handlers short and size the pool for the requests in flight. Do not mix both modes on one table: a lease-mode Claim would
 // wait without a lock timeout behind an uncommitted transactional claim.
 //
+// # Exec modes and connection poolers
+//
+// Every statement casts its parameters to their types in the SQL, so
+// the Store works in every pgx QueryExecMode (CacheStatement, pgx's
+// default, CacheDescribe, DescribeExec, Exec, SimpleProtocol), in lease
+// and in transactional mode.
+//
+// Behind a transaction pooler (PgBouncer with pool_mode=transaction, and
+// poolers like it) a client's statements go to whichever server
+// connection is free, one transaction at a time, and two modes break:
+//
+//   - CacheStatement prepares named statements on a server connection and
+//     runs them later on another: `prepared statement "stmtcache_..."
+//     already exists` (SQLSTATE 42P05) or does not exist, from the first
+//     statement on (CreateSchema already).
+//   - DescribeExec prepares the unnamed statement in one round trip and
+//     binds it in the next, which the pooler may send to a server
+//     connection where another client's unnamed statement waits: `bind
+//     message supplies 8 parameters, but prepared statement "" requires
+//     5`, or, with as many parameters, the wrong statement runs.
+//
+// The Store refuses both there (see WithPooler): once, before its first
+// statement (CreateSchema, Claim, Get, BeginTx, DeleteExpired, Watch), a
+// Store whose pool uses one of them asks a connection for its server
+// process id; a pooler answers cancel requests itself, so the process id
+// the connection announced at start-up is the pooler's, not the server's.
+// When they differ every one of those methods returns an *ExecModeError
+// (errors.Is ErrUnsafeExecMode) instead of running a statement. That tells
+// a pooler from none, not session pooling from transaction pooling:
+// declare a session-mode pooler with WithPooler(PoolerSession), and
+// PgBouncer 1.21 or later with max_prepared_statements set with
+// WithPooler(PoolerTransactionPrepared). Nothing is probed in the other
+// modes.
+//
+// With PgBouncer in transaction mode, set the pool's mode to
+// pgx.QueryExecModeExec (default_query_exec_mode=exec in the URL; one
+// round trip per statement, parameters typed by the casts) or
+// pgx.QueryExecModeSimpleProtocol (values quoted into the SQL by pgx);
+// QueryExecModeCacheDescribe works too. On PgBouncer 1.21 or later,
+// max_prepared_statements (for example 200) makes the default mode work.
+// Give the Store's LISTEN connection a direct connection with
+// WithListenConfig: PgBouncer drops the notifications of a LISTEN made
+// through it in transaction mode ("got packet 'A' from server when not
+// linked"), and a Store that detects a pooler does not listen through it
+// (its waiters then poll). Lease renewals always use
+// pgx.QueryExecModeExec and work through any pooler.
+//
 // # Schema and cleanup
 //
 // CreateSchema creates the table, its identity sequence and an index on

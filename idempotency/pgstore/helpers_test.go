@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/saferetry/saferetry/idempotency"
@@ -14,7 +15,7 @@ import (
 
 // TestMain checks the test database once before any test runs, and says how many
 // tests skipped without it; see testenv.Main.
-func TestMain(m *testing.M) { testenv.Main(m, testenv.Postgres) }
+func TestMain(m *testing.M) { testenv.Main(m, testenv.Postgres, testenv.PgBouncer) }
 
 // pgURL returns the test database URL, or skips (fails under
 // SAFERETRY_REQUIRE_SERVICES=1) when it is not set.
@@ -26,9 +27,28 @@ func pgURL(tb testing.TB) string {
 // newPool returns a pool on the test database, closed at cleanup.
 func newPool(tb testing.TB, mutate ...func(*pgxpool.Config)) *pgxpool.Pool {
 	tb.Helper()
-	cfg, err := pgxpool.ParseConfig(pgURL(tb))
+	return pgTarget{url: pgURL(tb)}.newPool(tb, mutate...)
+}
+
+// pgTarget is where and how a test's pools connect: a database URL,
+// direct or through PgBouncer, and the pgx exec mode.
+type pgTarget struct {
+	url  string
+	mode pgx.QueryExecMode // zero: the URL's (pgx's default unless it says default_query_exec_mode)
+	// listenURL, when set, is a direct connection for the stores' LISTEN
+	// connection (pgstore.WithListenConfig): url goes through PgBouncer.
+	listenURL string
+}
+
+// newPool returns a pool on tg, closed at cleanup.
+func (tg pgTarget) newPool(tb testing.TB, mutate ...func(*pgxpool.Config)) *pgxpool.Pool {
+	tb.Helper()
+	cfg, err := pgxpool.ParseConfig(tg.url)
 	if err != nil {
-		tb.Fatalf("parse %s: %v", testenv.EnvPostgresURL, err)
+		tb.Fatalf("parse %s: %v", tg.url, err)
+	}
+	if tg.mode != 0 {
+		cfg.ConnConfig.DefaultQueryExecMode = tg.mode
 	}
 	for _, m := range mutate {
 		m(cfg)
@@ -55,6 +75,38 @@ func uniqueTable(tb testing.TB, pool *pgxpool.Pool) string {
 		}
 	})
 	return name
+}
+
+// opts returns the store options tg needs: a direct LISTEN connection
+// behind PgBouncer.
+func (tg pgTarget) opts(tb testing.TB, more ...pgstore.Option) []pgstore.Option {
+	tb.Helper()
+	if tg.listenURL == "" {
+		return more
+	}
+	cfg, err := pgx.ParseConfig(tg.listenURL)
+	if err != nil {
+		tb.Fatalf("parse %s: %v", tg.listenURL, err)
+	}
+	return append([]pgstore.Option{pgstore.WithListenConfig(cfg)}, more...)
+}
+
+// store is newStore on tg: on pool or, when pool is nil, on a new pool on tg.
+func (tg pgTarget) store(tb testing.TB, pool *pgxpool.Pool, opts ...pgstore.Option) *pgstore.Store {
+	tb.Helper()
+	if pool == nil {
+		pool = tg.newPool(tb)
+	}
+	return newStore(tb, pool, tg.opts(tb, opts...)...)
+}
+
+// txStore is newTxStore on tg.
+func (tg pgTarget) txStore(tb testing.TB, pool *pgxpool.Pool, opts ...pgstore.Option) *pgstore.TxStore {
+	tb.Helper()
+	if pool == nil {
+		pool = tg.newPool(tb)
+	}
+	return newTxStore(tb, pool, tg.opts(tb, opts...)...)
 }
 
 // newStore returns a lease-mode store on a fresh table with its schema, on

@@ -21,6 +21,31 @@ import (
 	"github.com/saferetry/saferetry/internal/testenv"
 )
 
+// middlewareTests are the middleware tests of both modes over PostgreSQL:
+// TestMiddleware runs them on SAFERETRY_POSTGRES_URL as it is,
+// TestExecModes in every pgx exec mode, directly and through PgBouncer.
+var middlewareTests = []struct {
+	name string
+	run  func(t *testing.T, tg pgTarget)
+}{
+	{"TxCommitAndReplay", txMiddlewareCommitAndReplay},
+	{"TxRollsBackEverything", txMiddlewareRollsBackEverything},
+	{"TxDuplicateWaitsThenReplays", txMiddlewareDuplicateWaitsThenReplays},
+	{"TxLockTimeoutAnswers409", txMiddlewareLockTimeoutAnswers409},
+	{"TxCrashRetryTakesOverAtOnce", txCrashRetryTakesOverAtOnce},
+	{"LeaseCrashTakeoverAndLateCompletionRefused", leaseCrashTakeoverAndLateCompletionRefused},
+}
+
+func TestMiddleware(t *testing.T) {
+	runMiddlewareTests(t, pgTarget{url: pgURL(t)})
+}
+
+func runMiddlewareTests(t *testing.T, tg pgTarget) {
+	for _, mt := range middlewareTests {
+		t.Run(mt.name, func(t *testing.T) { mt.run(t, tg) })
+	}
+}
+
 // instance is one application instance: an HTTP server with its own
 // Middleware over a shared store.
 func instance(t *testing.T, store idempotency.Store, h http.Handler, opts ...idempotency.Option) *httptest.Server {
@@ -110,9 +135,9 @@ func ordersTable(t *testing.T, pool *pgxpool.Pool, storeTable string) string {
 	return name
 }
 
-func TestTxMiddlewareCommitAndReplay(t *testing.T) {
-	pool := newPool(t)
-	s := newTxStore(t, pool)
+func txMiddlewareCommitAndReplay(t *testing.T, tg pgTarget) {
+	pool := tg.newPool(t)
+	s := tg.txStore(t, pool)
 	orders := ordersTable(t, pool, s.Table())
 	h := &orderHandler{pool: pool, table: orders, who: "a"}
 	srv := instance(t, s, h)
@@ -134,7 +159,7 @@ func TestTxMiddlewareCommitAndReplay(t *testing.T) {
 	}
 }
 
-func TestTxMiddlewareRollsBackEverything(t *testing.T) {
+func txMiddlewareRollsBackEverything(t *testing.T, tg pgTarget) {
 	cases := []struct {
 		name   string
 		setup  func(h *orderHandler)
@@ -148,8 +173,8 @@ func TestTxMiddlewareRollsBackEverything(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			pool := newPool(t)
-			s := newTxStore(t, pool)
+			pool := tg.newPool(t)
+			s := tg.txStore(t, pool)
 			orders := ordersTable(t, pool, s.Table())
 			var events []idempotency.Event
 			var mu sync.Mutex
@@ -221,10 +246,10 @@ type txDuplicate struct {
 // startTxDuplicate starts a txDuplicate whose store waits up to lockTimeout
 // for a key held by another transaction, sends the first request to a and
 // returns once a's handler holds it.
-func startTxDuplicate(t *testing.T, ctx context.Context, lockTimeout time.Duration) *txDuplicate {
+func startTxDuplicate(t *testing.T, tg pgTarget, ctx context.Context, lockTimeout time.Duration) *txDuplicate {
 	t.Helper()
-	pool := newPool(t)
-	s := newTxStore(t, pool, pgstore.WithLockTimeout(lockTimeout))
+	pool := tg.newPool(t)
+	s := tg.txStore(t, pool, pgstore.WithLockTimeout(lockTimeout))
 	orders := ordersTable(t, pool, s.Table())
 	g := newGate()
 	t.Cleanup(g.release)
@@ -236,9 +261,9 @@ func startTxDuplicate(t *testing.T, ctx context.Context, lockTimeout time.Durati
 	return d
 }
 
-func TestTxMiddlewareDuplicateWaitsThenReplays(t *testing.T) {
+func txMiddlewareDuplicateWaitsThenReplays(t *testing.T, tg pgTarget) {
 	ctx := ctxT(t)
-	d := startTxDuplicate(t, ctx, 20*time.Second)
+	d := startTxDuplicate(t, tg, ctx, 20*time.Second)
 	dupCh := make(chan reply, 1)
 	go func() { dupCh <- post(ctx, d.b.URL, "k", `{}`) }()
 	waitBlocked(t, d.pool, d.table)
@@ -255,9 +280,9 @@ func TestTxMiddlewareDuplicateWaitsThenReplays(t *testing.T) {
 	}
 }
 
-func TestTxMiddlewareLockTimeoutAnswers409(t *testing.T) {
+func txMiddlewareLockTimeoutAnswers409(t *testing.T, tg pgTarget) {
 	ctx := ctxT(t)
-	d := startTxDuplicate(t, ctx, 50*time.Millisecond)
+	d := startTxDuplicate(t, tg, ctx, 50*time.Millisecond)
 	dup := post(ctx, d.b.URL, "k", `{}`)
 	if dup.Err != nil || dup.Status != http.StatusConflict || dup.Header.Get("Retry-After") == "" ||
 		!strings.Contains(dup.Body, idempotency.ProblemInProgress) {
@@ -303,9 +328,9 @@ func (c *cutStore) Complete(ctx context.Context, k idempotency.Key, token int64,
 	return c.Store.Complete(ctx, k, token, resp, ttl)
 }
 
-func TestLeaseCrashTakeoverAndLateCompletionRefused(t *testing.T) {
-	pool := newPool(t)
-	s := newStore(t, nil)
+func leaseCrashTakeoverAndLateCompletionRefused(t *testing.T, tg pgTarget) {
+	pool := tg.newPool(t)
+	s := tg.store(t, nil)
 	orders := ordersTableNoUnique(t, pool, s.Table())
 	const lease = 100 * time.Millisecond
 	g := newGate()
@@ -322,7 +347,11 @@ func TestLeaseCrashTakeoverAndLateCompletionRefused(t *testing.T) {
 
 	firstCh := make(chan reply, 1)
 	go func() { firstCh <- post(ctx, a.URL, "k", `{}`) }()
-	<-g.entered
+	select {
+	case <-g.entered:
+	case r := <-firstCh:
+		t.Fatalf("the first request ended before its handler ran: %+v", r)
+	}
 	// Instance a dies mid-handler: cut off from the database, its clients
 	// disconnected. Its handler is frozen, not gone.
 	cut.cut.Store(true)
@@ -376,9 +405,9 @@ func ordersTableNoUnique(t *testing.T, pool *pgxpool.Pool, storeTable string) st
 	return name
 }
 
-func TestTxCrashRetryTakesOverAtOnce(t *testing.T) {
-	pool := newPool(t)
-	s := newTxStore(t, pool, pgstore.WithLockTimeout(20*time.Second))
+func txCrashRetryTakesOverAtOnce(t *testing.T, tg pgTarget) {
+	pool := tg.newPool(t)
+	s := tg.txStore(t, pool, pgstore.WithLockTimeout(20*time.Second))
 	orders := ordersTable(t, pool, s.Table())
 	pids := make(chan int, 1)
 	g := newGate()

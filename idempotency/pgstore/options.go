@@ -3,6 +3,8 @@ package pgstore
 import (
 	"log/slog"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // DefaultTable is the table name used when WithTable is not given.
@@ -28,6 +30,8 @@ type config struct {
 	logger       *slog.Logger
 	renewalConns int
 	fastReplay   bool
+	pooler       Pooler
+	listenConfig *pgx.ConnConfig
 }
 
 func defaultConfig() config {

@@ -16,6 +16,9 @@ func (s *Store) DeleteExpired(ctx context.Context, batch int) (int64, error) {
 	if batch <= 0 {
 		return 0, fmt.Errorf("pgstore: delete expired: batch must be positive, got %d", batch)
 	}
+	if err := s.checkPool(ctx); err != nil {
+		return 0, fmt.Errorf("pgstore: delete expired: %w", err)
+	}
 	tag, err := s.pool.Exec(ctx, s.sql.deleteExpired, batch)
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: delete expired: %w", err)

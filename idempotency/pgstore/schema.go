@@ -151,6 +151,9 @@ $$;
 // exist (see Schema). It is safe to call repeatedly, and concurrently from
 // several processes: a transaction-scoped advisory lock serialises the DDL.
 func (s *Store) CreateSchema(ctx context.Context) error {
+	if err := s.checkPool(ctx); err != nil {
+		return fmt.Errorf("pgstore: create schema: %w", err)
+	}
 	if err := pgschema.Apply(ctx, s.pool, s.names.lock, schemaSQL(s.names)); err != nil {
 		return fmt.Errorf("pgstore: create schema: %w", err)
 	}

@@ -44,6 +44,7 @@ type Store struct {
 	gate  gate.Gate
 	watch watcher
 	renew renewals
+	check poolCheck
 }
 
 // statements are the SQL texts, built once with the table name.
@@ -79,6 +80,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	}
 	s := &Store{pool: pool, cfg: cfg, names: n, sql: buildStatements(n.table)}
 	s.gate = gate.New(int(pool.Config().MaxConns))
+	s.check = poolCheck{needed: unsafeMode(cfg.pooler, pool.Config().ConnConfig.DefaultQueryExecMode), sem: make(chan struct{}, 1)}
 	s.watch.store = s
 	return s
 }
@@ -105,6 +107,12 @@ const leaseRemainingUS = `CASE WHEN state = 1 THEN (extract(epoch FROM lease_unt
 // $PAYLOAD (the statements' last two parameters).
 const notifySettled = `SELECT count(*), count(CASE WHEN watched THEN pg_notify($CHANNEL, $PAYLOAD)::text END) FROM u`
 
+// buildStatements returns the statements on table. Every parameter is cast
+// to its column's type in the SQL, so that a statement means the same in
+// every pgx QueryExecMode: the exec and simple-protocol modes, which
+// PgBouncer users set, never ask the server for the parameters' types and
+// send each value as its Go type suggests (a []byte as bytea, a string as
+// text), while the other modes take the server's inference.
 func buildStatements(table string) statements {
 	st := buildLeaseStatements(table)
 	// txClaim is claim, noting in the transaction that it acquired the key
@@ -143,11 +151,11 @@ func buildLeaseStatements(table string) statements {
 		claim: r.Replace(`WITH cur AS (
 	SELECT state, fingerprint, token, $REMAINING AS remaining_us, status, header, header_bin, body, oversize
 	FROM $TABLE
-	WHERE scope = $1 AND key = $2 AND expires_at > statement_timestamp()
-		AND (state = 2 OR fingerprint <> $3 OR lease_until > statement_timestamp())
+	WHERE scope = $1::text AND key = $2::text AND expires_at > statement_timestamp()
+		AND (state = 2 OR fingerprint <> $3::text OR lease_until > statement_timestamp())
 ), ins AS (
 	INSERT INTO $TABLE AS e (scope, key, state, fingerprint, lease_until, expires_at)
-	SELECT $1, $2, 1, $3,
+	SELECT $1::text, $2::text, 1, $3::text,
 		statement_timestamp() + $4::bigint * interval '1 microsecond',
 		statement_timestamp() + $5::bigint * interval '1 microsecond' + $SLACK
 	WHERE NOT EXISTS (SELECT 1 FROM cur)
@@ -169,7 +177,7 @@ UNION ALL
 SELECT false, token, false, state, fingerprint, remaining_us, status, header, header_bin, body, oversize FROM cur
 WHERE NOT EXISTS (SELECT 1 FROM ins)`),
 		get: r.Replace(`SELECT state, fingerprint, token, $REMAINING, status, header, header_bin, body, oversize
-FROM $TABLE WHERE scope = $1 AND key = $2 AND expires_at > statement_timestamp()`),
+FROM $TABLE WHERE scope = $1::text AND key = $2::text AND expires_at > statement_timestamp()`),
 		// completed is Claim's fast path (WithReplayFastPath): the entry of
 		// $1, $2 if it is completed and not expired, read without the claim.
 		completed: r.Replace(`SELECT fingerprint, token, status, header, header_bin, body, oversize
@@ -179,7 +187,7 @@ FROM $TABLE WHERE scope = $1::text AND key = $2::text AND state = 2 AND expires_
 		renew: r.Replace(`UPDATE $TABLE SET
 	lease_until = statement_timestamp() + $4::bigint * interval '1 microsecond',
 	expires_at = greatest(expires_at, statement_timestamp() + $4::bigint * interval '1 microsecond')
-WHERE scope = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > statement_timestamp()`),
+WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND state = 1 AND expires_at > statement_timestamp()`),
 		complete: completeCTE + notify("$9::text", "$10::text"),
 		// txAcquired ends the claim batch of transactional mode (see tx.go):
 		// it puts back the lock_timeout that the prelude saved, and fails,
@@ -192,20 +200,20 @@ WHERE scope = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > stat
 			`, CAST(CASE WHEN count(*) = 0 THEN '`+staleText+`' END AS integer) FROM u`, 1),
 		release: r.Replace(`WITH u AS (
 	DELETE FROM $TABLE
-	WHERE scope = $1 AND key = $2 AND token = $3 AND state = 1 AND expires_at > statement_timestamp()
+	WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND state = 1 AND expires_at > statement_timestamp()
 	RETURNING watched
-) `) + notify("$4", "$5"),
+) `) + notify("$4::text", "$5::text"),
 		// watch marks an entry in progress as awaited, so that its
 		// completion or release notifies; marking it once is enough.
 		watch: r.Replace(`UPDATE $TABLE SET watched = true
-WHERE scope = $1 AND key = $2 AND state = 1 AND NOT watched AND expires_at > statement_timestamp()`),
+WHERE scope = $1::text AND key = $2::text AND state = 1 AND NOT watched AND expires_at > statement_timestamp()`),
 		// The inner query walks the expires_at index and stops after $1 rows;
 		// rows being claimed right now are skipped rather than waited for.
 		deleteExpired: r.Replace(`DELETE FROM $TABLE AS t USING (
 	SELECT scope, key FROM $TABLE
 	WHERE expires_at <= statement_timestamp()
 	ORDER BY expires_at
-	LIMIT $1
+	LIMIT $1::bigint
 	FOR UPDATE SKIP LOCKED
 ) AS d
 WHERE t.scope = d.scope AND t.key = d.key AND t.expires_at <= statement_timestamp()`),
@@ -224,6 +232,9 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
 	}
 	defer s.gate.Leave()
+	if err := s.checkPool(ctx); err != nil {
+		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
+	}
 	if s.cfg.fastReplay {
 		if e, ok, err := s.completedEntry(ctx, k); err != nil || ok {
 			if err != nil {
@@ -360,6 +371,9 @@ func (s *Store) Get(ctx context.Context, k idempotency.Key) (idempotency.Entry, 
 		return idempotency.Entry{}, false, fmt.Errorf("pgstore: get: %w", err)
 	}
 	defer s.gate.Leave()
+	if err := s.checkPool(ctx); err != nil {
+		return idempotency.Entry{}, false, fmt.Errorf("pgstore: get: %w", err)
+	}
 	var row entryRow
 	err := s.pool.QueryRow(ctx, s.sql.get, encodeText(k.Scope), encodeText(k.Key)).
 		Scan(&row.state, &row.fingerprint, &row.token, &row.remainingUS,

@@ -79,6 +79,9 @@ FROM (SELECT pg_catalog.set_config('pgstore.lock_timeout', current_setting('lock
 // claim's round trip. The connection returns to the pool when the
 // transaction commits or rolls back, or when the claim is not acquired.
 func (s *TxStore) BeginTx(ctx context.Context) (idempotency.Tx, error) {
+	if err := s.checkPool(ctx); err != nil {
+		return nil, fmt.Errorf("pgstore: begin: %w", err)
+	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: begin: %w", err)

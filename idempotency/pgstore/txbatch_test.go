@@ -12,19 +12,6 @@ import (
 	"github.com/saferetry/saferetry/idempotency/pgstore"
 )
 
-// execModes are the pgx exec modes the batches of transactional mode and
-// the fast path are tried in. In QueryExecModeSimpleProtocol pgx sends a
-// batch as one query string of several statements, which PostgreSQL runs
-// in one implicit transaction block, stopping at the first error: the
-// same as the extended protocol's statements up to one Sync.
-var execModes = []pgx.QueryExecMode{
-	pgx.QueryExecModeCacheStatement,
-	pgx.QueryExecModeCacheDescribe,
-	pgx.QueryExecModeDescribeExec,
-	pgx.QueryExecModeExec,
-	pgx.QueryExecModeSimpleProtocol,
-}
-
 // TestTxBatchesInEveryExecMode runs transactional mode's claim and
 // completion batches in every exec mode: a first execution (the claim
 // begins the transaction the handler writes in, with the session's
@@ -33,10 +20,13 @@ var execModes = []pgx.QueryExecMode{
 // idle, not closed), a claim whose row expired before the commit (nothing
 // kept, the connection rolled back and reused) and a claim that times out
 // on a lock (in progress, no transaction left open). It also checks the
-// lease mode fast path in the same mode.
+// lease mode fast path in the same mode. In QueryExecModeSimpleProtocol
+// pgx sends a batch as one query string of several statements, which
+// PostgreSQL runs in one implicit transaction block, stopping at the first
+// error: the same as the extended protocol's statements up to one Sync.
 func TestTxBatchesInEveryExecMode(t *testing.T) {
 	for _, mode := range execModes {
-		t.Run(mode.String(), func(t *testing.T) {
+		t.Run(modeName(mode), func(t *testing.T) {
 			const conns = 2
 			pool := newPool(t, func(c *pgxpool.Config) { c.ConnConfig.DefaultQueryExecMode = mode; c.MaxConns = conns })
 			other := newPool(t)

@@ -66,6 +66,9 @@ func (s *Store) Watch(ctx context.Context, k idempotency.Key) (<-chan struct{}, 
 			return err
 		}
 		defer s.gate.Leave()
+		if err := s.checkPool(ctx); err != nil {
+			return err
+		}
 		_, err := s.pool.Exec(ctx, s.sql.watch, scope, key)
 		return err
 	}
@@ -108,9 +111,23 @@ func (w *watcher) listen() {
 func (w *watcher) connect() (*pgx.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), watchset.RetryMax)
 	defer cancel()
-	conn, err := pgx.ConnectConfig(ctx, w.store.pool.Config().ConnConfig)
+	cfg := w.store.cfg.listenConfig
+	if cfg == nil {
+		cfg = w.store.pool.Config().ConnConfig
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
+	}
+	if w.store.cfg.listenConfig == nil && w.store.cfg.pooler != PoolerSession {
+		announced, server, err := serverPIDs(ctx, conn)
+		if err == nil && announced != server {
+			err = fmt.Errorf("%w (the connection announced server process %d, the server is process %d): give WithListenConfig a direct connection", ErrListenBehindPooler, announced, server)
+		}
+		if err != nil {
+			_ = conn.Close(context.Background())
+			return nil, err
+		}
 	}
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{w.channel()}.Sanitize()); err != nil {
 		_ = conn.Close(context.Background())

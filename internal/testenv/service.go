@@ -11,7 +11,8 @@ import (
 )
 
 // Service is a shared server that a package's tests need, named by the
-// environment variable holding its URL: Redis or Postgres, passed to Main.
+// environment variable holding its URL: Redis, Postgres or PgBouncer,
+// passed to Main.
 // The zero value is not a service. A Service is safe for concurrent use.
 type Service struct {
 	env, example string
@@ -26,6 +27,10 @@ var (
 	// Postgres is SAFERETRY_POSTGRES_URL, checked with a connection and a
 	// ping (which also tries the URL's user, password and database).
 	Postgres = Service{EnvPostgresURL, ExamplePostgresURL, checkPostgres}
+	// PgBouncer is SAFERETRY_PGBOUNCER_URL, a PgBouncer in transaction
+	// pooling mode in front of the test database (.ci/pgbouncer.sh starts
+	// one), checked as Postgres is.
+	PgBouncer = Service{EnvPgBouncerURL, ExamplePgBouncerURL, checkPostgres}
 )
 
 // checkRedis dials the address first: a refused or unroutable address then

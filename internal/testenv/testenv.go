@@ -6,7 +6,8 @@
 // its store) stopped when the test ends.
 //
 // The rule: a test that needs a service reads its URL from the environment
-// (SAFERETRY_REDIS_URL, SAFERETRY_POSTGRES_URL). When it is unset the test
+// (SAFERETRY_REDIS_URL, SAFERETRY_POSTGRES_URL, and SAFERETRY_PGBOUNCER_URL
+// for the tests that go through a pooler). When it is unset the test
 // is skipped with a message saying how to run it, unless
 // SAFERETRY_REQUIRE_SERVICES=1, in which case it fails. A package whose
 // tests need a service runs them through Main, from its TestMain: Main
@@ -31,13 +32,15 @@ import (
 const (
 	EnvRedisURL        = "SAFERETRY_REDIS_URL"
 	EnvPostgresURL     = "SAFERETRY_POSTGRES_URL"
+	EnvPgBouncerURL    = "SAFERETRY_PGBOUNCER_URL"
 	EnvRequireServices = "SAFERETRY_REQUIRE_SERVICES"
 )
 
 // Example values shown in the skip messages.
 const (
-	ExampleRedisURL    = "redis://127.0.0.1:6379/0"
-	ExamplePostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	ExampleRedisURL     = "redis://127.0.0.1:6379/0"
+	ExamplePostgresURL  = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	ExamplePgBouncerURL = "postgres://postgres@127.0.0.1:16432/test?sslmode=disable"
 )
 
 // RedisURL returns SAFERETRY_REDIS_URL, or skips tb (fails it under
@@ -52,6 +55,14 @@ func RedisURL(tb testing.TB) string {
 func PostgresURL(tb testing.TB) string {
 	tb.Helper()
 	return lookup(tb, EnvPostgresURL, ExamplePostgresURL)
+}
+
+// PgBouncerURL returns SAFERETRY_PGBOUNCER_URL, the URL of a PgBouncer in
+// transaction pooling mode in front of the test database, or skips tb
+// (fails it under SAFERETRY_REQUIRE_SERVICES=1) when it is unset.
+func PgBouncerURL(tb testing.TB) string {
+	tb.Helper()
+	return lookup(tb, EnvPgBouncerURL, ExamplePgBouncerURL)
 }
 
 // RequireServices reports whether SAFERETRY_REQUIRE_SERVICES=1: a test must
