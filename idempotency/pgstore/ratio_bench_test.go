@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -91,23 +90,20 @@ func BenchmarkRatio(b *testing.B) {
 			return pool.QueryRow(ctx, sel, "raw", "done").Scan(&state, &fp, &token, &status, &header, &body, &oversize)
 		}
 		header := append(make([]byte, 8), "Content-Type: application/json"...) // about what the store keeps
-		b.Run(fmt.Sprintf("replay/c=%d", c), func(b *testing.B) {
-			benchratio.Run(b, parallel(b, c, func() error {
+		replayOp := func(s *pgstore.Store) func() error {
+			return func() error {
 				r, err := s.Claim(ctx, done, "fp", 10*time.Second, time.Hour)
 				if err == nil && (r.Acquired || r.Entry.Response == nil) {
 					err = fmt.Errorf("claim of a completed key answered %+v", r)
 				}
 				return err
-			}), parallel(b, c, rawSelectOp))
+			}
+		}
+		b.Run(fmt.Sprintf("replay/c=%d", c), func(b *testing.B) {
+			benchratio.Run(b, benchratio.Parallel(b, c, replayOp(s)), benchratio.Parallel(b, c, rawSelectOp))
 		})
 		b.Run(fmt.Sprintf("replay-fastpath/c=%d", c), func(b *testing.B) {
-			benchratio.Run(b, parallel(b, c, func() error {
-				r, err := fast.Claim(ctx, done, "fp", 10*time.Second, time.Hour)
-				if err == nil && (r.Acquired || r.Entry.Response == nil) {
-					err = fmt.Errorf("claim of a completed key answered %+v", r)
-				}
-				return err
-			}), parallel(b, c, rawSelectOp))
+			benchratio.Run(b, benchratio.Parallel(b, c, replayOp(fast)), benchratio.Parallel(b, c, rawSelectOp))
 		})
 		firstOp := func(s *pgstore.Store) func() error {
 			return func() error {
@@ -129,13 +125,13 @@ func BenchmarkRatio(b *testing.B) {
 			return err
 		}
 		b.Run(fmt.Sprintf("first-fastpath/c=%d", c), func(b *testing.B) {
-			benchratio.Run(b, parallel(b, c, firstOp(fast)), parallel(b, c, rawFirstOp))
+			benchratio.Run(b, benchratio.Parallel(b, c, firstOp(fast)), benchratio.Parallel(b, c, rawFirstOp))
 		})
 		b.Run(fmt.Sprintf("first/c=%d", c), func(b *testing.B) {
-			benchratio.Run(b, parallel(b, c, firstOp(s)), parallel(b, c, rawFirstOp))
+			benchratio.Run(b, benchratio.Parallel(b, c, firstOp(s)), benchratio.Parallel(b, c, rawFirstOp))
 		})
 		b.Run(fmt.Sprintf("tx-first/c=%d", c), func(b *testing.B) {
-			benchratio.Run(b, parallel(b, c, func() error {
+			benchratio.Run(b, benchratio.Parallel(b, c, func() error {
 				k := newKey()
 				tx, err := txs.BeginTx(ctx)
 				if err != nil {
@@ -150,7 +146,7 @@ func BenchmarkRatio(b *testing.B) {
 					return err
 				}
 				return tx.Commit(ctx)
-			}), parallel(b, c, func() error {
+			}), benchratio.Parallel(b, c, func() error {
 				k := newKey()
 				conn, err := pool.Acquire(ctx)
 				if err != nil {
@@ -170,7 +166,7 @@ func BenchmarkRatio(b *testing.B) {
 			}))
 		})
 		b.Run(fmt.Sprintf("tx-replay/c=%d", c), func(b *testing.B) {
-			benchratio.Run(b, parallel(b, c, func() error {
+			benchratio.Run(b, benchratio.Parallel(b, c, func() error {
 				tx, err := txs.BeginTx(ctx)
 				if err != nil {
 					return err
@@ -183,7 +179,7 @@ func BenchmarkRatio(b *testing.B) {
 					err = rerr
 				}
 				return err
-			}), parallel(b, c, rawSelectOp))
+			}), benchratio.Parallel(b, c, rawSelectOp))
 		})
 		_ = s.Close()
 		_ = fast.Close()
@@ -221,31 +217,5 @@ func complete(tb testing.TB, s *pgstore.Store, k idempotency.Key) {
 	}
 	if err := s.Complete(ctx, k, r.Token, ratioResponse, time.Hour); err != nil {
 		tb.Fatal(err)
-	}
-}
-
-// parallel returns a benchratio operation that runs op n times from c
-// goroutines, failing b on the first error.
-func parallel(b *testing.B, c int, op func() error) func(n int) {
-	return func(n int) {
-		var wg sync.WaitGroup
-		var left atomic.Int64
-		left.Store(int64(n))
-		var failed atomic.Bool
-		for range c {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for left.Add(-1) >= 0 {
-					if err := op(); err != nil {
-						if failed.CompareAndSwap(false, true) {
-							b.Error(err)
-						}
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
 	}
 }
