@@ -235,7 +235,7 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 		case claimErr != nil:
 			return idempotency.ClaimResult{}, claimErr
 		case !res.Acquired:
-			if !isInvalidText(closeErr) {
+			if closeErr != nil && !isInvalidText(closeErr) {
 				return idempotency.ClaimResult{}, closeErr
 			}
 			return res, t.leftIdle(ctx, tx)
