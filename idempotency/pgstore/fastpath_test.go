@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -101,5 +102,63 @@ func completeAs(tb testing.TB, s *pgstore.Store, k idempotency.Key, fp, body str
 	}
 	if err := s.Complete(ctx, k, r.Token, idempotency.Response{Status: 201, Body: []byte(body)}, time.Hour); err != nil {
 		tb.Fatal(err)
+	}
+}
+
+// TestReplayFastPathDuringCompletion reads a key with the fast path from
+// several goroutines while its claim completes: every answer is the claim
+// in progress (left to the claim statement, which refuses it) or the
+// completed entry with its body, never an acquisition and never a
+// completed entry without its response.
+func TestReplayFastPathDuringCompletion(t *testing.T) {
+	pool := newPool(t)
+	plain := newStore(t, pool)
+	fast := pgstore.New(pool, pgstore.WithTable(plain.Table()), pgstore.WithReplayFastPath())
+	t.Cleanup(func() { _ = fast.Close() })
+	ctx := ctxT(t)
+	k := key("racing")
+	r, err := plain.Claim(ctx, k, "fp", time.Minute, time.Hour)
+	if err != nil || !r.Acquired {
+		t.Fatal(r, err)
+	}
+	done := make(chan struct{})
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			var err error
+			for seen := false; !seen; {
+				select {
+				case <-done:
+					seen = true // one more read after the completion
+				default:
+				}
+				res, cerr := fast.Claim(ctx, k, "fp", time.Minute, time.Hour)
+				switch {
+				case cerr != nil:
+					err = cerr
+				case res.Acquired:
+					err = fmt.Errorf("the fast path acquired a key in progress or completed: %+v", res)
+				case res.Entry.State == idempotency.StateCompleted && (res.Entry.Response == nil || string(res.Entry.Response.Body) != "done"):
+					err = fmt.Errorf("completed entry without its response: %+v", res.Entry)
+				case res.Entry.State == idempotency.StateInProgress && res.Entry.Token != r.Token:
+					err = fmt.Errorf("in progress with token %d, want %d", res.Entry.Token, r.Token)
+				case seen && res.Entry.State != idempotency.StateCompleted:
+					err = fmt.Errorf("after the completion: %+v, want completed", res.Entry)
+				}
+				if err != nil {
+					break
+				}
+			}
+			errs <- err
+		}()
+	}
+	if err := plain.Complete(ctx, k, r.Token, idempotency.Response{Status: 201, Body: []byte("done")}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	close(done)
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }
