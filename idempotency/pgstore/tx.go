@@ -110,7 +110,7 @@ func (s *TxStore) BeginTx(ctx context.Context) (idempotency.Tx, error) {
 type Tx struct {
 	store *TxStore
 	conn  *pgxpool.Conn // nil once released to the pool
-	tx    pgx.Tx        // the transaction block, once a claim acquired the key
+	tx    pgx.Tx        // the transaction block, once a claim acquired the key (or h began it)
 	h     *handlerTx    // what the handler gets: tx, refused once the Tx ended
 
 	claimed  idempotency.Key
@@ -121,21 +121,18 @@ type Tx struct {
 
 type txKey struct{}
 
-// Context implements idempotency.Tx: once a Claim acquired the key, the
-// returned context carries the transaction, which handlers get back with
-// TxFromContext. Before that it returns ctx.
+// Context implements idempotency.Tx: the returned context carries the
+// transaction, which handlers get back with TxFromContext. Taken before a
+// Claim acquired the key, the transaction block begins at its first
+// statement (one round trip more).
 func (t *Tx) Context(ctx context.Context) context.Context {
-	if t.h == nil {
-		return ctx
-	}
-	return context.WithValue(ctx, txKey{}, pgx.Tx(t.h))
+	return context.WithValue(ctx, txKey{}, t.PgxTx())
 }
 
-// PgxTx returns the transaction that TxFromContext returns to the handler,
-// or nil before a Claim acquired the key.
+// PgxTx returns the transaction that TxFromContext returns to the handler.
 func (t *Tx) PgxTx() pgx.Tx {
 	if t.h == nil {
-		return nil
+		t.h = &handlerTx{t: t}
 	}
 	return t.h
 }
@@ -242,7 +239,7 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 		case closeErr != nil:
 			return idempotency.ClaimResult{}, closeErr
 		}
-		t.tx, t.h = tx, &handlerTx{Tx: tx}
+		t.tx = tx
 		return res, nil
 	}
 	return idempotency.ClaimResult{}, errNoAnswer
@@ -286,7 +283,7 @@ func (t *Tx) beginThenClaim(ctx context.Context, k idempotency.Key, fingerprint 
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
-	t.tx, t.h = tx, &handlerTx{Tx: tx}
+	t.tx = tx
 	return claim(ctx, txClaimer{tx, t.store.lockTimeoutSQL}, t.store.sql.claim, k, fingerprint, 0, ttl)
 }
 
@@ -364,17 +361,18 @@ func (t *Tx) Complete(_ context.Context, k idempotency.Key, token int64, resp id
 // transaction must be rolled back.
 func (t *Tx) Commit(ctx context.Context) error {
 	if t.finished || (t.h != nil && t.h.ended.Load()) {
+		t.release()
 		return fmt.Errorf("pgstore: commit: %w", pgx.ErrTxClosed)
 	}
 	if t.tx == nil {
 		t.release() // no claim acquired: nothing to commit
 		return nil
 	}
-	if err := t.prepare(ctx, t.store.sql.txComplete, "COMMIT"); err != nil {
-		return fmt.Errorf("pgstore: commit: %w", err)
-	}
 	b := &pgx.Batch{}
 	if t.outcome != nil {
+		if err := t.prepare(ctx, t.store.sql.txComplete, "COMMIT"); err != nil {
+			return fmt.Errorf("pgstore: commit: %w", err)
+		}
 		b.Queue(t.store.sql.txComplete, t.outcome...)
 	}
 	b.Queue("COMMIT")
@@ -418,7 +416,7 @@ func (t *Tx) Rollback(ctx context.Context) error {
 		return nil
 	}
 	var err error
-	if t.tx != nil && !t.h.ended.Load() {
+	if t.tx != nil && (t.h == nil || !t.h.ended.Load()) {
 		err = t.tx.Rollback(ctx)
 	}
 	t.release()

@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -71,9 +72,6 @@ func TestTxBatchesInEveryExecMode(t *testing.T) {
 			tx2, r2 := beginClaim(t, s, k, "fp")
 			if r2.Acquired || r2.Entry.State != idempotency.StateCompleted || string(r2.Entry.Response.Body) != "made" {
 				t.Fatalf("replay Claim = %+v", r2)
-			}
-			if _, ok := pgstore.TxFromContext(tx2.Context(ctx)); ok {
-				t.Error("a claim that was not acquired gave the handler a transaction")
 			}
 			if err := tx2.Rollback(ctx); err != nil {
 				t.Fatal(err)
@@ -213,5 +211,42 @@ func TestTxReadCommittedWhateverTheSessionDefault(t *testing.T) {
 	}
 	if err := tx2.Rollback(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTxContextBeforeClaim checks that a transaction handed out before any
+// claim (as tests of handlers do) begins at its first statement and
+// commits or rolls back with the Tx.
+func TestTxContextBeforeClaim(t *testing.T) {
+	pool := newPool(t)
+	s := newTxStore(t, pool)
+	biz := bizTable(t, pool, s)
+	ctx := ctxT(t)
+	for _, commit := range []bool{false, true} {
+		tx, err := s.BeginTx(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ptx, ok := pgstore.TxFromContext(tx.Context(ctx))
+		if !ok {
+			t.Fatal("no transaction in the context")
+		}
+		if _, err := ptx.Exec(ctx, `INSERT INTO "`+biz+`" (id) VALUES ($1::text)`, fmt.Sprint("order-", commit)); err != nil {
+			t.Fatal(err)
+		}
+		if n := bizRows(t, pool, biz); n != 0 {
+			t.Fatalf("rows visible before the end of the transaction: %d", n)
+		}
+		if commit {
+			err = tx.Commit(ctx)
+		} else {
+			err = tx.Rollback(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := bizRows(t, pool, biz); n != 1 {
+		t.Fatalf("rows after a rollback and a commit = %d, want 1", n)
 	}
 }
