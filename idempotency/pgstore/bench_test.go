@@ -176,3 +176,79 @@ func BenchmarkExecModes(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkTableChurn measures what the records table goes through in
+// lease mode: b.N first executions (Claim, Complete) from 8 goroutines,
+// their records expired at once (a 1 µs ttl at Complete), then removed by
+// DeleteExpired in batches of DefaultReapBatch. It reports, per
+// execution, the dead row versions the table holds before the reaper runs
+// (Complete updates the indexed expires_at, so it is never a HOT update
+// and leaves the claim's version behind), the bytes of the table and its
+// indexes, and the reaper's time per deleted row; and the dead versions
+// per execution after the reaper, which only VACUUM (autovacuum) makes
+// reusable.
+func BenchmarkTableChurn(b *testing.B) {
+	ctx := context.Background()
+	admin := newPool(b)
+	table := uniqueTable(b, admin)
+	work := newPool(b, func(c *pgxpool.Config) { c.MaxConns = 8 })
+	s := pgstore.New(work, pgstore.WithTable(table))
+	if err := s.CreateSchema(ctx); err != nil {
+		b.Fatal(err)
+	}
+	// The table's own autovacuum would clean up behind the measurement.
+	if _, err := admin.Exec(ctx, `ALTER TABLE "`+table+`" SET (autovacuum_enabled = false)`); err != nil {
+		b.Fatal(err)
+	}
+	var next atomic.Int64
+	b.ResetTimer()
+	b.SetParallelism(4) // 8 goroutines on 2 cores
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			k := idempotency.Key{Scope: "churn", Key: fmt.Sprint("k", next.Add(1))}
+			r, err := s.Claim(ctx, k, "fp", 10*time.Second, time.Hour)
+			if err != nil || !r.Acquired {
+				b.Error(r, err)
+				return
+			}
+			if err := s.Complete(ctx, k, r.Token, benchResponse, time.Microsecond); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	stats := func() (dead, bytes int64) {
+		// Closed backends flush their statistics; a fresh one reads them.
+		_ = s.Close()
+		work.Reset()
+		time.Sleep(1100 * time.Millisecond) // statistics flush at most once a second
+		err := admin.QueryRow(ctx, `SELECT n_dead_tup, pg_total_relation_size(relid) FROM pg_stat_user_tables WHERE relname = $1::text`, table).Scan(&dead, &bytes)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return dead, bytes
+	}
+	dead, bytes := stats()
+	start := time.Now()
+	var deleted int64
+	for {
+		n, err := s.DeleteExpired(ctx, pgstore.DefaultReapBatch)
+		if err != nil {
+			b.Fatal(err)
+		}
+		deleted += n
+		if n < pgstore.DefaultReapBatch {
+			break
+		}
+	}
+	reap := time.Since(start)
+	if deleted != int64(b.N) {
+		b.Fatalf("reaper deleted %d rows, want %d", deleted, b.N)
+	}
+	deadAfter, _ := stats()
+	b.ReportMetric(float64(dead)/float64(b.N), "dead-before-reap/op")
+	b.ReportMetric(float64(bytes)/float64(b.N), "table+index-B/op")
+	b.ReportMetric(float64(reap.Nanoseconds())/float64(deleted), "reap-ns/row")
+	b.ReportMetric(float64(deadAfter)/float64(b.N), "dead-after-reap/op")
+}

@@ -140,8 +140,8 @@
 // a pooler from none, not session pooling from transaction pooling:
 // declare a session-mode pooler with WithPooler(PoolerSession), and
 // PgBouncer 1.21 or later with max_prepared_statements set with
-// WithPooler(PoolerTransactionPrepared). Nothing is probed in the other
-// modes.
+// WithPooler(PoolerTransactionPrepared). In the other modes the pool is
+// not probed; the LISTEN connection is, in every mode (see below).
 //
 // With PgBouncer in transaction mode, set the pool's mode to
 // pgx.QueryExecModeExec (default_query_exec_mode=exec in the URL; one

@@ -332,7 +332,9 @@ func leaseCrashTakeoverAndLateCompletionRefused(t *testing.T, tg pgTarget) {
 	pool := tg.newPool(t)
 	s := tg.store(t, nil)
 	orders := ordersTableNoUnique(t, pool, s.Table())
-	const lease = 100 * time.Millisecond
+	// Short, so that the takeover comes soon; long enough that a claim on
+	// a loaded machine answers within half of it (or a starts no handler).
+	const lease = 300 * time.Millisecond
 	g := newGate()
 	t.Cleanup(g.release)
 	cut := &cutStore{Store: s}
@@ -344,6 +346,12 @@ func leaseCrashTakeoverAndLateCompletionRefused(t *testing.T, tg pgTarget) {
 	bh := &orderHandler{pool: pool, table: orders, who: "b"}
 	b := instance(t, s, bh, idempotency.WithLease(lease))
 	ctx := ctxT(t)
+	// Warm up: a's claim below must answer within half of its short lease,
+	// which a first connection (or a first statement description, in some
+	// exec modes) on a loaded machine may not.
+	if r := post(ctx, b.URL, "warm", `{}`); r.Err != nil || r.Status != 201 {
+		t.Fatalf("warm-up = %+v", r)
+	}
 
 	firstCh := make(chan reply, 1)
 	go func() { firstCh <- post(ctx, a.URL, "k", `{}`) }()

@@ -11,8 +11,8 @@ import (
 
 // Pooler says what sits between the pool given to New and PostgreSQL, for
 // the check of the pool's query exec mode (see the package documentation,
-// "Behind a connection pooler"). The zero value, PoolerDetect, detects a
-// pooler.
+// "Exec modes and connection poolers"). The zero value, PoolerDetect,
+// detects a pooler. A Pooler is a plain value, safe to share.
 type Pooler int
 
 const (
@@ -24,8 +24,9 @@ const (
 	// goes through a pooler (PgBouncer and its kind answer cancel requests
 	// themselves, so they announce a process id of their own). Behind one,
 	// CreateSchema and the Store's methods refuse those modes with an
-	// *ExecModeError, and the LISTEN connection for waiting requests is not
-	// opened through it (see WithListenConfig).
+	// *ExecModeError. The LISTEN connection for waiting requests is
+	// checked the same way in every mode, and not used through a pooler
+	// (see WithListenConfig).
 	PoolerDetect Pooler = iota
 	// PoolerSession declares a pooler in session mode (PgBouncer's
 	// pool_mode=session), or none: a client keeps its server connection,
@@ -75,7 +76,8 @@ var ErrListenBehindPooler = errors.New("pgstore: LISTEN through a connection poo
 // `prepared statement "stmtcache_..." already exists` (or does not exist)
 // behind a transaction pooler, and pgx.QueryExecModeDescribeExec may
 // execute another client's statement. errors.Is(err, ErrUnsafeExecMode)
-// holds for it.
+// holds for it. Its fields are not changed after it is returned, so it is
+// safe to read from several goroutines.
 type ExecModeError struct {
 	// Mode is the pool's pgx.ConnConfig.DefaultQueryExecMode.
 	Mode pgx.QueryExecMode
