@@ -22,6 +22,16 @@
 // row lock, so that the middleware does not start a handler on a claim
 // that may have lapsed.
 //
+// The claim statement costs the database about twice a primary-key SELECT
+// even when it writes nothing. WithReplayFastPath makes Claim read a
+// completed entry with such a SELECT first, and run the claim statement
+// only when the key is absent, in progress or expired: a replay then costs
+// a SELECT, a first execution three round trips. Reading a completed entry
+// without the claim is safe because nothing changes it before it expires:
+// Complete, Renew, Release and the claim's upsert only touch an entry in
+// progress or an expired one, and the SELECT only returns an entry that has
+// not expired at its own statement time.
+//
 // # Keeping leases under load and latency
 //
 // Renewals run on connections of the Store's own (WithRenewalConns: two
@@ -69,6 +79,22 @@
 // (bounded by the lock timeout, WithLockTimeout) and then replays the
 // committed outcome, acquires the key if the first transaction rolled back, or
 // reports the operation in progress when the wait times out.
+//
+// A first execution costs two round trips, both pgx batches: the claim,
+// which begins the transaction, and the stored outcome with COMMIT. A
+// replay (or a request in progress, or another payload) costs one, the
+// claim batch, and leaves no transaction to roll back. The claim runs
+// before BEGIN, in the implicit transaction PostgreSQL opens for the
+// statements of one batch (up to the Sync of the extended protocol, or
+// the one query string that pgx.QueryExecModeSimpleProtocol sends a batch
+// as); BEGIN, queued after it, turns that into the transaction block the
+// handler continues. When the claim is not acquired, a statement queued
+// before BEGIN fails on purpose (an invalid integer cast of a text that
+// says so), so that BEGIN never runs and the implicit transaction rolls
+// back at the end of the batch: the server log shows that error (SQLSTATE
+// 22P02) for every such claim. A session that does not default to read
+// committed begins the transaction first instead (one round trip more), so
+// that the handler always runs at read committed.
 //
 // Choose transactional mode when every side effect of the handler is a write
 // to the same PostgreSQL database, made through the transaction from
@@ -138,4 +164,13 @@
 // for migration tools. Expired rows are treated as absent at once and
 // are deleted in bounded batches through the expires_at index by
 // DeleteExpired, or in the background by StartReaper.
+//
+// A row is kept for its ttl and at most a second longer: a claim expires a
+// second after its ttl, and Complete keeps that expiry when it is within a
+// second of the one asked for, as it is when the handler took under a
+// second. Completing then changes no indexed column, so PostgreSQL updates
+// the row in place (a HOT update, counted in pg_stat_user_tables'
+// n_tup_hot_upd): a first execution adds no index entry besides its
+// claim's, and the row version it replaces is pruned with its page rather
+// than left for VACUUM.
 package pgstore

@@ -37,8 +37,9 @@ func TestCreateSchemaLeavesABusyTableAlone(t *testing.T) {
 }
 
 // TestCreateSchemaUpgradesAnOlderTable checks that a table in the layout of
-// an earlier version (no header_bin, no watched, no expiry index) gains
-// what it lacks, and that the store then works on it.
+// an earlier version (no header_bin, no watched, no expiry index, the
+// default fill factor) gains what it lacks, and that the store then works
+// on it.
 func TestCreateSchemaUpgradesAnOlderTable(t *testing.T) {
 	pool := newPool(t)
 	table := uniqueTable(t, pool)
@@ -77,6 +78,13 @@ func TestCreateSchemaUpgradesAnOlderTable(t *testing.T) {
 	}
 	if cols != 2 || idx != 1 {
 		t.Fatalf("after the upgrade: %d of the 2 new columns, %d expiry index", cols, idx)
+	}
+	var options string
+	if err := pool.QueryRow(ctx, `SELECT coalesce(array_to_string(reloptions, ','), '') FROM pg_class WHERE oid = $1::text::regclass`, `"`+table+`"`).Scan(&options); err != nil {
+		t.Fatal(err)
+	}
+	if options != "fillfactor=80" {
+		t.Fatalf("after the upgrade the table's options are %q, want fillfactor=80", options)
 	}
 	r, err := s.Claim(ctx, key("up"), "fp", time.Minute, time.Hour)
 	if err != nil || !r.Acquired {

@@ -49,7 +49,9 @@ type Store struct {
 
 // statements are the SQL texts, built once with the table name.
 type statements struct {
-	claim, get, renew, complete, release, watch, deleteExpired string
+	claim, get, completed, renew, complete, release, watch, deleteExpired string
+	// Transactional mode's own (see tx.go).
+	txClaim, txAcquired, txComplete string
 }
 
 // New returns a Store over pool, which must not be nil; the Store does not
@@ -87,6 +89,16 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 // DefaultTable when none was given.
 func (s *Store) Table() string { return s.cfg.table }
 
+// expirySlackSQL is how much longer than its ttl a row may be kept: one
+// second. A claim expires that much after its ttl, and Complete keeps the
+// claim's expiry when it falls within [ttl, ttl + 1s] from now, as it does
+// when the handler took at most a second and both calls had the same ttl.
+// The completion then changes no indexed column (expires_at is indexed for
+// the reaper), so PostgreSQL updates the row in place (a HOT update): no
+// new index entries, and the old version is pruned with its page, without
+// VACUUM.
+const expirySlackSQL = `interval '1 second'`
+
 const leaseRemainingUS = `CASE WHEN state = 1 THEN (extract(epoch FROM lease_until - statement_timestamp()) * 1000000)::bigint ELSE 0 END`
 
 // notifySettled ends the complete and release statements: it counts the
@@ -102,10 +114,30 @@ const notifySettled = `SELECT count(*), count(CASE WHEN watched THEN pg_notify($
 // send each value as its Go type suggests (a []byte as bytea, a string as
 // text), while the other modes take the server's inference.
 func buildStatements(table string) statements {
-	r := strings.NewReplacer("$TABLE", table, "$REMAINING", leaseRemainingUS)
+	st := buildLeaseStatements(table)
+	// txClaim is claim, noting in the transaction that it acquired the key
+	// (for txAcquired), in the column that says so.
+	st.txClaim = strings.Replace(st.claim, "\nSELECT true, token,", "\nSELECT pg_catalog.set_config('pgstore.acquired', 'on', true) = 'on', token,", 1)
+	if st.txClaim == st.claim {
+		panic("pgstore: the claim statement no longer has the acquired column that txClaim marks")
+	}
+	return st
+}
+
+func buildLeaseStatements(table string) statements {
+	r := strings.NewReplacer("$TABLE", table, "$REMAINING", leaseRemainingUS, "$SLACK", expirySlackSQL)
 	notify := func(channel, payload string) string {
 		return strings.NewReplacer("$CHANNEL", channel, "$PAYLOAD", payload).Replace(notifySettled)
 	}
+	completeCTE := r.Replace(`WITH u AS (
+	UPDATE $TABLE SET
+		state = 2, lease_until = NULL, status = $4::integer, header = NULL, header_bin = $5::bytea, body = $6::bytea, oversize = $7::boolean,
+		expires_at = CASE
+			WHEN expires_at - (statement_timestamp() + $8::bigint * interval '1 microsecond') BETWEEN interval '0' AND $SLACK THEN expires_at
+			ELSE statement_timestamp() + $8::bigint * interval '1 microsecond' END
+	WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND state = 1 AND expires_at > statement_timestamp()
+	RETURNING watched
+) `)
 	return statements{
 		// One round trip. cur reads the entry from the statement's snapshot;
 		// when a completed entry, a live lease or another fingerprint stands
@@ -125,7 +157,7 @@ func buildStatements(table string) statements {
 	INSERT INTO $TABLE AS e (scope, key, state, fingerprint, lease_until, expires_at)
 	SELECT $1::text, $2::text, 1, $3::text,
 		statement_timestamp() + $4::bigint * interval '1 microsecond',
-		statement_timestamp() + $5::bigint * interval '1 microsecond'
+		statement_timestamp() + $5::bigint * interval '1 microsecond' + $SLACK
 	WHERE NOT EXISTS (SELECT 1 FROM cur)
 	ON CONFLICT (scope, key) DO UPDATE SET
 		state = 1,
@@ -146,19 +178,26 @@ SELECT false, token, false, state, fingerprint, remaining_us, status, header, he
 WHERE NOT EXISTS (SELECT 1 FROM ins)`),
 		get: r.Replace(`SELECT state, fingerprint, token, $REMAINING, status, header, header_bin, body, oversize
 FROM $TABLE WHERE scope = $1::text AND key = $2::text AND expires_at > statement_timestamp()`),
+		// completed is Claim's fast path (WithReplayFastPath): the entry of
+		// $1, $2 if it is completed and not expired, read without the claim.
+		completed: r.Replace(`SELECT fingerprint, token, status, header, header_bin, body, oversize
+FROM $TABLE WHERE scope = $1::text AND key = $2::text AND state = 2 AND expires_at > statement_timestamp()`),
 		// Renew keeps the row alive at least as long as its lease, so that a
 		// held claim never expires under its holder.
 		renew: r.Replace(`UPDATE $TABLE SET
 	lease_until = statement_timestamp() + $4::bigint * interval '1 microsecond',
 	expires_at = greatest(expires_at, statement_timestamp() + $4::bigint * interval '1 microsecond')
 WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND state = 1 AND expires_at > statement_timestamp()`),
-		complete: r.Replace(`WITH u AS (
-	UPDATE $TABLE SET
-		state = 2, lease_until = NULL, status = $4::integer, header = NULL, header_bin = $5::bytea, body = $6::bytea, oversize = $7::boolean,
-		expires_at = statement_timestamp() + $8::bigint * interval '1 microsecond'
-	WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND state = 1 AND expires_at > statement_timestamp()
-	RETURNING watched
-) `) + notify("$9::text", "$10::text"),
+		complete: completeCTE + notify("$9::text", "$10::text"),
+		// txAcquired ends the claim batch of transactional mode (see tx.go):
+		// it puts back the lock_timeout that the prelude saved, and fails,
+		// so that BEGIN does not run, unless txClaim acquired the key.
+		txAcquired: `SELECT pg_catalog.set_config('lock_timeout', current_setting('pgstore.lock_timeout'), true),
+	CAST(CASE WHEN current_setting('pgstore.acquired', true) IS DISTINCT FROM 'on' THEN '` + notAcquiredText + `' END AS integer)`,
+		// txComplete is complete, failing when it changed no row so that
+		// the COMMIT queued after it does not run.
+		txComplete: completeCTE + strings.Replace(notify("$9::text", "$10::text"), " FROM u",
+			`, CAST(CASE WHEN count(*) = 0 THEN '`+staleText+`' END AS integer) FROM u`, 1),
 		release: r.Replace(`WITH u AS (
 	DELETE FROM $TABLE
 	WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND state = 1 AND expires_at > statement_timestamp()
@@ -183,7 +222,8 @@ WHERE t.scope = d.scope AND t.key = d.key AND t.expires_at <= statement_timestam
 
 // Claim implements idempotency.Store.Claim in one statement (see the package
 // documentation). The lease is rounded down and the ttl up to microseconds;
-// a lease or ttl that is not positive is an error.
+// a lease or ttl that is not positive is an error. The row is kept a second
+// longer than ttl (see the package documentation, "Schema and cleanup").
 func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
 	if lease <= 0 {
 		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w, got %v", errNonPositiveLease, lease)
@@ -194,6 +234,14 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 	defer s.gate.Leave()
 	if err := s.checkPool(ctx); err != nil {
 		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
+	}
+	if s.cfg.fastReplay {
+		if e, ok, err := s.completedEntry(ctx, k); err != nil || ok {
+			if err != nil {
+				return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
+			}
+			return idempotency.ClaimResult{Entry: e}, nil
+		}
 	}
 	res, err := claim(ctx, s.pool, s.sql.claim, k, fingerprint, lease, ttl)
 	if err != nil {
@@ -208,35 +256,64 @@ func claim(ctx context.Context, q queryRower, sql string, k idempotency.Key, fin
 		return idempotency.ClaimResult{}, err
 	}
 	for range claimAttempts {
-		var (
-			acquired, tookOver bool
-			token              int64
-			row                entryRow
-		)
-		err := q.QueryRow(ctx, sql, encodeText(k.Scope), encodeText(k.Key), encodeText(fingerprint), lease.Microseconds(), ttlUS).
-			Scan(&acquired, &token, &tookOver, &row.state, &row.fingerprint, &row.remainingUS,
-				&row.status, &row.header, &row.headerBin, &row.body, &row.oversize)
-		if errors.Is(err, pgx.ErrNoRows) {
-			continue // lost a race with a concurrent writer: look again
+		res, err := scanClaim(q.QueryRow(ctx, sql, encodeText(k.Scope), encodeText(k.Key), encodeText(fingerprint), lease.Microseconds(), ttlUS))
+		if errors.Is(err, errLostRace) {
+			continue // look again
 		}
-		if err != nil {
-			return idempotency.ClaimResult{}, err
-		}
-		if acquired {
-			left := time.Duration(row.remainingUS) * time.Microsecond
-			if left == 0 {
-				left = -time.Microsecond // lapsed to the microsecond: not "unknown"
-			}
-			return idempotency.ClaimResult{Acquired: true, Token: token, TookOver: tookOver, LeaseRemaining: left}, nil
-		}
-		row.token = token
-		e, err := row.entry()
-		if err != nil {
-			return idempotency.ClaimResult{}, err
-		}
-		return idempotency.ClaimResult{Entry: e}, nil
+		return res, err
 	}
 	return idempotency.ClaimResult{}, errNoAnswer
+}
+
+// errLostRace is scanClaim's answer to a claim statement that returned no
+// row: a concurrent writer changed the row between the statement's
+// snapshot and its insert, and the statement must run again.
+var errLostRace = errors.New("pgstore: claim: lost a race with a concurrent writer")
+
+// scanClaim reads the answer of the claim statement from row.
+func scanClaim(row pgx.Row) (idempotency.ClaimResult, error) {
+	var (
+		acquired, tookOver bool
+		token              int64
+		r                  entryRow
+	)
+	err := row.Scan(&acquired, &token, &tookOver, &r.state, &r.fingerprint, &r.remainingUS,
+		&r.status, &r.header, &r.headerBin, &r.body, &r.oversize)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return idempotency.ClaimResult{}, errLostRace
+	}
+	if err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	if acquired {
+		left := time.Duration(r.remainingUS) * time.Microsecond
+		if left == 0 {
+			left = -time.Microsecond // lapsed to the microsecond: not "unknown"
+		}
+		return idempotency.ClaimResult{Acquired: true, Token: token, TookOver: tookOver, LeaseRemaining: left}, nil
+	}
+	r.token = token
+	e, err := r.entry()
+	if err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	return idempotency.ClaimResult{Entry: e}, nil
+}
+
+// completedEntry reads the entry of k if it is completed and not expired
+// (the completed statement), and reports whether there is one.
+func (s *Store) completedEntry(ctx context.Context, k idempotency.Key) (idempotency.Entry, bool, error) {
+	row := entryRow{state: int16(idempotency.StateCompleted)}
+	err := s.pool.QueryRow(ctx, s.sql.completed, encodeText(k.Scope), encodeText(k.Key)).
+		Scan(&row.fingerprint, &row.token, &row.status, &row.header, &row.headerBin, &row.body, &row.oversize)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return idempotency.Entry{}, false, nil
+	}
+	if err != nil {
+		return idempotency.Entry{}, false, err
+	}
+	e, err := row.entry()
+	return e, err == nil, err
 }
 
 // entryRow is a row as scanned from the claim and get statements.
@@ -329,7 +406,9 @@ func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease
 
 // Complete implements idempotency.Store.Complete. The header is kept byte
 // for byte (headercodec, in a bytea column) and the body as bytea. The ttl
-// is rounded up to microseconds; a ttl that is not positive is an error. A
+// is rounded up to microseconds; a ttl that is not positive is an error. The
+// row is kept for ttl from now, or up to a second longer when that keeps the
+// claim's expiry (see the package documentation, "Schema and cleanup"). A
 // response the database refuses as too large is reported as
 // idempotency.ErrResponseNotStorable.
 func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,22 @@ var (
 // lock_timeout elapses.
 const sqlstateLockNotAvailable = "55P03"
 
+// sqlstateInvalidText is PostgreSQL's invalid_text_representation: what the
+// casts of notAcquiredText, staleText and notReadCommittedText to integer
+// raise, on purpose, in the statements of transactional mode that end a
+// batch early. A batch's statements all run unless one fails, so failing
+// is how such a statement keeps the ones queued after it from running; its
+// position in the batch tells it apart from any other failure.
+const sqlstateInvalidText = "22P02"
+
+// The texts that the statements of transactional mode cast to integer to
+// fail (see sqlstateInvalidText); PostgreSQL logs them with the error.
+const (
+	notAcquiredText      = "pgstore: not acquired, so no transaction is kept open (not an error)"
+	staleText            = "pgstore: no claim of this transaction to complete"
+	notReadCommittedText = "pgstore: the session does not default to read committed"
+)
+
 // TxStore is an idempotency.TxStore: given to idempotency.Middleware it makes
 // the middleware run each protected request in one PostgreSQL transaction
 // (see the package documentation for when to choose this mode). It embeds a
@@ -31,8 +48,14 @@ const sqlstateLockNotAvailable = "55P03"
 // goroutines and processes; each Tx is used by one goroutine at a time.
 type TxStore struct {
 	*Store
-	// lockTimeoutSQL bounds the wait of a transactional claim.
+	// lockTimeoutSQL bounds the wait of a transactional claim inside a
+	// transaction block.
 	lockTimeoutSQL string
+	// preludeSQL starts the claim batch before the transaction block: it
+	// saves lock_timeout (as pgstore.lock_timeout, for txAcquired to put
+	// back), bounds the claim's wait and fails unless the transaction will
+	// be read committed.
+	preludeSQL string
 }
 
 // NewTx returns a TxStore over pool. The options are those of New;
@@ -41,54 +64,86 @@ type TxStore struct {
 // WithTable name is invalid.
 func NewTx(pool *pgxpool.Pool, opts ...Option) *TxStore {
 	s := New(pool, opts...)
-	ms := (s.cfg.lockTimeout + time.Millisecond - 1) / time.Millisecond
+	ms := int64((s.cfg.lockTimeout + time.Millisecond - 1) / time.Millisecond)
 	return &TxStore{
 		Store:          s,
-		lockTimeoutSQL: fmt.Sprintf("SET LOCAL lock_timeout = %d", int64(ms)),
+		lockTimeoutSQL: fmt.Sprintf("SET LOCAL lock_timeout = %d", ms),
+		preludeSQL: fmt.Sprintf(`SELECT pg_catalog.set_config('lock_timeout', '%d', true),
+	CAST(CASE WHEN current_setting('transaction_isolation') <> 'read committed' THEN '%s' END AS integer)
+FROM (SELECT pg_catalog.set_config('pgstore.lock_timeout', current_setting('lock_timeout'), true)) AS saved`, ms, notReadCommittedText),
 	}
 }
 
-// BeginTx implements idempotency.TxStore. It starts a READ COMMITTED
-// transaction on a connection from the pool; the connection returns to the
-// pool when the transaction commits or rolls back.
+// BeginTx implements idempotency.TxStore. It takes a connection from the
+// pool and sends nothing yet: the transaction begins with the claim, in the
+// claim's round trip. The connection returns to the pool when the
+// transaction commits or rolls back, or when the claim is not acquired.
 func (s *TxStore) BeginTx(ctx context.Context) (idempotency.Tx, error) {
 	if err := s.checkPool(ctx); err != nil {
 		return nil, fmt.Errorf("pgstore: begin: %w", err)
 	}
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: begin: %w", err)
 	}
-	return &Tx{store: s, tx: tx}, nil
+	return &Tx{store: s, conn: conn}, nil
 }
 
 // Tx is one transaction of a TxStore, created by BeginTx; the zero value is
-// not usable. It is used by one goroutine at a time. It costs four round
-// trips per first execution (BEGIN, Claim, Complete, COMMIT) and one commit
-// to disk.
+// not usable. It is used by one goroutine at a time. A first execution
+// costs two round trips (the claim batch, which begins the transaction, and
+// the completion batch, which commits it) and one commit to disk; a claim
+// that is not acquired (a replay, a request in progress, another payload)
+// costs one round trip and leaves no transaction to roll back.
+//
+// The claim batch runs the claim before BEGIN, in the implicit transaction
+// that PostgreSQL opens for the statements of one batch: BEGIN then turns
+// it into the transaction block that the handler continues, with the
+// claim's row in it. When the claim is not acquired, a statement queued
+// after it fails on purpose (a cast of notAcquiredText), so that BEGIN
+// never runs and PostgreSQL rolls the implicit transaction back when the
+// batch ends; the server log shows that error. With
+// pgx.QueryExecModeSimpleProtocol pgx sends a batch as one query string of
+// several statements, which PostgreSQL runs the same way (an implicit
+// transaction block, left at the first error). Complete keeps the outcome
+// and Commit sends it with COMMIT.
 type Tx struct {
 	store *TxStore
-	tx    pgx.Tx
+	conn  *pgxpool.Conn // nil once released to the pool
+	tx    pgx.Tx        // the transaction block, once a claim acquired the key (or h began it)
+	h     *handlerTx    // what the handler gets: tx, refused once the Tx ended
+
+	claimed  idempotency.Key
+	token    int64
+	outcome  []any // Complete's arguments to the txComplete statement
+	finished bool
 }
 
 type txKey struct{}
 
 // Context implements idempotency.Tx: the returned context carries the
-// pgx.Tx, which handlers get back with TxFromContext.
+// transaction, which handlers get back with TxFromContext. Taken before a
+// Claim acquired the key, the transaction block begins at its first
+// statement (one round trip more).
 func (t *Tx) Context(ctx context.Context) context.Context {
-	return context.WithValue(ctx, txKey{}, t.tx)
+	return context.WithValue(ctx, txKey{}, t.PgxTx())
 }
 
-// PgxTx returns the underlying pgx.Tx, the one TxFromContext returns to
-// the handler.
-func (t *Tx) PgxTx() pgx.Tx { return t.tx }
+// PgxTx returns the transaction that TxFromContext returns to the handler.
+func (t *Tx) PgxTx() pgx.Tx {
+	if t.h == nil {
+		t.h = &handlerTx{t: t}
+	}
+	return t.h
+}
 
 // TxFromContext returns the transaction that transactional mode hands to the
 // handler, and whether ctx carries one. Handlers write through it so that
 // their writes commit or roll back together with the idempotency record; they
 // must not commit or roll it back themselves. Handlers may also be served by
 // lease mode or a non-PostgreSQL store, in which case ok is false and they
-// should use their own connection.
+// should use their own connection. Once the request's transaction ended the
+// returned transaction refuses every statement with pgx.ErrTxClosed.
 func TxFromContext(ctx context.Context) (tx pgx.Tx, ok bool) {
 	tx, ok = ctx.Value(txKey{}).(pgx.Tx)
 	return tx, ok
@@ -100,11 +155,22 @@ func TxFromContext(ctx context.Context) (tx pgx.Tx, ok bool) {
 // claim statement only; when it elapses Claim reports an entry in progress
 // whose Fingerprint is the one given (the blocking claim's is not readable
 // yet) and whose LeaseRemaining is the lock timeout, and returns no error.
-// The transaction is then aborted and must be rolled back. The row's lease is
-// already lapsed: it only matters if the transaction commits without
-// Complete, in which case the next claim with the same fingerprint takes over.
+// The row's lease is already lapsed: it only matters if the transaction
+// commits without Complete, in which case the next claim with the same
+// fingerprint takes over. A claim that is not acquired leaves no
+// transaction open; Rollback then only returns the connection.
 func (t *Tx) Claim(ctx context.Context, k idempotency.Key, fingerprint string, ttl time.Duration) (idempotency.ClaimResult, error) {
-	res, err := claim(ctx, txClaimer{t}, t.store.sql.claim, k, fingerprint, 0, ttl)
+	if t.conn == nil {
+		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: tx claim: %w", pgx.ErrTxClosed)
+	}
+	var res idempotency.ClaimResult
+	var err error
+	if t.tx != nil {
+		// A second claim, inside the transaction block.
+		res, err = claim(ctx, txClaimer{t.tx, t.store.lockTimeoutSQL}, t.store.sql.claim, k, fingerprint, 0, ttl)
+	} else {
+		res, err = t.claimAndBegin(ctx, k, fingerprint, ttl)
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == sqlstateLockNotAvailable {
 		return idempotency.ClaimResult{Entry: idempotency.Entry{
@@ -116,19 +182,133 @@ func (t *Tx) Claim(ctx context.Context, k idempotency.Key, fingerprint string, t
 	if err != nil {
 		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: tx claim: %w", err)
 	}
+	if res.Acquired {
+		t.claimed, t.token = k, res.Token
+	}
 	return res, nil
 }
 
-// txClaimer runs the claim statement in one round trip, between
-// SET LOCAL lock_timeout and a reset of lock_timeout to its session value.
-type txClaimer struct{ t *Tx }
+// claimAndBegin runs the claim batch (see Tx) until it answers, and keeps
+// the transaction block it leaves open when the claim acquired the key.
+func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint string, ttl time.Duration) (idempotency.ClaimResult, error) {
+	ttlUS, err := ttlMicros(ttl)
+	if err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	scope, key := encodeText(k.Scope), encodeText(k.Key)
+	if err := t.prepare(ctx, t.store.preludeSQL, t.store.sql.txClaim, t.store.sql.txAcquired, "BEGIN"); err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	for range claimAttempts {
+		b := &pgx.Batch{}
+		b.BeginTx(pgx.TxOptions{BeginQuery: t.store.preludeSQL})
+		b.Queue(t.store.sql.txClaim, scope, key, encodeText(fingerprint), int64(0), ttlUS)
+		b.Queue(t.store.sql.txAcquired)
+		b.Queue("BEGIN")
+		br := t.conn.Conn().SendBatch(ctx, b)
+		var res idempotency.ClaimResult
+		_, preludeErr := br.Exec()
+		claimErr := preludeErr
+		if preludeErr == nil {
+			res, claimErr = scanClaim(br.QueryRow())
+			// txAcquired and BEGIN: Close reports their error.
+			for range 2 {
+				if _, err := br.Exec(); err != nil {
+					break
+				}
+			}
+		}
+		closeErr := br.Close()
+		tx := br.Tx()
+		switch {
+		case isInvalidText(preludeErr):
+			// A session that defaults to another isolation level: begin
+			// the transaction block first, as READ COMMITTED, and claim in it.
+			return t.beginThenClaim(ctx, k, fingerprint, ttl)
+		case preludeErr != nil:
+			return idempotency.ClaimResult{}, preludeErr
+		case errors.Is(claimErr, errLostRace):
+			continue // look again
+		case claimErr != nil:
+			return idempotency.ClaimResult{}, claimErr
+		case !res.Acquired:
+			if closeErr != nil && !isInvalidText(closeErr) {
+				return idempotency.ClaimResult{}, closeErr
+			}
+			return res, t.leftIdle(ctx, tx)
+		case closeErr != nil:
+			return idempotency.ClaimResult{}, closeErr
+		}
+		t.tx = tx
+		return res, nil
+	}
+	return idempotency.ClaimResult{}, errNoAnswer
+}
+
+// prepare prepares sqls on the Tx's connection, once per connection, when
+// it runs in pgx's default QueryExecModeCacheStatement. pgx forgets the
+// statements of its statement cache that were in a batch that failed, and
+// prepares them again on their next use (two round trips more), while the
+// claim batch fails on purpose whenever the claim is not acquired;
+// statements prepared under their own text are used by batches the same
+// way but are not in that cache. The other modes are left as they are:
+// they were chosen not to keep prepared statements (PgBouncer, ...).
+func (t *Tx) prepare(ctx context.Context, sqls ...string) error {
+	conn := t.conn.Conn()
+	if conn.Config().DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
+		return nil
+	}
+	for _, sql := range sqls {
+		if _, err := conn.Prepare(ctx, sql, sql); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// leftIdle checks that a claim batch that did not acquire left no
+// transaction open, and rolls back one that it did leave (not expected).
+func (t *Tx) leftIdle(ctx context.Context, tx pgx.Tx) error {
+	if t.conn.Conn().PgConn().TxStatus() == 'I' {
+		return nil
+	}
+	return tx.Rollback(ctx)
+}
+
+// beginThenClaim is the claim of a session whose default isolation level
+// is not read committed: BEGIN ISOLATION LEVEL READ COMMITTED in a round
+// trip of its own, then the claim inside the transaction block.
+func (t *Tx) beginThenClaim(ctx context.Context, k idempotency.Key, fingerprint string, ttl time.Duration) (idempotency.ClaimResult, error) {
+	tx, err := t.conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	t.tx = tx
+	return claim(ctx, txClaimer{tx, t.store.lockTimeoutSQL}, t.store.sql.claim, k, fingerprint, 0, ttl)
+}
+
+// isInvalidText reports whether err is one of the failures that the
+// statements of transactional mode cause on purpose (see
+// sqlstateInvalidText).
+func isInvalidText(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == sqlstateInvalidText
+}
+
+// txClaimer runs the claim statement in one round trip, inside a
+// transaction block, between SET LOCAL lock_timeout and a reset of
+// lock_timeout to its session value.
+type txClaimer struct {
+	tx             pgx.Tx
+	lockTimeoutSQL string
+}
 
 func (c txClaimer) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	b := &pgx.Batch{}
-	b.Queue(c.t.store.lockTimeoutSQL)
+	b.Queue(c.lockTimeoutSQL)
 	b.Queue(sql, args...)
 	b.Queue("SET LOCAL lock_timeout TO DEFAULT")
-	return &batchRow{br: c.t.tx.SendBatch(ctx, b)}
+	return &batchRow{br: c.tx.SendBatch(ctx, b)}
 }
 
 // batchRow reads the second result of a three-statement batch as a pgx.Row.
@@ -154,27 +334,107 @@ func (r *batchRow) Scan(dest ...any) error {
 	return err
 }
 
-// Complete implements idempotency.Tx: it stores resp in the transaction. It
-// returns an error wrapping idempotency.ErrStaleToken when this transaction
-// does not hold the claim with token.
-func (t *Tx) Complete(ctx context.Context, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {
-	return t.store.settle(ctx, t.tx, "tx complete", t.store.sql.complete, k, token, &resp, ttl)
+// Complete implements idempotency.Tx: it keeps resp (a copy) as the outcome,
+// which Commit stores in the same round trip as the COMMIT. It returns an
+// error wrapping idempotency.ErrStaleToken when this transaction does not
+// hold the claim of k with token; a claim that expired meanwhile (a ttl
+// shorter than the handler) makes Commit fail with that error instead, and
+// keeps nothing.
+func (t *Tx) Complete(_ context.Context, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {
+	ttlUS, err := ttlMicros(ttl)
+	if err != nil {
+		return fmt.Errorf("pgstore: tx complete: %w", err)
+	}
+	if t.tx == nil || t.outcome != nil || k != t.claimed || token != t.token {
+		return fmt.Errorf("pgstore: tx complete: %w", idempotency.ErrStaleToken)
+	}
+	scope, key := encodeText(k.Scope), encodeText(k.Key)
+	t.outcome = []any{scope, key, token, int32(resp.Status), stampedHeader(token, resp.Header), bytes.Clone(resp.Body), resp.Oversize, ttlUS,
+		t.store.watch.channel(), t.store.watch.payload(scope, key)}
+	return nil
 }
 
-// Commit implements idempotency.Tx.
+// Commit implements idempotency.Tx: one round trip, the outcome kept by
+// Complete and COMMIT. When storing the outcome fails nothing is
+// committed; the error wraps idempotency.ErrStaleToken or
+// idempotency.ErrResponseNotStorable where that is the cause, and the
+// transaction must be rolled back.
 func (t *Tx) Commit(ctx context.Context) error {
-	if err := t.tx.Commit(ctx); err != nil {
+	if t.finished || (t.h != nil && t.h.ended.Load()) {
+		t.release()
+		return fmt.Errorf("pgstore: commit: %w", pgx.ErrTxClosed)
+	}
+	if t.tx == nil {
+		t.release() // no claim acquired: nothing to commit
+		return nil
+	}
+	b := &pgx.Batch{}
+	if t.outcome != nil {
+		if err := t.prepare(ctx, t.store.sql.txComplete, "COMMIT"); err != nil {
+			return fmt.Errorf("pgstore: commit: %w", err)
+		}
+		b.Queue(t.store.sql.txComplete, t.outcome...)
+	}
+	b.Queue("COMMIT")
+	br := t.tx.SendBatch(ctx, b)
+	var err error
+	if t.outcome != nil {
+		var changed, notified int64
+		var stale *int32
+		err = br.QueryRow().Scan(&changed, &notified, &stale)
+		switch {
+		case isTooLarge(err):
+			err = fmt.Errorf("%w: %w", idempotency.ErrResponseNotStorable, err)
+		case isInvalidText(err):
+			err = idempotency.ErrStaleToken
+		}
+	}
+	var tag pgconn.CommandTag
+	if err == nil {
+		tag, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && tag.String() == "ROLLBACK" {
+		err = pgx.ErrTxCommitRollback // the handler left the transaction failed
+	}
+	if err != nil {
+		if t.conn.Conn().PgConn().TxStatus() == 'I' {
+			t.release() // the transaction is over: nothing to roll back
+		}
 		return fmt.Errorf("pgstore: commit: %w", err)
 	}
+	t.release()
 	return nil
 }
 
 // Rollback implements idempotency.Tx. It returns nil after Commit or a
 // previous Rollback.
 func (t *Tx) Rollback(ctx context.Context) error {
-	err := t.tx.Rollback(ctx)
+	if t.finished {
+		return nil
+	}
+	var err error
+	if t.tx != nil && (t.h == nil || !t.h.ended.Load()) {
+		err = t.tx.Rollback(ctx)
+	}
+	t.release()
 	if err != nil && !errors.Is(err, pgx.ErrTxClosed) {
 		return fmt.Errorf("pgstore: rollback: %w", err)
 	}
 	return nil
+}
+
+// release ends the Tx and returns its connection to the pool (which closes
+// a connection left inside a transaction block).
+func (t *Tx) release() {
+	t.finished = true
+	if t.h != nil {
+		t.h.ended.Store(true)
+	}
+	if t.conn != nil {
+		t.conn.Release()
+		t.conn = nil
+	}
 }

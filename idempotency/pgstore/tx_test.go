@@ -228,12 +228,14 @@ func TestTxDuplicateAcquiresAfterRollbackOrCrash(t *testing.T) {
 				t.Fatalf("waiting Claim = %+v, want acquired with token > %d", a.res, r.Token)
 			}
 			if crash {
+				// Complete keeps the outcome for Commit's round trip, so the
+				// dead connection shows at Commit at the latest.
 				err := tx.Complete(ctx, k, r.Token, idempotency.Response{Status: 201}, time.Hour)
 				if err == nil {
-					t.Fatal("the dead holder's Complete succeeded")
+					err = tx.Commit(ctx)
 				}
-				if err := tx.Commit(ctx); err == nil {
-					t.Fatal("the dead holder's Commit succeeded")
+				if err == nil {
+					t.Fatal("the dead holder's Complete and Commit succeeded")
 				}
 			}
 		})

@@ -1,0 +1,164 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/pgstore"
+	"github.com/saferetry/saferetry/idempotency/storetest"
+)
+
+// TestReplayFastPathConformance runs the conformance suite on a store that
+// answers completed entries from its primary-key SELECT.
+func TestReplayFastPathConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) idempotency.Store {
+		return newStore(t, nil, pgstore.WithReplayFastPath())
+	}, storetest.Watching)
+}
+
+// TestReplayFastPathAnswersLikeClaim puts a key in each state the fast path
+// must either answer or leave to the claim statement, and checks that a
+// store with the fast path answers as one without it would: a completed
+// entry (either fingerprint) from the SELECT, and anything else (absent, in
+// progress, lapsed, expired) from the claim, which acquires or takes over.
+func TestReplayFastPathAnswersLikeClaim(t *testing.T) {
+	pool := newPool(t)
+	plain := newStore(t, pool)
+	fast := pgstore.New(pool, pgstore.WithTable(plain.Table()), pgstore.WithReplayFastPath())
+	t.Cleanup(func() { _ = fast.Close() })
+	ctx := ctxT(t)
+	table := pgx.Identifier{plain.Table()}.Sanitize()
+	type answer struct {
+		acquired, tookOver bool
+		state              idempotency.State
+		fingerprint, body  string
+	}
+	answerOf := func(r idempotency.ClaimResult) answer {
+		a := answer{acquired: r.Acquired, tookOver: r.TookOver, state: r.Entry.State, fingerprint: r.Entry.Fingerprint}
+		if r.Entry.Response != nil {
+			a.body = string(r.Entry.Response.Body)
+		}
+		return a
+	}
+	claim := func(s *pgstore.Store, k idempotency.Key, lease time.Duration) idempotency.ClaimResult {
+		t.Helper()
+		r, err := s.Claim(ctx, k, "fp", lease, time.Hour)
+		if err != nil {
+			t.Fatalf("Claim(%v): %v", k, err)
+		}
+		return r
+	}
+	setups := []struct {
+		name  string
+		setup func(k idempotency.Key) // leaves k in the state named
+		want  answer
+	}{
+		{"absent", func(idempotency.Key) {}, answer{acquired: true}},
+		{"in progress", func(k idempotency.Key) { claim(plain, k, time.Hour) }, answer{state: idempotency.StateInProgress, fingerprint: "fp"}},
+		{"lapsed", func(k idempotency.Key) {
+			claim(plain, k, time.Hour)
+			if _, err := pool.Exec(ctx, `UPDATE `+table+` SET lease_until = now() - interval '1 second' WHERE key = $1::text`, k.Key); err != nil {
+				t.Fatal(err)
+			}
+		}, answer{acquired: true, tookOver: true}},
+		{"completed", func(k idempotency.Key) { completeAs(t, plain, k, "fp", "done") }, answer{state: idempotency.StateCompleted, fingerprint: "fp", body: "done"}},
+		{"completed, other fingerprint", func(k idempotency.Key) { completeAs(t, plain, k, "fp-other", "other") },
+			answer{state: idempotency.StateCompleted, fingerprint: "fp-other", body: "other"}},
+		{"expired", func(k idempotency.Key) {
+			completeAs(t, plain, k, "fp", "done")
+			if _, err := pool.Exec(ctx, `UPDATE `+table+` SET expires_at = now() - interval '1 second' WHERE key = $1::text`, k.Key); err != nil {
+				t.Fatal(err)
+			}
+		}, answer{acquired: true}},
+	}
+	for _, tc := range setups {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, s := range []struct {
+				name  string
+				store *pgstore.Store
+			}{{"without", plain}, {"with", fast}} {
+				k := idempotency.Key{Scope: "fast", Key: tc.name + "/" + s.name}
+				tc.setup(k)
+				if got := answerOf(claim(s.store, k, time.Minute)); got != tc.want {
+					t.Errorf("%s the fast path: Claim = %+v, want %+v", s.name, got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// completeAs claims k with fingerprint fp and completes it with body.
+func completeAs(tb testing.TB, s *pgstore.Store, k idempotency.Key, fp, body string) {
+	tb.Helper()
+	ctx := context.Background()
+	r, err := s.Claim(ctx, k, fp, time.Minute, time.Hour)
+	if err != nil || !r.Acquired {
+		tb.Fatal(r, err)
+	}
+	if err := s.Complete(ctx, k, r.Token, idempotency.Response{Status: 201, Body: []byte(body)}, time.Hour); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// TestReplayFastPathDuringCompletion reads a key with the fast path from
+// several goroutines while its claim completes: every answer is the claim
+// in progress (left to the claim statement, which refuses it) or the
+// completed entry with its body, never an acquisition and never a
+// completed entry without its response.
+func TestReplayFastPathDuringCompletion(t *testing.T) {
+	pool := newPool(t)
+	plain := newStore(t, pool)
+	fast := pgstore.New(pool, pgstore.WithTable(plain.Table()), pgstore.WithReplayFastPath())
+	t.Cleanup(func() { _ = fast.Close() })
+	ctx := ctxT(t)
+	k := key("racing")
+	r, err := plain.Claim(ctx, k, "fp", time.Minute, time.Hour)
+	if err != nil || !r.Acquired {
+		t.Fatal(r, err)
+	}
+	done := make(chan struct{})
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			var err error
+			for seen := false; !seen; {
+				select {
+				case <-done:
+					seen = true // one more read after the completion
+				default:
+				}
+				res, cerr := fast.Claim(ctx, k, "fp", time.Minute, time.Hour)
+				switch {
+				case cerr != nil:
+					err = cerr
+				case res.Acquired:
+					err = fmt.Errorf("the fast path acquired a key in progress or completed: %+v", res)
+				case res.Entry.State == idempotency.StateCompleted && (res.Entry.Response == nil || string(res.Entry.Response.Body) != "done"):
+					err = fmt.Errorf("completed entry without its response: %+v", res.Entry)
+				case res.Entry.State == idempotency.StateInProgress && res.Entry.Token != r.Token:
+					err = fmt.Errorf("in progress with token %d, want %d", res.Entry.Token, r.Token)
+				case seen && res.Entry.State != idempotency.StateCompleted:
+					err = fmt.Errorf("after the completion: %+v, want completed", res.Entry)
+				}
+				if err != nil {
+					break
+				}
+			}
+			errs <- err
+		}()
+	}
+	if err := plain.Complete(ctx, k, r.Token, idempotency.Response{Status: 201, Body: []byte("done")}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	close(done)
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}

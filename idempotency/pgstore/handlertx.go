@@ -1,0 +1,151 @@
+package pgstore
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+var _ pgx.Tx = (*handlerTx)(nil)
+
+// handlerTx is the transaction a handler gets in transactional mode: the
+// pgx.Tx of the request's transaction block, refusing every statement with
+// pgx.ErrTxClosed once the request's Tx committed or rolled back. The
+// COMMIT goes in a batch with the stored outcome, so the pgx.Tx itself
+// never learns that it ended; without this guard a handler that kept it
+// would run statements on a connection back in the pool, in another
+// request's transaction. A Tx whose Context was taken before any claim
+// opened the block (the Middleware never does that) begins the block at
+// the first statement. It is used by one goroutine at a time, like its Tx.
+type handlerTx struct {
+	t     *Tx
+	ended atomic.Bool
+}
+
+// tx returns the transaction block, begun now if need be.
+func (h *handlerTx) tx(ctx context.Context) (pgx.Tx, error) {
+	if h.ended.Load() {
+		return nil, pgx.ErrTxClosed
+	}
+	if h.t.tx == nil {
+		tx, err := h.t.conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+		if err != nil {
+			return nil, err
+		}
+		h.t.tx = tx
+	}
+	return h.t.tx, nil
+}
+
+func (h *handlerTx) Begin(ctx context.Context) (pgx.Tx, error) {
+	tx, err := h.tx(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return tx.Begin(ctx)
+}
+
+// Commit and Rollback are the handler's, against the contract of
+// TxFromContext; they end the transaction, and the request's Commit then
+// fails.
+func (h *handlerTx) Commit(ctx context.Context) error {
+	tx, err := h.tx(ctx)
+	if err != nil {
+		return err
+	}
+	h.ended.Store(true)
+	return tx.Commit(ctx)
+}
+
+func (h *handlerTx) Rollback(ctx context.Context) error {
+	tx, err := h.tx(ctx)
+	if err != nil {
+		return err
+	}
+	h.ended.Store(true)
+	return tx.Rollback(ctx)
+}
+
+func (h *handlerTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
+	tx, err := h.tx(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return tx.CopyFrom(ctx, table, columns, src)
+}
+
+func (h *handlerTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	tx, err := h.tx(ctx)
+	if err != nil {
+		return pgx.FailedBatchResults(b, err)
+	}
+	return tx.SendBatch(ctx, b)
+}
+
+// LargeObjects begins the block, if need be, without a deadline; when that
+// fails the returned LargeObjects must not be used.
+func (h *handlerTx) LargeObjects() pgx.LargeObjects {
+	tx, err := h.tx(context.Background())
+	if err != nil {
+		return pgx.LargeObjects{}
+	}
+	return tx.LargeObjects()
+}
+
+func (h *handlerTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+	tx, err := h.tx(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return tx.Prepare(ctx, name, sql)
+}
+
+func (h *handlerTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	tx, err := h.tx(ctx)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return tx.Exec(ctx, sql, args...)
+}
+
+func (h *handlerTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	tx, err := h.tx(ctx)
+	if err != nil {
+		return failedRows{err}, err
+	}
+	return tx.Query(ctx, sql, args...)
+}
+
+func (h *handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	tx, err := h.tx(ctx)
+	if err != nil {
+		return failedRows{err}
+	}
+	return tx.QueryRow(ctx, sql, args...)
+}
+
+// Conn returns the connection of the request's transaction, nil once the
+// request's Tx returned it to the pool.
+func (h *handlerTx) Conn() *pgx.Conn {
+	if h.ended.Load() || h.t.conn == nil {
+		return nil
+	}
+	return h.t.conn.Conn()
+}
+
+// failedRows are the rows of a statement that could not run: err is why.
+type failedRows struct{ err error }
+
+func (failedRows) Close()                                       {}
+func (r failedRows) Err() error                                 { return r.err }
+func (failedRows) CommandTag() pgconn.CommandTag                { return pgconn.CommandTag{} }
+func (failedRows) FieldDescriptions() []pgconn.FieldDescription { return nil }
+func (failedRows) Next() bool                                   { return false }
+func (r failedRows) Scan(...any) error                          { return r.err }
+func (r failedRows) Values() ([]any, error)                     { return nil, r.err }
+func (failedRows) RawValues() [][]byte                          { return nil }
+func (failedRows) Conn() *pgx.Conn                              { return nil }
+func (failedRows) TypeMap() *pgtype.Map                         { return nil }

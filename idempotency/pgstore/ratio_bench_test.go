@@ -1,0 +1,221 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/pgstore"
+	"github.com/saferetry/saferetry/internal/benchratio"
+	"github.com/saferetry/saferetry/internal/testenv"
+)
+
+// ratioConcurrency are the numbers of goroutines BenchmarkRatio runs each
+// operation from.
+var ratioConcurrency = []int{1, 8, 32, 64}
+
+// ratioResponse is the stored response of the ratio benchmarks.
+var ratioResponse = idempotency.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"id":"ord_123","amount":500}`)}
+
+// The raw anchors: the statements a hand-written idempotency table would
+// send for the same work, each parameter typed.
+const (
+	rawSelect = `SELECT state, fingerprint, token, status, header_bin, body, oversize FROM %s WHERE scope = $1::text AND key = $2::text`
+	rawInsert = `INSERT INTO %s (scope, key, state, fingerprint, lease_until, expires_at)
+VALUES ($1::text, $2::text, 1, $3::text, statement_timestamp() + interval '10 seconds', statement_timestamp() + interval '1 hour') RETURNING token`
+	rawComplete = `UPDATE %s SET state = 2, lease_until = NULL, status = $3::integer, header_bin = $4::bytea, body = $5::bytea
+WHERE scope = $1::text AND key = $2::text`
+)
+
+// BenchmarkRatio runs each store operation and its raw anchor alternately
+// (internal/benchratio) from 1, 8, 32 and 64 goroutines over one pool of as
+// many connections (at least 4, at most 16), and prints their ratio:
+//
+//   - replay: Store.Claim of a completed key, against a primary-key SELECT
+//     of the same row; replay-fastpath the same with WithReplayFastPath;
+//   - first: Store.Claim then Store.Complete of a new key, against an
+//     INSERT then an UPDATE of a new key; first-fastpath the same with
+//     WithReplayFastPath (one SELECT more);
+//   - tx-first: BeginTx, Tx.Claim, Tx.Complete and Tx.Commit of a new key,
+//     against BEGIN with the INSERT and the UPDATE with COMMIT (two
+//     pipelined batches, the round trips transactional mode needs);
+//   - tx-replay: BeginTx, Tx.Claim and Tx.Rollback of a completed key,
+//     against a primary-key SELECT.
+//
+// Run it with
+//
+//	go test -run '^$' -bench BenchmarkRatio -benchtime 4000x ./idempotency/pgstore/
+func BenchmarkRatio(b *testing.B) {
+	ctx := context.Background()
+	admin := newPool(b, func(cfg *pgxpool.Config) { cfg.MaxConns = 1 }) // drops the tables at cleanup
+	for _, c := range ratioConcurrency {
+		// The shared test server has 100 connections for every user.
+		pool, closePool := ratioPool(b, min(max(c, 4), ratioMaxConns))
+		table := uniqueTable(b, admin)
+		s := pgstore.New(pool, pgstore.WithTable(table))
+		fast := pgstore.New(pool, pgstore.WithTable(table), pgstore.WithReplayFastPath())
+		txs := pgstore.NewTx(pool, pgstore.WithTable(table))
+		if err := s.CreateSchema(ctx); err != nil {
+			b.Fatal(err)
+		}
+		quoted := pgx.Identifier{table}.Sanitize()
+		sel, ins, upd := fmt.Sprintf(rawSelect, quoted), fmt.Sprintf(rawInsert, quoted), fmt.Sprintf(rawComplete, quoted)
+		done := idempotency.Key{Scope: "bench", Key: "done"}
+		complete(b, s, done)
+		if _, err := pool.Exec(ctx, `INSERT INTO `+quoted+` SELECT 'raw', key, state, fingerprint, token, took_over, lease_until, expires_at, status, header, header_bin, body, oversize, watched FROM `+quoted+` WHERE scope = 'bench'`); err != nil {
+			b.Fatal(err)
+		}
+		prefix := testenv.RandomName("k")
+		var seq atomic.Int64
+		newKey := func() idempotency.Key {
+			return idempotency.Key{Scope: "bench", Key: prefix + strconv.FormatInt(seq.Add(1), 10)}
+		}
+		rawSelectOp := func() error {
+			var (
+				state        int16
+				fp           string
+				token        int64
+				status       *int32
+				header, body []byte
+				oversize     bool
+			)
+			return pool.QueryRow(ctx, sel, "raw", "done").Scan(&state, &fp, &token, &status, &header, &body, &oversize)
+		}
+		header := append(make([]byte, 8), "Content-Type: application/json"...) // about what the store keeps
+		replayOp := func(s *pgstore.Store) func() error {
+			return func() error {
+				r, err := s.Claim(ctx, done, "fp", 10*time.Second, time.Hour)
+				if err == nil && (r.Acquired || r.Entry.Response == nil) {
+					err = fmt.Errorf("claim of a completed key answered %+v", r)
+				}
+				return err
+			}
+		}
+		b.Run(fmt.Sprintf("replay/c=%d", c), func(b *testing.B) {
+			benchratio.Run(b, benchratio.Parallel(b, c, replayOp(s)), benchratio.Parallel(b, c, rawSelectOp))
+		})
+		b.Run(fmt.Sprintf("replay-fastpath/c=%d", c), func(b *testing.B) {
+			benchratio.Run(b, benchratio.Parallel(b, c, replayOp(fast)), benchratio.Parallel(b, c, rawSelectOp))
+		})
+		firstOp := func(s *pgstore.Store) func() error {
+			return func() error {
+				k := newKey()
+				r, err := s.Claim(ctx, k, "fp", 10*time.Second, time.Hour)
+				if err != nil || !r.Acquired {
+					return fmt.Errorf("claim: %+v %v", r, err)
+				}
+				return s.Complete(ctx, k, r.Token, ratioResponse, time.Hour)
+			}
+		}
+		rawFirstOp := func() error {
+			k := newKey()
+			var token int64
+			if err := pool.QueryRow(ctx, ins, "raw", k.Key, "fp").Scan(&token); err != nil {
+				return err
+			}
+			_, err := pool.Exec(ctx, upd, "raw", k.Key, int32(201), header, ratioResponse.Body)
+			return err
+		}
+		b.Run(fmt.Sprintf("first-fastpath/c=%d", c), func(b *testing.B) {
+			benchratio.Run(b, benchratio.Parallel(b, c, firstOp(fast)), benchratio.Parallel(b, c, rawFirstOp))
+		})
+		b.Run(fmt.Sprintf("first/c=%d", c), func(b *testing.B) {
+			benchratio.Run(b, benchratio.Parallel(b, c, firstOp(s)), benchratio.Parallel(b, c, rawFirstOp))
+		})
+		b.Run(fmt.Sprintf("tx-first/c=%d", c), func(b *testing.B) {
+			benchratio.Run(b, benchratio.Parallel(b, c, func() error {
+				k := newKey()
+				tx, err := txs.BeginTx(ctx)
+				if err != nil {
+					return err
+				}
+				defer func() { _ = tx.Rollback(ctx) }()
+				r, err := tx.Claim(ctx, k, "fp", time.Hour)
+				if err != nil || !r.Acquired {
+					return fmt.Errorf("claim: %+v %v", r, err)
+				}
+				if err := tx.Complete(ctx, k, r.Token, ratioResponse, time.Hour); err != nil {
+					return err
+				}
+				return tx.Commit(ctx)
+			}), benchratio.Parallel(b, c, func() error {
+				k := newKey()
+				conn, err := pool.Acquire(ctx)
+				if err != nil {
+					return err
+				}
+				defer conn.Release()
+				first := &pgx.Batch{}
+				first.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+				first.Queue(ins, "raw", k.Key, "fp")
+				if err := conn.SendBatch(ctx, first).Close(); err != nil {
+					return err
+				}
+				second := &pgx.Batch{}
+				second.Queue(upd, "raw", k.Key, int32(201), header, ratioResponse.Body)
+				second.Queue("COMMIT")
+				return conn.SendBatch(ctx, second).Close()
+			}))
+		})
+		b.Run(fmt.Sprintf("tx-replay/c=%d", c), func(b *testing.B) {
+			benchratio.Run(b, benchratio.Parallel(b, c, func() error {
+				tx, err := txs.BeginTx(ctx)
+				if err != nil {
+					return err
+				}
+				r, err := tx.Claim(ctx, done, "fp", time.Hour)
+				if err == nil && (r.Acquired || r.Entry.Response == nil) {
+					err = fmt.Errorf("claim of a completed key answered %+v", r)
+				}
+				if rerr := tx.Rollback(ctx); err == nil {
+					err = rerr
+				}
+				return err
+			}), benchratio.Parallel(b, c, rawSelectOp))
+		})
+		_ = s.Close()
+		_ = fast.Close()
+		_ = txs.Close()
+		closePool()
+	}
+}
+
+// ratioMaxConns bounds the pools of BenchmarkRatio: the shared test server
+// has 100 connections for every user.
+const ratioMaxConns = 16
+
+// ratioPool returns a pool of n connections on the test database and the
+// function that closes it.
+func ratioPool(b *testing.B, n int) (*pgxpool.Pool, func()) {
+	cfg, err := pgxpool.ParseConfig(pgURL(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.MaxConns = int32(n)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return pool, pool.Close
+}
+
+// complete claims and completes k with ratioResponse.
+func complete(tb testing.TB, s *pgstore.Store, k idempotency.Key) {
+	tb.Helper()
+	ctx := context.Background()
+	r, err := s.Claim(ctx, k, "fp", 10*time.Second, time.Hour)
+	if err != nil || !r.Acquired {
+		tb.Fatal(r, err)
+	}
+	if err := s.Complete(ctx, k, r.Token, ratioResponse, time.Hour); err != nil {
+		tb.Fatal(err)
+	}
+}
