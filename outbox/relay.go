@@ -90,7 +90,8 @@ func (r *Relay) Run(ctx context.Context) error {
 
 // work is one of Run's workers: batch after batch while batches come full
 // (waking the others, since there is more), then a wait for a wake-up or
-// the poll interval; the first worker also cleans up.
+// the poll interval; the first worker also cleans up, between runs of
+// batches.
 func (r *Relay) work(ctx context.Context, wake <-chan struct{}, all []chan struct{}, cleans bool) {
 	var lastCleanup time.Time
 	errWait := r.cfg.backoffMin
@@ -103,7 +104,17 @@ func (r *Relay) work(ctx context.Context, wake <-chan struct{}, all []chan struc
 				r.cfg.logger.Warn("outbox: cleanup failed", "table", r.o.names.table, "err", err)
 			}
 		}
-		n, err := r.RunOnce(ctx)
+		// Full batches mean more may be waiting: wake the other workers
+		// and go on, on the same connection, unless the cleanup is due.
+		full := false
+		_, err := r.batches(ctx, func(n int) bool {
+			full = n == r.cfg.batchSize
+			if full {
+				wakeAll(all)
+			}
+			return full && ctx.Err() == nil &&
+				!(cleans && r.cfg.retention > 0 && time.Since(lastCleanup) >= r.cfg.cleanupEvery)
+		})
 		wait := r.cfg.pollInterval
 		switch {
 		case ctx.Err() != nil:
@@ -112,9 +123,8 @@ func (r *Relay) work(ctx context.Context, wake <-chan struct{}, all []chan struc
 			r.cfg.logger.Warn("outbox: relay batch failed", "table", r.o.names.table, "err", err, "retry_in", errWait)
 			wait = errWait
 			errWait = min(2*errWait, r.cfg.backoffMax)
-		case n == r.cfg.batchSize:
+		case full:
 			errWait = r.cfg.backoffMin
-			wakeAll(all)
 			continue // more may be waiting
 		default:
 			errWait = r.cfg.backoffMin
@@ -136,6 +146,25 @@ func (r *Relay) work(ctx context.Context, wake <-chan struct{}, all []chan struc
 // The batch costs two round trips to the database: BEGIN and the claim in
 // one pipeline, the marks and COMMIT in another.
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
+	return r.batches(ctx, func(int) bool { return false })
+}
+
+// outcome is what a published batch leaves to write: the rows to mark
+// published and those whose attempt failed, with the error.
+type outcome struct {
+	done, failed []int64
+	perr         error
+}
+
+// batches claims, publishes and marks batches on one connection for as
+// long as more, asked after each publication with the batch's size, says
+// so, and returns how many messages it handed to the Publisher. Each batch
+// is claimed, published and marked in a transaction of its own, as in
+// RunOnce; but a batch's marks, its COMMIT, the next BEGIN and the next
+// claim go to the database in one pipeline, so that a run of batches costs
+// one round trip per batch, not two. Nothing changes for the rows: the
+// next claim runs after the commit, as it would in a RunOnce of its own.
+func (r *Relay) batches(ctx context.Context, more func(n int) bool) (int, error) {
 	conn, err := r.o.pool.Acquire(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: acquire: %w", err)
@@ -152,78 +181,110 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 			}
 		}
 	}()
-	var begin pgx.Batch
-	begin.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
-	// The claim must walk the pending rows in sequence order and stop at
-	// the window's end; on a table whose statistics lag behind (a burst of
-	// enqueues before autovacuum's ANALYZE) the planner would rather read
-	// every pending row into a bitmap and sort them, once per batch.
-	begin.Queue(`SET LOCAL enable_bitmapscan = off`)
-	begin.Queue(`SET LOCAL enable_seqscan = off`)
-	begin.Queue(r.claim)
-	open = true
-	seqs, msgs, err := claim(conn.SendBatch(ctx, &begin))
-	if err != nil {
-		return 0, fmt.Errorf("outbox: claim: %w", err)
-	}
-	if len(msgs) == 0 {
-		open = false
-		if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
-			return 0, fmt.Errorf("outbox: claim: %w", err)
+	total := 0
+	var last *outcome // published, not marked yet
+	for {
+		var b pgx.Batch
+		marks := r.queueMarks(&b, last)
+		b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+		// The claim must walk the pending rows in sequence order and stop
+		// at the window's end; on a table whose statistics lag behind (a
+		// burst of enqueues before autovacuum's ANALYZE) the planner would
+		// rather read every pending row into a bitmap and sort them, once
+		// per batch.
+		b.Queue(`SET LOCAL enable_bitmapscan = off`)
+		b.Queue(`SET LOCAL enable_seqscan = off`)
+		b.Queue(r.claim)
+		open = true
+		seqs, msgs, err := claim(conn.SendBatch(ctx, &b), marks)
+		if err != nil {
+			return total, err
 		}
-		return 0, nil
+		last = nil
+		if len(msgs) == 0 {
+			open = false
+			if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+				return total, fmt.Errorf("outbox: claim: %w", err)
+			}
+			return total, nil
+		}
+		pctx, cancel := context.WithTimeout(ctx, r.cfg.publishTimeout)
+		perr := r.pub.Publish(pctx, msgs)
+		cancel()
+		total += len(msgs)
+		if perr != nil && ctx.Err() != nil {
+			// Shutting down is not the messages' fault: count no attempt.
+			return total, ctx.Err()
+		}
+		last = r.outcome(seqs, perr)
+		if !more(len(msgs)) {
+			break
+		}
 	}
-	pctx, cancel := context.WithTimeout(ctx, r.cfg.publishTimeout)
-	perr := r.pub.Publish(pctx, msgs)
-	cancel()
-	if perr != nil && ctx.Err() != nil {
-		// Shutting down is not the messages' fault: count no attempt.
-		return len(msgs), ctx.Err()
-	}
-	// Losing this commit to a crash only means publishing the batch again,
-	// which the Publisher's contract allows: no need to wait for the disk.
 	var b pgx.Batch
-	b.Queue(`SET LOCAL synchronous_commit = off`)
-	done, failed := seqs, []int64(nil)
+	r.queueMarks(&b, last)
+	if err := conn.SendBatch(ctx, &b).Close(); err != nil {
+		return total, fmt.Errorf("outbox: mark: %w", err)
+	}
+	open = false
+	return total, nil
+}
+
+// outcome sorts a batch's rows by what Publish returned.
+func (r *Relay) outcome(seqs []int64, perr error) *outcome {
 	var pe *PublishError
 	switch {
 	case perr == nil:
+		return &outcome{done: seqs}
 	case errors.As(perr, &pe) && pe.Index >= 0 && pe.Index < len(seqs):
-		done, failed = seqs[:pe.Index], seqs[pe.Index:pe.Index+1]
+		return &outcome{done: seqs[:pe.Index], failed: seqs[pe.Index : pe.Index+1], perr: perr}
 	default:
-		done, failed = nil, seqs
+		return &outcome{failed: seqs, perr: perr}
 	}
-	if len(done) > 0 {
-		b.Queue(r.o.names.publishedSQL, done)
+}
+
+// queueMarks queues out's marks and the COMMIT of its transaction, and
+// returns how many statements it queued (none when out is nil).
+func (r *Relay) queueMarks(b *pgx.Batch, out *outcome) int {
+	if out == nil {
+		return 0
 	}
-	if len(failed) > 0 {
-		r.cfg.logger.Warn("outbox: publish failed", "table", r.o.names.table, "messages", len(failed), "err", perr)
-		b.Queue(r.o.names.failSQL, failed, perr.Error(),
+	// Losing this commit to a crash only means publishing the batch again,
+	// which the Publisher's contract allows: no need to wait for the disk.
+	b.Queue(`SET LOCAL synchronous_commit = off`)
+	if len(out.done) > 0 {
+		b.Queue(r.o.names.publishedSQL, out.done)
+	}
+	if len(out.failed) > 0 {
+		r.cfg.logger.Warn("outbox: publish failed", "table", r.o.names.table, "messages", len(out.failed), "err", out.perr)
+		b.Queue(r.o.names.failSQL, out.failed, out.perr.Error(),
 			r.cfg.backoffMin.Seconds(), r.cfg.backoffMax.Seconds(), r.cfg.maxAttempts)
 	}
 	b.Queue(`COMMIT`)
-	if err := conn.SendBatch(ctx, &b).Close(); err != nil {
-		return len(msgs), fmt.Errorf("outbox: mark: %w", err)
-	}
-	open = false
-	return len(msgs), nil
+	return b.Len()
 }
 
-// claim reads the claimed rows from the batch BEGIN, the SETs, claim.
-func claim(br pgx.BatchResults) (seqs []int64, msgs []Message, err error) {
+// claim reads the results of marks statements queued by queueMarks, then
+// the claimed rows from BEGIN, the SETs and the claim.
+func claim(br pgx.BatchResults, marks int) (seqs []int64, msgs []Message, err error) {
 	defer func() {
-		if cerr := br.Close(); err == nil {
-			err = cerr
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("outbox: claim: %w", cerr)
 		}
 	}()
+	for range marks {
+		if _, err := br.Exec(); err != nil {
+			return nil, nil, fmt.Errorf("outbox: mark: %w", err)
+		}
+	}
 	for range 3 { // BEGIN and the SETs
 		if _, err := br.Exec(); err != nil {
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("outbox: claim: %w", err)
 		}
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("outbox: claim: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -231,12 +292,15 @@ func claim(br pgx.BatchResults) (seqs []int64, msgs []Message, err error) {
 		var m Message
 		var attempts int
 		if err := rows.Scan(&seq, &m.ID, &m.Topic, &m.Key, &m.Payload, &m.Headers, &attempts); err != nil {
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("outbox: claim: %w", err)
 		}
 		seqs = append(seqs, seq)
 		msgs = append(msgs, m)
 	}
-	return seqs, msgs, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("outbox: claim: %w", err)
+	}
+	return seqs, msgs, nil
 }
 
 // wakeAll wakes every worker that waits, and leaves a wake-up for those
