@@ -143,17 +143,22 @@ func (n names) claimSQL(batch, window int) string {
 	// Rows are chosen by state, never by a position in the sequence, so a
 	// transaction that commits after a later one is never passed over; and
 	// since Enqueue serialises a Key's transactions, a Key's uncommitted
-	// rows are always younger than its committed ones. A head found in the
-	// statement's snapshot is still its Key's head when locked if it is
-	// still pending then (the lock rechecks): rows older than it were
-	// published or failed, and stay so. The rows behind a head are read
+	// rows are always younger than its committed ones. The candidates are
+	// a prefix, in sequence order, of the pending rows, so a pending row
+	// older than a candidate is a candidate too: a Key's head is its
+	// oldest candidate, found by one hashed pass over the candidates (a
+	// probe of the Key index per candidate cost three times as much).
+	// A head found in the statement's snapshot is still its Key's head
+	// when locked if it is still pending then (the lock rechecks): rows
+	// older than it were published or failed, and stay so. The rows behind a head are read
 	// without a lock: only the relay holding a Key's head touches the
 	// Key's pending rows, and not locking them saves a write per row.
 	return `WITH candidates AS (
 	SELECT seq, key FROM ` + q + ` WHERE state = 0 ORDER BY seq LIMIT ` + strconv.Itoa(window) + `
 ), heads AS (
-	SELECT c.seq FROM candidates c
-	WHERE c.key = '' OR NOT EXISTS (SELECT FROM ` + q + ` p WHERE p.state = 0 AND p.key = c.key AND p.seq < c.seq)
+	SELECT min(seq) AS seq FROM candidates WHERE key <> '' GROUP BY key
+	UNION ALL
+	SELECT seq FROM candidates WHERE key = ''
 ), held AS (
 	SELECT seq, key FROM ` + q + `
 	WHERE seq IN (SELECT seq FROM heads) AND state = 0 AND next_try_at <= now()
