@@ -44,10 +44,12 @@ func (e *PublishError) Unwrap() error { return e.Err }
 // is safe for concurrent use: RunOnce may be called from several
 // goroutines and Run more than once, each behaving as another relay.
 type Relay struct {
-	o     *Outbox
-	pub   Publisher
-	cfg   relayConfig
-	claim string // SQL
+	o          *Outbox
+	pub        Publisher
+	cfg        relayConfig
+	claim      string // SQL
+	claimAfter string // SQL: the claim of a pipelined relay's next batch
+	pipelined  bool   // whether the workers run pipeline
 }
 
 // Relay returns a Relay publishing o's messages through pub.
@@ -57,7 +59,15 @@ func (o *Outbox) Relay(pub Publisher, opts ...RelayOption) *Relay {
 		opt(&cfg)
 	}
 	cfg.normalise()
-	return &Relay{o: o, pub: pub, cfg: cfg, claim: o.names.claimSQL(cfg.batchSize, 4*cfg.batchSize+64)}
+	window := 4*cfg.batchSize + 64
+	return &Relay{
+		o: o, pub: pub, cfg: cfg,
+		claim:      o.names.claimSQL(cfg.batchSize, window, false),
+		claimAfter: o.names.claimSQL(cfg.batchSize, window, true),
+		// Two connections per worker, so that no worker waits for a
+		// connection another worker holds while it holds one.
+		pipelined: int(o.pool.Config().MaxConns) >= 2*cfg.workers,
+	}
 }
 
 // Run publishes until ctx is done, then returns nil. It publishes at once
@@ -107,7 +117,11 @@ func (r *Relay) work(ctx context.Context, wake <-chan struct{}, all []chan struc
 		// Full batches mean more may be waiting: wake the other workers
 		// and go on, on the same connection, unless the cleanup is due.
 		full := false
-		_, err := r.batches(ctx, func(n int) bool {
+		run := r.batches
+		if r.pipelined {
+			run = r.pipeline
+		}
+		_, err := run(ctx, func(n int) bool {
 			full = n == r.cfg.batchSize
 			if full {
 				wakeAll(all)
@@ -186,15 +200,7 @@ func (r *Relay) batches(ctx context.Context, more func(n int) bool) (int, error)
 	for {
 		var b pgx.Batch
 		marks := r.queueMarks(&b, last)
-		b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
-		// The claim must walk the pending rows in sequence order and stop
-		// at the window's end; on a table whose statistics lag behind (a
-		// burst of enqueues before autovacuum's ANALYZE) the planner would
-		// rather read every pending row into a bitmap and sort them, once
-		// per batch.
-		b.Queue(`SET LOCAL enable_bitmapscan = off`)
-		b.Queue(`SET LOCAL enable_seqscan = off`)
-		b.Queue(r.claim)
+		r.queueClaim(&b, nil)
 		open = true
 		seqs, msgs, err := claim(conn.SendBatch(ctx, &b), marks)
 		if err != nil {
@@ -228,6 +234,23 @@ func (r *Relay) batches(ctx context.Context, more func(n int) bool) (int, error)
 	}
 	open = false
 	return total, nil
+}
+
+// queueClaim queues BEGIN and the claim of a batch; with published
+// non-nil, the claim takes those rows for published (see pipeline).
+func (r *Relay) queueClaim(b *pgx.Batch, published []int64) {
+	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+	// The claim must walk the pending rows in sequence order and stop at
+	// the window's end; on a table whose statistics lag behind (a burst of
+	// enqueues before autovacuum's ANALYZE) the planner would rather read
+	// every pending row into a bitmap and sort them, once per batch.
+	b.Queue(`SET LOCAL enable_bitmapscan = off`)
+	b.Queue(`SET LOCAL enable_seqscan = off`)
+	if published != nil {
+		b.Queue(r.claimAfter, published)
+	} else {
+		b.Queue(r.claim)
+	}
 }
 
 // outcome sorts a batch's rows by what Publish returned.
