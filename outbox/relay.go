@@ -80,6 +80,13 @@ func (o *Outbox) Relay(pub Publisher, opts ...RelayOption) *Relay {
 // and counts an attempt for each; past MaxAttempts a message is failed
 // (see Failed and Redrive). Database errors are logged and retried with
 // backoff. Published rows are deleted after the Retention period.
+//
+// While batches come full, a worker pipelines them when the pool has two
+// connections per worker (WithWorkers): it claims batch k+1, taking the
+// rows behind batch k's, and marks batch k-1, in one round trip that runs
+// while batch k is published; batch k+1 goes to the Publisher after batch
+// k is published, without the Keys batch k did not publish. Otherwise a
+// batch's marks and the next claim share one round trip.
 func (r *Relay) Run(ctx context.Context) error {
 	wakes := make([]chan struct{}, r.cfg.workers)
 	for i := range wakes {
