@@ -47,8 +47,8 @@ func (p *countingPublisher) Publish(ctx context.Context, msgs []outbox.Message) 
 // raw JetStream publishing of the same messages (200 bytes over 100 Keys),
 // at batch sizes 1, 100 and 1000, with one worker and with four. It
 // alternates rounds of each (benchratio.RunTimed, 4 rounds of b.N/4
-// messages; run it with -benchtime=10000x or more, so that a round holds
-// several batches of 1000):
+// messages; run it with -benchtime=40000x, so that a round holds ten
+// batches of 1000 and the relay's start and last marks weigh little):
 //
 //   - relay: the round's messages are enqueued and committed (not timed),
 //     then a relay is started with WithBatchSize(batch) and
