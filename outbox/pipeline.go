@@ -35,16 +35,9 @@ func (r *Relay) pipeline(ctx context.Context, more func(n int) bool) (total int,
 	var open [2]bool
 	defer func() {
 		for i, c := range conns {
-			if c == nil {
-				continue
+			if c != nil {
+				release(ctx, c, open[i])
 			}
-			if open[i] {
-				if _, err := c.Exec(context.WithoutCancel(ctx), "ROLLBACK"); err != nil {
-					_ = c.Hijack().Close(context.WithoutCancel(ctx))
-					continue
-				}
-			}
-			c.Release()
 		}
 	}()
 	for i := range conns {

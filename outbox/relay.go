@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Publisher hands a batch of messages to a broker. Publish returns nil only
@@ -190,18 +191,8 @@ func (r *Relay) batches(ctx context.Context, more func(n int) bool) (int, error)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: acquire: %w", err)
 	}
-	defer conn.Release()
 	open := false
-	defer func() {
-		if open {
-			// The transaction is open or failed: end it, or drop the
-			// connection rather than give the pool one inside a
-			// transaction.
-			if _, err := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); err != nil {
-				_ = conn.Hijack().Close(context.WithoutCancel(ctx))
-			}
-		}
-	}()
+	defer func() { release(ctx, conn, open) }()
 	total := 0
 	var last *outcome // published, not marked yet
 	for {
@@ -258,6 +249,19 @@ func (r *Relay) queueClaim(b *pgx.Batch, published []int64) {
 	} else {
 		b.Queue(r.claim)
 	}
+}
+
+// release gives conn back to the pool. If open, its transaction is open or
+// failed: release ends it, or drops the connection rather than give the
+// pool one inside a transaction.
+func release(ctx context.Context, conn *pgxpool.Conn, open bool) {
+	if open {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); err != nil {
+			_ = conn.Hijack().Close(context.WithoutCancel(ctx))
+			return
+		}
+	}
+	conn.Release()
 }
 
 // outcome sorts a batch's rows by what Publish returned.
