@@ -74,7 +74,11 @@ func WithBatchSize(n int) RelayOption { return func(c *relayConfig) { c.batchSiz
 // each in a transaction of its own (0 means 1): the workers of one relay
 // share the work as several relays do, Key by Key, so a Key's order holds;
 // more workers hide the database's round trips behind the broker's when
-// there are many Keys with messages waiting.
+// there are many Keys with messages waiting. When the Outbox's pool allows
+// at least two connections per worker (pgxpool's MaxConns), each worker
+// holds two and overlaps its batches (it marks one and claims the next
+// while it publishes another, see Run); otherwise one, and its batches run
+// one after the other.
 func WithWorkers(n int) RelayOption { return func(c *relayConfig) { c.workers = n } }
 
 // WithPollInterval sets how often the relay looks for messages when no

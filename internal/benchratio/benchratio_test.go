@@ -2,6 +2,7 @@ package benchratio
 
 import (
 	"testing"
+	"time"
 )
 
 func TestRunCountsAndMetrics(t *testing.T) {
@@ -27,6 +28,34 @@ func TestRunCountsAndMetrics(t *testing.T) {
 	}
 	if a := res.Extra["allocs/op"]; a < 0.99 || a > 1.01 {
 		t.Errorf("allocs/op = %v; want the variant's 1", a)
+	}
+}
+
+func TestRunTimedUsesTheReturnedTimes(t *testing.T) {
+	var variant, anchor, rounds int
+	var got Result
+	res := testing.Benchmark(func(b *testing.B) {
+		variant, anchor, rounds = 0, 0, 0
+		got = RunTimed(b, 4, func(n int) time.Duration {
+			variant += n
+			rounds++
+			return time.Duration(3*n) * time.Millisecond
+		}, func(n int) time.Duration {
+			anchor += n
+			return time.Duration(2*n) * time.Millisecond
+		})
+	})
+	if variant != res.N || anchor != res.N {
+		t.Errorf("ran %d variant and %d anchor operations; want %d each", variant, anchor, res.N)
+	}
+	if rounds > 4 {
+		t.Errorf("%d rounds; want at most 4", rounds)
+	}
+	if got.Ratio != 1.5 || got.VariantNs != 3e6 || got.AnchorNs != 2e6 {
+		t.Errorf("RunTimed = %+v; want ratio 1.5 of 3e6 and 2e6 ns/op", got)
+	}
+	if s := res.Extra["speed"]; s < 0.666 || s > 0.667 {
+		t.Errorf("speed = %v; want 2/3", s)
 	}
 }
 

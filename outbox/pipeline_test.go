@@ -1,0 +1,80 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/saferetry/saferetry/internal/testenv"
+	"github.com/saferetry/saferetry/outbox"
+)
+
+// TestPipelinedRelayKeepsKeyOrderUnderFailures: a running relay claims its
+// next batch while it publishes the current one, so with few Keys the next
+// batch holds the rows behind those being published. A Publisher failing
+// at random, wholly or from a random message on (a PublishError): no
+// message is in two Publish calls at once, each Key's messages are first
+// published in their order, and nothing is lost, with retries allowed
+// forever and with two attempts (some messages failed).
+func TestPipelinedRelayKeepsKeyOrderUnderFailures(t *testing.T) {
+	for _, attempts := range []int{1000, 2} {
+		t.Run("attempts="+strconv.Itoa(attempts), func(t *testing.T) {
+			const keys, perKey = 6, 100
+			o, pool := newOutbox(t)
+			ctx := context.Background()
+			for i := 0; i < perKey; i += 10 {
+				var msgs []outbox.Message
+				for j := i; j < i+10; j++ {
+					for k := range keys {
+						msgs = append(msgs, msg(fmt.Sprintf("m-%d-%03d", k, j), "k"+strconv.Itoa(k)))
+					}
+				}
+				enqueue(t, pool, o, msgs...)
+			}
+			rec := &recorder{fail: func(_ int, msgs []outbox.Message) error {
+				time.Sleep(time.Duration(rand.IntN(500)) * time.Microsecond) // the next claim overlaps
+				switch p := rand.Float64(); {
+				case p < 0.3:
+					return &outbox.PublishError{Index: rand.IntN(len(msgs)), Err: errors.New("no ack")}
+				case p < 0.5:
+					return errors.New("broker unavailable")
+				}
+				return nil
+			}}
+			runRelay(t, o.Relay(rec, outbox.WithBatchSize(20), outbox.WithMaxAttempts(attempts),
+				outbox.WithBackoff(time.Millisecond, 2*time.Millisecond), outbox.WithPollInterval(5*time.Millisecond)))
+			var s outbox.Stats
+			testenv.Eventually(t, "nothing pending", func() bool {
+				var err error
+				s, err = o.Stats(ctx)
+				return err == nil && s.Pending == 0
+			})
+			if len(rec.overlaps) > 0 {
+				t.Errorf("messages in two Publish calls at once: %v", rec.overlaps)
+			}
+			seen := map[string]bool{}
+			last := map[string]string{}
+			for _, m := range rec.messages() {
+				if seen[m.ID] {
+					continue
+				}
+				seen[m.ID] = true
+				if prev := last[m.Key]; strings.Compare(m.ID, prev) < 0 {
+					t.Errorf("Key %s: %s first published after %s", m.Key, m.ID, prev)
+				}
+				last[m.Key] = m.ID
+			}
+			if int64(len(seen)) != s.Published || s.Published+s.Failed != keys*perKey {
+				t.Errorf("%d distinct messages published, Stats %+v; want %d published or failed", len(seen), s, keys*perKey)
+			}
+			if attempts == 2 && s.Failed == 0 {
+				t.Errorf("no message failed: the failed path was not taken (Stats %+v)", s)
+			}
+		})
+	}
+}
