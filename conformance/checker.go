@@ -100,8 +100,9 @@ type Checker struct {
 	// "" skips count-once.
 	CountURL string
 	// TTL is the retention the endpoint states: ttl-expiry re-sends the
-	// first request's key once TTL has passed since its answer and expects
-	// a new execution. 0 skips ttl-expiry.
+	// first request's key once TTL and a grace (1 % of TTL, at least
+	// 100 ms) have passed since its answer and expects a new execution.
+	// 0 skips ttl-expiry.
 	TTL time.Duration
 	// AuthA and AuthB are the headers of two principals (for example two
 	// Authorization values), for scope-isolation; unless both are set it

@@ -92,7 +92,7 @@ func (c *Checker) Plan(t Target) ([]PlannedRequest, error) {
 	}
 	if c.TTL > 0 {
 		count("count before the re-send")
-		add(CheckTTLExpiry, p.ttl, 1, "the first request's key, "+c.TTL.String()+" after its answer")
+		add(CheckTTLExpiry, p.ttl, 1, "the first request's key, "+(c.TTL+ttlGrace(c.TTL)).String()+" after its answer (the TTL and a grace of 1 %, at least 100 ms)")
 		count("count after it")
 	}
 	return out, nil

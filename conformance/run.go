@@ -504,14 +504,14 @@ func (r *run) checkScope(ctx context.Context) {
 	}
 }
 
-// checkTTL runs ttl-expiry: the first request's key, re-sent once TTL has
-// passed since its answer, executes anew.
+// checkTTL runs ttl-expiry: the first request's key, re-sent once TTL and
+// its grace have passed since its answer, executes anew.
 func (r *run) checkTTL(ctx context.Context, first Exchange, cs *counts) error {
 	if r.c.TTL <= 0 {
 		r.skip("no -ttl", CheckTTLExpiry)
 		return nil
 	}
-	if !wait(ctx, time.Until(first.sent.Add(r.c.TTL))) {
+	if !wait(ctx, time.Until(first.sent.Add(r.c.TTL+ttlGrace(r.c.TTL)))) {
 		return ctx.Err()
 	}
 	before := r.read(ctx, cs)
@@ -542,3 +542,11 @@ func (r *run) checkTTL(ctx context.Context, first Exchange, cs *counts) error {
 	}
 	return nil
 }
+
+// ttlGrace is how long past the stated retention ttl-expiry waits before it
+// re-sends: a hundredth of it, at least 100 ms. A server's retention
+// starts when its store records the outcome, which may follow the answer
+// by a round trip, and a store may round its expiry (pgstore keeps a row
+// up to a thousandth of its ttl longer); a key still replayed past the
+// grace was not freed.
+func ttlGrace(ttl time.Duration) time.Duration { return max(ttl/100, 100*time.Millisecond) }

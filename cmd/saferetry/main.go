@@ -27,7 +27,7 @@
 //	-profile P        ietf (default) or stripe: the levels and statuses to hold the answers to
 //	-key-required     the endpoint requires a key: check that a request without one gets 400
 //	-count-url U      a GET that counts the records (#/json/pointer or #dotted.path for a count inside; default the array's length or the body's size)
-//	-ttl D            the retention the API states: re-send the first key after D, expect a new execution
+//	-ttl D            the retention the API states: re-send the first key after D (and a grace of 1 %, at least 100 ms), expect a new execution
 //	-auth-a 'K: V'    a header of principal a (repeatable); with -auth-b, check that keys do not cross principals
 //	-auth-b 'K: V'    a header of principal b (repeatable)
 //	-openapi SRC      an OpenAPI 3.x JSON document (URL or file): check each operation that declares the key

@@ -165,10 +165,11 @@
 // are deleted in bounded batches through the expires_at index by
 // DeleteExpired, or in the background by StartReaper.
 //
-// A row is kept for its ttl and at most a second longer: a claim expires a
-// second after its ttl, and Complete keeps that expiry when it is within a
-// second of the one asked for, as it is when the handler took under a
-// second. Completing then changes no indexed column, so PostgreSQL updates
+// A row is kept for its ttl and at most a thousandth of it longer (a
+// second at the most, so a second with the default 24 h): a claim expires
+// that slack after its ttl, and Complete keeps that expiry when it is
+// within the slack of the one asked for, as it is when the handler took
+// less than the slack. Completing then changes no indexed column, so PostgreSQL updates
 // the row in place (a HOT update, counted in pg_stat_user_tables'
 // n_tup_hot_upd): a first execution adds no index entry besides its
 // claim's, and the row version it replaces is pruned with its page rather

@@ -89,15 +89,18 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 // DefaultTable when none was given.
 func (s *Store) Table() string { return s.cfg.table }
 
-// expirySlackSQL is how much longer than its ttl a row may be kept: one
-// second. A claim expires that much after its ttl, and Complete keeps the
-// claim's expiry when it falls within [ttl, ttl + 1s] from now, as it does
-// when the handler took at most a second and both calls had the same ttl.
-// The completion then changes no indexed column (expires_at is indexed for
-// the reaper), so PostgreSQL updates the row in place (a HOT update): no
-// new index entries, and the old version is pruned with its page, without
-// VACUUM.
-const expirySlackSQL = `interval '1 second'`
+// expirySlackSQL is how much longer than its ttl a row may be kept: a
+// thousandth of the ttl, at most a second ($TTL is the statement's ttl
+// parameter, in microseconds). A claim expires that much after its ttl,
+// and Complete keeps the claim's expiry when it falls within [ttl, ttl +
+// slack] from now, as it does when the handler took less than the slack
+// and both calls had the same ttl. The completion then changes no indexed
+// column (expires_at is indexed for the reaper), so PostgreSQL updates the
+// row in place (a HOT update): no new index entries, and the old version
+// is pruned with its page, without VACUUM. The slack is proportional so
+// that a short ttl (a test's, a checker's) stays exact to within a
+// thousandth; with the default 24 h it is the full second.
+const expirySlackSQL = `LEAST(interval '1 second', $TTL::bigint * interval '1 microsecond' / 1000)`
 
 const leaseRemainingUS = `CASE WHEN state = 1 THEN (extract(epoch FROM lease_until - statement_timestamp()) * 1000000)::bigint ELSE 0 END`
 
@@ -125,7 +128,8 @@ func buildStatements(table string) statements {
 }
 
 func buildLeaseStatements(table string) statements {
-	r := strings.NewReplacer("$TABLE", table, "$REMAINING", leaseRemainingUS, "$SLACK", expirySlackSQL)
+	r := strings.NewReplacer("$TABLE", table, "$REMAINING", leaseRemainingUS,
+		"$SLACK5", strings.ReplaceAll(expirySlackSQL, "$TTL", "$5"), "$SLACK8", strings.ReplaceAll(expirySlackSQL, "$TTL", "$8"))
 	notify := func(channel, payload string) string {
 		return strings.NewReplacer("$CHANNEL", channel, "$PAYLOAD", payload).Replace(notifySettled)
 	}
@@ -133,7 +137,7 @@ func buildLeaseStatements(table string) statements {
 	UPDATE $TABLE SET
 		state = 2, lease_until = NULL, status = $4::integer, header = NULL, header_bin = $5::bytea, body = $6::bytea, oversize = $7::boolean,
 		expires_at = CASE
-			WHEN expires_at - (statement_timestamp() + $8::bigint * interval '1 microsecond') BETWEEN interval '0' AND $SLACK THEN expires_at
+			WHEN expires_at - (statement_timestamp() + $8::bigint * interval '1 microsecond') BETWEEN interval '0' AND $SLACK8 THEN expires_at
 			ELSE statement_timestamp() + $8::bigint * interval '1 microsecond' END
 	WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND state = 1 AND expires_at > statement_timestamp()
 	RETURNING watched
@@ -157,7 +161,7 @@ func buildLeaseStatements(table string) statements {
 	INSERT INTO $TABLE AS e (scope, key, state, fingerprint, lease_until, expires_at)
 	SELECT $1::text, $2::text, 1, $3::text,
 		statement_timestamp() + $4::bigint * interval '1 microsecond',
-		statement_timestamp() + $5::bigint * interval '1 microsecond' + $SLACK
+		statement_timestamp() + $5::bigint * interval '1 microsecond' + $SLACK5
 	WHERE NOT EXISTS (SELECT 1 FROM cur)
 	ON CONFLICT (scope, key) DO UPDATE SET
 		state = 1,
@@ -407,8 +411,8 @@ func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease
 // Complete implements idempotency.Store.Complete. The header is kept byte
 // for byte (headercodec, in a bytea column) and the body as bytea. The ttl
 // is rounded up to microseconds; a ttl that is not positive is an error. The
-// row is kept for ttl from now, or up to a second longer when that keeps the
-// claim's expiry (see the package documentation, "Schema and cleanup"). A
+// row is kept for ttl from now, or up to a thousandth of ttl (at most a
+// second) longer when that keeps the claim's expiry (see the package documentation, "Schema and cleanup"). A
 // response the database refuses as too large is reported as
 // idempotency.ErrResponseNotStorable.
 func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {
