@@ -178,12 +178,14 @@ func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
 	}
 	// Every execution of the operation pays under the same ref, so a re-run
 	// (a takeover after this instance died or paused) finds the payment of
-	// the earlier run and answers with it instead of paying twice.
+	// the earlier run and answers with it instead of paying twice; for the
+	// idempotency TTL only, so that the key runs anew after it (see
+	// Ledger.Pay).
 	ref, keyed := idempotency.DerivedKey(r.Context(), "payment")
 	if !keyed || s.unkeyed {
 		ref = "unkeyed-" + newPaymentID()
 	}
-	p, found, err := s.ledger.Pay(r.Context(), ref, Payment{
+	p, found, err := s.ledger.Pay(r.Context(), ref, s.refKeep, Payment{
 		ID:             newPaymentID(),
 		Amount:         req.Amount,
 		Currency:       req.Currency,
