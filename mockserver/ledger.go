@@ -36,14 +36,20 @@ type Ledger interface {
 	// re-run after a takeover finds the first run's payment and answers
 	// with it.
 	//
-	// keep is the Server's idempotency TTL (idempotency.WithTTL): the
-	// contract runs a key anew after its TTL, and a ref kept for good would
-	// answer that new execution with the first payment. A takeover comes
-	// within a lease of the first run, far inside the TTL, so it still
-	// finds the payment; and the record's TTL starts when it completes,
-	// after the payment, so it replays until after the ledger has let go
-	// of the ref. keep is measured between the Created times, the Server's
-	// clock, so that every Ledger decides alike whatever its store's clock.
+	// keep is the Server's idempotency TTL (idempotency.WithTTL): after
+	// the TTL the contract executes a key anew, and a ref kept for good
+	// would answer that execution with the first payment. A takeover comes
+	// within a lease or so of the first run, far inside the TTL, so it
+	// still finds the payment. A record is kept for the TTL from its
+	// completion, which comes after the payment (idempotency.Store's
+	// expiry; pgstore keeps it up to a second longer), so the ledger lets
+	// go of the ref first and, in between, the record replays and the
+	// handler does not run. The edge: a claim abandoned after its payment
+	// lives for the TTL from the claim (or its last renewal plus a lease),
+	// so a takeover in the last moments of that TTL, later than keep after
+	// the payment, pays anew. keep is measured between the Created times,
+	// the Servers' clock, so every Ledger decides alike whatever its
+	// store's clock; Servers sharing a ledger must keep their clocks close.
 	Pay(ctx context.Context, ref string, keep time.Duration, p Payment) (got Payment, found bool, err error)
 	// Payments returns every payment, oldest first.
 	Payments(ctx context.Context) ([]Payment, error)

@@ -42,8 +42,11 @@ type Payment struct {
 	IdempotencyKey string `json:"idempotency_key"`
 	// Ref is what the ledger keys the payment by: the request's
 	// idempotency.DerivedKey for the label "payment", the same on every
-	// execution of the operation, so a re-run finds this payment
-	// (WithUnkeyedPayments gives every execution a ref of its own).
+	// execution of the operation, so a re-run finds this payment for the
+	// idempotency TTL (see Ledger.Pay; WithUnkeyedPayments gives every
+	// execution a ref of its own). After the TTL the same key pays anew,
+	// under the same ref; pgledger then renames the lapsed payment's ref
+	// (see its package documentation).
 	Ref string `json:"ref"`
 	// Created is when the payment executed.
 	Created time.Time `json:"created"`

@@ -268,3 +268,34 @@ func TestPayRefusesATakenID(t *testing.T) {
 		t.Errorf("Pay after the refused one: %v", err)
 	}
 }
+
+// TestLapsedRefRenamed: once a payment's ref lapsed, a new payment under
+// the ref renames the old one's to ref/lapsed/ID, in transactional mode
+// too, so that the unique ref column names the new payment; the old one
+// stays, with its amount.
+func TestLapsedRefRenamed(t *testing.T) {
+	pool := newPool(t)
+	l := pgledger.New(pool, newTable(t, pool), nil)
+	ctx := ctxT(t)
+	const keep = time.Minute
+	old := payment("pay_old", 5, "EUR")
+	if _, _, err := l.Pay(ctx, "ref", keep, old); err != nil {
+		t.Fatal(err)
+	}
+	txCtx, tx := joined(t, pool)
+	p := payment("pay_new", 7, "EUR")
+	p.Created = old.Created.Add(keep)
+	if got, found, err := l.Pay(txCtx, "ref", keep, p); err != nil || found || got.ID != "pay_new" || got.Ref != "ref" {
+		t.Fatalf("Pay after the keep = %+v, found %v, %v; want pay_new under ref", got, found, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := l.Payment(ctx, "pay_old")
+	if err != nil || !ok || got.Ref != "ref/lapsed/pay_old" || got.Amount != 5 {
+		t.Fatalf("the lapsed payment = %+v, %v, %v; want its ref renamed", got, ok, err)
+	}
+	if b, err := l.Balance(ctx, "EUR"); err != nil || b != mockserver.DefaultBalance-12 {
+		t.Fatalf("EUR balance %d, %v; want both payments debited", b, err)
+	}
+}

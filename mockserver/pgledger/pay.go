@@ -19,8 +19,10 @@ const sqlstateUniqueViolation = "23505"
 // Pay implements mockserver.Ledger (see the package documentation) in one
 // round trip, in the transaction of pgstore.TxFromContext or in one of its
 // own. It stores Created to the millisecond, in UTC, and returns the
-// payment as stored, the same on every later call with ref. It refuses an
-// amount that is not positive.
+// payment as stored, the same on every later call with ref while that
+// payment is kept; then it retires it (see the package documentation), in
+// the same transaction as the new payment. It refuses an amount that is
+// not positive.
 //
 // Before its statement, Pay takes a transaction-scoped advisory lock on
 // ref, so that a second transaction paying under the same ref (a takeover
