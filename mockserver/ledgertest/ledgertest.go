@@ -189,12 +189,30 @@ func testInsufficient(t *testing.T, open func() mockserver.Ledger) {
 }
 
 func testConcurrentSameRef(t *testing.T, open func() mockserver.Ledger) {
-	const runs = 20
-	ctx := ctxT(t)
-	ledgers := make([]mockserver.Ledger, 4)
+	ledgers := openN(open, 4)
+	payOnce(t, ledgers, func(p mockserver.Payment) mockserver.Payment { return p })
+	mustBalance(t, ledgers[0], "EUR", 10_000-10)
+	if ps := mustPayments(t, ledgers[0]); len(ps) != 1 {
+		t.Errorf("%d payments, want 1", len(ps))
+	}
+}
+
+// openN opens n ledgers over the same records, as n processes would.
+func openN(open func() mockserver.Ledger, n int) []mockserver.Ledger {
+	ledgers := make([]mockserver.Ledger, n)
 	for i := range ledgers {
 		ledgers[i] = open()
 	}
+	return ledgers
+}
+
+// payOnce runs 20 payments of 10 EUR under the ref "contended" at once,
+// each made by edit from a new payment, spread over ledgers; it checks that
+// exactly one recorded a payment and that all answered it, and returns it.
+func payOnce(t *testing.T, ledgers []mockserver.Ledger, edit func(mockserver.Payment) mockserver.Payment) mockserver.Payment {
+	t.Helper()
+	const runs = 20
+	ctx := ctxT(t)
 	var wg sync.WaitGroup
 	got := make([]mockserver.Payment, runs)
 	fresh := make([]bool, runs)
@@ -202,7 +220,7 @@ func testConcurrentSameRef(t *testing.T, open func() mockserver.Ledger) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p, found, err := ledgers[i%len(ledgers)].Pay(ctx, "contended", keep, payment(10, "EUR", "k"))
+			p, found, err := ledgers[i%len(ledgers)].Pay(ctx, "contended", keep, edit(payment(10, "EUR", "k")))
 			if err != nil {
 				t.Errorf("Pay %d: %v", i, err)
 				return
@@ -223,10 +241,7 @@ func testConcurrentSameRef(t *testing.T, open func() mockserver.Ledger) {
 	if n != 1 {
 		t.Errorf("%d runs recorded a payment, want exactly 1", n)
 	}
-	mustBalance(t, ledgers[0], "EUR", 10_000-10)
-	if ps := mustPayments(t, ledgers[0]); len(ps) != 1 {
-		t.Errorf("%d payments, want 1", len(ps))
-	}
+	return got[0]
 }
 
 func testConcurrentPayments(t *testing.T, open func() mockserver.Ledger) {
@@ -348,43 +363,14 @@ func testRefLapses(t *testing.T, open func() mockserver.Ledger) {
 }
 
 func testConcurrentLapsedRef(t *testing.T, open func() mockserver.Ledger) {
-	const runs = 20
-	ctx := ctxT(t)
-	ledgers := make([]mockserver.Ledger, 4)
-	for i := range ledgers {
-		ledgers[i] = open()
-	}
-	first, _, err := ledgers[0].Pay(ctx, "contended", keep, at(payment(10, "EUR", "k"), t0))
+	ledgers := openN(open, 4)
+	first, _, err := ledgers[0].Pay(ctxT(t), "contended", keep, at(payment(10, "EUR", "k"), t0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	got := make([]mockserver.Payment, runs)
-	fresh := make([]bool, runs)
-	for i := range runs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p, found, err := ledgers[i%len(ledgers)].Pay(ctx, "contended", keep, at(payment(10, "EUR", "k"), t0.Add(keep+time.Second)))
-			if err != nil {
-				t.Errorf("Pay %d: %v", i, err)
-				return
-			}
-			got[i], fresh[i] = p, !found
-		}()
-	}
-	wg.Wait()
-	n := 0
-	for i := range runs {
-		if fresh[i] {
-			n++
-		}
-		if got[i].ID == first.ID || got[i].ID != got[0].ID {
-			t.Errorf("run %d answered payment %s, run 0 %s, the lapsed one %s", i, got[i].ID, got[0].ID, first.ID)
-		}
-	}
-	if n != 1 {
-		t.Errorf("%d runs recorded a payment, want exactly 1", n)
+	later := func(p mockserver.Payment) mockserver.Payment { return at(p, t0.Add(keep+time.Second)) }
+	if p := payOnce(t, ledgers, later); p.ID == first.ID {
+		t.Errorf("the runs after the keep answered the lapsed payment %s", first.ID)
 	}
 	mustBalance(t, ledgers[0], "EUR", 10_000-20)
 	if ps := mustPayments(t, ledgers[0]); len(ps) != 2 {
