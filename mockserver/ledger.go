@@ -25,8 +25,8 @@ var ErrInsufficientFunds = errors.New("mockserver: insufficient funds")
 type Ledger interface {
 	// Pay records p under ref and takes p.Amount from the balance of
 	// p.Currency, both or neither, unless the payment recorded under ref
-	// is still kept: made less than keep before p.Created (ever, when keep
-	// <= 0). Then it returns that payment, changes nothing, and reports
+	// is still kept: made less than keep before p.Created (whenever made,
+	// when keep <= 0). Then it returns that payment, changes nothing, and reports
 	// found. Otherwise p is a new payment and ref names p from then on;
 	// the older payment stays in Payments. It returns an error matching
 	// ErrInsufficientFunds, and changes nothing, when the balance is too
@@ -39,8 +39,8 @@ type Ledger interface {
 	// keep is the Server's idempotency TTL (idempotency.WithTTL): after
 	// the TTL the contract executes a key anew, and a ref kept for good
 	// would answer that execution with the first payment. A takeover comes
-	// within a lease or so of the first run, far inside the TTL, so it
-	// still finds the payment. A record is kept for the TTL from its
+	// when a retry arrives after the first run's lease lapsed, in practice
+	// far inside the TTL, so it still finds the payment. A record is kept for the TTL from its
 	// completion, which comes after the payment (idempotency.Store's
 	// expiry; pgstore keeps it up to a second longer), so the ledger lets
 	// go of the ref first and, in between, the record replays and the
