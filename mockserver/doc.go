@@ -111,7 +111,9 @@
 // a takeover of a claim whose instance died or was paused past its lease,
 // finds the earlier run's payment and answers with it: the same payment ID,
 // the balance debited once. This is what keeps lease mode exactly-once for
-// a side effect outside the idempotency store. WithUnkeyedPayments turns it
-// off, to show what a lease alone gives. With an idempotency.TxStore and a
+// a side effect outside the idempotency store. The ledger keeps the ref
+// for the idempotency TTL only, so that after it the key executes anew, a
+// new payment, as the contract says (see Ledger.Pay). WithUnkeyedPayments
+// turns it off, to show what a lease alone gives. With an idempotency.TxStore and a
 // TxLedger (pgledger) the payment also commits in the claim's transaction.
 package mockserver

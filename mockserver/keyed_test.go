@@ -110,3 +110,44 @@ func TestPaymentWork(t *testing.T) {
 		t.Fatalf("answered after %v, before the work was done", took)
 	}
 }
+
+// keepSpy is a memory ledger that records the keep of every Pay.
+type keepSpy struct {
+	mockserver.Ledger
+	keeps chan time.Duration
+}
+
+func (l keepSpy) Pay(ctx context.Context, ref string, keep time.Duration, p mockserver.Payment) (mockserver.Payment, bool, error) {
+	l.keeps <- keep
+	return l.Ledger.Pay(ctx, ref, keep, p)
+}
+
+// TestPayKeepsRefForTTL checks that the Server hands its ledger its
+// idempotency TTL as the keep of a payment's ref: the ledger must let go of
+// the ref when the key's record expires, so that the key executes anew.
+func TestPayKeepsRefForTTL(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		opts []mockserver.Option
+		want time.Duration
+	}{
+		{"default", nil, idempotency.DefaultTTL},
+		{"WithTTL", []mockserver.Option{mockserver.WithIdempotencyOptions(idempotency.WithTTL(1500 * time.Millisecond))}, 1500 * time.Millisecond},
+		{"last WithTTL wins", []mockserver.Option{
+			mockserver.WithIdempotencyOptions(idempotency.WithTTL(time.Minute)),
+			mockserver.WithIdempotencyOptions(idempotency.WithTTL(3 * time.Hour)),
+		}, 3 * time.Hour},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			spy := keepSpy{mockserver.NewMemoryLedger(nil), make(chan time.Duration, 1)}
+			srv := mockserver.New(append(tt.opts, mockserver.WithLedger(spy))...)
+			defer srv.Close()
+			if resp, body := mustSend(t, srv, "POST", "/payments", "keep-1", payBody); resp.StatusCode != http.StatusCreated {
+				t.Fatalf("POST /payments: %d %s", resp.StatusCode, body)
+			}
+			if got := <-spy.keeps; got != tt.want {
+				t.Errorf("the ledger was asked to keep the ref %v, want %v (the TTL)", got, tt.want)
+			}
+		})
+	}
+}

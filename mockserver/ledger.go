@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"sync"
+	"time"
 )
 
 // ErrInsufficientFunds is returned (possibly wrapped) by Ledger.Pay when the
@@ -23,15 +24,33 @@ var ErrInsufficientFunds = errors.New("mockserver: insufficient funds")
 // processes at once.
 type Ledger interface {
 	// Pay records p under ref and takes p.Amount from the balance of
-	// p.Currency, both or neither, unless a payment was recorded under ref
-	// before: then it returns that payment, changes nothing, and reports
-	// found. It returns an error matching ErrInsufficientFunds, and changes
-	// nothing, when the balance is too low. The Server chooses p (a new ID,
-	// the creation time, the request's fields, p.Ref == ref) and gives every
-	// execution of one operation the same ref, idempotency.DerivedKey of its
-	// key, so that a re-run after a takeover finds the first run's payment
-	// and answers with it.
-	Pay(ctx context.Context, ref string, p Payment) (got Payment, found bool, err error)
+	// p.Currency, both or neither, unless the payment recorded under ref
+	// is still kept: made less than keep before p.Created (whenever made,
+	// when keep <= 0). Then it returns that payment, changes nothing, and reports
+	// found. Otherwise p is a new payment and ref names p from then on;
+	// the older payment stays in Payments. It returns an error matching
+	// ErrInsufficientFunds, and changes nothing, when the balance is too
+	// low. The Server chooses p (a new ID, the creation time, the
+	// request's fields, p.Ref == ref) and gives every execution of one
+	// operation the same ref, idempotency.DerivedKey of its key, so that a
+	// re-run after a takeover finds the first run's payment and answers
+	// with it.
+	//
+	// keep is the Server's idempotency TTL (idempotency.WithTTL): after
+	// the TTL the contract executes a key anew, and a ref kept for good
+	// would answer that execution with the first payment. A takeover comes
+	// when a retry arrives after the first run's lease lapsed, in practice
+	// far inside the TTL, so it still finds the payment. A record is kept for the TTL from its
+	// completion, which comes after the payment (idempotency.Store's
+	// expiry; pgstore keeps it up to a second longer), so the ledger lets
+	// go of the ref first and, in between, the record replays and the
+	// handler does not run. The edge: a claim abandoned after its payment
+	// lives for the TTL from the claim (or its last renewal plus a lease),
+	// so a takeover in the last moments of that TTL, later than keep after
+	// the payment, pays anew. keep is measured between the Created times,
+	// the Servers' clock, so every Ledger decides alike whatever its
+	// store's clock; Servers sharing a ledger must keep their clocks close.
+	Pay(ctx context.Context, ref string, keep time.Duration, p Payment) (got Payment, found bool, err error)
 	// Payments returns every payment, oldest first.
 	Payments(ctx context.Context) ([]Payment, error)
 	// Payment returns the payment with the given ID, if any.
@@ -67,6 +86,13 @@ func OpeningBalance(opening map[string]int64, currency string) int64 {
 		return v
 	}
 	return DefaultBalance
+}
+
+// kept reports whether a payment created at prior still answers, under its
+// ref, a payment created at now: keep <= 0, or now is less than keep after
+// prior (see Ledger.Pay).
+func kept(prior, now time.Time, keep time.Duration) bool {
+	return keep <= 0 || now.Sub(prior) < keep
 }
 
 // NewMemoryLedger returns a Ledger in memory with the given opening
@@ -109,13 +135,13 @@ func (l *memLedger) balanceLocked(currency string) int64 {
 	return OpeningBalance(l.opening, currency)
 }
 
-func (l *memLedger) Pay(ctx context.Context, ref string, p Payment) (Payment, bool, error) {
+func (l *memLedger) Pay(ctx context.Context, ref string, keep time.Duration, p Payment) (Payment, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return Payment{}, false, err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if i, ok := l.byRef[ref]; ok {
+	if i, ok := l.byRef[ref]; ok && kept(l.payments[i].Created, p.Created, keep) {
 		return l.payments[i], true, nil
 	}
 	bal := l.balanceLocked(p.Currency)

@@ -144,7 +144,7 @@ type downLedger struct{ mockserver.Ledger }
 
 var errLedgerDown = errors.New("ledger down")
 
-func (downLedger) Pay(context.Context, string, mockserver.Payment) (mockserver.Payment, bool, error) {
+func (downLedger) Pay(context.Context, string, time.Duration, mockserver.Payment) (mockserver.Payment, bool, error) {
 	return mockserver.Payment{}, false, errLedgerDown
 }
 func (downLedger) Payments(context.Context) ([]mockserver.Payment, error) { return nil, errLedgerDown }

@@ -44,8 +44,11 @@ type Payment struct {
 	IdempotencyKey string `json:"idempotency_key"`
 	// Ref is what the ledger keys the payment by: the request's
 	// idempotency.DerivedKey for the label "payment", the same on every
-	// execution of the operation, so a re-run finds this payment
-	// (WithUnkeyedPayments gives every execution a ref of its own).
+	// execution of the operation, so a re-run finds this payment for the
+	// idempotency TTL (see Ledger.Pay; WithUnkeyedPayments gives every
+	// execution a ref of its own). After the TTL the same key pays anew,
+	// under the same ref; pgledger then renames the lapsed payment's ref
+	// (see its package documentation).
 	Ref string `json:"ref"`
 	// Created is when the payment executed.
 	Created time.Time `json:"created"`
@@ -211,12 +214,14 @@ func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
 	}
 	// Every execution of the operation pays under the same ref, so a re-run
 	// (a takeover after this instance died or paused) finds the payment of
-	// the earlier run and answers with it instead of paying twice.
+	// the earlier run and answers with it instead of paying twice; for the
+	// idempotency TTL only, so that the key runs anew after it (see
+	// Ledger.Pay).
 	ref, keyed := idempotency.DerivedKey(r.Context(), "payment")
 	if !keyed || s.unkeyed {
 		ref = "unkeyed-" + newPaymentID()
 	}
-	p, found, err := s.ledger.Pay(r.Context(), ref, Payment{
+	p, found, err := s.ledger.Pay(r.Context(), ref, s.refKeep, Payment{
 		ID:             newPaymentID(),
 		Amount:         req.Amount,
 		Currency:       req.Currency,

@@ -3,6 +3,7 @@ package mockserver
 import (
 	"context"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -100,6 +101,13 @@ func (s *Server) idempotencyOptions(c config) []idempotency.Option {
 		idempotency.WithKeyRequired(true),
 		idempotency.WithScope(s.scope),
 	)
+}
+
+// idempotencyTTL is the TTL that the Middleware given opts keeps its records
+// for, read back from its policy: the Server's options have no TTL of their
+// own, so the ledger's ref and the record cannot disagree.
+func idempotencyTTL(opts []idempotency.Option) time.Duration {
+	return time.Duration(math.Round(idempotency.OpenAPI(opts...).Policy.TTLSeconds * float64(time.Second)))
 }
 
 // faulty reports whether injected latency applies to a request for path:

@@ -42,6 +42,7 @@ type Server struct {
 	faults  faults
 	insp    inspector
 	ledger  Ledger
+	refKeep time.Duration // the idempotency TTL: how long a payment's ref finds it (Ledger.Pay)
 	unkeyed bool
 	work    time.Duration
 	userSt  idempotency.Store // as given to WithStore
@@ -75,6 +76,7 @@ func New(opts ...Option) *Server {
 		logger:    c.logger,
 		namespace: c.namespace,
 		ledger:    c.ledger,
+		refKeep:   idempotencyTTL(c.idemOpts),
 		unkeyed:   c.unkeyed,
 		work:      c.work,
 		userSt:    c.store,

@@ -40,6 +40,9 @@ func Run(t *testing.T, open Opener) {
 		{"SameRefFindsTheFirstPayment", testSameRef},
 		{"InsufficientFundsChangesNothing", testInsufficient},
 		{"ConcurrentSameRefOnePayment", testConcurrentSameRef},
+		{"RefLapsesAfterKeep", testRefLapses},
+		{"ConcurrentLapsedRefOnePayment", testConcurrentLapsedRef},
+		{"KeepZeroKeepsForGood", testKeepForGood},
 		{"ConcurrentPaymentsAddUp", testConcurrentPayments},
 		{"InstancesAgree", testInstancesAgree},
 		{"ResetRestoresOpening", testReset},
@@ -51,6 +54,11 @@ func Run(t *testing.T, open Opener) {
 		})
 	}
 }
+
+// keep is the keep the suite pays with, as a Server passes its
+// idempotency TTL; the payments' Created times, not the wall clock, decide
+// whether a ref lapsed, so the suite needs no sleeps.
+const keep = time.Hour
 
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -110,7 +118,7 @@ func testPay(t *testing.T, open func() mockserver.Ledger) {
 	l := open()
 	ctx := ctxT(t)
 	p := payment(1250, "EUR", "k1")
-	got, found, err := l.Pay(ctx, "ref-1", p)
+	got, found, err := l.Pay(ctx, "ref-1", keep, p)
 	if err != nil || found {
 		t.Fatalf("Pay = %+v, found %v, %v; want a new payment", got, found, err)
 	}
@@ -122,7 +130,7 @@ func testPay(t *testing.T, open func() mockserver.Ledger) {
 	mustBalance(t, l, "JPY", 50)
 	mustBalance(t, l, "USD", mockserver.DefaultBalance)
 	p2 := payment(7, "USD", "k2")
-	if _, _, err := l.Pay(ctx, "ref-2", p2); err != nil {
+	if _, _, err := l.Pay(ctx, "ref-2", keep, p2); err != nil {
 		t.Fatal(err)
 	}
 	ps := mustPayments(t, l)
@@ -148,11 +156,11 @@ func testPay(t *testing.T, open func() mockserver.Ledger) {
 func testSameRef(t *testing.T, open func() mockserver.Ledger) {
 	l := open()
 	ctx := ctxT(t)
-	first, _, err := l.Pay(ctx, "ref", payment(100, "EUR", "k"))
+	first, _, err := l.Pay(ctx, "ref", keep, payment(100, "EUR", "k"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, found, err := l.Pay(ctx, "ref", payment(100, "EUR", "k")) // a re-run: a new ID
+	again, found, err := l.Pay(ctx, "ref", keep, payment(100, "EUR", "k")) // a re-run: a new ID
 	if err != nil || !found || !samePayment(again, first) {
 		t.Fatalf("second Pay with the same ref = %+v, found %v, %v; want the first %+v", again, found, err, first)
 	}
@@ -165,7 +173,7 @@ func testSameRef(t *testing.T, open func() mockserver.Ledger) {
 func testInsufficient(t *testing.T, open func() mockserver.Ledger) {
 	l := open()
 	ctx := ctxT(t)
-	_, _, err := l.Pay(ctx, "too-much", payment(51, "JPY", "k"))
+	_, _, err := l.Pay(ctx, "too-much", keep, payment(51, "JPY", "k"))
 	if !errors.Is(err, mockserver.ErrInsufficientFunds) {
 		t.Fatalf("Pay over the balance = %v, want ErrInsufficientFunds", err)
 	}
@@ -174,19 +182,37 @@ func testInsufficient(t *testing.T, open func() mockserver.Ledger) {
 		t.Fatalf("%d payments after a refused one", n)
 	}
 	// The ref is not used up: the same operation may succeed later.
-	if _, found, err := l.Pay(ctx, "too-much", payment(50, "JPY", "k")); err != nil || found {
+	if _, found, err := l.Pay(ctx, "too-much", keep, payment(50, "JPY", "k")); err != nil || found {
 		t.Fatalf("Pay of the exact balance = found %v, %v", found, err)
 	}
 	mustBalance(t, l, "JPY", 0)
 }
 
 func testConcurrentSameRef(t *testing.T, open func() mockserver.Ledger) {
-	const runs = 20
-	ctx := ctxT(t)
-	ledgers := make([]mockserver.Ledger, 4)
+	ledgers := openN(open, 4)
+	payOnce(t, ledgers, func(p mockserver.Payment) mockserver.Payment { return p })
+	mustBalance(t, ledgers[0], "EUR", 10_000-10)
+	if ps := mustPayments(t, ledgers[0]); len(ps) != 1 {
+		t.Errorf("%d payments, want 1", len(ps))
+	}
+}
+
+// openN opens n ledgers over the same records, as n processes would.
+func openN(open func() mockserver.Ledger, n int) []mockserver.Ledger {
+	ledgers := make([]mockserver.Ledger, n)
 	for i := range ledgers {
 		ledgers[i] = open()
 	}
+	return ledgers
+}
+
+// payOnce runs 20 payments of 10 EUR under the ref "contended" at once,
+// each made by edit from a new payment, spread over ledgers; it checks that
+// exactly one recorded a payment and that all answered it, and returns it.
+func payOnce(t *testing.T, ledgers []mockserver.Ledger, edit func(mockserver.Payment) mockserver.Payment) mockserver.Payment {
+	t.Helper()
+	const runs = 20
+	ctx := ctxT(t)
 	var wg sync.WaitGroup
 	got := make([]mockserver.Payment, runs)
 	fresh := make([]bool, runs)
@@ -194,7 +220,7 @@ func testConcurrentSameRef(t *testing.T, open func() mockserver.Ledger) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p, found, err := ledgers[i%len(ledgers)].Pay(ctx, "contended", payment(10, "EUR", "k"))
+			p, found, err := ledgers[i%len(ledgers)].Pay(ctx, "contended", keep, edit(payment(10, "EUR", "k")))
 			if err != nil {
 				t.Errorf("Pay %d: %v", i, err)
 				return
@@ -215,10 +241,7 @@ func testConcurrentSameRef(t *testing.T, open func() mockserver.Ledger) {
 	if n != 1 {
 		t.Errorf("%d runs recorded a payment, want exactly 1", n)
 	}
-	mustBalance(t, ledgers[0], "EUR", 10_000-10)
-	if ps := mustPayments(t, ledgers[0]); len(ps) != 1 {
-		t.Errorf("%d payments, want 1", len(ps))
-	}
+	return got[0]
 }
 
 func testConcurrentPayments(t *testing.T, open func() mockserver.Ledger) {
@@ -234,7 +257,7 @@ func testConcurrentPayments(t *testing.T, open func() mockserver.Ledger) {
 			if i%2 == 1 {
 				l = b
 			}
-			if _, _, err := l.Pay(ctx, fmt.Sprintf("ref-%d", i), payment(int64(i+1), "EUR", fmt.Sprint(i))); err != nil {
+			if _, _, err := l.Pay(ctx, fmt.Sprintf("ref-%d", i), keep, payment(int64(i+1), "EUR", fmt.Sprint(i))); err != nil {
 				t.Errorf("Pay %d: %v", i, err)
 			}
 		}()
@@ -249,11 +272,11 @@ func testConcurrentPayments(t *testing.T, open func() mockserver.Ledger) {
 func testInstancesAgree(t *testing.T, open func() mockserver.Ledger) {
 	a, b := open(), open()
 	ctx := ctxT(t)
-	p, _, err := a.Pay(ctx, "ref", payment(300, "EUR", "k"))
+	p, _, err := a.Pay(ctx, "ref", keep, payment(300, "EUR", "k"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, found, err := b.Pay(ctx, "ref", payment(300, "EUR", "k")); err != nil || !found || got.ID != p.ID {
+	if got, found, err := b.Pay(ctx, "ref", keep, payment(300, "EUR", "k")); err != nil || !found || got.ID != p.ID {
 		t.Fatalf("another instance's Pay = %+v, found %v, %v; want %s", got, found, err, p.ID)
 	}
 	mustBalance(t, b, "EUR", 10_000-300)
@@ -265,10 +288,10 @@ func testInstancesAgree(t *testing.T, open func() mockserver.Ledger) {
 func testReset(t *testing.T, open func() mockserver.Ledger) {
 	a, b := open(), open()
 	ctx := ctxT(t)
-	if _, _, err := a.Pay(ctx, "ref", payment(300, "EUR", "k")); err != nil {
+	if _, _, err := a.Pay(ctx, "ref", keep, payment(300, "EUR", "k")); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := a.Pay(ctx, "ref-usd", payment(3, "USD", "k2")); err != nil {
+	if _, _, err := a.Pay(ctx, "ref-usd", keep, payment(3, "USD", "k2")); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Reset(ctx); err != nil {
@@ -279,7 +302,7 @@ func testReset(t *testing.T, open func() mockserver.Ledger) {
 	if n := len(mustPayments(t, a)); n != 0 {
 		t.Fatalf("%d payments after Reset", n)
 	}
-	if _, found, err := a.Pay(ctx, "ref", payment(1, "EUR", "k")); err != nil || found {
+	if _, found, err := a.Pay(ctx, "ref", keep, payment(1, "EUR", "k")); err != nil || found {
 		t.Fatalf("Pay after Reset = found %v, %v; want a new payment", found, err)
 	}
 }
@@ -288,8 +311,83 @@ func testContextCancelled(t *testing.T, open func() mockserver.Ledger) {
 	l := open()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, _, err := l.Pay(ctx, "ref", payment(1, "EUR", "k")); err == nil {
+	if _, _, err := l.Pay(ctx, "ref", keep, payment(1, "EUR", "k")); err == nil {
 		t.Error("Pay with a cancelled context succeeded")
 	}
 	mustBalance(t, l, "EUR", 10_000)
+}
+
+// at returns p created at t.
+func at(p mockserver.Payment, t time.Time) mockserver.Payment {
+	p.Created = t
+	return p
+}
+
+// t0 is the Created of the first payment in the lapse tests.
+var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+func testRefLapses(t *testing.T, open func() mockserver.Ledger) {
+	a, b := open(), open()
+	ctx := ctxT(t)
+	first, _, err := a.Pay(ctx, "ref", keep, at(payment(100, "EUR", "k"), t0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A re-run within keep (a takeover) finds the first payment.
+	if got, found, err := b.Pay(ctx, "ref", keep, at(payment(100, "EUR", "k"), t0.Add(keep-time.Millisecond))); err != nil || !found || !samePayment(got, first) {
+		t.Fatalf("Pay %v after the first = %+v, found %v, %v; want the first %+v", keep-time.Millisecond, got, found, err, first)
+	}
+	// keep after it the key executes anew: a new payment under the ref.
+	p := at(payment(100, "EUR", "k"), t0.Add(keep))
+	second, found, err := b.Pay(ctx, "ref", keep, p)
+	p.Ref = "ref"
+	if err != nil || found || !samePayment(second, p) {
+		t.Fatalf("Pay %v after the first = %+v, found %v, %v; want the new %+v", keep, second, found, err, p)
+	}
+	mustBalance(t, a, "EUR", 10_000-200)
+	ps := mustPayments(t, a)
+	if len(ps) != 2 || ps[0].ID != first.ID || ps[1].ID != second.ID {
+		t.Fatalf("Payments = %+v, want the first %s and the new %s", ps, first.ID, second.ID)
+	}
+	if one, ok, err := a.Payment(ctx, first.ID); err != nil || !ok || one.Amount != first.Amount || !one.Created.Equal(first.Created) {
+		t.Errorf("Payment(%s) after its ref lapsed = %+v, %v, %v; want it kept", first.ID, one, ok, err)
+	}
+	// From now on the ref names the new payment, on every instance.
+	for name, l := range map[string]mockserver.Ledger{"a": a, "b": b} {
+		got, found, err := l.Pay(ctx, "ref", keep, at(payment(100, "EUR", "k"), t0.Add(2*keep-time.Millisecond)))
+		if err != nil || !found || !samePayment(got, second) {
+			t.Errorf("%s: Pay after the new payment = %+v, found %v, %v; want the new %+v", name, got, found, err, second)
+		}
+	}
+	mustBalance(t, b, "EUR", 10_000-200)
+}
+
+func testConcurrentLapsedRef(t *testing.T, open func() mockserver.Ledger) {
+	ledgers := openN(open, 4)
+	first, _, err := ledgers[0].Pay(ctxT(t), "contended", keep, at(payment(10, "EUR", "k"), t0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := func(p mockserver.Payment) mockserver.Payment { return at(p, t0.Add(keep+time.Second)) }
+	if p := payOnce(t, ledgers, later); p.ID == first.ID {
+		t.Errorf("the runs after the keep answered the lapsed payment %s", first.ID)
+	}
+	mustBalance(t, ledgers[0], "EUR", 10_000-20)
+	if ps := mustPayments(t, ledgers[0]); len(ps) != 2 {
+		t.Errorf("%d payments, want 2", len(ps))
+	}
+}
+
+func testKeepForGood(t *testing.T, open func() mockserver.Ledger) {
+	l := open()
+	ctx := ctxT(t)
+	first, _, err := l.Pay(ctx, "ref", 0, at(payment(100, "EUR", "k"), t0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := t0.Add(100 * 365 * 24 * time.Hour)
+	if got, found, err := l.Pay(ctx, "ref", 0, at(payment(100, "EUR", "k"), later)); err != nil || !found || !samePayment(got, first) {
+		t.Fatalf("Pay with keep 0 a century later = %+v, found %v, %v; want the first %+v", got, found, err, first)
+	}
+	mustBalance(t, l, "EUR", 10_000-100)
 }

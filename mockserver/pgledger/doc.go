@@ -23,8 +23,12 @@
 //
 // # Pay
 //
-// Pay is one SQL statement, after a transaction-scoped advisory lock on the
-// ref: it reads the payment under the ref and, only if there is none,
+// Pay is two SQL statements after a transaction-scoped advisory lock on
+// the ref. The first retires a payment whose ref lapsed (created keep or
+// more before the new one, see mockserver.Ledger.Pay): its ref becomes ref
+// + "/lapsed/" + its ID, which it reports as its Ref from then on, so that
+// the ref column stays unique and names the one payment the ref finds. The
+// second reads the payment under the ref and, only if there is none,
 // debits the balance (an upsert that creates the currency's row from the
 // opening balance, or updates it, only while the balance covers the amount)
 // and inserts the payment, all in one snapshot. The lock makes a second
@@ -33,13 +37,14 @@
 // its statement then finds the first one's payment. The ref's unique
 // constraint is the backstop should the lock be skipped: the later insert
 // fails, which aborts its transaction, debit included. A refused payment
-// writes nothing.
+// debits and records nothing; it may have retired a lapsed ref, which
+// finds nothing either way.
 //
 // Pay runs in the transaction that pgstore.TxFromContext finds in its
 // context, when the Middleware runs in transactional mode, and leaves
 // commit and rollback to the Middleware; the ledger's tables must then be
 // in the database of the pgstore.TxStore's pool. Otherwise it runs in a
 // READ COMMITTED transaction of its own. Either way it costs one round trip
-// (BEGIN, lock, statement and COMMIT go in one pgx batch), and a crash at
-// any instant leaves the whole payment or nothing.
+// (BEGIN, lock, both statements and COMMIT go in one pgx batch), and a
+// crash at any instant leaves the whole payment or nothing.
 package pgledger

@@ -31,7 +31,7 @@ type Ledger struct {
 
 // statements are the SQL texts, built once with the table names.
 type statements struct {
-	lockRef, pay, byRef, byID, payments, balances, balance, reset string
+	lockRef, retire, pay, byRef, byID, payments, balances, balance, reset string
 }
 
 // paymentColumns are the columns that make a mockserver.Payment, in the
@@ -42,6 +42,14 @@ func buildStatements(n names) statements {
 	p, b := n.payments, n.balances
 	return statements{
 		lockRef: `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`,
+		// $1 ref, $2 cutoff (NULL when the ref is kept for good). A payment
+		// created at or before the cutoff no longer holds the ref (see
+		// mockserver.Ledger.Pay): its ref gets the suffix "/lapsed/" and
+		// its ID, unique as the ID, so that the ref column stays unique and
+		// still finds, and races on, the one payment that ref names. It
+		// runs after lockRef, and before pay in a statement of its own so
+		// that pay's snapshot sees the ref free.
+		retire: `UPDATE ` + p + ` SET ref = ref || '/lapsed/' || id WHERE ref = $1::text AND created <= $2::timestamptz`,
 		// $1 ref, $2 currency, $3 opening balance, $4 amount, $5 id,
 		// $6 idempotency key, $7 recipient, $8 status, $9 created.
 		//

@@ -90,7 +90,7 @@ func TestCreateSchemaConcurrentAndRepeated(t *testing.T) {
 		wg.Wait()
 	}
 	l := pgledger.New(pools[1], table, nil)
-	if _, _, err := l.Pay(ctx, "ref", payment("pay_1", 1, "EUR")); err != nil {
+	if _, _, err := l.Pay(ctx, "ref", 0, payment("pay_1", 1, "EUR")); err != nil {
 		t.Fatalf("Pay after CreateSchema: %v", err)
 	}
 }
@@ -111,7 +111,7 @@ func TestSchemaQualifiedTable(t *testing.T) {
 	if err := l.CreateSchema(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := l.Pay(ctx, "ref", payment("pay_1", 30, "EUR")); err != nil {
+	if _, _, err := l.Pay(ctx, "ref", 0, payment("pay_1", 30, "EUR")); err != nil {
 		t.Fatal(err)
 	}
 	if n := scalar(t, pool, `SELECT count(*) FROM "`+schema+`"."ledger_payments"`); n != 1 {
@@ -146,7 +146,7 @@ func TestConcurrentSameRefOneDebit(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p, found, err := ledgers[i%processes].Pay(ctx, "contended", payment("pay_c"+string(rune('a'+i)), 7, "EUR"))
+			p, found, err := ledgers[i%processes].Pay(ctx, "contended", 0, payment("pay_c"+string(rune('a'+i)), 7, "EUR"))
 			if err != nil {
 				t.Errorf("Pay %d: %v", i, err)
 				return
@@ -178,10 +178,10 @@ func TestRefusedPaymentLeavesNoRow(t *testing.T) {
 	table := newTable(t, pool)
 	l := pgledger.New(pool, table, map[string]int64{"EUR": 10})
 	ctx := ctxT(t)
-	if _, _, err := l.Pay(ctx, "ref", payment("pay_1", mockserver.DefaultBalance+1, "GBP")); !errors.Is(err, mockserver.ErrInsufficientFunds) {
+	if _, _, err := l.Pay(ctx, "ref", 0, payment("pay_1", mockserver.DefaultBalance+1, "GBP")); !errors.Is(err, mockserver.ErrInsufficientFunds) {
 		t.Fatalf("Pay over the default balance = %v, want ErrInsufficientFunds", err)
 	}
-	if _, _, err := l.Pay(ctx, "ref-eur", payment("pay_2", 11, "EUR")); !errors.Is(err, mockserver.ErrInsufficientFunds) {
+	if _, _, err := l.Pay(ctx, "ref-eur", 0, payment("pay_2", 11, "EUR")); !errors.Is(err, mockserver.ErrInsufficientFunds) {
 		t.Fatalf("Pay over the opening balance = %v, want ErrInsufficientFunds", err)
 	}
 	if n := scalar(t, pool, `SELECT count(*) FROM "`+table+`_balances"`); n != 0 {
@@ -192,7 +192,7 @@ func TestRefusedPaymentLeavesNoRow(t *testing.T) {
 		t.Errorf("Balances = %v, %v; want only EUR 10", bals, err)
 	}
 	for _, bad := range []int64{0, -5} {
-		if _, _, err := l.Pay(ctx, "ref-bad", payment("pay_bad", bad, "EUR")); err == nil {
+		if _, _, err := l.Pay(ctx, "ref-bad", 0, payment("pay_bad", bad, "EUR")); err == nil {
 			t.Errorf("Pay of %d succeeded", bad)
 		}
 	}
@@ -207,11 +207,11 @@ func TestCreatedStoredToTheMillisecond(t *testing.T) {
 	p := payment("pay_t", 1, "EUR")
 	p.Created = time.Date(2026, 12, 1, 11, 0, 0, 123_456_789, time.FixedZone("CET", 3600))
 	want := time.Date(2026, 12, 1, 10, 0, 0, 123_000_000, time.UTC)
-	first, _, err := l.Pay(ctx, "ref", p)
+	first, _, err := l.Pay(ctx, "ref", 0, p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, found, err := l.Pay(ctx, "ref", p)
+	again, found, err := l.Pay(ctx, "ref", 0, p)
 	if err != nil || !found {
 		t.Fatalf("second Pay = found %v, %v", found, err)
 	}
@@ -230,13 +230,13 @@ func TestBalancesExact(t *testing.T) {
 	pool := newPool(t)
 	l := pgledger.New(pool, newTable(t, pool), map[string]int64{"USD": math.MaxInt64, "JPY": -5})
 	ctx := ctxT(t)
-	if _, _, err := l.Pay(ctx, "usd", payment("pay_usd", math.MaxInt64-1, "USD")); err != nil {
+	if _, _, err := l.Pay(ctx, "usd", 0, payment("pay_usd", math.MaxInt64-1, "USD")); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := l.Pay(ctx, "usd-2", payment("pay_usd2", 2, "USD")); !errors.Is(err, mockserver.ErrInsufficientFunds) {
+	if _, _, err := l.Pay(ctx, "usd-2", 0, payment("pay_usd2", 2, "USD")); !errors.Is(err, mockserver.ErrInsufficientFunds) {
 		t.Errorf("Pay of 2 from 1 = %v, want ErrInsufficientFunds", err)
 	}
-	if _, _, err := l.Pay(ctx, "jpy", payment("pay_jpy", 1, "JPY")); !errors.Is(err, mockserver.ErrInsufficientFunds) {
+	if _, _, err := l.Pay(ctx, "jpy", 0, payment("pay_jpy", 1, "JPY")); !errors.Is(err, mockserver.ErrInsufficientFunds) {
 		t.Errorf("Pay of 1 from -5 = %v, want ErrInsufficientFunds", err)
 	}
 	bals, err := l.Balances(ctx)
@@ -251,10 +251,10 @@ func TestPayRefusesATakenID(t *testing.T) {
 	pool := newPool(t)
 	l := pgledger.New(pool, newTable(t, pool), nil)
 	ctx := ctxT(t)
-	if _, _, err := l.Pay(ctx, "ref-1", payment("pay_same", 5, "EUR")); err != nil {
+	if _, _, err := l.Pay(ctx, "ref-1", 0, payment("pay_same", 5, "EUR")); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := l.Pay(ctx, "ref-2", payment("pay_same", 7, "EUR")); !isUniqueViolation(err) {
+	if _, _, err := l.Pay(ctx, "ref-2", 0, payment("pay_same", 7, "EUR")); !isUniqueViolation(err) {
 		t.Errorf("Pay with a taken ID = %v, want the unique violation", err)
 	}
 	if b, err := l.Balance(ctx, "EUR"); err != nil || b != mockserver.DefaultBalance-5 {
@@ -264,7 +264,38 @@ func TestPayRefusesATakenID(t *testing.T) {
 		t.Errorf("Payments = %d, %v; want 1", len(ps), err)
 	}
 	// The connection went back to the pool clean: the ledger still works.
-	if _, _, err := l.Pay(ctx, "ref-3", payment("pay_other", 1, "EUR")); err != nil {
+	if _, _, err := l.Pay(ctx, "ref-3", 0, payment("pay_other", 1, "EUR")); err != nil {
 		t.Errorf("Pay after the refused one: %v", err)
+	}
+}
+
+// TestLapsedRefRenamed: once a payment's ref lapsed, a new payment under
+// the ref renames the old one's to ref/lapsed/ID, in transactional mode
+// too, so that the unique ref column names the new payment; the old one
+// stays, with its amount.
+func TestLapsedRefRenamed(t *testing.T) {
+	pool := newPool(t)
+	l := pgledger.New(pool, newTable(t, pool), nil)
+	ctx := ctxT(t)
+	const keep = time.Minute
+	old := payment("pay_old", 5, "EUR")
+	if _, _, err := l.Pay(ctx, "ref", keep, old); err != nil {
+		t.Fatal(err)
+	}
+	txCtx, tx := joined(t, pool)
+	p := payment("pay_new", 7, "EUR")
+	p.Created = old.Created.Add(keep)
+	if got, found, err := l.Pay(txCtx, "ref", keep, p); err != nil || found || got.ID != "pay_new" || got.Ref != "ref" {
+		t.Fatalf("Pay after the keep = %+v, found %v, %v; want pay_new under ref", got, found, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := l.Payment(ctx, "pay_old")
+	if err != nil || !ok || got.Ref != "ref/lapsed/pay_old" || got.Amount != 5 {
+		t.Fatalf("the lapsed payment = %+v, %v, %v; want its ref renamed", got, ok, err)
+	}
+	if b, err := l.Balance(ctx, "EUR"); err != nil || b != mockserver.DefaultBalance-12 {
+		t.Fatalf("EUR balance %d, %v; want both payments debited", b, err)
 	}
 }

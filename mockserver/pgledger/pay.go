@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -18,8 +19,10 @@ const sqlstateUniqueViolation = "23505"
 // Pay implements mockserver.Ledger (see the package documentation) in one
 // round trip, in the transaction of pgstore.TxFromContext or in one of its
 // own. It stores Created to the millisecond, in UTC, and returns the
-// payment as stored, the same on every later call with ref. It refuses an
-// amount that is not positive.
+// payment as stored, the same on every later call with ref while that
+// payment is kept; then it retires it (see the package documentation), in
+// the same transaction as the new payment. It refuses an amount that is
+// not positive.
 //
 // Before its statement, Pay takes a transaction-scoped advisory lock on
 // ref, so that a second transaction paying under the same ref (a takeover
@@ -30,7 +33,7 @@ const sqlstateUniqueViolation = "23505"
 // own, Pay then rolls back and answers that payment as found (two more
 // round trips); in the caller's transaction it returns the error, and the
 // caller must roll back (the Middleware does, on the Server's 503).
-func (l *Ledger) Pay(ctx context.Context, ref string, p mockserver.Payment) (mockserver.Payment, bool, error) {
+func (l *Ledger) Pay(ctx context.Context, ref string, keep time.Duration, p mockserver.Payment) (mockserver.Payment, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return mockserver.Payment{}, false, fmt.Errorf("pgledger: pay: %w", err)
 	}
@@ -43,9 +46,9 @@ func (l *Ledger) Pay(ctx context.Context, ref string, p mockserver.Payment) (moc
 		err   error
 	)
 	if tx, ok := pgstore.TxFromContext(ctx); ok {
-		got, found, err = l.payIn(ctx, tx, ref, p)
+		got, found, err = l.payIn(ctx, tx, ref, keep, p)
 	} else {
-		got, found, err = l.payOwn(ctx, ref, p)
+		got, found, err = l.payOwn(ctx, ref, keep, p)
 	}
 	if err != nil {
 		return mockserver.Payment{}, false, fmt.Errorf("pgledger: pay: %w", err)
@@ -54,8 +57,8 @@ func (l *Ledger) Pay(ctx context.Context, ref string, p mockserver.Payment) (moc
 }
 
 // payIn pays in the caller's transaction.
-func (l *Ledger) payIn(ctx context.Context, tx pgx.Tx, ref string, p mockserver.Payment) (mockserver.Payment, bool, error) {
-	br := tx.SendBatch(ctx, l.payBatch(ref, p, false))
+func (l *Ledger) payIn(ctx context.Context, tx pgx.Tx, ref string, keep time.Duration, p mockserver.Payment) (mockserver.Payment, bool, error) {
+	br := tx.SendBatch(ctx, l.payBatch(ref, keep, p, false))
 	got, found, err := readPayBatch(br, p, false)
 	if isUniqueViolation(err) {
 		return mockserver.Payment{}, false, fmt.Errorf("a concurrent transaction recorded a payment under the ref; "+
@@ -67,7 +70,7 @@ func (l *Ledger) payIn(ctx context.Context, tx pgx.Tx, ref string, p mockserver.
 // payOwn pays in a transaction of its own. When a statement fails the
 // server skips the rest of the batch, COMMIT included, and leaves the
 // transaction aborted: payOwn rolls it back.
-func (l *Ledger) payOwn(ctx context.Context, ref string, p mockserver.Payment) (mockserver.Payment, bool, error) {
+func (l *Ledger) payOwn(ctx context.Context, ref string, keep time.Duration, p mockserver.Payment) (mockserver.Payment, bool, error) {
 	conn, err := l.pool.Acquire(ctx)
 	if err != nil {
 		return mockserver.Payment{}, false, err
@@ -76,7 +79,7 @@ func (l *Ledger) payOwn(ctx context.Context, ref string, p mockserver.Payment) (
 	// even a failed ROLLBACK cannot hand one to the next user.
 	defer conn.Release()
 
-	got, found, err := readPayBatch(conn.SendBatch(ctx, l.payBatch(ref, p, true)), p, true)
+	got, found, err := readPayBatch(conn.SendBatch(ctx, l.payBatch(ref, keep, p, true)), p, true)
 	if err == nil || errors.Is(err, mockserver.ErrInsufficientFunds) {
 		return got, found, err
 	}
@@ -100,14 +103,21 @@ func (l *Ledger) payOwn(ctx context.Context, ref string, p mockserver.Payment) (
 	return mockserver.Payment{}, false, errors.Join(err, ferr)
 }
 
-// payBatch queues Pay's statements: the advisory lock on ref and the pay
-// statement, between BEGIN and COMMIT when own.
-func (l *Ledger) payBatch(ref string, p mockserver.Payment, own bool) *pgx.Batch {
+// payBatch queues Pay's statements: the advisory lock on ref, the retiring
+// of a payment that no longer holds ref, and the pay statement, between
+// BEGIN and COMMIT when own.
+func (l *Ledger) payBatch(ref string, keep time.Duration, p mockserver.Payment, own bool) *pgx.Batch {
 	b := &pgx.Batch{}
 	if own {
 		b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
 	}
 	b.Queue(l.sql.lockRef, l.names.lock+"/ref/"+ref)
+	var cutoff *time.Time // NULL: kept for good
+	if keep > 0 {
+		c := createdAt(p.Created).Add(-keep)
+		cutoff = &c
+	}
+	b.Queue(l.sql.retire, ref, cutoff)
 	b.Queue(l.sql.pay, ref, p.Currency, mockserver.OpeningBalance(l.opening, p.Currency), p.Amount,
 		p.ID, p.IdempotencyKey, p.Recipient, p.Status, createdAt(p.Created))
 	if own {
@@ -130,8 +140,10 @@ func readPayBatch(br pgx.BatchResults, p mockserver.Payment, own bool) (got mock
 			return mockserver.Payment{}, false, err
 		}
 	}
-	if _, err := br.Exec(); err != nil {
-		return mockserver.Payment{}, false, err
+	for range 2 { // lockRef, retire
+		if _, err := br.Exec(); err != nil {
+			return mockserver.Payment{}, false, err
+		}
 	}
 	var fresh bool
 	got, err = scanPayment(br.QueryRow(), &fresh)

@@ -53,7 +53,7 @@ type result struct {
 func payAsync(ctx context.Context, l *pgledger.Ledger, ref string, p mockserver.Payment) <-chan result {
 	ch := make(chan result, 1)
 	go func() {
-		got, found, err := l.Pay(ctx, ref, p)
+		got, found, err := l.Pay(ctx, ref, 0, p)
 		ch <- result{got, found, err}
 	}()
 	return ch
@@ -72,7 +72,7 @@ func TestPayWaitsForTheUncommittedPayment(t *testing.T) {
 			opening := map[string]int64{"EUR": 1000}
 			first := pgledger.New(admin, table, opening)
 			hctx, tx := joined(t, admin)
-			held, found, err := first.Pay(hctx, "ref", payment("pay_first", 100, "EUR"))
+			held, found, err := first.Pay(hctx, "ref", 0, payment("pay_first", 100, "EUR"))
 			if err != nil || found {
 				t.Fatalf("Pay in the transaction = found %v, %v", found, err)
 			}

@@ -40,12 +40,12 @@ func TestPayRoundTrips(t *testing.T) {
 	measure := func(name string, ctx context.Context, ref string, amount int64) {
 		t.Helper()
 		before := s.n.Load()
-		_, _, err := l.Pay(ctx, ref, payment("pay_"+name, amount, "EUR"))
+		_, _, err := l.Pay(ctx, ref, 0, payment("pay_"+name, amount, "EUR"))
 		if n := s.n.Load() - before; n != 1 {
 			t.Errorf("%s: Pay sent %d round trips (%v), want 1", name, n, err)
 		}
 	}
-	if _, _, err := l.Pay(ctx, "warm-up", payment("pay_warm", 1, "EUR")); err != nil {
+	if _, _, err := l.Pay(ctx, "warm-up", 0, payment("pay_warm", 1, "EUR")); err != nil {
 		t.Fatal(err)
 	}
 	measure("new", ctx, "ref", 10)
@@ -53,7 +53,7 @@ func TestPayRoundTrips(t *testing.T) {
 	measure("short", ctx, "short", 1000)
 
 	hctx, tx := joined(t, pool)
-	if _, _, err := l.Pay(hctx, "warm-up-tx", payment("pay_warm_tx", 1, "EUR")); err != nil {
+	if _, _, err := l.Pay(hctx, "warm-up-tx", 0, payment("pay_warm_tx", 1, "EUR")); err != nil {
 		t.Fatal(err)
 	}
 	measure("new in tx", hctx, "ref-tx", 10)

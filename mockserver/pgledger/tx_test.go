@@ -69,7 +69,7 @@ func TestPayJoinsTheMiddlewareTransaction(t *testing.T) {
 			t.Error("the handler's context carries no transaction")
 		}
 		ref, _ := idempotency.DerivedKey(r.Context(), "payment")
-		p, found, err := led.Pay(r.Context(), ref, payment("pay_run"+string(rune('0'+n)), amount.Load(), currency.Load().(string)))
+		p, found, err := led.Pay(r.Context(), ref, 0, payment("pay_run"+string(rune('0'+n)), amount.Load(), currency.Load().(string)))
 		if errors.Is(err, mockserver.ErrInsufficientFunds) {
 			w.WriteHeader(http.StatusPaymentRequired)
 			return

@@ -12,7 +12,7 @@
 //
 // A ledger is four keys, named after its prefix P:
 //
-//	P{Pledger}:refs      hash: ref -> payment JSON
+//	P{Pledger}:refs      hash: ref -> the payment JSON the ref names
 //	P{Pledger}:payments  list: payment JSON, oldest first
 //	P{Pledger}:ids       hash: payment ID -> payment JSON
 //	P{Pledger}:balances  hash: currency -> balance, decimal
@@ -34,8 +34,11 @@
 //
 // Pay is one Lua script, one round trip (EVALSHA, falling back to EVAL once
 // after the server's script cache was flushed, for example by a restart):
-// it finds the payment under the ref, or checks the balance, debits it and
-// records the payment, with nothing in between, so that two processes
+// it finds the payment under the ref (if created less than the keep of
+// mockserver.Ledger.Pay before the new one: the script compares the
+// Created times, so no key expiry and no Redis clock is involved), or
+// checks the balance, debits it and records the payment, which the ref
+// names from then on, with nothing in between, so that two processes
 // paying under the same ref at once make one payment. It reads everything
 // it needs before its first write, so it fails, if at all, before writing;
 // Redis runs a script to the end and writes it to the AOF and the replicas

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -50,9 +51,10 @@ func New(rdb redis.UniversalClient, prefix string, opening map[string]int64) *Le
 
 // Pay implements mockserver.Ledger in one round trip (see the package
 // documentation). It stores Created to the millisecond, in UTC, and returns
-// the payment as stored, the same on every later call with ref. It refuses
+// the payment as stored, the same on every later call with ref while that
+// payment is kept. It refuses
 // an amount that is not positive and strings that are not valid UTF-8.
-func (l *Ledger) Pay(ctx context.Context, ref string, p mockserver.Payment) (mockserver.Payment, bool, error) {
+func (l *Ledger) Pay(ctx context.Context, ref string, keep time.Duration, p mockserver.Payment) (mockserver.Payment, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return mockserver.Payment{}, false, fmt.Errorf("redisledger: pay: %w", err)
 	}
@@ -64,9 +66,13 @@ func (l *Ledger) Pay(ctx context.Context, ref string, p mockserver.Payment) (moc
 	if err != nil {
 		return mockserver.Payment{}, false, fmt.Errorf("redisledger: pay: %w", err)
 	}
+	cutoff := ""
+	if keep > 0 {
+		cutoff = p.Created.UTC().Add(-keep).Format(createdLayout)
+	}
 	res, err := payScript.Run(ctx, l.rdb, l.keys.all(),
 		ref, p.ID, p.Currency, strconv.FormatInt(p.Amount, 10),
-		strconv.FormatInt(mockserver.OpeningBalance(l.opening, p.Currency), 10), js).Slice()
+		strconv.FormatInt(mockserver.OpeningBalance(l.opening, p.Currency), 10), js, cutoff).Slice()
 	if err != nil {
 		return mockserver.Payment{}, false, fmt.Errorf("redisledger: pay: %w", err)
 	}

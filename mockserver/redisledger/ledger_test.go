@@ -66,7 +66,7 @@ func TestKeysInOneSlot(t *testing.T) {
 	l := redisledger.New(rdb, prefix, nil)
 	ctx := ctxT(t)
 	for i, c := range []string{"EUR", "USD"} {
-		if _, _, err := l.Pay(ctx, "ref-"+c, payment("pay_"+c, int64(i+1), c)); err != nil {
+		if _, _, err := l.Pay(ctx, "ref-"+c, 0, payment("pay_"+c, int64(i+1), c)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -97,7 +97,7 @@ func TestRefusedPaymentLeavesNoTrace(t *testing.T) {
 	prefix := newPrefix(t, rdb)
 	l := redisledger.New(rdb, prefix, map[string]int64{"EUR": 10})
 	ctx := ctxT(t)
-	_, _, err := l.Pay(ctx, "ref", payment("pay_1", mockserver.DefaultBalance+1, "GBP"))
+	_, _, err := l.Pay(ctx, "ref", 0, payment("pay_1", mockserver.DefaultBalance+1, "GBP"))
 	if !errors.Is(err, mockserver.ErrInsufficientFunds) {
 		t.Fatalf("Pay over the default balance = %v, want ErrInsufficientFunds", err)
 	}
@@ -119,19 +119,19 @@ func TestBalancesExact(t *testing.T) {
 	l := redisledger.New(rdb, prefix, map[string]int64{"EUR": big - 1, "USD": math.MaxInt64, "JPY": -5})
 	ctx := ctxT(t)
 	// As doubles, big-1 and big are equal: a rounding comparison would pay.
-	if _, _, err := l.Pay(ctx, "eur", payment("pay_eur", big, "EUR")); !errors.Is(err, mockserver.ErrInsufficientFunds) {
+	if _, _, err := l.Pay(ctx, "eur", 0, payment("pay_eur", big, "EUR")); !errors.Is(err, mockserver.ErrInsufficientFunds) {
 		t.Errorf("Pay of %d from %d = %v, want ErrInsufficientFunds", int64(big), int64(big-1), err)
 	}
-	if _, _, err := l.Pay(ctx, "usd", payment("pay_usd", math.MaxInt64-1, "USD")); err != nil {
+	if _, _, err := l.Pay(ctx, "usd", 0, payment("pay_usd", math.MaxInt64-1, "USD")); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := l.Balance(ctx, "USD"); err != nil || b != 1 {
 		t.Errorf("Balance(USD) = %d, %v; want 1", b, err)
 	}
-	if _, _, err := l.Pay(ctx, "usd-2", payment("pay_usd2", 2, "USD")); !errors.Is(err, mockserver.ErrInsufficientFunds) {
+	if _, _, err := l.Pay(ctx, "usd-2", 0, payment("pay_usd2", 2, "USD")); !errors.Is(err, mockserver.ErrInsufficientFunds) {
 		t.Errorf("Pay of 2 from 1 = %v, want ErrInsufficientFunds", err)
 	}
-	if _, _, err := l.Pay(ctx, "jpy", payment("pay_jpy", 1, "JPY")); !errors.Is(err, mockserver.ErrInsufficientFunds) {
+	if _, _, err := l.Pay(ctx, "jpy", 0, payment("pay_jpy", 1, "JPY")); !errors.Is(err, mockserver.ErrInsufficientFunds) {
 		t.Errorf("Pay of 1 from -5 = %v, want ErrInsufficientFunds", err)
 	}
 	bals, err := l.Balances(ctx)
@@ -149,11 +149,11 @@ func TestCreatedStoredToTheMillisecond(t *testing.T) {
 	p := payment("pay_t", 1, "EUR")
 	p.Created = time.Date(2026, 12, 1, 11, 0, 0, 123_456_789, time.FixedZone("CET", 3600))
 	want := time.Date(2026, 12, 1, 10, 0, 0, 123_000_000, time.UTC)
-	first, _, err := l.Pay(ctx, "ref", p)
+	first, _, err := l.Pay(ctx, "ref", 0, p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, found, err := l.Pay(ctx, "ref", p)
+	again, found, err := l.Pay(ctx, "ref", 0, p)
 	if err != nil || !found {
 		t.Fatalf("second Pay = found %v, %v", found, err)
 	}
@@ -180,7 +180,7 @@ func TestPayRefusesWhatItCannotStore(t *testing.T) {
 		"invalid recipient": {"ref-3", bad},
 		"invalid ref":       {"ref-\xff", payment("pay_ref", 1, "EUR")},
 	} {
-		if _, _, err := l.Pay(ctx, tc.ref, tc.p); err == nil || !strings.HasPrefix(err.Error(), "redisledger: pay: ") {
+		if _, _, err := l.Pay(ctx, tc.ref, 0, tc.p); err == nil || !strings.HasPrefix(err.Error(), "redisledger: pay: ") {
 			t.Errorf("%s: Pay = %v, want a redisledger: pay: error", name, err)
 		}
 	}
@@ -195,10 +195,10 @@ func TestPayRefusesATakenID(t *testing.T) {
 	rdb := newClient(t)
 	l := redisledger.New(rdb, newPrefix(t, rdb), nil)
 	ctx := ctxT(t)
-	if _, _, err := l.Pay(ctx, "ref-1", payment("pay_same", 5, "EUR")); err != nil {
+	if _, _, err := l.Pay(ctx, "ref-1", 0, payment("pay_same", 5, "EUR")); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := l.Pay(ctx, "ref-2", payment("pay_same", 7, "EUR")); err == nil {
+	if _, _, err := l.Pay(ctx, "ref-2", 0, payment("pay_same", 7, "EUR")); err == nil {
 		t.Error("Pay with a taken ID succeeded")
 	}
 	if b, err := l.Balance(ctx, "EUR"); err != nil || b != mockserver.DefaultBalance-5 {

@@ -11,7 +11,13 @@ const (
 )
 
 // payScript: KEYS refs, payments, ids, balances; ARGV ref, id, currency,
-// amount (decimal, > 0), opening balance (decimal), payment JSON.
+// amount (decimal, > 0), opening balance (decimal), payment JSON, cutoff.
+//
+// The payment under the ref is found only if it was created after the
+// cutoff (the new payment's Created less the keep of Ledger.Pay, in
+// createdLayout) or the cutoff is empty (kept for good). Both times are in
+// createdLayout, in UTC, so they compare as strings. A new payment replaces
+// the lapsed one in refs; the lapsed one stays in payments and ids.
 //
 // Every read that could fail (a key of the wrong type, a balance that is not
 // an integer) comes before the first write, because Redis does not undo the
@@ -39,7 +45,9 @@ local function less(a, b)
 end
 
 local prior = redis.call('HGET', KEYS[1], ARGV[1])
-if prior then return {'found', prior} end
+if prior and (ARGV[7] == '' or cjson.decode(prior)['created'] > ARGV[7]) then
+  return {'found', prior}
+end
 redis.call('LLEN', KEYS[2]) -- fails now, not at RPUSH, if it is no list
 if redis.call('HEXISTS', KEYS[3], ARGV[2]) == 1 then return {'id-taken'} end
 local stored = redis.call('HGET', KEYS[4], ARGV[3])
