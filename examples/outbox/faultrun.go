@@ -296,6 +296,12 @@ func startNATS(bin string, port int) (*natsServer, error) {
 }
 
 func (s *natsServer) start() error {
+	// Refuse a port that something already listens on: the run would talk
+	// to that server, and kill and restart only its own.
+	if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", s.port)); err == nil {
+		c.Close()
+		return fmt.Errorf("port %d is in use: the fault run needs a nats-server of its own (-nats-port)", s.port)
+	}
 	s.cmd = exec.Command(s.bin, "-a", "127.0.0.1", "-p", strconv.Itoa(s.port), "-js", "-sd", s.dir)
 	if err := s.cmd.Start(); err != nil {
 		return fmt.Errorf("start nats-server: %w", err)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -23,7 +24,7 @@ func TestMain(m *testing.M) {
 }
 
 // TestFaultRunSmall runs the fault run with 60 payments (a nats-server of
-// its own on port 14223): every payment gets exactly one e-mail though
+// its own on a free port): every payment gets exactly one e-mail though
 // answers are dropped, relays and notification services are killed at
 // their worst moments and the nats-server restarts.
 func TestFaultRunSmall(t *testing.T) {
@@ -31,7 +32,7 @@ func TestFaultRunSmall(t *testing.T) {
 		testenv.Unavailable(t, "no /usr/sbin/nats-server: install nats-server to run")
 	}
 	var out bytes.Buffer
-	ok, err := faultRun(context.Background(), runConfig{db: testenv.PostgresURL(t), payments: 60, natsPort: 14223,
+	ok, err := faultRun(context.Background(), runConfig{db: testenv.PostgresURL(t), payments: 60, natsPort: testenv.FreePorts(t, 1, false),
 		natsBin: "/usr/sbin/nats-server"}, &out)
 	t.Log("\n" + out.String())
 	if err != nil || !ok || !strings.Contains(out.String(), "VERDICT: PASS: 60 of 60 payments have exactly one e-mail") {
@@ -70,5 +71,19 @@ INSERT INTO example_emails (payment_id, address) VALUES
 	if err != nil || ok || !strings.Contains(out.String(), "VERDICT: FAIL: 0 of 2") ||
 		!strings.Contains(out.String(), "exactly one 0, none 1, more than one 1") {
 		t.Errorf("verdict = %v, %v:\n%s\nwant a FAIL with one double and one miss", ok, err, out.String())
+	}
+}
+
+// TestNATSPortInUse: the fault run refuses a port another server listens
+// on, rather than run its faults against a server it did not start.
+func TestNATSPortInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, err = startNATS("/nonexistent/nats-server", ln.Addr().(*net.TCPAddr).Port)
+	if err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("startNATS on a port in use = %v, want an error saying so", err)
 	}
 }
