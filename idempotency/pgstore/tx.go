@@ -144,7 +144,7 @@ func (t *Tx) Context(ctx context.Context) context.Context {
 // PgxTx returns the transaction that TxFromContext returns to the handler.
 func (t *Tx) PgxTx() pgx.Tx {
 	if t.h == nil {
-		t.h = &handlerTx{t: t}
+		t.h = newHandlerTx(t)
 	}
 	return t.h
 }
