@@ -106,7 +106,9 @@ func (s *TxStore) BeginTx(ctx context.Context) (idempotency.Tx, error) {
 // costs two round trips (the claim batch, which begins the transaction, and
 // the completion batch, which commits it) and one commit to disk; a claim
 // that is not acquired (a replay, a request in progress, another payload)
-// costs one round trip and leaves no transaction to roll back.
+// costs one round trip and leaves no transaction to roll back (see the
+// package documentation for the exec modes and sessions where it costs
+// more).
 //
 // The claim batch runs the claim before BEGIN, in the implicit transaction
 // that PostgreSQL opens for the statements of one batch: BEGIN then turns
