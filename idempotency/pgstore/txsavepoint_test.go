@@ -33,12 +33,7 @@ func TestTxHandlerSavepointRefusedAfterCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tx.Complete(ctx, k, r.Token, idempotency.Response{Status: 201}, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	commitOutcome(t, tx, k, r.Token)
 	for name, kept := range map[string]pgx.Tx{"savepoint": sp, "nested savepoint": inner} {
 		if _, err := kept.Exec(ctx, `SELECT 1`); !errors.Is(err, pgx.ErrTxClosed) {
 			t.Errorf("%s Exec after the commit = %v; want pgx.ErrTxClosed", name, err)
@@ -85,13 +80,20 @@ func TestTxSavepointsWorkInTheHandler(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := tx.Complete(ctx, k, r.Token, idempotency.Response{Status: 201}, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	commitOutcome(t, tx, k, r.Token)
 	if n := bizRows(t, pool, biz); n != 1 {
 		t.Fatalf("business rows = %d, want 1 (the released savepoint's)", n)
+	}
+}
+
+// commitOutcome completes k's claim with token in tx and commits.
+func commitOutcome(t *testing.T, tx idempotency.Tx, k idempotency.Key, token int64) {
+	t.Helper()
+	ctx := ctxT(t)
+	if err := tx.Complete(ctx, k, token, idempotency.Response{Status: 201}, time.Hour); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatalf("Commit: %v", err)
 	}
 }
