@@ -92,9 +92,26 @@
 // before BEGIN fails on purpose (an invalid integer cast of a text that
 // says so), so that BEGIN never runs and the implicit transaction rolls
 // back at the end of the batch: the server log shows that error (SQLSTATE
-// 22P02) for every such claim. A session that does not default to read
-// committed begins the transaction first instead (one round trip more), so
-// that the handler always runs at read committed.
+// 22P02) for every such claim, every replay included, and pgx reports the
+// batch failed to a tracer (ConnConfig.Tracer). With the extended protocol
+// the logged statement is the failing one alone, without parameters (unless
+// log_parameter_max_length_on_error is set); with
+// pgx.QueryExecModeSimpleProtocol it is the whole batch, pgx having quoted
+// the scope, key and fingerprint into it.
+//
+// Those counts hold in pgx's default mode, QueryExecModeExec and
+// QueryExecModeSimpleProtocol. pgx forgets what it knew of the statements
+// of a batch that failed, which costs nothing in the default mode (the
+// claim batch's statements are prepared on each connection under names of
+// their own) but, in QueryExecModeCacheDescribe, one round trip more for the
+// claim batch after a claim that was not acquired on the same connection,
+// to describe its statements again: then a first execution costs three, a
+// replay two. QueryExecModeDescribeExec describes every batch (two round
+// trips each). A session that does not default to read committed (the
+// claim batch fails on its first statement, also logged) begins the
+// transaction in a round trip of its own and claims inside it, so that the
+// handler always runs at read committed: four round trips for a first
+// execution, and four for a replay (the transaction is rolled back).
 //
 // Choose transactional mode when every side effect of the handler is a write
 // to the same PostgreSQL database, made through the transaction from
@@ -147,7 +164,8 @@
 // pgx.QueryExecModeExec (default_query_exec_mode=exec in the URL; one
 // round trip per statement, parameters typed by the casts) or
 // pgx.QueryExecModeSimpleProtocol (values quoted into the SQL by pgx);
-// QueryExecModeCacheDescribe works too. On PgBouncer 1.21 or later,
+// QueryExecModeCacheDescribe works too (at a round trip more per claim
+// after a replay in transactional mode, see above). On PgBouncer 1.21 or later,
 // max_prepared_statements (for example 200) makes the default mode work.
 // Give the Store's LISTEN connection a direct connection with
 // WithListenConfig: PgBouncer drops the notifications of a LISTEN made

@@ -19,16 +19,32 @@ var _ pgx.Tx = (*handlerTx)(nil)
 // would run statements on a connection back in the pool, in another
 // request's transaction. A Tx whose Context was taken before any claim
 // opened the block (the Middleware never does that) begins the block at
-// the first statement. It is used by one goroutine at a time, like its Tx.
+// the first statement. A savepoint begun on it (Begin) is a handlerTx too,
+// refused once the request's Tx ended like the transaction itself: pgx's
+// savepoint runs its statements through the pgx.Tx, which never learned
+// that the COMMIT ended it. It is used by one goroutine at a time, like
+// its Tx.
 type handlerTx struct {
 	t     *Tx
-	ended atomic.Bool
+	ended atomic.Bool // on the root: the request's transaction ended
+	root  *handlerTx  // the handlerTx of the request's transaction (itself there)
+	sp    pgx.Tx      // the savepoint, on a handlerTx that Begin returned
 }
 
-// tx returns the transaction block, begun now if need be.
+// newHandlerTx returns the handlerTx of t's transaction.
+func newHandlerTx(t *Tx) *handlerTx {
+	h := &handlerTx{t: t}
+	h.root = h
+	return h
+}
+
+// tx returns the savepoint, or the transaction block, begun now if need be.
 func (h *handlerTx) tx(ctx context.Context) (pgx.Tx, error) {
-	if h.ended.Load() {
+	if h.root.ended.Load() {
 		return nil, pgx.ErrTxClosed
+	}
+	if h.sp != nil {
+		return h.sp, nil
 	}
 	if h.t.tx == nil {
 		tx, err := h.t.conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
@@ -40,23 +56,31 @@ func (h *handlerTx) tx(ctx context.Context) (pgx.Tx, error) {
 	return h.t.tx, nil
 }
 
+// Begin begins a savepoint, refused like h once the request's Tx ended.
 func (h *handlerTx) Begin(ctx context.Context) (pgx.Tx, error) {
 	tx, err := h.tx(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return tx.Begin(ctx)
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &handlerTx{t: h.t, root: h.root, sp: sp}, nil
 }
 
-// Commit and Rollback are the handler's, against the contract of
-// TxFromContext; they end the transaction, and the request's Commit then
-// fails.
+// Commit and Rollback of the request's transaction are the handler's,
+// against the contract of TxFromContext; they end the transaction, and the
+// request's Commit then fails. Those of a savepoint release it or roll
+// back to it.
 func (h *handlerTx) Commit(ctx context.Context) error {
 	tx, err := h.tx(ctx)
 	if err != nil {
 		return err
 	}
-	h.ended.Store(true)
+	if h.sp == nil {
+		h.ended.Store(true)
+	}
 	return tx.Commit(ctx)
 }
 
@@ -65,7 +89,9 @@ func (h *handlerTx) Rollback(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h.ended.Store(true)
+	if h.sp == nil {
+		h.ended.Store(true)
+	}
 	return tx.Rollback(ctx)
 }
 
@@ -86,7 +112,10 @@ func (h *handlerTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResult
 }
 
 // LargeObjects begins the block, if need be, without a deadline; when that
-// fails the returned LargeObjects must not be used.
+// fails the returned LargeObjects must not be used. Like any pgx
+// LargeObjects it is only valid within the transaction: it is not refused
+// after the request's end (pgx builds it on the transaction underneath),
+// so it must not outlive the handler.
 func (h *handlerTx) LargeObjects() pgx.LargeObjects {
 	tx, err := h.tx(context.Background())
 	if err != nil {
@@ -130,7 +159,7 @@ func (h *handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.R
 // Conn returns the connection of the request's transaction, nil once the
 // request's Tx returned it to the pool.
 func (h *handlerTx) Conn() *pgx.Conn {
-	if h.ended.Load() || h.t.conn == nil {
+	if h.root.ended.Load() || h.t.conn == nil {
 		return nil
 	}
 	return h.t.conn.Conn()

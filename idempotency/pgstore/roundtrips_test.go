@@ -21,7 +21,9 @@ import (
 // and one for a replay (the SELECT); in transactional mode two for a first
 // execution (the claim batch, which begins the transaction, and the
 // completion batch, which commits it) and one for a replay (the claim
-// batch, which leaves no transaction to roll back).
+// batch, which leaves no transaction to roll back), and four for both on a
+// session that does not default to read committed (the claim batch that
+// finds so, BEGIN, the claim, COMMIT or ROLLBACK).
 func TestMiddlewareRoundTrips(t *testing.T) {
 	for _, tc := range []struct {
 		mode          string
@@ -30,12 +32,19 @@ func TestMiddlewareRoundTrips(t *testing.T) {
 		{"lease", 2, 1},
 		{"lease-fast-replay", 3, 1},
 		{"tx", 2, 1},
+		{"tx-repeatable-read-session", 4, 4},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			rt := &roundTrips{}
 			// One connection, so that the warm-up prepares the statements
 			// on the connection the counted requests use.
-			pool := newPool(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = rt; c.MaxConns = 1 })
+			pool := newPool(t, func(c *pgxpool.Config) {
+				c.ConnConfig.Tracer = rt
+				c.MaxConns = 1
+				if tc.mode == "tx-repeatable-read-session" {
+					c.ConnConfig.RuntimeParams["default_transaction_isolation"] = "repeatable read"
+				}
+			})
 			table := uniqueTable(t, pool)
 			var s idempotency.Store = pgstore.New(pool, pgstore.WithTable(table))
 			if tc.mode == "lease-fast-replay" {
@@ -44,7 +53,7 @@ func TestMiddlewareRoundTrips(t *testing.T) {
 			if err := pgstore.New(pool, pgstore.WithTable(table)).CreateSchema(ctxT(t)); err != nil {
 				t.Fatal(err)
 			}
-			if tc.mode == "tx" {
+			if strings.HasPrefix(tc.mode, "tx") {
 				s = pgstore.NewTx(pool, pgstore.WithTable(table))
 			}
 			h := idempotency.Middleware(s)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

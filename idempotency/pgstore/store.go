@@ -196,7 +196,7 @@ WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND state = 1 A
 		// txAcquired ends the claim batch of transactional mode (see tx.go):
 		// it puts back the lock_timeout that the prelude saved, and fails,
 		// so that BEGIN does not run, unless txClaim acquired the key.
-		txAcquired: `SELECT pg_catalog.set_config('lock_timeout', current_setting('pgstore.lock_timeout'), true),
+		txAcquired: restoreLockTimeoutSQL + `,
 	CAST(CASE WHEN current_setting('pgstore.acquired', true) IS DISTINCT FROM 'on' THEN '` + notAcquiredText + `' END AS integer)`,
 		// txComplete is complete, failing when it changed no row so that
 		// the COMMIT queued after it does not run.

@@ -48,14 +48,27 @@ const (
 // goroutines and processes; each Tx is used by one goroutine at a time.
 type TxStore struct {
 	*Store
-	// lockTimeoutSQL bounds the wait of a transactional claim inside a
-	// transaction block.
-	lockTimeoutSQL string
+	// boundSQL bounds the wait of a transactional claim inside a
+	// transaction block: it saves lock_timeout (as pgstore.lock_timeout,
+	// for restoreLockTimeoutSQL to put back) and sets the lock timeout.
+	boundSQL string
 	// preludeSQL starts the claim batch before the transaction block: it
-	// saves lock_timeout (as pgstore.lock_timeout, for txAcquired to put
-	// back), bounds the claim's wait and fails unless the transaction will
-	// be read committed.
+	// is boundSQL, failing unless the transaction will be read committed.
 	preludeSQL string
+}
+
+// restoreLockTimeoutSQL puts back the lock_timeout that boundSQL or
+// preludeSQL saved, for the rest of the transaction: the session's value,
+// or the one the transaction had, whether it came from the server's
+// configuration, a start-up parameter or a SET.
+const restoreLockTimeoutSQL = `SELECT pg_catalog.set_config('lock_timeout', current_setting('pgstore.lock_timeout'), true)`
+
+// boundLockTimeoutSQL returns the statement that saves lock_timeout and
+// sets it to ms milliseconds for the transaction, with the extra columns
+// (SQL that follows the first column in the SELECT list).
+func boundLockTimeoutSQL(ms int64, extra string) string {
+	return fmt.Sprintf(`SELECT pg_catalog.set_config('lock_timeout', '%d', true)%s
+FROM (SELECT pg_catalog.set_config('pgstore.lock_timeout', current_setting('lock_timeout'), true)) AS saved`, ms, extra)
 }
 
 // NewTx returns a TxStore over pool. The options are those of New;
@@ -66,11 +79,10 @@ func NewTx(pool *pgxpool.Pool, opts ...Option) *TxStore {
 	s := New(pool, opts...)
 	ms := int64((s.cfg.lockTimeout + time.Millisecond - 1) / time.Millisecond)
 	return &TxStore{
-		Store:          s,
-		lockTimeoutSQL: fmt.Sprintf("SET LOCAL lock_timeout = %d", ms),
-		preludeSQL: fmt.Sprintf(`SELECT pg_catalog.set_config('lock_timeout', '%d', true),
-	CAST(CASE WHEN current_setting('transaction_isolation') <> 'read committed' THEN '%s' END AS integer)
-FROM (SELECT pg_catalog.set_config('pgstore.lock_timeout', current_setting('lock_timeout'), true)) AS saved`, ms, notReadCommittedText),
+		Store:    s,
+		boundSQL: boundLockTimeoutSQL(ms, ""),
+		preludeSQL: boundLockTimeoutSQL(ms, `,
+	CAST(CASE WHEN current_setting('transaction_isolation') <> 'read committed' THEN '`+notReadCommittedText+`' END AS integer)`),
 	}
 }
 
@@ -94,7 +106,9 @@ func (s *TxStore) BeginTx(ctx context.Context) (idempotency.Tx, error) {
 // costs two round trips (the claim batch, which begins the transaction, and
 // the completion batch, which commits it) and one commit to disk; a claim
 // that is not acquired (a replay, a request in progress, another payload)
-// costs one round trip and leaves no transaction to roll back.
+// costs one round trip and leaves no transaction to roll back (see the
+// package documentation for the exec modes and sessions where it costs
+// more).
 //
 // The claim batch runs the claim before BEGIN, in the implicit transaction
 // that PostgreSQL opens for the statements of one batch: BEGIN then turns
@@ -132,7 +146,7 @@ func (t *Tx) Context(ctx context.Context) context.Context {
 // PgxTx returns the transaction that TxFromContext returns to the handler.
 func (t *Tx) PgxTx() pgx.Tx {
 	if t.h == nil {
-		t.h = &handlerTx{t: t}
+		t.h = newHandlerTx(t)
 	}
 	return t.h
 }
@@ -167,7 +181,7 @@ func (t *Tx) Claim(ctx context.Context, k idempotency.Key, fingerprint string, t
 	var err error
 	if t.tx != nil {
 		// A second claim, inside the transaction block.
-		res, err = claim(ctx, txClaimer{t.tx, t.store.lockTimeoutSQL}, t.store.sql.claim, k, fingerprint, 0, ttl)
+		res, err = claim(ctx, txClaimer{t.tx, t.store.boundSQL}, t.store.sql.claim, k, fingerprint, 0, ttl)
 	} else {
 		res, err = t.claimAndBegin(ctx, k, fingerprint, ttl)
 	}
@@ -284,7 +298,7 @@ func (t *Tx) beginThenClaim(ctx context.Context, k idempotency.Key, fingerprint 
 		return idempotency.ClaimResult{}, err
 	}
 	t.tx = tx
-	return claim(ctx, txClaimer{tx, t.store.lockTimeoutSQL}, t.store.sql.claim, k, fingerprint, 0, ttl)
+	return claim(ctx, txClaimer{tx, t.store.boundSQL}, t.store.sql.claim, k, fingerprint, 0, ttl)
 }
 
 // isInvalidText reports whether err is one of the failures that the
@@ -296,18 +310,20 @@ func isInvalidText(err error) bool {
 }
 
 // txClaimer runs the claim statement in one round trip, inside a
-// transaction block, between SET LOCAL lock_timeout and a reset of
-// lock_timeout to its session value.
+// transaction block, between boundSQL and restoreLockTimeoutSQL, which
+// puts back the lock_timeout the transaction had (not the server's
+// default, which a SET LOCAL ... TO DEFAULT would set: a session SET, as in
+// pgxpool's AfterConnect, would be lost for the handler).
 type txClaimer struct {
-	tx             pgx.Tx
-	lockTimeoutSQL string
+	tx       pgx.Tx
+	boundSQL string
 }
 
 func (c txClaimer) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	b := &pgx.Batch{}
-	b.Queue(c.lockTimeoutSQL)
+	b.Queue(c.boundSQL)
 	b.Queue(sql, args...)
-	b.Queue("SET LOCAL lock_timeout TO DEFAULT")
+	b.Queue(restoreLockTimeoutSQL)
 	return &batchRow{br: c.tx.SendBatch(ctx, b)}
 }
 
