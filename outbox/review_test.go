@@ -3,9 +3,11 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/saferetry/saferetry/internal/testenv"
 	"github.com/saferetry/saferetry/outbox"
 )
 
@@ -32,5 +34,128 @@ func TestBackoffAfterManyAttempts(t *testing.T) {
 	}
 	if attempts != 1101 || wait > 1.5 {
 		t.Errorf("attempts %d, next try in %.2f s; want 1101, at most the 1 s maximum", attempts, wait)
+	}
+}
+
+// gated is a Publisher whose first call waits, once entered, until open
+// is closed; then it hands over to rec.
+type gated struct {
+	rec     *recorder
+	entered chan struct{}
+	open    chan struct{}
+	once    sync.Once
+}
+
+func (g *gated) Publish(ctx context.Context, msgs []outbox.Message) error {
+	first := false
+	g.once.Do(func() { first = true })
+	if first {
+		// rec sees the batch in flight while it waits.
+		return g.rec.publishWith(msgs, func() { close(g.entered); <-g.open })
+	}
+	return g.rec.Publish(ctx, msgs)
+}
+
+// TestRedriveWaitsForTheKeysOpenEnqueue: a failed message redriven while a
+// transaction that enqueued for its Key is still open must not take a
+// place before that transaction's row: otherwise a relay takes the
+// redriven row for the Key's head, and once the transaction commits,
+// another relay takes its older row for the head and the redriven one
+// behind it, while the first still publishes it: one message in two
+// Publish calls at once.
+func TestRedriveWaitsForTheKeysOpenEnqueue(t *testing.T) {
+	o, pool := newOutbox(t)
+	ctx := context.Background()
+	enqueue(t, pool, o, msg("x", "k"))
+	failing := &recorder{fail: func(int, []outbox.Message) error { return errors.New("no") }}
+	drain(t, o.Relay(failing, outbox.WithMaxAttempts(1)))
+	if s, err := o.Stats(ctx); err != nil || s.Failed != 1 {
+		t.Fatalf("Stats = %+v, %v; want x failed", s, err)
+	}
+
+	open, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Rollback(ctx) //nolint:errcheck
+	if err := o.Enqueue(ctx, open, msg("n", "k")); err != nil {
+		t.Fatal(err)
+	}
+	redriven := make(chan error, 1)
+	go func() { _, err := o.Redrive(ctx, "x"); redriven <- err }()
+	// Either Redrive returns, or it waits for the open transaction's lock.
+	var redriveErr error
+	redriveDone := false
+	testenv.Eventually(t, "Redrive returns or waits for the Key's lock", func() bool {
+		select {
+		case redriveErr = <-redriven:
+			redriveDone = true
+			return true
+		default:
+		}
+		var waiting bool
+		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE datname = current_database()
+	AND wait_event_type = 'Lock' AND wait_event = 'advisory' AND query LIKE 'SELECT pg_advisory_xact_lock%')`).Scan(&waiting)
+		return err == nil && waiting
+	})
+
+	rec := &recorder{}
+	g := &gated{rec: rec, entered: make(chan struct{}), open: make(chan struct{})}
+	first := make(chan error, 1)
+	go func() { _, err := o.Relay(g).RunOnce(ctx); first <- err }()
+	var firstErr error
+	firstDone := false
+	select { // the first relay holds a batch in Publish, or found none
+	case <-g.entered:
+	case firstErr = <-first:
+		firstDone = true
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first relay neither published nor returned")
+	}
+	if err := open.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !redriveDone {
+		redriveErr = <-redriven
+	}
+	if redriveErr != nil {
+		t.Fatalf("Redrive: %v", redriveErr)
+	}
+	// A second relay; on its own, it may wait for the first's row locks to
+	// mark what it published.
+	second := make(chan error, 1)
+	go func() { _, err := o.Relay(rec).RunOnce(ctx); second <- err }()
+	var secondErr error
+	secondDone := false
+	testenv.Eventually(t, "the second relay published or returned", func() bool {
+		select {
+		case secondErr = <-second:
+			secondDone = true
+			return true
+		default:
+		}
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return rec.calls >= 2 || (firstDone && rec.calls >= 1)
+	})
+	close(g.open)
+	if !secondDone {
+		secondErr = <-second
+	}
+	if secondErr != nil {
+		t.Fatal(secondErr)
+	}
+	if !firstDone {
+		firstErr = <-first
+	}
+	if firstErr != nil {
+		t.Fatal(firstErr)
+	}
+	drain(t, o.Relay(rec))
+	if len(rec.overlaps) > 0 {
+		t.Errorf("messages in two Publish calls at once: %v", rec.overlaps)
+	}
+	if s, err := o.Stats(ctx); err != nil || s != (outbox.Stats{Published: 2}) {
+		t.Errorf("Stats = %+v, %v; want both published", s, err)
 	}
 }
