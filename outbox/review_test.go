@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -204,4 +205,27 @@ func TestPipelinedWorkersShareASmallPool(t *testing.T) {
 	pool := testenv.PostgresPool(t)
 	enqueue(t, pool, o, msg("m", "k"))
 	testenv.Eventually(t, "the message is published", func() bool { return rec.count() == 1 })
+}
+
+// TestUnkeyedMessagesInBackoffDoNotHoldUpTheRest: unkeyed messages waiting
+// for their retry, more than a claim's window of them, leave the window:
+// a ready message behind them is published (unkeyed messages have no
+// order to keep).
+func TestUnkeyedMessagesInBackoffDoNotHoldUpTheRest(t *testing.T) {
+	o, pool := newOutbox(t)
+	ctx := context.Background()
+	var bad []outbox.Message
+	for i := range 80 { // above the window of batch size 1: 4*1 + 64
+		bad = append(bad, outbox.Message{ID: "bad-" + strconv.Itoa(i), Topic: "bad"})
+	}
+	enqueue(t, pool, o, bad...)
+	enqueue(t, pool, o, outbox.Message{ID: "good", Topic: "good"})
+	// Every bad message has failed once and waits an hour for its retry.
+	if _, err := pool.Exec(ctx, `UPDATE `+o.Table()+` SET attempts = 1, next_try_at = now() + interval '1 hour' WHERE topic = 'bad'`); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	if n, err := o.Relay(rec, outbox.WithBatchSize(1)).RunOnce(ctx); err != nil || n != 1 || rec.messages()[0].ID != "good" {
+		t.Fatalf("RunOnce = %d, %v, published %v; want the good message", n, err, rec.messages())
+	}
 }

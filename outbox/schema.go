@@ -168,8 +168,12 @@ func (n names) claimSQL(batch, window int, after bool) string {
 	// taken for published: the rows behind them are their Keys' heads. The
 	// heads of the batch being published are locked, so another relay
 	// takes none of their Keys.
+	//
+	// An unkeyed row waiting for its retry is no candidate: it holds up no
+	// Key, and a window full of them (a topic the broker refuses) would
+	// hold up every row behind it.
 	return `WITH candidates AS (
-	SELECT seq, key FROM ` + q + ` WHERE state = 0` + notIn + ` ORDER BY seq LIMIT ` + strconv.Itoa(window) + `
+	SELECT seq, key FROM ` + q + ` WHERE state = 0 AND (key <> '' OR next_try_at <= now())` + notIn + ` ORDER BY seq LIMIT ` + strconv.Itoa(window) + `
 ), heads AS (
 	SELECT min(seq) AS seq FROM candidates WHERE key <> '' GROUP BY key
 	UNION ALL
