@@ -60,6 +60,39 @@ func (g *gated) Publish(ctx context.Context, msgs []outbox.Message) error {
 	return g.rec.Publish(ctx, msgs)
 }
 
+// call is a function running in a goroutine of its own.
+type call struct {
+	ch  chan error
+	err error
+	got bool
+}
+
+func start(f func() error) *call {
+	c := &call{ch: make(chan error, 1)}
+	go func() { c.ch <- f() }()
+	return c
+}
+
+// done reports whether the function returned.
+func (c *call) done() bool {
+	if !c.got {
+		select {
+		case c.err = <-c.ch:
+			c.got = true
+		default:
+		}
+	}
+	return c.got
+}
+
+// wait returns the function's error once it returned.
+func (c *call) wait() error {
+	if !c.got {
+		c.err, c.got = <-c.ch, true
+	}
+	return c.err
+}
+
 // TestRedriveWaitsForTheKeysOpenEnqueue: a failed message redriven while a
 // transaction that enqueued for its Key is still open must not take a
 // place before that transaction's row: otherwise a relay takes the
@@ -85,17 +118,11 @@ func TestRedriveWaitsForTheKeysOpenEnqueue(t *testing.T) {
 	if err := o.Enqueue(ctx, open, msg("n", "k")); err != nil {
 		t.Fatal(err)
 	}
-	redriven := make(chan error, 1)
-	go func() { _, err := o.Redrive(ctx, "x"); redriven <- err }()
+	redrive := start(func() error { _, err := o.Redrive(ctx, "x"); return err })
 	// Either Redrive returns, or it waits for the open transaction's lock.
-	var redriveErr error
-	redriveDone := false
 	testenv.Eventually(t, "Redrive returns or waits for the Key's lock", func() bool {
-		select {
-		case redriveErr = <-redriven:
-			redriveDone = true
+		if redrive.done() {
 			return true
-		default:
 		}
 		var waiting bool
 		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE datname = current_database()
@@ -105,55 +132,39 @@ func TestRedriveWaitsForTheKeysOpenEnqueue(t *testing.T) {
 
 	rec := &recorder{}
 	g := &gated{rec: rec, entered: make(chan struct{}), open: make(chan struct{})}
-	first := make(chan error, 1)
-	go func() { _, err := o.Relay(g).RunOnce(ctx); first <- err }()
-	var firstErr error
-	firstDone := false
-	select { // the first relay holds a batch in Publish, or found none
-	case <-g.entered:
-	case firstErr = <-first:
-		firstDone = true
-	case <-time.After(10 * time.Second):
-		t.Fatal("the first relay neither published nor returned")
-	}
+	first := start(func() error { _, err := o.Relay(g).RunOnce(ctx); return err })
+	// The first relay holds a batch in Publish, or found none.
+	testenv.Eventually(t, "the first relay publishes or returns", func() bool {
+		select {
+		case <-g.entered:
+			return true
+		default:
+			return first.done()
+		}
+	})
 	if err := open.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if !redriveDone {
-		redriveErr = <-redriven
-	}
-	if redriveErr != nil {
-		t.Fatalf("Redrive: %v", redriveErr)
+	if err := redrive.wait(); err != nil {
+		t.Fatalf("Redrive: %v", err)
 	}
 	// A second relay; on its own, it may wait for the first's row locks to
 	// mark what it published.
-	second := make(chan error, 1)
-	go func() { _, err := o.Relay(rec).RunOnce(ctx); second <- err }()
-	var secondErr error
-	secondDone := false
-	testenv.Eventually(t, "the second relay published or returned", func() bool {
-		select {
-		case secondErr = <-second:
-			secondDone = true
+	second := start(func() error { _, err := o.Relay(rec).RunOnce(ctx); return err })
+	testenv.Eventually(t, "the second relay publishes or returns", func() bool {
+		if second.done() {
 			return true
-		default:
 		}
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
-		return rec.calls >= 2 || (firstDone && rec.calls >= 1)
+		return rec.calls >= 2 || (first.done() && rec.calls >= 1)
 	})
 	close(g.open)
-	if !secondDone {
-		secondErr = <-second
+	if err := second.wait(); err != nil {
+		t.Fatal(err)
 	}
-	if secondErr != nil {
-		t.Fatal(secondErr)
-	}
-	if !firstDone {
-		firstErr = <-first
-	}
-	if firstErr != nil {
-		t.Fatal(firstErr)
+	if err := first.wait(); err != nil {
+		t.Fatal(err)
 	}
 	drain(t, o.Relay(rec))
 	if len(rec.overlaps) > 0 {
