@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -44,10 +45,29 @@ FROM `+o.names.quoted+` WHERE state = 2 ORDER BY seq LIMIT $1`, limit)
 // Redrive makes the failed messages with the given IDs pending again, their
 // attempts reset, and wakes the relays; it returns how many it found
 // failed. A redriven message is published after its Key's messages that are
-// pending, not in its original place.
+// pending, not in its original place. It takes their Keys' locks as
+// Enqueue does, so it waits for the transactions that are enqueueing for
+// those Keys.
 func (o *Outbox) Redrive(ctx context.Context, ids ...string) (int64, error) {
 	var n int64
 	err := pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
+		// A Key's uncommitted rows must stay younger than its committed
+		// ones (see claimSQL): the new seq is taken under the Key's lock,
+		// after the open transactions of the Key commit.
+		rows, err := tx.Query(ctx, `SELECT DISTINCT key FROM `+o.names.quoted+` WHERE state = 2 AND id = ANY($1) AND key <> ''`, ids)
+		if err != nil {
+			return err
+		}
+		keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		if len(keys) > 0 {
+			slices.Sort(keys) // Enqueue's order
+			if _, err := tx.Exec(ctx, o.names.lockKeysSQL, o.names.lockPrefix, keys); err != nil {
+				return err
+			}
+		}
 		tag, err := tx.Exec(ctx, `UPDATE `+o.names.quoted+` SET state = 0, attempts = 0, next_try_at = now(), seq = DEFAULT
 WHERE state = 2 AND id = ANY($1)`, ids)
 		if err != nil {

@@ -54,6 +54,11 @@ type recorder struct {
 }
 
 func (r *recorder) Publish(ctx context.Context, msgs []outbox.Message) error {
+	return r.publishWith(msgs, func() {})
+}
+
+// publishWith is Publish, calling during while msgs are in flight.
+func (r *recorder) publishWith(msgs []outbox.Message, during func()) error {
 	r.mu.Lock()
 	r.calls++
 	call := r.calls
@@ -67,6 +72,7 @@ func (r *recorder) Publish(ctx context.Context, msgs []outbox.Message) error {
 		r.inFlight[m.ID] = true
 	}
 	r.mu.Unlock()
+	during()
 	var err error
 	if r.fail != nil {
 		err = r.fail(call, msgs)

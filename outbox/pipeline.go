@@ -3,10 +3,15 @@ package outbox
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
+
+// secondConnWait is how long a pipelined worker holding a connection
+// waits for its second one before it does without.
+const secondConnWait = 20 * time.Millisecond
 
 // claimed is a batch claimed in the open transaction of a connection.
 type claimed struct {
@@ -40,10 +45,23 @@ func (r *Relay) pipeline(ctx context.Context, more func(n int) bool) (total int,
 			}
 		}
 	}()
-	for i := range conns {
-		if conns[i], err = r.o.pool.Acquire(ctx); err != nil {
+	if conns[0], err = r.o.pool.Acquire(ctx); err != nil {
+		return 0, fmt.Errorf("outbox: acquire: %w", err)
+	}
+	// Holding one connection while waiting for another deadlocks when
+	// other pipelined workers on the pool (other Runs, other Relays) each
+	// hold one: the second is waited for a moment only, then the batches
+	// run one after the other on the first.
+	actx, cancel := context.WithTimeout(ctx, secondConnWait)
+	conns[1], err = r.o.pool.Acquire(actx)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
 			return 0, fmt.Errorf("outbox: acquire: %w", err)
 		}
+		c := conns[0]
+		conns[0] = nil
+		return r.batchesOn(ctx, c, more)
 	}
 
 	var b pgx.Batch

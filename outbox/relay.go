@@ -191,6 +191,11 @@ func (r *Relay) batches(ctx context.Context, more func(n int) bool) (int, error)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: acquire: %w", err)
 	}
+	return r.batchesOn(ctx, conn, more)
+}
+
+// batchesOn is batches on conn, which it releases.
+func (r *Relay) batchesOn(ctx context.Context, conn *pgxpool.Conn, more func(n int) bool) (int, error) {
 	open := false
 	defer func() { release(ctx, conn, open) }()
 	total := 0

@@ -78,7 +78,8 @@ func WithBatchSize(n int) RelayOption { return func(c *relayConfig) { c.batchSiz
 // at least two connections per worker (pgxpool's MaxConns), each worker
 // holds two and overlaps its batches (it marks one and claims the next
 // while it publishes another, see Run); otherwise one, and its batches run
-// one after the other.
+// one after the other. A worker that cannot get its second connection at
+// once (the pool shared with other relays or other work) runs on one.
 func WithWorkers(n int) RelayOption { return func(c *relayConfig) { c.workers = n } }
 
 // WithPollInterval sets how often the relay looks for messages when no

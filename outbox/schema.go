@@ -89,9 +89,11 @@ SELECT pg_notify($6, '') WHERE EXISTS (SELECT FROM ins)`
 	n.publishedSQL = `UPDATE ` + q + ` SET state = 1, published_at = now() WHERE seq = ANY($1)`
 	// A failed batch: each row's attempt is counted and its next try put
 	// off (min * 2^attempts, capped); past the limit the row is failed.
+	// The exponent is capped too: 2^1024 overflows a float8, and the mark
+	// would fail for ever under a limit meant as "retry for ever".
 	n.failSQL = `UPDATE ` + q + ` SET attempts = attempts + 1, last_error = $2,
 	state = CASE WHEN attempts + 1 >= $5 THEN 2 ELSE 0 END,
-	next_try_at = now() + make_interval(secs => least($3::float8 * power(2, attempts), $4::float8))
+	next_try_at = now() + make_interval(secs => least($3::float8 * power(2, least(attempts, 64)), $4::float8))
 WHERE seq = ANY($1)`
 	return n
 }
@@ -166,8 +168,12 @@ func (n names) claimSQL(batch, window int, after bool) string {
 	// taken for published: the rows behind them are their Keys' heads. The
 	// heads of the batch being published are locked, so another relay
 	// takes none of their Keys.
+	//
+	// An unkeyed row waiting for its retry is no candidate: it holds up no
+	// Key, and a window full of them (a topic the broker refuses) would
+	// hold up every row behind it.
 	return `WITH candidates AS (
-	SELECT seq, key FROM ` + q + ` WHERE state = 0` + notIn + ` ORDER BY seq LIMIT ` + strconv.Itoa(window) + `
+	SELECT seq, key FROM ` + q + ` WHERE state = 0 AND (key <> '' OR next_try_at <= now())` + notIn + ` ORDER BY seq LIMIT ` + strconv.Itoa(window) + `
 ), heads AS (
 	SELECT min(seq) AS seq FROM candidates WHERE key <> '' GROUP BY key
 	UNION ALL

@@ -191,3 +191,22 @@ func TestPublishReportsTheFailedMessage(t *testing.T) {
 		t.Fatalf("Publish = %v, want a PublishError at index 1", err)
 	}
 }
+
+// TestPublishRefusedMessageWaitsForTheEarlierAcks: when the client refuses
+// a message at once (larger than the server's max_payload), the messages
+// before it were only sent, not acknowledged: Publish must not report them
+// published (PublishError.Index) before their acknowledgements came, or
+// the relay marks a message the stream never took.
+func TestPublishRefusedMessageWaitsForTheEarlierAcks(t *testing.T) {
+	s := newSetup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	big := make([]byte, 16<<20) // above any max_payload NATS accepts (at most 8 MB)
+	err := jetstream.NewPublisher(s.js).Publish(ctx, []outbox.Message{
+		{ID: "a", Topic: s.subject + "ok"}, {ID: "b", Topic: "nostream.here"}, {ID: "c", Topic: s.subject + "ok", Payload: big},
+	})
+	var pe *outbox.PublishError
+	if !errors.As(err, &pe) || pe.Index != 1 {
+		t.Fatalf("Publish = %v, want a PublishError at index 1 (b was never acknowledged)", err)
+	}
+}

@@ -63,12 +63,22 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
 		nm.Header.Set(KeyHeader, m.Key)
 		f, err := p.js.PublishMsgAsync(nm, natsjs.WithMsgID(m.ID))
 		if err != nil {
+			// The messages before i were only sent: msgs[:i] count as
+			// published once they are acknowledged, not before.
+			if werr := wait(ctx, futures); werr != nil {
+				return werr
+			}
 			return &outbox.PublishError{Index: i, Err: err}
 		}
 		futures = append(futures, f)
 	}
-	// Acknowledgements come in any order; the first unacknowledged message
-	// decides, since those after it stay pending anyway.
+	return wait(ctx, futures)
+}
+
+// wait waits for the acknowledgements of futures, in any order, and
+// returns nil when each came, or an *outbox.PublishError naming the first
+// message that was not acknowledged (those after it stay pending anyway).
+func wait(ctx context.Context, futures []natsjs.PubAckFuture) error {
 	for i, f := range futures {
 		select {
 		case <-f.Ok():
