@@ -61,8 +61,12 @@
 // transaction of two round trips (BEGIN with the claim; the marks with
 // COMMIT) around one Publish call, committed without waiting for the disk
 // (a lost mark only republishes); WithWorkers keeps several batches in
-// flight. A claim looks at a bounded window of the oldest pending rows,
-// whatever the backlog. Published
+// flight. A claim looks at a bounded window of the oldest pending rows
+// (4 × the batch size + 64), whatever the backlog. A known limit follows:
+// when one Key holds more pending rows than the window and its oldest is
+// waiting out a backoff, the rows of other Keys behind the window wait
+// too, until that message is published or marked failed (with the default
+// batch of 100 and backoff, about 100 s for 10 attempts). Published
 // rows are deleted after the retention period (WithRetention), inbox rows
 // when the caller says (Inbox.DeleteProcessed).
 package outbox
