@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/saferetry/saferetry/internal/clock"
 	"github.com/saferetry/saferetry/internal/retrypolicy"
 )
 
@@ -158,7 +159,7 @@ func (op *operation) run() (*http.Response, error) {
 		if at.cancel != nil {
 			at.cancel()
 		}
-		if err := sleep(op.ctx, op.t.cfg.clock, v.Wait); err != nil {
+		if err := clock.Sleep(op.ctx, op.t.cfg.clock, v.Wait); err != nil {
 			return nil, op.interrupted(n, err, next)
 		}
 		rc = next

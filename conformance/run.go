@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/saferetry/saferetry/internal/clock"
 	"github.com/saferetry/saferetry/internal/contract"
 	"github.com/saferetry/saferetry/internal/retrypolicy"
 )
@@ -365,17 +366,7 @@ func followWait(ex Exchange) time.Duration {
 
 // wait waits d, or until ctx ends; it reports whether d passed.
 func wait(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return clock.Sleep(ctx, clock.Real, d) == nil
 }
 
 // tally counts answers by status: "15×201, 5×409".

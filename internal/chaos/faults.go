@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/saferetry/saferetry/internal/clock"
 	"github.com/saferetry/saferetry/internal/tcpproxy"
 )
 
@@ -88,14 +89,7 @@ type cluster struct {
 // between waits a random time in [lo, hi), or returns false when ctx ends.
 func between(ctx context.Context, lo, hi time.Duration) bool {
 	d := lo + time.Duration(rand.Int64N(int64(hi-lo)))
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return clock.Sleep(ctx, clock.Real, d) == nil
 }
 
 // pick locks a random instance that no other fault holds, or returns -1.
