@@ -204,7 +204,8 @@ func inParallel(n, c int, op func(i int)) {
 // internal/benchratio), at 1, 8, 32 and 64 goroutines: a first execution
 // (Claim then Complete, two EVALSHA) against SET NX then HSET of the same
 // outcome, and a replay (Claim finding the completed entry, one EVALSHA)
-// against HGETALL of the same entries. ratio is the store's time over the
+// against HGETALL of the same entries; the -fastpath variants do the same
+// with WithReplayFastPath. ratio is the store's time over the
 // raw commands'; speed, its inverse, is the fraction of the raw throughput
 // the store reaches.
 //
@@ -214,84 +215,94 @@ func BenchmarkStoreRatio(b *testing.B) {
 	fp := idempotency.Fingerprint(benchRequest("k"), []byte(`{"amount":1000,"currency":"EUR"}`))
 	hdr := headercodec.Append(nil, benchResp.Header)
 	for _, c := range ratioConcurrency {
-		b.Run("first/c="+strconv.Itoa(c), func(b *testing.B) {
-			s, rdb, prefix := ratioStore(b, c)
-			var variant, anchor atomic.Int64
-			benchratio.Run(b, func(n int) {
-				inParallel(n, c, func(int) {
-					k := idempotency.Key{Scope: "tenant", Key: "first-" + strconv.FormatInt(variant.Add(1), 10)}
-					res, err := s.Claim(ctx, k, fp, 10*time.Second, time.Minute)
-					if err != nil || !res.Acquired {
-						b.Errorf("Claim: %+v %v", res, err)
-						return
-					}
-					if err := s.Complete(ctx, k, res.Token, benchResp, time.Minute); err != nil {
-						b.Error(err)
-					}
-				})
-			}, func(n int) {
-				inParallel(n, c, func(int) {
-					name := prefix + "raw:" + strconv.FormatInt(anchor.Add(1), 10)
-					if err := rdb.SetNX(ctx, name, fp, time.Minute).Err(); err != nil {
-						b.Error(err)
-					}
-					if err := rdb.HSet(ctx, name+":out", "code", "201", "hdr", hdr, "body", benchResp.Body).Err(); err != nil {
-						b.Error(err)
-					}
-				})
-			})
-		})
-		b.Run("replay/c="+strconv.Itoa(c), func(b *testing.B) {
-			s, rdb, prefix := ratioStore(b, c)
-			keys := make([]idempotency.Key, c)
-			names := make([]string, c)
-			for i := range keys {
-				keys[i] = idempotency.Key{Scope: "tenant", Key: "done-" + strconv.Itoa(i)}
-				res, err := s.Claim(ctx, keys[i], fp, 10*time.Second, time.Minute)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := s.Complete(ctx, keys[i], res.Token, benchResp, time.Minute); err != nil {
-					b.Fatal(err)
-				}
-			}
-			names = names[:0]
-			for _, name := range testenv.RedisKeys(b, rdb, prefix) {
-				if strings.Contains(name, ":done-") {
-					names = append(names, name)
-				}
-			}
-			if len(names) != c {
-				b.Fatalf("entries %q, want %d", names, c)
-			}
-			benchratio.Run(b, func(n int) {
-				inParallel(n, c, func(i int) {
-					res, err := s.Claim(ctx, keys[i%c], fp, 10*time.Second, time.Minute)
-					if err != nil || res.Acquired || res.Entry.Response == nil {
-						b.Errorf("Claim on completed: %+v %v", res, err)
-					}
-				})
-			}, func(n int) {
-				inParallel(n, c, func(i int) {
-					if m, err := rdb.HGetAll(ctx, names[i%c]).Result(); err != nil || m["st"] != "c" {
-						b.Errorf("HGETALL: %v %v", m, err)
-					}
+		for _, v := range ratioVariants {
+			b.Run("first"+v.suffix+"/c="+strconv.Itoa(c), func(b *testing.B) {
+				s, rdb, prefix := ratioStore(b, c, v.opts...)
+				var variant, anchor atomic.Int64
+				benchratio.Run(b, func(n int) {
+					inParallel(n, c, func(int) {
+						k := idempotency.Key{Scope: "tenant", Key: "first-" + strconv.FormatInt(variant.Add(1), 10)}
+						res, err := s.Claim(ctx, k, fp, 10*time.Second, time.Minute)
+						if err != nil || !res.Acquired {
+							b.Errorf("Claim: %+v %v", res, err)
+							return
+						}
+						if err := s.Complete(ctx, k, res.Token, benchResp, time.Minute); err != nil {
+							b.Error(err)
+						}
+					})
+				}, func(n int) {
+					inParallel(n, c, func(int) {
+						name := prefix + "raw:" + strconv.FormatInt(anchor.Add(1), 10)
+						if err := rdb.SetNX(ctx, name, fp, time.Minute).Err(); err != nil {
+							b.Error(err)
+						}
+						if err := rdb.HSet(ctx, name+":out", "code", "201", "hdr", hdr, "body", benchResp.Body).Err(); err != nil {
+							b.Error(err)
+						}
+					})
 				})
 			})
-		})
+			b.Run("replay"+v.suffix+"/c="+strconv.Itoa(c), func(b *testing.B) {
+				s, rdb, prefix := ratioStore(b, c, v.opts...)
+				keys := make([]idempotency.Key, c)
+				names := make([]string, c)
+				for i := range keys {
+					keys[i] = idempotency.Key{Scope: "tenant", Key: "done-" + strconv.Itoa(i)}
+					res, err := s.Claim(ctx, keys[i], fp, 10*time.Second, time.Minute)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := s.Complete(ctx, keys[i], res.Token, benchResp, time.Minute); err != nil {
+						b.Fatal(err)
+					}
+				}
+				names = names[:0]
+				for _, name := range testenv.RedisKeys(b, rdb, prefix) {
+					if strings.Contains(name, ":done-") {
+						names = append(names, name)
+					}
+				}
+				if len(names) != c {
+					b.Fatalf("entries %q, want %d", names, c)
+				}
+				benchratio.Run(b, func(n int) {
+					inParallel(n, c, func(i int) {
+						res, err := s.Claim(ctx, keys[i%c], fp, 10*time.Second, time.Minute)
+						if err != nil || res.Acquired || res.Entry.Response == nil {
+							b.Errorf("Claim on completed: %+v %v", res, err)
+						}
+					})
+				}, func(n int) {
+					inParallel(n, c, func(i int) {
+						if m, err := rdb.HGetAll(ctx, names[i%c]).Result(); err != nil || m["st"] != "c" {
+							b.Errorf("HGETALL: %v %v", m, err)
+						}
+					})
+				})
+			})
+		}
 	}
 }
+
+// ratioVariants are the store configurations BenchmarkStoreRatio runs:
+// the default, and WithReplayFastPath (a first execution one HMGET more, a
+// replay an HMGET instead of the claim script).
+var ratioVariants = []struct {
+	suffix string
+	opts   []redisstore.Option
+}{{"", nil}, {"-fastpath", []redisstore.Option{redisstore.WithReplayFastPath()}}}
 
 // ratioStore returns a store whose client has a connection for each of c
 // goroutines (and the gate's quarter on top), with the scripts loaded, and
 // that client.
-func ratioStore(b *testing.B, c int) (*redisstore.Store, *redis.Client, string) {
+func ratioStore(b *testing.B, c int, opts ...redisstore.Option) (*redisstore.Store, *redis.Client, string) {
 	o := redisOptions(b)
 	o.PoolSize, o.MinIdleConns = 2*c, 2*c
 	rdb := redis.NewClient(o)
 	b.Cleanup(func() { rdb.Close() })
 	prefix := newPrefix(b, rdb)
-	s := redisstore.New(rdb, redisstore.WithPrefix(prefix))
+	s := redisstore.New(rdb, append([]redisstore.Option{redisstore.WithPrefix(prefix)}, opts...)...)
 	warmScripts(b, s)
 	return s, rdb, prefix
 }

@@ -13,6 +13,7 @@ type config struct {
 	prefix      string
 	waitN       int
 	waitTimeout time.Duration
+	fastReplay  bool
 }
 
 // WithPrefix sets the prefix of every Redis key the store writes. The default
@@ -48,4 +49,21 @@ func WithWait(replicas int, timeout time.Duration) Option {
 		c.waitN = replicas
 		c.waitTimeout = timeout
 	}
+}
+
+// WithReplayFastPath makes Claim first read the entry with a plain HMGET
+// and answer a completed entry from it, running the claim script only when
+// the key is absent, in progress or released. A replay then costs Redis
+// what an HMGET costs instead of a script call (EVALSHA and a Redis call
+// from Lua, about 1.6 times the server time), and a first execution one
+// round trip more (three instead of two, the HMGET finding nothing). It
+// suits deployments where replays are frequent or Redis's CPU is the
+// limit; without it (the default) every Claim is the one claim script.
+// Reading without the script is safe: no script changes a completed entry
+// (Complete, Renew and Release require an entry in progress, the claim
+// script returns a completed entry as it is), and Redis does not return an
+// entry past its expiry. Under WithWait the read waits for no replica: it
+// writes nothing.
+func WithReplayFastPath() Option {
+	return func(c *config) { c.fastReplay = true }
 }

@@ -98,6 +98,14 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 		return idempotency.ClaimResult{}, wrap(ctx, "claim", err)
 	}
 	defer s.gate.Leave()
+	if s.cfg.fastReplay {
+		if e, ok, err := s.completedEntry(ctx, k); err != nil || ok {
+			if err != nil {
+				return idempotency.ClaimResult{}, wrap(ctx, "claim", err)
+			}
+			return idempotency.ClaimResult{Entry: e}, nil
+		}
+	}
 	res, err := s.run(ctx, claimScript, s.redisKey(k), isAcquired,
 		encodeFingerprint(fingerprint), micros(lease), millis(ttl))
 	if errors.Is(err, ErrNotReplicated) && isAcquired(res) {
@@ -119,6 +127,24 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 		return idempotency.ClaimResult{}, wrap(ctx, "claim", errUnexpected(res))
 	}
 	return idempotency.ClaimResult{Entry: e}, nil
+}
+
+// completedEntry is Claim's fast path (WithReplayFastPath): the entry of k
+// read with HMGET, ok only when it is completed.
+func (s *Store) completedEntry(ctx context.Context, k idempotency.Key) (idempotency.Entry, bool, error) {
+	res, err := s.rdb.HMGet(ctx, s.redisKey(k), entryFields[:]...).Result()
+	s.reload.failed(err)
+	if err != nil {
+		return idempotency.Entry{}, false, err
+	}
+	if len(res) == 0 || res[entryState] != stateCompleted {
+		return idempotency.Entry{}, false, nil
+	}
+	e, found, err := decodeEntry(res)
+	if err != nil || !found {
+		return idempotency.Entry{}, false, err
+	}
+	return e, true, nil
 }
 
 // Renew implements idempotency.Store. It also keeps the entry at least until
