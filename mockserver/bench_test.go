@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/redisstore"
 	"github.com/saferetry/saferetry/internal/loadgen"
 	"github.com/saferetry/saferetry/internal/testenv"
@@ -52,7 +53,49 @@ func BenchmarkEndToEnd(b *testing.B) {
 		defer srv.Close()
 		compare(b, trivial.URL, srv.URL)
 	})
+	// The store's ceiling: the trivial server making the two redisstore
+	// calls of a first execution (Claim, Complete) before it answers, the
+	// least any server over this store does per request. "redis-ceiling"
+	// is it against the trivial server; "redis-vs-ceiling" the mock server
+	// over Redis against it.
+	ceiling := func(b *testing.B) (*httptest.Server, string) {
+		rdb := redisClient(b)
+		prefix := testenv.RedisPrefix(b, rdb, "saferetry-mockserver-bench:")
+		store := redisstore.New(rdb, redisstore.WithPrefix(prefix))
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			k := idempotency.Key{Scope: "ceiling", Key: r.Header.Get("Idempotency-Key")}
+			res, err := store.Claim(r.Context(), k, "v1:ceiling", time.Minute, time.Hour)
+			if err == nil && res.Acquired {
+				err = store.Complete(r.Context(), k, res.Token, ceilingResponse, time.Hour)
+			}
+			if err != nil || !res.Acquired {
+				http.Error(w, "store", http.StatusServiceUnavailable)
+				return
+			}
+			trivial.Config.Handler.ServeHTTP(w, r)
+		}))
+		return srv, prefix
+	}
+	b.Run("redis-ceiling", func(b *testing.B) {
+		srv, _ := ceiling(b)
+		defer srv.Close()
+		compare(b, trivial.URL, srv.URL)
+	})
+	b.Run("redis-vs-ceiling", func(b *testing.B) {
+		limit, prefix := ceiling(b)
+		defer limit.Close()
+		srv := mockserver.New(mockserver.WithBalance("EUR", 1<<62),
+			mockserver.WithStore(redisstore.New(redisClient(b), redisstore.WithPrefix(prefix+"mock:"))))
+		defer srv.Close()
+		compare(b, limit.URL, srv.URL)
+	})
 }
+
+// ceilingResponse is what the ceiling server stores per request: the
+// size of the mock server's answer to a payment.
+var ceilingResponse = idempotency.Response{Status: http.StatusCreated,
+	Header: http.Header{"Content-Type": {"application/json"}},
+	Body:   []byte(`{"id":"pay_0123456789abcdef","amount":1,"currency":"EUR","recipient":"acct_1","status":"succeeded","idempotency_key":"00000000-0000-4000-8000-000000000000"}`)}
 
 // compare runs b.N alternating rounds of the anchor and the target and
 // reports their ratios and figures.
