@@ -18,7 +18,8 @@
 //	            and the unkeyed handler) or long (scenario all, 100000 operations per store and mode, unpaced)
 //	-ops        operations per cell (overrides the profile)
 //	-stores     redis,postgres (default both)
-//	-modes      store modes: lease,tx (tx applies to postgres only)
+//	-modes      store modes: lease,tx,fastpath (tx applies to postgres only; fastpath is lease mode with
+//	            the stores' replay fast path, run only when named)
 //	-scenarios  mock-faults,kill,pause,store,all (overrides the profile)
 //	-handlers   keyed,unkeyed: the payment handlers to run (default keyed,unkeyed short, keyed long);
 //	            the unkeyed one pays anew on every execution and runs in lease mode only
@@ -145,7 +146,7 @@ func parseFlags(args []string, stderr io.Writer) (plan, error) {
 	profile := fs.String("profile", "short", "short or long")
 	ops := fs.Int("ops", 0, "operations per cell (0: the profile's)")
 	stores := fs.String("stores", "redis,postgres", "stores to run")
-	modes := fs.String("modes", "lease,tx", "modes to run (tx: postgres only)")
+	modes := fs.String("modes", "lease,tx", "modes to run: lease, tx (postgres only), fastpath (lease mode with the replay fast path)")
 	scenarios := fs.String("scenarios", "", "scenarios to run (empty: the profile's)")
 	handlers := fs.String("handlers", "", "payment handlers: keyed,unkeyed (empty: the profile's)")
 	workers := fs.Int("workers", 0, "concurrent clients (0: the profile's)")
@@ -223,8 +224,8 @@ func (p plan) cells(havePostgres bool) (cells []chaos.Cell, missing []string, er
 			return nil, nil, fmt.Errorf("chaos: unknown store %q (want redis or postgres)", store)
 		}
 		for _, mode := range p.modes {
-			if mode != "lease" && mode != "tx" {
-				return nil, nil, fmt.Errorf("chaos: unknown mode %q (want lease or tx)", mode)
+			if mode != "lease" && mode != "tx" && mode != chaos.ModeFastPath {
+				return nil, nil, fmt.Errorf("chaos: unknown mode %q (want lease, tx or %s)", mode, chaos.ModeFastPath)
 			}
 			if mode == "tx" && store != "postgres" {
 				continue
@@ -234,7 +235,7 @@ func (p plan) cells(havePostgres bool) (cells []chaos.Cell, missing []string, er
 					cells = append(cells, chaos.Cell{Store: store, Mode: mode, Scenario: sc})
 				}
 			}
-			if p.unkeyed && mode == "lease" {
+			if p.unkeyed && mode != "tx" {
 				cells = append(cells, chaos.Cell{Store: store, Mode: mode, Unkeyed: true, Scenario: chaos.ScenarioAll})
 			}
 		}

@@ -71,3 +71,24 @@ func TestMissingServiceIsSaid(t *testing.T) {
 		t.Fatalf("run = %v, %v, stderr %q", ok, err, stderr.String())
 	}
 }
+
+// TestFastPathCells: -modes fastpath runs lease mode with the replay fast
+// path on both stores, keyed and unkeyed, as chaos.ModeFastPath cells.
+func TestFastPathCells(t *testing.T) {
+	p, err := parseFlags([]string{"-modes", "fastpath", "-scenarios", "kill"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells, missing, err := p.cells(true)
+	if err != nil || len(missing) != 0 {
+		t.Fatalf("cells: %v %v", missing, err)
+	}
+	var got []string
+	for _, c := range cells {
+		got = append(got, c.Store+" "+c.Mode+" "+c.Handler()+" "+c.Scenario)
+	}
+	want := []string{"redis fastpath keyed kill", "redis fastpath unkeyed all", "postgres fastpath keyed kill", "postgres fastpath unkeyed all"}
+	if strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Errorf("cells = %q, want %q", got, want)
+	}
+}

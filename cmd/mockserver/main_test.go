@@ -166,6 +166,8 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"-admin", "false"}, // a bool flag takes its value after "="
 		{"-read-timeout", "-1s"},
 		{"-idle-timeout", "-1ms"},
+		{"-replay-fast-path"}, // the memory store has no fast path
+		{"-store", "postgres://127.0.0.1:1/x", "-replay-fast-path"}, // tx mode's replay is one round trip already
 	} {
 		if err := run(context.Background(), args, &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
 			t.Errorf("run %q: no error", args)
@@ -298,7 +300,11 @@ func testSharedStore(t *testing.T, store, wantName string, extra ...string) {
 }
 
 func TestRunWithRedis(t *testing.T) {
-	testSharedStore(t, testenv.RedisURL(t), "store redis")
+	u := testenv.RedisURL(t)
+	t.Run("default", func(t *testing.T) { testSharedStore(t, u, "store redis") })
+	t.Run("replay fast path", func(t *testing.T) {
+		testSharedStore(t, u, "mode lease with replay fast path", "-replay-fast-path")
+	})
 }
 
 func TestRunWithPostgres(t *testing.T) {
@@ -326,6 +332,10 @@ func TestRunWithPostgres(t *testing.T) {
 			dropLedger(t, u, table)
 		})
 	}
+	t.Run("lease with replay fast path", func(t *testing.T) {
+		testSharedStore(t, u, "mode lease with replay fast path", "-table", table, "-mode", "lease", "-replay-fast-path")
+		dropLedger(t, u, table)
+	})
 }
 
 // dropLedger empties the ledger tables named after table, and drops them

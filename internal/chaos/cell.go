@@ -69,8 +69,12 @@ func runCell(ctx context.Context, cfg Config, cell Cell, logf func(string, ...an
 		res.Err = err
 		return res
 	}
-	args := append([]string{"-namespace", run, "-lease", cfg.Lease.String(), "-ttl", "1h",
-		"-mode", cell.Mode, "-payment-work", paymentWork.String()}, storeArgs...)
+	mode := []string{"-mode", cell.Mode}
+	if cell.Mode == ModeFastPath {
+		mode = []string{"-mode", "lease", "-replay-fast-path"}
+	}
+	args := append(append([]string{"-namespace", run, "-lease", cfg.Lease.String(), "-ttl", "1h",
+		"-payment-work", paymentWork.String()}, mode...), storeArgs...)
 	for _, c := range currencies {
 		args = append(args, "-balance", c+"="+strconv.FormatInt(opening, 10))
 	}

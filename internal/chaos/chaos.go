@@ -29,11 +29,16 @@ import (
 	"time"
 )
 
+// ModeFastPath is lease mode with the stores' replay fast path
+// (cmd/mockserver -replay-fast-path): a replay reads a completed entry
+// without the claim.
+const ModeFastPath = "fastpath"
+
 // Cell is one configuration of the service under test.
 type Cell struct {
 	// Store is "redis" or "postgres".
 	Store string
-	// Mode is "lease" or "tx" (PostgreSQL only).
+	// Mode is "lease", "tx" (PostgreSQL only) or ModeFastPath.
 	Mode string
 	// Unkeyed runs the naive handler: a payment per execution.
 	Unkeyed bool

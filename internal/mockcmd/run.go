@@ -69,6 +69,7 @@ func Run(ctx context.Context, name string, args []string, stdout, stderr io.Writ
 		namespace:  st.namespace,
 		opening:    st.balances,
 		tx:         st.mode == "tx",
+		fastReplay: st.fastReplay,
 		maxEntries: st.maxEntries,
 		maxBytes:   st.maxBytes,
 		warnings:   stderr,
@@ -104,8 +105,12 @@ func Run(ctx context.Context, name string, args []string, stdout, stderr io.Writ
 		adminState += ", metrics at " + mockserver.MetricsPath
 	}
 	adminState += ", OpenAPI at " + mockserver.OpenAPIPath
+	mode := st.mode
+	if st.fastReplay {
+		mode += " with replay fast path"
+	}
 	fmt.Fprintf(stdout, "mockserver: listening on %s (store %s, mode %s, %s, ttl %v, lease %v, %s)\n",
-		srv.URL, be.name, st.mode, payments, st.ttl, st.lease, adminState)
+		srv.URL, be.name, mode, payments, st.ttl, st.lease, adminState)
 
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "mockserver: shutting down")
@@ -123,6 +128,7 @@ type settings struct {
 	maxBytes                            int64
 	balances                            balanceFlag
 	unkeyed, verbose, metrics           bool
+	fastReplay                          bool
 	memoryOnly                          []string // the memory-store flags given
 }
 
@@ -150,6 +156,7 @@ func parseFlags(name string, args []string, stderr io.Writer) (settings, error) 
 	fs.Int64Var(&st.maxBytes, "max-bytes", memstore.DefaultMaxBytes, "most bytes of heap the memory store's entries hold, as it estimates them (memory store only)")
 	fs.StringVar(&st.mode, "mode", "", "idempotency mode over a postgres store: tx (default) or lease")
 	fs.Var(st.balances, "balance", "`CUR=amount`: opening balance of a currency in minor units (repeatable)")
+	fs.BoolVar(&st.fastReplay, "replay-fast-path", false, "read a completed key with a plain read before claiming it: a replay costs one read, a first execution one round trip more (redis, or postgres with -mode lease)")
 	fs.BoolVar(&st.unkeyed, "unkeyed-payments", false, "pay anew on every execution (the naive handler a lease cannot protect)")
 	fs.DurationVar(&st.work, "payment-work", 0, "how long the handler works after paying, before it answers (0: at once)")
 	fs.BoolVar(&st.metrics, "metrics", false, "serve Prometheus text of the idempotency metrics at "+mockserver.MetricsPath)
@@ -179,6 +186,9 @@ func (st *settings) check() error {
 		return fmt.Errorf("mockserver: -mode %q: want tx or lease", st.mode)
 	case st.mode == "tx" && !isPostgres(st.store):
 		return errors.New("mockserver: -mode tx needs a postgres:// store")
+	}
+	if st.fastReplay && (isMemory(st.store) || st.mode == "tx") {
+		return errors.New("mockserver: -replay-fast-path applies to a redis:// store or a postgres:// store with -mode lease")
 	}
 	if st.ttl <= 0 || st.lease <= 0 || st.wait < 0 || st.work < 0 {
 		return errors.New("mockserver: -ttl and -lease must be positive, -wait and -payment-work not negative")
@@ -249,6 +259,7 @@ type backendOptions struct {
 	namespace  string           // names the Redis ledger's keys
 	opening    map[string]int64 // opening balances
 	tx         bool             // transactional mode (PostgreSQL only)
+	fastReplay bool             // the stores' WithReplayFastPath (not in tx mode)
 	maxEntries int              // memory only
 	maxBytes   int64            // memory only
 	warnings   io.Writer        // gets the warnings of the Redis settings check
@@ -289,7 +300,11 @@ func openBackend(ctx context.Context, u string, o backendOptions) (backend, erro
 			_ = rdb.Close()
 			return backend{}, fmt.Errorf("mockserver: -namespace %q cannot name a Redis ledger: %w", o.namespace, err)
 		}
-		rs := redisstore.New(rdb)
+		var opts []redisstore.Option
+		if o.fastReplay {
+			opts = append(opts, redisstore.WithReplayFastPath())
+		}
+		rs := redisstore.New(rdb, opts...)
 		warnRedisSettings(ctx, rs, o.warnings)
 		led := redisledger.New(rdb, prefix, o.opening)
 		return backend{store: rs, ledger: led, name: "redis " + opt.Addr, kind: "redis", close: func() { _ = rdb.Close() }}, nil
@@ -302,6 +317,9 @@ func openBackend(ctx context.Context, u string, o backendOptions) (backend, erro
 		var opts []pgstore.Option
 		if o.table != "" {
 			opts = append(opts, pgstore.WithTable(o.table))
+		}
+		if o.fastReplay {
+			opts = append(opts, pgstore.WithReplayFastPath()) // lease mode's; NewTx ignores it
 		}
 		tx := pgstore.NewTx(pool, opts...)
 		led := pgledger.New(pool, tx.Table(), o.opening)
