@@ -433,13 +433,23 @@ func hex4(s []byte, i int) (rune, bool) {
 	return r, true
 }
 
-func (c *canonicaliser) array(depth int) error {
-	c.pos++ // '['
-	c.out = append(c.out, '[')
+// open copies the bracket that opens a container, at src[pos], and
+// reports whether the container is empty: then its closing bracket, which
+// is closing, is copied too.
+func (c *canonicaliser) open(closing byte) (empty bool) {
+	c.out = append(c.out, c.src[c.pos])
+	c.pos++
 	c.skipSpace()
-	if c.pos < len(c.src) && c.src[c.pos] == ']' {
+	if c.pos < len(c.src) && c.src[c.pos] == closing {
 		c.pos++
-		c.out = append(c.out, ']')
+		c.out = append(c.out, closing)
+		return true
+	}
+	return false
+}
+
+func (c *canonicaliser) array(depth int) error {
+	if c.open(']') {
 		return nil
 	}
 	for {
@@ -467,12 +477,7 @@ func (c *canonicaliser) array(depth int) error {
 
 func (c *canonicaliser) object(depth int) error {
 	start := len(c.out)
-	c.pos++ // '{'
-	c.out = append(c.out, '{')
-	c.skipSpace()
-	if c.pos < len(c.src) && c.src[c.pos] == '}' {
-		c.pos++
-		c.out = append(c.out, '}')
+	if c.open('}') {
 		return nil
 	}
 	self, base, inner := len(c.objs), len(c.stack), c.objects
