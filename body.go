@@ -94,16 +94,6 @@ type prefixedBody struct {
 
 func (p *prefixedBody) Close() error { return p.c.Close() }
 
-// drain reads a little of an intermediate response body and closes it, so
-// that the connection can be reused without reading an unbounded body.
-func drain(rc io.ReadCloser) {
-	if rc == nil {
-		return
-	}
-	_, _ = io.CopyN(io.Discard, rc, 4<<10)
-	rc.Close()
-}
-
 // cancelOnClose ends an attempt's context when the caller closes the final
 // response body, which must stay readable until then.
 type cancelOnClose struct {

@@ -7,6 +7,7 @@ import (
 	"net/url"
 
 	"github.com/saferetry/saferetry/internal/contract"
+	"github.com/saferetry/saferetry/internal/retrypolicy"
 )
 
 // Client is a small SDK-style HTTP client: an [http.Client] whose Transport
@@ -60,7 +61,7 @@ func (c *Client) Transport() *Transport { return c.transport }
 func (c *Client) Do(req *http.Request) (*http.Response, error) {
 	call, err := c.transport.cfg.newCall(req)
 	if err != nil {
-		closeRequestBody(req)
+		retrypolicy.CloseBody(req)
 		return nil, err
 	}
 	resp, err := c.hc.Do(req.WithContext(call))

@@ -50,7 +50,7 @@ func callOf(ctx context.Context) *callContext {
 func (c *config) newCall(req *http.Request) (*callContext, error) {
 	ctx := req.Context()
 	call := &callContext{Context: ctx}
-	if len(req.Header[HeaderIdempotencyKey]) > 0 || !c.keyMethod(req.Method) {
+	if len(req.Header[HeaderIdempotencyKey]) > 0 || !c.keyMethods.Has(req.Method) {
 		return call, nil
 	}
 	if _, ok := KeyFromContext(ctx); ok {

@@ -183,7 +183,7 @@ func (c *config) resolveKey(req *http.Request) (key, wire string, src keySource,
 		}
 		return k, FormatKey(k, c.structuredKey), keyContext, nil
 	}
-	if !c.keyMethod(req.Method) {
+	if !c.keyMethods.Has(req.Method) {
 		return "", "", keyNone, nil
 	}
 	var k string
@@ -200,16 +200,4 @@ func (c *config) resolveKey(req *http.Request) (key, wire string, src keySource,
 		return k, k, keyGenerated, nil
 	}
 	return k, FormatKey(k, true), keyGenerated, nil
-}
-
-func (c *config) keyMethod(method string) bool {
-	if method == "" {
-		method = http.MethodGet
-	}
-	for _, m := range c.keyMethods {
-		if m == method {
-			return true
-		}
-	}
-	return false
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/saferetry/saferetry/internal/clock"
+	"github.com/saferetry/saferetry/internal/retrypolicy"
 )
 
 // Defaults, summed up in the package overview.
@@ -50,7 +51,7 @@ type config struct {
 	attemptTimeout  time.Duration
 	maxBufferedBody int64
 	maxErrorBody    int64
-	keyMethods      []string
+	keyMethods      retrypolicy.Methods
 	structuredKey   bool
 	classifier      Classifier
 	budgetCapacity  int

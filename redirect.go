@@ -30,5 +30,5 @@ func WithCrossOriginRedirects(allow bool) Option {
 // redirectHop applies [WithCrossOriginRedirects]'s rule to req, which
 // carries key (or none).
 func (c *config) redirectHop(req *http.Request, key string) retrypolicy.Hop {
-	return retrypolicy.RedirectHop(req, c.crossOriginRedirects, c.keyMethod, key != "")
+	return retrypolicy.RedirectHop(req, c.crossOriginRedirects, c.keyMethods.Has, key != "")
 }

@@ -75,21 +75,21 @@ func closeIdle(rt http.RoundTripper) {
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	cfg := t.cfg
 	if err := retrypolicy.CheckURL(req.URL); err != nil {
-		closeRequestBody(req)
+		retrypolicy.CloseBody(req)
 		return nil, &Error{Cause: ErrNotSent, Err: err}
 	}
 	key, wire, _, err := cfg.resolveKey(req)
 	if err == nil && req.Response != nil {
 		switch cfg.redirectHop(req, key) {
 		case retrypolicy.HopRefuse:
-			closeRequestBody(req)
+			retrypolicy.CloseBody(req)
 			return nil, &Error{Cause: ErrNotSent, Key: key, Err: ErrCrossOriginRedirect}
 		case retrypolicy.HopSendWithoutKey:
 			req, key, wire = retrypolicy.WithoutKey(req), "", ""
 		}
 	}
 	if err != nil {
-		closeRequestBody(req)
+		retrypolicy.CloseBody(req)
 		var e *Error
 		if errors.As(err, &e) {
 			return nil, e
@@ -154,7 +154,7 @@ func (op *operation) run() (*http.Response, error) {
 			return op.end(n, &at)
 		}
 		if at.resp != nil {
-			drain(at.resp.Body)
+			retrypolicy.Drain(at.resp.Body)
 		}
 		if at.cancel != nil {
 			at.cancel()
@@ -189,7 +189,7 @@ func (op *operation) send(rc io.ReadCloser) attempt {
 	switch {
 	case err != nil && resp != nil:
 		// A broken base; keep the contract towards our caller.
-		drain(resp.Body)
+		retrypolicy.Drain(resp.Body)
 		resp = nil
 	case err == nil && resp == nil:
 		err = errors.New("saferetry: base RoundTripper returned no response and no error")
@@ -315,10 +315,4 @@ func (op *operation) fail(n int, err error) error {
 	e := &Error{Cause: cause, Key: op.key, Attempts: n, StatusCode: op.lastStatus, Err: err}
 	op.finish(n, e)
 	return e
-}
-
-func closeRequestBody(req *http.Request) {
-	if req.Body != nil {
-		req.Body.Close()
-	}
 }

@@ -348,26 +348,15 @@ func (c *canonicaliser) escape(i int) (int, bool) {
 		return 0, false
 	}
 	e := s[i+1]
-	i += 2
-	switch e {
-	case '"', '\\', '/':
-		c.appendByte(e)
-	case 'b':
-		c.appendByte('\b')
-	case 'f':
-		c.appendByte('\f')
-	case 'n':
-		c.appendByte('\n')
-	case 'r':
-		c.appendByte('\r')
-	case 't':
-		c.appendByte('\t')
-	case 'u':
-		return c.unicodeEscape(i)
-	default:
+	if e == 'u' {
+		return c.unicodeEscape(i + 2)
+	}
+	b := unescaped[e]
+	if b == 0 {
 		return 0, false
 	}
-	return i, true
+	c.appendByte(b)
+	return i + 2, true
 }
 
 // unicodeEscape decodes the \uXXXX escape whose digits start at src[i],
@@ -404,29 +393,23 @@ const hexDigits = "0123456789abcdef"
 // appendByte appends one decoded ASCII byte with the canonical escape where
 // JSON needs one.
 func (c *canonicaliser) appendByte(b byte) {
-	switch b {
-	case '"':
-		c.out = append(c.out, '\\', '"')
-	case '\\':
-		c.out = append(c.out, '\\', '\\')
-	case '\b':
-		c.out = append(c.out, '\\', 'b')
-	case '\f':
-		c.out = append(c.out, '\\', 'f')
-	case '\n':
-		c.out = append(c.out, '\\', 'n')
-	case '\r':
-		c.out = append(c.out, '\\', 'r')
-	case '\t':
-		c.out = append(c.out, '\\', 't')
+	switch {
+	case shortEscape[b] != 0:
+		c.out = append(c.out, '\\', shortEscape[b])
+	case b < 0x20:
+		c.out = append(c.out, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
 	default:
-		if b < 0x20 {
-			c.out = append(c.out, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
-			return
-		}
 		c.out = append(c.out, b)
 	}
 }
+
+// unescaped maps the letter of each short JSON escape (\" \\ \/ \b \f \n
+// \r \t) to the byte it stands for; shortEscape maps back the bytes that a
+// canonical string escapes so. A zero is no such escape.
+var (
+	unescaped   = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+	shortEscape = [256]byte{'"': '"', '\\': '\\', '\b': 'b', '\f': 'f', '\n': 'n', '\r': 'r', '\t': 't'}
+)
 
 func hex4(s []byte, i int) (rune, bool) {
 	if i+4 > len(s) {
@@ -450,13 +433,23 @@ func hex4(s []byte, i int) (rune, bool) {
 	return r, true
 }
 
-func (c *canonicaliser) array(depth int) error {
-	c.pos++ // '['
-	c.out = append(c.out, '[')
+// open copies the bracket that opens a container, at src[pos], and
+// reports whether the container is empty: then its closing bracket, which
+// is closing, is copied too.
+func (c *canonicaliser) open(closing byte) (empty bool) {
+	c.out = append(c.out, c.src[c.pos])
+	c.pos++
 	c.skipSpace()
-	if c.pos < len(c.src) && c.src[c.pos] == ']' {
+	if c.pos < len(c.src) && c.src[c.pos] == closing {
 		c.pos++
-		c.out = append(c.out, ']')
+		c.out = append(c.out, closing)
+		return true
+	}
+	return false
+}
+
+func (c *canonicaliser) array(depth int) error {
+	if c.open(']') {
 		return nil
 	}
 	for {
@@ -484,12 +477,7 @@ func (c *canonicaliser) array(depth int) error {
 
 func (c *canonicaliser) object(depth int) error {
 	start := len(c.out)
-	c.pos++ // '{'
-	c.out = append(c.out, '{')
-	c.skipSpace()
-	if c.pos < len(c.src) && c.src[c.pos] == '}' {
-		c.pos++
-		c.out = append(c.out, '}')
+	if c.open('}') {
 		return nil
 	}
 	self, base, inner := len(c.objs), len(c.stack), c.objects
@@ -893,25 +881,14 @@ func foldedRuneSlow(s []byte, i int) (rune, int) {
 		return foldRune(r), i + n
 	}
 	// The escapes of a canonical string: see appendByte and str.
-	switch s[i+1] {
-	case 'b':
-		return '\b', i + 2
-	case 'f':
-		return '\f', i + 2
-	case 'n':
-		return '\n', i + 2
-	case 'r':
-		return '\r', i + 2
-	case 't':
-		return '\t', i + 2
-	case 'u':
+	if s[i+1] == 'u' {
 		r, _ := hex4(s, i+2)
 		if utf16.IsSurrogate(r) {
 			r = utf8.RuneError
 		}
 		return r, i + 6
 	}
-	return rune(s[i+1]), i + 2 // \" or \\
+	return rune(unescaped[s[i+1]]), i + 2
 }
 
 // foldRune folds r as encoding/json's foldName has done to match names to

@@ -70,8 +70,25 @@ func (c *leaseClaim) handlerContext(cc *claimCtx) context.Context { return cc }
 // A claim that was taken over meanwhile gets the answer of superseded in
 // place of a storable response, since the record is the newer holder's.
 func (c *leaseClaim) finish(q *request) {
-	// Also when a store call or a hook panics: the keeper must not go on
-	// renewing a claim that nobody will settle.
+	m := q.m
+	ev, superseded := c.record(q)
+	if superseded && storable(ev.Status) && q.rec.unsent() {
+		ev.Status = http.StatusConflict
+		m.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken)
+		q.superseded()
+		return
+	}
+	if superseded {
+		m.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken)
+	}
+	q.rec.flush()
+}
+
+// record is finish's store call: it completes or releases the claim and
+// reports whether it was superseded, then ends the claim, also when a store
+// call or a hook panics: the keeper must not go on renewing a claim that
+// nobody will settle.
+func (c *leaseClaim) record(q *request) (ev Event, superseded bool) {
 	defer c.end()
 	m := q.m
 	superseded, now := c.keeper.settle(m.cfg.storeTimeout, c.cancel)
@@ -79,7 +96,7 @@ func (c *leaseClaim) finish(q *request) {
 	// no time of its own is kept, so that the request state stays in one
 	// 512-byte allocation.
 	q.ran(now.Sub(c.sent), c.hctx)
-	ev := q.event()
+	ev = q.event()
 	ev.Status = q.rec.statusCode()
 	switch {
 	case superseded:
@@ -92,17 +109,7 @@ func (c *leaseClaim) finish(q *request) {
 		}
 		superseded = m.release(c.ctx, ev)
 	}
-	c.end()
-	if superseded && storable(ev.Status) && q.rec.unsent() {
-		ev.Status = http.StatusConflict
-		m.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken)
-		q.superseded()
-		return
-	}
-	if superseded {
-		m.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken)
-	}
-	q.rec.flush()
+	return ev, superseded
 }
 
 // abort releases the claim of a handler that panicked, so that a retry

@@ -71,18 +71,16 @@ func readFault(w http.ResponseWriter, r *http.Request) (faultRequest, bool) {
 }
 
 // requiredMillis converts the delay_ms or latency_ms field called name,
-// ms, to a duration. It answers 400 and returns false when the field is
-// absent or out of range.
-func requiredMillis(w http.ResponseWriter, name string, ms *int64) (time.Duration, bool) {
+// ms, to a duration. Its error, for a field that is absent or out of
+// range, is the detail of a 400 answer.
+func requiredMillis(name string, ms *int64) (time.Duration, error) {
 	if ms == nil {
-		badAdmin(w, name+" is required")
-		return 0, false
+		return 0, errors.New(name + " is required")
 	}
 	if *ms < 0 || *ms > maxAdminMS {
-		badAdmin(w, fmt.Sprintf("%s must be between 0 and %d", name, maxAdminMS))
-		return 0, false
+		return 0, fmt.Errorf("%s must be between 0 and %d", name, maxAdminMS)
 	}
-	return time.Duration(*ms) * time.Millisecond, true
+	return time.Duration(*ms) * time.Millisecond, nil
 }
 
 func badAdmin(w http.ResponseWriter, detail string) {
@@ -98,52 +96,47 @@ func (fr faultRequest) count() int {
 }
 
 func (s *Server) adminFail(w http.ResponseWriter, r *http.Request) {
-	fr, ok := readFault(w, r)
-	if !ok {
-		return
-	}
-	if fr.Status == 0 {
-		fr.Status = http.StatusServiceUnavailable
-	}
-	s.answerFaults(w, r, s.faults.addFail(fr.count(), fr.Status))
+	s.injectFault(w, r, func(fr faultRequest) error {
+		if fr.Status == 0 {
+			fr.Status = http.StatusServiceUnavailable
+		}
+		return s.faults.addFail(fr.count(), fr.Status)
+	})
 }
 
 func (s *Server) adminDrop(w http.ResponseWriter, r *http.Request) {
-	fr, ok := readFault(w, r)
-	if !ok {
-		return
-	}
-	s.answerFaults(w, r, s.faults.addDrop(fr.count()))
+	s.injectFault(w, r, func(fr faultRequest) error { return s.faults.addDrop(fr.count()) })
 }
 
 func (s *Server) adminDelay(w http.ResponseWriter, r *http.Request) {
-	fr, ok := readFault(w, r)
-	if !ok {
-		return
-	}
-	d, ok := requiredMillis(w, "delay_ms", fr.DelayMS)
-	if !ok {
-		return
-	}
-	s.answerFaults(w, r, s.faults.addDelay(fr.count(), d))
+	s.injectFault(w, r, func(fr faultRequest) error {
+		d, err := requiredMillis("delay_ms", fr.DelayMS)
+		if err != nil {
+			return err
+		}
+		return s.faults.addDelay(fr.count(), d)
+	})
 }
 
 func (s *Server) adminLatency(w http.ResponseWriter, r *http.Request) {
+	s.injectFault(w, r, func(fr faultRequest) error {
+		d, err := requiredMillis("latency_ms", fr.LatencyMS)
+		if err != nil {
+			return err
+		}
+		return s.faults.setLatency(d)
+	})
+}
+
+// injectFault serves a fault-injecting admin request: it decodes the
+// body, has inject apply it, and answers 400 with the error's message
+// when inject refuses it, else with the faults now pending.
+func (s *Server) injectFault(w http.ResponseWriter, r *http.Request, inject func(faultRequest) error) {
 	fr, ok := readFault(w, r)
 	if !ok {
 		return
 	}
-	d, ok := requiredMillis(w, "latency_ms", fr.LatencyMS)
-	if !ok {
-		return
-	}
-	s.answerFaults(w, r, s.faults.setLatency(d))
-}
-
-// answerFaults ends a fault-injecting admin request: 400 with err's message
-// when the fault was refused, else the faults now pending.
-func (s *Server) answerFaults(w http.ResponseWriter, r *http.Request, err error) {
-	if err != nil {
+	if err := inject(fr); err != nil {
 		badAdmin(w, err.Error())
 		return
 	}

@@ -51,15 +51,15 @@ func (tel *telemetry) count(op *operation, a saferetry.Attempt) {
 	ins := tel.ins
 	reason := AttributeReason.String(string(a.Reason))
 	if ins.attempts.Enabled(ctx) {
-		ins.attempts.Add(ctx, 1, op.set(outcome(a.StatusCode), AttributeDecision.String(a.Decision.String()), reason))
+		ins.attempts.Add(ctx, 1, op.set(outcome(a.StatusCode), AttributeDecision.String(a.Decision.String()), reason).Add...)
 	}
 	if a.Decision == saferetry.DecisionRetry && (ins.retries.Enabled(ctx) || ins.wait.Enabled(ctx)) {
 		set := op.set(reason)
-		ins.retries.Add(ctx, 1, set)
-		ins.wait.Record(ctx, a.Wait.Seconds(), set)
+		ins.retries.Add(ctx, 1, set.Add...)
+		ins.wait.Record(ctx, a.Wait.Seconds(), set.Rec...)
 	}
 	if a.Reason == saferetry.ReasonBudgetExhausted && ins.budget.Enabled(ctx) {
-		ins.budget.Add(ctx, 1, op.set())
+		ins.budget.Add(ctx, 1, op.set().Add...)
 	}
 }
 

@@ -1,9 +1,9 @@
 package otelsaferetry
 
 import (
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/saferetry/saferetry/internal/otelkit"
 )
 
 // ScopeName is the instrumentation scope of the tracer and the meter: the
@@ -35,52 +35,34 @@ var (
 )
 
 // instruments are the package's metric instruments, made once per
-// Transport.
+// Transport, and the attribute sets they have measured with. They are safe
+// for concurrent use.
 type instruments struct {
 	attempts, retries, gaveUp, budget metric.Int64Counter
 	wait, duration                    metric.Float64Histogram
+
+	sets otelkit.Cache[series]
 }
 
+// newInstruments makes the instruments on mp. An instrument the provider
+// cannot make is reported to otel.Handle and records nothing; the others
+// work.
 func newInstruments(mp metric.MeterProvider) *instruments {
-	m := mp.Meter(ScopeName)
-	return &instruments{
-		attempts: counter(m, MetricAttempts, "{attempt}",
+	b := otelkit.NewBuilder(mp.Meter(ScopeName), "otelsaferetry:")
+	ins := &instruments{
+		attempts: b.Counter(MetricAttempts, "{attempt}",
 			"Attempts sent, by outcome and by what the Transport decided after them."),
-		retries: counter(m, MetricRetries, "{retry}",
+		retries: b.Counter(MetricRetries, "{retry}",
 			"Retries decided, by reason."),
-		gaveUp: counter(m, MetricGaveUp, "{operation}",
+		gaveUp: b.Counter(MetricGaveUp, "{operation}",
 			"Logical operations that ended on a retryable outcome because a limit stopped the retries, by the limit."),
-		budget: counter(m, MetricBudgetExhausted, "{retry}",
+		budget: b.Counter(MetricBudgetExhausted, "{retry}",
 			"Retries refused because the Transport's retry budget was empty."),
-		wait: histogram(m, MetricRetryWait, waitBuckets,
+		wait: b.Histogram(MetricRetryWait, waitBuckets,
 			"The wait chosen before each retry."),
-		duration: histogram(m, MetricOperationDuration, durationBuckets,
+		duration: b.Histogram(MetricOperationDuration, durationBuckets,
 			"Duration of logical operations, from RoundTrip to the final response's header or error, waits included."),
 	}
-}
-
-// counter makes an Int64Counter; a provider that fails to make one is
-// reported to the global error handler and replaced by a no-op counter.
-func counter(m metric.Meter, name, unit, desc string) metric.Int64Counter {
-	c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-	if err != nil {
-		otel.Handle(err)
-	}
-	if c == nil {
-		c = noop.Int64Counter{}
-	}
-	return c
-}
-
-// histogram makes a Float64Histogram in seconds, as counter does.
-func histogram(m metric.Meter, name string, buckets []float64, desc string) metric.Float64Histogram {
-	h, err := m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc),
-		metric.WithExplicitBucketBoundaries(buckets...))
-	if err != nil {
-		otel.Handle(err)
-	}
-	if h == nil {
-		h = noop.Float64Histogram{}
-	}
-	return h
+	b.Handle()
+	return ins
 }

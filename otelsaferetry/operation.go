@@ -8,11 +8,11 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/saferetry/saferetry"
+	"github.com/saferetry/saferetry/internal/otelkit"
 )
 
 // operation is the instrumentation's state of one logical operation. The
@@ -56,9 +56,28 @@ func (op *operation) with(kv ...attribute.KeyValue) []attribute.KeyValue {
 	return append(append(op.scratch[:0], op.attrs...), kv...)
 }
 
-// set is with as a measurement option.
-func (op *operation) set(kv ...attribute.KeyValue) metric.MeasurementOption {
-	return metric.WithAttributeSet(attribute.NewSet(op.with(kv...)...))
+// set returns the measurement options of the common attributes followed
+// by kv, made once per Transport for each distinct set.
+func (op *operation) set(kv ...attribute.KeyValue) otelkit.Opts {
+	if len(op.attrs)+len(kv) > len(series{}) {
+		return otelkit.NewOpts(op.with(kv...)...) // cannot happen: see series
+	}
+	var k series
+	copy(k[copy(k[:], op.attrs):], kv)
+	return op.tel.ins.sets.Get(k, series.opts)
+}
+
+// series names the attribute set of a measurement: its attributes in
+// order, the unused ones zero. Six are enough: the common ones (at most 3,
+// see appendRequest) and an instrument's own (at most 3).
+type series [6]attribute.KeyValue
+
+func (k series) opts() otelkit.Opts {
+	n := 0
+	for n < len(k) && k[n].Key != "" {
+		n++
+	}
+	return otelkit.NewOpts(k[:n]...)
 }
 
 var (
@@ -120,10 +139,10 @@ func (op *operation) end(ctx context.Context, took time.Duration, resp *http.Res
 		if reason != "" {
 			kv = append(kv, AttributeReason.String(string(reason)))
 		}
-		ins.duration.Record(ctx, took.Seconds(), op.set(kv...))
+		ins.duration.Record(ctx, took.Seconds(), op.set(kv...).Rec...)
 	}
 	if gaveUp(reason, resp == nil) && ins.gaveUp.Enabled(ctx) {
-		ins.gaveUp.Add(ctx, 1, op.set(AttributeReason.String(string(reason))))
+		ins.gaveUp.Add(ctx, 1, op.set(AttributeReason.String(string(reason))).Add...)
 	}
 	if op.span.IsRecording() {
 		op.annotate(status, reason, err)

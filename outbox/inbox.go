@@ -37,7 +37,7 @@ func NewInbox(pool *pgxpool.Pool, opts ...Option) *Inbox {
 	if err != nil {
 		panic(err)
 	}
-	q, _, _ := quoteTable(table)
+	q := pgschema.Quote(table, "")
 	return &Inbox{pool: pool, table: table, quoted: q}
 }
 
@@ -48,17 +48,14 @@ func InboxSchema(table string) (string, error) {
 	if err := validTable(table); err != nil {
 		return "", err
 	}
-	q, _, _ := quoteTable(table)
+	q := pgschema.Quote(table, "")
 	return inboxSchemaSQL(table, q), nil
 }
 
 func inboxSchemaSQL(table, q string) string {
-	_, schema, bare := quoteTable(table)
+	_, bare := pgschema.Split(table)
 	idx := `"` + bare + `_processed_idx"`
-	reg := idx
-	if schema != "" {
-		reg = `"` + schema + `".` + idx
-	}
+	reg := pgschema.Quote(table, "_processed_idx")
 	return `CREATE TABLE IF NOT EXISTS ` + q + ` (
 	consumer     text        NOT NULL,
 	message_id   text        NOT NULL,

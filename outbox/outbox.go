@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -167,18 +166,6 @@ func (o *Outbox) Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) error 
 		return fmt.Errorf("outbox: enqueue: %w", err)
 	}
 	return nil
-}
-
-// quoteTable returns name, valid for pgstore.ValidateTable, quoted, and
-// its unqualified table part.
-func quoteTable(name string) (quoted, schema, table string) {
-	parts := strings.Split(name, ".")
-	table = parts[len(parts)-1]
-	if len(parts) == 2 {
-		schema = parts[0]
-		return `"` + schema + `"."` + table + `"`, schema, table
-	}
-	return `"` + table + `"`, "", table
 }
 
 // validTable reports an invalid table name with pgstore's rule.

@@ -29,13 +29,10 @@ type names struct {
 }
 
 func newNames(table string) names {
-	q, schema, bare := quoteTable(table)
+	q := pgschema.Quote(table, "")
+	_, bare := pgschema.Split(table)
 	idx := func(suffix string) (quoted, regclass string) {
-		i := `"` + bare + suffix + `"`
-		if schema != "" {
-			return i, `"` + schema + `".` + i
-		}
-		return i, i
+		return `"` + bare + suffix + `"`, pgschema.Quote(table, suffix)
 	}
 	sum := sha256.Sum256([]byte(table))
 	n := names{

@@ -146,7 +146,7 @@ func errorHandler(resp *http.Response, err error, attempts int) (*http.Response,
 	if resp != nil {
 		// net/http returns the last response along with a redirect
 		// policy error; the error is the outcome.
-		drain(resp)
+		retrypolicy.Drain(resp.Body)
 	}
 	// CheckRetry made the outcome of an attempt without a response an
 	// *Error; an invalid key comes as one from rhTransport.

@@ -20,7 +20,7 @@ func (a *adapter) attachKey(r *http.Request) error {
 		if err := saferetry.ValidateKey(k); err != nil {
 			return err
 		}
-	case a.keyMethod(r.Method):
+	case a.cfg.keyMethods.Has(r.Method):
 		var err error
 		if k, err = saferetry.NewKey(); err != nil {
 			return nil // no key: the request is sent once and not retried
@@ -35,16 +35,4 @@ func (a *adapter) attachKey(r *http.Request) error {
 	h[saferetry.HeaderIdempotencyKey] = []string{saferetry.FormatKey(k, a.cfg.structuredKey)}
 	r.Header = h
 	return nil
-}
-
-func (a *adapter) keyMethod(method string) bool {
-	if method == "" {
-		method = http.MethodGet
-	}
-	for _, m := range a.cfg.keyMethods {
-		if m == method {
-			return true
-		}
-	}
-	return false
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/saferetry/saferetry"
+	"github.com/saferetry/saferetry/internal/retrypolicy"
 )
 
 // Option configures [Configure]. Every option applies; the zero Option
@@ -15,7 +16,7 @@ type Option func(*config)
 // config is the resolved set of options; it is read-only once built.
 type config struct {
 	maxAttempts    int // 0: not set
-	keyMethods     []string
+	keyMethods     retrypolicy.Methods
 	structuredKey  bool
 	classifier     saferetry.Classifier
 	budgetCapacity int

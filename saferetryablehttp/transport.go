@@ -1,7 +1,6 @@
 package saferetryablehttp
 
 import (
-	"io"
 	"net/http"
 
 	"github.com/saferetry/saferetry"
@@ -23,13 +22,13 @@ func (t *rhTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	st := rhOpFrom(r.Context())
 	key, err := headerKey(r, st)
 	if err != nil {
-		closeBody(r)
+		retrypolicy.CloseBody(r)
 		return nil, &attemptError{req: r, err: err, invalidKey: true}
 	}
 	if r.Response != nil {
-		switch retrypolicy.RedirectHop(r, t.a.cfg.crossOrigin, t.a.keyMethod, key != "") {
+		switch retrypolicy.RedirectHop(r, t.a.cfg.crossOrigin, t.a.cfg.keyMethods.Has, key != "") {
 		case retrypolicy.HopRefuse:
-			closeBody(r)
+			retrypolicy.CloseBody(r)
 			return nil, &attemptError{req: r, key: key, err: saferetry.ErrCrossOriginRedirect}
 		case retrypolicy.HopSendWithoutKey:
 			r, key = retrypolicy.WithoutKey(r), ""
@@ -39,18 +38,18 @@ func (t *rhTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		st.req, st.key = r, key
 	}
 	if err := retrypolicy.CheckURL(r.URL); err != nil {
-		closeBody(r)
+		retrypolicy.CloseBody(r)
 		return nil, &attemptError{req: r, key: key, err: err}
 	}
 	if err := r.Context().Err(); err != nil {
 		// Nothing is sent with a done context.
-		closeBody(r)
+		retrypolicy.CloseBody(r)
 		return nil, &attemptError{req: r, key: key, err: err}
 	}
 	resp, err := t.base.RoundTrip(r)
 	if err != nil {
 		if resp != nil {
-			drain(resp)
+			retrypolicy.Drain(resp.Body)
 		}
 		sent := retrypolicy.Sent(err, false)
 		if st != nil {
@@ -103,18 +102,3 @@ type attemptError struct {
 
 func (e *attemptError) Error() string { return e.err.Error() }
 func (e *attemptError) Unwrap() error { return e.err }
-
-func closeBody(r *http.Request) {
-	if r.Body != nil {
-		r.Body.Close()
-	}
-}
-
-// drain reads a little of a response body that nobody else will read and
-// closes it, so that the connection can be reused.
-func drain(resp *http.Response) {
-	if resp.Body != nil {
-		_, _ = io.CopyN(io.Discard, resp.Body, 4<<10)
-		resp.Body.Close()
-	}
-}

@@ -25,12 +25,12 @@ func (in *Instrumentation) Handler(next http.Handler) http.Handler {
 			return
 		}
 		ctx := r.Context()
-		o := in.routes.get(routeAttrs{r.Method, r.Pattern}, routeAttrs.opts)
-		in.claimsActive.Add(ctx, 1, o.add...)
+		o := in.routes.Get(routeAttrs{r.Method, r.Pattern}, routeAttrs.opts)
+		in.claimsActive.Add(ctx, 1, o.Add...)
 		began := time.Now()
 		defer func() {
-			in.handlerDuration.Record(ctx, time.Since(began).Seconds(), o.rec...)
-			in.claimsActive.Add(ctx, -1, o.add...)
+			in.handlerDuration.Record(ctx, time.Since(began).Seconds(), o.Rec...)
+			in.claimsActive.Add(ctx, -1, o.Add...)
 		}()
 		next.ServeHTTP(w, r)
 	})

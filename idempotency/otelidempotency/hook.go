@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/internal/otelkit"
 )
 
 // Hook returns the function to give to idempotency.WithHook: for every
@@ -27,17 +28,17 @@ func (in *Instrumentation) observe(ev idempotency.Event) {
 			span.SetAttributes(attrTookOver.Bool(true))
 		}
 	}
-	o := in.outcomes.get(outcomeAttrs{ev.Outcome, ev.Method, ev.Route, ev.Status}, outcomeAttrs.opts)
-	in.requests.Add(ctx, 1, o.add...)
+	o := in.outcomes.Get(outcomeAttrs{ev.Outcome, ev.Method, ev.Route, ev.Status}, outcomeAttrs.opts)
+	in.requests.Add(ctx, 1, o.Add...)
 	if !decidedOnAdmission(ev.Outcome) {
-		in.requestDuration.Record(ctx, ev.Duration.Seconds(), o.rec...)
+		in.requestDuration.Record(ctx, ev.Duration.Seconds(), o.Rec...)
 	}
 	if ev.TookOver {
-		in.takeovers.Add(ctx, 1, in.routes.get(routeAttrs{ev.Method, ev.Route}, routeAttrs.opts).add...)
+		in.takeovers.Add(ctx, 1, in.routes.Get(routeAttrs{ev.Method, ev.Route}, routeAttrs.opts).Add...)
 	}
 	if in.retries != nil && isRetry(ev.Outcome) {
 		k := scopeAttrs{in.scopeLabel(ev.Key.Scope), ev.Outcome}
-		in.retries.Add(ctx, 1, in.scopes.get(k, scopeAttrs.opts).add...)
+		in.retries.Add(ctx, 1, in.scopes.Get(k, scopeAttrs.opts).Add...)
 	}
 }
 
@@ -66,7 +67,7 @@ type outcomeAttrs struct {
 	status        int
 }
 
-func (a outcomeAttrs) opts() measureOpts {
+func (a outcomeAttrs) opts() otelkit.Opts {
 	kv := make([]attribute.KeyValue, 0, 4)
 	kv = append(kv, attrOutcome.String(string(a.outcome)), attrMethod.String(a.method))
 	if r := httpRoute(a.route); r != "" {
@@ -75,18 +76,18 @@ func (a outcomeAttrs) opts() measureOpts {
 	if a.status != 0 {
 		kv = append(kv, attrStatusCode.Int(a.status))
 	}
-	return newMeasureOpts(kv...)
+	return otelkit.NewOpts(kv...)
 }
 
 // routeAttrs are the attributes of the instruments per route.
 type routeAttrs struct{ method, route string }
 
-func (a routeAttrs) opts() measureOpts {
+func (a routeAttrs) opts() otelkit.Opts {
 	r := httpRoute(a.route)
 	if r == "" {
-		return newMeasureOpts(attrMethod.String(a.method))
+		return otelkit.NewOpts(attrMethod.String(a.method))
 	}
-	return newMeasureOpts(attrMethod.String(a.method), attrRoute.String(r))
+	return otelkit.NewOpts(attrMethod.String(a.method), attrRoute.String(r))
 }
 
 // httpRoute is the http.route of a ServeMux pattern: the pattern without its
@@ -105,6 +106,6 @@ type scopeAttrs struct {
 	outcome idempotency.Outcome
 }
 
-func (a scopeAttrs) opts() measureOpts {
-	return newMeasureOpts(attrScope.String(a.label), attrOutcome.String(string(a.outcome)))
+func (a scopeAttrs) opts() otelkit.Opts {
+	return otelkit.NewOpts(attrScope.String(a.label), attrOutcome.String(string(a.outcome)))
 }

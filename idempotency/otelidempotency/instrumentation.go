@@ -1,12 +1,10 @@
 package otelidempotency
 
 import (
-	"errors"
-	"fmt"
-
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/saferetry/saferetry/internal/otelkit"
 )
 
 // ScopeName is the name of the instrumentation scope (the Meter) the
@@ -54,9 +52,9 @@ type Instrumentation struct {
 	retries         metric.Int64Counter // nil unless WithRetriesByScope
 	scopeLabel      func(string) string
 
-	outcomes optsCache[outcomeAttrs]
-	routes   optsCache[routeAttrs]
-	scopes   optsCache[scopeAttrs]
+	outcomes otelkit.Cache[outcomeAttrs]
+	routes   otelkit.Cache[routeAttrs]
+	scopes   otelkit.Cache[scopeAttrs]
 }
 
 // New creates the instruments on the MeterProvider of WithMeterProvider (the
@@ -73,71 +71,28 @@ func New(opts ...Option) *Instrumentation {
 	if c.provider == nil {
 		c.provider = otel.GetMeterProvider()
 	}
-	b := builder{m: c.provider.Meter(ScopeName)}
+	b := otelkit.NewBuilder(c.provider.Meter(ScopeName), "otelidempotency:")
 	in := &Instrumentation{
-		requests: b.counter(MetricRequests, "{request}",
+		requests: b.Counter(MetricRequests, "{request}",
 			"Protected requests by what the idempotency middleware did with them."),
-		requestDuration: b.histogram(MetricRequestDuration, requestBuckets,
+		requestDuration: b.Histogram(MetricRequestDuration, requestBuckets,
 			"How long the idempotency middleware had a request, from admission to its outcome."),
-		handlerDuration: b.histogram(MetricHandlerDuration, requestBuckets,
+		handlerDuration: b.Histogram(MetricHandlerDuration, requestBuckets,
 			"How long the protected handler ran under a claim."),
-		storeDuration: b.histogram(MetricStoreDuration, storeBuckets,
+		storeDuration: b.Histogram(MetricStoreDuration, storeBuckets,
 			"How long an idempotency store call took."),
-		claimsActive: b.upDown(MetricClaimsActive, "{claim}",
+		claimsActive: b.UpDown(MetricClaimsActive, "{claim}",
 			"Protected handlers running under a claim."),
-		waitersActive: b.upDown(MetricWaitersActive, "{request}",
+		waitersActive: b.UpDown(MetricWaitersActive, "{request}",
 			"Duplicate requests waiting, with a store watch, for the request that holds their key."),
-		takeovers: b.counter(MetricTakeovers, "{takeover}",
+		takeovers: b.Counter(MetricTakeovers, "{takeover}",
 			"Claims taken over from a holder whose lease had lapsed."),
 		scopeLabel: c.scopeLabel,
 	}
 	if c.scopeLabel != nil {
-		in.retries = b.counter(MetricRetries, "{request}",
+		in.retries = b.Counter(MetricRetries, "{request}",
 			"Requests that found their key claimed or completed by the same request before, per scope.")
 	}
-	if b.err != nil {
-		otel.Handle(b.err)
-	}
+	b.Handle()
 	return in
-}
-
-// builder creates instruments on one Meter and keeps their errors.
-type builder struct {
-	m   metric.Meter
-	err error
-}
-
-func (b *builder) keep(err error) {
-	if err != nil {
-		b.err = errors.Join(b.err, fmt.Errorf("otelidempotency: %w", err))
-	}
-}
-
-func (b *builder) counter(name, unit, desc string) metric.Int64Counter {
-	c, err := b.m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-	b.keep(err)
-	if c == nil {
-		return noop.Int64Counter{}
-	}
-	return c
-}
-
-func (b *builder) upDown(name, unit, desc string) metric.Int64UpDownCounter {
-	c, err := b.m.Int64UpDownCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-	b.keep(err)
-	if c == nil {
-		return noop.Int64UpDownCounter{}
-	}
-	return c
-}
-
-// histogram makes a histogram of seconds with the given bucket boundaries.
-func (b *builder) histogram(name string, bounds []float64, desc string) metric.Float64Histogram {
-	h, err := b.m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc),
-		metric.WithExplicitBucketBoundaries(bounds...))
-	b.keep(err)
-	if h == nil {
-		return noop.Float64Histogram{}
-	}
-	return h
 }

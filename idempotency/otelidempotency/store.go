@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/internal/otelkit"
 )
 
 // The values of saferetry.store.operation: the Store, Watcher, TxStore and
@@ -42,9 +43,9 @@ var opNames = [numOps]string{"claim", "renew", "complete", "release", "get", "wa
 func (in *Instrumentation) WrapStore(s idempotency.Store, name string) idempotency.Store {
 	st := &store{next: s, in: in, storeName: name}
 	for op := range numOps {
-		st.ok[op] = newMeasureOpts(attrStoreOp.String(opNames[op]), attrStoreName.String(name))
+		st.ok[op] = otelkit.NewOpts(attrStoreOp.String(opNames[op]), attrStoreName.String(name))
 	}
-	st.name = newMeasureOpts(attrStoreName.String(name))
+	st.name = otelkit.NewOpts(attrStoreName.String(name))
 	w, watches := s.(idempotency.Watcher)
 	txs, tx := s.(idempotency.TxStore)
 	switch {
@@ -73,8 +74,8 @@ type store struct {
 	next      idempotency.Store
 	in        *Instrumentation
 	storeName string
-	ok        [numOps]measureOpts // the attributes of a call of each operation that succeeded
-	name      measureOpts         // the store's name alone, for the waiters
+	ok        [numOps]otelkit.Opts // the attributes of a call of each operation that succeeded
+	name      otelkit.Opts         // the store's name alone, for the waiters
 }
 
 var _ idempotency.Store = (*store)(nil)
@@ -83,12 +84,12 @@ var _ idempotency.Store = (*store)(nil)
 func (s *store) done(ctx context.Context, op int, began time.Time, err error) {
 	d := time.Since(began).Seconds()
 	if err == nil {
-		s.in.storeDuration.Record(ctx, d, s.ok[op].rec...)
+		s.in.storeDuration.Record(ctx, d, s.ok[op].Rec...)
 		return
 	}
 	// Failures are rare enough to make their attribute set each time.
-	s.in.storeDuration.Record(ctx, d, newMeasureOpts(
-		attrStoreOp.String(opNames[op]), attrStoreName.String(s.storeName), attrErrorType.String(errorType(err))).rec...)
+	s.in.storeDuration.Record(ctx, d, otelkit.NewOpts(
+		attrStoreOp.String(opNames[op]), attrStoreName.String(s.storeName), attrErrorType.String(errorType(err))).Rec...)
 }
 
 func (s *store) Claim(ctx context.Context, k idempotency.Key, fp string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
@@ -141,11 +142,11 @@ func (w watcher) Watch(ctx context.Context, k idempotency.Key) (<-chan struct{},
 		return settled, stop, err
 	}
 	waiters, o := w.s.in.waitersActive, w.s.name
-	waiters.Add(ctx, 1, o.add...)
+	waiters.Add(ctx, 1, o.Add...)
 	var stopped atomic.Bool
 	return settled, func() {
 		if stopped.CompareAndSwap(false, true) {
-			waiters.Add(context.WithoutCancel(ctx), -1, o.add...)
+			waiters.Add(context.WithoutCancel(ctx), -1, o.Add...)
 		}
 		stop()
 	}, nil

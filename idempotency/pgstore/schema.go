@@ -52,16 +52,12 @@ type names struct {
 }
 
 func newNames(name string) (names, error) {
-	schema, table, err := splitTable(name)
+	_, table, err := splitTable(name)
 	if err != nil {
 		return names{}, err
 	}
-	q := `"` + table + `"`
-	if schema != "" {
-		q = `"` + schema + `".` + q
-	}
 	return names{
-		table: q,
+		table: pgschema.Quote(name, ""),
 		index: `"` + table + `_expires_at_idx"`,
 		lock:  "saferetry/pgstore/" + name,
 	}, nil

@@ -5,9 +5,32 @@ package pgschema
 
 import (
 	"context"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
+
+// Split returns the schema ("" when there is none) and the table of name,
+// "table" or "schema.table" (a name pgstore.ValidateTable accepts).
+func Split(name string) (schema, table string) {
+	if schema, table, ok := strings.Cut(name, "."); ok {
+		return schema, table
+	}
+	return "", name
+}
+
+// Quote returns the quoted SQL name of the relation named after the table
+// of name followed by suffix, in name's schema: "table_suffix", or
+// "schema"."table_suffix" for a qualified name. name must be one that
+// pgstore.ValidateTable accepts, which needs no escaping.
+func Quote(name, suffix string) string {
+	schema, table := Split(name)
+	q := `"` + table + suffix + `"`
+	if schema != "" {
+		q = `"` + schema + `".` + q
+	}
+	return q
+}
 
 // LockTimeout bounds how long Apply waits for a lock on a table: an
 // upgrade of a table under load fails with an error after it, and can be

@@ -3,7 +3,6 @@ package pgledger
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/saferetry/saferetry/idempotency/pgstore"
 	"github.com/saferetry/saferetry/internal/pgschema"
@@ -23,20 +22,9 @@ func newNames(table string) (names, error) {
 	if err := pgstore.ValidateTable(table); err != nil {
 		return names{}, err
 	}
-	schema, name, qualified := strings.Cut(table, ".")
-	if !qualified {
-		schema, name = "", schema
-	}
-	quote := func(suffix string) string {
-		q := `"` + name + suffix + `"`
-		if schema != "" {
-			q = `"` + schema + `".` + q
-		}
-		return q
-	}
 	return names{
-		payments: quote("_payments"),
-		balances: quote("_balances"),
+		payments: pgschema.Quote(table, "_payments"),
+		balances: pgschema.Quote(table, "_balances"),
 		lock:     "saferetry/pgledger/" + table,
 	}, nil
 }

@@ -159,13 +159,11 @@ func SlowStore(t *testing.T, at StoreAt, target string, lease, latency time.Dura
 	const keys = 4
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	proxy := testenv.StartProxy(t, target)
 	var ex runCounter
 	var ev eventCounts
-	var inst [3]http.Handler
+	proxy, inst := proxied(t, at, target, lease, lease*5/2, &ex, &ev)
 	var warm sync.WaitGroup
 	for i := range inst {
-		inst[i] = idempotency.Middleware(at(t, proxy.Addr(), 4), idempotency.WithLease(lease), idempotency.WithHook(ev.hook))(ex.holding(lease * 5 / 2))
 		// Warm up the pools, the statements and the renewals before the
 		// latency starts, as a busy service's are.
 		for j := range 4 {
@@ -241,6 +239,20 @@ func SlowStore(t *testing.T, at StoreAt, target string, lease, latency time.Dura
 		lease, latency, keys, countErr(&ev, "the claim's answer came"), ev.got)
 }
 
+// proxied starts a proxy to the store's server at target and three
+// instances of the Middleware with the given lease, whose stores (made by
+// at) reach the server through it; each runs ex.holding(hold) and counts
+// its events in ev.
+func proxied(t *testing.T, at StoreAt, target string, lease, hold time.Duration, ex *runCounter, ev *eventCounts) (*testenv.Proxy, [3]http.Handler) {
+	t.Helper()
+	proxy := testenv.StartProxy(t, target)
+	var inst [3]http.Handler
+	for i := range inst {
+		inst[i] = idempotency.Middleware(at(t, proxy.Addr(), 4), idempotency.WithLease(lease), idempotency.WithHook(ev.hook))(ex.holding(hold))
+	}
+	return proxy, inst
+}
+
 func countErr(r *eventCounts, substr string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -261,12 +273,10 @@ func StoreSlowerThanLease(t *testing.T, at StoreAt, target string, lease, latenc
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	proxy := testenv.StartProxy(t, target)
 	var ex runCounter
 	var ev eventCounts
-	var inst [3]http.Handler
+	proxy, inst := proxied(t, at, target, lease, lease, &ex, &ev)
 	for i := range inst {
-		inst[i] = idempotency.Middleware(at(t, proxy.Addr(), 4), idempotency.WithLease(lease), idempotency.WithHook(ev.hook))(ex.holding(lease))
 		call(ctx, inst[i], testenv.RandomName(warmPrefix))
 	}
 	proxy.SetLatency(latency)
