@@ -146,8 +146,7 @@ func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
 		t := time.NewTimer(s.work)
 		<-t.C
 	}
-	w.Header().Set("Location", "/payments/"+p.ID)
-	writeJSON(w, http.StatusCreated, p)
+	writeCreated(w, &p)
 }
 
 // ledgerFailed answers a read of the ledger that failed.
