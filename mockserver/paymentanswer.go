@@ -3,7 +3,6 @@ package mockserver
 import (
 	"net/http"
 	"strconv"
-	"sync"
 )
 
 // writeCreated answers a new (or found) payment: 201, its Location, and p
@@ -11,12 +10,8 @@ import (
 // buffer for the payments whose strings need no escaping (all that the
 // server makes from ASCII requests); writeJSON writes the others.
 func writeCreated(w http.ResponseWriter, p *Payment) {
-	buf := answerBuffers.Get().(*[]byte)
-	defer func() {
-		if cap(*buf) <= maxPooledAnswer {
-			answerBuffers.Put(buf)
-		}
-	}()
+	buf := getBuffer()
+	defer putBuffer(buf)
 	body, ok := appendPaymentJSON((*buf)[:0], p)
 	body = append(body, '\n')
 	*buf = body
@@ -39,12 +34,6 @@ func writeCreated(w http.ResponseWriter, p *Payment) {
 	w.WriteHeader(http.StatusCreated)
 	_, _ = w.Write(body)
 }
-
-// answerBuffers holds the buffers writeCreated appends its answers into;
-// one larger than maxPooledAnswer (a long recipient) is dropped after use.
-var answerBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
-
-const maxPooledAnswer = 4 << 10
 
 // appendPaymentJSON appends p as json.Marshal encodes it, and reports
 // whether it could: false, having appended part of it, when a string of p

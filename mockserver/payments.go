@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -53,7 +52,9 @@ type Payment struct {
 func newPaymentID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
-	return "pay_" + hex.EncodeToString(b[:])
+	id := [len("pay_") + 2*len(b)]byte{'p', 'a', 'y', '_'}
+	hex.Encode(id[len("pay_"):], b[:])
+	return string(id[:])
 }
 
 // createPayment is the handler behind the idempotency middleware: every call
@@ -83,7 +84,10 @@ func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
 	st.executed.Store(true)
 	s.insp.execution(key)
 
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxPaymentBody+1))
+	buf := getBuffer()
+	defer putBuffer(buf)
+	body, err := appendAll(*buf, r.Body, maxPaymentBody+1)
+	*buf = body
 	var req paymentRequest
 	var errs []FieldError
 	switch {
@@ -137,9 +141,11 @@ func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
 			Detail: "the payment could not be recorded: " + err.Error()})
 		return
 	}
-	if found {
+	switch {
+	case s.logger == nil: // spare the arguments' allocations
+	case found:
 		s.log(r.Context(), "mockserver: payment found from an earlier execution", "key", key, "id", p.ID)
-	} else {
+	default:
 		s.log(r.Context(), "mockserver: payment executed", "key", key, "id", p.ID, "amount", p.Amount, "currency", p.Currency)
 	}
 	if s.work > 0 {
