@@ -52,14 +52,15 @@ func DerivedKey(ctx context.Context, label string) (string, bool) {
 
 // deriveKey is DerivedKey's recipe.
 func deriveKey(k Key, label string) string {
-	h := sha256.New()
-	var n [binary.MaxVarintLen64]byte
+	// The message on the stack, hashed at once: a sha256.New and its
+	// Writes cost more than the hashing of a short message.
+	var buf [256]byte
+	msg := buf[:0]
 	for _, part := range [...]string{derivedKeyDomain, k.Scope, k.Key, label} {
-		h.Write(n[:binary.PutUvarint(n[:], uint64(len(part)))])
-		h.Write([]byte(part))
+		msg = binary.AppendUvarint(msg, uint64(len(part)))
+		msg = append(msg, part...)
 	}
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
+	sum := sha256.Sum256(msg)
 	u := sum[:16]
 	u[6] = u[6]&0x0f | 0x80 // version 8
 	u[8] = u[8]&0x3f | 0x80 // variant 10 (RFC 9562)

@@ -85,24 +85,68 @@ type KeyStats struct {
 	History []Attempt `json:"history"`
 }
 
-// inspector counts attempts and executions per key.
+// inspector counts attempts and executions per key. It keeps a key's
+// counts and first attempt in a record without pointers, and only the
+// attempts after the first elsewhere, so that the collector, which scans
+// every pointer the server keeps, has no more to scan per key than the
+// key's string.
 type inspector struct {
 	mu    sync.Mutex
-	keys  map[string]*KeyStats
-	order []string // keys in the order first seen
+	index map[string]int32 // a key's position in keys and recs
+	keys  []string         // keys in the order first seen
+	recs  []keyRecord
+	more  map[int32][]attemptRecord // each key's attempts after its first, up to maxHistory
 }
 
-func (in *inspector) entryLocked(key string) *KeyStats {
-	if in.keys == nil {
-		in.keys = make(map[string]*KeyStats)
+// keyRecord is what the inspector keeps of one key, but its string.
+type keyRecord struct {
+	attempts, executions int
+	first                attemptRecord // valid when history > 0
+	history              int           // attempts recorded, up to maxHistory
+}
+
+// attemptRecord is an Attempt without pointers.
+type attemptRecord struct {
+	sec      int64 // At as time.Unix's arguments
+	nsec     int32
+	status   int32
+	duration time.Duration
+	outcome  uint8 // an index in outcomes
+}
+
+// outcomes are the Outcomes an attemptRecord tells apart; any other is
+// kept as "", which no part of the server answers with.
+var outcomes = [...]Outcome{"", OutcomeExecuted, OutcomeDropped, OutcomeReplayed, OutcomeInProgress,
+	OutcomeKeyReused, OutcomeInjectedFailure, OutcomeRejected}
+
+func recordAttempt(a Attempt) attemptRecord {
+	r := attemptRecord{sec: a.At.Unix(), nsec: int32(a.At.Nanosecond()), status: int32(a.Status), duration: a.Duration}
+	for i, o := range outcomes {
+		if o == a.Outcome {
+			r.outcome = uint8(i)
+		}
 	}
-	ks, ok := in.keys[key]
+	return r
+}
+
+// attempt is r as Attempt.timed made it.
+func (r attemptRecord) attempt() Attempt {
+	return Attempt{Status: int(r.status), Outcome: outcomes[r.outcome], At: time.Unix(r.sec, int64(r.nsec)).UTC(),
+		Duration: r.duration, DurationMS: float64(r.duration) / float64(time.Millisecond)}
+}
+
+func (in *inspector) recordLocked(key string) (int32, *keyRecord) {
+	i, ok := in.index[key]
 	if !ok {
-		ks = &KeyStats{Key: key, History: []Attempt{}}
-		in.keys[key] = ks
-		in.order = append(in.order, key)
+		if in.index == nil {
+			in.index = make(map[string]int32)
+		}
+		i = int32(len(in.keys))
+		in.index[key] = i
+		in.keys = append(in.keys, key)
+		in.recs = append(in.recs, keyRecord{})
 	}
-	return ks
+	return i, &in.recs[i]
 }
 
 // attempt counts a request on arrival, so a client that got an answer never
@@ -110,7 +154,8 @@ func (in *inspector) entryLocked(key string) *KeyStats {
 func (in *inspector) attempt(key string) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	in.entryLocked(key).Attempts++
+	_, r := in.recordLocked(key)
+	r.attempts++
 }
 
 // answered records how an attempt was answered; it runs before the answer's
@@ -118,38 +163,57 @@ func (in *inspector) attempt(key string) {
 func (in *inspector) answered(key string, a Attempt) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	ks := in.entryLocked(key)
-	if len(ks.History) < maxHistory {
-		ks.History = append(ks.History, a)
+	i, r := in.recordLocked(key)
+	switch {
+	case r.history == 0:
+		r.first = recordAttempt(a)
+	case r.history < maxHistory:
+		if in.more == nil {
+			in.more = make(map[int32][]attemptRecord)
+		}
+		in.more[i] = append(in.more[i], recordAttempt(a))
+	default:
+		return
 	}
+	r.history++
 }
 
 func (in *inspector) execution(key string) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	in.entryLocked(key).Executions++
+	_, r := in.recordLocked(key)
+	r.executions++
+}
+
+// statsLocked is the KeyStats of the key at i, without its payments.
+func (in *inspector) statsLocked(i int32) KeyStats {
+	r := &in.recs[i]
+	ks := KeyStats{Key: in.keys[i], Attempts: r.attempts, Executions: r.executions, History: make([]Attempt, 0, r.history)}
+	if r.history > 0 {
+		ks.History = append(ks.History, r.first.attempt())
+		for _, a := range in.more[i] {
+			ks.History = append(ks.History, a.attempt())
+		}
+	}
+	return ks
 }
 
 func (in *inspector) stats(key string) KeyStats {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	ks, ok := in.keys[key]
+	i, ok := in.index[key]
 	if !ok {
 		return KeyStats{Key: key, History: []Attempt{}}
 	}
-	out := *ks
-	out.History = append([]Attempt{}, ks.History...)
-	return out
+	return in.statsLocked(i)
 }
 
 func (in *inspector) all() []KeyStats {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	out := make([]KeyStats, 0, len(in.order))
-	for _, k := range in.order {
-		ks := *in.keys[k]
-		ks.History = append([]Attempt{}, ks.History...)
-		out = append(out, ks)
+	out := make([]KeyStats, 0, len(in.keys))
+	for i := range in.keys {
+		out = append(out, in.statsLocked(int32(i)))
 	}
 	return out
 }
@@ -157,7 +221,7 @@ func (in *inspector) all() []KeyStats {
 func (in *inspector) reset() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	in.keys, in.order = nil, nil
+	in.index, in.keys, in.recs, in.more = nil, nil, nil, nil
 }
 
 // Executions reports how many times the payment handler ran for key. It is

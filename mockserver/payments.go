@@ -1,18 +1,13 @@
 package mockserver
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/saferetry/saferetry/idempotency"
 )
@@ -54,112 +49,12 @@ type Payment struct {
 	Created time.Time `json:"created"`
 }
 
-// paymentRequest is a validated POST /payments body.
-type paymentRequest struct {
-	Amount    int64
-	Currency  string
-	Recipient string
-}
-
 func newPaymentID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
-	return "pay_" + hex.EncodeToString(b[:])
-}
-
-// parsePaymentRequest validates a POST /payments body. It returns every
-// invalid field at once, so a client fixes its request in one round.
-func parsePaymentRequest(body []byte) (paymentRequest, []FieldError) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
-		// Tell a body that is not an object from one with more after it.
-		dec := json.NewDecoder(bytes.NewReader(body))
-		var v map[string]json.RawMessage
-		if dec.Decode(&v) == nil && v != nil && dec.More() {
-			return paymentRequest{}, []FieldError{{Field: "", Detail: "body must be a single JSON object"}}
-		}
-		return paymentRequest{}, []FieldError{{Field: "", Detail: "body must be a JSON object"}}
-	}
-	var req paymentRequest
-	var errs []FieldError
-
-	if raw, ok := fields["amount"]; !ok {
-		errs = append(errs, FieldError{Field: "amount", Detail: "is required"})
-	} else {
-		n, err := jsonInt(raw)
-		if err != nil {
-			errs = append(errs, FieldError{Field: "amount", Detail: "must be an integer number of minor units"})
-		} else if n <= 0 {
-			errs = append(errs, FieldError{Field: "amount", Detail: "must be greater than 0"})
-		} else {
-			req.Amount = n
-		}
-	}
-
-	if raw, ok := fields["currency"]; !ok {
-		errs = append(errs, FieldError{Field: "currency", Detail: "is required"})
-	} else {
-		c, err := jsonString(raw)
-		if err != nil || !isCurrency(c) {
-			errs = append(errs, FieldError{Field: "currency", Detail: "must be a string of three letters"})
-		} else {
-			req.Currency = strings.ToUpper(c)
-		}
-	}
-
-	if raw, ok := fields["recipient"]; !ok {
-		errs = append(errs, FieldError{Field: "recipient", Detail: "is required"})
-	} else {
-		r, err := jsonString(raw)
-		if err != nil || strings.TrimSpace(r) == "" {
-			errs = append(errs, FieldError{Field: "recipient", Detail: "must be a non-empty string"})
-		} else {
-			req.Recipient = r
-		}
-	}
-	return req, errs
-}
-
-// jsonInt is json.Unmarshal of raw, a valid JSON value, into an int64,
-// without reflection for the usual case: an integer literal.
-func jsonInt(raw json.RawMessage) (int64, error) {
-	if len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') && !bytes.ContainsAny(raw, ".eE") {
-		return strconv.ParseInt(string(raw), 10, 64)
-	}
-	var n int64
-	err := json.Unmarshal(raw, &n)
-	return n, err
-}
-
-// jsonString is json.Unmarshal of raw, a valid JSON value, into a string,
-// without reflection for the usual case: valid UTF-8 with no escapes
-// (json.Unmarshal would replace invalid UTF-8).
-func jsonString(raw json.RawMessage) (string, error) {
-	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
-		return string(raw[1 : len(raw)-1]), nil
-	}
-	if len(raw) > 0 && raw[0] != '"' {
-		return "", errNotString
-	}
-	var v string
-	err := json.Unmarshal(raw, &v)
-	return v, err
-}
-
-// errNotString is jsonString's error for a value that is not a string.
-var errNotString = errors.New("not a JSON string")
-
-func isCurrency(s string) bool {
-	if len(s) != 3 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i] | 0x20 // lower-case ASCII letters
-		if c < 'a' || c > 'z' {
-			return false
-		}
-	}
-	return true
+	id := [len("pay_") + 2*len(b)]byte{'p', 'a', 'y', '_'}
+	hex.Encode(id[len("pay_"):], b[:])
+	return string(id[:])
 }
 
 // createPayment is the handler behind the idempotency middleware: every call
@@ -189,7 +84,10 @@ func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
 	st.executed.Store(true)
 	s.insp.execution(key)
 
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxPaymentBody+1))
+	buf := getBuffer()
+	defer putBuffer(buf)
+	body, err := appendAll(*buf, r.Body, maxPaymentBody+1)
+	*buf = body
 	var req paymentRequest
 	var errs []FieldError
 	switch {
@@ -243,17 +141,18 @@ func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
 			Detail: "the payment could not be recorded: " + err.Error()})
 		return
 	}
-	if found {
+	switch {
+	case s.logger == nil: // spare the arguments' allocations
+	case found:
 		s.log(r.Context(), "mockserver: payment found from an earlier execution", "key", key, "id", p.ID)
-	} else {
+	default:
 		s.log(r.Context(), "mockserver: payment executed", "key", key, "id", p.ID, "amount", p.Amount, "currency", p.Currency)
 	}
 	if s.work > 0 {
 		t := time.NewTimer(s.work)
 		<-t.C
 	}
-	w.Header().Set("Location", "/payments/"+p.ID)
-	writeJSON(w, http.StatusCreated, p)
+	writeCreated(w, &p)
 }
 
 // ledgerFailed answers a read of the ledger that failed.

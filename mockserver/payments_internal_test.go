@@ -86,6 +86,7 @@ func FuzzParsePaymentRequest(f *testing.F) {
 	f.Add([]byte(`[]`))
 	f.Add([]byte(`{"currency":"\u0045UR"}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
+		scanAgrees(t, body)
 		req, errs := parsePaymentRequest(body)
 		if len(errs) > 0 {
 			return

@@ -38,6 +38,7 @@ type Server struct {
 	logger    *slog.Logger
 	namespace string
 	epoch     atomic.Int64
+	lastScope atomic.Pointer[epochScope] // the scope of a recent epoch
 
 	faults  faults
 	insp    inspector
@@ -169,7 +170,20 @@ func (s *Server) Transactional() bool {
 // scope is the idempotency scope of every key: the namespace and the key
 // epoch that ExpireKeys advances.
 func (s *Server) scope(*http.Request) (string, error) {
-	return s.namespace + "/epoch-" + strconv.FormatInt(s.epoch.Load(), 10), nil
+	e := s.epoch.Load()
+	if sc := s.lastScope.Load(); sc != nil && sc.epoch == e {
+		return sc.name, nil
+	}
+	sc := &epochScope{epoch: e, name: s.namespace + "/epoch-" + strconv.FormatInt(e, 10)}
+	s.lastScope.Store(sc)
+	return sc.name, nil
+}
+
+// epochScope is the scope of one key epoch, kept so that every request
+// does not build it anew.
+type epochScope struct {
+	epoch int64
+	name  string
 }
 
 // reqState follows one request to POST /payments through the middleware to

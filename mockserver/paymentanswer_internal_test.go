@@ -1,0 +1,91 @@
+package mockserver
+
+import (
+	"encoding/json"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// answerTestPayments are payments that appendPaymentJSON writes and
+// payments it leaves to encoding/json.
+func answerTestPayments() []Payment {
+	usual := Payment{ID: "pay_0123456789abcdef", Amount: 1250, Currency: "EUR", Recipient: "alice", Status: "succeeded",
+		IdempotencyKey: "5f0c4a4e-5a8e-4c55-9f4c-0b1b9f7c2a11", Ref: "0b0e7a0e-8d2c-8f37-9a55-5d4c7e6f1a20",
+		Created: time.Date(2026, 12, 1, 10, 4, 5, 123e6, time.UTC)}
+	ps := []Payment{usual, {}}
+	for _, s := range []string{"", " ", "a b", "~!#$%'()*+,-./:;=?@[]^_`{|}", "<", ">", "&", `"`, `\`, "\x00", "\x1f", "\t", "\n", "\x7f",
+		"é", "José", "\xff", "a\xc3", "\u2028", "\u2029", "\U0001F600", "</script>"} {
+		for i := range 6 {
+			p := usual
+			*[...]*string{&p.ID, &p.Currency, &p.Recipient, &p.Status, &p.IdempotencyKey, &p.Ref}[i] = s
+			ps = append(ps, p)
+		}
+	}
+	for _, n := range []int64{0, 1, -1, 99, 100, math.MaxInt64, math.MinInt64} {
+		p := usual
+		p.Amount = n
+		ps = append(ps, p)
+	}
+	east := time.FixedZone("east", 5*3600+30*60)
+	for _, t := range []time.Time{
+		{}, time.Unix(0, 0), time.Unix(0, 0).UTC(), usual.Created.Add(1), usual.Created.Truncate(time.Second),
+		usual.Created.In(east), usual.Created.In(time.FixedZone("", -7*3600)), usual.Created.In(time.FixedZone("far", 24*3600)),
+		time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC),
+	} {
+		p := usual
+		p.Created = t
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+func TestAppendPaymentJSONIsMarshal(t *testing.T) {
+	var fast int
+	for _, p := range answerTestPayments() {
+		want, err := json.Marshal(p)
+		got, ok := appendPaymentJSON([]byte("x"), &p)
+		if !ok {
+			continue
+		}
+		fast++
+		if err != nil || string(got) != "x"+string(want) {
+			t.Errorf("appendPaymentJSON(%+v) = %s, want %s (error %v)", p, got[1:], want, err)
+		}
+	}
+	if fast < 10 {
+		t.Errorf("appendPaymentJSON wrote only %d payments", fast)
+	}
+	p := answerTestPayments()[0]
+	if _, ok := appendPaymentJSON(nil, &p); !ok {
+		t.Errorf("appendPaymentJSON(%+v) left the usual payment to encoding/json", p)
+	}
+}
+
+// TestWriteCreatedIsWriteJSON compares writeCreated with what the handler
+// wrote before it: the Location header, then writeJSON.
+func TestWriteCreatedIsWriteJSON(t *testing.T) {
+	for _, p := range answerTestPayments() {
+		want := httptest.NewRecorder()
+		want.Header().Set("Location", "/payments/"+p.ID)
+		writeJSON(want, http.StatusCreated, p)
+		got := httptest.NewRecorder()
+		writeCreated(got, &p)
+		if got.Code != want.Code || !reflect.DeepEqual(got.Header(), want.Header()) || got.Body.String() != want.Body.String() {
+			t.Errorf("payment %+v:\nwriteCreated %d %v %q\nwriteJSON    %d %v %q", p,
+				got.Code, got.Header(), got.Body, want.Code, want.Header(), want.Body)
+		}
+	}
+}
+
+func TestAppendPaymentJSONAllocations(t *testing.T) {
+	p := answerTestPayments()[0]
+	buf := make([]byte, 0, 512)
+	if n := testing.AllocsPerRun(100, func() { appendPaymentJSON(buf, &p) }); n != 0 {
+		t.Errorf("appendPaymentJSON allocates %v times, want 0", n)
+	}
+}

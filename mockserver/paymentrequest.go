@@ -1,0 +1,135 @@
+package mockserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// paymentRequest is a validated POST /payments body.
+type paymentRequest struct {
+	Amount    int64
+	Currency  string
+	Recipient string
+}
+
+// parsePaymentRequest validates a POST /payments body. It returns every
+// invalid field at once, so a client fixes its request in one round.
+//
+// The bodies clients send are read by scanPaymentRequest, without
+// encoding/json; every other body by decodePaymentRequest, which defines
+// what parsePaymentRequest answers.
+func parsePaymentRequest(body []byte) (paymentRequest, []FieldError) {
+	if req, errs, ok := scanPaymentRequest(body); ok {
+		return req, errs
+	}
+	return decodePaymentRequest(body)
+}
+
+// decodePaymentRequest is parsePaymentRequest by encoding/json: it takes
+// any body.
+func decodePaymentRequest(body []byte) (paymentRequest, []FieldError) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
+		// Tell a body that is not an object from one with more after it.
+		dec := json.NewDecoder(bytes.NewReader(body))
+		var v map[string]json.RawMessage
+		if dec.Decode(&v) == nil && v != nil && dec.More() {
+			return paymentRequest{}, []FieldError{{Field: "", Detail: "body must be a single JSON object"}}
+		}
+		return paymentRequest{}, []FieldError{{Field: "", Detail: "body must be a JSON object"}}
+	}
+	var req paymentRequest
+	var errs []FieldError
+
+	if raw, ok := fields["amount"]; !ok {
+		errs = append(errs, FieldError{Field: "amount", Detail: detailRequired})
+	} else {
+		n, err := jsonInt(raw)
+		if err != nil {
+			errs = append(errs, FieldError{Field: "amount", Detail: detailAmountInteger})
+		} else if n <= 0 {
+			errs = append(errs, FieldError{Field: "amount", Detail: detailAmountPositive})
+		} else {
+			req.Amount = n
+		}
+	}
+
+	if raw, ok := fields["currency"]; !ok {
+		errs = append(errs, FieldError{Field: "currency", Detail: detailRequired})
+	} else {
+		c, err := jsonString(raw)
+		if err != nil || !isCurrency(c) {
+			errs = append(errs, FieldError{Field: "currency", Detail: detailCurrency})
+		} else {
+			req.Currency = strings.ToUpper(c)
+		}
+	}
+
+	if raw, ok := fields["recipient"]; !ok {
+		errs = append(errs, FieldError{Field: "recipient", Detail: detailRequired})
+	} else {
+		r, err := jsonString(raw)
+		if err != nil || strings.TrimSpace(r) == "" {
+			errs = append(errs, FieldError{Field: "recipient", Detail: detailRecipient})
+		} else {
+			req.Recipient = r
+		}
+	}
+	return req, errs
+}
+
+// The details of a payment request's FieldErrors.
+const (
+	detailRequired       = "is required"
+	detailAmountInteger  = "must be an integer number of minor units"
+	detailAmountPositive = "must be greater than 0"
+	detailCurrency       = "must be a string of three letters"
+	detailRecipient      = "must be a non-empty string"
+)
+
+// jsonInt is json.Unmarshal of raw, a valid JSON value, into an int64,
+// without reflection for the usual case: an integer literal.
+func jsonInt(raw json.RawMessage) (int64, error) {
+	if len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') && !bytes.ContainsAny(raw, ".eE") {
+		return strconv.ParseInt(string(raw), 10, 64)
+	}
+	var n int64
+	err := json.Unmarshal(raw, &n)
+	return n, err
+}
+
+// jsonString is json.Unmarshal of raw, a valid JSON value, into a string,
+// without reflection for the usual case: valid UTF-8 with no escapes
+// (json.Unmarshal would replace invalid UTF-8).
+func jsonString(raw json.RawMessage) (string, error) {
+	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		return string(raw[1 : len(raw)-1]), nil
+	}
+	if len(raw) > 0 && raw[0] != '"' {
+		return "", errNotString
+	}
+	var v string
+	err := json.Unmarshal(raw, &v)
+	return v, err
+}
+
+// errNotString is jsonString's error for a value that is not a string.
+var errNotString = errors.New("not a JSON string")
+
+// isCurrency reports whether s is three ASCII letters, of any case.
+func isCurrency[T string | []byte](s T) bool {
+	if len(s) != 3 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i] | 0x20 // lower-case ASCII letters
+		if c < 'a' || c > 'z' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,261 @@
+package mockserver
+
+import (
+	"bytes"
+	"strings"
+	"unicode/utf8"
+)
+
+// scanPaymentRequest is parsePaymentRequest without encoding/json for the
+// bodies clients send: one JSON object, surrounded by whitespace, whose
+// members are strings without escapes, numbers, true, false or null. For
+// any other body (nested values, escapes, a recipient that is not UTF-8,
+// invalid JSON, anything after the object) it reports !ok and decides
+// nothing, and encoding/json takes the body. On the bodies it takes, it
+// answers as decodePaymentRequest does, the last of repeated members
+// included; TestScanPaymentRequestAgreesWithJSON holds it to that.
+func scanPaymentRequest(body []byte) (req paymentRequest, errs []FieldError, ok bool) {
+	var amount, currency, recipient scannedValue
+	i := skipSpace(body, 0)
+	if i == len(body) || body[i] != '{' {
+		return req, nil, false
+	}
+	i = skipSpace(body, i+1)
+	if i < len(body) && body[i] == '}' {
+		i++
+	} else {
+		for {
+			var key []byte
+			if key, i, ok = scanString(body, i); !ok {
+				return req, nil, false
+			}
+			if i = skipSpace(body, i); i == len(body) || body[i] != ':' {
+				return req, nil, false
+			}
+			var v scannedValue
+			if v, i, ok = scanValue(body, skipSpace(body, i+1)); !ok {
+				return req, nil, false
+			}
+			switch string(key) {
+			case "amount":
+				amount = v
+			case "currency":
+				currency = v
+			case "recipient":
+				recipient = v
+			}
+			if i = skipSpace(body, i); i == len(body) {
+				return req, nil, false
+			}
+			if body[i] == ',' {
+				i = skipSpace(body, i+1)
+				continue
+			}
+			if body[i] != '}' {
+				return req, nil, false
+			}
+			i++
+			break
+		}
+	}
+	if skipSpace(body, i) != len(body) {
+		return req, nil, false
+	}
+	// json.Unmarshal would replace invalid UTF-8 in the recipient.
+	if recipient.kind == kindString && !utf8.Valid(recipient.raw) {
+		return req, nil, false
+	}
+
+	switch amount.kind {
+	case kindAbsent:
+		errs = append(errs, FieldError{Field: "amount", Detail: detailRequired})
+	case kindNull: // json.Unmarshal leaves the int64 at 0
+		errs = append(errs, FieldError{Field: "amount", Detail: detailAmountPositive})
+	case kindInteger:
+		n, inRange := parseJSONInteger(amount.raw)
+		switch {
+		case !inRange:
+			errs = append(errs, FieldError{Field: "amount", Detail: detailAmountInteger})
+		case n <= 0:
+			errs = append(errs, FieldError{Field: "amount", Detail: detailAmountPositive})
+		default:
+			req.Amount = n
+		}
+	default:
+		errs = append(errs, FieldError{Field: "amount", Detail: detailAmountInteger})
+	}
+
+	var cur, rcp []byte // the valid ones
+	switch {
+	case currency.kind == kindAbsent:
+		errs = append(errs, FieldError{Field: "currency", Detail: detailRequired})
+	case currency.kind != kindString || !isCurrency(currency.raw):
+		errs = append(errs, FieldError{Field: "currency", Detail: detailCurrency})
+	default:
+		cur = currency.raw
+	}
+	switch {
+	case recipient.kind == kindAbsent:
+		errs = append(errs, FieldError{Field: "recipient", Detail: detailRequired})
+	case recipient.kind != kindString || len(bytes.TrimSpace(recipient.raw)) == 0:
+		errs = append(errs, FieldError{Field: "recipient", Detail: detailRecipient})
+	default:
+		rcp = recipient.raw
+	}
+	// One allocation holds both strings, which live as long as each other
+	// in the ledger.
+	var sb strings.Builder
+	sb.Grow(len(cur) + len(rcp))
+	for _, c := range cur {
+		sb.WriteByte(c &^ 0x20) // upper case; cur is ASCII letters
+	}
+	sb.Write(rcp)
+	s := sb.String()
+	req.Currency, req.Recipient = s[:len(cur)], s[len(cur):]
+	return req, errs, true
+}
+
+// scannedValue is a member's value as scanPaymentRequest read it.
+type scannedValue struct {
+	kind valueKind
+	raw  []byte // a string's contents between the quotes; a number's literal
+}
+
+type valueKind uint8
+
+const (
+	kindAbsent  valueKind = iota // no such member
+	kindString                   // a string without escapes
+	kindInteger                  // a number without fraction or exponent
+	kindNumber                   // any other number
+	kindNull
+	kindBool
+)
+
+// skipSpace returns the index of the first byte of b at or after i that is
+// not JSON whitespace, or len(b).
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
+		i++
+	}
+	return i
+}
+
+// scanString reads the string at b[i], which must have no escapes, and
+// returns its contents and the index after it.
+func scanString(b []byte, i int) (contents []byte, next int, ok bool) {
+	if i == len(b) || b[i] != '"' {
+		return nil, i, false
+	}
+	for j := i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			return b[i+1 : j], j + 1, true
+		case c == '\\' || c < 0x20:
+			return nil, j, false
+		}
+	}
+	return nil, len(b), false
+}
+
+// scanValue reads the value at b[i]: a string without escapes, a number or
+// a literal; not an object or an array.
+func scanValue(b []byte, i int) (v scannedValue, next int, ok bool) {
+	if i == len(b) {
+		return v, i, false
+	}
+	switch c := b[i]; {
+	case c == '"':
+		v.kind = kindString
+		v.raw, next, ok = scanString(b, i)
+		return v, next, ok
+	case c == '-' || '0' <= c && c <= '9':
+		return scanNumber(b, i)
+	case c == 'n':
+		v.kind = kindNull
+		return v, i + 4, hasAt(b, i, "null")
+	case c == 't':
+		v.kind = kindBool
+		return v, i + 4, hasAt(b, i, "true")
+	case c == 'f':
+		v.kind = kindBool
+		return v, i + 5, hasAt(b, i, "false")
+	}
+	return v, i, false
+}
+
+func hasAt(b []byte, i int, lit string) bool {
+	return len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit
+}
+
+// scanNumber reads the number at b[i] as JSON's grammar has it:
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func scanNumber(b []byte, i int) (v scannedValue, next int, ok bool) {
+	j := i
+	if b[j] == '-' {
+		j++
+	}
+	switch {
+	case j == len(b) || !isDigit(b[j]):
+		return v, j, false
+	case b[j] == '0':
+		j++
+	default:
+		j = skipDigits(b, j)
+	}
+	v.kind = kindInteger
+	if j < len(b) && b[j] == '.' {
+		v.kind = kindNumber
+		if j++; j == len(b) || !isDigit(b[j]) {
+			return v, j, false
+		}
+		j = skipDigits(b, j)
+	}
+	if j < len(b) && (b[j] == 'e' || b[j] == 'E') {
+		v.kind = kindNumber
+		if j++; j < len(b) && (b[j] == '+' || b[j] == '-') {
+			j++
+		}
+		if j == len(b) || !isDigit(b[j]) {
+			return v, j, false
+		}
+		j = skipDigits(b, j)
+	}
+	v.raw = b[i:j]
+	return v, j, true
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+func skipDigits(b []byte, i int) int {
+	for i < len(b) && isDigit(b[i]) {
+		i++
+	}
+	return i
+}
+
+// parseJSONInteger is strconv.ParseInt(string(lit), 10, 64) for lit, a JSON
+// integer (-?(0|[1-9][0-9]*)): it reports whether lit fits in an int64.
+func parseJSONInteger(lit []byte) (n int64, inRange bool) {
+	neg := lit[0] == '-'
+	if neg {
+		lit = lit[1:]
+	}
+	const cutoff = 1 << 63 // the magnitude of math.MinInt64
+	var u uint64
+	for _, c := range lit {
+		if u > cutoff/10 {
+			return 0, false
+		}
+		if u = u*10 + uint64(c-'0'); u > cutoff {
+			return 0, false
+		}
+	}
+	switch {
+	case neg:
+		return -int64(u), true // 1<<63 converts, and negates, to math.MinInt64
+	case u == cutoff:
+		return 0, false
+	}
+	return int64(u), true
+}
