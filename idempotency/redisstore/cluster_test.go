@@ -29,18 +29,20 @@ func newClusterClient(tb testing.TB, addrs []string) *redis.ClusterClient {
 	return rdb
 }
 
-// waitOptions are the two ways the cluster tests run a store: without
-// waiting for replicas, and with WithWait(1, 2s).
+// waitOptions are the ways the cluster tests run a store: without waiting
+// for replicas, with WithWait(1, 2s), and with it and the replay fast path.
 var waitOptions = []struct {
 	name string
 	opts []redisstore.Option
 }{
 	{"no wait", nil},
 	{"WithWait(1, 2s)", []redisstore.Option{redisstore.WithWait(1, 2*time.Second)}},
+	{"WithWait(1, 2s) and WithReplayFastPath", []redisstore.Option{redisstore.WithWait(1, 2*time.Second), redisstore.WithReplayFastPath()}},
 }
 
 // TestClusterConformance runs the conformance suite over a
-// *redis.ClusterClient on the test cluster, with and without WithWait.
+// *redis.ClusterClient on the test cluster, with and without WithWait (and
+// with the replay fast path).
 func TestClusterConformance(t *testing.T) {
 	addrs := testenv.RedisClusterAddrs(t)
 	for _, w := range waitOptions {
