@@ -36,139 +36,185 @@ type claimed struct {
 // marked before it was claimed or are left out (held back in batch k-1,
 // so their Key's head in batch k is locked).
 func (r *Relay) pipeline(ctx context.Context, more func(n int) bool) (total int, err error) {
-	var conns [2]*pgxpool.Conn
-	var open [2]bool
-	defer func() {
-		for i, c := range conns {
-			if c != nil {
-				release(ctx, c, open[i])
-			}
-		}
-	}()
-	if conns[0], err = r.o.pool.Acquire(ctx); err != nil {
-		return 0, fmt.Errorf("outbox: acquire: %w", err)
-	}
-	// Holding one connection while waiting for another deadlocks when
-	// other pipelined workers on the pool (other Runs, other Relays) each
-	// hold one: the second is waited for a moment only, then the batches
-	// run one after the other on the first.
-	actx, cancel := context.WithTimeout(ctx, secondConnWait)
-	conns[1], err = r.o.pool.Acquire(actx)
-	cancel()
+	p := &pipe{r: r}
+	defer p.release(ctx)
+	lone, err := p.acquire(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
-			return 0, fmt.Errorf("outbox: acquire: %w", err)
-		}
-		c := conns[0]
-		conns[0] = nil
-		return r.batchesOn(ctx, c, more)
+		return 0, err
 	}
-
-	var b pgx.Batch
-	r.queueClaim(&b, nil)
-	open[0] = true
-	cur := claimed{conn: 0}
-	if cur.seqs, cur.msgs, err = claim(conns[0].SendBatch(ctx, &b), 0); err != nil {
+	if lone != nil {
+		return r.batchesOn(ctx, lone, more)
+	}
+	cur, err := p.claimFirst(ctx)
+	if err != nil {
 		return 0, err
 	}
 	var last *outcome // batch k-1's, on the other connection
 	var blocked map[string]bool
 	for len(cur.msgs) > 0 {
-		// Batch k: leave out the Keys held back in batch k-1.
-		seqs, msgs := cur.seqs, cur.msgs
-		held := map[string]bool{}
-		if len(blocked) > 0 {
-			seqs, msgs = nil, nil
-			for i, m := range cur.msgs {
-				if m.Key != "" && blocked[m.Key] {
-					held[m.Key] = true
-					continue
-				}
-				seqs, msgs = append(seqs, cur.seqs[i]), append(msgs, m)
-			}
-		}
+		seqs, msgs, held := holdBack(cur, blocked)
 		next := more(len(cur.msgs))
-
-		// Meanwhile, on the other connection: batch k-1's marks and
-		// COMMIT, then batch k+1's claim.
-		other := 1 - cur.conn
-		type claimResult struct {
-			seqs []int64
-			msgs []Message
-			err  error
-		}
 		done := make(chan claimResult, 1)
-		go func() {
-			var b pgx.Batch
-			marks := r.queueMarks(&b, last)
-			if next {
-				r.queueClaim(&b, append([]int64{}, seqs...))
-				open[other] = true
-			}
-			if b.Len() == 0 {
-				done <- claimResult{}
-				return
-			}
-			var res claimResult
-			if next {
-				res.seqs, res.msgs, res.err = claim(conns[other].SendBatch(ctx, &b), marks)
-			} else if res.err = conns[other].SendBatch(ctx, &b).Close(); res.err != nil {
-				res.err = fmt.Errorf("outbox: mark: %w", res.err)
-			} else {
-				open[other] = false
-			}
-			done <- res
-		}()
-
+		go func() { done <- p.settleAndClaim(ctx, 1-cur.conn, last, seqs, next) }()
 		var perr error
 		if len(msgs) > 0 {
-			pctx, cancel := context.WithTimeout(ctx, r.cfg.publishTimeout)
-			perr = r.pub.Publish(pctx, msgs)
-			cancel()
+			perr = r.publish(ctx, msgs)
 			total += len(msgs)
 		}
-		res := <-done // open[other] is the goroutine's no more
+		res := <-done // p.open[1-cur.conn] is the goroutine's no more
 		if perr != nil && ctx.Err() != nil {
 			// Shutting down is not the messages' fault: count no attempt.
 			return total, ctx.Err()
 		}
 		last = r.outcome(seqs, perr)
-		// The Keys held back for batch k+1: those not published in batch
-		// k, and those held back in it.
-		blocked = held
-		for i, m := range msgs {
-			if m.Key != "" && !published(last, i) {
-				blocked[m.Key] = true
-			}
-		}
+		blocked = blockedAfter(held, msgs, last)
 		if res.err != nil || !next {
-			// Batch k's marks, on its own connection.
-			var b pgx.Batch
-			r.queueMarks(&b, last)
-			if err := conns[cur.conn].SendBatch(ctx, &b).Close(); err != nil {
-				return total, fmt.Errorf("outbox: mark: %w", err)
+			if err := p.settle(ctx, cur.conn, last); err != nil {
+				return total, err
 			}
-			open[cur.conn] = false
 			return total, res.err
 		}
-		cur = claimed{conn: other, seqs: res.seqs, msgs: res.msgs}
+		cur = res.claimed
 	}
-	// The last claim came back empty: end its transaction, and mark the
-	// batch before it.
-	if _, err := conns[cur.conn].Exec(ctx, "COMMIT"); err != nil {
-		return total, fmt.Errorf("outbox: claim: %w", err)
+	return total, p.finish(ctx, cur.conn, last)
+}
+
+// pipe is a pipeline's two connections and, for each, whether a
+// transaction is open on it (for release).
+type pipe struct {
+	r     *Relay
+	conns [2]*pgxpool.Conn
+	open  [2]bool
+}
+
+// claimResult is what settleAndClaim leaves: the next batch, if claimed,
+// or the error.
+type claimResult struct {
+	claimed
+	err error
+}
+
+// acquire takes the pipeline's two connections; when the second is not
+// to be had at once, it hands back the first, lone, for the batches to run
+// one after the other on it.
+func (p *pipe) acquire(ctx context.Context) (lone *pgxpool.Conn, err error) {
+	if p.conns[0], err = p.r.o.pool.Acquire(ctx); err != nil {
+		return nil, fmt.Errorf("outbox: acquire: %w", err)
 	}
-	open[cur.conn] = false
-	if last != nil {
-		var b pgx.Batch
-		r.queueMarks(&b, last)
-		other := 1 - cur.conn
-		if err := conns[other].SendBatch(ctx, &b).Close(); err != nil {
-			return total, fmt.Errorf("outbox: mark: %w", err)
+	// Holding one connection while waiting for another deadlocks when
+	// other pipelined workers on the pool (other Runs, other Relays) each
+	// hold one: the second is waited for a moment only.
+	actx, cancel := context.WithTimeout(ctx, secondConnWait)
+	p.conns[1], err = p.r.o.pool.Acquire(actx)
+	cancel()
+	if err == nil {
+		return nil, nil
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("outbox: acquire: %w", err)
+	}
+	lone, p.conns[0] = p.conns[0], nil
+	return lone, nil
+}
+
+// release gives the connections back to the pool.
+func (p *pipe) release(ctx context.Context) {
+	for i, c := range p.conns {
+		if c != nil {
+			release(ctx, c, p.open[i])
 		}
-		open[other] = false
 	}
-	return total, nil
+}
+
+// claimFirst opens the first batch's transaction on connection 0 and
+// claims the batch.
+func (p *pipe) claimFirst(ctx context.Context) (claimed, error) {
+	var b pgx.Batch
+	p.r.queueClaim(&b, nil)
+	p.open[0] = true
+	cur := claimed{conn: 0}
+	var err error
+	cur.seqs, cur.msgs, err = claim(p.conns[0].SendBatch(ctx, &b), 0)
+	return cur, err
+}
+
+// holdBack leaves out of cur the messages of the Keys in blocked (held
+// back from the batch before) and returns the rest, with the Keys it left
+// out.
+func holdBack(cur claimed, blocked map[string]bool) (seqs []int64, msgs []Message, held map[string]bool) {
+	held = map[string]bool{}
+	if len(blocked) == 0 {
+		return cur.seqs, cur.msgs, held
+	}
+	for i, m := range cur.msgs {
+		if m.Key != "" && blocked[m.Key] {
+			held[m.Key] = true
+			continue
+		}
+		seqs, msgs = append(seqs, cur.seqs[i]), append(msgs, m)
+	}
+	return seqs, msgs, held
+}
+
+// settleAndClaim runs on connection i, while batch k is published, in one
+// round trip: batch k-1's marks and COMMIT (last, if any), then, if next,
+// batch k+1's claim, taking batch k's rows (seqs) for published. It owns
+// p.open[i] until it returns.
+func (p *pipe) settleAndClaim(ctx context.Context, i int, last *outcome, seqs []int64, next bool) claimResult {
+	var b pgx.Batch
+	marks := p.r.queueMarks(&b, last)
+	if next {
+		p.r.queueClaim(&b, append([]int64{}, seqs...))
+		p.open[i] = true
+	}
+	if b.Len() == 0 {
+		return claimResult{}
+	}
+	res := claimResult{claimed: claimed{conn: i}}
+	if next {
+		res.seqs, res.msgs, res.err = claim(p.conns[i].SendBatch(ctx, &b), marks)
+	} else if res.err = p.conns[i].SendBatch(ctx, &b).Close(); res.err != nil {
+		res.err = fmt.Errorf("outbox: mark: %w", res.err)
+	} else {
+		p.open[i] = false
+	}
+	return res
+}
+
+// blockedAfter adds to held, the Keys held back from batch k, those batch
+// k did not publish: the Keys to hold back from batch k+1.
+func blockedAfter(held map[string]bool, msgs []Message, out *outcome) map[string]bool {
+	for i, m := range msgs {
+		if m.Key != "" && !published(out, i) {
+			held[m.Key] = true
+		}
+	}
+	return held
+}
+
+// settle writes out's marks and COMMIT on connection i.
+func (p *pipe) settle(ctx context.Context, i int, out *outcome) error {
+	var b pgx.Batch
+	p.r.queueMarks(&b, out)
+	if err := p.conns[i].SendBatch(ctx, &b).Close(); err != nil {
+		return fmt.Errorf("outbox: mark: %w", err)
+	}
+	p.open[i] = false
+	return nil
+}
+
+// finish ends the transaction of the last claim, on connection i, which
+// came back empty, then settles the batch before it (last, if any) on the
+// other.
+func (p *pipe) finish(ctx context.Context, i int, last *outcome) error {
+	if _, err := p.conns[i].Exec(ctx, "COMMIT"); err != nil {
+		return fmt.Errorf("outbox: claim: %w", err)
+	}
+	p.open[i] = false
+	if last == nil {
+		return nil
+	}
+	return p.settle(ctx, 1-i, last)
 }
 
 // published reports whether the i-th message of the batch out sorted was

@@ -217,9 +217,7 @@ func (r *Relay) batchesOn(ctx context.Context, conn *pgxpool.Conn, more func(n i
 			}
 			return total, nil
 		}
-		pctx, cancel := context.WithTimeout(ctx, r.cfg.publishTimeout)
-		perr := r.pub.Publish(pctx, msgs)
-		cancel()
+		perr := r.publish(ctx, msgs)
 		total += len(msgs)
 		if perr != nil && ctx.Err() != nil {
 			// Shutting down is not the messages' fault: count no attempt.
@@ -267,6 +265,13 @@ func release(ctx context.Context, conn *pgxpool.Conn, open bool) {
 		}
 	}
 	conn.Release()
+}
+
+// publish hands msgs to the Publisher, within the publish timeout.
+func (r *Relay) publish(ctx context.Context, msgs []Message) error {
+	pctx, cancel := context.WithTimeout(ctx, r.cfg.publishTimeout)
+	defer cancel()
+	return r.pub.Publish(pctx, msgs)
 }
 
 // outcome sorts a batch's rows by what Publish returned.
