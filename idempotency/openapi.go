@@ -361,92 +361,117 @@ func (f *OpenAPIFragment) Operation() OpenAPIOperation {
 // Components Object (parameters, headers, schemas, responses) and name,
 // each a JSON object.
 func (f *OpenAPIFragment) Components() map[string]map[string]json.RawMessage {
-	p := f.Policy
-	type obj = map[string]any
-	keyDesc := "Names one logical operation: every attempt of it carries the same key and the same body. A raw token or an RFC 9651 sf-string, 1 to " +
-		strconv.Itoa(contract.MaxKeyLen) + " bytes of printable ASCII after unquoting, given once; a UUIDv4 is a good key. "
-	if p.KeyRequired {
-		keyDesc += "Required: a request without it gets 400."
-	} else {
-		keyDesc += "Optional: a request without it runs unprotected, and is not safe to retry."
+	return map[string]map[string]json.RawMessage{
+		"parameters": {oaKeyParameter: oaKeyParameterObject(f.Policy.KeyRequired)},
+		"headers":    oaHeaders(),
+		"schemas":    oaSchemas(),
+		"responses":  f.problemResponses(),
 	}
-	problemHeaders := func(status int) obj {
-		h := obj{}
-		switch status {
-		case http.StatusConflict, http.StatusServiceUnavailable:
-			h["Retry-After"] = oaRef("headers", oaRetryAfter)
-		case http.StatusGone:
-			h[HeaderReplayed] = obj{"required": true, "description": "The answer comes from the record of the operation.",
-				"schema": obj{"type": "string", "const": "true"}}
-		}
-		return h
-	}
+}
 
+// oaObj is a JSON object of a component being built.
+type oaObj = map[string]any
+
+// oaKeyParameterObject is the Idempotency-Key header parameter, required
+// or not.
+func oaKeyParameterObject(required bool) json.RawMessage {
+	desc := "Names one logical operation: every attempt of it carries the same key and the same body. A raw token or an RFC 9651 sf-string, 1 to " +
+		strconv.Itoa(contract.MaxKeyLen) + " bytes of printable ASCII after unquoting, given once; a UUIDv4 is a good key. "
+	if required {
+		desc += "Required: a request without it gets 400."
+	} else {
+		desc += "Optional: a request without it runs unprotected, and is not safe to retry."
+	}
+	return oaJSON(oaObj{
+		"name":        HeaderIdempotencyKey,
+		"in":          "header",
+		"required":    required,
+		"description": desc,
+		"schema":      oaObj{"type": "string", "pattern": contract.KeyPattern},
+		"examples":    oaObj{"uuid": oaObj{"value": "8e03978e-40d5-43e8-bc93-6894a57f9324"}},
+	})
+}
+
+// oaHeaders are the header components: Idempotent-Replayed and
+// Retry-After.
+func oaHeaders() map[string]json.RawMessage {
+	return map[string]json.RawMessage{
+		oaReplayed: oaJSON(oaObj{
+			"description": `"true" on an answer replayed from the record of the operation instead of running it again; absent on the first answer.`,
+			"schema":      oaObj{"type": "string", "const": "true"},
+		}),
+		oaRetryAfter: oaJSON(oaObj{
+			"required":    true,
+			"description": "Whole seconds to wait before retrying with the same key and body (for 409, when the running request is expected to be done).",
+			"schema":      oaObj{"type": "integer", "minimum": 1},
+		}),
+	}
+}
+
+// oaSchemas are the schema components: the problem document, and one
+// schema per problem type (every one of oaProblems, whatever the policy).
+func oaSchemas() map[string]json.RawMessage {
 	schemas := map[string]json.RawMessage{
-		oaProblem: oaJSON(obj{
+		oaProblem: oaJSON(oaObj{
 			"type":        "object",
 			"description": "An RFC 9457 problem document, as the idempotency middleware answers its errors with.",
 			"required":    []string{"type", "title", "status"},
-			"properties": obj{
-				"type":            obj{"type": "string", "format": "uri-reference", "description": "Stable URI of the condition; match on it."},
-				"title":           obj{"type": "string"},
-				"status":          obj{"type": "integer", "minimum": 100, "maximum": 599},
-				"detail":          obj{"type": "string"},
-				"instance":        obj{"type": "string", "format": "uri-reference"},
-				"idempotency_key": obj{"type": "string", "description": "The request's Idempotency-Key, as parsed, when it was."},
-				"original_status": obj{"type": "integer", "description": "The status the operation completed with (410 only)."},
+			"properties": oaObj{
+				"type":            oaObj{"type": "string", "format": "uri-reference", "description": "Stable URI of the condition; match on it."},
+				"title":           oaObj{"type": "string"},
+				"status":          oaObj{"type": "integer", "minimum": 100, "maximum": 599},
+				"detail":          oaObj{"type": "string"},
+				"instance":        oaObj{"type": "string", "format": "uri-reference"},
+				"idempotency_key": oaObj{"type": "string", "description": "The request's Idempotency-Key, as parsed, when it was."},
+				"original_status": oaObj{"type": "integer", "description": "The status the operation completed with (410 only)."},
 			},
 		}),
 	}
 	for _, d := range oaProblems {
-		schemas[d.schema] = oaJSON(obj{
+		schemas[d.schema] = oaJSON(oaObj{
 			"description": d.description,
 			"allOf":       []any{oaRef("schemas", oaProblem)},
-			"properties":  obj{"type": obj{"const": d.typ}, "status": obj{"const": d.status}},
+			"properties":  oaObj{"type": oaObj{"const": d.typ}, "status": oaObj{"const": d.status}},
 		})
 	}
+	return schemas
+}
 
+// problemResponses are the response components: one per status the
+// policy's Middleware may answer with a problem.
+func (f *OpenAPIFragment) problemResponses() map[string]json.RawMessage {
 	responses := map[string]json.RawMessage{}
 	for _, s := range f.statuses() {
 		r := oaResponses[s]
 		schemas := f.ProblemSchemas(s)
 		var schema any = schemas[0]
 		if len(schemas) > 1 {
-			schema = obj{"anyOf": schemas}
+			schema = oaObj{"anyOf": schemas}
 		}
-		resp := obj{
+		resp := oaObj{
 			"description": r.description,
-			"content":     obj{contract.ContentTypeProblem: obj{"schema": schema}},
+			"content":     oaObj{contract.ContentTypeProblem: oaObj{"schema": schema}},
 		}
-		if h := problemHeaders(s); len(h) > 0 {
+		if h := oaProblemHeaders(s); len(h) > 0 {
 			resp["headers"] = h
 		}
 		responses[oaResponsesStem+r.name] = oaJSON(resp)
 	}
+	return responses
+}
 
-	return map[string]map[string]json.RawMessage{
-		"parameters": {oaKeyParameter: oaJSON(obj{
-			"name":        HeaderIdempotencyKey,
-			"in":          "header",
-			"required":    p.KeyRequired,
-			"description": keyDesc,
-			"schema":      obj{"type": "string", "pattern": contract.KeyPattern},
-			"examples":    obj{"uuid": obj{"value": "8e03978e-40d5-43e8-bc93-6894a57f9324"}},
-		})},
-		"headers": {
-			oaReplayed: oaJSON(obj{
-				"description": `"true" on an answer replayed from the record of the operation instead of running it again; absent on the first answer.`,
-				"schema":      obj{"type": "string", "const": "true"},
-			}),
-			oaRetryAfter: oaJSON(obj{
-				"required":    true,
-				"description": "Whole seconds to wait before retrying with the same key and body (for 409, when the running request is expected to be done).",
-				"schema":      obj{"type": "integer", "minimum": 1},
-			}),
-		},
-		"schemas":   schemas,
-		"responses": responses,
+// oaProblemHeaders are the headers of the problem response of status:
+// Retry-After with 409 and 503, Idempotent-Replayed with 410.
+func oaProblemHeaders(status int) oaObj {
+	h := oaObj{}
+	switch status {
+	case http.StatusConflict, http.StatusServiceUnavailable:
+		h["Retry-After"] = oaRef("headers", oaRetryAfter)
+	case http.StatusGone:
+		h[HeaderReplayed] = oaObj{"required": true, "description": "The answer comes from the record of the operation.",
+			"schema": oaObj{"type": "string", "const": "true"}}
 	}
+	return h
 }
 
 // MarshalJSON renders the fragment as a complete OpenAPI 3.1 document with

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +50,39 @@ func TestOpenAPIServed(t *testing.T) {
 	if p == nil || p.TTLSeconds != 3600 || p.Conflict.WaitSeconds != 0.25 || !p.KeyRequired ||
 		strings.Join(p.Methods, ",") != "POST" || p.Scope.By != idempotency.ScopeGlobal {
 		t.Errorf("POST /payments x-idempotency = %+v", p)
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/openapi.json from mockserver.New().OpenAPI()")
+
+// TestOpenAPIFile holds the description of a server with the default
+// options, byte for byte, to testdata/openapi.json (indented there, for
+// review; compacted, it must equal OpenAPI()). go test -run
+// TestOpenAPIFile -update rewrites it.
+func TestOpenAPIFile(t *testing.T) {
+	srv := mockserver.New()
+	defer srv.Close()
+	doc := srv.OpenAPI()
+	if *update {
+		var b bytes.Buffer
+		if err := json.Indent(&b, doc, "", "  "); err != nil {
+			t.Fatal(err)
+		}
+		b.WriteByte('\n')
+		if err := os.WriteFile("testdata/openapi.json", b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file, err := os.ReadFile("testdata/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want bytes.Buffer
+	if err := json.Compact(&want, file); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(doc, want.Bytes()) {
+		t.Fatal("testdata/openapi.json differs from OpenAPI(): run go test ./mockserver -run TestOpenAPIFile -update")
 	}
 }
 
