@@ -10,15 +10,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/saferetry/saferetry/internal/testkit"
 )
 
-func testClient(rc *recorder, opts ...Option) *Client {
+func testClient(rc *testkit.Recorder, opts ...Option) *Client {
 	all := append([]Option{WithBase(mockBase(rc)), withClock(newFakeClock()), WithBackoff(constBackoff(time.Millisecond))}, opts...)
 	return NewClient(all...)
 }
 
 func TestClientSuccess(t *testing.T) {
-	rc := newRecorder(status(503), outcome{status: 201, body: "ok"})
+	rc := testkit.NewRecorder(testkit.Status(503), testkit.Outcome{Status: 201, Body: "ok"})
 	c := testClient(rc)
 	resp, err := c.Do(newReq(t, context.Background(), http.MethodPost, "x"))
 	if err != nil {
@@ -29,7 +31,7 @@ func TestClientSuccess(t *testing.T) {
 	if resp.StatusCode != 201 || string(b) != "ok" {
 		t.Fatalf("status %d body %q", resp.StatusCode, b)
 	}
-	if k, ok := KeyFromResponse(resp); !ok || k != rc.Seen()[0].keys[0] {
+	if k, ok := KeyFromResponse(resp); !ok || k != rc.Seen()[0].Keys[0] {
 		t.Errorf("KeyFromResponse = %q", k)
 	}
 }
@@ -38,22 +40,22 @@ func TestClientAPIErrors(t *testing.T) {
 	problem := `{"type":"https://saferetry.dev/problems/key-reused","title":"Key reused","status":422,"detail":"different payload"}`
 	tests := []struct {
 		name       string
-		script     []outcome
+		script     []testkit.Outcome
 		inProgress bool
 		reused     bool
 		attempts   int
 		problem    bool
 	}{
-		{"422 problem", []outcome{{status: 422, body: problem, header: http.Header{"Content-Type": {"application/problem+json; charset=utf-8"}}}}, false, true, 1, true},
-		{"409 in progress", []outcome{statusH(409, "Retry-After", "0")}, true, false, 3, false},
-		{"409 replayed", []outcome{{status: 409, body: "conflict", header: http.Header{HeaderReplayed: {"true"}}}}, false, false, 1, false},
-		{"422 replayed", []outcome{{status: 422, body: "invalid", header: http.Header{HeaderReplayed: {"true"}}}}, false, false, 1, false},
-		{"404", []outcome{{status: 404, body: "nope"}}, false, false, 1, false},
-		{"503 exhausted", []outcome{{status: 503, body: "down"}}, false, false, 3, false},
+		{"422 problem", []testkit.Outcome{{Status: 422, Body: problem, Header: http.Header{"Content-Type": {"application/problem+json; charset=utf-8"}}}}, false, true, 1, true},
+		{"409 in progress", []testkit.Outcome{testkit.StatusH(409, "Retry-After", "0")}, true, false, 3, false},
+		{"409 replayed", []testkit.Outcome{{Status: 409, Body: "conflict", Header: http.Header{HeaderReplayed: {"true"}}}}, false, false, 1, false},
+		{"422 replayed", []testkit.Outcome{{Status: 422, Body: "invalid", Header: http.Header{HeaderReplayed: {"true"}}}}, false, false, 1, false},
+		{"404", []testkit.Outcome{{Status: 404, Body: "nope"}}, false, false, 1, false},
+		{"503 exhausted", []testkit.Outcome{{Status: 503, Body: "down"}}, false, false, 3, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rc := newRecorder(tt.script...)
+			rc := testkit.NewRecorder(tt.script...)
 			c := testClient(rc, WithMaxAttempts(3))
 			resp, err := c.Do(newReq(t, context.Background(), http.MethodPost, "x"))
 			if resp != nil {
@@ -63,10 +65,10 @@ func TestClientAPIErrors(t *testing.T) {
 			if !errors.As(err, &ae) {
 				t.Fatalf("err %T %v, want *APIError", err, err)
 			}
-			if ae.StatusCode != tt.script[0].status || ae.Attempts != tt.attempts || ae.Key == "" || ae.Key != rc.Seen()[0].keys[0] {
+			if ae.StatusCode != tt.script[0].Status || ae.Attempts != tt.attempts || ae.Key == "" || ae.Key != rc.Seen()[0].Keys[0] {
 				t.Errorf("APIError %+v", ae)
 			}
-			if string(ae.Body) != tt.script[0].body {
+			if string(ae.Body) != tt.script[0].Body {
 				t.Errorf("body %q", ae.Body)
 			}
 			if errors.Is(err, ErrInProgress) != tt.inProgress || errors.Is(err, ErrKeyReused) != tt.reused {
@@ -88,7 +90,7 @@ func TestClientAPIErrors(t *testing.T) {
 }
 
 func TestClientErrorBodyBounded(t *testing.T) {
-	rc := newRecorder(outcome{status: 400, body: strings.Repeat("e", 100)})
+	rc := testkit.NewRecorder(testkit.Outcome{Status: 400, Body: strings.Repeat("e", 100)})
 	c := testClient(rc, WithMaxErrorBody(10))
 	_, err := c.Do(newReq(t, context.Background(), http.MethodPost, "x"))
 	var ae *APIError
@@ -98,7 +100,7 @@ func TestClientErrorBodyBounded(t *testing.T) {
 }
 
 func TestClientOutcomeUnknown(t *testing.T) {
-	rc := newRecorder(fail(errReset))
+	rc := testkit.NewRecorder(testkit.Fail(testkit.ErrReset))
 	c := testClient(rc, WithMaxAttempts(2))
 	req := newReq(t, WithKey(context.Background(), "debit-7"), http.MethodPost, "x")
 	_, err := c.Do(req)
@@ -110,7 +112,7 @@ func TestClientOutcomeUnknown(t *testing.T) {
 }
 
 func TestClientWithHTTPClientKeepsTemplate(t *testing.T) {
-	rc := newRecorder(status(201))
+	rc := testkit.NewRecorder(testkit.Status(201))
 	tmpl := &http.Client{Transport: mockBase(rc), Timeout: time.Minute}
 	c := NewClient(WithHTTPClient(tmpl))
 	if tmpl.Transport == c.HTTPClient().Transport {
@@ -124,14 +126,14 @@ func TestClientWithHTTPClientKeepsTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if len(rc.Seen()) != 1 || len(rc.Seen()[0].keys) != 1 {
+	if len(rc.Seen()) != 1 || len(rc.Seen()[0].Keys) != 1 {
 		t.Fatalf("seen %+v", rc.Seen())
 	}
 }
 
 func TestClientRedirectKeepsKey(t *testing.T) {
 	for _, code := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
-		rc := newRecorder(statusH(code, "Location", "http://api.test/v2/debits"), statusH(503), status(201))
+		rc := testkit.NewRecorder(testkit.StatusH(code, "Location", "http://api.test/v2/debits"), testkit.StatusH(503), testkit.Status(201))
 		c := testClient(rc)
 		req := newReq(t, context.Background(), http.MethodPost, "debit 1500")
 		resp, err := c.Do(req)
@@ -144,12 +146,12 @@ func TestClientRedirectKeepsKey(t *testing.T) {
 			t.Fatalf("%d: status %d after %d round trips", code, resp.StatusCode, len(s))
 		}
 		for i, a := range s {
-			if len(a.keys) != 1 || a.keys[0] != s[0].keys[0] || a.method != http.MethodPost || a.body != "debit 1500" {
-				t.Errorf("%d: round trip %d: method %s keys %q body %q, want the first hop's key", code, i+1, a.method, a.keys, a.body)
+			if len(a.Keys) != 1 || a.Keys[0] != s[0].Keys[0] || a.Method != http.MethodPost || a.Body != "debit 1500" {
+				t.Errorf("%d: round trip %d: method %s keys %q body %q, want the first hop's key", code, i+1, a.Method, a.Keys, a.Body)
 			}
 		}
-		if k, _ := KeyFromResponse(resp); k != s[0].keys[0] {
-			t.Errorf("%d: KeyFromResponse %q, want %q", code, k, s[0].keys[0])
+		if k, _ := KeyFromResponse(resp); k != s[0].Keys[0] {
+			t.Errorf("%d: KeyFromResponse %q, want %q", code, k, s[0].Keys[0])
 		}
 		if _, ok := KeyFromContext(req.Context()); ok || req.Header.Get(HeaderIdempotencyKey) != "" {
 			t.Errorf("%d: caller's request modified", code)
@@ -158,7 +160,7 @@ func TestClientRedirectKeepsKey(t *testing.T) {
 }
 
 func TestClientSeeOtherGetHasNoKey(t *testing.T) {
-	rc := newRecorder(statusH(http.StatusSeeOther, "Location", "http://api.test/v1/debits/7"), status(200))
+	rc := testkit.NewRecorder(testkit.StatusH(http.StatusSeeOther, "Location", "http://api.test/v1/debits/7"), testkit.Status(200))
 	c := testClient(rc)
 	resp, err := c.Do(newReq(t, context.Background(), http.MethodPost, "x"))
 	if err != nil {
@@ -166,7 +168,7 @@ func TestClientSeeOtherGetHasNoKey(t *testing.T) {
 	}
 	resp.Body.Close()
 	s := rc.Seen()
-	if len(s) != 2 || len(s[0].keys) != 1 || s[1].method != http.MethodGet || len(s[1].keys) != 0 {
+	if len(s) != 2 || len(s[0].Keys) != 1 || s[1].Method != http.MethodGet || len(s[1].Keys) != 0 {
 		t.Fatalf("round trips %+v; want a keyed POST then a GET without the POST's key", s)
 	}
 }
@@ -212,7 +214,7 @@ func TestKeepOutcomeUnderReplacedError(t *testing.T) {
 	if !errors.As(err, &ue) || !ue.Timeout() || err.Error() != `Post "http://api.test/": Client.Timeout exceeded` {
 		t.Errorf("err = %q; want net/http's error and its Timeout kept", err)
 	}
-	if !op.Timeout() || (&Error{Cause: ErrOutcomeUnknown, Err: errReset}).Timeout() {
+	if !op.Timeout() || (&Error{Cause: ErrOutcomeUnknown, Err: testkit.ErrReset}).Timeout() {
 		t.Error("Error.Timeout does not follow its last error")
 	}
 	plain := &url.Error{Op: "Post", URL: "http://api.test/", Err: op}
@@ -233,7 +235,7 @@ func TestZeroErrorsAreUsable(t *testing.T) {
 }
 
 func TestNilOptionIgnoredAndLaterOptionWins(t *testing.T) {
-	rc := newRecorder(status(503), status(503), status(503))
+	rc := testkit.NewRecorder(testkit.Status(503), testkit.Status(503), testkit.Status(503))
 	tr, _, _ := testTransport(rc, nil, WithMaxAttempts(3), nil, WithMaxAttempts(2))
 	resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
 	if err != nil {

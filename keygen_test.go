@@ -14,6 +14,7 @@ import (
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/memstore"
 	"github.com/saferetry/saferetry/internal/contract"
+	"github.com/saferetry/saferetry/internal/testkit"
 )
 
 func TestValidateKey(t *testing.T) {
@@ -196,7 +197,7 @@ func TestKeyWithEdgeSpacesAgreesWithServer(t *testing.T) {
 
 func TestGeneratedKeyIsUUIDv4AndStableAcrossAttempts(t *testing.T) {
 	for _, m := range []string{http.MethodPost, http.MethodPatch} {
-		rc := newRecorder(status(503), fail(errReset), status(409), status(201))
+		rc := testkit.NewRecorder(testkit.Status(503), testkit.Fail(testkit.ErrReset), testkit.Status(409), testkit.Status(201))
 		tr, _, _ := testTransport(rc)
 		req := newReq(t, context.Background(), m, `{"amount":1500}`)
 		resp, err := tr.RoundTrip(req)
@@ -208,7 +209,7 @@ func TestGeneratedKeyIsUUIDv4AndStableAcrossAttempts(t *testing.T) {
 		if len(seen) != 4 {
 			t.Fatalf("%s: attempts = %d, want 4", m, len(seen))
 		}
-		key := seen[0].keys
+		key := seen[0].Keys
 		if len(key) != 1 {
 			t.Fatalf("%s: keys on attempt 1 = %q", m, key)
 		}
@@ -217,11 +218,11 @@ func TestGeneratedKeyIsUUIDv4AndStableAcrossAttempts(t *testing.T) {
 			t.Fatalf("%s: key %q is not a canonical UUIDv4", m, key[0])
 		}
 		for i, s := range seen {
-			if len(s.keys) != 1 || s.keys[0] != key[0] {
-				t.Errorf("%s: attempt %d key %q, want %q", m, i+1, s.keys, key[0])
+			if len(s.Keys) != 1 || s.Keys[0] != key[0] {
+				t.Errorf("%s: attempt %d key %q, want %q", m, i+1, s.Keys, key[0])
 			}
-			if s.body != `{"amount":1500}` {
-				t.Errorf("%s: attempt %d body %q", m, i+1, s.body)
+			if s.Body != `{"amount":1500}` {
+				t.Errorf("%s: attempt %d body %q", m, i+1, s.Body)
 			}
 		}
 		if got, ok := KeyFromResponse(resp); !ok || got != key[0] {
@@ -234,7 +235,7 @@ func TestGeneratedKeyIsUUIDv4AndStableAcrossAttempts(t *testing.T) {
 }
 
 func TestKeysDifferPerOperation(t *testing.T) {
-	rc := newRecorder(status(201))
+	rc := testkit.NewRecorder(testkit.Status(201))
 	tr, _, _ := testTransport(rc)
 	for i := 0; i < 3; i++ {
 		resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
@@ -244,14 +245,14 @@ func TestKeysDifferPerOperation(t *testing.T) {
 		closeResp(resp)
 	}
 	s := rc.Seen()
-	if s[0].keys[0] == s[1].keys[0] || s[1].keys[0] == s[2].keys[0] {
-		t.Fatalf("keys repeat across operations: %q %q %q", s[0].keys, s[1].keys, s[2].keys)
+	if s[0].Keys[0] == s[1].Keys[0] || s[1].Keys[0] == s[2].Keys[0] {
+		t.Fatalf("keys repeat across operations: %q %q %q", s[0].Keys, s[1].Keys, s[2].Keys)
 	}
 }
 
 func TestSuppliedKeys(t *testing.T) {
 	t.Run("header wins over context", func(t *testing.T) {
-		rc := newRecorder(status(503), status(201))
+		rc := testkit.NewRecorder(testkit.Status(503), testkit.Status(201))
 		tr, _, _ := testTransport(rc, WithStructuredKey(true))
 		req := newReq(t, WithKey(context.Background(), "from-ctx"), http.MethodPost, "x")
 		req.Header.Set(HeaderIdempotencyKey, "from-header")
@@ -261,14 +262,14 @@ func TestSuppliedKeys(t *testing.T) {
 		}
 		closeResp(resp)
 		for i, s := range rc.Seen() {
-			if len(s.keys) != 1 || s.keys[0] != "from-header" {
-				t.Errorf("attempt %d keys %q", i+1, s.keys)
+			if len(s.Keys) != 1 || s.Keys[0] != "from-header" {
+				t.Errorf("attempt %d keys %q", i+1, s.Keys)
 			}
 		}
 	})
 	t.Run("context key, raw and structured", func(t *testing.T) {
 		for _, structured := range []bool{false, true} {
-			rc := newRecorder(status(201))
+			rc := testkit.NewRecorder(testkit.Status(201))
 			tr, _, _ := testTransport(rc, WithStructuredKey(structured))
 			resp, err := tr.RoundTrip(newReq(t, WithKey(context.Background(), `order-42"x`), http.MethodPost, "x"))
 			if err != nil {
@@ -277,7 +278,7 @@ func TestSuppliedKeys(t *testing.T) {
 			closeResp(resp)
 			// A double quote is never sent raw: a server would misread it.
 			want := `"order-42\"x"`
-			if got := rc.Seen()[0].keys; len(got) != 1 || got[0] != want {
+			if got := rc.Seen()[0].Keys; len(got) != 1 || got[0] != want {
 				t.Errorf("structured=%v: sent %q, want %q", structured, got, want)
 			}
 			if k, _ := KeyFromResponse(resp); k != `order-42"x` {
@@ -286,26 +287,26 @@ func TestSuppliedKeys(t *testing.T) {
 		}
 	})
 	t.Run("context key on GET is sent and retried", func(t *testing.T) {
-		rc := newRecorder(status(503), status(200))
+		rc := testkit.NewRecorder(testkit.Status(503), testkit.Status(200))
 		tr, _, _ := testTransport(rc)
 		resp, err := tr.RoundTrip(newReq(t, WithKey(context.Background(), "k1"), http.MethodGet, ""))
 		if err != nil {
 			t.Fatal(err)
 		}
 		closeResp(resp)
-		if s := rc.Seen(); len(s) != 2 || s[1].keys[0] != "k1" {
+		if s := rc.Seen(); len(s) != 2 || s[1].Keys[0] != "k1" {
 			t.Fatalf("seen %+v", s)
 		}
 	})
 	t.Run("generated structured", func(t *testing.T) {
-		rc := newRecorder(status(201))
+		rc := testkit.NewRecorder(testkit.Status(201))
 		tr, _, _ := testTransport(rc, WithStructuredKey(true))
 		resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		closeResp(resp)
-		k := rc.Seen()[0].keys[0]
+		k := rc.Seen()[0].Keys[0]
 		if len(k) != 38 || k[0] != '"' || k[37] != '"' {
 			t.Fatalf("sent %q, want a quoted UUID", k)
 		}
@@ -343,9 +344,9 @@ func TestInvalidKeyFailsBeforeSending(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rc := newRecorder(status(201))
+			rc := testkit.NewRecorder(testkit.Status(201))
 			tr, _, _ := testTransport(rc)
-			body := &trackedBody{Reader: strings.NewReader("payload")}
+			body := &testkit.TrackedBody{Reader: strings.NewReader("payload")}
 			req, _ := http.NewRequest(http.MethodPost, "http://api.test/", body)
 			resp, err := tr.RoundTrip(tt.setup(req))
 			if resp != nil {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"testing"
+
+	"github.com/saferetry/saferetry/internal/testkit"
 )
 
 // TestCrossOriginRedirectKeepsBodyAndKeyHome: a 307 or 308 to another
@@ -13,13 +15,13 @@ import (
 func TestCrossOriginRedirectKeepsBodyAndKeyHome(t *testing.T) {
 	for _, loc := range []string{"http://elsewhere.test/v2/debits", "http://api.test:8080/v2/debits", "https://api.test/v2/debits"} {
 		for _, code := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
-			rc := newRecorder(statusH(code, "Location", loc), status(201))
+			rc := testkit.NewRecorder(testkit.StatusH(code, "Location", loc), testkit.Status(201))
 			_, err := testClient(rc).Do(newReq(t, context.Background(), http.MethodPost, "card 4242"))
 			var e *Error
 			if !errors.Is(err, ErrCrossOriginRedirect) || !errors.Is(err, ErrNotSent) || !errors.As(err, &e) {
 				t.Fatalf("%d to %s: err = %v, want ErrCrossOriginRedirect (ErrNotSent)", code, loc, err)
 			}
-			if s := rc.Seen(); len(s) != 1 || e.Key != s[0].keys[0] {
+			if s := rc.Seen(); len(s) != 1 || e.Key != s[0].Keys[0] {
 				t.Fatalf("%d to %s: round trips %+v, error key %q; want only the first, and its key in the error", code, loc, s, e.Key)
 			}
 		}
@@ -29,7 +31,7 @@ func TestCrossOriginRedirectKeepsBodyAndKeyHome(t *testing.T) {
 // TestCrossOriginRedirectOfAnEmptyPost: a keyed method goes elsewhere
 // neither with its key nor without it, even with no body to carry.
 func TestCrossOriginRedirectOfAnEmptyPost(t *testing.T) {
-	rc := newRecorder(statusH(http.StatusTemporaryRedirect, "Location", "http://elsewhere.test/v2/debits"), status(201))
+	rc := testkit.NewRecorder(testkit.StatusH(http.StatusTemporaryRedirect, "Location", "http://elsewhere.test/v2/debits"), testkit.Status(201))
 	_, err := testClient(rc).Do(newReq(t, context.Background(), http.MethodPost, ""))
 	if !errors.Is(err, ErrCrossOriginRedirect) {
 		t.Fatalf("err = %v, want ErrCrossOriginRedirect", err)
@@ -43,14 +45,14 @@ func TestCrossOriginRedirectOfAnEmptyPost(t *testing.T) {
 // host in capitals, is the same origin: the key and body follow.
 func TestSameOriginRedirectKeepsBodyAndKey(t *testing.T) {
 	for _, loc := range []string{"/v2/debits", "http://API.test:80/v2/debits"} {
-		rc := newRecorder(statusH(http.StatusTemporaryRedirect, "Location", loc), status(201))
+		rc := testkit.NewRecorder(testkit.StatusH(http.StatusTemporaryRedirect, "Location", loc), testkit.Status(201))
 		resp, err := testClient(rc).Do(newReq(t, context.Background(), http.MethodPost, "card 4242"))
 		if err != nil {
 			t.Fatalf("%s: %v", loc, err)
 		}
 		resp.Body.Close()
 		s := rc.Seen()
-		if len(s) != 2 || len(s[1].keys) != 1 || s[1].keys[0] != s[0].keys[0] || s[1].body != "card 4242" {
+		if len(s) != 2 || len(s[1].Keys) != 1 || s[1].Keys[0] != s[0].Keys[0] || s[1].Body != "card 4242" {
 			t.Fatalf("%s: round trips %+v, want the key and body on both", loc, s)
 		}
 	}
@@ -59,14 +61,14 @@ func TestSameOriginRedirectKeepsBodyAndKey(t *testing.T) {
 // TestCrossOriginRedirectsAllowed: WithCrossOriginRedirects(true) lets the
 // key and body follow.
 func TestCrossOriginRedirectsAllowed(t *testing.T) {
-	rc := newRecorder(statusH(http.StatusPermanentRedirect, "Location", "http://elsewhere.test/v2/debits"), status(201))
+	rc := testkit.NewRecorder(testkit.StatusH(http.StatusPermanentRedirect, "Location", "http://elsewhere.test/v2/debits"), testkit.Status(201))
 	resp, err := testClient(rc, WithCrossOriginRedirects(true)).Do(newReq(t, context.Background(), http.MethodPost, "card 4242"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	s := rc.Seen()
-	if len(s) != 2 || len(s[1].keys) != 1 || s[1].keys[0] != s[0].keys[0] || s[1].body != "card 4242" {
+	if len(s) != 2 || len(s[1].Keys) != 1 || s[1].Keys[0] != s[0].Keys[0] || s[1].Body != "card 4242" {
 		t.Fatalf("round trips %+v, want the key and body followed", s)
 	}
 }
@@ -76,7 +78,7 @@ func TestCrossOriginRedirectsAllowed(t *testing.T) {
 // from WithKey or from the caller's header.
 func TestCrossOriginRedirectWithoutBodyDropsTheKey(t *testing.T) {
 	for _, fromHeader := range []bool{false, true} {
-		rc := newRecorder(statusH(http.StatusSeeOther, "Location", "http://cdn.test/receipts/7"), status(200))
+		rc := testkit.NewRecorder(testkit.StatusH(http.StatusSeeOther, "Location", "http://cdn.test/receipts/7"), testkit.Status(200))
 		req := newReq(t, WithKey(context.Background(), "debit-7"), http.MethodPost, "x")
 		if fromHeader {
 			req = newReq(t, context.Background(), http.MethodPost, "x")
@@ -88,7 +90,7 @@ func TestCrossOriginRedirectWithoutBodyDropsTheKey(t *testing.T) {
 		}
 		resp.Body.Close()
 		s := rc.Seen()
-		if len(s) != 2 || len(s[0].keys) != 1 || s[1].method != http.MethodGet || len(s[1].keys) != 0 {
+		if len(s) != 2 || len(s[0].Keys) != 1 || s[1].Method != http.MethodGet || len(s[1].Keys) != 0 {
 			t.Fatalf("header %v: round trips %+v, want the GET to the other origin without a key", fromHeader, s)
 		}
 		if got := req.Header.Get(HeaderIdempotencyKey); fromHeader && got != "debit-7" {

@@ -10,43 +10,44 @@ import (
 	"testing"
 
 	"github.com/saferetry/saferetry/internal/retrypolicy"
+	"github.com/saferetry/saferetry/internal/testkit"
 )
 
 func TestRetryClassificationByStatus(t *testing.T) {
 	tests := []struct {
 		name     string
-		first    outcome
+		first    testkit.Outcome
 		attempts int // attempts made for a POST when later attempts answer 201
 		reason   Reason
 	}{
-		{"200 final", status(200), 1, ReasonFinalStatus},
-		{"201 final", status(201), 1, ReasonFinalStatus},
-		{"400 final", status(400), 1, ReasonFinalStatus},
-		{"401 final", status(401), 1, ReasonFinalStatus},
-		{"404 final", status(404), 1, ReasonFinalStatus},
-		{"422 final", status(422), 1, ReasonFinalStatus},
-		{"501 final", status(501), 1, ReasonFinalStatus},
-		{"409 replayed final", statusH(409, HeaderReplayed, "true"), 1, ReasonReplayed},
-		{"500 replayed final", statusH(500, HeaderReplayed, "true"), 1, ReasonReplayed},
-		{"503 replayed final", statusH(503, HeaderReplayed, "true", "Retry-After", "1"), 1, ReasonReplayed},
-		{"500 server says no", statusH(500, "Stripe-Should-Retry", "false"), 1, ReasonServerSaid},
-		{"400 server says yes", statusH(400, "Stripe-Should-Retry", "true"), 2, ReasonServerSaid},
-		{"409 server says yes", statusH(409, "stripe-should-retry", "TRUE"), 2, ReasonServerSaid},
-		{"500 server says nonsense", statusH(500, "Stripe-Should-Retry", "maybe"), 2, ReasonRetryableStatus},
-		{"408 retried", status(408), 2, ReasonRetryableStatus},
-		{"409 retried", status(409), 2, ReasonRetryableStatus},
-		{"429 retried", status(429), 2, ReasonRetryableStatus},
-		{"500 retried", status(500), 2, ReasonRetryableStatus},
-		{"502 retried", status(502), 2, ReasonRetryableStatus},
-		{"503 retried", status(503), 2, ReasonRetryableStatus},
-		{"504 retried", status(504), 2, ReasonRetryableStatus},
-		{"599 retried", status(599), 2, ReasonRetryableStatus},
-		{"reset retried", fail(errReset), 2, ReasonTransportError},
-		{"EOF retried", fail(errors.New("EOF")), 2, ReasonTransportError},
+		{"200 final", testkit.Status(200), 1, ReasonFinalStatus},
+		{"201 final", testkit.Status(201), 1, ReasonFinalStatus},
+		{"400 final", testkit.Status(400), 1, ReasonFinalStatus},
+		{"401 final", testkit.Status(401), 1, ReasonFinalStatus},
+		{"404 final", testkit.Status(404), 1, ReasonFinalStatus},
+		{"422 final", testkit.Status(422), 1, ReasonFinalStatus},
+		{"501 final", testkit.Status(501), 1, ReasonFinalStatus},
+		{"409 replayed final", testkit.StatusH(409, HeaderReplayed, "true"), 1, ReasonReplayed},
+		{"500 replayed final", testkit.StatusH(500, HeaderReplayed, "true"), 1, ReasonReplayed},
+		{"503 replayed final", testkit.StatusH(503, HeaderReplayed, "true", "Retry-After", "1"), 1, ReasonReplayed},
+		{"500 server says no", testkit.StatusH(500, "Stripe-Should-Retry", "false"), 1, ReasonServerSaid},
+		{"400 server says yes", testkit.StatusH(400, "Stripe-Should-Retry", "true"), 2, ReasonServerSaid},
+		{"409 server says yes", testkit.StatusH(409, "stripe-should-retry", "TRUE"), 2, ReasonServerSaid},
+		{"500 server says nonsense", testkit.StatusH(500, "Stripe-Should-Retry", "maybe"), 2, ReasonRetryableStatus},
+		{"408 retried", testkit.Status(408), 2, ReasonRetryableStatus},
+		{"409 retried", testkit.Status(409), 2, ReasonRetryableStatus},
+		{"429 retried", testkit.Status(429), 2, ReasonRetryableStatus},
+		{"500 retried", testkit.Status(500), 2, ReasonRetryableStatus},
+		{"502 retried", testkit.Status(502), 2, ReasonRetryableStatus},
+		{"503 retried", testkit.Status(503), 2, ReasonRetryableStatus},
+		{"504 retried", testkit.Status(504), 2, ReasonRetryableStatus},
+		{"599 retried", testkit.Status(599), 2, ReasonRetryableStatus},
+		{"reset retried", testkit.Fail(testkit.ErrReset), 2, ReasonTransportError},
+		{"EOF retried", testkit.Fail(errors.New("EOF")), 2, ReasonTransportError},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rc := newRecorder(tt.first, status(201))
+			rc := testkit.NewRecorder(tt.first, testkit.Status(201))
 			tr, _, hl := testTransport(rc)
 			resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, `{"amount":1500}`))
 			if err != nil {
@@ -56,8 +57,8 @@ func TestRetryClassificationByStatus(t *testing.T) {
 			if got := len(rc.Seen()); got != tt.attempts {
 				t.Fatalf("attempts = %d, want %d", got, tt.attempts)
 			}
-			if tt.attempts == 1 && resp.StatusCode != tt.first.status {
-				t.Errorf("status = %d, want %d", resp.StatusCode, tt.first.status)
+			if tt.attempts == 1 && resp.StatusCode != tt.first.Status {
+				t.Errorf("status = %d, want %d", resp.StatusCode, tt.first.Status)
 			}
 			if got := hl.Attempts()[0].Reason; got != tt.reason {
 				t.Errorf("first attempt reason = %q, want %q", got, tt.reason)
@@ -78,7 +79,7 @@ func TestPermanentErrorsAreFinal(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rc := newRecorder(fail(tt.err), status(201))
+			rc := testkit.NewRecorder(testkit.Fail(tt.err), testkit.Status(201))
 			tr, _, hl := testTransport(rc)
 			resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
 			if resp != nil {
@@ -105,7 +106,7 @@ func (e *url_Error) Unwrap() error { return e.err }
 
 func TestDialErrorsAreNotSent(t *testing.T) {
 	dialErr := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
-	rc := newRecorder(fail(dialErr))
+	rc := testkit.NewRecorder(testkit.Fail(dialErr))
 	tr, _, _ := testTransport(rc, WithMaxAttempts(3))
 	_, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
 	var e *Error
@@ -113,14 +114,14 @@ func TestDialErrorsAreNotSent(t *testing.T) {
 		t.Fatalf("err = %#v, want *Error{ErrNotSent, 3 attempts, key}", err)
 	}
 	if errors.Is(err, ErrOutcomeUnknown) {
-		t.Error("a request that never connected must not be outcome-unknown")
+		t.Error("a request that never connected must not be testkit.Outcome-unknown")
 	}
 }
 
 func TestUnsafeMethodWithoutKeyIsNeverRetried(t *testing.T) {
 	for _, m := range []string{http.MethodPost, http.MethodPatch, "PURGE"} {
 		t.Run(m, func(t *testing.T) {
-			rc := newRecorder(status(503), status(201))
+			rc := testkit.NewRecorder(testkit.Status(503), testkit.Status(201))
 			tr, _, hl := testTransport(rc, WithKeyMethods())
 			resp, err := tr.RoundTrip(newReq(t, context.Background(), m, "x"))
 			if err != nil {
@@ -130,8 +131,8 @@ func TestUnsafeMethodWithoutKeyIsNeverRetried(t *testing.T) {
 			if resp.StatusCode != 503 || len(rc.Seen()) != 1 {
 				t.Fatalf("status %d after %d attempts, want 503 after 1", resp.StatusCode, len(rc.Seen()))
 			}
-			if s := rc.Seen()[0]; len(s.keys) != 0 {
-				t.Errorf("key sent although generation is off: %q", s.keys)
+			if s := rc.Seen()[0]; len(s.Keys) != 0 {
+				t.Errorf("key sent although generation is off: %q", s.Keys)
 			}
 			if r := hl.Attempts()[0].Reason; r != ReasonNoKey {
 				t.Errorf("reason = %q, want %q", r, ReasonNoKey)
@@ -139,11 +140,11 @@ func TestUnsafeMethodWithoutKeyIsNeverRetried(t *testing.T) {
 		})
 	}
 	t.Run("transport error", func(t *testing.T) {
-		rc := newRecorder(fail(errReset), status(201))
+		rc := testkit.NewRecorder(testkit.Fail(testkit.ErrReset), testkit.Status(201))
 		tr, _, _ := testTransport(rc, WithKeyMethods())
 		_, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
 		if !errors.Is(err, ErrOutcomeUnknown) || len(rc.Seen()) != 1 {
-			t.Fatalf("err %v after %d attempts, want outcome unknown after 1", err, len(rc.Seen()))
+			t.Fatalf("err %v after %d attempts, want testkit.Outcome unknown after 1", err, len(rc.Seen()))
 		}
 	})
 }
@@ -151,7 +152,7 @@ func TestUnsafeMethodWithoutKeyIsNeverRetried(t *testing.T) {
 func TestSafeAndIdempotentMethodsRetriedWithoutKey(t *testing.T) {
 	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPut, http.MethodDelete} {
 		t.Run(m, func(t *testing.T) {
-			rc := newRecorder(status(503), fail(errReset), status(200))
+			rc := testkit.NewRecorder(testkit.Status(503), testkit.Fail(testkit.ErrReset), testkit.Status(200))
 			tr, _, _ := testTransport(rc)
 			resp, err := tr.RoundTrip(newReq(t, context.Background(), m, ""))
 			if err != nil {
@@ -162,8 +163,8 @@ func TestSafeAndIdempotentMethodsRetriedWithoutKey(t *testing.T) {
 				t.Fatalf("status %d after %d attempts, want 200 after 3", resp.StatusCode, len(rc.Seen()))
 			}
 			for i, s := range rc.Seen() {
-				if len(s.keys) != 0 {
-					t.Errorf("attempt %d of %s carried a key %q", i+1, m, s.keys)
+				if len(s.Keys) != 0 {
+					t.Errorf("attempt %d of %s carried a key %q", i+1, m, s.Keys)
 				}
 			}
 		})
@@ -172,7 +173,7 @@ func TestSafeAndIdempotentMethodsRetriedWithoutKey(t *testing.T) {
 
 func TestClassifierOverrides(t *testing.T) {
 	t.Run("retry a 400", func(t *testing.T) {
-		rc := newRecorder(status(400), status(201))
+		rc := testkit.NewRecorder(testkit.Status(400), testkit.Status(201))
 		tr, _, hl := testTransport(rc, WithClassifier(func(_ *http.Request, resp *http.Response, _ error) Decision {
 			if resp != nil && resp.StatusCode == 400 {
 				return DecisionRetry
@@ -192,7 +193,7 @@ func TestClassifierOverrides(t *testing.T) {
 		}
 	})
 	t.Run("stop on 503", func(t *testing.T) {
-		rc := newRecorder(status(503), status(201))
+		rc := testkit.NewRecorder(testkit.Status(503), testkit.Status(201))
 		tr, _, _ := testTransport(rc, WithClassifier(func(*http.Request, *http.Response, error) Decision { return DecisionReturn }))
 		resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
 		if err != nil {
@@ -204,7 +205,7 @@ func TestClassifierOverrides(t *testing.T) {
 		}
 	})
 	t.Run("cannot retry a keyless POST", func(t *testing.T) {
-		rc := newRecorder(status(400), status(201))
+		rc := testkit.NewRecorder(testkit.Status(400), testkit.Status(201))
 		tr, _, _ := testTransport(rc, WithKeyMethods(), WithClassifier(func(*http.Request, *http.Response, error) Decision { return DecisionRetry }))
 		resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
 		if err != nil {
@@ -219,7 +220,7 @@ func TestClassifierOverrides(t *testing.T) {
 
 func TestMaxAttempts(t *testing.T) {
 	for _, n := range []int{1, 2, 5} {
-		rc := newRecorder(status(503))
+		rc := testkit.NewRecorder(testkit.Status(503))
 		tr, clk, hl := testTransport(rc, WithMaxAttempts(n))
 		resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
 		if err != nil {
@@ -258,7 +259,7 @@ func TestPolicyValuesMapOntoTheAPI(t *testing.T) {
 }
 
 func TestHooksCompose(t *testing.T) {
-	rc := newRecorder(status(503), status(201))
+	rc := testkit.NewRecorder(testkit.Status(503), testkit.Status(201))
 	var order []string
 	first := func(a Attempt) { order = append(order, "first "+a.Decision.String()) }
 	second := func(a Attempt) { order = append(order, "second "+a.Decision.String()) }

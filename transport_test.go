@@ -17,10 +17,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/saferetry/saferetry/internal/testkit"
 )
 
 func TestCallerRequestNeverModified(t *testing.T) {
-	rc := newRecorder(status(503), fail(errReset), status(201))
+	rc := testkit.NewRecorder(testkit.Status(503), testkit.Fail(testkit.ErrReset), testkit.Status(201))
 	tr, _, _ := testTransport(rc)
 	ctx := context.WithValue(context.Background(), struct{}{}, "v")
 	req := newReq(t, ctx, http.MethodPost, `{"amount":1500}`)
@@ -42,22 +44,22 @@ func TestCallerRequestNeverModified(t *testing.T) {
 		t.Error("the caller's request was sent instead of a clone")
 	}
 	for i, s := range rc.Seen() {
-		if s.header.Get("X-Trace") != "abc" || len(s.header["Multi"]) != 2 {
-			t.Errorf("attempt %d lost caller headers: %v", i+1, s.header)
+		if s.Header.Get("X-Trace") != "abc" || len(s.Header["Multi"]) != 2 {
+			t.Errorf("attempt %d lost caller headers: %v", i+1, s.Header)
 		}
 	}
 }
 
 func TestFinalResponsesReturnedWithoutError(t *testing.T) {
 	for _, tt := range []struct {
-		script []outcome
+		script []testkit.Outcome
 		want   int
 	}{
-		{[]outcome{{status: 422, body: "reused"}}, 422},
-		{[]outcome{{status: 503, body: "down"}}, 503},
-		{[]outcome{{status: 400, body: "bad"}}, 400},
+		{[]testkit.Outcome{{Status: 422, Body: "reused"}}, 422},
+		{[]testkit.Outcome{{Status: 503, Body: "down"}}, 503},
+		{[]testkit.Outcome{{Status: 400, Body: "bad"}}, 400},
 	} {
-		rc := newRecorder(tt.script...)
+		rc := testkit.NewRecorder(tt.script...)
 		tr, _, _ := testTransport(rc, WithMaxAttempts(3))
 		resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
 		if err != nil || resp == nil || resp.StatusCode != tt.want {
@@ -65,7 +67,7 @@ func TestFinalResponsesReturnedWithoutError(t *testing.T) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if string(b) != tt.script[0].body {
+		if string(b) != tt.script[0].Body {
 			t.Errorf("body %q", b)
 		}
 		bodies := rc.Bodies()
@@ -78,9 +80,9 @@ func TestFinalResponsesReturnedWithoutError(t *testing.T) {
 }
 
 func TestBrokenBaseNeverLeaksResponseWithError(t *testing.T) {
-	tb := &trackedBody{Reader: strings.NewReader("x")}
+	tb := &testkit.TrackedBody{Reader: strings.NewReader("x")}
 	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-		return &http.Response{StatusCode: 200, Body: tb, Header: http.Header{}}, errReset
+		return &http.Response{StatusCode: 200, Body: tb, Header: http.Header{}}, testkit.ErrReset
 	})
 	tr := NewTransport(base, WithMaxAttempts(1))
 	resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
@@ -135,7 +137,7 @@ func (b *plainBody) Close() error { b.closed.Store(true); return nil }
 
 func TestBodyBufferedAndReplayed(t *testing.T) {
 	payload := strings.Repeat("p", 1000)
-	rc := newRecorder(status(503), status(201))
+	rc := testkit.NewRecorder(testkit.Status(503), testkit.Status(201))
 	tr, _, _ := testTransport(rc, WithMaxBufferedBody(1000))
 	pb := &plainBody{r: strings.NewReader(payload)}
 	req, _ := http.NewRequest(http.MethodPost, "http://api.test/", pb)
@@ -148,7 +150,7 @@ func TestBodyBufferedAndReplayed(t *testing.T) {
 	}
 	closeResp(resp)
 	s := rc.Seen()
-	if len(s) != 2 || s[0].body != payload || s[1].body != payload {
+	if len(s) != 2 || s[0].Body != payload || s[1].Body != payload {
 		t.Fatalf("attempts %d, bodies not identical", len(s))
 	}
 	if !pb.closed.Load() {
@@ -158,7 +160,7 @@ func TestBodyBufferedAndReplayed(t *testing.T) {
 
 func TestBodyOverLimitSentOnceNotRetried(t *testing.T) {
 	payload := strings.Repeat("p", 1001)
-	rc := newRecorder(status(503), status(201))
+	rc := testkit.NewRecorder(testkit.Status(503), testkit.Status(201))
 	tr, _, hl := testTransport(rc, WithMaxBufferedBody(1000))
 	pb := &plainBody{r: strings.NewReader(payload)}
 	req, _ := http.NewRequest(http.MethodPost, "http://api.test/", pb)
@@ -168,8 +170,8 @@ func TestBodyOverLimitSentOnceNotRetried(t *testing.T) {
 	}
 	closeResp(resp)
 	s := rc.Seen()
-	if len(s) != 1 || s[0].body != payload || resp.StatusCode != 503 {
-		t.Fatalf("attempts %d, status %d, body intact %v", len(s), resp.StatusCode, s[0].body == payload)
+	if len(s) != 1 || s[0].Body != payload || resp.StatusCode != 503 {
+		t.Fatalf("attempts %d, status %d, body intact %v", len(s), resp.StatusCode, s[0].Body == payload)
 	}
 	if r := hl.Attempts()[0].Reason; r != ReasonBodyNotReplayable {
 		t.Errorf("reason %q", r)
@@ -180,7 +182,7 @@ func TestBodyOverLimitSentOnceNotRetried(t *testing.T) {
 }
 
 func TestBodyReadErrorClosesAndFails(t *testing.T) {
-	rc := newRecorder(status(201))
+	rc := testkit.NewRecorder(testkit.Status(201))
 	tr, _, _ := testTransport(rc)
 	pb := &plainBody{err: errors.New("disk on fire")}
 	req, _ := http.NewRequest(http.MethodPost, "http://api.test/", pb)
@@ -191,7 +193,7 @@ func TestBodyReadErrorClosesAndFails(t *testing.T) {
 }
 
 func TestGetBodyFailureReturnsLastResponse(t *testing.T) {
-	rc := newRecorder(status(503), status(201))
+	rc := testkit.NewRecorder(testkit.Status(503), testkit.Status(201))
 	tr, _, hl := testTransport(rc)
 	req := newReq(t, context.Background(), http.MethodPost, "x")
 	req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("gone") }
@@ -376,7 +378,7 @@ func TestConcurrentOperations(t *testing.T) {
 }
 
 func TestRetryBudget(t *testing.T) {
-	rc := newRecorder(status(503))
+	rc := testkit.NewRecorder(testkit.Status(503))
 	tr, _, hl := testTransport(rc, WithRetryBudget(20, 5), WithMaxAttempts(4))
 	run := func() {
 		resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
@@ -406,9 +408,7 @@ func TestRetryBudget(t *testing.T) {
 		t.Errorf("op 2 attempt 2 reason %q", r)
 	}
 	// Successes refill it: one token per first-try success.
-	rc.mu.Lock()
-	rc.script = []outcome{status(201)}
-	rc.mu.Unlock()
+	rc.SetScript(testkit.Status(201))
 	for i := 0; i < 7; i++ {
 		run()
 	}
@@ -416,10 +416,7 @@ func TestRetryBudget(t *testing.T) {
 		t.Fatalf("tokens after 7 successes = %d, want 7", got)
 	}
 	// A retry after a transport error costs double.
-	rc.mu.Lock()
-	rc.script = []outcome{fail(errReset), status(201)}
-	rc.reqs = nil
-	rc.mu.Unlock()
+	rc.Restart(testkit.Fail(testkit.ErrReset), testkit.Status(201))
 	_, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
 	if !errors.Is(err, ErrOutcomeUnknown) || len(rc.Seen()) != 1 {
 		t.Fatalf("with 7 tokens a 10-token retry was made: err %v, attempts %d", err, len(rc.Seen()))
@@ -430,7 +427,7 @@ func TestRetryBudget(t *testing.T) {
 }
 
 func TestRetryBudgetRefundsAfterSuccessfulRetry(t *testing.T) {
-	rc := newRecorder(status(503), status(201))
+	rc := testkit.NewRecorder(testkit.Status(503), testkit.Status(201))
 	tr, _, _ := testTransport(rc, WithRetryBudget(100, 5))
 	resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
 	if err != nil {
@@ -440,7 +437,7 @@ func TestRetryBudgetRefundsAfterSuccessfulRetry(t *testing.T) {
 	if got := tr.policy.Budget.Available(); got != 100 {
 		t.Fatalf("tokens = %d, want 100 (retry cost refunded)", got)
 	}
-	tr2, _, _ := testTransport(newRecorder(status(503)), WithRetryBudget(0, 5), WithMaxAttempts(10))
+	tr2, _, _ := testTransport(testkit.NewRecorder(testkit.Status(503)), WithRetryBudget(0, 5), WithMaxAttempts(10))
 	resp, _ = tr2.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
 	closeResp(resp)
 	if tr2.policy.Budget != nil {
@@ -451,7 +448,7 @@ func TestRetryBudgetRefundsAfterSuccessfulRetry(t *testing.T) {
 func TestLogger(t *testing.T) {
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	rc := newRecorder(statusH(429, "Retry-After", "1"), status(201))
+	rc := testkit.NewRecorder(testkit.StatusH(429, "Retry-After", "1"), testkit.Status(201))
 	tr, _, _ := testTransport(rc, WithLogger(logger))
 	resp, err := tr.RoundTrip(newReq(t, WithKey(context.Background(), "k-log"), http.MethodPost, "x"))
 	if err != nil {
@@ -475,7 +472,7 @@ func TestLogger(t *testing.T) {
 		t.Errorf("line 2 %q", lines[1])
 	}
 	// A nil logger is silent and does not panic.
-	tr2, _, _ := testTransport(newRecorder(status(201)), WithLogger(nil))
+	tr2, _, _ := testTransport(testkit.NewRecorder(testkit.Status(201)), WithLogger(nil))
 	resp, err = tr2.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
 	if err != nil {
 		t.Fatal(err)
@@ -514,7 +511,7 @@ func TestContextDoneBeforeSendIsNotSent(t *testing.T) {
 func TestRetryBudgetStopsConcurrentStorm(t *testing.T) {
 	// Every answer fails: across all goroutines the budget pays for exactly
 	// capacity/cost retries, then every operation is tried once.
-	rc := newRecorder(status(503))
+	rc := testkit.NewRecorder(testkit.Status(503))
 	tr, _, hl := testTransport(rc, WithRetryBudget(100, 5), WithMaxAttempts(4))
 	const workers, each = 8, 25
 	var wg sync.WaitGroup
@@ -608,7 +605,7 @@ func TestAttemptTimeoutKeepsSwitchedProtocolBodyWritable(t *testing.T) {
 // refills the bucket, while a retryable answer that ends the operation
 // (attempts exhausted) does not.
 func TestRetryBudgetRefilledByFinalClientError(t *testing.T) {
-	rc := newRecorder(status(503), status(503))
+	rc := testkit.NewRecorder(testkit.Status(503), testkit.Status(503))
 	tr, _, _ := testTransport(rc, WithRetryBudget(20, 5), WithMaxAttempts(2))
 	run := func() {
 		t.Helper()
@@ -623,9 +620,7 @@ func TestRetryBudgetRefilledByFinalClientError(t *testing.T) {
 		t.Fatalf("tokens = %d, want 15", got)
 	}
 	for _, code := range []int{404, 422} {
-		rc.mu.Lock()
-		rc.script = []outcome{status(code)}
-		rc.mu.Unlock()
+		rc.SetScript(testkit.Status(code))
 		before := tr.policy.Budget.Available()
 		run()
 		if got := tr.policy.Budget.Available(); got != before+1 {

@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
+	"github.com/saferetry/saferetry/internal/testkit"
 )
 
 func TestBackoffScheduleOnFakeTime(t *testing.T) {
-	rc := newRecorder(status(503), status(502), fail(errReset), status(201))
+	rc := testkit.NewRecorder(testkit.Status(503), testkit.Status(502), testkit.Fail(testkit.ErrReset), testkit.Status(201))
 	calls := 0
 	tr, clk, hl := testTransport(rc, WithBackoff(func() backoff.BackOff {
 		calls++
@@ -43,7 +45,7 @@ func TestBackoffScheduleOnFakeTime(t *testing.T) {
 		t.Errorf("backoff factory called %d times for one operation, want 1", calls)
 	}
 	// A second operation gets a fresh schedule.
-	rc2 := newRecorder(status(503), status(201))
+	rc2 := testkit.NewRecorder(testkit.Status(503), testkit.Status(201))
 	tr.base = mockBase(rc2)
 	resp, err = tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
 	if err != nil {
@@ -70,19 +72,19 @@ func TestDefaultBackoffIsJitteredAndBounded(t *testing.T) {
 func TestRetryAfterHonouredCappedAndReported(t *testing.T) {
 	tests := []struct {
 		name     string
-		resp     outcome
+		resp     testkit.Outcome
 		min, max time.Duration
 		asked    time.Duration
 	}{
-		{"409 seconds", statusH(409, "Retry-After", "2"), 2 * time.Second, 2200 * time.Millisecond, 2 * time.Second},
-		{"429 seconds", statusH(429, "Retry-After", "1"), time.Second, 1100 * time.Millisecond, time.Second},
-		{"503 capped", statusH(503, "Retry-After", "3600"), 4500 * time.Millisecond, 5 * time.Second, time.Hour},
-		{"500 ignores it", statusH(500, "Retry-After", "3600"), 10 * time.Millisecond, 10 * time.Millisecond, 0},
-		{"503 malformed uses backoff", statusH(503, "Retry-After", "later"), 10 * time.Millisecond, 10 * time.Millisecond, 0},
+		{"409 seconds", testkit.StatusH(409, "Retry-After", "2"), 2 * time.Second, 2200 * time.Millisecond, 2 * time.Second},
+		{"429 seconds", testkit.StatusH(429, "Retry-After", "1"), time.Second, 1100 * time.Millisecond, time.Second},
+		{"503 capped", testkit.StatusH(503, "Retry-After", "3600"), 4500 * time.Millisecond, 5 * time.Second, time.Hour},
+		{"500 ignores it", testkit.StatusH(500, "Retry-After", "3600"), 10 * time.Millisecond, 10 * time.Millisecond, 0},
+		{"503 malformed uses backoff", testkit.StatusH(503, "Retry-After", "later"), 10 * time.Millisecond, 10 * time.Millisecond, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rc := newRecorder(tt.resp, status(201))
+			rc := testkit.NewRecorder(tt.resp, testkit.Status(201))
 			tr, clk, hl := testTransport(rc, WithMaxRetryAfter(5*time.Second))
 			resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
 			if err != nil {
@@ -103,10 +105,10 @@ func TestRetryAfterHonouredCappedAndReported(t *testing.T) {
 		})
 	}
 	t.Run("http-date", func(t *testing.T) {
-		rc := newRecorder(status(201))
+		rc := testkit.NewRecorder(testkit.Status(201))
 		tr, clk, _ := testTransport(rc)
 		when := clk.Now().Add(3 * time.Second).UTC().Format(http.TimeFormat)
-		rc.script = []outcome{statusH(503, "Retry-After", when), status(201)}
+		rc.SetScript(testkit.StatusH(503, "Retry-After", when), testkit.Status(201))
 		resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
 		if err != nil {
 			t.Fatal(err)
@@ -120,7 +122,7 @@ func TestRetryAfterHonouredCappedAndReported(t *testing.T) {
 }
 
 func TestNoWaitPastDeadline(t *testing.T) {
-	rc := newRecorder(statusH(429, "Retry-After", "20"), status(201))
+	rc := testkit.NewRecorder(testkit.StatusH(429, "Retry-After", "20"), testkit.Status(201))
 	tr, clk, hl := testTransport(rc)
 	ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(10*time.Second))
 	defer cancel()
@@ -141,14 +143,14 @@ func TestNoWaitPastDeadline(t *testing.T) {
 }
 
 func TestNoWaitPastDeadlineAfterTransportError(t *testing.T) {
-	rc := newRecorder(fail(errReset))
+	rc := testkit.NewRecorder(testkit.Fail(testkit.ErrReset))
 	tr, clk, _ := testTransport(rc, WithBackoff(constBackoff(time.Minute)))
 	ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(30*time.Second))
 	defer cancel()
 	_, err := tr.RoundTrip(newReq(t, ctx, http.MethodPost, "x"))
 	var e *Error
-	if !errors.As(err, &e) || e.Cause != ErrOutcomeUnknown || e.Attempts != 1 || !errors.Is(err, errReset) {
-		t.Fatalf("err = %v, want outcome unknown after 1 attempt wrapping the reset", err)
+	if !errors.As(err, &e) || e.Cause != ErrOutcomeUnknown || e.Attempts != 1 || !errors.Is(err, testkit.ErrReset) {
+		t.Fatalf("err = %v, want testkit.Outcome unknown after 1 attempt wrapping the reset", err)
 	}
 	if len(clk.Waits()) != 0 {
 		t.Errorf("waited %v", clk.Waits())
@@ -156,7 +158,7 @@ func TestNoWaitPastDeadlineAfterTransportError(t *testing.T) {
 }
 
 func TestCancelInterruptsWait(t *testing.T) {
-	rc := newRecorder(status(503), status(201))
+	rc := testkit.NewRecorder(testkit.Status(503), testkit.Status(201))
 	clk := newFakeClock()
 	clk.hold = true
 	clk.armed = make(chan time.Duration, 1)
@@ -172,7 +174,7 @@ func TestCancelInterruptsWait(t *testing.T) {
 	}
 	var e *Error
 	if !errors.As(err, &e) || !errors.Is(err, context.Canceled) || !errors.Is(err, ErrOutcomeUnknown) {
-		t.Fatalf("err = %v, want outcome unknown wrapping context.Canceled", err)
+		t.Fatalf("err = %v, want testkit.Outcome unknown wrapping context.Canceled", err)
 	}
 	if e.StatusCode != 503 || e.Attempts != 1 || e.Key == "" {
 		t.Errorf("error = %+v", e)
@@ -207,7 +209,7 @@ func TestDeadlineDuringAttemptIsOutcomeUnknown(t *testing.T) {
 }
 
 func TestBackoffStop(t *testing.T) {
-	rc := newRecorder(status(503))
+	rc := testkit.NewRecorder(testkit.Status(503))
 	tr, _, hl := testTransport(rc, WithBackoff(func() backoff.BackOff {
 		return backoff.WithMaxRetries(backoff.NewConstantBackOff(time.Millisecond), 1)
 	}))
@@ -227,7 +229,7 @@ func TestBackoffStop(t *testing.T) {
 func TestAttemptTimeoutIsRetried(t *testing.T) {
 	// Real time, short durations: the first attempt hangs until its own
 	// 20ms timeout, the second answers.
-	rc := newRecorder(status(201))
+	rc := testkit.NewRecorder(testkit.Status(201))
 	var calls int
 	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		calls++
@@ -235,7 +237,7 @@ func TestAttemptTimeoutIsRetried(t *testing.T) {
 			<-r.Context().Done()
 			return nil, r.Context().Err()
 		}
-		return rc.respond(r)
+		return rc.Respond(r)
 	})
 	hl := &hookLog{}
 	tr := NewTransport(base, WithAttemptTimeout(20*time.Millisecond), WithBackoff(constBackoff(time.Millisecond)), WithHook(hl.hook))
@@ -266,7 +268,7 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func TestCancelDuringWaitKeepsLastTransportError(t *testing.T) {
-	rc := newRecorder(fail(errReset))
+	rc := testkit.NewRecorder(testkit.Fail(testkit.ErrReset))
 	clk := newFakeClock()
 	clk.hold = true
 	clk.armed = make(chan time.Duration, 1)
@@ -277,7 +279,7 @@ func TestCancelDuringWaitKeepsLastTransportError(t *testing.T) {
 		cancel()
 	}()
 	_, err := tr.RoundTrip(newReq(t, ctx, http.MethodPost, "x"))
-	if !errors.Is(err, context.Canceled) || !errors.Is(err, errReset) || !errors.Is(err, ErrOutcomeUnknown) {
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, testkit.ErrReset) || !errors.Is(err, ErrOutcomeUnknown) {
 		t.Fatalf("err = %v", err)
 	}
 }

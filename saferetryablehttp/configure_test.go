@@ -15,20 +15,21 @@ import (
 	"github.com/jarcoal/httpmock"
 
 	"github.com/saferetry/saferetry"
+	"github.com/saferetry/saferetry/internal/testkit"
 )
 
 // newRetryable returns a retryablehttp client whose HTTP client answers from
 // rc through httpmock's ActivateNonDefault, configured by
 // Configure. These tests share httpmock's default transport
 // and so do not run in parallel.
-func newRetryable(t *testing.T, rc *recorder, opts ...Option) *retryablehttp.Client {
+func newRetryable(t *testing.T, rc *testkit.Recorder, opts ...Option) *retryablehttp.Client {
 	c := retryablehttp.NewClient()
 	c.Logger = nil
 	c.RetryWaitMin = time.Millisecond
 	c.RetryWaitMax = 4 * time.Millisecond
 	c.RetryMax = 3
 	httpmock.ActivateNonDefault(c.HTTPClient)
-	httpmock.RegisterNoResponder(rc.respond)
+	httpmock.RegisterNoResponder(rc.Respond)
 	orig := c.HTTPClient
 	t.Cleanup(func() {
 		httpmock.DeactivateNonDefault(orig)
@@ -52,7 +53,7 @@ func rhReq(t *testing.T, ctx context.Context, method, body string) *retryablehtt
 }
 
 func TestRetryableKeyStableAcrossRetries(t *testing.T) {
-	rc := newRecorder(status(503), statusH(409, "Retry-After", "1"), fail(errReset), outcome{status: 201, body: "ok"})
+	rc := testkit.NewRecorder(testkit.Status(503), testkit.StatusH(409, "Retry-After", "1"), testkit.Fail(testkit.ErrReset), testkit.Outcome{Status: 201, Body: "ok"})
 	c := newRetryable(t, rc)
 	resp, err := c.Do(rhReq(t, context.Background(), http.MethodPost, "debit 1500"))
 	if err != nil {
@@ -63,15 +64,15 @@ func TestRetryableKeyStableAcrossRetries(t *testing.T) {
 	if resp.StatusCode != 201 || len(s) != 4 {
 		t.Fatalf("status %d after %d attempts", resp.StatusCode, len(s))
 	}
-	if len(s[0].keys) != 1 {
-		t.Fatalf("keys %q", s[0].keys)
+	if len(s[0].Keys) != 1 {
+		t.Fatalf("keys %q", s[0].Keys)
 	}
-	if u, err := uuid.Parse(s[0].keys[0]); err != nil || u.Version() != 4 {
-		t.Fatalf("key %q is not a UUIDv4", s[0].keys[0])
+	if u, err := uuid.Parse(s[0].Keys[0]); err != nil || u.Version() != 4 {
+		t.Fatalf("key %q is not a UUIDv4", s[0].Keys[0])
 	}
 	for i, a := range s {
-		if len(a.keys) != 1 || a.keys[0] != s[0].keys[0] || a.body != "debit 1500" {
-			t.Errorf("attempt %d: keys %q body %q", i+1, a.keys, a.body)
+		if len(a.Keys) != 1 || a.Keys[0] != s[0].Keys[0] || a.Body != "debit 1500" {
+			t.Errorf("attempt %d: keys %q body %q", i+1, a.Keys, a.Body)
 		}
 	}
 	// A new request is a new operation with a new key.
@@ -80,7 +81,7 @@ func TestRetryableKeyStableAcrossRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if s := rc.Seen(); s[len(s)-1].keys[0] == s[0].keys[0] {
+	if s := rc.Seen(); s[len(s)-1].Keys[0] == s[0].Keys[0] {
 		t.Error("a new request reused the key")
 	}
 }
@@ -88,21 +89,21 @@ func TestRetryableKeyStableAcrossRetries(t *testing.T) {
 func TestRetryableFinalResponses(t *testing.T) {
 	tests := []struct {
 		name     string
-		script   []outcome
+		script   []testkit.Outcome
 		want     int
 		attempts int
 	}{
-		{"422 final", []outcome{status(422), status(201)}, 422, 1},
-		{"400 final", []outcome{status(400), status(201)}, 400, 1},
-		{"501 final", []outcome{status(501), status(201)}, 501, 1},
-		{"409 replayed final", []outcome{statusH(409, saferetry.HeaderReplayed, "true"), status(201)}, 409, 1},
-		{"409 retried", []outcome{status(409), status(201)}, 201, 2},
-		{"503 exhausted returns the response", []outcome{status(503)}, 503, 4},
-		{"429 exhausted returns the response", []outcome{statusH(429, "Retry-After", "0")}, 429, 4},
+		{"422 final", []testkit.Outcome{testkit.Status(422), testkit.Status(201)}, 422, 1},
+		{"400 final", []testkit.Outcome{testkit.Status(400), testkit.Status(201)}, 400, 1},
+		{"501 final", []testkit.Outcome{testkit.Status(501), testkit.Status(201)}, 501, 1},
+		{"409 replayed final", []testkit.Outcome{testkit.StatusH(409, saferetry.HeaderReplayed, "true"), testkit.Status(201)}, 409, 1},
+		{"409 retried", []testkit.Outcome{testkit.Status(409), testkit.Status(201)}, 201, 2},
+		{"503 exhausted returns the response", []testkit.Outcome{testkit.Status(503)}, 503, 4},
+		{"429 exhausted returns the response", []testkit.Outcome{testkit.StatusH(429, "Retry-After", "0")}, 429, 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rc := newRecorder(tt.script...)
+			rc := testkit.NewRecorder(tt.script...)
 			c := newRetryable(t, rc)
 			resp, err := c.Do(rhReq(t, context.Background(), http.MethodPost, "x"))
 			if err != nil {
@@ -139,17 +140,17 @@ func TestRetryableRetryAfterCappedOn409(t *testing.T) {
 }
 
 func TestRetryableKeylessPostNotRetried(t *testing.T) {
-	rc := newRecorder(status(503), status(201))
+	rc := testkit.NewRecorder(testkit.Status(503), testkit.Status(201))
 	c := newRetryable(t, rc, WithKeyMethods())
 	resp, err := c.Do(rhReq(t, context.Background(), http.MethodPost, "x"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != 503 || len(rc.Seen()) != 1 || len(rc.Seen()[0].keys) != 0 {
-		t.Fatalf("status %d after %d attempts, keys %q", resp.StatusCode, len(rc.Seen()), rc.Seen()[0].keys)
+	if resp.StatusCode != 503 || len(rc.Seen()) != 1 || len(rc.Seen()[0].Keys) != 0 {
+		t.Fatalf("status %d after %d attempts, keys %q", resp.StatusCode, len(rc.Seen()), rc.Seen()[0].Keys)
 	}
-	rc2 := newRecorder(fail(errReset), status(201))
+	rc2 := testkit.NewRecorder(testkit.Fail(testkit.ErrReset), testkit.Status(201))
 	c2 := newRetryable(t, rc2, WithKeyMethods())
 	_, err = c2.Do(rhReq(t, context.Background(), http.MethodPost, "x"))
 	if !errors.Is(err, saferetry.ErrOutcomeUnknown) || len(rc2.Seen()) != 1 {
@@ -158,29 +159,29 @@ func TestRetryableKeylessPostNotRetried(t *testing.T) {
 }
 
 func TestRetryableGetRetriedWithoutKey(t *testing.T) {
-	rc := newRecorder(fail(errReset), status(503), status(200))
+	rc := testkit.NewRecorder(testkit.Fail(testkit.ErrReset), testkit.Status(503), testkit.Status(200))
 	c := newRetryable(t, rc)
 	resp, err := c.Do(rhReq(t, context.Background(), http.MethodGet, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != 200 || len(rc.Seen()) != 3 || len(rc.Seen()[0].keys) != 0 {
+	if resp.StatusCode != 200 || len(rc.Seen()) != 3 || len(rc.Seen()[0].Keys) != 0 {
 		t.Fatalf("status %d after %d attempts", resp.StatusCode, len(rc.Seen()))
 	}
 }
 
 func TestRetryableOutcomeUnknown(t *testing.T) {
-	rc := newRecorder(fail(errReset))
+	rc := testkit.NewRecorder(testkit.Fail(testkit.ErrReset))
 	c := newRetryable(t, rc, WithMaxAttempts(3))
 	_, err := c.Do(rhReq(t, saferetry.WithKey(context.Background(), "op-9"), http.MethodPost, "x"))
 	var e *saferetry.Error
-	if !errors.As(err, &e) || !errors.Is(err, saferetry.ErrOutcomeUnknown) || !errors.Is(err, errReset) || e.Key != "op-9" || e.Attempts != 3 {
+	if !errors.As(err, &e) || !errors.Is(err, saferetry.ErrOutcomeUnknown) || !errors.Is(err, testkit.ErrReset) || e.Key != "op-9" || e.Attempts != 3 {
 		t.Fatalf("err %v", err)
 	}
 	for i, s := range rc.Seen() {
-		if len(s.keys) != 1 || s.keys[0] != "op-9" {
-			t.Errorf("attempt %d keys %q", i+1, s.keys)
+		if len(s.Keys) != 1 || s.Keys[0] != "op-9" {
+			t.Errorf("attempt %d keys %q", i+1, s.Keys)
 		}
 	}
 	if strings.Contains(err.Error(), "giving up") {
@@ -189,7 +190,7 @@ func TestRetryableOutcomeUnknown(t *testing.T) {
 }
 
 func TestRetryableInvalidKeyNotSent(t *testing.T) {
-	rc := newRecorder(status(201))
+	rc := testkit.NewRecorder(testkit.Status(201))
 	c := newRetryable(t, rc)
 	_, err := c.Do(rhReq(t, saferetry.WithKey(context.Background(), "bad\x01key"), http.MethodPost, "x"))
 	if !errors.Is(err, saferetry.ErrInvalidKey) || len(rc.Seen()) != 0 {
@@ -198,7 +199,7 @@ func TestRetryableInvalidKeyNotSent(t *testing.T) {
 }
 
 func TestRetryableRedirectLoopIsFinal(t *testing.T) {
-	rc := newRecorder(statusH(302, "Location", "http://api.test/v1/debits"))
+	rc := testkit.NewRecorder(testkit.StatusH(302, "Location", "http://api.test/v1/debits"))
 	c := newRetryable(t, rc)
 	resp, err := c.Do(rhReq(t, context.Background(), http.MethodGet, ""))
 	if resp != nil || err == nil || len(rc.Seen()) != 10 {
@@ -216,9 +217,9 @@ func TestRetryableKeepsPreviousHookAndBudget(t *testing.T) {
 		}
 	}
 	c.RetryWaitMin, c.RetryWaitMax = time.Millisecond, time.Millisecond
-	rc := newRecorder(status(503))
+	rc := testkit.NewRecorder(testkit.Status(503))
 	httpmock.ActivateNonDefault(c.HTTPClient)
-	httpmock.RegisterNoResponder(rc.respond)
+	httpmock.RegisterNoResponder(rc.Respond)
 	orig := c.HTTPClient
 	t.Cleanup(func() { httpmock.DeactivateNonDefault(orig); httpmock.Reset() })
 	Configure(c, WithMaxAttempts(4), WithRetryBudget(10, 5))
@@ -244,17 +245,17 @@ func TestRetryableClientTimeoutRetriedWithKey(t *testing.T) {
 		hangs int // attempts that hang until the client's timeout
 	}{{"second attempt answers", 1}, {"all time out", 1 << 30}} {
 		t.Run(tt.name, func(t *testing.T) {
-			rc := newRecorder(status(201))
+			rc := testkit.NewRecorder(testkit.Status(201))
 			var n atomic.Int32
 			c := newRetryable(t, rc, WithMaxAttempts(3))
 			c.HTTPClient.Timeout = 30 * time.Millisecond
 			httpmock.RegisterNoResponder(func(r *http.Request) (*http.Response, error) {
 				if int(n.Add(1)) <= tt.hangs {
-					rc.respond(r.Clone(context.Background()))
+					rc.Respond(r.Clone(context.Background()))
 					<-r.Context().Done()
 					return nil, r.Context().Err()
 				}
-				return rc.respond(r)
+				return rc.Respond(r)
 			})
 			resp, err := c.Do(rhReq(t, context.Background(), http.MethodPost, "x"))
 			s := rc.Seen()
@@ -266,13 +267,13 @@ func TestRetryableClientTimeoutRetriedWithKey(t *testing.T) {
 			} else {
 				var e *saferetry.Error
 				if resp != nil || !errors.As(err, &e) || !errors.Is(err, saferetry.ErrOutcomeUnknown) || e.Attempts != 3 ||
-					e.Key == "" || e.Key != s[0].keys[0] || len(s) != 3 {
+					e.Key == "" || e.Key != s[0].Keys[0] || len(s) != 3 {
 					t.Fatalf("resp %v err %v after %d attempts; want saferetry.ErrOutcomeUnknown with the key after 3", resp, err, len(s))
 				}
 			}
 			for i, a := range s {
-				if len(a.keys) != 1 || a.keys[0] != s[0].keys[0] {
-					t.Errorf("attempt %d keys %q", i+1, a.keys)
+				if len(a.Keys) != 1 || a.Keys[0] != s[0].Keys[0] {
+					t.Errorf("attempt %d keys %q", i+1, a.Keys)
 				}
 			}
 		})
@@ -281,23 +282,23 @@ func TestRetryableClientTimeoutRetriedWithKey(t *testing.T) {
 
 func TestRetryableNotSentLikeTransport(t *testing.T) {
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
-	rc := newRecorder(fail(refused))
+	rc := testkit.NewRecorder(testkit.Fail(refused))
 	c := newRetryable(t, rc, WithMaxAttempts(3))
 	_, err := c.Do(rhReq(t, context.Background(), http.MethodPost, "x"))
 	var e *saferetry.Error
 	if !errors.As(err, &e) || !errors.Is(err, saferetry.ErrNotSent) || errors.Is(err, saferetry.ErrOutcomeUnknown) || e.Attempts != 3 || len(rc.Seen()) != 3 {
 		t.Fatalf("err %v after %d attempts; want saferetry.ErrNotSent after 3 refused attempts", err, len(rc.Seen()))
 	}
-	// One attempt that may have arrived makes the outcome unknown, even if
+	// One attempt that may have arrived makes the testkit.Outcome unknown, even if
 	// a later one was refused.
-	rc2 := newRecorder(fail(errReset), fail(refused))
+	rc2 := testkit.NewRecorder(testkit.Fail(testkit.ErrReset), testkit.Fail(refused))
 	c2 := newRetryable(t, rc2, WithMaxAttempts(2))
 	_, err = c2.Do(rhReq(t, context.Background(), http.MethodPost, "x"))
 	if !errors.Is(err, saferetry.ErrOutcomeUnknown) {
 		t.Fatalf("err %v; want saferetry.ErrOutcomeUnknown", err)
 	}
 	// A context done before the first attempt sends nothing.
-	rc3 := newRecorder(status(201))
+	rc3 := testkit.NewRecorder(testkit.Status(201))
 	c3 := newRetryable(t, rc3)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -310,7 +311,7 @@ func TestRetryableNotSentLikeTransport(t *testing.T) {
 func TestRetryableBudgetRefundedAfterSuccessfulRetry(t *testing.T) {
 	// As with Transport: a retry that leads to success is paid back, so a
 	// budget of 10 (cost 5) affords two retries again for the next request.
-	rc := newRecorder(status(503), status(201), status(503), status(503), status(503), status(201))
+	rc := testkit.NewRecorder(testkit.Status(503), testkit.Status(201), testkit.Status(503), testkit.Status(503), testkit.Status(503), testkit.Status(201))
 	c := newRetryable(t, rc, WithRetryBudget(10, 5), WithMaxAttempts(4))
 	for i, want := range []int{201, 503} {
 		resp, err := c.Do(rhReq(t, context.Background(), http.MethodPost, "x"))
@@ -328,7 +329,7 @@ func TestRetryableBudgetRefundedAfterSuccessfulRetry(t *testing.T) {
 }
 
 func TestRetryableHeaderMapNotWritten(t *testing.T) {
-	rc := newRecorder(status(503), status(201))
+	rc := testkit.NewRecorder(testkit.Status(503), testkit.Status(201))
 	c := newRetryable(t, rc)
 	shared := http.Header{"X-Trace": {"abc"}}
 	req := rhReq(t, context.Background(), http.MethodPost, "x")
@@ -342,25 +343,25 @@ func TestRetryableHeaderMapNotWritten(t *testing.T) {
 		t.Fatalf("the caller's header map was written: %v", shared)
 	}
 	s := rc.Seen()
-	if len(s) != 2 || s[0].header.Get("X-Trace") != "abc" || len(s[0].keys) != 1 {
+	if len(s) != 2 || s[0].Header.Get("X-Trace") != "abc" || len(s[0].Keys) != 1 {
 		t.Fatalf("attempts %+v", s)
 	}
 	// The request now carries its key: doing it again repeats the operation.
-	if got := req.Header.Get(saferetry.HeaderIdempotencyKey); got != s[0].keys[0] {
-		t.Fatalf("request header key %q, want %q", got, s[0].keys[0])
+	if got := req.Header.Get(saferetry.HeaderIdempotencyKey); got != s[0].Keys[0] {
+		t.Fatalf("request header key %q, want %q", got, s[0].Keys[0])
 	}
 	resp, err = c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if s := rc.Seen(); len(s) != 3 || s[2].keys[0] != s[0].keys[0] {
+	if s := rc.Seen(); len(s) != 3 || s[2].Keys[0] != s[0].Keys[0] {
 		t.Fatalf("a repeated request changed key: %+v", s)
 	}
 }
 
 func TestRetryableURLWithoutHostIsFinal(t *testing.T) {
-	rc := newRecorder(status(201))
+	rc := testkit.NewRecorder(testkit.Status(201))
 	c := newRetryable(t, rc)
 	req, err := retryablehttp.NewRequest(http.MethodGet, "http:///v1/debits", nil)
 	if err != nil {
@@ -375,15 +376,15 @@ func TestRetryableURLWithoutHostIsFinal(t *testing.T) {
 func TestRetryableNoWaitPastDeadline(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
-		script outcome
+		script testkit.Outcome
 		long   func(c *retryablehttp.Client)
 	}{
-		{"backoff", status(503), func(c *retryablehttp.Client) { c.RetryWaitMin, c.RetryWaitMax = time.Hour, time.Hour }},
-		{"retry-after", statusH(429, "Retry-After", "3600"), func(*retryablehttp.Client) {}},
-		{"transport error", fail(errReset), func(c *retryablehttp.Client) { c.RetryWaitMin, c.RetryWaitMax = time.Hour, time.Hour }},
+		{"backoff", testkit.Status(503), func(c *retryablehttp.Client) { c.RetryWaitMin, c.RetryWaitMax = time.Hour, time.Hour }},
+		{"retry-after", testkit.StatusH(429, "Retry-After", "3600"), func(*retryablehttp.Client) {}},
+		{"transport error", testkit.Fail(testkit.ErrReset), func(c *retryablehttp.Client) { c.RetryWaitMin, c.RetryWaitMax = time.Hour, time.Hour }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			rc := newRecorder(tt.script, status(201))
+			rc := testkit.NewRecorder(tt.script, testkit.Status(201))
 			c := newRetryable(t, rc, WithMaxRetryAfter(time.Hour))
 			tt.long(c)
 			// Without the check, retryablehttp would wait out the deadline
@@ -394,15 +395,15 @@ func TestRetryableNoWaitPastDeadline(t *testing.T) {
 			if len(rc.Seen()) != 1 {
 				t.Fatalf("%d attempts", len(rc.Seen()))
 			}
-			if tt.script.err != nil {
+			if tt.script.Err != nil {
 				var e *saferetry.Error
 				if !errors.As(err, &e) || !errors.Is(err, saferetry.ErrOutcomeUnknown) || e.Key == "" || e.Attempts != 1 {
 					t.Fatalf("err %v; want saferetry.ErrOutcomeUnknown with the key at once", err)
 				}
 				return
 			}
-			if err != nil || resp.StatusCode != tt.script.status {
-				t.Fatalf("err %v; want the %d at once", err, tt.script.status)
+			if err != nil || resp.StatusCode != tt.script.Status {
+				t.Fatalf("err %v; want the %d at once", err, tt.script.Status)
 			}
 			resp.Body.Close()
 		})

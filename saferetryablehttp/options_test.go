@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/saferetry/saferetry"
+	"github.com/saferetry/saferetry/internal/testkit"
 )
 
 func TestDefaultAttempts(t *testing.T) {
@@ -42,7 +43,7 @@ func TestDefaultAttempts(t *testing.T) {
 // costs nothing: a budget of 10 at cost 5 pays for the one retry of each of
 // two requests of two attempts.
 func TestBudgetNotSpentOnTheLastAttempt(t *testing.T) {
-	rc := newRecorder(status(503))
+	rc := testkit.NewRecorder(testkit.Status(503))
 	c := newRetryable(t, rc, WithRetryBudget(10, 5), WithMaxAttempts(2))
 	for i := 0; i < 2; i++ {
 		resp, err := c.Do(rhReq(t, context.Background(), http.MethodPost, "x"))
@@ -57,7 +58,7 @@ func TestBudgetNotSpentOnTheLastAttempt(t *testing.T) {
 }
 
 func TestClassifierAndStructuredKeyApply(t *testing.T) {
-	rc := newRecorder(status(400), status(201))
+	rc := testkit.NewRecorder(testkit.Status(400), testkit.Status(201))
 	c := newRetryable(t, rc, WithStructuredKey(true), WithClassifier(func(_ *http.Request, resp *http.Response, _ error) saferetry.Decision {
 		if resp != nil && resp.StatusCode == 400 {
 			return saferetry.DecisionRetry
@@ -74,14 +75,14 @@ func TestClassifierAndStructuredKeyApply(t *testing.T) {
 		t.Fatalf("status %d after %d attempts; want the classifier to retry the 400", resp.StatusCode, len(s))
 	}
 	for i, a := range s {
-		if len(a.keys) != 1 || a.keys[0] != `"order-7"` {
-			t.Errorf("attempt %d keys %q, want the sf-string", i+1, a.keys)
+		if len(a.Keys) != 1 || a.Keys[0] != `"order-7"` {
+			t.Errorf("attempt %d keys %q, want the sf-string", i+1, a.Keys)
 		}
 	}
 }
 
 func TestSuppliedKeyWithEdgeSpaceRefused(t *testing.T) {
-	rc := newRecorder(status(201))
+	rc := testkit.NewRecorder(testkit.Status(201))
 	c := newRetryable(t, rc)
 	_, err := c.Do(rhReq(t, saferetry.WithKey(context.Background(), " order-8"), http.MethodPost, "x"))
 	if !errors.Is(err, saferetry.ErrInvalidKey) || len(rc.Seen()) != 0 {

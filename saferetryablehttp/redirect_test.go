@@ -7,13 +7,14 @@ import (
 	"testing"
 
 	"github.com/saferetry/saferetry"
+	"github.com/saferetry/saferetry/internal/testkit"
 )
 
 // TestRetryableCrossOriginRedirectRefused: a 307 to another origin would
 // resend the body and key there; the hop is not sent, not retried, and the
 // error says why, with the key.
 func TestRetryableCrossOriginRedirectRefused(t *testing.T) {
-	rc := newRecorder(statusH(http.StatusTemporaryRedirect, "Location", "http://elsewhere.test/v2/debits"), status(201))
+	rc := testkit.NewRecorder(testkit.StatusH(http.StatusTemporaryRedirect, "Location", "http://elsewhere.test/v2/debits"), testkit.Status(201))
 	c := newRetryable(t, rc)
 	_, err := c.Do(rhReq(t, context.Background(), http.MethodPost, "card 4242"))
 	var e *saferetry.Error
@@ -21,7 +22,7 @@ func TestRetryableCrossOriginRedirectRefused(t *testing.T) {
 		t.Fatalf("err = %v, want ErrCrossOriginRedirect (ErrNotSent)", err)
 	}
 	s := rc.Seen()
-	if len(s) != 1 || len(s[0].keys) != 1 || e.Key != s[0].keys[0] {
+	if len(s) != 1 || len(s[0].Keys) != 1 || e.Key != s[0].Keys[0] {
 		t.Fatalf("round trips %+v, error key %q: want only the first hop, and its key in the error", s, e.Key)
 	}
 }
@@ -30,23 +31,23 @@ func TestRetryableCrossOriginRedirectRefused(t *testing.T) {
 // the other origin without the key; with WithCrossOriginRedirects a 308
 // takes the key and body along.
 func TestRetryableCrossOriginRedirectWithoutBody(t *testing.T) {
-	rc := newRecorder(statusH(http.StatusSeeOther, "Location", "http://cdn.test/receipts/7"), status(200))
+	rc := testkit.NewRecorder(testkit.StatusH(http.StatusSeeOther, "Location", "http://cdn.test/receipts/7"), testkit.Status(200))
 	resp, err := newRetryable(t, rc).Do(rhReq(t, context.Background(), http.MethodPost, "x"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if s := rc.Seen(); len(s) != 2 || len(s[0].keys) != 1 || len(s[1].keys) != 0 {
+	if s := rc.Seen(); len(s) != 2 || len(s[0].Keys) != 1 || len(s[1].Keys) != 0 {
 		t.Fatalf("round trips %+v, want the GET elsewhere without a key", s)
 	}
 
-	rc = newRecorder(statusH(http.StatusPermanentRedirect, "Location", "http://elsewhere.test/v2/debits"), status(201))
+	rc = testkit.NewRecorder(testkit.StatusH(http.StatusPermanentRedirect, "Location", "http://elsewhere.test/v2/debits"), testkit.Status(201))
 	resp, err = newRetryable(t, rc, WithCrossOriginRedirects(true)).Do(rhReq(t, context.Background(), http.MethodPost, "card 4242"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if s := rc.Seen(); len(s) != 2 || len(s[1].keys) != 1 || s[1].keys[0] != s[0].keys[0] || s[1].body != "card 4242" {
+	if s := rc.Seen(); len(s) != 2 || len(s[1].Keys) != 1 || s[1].Keys[0] != s[0].Keys[0] || s[1].Body != "card 4242" {
 		t.Fatalf("round trips %+v, want the key and body followed", s)
 	}
 }
