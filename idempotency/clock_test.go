@@ -28,15 +28,7 @@ func TestLeaseKeptOnFakeTime(t *testing.T) {
 	const lease = 10 * time.Second
 	clk := clock.NewManual(fakeStart)
 	st, renewals := renewCounted(t, clk)
-	started, release := make(chan struct{}), make(chan struct{})
-	app := &counter{}
-	app.before = func(http.ResponseWriter, *http.Request) int {
-		if app.calls.Load() == 1 {
-			close(started)
-			<-release
-		}
-		return 0
-	}
+	app, started, release := blockFirst()
 	h := idempotency.Middleware(st, idempotency.WithLease(lease), idempotency.WithClock(clk))(app)
 	first := make(chan string, 1)
 	go func() { first <- post(h, "k", `{}`).Body.String() }()

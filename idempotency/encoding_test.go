@@ -42,6 +42,31 @@ type rawResponse struct {
 // server sent.
 func postRaw(t *testing.T, url, key, acceptEncoding string) rawResponse {
 	t.Helper()
+	resp, body := postOver(t, &http.Transport{DisableCompression: true}, url, key, acceptEncoding)
+	return rawResponse{status: resp.StatusCode, header: resp.Header, body: body}
+}
+
+// postDecoded sends a protected POST through net/http's default transport
+// behaviour (it asks for gzip and decodes) and returns the decoded JSON
+// document and whether the transport decoded it.
+func postDecoded(t *testing.T, url, key string) (doc map[string]any, replayed, uncompressed bool) {
+	t.Helper()
+	resp, body := postOver(t, &http.Transport{}, url, key, "")
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("status %d, want 201", resp.StatusCode)
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		t.Fatalf("body does not decode as JSON (Content-Encoding %q, %d bytes): %v",
+			resp.Header.Get("Content-Encoding"), len(body), err)
+	}
+	return doc, resp.Header.Get(idempotency.HeaderReplayed) == "true", resp.Uncompressed
+}
+
+// postOver POSTs {"amount":1} under key to url through tr, with the given
+// Accept-Encoding ("" sets none), and returns the response with its body
+// read and closed.
+func postOver(t *testing.T, tr *http.Transport, url, key, acceptEncoding string) (*http.Response, []byte) {
+	t.Helper()
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, url, strings.NewReader(`{"amount":1}`))
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +76,7 @@ func postRaw(t *testing.T, url, key, acceptEncoding string) rawResponse {
 	if acceptEncoding != "" {
 		req.Header.Set("Accept-Encoding", acceptEncoding)
 	}
-	c := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	c := &http.Client{Transport: tr}
 	defer c.CloseIdleConnections()
 	resp, err := c.Do(req)
 	if err != nil {
@@ -62,39 +87,7 @@ func postRaw(t *testing.T, url, key, acceptEncoding string) rawResponse {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rawResponse{status: resp.StatusCode, header: resp.Header, body: body}
-}
-
-// postDecoded sends a protected POST through net/http's default transport
-// behaviour (it asks for gzip and decodes) and returns the decoded JSON
-// document and whether the transport decoded it.
-func postDecoded(t *testing.T, url, key string) (doc map[string]any, replayed, uncompressed bool) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, url, strings.NewReader(`{"amount":1}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(idempotency.HeaderIdempotencyKey, key)
-	c := &http.Client{Transport: &http.Transport{}}
-	defer c.CloseIdleConnections()
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("status %d, want 201", resp.StatusCode)
-	}
-	if err := json.Unmarshal(body, &doc); err != nil {
-		t.Fatalf("body does not decode as JSON (Content-Encoding %q, %d bytes): %v",
-			resp.Header.Get("Content-Encoding"), len(body), err)
-	}
-	return doc, resp.Header.Get(idempotency.HeaderReplayed) == "true", resp.Uncompressed
+	return resp, body
 }
 
 func gunzip(t *testing.T, b []byte) []byte {

@@ -24,6 +24,33 @@ func newStore(t testing.TB, opts ...memstore.Option) *memstore.Store {
 	return s
 }
 
+// blockFirst returns a counter whose first execution closes started and
+// then waits for release to be closed; later executions run at once.
+func blockFirst() (app *counter, started, release chan struct{}) {
+	started, release = make(chan struct{}), make(chan struct{})
+	app = &counter{}
+	app.before = func(http.ResponseWriter, *http.Request) int {
+		if app.calls.Load() == 1 {
+			close(started)
+			<-release
+		}
+		return 0
+	}
+	return app, started, release
+}
+
+// blockEach returns a counter each of whose executions closes started
+// (so a second execution panics) and waits for release to be closed.
+func blockEach() (app *counter, started, release chan struct{}) {
+	started, release = make(chan struct{}), make(chan struct{})
+	app = &counter{before: func(http.ResponseWriter, *http.Request) int {
+		close(started)
+		<-release
+		return 0
+	}}
+	return app, started, release
+}
+
 // counter is an application handler that counts its executions and answers
 // 201 with a body naming the execution and echoing the request body.
 type counter struct {

@@ -178,12 +178,7 @@ func TestOpenAPIMiddlewareAnswers(t *testing.T) {
 	checkAnswer(t, doc, post(h, "k3", mid), http.StatusGone, "k3", mid)
 
 	// In progress: the first request holds the key while a second comes.
-	started, release := make(chan struct{}), make(chan struct{})
-	blocking := &counter{before: func(http.ResponseWriter, *http.Request) int {
-		close(started)
-		<-release
-		return 0
-	}}
+	blocking, started, release := blockEach()
 	hb := idempotency.Middleware(newStore(t), opts...)(blocking)
 	done := make(chan *httptest.ResponseRecorder)
 	go func() { done <- post(hb, "k4", `{}`) }()

@@ -216,15 +216,7 @@ func TestTTLShorterThanHandler(t *testing.T) {
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 	st := newStore(t, memstore.WithClock(clock))
 
-	started, release := make(chan struct{}), make(chan struct{})
-	app := &counter{}
-	app.before = func(http.ResponseWriter, *http.Request) int {
-		if app.calls.Load() == 1 {
-			close(started)
-			<-release
-		}
-		return 0
-	}
+	app, started, release := blockFirst()
 	h := idempotency.Middleware(st, idempotency.WithTTL(100*time.Millisecond), idempotency.WithLease(time.Minute))(app)
 
 	first := make(chan int)

@@ -257,12 +257,7 @@ func TestTransactionalMode(t *testing.T) {
 	})
 	t.Run("in progress answers 409 without holding a transaction", func(t *testing.T) {
 		st := &fakeTxStore{Store: newStore(t)}
-		started, release := make(chan struct{}), make(chan struct{})
-		app := &counter{before: func(http.ResponseWriter, *http.Request) int {
-			close(started)
-			<-release
-			return 0
-		}}
+		app, started, release := blockEach()
 		mw := idempotency.Middleware(st)(app)
 		done := make(chan struct{})
 		go func() { post(mw, "k", `{}`); close(done) }()

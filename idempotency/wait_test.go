@@ -18,15 +18,7 @@ import (
 // replay once it completes.
 func TestWaitersBounded(t *testing.T) {
 	const waiters, duplicates = 3, 10
-	started, release := make(chan struct{}), make(chan struct{})
-	app := &counter{}
-	app.before = func(http.ResponseWriter, *http.Request) int {
-		if app.calls.Load() == 1 {
-			close(started)
-			<-release
-		}
-		return 0
-	}
+	app, started, release := blockFirst()
 	h := idempotency.Middleware(newStore(t), idempotency.WithWaitForResult(testenv.Patience),
 		idempotency.WithMaxWaiters(waiters))(app)
 	first := make(chan string, 1)
@@ -121,15 +113,7 @@ func TestWaitWokenByWatcher(t *testing.T) {
 	var claims atomic.Int64
 	inner := &faultyStore{Store: newStore(t)}
 	st := &watchingStore{Store: inner}
-	started, release := make(chan struct{}), make(chan struct{})
-	app := &counter{}
-	app.before = func(http.ResponseWriter, *http.Request) int {
-		if app.calls.Load() == 1 {
-			close(started)
-			<-release // held until the waiter watches
-		}
-		return 0
-	}
+	app, started, release := blockFirst() // the first is held until the waiter watches
 	h := idempotency.Middleware(st, idempotency.WithWaitForResult(testenv.Patience))(app)
 	first := make(chan string, 1)
 	go func() { first <- post(h, "k", `{}`).Body.String() }()
@@ -204,13 +188,7 @@ func TestWaitForResult(t *testing.T) {
 	})
 	t.Run("bounded", func(t *testing.T) {
 		st := newStore(t)
-		started := make(chan struct{})
-		release := make(chan struct{})
-		app := &counter{before: func(http.ResponseWriter, *http.Request) int {
-			close(started)
-			<-release
-			return 0
-		}}
+		app, started, release := blockEach()
 		h := idempotency.Middleware(st, idempotency.WithWaitForResult(30*time.Millisecond))(app)
 		firstDone := make(chan struct{})
 		go func() { post(h, "k", `{}`); close(firstDone) }()
@@ -226,13 +204,7 @@ func TestWaitForResult(t *testing.T) {
 	})
 	t.Run("context cancels the wait", func(t *testing.T) {
 		st := newStore(t)
-		started := make(chan struct{})
-		release := make(chan struct{})
-		app := &counter{before: func(http.ResponseWriter, *http.Request) int {
-			close(started)
-			<-release
-			return 0
-		}}
+		app, started, release := blockEach()
 		h := idempotency.Middleware(st, idempotency.WithWaitForResult(time.Hour))(app)
 		firstDone := make(chan struct{})
 		go func() { post(h, "k", `{}`); close(firstDone) }()
