@@ -26,16 +26,30 @@ func newCanned() cannedBase {
 	return cannedBase{&http.Response{StatusCode: 201, Header: http.Header{}, Body: http.NoBody, Request: req}}
 }
 
+// benchPayload is the body of the benchmarks' POSTs.
+var benchPayload = []byte(`{"account":"acc-1","amount":1500}`)
+
+// newLoopback starts a loopback HTTP/1.1 server that reads the request
+// body and answers 201 {"id":"d-1"}, closed at the end of b.
+func newLoopback(b *testing.B) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"id":"d-1"}`))
+	}))
+	b.Cleanup(srv.Close)
+	return srv
+}
+
 // BenchmarkOverhead is the Transport's own cost for one logical POST that
 // succeeds at once (key generation, clone, classification, budget),
 // against calling the same canned base directly.
 func BenchmarkOverhead(b *testing.B) {
-	payload := []byte(`{"account":"acc-1","amount":1500}`)
 	base := newCanned()
 	run := func(b *testing.B, rt http.RoundTripper) {
 		b.ReportAllocs()
 		for b.Loop() {
-			req, _ := http.NewRequest(http.MethodPost, "http://api.test/v1/debits", bytes.NewReader(payload))
+			req, _ := http.NewRequest(http.MethodPost, "http://api.test/v1/debits", bytes.NewReader(benchPayload))
 			resp, err := rt.RoundTrip(req)
 			if err != nil || resp.StatusCode != 201 {
 				b.Fatal(err)
@@ -50,13 +64,7 @@ func BenchmarkOverhead(b *testing.B) {
 // through a bare http.Client, the saferetry Transport and Client, and go-retryablehttp
 // (stock, and configured by saferetryablehttp.Configure).
 func BenchmarkLoopback(b *testing.B) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.WriteHeader(http.StatusCreated)
-		_, _ = w.Write([]byte(`{"id":"d-1"}`))
-	}))
-	defer srv.Close()
-	payload := []byte(`{"account":"acc-1","amount":1500}`)
+	srv := newLoopback(b)
 	newBase := func() *http.Transport {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = 16
@@ -75,7 +83,7 @@ func BenchmarkLoopback(b *testing.B) {
 	runHTTP := func(b *testing.B, c *http.Client) {
 		b.ReportAllocs()
 		for b.Loop() {
-			req, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(payload))
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(benchPayload))
 			resp, err := c.Do(req)
 			finish(b, resp, err)
 		}
@@ -83,7 +91,7 @@ func BenchmarkLoopback(b *testing.B) {
 	runRetryable := func(b *testing.B, c *retryablehttp.Client) {
 		b.ReportAllocs()
 		for b.Loop() {
-			req, _ := retryablehttp.NewRequest(http.MethodPost, srv.URL, payload)
+			req, _ := retryablehttp.NewRequest(http.MethodPost, srv.URL, benchPayload)
 			resp, err := c.Do(req)
 			finish(b, resp, err)
 		}
@@ -98,7 +106,7 @@ func BenchmarkLoopback(b *testing.B) {
 		c := &http.Client{Transport: newBase()}
 		b.ReportAllocs()
 		for b.Loop() {
-			req, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(payload))
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(benchPayload))
 			req.Header.Set(saferetry.HeaderIdempotencyKey, uuid.NewString())
 			resp, err := c.Do(req)
 			finish(b, resp, err)
@@ -111,7 +119,7 @@ func BenchmarkLoopback(b *testing.B) {
 		c := saferetry.NewClient(saferetry.WithBase(newBase()))
 		b.ReportAllocs()
 		for b.Loop() {
-			req, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(payload))
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(benchPayload))
 			resp, err := c.Do(req)
 			finish(b, resp, err)
 		}
@@ -140,19 +148,13 @@ func BenchmarkLoopback(b *testing.B) {
 //
 //	go test -run '^$' -bench LoopbackRatio -benchtime 40000x .
 func BenchmarkLoopbackRatio(b *testing.B) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.WriteHeader(http.StatusCreated)
-		_, _ = w.Write([]byte(`{"id":"d-1"}`))
-	}))
-	defer srv.Close()
-	payload := []byte(`{"account":"acc-1","amount":1500}`)
+	srv := newLoopback(b)
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	defer base.CloseIdleConnections()
 	send := func(b *testing.B, do func(*http.Request) (*http.Response, error), key bool) func(n int) {
 		return func(n int) {
 			for range n {
-				req, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(payload))
+				req, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(benchPayload))
 				if key {
 					req.Header.Set(saferetry.HeaderIdempotencyKey, uuid.NewString())
 				}
