@@ -23,22 +23,12 @@ import (
 // close.
 type payments struct {
 	executions atomic.Int64
-	hold       chan struct{}
-	entered    chan struct{}
-	once       sync.Once
+	holdFirst
 }
 
 func (p *payments) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n := p.executions.Add(1)
-	if p.hold != nil {
-		// Only the first execution waits, so that a test of a broken
-		// set-up fails instead of hanging.
-		held := false
-		p.once.Do(func() { close(p.entered); held = true })
-		if held {
-			<-p.hold
-		}
-	}
+	p.wait()
 	body, _ := io.ReadAll(r.Body)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Location", fmt.Sprintf("/payments/%d", n))

@@ -27,6 +27,27 @@ type front struct {
 	seen []seen
 }
 
+// holdFirst holds a handler's first execution: once hold is set, the
+// first wait after it closes entered and waits for hold to close.
+type holdFirst struct {
+	hold    chan struct{}
+	entered chan struct{}
+	once    sync.Once
+}
+
+func (h *holdFirst) wait() {
+	if h.hold == nil {
+		return
+	}
+	// Only the first execution waits, so that a test of a broken set-up
+	// fails instead of hanging.
+	held := false
+	h.once.Do(func() { close(h.entered); held = true })
+	if held {
+		<-h.hold
+	}
+}
+
 // seen is what one request carried, as the server saw it.
 type seen struct {
 	Key   string

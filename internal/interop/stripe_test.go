@@ -22,9 +22,7 @@ import (
 // is set, the first execution signals entered and waits for hold to close.
 type stripeAPI struct {
 	executions atomic.Int64
-	hold       chan struct{}
-	entered    chan struct{}
-	once       sync.Once
+	holdFirst
 
 	mu      sync.Mutex
 	written [][]byte
@@ -32,15 +30,7 @@ type stripeAPI struct {
 
 func (a *stripeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n := a.executions.Add(1)
-	if a.hold != nil {
-		// Only the first execution waits, so that a test of a broken
-		// set-up fails instead of hanging.
-		held := false
-		a.once.Do(func() { close(a.entered); held = true })
-		if held {
-			<-a.hold
-		}
-	}
+	a.wait()
 	body := fmt.Appendf(nil, `{"id":"cus_%d","object":"customer","email":%q}`, n, r.PostFormValue("email"))
 	a.mu.Lock()
 	a.written = append(a.written, body)
@@ -125,7 +115,7 @@ func TestStripeGoLostAnswerIsReplayed(t *testing.T) {
 // (needless: each retry is answered 422 again and nothing runs). The handler
 // runs once throughout, and the retry after the first finished is a replay.
 func TestStripeGoRetriesProblemAnswers(t *testing.T) {
-	api := &stripeAPI{hold: make(chan struct{}), entered: make(chan struct{})}
+	api := &stripeAPI{holdFirst: holdFirst{hold: make(chan struct{}), entered: make(chan struct{})}}
 	srv, f := newStripeServer(t, api)
 	// Released before the server closes (cleanups run last in, first out),
 	// so that a failing test does not wait on the held request forever.
