@@ -130,6 +130,16 @@ func newTxStore(tb testing.TB, pool *pgxpool.Pool, opts ...pgstore.Option) *pgst
 	return s
 }
 
+// newBizTxStore returns a pool of t's own, a transactional store on it
+// with a fresh table, the name of a business table beside that table (see
+// bizTable), and a context for t.
+func newBizTxStore(t *testing.T) (*pgxpool.Pool, *pgstore.TxStore, string, context.Context) {
+	t.Helper()
+	pool := newPool(t)
+	s := newTxStore(t, pool)
+	return pool, s, bizTable(t, pool, s), ctxT(t)
+}
+
 // ctxT returns a context bounded well under the package's test budget.
 func ctxT(tb testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -48,10 +48,7 @@ func beginClaim(t *testing.T, s *pgstore.TxStore, k idempotency.Key, fp string) 
 }
 
 func TestTxCommitMakesWritesAndRecordVisibleTogether(t *testing.T) {
-	pool := newPool(t)
-	s := newTxStore(t, pool)
-	biz := bizTable(t, pool, s)
-	ctx := ctxT(t)
+	pool, s, biz, ctx := newBizTxStore(t)
 	k := key("commit")
 	tx, r := beginClaim(t, s, k, "fp")
 	if !r.Acquired || r.Token <= 0 || r.TookOver {
@@ -102,10 +99,7 @@ func TestTxCommitMakesWritesAndRecordVisibleTogether(t *testing.T) {
 }
 
 func TestTxRollbackLeavesNothing(t *testing.T) {
-	pool := newPool(t)
-	s := newTxStore(t, pool)
-	biz := bizTable(t, pool, s)
-	ctx := ctxT(t)
+	pool, s, biz, ctx := newBizTxStore(t)
 	k := key("rollback")
 	tx, r := beginClaim(t, s, k, "fp")
 	ptx, _ := pgstore.TxFromContext(tx.Context(ctx))

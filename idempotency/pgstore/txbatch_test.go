@@ -218,10 +218,7 @@ func TestTxReadCommittedWhateverTheSessionDefault(t *testing.T) {
 // claim (as tests of handlers do) begins at its first statement and
 // commits or rolls back with the Tx.
 func TestTxContextBeforeClaim(t *testing.T) {
-	pool := newPool(t)
-	s := newTxStore(t, pool)
-	biz := bizTable(t, pool, s)
-	ctx := ctxT(t)
+	pool, s, biz, ctx := newBizTxStore(t)
 	for _, commit := range []bool{false, true} {
 		tx, err := s.BeginTx(ctx)
 		if err != nil {

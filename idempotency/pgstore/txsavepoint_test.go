@@ -56,10 +56,7 @@ func TestTxHandlerSavepointRefusedAfterCommit(t *testing.T) {
 // TestTxSavepointsWorkInTheHandler checks that savepoints begun on the
 // handler's transaction commit and roll back within it.
 func TestTxSavepointsWorkInTheHandler(t *testing.T) {
-	pool := newPool(t)
-	s := newTxStore(t, pool)
-	biz := bizTable(t, pool, s)
-	ctx := ctxT(t)
+	pool, s, biz, ctx := newBizTxStore(t)
 	k := key("savepoints")
 	tx, r := beginClaim(t, s, k, "fp")
 	ptx, _ := pgstore.TxFromContext(tx.Context(ctx))
