@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -34,4 +35,18 @@ func PostgresTable(tb testing.TB, pool *pgxpool.Pool, prefix string) string {
 		}
 	})
 	return name
+}
+
+// PostgresTx begins a transaction on pool that holds its rows and locks
+// uncommitted while tb runs, and rolls it back when tb ends (nothing to do
+// if tb committed or rolled it back itself). Register it after the pool and
+// the tables, so that the rollback runs before the tables are dropped.
+func PostgresTx(tb testing.TB, pool *pgxpool.Pool) pgx.Tx {
+	tb.Helper()
+	tx, err := pool.Begin(context.Background())
+	if err != nil {
+		tb.Fatalf("testenv: begin: %v", err)
+	}
+	tb.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	return tx
 }

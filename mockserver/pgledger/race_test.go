@@ -44,6 +44,15 @@ func joined(t *testing.T, pool *pgxpool.Pool) (context.Context, idempotency.Tx) 
 	return tx.Context(ctx), tx
 }
 
+// onFreshTable runs f as the subtest name, with a pool of its own and a
+// fresh ledger table on it.
+func onFreshTable(t *testing.T, name string, f func(t *testing.T, admin *pgxpool.Pool, table string)) {
+	t.Run(name, func(t *testing.T) {
+		admin := newPool(t)
+		f(t, admin, newTable(t, admin))
+	})
+}
+
 type result struct {
 	p     mockserver.Payment
 	found bool
@@ -65,10 +74,7 @@ func payAsync(ctx context.Context, l *pgledger.Ledger, ref string, p mockserver.
 func TestPayWaitsForTheUncommittedPayment(t *testing.T) {
 	testenv.PostgresURL(t)
 	for _, commit := range []bool{true, false} {
-		name := map[bool]string{true: "commit", false: "rollback"}[commit]
-		t.Run(name, func(t *testing.T) {
-			admin := newPool(t)
-			table := newTable(t, admin)
+		onFreshTable(t, map[bool]string{true: "commit", false: "rollback"}[commit], func(t *testing.T, admin *pgxpool.Pool, table string) {
 			opening := map[string]int64{"EUR": 1000}
 			first := pgledger.New(admin, table, opening)
 			hctx, tx := joined(t, admin)
@@ -106,16 +112,9 @@ func TestPayWaitsForTheUncommittedPayment(t *testing.T) {
 func TestUniqueRefIsTheBackstop(t *testing.T) {
 	testenv.PostgresURL(t)
 	for _, inTx := range []bool{false, true} {
-		name := map[bool]string{false: "own transaction", true: "caller's transaction"}[inTx]
-		t.Run(name, func(t *testing.T) {
-			admin := newPool(t)
-			table := newTable(t, admin)
+		onFreshTable(t, map[bool]string{false: "own transaction", true: "caller's transaction"}[inTx], func(t *testing.T, admin *pgxpool.Pool, table string) {
 			ctx := ctxT(t)
-			raw, err := admin.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer raw.Rollback(context.Background())
+			raw := testenv.PostgresTx(t, admin)
 			if _, err := raw.Exec(ctx, `INSERT INTO "`+table+`_payments"
 				(id, ref, idempotency_key, amount, currency, recipient, status, created)
 				VALUES ('pay_raw', 'ref', 'k', 5, 'EUR', 'r', 'succeeded', now())`); err != nil {
