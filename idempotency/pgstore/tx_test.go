@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/saferetry/saferetry/idempotency"
@@ -47,18 +48,51 @@ func beginClaim(t *testing.T, s *pgstore.TxStore, k idempotency.Key, fp string) 
 	return tx, r
 }
 
-func TestTxCommitMakesWritesAndRecordVisibleTogether(t *testing.T) {
-	pool, s, biz, ctx := newBizTxStore(t)
-	k := key("commit")
+// acquire is beginClaim of k with fingerprint "fp" that must acquire k: it
+// also returns the pgx.Tx the handler finds in the transaction's context.
+func acquire(t *testing.T, s *pgstore.TxStore, k idempotency.Key) (idempotency.Tx, idempotency.ClaimResult, pgx.Tx) {
+	t.Helper()
 	tx, r := beginClaim(t, s, k, "fp")
-	if !r.Acquired || r.Token <= 0 || r.TookOver {
+	if !r.Acquired {
 		t.Fatalf("Claim = %+v", r)
 	}
-	hctx := tx.Context(ctx)
-	ptx, ok := pgstore.TxFromContext(hctx)
+	return tx, r, handlerTx(t, tx)
+}
+
+// handlerTx returns the pgx.Tx a handler finds in tx's context.
+func handlerTx(t *testing.T, tx idempotency.Tx) pgx.Tx {
+	t.Helper()
+	ptx, ok := pgstore.TxFromContext(tx.Context(context.Background()))
 	if !ok {
 		t.Fatal("TxFromContext found no transaction in the handler's context")
 	}
+	return ptx
+}
+
+// endTx commits tx if commit is set and rolls it back otherwise: a
+// request's transaction or a handler's savepoint.
+func endTx(t *testing.T, tx interface {
+	Commit(context.Context) error
+	Rollback(context.Context) error
+}, commit bool) {
+	t.Helper()
+	end := tx.Rollback
+	if commit {
+		end = tx.Commit
+	}
+	if err := end(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTxCommitMakesWritesAndRecordVisibleTogether(t *testing.T) {
+	pool, s, biz, ctx := newBizTxStore(t)
+	k := key("commit")
+	tx, r, ptx := acquire(t, s, k)
+	if r.Token <= 0 || r.TookOver {
+		t.Fatalf("Claim = %+v", r)
+	}
+	hctx := tx.Context(ctx)
 	if _, err := ptx.Exec(hctx, `INSERT INTO "`+biz+`" (id) VALUES ('order-1')`); err != nil {
 		t.Fatal(err)
 	}
@@ -101,8 +135,7 @@ func TestTxCommitMakesWritesAndRecordVisibleTogether(t *testing.T) {
 func TestTxRollbackLeavesNothing(t *testing.T) {
 	pool, s, biz, ctx := newBizTxStore(t)
 	k := key("rollback")
-	tx, r := beginClaim(t, s, k, "fp")
-	ptx, _ := pgstore.TxFromContext(tx.Context(ctx))
+	tx, r, ptx := acquire(t, s, k)
 	if _, err := ptx.Exec(ctx, `INSERT INTO "`+biz+`" (id) VALUES ('order-1')`); err != nil {
 		t.Fatal(err)
 	}
@@ -161,72 +194,83 @@ func claimAsync(t *testing.T, s *pgstore.TxStore, k idempotency.Key, fp string) 
 	return ch
 }
 
-func TestTxDuplicateWaitsThenReplays(t *testing.T) {
+// contention is a claim of k in a transaction left open (holder, held) and
+// a second claim of k, from another transaction, waiting on its row lock.
+type contention struct {
+	pool   *pgxpool.Pool
+	k      idempotency.Key
+	holder idempotency.Tx
+	held   idempotency.ClaimResult
+	waiter <-chan claimAnswer
+}
+
+// newContention sets up a contention for key(name) on a store whose lock
+// timeout outlasts the test, and returns once the second claim waits.
+func newContention(t *testing.T, name string) contention {
+	t.Helper()
 	pool := newPool(t)
 	s := newTxStore(t, pool, pgstore.WithLockTimeout(20*time.Second))
-	ctx := ctxT(t)
-	k := key("wait")
+	k := key(name)
 	tx, r := beginClaim(t, s, k, "fp")
 	ch := claimAsync(t, s, k, "fp")
 	waitBlocked(t, pool, s.Table())
-	if err := tx.Complete(ctx, k, r.Token, idempotency.Response{Status: 201, Body: []byte("first")}, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	a := <-ch
+	return contention{pool: pool, k: k, holder: tx, held: r, waiter: ch}
+}
+
+// waited returns what the waiting claim answered once the holder let go;
+// its transaction rolls back at cleanup.
+func (c contention) waited(t *testing.T) idempotency.ClaimResult {
+	t.Helper()
+	a := <-c.waiter
 	if a.err != nil {
 		t.Fatalf("waiting Claim: %v", a.err)
 	}
-	defer a.tx.Rollback(ctx)
-	if a.res.Acquired || a.res.Entry.State != idempotency.StateCompleted || string(a.res.Entry.Response.Body) != "first" {
-		t.Fatalf("waiting Claim = %+v, want the committed outcome", a.res)
+	t.Cleanup(func() { a.tx.Rollback(context.Background()) })
+	return a.res
+}
+
+func TestTxDuplicateWaitsThenReplays(t *testing.T) {
+	c := newContention(t, "wait")
+	ctx := ctxT(t)
+	if err := c.holder.Complete(ctx, c.k, c.held.Token, idempotency.Response{Status: 201, Body: []byte("first")}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.holder.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.waited(t); r.Acquired || r.Entry.State != idempotency.StateCompleted || string(r.Entry.Response.Body) != "first" {
+		t.Fatalf("waiting Claim = %+v, want the committed outcome", r)
 	}
 }
 
 func TestTxDuplicateAcquiresAfterRollbackOrCrash(t *testing.T) {
-	for _, crash := range []bool{false, true} {
-		name := "rollback"
-		if crash {
-			name = "crash"
-		}
+	for _, name := range []string{"rollback", "crash"} {
 		t.Run(name, func(t *testing.T) {
-			pool := newPool(t)
-			s := newTxStore(t, pool, pgstore.WithLockTimeout(20*time.Second))
+			crash := name == "crash"
+			c := newContention(t, "free")
 			ctx := ctxT(t)
-			k := key("free")
-			tx, r := beginClaim(t, s, k, "fp")
-			ch := claimAsync(t, s, k, "fp")
-			waitBlocked(t, pool, s.Table())
 			if crash {
 				// The holder's server process dies, as when its instance
 				// crashes: PostgreSQL rolls its transaction back.
-				ptx, _ := pgstore.TxFromContext(tx.Context(ctx))
 				var pid int
-				if err := ptx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+				if err := handlerTx(t, c.holder).QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+				if _, err := c.pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
 					t.Fatal(err)
 				}
-			} else if err := tx.Rollback(ctx); err != nil {
+			} else if err := c.holder.Rollback(ctx); err != nil {
 				t.Fatal(err)
 			}
-			a := <-ch
-			if a.err != nil {
-				t.Fatalf("waiting Claim: %v", a.err)
-			}
-			defer a.tx.Rollback(ctx)
-			if !a.res.Acquired || a.res.Token <= r.Token {
-				t.Fatalf("waiting Claim = %+v, want acquired with token > %d", a.res, r.Token)
+			if r := c.waited(t); !r.Acquired || r.Token <= c.held.Token {
+				t.Fatalf("waiting Claim = %+v, want acquired with token > %d", r, c.held.Token)
 			}
 			if crash {
 				// Complete keeps the outcome for Commit's round trip, so the
 				// dead connection shows at Commit at the latest.
-				err := tx.Complete(ctx, k, r.Token, idempotency.Response{Status: 201}, time.Hour)
+				err := c.holder.Complete(ctx, c.k, c.held.Token, idempotency.Response{Status: 201}, time.Hour)
 				if err == nil {
-					err = tx.Commit(ctx)
+					err = c.holder.Commit(ctx)
 				}
 				if err == nil {
 					t.Fatal("the dead holder's Complete and Commit succeeded")
@@ -237,8 +281,7 @@ func TestTxDuplicateAcquiresAfterRollbackOrCrash(t *testing.T) {
 }
 
 func TestTxLockTimeoutReportsInProgress(t *testing.T) {
-	pool := newPool(t)
-	s := newTxStore(t, pool, pgstore.WithLockTimeout(30*time.Millisecond))
+	s := newTxStore(t, nil, pgstore.WithLockTimeout(30*time.Millisecond))
 	ctx := ctxT(t)
 	k := key("timeout")
 	_, r := beginClaim(t, s, k, "fp")
@@ -262,8 +305,7 @@ func TestTxLockTimeoutReportsInProgress(t *testing.T) {
 }
 
 func TestTxClaimAgainstLeaseModeRows(t *testing.T) {
-	pool := newPool(t)
-	s := newTxStore(t, pool)
+	s := newTxStore(t, nil)
 	ctx := ctxT(t)
 	// A completed entry with another fingerprint blocks with its own.
 	k := key("mixed")

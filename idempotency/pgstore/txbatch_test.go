@@ -37,14 +37,7 @@ func TestTxBatchesInEveryExecMode(t *testing.T) {
 
 			// A first execution.
 			k := key("first")
-			tx, r := beginClaim(t, s, k, "fp")
-			if !r.Acquired {
-				t.Fatalf("Claim = %+v", r)
-			}
-			ptx, ok := pgstore.TxFromContext(tx.Context(ctx))
-			if !ok {
-				t.Fatal("no transaction for the handler")
-			}
+			tx, r, ptx := acquire(t, s, k)
 			if _, err := ptx.Exec(ctx, `INSERT INTO "`+biz+`" (id) VALUES ($1::text)`, "order-1"); err != nil {
 				t.Fatal(err)
 			}
@@ -79,11 +72,7 @@ func TestTxBatchesInEveryExecMode(t *testing.T) {
 
 			// The row expires before the commit: nothing is kept.
 			k3 := key("expired")
-			tx3, r3 := beginClaim(t, s, k3, "fp")
-			if !r3.Acquired {
-				t.Fatalf("Claim = %+v", r3)
-			}
-			ptx3, _ := pgstore.TxFromContext(tx3.Context(ctx))
+			tx3, r3, ptx3 := acquire(t, s, k3)
 			if _, err := ptx3.Exec(ctx, `INSERT INTO "`+biz+`" (id) VALUES ($1::text)`, "order-3"); err != nil {
 				t.Fatal(err)
 			}
@@ -144,24 +133,13 @@ func TestTxBatchesInEveryExecMode(t *testing.T) {
 // refuses statements once the request's transaction committed or rolled
 // back: its connection is back in the pool, maybe in another request.
 func TestTxHandlerTxRefusedAfterEnd(t *testing.T) {
-	for _, commit := range []bool{true, false} {
-		name := "rollback"
-		if commit {
-			name = "commit"
-		}
+	for _, name := range []string{"commit", "rollback"} {
 		t.Run(name, func(t *testing.T) {
-			s := newTxStore(t, nil)
 			ctx := ctxT(t)
 			k := key("ended")
-			tx, r := beginClaim(t, s, k, "fp")
-			ptx, _ := pgstore.TxFromContext(tx.Context(ctx))
-			if commit {
-				if err := tx.Complete(ctx, k, r.Token, idempotency.Response{Status: 201}, time.Hour); err != nil {
-					t.Fatal(err)
-				}
-				if err := tx.Commit(ctx); err != nil {
-					t.Fatal(err)
-				}
+			tx, r, ptx := acquire(t, newTxStore(t, nil), k)
+			if name == "commit" {
+				commitOutcome(t, tx, k, r.Token)
 			} else if err := tx.Rollback(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -190,11 +168,7 @@ func TestTxReadCommittedWhateverTheSessionDefault(t *testing.T) {
 	s := newTxStore(t, pool)
 	ctx := ctxT(t)
 	k := key("iso")
-	tx, r := beginClaim(t, s, k, "fp")
-	if !r.Acquired {
-		t.Fatalf("Claim = %+v", r)
-	}
-	ptx, _ := pgstore.TxFromContext(tx.Context(ctx))
+	tx, r, ptx := acquire(t, s, k)
 	var isolation string
 	if err := ptx.QueryRow(ctx, `SHOW transaction_isolation`).Scan(&isolation); err != nil || isolation != "read committed" {
 		t.Fatalf("the handler's isolation = %q, %v; want read committed", isolation, err)
@@ -224,24 +198,13 @@ func TestTxContextBeforeClaim(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ptx, ok := pgstore.TxFromContext(tx.Context(ctx))
-		if !ok {
-			t.Fatal("no transaction in the context")
-		}
-		if _, err := ptx.Exec(ctx, `INSERT INTO "`+biz+`" (id) VALUES ($1::text)`, fmt.Sprint("order-", commit)); err != nil {
+		if _, err := handlerTx(t, tx).Exec(ctx, `INSERT INTO "`+biz+`" (id) VALUES ($1::text)`, fmt.Sprint("order-", commit)); err != nil {
 			t.Fatal(err)
 		}
 		if n := bizRows(t, pool, biz); n != 0 {
 			t.Fatalf("rows visible before the end of the transaction: %d", n)
 		}
-		if commit {
-			err = tx.Commit(ctx)
-		} else {
-			err = tx.Rollback(ctx)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		endTx(t, tx, commit)
 	}
 	if n := bizRows(t, pool, biz); n != 1 {
 		t.Fatalf("rows after a rollback and a commit = %d, want 1", n)

@@ -7,8 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/saferetry/saferetry/idempotency/pgstore"
 )
 
 // TestTxLockTimeoutKeptWhenBeginningFirst checks that the handler gets the
@@ -28,11 +26,7 @@ func TestTxLockTimeoutKeptWhenBeginningFirst(t *testing.T) {
 			})
 			s := newTxStore(t, pool)
 			ctx := ctxT(t)
-			tx, r := beginClaim(t, s, key("lt"), "fp")
-			if !r.Acquired {
-				t.Fatalf("Claim = %+v", r)
-			}
-			ptx, _ := pgstore.TxFromContext(tx.Context(ctx))
+			tx, _, ptx := acquire(t, s, key("lt"))
 			var lt string
 			if err := ptx.QueryRow(ctx, `SHOW lock_timeout`).Scan(&lt); err != nil || lt != "7s" {
 				t.Errorf("the handler's lock_timeout = %q, %v; want the session's 7s", lt, err)

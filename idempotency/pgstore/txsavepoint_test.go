@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/saferetry/saferetry/idempotency"
-	"github.com/saferetry/saferetry/idempotency/pgstore"
 )
 
 // TestTxHandlerSavepointRefusedAfterCommit checks that a savepoint the
@@ -23,8 +22,7 @@ func TestTxHandlerSavepointRefusedAfterCommit(t *testing.T) {
 	s := newTxStore(t, pool)
 	ctx := ctxT(t)
 	k := key("savepoint")
-	tx, r := beginClaim(t, s, k, "fp")
-	ptx, _ := pgstore.TxFromContext(tx.Context(ctx))
+	tx, r, ptx := acquire(t, s, k)
 	sp, err := ptx.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -58,8 +56,7 @@ func TestTxHandlerSavepointRefusedAfterCommit(t *testing.T) {
 func TestTxSavepointsWorkInTheHandler(t *testing.T) {
 	pool, s, biz, ctx := newBizTxStore(t)
 	k := key("savepoints")
-	tx, r := beginClaim(t, s, k, "fp")
-	ptx, _ := pgstore.TxFromContext(tx.Context(ctx))
+	tx, r, ptx := acquire(t, s, k)
 	for i, commit := range []bool{true, false} {
 		sp, err := ptx.Begin(ctx)
 		if err != nil {
@@ -68,14 +65,7 @@ func TestTxSavepointsWorkInTheHandler(t *testing.T) {
 		if _, err := sp.Exec(ctx, `INSERT INTO "`+biz+`" (id) VALUES ($1::text)`, []string{"kept", "dropped"}[i]); err != nil {
 			t.Fatal(err)
 		}
-		if commit {
-			err = sp.Commit(ctx)
-		} else {
-			err = sp.Rollback(ctx)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		endTx(t, sp, commit)
 	}
 	commitOutcome(t, tx, k, r.Token)
 	if n := bizRows(t, pool, biz); n != 1 {
