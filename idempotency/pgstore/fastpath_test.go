@@ -7,10 +7,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/pgstore"
 	"github.com/saferetry/saferetry/idempotency/storetest"
+	"github.com/saferetry/saferetry/idempotency/storetest/scenario"
 )
 
 // TestReplayFastPathConformance runs the conformance suite on a store that
@@ -29,23 +31,10 @@ func TestReplayFastPathConformance(t *testing.T) {
 func TestReplayFastPathAnswersLikeClaim(t *testing.T) {
 	pool := newPool(t)
 	plain := newStore(t, pool)
-	fast := pgstore.New(pool, pgstore.WithTable(plain.Table()), pgstore.WithReplayFastPath())
-	t.Cleanup(func() { _ = fast.Close() })
+	fast := fastPathOn(t, pool, plain.Table())
 	ctx := ctxT(t)
 	table := pgx.Identifier{plain.Table()}.Sanitize()
-	type answer struct {
-		acquired, tookOver bool
-		state              idempotency.State
-		fingerprint, body  string
-	}
-	answerOf := func(r idempotency.ClaimResult) answer {
-		a := answer{acquired: r.Acquired, tookOver: r.TookOver, state: r.Entry.State, fingerprint: r.Entry.Fingerprint}
-		if r.Entry.Response != nil {
-			a.body = string(r.Entry.Response.Body)
-		}
-		return a
-	}
-	claim := func(s *pgstore.Store, k idempotency.Key, lease time.Duration) idempotency.ClaimResult {
+	claim := func(t *testing.T, s idempotency.Store, k idempotency.Key, lease time.Duration) idempotency.ClaimResult {
 		t.Helper()
 		r, err := s.Claim(ctx, k, "fp", lease, time.Hour)
 		if err != nil {
@@ -53,43 +42,38 @@ func TestReplayFastPathAnswersLikeClaim(t *testing.T) {
 		}
 		return r
 	}
-	setups := []struct {
-		name  string
-		setup func(k idempotency.Key) // leaves k in the state named
-		want  answer
-	}{
-		{"absent", func(idempotency.Key) {}, answer{acquired: true}},
-		{"in progress", func(k idempotency.Key) { claim(plain, k, time.Hour) }, answer{state: idempotency.StateInProgress, fingerprint: "fp"}},
-		{"lapsed", func(k idempotency.Key) {
-			claim(plain, k, time.Hour)
+	scenario.FastPathAnswers(t, plain, fast, "fast", []scenario.KeyState{
+		{Name: "absent", Setup: func(*testing.T, idempotency.Key) {}, Want: scenario.Answer{Acquired: true}},
+		{Name: "in progress", Setup: func(t *testing.T, k idempotency.Key) { claim(t, plain, k, time.Hour) },
+			Want: scenario.Answer{State: idempotency.StateInProgress, Fingerprint: "fp"}},
+		{Name: "lapsed", Setup: func(t *testing.T, k idempotency.Key) {
+			claim(t, plain, k, time.Hour)
 			if _, err := pool.Exec(ctx, `UPDATE `+table+` SET lease_until = now() - interval '1 second' WHERE key = $1::text`, k.Key); err != nil {
 				t.Fatal(err)
 			}
-		}, answer{acquired: true, tookOver: true}},
-		{"completed", func(k idempotency.Key) { completeAs(t, plain, k, "fp", "done") }, answer{state: idempotency.StateCompleted, fingerprint: "fp", body: "done"}},
-		{"completed, other fingerprint", func(k idempotency.Key) { completeAs(t, plain, k, "fp-other", "other") },
-			answer{state: idempotency.StateCompleted, fingerprint: "fp-other", body: "other"}},
-		{"expired", func(k idempotency.Key) {
+		}, Want: scenario.Answer{Acquired: true, TookOver: true}},
+		{Name: "completed", Setup: func(t *testing.T, k idempotency.Key) { completeAs(t, plain, k, "fp", "done") },
+			Want: scenario.Answer{State: idempotency.StateCompleted, Fingerprint: "fp", Body: "done"}},
+		{Name: "completed, other fingerprint", Setup: func(t *testing.T, k idempotency.Key) { completeAs(t, plain, k, "fp-other", "other") },
+			Want: scenario.Answer{State: idempotency.StateCompleted, Fingerprint: "fp-other", Body: "other"}},
+		{Name: "expired", Setup: func(t *testing.T, k idempotency.Key) {
 			completeAs(t, plain, k, "fp", "done")
 			if _, err := pool.Exec(ctx, `UPDATE `+table+` SET expires_at = now() - interval '1 second' WHERE key = $1::text`, k.Key); err != nil {
 				t.Fatal(err)
 			}
-		}, answer{acquired: true}},
-	}
-	for _, tc := range setups {
-		t.Run(tc.name, func(t *testing.T) {
-			for _, s := range []struct {
-				name  string
-				store *pgstore.Store
-			}{{"without", plain}, {"with", fast}} {
-				k := idempotency.Key{Scope: "fast", Key: tc.name + "/" + s.name}
-				tc.setup(k)
-				if got := answerOf(claim(s.store, k, time.Minute)); got != tc.want {
-					t.Errorf("%s the fast path: Claim = %+v, want %+v", s.name, got, tc.want)
-				}
-			}
-		})
-	}
+		}, Want: scenario.Answer{Acquired: true}},
+	}, func(t *testing.T, s idempotency.Store, k idempotency.Key) idempotency.ClaimResult {
+		return claim(t, s, k, time.Minute)
+	})
+}
+
+// fastPathOn returns a store with the replay fast path on pool and the
+// existing table, closed at cleanup.
+func fastPathOn(t *testing.T, pool *pgxpool.Pool, table string) *pgstore.Store {
+	t.Helper()
+	fast := pgstore.New(pool, pgstore.WithTable(table), pgstore.WithReplayFastPath())
+	t.Cleanup(func() { _ = fast.Close() })
+	return fast
 }
 
 // completeAs claims k with fingerprint fp and completes it with body.
@@ -113,8 +97,7 @@ func completeAs(tb testing.TB, s *pgstore.Store, k idempotency.Key, fp, body str
 func TestReplayFastPathDuringCompletion(t *testing.T) {
 	pool := newPool(t)
 	plain := newStore(t, pool)
-	fast := pgstore.New(pool, pgstore.WithTable(plain.Table()), pgstore.WithReplayFastPath())
-	t.Cleanup(func() { _ = fast.Close() })
+	fast := fastPathOn(t, pool, plain.Table())
 	ctx := ctxT(t)
 	k := key("racing")
 	r, err := plain.Claim(ctx, k, "fp", time.Minute, time.Hour)

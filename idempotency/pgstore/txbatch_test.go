@@ -111,7 +111,7 @@ func TestTxBatchesInEveryExecMode(t *testing.T) {
 			}
 
 			// The lease mode fast path, in the same mode.
-			fast := pgstore.New(pool, pgstore.WithTable(s.Table()), pgstore.WithReplayFastPath())
+			fast := fastPathOn(t, pool, s.Table())
 			fr, err := fast.Claim(ctx, k, "fp", time.Minute, time.Hour)
 			if err != nil || fr.Acquired || fr.Entry.State != idempotency.StateCompleted || string(fr.Entry.Response.Body) != "made" {
 				t.Fatalf("fast path replay = %+v, %v", fr, err)

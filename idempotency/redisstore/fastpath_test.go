@@ -15,6 +15,7 @@ import (
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/redisstore"
 	"github.com/saferetry/saferetry/idempotency/storetest"
+	"github.com/saferetry/saferetry/idempotency/storetest/scenario"
 	"github.com/saferetry/saferetry/internal/headercodec"
 )
 
@@ -38,77 +39,50 @@ func TestReplayFastPathAnswersLikeClaim(t *testing.T) {
 	plain, rdb, prefix := newStore(t)
 	fast := redisstore.New(rdb, redisstore.WithPrefix(prefix), redisstore.WithReplayFastPath())
 	ctx := context.Background()
-	type answer struct {
-		acquired, tookOver bool
-		state              idempotency.State
-		fingerprint, body  string
-	}
-	answerOf := func(r idempotency.ClaimResult) answer {
-		a := answer{acquired: r.Acquired, tookOver: r.TookOver, state: r.Entry.State, fingerprint: r.Entry.Fingerprint}
-		if r.Entry.Response != nil {
-			a.body = string(r.Entry.Response.Body)
-		}
-		return a
-	}
-	complete := func(k idempotency.Key, fp, body string) {
+	complete := func(t *testing.T, k idempotency.Key, fp, body string) {
 		r := mustClaim(t, plain, k, fp, longLease, longTTL)
 		if err := plain.Complete(ctx, k, r.Token, idempotency.Response{Status: 201, Body: []byte(body)}, longTTL); err != nil {
 			t.Fatal(err)
 		}
 	}
 	old := strconv.FormatInt(time.Now().UnixMicro()-10e6, 10)
-	setups := []struct {
-		name  string
-		setup func(k idempotency.Key) // leaves k (scope "") in the state named
-		want  answer
-	}{
-		{"absent", func(idempotency.Key) {}, answer{acquired: true}},
-		{"in progress", func(k idempotency.Key) { mustClaim(t, plain, k, "fp", longLease, longTTL) },
-			answer{state: idempotency.StateInProgress, fingerprint: "fp"}},
-		{"lapsed", func(k idempotency.Key) {
+	// Keys are in scope "", the scope entryName names.
+	scenario.FastPathAnswers(t, plain, fast, "", []scenario.KeyState{
+		{Name: "absent", Setup: func(*testing.T, idempotency.Key) {}, Want: scenario.Answer{Acquired: true}},
+		{Name: "in progress", Setup: func(t *testing.T, k idempotency.Key) { mustClaim(t, plain, k, "fp", longLease, longTTL) },
+			Want: scenario.Answer{State: idempotency.StateInProgress, Fingerprint: "fp"}},
+		{Name: "lapsed", Setup: func(t *testing.T, k idempotency.Key) {
 			mustClaim(t, plain, k, "fp", longLease, longTTL)
 			if err := rdb.HSet(ctx, entryName(prefix, k.Key), "lx", old).Err(); err != nil {
 				t.Fatal(err)
 			}
-		}, answer{acquired: true, tookOver: true}},
-		{"released", func(k idempotency.Key) {
+		}, Want: scenario.Answer{Acquired: true, TookOver: true}},
+		{Name: "released", Setup: func(t *testing.T, k idempotency.Key) {
 			r := mustClaim(t, plain, k, "fp", longLease, longTTL)
 			if err := plain.Release(ctx, k, r.Token); err != nil {
 				t.Fatal(err)
 			}
-		}, answer{acquired: true}},
-		{"completed", func(k idempotency.Key) { complete(k, "fp", "done") },
-			answer{state: idempotency.StateCompleted, fingerprint: "fp", body: "done"}},
-		{"completed, other fingerprint", func(k idempotency.Key) { complete(k, "fp-other", "other") },
-			answer{state: idempotency.StateCompleted, fingerprint: "fp-other", body: "other"}},
-		{"completed, previous format", func(k idempotency.Key) {
+		}, Want: scenario.Answer{Acquired: true}},
+		{Name: "completed", Setup: func(t *testing.T, k idempotency.Key) { complete(t, k, "fp", "done") },
+			Want: scenario.Answer{State: idempotency.StateCompleted, Fingerprint: "fp", Body: "done"}},
+		{Name: "completed, other fingerprint", Setup: func(t *testing.T, k idempotency.Key) { complete(t, k, "fp-other", "other") },
+			Want: scenario.Answer{State: idempotency.StateCompleted, Fingerprint: "fp-other", Body: "other"}},
+		{Name: "completed, previous format", Setup: func(t *testing.T, k idempotency.Key) {
 			writePrevious(t, rdb, prefix, k, "st", "c", "fp", "fp", "tok", old, "code", "201",
 				"hdr", headercodec.Append(nil, http.Header{"A": {"b"}}), "body", "before")
-		}, answer{state: idempotency.StateCompleted, fingerprint: "fp", body: "before"}},
-		{"expired", func(k idempotency.Key) {
-			complete(k, "fp", "done")
+		}, Want: scenario.Answer{State: idempotency.StateCompleted, Fingerprint: "fp", Body: "before"}},
+		{Name: "expired", Setup: func(t *testing.T, k idempotency.Key) {
+			complete(t, k, "fp", "done")
 			if err := rdb.PExpire(ctx, entryName(prefix, k.Key), time.Millisecond).Err(); err != nil {
 				t.Fatal(err)
 			}
 			for rdb.Exists(ctx, entryName(prefix, k.Key)).Val() == 1 {
 				time.Sleep(time.Millisecond)
 			}
-		}, answer{acquired: true}},
-	}
-	for _, tc := range setups {
-		t.Run(tc.name, func(t *testing.T) {
-			for _, s := range []struct {
-				name  string
-				store *redisstore.Store
-			}{{"without", plain}, {"with", fast}} {
-				k := idempotency.Key{Key: tc.name + "/" + s.name}
-				tc.setup(k)
-				if got := answerOf(mustClaim(t, s.store, k, "fp", longLease, longTTL)); got != tc.want {
-					t.Errorf("%s the fast path: Claim = %+v, want %+v", s.name, got, tc.want)
-				}
-			}
-		})
-	}
+		}, Want: scenario.Answer{Acquired: true}},
+	}, func(t *testing.T, s idempotency.Store, k idempotency.Key) idempotency.ClaimResult {
+		return mustClaim(t, s, k, "fp", longLease, longTTL)
+	})
 }
 
 // TestReplayFastPathDuringCompletion reads a key with the fast path from

@@ -20,6 +20,8 @@
 //     between the instances and the store's server.
 //   - WatchAcrossInstances: a store's idempotency.Watcher wakes a waiter on
 //     another instance.
+//   - FastPathAnswers: a store's replay fast path answers a claim as the
+//     claim itself does, whatever state the key is in.
 //   - ParallelFirstExecutions: a benchmark of whole protected requests.
 //
 // The functions take a *testing.T (or *testing.B) and report through it.
