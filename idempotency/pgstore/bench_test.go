@@ -60,19 +60,22 @@ var benchResponse = idempotency.Response{Status: 201, Header: http.Header{"Conte
 // firstExecution returns the store operations of one first execution in
 // lease mode, on key i: Claim, then Complete.
 func firstExecution(b *testing.B, s *pgstore.Store) func(i int) {
-	ctx := context.Background()
-	if err := s.CreateSchema(ctx); err != nil {
+	if err := s.CreateSchema(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	return func(i int) {
-		k := idempotency.Key{Scope: "bench", Key: fmt.Sprint("k", i)}
-		r, err := s.Claim(ctx, k, "fp", 10*time.Second, time.Hour)
-		if err != nil || !r.Acquired {
-			b.Fatal(r, err)
-		}
-		if err := s.Complete(ctx, k, r.Token, benchResponse, time.Hour); err != nil {
-			b.Fatal(err)
-		}
+	return func(i int) { complete(b, s, idempotency.Key{Scope: "bench", Key: fmt.Sprint("k", i)}) }
+}
+
+// complete claims and completes k with benchResponse.
+func complete(tb testing.TB, s *pgstore.Store, k idempotency.Key) {
+	tb.Helper()
+	ctx := context.Background()
+	r, err := s.Claim(ctx, k, "fp", 10*time.Second, time.Hour)
+	if err != nil || !r.Acquired {
+		tb.Fatal(r, err)
+	}
+	if err := s.Complete(ctx, k, r.Token, benchResponse, time.Hour); err != nil {
+		tb.Fatal(err)
 	}
 }
 
@@ -90,13 +93,7 @@ func BenchmarkStore(b *testing.B) {
 			b.Fatal(err)
 		}
 		k := idempotency.Key{Scope: "bench", Key: "done"}
-		r, err := s.Claim(ctx, k, "fp", 10*time.Second, time.Hour)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := s.Complete(ctx, k, r.Token, resp, time.Hour); err != nil {
-			b.Fatal(err)
-		}
+		complete(b, s, k)
 		measure(b, rt, func(int) {
 			r, err := s.Claim(ctx, k, "fp", 10*time.Second, time.Hour)
 			if err != nil || r.Acquired || r.Entry.Response == nil {

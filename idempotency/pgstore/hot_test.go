@@ -50,7 +50,7 @@ func TestCompletionUpdatesInPlace(t *testing.T) {
 		if err != nil || !r.Acquired {
 			t.Fatal(r, err)
 		}
-		if err := s.Complete(ctx, k, r.Token, ratioResponse, time.Hour); err != nil {
+		if err := s.Complete(ctx, k, r.Token, benchResponse, time.Hour); err != nil {
 			t.Fatal(err)
 		}
 	}

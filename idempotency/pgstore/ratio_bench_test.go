@@ -3,7 +3,6 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -21,9 +20,6 @@ import (
 // ratioConcurrency are the numbers of goroutines BenchmarkRatio runs each
 // operation from.
 var ratioConcurrency = []int{1, 8, 32, 64}
-
-// ratioResponse is the stored response of the ratio benchmarks.
-var ratioResponse = idempotency.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"id":"ord_123","amount":500}`)}
 
 // The raw anchors: the statements a hand-written idempotency table would
 // send for the same work, each parameter typed.
@@ -112,7 +108,7 @@ func BenchmarkRatio(b *testing.B) {
 				if err != nil || !r.Acquired {
 					return fmt.Errorf("claim: %+v %v", r, err)
 				}
-				return s.Complete(ctx, k, r.Token, ratioResponse, time.Hour)
+				return s.Complete(ctx, k, r.Token, benchResponse, time.Hour)
 			}
 		}
 		rawFirstOp := func() error {
@@ -121,7 +117,7 @@ func BenchmarkRatio(b *testing.B) {
 			if err := pool.QueryRow(ctx, ins, "raw", k.Key, "fp").Scan(&token); err != nil {
 				return err
 			}
-			_, err := pool.Exec(ctx, upd, "raw", k.Key, int32(201), header, ratioResponse.Body)
+			_, err := pool.Exec(ctx, upd, "raw", k.Key, int32(201), header, benchResponse.Body)
 			return err
 		}
 		b.Run(fmt.Sprintf("first-fastpath/c=%d", c), func(b *testing.B) {
@@ -142,7 +138,7 @@ func BenchmarkRatio(b *testing.B) {
 				if err != nil || !r.Acquired {
 					return fmt.Errorf("claim: %+v %v", r, err)
 				}
-				if err := tx.Complete(ctx, k, r.Token, ratioResponse, time.Hour); err != nil {
+				if err := tx.Complete(ctx, k, r.Token, benchResponse, time.Hour); err != nil {
 					return err
 				}
 				return tx.Commit(ctx)
@@ -160,7 +156,7 @@ func BenchmarkRatio(b *testing.B) {
 					return err
 				}
 				second := &pgx.Batch{}
-				second.Queue(upd, "raw", k.Key, int32(201), header, ratioResponse.Body)
+				second.Queue(upd, "raw", k.Key, int32(201), header, benchResponse.Body)
 				second.Queue("COMMIT")
 				return conn.SendBatch(ctx, second).Close()
 			}))
@@ -205,17 +201,4 @@ func ratioPool(b *testing.B, n int) (*pgxpool.Pool, func()) {
 		b.Fatal(err)
 	}
 	return pool, pool.Close
-}
-
-// complete claims and completes k with ratioResponse.
-func complete(tb testing.TB, s *pgstore.Store, k idempotency.Key) {
-	tb.Helper()
-	ctx := context.Background()
-	r, err := s.Claim(ctx, k, "fp", 10*time.Second, time.Hour)
-	if err != nil || !r.Acquired {
-		tb.Fatal(r, err)
-	}
-	if err := s.Complete(ctx, k, r.Token, ratioResponse, time.Hour); err != nil {
-		tb.Fatal(err)
-	}
 }
