@@ -18,33 +18,20 @@ import (
 )
 
 func TestValidateKey(t *testing.T) {
-	tests := []struct {
-		key string
-		ok  bool
-	}{
-		{"a", true},
-		{"8e03978e-40d5-43e8-bc93-6894a57f9324", true},
-		{strings.Repeat("k", 255), true},
-		{"with inner space", true},
-		{`quote"and\backslash`, true},
-		{"~!@#$%^&*()", true},
-		{"", false},
-		{strings.Repeat("k", 256), false},
-		{" leading", false},
-		{"trailing ", false},
-		{"tab\there", false},
-		{"new\nline", false},
-		{"del\x7f", false},
-		{"nul\x00", false},
-		{"é", false},
-	}
-	for _, tt := range tests {
-		err := ValidateKey(tt.key)
-		if (err == nil) != tt.ok {
-			t.Errorf("ValidateKey(%q) = %v, want ok=%v", tt.key, err, tt.ok)
-		}
-		if err != nil && !errors.Is(err, ErrInvalidKey) {
-			t.Errorf("ValidateKey(%q) error %v does not match ErrInvalidKey", tt.key, err)
+	for ok, keys := range map[bool][]string{
+		true: {"a", "8e03978e-40d5-43e8-bc93-6894a57f9324", strings.Repeat("k", 255),
+			"with inner space", `quote"and\backslash`, "~!@#$%^&*()"},
+		false: {"", strings.Repeat("k", 256), " leading", "trailing ",
+			"tab\there", "new\nline", "del\x7f", "nul\x00", "é"},
+	} {
+		for _, key := range keys {
+			err := ValidateKey(key)
+			if (err == nil) != ok {
+				t.Errorf("ValidateKey(%q) = %v, want ok=%v", key, err, ok)
+			}
+			if err != nil && !errors.Is(err, ErrInvalidKey) {
+				t.Errorf("ValidateKey(%q) error %v does not match ErrInvalidKey", key, err)
+			}
 		}
 	}
 }

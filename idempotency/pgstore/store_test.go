@@ -399,34 +399,22 @@ func TestCreateSchemaRepeatedAndConcurrent(t *testing.T) {
 }
 
 func TestSchemaAndTableNames(t *testing.T) {
-	tests := []struct {
-		name string
-		ok   bool
-	}{
-		{"idempotency_entries", true},
-		{"_x1", true},
-		{"app.entries", true},
-		{strings.Repeat("a", 48), true},
-		{strings.Repeat("a", 49), false},
-		{"", false},
-		{"Entries", false},
-		{"1abc", false},
-		{"a.b.c", false},
-		{"a;drop table x", false},
-		{`a"b`, false},
-		{"app.", false},
-	}
-	for _, tc := range tests {
-		err := pgstore.ValidateTable(tc.name)
-		if (err == nil) != tc.ok {
-			t.Errorf("ValidateTable(%q) = %v, want ok=%v", tc.name, err, tc.ok)
-		}
-		if err != nil && !errors.Is(err, pgstore.ErrInvalidTable) {
-			t.Errorf("ValidateTable(%q) = %v, not ErrInvalidTable", tc.name, err)
-		}
-		sql, err := pgstore.Schema(tc.name)
-		if (err == nil) != tc.ok || (tc.ok && !strings.Contains(sql, "CREATE TABLE IF NOT EXISTS")) {
-			t.Errorf("Schema(%q) = %q, %v", tc.name, sql, err)
+	for ok, names := range map[bool][]string{
+		true:  {"idempotency_entries", "_x1", "app.entries", strings.Repeat("a", 48)},
+		false: {strings.Repeat("a", 49), "", "Entries", "1abc", "a.b.c", "a;drop table x", `a"b`, "app."},
+	} {
+		for _, name := range names {
+			err := pgstore.ValidateTable(name)
+			if (err == nil) != ok {
+				t.Errorf("ValidateTable(%q) = %v, want ok=%v", name, err, ok)
+			}
+			if err != nil && !errors.Is(err, pgstore.ErrInvalidTable) {
+				t.Errorf("ValidateTable(%q) = %v, not ErrInvalidTable", name, err)
+			}
+			sql, err := pgstore.Schema(name)
+			if (err == nil) != ok || (ok && !strings.Contains(sql, "CREATE TABLE IF NOT EXISTS")) {
+				t.Errorf("Schema(%q) = %q, %v", name, sql, err)
+			}
 		}
 	}
 	defer func() {
