@@ -73,18 +73,14 @@ func (h *handlerTx) Begin(ctx context.Context) (pgx.Tx, error) {
 // against the contract of TxFromContext; they end the transaction, and the
 // request's Commit then fails. Those of a savepoint release it or roll
 // back to it.
-func (h *handlerTx) Commit(ctx context.Context) error {
-	tx, err := h.tx(ctx)
-	if err != nil {
-		return err
-	}
-	if h.sp == nil {
-		h.ended.Store(true)
-	}
-	return tx.Commit(ctx)
-}
+func (h *handlerTx) Commit(ctx context.Context) error { return h.end(ctx, pgx.Tx.Commit) }
 
-func (h *handlerTx) Rollback(ctx context.Context) error {
+func (h *handlerTx) Rollback(ctx context.Context) error { return h.end(ctx, pgx.Tx.Rollback) }
+
+// end ends the savepoint, or the request's transaction, with finish (Commit
+// or Rollback). The latter is marked ended before finish runs, so that h
+// refuses every later statement whether or not finish succeeds.
+func (h *handlerTx) end(ctx context.Context, finish func(pgx.Tx, context.Context) error) error {
 	tx, err := h.tx(ctx)
 	if err != nil {
 		return err
@@ -92,7 +88,7 @@ func (h *handlerTx) Rollback(ctx context.Context) error {
 	if h.sp == nil {
 		h.ended.Store(true)
 	}
-	return tx.Rollback(ctx)
+	return finish(tx, ctx)
 }
 
 func (h *handlerTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {

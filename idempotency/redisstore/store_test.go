@@ -37,13 +37,11 @@ func mustClaim(t *testing.T, s idempotency.Store, k idempotency.Key, fp string, 
 func TestKeyEncodingNoCollision(t *testing.T) {
 	s, rdb, prefix := newStore(t)
 	keys := []idempotency.Key{
-		{Scope: "a:b", Key: "c"},
-		{Scope: "a", Key: "b:c"},
-		{Scope: "", Key: "a:b:c"},
-		{Scope: "a:b:c", Key: ""},
-		{Scope: "1:a", Key: "b"},
-		{Scope: "1", Key: "a:b"},
-		{Scope: "", Key: "1:a:b"},
+		// Pairs that a ":" between scope and key alone would confuse.
+		{Scope: "a:b", Key: "c"}, {Scope: "a", Key: "b:c"}, {Scope: "", Key: "a:b:c"}, {Scope: "a:b:c", Key: ""},
+		// Pairs that spell the scope's length prefix themselves.
+		{Scope: "1:a", Key: "b"}, {Scope: "1", Key: "a:b"}, {Scope: "", Key: "1:a:b"},
+		// Characters that Redis patterns read as wildcards.
 		{Scope: "tenant*", Key: "k?[x]"},
 	}
 	for i, k := range keys {

@@ -76,13 +76,23 @@ func txAcquire(t *testing.T, tx idempotency.Tx, k idempotency.Key, fp string) in
 	return r.Token
 }
 
-func testTxCommit(t *testing.T, s idempotency.Store) {
-	k := key(t, "tx-commit")
+// txCompleted begins a transaction on s, and claims and completes in it,
+// with sample(), the key of t with suffix: the outcome that the
+// transaction's Commit or Rollback then keeps or drops. It returns the key,
+// the transaction and the claim's token.
+func txCompleted(t *testing.T, s idempotency.Store, suffix string) (idempotency.Key, idempotency.Tx, int64) {
+	t.Helper()
+	k := key(t, suffix)
 	tx := begin(t, s)
 	tok := txAcquire(t, tx, k, "fp")
 	if err := tx.Complete(ctxT(t), k, tok, sample(), longTTL); err != nil {
 		t.Fatalf("Tx.Complete: %v", err)
 	}
+	return k, tx, tok
+}
+
+func testTxCommit(t *testing.T, s idempotency.Store) {
+	k, tx, tok := txCompleted(t, s, "tx-commit")
 	if err := tx.Commit(ctxT(t)); err != nil {
 		t.Fatalf("Commit: %v", err)
 	}
@@ -103,12 +113,7 @@ func testTxCommit(t *testing.T, s idempotency.Store) {
 }
 
 func testTxRollback(t *testing.T, s idempotency.Store) {
-	k := key(t, "tx-rollback")
-	tx := begin(t, s)
-	tok := txAcquire(t, tx, k, "fp")
-	if err := tx.Complete(ctxT(t), k, tok, sample(), longTTL); err != nil {
-		t.Fatalf("Tx.Complete: %v", err)
-	}
+	k, tx, _ := txCompleted(t, s, "tx-rollback")
 	if err := tx.Rollback(ctxT(t)); err != nil {
 		t.Fatalf("Rollback: %v", err)
 	}

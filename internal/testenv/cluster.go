@@ -30,7 +30,7 @@ var RedisCluster = Service{EnvRedisClusterAddrs, ExampleRedisClusterAddrs, check
 // unset.
 func RedisClusterAddrs(tb testing.TB) []string {
 	tb.Helper()
-	return splitAddrs(lookup(tb, EnvRedisClusterAddrs, ExampleRedisClusterAddrs))
+	return splitAddrs(RedisCluster.URL(tb))
 }
 
 func splitAddrs(s string) []string {

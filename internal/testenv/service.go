@@ -4,7 +4,9 @@ import (
 	"context"
 	"net"
 	"net/url"
+	"os"
 	"regexp"
+	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
@@ -12,7 +14,8 @@ import (
 
 // Service is a shared server that a package's tests need, named by the
 // environment variable holding its URL: Redis, RedisCluster, Postgres,
-// PgBouncer or NATS, passed to Main.
+// PgBouncer or NATS, passed to Main; URL returns its variable, or skips
+// the test that needs it.
 // The zero value is not a service. A Service is safe for concurrent use.
 type Service struct {
 	env, example string
@@ -35,6 +38,20 @@ var (
 	// one), checked as Postgres is.
 	PgBouncer = Service{EnvPgBouncerURL, ExamplePgBouncerURL, checkPostgres}
 )
+
+// URL returns the value of s's variable, or skips tb (fails it under
+// SAFERETRY_REQUIRE_SERVICES=1) when it is unset, saying how to set it.
+func (s Service) URL(tb testing.TB) string {
+	tb.Helper()
+	u := os.Getenv(s.env)
+	if u == "" {
+		if !RequireServices() {
+			skipped.add(s.env, tb.Name())
+		}
+		Unavailable(tb, "set "+s.env+"='"+s.example+"' to run")
+	}
+	return u
+}
 
 // checkRedis dials the address first: a refused or unroutable address then
 // fails at once, without go-redis's pool retrying and logging each try.

@@ -48,34 +48,22 @@ const (
 	ExamplePgBouncerURL = "postgres://postgres@127.0.0.1:16432/test?sslmode=disable"
 )
 
-// RedisURL returns SAFERETRY_REDIS_URL, or skips tb (fails it under
-// SAFERETRY_REQUIRE_SERVICES=1) when it is unset.
-func RedisURL(tb testing.TB) string {
-	tb.Helper()
-	return lookup(tb, EnvRedisURL, ExampleRedisURL)
-}
+// RedisURL is Redis.URL: SAFERETRY_REDIS_URL, or a skip of tb when it is
+// unset.
+func RedisURL(tb testing.TB) string { tb.Helper(); return Redis.URL(tb) }
 
-// PostgresURL returns SAFERETRY_POSTGRES_URL, or skips tb (fails it under
-// SAFERETRY_REQUIRE_SERVICES=1) when it is unset.
-func PostgresURL(tb testing.TB) string {
-	tb.Helper()
-	return lookup(tb, EnvPostgresURL, ExamplePostgresURL)
-}
+// PostgresURL is Postgres.URL: SAFERETRY_POSTGRES_URL, or a skip of tb
+// when it is unset.
+func PostgresURL(tb testing.TB) string { tb.Helper(); return Postgres.URL(tb) }
 
-// NATSURL returns SAFERETRY_NATS_URL (a NATS server with JetStream), or
-// skips tb (fails it under SAFERETRY_REQUIRE_SERVICES=1) when it is unset.
-func NATSURL(tb testing.TB) string {
-	tb.Helper()
-	return lookup(tb, EnvNATSURL, ExampleNATSURL)
-}
+// NATSURL is NATS.URL: SAFERETRY_NATS_URL (a NATS server with JetStream),
+// or a skip of tb when it is unset.
+func NATSURL(tb testing.TB) string { tb.Helper(); return NATS.URL(tb) }
 
-// PgBouncerURL returns SAFERETRY_PGBOUNCER_URL, the URL of a PgBouncer in
-// transaction pooling mode in front of the test database, or skips tb
-// (fails it under SAFERETRY_REQUIRE_SERVICES=1) when it is unset.
-func PgBouncerURL(tb testing.TB) string {
-	tb.Helper()
-	return lookup(tb, EnvPgBouncerURL, ExamplePgBouncerURL)
-}
+// PgBouncerURL is PgBouncer.URL: SAFERETRY_PGBOUNCER_URL, the URL of a
+// PgBouncer in transaction pooling mode in front of the test database, or
+// a skip of tb when it is unset.
+func PgBouncerURL(tb testing.TB) string { tb.Helper(); return PgBouncer.URL(tb) }
 
 // RequireServices reports whether SAFERETRY_REQUIRE_SERVICES=1: a test must
 // then fail, not skip, when a service it needs is missing or unreachable.
@@ -89,18 +77,6 @@ func Unavailable(tb testing.TB, why string) {
 		tb.Fatalf("%s (%s=1)", why, EnvRequireServices)
 	}
 	tb.Skip(why)
-}
-
-func lookup(tb testing.TB, env, example string) string {
-	tb.Helper()
-	u := os.Getenv(env)
-	if u == "" {
-		if !RequireServices() {
-			skipped.add(env, tb.Name())
-		}
-		Unavailable(tb, "set "+env+"='"+example+"' to run")
-	}
-	return u
 }
 
 // Patience bounds every Eventually: long enough for a loaded machine, short

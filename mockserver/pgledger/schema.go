@@ -13,20 +13,24 @@ type names struct {
 	payments string // quoted, possibly schema-qualified
 	balances string
 	lock     string // key of the advisory lock that serialises CreateSchema
+	schema   string // the script of Schema and CreateSchema
 }
 
 // newNames derives the names of table's tables. table is validated with
 // pgstore.ValidateTable, whose 48-byte limit keeps every name PostgreSQL
 // derives from ours (T_payments_pkey, T_balances_pkey) within its 63 bytes.
+// It returns the zero names with the error of an invalid table.
 func newNames(table string) (names, error) {
 	if err := pgstore.ValidateTable(table); err != nil {
 		return names{}, err
 	}
-	return names{
+	n := names{
 		payments: pgschema.Quote(table, "_payments"),
 		balances: pgschema.Quote(table, "_balances"),
 		lock:     "saferetry/pgledger/" + table,
-	}, nil
+	}
+	n.schema = schemaSQL(n)
+	return n, nil
 }
 
 // Schema returns the SQL that creates the tables of the ledger named table
@@ -40,10 +44,7 @@ func newNames(table string) (names, error) {
 // currency.
 func Schema(table string) (string, error) {
 	n, err := newNames(table)
-	if err != nil {
-		return "", err
-	}
-	return schemaSQL(n), nil
+	return n.schema, err
 }
 
 func schemaSQL(n names) string {
@@ -70,7 +71,7 @@ CREATE TABLE IF NOT EXISTS ` + n.balances + ` (
 // call repeatedly, and concurrently from several processes: a
 // transaction-scoped advisory lock serialises the DDL.
 func (l *Ledger) CreateSchema(ctx context.Context) error {
-	if err := pgschema.Apply(ctx, l.pool, l.names.lock, schemaSQL(l.names)); err != nil {
+	if err := pgschema.Apply(ctx, l.pool, l.names.lock, l.names.schema); err != nil {
 		return fmt.Errorf("pgledger: create schema: %w", err)
 	}
 	return nil

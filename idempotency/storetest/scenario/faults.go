@@ -87,6 +87,28 @@ func call(ctx context.Context, h http.Handler, key string) *httptest.ResponseRec
 	return w
 }
 
+// callAsync sends call(ctx, h, key) from a goroutine of its own and returns
+// the channel that gets its answer.
+func callAsync(ctx context.Context, h http.Handler, key string) <-chan *httptest.ResponseRecorder {
+	answer := make(chan *httptest.ResponseRecorder, 1)
+	go func() { answer <- call(ctx, h, key) }()
+	return answer
+}
+
+// instancesAB starts the two instances of the Middleware, with the given
+// lease, that PausedHolder and CutDuringComplete set against each other:
+// a, running handlerA, whose store (made by at) reaches the server at
+// target through proxyA and whose events evA counts, and b, running
+// handlerB, whose store reaches the server directly.
+func instancesAB(t *testing.T, at StoreAt, target string, lease time.Duration, handlerA, handlerB http.Handler) (proxyA *testenv.Proxy, a, b http.Handler, evA *eventCounts) {
+	t.Helper()
+	proxyA = testenv.StartProxy(t, target)
+	evA = new(eventCounts)
+	a = idempotency.Middleware(at(t, proxyA.Addr(), 4), idempotency.WithLease(lease), idempotency.WithHook(evA.hook))(handlerA)
+	b = idempotency.Middleware(at(t, target, 4), idempotency.WithLease(lease))(handlerB)
+	return proxyA, a, b, evA
+}
+
 // runCounter counts a handler's runs per key, and the runs cancelled with
 // idempotency.ErrLeaseLost.
 type runCounter struct {
@@ -159,9 +181,7 @@ func SlowStore(t *testing.T, at StoreAt, target string, lease, latency time.Dura
 	const keys = 4
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var ex runCounter
-	var ev eventCounts
-	proxy, inst := proxied(t, at, target, lease, lease*5/2, &ex, &ev)
+	proxy, inst, ex, ev := proxied(t, at, target, lease, lease*5/2)
 	var warm sync.WaitGroup
 	for i := range inst {
 		// Warm up the pools, the statements and the renewals before the
@@ -230,27 +250,27 @@ func SlowStore(t *testing.T, at StoreAt, target string, lease, latency time.Dura
 		}
 	}
 	if n := ev.count(idempotency.OutcomeLeaseLost); n != 0 {
-		t.Errorf("%d leases lost with a one-way latency of %v on a %v lease; events %v", n, latency, lease, &ev)
+		t.Errorf("%d leases lost with a one-way latency of %v on a %v lease; events %v", n, latency, lease, ev)
 	}
 	if n := ex.cancelled.Load(); n != 0 {
 		t.Errorf("%d handlers cancelled for a lease that could not be kept", n)
 	}
 	t.Logf("SlowStore: lease %v, one-way latency %v: %d keys executed once each; %d late claims answered 409; events %v",
-		lease, latency, keys, countErr(&ev, "the claim's answer came"), ev.got)
+		lease, latency, keys, countErr(ev, "the claim's answer came"), ev.got)
 }
 
 // proxied starts a proxy to the store's server at target and three
 // instances of the Middleware with the given lease, whose stores (made by
 // at) reach the server through it; each runs ex.holding(hold) and counts
-// its events in ev.
-func proxied(t *testing.T, at StoreAt, target string, lease, hold time.Duration, ex *runCounter, ev *eventCounts) (*testenv.Proxy, [3]http.Handler) {
+// its events in ev, the counters it returns with them.
+func proxied(t *testing.T, at StoreAt, target string, lease, hold time.Duration) (proxy *testenv.Proxy, inst [3]http.Handler, ex *runCounter, ev *eventCounts) {
 	t.Helper()
-	proxy := testenv.StartProxy(t, target)
-	var inst [3]http.Handler
+	proxy = testenv.StartProxy(t, target)
+	ex, ev = new(runCounter), new(eventCounts)
 	for i := range inst {
 		inst[i] = idempotency.Middleware(at(t, proxy.Addr(), 4), idempotency.WithLease(lease), idempotency.WithHook(ev.hook))(ex.holding(hold))
 	}
-	return proxy, inst
+	return proxy, inst, ex, ev
 }
 
 func countErr(r *eventCounts, substr string) int {
@@ -273,9 +293,7 @@ func StoreSlowerThanLease(t *testing.T, at StoreAt, target string, lease, latenc
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var ex runCounter
-	var ev eventCounts
-	proxy, inst := proxied(t, at, target, lease, lease, &ex, &ev)
+	proxy, inst, ex, ev := proxied(t, at, target, lease, lease)
 	for i := range inst {
 		call(ctx, inst[i], testenv.RandomName(warmPrefix))
 	}
@@ -337,7 +355,6 @@ func PausedHolder(t *testing.T, at StoreAt, target string, lease time.Duration) 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	proxyA := testenv.StartProxy(t, target)
 	var reg fence
 	var causeA atomic.Value
 	enteredA, wakeA := make(chan int64, 1), make(chan struct{})
@@ -361,12 +378,9 @@ func PausedHolder(t *testing.T, at StoreAt, target string, lease time.Duration) 
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, "B with token %d", tok)
 	})
-	var evA eventCounts
-	a := idempotency.Middleware(at(t, proxyA.Addr(), 4), idempotency.WithLease(lease), idempotency.WithHook(evA.hook))(handlerA)
-	b := idempotency.Middleware(at(t, target, 4), idempotency.WithLease(lease))(handlerB)
+	proxyA, a, b, evA := instancesAB(t, at, target, lease, handlerA, handlerB)
 	key := testenv.RandomName("paused-")
-	answerA := make(chan *httptest.ResponseRecorder, 1)
-	go func() { answerA <- call(ctx, a, key) }()
+	answerA := callAsync(ctx, a, key)
 	var tokA int64
 	select {
 	case tokA = <-enteredA:
@@ -407,7 +421,6 @@ func CutDuringComplete(t *testing.T, at StoreAt, target string, lease time.Durat
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	proxyA := testenv.StartProxy(t, target)
 	var runs atomic.Int64
 	entered, finish := make(chan struct{}), make(chan struct{})
 	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -419,12 +432,9 @@ func CutDuringComplete(t *testing.T, at StoreAt, target string, lease time.Durat
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, "run %d", runs.Load())
 	})
-	var evA eventCounts
-	a := idempotency.Middleware(at(t, proxyA.Addr(), 4), idempotency.WithLease(lease), idempotency.WithHook(evA.hook))(app)
-	b := idempotency.Middleware(at(t, target, 4), idempotency.WithLease(lease))(app)
+	proxyA, a, b, evA := instancesAB(t, at, target, lease, app, app)
 	key := testenv.RandomName("cut-")
-	answerA := make(chan *httptest.ResponseRecorder, 1)
-	go func() { answerA <- call(ctx, a, key) }()
+	answerA := callAsync(ctx, a, key)
 	<-entered
 	proxyA.Stop() // the store goes away just as the handler returns
 	close(finish)
@@ -442,7 +452,7 @@ func CutDuringComplete(t *testing.T, at StoreAt, target string, lease time.Durat
 		t.Fatalf("A answered %d, want 201", first.Code)
 	}
 	if n := evA.count(idempotency.OutcomeNew); n != 1 {
-		t.Fatalf("A's events %v; want the outcome stored once the store was back", &evA)
+		t.Fatalf("A's events %v; want the outcome stored once the store was back", evA)
 	}
 	w := call(ctx, b, key)
 	if w.Body.String() != first.Body.String() || w.Header().Get(idempotency.HeaderReplayed) != "true" {

@@ -35,31 +35,31 @@ func WatchAcrossInstances(t *testing.T, holder, waiter idempotency.Store) {
 	defer cancel()
 	for _, settle := range []string{"complete", "release"} {
 		t.Run(settle, func(t *testing.T) {
+			acquire := func(k idempotency.Key) int64 {
+				r, err := holder.Claim(ctx, k, "fp", time.Minute, time.Hour)
+				if err != nil || !r.Acquired {
+					t.Fatal(r, err)
+				}
+				return r.Token
+			}
 			k := idempotency.Key{Scope: "watch\x00" + settle, Key: "k"}
 			other := idempotency.Key{Scope: "watch\x00" + settle, Key: "other"}
-			r, err := holder.Claim(ctx, k, "fp", time.Minute, time.Hour)
-			if err != nil || !r.Acquired {
-				t.Fatal(r, err)
-			}
-			ro, err := holder.Claim(ctx, other, "fp", time.Minute, time.Hour)
-			if err != nil || !ro.Acquired {
-				t.Fatal(ro, err)
-			}
+			tok, otherTok := acquire(k), acquire(other)
 			ch, stop, err := w.Watch(ctx, k)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer stop()
-			if err := holder.Complete(ctx, other, ro.Token, idempotency.Response{Status: 201}, time.Hour); err != nil {
+			if err := holder.Complete(ctx, other, otherTok, idempotency.Response{Status: 201}, time.Hour); err != nil {
 				t.Fatal(err)
 			}
 			if woken(ch, 200*time.Millisecond) {
 				t.Fatal("the completion of another entry woke the waiter")
 			}
 			if settle == "complete" {
-				err = holder.Complete(ctx, k, r.Token, idempotency.Response{Status: 201}, time.Hour)
+				err = holder.Complete(ctx, k, tok, idempotency.Response{Status: 201}, time.Hour)
 			} else {
-				err = holder.Release(ctx, k, r.Token)
+				err = holder.Release(ctx, k, tok)
 			}
 			if err != nil {
 				t.Fatal(err)
