@@ -12,6 +12,7 @@ import (
 
 	"github.com/saferetry/saferetry"
 	"github.com/saferetry/saferetry/internal/benchratio"
+	"github.com/saferetry/saferetry/internal/testkit"
 	"github.com/saferetry/saferetry/saferetryablehttp"
 )
 
@@ -25,9 +26,6 @@ func newCanned() cannedBase {
 	req, _ := http.NewRequest(http.MethodPost, "http://api.test/", nil)
 	return cannedBase{&http.Response{StatusCode: 201, Header: http.Header{}, Body: http.NoBody, Request: req}}
 }
-
-// benchPayload is the body of the benchmarks' POSTs.
-var benchPayload = []byte(`{"account":"acc-1","amount":1500}`)
 
 // newLoopback starts a loopback HTTP/1.1 server that reads the request
 // body and answers 201 {"id":"d-1"}, closed at the end of b.
@@ -46,18 +44,8 @@ func newLoopback(b *testing.B) *httptest.Server {
 // against calling the same canned base directly.
 func BenchmarkOverhead(b *testing.B) {
 	base := newCanned()
-	run := func(b *testing.B, rt http.RoundTripper) {
-		b.ReportAllocs()
-		for b.Loop() {
-			req, _ := http.NewRequest(http.MethodPost, "http://api.test/v1/debits", bytes.NewReader(benchPayload))
-			resp, err := rt.RoundTrip(req)
-			if err != nil || resp.StatusCode != 201 {
-				b.Fatal(err)
-			}
-		}
-	}
-	b.Run("base", func(b *testing.B) { run(b, base) })
-	b.Run("transport", func(b *testing.B) { run(b, saferetry.NewTransport(base)) })
+	b.Run("base", func(b *testing.B) { testkit.BenchPOST(b, base) })
+	b.Run("transport", func(b *testing.B) { testkit.BenchPOST(b, saferetry.NewTransport(base)) })
 }
 
 // BenchmarkLoopback is one POST over loopback HTTP/1.1 with keep-alive
@@ -83,7 +71,7 @@ func BenchmarkLoopback(b *testing.B) {
 	runHTTP := func(b *testing.B, c *http.Client) {
 		b.ReportAllocs()
 		for b.Loop() {
-			req, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(benchPayload))
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(testkit.BenchPayload))
 			resp, err := c.Do(req)
 			finish(b, resp, err)
 		}
@@ -91,7 +79,7 @@ func BenchmarkLoopback(b *testing.B) {
 	runRetryable := func(b *testing.B, c *retryablehttp.Client) {
 		b.ReportAllocs()
 		for b.Loop() {
-			req, _ := retryablehttp.NewRequest(http.MethodPost, srv.URL, benchPayload)
+			req, _ := retryablehttp.NewRequest(http.MethodPost, srv.URL, testkit.BenchPayload)
 			resp, err := c.Do(req)
 			finish(b, resp, err)
 		}
@@ -106,7 +94,7 @@ func BenchmarkLoopback(b *testing.B) {
 		c := &http.Client{Transport: newBase()}
 		b.ReportAllocs()
 		for b.Loop() {
-			req, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(benchPayload))
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(testkit.BenchPayload))
 			req.Header.Set(saferetry.HeaderIdempotencyKey, uuid.NewString())
 			resp, err := c.Do(req)
 			finish(b, resp, err)
@@ -119,7 +107,7 @@ func BenchmarkLoopback(b *testing.B) {
 		c := saferetry.NewClient(saferetry.WithBase(newBase()))
 		b.ReportAllocs()
 		for b.Loop() {
-			req, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(benchPayload))
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(testkit.BenchPayload))
 			resp, err := c.Do(req)
 			finish(b, resp, err)
 		}
@@ -154,7 +142,7 @@ func BenchmarkLoopbackRatio(b *testing.B) {
 	send := func(b *testing.B, do func(*http.Request) (*http.Response, error), key bool) func(n int) {
 		return func(n int) {
 			for range n {
-				req, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(benchPayload))
+				req, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(testkit.BenchPayload))
 				if key {
 					req.Header.Set(saferetry.HeaderIdempotencyKey, uuid.NewString())
 				}

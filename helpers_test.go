@@ -128,6 +128,19 @@ func closeResp(resp *http.Response) {
 	}
 }
 
+// mustRoundTrip sends req through tr, fails t unless a response came
+// back without an error, and closes its body; the status and headers stay
+// readable.
+func mustRoundTrip(t testing.TB, tr *Transport, req *http.Request) *http.Response {
+	t.Helper()
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("RoundTrip: %v", err)
+	}
+	closeResp(resp)
+	return resp
+}
+
 // advance moves the fake time forward by d, as a slow server would.
 func (c *fakeClock) advance(d time.Duration) {
 	c.mu.Lock()

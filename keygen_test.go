@@ -187,11 +187,7 @@ func TestGeneratedKeyIsUUIDv4AndStableAcrossAttempts(t *testing.T) {
 		rc := testkit.NewRecorder(testkit.Status(503), testkit.Fail(testkit.ErrReset), testkit.Status(409), testkit.Status(201))
 		tr, _, _ := testTransport(rc)
 		req := newReq(t, context.Background(), m, `{"amount":1500}`)
-		resp, err := tr.RoundTrip(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		closeResp(resp)
+		resp := mustRoundTrip(t, tr, req)
 		seen := rc.Seen()
 		if len(seen) != 4 {
 			t.Fatalf("%s: attempts = %d, want 4", m, len(seen))
@@ -225,11 +221,7 @@ func TestKeysDifferPerOperation(t *testing.T) {
 	rc := testkit.NewRecorder(testkit.Status(201))
 	tr, _, _ := testTransport(rc)
 	for i := 0; i < 3; i++ {
-		resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		closeResp(resp)
+		mustRoundTrip(t, tr, newReq(t, context.Background(), http.MethodPost, "x"))
 	}
 	s := rc.Seen()
 	if s[0].Keys[0] == s[1].Keys[0] || s[1].Keys[0] == s[2].Keys[0] {
@@ -243,11 +235,7 @@ func TestSuppliedKeys(t *testing.T) {
 		tr, _, _ := testTransport(rc, WithStructuredKey(true))
 		req := newReq(t, WithKey(context.Background(), "from-ctx"), http.MethodPost, "x")
 		req.Header.Set(HeaderIdempotencyKey, "from-header")
-		resp, err := tr.RoundTrip(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		closeResp(resp)
+		mustRoundTrip(t, tr, req)
 		for i, s := range rc.Seen() {
 			if len(s.Keys) != 1 || s.Keys[0] != "from-header" {
 				t.Errorf("attempt %d keys %q", i+1, s.Keys)
@@ -258,11 +246,7 @@ func TestSuppliedKeys(t *testing.T) {
 		for _, structured := range []bool{false, true} {
 			rc := testkit.NewRecorder(testkit.Status(201))
 			tr, _, _ := testTransport(rc, WithStructuredKey(structured))
-			resp, err := tr.RoundTrip(newReq(t, WithKey(context.Background(), `order-42"x`), http.MethodPost, "x"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			closeResp(resp)
+			resp := mustRoundTrip(t, tr, newReq(t, WithKey(context.Background(), `order-42"x`), http.MethodPost, "x"))
 			// A double quote is never sent raw: a server would misread it.
 			want := `"order-42\"x"`
 			if got := rc.Seen()[0].Keys; len(got) != 1 || got[0] != want {
@@ -276,11 +260,7 @@ func TestSuppliedKeys(t *testing.T) {
 	t.Run("context key on GET is sent and retried", func(t *testing.T) {
 		rc := testkit.NewRecorder(testkit.Status(503), testkit.Status(200))
 		tr, _, _ := testTransport(rc)
-		resp, err := tr.RoundTrip(newReq(t, WithKey(context.Background(), "k1"), http.MethodGet, ""))
-		if err != nil {
-			t.Fatal(err)
-		}
-		closeResp(resp)
+		mustRoundTrip(t, tr, newReq(t, WithKey(context.Background(), "k1"), http.MethodGet, ""))
 		if s := rc.Seen(); len(s) != 2 || s[1].Keys[0] != "k1" {
 			t.Fatalf("seen %+v", s)
 		}
@@ -288,11 +268,7 @@ func TestSuppliedKeys(t *testing.T) {
 	t.Run("generated structured", func(t *testing.T) {
 		rc := testkit.NewRecorder(testkit.Status(201))
 		tr, _, _ := testTransport(rc, WithStructuredKey(true))
-		resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		closeResp(resp)
+		mustRoundTrip(t, tr, newReq(t, context.Background(), http.MethodPost, "x"))
 		k := rc.Seen()[0].Keys[0]
 		if len(k) != 38 || k[0] != '"' || k[37] != '"' {
 			t.Fatalf("sent %q, want a quoted UUID", k)

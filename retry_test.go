@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"testing"
@@ -14,19 +15,13 @@ import (
 )
 
 func TestRetryClassificationByStatus(t *testing.T) {
-	tests := []struct {
+	type classCase struct {
 		name     string
 		first    testkit.Outcome
 		attempts int // attempts made for a POST when later attempts answer 201
 		reason   Reason
-	}{
-		{"200 final", testkit.Status(200), 1, ReasonFinalStatus},
-		{"201 final", testkit.Status(201), 1, ReasonFinalStatus},
-		{"400 final", testkit.Status(400), 1, ReasonFinalStatus},
-		{"401 final", testkit.Status(401), 1, ReasonFinalStatus},
-		{"404 final", testkit.Status(404), 1, ReasonFinalStatus},
-		{"422 final", testkit.Status(422), 1, ReasonFinalStatus},
-		{"501 final", testkit.Status(501), 1, ReasonFinalStatus},
+	}
+	tests := []classCase{
 		{"409 replayed final", testkit.StatusH(409, HeaderReplayed, "true"), 1, ReasonReplayed},
 		{"500 replayed final", testkit.StatusH(500, HeaderReplayed, "true"), 1, ReasonReplayed},
 		{"503 replayed final", testkit.StatusH(503, HeaderReplayed, "true", "Retry-After", "1"), 1, ReasonReplayed},
@@ -34,26 +29,20 @@ func TestRetryClassificationByStatus(t *testing.T) {
 		{"400 server says yes", testkit.StatusH(400, "Stripe-Should-Retry", "true"), 2, ReasonServerSaid},
 		{"409 server says yes", testkit.StatusH(409, "stripe-should-retry", "TRUE"), 2, ReasonServerSaid},
 		{"500 server says nonsense", testkit.StatusH(500, "Stripe-Should-Retry", "maybe"), 2, ReasonRetryableStatus},
-		{"408 retried", testkit.Status(408), 2, ReasonRetryableStatus},
-		{"409 retried", testkit.Status(409), 2, ReasonRetryableStatus},
-		{"429 retried", testkit.Status(429), 2, ReasonRetryableStatus},
-		{"500 retried", testkit.Status(500), 2, ReasonRetryableStatus},
-		{"502 retried", testkit.Status(502), 2, ReasonRetryableStatus},
-		{"503 retried", testkit.Status(503), 2, ReasonRetryableStatus},
-		{"504 retried", testkit.Status(504), 2, ReasonRetryableStatus},
-		{"599 retried", testkit.Status(599), 2, ReasonRetryableStatus},
 		{"reset retried", testkit.Fail(testkit.ErrReset), 2, ReasonTransportError},
 		{"EOF retried", testkit.Fail(errors.New("EOF")), 2, ReasonTransportError},
+	}
+	for _, code := range []int{200, 201, 400, 401, 404, 422, 501} {
+		tests = append(tests, classCase{fmt.Sprintf("%d final", code), testkit.Status(code), 1, ReasonFinalStatus})
+	}
+	for _, code := range []int{408, 409, 429, 500, 502, 503, 504, 599} {
+		tests = append(tests, classCase{fmt.Sprintf("%d retried", code), testkit.Status(code), 2, ReasonRetryableStatus})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rc := testkit.NewRecorder(tt.first, testkit.Status(201))
 			tr, _, hl := testTransport(rc)
-			resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, `{"amount":1500}`))
-			if err != nil {
-				t.Fatalf("RoundTrip: %v", err)
-			}
-			closeResp(resp)
+			resp := mustRoundTrip(t, tr, newReq(t, context.Background(), http.MethodPost, `{"amount":1500}`))
 			if got := len(rc.Seen()); got != tt.attempts {
 				t.Fatalf("attempts = %d, want %d", got, tt.attempts)
 			}
@@ -123,11 +112,7 @@ func TestUnsafeMethodWithoutKeyIsNeverRetried(t *testing.T) {
 		t.Run(m, func(t *testing.T) {
 			rc := testkit.NewRecorder(testkit.Status(503), testkit.Status(201))
 			tr, _, hl := testTransport(rc, WithKeyMethods())
-			resp, err := tr.RoundTrip(newReq(t, context.Background(), m, "x"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			closeResp(resp)
+			resp := mustRoundTrip(t, tr, newReq(t, context.Background(), m, "x"))
 			if resp.StatusCode != 503 || len(rc.Seen()) != 1 {
 				t.Fatalf("status %d after %d attempts, want 503 after 1", resp.StatusCode, len(rc.Seen()))
 			}
@@ -154,11 +139,7 @@ func TestSafeAndIdempotentMethodsRetriedWithoutKey(t *testing.T) {
 		t.Run(m, func(t *testing.T) {
 			rc := testkit.NewRecorder(testkit.Status(503), testkit.Fail(testkit.ErrReset), testkit.Status(200))
 			tr, _, _ := testTransport(rc)
-			resp, err := tr.RoundTrip(newReq(t, context.Background(), m, ""))
-			if err != nil {
-				t.Fatal(err)
-			}
-			closeResp(resp)
+			resp := mustRoundTrip(t, tr, newReq(t, context.Background(), m, ""))
 			if resp.StatusCode != 200 || len(rc.Seen()) != 3 {
 				t.Fatalf("status %d after %d attempts, want 200 after 3", resp.StatusCode, len(rc.Seen()))
 			}
@@ -180,11 +161,7 @@ func TestClassifierOverrides(t *testing.T) {
 			}
 			return DecisionDefault
 		}))
-		resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		closeResp(resp)
+		resp := mustRoundTrip(t, tr, newReq(t, context.Background(), http.MethodPost, "x"))
 		if resp.StatusCode != 201 || len(rc.Seen()) != 2 {
 			t.Fatalf("status %d after %d attempts", resp.StatusCode, len(rc.Seen()))
 		}
@@ -195,11 +172,7 @@ func TestClassifierOverrides(t *testing.T) {
 	t.Run("stop on 503", func(t *testing.T) {
 		rc := testkit.NewRecorder(testkit.Status(503), testkit.Status(201))
 		tr, _, _ := testTransport(rc, WithClassifier(func(*http.Request, *http.Response, error) Decision { return DecisionReturn }))
-		resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		closeResp(resp)
+		resp := mustRoundTrip(t, tr, newReq(t, context.Background(), http.MethodPost, "x"))
 		if resp.StatusCode != 503 || len(rc.Seen()) != 1 {
 			t.Fatalf("status %d after %d attempts", resp.StatusCode, len(rc.Seen()))
 		}
@@ -207,11 +180,7 @@ func TestClassifierOverrides(t *testing.T) {
 	t.Run("cannot retry a keyless POST", func(t *testing.T) {
 		rc := testkit.NewRecorder(testkit.Status(400), testkit.Status(201))
 		tr, _, _ := testTransport(rc, WithKeyMethods(), WithClassifier(func(*http.Request, *http.Response, error) Decision { return DecisionRetry }))
-		resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		closeResp(resp)
+		mustRoundTrip(t, tr, newReq(t, context.Background(), http.MethodPost, "x"))
 		if len(rc.Seen()) != 1 {
 			t.Fatalf("attempts = %d, want 1", len(rc.Seen()))
 		}
@@ -222,11 +191,7 @@ func TestMaxAttempts(t *testing.T) {
 	for _, n := range []int{1, 2, 5} {
 		rc := testkit.NewRecorder(testkit.Status(503))
 		tr, clk, hl := testTransport(rc, WithMaxAttempts(n))
-		resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		closeResp(resp)
+		resp := mustRoundTrip(t, tr, newReq(t, context.Background(), http.MethodPost, "x"))
 		if resp.StatusCode != 503 || len(rc.Seen()) != n {
 			t.Errorf("n=%d: status %d after %d attempts", n, resp.StatusCode, len(rc.Seen()))
 		}
@@ -264,11 +229,7 @@ func TestHooksCompose(t *testing.T) {
 	first := func(a Attempt) { order = append(order, "first "+a.Decision.String()) }
 	second := func(a Attempt) { order = append(order, "second "+a.Decision.String()) }
 	tr, _, hl := testTransport(rc, WithHook(first), WithHook(nil), WithHook(second))
-	resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeResp(resp)
+	mustRoundTrip(t, tr, newReq(t, context.Background(), http.MethodPost, "x"))
 	want := []string{"first retry", "second retry", "first return", "second return"}
 	if len(order) != len(want) || len(hl.Attempts()) != 2 {
 		t.Fatalf("hooks saw %q (and the first hook %d attempts); want %q", order, len(hl.Attempts()), want)

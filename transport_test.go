@@ -31,11 +31,7 @@ func TestCallerRequestNeverModified(t *testing.T) {
 	before := req.Header.Clone()
 	url := *req.URL
 	body, getBody, cl := req.Body, req.GetBody, req.ContentLength
-	resp, err := tr.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeResp(resp)
+	resp := mustRoundTrip(t, tr, req)
 	if !reflect.DeepEqual(req.Header, before) || *req.URL != url || req.Context() != ctx ||
 		req.Body != body || reflect.ValueOf(req.GetBody).Pointer() != reflect.ValueOf(getBody).Pointer() || req.ContentLength != cl {
 		t.Fatalf("caller request modified: header %v", req.Header)
@@ -135,49 +131,46 @@ func (b *plainBody) Read(p []byte) (int, error) {
 }
 func (b *plainBody) Close() error { b.closed.Store(true); return nil }
 
-func TestBodyBufferedAndReplayed(t *testing.T) {
-	payload := strings.Repeat("p", 1000)
-	rc := testkit.NewRecorder(testkit.Status(503), testkit.Status(201))
-	tr, _, _ := testTransport(rc, WithMaxBufferedBody(1000))
-	pb := &plainBody{r: strings.NewReader(payload)}
-	req, _ := http.NewRequest(http.MethodPost, "http://api.test/", pb)
-	if req.GetBody != nil {
-		t.Fatal("test needs a body without GetBody")
+// TestBodyBuffering: a body without GetBody is buffered up to
+// WithMaxBufferedBody and replayed on a retry; a larger one is sent once,
+// whole, and not retried. Either way the Transport closes it.
+func TestBodyBuffering(t *testing.T) {
+	tests := []struct {
+		name             string
+		size             int // of the body, in bytes
+		attempts, status int
+		reason           Reason // of the first attempt
+	}{
+		{"buffered and replayed", 1000, 2, 201, ReasonRetryableStatus},
+		{"over the limit sent once, not retried", 1001, 1, 503, ReasonBodyNotReplayable},
 	}
-	resp, err := tr.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeResp(resp)
-	s := rc.Seen()
-	if len(s) != 2 || s[0].Body != payload || s[1].Body != payload {
-		t.Fatalf("attempts %d, bodies not identical", len(s))
-	}
-	if !pb.closed.Load() {
-		t.Error("request body not closed")
-	}
-}
-
-func TestBodyOverLimitSentOnceNotRetried(t *testing.T) {
-	payload := strings.Repeat("p", 1001)
-	rc := testkit.NewRecorder(testkit.Status(503), testkit.Status(201))
-	tr, _, hl := testTransport(rc, WithMaxBufferedBody(1000))
-	pb := &plainBody{r: strings.NewReader(payload)}
-	req, _ := http.NewRequest(http.MethodPost, "http://api.test/", pb)
-	resp, err := tr.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeResp(resp)
-	s := rc.Seen()
-	if len(s) != 1 || s[0].Body != payload || resp.StatusCode != 503 {
-		t.Fatalf("attempts %d, status %d, body intact %v", len(s), resp.StatusCode, s[0].Body == payload)
-	}
-	if r := hl.Attempts()[0].Reason; r != ReasonBodyNotReplayable {
-		t.Errorf("reason %q", r)
-	}
-	if !pb.closed.Load() {
-		t.Error("request body not closed")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			payload := strings.Repeat("p", tt.size)
+			rc := testkit.NewRecorder(testkit.Status(503), testkit.Status(201))
+			tr, _, hl := testTransport(rc, WithMaxBufferedBody(1000))
+			pb := &plainBody{r: strings.NewReader(payload)}
+			req, _ := http.NewRequest(http.MethodPost, "http://api.test/", pb)
+			if req.GetBody != nil {
+				t.Fatal("test needs a body without GetBody")
+			}
+			resp := mustRoundTrip(t, tr, req)
+			s := rc.Seen()
+			if len(s) != tt.attempts || resp.StatusCode != tt.status {
+				t.Fatalf("status %d after %d attempts, want %d after %d", resp.StatusCode, len(s), tt.status, tt.attempts)
+			}
+			for i := range s {
+				if s[i].Body != payload {
+					t.Errorf("attempt %d sent %d bytes, not the %d-byte body", i+1, len(s[i].Body), len(payload))
+				}
+			}
+			if r := hl.Attempts()[0].Reason; r != tt.reason {
+				t.Errorf("reason %q, want %q", r, tt.reason)
+			}
+			if !pb.closed.Load() {
+				t.Error("request body not closed")
+			}
+		})
 	}
 }
 
@@ -197,11 +190,7 @@ func TestGetBodyFailureReturnsLastResponse(t *testing.T) {
 	tr, _, hl := testTransport(rc)
 	req := newReq(t, context.Background(), http.MethodPost, "x")
 	req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("gone") }
-	resp, err := tr.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeResp(resp)
+	resp := mustRoundTrip(t, tr, req)
 	if resp.StatusCode != 503 || len(rc.Seen()) != 1 || hl.Attempts()[0].Reason != ReasonBodyNotReplayable {
 		t.Fatalf("status %d after %d attempts, reason %q", resp.StatusCode, len(rc.Seen()), hl.Attempts()[0].Reason)
 	}
@@ -381,11 +370,7 @@ func TestRetryBudget(t *testing.T) {
 	rc := testkit.NewRecorder(testkit.Status(503))
 	tr, _, hl := testTransport(rc, WithRetryBudget(20, 5), WithMaxAttempts(4))
 	run := func() {
-		resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		closeResp(resp)
+		mustRoundTrip(t, tr, newReq(t, context.Background(), http.MethodPost, "x"))
 	}
 	run() // 3 retries: 15 tokens
 	run() // 1 retry: 5 tokens, then empty
@@ -429,11 +414,7 @@ func TestRetryBudget(t *testing.T) {
 func TestRetryBudgetRefundsAfterSuccessfulRetry(t *testing.T) {
 	rc := testkit.NewRecorder(testkit.Status(503), testkit.Status(201))
 	tr, _, _ := testTransport(rc, WithRetryBudget(100, 5))
-	resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeResp(resp)
+	resp := mustRoundTrip(t, tr, newReq(t, context.Background(), http.MethodPost, "x"))
 	if got := tr.policy.Budget.Available(); got != 100 {
 		t.Fatalf("tokens = %d, want 100 (retry cost refunded)", got)
 	}
@@ -450,11 +431,7 @@ func TestLogger(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	rc := testkit.NewRecorder(testkit.StatusH(429, "Retry-After", "1"), testkit.Status(201))
 	tr, _, _ := testTransport(rc, WithLogger(logger))
-	resp, err := tr.RoundTrip(newReq(t, WithKey(context.Background(), "k-log"), http.MethodPost, "x"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeResp(resp)
+	mustRoundTrip(t, tr, newReq(t, WithKey(context.Background(), "k-log"), http.MethodPost, "x"))
 	sc := bufio.NewScanner(&buf)
 	var lines []string
 	for sc.Scan() {
@@ -473,11 +450,7 @@ func TestLogger(t *testing.T) {
 	}
 	// A nil logger is silent and does not panic.
 	tr2, _, _ := testTransport(testkit.NewRecorder(testkit.Status(201)), WithLogger(nil))
-	resp, err = tr2.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeResp(resp)
+	mustRoundTrip(t, tr2, newReq(t, context.Background(), http.MethodPost, "x"))
 }
 
 func TestContextDoneBeforeSendIsNotSent(t *testing.T) {
@@ -609,11 +582,7 @@ func TestRetryBudgetRefilledByFinalClientError(t *testing.T) {
 	tr, _, _ := testTransport(rc, WithRetryBudget(20, 5), WithMaxAttempts(2))
 	run := func() {
 		t.Helper()
-		resp, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		closeResp(resp)
+		mustRoundTrip(t, tr, newReq(t, context.Background(), http.MethodPost, "x"))
 	}
 	run() // 503, one retry (5 tokens), 503: no refill
 	if got := tr.policy.Budget.Available(); got != 15 {
@@ -662,11 +631,7 @@ func TestSharedHeaderValuesStayTheCallers(t *testing.T) {
 	multi[0], multi[1] = "1", "2"
 	req.Header["Multi"] = multi
 	req.Header.Set("X-Trace", "abc")
-	resp, err := tr.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeResp(resp)
+	mustRoundTrip(t, tr, req)
 	if len(hw.seen) != 3 {
 		t.Fatalf("attempts = %d, want 3", len(hw.seen))
 	}

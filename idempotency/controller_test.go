@@ -39,6 +39,30 @@ func postOnce(url, key string) (int, string, error) {
 	return resp.StatusCode, string(body), nil
 }
 
+// wantStoredReplay fails unless a retry under key replays the stored 201
+// of execution 1, and the handler ran once.
+func wantStoredReplay(t *testing.T, url, key string, app *counter) {
+	t.Helper()
+	status, body, err := postOnce(url, key)
+	if err != nil || status != http.StatusCreated || !strings.Contains(body, `"execution":1`) {
+		t.Errorf("replay: %d %q %v; want the stored 201 of execution 1", status, body, err)
+	}
+	if n := app.calls.Load(); n != 1 {
+		t.Errorf("handler ran %d times, want 1", n)
+	}
+}
+
+// setPast sets a connection deadline, through set (the ResponseController
+// method named name), to a second ago; it reports whether that worked.
+func setPast(t *testing.T, name string, set func(time.Time) error) bool {
+	t.Helper()
+	if err := set(time.Now().Add(-time.Second)); err != nil {
+		t.Errorf("%s: %v", name, err)
+		return false
+	}
+	return true
+}
+
 // The claim-time writer refuses, through http.ResponseController, what
 // would send part of the answer before it is recorded (Flush, Hijack) or
 // needs the request body still unread (EnableFullDuplex), while the
@@ -82,10 +106,7 @@ func TestClaimWriterRefusesWhatWouldBypassTheRecord(t *testing.T) {
 	if _, _, err := postOnce(srv.URL, "k-refuse"); err == nil || err.Error() != "not a replay" {
 		t.Fatalf("first answer: %v", err)
 	}
-	status, body, err := postOnce(srv.URL, "k-refuse")
-	if err != nil || status != http.StatusCreated || !strings.Contains(body, `"execution":1`) {
-		t.Errorf("replay: %d %q %v", status, body, err)
-	}
+	wantStoredReplay(t, srv.URL, "k-refuse", app)
 }
 
 // A write deadline the handler sets reaches the connection: one already
@@ -94,9 +115,7 @@ func TestClaimWriterRefusesWhatWouldBypassTheRecord(t *testing.T) {
 func TestClaimWriterPassesWriteDeadline(t *testing.T) {
 	store := newStore(t)
 	app := &counter{before: func(w http.ResponseWriter, r *http.Request) int {
-		if err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(-time.Second)); err != nil {
-			t.Errorf("SetWriteDeadline: %v", err)
-		}
+		setPast(t, "SetWriteDeadline", http.NewResponseController(w).SetWriteDeadline)
 		return 0
 	}}
 	srv := httptest.NewServer(idempotency.Middleware(store)(app))
@@ -105,13 +124,7 @@ func TestClaimWriterPassesWriteDeadline(t *testing.T) {
 	if status, body, err := postOnce(srv.URL, "k-write"); err == nil || err.Error() == "not a replay" {
 		t.Fatalf("first answer arrived (%d %q) past its write deadline", status, body)
 	}
-	status, body, err := postOnce(srv.URL, "k-write")
-	if err != nil || status != http.StatusCreated || !strings.Contains(body, `"execution":1`) {
-		t.Errorf("replay: %d %q %v; want the stored 201 of execution 1", status, body, err)
-	}
-	if n := app.calls.Load(); n != 1 {
-		t.Errorf("handler ran %d times, want 1", n)
-	}
+	wantStoredReplay(t, srv.URL, "k-write", app)
 }
 
 // A read deadline the handler sets reaches the connection. The Middleware
@@ -121,8 +134,7 @@ func TestClaimWriterPassesWriteDeadline(t *testing.T) {
 func TestClaimWriterPassesReadDeadline(t *testing.T) {
 	store := newStore(t)
 	app := &counter{before: func(w http.ResponseWriter, r *http.Request) int {
-		if err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(-time.Second)); err != nil {
-			t.Errorf("SetReadDeadline: %v", err)
+		if !setPast(t, "SetReadDeadline", http.NewResponseController(w).SetReadDeadline) {
 			return 0
 		}
 		bound := time.NewTimer(10 * time.Second) // a failure bound, not a wait
@@ -138,13 +150,7 @@ func TestClaimWriterPassesReadDeadline(t *testing.T) {
 	defer srv.Close()
 
 	_, _, _ = postOnce(srv.URL, "k-read") // the first answer may or may not arrive
-	status, body, err := postOnce(srv.URL, "k-read")
-	if err != nil || status != http.StatusCreated || !strings.Contains(body, `"execution":1`) {
-		t.Errorf("replay: %d %q %v; want the stored 201 of execution 1", status, body, err)
-	}
-	if n := app.calls.Load(); n != 1 {
-		t.Errorf("handler ran %d times, want 1", n)
-	}
+	wantStoredReplay(t, srv.URL, "k-read", app)
 }
 
 // Over HTTP/2, where net/http's writer is an http.Pusher, the claim-time

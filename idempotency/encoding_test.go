@@ -62,6 +62,22 @@ func postDecoded(t *testing.T, url, key string) (doc map[string]any, replayed, u
 	return doc, resp.Header.Get(idempotency.HeaderReplayed) == "true", resp.Uncompressed
 }
 
+// postDecodedTwice sends the same protected POST twice through
+// postDecoded and returns both documents; it fails unless the transport
+// decoded both, and only the second is a replay.
+func postDecodedTwice(t *testing.T, url, key string) (first, again map[string]any) {
+	t.Helper()
+	first, replayed, unz := postDecoded(t, url, key)
+	if replayed || !unz {
+		t.Fatalf("first answer: replayed %v, decoded by the transport %v; want false, true", replayed, unz)
+	}
+	again, replayed, unz = postDecoded(t, url, key)
+	if !replayed || !unz {
+		t.Fatalf("gzip replay: replayed %v, decoded by the transport %v; want true, true", replayed, unz)
+	}
+	return first, again
+}
+
 // postOver POSTs {"amount":1} under key to url through tr, with the given
 // Accept-Encoding ("" sets none), and returns the response with its body
 // read and closed.
@@ -122,14 +138,7 @@ func TestCompressionInsideReplaysEncodedBody(t *testing.T) {
 	defer srv.Close()
 
 	t.Run("decoded by a gzip-accepting client", func(t *testing.T) {
-		first, replayed, unz := postDecoded(t, srv.URL, "k-decoded")
-		if replayed || !unz {
-			t.Fatalf("first answer: replayed %v, decoded by the transport %v; want false, true", replayed, unz)
-		}
-		again, replayed, unz := postDecoded(t, srv.URL, "k-decoded")
-		if !replayed || !unz {
-			t.Fatalf("replay: replayed %v, decoded by the transport %v; want true, true", replayed, unz)
-		}
+		first, again := postDecodedTwice(t, srv.URL, "k-decoded")
 		if first["execution"] != again["execution"] || first["padding"] != again["padding"] {
 			t.Errorf("replay decodes to execution %v, first answer to %v", again["execution"], first["execution"])
 		}
@@ -201,14 +210,7 @@ func TestCompressionOutsideCompressesPerRequest(t *testing.T) {
 	srv := httptest.NewServer(gzhttp.GzipHandler(idempotency.Middleware(store)(app)))
 	defer srv.Close()
 
-	first, replayed, unz := postDecoded(t, srv.URL, "k-out")
-	if replayed || !unz {
-		t.Fatalf("first answer: replayed %v, decoded by the transport %v; want false, true", replayed, unz)
-	}
-	again, replayed, unz := postDecoded(t, srv.URL, "k-out")
-	if !replayed || !unz {
-		t.Fatalf("gzip replay: replayed %v, decoded by the transport %v; want true, true", replayed, unz)
-	}
+	first, again := postDecodedTwice(t, srv.URL, "k-out")
 	if first["execution"] != again["execution"] {
 		t.Errorf("replay decodes to execution %v, first answer to %v", again["execution"], first["execution"])
 	}

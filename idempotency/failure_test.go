@@ -14,15 +14,23 @@ import (
 
 func TestStoreFailure(t *testing.T) {
 	errDown := errors.New("store down")
-	down := func(t *testing.T) *faultyStore {
-		return &faultyStore{Store: newStore(t), claim: func(context.Context, idempotency.Key, string, time.Duration, time.Duration) (idempotency.ClaimResult, error) {
+	// down is the Middleware with opts over a store whose every Claim fails
+	// with errDown, in front of a counter, its events recorded.
+	down := func(t *testing.T, opts ...idempotency.Option) (http.Handler, *counter, *events) {
+		st := &faultyStore{Store: newStore(t), claim: func(context.Context, idempotency.Key, string, time.Duration, time.Duration) (idempotency.ClaimResult, error) {
 			return idempotency.ClaimResult{}, errDown
 		}}
+		app, ev := &counter{}, &events{}
+		return idempotency.Middleware(st, append(opts, idempotency.WithHook(ev.hook))...)(app), app, ev
+	}
+	wantDownReported := func(t *testing.T, ev *events) {
+		t.Helper()
+		if e, ok := ev.find(idempotency.OutcomeStoreError); !ok || !errors.Is(e.Err, errDown) {
+			t.Fatalf("events %v", ev.outcomes())
+		}
 	}
 	t.Run("fail closed", func(t *testing.T) {
-		app := &counter{}
-		var ev events
-		h := idempotency.Middleware(down(t), idempotency.WithHook(ev.hook))(app)
+		h, app, ev := down(t)
 		w := post(h, "k", `{}`)
 		wantProblem(t, w, http.StatusServiceUnavailable, idempotency.ProblemStoreUnavailable)
 		if ra, err := strconv.Atoi(w.Header().Get("Retry-After")); err != nil || ra < 1 {
@@ -31,23 +39,17 @@ func TestStoreFailure(t *testing.T) {
 		if app.calls.Load() != 0 {
 			t.Fatal("handler ran with the store down")
 		}
-		if e, ok := ev.find(idempotency.OutcomeStoreError); !ok || !errors.Is(e.Err, errDown) {
-			t.Fatalf("events %v", ev.outcomes())
-		}
+		wantDownReported(t, ev)
 	})
 	t.Run("fail open", func(t *testing.T) {
-		app := &counter{}
-		var ev events
-		h := idempotency.Middleware(down(t), idempotency.WithFailOpen(true), idempotency.WithHook(ev.hook))(app)
+		h, app, ev := down(t, idempotency.WithFailOpen(true))
 		if w := post(h, "k", `{"a":1}`); w.Code != http.StatusCreated || !strings.Contains(w.Body.String(), `{\"a\":1}`) {
 			t.Fatalf("fail open: %d %s", w.Code, w.Body)
 		}
 		if app.calls.Load() != 1 {
 			t.Fatal("handler did not run")
 		}
-		if e, ok := ev.find(idempotency.OutcomeStoreError); !ok || !errors.Is(e.Err, errDown) {
-			t.Fatalf("events %v", ev.outcomes())
-		}
+		wantDownReported(t, ev)
 	})
 	t.Run("complete fails: retried, then the response is still sent", func(t *testing.T) {
 		app := &counter{}

@@ -158,6 +158,19 @@ func ledgerApp(t *testing.T, status func(n int) int) (*counter, http.Handler) {
 	return app, app
 }
 
+// wantRetryCommits fails unless a retry of POST k to mw runs the handler
+// afresh, as its execution n, and answers 201, after which one debit is
+// committed and no transaction is left open.
+func wantRetryCommits(t *testing.T, mw http.Handler, st *fakeTxStore, app *counter, n int64) {
+	t.Helper()
+	if w := post(mw, "k", `{}`); w.Code != http.StatusCreated || app.calls.Load() != n {
+		t.Fatalf("retry = %d, executions %d; want 201 from a fresh run, execution %d", w.Code, app.calls.Load(), n)
+	}
+	if got := st.committed(); len(got) != 1 || st.open != 0 {
+		t.Fatalf("ledger %v, %d open", got, st.open)
+	}
+}
+
 func TestTransactionalMode(t *testing.T) {
 	t.Run("commit then answer, replay after", func(t *testing.T) {
 		st := &fakeTxStore{Store: newStore(t)}
@@ -191,12 +204,7 @@ func TestTransactionalMode(t *testing.T) {
 		if got := st.committed(); len(got) != 0 {
 			t.Fatalf("ledger %v after a 500", got)
 		}
-		if w := post(mw, "k", `{}`); w.Code != http.StatusCreated || app.calls.Load() != 2 {
-			t.Fatalf("retry = %d, executions %d", w.Code, app.calls.Load())
-		}
-		if got := st.committed(); len(got) != 1 || st.open != 0 {
-			t.Fatalf("ledger %v, %d open", got, st.open)
-		}
+		wantRetryCommits(t, mw, st, app, 2)
 	})
 	t.Run("panic rolls back and goes on", func(t *testing.T) {
 		st := &fakeTxStore{Store: newStore(t)}
@@ -222,12 +230,7 @@ func TestTransactionalMode(t *testing.T) {
 		if e, ok := ev.find(idempotency.OutcomeReleased); !ok || !errors.Is(e.Err, idempotency.ErrHandlerPanicked) {
 			t.Fatalf("events %v", ev.outcomes())
 		}
-		if w := post(mw, "k", `{}`); w.Code != http.StatusCreated {
-			t.Fatalf("retry = %d", w.Code)
-		}
-		if got := st.committed(); len(got) != 1 || st.open != 0 {
-			t.Fatalf("ledger %v, %d open", got, st.open)
-		}
+		wantRetryCommits(t, mw, st, app, 2)
 	})
 	t.Run("failed commit sends nothing of the handler's response", func(t *testing.T) {
 		st := &fakeTxStore{Store: newStore(t), commitErr: errors.New("connection lost")}
@@ -248,12 +251,7 @@ func TestTransactionalMode(t *testing.T) {
 		st.mu.Lock()
 		st.commitErr = nil
 		st.mu.Unlock()
-		if w := post(mw, "k", `{}`); w.Code != http.StatusCreated || app.calls.Load() != 2 {
-			t.Fatalf("retry = %d, executions %d; want a fresh run", w.Code, app.calls.Load())
-		}
-		if got := st.committed(); len(got) != 1 || st.open != 0 {
-			t.Fatalf("ledger %v, %d open", got, st.open)
-		}
+		wantRetryCommits(t, mw, st, app, 2)
 	})
 	t.Run("in progress answers 409 without holding a transaction", func(t *testing.T) {
 		st := &fakeTxStore{Store: newStore(t)}

@@ -1,7 +1,6 @@
 package otelsaferetry_test
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/saferetry/saferetry"
+	"github.com/saferetry/saferetry/internal/testkit"
 	"github.com/saferetry/saferetry/otelsaferetry"
 )
 
@@ -30,21 +30,9 @@ func (freshBase) RoundTrip(r *http.Request) (*http.Response, error) {
 // instrumented Transport on SDK providers (two spans sampled and ended, no
 // exporter; six instruments aggregated by a manual reader).
 func BenchmarkInstrumentation(b *testing.B) {
-	payload := []byte(`{"account":"acc-1","amount":1500}`)
-	run := func(b *testing.B, rt http.RoundTripper) {
-		b.ReportAllocs()
-		for b.Loop() {
-			req, _ := http.NewRequest(http.MethodPost, "http://api.test/v1/debits", bytes.NewReader(payload))
-			resp, err := rt.RoundTrip(req)
-			if err != nil || resp.StatusCode != 201 {
-				b.Fatal(err)
-			}
-			resp.Body.Close()
-		}
-	}
-	b.Run("off", func(b *testing.B) { run(b, saferetry.NewTransport(freshBase{})) })
+	b.Run("off", func(b *testing.B) { testkit.BenchPOST(b, saferetry.NewTransport(freshBase{})) })
 	b.Run("noop", func(b *testing.B) {
-		run(b, otelsaferetry.NewTransport(freshBase{},
+		testkit.BenchPOST(b, otelsaferetry.NewTransport(freshBase{},
 			otelsaferetry.WithTracerProvider(tracenoop.NewTracerProvider()),
 			otelsaferetry.WithMeterProvider(metricnoop.NewMeterProvider())))
 	})
@@ -55,7 +43,7 @@ func BenchmarkInstrumentation(b *testing.B) {
 			_ = tp.Shutdown(context.Background())
 			_ = mp.Shutdown(context.Background())
 		}()
-		run(b, otelsaferetry.NewTransport(freshBase{},
+		testkit.BenchPOST(b, otelsaferetry.NewTransport(freshBase{},
 			otelsaferetry.WithTracerProvider(tp), otelsaferetry.WithMeterProvider(mp)))
 	})
 }

@@ -131,6 +131,17 @@ func TestNonPositiveDurations(t *testing.T) {
 	}
 }
 
+// sweepAfter moves clk on by d, sweeps s as the background loop would
+// then, and fails unless want entries are left.
+func sweepAfter(t *testing.T, s *Store, clk *fakeClock, d time.Duration, want int) {
+	t.Helper()
+	clk.Advance(d)
+	s.sweep(clk.Now())
+	if n := s.count(); n != want {
+		t.Errorf("count after a sweep %v on = %d, want %d", d, n, want)
+	}
+}
+
 func TestSweep(t *testing.T) {
 	ctx := context.Background()
 	s, clk := newFake(t)
@@ -147,11 +158,7 @@ func TestSweep(t *testing.T) {
 	if n := s.count(); n != 200 {
 		t.Fatalf("count = %d, want 200", n)
 	}
-	clk.Advance(time.Minute)
-	s.sweep(clk.Now())
-	if n := s.count(); n != 100 {
-		t.Fatalf("after sweep count = %d, want 100", n)
-	}
+	sweepAfter(t, s, clk, time.Minute, 100)
 }
 
 func TestSweepLoopRunsAndCloseStopsIt(t *testing.T) {
@@ -238,11 +245,7 @@ func TestSweepVisitsOnlyDueExpiries(t *testing.T) {
 		t.Errorf("sweep removed %d and examined %d, want 11 removed and 16 examined (not the 1000 live entries)", removed, examined)
 	}
 	// The completed entries went back into the heap at their new expiry.
-	clk.Advance(time.Hour)
-	s.sweep(clk.Now())
-	if n := s.count(); n != 0 {
-		t.Errorf("count an hour later = %d, want 0", n)
-	}
+	sweepAfter(t, s, clk, time.Hour, 0)
 }
 
 // TestSweepBatchBounded: one hold of a shard lock handles at most the batch.
@@ -266,10 +269,7 @@ func TestSweepBatchBounded(t *testing.T) {
 	if removed != 3 || examined != 3 || !more {
 		t.Fatalf("sweepExpired(limit 3) = %d removed, %d examined, more %v; want 3, 3, true", removed, examined, more)
 	}
-	s.sweep(clk.Now())
-	if n := s.count(); n != 0 {
-		t.Errorf("count after a full sweep = %d, want 0", n)
-	}
+	sweepAfter(t, s, clk, 0, 0)
 }
 
 func TestExpiryHeapOrder(t *testing.T) {

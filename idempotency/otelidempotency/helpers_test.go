@@ -75,18 +75,41 @@ func matches(set attribute.Set, want []attribute.KeyValue) bool {
 // absent stands for an attribute that must not be there.
 func absent(k string) attribute.KeyValue { return attribute.KeyValue{Key: attribute.Key(k)} }
 
+// point is one data point of an instrument: of a counter or
+// updowncounter its value, of a histogram its count.
+type point struct {
+	attrs attribute.Set
+	sum   int64
+	count uint64
+}
+
+// points lists the points of instrument name whose attributes match want.
+func (ms metrics) points(name string, want []attribute.KeyValue) []point {
+	var out []point
+	keep := func(p point) {
+		if matches(p.attrs, want) {
+			out = append(out, p)
+		}
+	}
+	switch d := ms[name].Data.(type) {
+	case metricdata.Sum[int64]:
+		for _, dp := range d.DataPoints {
+			keep(point{attrs: dp.Attributes, sum: dp.Value})
+		}
+	case metricdata.Histogram[float64]:
+		for _, dp := range d.DataPoints {
+			keep(point{attrs: dp.Attributes, count: dp.Count})
+		}
+	}
+	return out
+}
+
 // sum adds up the points of the counter or updowncounter name whose
 // attributes match want.
 func (ms metrics) sum(name string, want ...attribute.KeyValue) int64 {
-	s, ok := ms[name].Data.(metricdata.Sum[int64])
-	if !ok {
-		return 0
-	}
 	var n int64
-	for _, dp := range s.DataPoints {
-		if matches(dp.Attributes, want) {
-			n += dp.Value
-		}
+	for _, p := range ms.points(name, want) {
+		n += p.sum
 	}
 	return n
 }
@@ -94,15 +117,9 @@ func (ms metrics) sum(name string, want ...attribute.KeyValue) int64 {
 // count adds up the counts of the histogram name whose attributes match
 // want.
 func (ms metrics) count(name string, want ...attribute.KeyValue) uint64 {
-	h, ok := ms[name].Data.(metricdata.Histogram[float64])
-	if !ok {
-		return 0
-	}
 	var n uint64
-	for _, dp := range h.DataPoints {
-		if matches(dp.Attributes, want) {
-			n += dp.Count
-		}
+	for _, p := range ms.points(name, want) {
+		n += p.count
 	}
 	return n
 }
@@ -111,20 +128,10 @@ func (ms metrics) count(name string, want ...attribute.KeyValue) uint64 {
 // instrument, for the key check.
 func (ms metrics) everyAttribute() []string {
 	var out []string
-	add := func(set attribute.Set) {
-		for _, kv := range set.ToSlice() {
-			out = append(out, string(kv.Key)+"="+kv.Value.Emit())
-		}
-	}
-	for _, mt := range ms {
-		switch d := mt.Data.(type) {
-		case metricdata.Sum[int64]:
-			for _, dp := range d.DataPoints {
-				add(dp.Attributes)
-			}
-		case metricdata.Histogram[float64]:
-			for _, dp := range d.DataPoints {
-				add(dp.Attributes)
+	for name := range ms {
+		for _, p := range ms.points(name, nil) {
+			for _, kv := range p.attrs.ToSlice() {
+				out = append(out, string(kv.Key)+"="+kv.Value.Emit())
 			}
 		}
 	}

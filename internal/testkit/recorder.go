@@ -1,5 +1,6 @@
 // Package testkit holds the test helpers that the client-side packages'
-// tests share: a scripted HTTP responder that records what it was sent.
+// tests share: a scripted HTTP responder that records what it was sent,
+// and the loop of their in-memory benchmarks.
 // Only _test.go files import it; it imports nothing of saferetry, so the
 // root package's own (internal) tests can use it.
 package testkit
