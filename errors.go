@@ -9,8 +9,8 @@ import (
 	"strings"
 )
 
-// Sentinel causes. Match them with errors.Is; the details are on [*Error]
-// and [*APIError], which errors.As finds.
+// The causes of an [*Error]: its Cause is one of these. Match them with
+// errors.Is; errors.As finds the *Error, which has the details.
 var (
 	// ErrOutcomeUnknown means that no attempt got a final answer and at
 	// least one may have reached the server: the operation may or may not
@@ -28,7 +28,12 @@ var (
 	// value is a broken sf-string or a raw key with a comma or double quote
 	// (see [ParseKey]). Nothing was sent.
 	ErrInvalidKey = errors.New("saferetry: invalid idempotency key")
+)
 
+// The sentinels an [*APIError] matches, by its status, when the server
+// refused the request for its key. Match them with errors.Is; errors.As
+// finds the *APIError, which has the status and the problem document.
+var (
 	// ErrKeyReused matches an [*APIError] for a 422 answer: the key was
 	// already used with a different request.
 	ErrKeyReused = errors.New("saferetry: idempotency key reused with a different request")

@@ -8,6 +8,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/saferetry/saferetry/internal/clock"
+	"github.com/saferetry/saferetry/internal/hooks"
 	"github.com/saferetry/saferetry/internal/retrypolicy"
 )
 
@@ -57,7 +58,7 @@ type config struct {
 	budgetCapacity  int
 	budgetCost      int
 	logger          *slog.Logger
-	hooks           []func(Attempt)
+	hooks           hooks.List[Attempt]
 	clock           clock.Clock
 
 	crossOriginRedirects bool
@@ -225,11 +226,7 @@ func WithLogger(l *slog.Logger) Option {
 // can coexist. A hook must be safe for concurrent use and should return
 // quickly. nil adds nothing; by default there is no hook.
 func WithHook(h func(Attempt)) Option {
-	return func(c *config) {
-		if h != nil {
-			c.hooks = append(c.hooks, h)
-		}
-	}
+	return func(c *config) { c.hooks.Add(h) }
 }
 
 // WithBase sets the RoundTripper that carries the attempts of the Transport

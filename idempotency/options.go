@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/saferetry/saferetry/internal/clock"
+	"github.com/saferetry/saferetry/internal/hooks"
 )
 
 // Defaults of the Middleware's options.
@@ -55,7 +56,7 @@ type config struct {
 	replayHeaders  map[string]bool
 	failOpen       bool
 	logger         *slog.Logger
-	hooks          []func(Event)
+	hooks          hooks.List[Event]
 	storeTimeout   time.Duration
 	clock          clock.Clock
 }
@@ -246,11 +247,7 @@ func WithLogger(l *slog.Logger) Option {
 // use; a hook that panics fails that request, as a handler's panic would. A nil f adds nothing; there is no hook by
 // default.
 func WithHook(f func(Event)) Option {
-	return func(c *config) {
-		if f != nil {
-			c.hooks = append(c.hooks, f)
-		}
-	}
+	return func(c *config) { c.hooks.Add(f) }
 }
 
 // withClock is a test seam: the Middleware reads time and arms its timers

@@ -38,21 +38,8 @@ func (m *middleware) complete(ctx context.Context, ev Event, resp Response) (sup
 		})
 		retried = retried || again
 	}
-	if errors.Is(err, ErrStaleToken) && retried && m.settledAs(ctx, k, token, true) {
-		// An earlier try was applied but its answer lost: the retry found
-		// the claim completed with this token.
-		err = nil
-	}
-	switch {
-	case err == nil:
-		ev.Outcome = OutcomeNew
-		m.emit(ev)
-	case errors.Is(err, ErrStaleToken):
-		return true
-	default:
-		m.afterRunFailed(ctx, ev, "idempotency: storing the outcome failed; the response is sent anyway", err)
-	}
-	return false
+	ev.Outcome = OutcomeNew // what settled reports if it is stored
+	return m.settled(ctx, ev, true, err, retried, "idempotency: storing the outcome failed; the response is sent anyway")
 }
 
 // release releases ev's claim and reports ev, or what went wrong instead,
@@ -63,7 +50,17 @@ func (m *middleware) release(ctx context.Context, ev Event) (superseded bool) {
 	err, retried := m.retryStore(ctx, ev, "release", func(ctx context.Context) error {
 		return m.store.Release(ctx, k, token)
 	})
-	if errors.Is(err, ErrStaleToken) && retried && m.settledAs(ctx, k, token, false) {
+	return m.settled(ctx, ev, false, err, retried, "idempotency: releasing the claim failed; the key stays blocked until its lease lapses")
+}
+
+// settled ends complete and release (completed tells which), given the
+// last store call's answer err: on success it reports ev; on ErrStaleToken
+// it reports nothing and returns superseded, for the caller to report; on
+// any other error it reports the failure with the message failed. A
+// retry's ErrStaleToken is a success when the entry shows that an earlier
+// try took effect though its answer was lost (settledAs).
+func (m *middleware) settled(ctx context.Context, ev Event, completed bool, err error, retried bool, failed string) (superseded bool) {
+	if errors.Is(err, ErrStaleToken) && retried && m.settledAs(ctx, ev.Key, ev.Token, completed) {
 		err = nil
 	}
 	switch {
@@ -72,7 +69,7 @@ func (m *middleware) release(ctx context.Context, ev Event) (superseded bool) {
 	case errors.Is(err, ErrStaleToken):
 		return true
 	default:
-		m.afterRunFailed(ctx, ev, "idempotency: releasing the claim failed; the key stays blocked until its lease lapses", err)
+		m.afterRunFailed(ctx, ev, failed, err)
 	}
 	return false
 }

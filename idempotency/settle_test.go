@@ -123,3 +123,32 @@ func TestReleaseRetried(t *testing.T) {
 		t.Fatalf("retry = %d %s; the failed release left the key held", w.Code, w.Body)
 	}
 }
+
+// TestReleaseAppliedButAnswerLost checks that a Release applied by the
+// store whose answer was lost, so that its retry is refused as stale, is
+// recognised as released (the key no longer held by the token), not
+// reported as a lost lease.
+func TestReleaseAppliedButAnswerLost(t *testing.T) {
+	base := newStore(t)
+	var tries atomic.Int64
+	st := &faultyStore{Store: base, release: func(ctx context.Context, k idempotency.Key, tok int64) error {
+		err := base.Release(ctx, k, tok)
+		if tries.Add(1) == 1 && err == nil {
+			return fmt.Errorf("reply lost: %w", errBlip)
+		}
+		return err
+	}}
+	var ev events
+	app := &counter{}
+	app.before = func(http.ResponseWriter, *http.Request) int { return http.StatusBadGateway }
+	h := idempotency.Middleware(st, idempotency.WithHook(ev.hook))(app)
+	if w := post(h, "k", `{}`); w.Code != http.StatusBadGateway {
+		t.Fatalf("status = %d, want the handler's 502", w.Code)
+	}
+	if got := ev.outcomes(); len(got) != 1 || got[0] != idempotency.OutcomeReleased {
+		t.Fatalf("events %v, want only released", got)
+	}
+	if tries.Load() != 2 {
+		t.Fatalf("Release tried %d times, want 2", tries.Load())
+	}
+}

@@ -11,6 +11,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/saferetry/saferetry"
+	"github.com/saferetry/saferetry/internal/otelkit"
 )
 
 // Attributes of the package's own, as listed in the package documentation.
@@ -18,9 +19,10 @@ import (
 // http.request.resend_count, http.response.status_code, error.type) are the
 // OpenTelemetry HTTP semantic conventions' (v1.43.0).
 const (
-	// AttributeOutcome is the class of an answer ("1xx" to "5xx"), or
-	// "error" when there was none.
-	AttributeOutcome = attribute.Key("saferetry.outcome")
+	// AttributeOutcome, saferetry.outcome, is the class of an answer ("1xx"
+	// to "5xx"), or "error" when there was none. otelidempotency gives the
+	// server's outcomes the same name.
+	AttributeOutcome = otelkit.AttrOutcome
 	// AttributeDecision is what came after an attempt: "retry" or "return".
 	AttributeDecision = attribute.Key("saferetry.decision")
 	// AttributeReason is the [saferetry.Reason] of a decision.

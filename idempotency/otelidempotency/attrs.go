@@ -1,17 +1,21 @@
 package otelidempotency
 
-import "go.opentelemetry.io/otel/attribute"
+import (
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+)
 
-// The attribute keys, documented in the package documentation's table.
-// The HTTP ones are those of the OpenTelemetry semantic conventions.
+// The attribute keys, documented in the package documentation's table,
+// besides saferetry.outcome (otelkit.AttrOutcome, which otelsaferetry
+// names too). The HTTP ones and error.type are the OpenTelemetry semantic
+// conventions' (v1.43.0).
 const (
-	attrOutcome    = attribute.Key("saferetry.outcome")
 	attrTookOver   = attribute.Key("saferetry.took_over")
 	attrScope      = attribute.Key("saferetry.scope")
 	attrStoreOp    = attribute.Key("saferetry.store.operation")
 	attrStoreName  = attribute.Key("saferetry.store.name")
-	attrMethod     = attribute.Key("http.request.method")
-	attrRoute      = attribute.Key("http.route")
-	attrStatusCode = attribute.Key("http.response.status_code")
-	attrErrorType  = attribute.Key("error.type")
+	attrMethod     = semconv.HTTPRequestMethodKey
+	attrRoute      = semconv.HTTPRouteKey
+	attrStatusCode = semconv.HTTPResponseStatusCodeKey
+	attrErrorType  = semconv.ErrorTypeKey
 )

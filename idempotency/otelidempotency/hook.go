@@ -23,7 +23,7 @@ func (in *Instrumentation) Hook() func(idempotency.Event) { return in.observe }
 func (in *Instrumentation) observe(ev idempotency.Event) {
 	ctx := ev.Context() // the request's: its span gets the outcome, and exemplars link to it
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.SetAttributes(attrOutcome.String(string(ev.Outcome)))
+		span.SetAttributes(otelkit.AttrOutcome.String(string(ev.Outcome)))
 		if ev.TookOver {
 			span.SetAttributes(attrTookOver.Bool(true))
 		}
@@ -69,7 +69,7 @@ type outcomeAttrs struct {
 
 func (a outcomeAttrs) opts() otelkit.Opts {
 	kv := make([]attribute.KeyValue, 0, 4)
-	kv = append(kv, attrOutcome.String(string(a.outcome)), attrMethod.String(a.method))
+	kv = append(kv, otelkit.AttrOutcome.String(string(a.outcome)), attrMethod.String(a.method))
 	if r := httpRoute(a.route); r != "" {
 		kv = append(kv, attrRoute.String(r))
 	}
@@ -107,5 +107,5 @@ type scopeAttrs struct {
 }
 
 func (a scopeAttrs) opts() otelkit.Opts {
-	return otelkit.NewOpts(attrScope.String(a.label), attrOutcome.String(string(a.outcome)))
+	return otelkit.NewOpts(attrScope.String(a.label), otelkit.AttrOutcome.String(string(a.outcome)))
 }

@@ -24,30 +24,29 @@ func NewBuilder(m metric.Meter, prefix string) *Builder {
 	return &Builder{m: m, prefix: prefix}
 }
 
-func (b *Builder) keep(err error) {
+// made keeps err and returns inst, or fallback (a no-op instrument) when
+// the provider made none.
+func made[I comparable](b *Builder, inst I, err error, fallback I) I {
 	if err != nil {
 		b.err = errors.Join(b.err, fmt.Errorf("%s %w", b.prefix, err))
 	}
+	var none I
+	if inst == none {
+		return fallback
+	}
+	return inst
 }
 
 // Counter makes an Int64Counter.
 func (b *Builder) Counter(name, unit, desc string) metric.Int64Counter {
 	c, err := b.m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-	b.keep(err)
-	if c == nil {
-		return noop.Int64Counter{}
-	}
-	return c
+	return made[metric.Int64Counter](b, c, err, noop.Int64Counter{})
 }
 
 // UpDown makes an Int64UpDownCounter.
 func (b *Builder) UpDown(name, unit, desc string) metric.Int64UpDownCounter {
 	c, err := b.m.Int64UpDownCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-	b.keep(err)
-	if c == nil {
-		return noop.Int64UpDownCounter{}
-	}
-	return c
+	return made[metric.Int64UpDownCounter](b, c, err, noop.Int64UpDownCounter{})
 }
 
 // Histogram makes a Float64Histogram of seconds with the given bucket
@@ -55,11 +54,7 @@ func (b *Builder) UpDown(name, unit, desc string) metric.Int64UpDownCounter {
 func (b *Builder) Histogram(name string, bounds []float64, desc string) metric.Float64Histogram {
 	h, err := b.m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc),
 		metric.WithExplicitBucketBoundaries(bounds...))
-	b.keep(err)
-	if h == nil {
-		return noop.Float64Histogram{}
-	}
-	return h
+	return made[metric.Float64Histogram](b, h, err, noop.Float64Histogram{})
 }
 
 // Handle reports the errors of the instruments made so far, if any, to

@@ -1,0 +1,25 @@
+// Package hooks is the list of functions that both halves' WithHook
+// options build (the root package's, called per attempt, and package
+// idempotency's, called per event), so that both keep one rule: hooks add
+// up, a nil one adds nothing, and every one runs, synchronously, in the
+// order given.
+package hooks
+
+// List is the hooks given so far, in order; its zero value is empty and
+// ready. A List is built while options are applied and only called after:
+// calling it from several goroutines is safe, adding to it is not.
+type List[E any] []func(E)
+
+// Add appends f, unless f is nil.
+func (l *List[E]) Add(f func(E)) {
+	if f != nil {
+		*l = append(*l, f)
+	}
+}
+
+// Call calls every hook with e, in order.
+func (l List[E]) Call(e E) {
+	for _, f := range l {
+		f(e)
+	}
+}
