@@ -27,17 +27,7 @@ import (
 //
 //	go test -run '^$' -bench EndToEnd -benchtime 7x ./mockserver/
 func BenchmarkEndToEnd(b *testing.B) {
-	trivial := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var buf [512]byte
-		for {
-			if _, err := r.Body.Read(buf[:]); err != nil {
-				break
-			}
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusCreated)
-		_, _ = w.Write([]byte(`{"id":"pay_0123456789abcdef","amount":1,"currency":"EUR","recipient":"acct_1","status":"succeeded","idempotency_key":"` + r.Header.Get("Idempotency-Key") + `"}` + "\n"))
-	}))
+	trivial := httptest.NewServer(http.HandlerFunc(loadgen.PaymentAnchor))
 	defer trivial.Close()
 
 	b.Run("memory", func(b *testing.B) {

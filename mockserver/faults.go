@@ -2,6 +2,7 @@ package mockserver
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -71,19 +72,33 @@ func checkCount(n, pending int) error {
 	return nil
 }
 
+// enqueue appends n copies of v to the fault queue q, unless checkCount
+// refuses n. The caller holds the faults' mutex.
+func enqueue[T any](q *[]T, n int, v T) error {
+	if err := checkCount(n, len(*q)); err != nil {
+		return err
+	}
+	*q = append(*q, slices.Repeat([]T{v}, n)...)
+	return nil
+}
+
+// dequeue takes the first fault of the queue q; ok is false, and v the zero
+// value, when none is pending. The caller holds the faults' mutex.
+func dequeue[T any](q *[]T) (v T, ok bool) {
+	if len(*q) == 0 {
+		return v, false
+	}
+	v, *q = (*q)[0], (*q)[1:]
+	return v, true
+}
+
 func (f *faults) addFail(n, status int) error {
 	if status < 400 || status > 599 {
 		return fmt.Errorf("mockserver: injected status %d is not in 400..599", status)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := checkCount(n, len(f.fail)); err != nil {
-		return err
-	}
-	for range n {
-		f.fail = append(f.fail, status)
-	}
-	return nil
+	return enqueue(&f.fail, n, status)
 }
 
 func (f *faults) addDrop(n int) error {
@@ -102,13 +117,7 @@ func (f *faults) addDelay(n int, d time.Duration) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := checkCount(n, len(f.delay)); err != nil {
-		return err
-	}
-	for range n {
-		f.delay = append(f.delay, d)
-	}
-	return nil
+	return enqueue(&f.delay, n, d)
 }
 
 func (f *faults) setLatency(d time.Duration) error {
@@ -131,11 +140,7 @@ func (f *faults) clear() {
 func (f *faults) takeFail() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(f.fail) == 0 {
-		return 0
-	}
-	s := f.fail[0]
-	f.fail = f.fail[1:]
+	s, _ := dequeue(&f.fail)
 	return s
 }
 
@@ -152,12 +157,7 @@ func (f *faults) takeDrop() bool {
 func (f *faults) takeDelay() (time.Duration, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(f.delay) == 0 {
-		return 0, false
-	}
-	d := f.delay[0]
-	f.delay = f.delay[1:]
-	return d, true
+	return dequeue(&f.delay)
 }
 
 func (f *faults) getLatency() time.Duration {

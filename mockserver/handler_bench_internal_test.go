@@ -10,6 +10,7 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/memstore"
+	"github.com/saferetry/saferetry/internal/loadgen"
 )
 
 // BenchmarkHandler is one POST /payments with a fresh key served in
@@ -18,17 +19,7 @@ import (
 // handler alone: what the server adds per request, for instruction counts
 // (callgrind) that the loopback benchmark's noise hides.
 func BenchmarkHandler(b *testing.B) {
-	trivial := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var buf [512]byte
-		for {
-			if _, err := r.Body.Read(buf[:]); err != nil {
-				break
-			}
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusCreated)
-		_, _ = w.Write([]byte(`{"id":"pay_0123456789abcdef","amount":1,"currency":"EUR","recipient":"acct_1","status":"succeeded"}` + "\n"))
-	})
+	trivial := http.HandlerFunc(loadgen.PaymentAnchor)
 	run := func(b *testing.B, h http.Handler) {
 		b.ReportAllocs()
 		for b.Loop() {

@@ -12,45 +12,14 @@ import (
 // reflectPaymentRequest is parsePaymentRequest as it was before any fast
 // path: json.Unmarshal of every member, by reflection.
 func reflectPaymentRequest(body []byte) (paymentRequest, []FieldError) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
-		return decodePaymentRequest(body) // its answer to a body that is no object has no fast path
-	}
-	var req paymentRequest
-	var errs []FieldError
-	if raw, ok := fields["amount"]; !ok {
-		errs = append(errs, FieldError{Field: "amount", Detail: detailRequired})
-	} else {
-		var n int64
-		if err := json.Unmarshal(raw, &n); err != nil {
-			errs = append(errs, FieldError{Field: "amount", Detail: detailAmountInteger})
-		} else if n <= 0 {
-			errs = append(errs, FieldError{Field: "amount", Detail: detailAmountPositive})
-		} else {
-			req.Amount = n
-		}
-	}
-	if raw, ok := fields["currency"]; !ok {
-		errs = append(errs, FieldError{Field: "currency", Detail: detailRequired})
-	} else {
-		var c string
-		if err := json.Unmarshal(raw, &c); err != nil || !isCurrency(c) {
-			errs = append(errs, FieldError{Field: "currency", Detail: detailCurrency})
-		} else {
-			req.Currency = strings.ToUpper(c)
-		}
-	}
-	if raw, ok := fields["recipient"]; !ok {
-		errs = append(errs, FieldError{Field: "recipient", Detail: detailRequired})
-	} else {
-		var r string
-		if err := json.Unmarshal(raw, &r); err != nil || strings.TrimSpace(r) == "" {
-			errs = append(errs, FieldError{Field: "recipient", Detail: detailRecipient})
-		} else {
-			req.Recipient = r
-		}
-	}
-	return req, errs
+	return decodePaymentMembers(body, unmarshalAs[int64], unmarshalAs[string])
+}
+
+// unmarshalAs is json.Unmarshal of raw into a T.
+func unmarshalAs[T any](raw json.RawMessage) (T, error) {
+	var v T
+	err := json.Unmarshal(raw, &v)
+	return v, err
 }
 
 // edgeBodies are the bodies a review of scanPaymentRequest thought of:

@@ -8,12 +8,15 @@ import (
 	"github.com/saferetry/saferetry/internal/contract"
 )
 
-// Problem type URIs of the answers the mock server writes itself. The
-// idempotency middleware's own problems (missing key, key reused, in
-// progress, ...) carry the idempotency package's type URIs.
-const (
-	problemBase = "https://pkg.go.dev/github.com/saferetry/saferetry/mockserver#"
+// problemBase prefixes every problem type URI of the mock server: each
+// resolves to the documentation of its constant.
+const problemBase = "https://pkg.go.dev/github.com/saferetry/saferetry/mockserver#"
 
+// Problem type URIs of the answers to a payment that ran into a problem of
+// its own. These and the two groups below are the problems the mock server
+// writes itself; the idempotency middleware's problems (missing key, key
+// reused, in progress, ...) carry the idempotency package's type URIs.
+const (
 	// ProblemValidation is the type of a 400 answer to a payment request
 	// whose body is not a valid payment: not JSON, an amount that is not a
 	// positive integer, a currency that is not three letters, an empty
@@ -25,9 +28,27 @@ const (
 	// amount exceeds the balance of its currency. Like any answer below 500 it
 	// is stored and replayed for the same key.
 	ProblemInsufficientFunds = problemBase + "ProblemInsufficientFunds"
+	// ProblemLedgerUnavailable is the type of a 503 answer when the ledger
+	// (a shared one in Redis or PostgreSQL) could not be read or written:
+	// nothing was paid, and a retry with the same key runs the payment.
+	ProblemLedgerUnavailable = problemBase + "ProblemLedgerUnavailable"
+)
+
+// Problem type URIs of the answers to injected faults ([Server.FailNext],
+// [Server.DelayNext]).
+const (
 	// ProblemInjectedFailure is the type of an answer produced by FailNext:
 	// the request was refused before anything ran.
 	ProblemInjectedFailure = problemBase + "ProblemInjectedFailure"
+	// ProblemAborted is the type of a 503 answer to a payment whose client
+	// went away while an injected delay was running: the payment did not run
+	// and nothing was stored for its key.
+	ProblemAborted = problemBase + "ProblemAborted"
+)
+
+// Problem type URIs of the answers about a route (an unknown path, a method
+// it does not allow) and of a bad admin request.
+const (
 	// ProblemNotFound is the type of a 404 answer of the payments or admin
 	// API: an unknown path, a payment that does not exist, or any path under
 	// AdminPrefix when the admin API is off (WithAdminAPI).
@@ -38,14 +59,6 @@ const (
 	ProblemMethodNotAllowed = problemBase + "ProblemMethodNotAllowed"
 	// ProblemBadAdminRequest is the type of a 400 answer of the admin API.
 	ProblemBadAdminRequest = problemBase + "ProblemBadAdminRequest"
-	// ProblemAborted is the type of a 503 answer to a payment whose client
-	// went away while an injected delay was running: the payment did not run
-	// and nothing was stored for its key.
-	ProblemAborted = problemBase + "ProblemAborted"
-	// ProblemLedgerUnavailable is the type of a 503 answer when the ledger
-	// (a shared one in Redis or PostgreSQL) could not be read or written:
-	// nothing was paid, and a retry with the same key runs the payment.
-	ProblemLedgerUnavailable = problemBase + "ProblemLedgerUnavailable"
 )
 
 // FieldError names one invalid field of a payment request, in the "errors"

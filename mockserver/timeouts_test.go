@@ -2,8 +2,6 @@ package mockserver_test
 
 import (
 	"bufio"
-	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,17 +11,6 @@ import (
 	"github.com/saferetry/saferetry/mockserver"
 )
 
-// dial opens a raw connection to srv. The caller closes it before it
-// closes srv, which waits for active connections.
-func dial(t *testing.T, srv *mockserver.Server) net.Conn {
-	t.Helper()
-	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return conn
-}
-
 // TestSlowBodyIsCutOff: a client that sends its headers, then dribbles its
 // body a byte at a time, has its connection closed once the read timeout
 // has passed.
@@ -31,13 +18,10 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 	const timeout = 200 * time.Millisecond
 	srv := mockserver.New(mockserver.WithReadTimeout(timeout))
 	defer srv.Close()
-	conn := dial(t, srv)
-	defer conn.Close()
 	start := time.Now()
-	if _, err := io.WriteString(conn, "POST /_mock/fail HTTP/1.1\r\nHost: mock\r\n"+
-		"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"); err != nil {
-		t.Fatal(err)
-	}
+	conn := testenv.RawRequest(t, srv.URL, "POST /_mock/fail HTTP/1.1\r\nHost: mock\r\n"+
+		"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+	defer conn.Close()
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
@@ -68,12 +52,9 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 func TestStoppedBodyIsCutOff(t *testing.T) {
 	srv := mockserver.New(mockserver.WithReadTimeout(200 * time.Millisecond))
 	defer srv.Close()
-	conn := dial(t, srv)
+	conn := testenv.RawRequest(t, srv.URL, "POST /payments HTTP/1.1\r\nHost: mock\r\nIdempotency-Key: slow-1\r\n"+
+		"Content-Type: application/json\r\nContent-Length: 60\r\n\r\n{\"amount\":")
 	defer conn.Close()
-	if _, err := io.WriteString(conn, "POST /payments HTTP/1.1\r\nHost: mock\r\nIdempotency-Key: slow-1\r\n"+
-		"Content-Type: application/json\r\nContent-Length: 60\r\n\r\n{\"amount\":"); err != nil {
-		t.Fatal(err)
-	}
 	if took := testenv.ClosedWithin(t, conn, conn, 5*time.Second); took > 3*time.Second {
 		t.Errorf("connection closed after %v", took)
 	}
@@ -105,20 +86,12 @@ func TestIdleConnectionClosed(t *testing.T) {
 	const timeout = 200 * time.Millisecond
 	srv := mockserver.New(mockserver.WithIdleTimeout(timeout))
 	defer srv.Close()
-	conn := dial(t, srv)
+	conn := testenv.RawRequest(t, srv.URL, "GET /balance HTTP/1.1\r\nHost: mock\r\n\r\n")
 	defer conn.Close()
-	if _, err := io.WriteString(conn, "GET /balance HTTP/1.1\r\nHost: mock\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
 	br := bufio.NewReader(conn)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
+	if resp := testenv.ReadResponse(t, br); resp.Close {
+		t.Fatalf("first answer: close %v", resp.Close)
 	}
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil || resp.Close {
-		t.Fatalf("first answer: %v, close %v", err, resp.Close)
-	}
-	resp.Body.Close()
 	if took := testenv.ClosedWithin(t, conn, br, 5*time.Second); took < timeout-20*time.Millisecond || took > 3*time.Second {
 		t.Errorf("idle connection closed after %v, want about %v", took, timeout)
 	}

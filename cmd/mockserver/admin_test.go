@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -104,36 +103,18 @@ func TestAdminFlag(t *testing.T) {
 func TestTimeoutFlagsTakeEffect(t *testing.T) {
 	u, _, stop := start(t, "-read-timeout", "200ms", "-idle-timeout", "300ms")
 	defer stop()
-	addr := strings.TrimPrefix(u, "http://")
 
-	slow, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	slow := testenv.RawRequest(t, u, "POST /payments HTTP/1.1\r\nHost: mock\r\nIdempotency-Key: slow-1\r\n"+
+		"Content-Length: 60\r\n\r\n{\"amount\":")
 	defer slow.Close() // before stop, which waits for active connections
-	if _, err := io.WriteString(slow, "POST /payments HTTP/1.1\r\nHost: mock\r\nIdempotency-Key: slow-1\r\n"+
-		"Content-Length: 60\r\n\r\n{\"amount\":"); err != nil {
-		t.Fatal(err)
-	}
 	if took := testenv.ClosedWithin(t, slow, slow, 5*time.Second); took > 3*time.Second {
 		t.Errorf("slow body cut off after %v, want about 200ms", took)
 	}
 
-	idle, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	idle := testenv.RawRequest(t, u, "GET /balance HTTP/1.1\r\nHost: mock\r\n\r\n")
 	defer idle.Close()
-	if _, err := io.WriteString(idle, "GET /balance HTTP/1.1\r\nHost: mock\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
 	br := bufio.NewReader(idle)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
+	testenv.ReadResponse(t, br)
 	if took := testenv.ClosedWithin(t, idle, br, 5*time.Second); took < 250*time.Millisecond || took > 3*time.Second {
 		t.Errorf("idle connection closed after %v, want about 300ms", took)
 	}

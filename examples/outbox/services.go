@@ -89,19 +89,45 @@ func connectJS(ctx context.Context, natsURL string) (*nats.Conn, natsjs.JetStrea
 	return nc, js, s, nil
 }
 
-// connect opens the database pool and the NATS connection of a relay or
-// a notification service.
-func connect(ctx context.Context, dbURL, natsURL string) (*pgxpool.Pool, *nats.Conn, natsjs.JetStream, natsjs.Stream, error) {
+// conns are the database pool and the NATS connection of a relay or a
+// notification service.
+type conns struct {
+	pool   *pgxpool.Pool
+	nc     *nats.Conn
+	js     natsjs.JetStream
+	stream natsjs.Stream
+}
+
+// connect opens the conns of a relay or a notification service.
+func connect(ctx context.Context, dbURL, natsURL string) (*conns, error) {
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, err
 	}
 	nc, js, s, err := connectJS(ctx, natsURL)
 	if err != nil {
 		pool.Close()
-		return nil, nil, nil, nil, err
+		return nil, err
 	}
-	return pool, nc, js, s, nil
+	return &conns{pool: pool, nc: nc, js: js, stream: s}, nil
+}
+
+// close closes the NATS connection, then the pool.
+func (c *conns) close() {
+	c.nc.Close()
+	c.pool.Close()
+}
+
+// crashCountdown kills the process (SIGKILL) on the tick that takes it to
+// zero; one that starts at 0 or below never does.
+type crashCountdown int
+
+func (c *crashCountdown) tick() {
+	if *c > 0 {
+		if *c--; *c == 0 {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+	}
 }
 
 // runPayments serves POST /payments until ctx is done: in the middleware's
@@ -167,18 +193,17 @@ func pay(w http.ResponseWriter, r *http.Request, ob *outbox.Outbox) {
 // crashAfter > 0 the process kills itself (SIGKILL) right after its
 // crashAfter-th successful publication, before the batch is marked.
 func runRelay(ctx context.Context, dbURL, natsURL string, crashAfter int, out io.Writer) error {
-	pool, nc, js, _, err := connect(ctx, dbURL, natsURL)
+	c, err := connect(ctx, dbURL, natsURL)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	defer nc.Close()
-	var pub outbox.Publisher = jetstream.NewPublisher(js)
+	defer c.close()
+	var pub outbox.Publisher = jetstream.NewPublisher(c.js)
 	if crashAfter > 0 {
-		pub = &crashingPublisher{Publisher: pub, left: crashAfter}
+		pub = &crashingPublisher{Publisher: pub, left: crashCountdown(crashAfter)}
 	}
 	fmt.Fprintln(out, "relay: running")
-	return outbox.New(pool, outbox.WithTable(outboxTbl)).Relay(pub,
+	return outbox.New(c.pool, outbox.WithTable(outboxTbl)).Relay(pub,
 		outbox.WithBatchSize(100), outbox.WithPollInterval(200*time.Millisecond),
 		outbox.WithBackoff(50*time.Millisecond, time.Second), outbox.WithMaxAttempts(1000),
 		outbox.WithPublishTimeout(5*time.Second), outbox.WithRelayLogger(logger())).Run(ctx)
@@ -186,15 +211,13 @@ func runRelay(ctx context.Context, dbURL, natsURL string, crashAfter int, out io
 
 type crashingPublisher struct {
 	outbox.Publisher
-	left int
+	left crashCountdown
 }
 
 func (p *crashingPublisher) Publish(ctx context.Context, msgs []outbox.Message) error {
 	err := p.Publisher.Publish(ctx, msgs)
 	if err == nil {
-		if p.left--; p.left == 0 {
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL) // published, never marked
-		}
+		p.left.tick() // published, never marked
 	}
 	return err
 }
@@ -203,20 +226,19 @@ func (p *crashingPublisher) Publish(ctx context.Context, msgs []outbox.Message) 
 // writing a row, through the inbox. With crashAfter > 0 the process kills
 // itself right after its crashAfter-th commit, before the ack.
 func runNotify(ctx context.Context, dbURL, natsURL string, crashAfter int, out io.Writer) error {
-	pool, nc, _, stream, err := connect(ctx, dbURL, natsURL)
+	c, err := connect(ctx, dbURL, natsURL)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	defer nc.Close()
-	cons, err := stream.CreateOrUpdateConsumer(ctx, natsjs.ConsumerConfig{
+	defer c.close()
+	cons, err := c.stream.CreateOrUpdateConsumer(ctx, natsjs.ConsumerConfig{
 		Durable: consumer, AckPolicy: natsjs.AckExplicitPolicy, AckWait: 2 * time.Second,
 	})
 	if err != nil {
 		return err
 	}
-	in := outbox.NewInbox(pool, outbox.WithTable(inboxTbl))
-	left := crashAfter
+	in := outbox.NewInbox(c.pool, outbox.WithTable(inboxTbl))
+	left := crashCountdown(crashAfter)
 	fmt.Fprintln(out, "notify: running")
 	return jetstream.Consume(ctx, cons, in, func(ctx context.Context, tx pgx.Tx, m outbox.Message) error {
 		var p payment
@@ -226,10 +248,8 @@ func runNotify(ctx context.Context, dbURL, natsURL string, crashAfter int, out i
 		_, err := tx.Exec(ctx, `INSERT INTO example_emails (payment_id, address) VALUES ($1, $2)`, p.ID, p.Email)
 		return err
 	}, jetstream.WithConsumeLogger(logger()), jetstream.WithBeforeAck(func(_ outbox.Message, dup bool) {
-		if !dup && crashAfter > 0 {
-			if left--; left == 0 {
-				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL) // committed, never acked
-			}
+		if !dup {
+			left.tick() // committed, never acked
 		}
 	}))
 }

@@ -1,10 +1,13 @@
 package testenv
 
 import (
+	"bufio"
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -25,4 +28,39 @@ func ClosedWithin(tb testing.TB, conn net.Conn, r io.Reader, limit time.Duration
 		tb.Fatalf("reading until the server closes: %v", err)
 	}
 	return time.Since(start)
+}
+
+// RawRequest opens a connection to the HTTP server at url
+// ("http://host:port") and writes req to it, bytes as they go on the wire:
+// for requests that net/http would not send, such as a body that stops
+// short. The caller closes the connection, before it closes a server that
+// waits for active connections.
+func RawRequest(tb testing.TB, url, req string) net.Conn {
+	tb.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := io.WriteString(conn, req); err != nil {
+		conn.Close()
+		tb.Fatal(err)
+	}
+	return conn
+}
+
+// ReadResponse reads one answer from br, a raw connection's reader, and
+// its body to the end, which it closes; it fails the test if either read
+// fails.
+func ReadResponse(tb testing.TB, br *bufio.Reader) *http.Response {
+	tb.Helper()
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		tb.Fatalf("reading the answer's body: %v", err)
+	}
+	return resp
 }
