@@ -1,5 +1,7 @@
-// Package testkit holds the test helpers that the client-side packages'
-// tests share: a scripted HTTP responder that records what it was sent.
+// Package testkit holds test helpers that packages' tests share and that
+// need no service: a scripted HTTP responder that records what it was sent
+// (for the client-side packages), and a buffer for output written by other
+// goroutines.
 // Only _test.go files import it; it imports nothing of saferetry, so the
 // root package's own (internal) tests can use it.
 package testkit
