@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/saferetry/saferetry/conformance"
 	"github.com/saferetry/saferetry/idempotency"
@@ -54,7 +53,7 @@ func TestMockServerTTL(t *testing.T) {
 			return []mockserver.Option{mockserver.WithUnkeyedPayments()}
 		}, nil},
 		{"keyed payments, redisledger", func(t *testing.T) []mockserver.Option {
-			rdb := redisClient(t)
+			rdb := testenv.RedisClient(t)
 			prefix := testenv.RedisPrefix(t, rdb, "saferetry-conformance-test")
 			return []mockserver.Option{
 				mockserver.WithStore(redisstore.New(rdb, redisstore.WithPrefix(prefix))),
@@ -91,7 +90,7 @@ func TestMiddlewareOverStores(t *testing.T) {
 			return st
 		}, nil},
 		{"redisstore", func(t *testing.T) idempotency.Store {
-			rdb := redisClient(t)
+			rdb := testenv.RedisClient(t)
 			return redisstore.New(rdb, redisstore.WithPrefix(testenv.RedisPrefix(t, rdb, "saferetry-conformance-test")))
 		}, nil},
 		{"pgstore lease", func(t *testing.T) idempotency.Store { return pgStore(t).Store }, nil},
@@ -123,39 +122,17 @@ func middlewareServer(t *testing.T, st idempotency.Store) *httptest.Server {
 	return srv
 }
 
-func redisClient(t *testing.T) *redis.Client {
-	opt, err := redis.ParseURL(testenv.RedisURL(t))
-	if err != nil {
-		t.Fatalf("%s: %v", testenv.EnvRedisURL, err)
-	}
-	rdb := redis.NewClient(opt)
-	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
-}
-
 // pgStore is a transactional store on a table of the test's own (its
 // Store field is the lease-mode store on the same table), dropped at the
 // end.
-func pgStore(t *testing.T) *pgstore.TxStore { return pgStoreOn(t, pgPool(t)) }
-
-// pgPool is a pool on the test database, closed at the end.
-func pgPool(t *testing.T) *pgxpool.Pool {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	pool, err := pgxpool.New(ctx, testenv.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
-}
+func pgStore(t *testing.T) *pgstore.TxStore { return pgStoreOn(t, testenv.PostgresPool(t)) }
 
 // pgledgerOptions serves the mock server over pgstore and pgledger in
 // one table's database, in transactional mode (the payment joins the
 // claim's transaction) or in lease mode over the same table.
 func pgledgerOptions(tx bool) func(t *testing.T) []mockserver.Option {
 	return func(t *testing.T) []mockserver.Option {
-		pool := pgPool(t)
+		pool := testenv.PostgresPool(t)
 		st := pgStoreOn(t, pool)
 		l := pgledger.New(pool, st.Table(), nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -17,6 +17,7 @@ import (
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/memstore"
 	"github.com/saferetry/saferetry/internal/testenv"
+	"github.com/saferetry/saferetry/internal/testkit"
 	"github.com/saferetry/saferetry/mockserver"
 )
 
@@ -539,7 +540,7 @@ func TestWithNamespaceSeparatesServersOnOneStore(t *testing.T) {
 }
 
 func TestWithLoggerReportsFaultsAndExecutions(t *testing.T) {
-	var buf syncBuffer
+	var buf testkit.SyncBuffer
 	srv := mockserver.New(mockserver.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
 	defer srv.Close()
 	srv.FailNext(1, 503)
@@ -552,24 +553,6 @@ func TestWithLoggerReportsFaultsAndExecutions(t *testing.T) {
 			t.Errorf("log lacks %q:\n%s", want, out)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func TestNilOptionIgnored(t *testing.T) {

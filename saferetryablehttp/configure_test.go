@@ -52,14 +52,22 @@ func rhReq(t *testing.T, ctx context.Context, method, body string) *retryablehtt
 	return req
 }
 
+// mustDo sends req through c and closes the body of the response, which it
+// returns; it fails t if c returns an error instead.
+func mustDo(t *testing.T, c *retryablehttp.Client, req *retryablehttp.Request) *http.Response {
+	t.Helper()
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("Do: %v, want a response", err)
+	}
+	resp.Body.Close()
+	return resp
+}
+
 func TestRetryableKeyStableAcrossRetries(t *testing.T) {
 	rc := testkit.NewRecorder(testkit.Status(503), testkit.StatusH(409, "Retry-After", "1"), testkit.Fail(testkit.ErrReset), testkit.Outcome{Status: 201, Body: "ok"})
 	c := newRetryable(t, rc)
-	resp, err := c.Do(rhReq(t, context.Background(), http.MethodPost, "debit 1500"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp := mustDo(t, c, rhReq(t, context.Background(), http.MethodPost, "debit 1500"))
 	s := rc.Seen()
 	if resp.StatusCode != 201 || len(s) != 4 {
 		t.Fatalf("status %d after %d attempts", resp.StatusCode, len(s))
@@ -76,11 +84,7 @@ func TestRetryableKeyStableAcrossRetries(t *testing.T) {
 		}
 	}
 	// A new request is a new operation with a new key.
-	resp, err = c.Do(rhReq(t, context.Background(), http.MethodPost, "debit 1500"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp = mustDo(t, c, rhReq(t, context.Background(), http.MethodPost, "debit 1500"))
 	if s := rc.Seen(); s[len(s)-1].Keys[0] == s[0].Keys[0] {
 		t.Error("a new request reused the key")
 	}
@@ -105,11 +109,7 @@ func TestRetryableFinalResponses(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rc := testkit.NewRecorder(tt.script...)
 			c := newRetryable(t, rc)
-			resp, err := c.Do(rhReq(t, context.Background(), http.MethodPost, "x"))
-			if err != nil {
-				t.Fatalf("err %v, want the final response", err)
-			}
-			resp.Body.Close()
+			resp := mustDo(t, c, rhReq(t, context.Background(), http.MethodPost, "x"))
 			if resp.StatusCode != tt.want || len(rc.Seen()) != tt.attempts {
 				t.Fatalf("status %d after %d attempts, want %d after %d", resp.StatusCode, len(rc.Seen()), tt.want, tt.attempts)
 			}
@@ -142,17 +142,13 @@ func TestRetryableRetryAfterCappedOn409(t *testing.T) {
 func TestRetryableKeylessPostNotRetried(t *testing.T) {
 	rc := testkit.NewRecorder(testkit.Status(503), testkit.Status(201))
 	c := newRetryable(t, rc, WithKeyMethods())
-	resp, err := c.Do(rhReq(t, context.Background(), http.MethodPost, "x"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp := mustDo(t, c, rhReq(t, context.Background(), http.MethodPost, "x"))
 	if resp.StatusCode != 503 || len(rc.Seen()) != 1 || len(rc.Seen()[0].Keys) != 0 {
 		t.Fatalf("status %d after %d attempts, keys %q", resp.StatusCode, len(rc.Seen()), rc.Seen()[0].Keys)
 	}
 	rc2 := testkit.NewRecorder(testkit.Fail(testkit.ErrReset), testkit.Status(201))
 	c2 := newRetryable(t, rc2, WithKeyMethods())
-	_, err = c2.Do(rhReq(t, context.Background(), http.MethodPost, "x"))
+	_, err := c2.Do(rhReq(t, context.Background(), http.MethodPost, "x"))
 	if !errors.Is(err, saferetry.ErrOutcomeUnknown) || len(rc2.Seen()) != 1 {
 		t.Fatalf("err %v after %d attempts", err, len(rc2.Seen()))
 	}
@@ -161,11 +157,7 @@ func TestRetryableKeylessPostNotRetried(t *testing.T) {
 func TestRetryableGetRetriedWithoutKey(t *testing.T) {
 	rc := testkit.NewRecorder(testkit.Fail(testkit.ErrReset), testkit.Status(503), testkit.Status(200))
 	c := newRetryable(t, rc)
-	resp, err := c.Do(rhReq(t, context.Background(), http.MethodGet, ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp := mustDo(t, c, rhReq(t, context.Background(), http.MethodGet, ""))
 	if resp.StatusCode != 200 || len(rc.Seen()) != 3 || len(rc.Seen()[0].Keys) != 0 {
 		t.Fatalf("status %d after %d attempts", resp.StatusCode, len(rc.Seen()))
 	}
@@ -189,12 +181,19 @@ func TestRetryableOutcomeUnknown(t *testing.T) {
 	}
 }
 
+// TestRetryableInvalidKeyNotSent: a supplied key the Transport refuses (a
+// control character, a space at an edge) is refused here as there, and
+// nothing is sent.
 func TestRetryableInvalidKeyNotSent(t *testing.T) {
-	rc := testkit.NewRecorder(testkit.Status(201))
-	c := newRetryable(t, rc)
-	_, err := c.Do(rhReq(t, saferetry.WithKey(context.Background(), "bad\x01key"), http.MethodPost, "x"))
-	if !errors.Is(err, saferetry.ErrInvalidKey) || len(rc.Seen()) != 0 {
-		t.Fatalf("err %v, sent %d", err, len(rc.Seen()))
+	for name, key := range map[string]string{"control character": "bad\x01key", "edge space": " order-8"} {
+		t.Run(name, func(t *testing.T) {
+			rc := testkit.NewRecorder(testkit.Status(201))
+			c := newRetryable(t, rc)
+			_, err := c.Do(rhReq(t, saferetry.WithKey(context.Background(), key), http.MethodPost, "x"))
+			if !errors.Is(err, saferetry.ErrInvalidKey) || len(rc.Seen()) != 0 {
+				t.Fatalf("err %v, sent %d; want ErrInvalidKey as from the Transport", err, len(rc.Seen()))
+			}
+		})
 	}
 }
 
@@ -226,11 +225,7 @@ func TestRetryableKeepsPreviousHookAndBudget(t *testing.T) {
 	if c.RetryMax != 3 {
 		t.Fatalf("RetryMax = %d", c.RetryMax)
 	}
-	resp, err := c.Do(rhReq(t, context.Background(), http.MethodPost, "x"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	mustDo(t, c, rhReq(t, context.Background(), http.MethodPost, "x"))
 	// The budget of 10 pays for two retries.
 	if len(rc.Seen()) != 3 || calls.Load() != 3 {
 		t.Fatalf("%d attempts, hook saw a key %d times", len(rc.Seen()), calls.Load())
@@ -314,11 +309,7 @@ func TestRetryableBudgetRefundedAfterSuccessfulRetry(t *testing.T) {
 	rc := testkit.NewRecorder(testkit.Status(503), testkit.Status(201), testkit.Status(503), testkit.Status(503), testkit.Status(503), testkit.Status(201))
 	c := newRetryable(t, rc, WithRetryBudget(10, 5), WithMaxAttempts(4))
 	for i, want := range []int{201, 503} {
-		resp, err := c.Do(rhReq(t, context.Background(), http.MethodPost, "x"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		resp := mustDo(t, c, rhReq(t, context.Background(), http.MethodPost, "x"))
 		if resp.StatusCode != want {
 			t.Fatalf("request %d: status %d, want %d", i+1, resp.StatusCode, want)
 		}

@@ -2,7 +2,6 @@ package saferetryablehttp
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"testing"
 
@@ -46,11 +45,7 @@ func TestBudgetNotSpentOnTheLastAttempt(t *testing.T) {
 	rc := testkit.NewRecorder(testkit.Status(503))
 	c := newRetryable(t, rc, WithRetryBudget(10, 5), WithMaxAttempts(2))
 	for i := 0; i < 2; i++ {
-		resp, err := c.Do(rhReq(t, context.Background(), http.MethodPost, "x"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		mustDo(t, c, rhReq(t, context.Background(), http.MethodPost, "x"))
 	}
 	if n := len(rc.Seen()); n != 4 {
 		t.Fatalf("%d attempts, want 2 per request", n)
@@ -65,11 +60,7 @@ func TestClassifierAndStructuredKeyApply(t *testing.T) {
 		}
 		return saferetry.DecisionDefault
 	}))
-	resp, err := c.Do(rhReq(t, saferetry.WithKey(context.Background(), "order-7"), http.MethodPost, "x"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp := mustDo(t, c, rhReq(t, saferetry.WithKey(context.Background(), "order-7"), http.MethodPost, "x"))
 	s := rc.Seen()
 	if resp.StatusCode != 201 || len(s) != 2 {
 		t.Fatalf("status %d after %d attempts; want the classifier to retry the 400", resp.StatusCode, len(s))
@@ -78,14 +69,5 @@ func TestClassifierAndStructuredKeyApply(t *testing.T) {
 		if len(a.Keys) != 1 || a.Keys[0] != `"order-7"` {
 			t.Errorf("attempt %d keys %q, want the sf-string", i+1, a.Keys)
 		}
-	}
-}
-
-func TestSuppliedKeyWithEdgeSpaceRefused(t *testing.T) {
-	rc := testkit.NewRecorder(testkit.Status(201))
-	c := newRetryable(t, rc)
-	_, err := c.Do(rhReq(t, saferetry.WithKey(context.Background(), " order-8"), http.MethodPost, "x"))
-	if !errors.Is(err, saferetry.ErrInvalidKey) || len(rc.Seen()) != 0 {
-		t.Fatalf("err %v, sent %d; want ErrInvalidKey as from the Transport", err, len(rc.Seen()))
 	}
 }

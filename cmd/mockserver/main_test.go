@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/saferetry/saferetry/idempotency/redisstore"
 	"github.com/saferetry/saferetry/internal/testenv"
@@ -231,13 +230,7 @@ func TestMaxBytesFlagTakesEffect(t *testing.T) {
 // serves all the same. The shared test Redis runs without persistence.
 func TestRedisSettingsWarnings(t *testing.T) {
 	u := testenv.RedisURL(t)
-	opt, err := redis.ParseURL(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
-	problems, err := redisstore.New(rdb).Check(context.Background())
+	problems, err := redisstore.New(testenv.RedisClient(t)).Check(context.Background())
 	if err != nil {
 		t.Fatalf("Check: %v", err)
 	}

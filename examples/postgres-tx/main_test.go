@@ -77,26 +77,9 @@ func TestRunTransfersOnceReplaysAndShutsDown(t *testing.T) {
 		return run(ctx, "127.0.0.1:0", dbURL, out)
 	})
 
-	type reply struct {
-		status   int
-		replayed bool
-		body     string
-	}
-	transfer := func(key, body string) reply {
+	transfer := func(key, body string) testenv.Reply {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodPost, base+"/transfers", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", key)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return reply{resp.StatusCode, resp.Header.Get("Idempotent-Replayed") == "true", string(b)}
+		return exampletest.Post(t, base+"/transfers", key, body)
 	}
 	balances := func() map[string]int64 {
 		t.Helper()
@@ -121,20 +104,20 @@ func TestRunTransfersOnceReplaysAndShutsDown(t *testing.T) {
 
 	const move = `{"from":"alice","to":"bob","amount":250}`
 	first := transfer("t-1", move)
-	if first.status != http.StatusCreated || first.replayed {
+	if first.Status != http.StatusCreated || first.Replayed {
 		t.Fatalf("first transfer = %+v, want a fresh 201", first)
 	}
-	if again := transfer("t-1", move); again.status != http.StatusCreated || !again.replayed || again.body != first.body {
-		t.Errorf("retry = %+v, want the replay of %q", again, first.body)
+	if again := transfer("t-1", move); again.Status != http.StatusCreated || !again.Replayed || again.Body != first.Body {
+		t.Errorf("retry = %+v, want the replay of %q", again, first.Body)
 	}
-	if other := transfer("t-1", `{"from":"alice","to":"bob","amount":1}`); other.status != http.StatusUnprocessableEntity {
+	if other := transfer("t-1", `{"from":"alice","to":"bob","amount":1}`); other.Status != http.StatusUnprocessableEntity {
 		t.Errorf("same key, other body = %+v, want 422", other)
 	}
 	over := transfer("t-2", `{"from":"alice","to":"bob","amount":1000000}`)
-	if over.status != http.StatusPaymentRequired {
+	if over.Status != http.StatusPaymentRequired {
 		t.Errorf("overdraft = %+v, want 402", over)
 	}
-	if again := transfer("t-2", `{"from":"alice","to":"bob","amount":1000000}`); again.status != http.StatusPaymentRequired || !again.replayed {
+	if again := transfer("t-2", `{"from":"alice","to":"bob","amount":1000000}`); again.Status != http.StatusPaymentRequired || !again.Replayed {
 		t.Errorf("overdraft retry = %+v, want the replayed 402", again)
 	}
 	if got := balances(); got["alice"] != 10000-250 || got["bob"] != 10000+250 {

@@ -60,11 +60,19 @@ func postRaw(t *testing.T, srv *mockserver.Server, key string, amount int64) str
 
 func jsonInt(n int64) string { b, _ := json.Marshal(n); return string(b) }
 
+// paidOnce starts a mock server, closed at the end of t, and pays 100 on it
+// with key; it returns the server, its balance before the payment and the
+// payment's id.
+func paidOnce(t *testing.T, key string) (srv *mockserver.Server, start int64, id string) {
+	t.Helper()
+	srv = mockserver.New()
+	t.Cleanup(srv.Close)
+	start = srv.Balance(currency)
+	return srv, start, postRaw(t, srv, key, 100)
+}
+
 func TestVerifyCatchesDoubleExecution(t *testing.T) {
-	srv := mockserver.New()
-	defer srv.Close()
-	start := srv.Balance(currency)
-	id := postRaw(t, srv, "twice", 100)
+	srv, start, id := paidOnce(t, "twice")
 	srv.ExpireKeys() // the key is new again: the same payment executes a second time
 	postRaw(t, srv, "twice", 100)
 
@@ -79,10 +87,7 @@ func TestVerifyCatchesDoubleExecution(t *testing.T) {
 }
 
 func TestVerifyCatchesLostPaymentAndWrongBalance(t *testing.T) {
-	srv := mockserver.New()
-	defer srv.Close()
-	start := srv.Balance(currency)
-	id := postRaw(t, srv, "kept", 100)
+	srv, start, id := paidOnce(t, "kept")
 
 	var out bytes.Buffer
 	ops := []*op{{title: "kept", key: "kept", amount: 100, id: id}, {title: "lost", key: "lost", amount: 50, id: "pay_x"}}
@@ -93,10 +98,7 @@ func TestVerifyCatchesLostPaymentAndWrongBalance(t *testing.T) {
 }
 
 func TestVerifyPassesOnExactlyOnce(t *testing.T) {
-	srv := mockserver.New()
-	defer srv.Close()
-	start := srv.Balance(currency)
-	id := postRaw(t, srv, "once", 100)
+	srv, start, id := paidOnce(t, "once")
 	var out bytes.Buffer
 	if err := verify(srv, []*op{{title: "once", key: "once", amount: 100, id: id}}, newCounter(), start, &out); err != nil {
 		t.Errorf("verify = %v\n%s", err, out.String())

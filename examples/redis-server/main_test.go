@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/saferetry/saferetry/examples/internal/exampletest"
 	"github.com/saferetry/saferetry/internal/testenv"
 )
@@ -29,34 +27,17 @@ func TestRunReportsBadAddressFirst(t *testing.T) {
 
 func TestRunServesReplaysAndShutsDown(t *testing.T) {
 	redisURL := testenv.RedisURL(t)
-	opt, err := redis.ParseURL(redisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opt)
-	t.Cleanup(func() { _ = rdb.Close() })
-	prefix := testenv.RedisPrefix(t, rdb, "saferetry-example-test:")
+	prefix := testenv.RedisPrefix(t, testenv.RedisClient(t), "saferetry-example-test:")
 
 	base, shutdown := exampletest.Start(t, func(ctx context.Context, out io.Writer) error {
 		return run(ctx, "127.0.0.1:0", redisURL, prefix, out)
 	})
 
-	post := func(key string) (*http.Response, string) {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, base+"/orders", strings.NewReader(`{"item":"book","quantity":2}`))
-		req.Header.Set("Idempotency-Key", key)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp, string(body)
-	}
-	r1, b1 := post("order-1")
-	r2, b2 := post("order-1")
-	if r1.StatusCode != 201 || r2.StatusCode != 201 || r2.Header.Get("Idempotent-Replayed") != "true" || b1 != b2 {
-		t.Fatalf("first %d %q, retry %d replayed=%q %q; want one 201 replayed", r1.StatusCode, b1, r2.StatusCode, r2.Header.Get("Idempotent-Replayed"), b2)
+	const order = `{"item":"book","quantity":2}`
+	r1 := exampletest.Post(t, base+"/orders", "order-1", order)
+	r2 := exampletest.Post(t, base+"/orders", "order-1", order)
+	if r1.Status != 201 || r2.Status != 201 || !r2.Replayed || r1.Body != r2.Body {
+		t.Fatalf("first %d %q, retry %d replayed=%v %q; want one 201 replayed", r1.Status, r1.Body, r2.Status, r2.Replayed, r2.Body)
 	}
 	resp, err := http.Get(base + "/orders")
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/saferetry/saferetry/idempotency"
@@ -24,20 +23,8 @@ func newTxStore(t *testing.T) *pgstore.TxStore {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, testenv.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	table := testenv.RandomName("otelidempotency_test_")
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := pool.Exec(ctx, `DROP TABLE IF EXISTS "`+table+`"`); err != nil {
-			t.Errorf("drop %s: %v", table, err)
-		}
-	})
-	s := pgstore.NewTx(pool, pgstore.WithTable(table))
+	pool := testenv.PostgresPool(t)
+	s := pgstore.NewTx(pool, pgstore.WithTable(testenv.PostgresTable(t, pool, "otelidempotency_test_")))
 	t.Cleanup(func() { _ = s.Close() })
 	if err := s.CreateSchema(ctx); err != nil {
 		t.Fatal(err)

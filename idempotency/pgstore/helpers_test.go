@@ -43,22 +43,11 @@ type pgTarget struct {
 // newPool returns a pool on tg, closed at cleanup.
 func (tg pgTarget) newPool(tb testing.TB, mutate ...func(*pgxpool.Config)) *pgxpool.Pool {
 	tb.Helper()
-	cfg, err := pgxpool.ParseConfig(tg.url)
-	if err != nil {
-		tb.Fatalf("parse %s: %v", tg.url, err)
-	}
 	if tg.mode != 0 {
-		cfg.ConnConfig.DefaultQueryExecMode = tg.mode
+		setMode := func(cfg *pgxpool.Config) { cfg.ConnConfig.DefaultQueryExecMode = tg.mode }
+		mutate = append([]func(*pgxpool.Config){setMode}, mutate...)
 	}
-	for _, m := range mutate {
-		m(cfg)
-	}
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		tb.Fatalf("pool: %v", err)
-	}
-	tb.Cleanup(pool.Close)
-	return pool
+	return testenv.PostgresPoolAt(tb, tg.url, mutate...)
 }
 
 // uniqueTable returns a fresh table name and drops the table at cleanup,

@@ -17,6 +17,7 @@ import (
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/pgstore"
 	"github.com/saferetry/saferetry/internal/testenv"
+	"github.com/saferetry/saferetry/internal/testkit"
 )
 
 func TestClaimCompleteReplay(t *testing.T) {
@@ -482,27 +483,9 @@ func TestReaperDeletesAndStops(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the reaper's goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestReaperLogsFailures(t *testing.T) {
 	pool := newPool(t)
-	var buf syncBuffer
+	var buf testkit.SyncBuffer
 	logger := slog.New(slog.NewTextHandler(&buf, nil))
 	// The table does not exist: every cleanup fails and is logged.
 	s := pgstore.New(pool, pgstore.WithTable(uniqueTable(t, pool)), pgstore.WithLogger(logger))

@@ -1,7 +1,6 @@
 package redisstore_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -9,7 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,25 +15,8 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency/redisstore"
 	"github.com/saferetry/saferetry/internal/testenv"
+	"github.com/saferetry/saferetry/internal/testkit"
 )
-
-// lockedBuffer collects a child process's output for failure messages.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // startRedis starts a redis-server of the test's own on a free loopback port
 // with args, in a temporary directory, and kills it at the end. It skips the
@@ -55,7 +36,7 @@ func startRedis(t testing.TB, cluster bool, args ...string) string {
 		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", dir+"/nodes.conf")
 	}
 	cmd := exec.Command(bin, args...)
-	out := &lockedBuffer{}
+	out := &testkit.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start redis-server: %v", err)

@@ -1,6 +1,7 @@
 package interop_test
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -134,4 +135,23 @@ func newStore(t *testing.T) *memstore.Store {
 	st := memstore.New()
 	t.Cleanup(func() { st.Close() })
 	return st
+}
+
+// replayed201 reads and closes the body of resp, the answer of a client's
+// Do (with its err), and fails t unless it is the replayed 201; it returns
+// the body.
+func replayed201(t *testing.T, resp *http.Response, err error) []byte {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusCreated || resp.Header.Get(idempotency.HeaderReplayed) != "true" {
+		t.Fatalf("got %d (replayed %q) %s, want the replayed 201", resp.StatusCode, resp.Header.Get(idempotency.HeaderReplayed), body)
+	}
+	return body
 }

@@ -10,10 +10,25 @@ import (
 )
 
 // PostgresPool returns a pool on SAFERETRY_POSTGRES_URL (skipping tb as
-// PostgresURL does), closed when tb ends.
-func PostgresPool(tb testing.TB) *pgxpool.Pool {
+// PostgresURL does), its config changed by each of mutate in turn, closed
+// when tb ends. It does not connect: Main checked the service once already.
+func PostgresPool(tb testing.TB, mutate ...func(*pgxpool.Config)) *pgxpool.Pool {
 	tb.Helper()
-	pool, err := pgxpool.New(context.Background(), PostgresURL(tb))
+	return PostgresPoolAt(tb, PostgresURL(tb), mutate...)
+}
+
+// PostgresPoolAt is PostgresPool on the database at url (through
+// PgBouncer, say).
+func PostgresPoolAt(tb testing.TB, url string, mutate ...func(*pgxpool.Config)) *pgxpool.Pool {
+	tb.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		tb.Fatalf("testenv: parse %s: %v", redact(url), err)
+	}
+	for _, m := range mutate {
+		m(cfg)
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		tb.Fatalf("testenv: pool: %v", err)
 	}

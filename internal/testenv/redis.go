@@ -78,3 +78,17 @@ func scanKeys(rdb redis.Cmdable, prefix string) ([]string, error) {
 	}
 	return keys, iter.Err()
 }
+
+// RedisClient returns a client of SAFERETRY_REDIS_URL (skipping tb as
+// RedisURL does), closed when tb ends. It does not connect: Main checked
+// the service once already.
+func RedisClient(tb testing.TB) *redis.Client {
+	tb.Helper()
+	opt, err := redis.ParseURL(RedisURL(tb))
+	if err != nil {
+		tb.Fatalf("testenv: parse %s: %v", EnvRedisURL, err)
+	}
+	rdb := redis.NewClient(opt)
+	tb.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}

@@ -1,6 +1,7 @@
-// Package testkit holds the test helpers that the client-side packages'
-// tests share: a scripted HTTP responder that records what it was sent,
-// and the loop of their in-memory benchmarks.
+// Package testkit holds test helpers that packages' tests share and that
+// need no service: a scripted HTTP responder that records what it was sent
+// (for the client-side packages), the loop of their in-memory benchmarks,
+// a buffer for output written by other goroutines, and a panic check.
 // Only _test.go files import it; it imports nothing of saferetry, so the
 // root package's own (internal) tests can use it.
 package testkit

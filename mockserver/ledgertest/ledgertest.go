@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -53,6 +54,7 @@ func Run(t *testing.T, open Opener) {
 			tc.fn(t, open(t, map[string]int64{"EUR": 10_000, "JPY": 50}))
 		})
 	}
+	t.Run("BalancesExact", func(t *testing.T) { testBalancesExact(t, open(t, exactOpening)) })
 }
 
 // keep is the keep the suite pays with, as a Server passes its
@@ -390,4 +392,36 @@ func testKeepForGood(t *testing.T, open func() mockserver.Ledger) {
 		t.Fatalf("Pay with keep 0 a century later = %+v, found %v, %v; want the first %+v", got, found, err, first)
 	}
 	mustBalance(t, l, "EUR", 10_000-100)
+}
+
+// big is the smallest int64 that a double cannot hold: as doubles (Lua's
+// numbers), big-1 and big are equal.
+const big = 1<<53 + 1
+
+// exactOpening are the opening balances of testBalancesExact: at the ends
+// of int64, and just below big.
+var exactOpening = map[string]int64{"EUR": big - 1, "USD": math.MaxInt64, "JPY": -5}
+
+// testBalancesExact: balances are compared and debited exactly, at the
+// ends of int64 and beyond 2^53, where a comparison of doubles would round.
+func testBalancesExact(t *testing.T, open func() mockserver.Ledger) {
+	l := open()
+	ctx := ctxT(t)
+	if _, _, err := l.Pay(ctx, "eur", 0, payment(big, "EUR", "k-eur")); !errors.Is(err, mockserver.ErrInsufficientFunds) {
+		t.Errorf("Pay of %d from %d = %v, want ErrInsufficientFunds", int64(big), int64(big-1), err)
+	}
+	if _, _, err := l.Pay(ctx, "usd", 0, payment(math.MaxInt64-1, "USD", "k-usd")); err != nil {
+		t.Fatal(err)
+	}
+	mustBalance(t, l, "USD", 1)
+	if _, _, err := l.Pay(ctx, "usd-2", 0, payment(2, "USD", "k-usd-2")); !errors.Is(err, mockserver.ErrInsufficientFunds) {
+		t.Errorf("Pay of 2 from 1 = %v, want ErrInsufficientFunds", err)
+	}
+	if _, _, err := l.Pay(ctx, "jpy", 0, payment(1, "JPY", "k-jpy")); !errors.Is(err, mockserver.ErrInsufficientFunds) {
+		t.Errorf("Pay of 1 from -5 = %v, want ErrInsufficientFunds", err)
+	}
+	bals, err := l.Balances(ctx)
+	if err != nil || len(bals) != 3 || bals["USD"] != 1 || bals["EUR"] != big-1 || bals["JPY"] != -5 {
+		t.Errorf("Balances = %v, %v; want USD 1, EUR %d, JPY -5", bals, err, int64(big-1))
+	}
 }

@@ -23,20 +23,9 @@ func TestMain(m *testing.M) { testenv.Main(m, testenv.Postgres) }
 // of tb. Each pool stands for a process of its own.
 func newPool(tb testing.TB, mutate ...func(*pgxpool.Config)) *pgxpool.Pool {
 	tb.Helper()
-	cfg, err := pgxpool.ParseConfig(testenv.PostgresURL(tb))
-	if err != nil {
-		tb.Fatalf("parse %s: %v", testenv.EnvPostgresURL, err)
-	}
-	for _, m := range mutate {
-		m(cfg)
-	}
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		tb.Fatalf("pool: %v", err)
-	}
-	tb.Cleanup(pool.Close)
+	pool := testenv.PostgresPool(tb, mutate...)
 	if err := pool.Ping(ctxT(tb)); err != nil {
-		testenv.Unavailable(tb, "postgres at "+cfg.ConnConfig.Host+": "+err.Error())
+		testenv.Unavailable(tb, "postgres at "+pool.Config().ConnConfig.Host+": "+err.Error())
 	}
 	return pool
 }

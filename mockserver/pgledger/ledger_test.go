@@ -3,7 +3,6 @@ package pgledger_test
 import (
 	"context"
 	"errors"
-	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +12,9 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency/pgstore"
 	"github.com/saferetry/saferetry/internal/testenv"
+	"github.com/saferetry/saferetry/internal/testkit"
 	"github.com/saferetry/saferetry/mockserver"
+	"github.com/saferetry/saferetry/mockserver/ledgertest"
 	"github.com/saferetry/saferetry/mockserver/pgledger"
 )
 
@@ -24,26 +25,10 @@ func TestNewPanics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer idle.Close()
-	for _, tc := range []struct {
-		name   string
-		call   func()
-		substr string
-	}{
-		{"nil pool", func() { pgledger.New(nil, "ledger", nil) }, "nil pool"},
-		{"upper case", func() { pgledger.New(idle, "Ledger", nil) }, "invalid table name"},
-		{"three parts", func() { pgledger.New(idle, "a.b.c", nil) }, "invalid table name"},
-		{"quote", func() { pgledger.New(idle, `a"b`, nil) }, "invalid table name"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			defer func() {
-				r := recover()
-				if s, _ := r.(string); !strings.Contains(s, tc.substr) {
-					t.Errorf("panic %v, want one mentioning %q", r, tc.substr)
-				}
-			}()
-			tc.call()
-		})
-	}
+	testkit.WantPanic(t, "nil pool", func() { pgledger.New(nil, "ledger", nil) })
+	testkit.WantPanic(t, "invalid table name", func() { pgledger.New(idle, "Ledger", nil) })
+	testkit.WantPanic(t, "invalid table name", func() { pgledger.New(idle, "a.b.c", nil) })
+	testkit.WantPanic(t, "invalid table name", func() { pgledger.New(idle, `a"b`, nil) })
 }
 
 func TestSchema(t *testing.T) {
@@ -198,74 +183,18 @@ func TestRefusedPaymentLeavesNoRow(t *testing.T) {
 	}
 }
 
-// Pay answers the payment as stored, Created in UTC to the millisecond, so
-// the first execution and every replay answer alike.
+// Pay answers the payment as stored, Created in UTC to the millisecond.
 func TestCreatedStoredToTheMillisecond(t *testing.T) {
 	pool := newPool(t)
-	l := pgledger.New(pool, newTable(t, pool), nil)
-	ctx := ctxT(t)
-	p := payment("pay_t", 1, "EUR")
-	p.Created = time.Date(2026, 12, 1, 11, 0, 0, 123_456_789, time.FixedZone("CET", 3600))
-	want := time.Date(2026, 12, 1, 10, 0, 0, 123_000_000, time.UTC)
-	first, _, err := l.Pay(ctx, "ref", 0, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, found, err := l.Pay(ctx, "ref", 0, p)
-	if err != nil || !found {
-		t.Fatalf("second Pay = found %v, %v", found, err)
-	}
-	listed, ok, err := l.Payment(ctx, p.ID)
-	if err != nil || !ok {
-		t.Fatalf("Payment = %v, %v", ok, err)
-	}
-	for _, got := range []mockserver.Payment{first, again, listed} {
-		if !got.Created.Equal(want) || got.Created.Location() != time.UTC {
-			t.Errorf("Created = %v, want %v", got.Created, want)
-		}
-	}
+	ledgertest.CreatedAsStored(t, pgledger.New(pool, newTable(t, pool), nil))
 }
 
-func TestBalancesExact(t *testing.T) {
-	pool := newPool(t)
-	l := pgledger.New(pool, newTable(t, pool), map[string]int64{"USD": math.MaxInt64, "JPY": -5})
-	ctx := ctxT(t)
-	if _, _, err := l.Pay(ctx, "usd", 0, payment("pay_usd", math.MaxInt64-1, "USD")); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := l.Pay(ctx, "usd-2", 0, payment("pay_usd2", 2, "USD")); !errors.Is(err, mockserver.ErrInsufficientFunds) {
-		t.Errorf("Pay of 2 from 1 = %v, want ErrInsufficientFunds", err)
-	}
-	if _, _, err := l.Pay(ctx, "jpy", 0, payment("pay_jpy", 1, "JPY")); !errors.Is(err, mockserver.ErrInsufficientFunds) {
-		t.Errorf("Pay of 1 from -5 = %v, want ErrInsufficientFunds", err)
-	}
-	bals, err := l.Balances(ctx)
-	if err != nil || bals["USD"] != 1 || bals["JPY"] != -5 || len(bals) != 2 {
-		t.Errorf("Balances = %v, %v; want USD 1, JPY -5", bals, err)
-	}
-}
-
-// Two payments with one ID under different refs: the second is refused
-// and changes nothing.
+// Two payments with one ID under different refs: the second is refused,
+// by the table's unique constraint, and changes nothing.
 func TestPayRefusesATakenID(t *testing.T) {
 	pool := newPool(t)
-	l := pgledger.New(pool, newTable(t, pool), nil)
-	ctx := ctxT(t)
-	if _, _, err := l.Pay(ctx, "ref-1", 0, payment("pay_same", 5, "EUR")); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := l.Pay(ctx, "ref-2", 0, payment("pay_same", 7, "EUR")); !isUniqueViolation(err) {
+	if err := ledgertest.TakenIDRefused(t, pgledger.New(pool, newTable(t, pool), nil)); !isUniqueViolation(err) {
 		t.Errorf("Pay with a taken ID = %v, want the unique violation", err)
-	}
-	if b, err := l.Balance(ctx, "EUR"); err != nil || b != mockserver.DefaultBalance-5 {
-		t.Errorf("Balance(EUR) = %d, %v; want %d", b, err, mockserver.DefaultBalance-5)
-	}
-	if ps, err := l.Payments(ctx); err != nil || len(ps) != 1 {
-		t.Errorf("Payments = %d, %v; want 1", len(ps), err)
-	}
-	// The connection went back to the pool clean: the ledger still works.
-	if _, _, err := l.Pay(ctx, "ref-3", 0, payment("pay_other", 1, "EUR")); err != nil {
-		t.Errorf("Pay after the refused one: %v", err)
 	}
 }
 

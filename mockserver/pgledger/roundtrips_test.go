@@ -5,43 +5,40 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/tracelog"
 
 	"github.com/saferetry/saferetry/mockserver/pgledger"
 )
 
-// sends counts the queries and batches a pool sends; with statements
-// already prepared on the connection, each is one round trip.
-type sends struct{ n atomic.Int64 }
-
-func (s *sends) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	s.n.Add(1)
-	return ctx
+// countSends returns a tracer that counts into n the queries and batches a
+// pool sends, from pgx's own tracelog, which logs each once when done, as
+// "Query" or "BatchClose"; with statements already prepared on the
+// connection, each is one round trip.
+func countSends(n *atomic.Int64) *tracelog.TraceLog {
+	return &tracelog.TraceLog{LogLevel: tracelog.LogLevelInfo, Logger: tracelog.LoggerFunc(
+		func(_ context.Context, _ tracelog.LogLevel, msg string, _ map[string]any) {
+			if msg == "Query" || msg == "BatchClose" {
+				n.Add(1)
+			}
+		})}
 }
-func (s *sends) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (s *sends) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	s.n.Add(1)
-	return ctx
-}
-func (s *sends) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (s *sends) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
 // Pay is one round trip whatever it answers, in its own transaction and in
 // the caller's.
 func TestPayRoundTrips(t *testing.T) {
-	var s sends
+	var sent atomic.Int64
 	pool := newPool(t, func(c *pgxpool.Config) {
 		c.MaxConns = 1 // one connection, whose statements the warm-up prepares
-		c.ConnConfig.Tracer = &s
+		c.ConnConfig.Tracer = countSends(&sent)
 	})
 	l := pgledger.New(pool, newTable(t, pool), map[string]int64{"EUR": 100})
 	ctx := ctxT(t)
 	measure := func(name string, ctx context.Context, ref string, amount int64) {
 		t.Helper()
-		before := s.n.Load()
+		before := sent.Load()
 		_, _, err := l.Pay(ctx, ref, 0, payment("pay_"+name, amount, "EUR"))
-		if n := s.n.Load() - before; n != 1 {
+		if n := sent.Load() - before; n != 1 {
 			t.Errorf("%s: Pay sent %d round trips (%v), want 1", name, n, err)
 		}
 	}

@@ -19,16 +19,10 @@ func TestMain(m *testing.M) { testenv.Main(m, testenv.Redis) }
 // client at the end of tb.
 func newClient(tb testing.TB) *redis.Client {
 	tb.Helper()
-	opt, err := redis.ParseURL(testenv.RedisURL(tb))
-	if err != nil {
-		tb.Fatalf("parse %s: %v", testenv.EnvRedisURL, err)
-	}
-	rdb := redis.NewClient(opt)
+	rdb := testenv.RedisClient(tb)
 	if err := rdb.Ping(context.Background()).Err(); err != nil {
-		rdb.Close()
-		testenv.Unavailable(tb, "redis at "+opt.Addr+": "+err.Error())
+		testenv.Unavailable(tb, "redis at "+rdb.Options().Addr+": "+err.Error())
 	}
-	tb.Cleanup(func() { rdb.Close() })
 	return rdb
 }
 

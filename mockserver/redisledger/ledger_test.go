@@ -2,7 +2,6 @@ package redisledger_test
 
 import (
 	"errors"
-	"math"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +9,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/saferetry/saferetry/internal/testenv"
+	"github.com/saferetry/saferetry/internal/testkit"
 	"github.com/saferetry/saferetry/mockserver"
+	"github.com/saferetry/saferetry/mockserver/ledgertest"
 	"github.com/saferetry/saferetry/mockserver/redisledger"
 )
 
@@ -25,25 +26,9 @@ func TestNewPanics(t *testing.T) {
 	// New does not connect: a client of an address nobody serves will do.
 	idle := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer idle.Close()
-	for _, tc := range []struct {
-		name   string
-		call   func()
-		substr string
-	}{
-		{"nil client", func() { redisledger.New(nil, "p:", nil) }, "nil client"},
-		{"open brace", func() { redisledger.New(idle, "p{:", nil) }, "invalid prefix"},
-		{"close brace", func() { redisledger.New(idle, "p}:", nil) }, "invalid prefix"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			defer func() {
-				r := recover()
-				if s, _ := r.(string); !strings.Contains(s, tc.substr) {
-					t.Errorf("panic %v, want one mentioning %q", r, tc.substr)
-				}
-			}()
-			tc.call()
-		})
-	}
+	testkit.WantPanic(t, "nil client", func() { redisledger.New(nil, "p:", nil) })
+	testkit.WantPanic(t, "invalid prefix", func() { redisledger.New(idle, "p{:", nil) })
+	testkit.WantPanic(t, "invalid prefix", func() { redisledger.New(idle, "p}:", nil) })
 }
 
 func TestValidatePrefix(t *testing.T) {
@@ -110,58 +95,10 @@ func TestRefusedPaymentLeavesNoTrace(t *testing.T) {
 	}
 }
 
-// Balances are compared and debited exactly, beyond the 2^53 where Lua's
-// numbers (doubles) round.
-func TestBalancesExact(t *testing.T) {
-	const big = 1<<53 + 1
-	rdb := newClient(t)
-	prefix := newPrefix(t, rdb)
-	l := redisledger.New(rdb, prefix, map[string]int64{"EUR": big - 1, "USD": math.MaxInt64, "JPY": -5})
-	ctx := ctxT(t)
-	// As doubles, big-1 and big are equal: a rounding comparison would pay.
-	if _, _, err := l.Pay(ctx, "eur", 0, payment("pay_eur", big, "EUR")); !errors.Is(err, mockserver.ErrInsufficientFunds) {
-		t.Errorf("Pay of %d from %d = %v, want ErrInsufficientFunds", int64(big), int64(big-1), err)
-	}
-	if _, _, err := l.Pay(ctx, "usd", 0, payment("pay_usd", math.MaxInt64-1, "USD")); err != nil {
-		t.Fatal(err)
-	}
-	if b, err := l.Balance(ctx, "USD"); err != nil || b != 1 {
-		t.Errorf("Balance(USD) = %d, %v; want 1", b, err)
-	}
-	if _, _, err := l.Pay(ctx, "usd-2", 0, payment("pay_usd2", 2, "USD")); !errors.Is(err, mockserver.ErrInsufficientFunds) {
-		t.Errorf("Pay of 2 from 1 = %v, want ErrInsufficientFunds", err)
-	}
-	if _, _, err := l.Pay(ctx, "jpy", 0, payment("pay_jpy", 1, "JPY")); !errors.Is(err, mockserver.ErrInsufficientFunds) {
-		t.Errorf("Pay of 1 from -5 = %v, want ErrInsufficientFunds", err)
-	}
-	bals, err := l.Balances(ctx)
-	if err != nil || bals["USD"] != 1 || bals["EUR"] != big-1 || bals["JPY"] != -5 {
-		t.Errorf("Balances = %v, %v", bals, err)
-	}
-}
-
-// Pay answers the payment as stored, Created in UTC to the millisecond, so
-// the first execution and every replay answer alike.
+// Pay answers the payment as stored, Created in UTC to the millisecond.
 func TestCreatedStoredToTheMillisecond(t *testing.T) {
 	rdb := newClient(t)
-	l := redisledger.New(rdb, newPrefix(t, rdb), nil)
-	ctx := ctxT(t)
-	p := payment("pay_t", 1, "EUR")
-	p.Created = time.Date(2026, 12, 1, 11, 0, 0, 123_456_789, time.FixedZone("CET", 3600))
-	want := time.Date(2026, 12, 1, 10, 0, 0, 123_000_000, time.UTC)
-	first, _, err := l.Pay(ctx, "ref", 0, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, found, err := l.Pay(ctx, "ref", 0, p)
-	if err != nil || !found {
-		t.Fatalf("second Pay = found %v, %v", found, err)
-	}
-	for _, got := range []mockserver.Payment{first, again} {
-		if !got.Created.Equal(want) || got.Created.Location() != time.UTC {
-			t.Errorf("Created = %v, want %v", got.Created, want)
-		}
-	}
+	ledgertest.CreatedAsStored(t, redisledger.New(rdb, newPrefix(t, rdb), nil))
 }
 
 func TestPayRefusesWhatItCannotStore(t *testing.T) {
@@ -193,18 +130,5 @@ func TestPayRefusesWhatItCannotStore(t *testing.T) {
 // and changes nothing.
 func TestPayRefusesATakenID(t *testing.T) {
 	rdb := newClient(t)
-	l := redisledger.New(rdb, newPrefix(t, rdb), nil)
-	ctx := ctxT(t)
-	if _, _, err := l.Pay(ctx, "ref-1", 0, payment("pay_same", 5, "EUR")); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := l.Pay(ctx, "ref-2", 0, payment("pay_same", 7, "EUR")); err == nil {
-		t.Error("Pay with a taken ID succeeded")
-	}
-	if b, err := l.Balance(ctx, "EUR"); err != nil || b != mockserver.DefaultBalance-5 {
-		t.Errorf("Balance(EUR) = %d, %v; want %d", b, err, mockserver.DefaultBalance-5)
-	}
-	if ps, err := l.Payments(ctx); err != nil || len(ps) != 1 {
-		t.Errorf("Payments = %d, %v; want 1", len(ps), err)
-	}
+	ledgertest.TakenIDRefused(t, redisledger.New(rdb, newPrefix(t, rdb), nil))
 }

@@ -1,6 +1,7 @@
 // Package exampletest runs an example server's run function in a test: it
 // waits for the startup line, hands over the URL printed there, and checks
-// the graceful shutdown at the end.
+// the graceful shutdown at the end. Post sends the server a protected
+// request.
 package exampletest
 
 import (
