@@ -3,8 +3,13 @@ package pgstore_test
 import (
 	"context"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/internal/testenv"
@@ -41,9 +46,22 @@ func TestCreateSchemaUpgradesAnOlderTable(t *testing.T) {
 	s := newStore(t, pool)
 	table := s.Table()
 	ctx := ctxT(t)
-	// The earlier layout is this version's less what later versions added,
-	// so that the columns are listed once, in Schema.
-	if _, err := pool.Exec(ctx, `ALTER TABLE "`+table+`" DROP COLUMN header_bin, DROP COLUMN watched, RESET (fillfactor)`); err != nil {
+	// The earlier layout is this version's table less every column that
+	// earlierColumns does not name: header_bin, watched, and any column a
+	// later change adds to Schema, which the upgrade must then add too. The
+	// columns left must be the earlier version's, type for type.
+	current := columns(t, pool, table)
+	for _, c := range current {
+		if name, _, _ := strings.Cut(c, " "); !isEarlierName(name) {
+			if _, err := pool.Exec(ctx, `ALTER TABLE "`+table+`" DROP COLUMN "`+name+`"`); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got := strings.Join(columns(t, pool, table), ", "); got != earlierColumns {
+		t.Fatalf("Schema changed a column of the earlier layout, which the upgrade would have to change too:\n got %s\nwant %s", got, earlierColumns)
+	}
+	if _, err := pool.Exec(ctx, `ALTER TABLE "`+table+`" RESET (fillfactor)`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `DROP INDEX "`+table+`_expires_at_idx"`); err != nil {
@@ -63,6 +81,9 @@ func TestCreateSchemaUpgradesAnOlderTable(t *testing.T) {
 	}
 	if cols != 2 || idx != 1 {
 		t.Fatalf("after the upgrade: %d of the 2 new columns, %d expiry index", cols, idx)
+	}
+	if got := columns(t, pool, table); !sameColumns(got, current) {
+		t.Fatalf("after the upgrade the columns are %q, want those of Schema's table, %q", got, current)
 	}
 	var options string
 	if err := pool.QueryRow(ctx, `SELECT coalesce(array_to_string(reloptions, ','), '') FROM pg_class WHERE oid = $1::text::regclass`, `"`+table+`"`).Scan(&options); err != nil {
@@ -124,4 +145,46 @@ func TestRecordCompletedByAnEarlierVersion(t *testing.T) {
 			}
 		})
 	}
+}
+
+// earlierColumns are the columns of the table an earlier version created
+// (before header_bin and watched), in order, as columns lists them: the
+// layout that TestCreateSchemaUpgradesAnOlderTable upgrades.
+const earlierColumns = "scope text NOT NULL, key text NOT NULL, state smallint NOT NULL, fingerprint text NOT NULL, " +
+	"token bigint NOT NULL, took_over boolean NOT NULL, lease_until timestamp with time zone, " +
+	"expires_at timestamp with time zone NOT NULL, status integer, header jsonb, body bytea, oversize boolean NOT NULL"
+
+// isEarlierName reports whether earlierColumns has a column called name.
+func isEarlierName(name string) bool {
+	for _, c := range strings.Split(earlierColumns, ", ") {
+		if n, _, _ := strings.Cut(c, " "); n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// columns lists table's columns in order, each as its name, its type and
+// NOT NULL if it has that constraint.
+func columns(t *testing.T, pool *pgxpool.Pool, table string) []string {
+	t.Helper()
+	rows, err := pool.Query(ctxT(t), `SELECT column_name || ' ' || data_type || CASE is_nullable WHEN 'NO' THEN ' NOT NULL' ELSE '' END
+		FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position`, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cols
+}
+
+// sameColumns reports whether a and b list the same columns, in any order
+// (an upgrade appends the columns it adds).
+func sameColumns(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
 }
