@@ -43,8 +43,9 @@ type KeyState struct {
 // fingerprint "fp" (and the lease and ttl the store's test wants) and
 // fails t on an error. Both answers must be the state's Want. The keys
 // are in scope, named after the state and the store ("without" or "with"
-// the fast path). plain and fast may share their data: no two claims use
-// the same key.
+// the fast path). Setup is not handed a store: plain and fast must see
+// the same data (one table, one Redis prefix), or Setup must tell the two
+// keys apart by name; no two claims use the same key.
 func FastPathAnswers(t *testing.T, plain, fast idempotency.Store, scope string, states []KeyState,
 	claim func(t *testing.T, s idempotency.Store, k idempotency.Key) idempotency.ClaimResult) {
 	t.Helper()
