@@ -45,7 +45,7 @@ type Attempt struct {
 
 // observe hands an attempt to the hooks, in order, and to the logger.
 func (c *config) observe(ctx context.Context, a *Attempt, retryableOutcome bool) {
-	c.hooks.Call(*a)
+	c.hooks.Call(a)
 	if c.logger == nil {
 		return
 	}

@@ -187,7 +187,7 @@ func (m *middleware) emit(ev Event) {
 	if !ev.began.IsZero() {
 		ev.Duration = m.cfg.clock.Now().Sub(ev.began)
 	}
-	m.cfg.hooks.Call(ev)
+	m.cfg.hooks.Call(&ev)
 }
 
 // admissionEvent is ev about r, answered on admission (no Duration).

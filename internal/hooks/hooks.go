@@ -17,9 +17,10 @@ func (l *List[E]) Add(f func(E)) {
 	}
 }
 
-// Call calls every hook with e, in order.
-func (l List[E]) Call(e E) {
+// Call calls every hook with a copy of *e, in order. It takes a pointer
+// so that a caller with no hooks copies nothing.
+func (l List[E]) Call(e *E) {
 	for _, f := range l {
-		f(e)
+		f(*e)
 	}
 }

@@ -9,7 +9,8 @@ import (
 // given; the zero List calls nothing.
 func TestList(t *testing.T) {
 	var l List[int]
-	l.Call(1) // the zero List: nothing to call, nothing to panic
+	one, two := 1, 2
+	l.Call(&one) // the zero List: nothing to call, nothing to panic
 	var got []string
 	l.Add(func(e int) { got = append(got, "a"+string(rune('0'+e))) })
 	l.Add(nil)
@@ -17,8 +18,8 @@ func TestList(t *testing.T) {
 	if len(l) != 2 {
 		t.Fatalf("len = %d after adding two hooks and a nil one, want 2", len(l))
 	}
-	l.Call(1)
-	l.Call(2)
+	l.Call(&one)
+	l.Call(&two)
 	if want := []string{"a1", "b1", "a2", "b2"}; !slices.Equal(got, want) {
 		t.Errorf("hooks ran as %v, want %v", got, want)
 	}

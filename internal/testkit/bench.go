@@ -18,8 +18,11 @@ func BenchPOST(b *testing.B, rt http.RoundTripper) {
 	for b.Loop() {
 		req, _ := http.NewRequest(http.MethodPost, "http://api.test/v1/debits", bytes.NewReader(BenchPayload))
 		resp, err := rt.RoundTrip(req)
-		if err != nil || resp.StatusCode != 201 {
+		if err != nil {
 			b.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusCreated {
+			b.Fatalf("status %d, want 201", resp.StatusCode)
 		}
 		resp.Body.Close()
 	}
