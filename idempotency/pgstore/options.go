@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/saferetry/saferetry/internal/replaymix"
 )
 
 // DefaultTable is the table name used when WithTable is not given.
@@ -29,7 +31,7 @@ type config struct {
 	reapBatch    int
 	logger       *slog.Logger
 	renewalConns int
-	fastReplay   bool
+	replayPath   replaymix.Mode
 	pooler       Pooler
 	listenConfig *pgx.ConnConfig
 }
@@ -99,20 +101,29 @@ func WithRenewalConns(n int) Option {
 	return func(c *config) { c.renewalConns = n }
 }
 
-// WithReplayFastPath makes Claim (lease mode) first read the key with a
-// primary-key SELECT and answer a completed entry from it, running the
-// claim statement only when the key is absent, in progress or expired.
-// A replay then costs the database what a SELECT costs, instead of the
-// claim statement's (an upsert that writes nothing, about twice the
+// WithReplayFastPath makes Claim (lease mode) read the key with a
+// primary-key SELECT before every claim, and answer a completed entry from
+// it, running the claim statement only when the key is absent, in progress
+// or expired. A replay then costs the database what a SELECT costs, instead
+// of the claim statement's (an upsert that writes nothing, about twice the
 // server time), and a first execution one round trip more (three instead
-// of two, the SELECT finding nothing). It suits deployments where replays
-// are frequent or the database's CPU is the limit; without it (the
-// default) every Claim is the one claim statement. Reading without the
-// claim is safe: no statement changes a completed entry before it expires
-// (Complete, Renew, Release and the claim's upsert all require an entry in
-// progress or expired), and the SELECT only returns an entry that has not
-// expired at its own statement time, as the claim statement would.
-// Transactional mode ignores it: its replay is one round trip already.
+// of two, the SELECT finding nothing). By default the Store does this only
+// while replays are frequent (see "The replay fast path" in the package
+// documentation); this option does it always, WithoutReplayFastPath never.
+// Reading without the claim is safe: no statement changes a completed
+// entry before it expires (Complete, Renew, Release and the claim's upsert
+// all require an entry in progress or expired), and the SELECT only
+// returns an entry that has not expired at its own statement time, as the
+// claim statement would. Transactional mode ignores it: its replay is one
+// round trip already.
 func WithReplayFastPath() Option {
-	return func(c *config) { c.fastReplay = true }
+	return func(c *config) { c.replayPath = replaymix.Always }
+}
+
+// WithoutReplayFastPath makes every Claim (lease mode) the one claim
+// statement, whatever the share of replays: a first execution always
+// costs two round trips and a replay one claim statement. Transactional
+// mode ignores it.
+func WithoutReplayFastPath() Option {
+	return func(c *config) { c.replayPath = replaymix.Never }
 }

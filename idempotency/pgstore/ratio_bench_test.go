@@ -35,11 +35,14 @@ WHERE scope = $1::text AND key = $2::text`
 // (internal/benchratio) from 1, 8, 32 and 64 goroutines over one pool of as
 // many connections (at least 4, at most 16), and prints their ratio:
 //
-//   - replay: Store.Claim of a completed key, against a primary-key SELECT
-//     of the same row; replay-fastpath the same with WithReplayFastPath;
-//   - first: Store.Claim then Store.Complete of a new key, against an
-//     INSERT then an UPDATE of a new key; first-fastpath the same with
-//     WithReplayFastPath (one SELECT more);
+//   - replay: Store.Claim of a completed key by a default store (which
+//     reads first after its first window of claims, all replays here),
+//     against a primary-key SELECT of the same row; replay-claim the same
+//     with WithoutReplayFastPath (every replay the claim statement),
+//     replay-fastpath with WithReplayFastPath;
+//   - first: Store.Claim then Store.Complete of a new key by a default
+//     store, against an INSERT then an UPDATE of a new key; first-fastpath
+//     the same with WithReplayFastPath (one SELECT more);
 //   - tx-first: BeginTx, Tx.Claim, Tx.Complete and Tx.Commit of a new key,
 //     against BEGIN with the INSERT and the UPDATE with COMMIT (two
 //     pipelined batches, the round trips transactional mode needs);
@@ -58,6 +61,10 @@ func BenchmarkRatio(b *testing.B) {
 		table := uniqueTable(b, admin)
 		s := pgstore.New(pool, pgstore.WithTable(table))
 		fast := pgstore.New(pool, pgstore.WithTable(table), pgstore.WithReplayFastPath())
+		claimOnly := pgstore.New(pool, pgstore.WithTable(table), pgstore.WithoutReplayFastPath())
+		// firsts is a default store of its own, so that the replays before
+		// do not set its path.
+		firsts := pgstore.New(pool, pgstore.WithTable(table))
 		txs := pgstore.NewTx(pool, pgstore.WithTable(table))
 		if err := s.CreateSchema(ctx); err != nil {
 			b.Fatal(err)
@@ -98,6 +105,9 @@ func BenchmarkRatio(b *testing.B) {
 		b.Run(fmt.Sprintf("replay/c=%d", c), func(b *testing.B) {
 			benchratio.Run(b, benchratio.Parallel(b, c, replayOp(s)), benchratio.Parallel(b, c, rawSelectOp))
 		})
+		b.Run(fmt.Sprintf("replay-claim/c=%d", c), func(b *testing.B) {
+			benchratio.Run(b, benchratio.Parallel(b, c, replayOp(claimOnly)), benchratio.Parallel(b, c, rawSelectOp))
+		})
 		b.Run(fmt.Sprintf("replay-fastpath/c=%d", c), func(b *testing.B) {
 			benchratio.Run(b, benchratio.Parallel(b, c, replayOp(fast)), benchratio.Parallel(b, c, rawSelectOp))
 		})
@@ -124,7 +134,7 @@ func BenchmarkRatio(b *testing.B) {
 			benchratio.Run(b, benchratio.Parallel(b, c, firstOp(fast)), benchratio.Parallel(b, c, rawFirstOp))
 		})
 		b.Run(fmt.Sprintf("first/c=%d", c), func(b *testing.B) {
-			benchratio.Run(b, benchratio.Parallel(b, c, firstOp(s)), benchratio.Parallel(b, c, rawFirstOp))
+			benchratio.Run(b, benchratio.Parallel(b, c, firstOp(firsts)), benchratio.Parallel(b, c, rawFirstOp))
 		})
 		b.Run(fmt.Sprintf("tx-first/c=%d", c), func(b *testing.B) {
 			benchratio.Run(b, benchratio.Parallel(b, c, func() error {
@@ -179,6 +189,8 @@ func BenchmarkRatio(b *testing.B) {
 		})
 		_ = s.Close()
 		_ = fast.Close()
+		_ = claimOnly.Close()
+		_ = firsts.Close()
 		_ = txs.Close()
 		closePool()
 	}
@@ -201,4 +213,65 @@ func ratioPool(b *testing.B, n int) (*pgxpool.Pool, func()) {
 		b.Fatal(err)
 	}
 	return pool, pool.Close
+}
+
+// BenchmarkReplayMix runs claims of which a given share are replays (the
+// rest first executions: Claim and Complete of a new key) from 8
+// goroutines, through a default store (which chooses its replay path from
+// the mix) and through one with WithReplayFastPath, each against a store
+// with WithoutReplayFastPath (every claim the claim statement): a speed
+// over 1 is what reading first saves at that share, under 1 what it
+// costs.
+//
+//	go test -run '^$' -bench BenchmarkReplayMix -benchtime 3072x ./idempotency/pgstore/
+func BenchmarkReplayMix(b *testing.B) {
+	const c = 8
+	ctx := context.Background()
+	admin := newPool(b, func(cfg *pgxpool.Config) { cfg.MaxConns = 1 })
+	pool, closePool := ratioPool(b, c)
+	b.Cleanup(closePool)
+	table := uniqueTable(b, admin)
+	store := func(b *testing.B, opts ...pgstore.Option) *pgstore.Store {
+		s := pgstore.New(pool, append([]pgstore.Option{pgstore.WithTable(table)}, opts...)...)
+		b.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	if err := store(b).CreateSchema(ctx); err != nil {
+		b.Fatal(err)
+	}
+	done := idempotency.Key{Scope: "mix", Key: "done"}
+	complete(b, store(b), done)
+	prefix := testenv.RandomName("m")
+	var seq atomic.Int64
+	mixOp := func(s *pgstore.Store, share int64) func() error {
+		var n atomic.Int64
+		return func() error {
+			// The replays spread evenly: claim i is one when the count
+			// of replays due by then, i*share/100, goes up.
+			if i := n.Add(1); i*share/100 > (i-1)*share/100 {
+				r, err := s.Claim(ctx, done, "fp", 10*time.Second, time.Hour)
+				if err == nil && (r.Acquired || r.Entry.Response == nil) {
+					err = fmt.Errorf("claim of a completed key answered %+v", r)
+				}
+				return err
+			}
+			k := idempotency.Key{Scope: "mix", Key: prefix + strconv.FormatInt(seq.Add(1), 10)}
+			r, err := s.Claim(ctx, k, "fp", 10*time.Second, time.Hour)
+			if err != nil || !r.Acquired {
+				return fmt.Errorf("claim: %+v %v", r, err)
+			}
+			return s.Complete(ctx, k, r.Token, benchResponse, time.Hour)
+		}
+	}
+	for _, share := range []int64{0, 50, 75, 90, 100} {
+		for _, v := range []struct {
+			name string
+			opts []pgstore.Option
+		}{{"adaptive", nil}, {"fastpath", []pgstore.Option{pgstore.WithReplayFastPath()}}} {
+			b.Run(fmt.Sprintf("%s/replays=%d%%", v.name, share), func(b *testing.B) {
+				benchratio.Run(b, benchratio.Parallel(b, c, mixOp(store(b, v.opts...), share)),
+					benchratio.Parallel(b, c, mixOp(store(b, pgstore.WithoutReplayFastPath()), share)))
+			})
+		}
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/internal/gate"
 	"github.com/saferetry/saferetry/internal/headercodec"
+	"github.com/saferetry/saferetry/internal/replaymix"
 )
 
 var _ idempotency.Store = (*Store)(nil)
@@ -45,7 +46,21 @@ type Store struct {
 	watch watcher
 	renew renewals
 	check poolCheck
+	// replay chooses Claim's path: the completed statement first, or the
+	// claim statement straight away (see replayEnter).
+	replay *replaymix.Mix
 }
+
+// replayEnter and replayLeave are the shares of replays among the claims
+// of a window at which the default Store starts and stops reading a key
+// before claiming it. Reading first saves a replay about two thirds of a
+// SELECT (the claim statement costs 1.2 to 2 times one, BENCHMARKS.md) and
+// costs a first execution one SELECT that finds nothing, so it pays from
+// about 60 % of replays on.
+const (
+	replayEnter = 0.6
+	replayLeave = 0.5
+)
 
 // statements are the SQL texts, built once with the table name.
 type statements struct {
@@ -78,7 +93,8 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	if err != nil {
 		panic(err.Error())
 	}
-	s := &Store{pool: pool, cfg: cfg, names: n, sql: buildStatements(n.table)}
+	s := &Store{pool: pool, cfg: cfg, names: n, sql: buildStatements(n.table),
+		replay: replaymix.New(cfg.replayPath, replayEnter, replayLeave)}
 	s.gate = gate.New(int(pool.Config().MaxConns))
 	s.check = poolCheck{needed: unsafeMode(cfg.pooler, pool.Config().ConnConfig.DefaultQueryExecMode), sem: make(chan struct{}, 1)}
 	s.watch.store = s
@@ -182,7 +198,7 @@ SELECT false, token, false, state, fingerprint, remaining_us, status, header, he
 WHERE NOT EXISTS (SELECT 1 FROM ins)`),
 		get: r.Replace(`SELECT state, fingerprint, token, $REMAINING, status, header, header_bin, body, oversize
 FROM $TABLE WHERE scope = $1::text AND key = $2::text AND expires_at > statement_timestamp()`),
-		// completed is Claim's fast path (WithReplayFastPath): the entry of
+		// completed is Claim's fast path (see replayEnter): the entry of
 		// $1, $2 if it is completed and not expired, read without the claim.
 		completed: r.Replace(`SELECT fingerprint, token, status, header, header_bin, body, oversize
 FROM $TABLE WHERE scope = $1::text AND key = $2::text AND state = 2 AND expires_at > statement_timestamp()`),
@@ -239,11 +255,12 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 	if err := s.checkPool(ctx); err != nil {
 		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
 	}
-	if s.cfg.fastReplay {
+	if s.replay.ReadFirst() {
 		if e, ok, err := s.completedEntry(ctx, k); err != nil || ok {
 			if err != nil {
 				return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
 			}
+			s.replay.Observe(true)
 			return idempotency.ClaimResult{Entry: e}, nil
 		}
 	}
@@ -251,6 +268,7 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 	if err != nil {
 		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
 	}
+	s.replay.Observe(!res.Acquired && res.Entry.State == idempotency.StateCompleted)
 	return res, nil
 }
 

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -286,12 +287,83 @@ func BenchmarkStoreRatio(b *testing.B) {
 }
 
 // ratioVariants are the store configurations BenchmarkStoreRatio runs:
-// the default, and WithReplayFastPath (a first execution one HMGET more, a
-// replay an HMGET instead of the claim script).
+// the default (which reads first after a window of claims that were mostly
+// replays: the replay rows are all replays), WithoutReplayFastPath (every
+// claim the claim script) and WithReplayFastPath (a first execution one
+// HMGET more, a replay an HMGET instead of the claim script).
 var ratioVariants = []struct {
 	suffix string
 	opts   []redisstore.Option
-}{{"", nil}, {"-fastpath", []redisstore.Option{redisstore.WithReplayFastPath()}}}
+}{
+	{"", nil},
+	{"-claim", []redisstore.Option{redisstore.WithoutReplayFastPath()}},
+	{"-fastpath", []redisstore.Option{redisstore.WithReplayFastPath()}},
+}
+
+// BenchmarkReplayMix runs claims of which a given share are replays (the
+// rest first executions: Claim and Complete of a new key) from 8
+// goroutines, through a default store (which chooses its replay path from
+// the mix) and through one with WithReplayFastPath, each against a store
+// with WithoutReplayFastPath (every claim the claim script): a speed over
+// 1 is what reading first saves at that share, under 1 what it costs.
+//
+//	go test -run '^$' -bench BenchmarkReplayMix -benchtime 12800x ./idempotency/redisstore/
+func BenchmarkReplayMix(b *testing.B) {
+	const c = 8
+	ctx := context.Background()
+	fp := idempotency.Fingerprint(benchRequest("k"), []byte(`{"amount":1000,"currency":"EUR"}`))
+	for _, share := range []int64{0, 50, 75, 90, 100} {
+		for _, v := range ratioVariants {
+			if v.suffix == "-claim" {
+				continue // the anchor
+			}
+			name := strings.TrimPrefix(v.suffix, "-")
+			if name == "" {
+				name = "adaptive"
+			}
+			b.Run(fmt.Sprintf("%s/replays=%d%%", name, share), func(b *testing.B) {
+				s, _, _ := ratioStore(b, c, v.opts...)
+				anchor, _, _ := ratioStore(b, c, redisstore.WithoutReplayFastPath())
+				done := idempotency.Key{Scope: "tenant", Key: "done"}
+				for _, st := range []*redisstore.Store{s, anchor} {
+					res, err := st.Claim(ctx, done, fp, 10*time.Second, time.Minute)
+					if err != nil || !res.Acquired {
+						b.Fatal(res, err)
+					}
+					if err := st.Complete(ctx, done, res.Token, benchResp, time.Minute); err != nil {
+						b.Fatal(err)
+					}
+				}
+				var seq atomic.Int64
+				mix := func(st *redisstore.Store) func(n int) {
+					var next atomic.Int64
+					return func(n int) {
+						inParallel(n, c, func(int) {
+							// The replays spread evenly: claim i is one when
+							// the count of replays due by then goes up.
+							if i := next.Add(1); i*share/100 > (i-1)*share/100 {
+								if res, err := st.Claim(ctx, done, fp, 10*time.Second, time.Minute); err != nil || res.Acquired || res.Entry.Response == nil {
+									b.Errorf("Claim on completed: %+v %v", res, err)
+								}
+								return
+							}
+							k := idempotency.Key{Scope: "tenant", Key: "mix-" + strconv.FormatInt(seq.Add(1), 10)}
+							res, err := st.Claim(ctx, k, fp, 10*time.Second, time.Minute)
+							if err != nil || !res.Acquired {
+								b.Errorf("Claim: %+v %v", res, err)
+								return
+							}
+							if err := st.Complete(ctx, k, res.Token, benchResp, time.Minute); err != nil {
+								b.Error(err)
+							}
+						})
+					}
+				}
+				benchratio.Run(b, mix(s), mix(anchor))
+			})
+		}
+	}
+}
 
 // ratioStore returns a store whose client has a connection for each of c
 // goroutines (and the gate's quarter on top), with the scripts loaded, and

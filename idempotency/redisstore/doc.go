@@ -20,9 +20,23 @@
 // one key, so the store is safe on Redis Cluster by construction: no hash tag
 // is needed and no operation ever spans slots. Each call is one round trip
 // (EVALSHA, falling back to EVAL once after the server's script cache was
-// flushed). WithReplayFastPath makes Claim read a completed entry with a
-// plain HMGET first, and run the claim script only when there is none: a
-// replay then costs an HMGET, a first execution three round trips.
+// flushed).
+//
+// # The replay fast path
+//
+// A replay through the claim script costs Redis a script call (EVALSHA and
+// a Redis call from Lua); a plain HMGET of the entry costs less, but a
+// first execution then pays the HMGET that finds nothing, a third round
+// trip. The Store chooses per window of 64 claims (internal/replaymix):
+// once at least 90 % of a window's claims found a completed entry (a storm
+// of retries, or a client replaying on purpose), the next claims read
+// first and answer a completed entry from the HMGET, running the claim
+// script only when there is none; under 80 % they go back to the claim
+// script alone. A new Store starts on the claim script, so the usual mix,
+// where replays are rare, keeps two round trips per first execution.
+// WithReplayFastPath reads first always, WithoutReplayFastPath never.
+// Either path gives the same answer in every state, so the choice changes
+// what a claim costs, never what it answers.
 //
 // Headers are stored byte for byte (NUL, invalid UTF-8 and all), in a
 // binary form; the JSON form of earlier versions is still read.

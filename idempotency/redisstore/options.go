@@ -1,6 +1,10 @@
 package redisstore
 
-import "time"
+import (
+	"time"
+
+	"github.com/saferetry/saferetry/internal/replaymix"
+)
 
 // DefaultPrefix is the key prefix used when WithPrefix is not given.
 const DefaultPrefix = "saferetry:idem:"
@@ -13,7 +17,7 @@ type config struct {
 	prefix      string
 	waitN       int
 	waitTimeout time.Duration
-	fastReplay  bool
+	replayPath  replaymix.Mode
 }
 
 // WithPrefix sets the prefix of every Redis key the store writes. The default
@@ -51,19 +55,26 @@ func WithWait(replicas int, timeout time.Duration) Option {
 	}
 }
 
-// WithReplayFastPath makes Claim first read the entry with a plain HMGET
-// and answer a completed entry from it, running the claim script only when
-// the key is absent, in progress or released. A replay then costs Redis
-// what an HMGET costs instead of a script call (EVALSHA and a Redis call
-// from Lua, about 1.6 times the server time), and a first execution one
-// round trip more (three instead of two, the HMGET finding nothing). It
-// suits deployments where replays are frequent or Redis's CPU is the
-// limit; without it (the default) every Claim is the one claim script.
-// Reading without the script is safe: no script changes a completed entry
-// (Complete, Renew and Release require an entry in progress, the claim
-// script returns a completed entry as it is), and Redis does not return an
-// entry past its expiry. Under WithWait the read waits for no replica: it
-// writes nothing.
+// WithReplayFastPath makes Claim read the entry with a plain HMGET before
+// every claim, and answer a completed entry from it, running the claim
+// script only when the key is absent, in progress or released. A replay
+// then costs Redis what an HMGET costs instead of a script call (EVALSHA
+// and a Redis call from Lua, about 1.6 times the server time), and a first
+// execution one round trip more (three instead of two, the HMGET finding
+// nothing). By default the Store does this only while replays are frequent
+// (see "The replay fast path" in the package documentation); this option
+// does it always, WithoutReplayFastPath never. Reading without the script
+// is safe: no script changes a completed entry (Complete, Renew and
+// Release require an entry in progress, the claim script returns a
+// completed entry as it is), and Redis does not return an entry past its
+// expiry. Under WithWait the read waits for no replica: it writes nothing.
 func WithReplayFastPath() Option {
-	return func(c *config) { c.fastReplay = true }
+	return func(c *config) { c.replayPath = replaymix.Always }
+}
+
+// WithoutReplayFastPath makes every Claim the one claim script, whatever
+// the share of replays: a first execution always costs two round trips and
+// a replay one script call.
+func WithoutReplayFastPath() Option {
+	return func(c *config) { c.replayPath = replaymix.Never }
 }
