@@ -18,8 +18,9 @@
 //	            and the unkeyed handler) or long (scenario all, 100000 operations per store and mode, unpaced)
 //	-ops        operations per cell (overrides the profile)
 //	-stores     redis,postgres (default both)
-//	-modes      store modes: lease,tx,fastpath (tx applies to postgres only; fastpath is lease mode with
-//	            the stores' replay fast path, run only when named)
+//	-modes      store modes: lease,tx,fastpath,txfastpath (tx and txfastpath apply to postgres only;
+//	            fastpath and txfastpath are lease and tx mode with the stores' replay fast path on every
+//	            claim, run only when named)
 //	-scenarios  mock-faults,kill,pause,store,all (overrides the profile)
 //	-handlers   keyed,unkeyed: the payment handlers to run (default keyed,unkeyed short, keyed long);
 //	            the unkeyed one pays anew on every execution and runs in lease mode only
@@ -146,7 +147,7 @@ func parseFlags(args []string, stderr io.Writer) (plan, error) {
 	profile := fs.String("profile", "short", "short or long")
 	ops := fs.Int("ops", 0, "operations per cell (0: the profile's)")
 	stores := fs.String("stores", "redis,postgres", "stores to run")
-	modes := fs.String("modes", "lease,tx", "modes to run: lease, tx (postgres only), fastpath (lease mode with the replay fast path)")
+	modes := fs.String("modes", "lease,tx", "modes to run: lease, tx (postgres only), fastpath (lease mode with the replay fast path), txfastpath (tx mode with it)")
 	scenarios := fs.String("scenarios", "", "scenarios to run (empty: the profile's)")
 	handlers := fs.String("handlers", "", "payment handlers: keyed,unkeyed (empty: the profile's)")
 	workers := fs.Int("workers", 0, "concurrent clients (0: the profile's)")
@@ -224,10 +225,11 @@ func (p plan) cells(havePostgres bool) (cells []chaos.Cell, missing []string, er
 			return nil, nil, fmt.Errorf("chaos: unknown store %q (want redis or postgres)", store)
 		}
 		for _, mode := range p.modes {
-			if mode != "lease" && mode != "tx" && mode != chaos.ModeFastPath {
-				return nil, nil, fmt.Errorf("chaos: unknown mode %q (want lease, tx or %s)", mode, chaos.ModeFastPath)
+			tx := mode == "tx" || mode == chaos.ModeTxFastPath
+			if mode != "lease" && mode != chaos.ModeFastPath && !tx {
+				return nil, nil, fmt.Errorf("chaos: unknown mode %q (want lease, tx, %s or %s)", mode, chaos.ModeFastPath, chaos.ModeTxFastPath)
 			}
-			if mode == "tx" && store != "postgres" {
+			if tx && store != "postgres" {
 				continue
 			}
 			if p.keyed {
@@ -235,7 +237,7 @@ func (p plan) cells(havePostgres bool) (cells []chaos.Cell, missing []string, er
 					cells = append(cells, chaos.Cell{Store: store, Mode: mode, Scenario: sc})
 				}
 			}
-			if p.unkeyed && mode != "tx" {
+			if p.unkeyed && !tx {
 				cells = append(cells, chaos.Cell{Store: store, Mode: mode, Unkeyed: true, Scenario: chaos.ScenarioAll})
 			}
 		}

@@ -73,9 +73,11 @@ func TestMissingServiceIsSaid(t *testing.T) {
 }
 
 // TestFastPathCells: -modes fastpath runs lease mode with the replay fast
-// path on both stores, keyed and unkeyed, as chaos.ModeFastPath cells.
+// path on both stores, keyed and unkeyed, as chaos.ModeFastPath cells;
+// txfastpath runs transactional mode with it, on PostgreSQL only and keyed
+// only, as chaos.ModeTxFastPath cells.
 func TestFastPathCells(t *testing.T) {
-	p, err := parseFlags([]string{"-modes", "fastpath", "-scenarios", "kill"}, &bytes.Buffer{})
+	p, err := parseFlags([]string{"-modes", "fastpath,txfastpath", "-scenarios", "kill"}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +89,8 @@ func TestFastPathCells(t *testing.T) {
 	for _, c := range cells {
 		got = append(got, c.Store+" "+c.Mode+" "+c.Handler()+" "+c.Scenario)
 	}
-	want := []string{"redis fastpath keyed kill", "redis fastpath unkeyed all", "postgres fastpath keyed kill", "postgres fastpath unkeyed all"}
+	want := []string{"redis fastpath keyed kill", "redis fastpath unkeyed all", "postgres fastpath keyed kill", "postgres fastpath unkeyed all",
+		"postgres txfastpath keyed kill"}
 	if strings.Join(got, ", ") != strings.Join(want, ", ") {
 		t.Errorf("cells = %q, want %q", got, want)
 	}

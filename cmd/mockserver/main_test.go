@@ -166,7 +166,6 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"-read-timeout", "-1s"},
 		{"-idle-timeout", "-1ms"},
 		{"-replay-fast-path"}, // the memory store has no fast path
-		{"-store", "postgres://127.0.0.1:1/x", "-replay-fast-path"}, // tx mode's replay is one round trip already
 	} {
 		if err := run(context.Background(), args, &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
 			t.Errorf("run %q: no error", args)
@@ -325,10 +324,12 @@ func TestRunWithPostgres(t *testing.T) {
 			dropLedger(t, u, table)
 		})
 	}
-	t.Run("lease with replay fast path", func(t *testing.T) {
-		testSharedStore(t, u, "mode lease with replay fast path", "-table", table, "-mode", "lease", "-replay-fast-path")
-		dropLedger(t, u, table)
-	})
+	for _, mode := range []string{"tx", "lease"} {
+		t.Run(mode+" with replay fast path", func(t *testing.T) {
+			testSharedStore(t, u, "mode "+mode+" with replay fast path", "-table", table, "-mode", mode, "-replay-fast-path")
+			dropLedger(t, u, table)
+		})
+	}
 }
 
 // dropLedger empties the ledger tables named after table, and drops them

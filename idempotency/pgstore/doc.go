@@ -34,8 +34,9 @@
 // under 50 % they go back to the claim statement alone. A new Store starts
 // on the claim statement, so the usual mix, where replays are rare, keeps
 // two round trips per first execution. WithReplayFastPath reads first
-// always, WithoutReplayFastPath never. Reading a completed entry without
-// the claim is safe because nothing changes it before it expires:
+// always, WithoutReplayFastPath never, in lease mode and in transactional
+// mode alike. Reading a completed entry without the claim is safe because
+// nothing changes it before it expires:
 // Complete, Renew, Release and the claim's upsert only touch an entry in
 // progress or an expired one, and the SELECT only returns an entry that has
 // not expired at its own statement time. So either path gives the same
@@ -108,6 +109,15 @@
 // log_parameter_max_length_on_error is set); with
 // pgx.QueryExecModeSimpleProtocol it is the whole batch, pgx having quoted
 // the scope, key and fingerprint into it.
+//
+// The replay fast path (see above) applies to transactional mode too: while
+// it reads first, a completed entry is answered by the primary-key SELECT
+// on the transaction's connection, in one round trip, without the claim
+// batch: no transaction is begun and nothing is logged. A completed entry
+// is committed with the handler's writes and nothing changes it before it
+// expires, so the read answers as the claim batch would; anything else
+// (absent, in progress, expired) goes on to the claim batch, a first
+// execution then taking three round trips.
 //
 // Those counts hold in pgx's default mode, QueryExecModeExec and
 // QueryExecModeSimpleProtocol. pgx forgets what it knew of the statements

@@ -101,7 +101,7 @@ func WithRenewalConns(n int) Option {
 	return func(c *config) { c.renewalConns = n }
 }
 
-// WithReplayFastPath makes Claim (lease mode) read the key with a
+// WithReplayFastPath makes Claim read the key with a
 // primary-key SELECT before every claim, and answer a completed entry from
 // it, running the claim statement only when the key is absent, in progress
 // or expired. A replay then costs the database what a SELECT costs, instead
@@ -114,16 +114,17 @@ func WithRenewalConns(n int) Option {
 // entry before it expires (Complete, Renew, Release and the claim's upsert
 // all require an entry in progress or expired), and the SELECT only
 // returns an entry that has not expired at its own statement time, as the
-// claim statement would. Transactional mode ignores it: its replay is one
-// round trip already.
+// claim statement would. In transactional mode the SELECT replaces the claim
+// batch of a replay (one round trip either way, but no transaction begun
+// and no intended error in the server log), and a first execution takes
+// three round trips.
 func WithReplayFastPath() Option {
 	return func(c *config) { c.replayPath = replaymix.Always }
 }
 
-// WithoutReplayFastPath makes every Claim (lease mode) the one claim
-// statement, whatever the share of replays: a first execution always
-// costs two round trips and a replay one claim statement. Transactional
-// mode ignores it.
+// WithoutReplayFastPath makes every Claim the one claim statement (the
+// claim batch in transactional mode), whatever the share of replays: a
+// first execution always costs two round trips and a replay one claim.
 func WithoutReplayFastPath() Option {
 	return func(c *config) { c.replayPath = replaymix.Never }
 }

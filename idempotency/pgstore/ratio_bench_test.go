@@ -46,8 +46,10 @@ WHERE scope = $1::text AND key = $2::text`
 //   - tx-first: BeginTx, Tx.Claim, Tx.Complete and Tx.Commit of a new key,
 //     against BEGIN with the INSERT and the UPDATE with COMMIT (two
 //     pipelined batches, the round trips transactional mode needs);
-//   - tx-replay: BeginTx, Tx.Claim and Tx.Rollback of a completed key,
-//     against a primary-key SELECT.
+//   - tx-replay: BeginTx, Tx.Claim and Tx.Rollback of a completed key by a
+//     default TxStore (which reads first after its first window of
+//     claims), against a primary-key SELECT; tx-replay-claim the same with
+//     WithoutReplayFastPath (every replay the claim batch).
 //
 // Run it with
 //
@@ -66,6 +68,8 @@ func BenchmarkRatio(b *testing.B) {
 		// do not set its path.
 		firsts := pgstore.New(pool, pgstore.WithTable(table))
 		txs := pgstore.NewTx(pool, pgstore.WithTable(table))
+		txReplays := pgstore.NewTx(pool, pgstore.WithTable(table))
+		txClaimOnly := pgstore.NewTx(pool, pgstore.WithTable(table), pgstore.WithoutReplayFastPath())
 		if err := s.CreateSchema(ctx); err != nil {
 			b.Fatal(err)
 		}
@@ -171,8 +175,8 @@ func BenchmarkRatio(b *testing.B) {
 				return conn.SendBatch(ctx, second).Close()
 			}))
 		})
-		b.Run(fmt.Sprintf("tx-replay/c=%d", c), func(b *testing.B) {
-			benchratio.Run(b, benchratio.Parallel(b, c, func() error {
+		txReplayOp := func(txs *pgstore.TxStore) func() error {
+			return func() error {
 				tx, err := txs.BeginTx(ctx)
 				if err != nil {
 					return err
@@ -185,13 +189,21 @@ func BenchmarkRatio(b *testing.B) {
 					err = rerr
 				}
 				return err
-			}), benchratio.Parallel(b, c, rawSelectOp))
+			}
+		}
+		b.Run(fmt.Sprintf("tx-replay/c=%d", c), func(b *testing.B) {
+			benchratio.Run(b, benchratio.Parallel(b, c, txReplayOp(txReplays)), benchratio.Parallel(b, c, rawSelectOp))
+		})
+		b.Run(fmt.Sprintf("tx-replay-claim/c=%d", c), func(b *testing.B) {
+			benchratio.Run(b, benchratio.Parallel(b, c, txReplayOp(txClaimOnly)), benchratio.Parallel(b, c, rawSelectOp))
 		})
 		_ = s.Close()
 		_ = fast.Close()
 		_ = claimOnly.Close()
 		_ = firsts.Close()
 		_ = txs.Close()
+		_ = txReplays.Close()
+		_ = txClaimOnly.Close()
 		closePool()
 	}
 }

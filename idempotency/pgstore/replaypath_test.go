@@ -42,6 +42,18 @@ func (s *statementKinds) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx
 
 func (s *statementKinds) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
+// TraceBatchStart records a batch (transactional mode's claim batch, or its
+// outcome with COMMIT) as one "batch".
+func (s *statementKinds) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	s.mu.Lock()
+	s.kinds = append(s.kinds, "batch")
+	s.mu.Unlock()
+	return ctx
+}
+
+func (s *statementKinds) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (s *statementKinds) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
 // take returns the kinds recorded since the last take, joined by spaces.
 func (s *statementKinds) take() string {
 	s.mu.Lock()
@@ -109,6 +121,87 @@ func TestReplayPathFollowsTheMix(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTxReplayPathFollowsTheMix is TestReplayPathFollowsTheMix in
+// transactional mode: a replay is the claim batch, or the SELECT alone
+// once a window of claims was mostly replays; a first execution is the
+// claim batch and the outcome batch, with the SELECT before them while the
+// store reads first.
+func TestTxReplayPathFollowsTheMix(t *testing.T) {
+	for _, tc := range []struct {
+		name                                  string
+		opts                                  []pgstore.Option
+		lastReplay, afterReplays, afterFirsts string
+	}{
+		{"default", nil, "batch", "select", "batch batch"},
+		{"without", []pgstore.Option{pgstore.WithoutReplayFastPath()}, "batch", "batch", "batch batch"},
+		{"with", []pgstore.Option{pgstore.WithReplayFastPath()}, "select", "select", "select batch batch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &statementKinds{}
+			// One connection, so that no statement is prepared between the
+			// recorded ones.
+			s := newTxStore(t, newPool(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = rec; c.MaxConns = 1 }), tc.opts...)
+			ctx := ctxT(t)
+			sent := func(call func()) string {
+				t.Helper()
+				rec.take()
+				call()
+				return rec.take()
+			}
+			first := func(k idempotency.Key) {
+				t.Helper()
+				tx, r := beginClaim(t, s, k, "fp")
+				if !r.Acquired {
+					t.Fatalf("first execution of %v: %+v", k, r)
+				}
+				if err := tx.Complete(ctx, k, r.Token, idempotency.Response{Status: 201, Body: []byte("done")}, time.Hour); err != nil {
+					t.Fatal(err)
+				}
+				if err := tx.Commit(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			done := key("done")
+			replay := func() {
+				t.Helper()
+				tx, r := beginClaim(t, s, done, "fp")
+				if r.Acquired || r.Entry.Response == nil || string(r.Entry.Response.Body) != "done" {
+					t.Fatalf("replay: %+v", r)
+				}
+				if err := tx.Rollback(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			first(done) // the window's first claim
+			for range replaymix.Window - 2 {
+				replay()
+			}
+			if got := sent(replay); got != tc.lastReplay {
+				t.Errorf("the window's last replay sent %q, want %q", got, tc.lastReplay)
+			}
+			if got := sent(replay); got != tc.afterReplays {
+				t.Errorf("after a window of replays, a replay sent %q, want %q", got, tc.afterReplays)
+			}
+			for i := range replaymix.Window {
+				first(key(fmt.Sprint("first-", i)))
+			}
+			if got := sent(func() { first(key("last")) }); got != tc.afterFirsts {
+				t.Errorf("after a window of first executions, a first execution sent %q, want %q", got, tc.afterFirsts)
+			}
+		})
+	}
+}
+
+// TestReplayPathConformanceTx runs the conformance suite, its transactional
+// cases included, on a TxStore made to read first by a window of replays.
+func TestReplayPathConformanceTx(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) idempotency.Store {
+		s := newTxStore(t, nil)
+		replayStorm(t, s.Store)
+		return s
+	}, storetest.Transactional, storetest.Watching)
 }
 
 // TestReplayPathConformance runs the conformance suite on a store that was

@@ -21,7 +21,8 @@ import (
 // and one for a replay (the SELECT); in transactional mode two for a first
 // execution (the claim batch, which begins the transaction, and the
 // completion batch, which commits it) and one for a replay (the claim
-// batch, which leaves no transaction to roll back), and four for both on a
+// batch, which leaves no transaction to roll back), with WithReplayFastPath
+// three (the SELECT, then both batches) and one (the SELECT), and four for both on a
 // session that does not default to read committed (the claim batch that
 // finds so, BEGIN, the claim, COMMIT or ROLLBACK).
 func TestMiddlewareRoundTrips(t *testing.T) {
@@ -32,6 +33,7 @@ func TestMiddlewareRoundTrips(t *testing.T) {
 		{"lease", 2, 1},
 		{"lease-fast-replay", 3, 1},
 		{"tx", 2, 1},
+		{"tx-fast-replay", 3, 1},
 		{"tx-repeatable-read-session", 4, 4},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
@@ -53,7 +55,10 @@ func TestMiddlewareRoundTrips(t *testing.T) {
 			if err := pgstore.New(pool, pgstore.WithTable(table)).CreateSchema(ctxT(t)); err != nil {
 				t.Fatal(err)
 			}
-			if strings.HasPrefix(tc.mode, "tx") {
+			switch {
+			case tc.mode == "tx-fast-replay":
+				s = pgstore.NewTx(pool, pgstore.WithTable(table), pgstore.WithReplayFastPath())
+			case strings.HasPrefix(tc.mode, "tx"):
 				s = pgstore.NewTx(pool, pgstore.WithTable(table))
 			}
 			h := idempotency.Middleware(s)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

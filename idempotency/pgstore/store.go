@@ -256,7 +256,7 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
 	}
 	if s.replay.ReadFirst() {
-		if e, ok, err := s.completedEntry(ctx, k); err != nil || ok {
+		if e, ok, err := s.completedEntry(ctx, s.pool, k); err != nil || ok {
 			if err != nil {
 				return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
 			}
@@ -322,11 +322,11 @@ func scanClaim(row pgx.Row) (idempotency.ClaimResult, error) {
 	return idempotency.ClaimResult{Entry: e}, nil
 }
 
-// completedEntry reads the entry of k if it is completed and not expired
-// (the completed statement), and reports whether there is one.
-func (s *Store) completedEntry(ctx context.Context, k idempotency.Key) (idempotency.Entry, bool, error) {
+// completedEntry reads the entry of k through q if it is completed and not
+// expired (the completed statement), and reports whether there is one.
+func (s *Store) completedEntry(ctx context.Context, q queryRower, k idempotency.Key) (idempotency.Entry, bool, error) {
 	row := entryRow{state: int16(idempotency.StateCompleted)}
-	err := s.pool.QueryRow(ctx, s.sql.completed, encodeText(k.Scope), encodeText(k.Key)).
+	err := q.QueryRow(ctx, s.sql.completed, encodeText(k.Scope), encodeText(k.Key)).
 		Scan(&row.fingerprint, &row.token, &row.status, &row.header, &row.headerBin, &row.body, &row.oversize)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return idempotency.Entry{}, false, nil

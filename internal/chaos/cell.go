@@ -70,8 +70,11 @@ func runCell(ctx context.Context, cfg Config, cell Cell, logf func(string, ...an
 		return res
 	}
 	mode := []string{"-mode", cell.Mode}
-	if cell.Mode == ModeFastPath {
+	switch cell.Mode {
+	case ModeFastPath:
 		mode = []string{"-mode", "lease", "-replay-fast-path"}
+	case ModeTxFastPath:
+		mode = []string{"-mode", "tx", "-replay-fast-path"}
 	}
 	args := append(append([]string{"-namespace", run, "-lease", cfg.Lease.String(), "-ttl", "1h",
 		"-payment-work", paymentWork.String()}, mode...), storeArgs...)

@@ -34,11 +34,17 @@ import (
 // without the claim.
 const ModeFastPath = "fastpath"
 
+// ModeTxFastPath is transactional mode (PostgreSQL only) with the replay
+// fast path (cmd/mockserver -mode tx -replay-fast-path): a replay reads a
+// completed entry without the claim batch, and begins no transaction.
+const ModeTxFastPath = "txfastpath"
+
 // Cell is one configuration of the service under test.
 type Cell struct {
 	// Store is "redis" or "postgres".
 	Store string
-	// Mode is "lease", "tx" (PostgreSQL only) or ModeFastPath.
+	// Mode is "lease", "tx" (PostgreSQL only), ModeFastPath or
+	// ModeTxFastPath (PostgreSQL only).
 	Mode string
 	// Unkeyed runs the naive handler: a payment per execution.
 	Unkeyed bool

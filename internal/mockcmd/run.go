@@ -156,7 +156,7 @@ func parseFlags(name string, args []string, stderr io.Writer) (settings, error) 
 	fs.Int64Var(&st.maxBytes, "max-bytes", memstore.DefaultMaxBytes, "most bytes of heap the memory store's entries hold, as it estimates them (memory store only)")
 	fs.StringVar(&st.mode, "mode", "", "idempotency mode over a postgres store: tx (default) or lease")
 	fs.Var(st.balances, "balance", "`CUR=amount`: opening balance of a currency in minor units (repeatable)")
-	fs.BoolVar(&st.fastReplay, "replay-fast-path", false, "read a completed key with a plain read before every claim, not only while replays are most of the claims (the default): a replay costs one read, a first execution one round trip more (redis, or postgres with -mode lease)")
+	fs.BoolVar(&st.fastReplay, "replay-fast-path", false, "read a completed key with a plain read before every claim, not only while replays are most of the claims (the default): a replay costs one read, a first execution one round trip more (redis or postgres)")
 	fs.BoolVar(&st.unkeyed, "unkeyed-payments", false, "pay anew on every execution (the naive handler a lease cannot protect)")
 	fs.DurationVar(&st.work, "payment-work", 0, "how long the handler works after paying, before it answers (0: at once)")
 	fs.BoolVar(&st.metrics, "metrics", false, "serve Prometheus text of the idempotency metrics at "+mockserver.MetricsPath)
@@ -187,8 +187,8 @@ func (st *settings) check() error {
 	case st.mode == "tx" && !isPostgres(st.store):
 		return errors.New("mockserver: -mode tx needs a postgres:// store")
 	}
-	if st.fastReplay && (isMemory(st.store) || st.mode == "tx") {
-		return errors.New("mockserver: -replay-fast-path applies to a redis:// store or a postgres:// store with -mode lease")
+	if st.fastReplay && isMemory(st.store) {
+		return errors.New("mockserver: -replay-fast-path applies to a redis:// or postgres:// store")
 	}
 	if st.ttl <= 0 || st.lease <= 0 || st.wait < 0 || st.work < 0 {
 		return errors.New("mockserver: -ttl and -lease must be positive, -wait and -payment-work not negative")
@@ -259,7 +259,7 @@ type backendOptions struct {
 	namespace  string           // names the Redis ledger's keys
 	opening    map[string]int64 // opening balances
 	tx         bool             // transactional mode (PostgreSQL only)
-	fastReplay bool             // the stores' WithReplayFastPath (not in tx mode)
+	fastReplay bool             // the stores' WithReplayFastPath
 	maxEntries int              // memory only
 	maxBytes   int64            // memory only
 	warnings   io.Writer        // gets the warnings of the Redis settings check
@@ -319,7 +319,7 @@ func openBackend(ctx context.Context, u string, o backendOptions) (backend, erro
 			opts = append(opts, pgstore.WithTable(o.table))
 		}
 		if o.fastReplay {
-			opts = append(opts, pgstore.WithReplayFastPath()) // lease mode's; NewTx ignores it
+			opts = append(opts, pgstore.WithReplayFastPath())
 		}
 		tx := pgstore.NewTx(pool, opts...)
 		led := pgledger.New(pool, tx.Table(), o.opening)
