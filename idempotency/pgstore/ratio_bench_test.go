@@ -99,11 +99,7 @@ func BenchmarkRatio(b *testing.B) {
 		header := append(make([]byte, 8), "Content-Type: application/json"...) // about what the store keeps
 		replayOp := func(s *pgstore.Store) func() error {
 			return func() error {
-				r, err := s.Claim(ctx, done, "fp", 10*time.Second, time.Hour)
-				if err == nil && (r.Acquired || r.Entry.Response == nil) {
-					err = fmt.Errorf("claim of a completed key answered %+v", r)
-				}
-				return err
+				return replayed(s.Claim(ctx, done, "fp", 10*time.Second, time.Hour))
 			}
 		}
 		b.Run(fmt.Sprintf("replay/c=%d", c), func(b *testing.B) {
@@ -116,14 +112,7 @@ func BenchmarkRatio(b *testing.B) {
 			benchratio.Run(b, benchratio.Parallel(b, c, replayOp(fast)), benchratio.Parallel(b, c, rawSelectOp))
 		})
 		firstOp := func(s *pgstore.Store) func() error {
-			return func() error {
-				k := newKey()
-				r, err := s.Claim(ctx, k, "fp", 10*time.Second, time.Hour)
-				if err != nil || !r.Acquired {
-					return fmt.Errorf("claim: %+v %v", r, err)
-				}
-				return s.Complete(ctx, k, r.Token, benchResponse, time.Hour)
-			}
+			return func() error { return executeFirst(ctx, s, newKey()) }
 		}
 		rawFirstOp := func() error {
 			k := newKey()
@@ -181,10 +170,7 @@ func BenchmarkRatio(b *testing.B) {
 				if err != nil {
 					return err
 				}
-				r, err := tx.Claim(ctx, done, "fp", time.Hour)
-				if err == nil && (r.Acquired || r.Entry.Response == nil) {
-					err = fmt.Errorf("claim of a completed key answered %+v", r)
-				}
+				err = replayed(tx.Claim(ctx, done, "fp", time.Hour))
 				if rerr := tx.Rollback(ctx); err == nil {
 					err = rerr
 				}
@@ -206,6 +192,24 @@ func BenchmarkRatio(b *testing.B) {
 		_ = txClaimOnly.Close()
 		closePool()
 	}
+}
+
+// replayed returns err, or an error when r, the answer to a claim of a
+// completed key, is not its stored outcome.
+func replayed(r idempotency.ClaimResult, err error) error {
+	if err == nil && (r.Acquired || r.Entry.Response == nil) {
+		err = fmt.Errorf("claim of a completed key answered %+v", r)
+	}
+	return err
+}
+
+// executeFirst claims k, a new key, in s and completes it.
+func executeFirst(ctx context.Context, s *pgstore.Store, k idempotency.Key) error {
+	r, err := s.Claim(ctx, k, "fp", 10*time.Second, time.Hour)
+	if err != nil || !r.Acquired {
+		return fmt.Errorf("claim: %+v %v", r, err)
+	}
+	return s.Complete(ctx, k, r.Token, benchResponse, time.Hour)
 }
 
 // ratioMaxConns bounds the pools of BenchmarkRatio: the shared test server
@@ -261,18 +265,9 @@ func BenchmarkReplayMix(b *testing.B) {
 			// The replays spread evenly: claim i is one when the count
 			// of replays due by then, i*share/100, goes up.
 			if i := n.Add(1); i*share/100 > (i-1)*share/100 {
-				r, err := s.Claim(ctx, done, "fp", 10*time.Second, time.Hour)
-				if err == nil && (r.Acquired || r.Entry.Response == nil) {
-					err = fmt.Errorf("claim of a completed key answered %+v", r)
-				}
-				return err
+				return replayed(s.Claim(ctx, done, "fp", 10*time.Second, time.Hour))
 			}
-			k := idempotency.Key{Scope: "mix", Key: prefix + strconv.FormatInt(seq.Add(1), 10)}
-			r, err := s.Claim(ctx, k, "fp", 10*time.Second, time.Hour)
-			if err != nil || !r.Acquired {
-				return fmt.Errorf("claim: %+v %v", r, err)
-			}
-			return s.Complete(ctx, k, r.Token, benchResponse, time.Hour)
+			return executeFirst(ctx, s, idempotency.Key{Scope: "mix", Key: prefix + strconv.FormatInt(seq.Add(1), 10)})
 		}
 	}
 	for _, share := range []int64{0, 50, 75, 90, 100} {

@@ -2,7 +2,6 @@ package pgstore_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/pgstore"
 	"github.com/saferetry/saferetry/idempotency/storetest"
+	"github.com/saferetry/saferetry/idempotency/storetest/scenario"
 	"github.com/saferetry/saferetry/internal/replaymix"
 )
 
@@ -63,135 +63,83 @@ func (s *statementKinds) take() string {
 	return k
 }
 
-// TestReplayPathFollowsTheMix drives a store through a window of replays
-// and then a window of first executions, and checks which statements each
-// claim sends: by default a replay reads first (the SELECT alone) once a
-// window of claims was mostly replays, and a first execution goes back to
-// the claim statement alone (two statements, not three) once a window was
-// mostly first executions; WithoutReplayFastPath always claims, and
-// WithReplayFastPath always reads first.
+// TestReplayPathFollowsTheMix checks which statements each claim sends as
+// the share of replays changes (scenario.ReplayPathFollowsTheMix): by
+// default a replay reads first (the SELECT alone) once a window of claims
+// was mostly replays, and a first execution goes back to the claim
+// statement alone once a window was mostly first executions;
+// WithoutReplayFastPath always claims, and WithReplayFastPath always reads
+// first. In transactional mode the claim is the claim batch, and a first
+// execution ends with the outcome batch.
 func TestReplayPathFollowsTheMix(t *testing.T) {
 	for _, tc := range []struct {
 		name string
+		tx   bool
 		opts []pgstore.Option
-		// what the last replay of the first window, the first replay
-		// after it, and a first execution after a window of them send.
-		lastReplay, afterReplays, afterFirsts string
+		want scenario.ReplayPathWant
 	}{
-		{"default", nil, "claim", "select", "claim complete"},
-		{"without", []pgstore.Option{pgstore.WithoutReplayFastPath()}, "claim", "claim", "claim complete"},
-		{"with", []pgstore.Option{pgstore.WithReplayFastPath()}, "select", "select", "select claim complete"},
+		{"default", false, nil, scenario.ReplayPathWant{LastReplay: "claim", AfterReplays: "select", AfterFirsts: "claim complete"}},
+		{"without", false, []pgstore.Option{pgstore.WithoutReplayFastPath()}, scenario.ReplayPathWant{LastReplay: "claim", AfterReplays: "claim", AfterFirsts: "claim complete"}},
+		{"with", false, []pgstore.Option{pgstore.WithReplayFastPath()}, scenario.ReplayPathWant{LastReplay: "select", AfterReplays: "select", AfterFirsts: "select claim complete"}},
+		{"tx default", true, nil, scenario.ReplayPathWant{LastReplay: "batch", AfterReplays: "select", AfterFirsts: "batch batch"}},
+		{"tx without", true, []pgstore.Option{pgstore.WithoutReplayFastPath()}, scenario.ReplayPathWant{LastReplay: "batch", AfterReplays: "batch", AfterFirsts: "batch batch"}},
+		{"tx with", true, []pgstore.Option{pgstore.WithReplayFastPath()}, scenario.ReplayPathWant{LastReplay: "select", AfterReplays: "select", AfterFirsts: "select batch batch"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &statementKinds{}
-			s := newStore(t, newPool(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = rec }), tc.opts...)
-			ctx := ctxT(t)
-			done := key("done")
-			completeAs(t, s, done, "fp", "done")
-			replay := func() string {
-				t.Helper()
+			// One connection, so that the statements are prepared once, in
+			// the first window, on the connection that the recorded ones use.
+			pool := newPool(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = rec; c.MaxConns = 1 })
+			steps := scenario.ReplayPathSteps{Sent: func(call func()) string {
 				rec.take()
-				r, err := s.Claim(ctx, done, "fp", time.Minute, time.Hour)
-				if err != nil || r.Acquired || r.Entry.Response == nil || string(r.Entry.Response.Body) != "done" {
-					t.Fatalf("replay: %+v %v", r, err)
-				}
+				call()
 				return rec.take()
+			}}
+			if tc.tx {
+				steps.First, steps.Replay = txSteps(newTxStore(t, pool, tc.opts...))
+			} else {
+				steps.First, steps.Replay = leaseSteps(newStore(t, pool, tc.opts...))
 			}
-			first := func(i int) string {
-				t.Helper()
-				rec.take()
-				completeAs(t, s, key(fmt.Sprint("first-", i)), "fp", "new")
-				return rec.take()
-			}
-			// completeAs's claim was the window's first claim.
-			for range replaymix.Window - 2 {
-				replay()
-			}
-			if got := replay(); got != tc.lastReplay {
-				t.Errorf("the window's last replay sent %q, want %q", got, tc.lastReplay)
-			}
-			if got := replay(); got != tc.afterReplays {
-				t.Errorf("after a window of replays, a replay sent %q, want %q", got, tc.afterReplays)
-			}
-			for i := range replaymix.Window {
-				first(i)
-			}
-			if got := first(-1); got != tc.afterFirsts {
-				t.Errorf("after a window of first executions, a first execution sent %q, want %q", got, tc.afterFirsts)
-			}
+			scenario.ReplayPathFollowsTheMix(t, steps, tc.want)
 		})
 	}
 }
 
-// TestTxReplayPathFollowsTheMix is TestReplayPathFollowsTheMix in
-// transactional mode: a replay is the claim batch, or the SELECT alone
-// once a window of claims was mostly replays; a first execution is the
-// claim batch and the outcome batch, with the SELECT before them while the
-// store reads first.
-func TestTxReplayPathFollowsTheMix(t *testing.T) {
-	for _, tc := range []struct {
-		name                                  string
-		opts                                  []pgstore.Option
-		lastReplay, afterReplays, afterFirsts string
-	}{
-		{"default", nil, "batch", "select", "batch batch"},
-		{"without", []pgstore.Option{pgstore.WithoutReplayFastPath()}, "batch", "batch", "batch batch"},
-		{"with", []pgstore.Option{pgstore.WithReplayFastPath()}, "select", "select", "select batch batch"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			rec := &statementKinds{}
-			// One connection, so that no statement is prepared between the
-			// recorded ones.
-			s := newTxStore(t, newPool(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = rec; c.MaxConns = 1 }), tc.opts...)
-			ctx := ctxT(t)
-			sent := func(call func()) string {
-				t.Helper()
-				rec.take()
-				call()
-				return rec.take()
-			}
-			first := func(k idempotency.Key) {
-				t.Helper()
-				tx, r := beginClaim(t, s, k, "fp")
-				if !r.Acquired {
-					t.Fatalf("first execution of %v: %+v", k, r)
-				}
-				if err := tx.Complete(ctx, k, r.Token, idempotency.Response{Status: 201, Body: []byte("done")}, time.Hour); err != nil {
-					t.Fatal(err)
-				}
-				if err := tx.Commit(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}
-			done := key("done")
-			replay := func() {
-				t.Helper()
-				tx, r := beginClaim(t, s, done, "fp")
-				if r.Acquired || r.Entry.Response == nil || string(r.Entry.Response.Body) != "done" {
-					t.Fatalf("replay: %+v", r)
-				}
-				if err := tx.Rollback(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}
-			first(done) // the window's first claim
-			for range replaymix.Window - 2 {
-				replay()
-			}
-			if got := sent(replay); got != tc.lastReplay {
-				t.Errorf("the window's last replay sent %q, want %q", got, tc.lastReplay)
-			}
-			if got := sent(replay); got != tc.afterReplays {
-				t.Errorf("after a window of replays, a replay sent %q, want %q", got, tc.afterReplays)
-			}
-			for i := range replaymix.Window {
-				first(key(fmt.Sprint("first-", i)))
-			}
-			if got := sent(func() { first(key("last")) }); got != tc.afterFirsts {
-				t.Errorf("after a window of first executions, a first execution sent %q, want %q", got, tc.afterFirsts)
-			}
-		})
+// leaseSteps returns the first execution and the replay of
+// scenario.ReplayPathSteps for a lease-mode store.
+func leaseSteps(s *pgstore.Store) (first func(*testing.T, string), replay func(*testing.T)) {
+	first = func(t *testing.T, name string) { completeAs(t, s, key(name), "fp", "done") }
+	replay = func(t *testing.T) {
+		r, err := s.Claim(ctxT(t), key("done"), "fp", time.Minute, time.Hour)
+		if err != nil || r.Acquired || r.Entry.Response == nil || string(r.Entry.Response.Body) != "done" {
+			t.Fatalf("replay: %+v %v", r, err)
+		}
 	}
+	return first, replay
+}
+
+// txSteps returns the first execution (claim, complete, commit) and the
+// replay (claim, rollback) of scenario.ReplayPathSteps for a TxStore.
+func txSteps(s *pgstore.TxStore) (first func(*testing.T, string), replay func(*testing.T)) {
+	first = func(t *testing.T, name string) {
+		k := key(name)
+		tx, r := beginClaim(t, s, k, "fp")
+		if !r.Acquired {
+			t.Fatalf("first execution of %v: %+v", k, r)
+		}
+		if err := tx.Complete(ctxT(t), k, r.Token, idempotency.Response{Status: 201, Body: []byte("done")}, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		endTx(t, tx, true)
+	}
+	replay = func(t *testing.T) {
+		tx, r := beginClaim(t, s, key("done"), "fp")
+		if r.Acquired || r.Entry.Response == nil || string(r.Entry.Response.Body) != "done" {
+			t.Fatalf("replay: %+v", r)
+		}
+		endTx(t, tx, false)
+	}
+	return first, replay
 }
 
 // TestReplayPathConformanceTx runs the conformance suite, its transactional

@@ -222,15 +222,7 @@ func BenchmarkStoreRatio(b *testing.B) {
 				var variant, anchor atomic.Int64
 				benchratio.Run(b, func(n int) {
 					inParallel(n, c, func(int) {
-						k := idempotency.Key{Scope: "tenant", Key: "first-" + strconv.FormatInt(variant.Add(1), 10)}
-						res, err := s.Claim(ctx, k, fp, 10*time.Second, time.Minute)
-						if err != nil || !res.Acquired {
-							b.Errorf("Claim: %+v %v", res, err)
-							return
-						}
-						if err := s.Complete(ctx, k, res.Token, benchResp, time.Minute); err != nil {
-							b.Error(err)
-						}
+						executeFirst(b, s, idempotency.Key{Scope: "tenant", Key: "first-" + strconv.FormatInt(variant.Add(1), 10)}, fp)
 					})
 				}, func(n int) {
 					inParallel(n, c, func(int) {
@@ -283,6 +275,20 @@ func BenchmarkStoreRatio(b *testing.B) {
 				})
 			})
 		}
+	}
+}
+
+// executeFirst claims k, a new key, in s with fingerprint fp and completes
+// it, failing b (with Errorf: it runs on many goroutines) on an error.
+func executeFirst(b *testing.B, s *redisstore.Store, k idempotency.Key, fp string) {
+	ctx := context.Background()
+	res, err := s.Claim(ctx, k, fp, 10*time.Second, time.Minute)
+	if err != nil || !res.Acquired {
+		b.Errorf("Claim: %+v %v", res, err)
+		return
+	}
+	if err := s.Complete(ctx, k, res.Token, benchResp, time.Minute); err != nil {
+		b.Error(err)
 	}
 }
 
@@ -347,15 +353,7 @@ func BenchmarkReplayMix(b *testing.B) {
 								}
 								return
 							}
-							k := idempotency.Key{Scope: "tenant", Key: "mix-" + strconv.FormatInt(seq.Add(1), 10)}
-							res, err := st.Claim(ctx, k, fp, 10*time.Second, time.Minute)
-							if err != nil || !res.Acquired {
-								b.Errorf("Claim: %+v %v", res, err)
-								return
-							}
-							if err := st.Complete(ctx, k, res.Token, benchResp, time.Minute); err != nil {
-								b.Error(err)
-							}
+							executeFirst(b, st, idempotency.Key{Scope: "tenant", Key: "mix-" + strconv.FormatInt(seq.Add(1), 10)}, fp)
 						})
 					}
 				}

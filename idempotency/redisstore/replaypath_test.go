@@ -2,80 +2,57 @@ package redisstore_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/redisstore"
 	"github.com/saferetry/saferetry/idempotency/storetest"
+	"github.com/saferetry/saferetry/idempotency/storetest/scenario"
 	"github.com/saferetry/saferetry/internal/replaymix"
 )
 
-// TestReplayPathFollowsTheMix drives a store through a window of replays
-// and then a window of first executions, and checks which commands each
-// claim sends: by default a replay reads first (the HMGET alone) once a
-// window of claims was mostly replays, and a first execution goes back to
-// the claim script alone (no HMGET) once a window was mostly first
-// executions; WithoutReplayFastPath always runs the script, and
-// WithReplayFastPath always reads first.
+// TestReplayPathFollowsTheMix checks which commands each claim sends as
+// the share of replays changes (scenario.ReplayPathFollowsTheMix): by
+// default a replay reads first (the HMGET alone) once a window of claims was
+// mostly replays, and a first execution goes back to the claim script alone
+// once a window was mostly first executions; WithoutReplayFastPath always
+// runs the script, and WithReplayFastPath always reads first.
 func TestReplayPathFollowsTheMix(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		opts []redisstore.Option
-		// what the last replay of a window of them, the first replay
-		// after it, and a first execution after a window of them send.
-		lastReplay, afterReplays, afterFirsts string
+		want scenario.ReplayPathWant
 	}{
-		{"default", nil, "EVALSHA", "HMGET", "EVALSHA EVALSHA"},
-		{"without", []redisstore.Option{redisstore.WithoutReplayFastPath()}, "EVALSHA", "EVALSHA", "EVALSHA EVALSHA"},
-		{"with", []redisstore.Option{redisstore.WithReplayFastPath()}, "HMGET", "HMGET", "HMGET EVALSHA EVALSHA"},
+		{"default", nil, scenario.ReplayPathWant{LastReplay: "EVALSHA", AfterReplays: "HMGET", AfterFirsts: "EVALSHA EVALSHA"}},
+		{"without", []redisstore.Option{redisstore.WithoutReplayFastPath()}, scenario.ReplayPathWant{LastReplay: "EVALSHA", AfterReplays: "EVALSHA", AfterFirsts: "EVALSHA EVALSHA"}},
+		{"with", []redisstore.Option{redisstore.WithReplayFastPath()}, scenario.ReplayPathWant{LastReplay: "HMGET", AfterReplays: "HMGET", AfterFirsts: "HMGET EVALSHA EVALSHA"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, rdb, _ := newStore(t, tc.opts...)
 			rec := &commandNames{}
 			rdb.AddHook(rec)
 			ctx := context.Background()
-			complete := func(k idempotency.Key) {
-				t.Helper()
-				r := mustClaim(t, s, k, "fp", longLease, longTTL)
-				if err := s.Complete(ctx, k, r.Token, idempotency.Response{Status: 201, Body: []byte("done")}, longTTL); err != nil {
-					t.Fatal(err)
-				}
-			}
-			sent := func(call func()) string {
-				t.Helper()
-				rec.reset()
-				call()
-				return strings.Join(rec.list(), " ")
-			}
 			done := idempotency.Key{Key: "done"}
-			replay := func() {
-				t.Helper()
-				if r := mustClaim(t, s, done, "fp", longLease, longTTL); r.Acquired || r.Entry.Response == nil || string(r.Entry.Response.Body) != "done" {
-					t.Fatalf("replay: %+v", r)
-				}
-			}
-			firsts := func(n int, name string) {
-				for i := range n {
-					complete(idempotency.Key{Key: fmt.Sprint(name, i)})
-				}
-			}
-			firsts(replaymix.Window, "warm") // a whole window, which also loads the scripts
-			complete(done)                   // the next window's first claim
-			for range replaymix.Window - 2 {
-				replay()
-			}
-			if got := sent(replay); got != tc.lastReplay {
-				t.Errorf("the window's last replay sent %q, want %q", got, tc.lastReplay)
-			}
-			if got := sent(replay); got != tc.afterReplays {
-				t.Errorf("after a window of replays, a replay sent %q, want %q", got, tc.afterReplays)
-			}
-			firsts(replaymix.Window, "first")
-			if got := sent(func() { firsts(1, "last") }); got != tc.afterFirsts {
-				t.Errorf("after a window of first executions, a first execution sent %q, want %q", got, tc.afterFirsts)
-			}
+			scenario.ReplayPathFollowsTheMix(t, scenario.ReplayPathSteps{
+				First: func(t *testing.T, name string) {
+					k := idempotency.Key{Key: name}
+					r := mustClaim(t, s, k, "fp", longLease, longTTL)
+					if err := s.Complete(ctx, k, r.Token, idempotency.Response{Status: 201, Body: []byte("done")}, longTTL); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Replay: func(t *testing.T) {
+					if r := mustClaim(t, s, done, "fp", longLease, longTTL); r.Acquired || r.Entry.Response == nil || string(r.Entry.Response.Body) != "done" {
+						t.Fatalf("replay: %+v", r)
+					}
+				},
+				Sent: func(call func()) string {
+					rec.reset()
+					call()
+					return strings.Join(rec.list(), " ")
+				},
+			}, tc.want)
 		})
 	}
 }
