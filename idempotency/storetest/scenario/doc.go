@@ -22,6 +22,8 @@
 //     another instance.
 //   - FastPathAnswers: a store's replay fast path answers a claim as the
 //     claim itself does, whatever state the key is in.
+//   - ReplayPathFollowsTheMix: a store reads first while replays are most
+//     of its claims, and claims straight away otherwise.
 //   - ParallelFirstExecutions: a benchmark of whole protected requests.
 //
 // The functions take a *testing.T (or *testing.B) and report through it.
