@@ -110,15 +110,6 @@
 // pgx.QueryExecModeSimpleProtocol it is the whole batch, pgx having quoted
 // the scope, key and fingerprint into it.
 //
-// The replay fast path (see above) applies to transactional mode too: while
-// it reads first, a completed entry is answered by the primary-key SELECT
-// on the transaction's connection, in one round trip, without the claim
-// batch: no transaction is begun and nothing is logged. A completed entry
-// is committed with the handler's writes and nothing changes it before it
-// expires, so the read answers as the claim batch would; anything else
-// (absent, in progress, expired) goes on to the claim batch, a first
-// execution then taking three round trips.
-//
 // Those counts hold in pgx's default mode, QueryExecModeExec and
 // QueryExecModeSimpleProtocol. pgx forgets what it knew of the statements
 // of a batch that failed, which costs nothing in the default mode (the
@@ -132,6 +123,16 @@
 // transaction in a round trip of its own and claims inside it, so that the
 // handler always runs at read committed: four round trips for a first
 // execution, and four for a replay (the transaction is rolled back).
+//
+// Those are the counts of the claim path. The replay fast path (see above)
+// applies to transactional mode too: while it reads first, a completed
+// entry is answered by the primary-key SELECT on the transaction's
+// connection, in one round trip in every mode and session, without the
+// claim batch: no transaction is begun and nothing is logged. A completed
+// entry is committed with the handler's writes and nothing changes it
+// before it expires, so the read answers as the claim batch would;
+// anything else (absent, in progress, expired) goes on to the claim batch,
+// a first execution then taking one round trip more than above.
 //
 // Choose transactional mode when every side effect of the handler is a write
 // to the same PostgreSQL database, made through the transaction from

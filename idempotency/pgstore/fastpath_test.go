@@ -13,6 +13,7 @@ import (
 	"github.com/saferetry/saferetry/idempotency/pgstore"
 	"github.com/saferetry/saferetry/idempotency/storetest"
 	"github.com/saferetry/saferetry/idempotency/storetest/scenario"
+	"github.com/saferetry/saferetry/internal/testenv"
 )
 
 // TestReplayFastPathConformance runs the conformance suite on a store that
@@ -27,44 +28,95 @@ func TestReplayFastPathConformance(t *testing.T) {
 // must either answer or leave to the claim statement, and checks that a
 // store with the fast path answers as one without it would: a completed
 // entry (either fingerprint) from the SELECT, and anything else (absent, in
-// progress, lapsed, expired) from the claim, which acquires or takes over.
+// progress, lapsed, released, expired) from the claim, which acquires or
+// takes over.
 func TestReplayFastPathAnswersLikeClaim(t *testing.T) {
 	pool := newPool(t)
-	plain := newStore(t, pool)
+	plain := newStore(t, pool, pgstore.WithoutReplayFastPath())
 	fast := fastPathOn(t, pool, plain.Table())
-	ctx := ctxT(t)
-	table := pgx.Identifier{plain.Table()}.Sanitize()
-	claim := func(t *testing.T, s idempotency.Store, k idempotency.Key, lease time.Duration) idempotency.ClaimResult {
+	scenario.FastPathAnswers(t, plain, fast, "fast", fastPathStates(plain, pool),
+		func(t *testing.T, s idempotency.Store, k idempotency.Key) idempotency.ClaimResult {
+			r, err := s.Claim(ctxT(t), k, "fp", time.Minute, time.Hour)
+			if err != nil {
+				t.Fatalf("Claim(%v): %v", k, err)
+			}
+			return r
+		})
+}
+
+// TestTxReplayFastPathAnswersLikeClaim is TestReplayFastPathAnswersLikeClaim
+// for transactional mode, in every pgx exec mode, directly and through
+// PgBouncer (the modes it allows), on a pool of one connection, so that the
+// read, the claim batch and the next Tx's statements share a connection.
+func TestTxReplayFastPathAnswersLikeClaim(t *testing.T) {
+	targets := map[string]pgTarget{}
+	direct, bouncer := pgURL(t), testenv.PgBouncerURL(t)
+	for _, m := range execModes {
+		targets["direct/"+modeName(m)] = pgTarget{url: direct, mode: m}
+		if !unsafeBehindPgBouncer(m) {
+			targets["pgbouncer/"+modeName(m)] = pgTarget{url: bouncer, mode: m, listenURL: direct}
+		}
+	}
+	for name, tg := range targets {
+		t.Run(name, func(t *testing.T) {
+			pool := tg.newPool(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
+			plain := tg.txStore(t, pool, pgstore.WithoutReplayFastPath())
+			fast := pgstore.NewTx(pool, tg.opts(t, pgstore.WithTable(plain.Table()), pgstore.WithReplayFastPath())...)
+			t.Cleanup(func() { _ = fast.Close() })
+			scenario.FastPathAnswers(t, plain, fast, "txfast", fastPathStates(plain.Store, pool),
+				func(t *testing.T, s idempotency.Store, k idempotency.Key) idempotency.ClaimResult {
+					tx, r := beginClaim(t, s.(*pgstore.TxStore), k, "fp")
+					endTx(t, tx, false)
+					return r
+				})
+		})
+	}
+}
+
+// fastPathStates are the states of a key that a replay fast path must
+// answer as the claim does, each set up by lease, a lease-mode store on
+// the table (so that an entry in progress is committed, with a live lease),
+// and by statements on pool.
+func fastPathStates(lease *pgstore.Store, pool *pgxpool.Pool) []scenario.KeyState {
+	table := pgx.Identifier{lease.Table()}.Sanitize()
+	claim := func(t *testing.T, k idempotency.Key, fp string) idempotency.ClaimResult {
 		t.Helper()
-		r, err := s.Claim(ctx, k, "fp", lease, time.Hour)
-		if err != nil {
-			t.Fatalf("Claim(%v): %v", k, err)
+		r, err := lease.Claim(ctxT(t), k, fp, time.Hour, time.Hour)
+		if err != nil || !r.Acquired {
+			t.Fatalf("Claim(%v): %+v %v", k, r, err)
 		}
 		return r
 	}
-	scenario.FastPathAnswers(t, plain, fast, "fast", []scenario.KeyState{
+	exec := func(t *testing.T, sql string, k idempotency.Key) {
+		t.Helper()
+		if _, err := pool.Exec(ctxT(t), sql, k.Key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return []scenario.KeyState{
 		{Name: "absent", Setup: func(*testing.T, idempotency.Key) {}, Want: scenario.Answer{Acquired: true}},
-		{Name: "in progress", Setup: func(t *testing.T, k idempotency.Key) { claim(t, plain, k, time.Hour) },
+		{Name: "in progress", Setup: func(t *testing.T, k idempotency.Key) { claim(t, k, "fp") },
 			Want: scenario.Answer{State: idempotency.StateInProgress, Fingerprint: "fp"}},
+		{Name: "in progress, other fingerprint", Setup: func(t *testing.T, k idempotency.Key) { claim(t, k, "fp-other") },
+			Want: scenario.Answer{State: idempotency.StateInProgress, Fingerprint: "fp-other"}},
 		{Name: "lapsed", Setup: func(t *testing.T, k idempotency.Key) {
-			claim(t, plain, k, time.Hour)
-			if _, err := pool.Exec(ctx, `UPDATE `+table+` SET lease_until = now() - interval '1 second' WHERE key = $1::text`, k.Key); err != nil {
-				t.Fatal(err)
-			}
+			claim(t, k, "fp")
+			exec(t, `UPDATE `+table+` SET lease_until = now() - interval '1 second' WHERE key = $1::text`, k)
 		}, Want: scenario.Answer{Acquired: true, TookOver: true}},
-		{Name: "completed", Setup: func(t *testing.T, k idempotency.Key) { completeAs(t, plain, k, "fp", "done") },
-			Want: scenario.Answer{State: idempotency.StateCompleted, Fingerprint: "fp", Body: "done"}},
-		{Name: "completed, other fingerprint", Setup: func(t *testing.T, k idempotency.Key) { completeAs(t, plain, k, "fp-other", "other") },
-			Want: scenario.Answer{State: idempotency.StateCompleted, Fingerprint: "fp-other", Body: "other"}},
-		{Name: "expired", Setup: func(t *testing.T, k idempotency.Key) {
-			completeAs(t, plain, k, "fp", "done")
-			if _, err := pool.Exec(ctx, `UPDATE `+table+` SET expires_at = now() - interval '1 second' WHERE key = $1::text`, k.Key); err != nil {
+		{Name: "released", Setup: func(t *testing.T, k idempotency.Key) {
+			if err := lease.Release(ctxT(t), k, claim(t, k, "fp").Token); err != nil {
 				t.Fatal(err)
 			}
 		}, Want: scenario.Answer{Acquired: true}},
-	}, func(t *testing.T, s idempotency.Store, k idempotency.Key) idempotency.ClaimResult {
-		return claim(t, s, k, time.Minute)
-	})
+		{Name: "completed", Setup: func(t *testing.T, k idempotency.Key) { completeAs(t, lease, k, "fp", "done") },
+			Want: scenario.Answer{State: idempotency.StateCompleted, Fingerprint: "fp", Body: "done"}},
+		{Name: "completed, other fingerprint", Setup: func(t *testing.T, k idempotency.Key) { completeAs(t, lease, k, "fp-other", "other") },
+			Want: scenario.Answer{State: idempotency.StateCompleted, Fingerprint: "fp-other", Body: "other"}},
+		{Name: "expired", Setup: func(t *testing.T, k idempotency.Key) {
+			completeAs(t, lease, k, "fp", "done")
+			exec(t, `UPDATE `+table+` SET expires_at = now() - interval '1 second' WHERE key = $1::text`, k)
+		}, Want: scenario.Answer{Acquired: true}},
+	}
 }
 
 // fastPathOn returns a store with the replay fast path on pool and the
@@ -96,7 +148,7 @@ func completeAs(tb testing.TB, s *pgstore.Store, k idempotency.Key, fp, body str
 // completed entry without its response.
 func TestReplayFastPathDuringCompletion(t *testing.T) {
 	pool := newPool(t)
-	plain := newStore(t, pool)
+	plain := newStore(t, pool, pgstore.WithoutReplayFastPath())
 	fast := fastPathOn(t, pool, plain.Table())
 	ctx := ctxT(t)
 	k := key("racing")

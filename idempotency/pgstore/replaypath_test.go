@@ -66,8 +66,9 @@ func (s *statementKinds) take() string {
 // TestReplayPathFollowsTheMix checks which statements each claim sends as
 // the share of replays changes (scenario.ReplayPathFollowsTheMix): by
 // default a replay reads first (the SELECT alone) once a window of claims
-// was mostly replays, and a first execution goes back to the claim
-// statement alone once a window was mostly first executions;
+// was mostly replays, and stays so while they are; a first execution goes
+// back to the claim statement alone once a window was mostly first
+// executions, and claims of an entry in progress do not count as replays;
 // WithoutReplayFastPath always claims, and WithReplayFastPath always reads
 // first. In transactional mode the claim is the claim batch, and a first
 // execution ends with the outcome batch.
@@ -78,12 +79,12 @@ func TestReplayPathFollowsTheMix(t *testing.T) {
 		opts []pgstore.Option
 		want scenario.ReplayPathWant
 	}{
-		{"default", false, nil, scenario.ReplayPathWant{LastReplay: "claim", AfterReplays: "select", AfterFirsts: "claim complete"}},
-		{"without", false, []pgstore.Option{pgstore.WithoutReplayFastPath()}, scenario.ReplayPathWant{LastReplay: "claim", AfterReplays: "claim", AfterFirsts: "claim complete"}},
-		{"with", false, []pgstore.Option{pgstore.WithReplayFastPath()}, scenario.ReplayPathWant{LastReplay: "select", AfterReplays: "select", AfterFirsts: "select claim complete"}},
-		{"tx default", true, nil, scenario.ReplayPathWant{LastReplay: "batch", AfterReplays: "select", AfterFirsts: "batch batch"}},
-		{"tx without", true, []pgstore.Option{pgstore.WithoutReplayFastPath()}, scenario.ReplayPathWant{LastReplay: "batch", AfterReplays: "batch", AfterFirsts: "batch batch"}},
-		{"tx with", true, []pgstore.Option{pgstore.WithReplayFastPath()}, scenario.ReplayPathWant{LastReplay: "select", AfterReplays: "select", AfterFirsts: "select batch batch"}},
+		{"default", false, nil, scenario.ReplayPathWant{LastReplay: "claim", AfterReplays: "select", AfterFirsts: "claim complete", AfterBusy: "claim"}},
+		{"without", false, []pgstore.Option{pgstore.WithoutReplayFastPath()}, scenario.ReplayPathWant{LastReplay: "claim", AfterReplays: "claim", AfterFirsts: "claim complete", AfterBusy: "claim"}},
+		{"with", false, []pgstore.Option{pgstore.WithReplayFastPath()}, scenario.ReplayPathWant{LastReplay: "select", AfterReplays: "select", AfterFirsts: "select claim complete", AfterBusy: "select"}},
+		{"tx default", true, nil, scenario.ReplayPathWant{LastReplay: "batch", AfterReplays: "select", AfterFirsts: "batch batch", AfterBusy: "batch"}},
+		{"tx without", true, []pgstore.Option{pgstore.WithoutReplayFastPath()}, scenario.ReplayPathWant{LastReplay: "batch", AfterReplays: "batch", AfterFirsts: "batch batch", AfterBusy: "batch"}},
+		{"tx with", true, []pgstore.Option{pgstore.WithReplayFastPath()}, scenario.ReplayPathWant{LastReplay: "select", AfterReplays: "select", AfterFirsts: "select batch batch", AfterBusy: "select"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &statementKinds{}
@@ -95,32 +96,64 @@ func TestReplayPathFollowsTheMix(t *testing.T) {
 				call()
 				return rec.take()
 			}}
+			var lease *pgstore.Store
 			if tc.tx {
-				steps.First, steps.Replay = txSteps(newTxStore(t, pool, tc.opts...))
+				tx := newTxStore(t, pool, tc.opts...)
+				steps.First, steps.Replay, steps.Busy = txSteps(tx)
+				lease = tx.Store
 			} else {
-				steps.First, steps.Replay = leaseSteps(newStore(t, pool, tc.opts...))
+				lease = newStore(t, pool, tc.opts...)
+				steps.First, steps.Replay, steps.Busy = leaseSteps(lease)
+			}
+			// A lease-mode claim on the table: committed, in progress, with
+			// a live lease, so that transactional claims of the key answer
+			// it at once instead of waiting for a lock.
+			steps.Hold = func(t *testing.T, name string) {
+				if r, err := lease.Claim(ctxT(t), key(name), "fp", time.Hour, time.Hour); err != nil || !r.Acquired {
+					t.Fatalf("claim of a new key: %+v %v", r, err)
+				}
 			}
 			scenario.ReplayPathFollowsTheMix(t, steps, tc.want)
 		})
 	}
 }
 
-// leaseSteps returns the first execution and the replay of
-// scenario.ReplayPathSteps for a lease-mode store.
-func leaseSteps(s *pgstore.Store) (first func(*testing.T, string), replay func(*testing.T)) {
+// leaseSteps returns the first execution, the replay and the claim of a
+// key in progress of scenario.ReplayPathSteps for a lease-mode store.
+func leaseSteps(s *pgstore.Store) (first func(*testing.T, string), replay func(*testing.T), busy func(*testing.T, string)) {
 	first = func(t *testing.T, name string) { completeAs(t, s, key(name), "fp", "done") }
-	replay = func(t *testing.T) {
-		r, err := s.Claim(ctxT(t), key("done"), "fp", time.Minute, time.Hour)
-		if err != nil || r.Acquired || r.Entry.Response == nil || string(r.Entry.Response.Body) != "done" {
-			t.Fatalf("replay: %+v %v", r, err)
+	claim := func(t *testing.T, name, fp string) idempotency.ClaimResult {
+		r, err := s.Claim(ctxT(t), key(name), fp, time.Minute, time.Hour)
+		if err != nil {
+			t.Fatalf("claim of %s: %v", name, err)
 		}
+		return r
 	}
-	return first, replay
+	replay = func(t *testing.T) { wantReplay(t, claim(t, "done", "fp")) }
+	busy = func(t *testing.T, name string) { wantBusy(t, claim(t, name, "other")) }
+	return first, replay, busy
 }
 
-// txSteps returns the first execution (claim, complete, commit) and the
-// replay (claim, rollback) of scenario.ReplayPathSteps for a TxStore.
-func txSteps(s *pgstore.TxStore) (first func(*testing.T, string), replay func(*testing.T)) {
+// wantReplay fails t unless r answers the "done" key's stored outcome.
+func wantReplay(t *testing.T, r idempotency.ClaimResult) {
+	t.Helper()
+	if r.Acquired || r.Entry.Response == nil || string(r.Entry.Response.Body) != "done" {
+		t.Fatalf("replay: %+v", r)
+	}
+}
+
+// wantBusy fails t unless r answers an entry in progress.
+func wantBusy(t *testing.T, r idempotency.ClaimResult) {
+	t.Helper()
+	if r.Acquired || r.Entry.State != idempotency.StateInProgress {
+		t.Fatalf("claim of a key in progress: %+v", r)
+	}
+}
+
+// txSteps returns the first execution (claim, complete, commit), the
+// replay and the claim of a key in progress (claim, rollback) of
+// scenario.ReplayPathSteps for a TxStore.
+func txSteps(s *pgstore.TxStore) (first func(*testing.T, string), replay func(*testing.T), busy func(*testing.T, string)) {
 	first = func(t *testing.T, name string) {
 		k := key(name)
 		tx, r := beginClaim(t, s, k, "fp")
@@ -132,14 +165,14 @@ func txSteps(s *pgstore.TxStore) (first func(*testing.T, string), replay func(*t
 		}
 		endTx(t, tx, true)
 	}
-	replay = func(t *testing.T) {
-		tx, r := beginClaim(t, s, key("done"), "fp")
-		if r.Acquired || r.Entry.Response == nil || string(r.Entry.Response.Body) != "done" {
-			t.Fatalf("replay: %+v", r)
-		}
+	refused := func(t *testing.T, name, fp string) idempotency.ClaimResult {
+		tx, r := beginClaim(t, s, key(name), fp)
 		endTx(t, tx, false)
+		return r
 	}
-	return first, replay
+	replay = func(t *testing.T) { wantReplay(t, refused(t, "done", "fp")) }
+	busy = func(t *testing.T, name string) { wantBusy(t, refused(t, name, "other")) }
+	return first, replay, busy
 }
 
 // TestReplayPathConformanceTx runs the conformance suite, its transactional

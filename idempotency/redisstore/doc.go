@@ -36,7 +36,13 @@
 // where replays are rare, keeps two round trips per first execution.
 // WithReplayFastPath reads first always, WithoutReplayFastPath never.
 // Either path gives the same answer in every state, so the choice changes
-// what a claim costs, never what it answers.
+// what a claim costs, never what it answers. The HMGET goes where the
+// client sends reads: with a client that routes read-only commands to
+// replicas (ReadOnly, RouteByLatency or RouteRandomly in go-redis), a
+// replica may answer it. One that lags behind answers nothing yet, and the
+// claim script then runs on the primary; but one whose clock is behind the
+// primary's may still answer an entry that has just expired there. Give
+// such a client WithoutReplayFastPath.
 //
 // Headers are stored byte for byte (NUL, invalid UTF-8 and all), in a
 // binary form; the JSON form of earlier versions is still read.

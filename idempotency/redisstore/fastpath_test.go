@@ -36,7 +36,7 @@ func TestReplayFastPathConformance(t *testing.T) {
 // (absent, in progress, lapsed, released, expired) from the script, which
 // acquires or takes over.
 func TestReplayFastPathAnswersLikeClaim(t *testing.T) {
-	plain, rdb, prefix := newStore(t)
+	plain, rdb, prefix := newStore(t, redisstore.WithoutReplayFastPath())
 	fast := redisstore.New(rdb, redisstore.WithPrefix(prefix), redisstore.WithReplayFastPath())
 	ctx := context.Background()
 	complete := func(t *testing.T, k idempotency.Key, fp, body string) {
@@ -90,7 +90,7 @@ func TestReplayFastPathAnswersLikeClaim(t *testing.T) {
 // in progress (left to the script, which refuses it) or the completed
 // entry with its response, never an acquisition.
 func TestReplayFastPathDuringCompletion(t *testing.T) {
-	plain, rdb, prefix := newStore(t)
+	plain, rdb, prefix := newStore(t, redisstore.WithoutReplayFastPath())
 	fast := redisstore.New(rdb, redisstore.WithPrefix(prefix), redisstore.WithReplayFastPath())
 	ctx := context.Background()
 	k := idempotency.Key{Scope: "s", Key: "racing"}

@@ -15,18 +15,20 @@ import (
 // TestReplayPathFollowsTheMix checks which commands each claim sends as
 // the share of replays changes (scenario.ReplayPathFollowsTheMix): by
 // default a replay reads first (the HMGET alone) once a window of claims was
-// mostly replays, and a first execution goes back to the claim script alone
-// once a window was mostly first executions; WithoutReplayFastPath always
-// runs the script, and WithReplayFastPath always reads first.
+// mostly replays, and stays so while they are; a first execution goes back
+// to the claim script alone once a window was mostly first executions, and
+// claims of an entry in progress do not count as replays;
+// WithoutReplayFastPath always runs the script, and WithReplayFastPath
+// always reads first.
 func TestReplayPathFollowsTheMix(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		opts []redisstore.Option
 		want scenario.ReplayPathWant
 	}{
-		{"default", nil, scenario.ReplayPathWant{LastReplay: "EVALSHA", AfterReplays: "HMGET", AfterFirsts: "EVALSHA EVALSHA"}},
-		{"without", []redisstore.Option{redisstore.WithoutReplayFastPath()}, scenario.ReplayPathWant{LastReplay: "EVALSHA", AfterReplays: "EVALSHA", AfterFirsts: "EVALSHA EVALSHA"}},
-		{"with", []redisstore.Option{redisstore.WithReplayFastPath()}, scenario.ReplayPathWant{LastReplay: "HMGET", AfterReplays: "HMGET", AfterFirsts: "HMGET EVALSHA EVALSHA"}},
+		{"default", nil, scenario.ReplayPathWant{LastReplay: "EVALSHA", AfterReplays: "HMGET", AfterFirsts: "EVALSHA EVALSHA", AfterBusy: "EVALSHA"}},
+		{"without", []redisstore.Option{redisstore.WithoutReplayFastPath()}, scenario.ReplayPathWant{LastReplay: "EVALSHA", AfterReplays: "EVALSHA", AfterFirsts: "EVALSHA EVALSHA", AfterBusy: "EVALSHA"}},
+		{"with", []redisstore.Option{redisstore.WithReplayFastPath()}, scenario.ReplayPathWant{LastReplay: "HMGET", AfterReplays: "HMGET", AfterFirsts: "HMGET EVALSHA EVALSHA", AfterBusy: "HMGET"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, rdb, _ := newStore(t, tc.opts...)
@@ -45,6 +47,16 @@ func TestReplayPathFollowsTheMix(t *testing.T) {
 				Replay: func(t *testing.T) {
 					if r := mustClaim(t, s, done, "fp", longLease, longTTL); r.Acquired || r.Entry.Response == nil || string(r.Entry.Response.Body) != "done" {
 						t.Fatalf("replay: %+v", r)
+					}
+				},
+				Hold: func(t *testing.T, name string) {
+					if r := mustClaim(t, s, idempotency.Key{Key: name}, "fp", longLease, longTTL); !r.Acquired {
+						t.Fatalf("claim of a new key: %+v", r)
+					}
+				},
+				Busy: func(t *testing.T, name string) {
+					if r := mustClaim(t, s, idempotency.Key{Key: name}, "other", longLease, longTTL); r.Acquired || r.Entry.State != idempotency.StateInProgress {
+						t.Fatalf("claim of a key in progress: %+v", r)
 					}
 				},
 				Sent: func(call func()) string {

@@ -51,11 +51,12 @@ type Store struct {
 // replayEnter and replayLeave are the shares of replays among the claims
 // of a window at which the default Store starts and stops reading an entry
 // before claiming it. Reading first saves a replay up to a fifth of an
-// HMGET's time (the claim script costs 1.0 to 1.35 times one, depending on
-// how busy Redis's CPU is: BENCHMARKS.md) and costs a first execution one
-// HMGET that finds nothing, so it pays only when nearly every claim is a
-// replay (BenchmarkReplayMix: a loss at 75 %, even at 90 %): in a storm of
-// retries, not in the usual mix.
+// HMGET's time (the claim script costs 1.0 to 1.35 times one, the more the
+// busier Redis's CPU: BENCHMARKS.md) and costs a first execution one HMGET
+// that finds nothing: BenchmarkReplayMix shows a loss at 75 % of replays
+// and about even from 90 % on, on an idle Redis. So the store reads first
+// only when nearly every claim is a replay (a storm of retries, where the
+// server time it saves matters most), never in the usual mix.
 const (
 	replayEnter = 0.9
 	replayLeave = 0.8

@@ -31,20 +31,33 @@ const (
 	Never
 )
 
+// The layout of Mix.state: the path chosen, and the counts of the window
+// under way.
+const (
+	readFirstBit = uint64(1) << 63
+	claimShift   = 32
+	countMask    = uint64(1)<<31 - 1 // claims (bits 32-62) and replays (bits 0-30)
+)
+
 // Mix holds a store's choice of replay path and the counts it comes from.
 // The zero value is not usable; use New. It is safe for concurrent use.
 type Mix struct {
 	mode Mode
-	// enter and leave are replays per Window: at enter or more the next
+	// enter and leave are shares of replays: at enter or more the next
 	// window reads first, under leave it claims again, and in between it
 	// keeps the path it had (so that a share near one threshold does not
 	// flip the path every window).
-	enter, leave uint64
-	readFirst    atomic.Bool
-	// counts is claims<<32 | replays of the window under way: one atomic
-	// add per claim, and a claim that finds the window complete decides
-	// (a window is Window claims, or a few more when claims race).
-	counts atomic.Uint64
+	enter, leave float64
+	// state is readFirstBit | claims<<claimShift | replays: the path and
+	// the window under way in one word, so that one atomic add counts a
+	// claim, and the claim that ends a window sets the path and empties
+	// the counts in one swap (a window's decision can then never land
+	// after the next window's).
+	state atomic.Uint64
+	// decided counts the claims of the windows decided, for tests: with
+	// the claims still counted in state, it adds up to every claim
+	// observed.
+	decided atomic.Uint64
 }
 
 // New returns a Mix in mode. In Adaptive mode the path changes to reading
@@ -52,13 +65,9 @@ type Mix struct {
 // back when fewer than a share leave were; enter and leave are clamped to
 // [0, 1] and leave to at most enter.
 func New(mode Mode, enter, leave float64) *Mix {
-	perWindow := func(share float64) uint64 {
-		share = min(max(share, 0), 1)
-		return uint64(share*Window + 0.5)
-	}
-	m := &Mix{mode: mode, enter: perWindow(enter), leave: perWindow(leave)}
-	m.leave = min(m.leave, m.enter)
-	return m
+	enter = min(max(enter, 0), 1)
+	leave = min(max(leave, 0), enter)
+	return &Mix{mode: mode, enter: enter, leave: leave}
 }
 
 // ReadFirst reports whether the next claim should read the key first.
@@ -69,7 +78,7 @@ func (m *Mix) ReadFirst() bool {
 	case Never:
 		return false
 	}
-	return m.readFirst.Load()
+	return m.state.Load()&readFirstBit != 0
 }
 
 // Observe counts one answered claim; replay says whether it answered a
@@ -78,12 +87,12 @@ func (m *Mix) Observe(replay bool) {
 	if m.mode != Adaptive {
 		return
 	}
-	delta := uint64(1) << 32
+	delta := uint64(1) << claimShift
 	if replay {
 		delta++
 	}
-	v := m.counts.Add(delta)
-	claims, replays := v>>32, v&(1<<32-1)
+	v := m.state.Add(delta)
+	claims, replays := v>>claimShift&countMask, v&countMask
 	if claims < Window {
 		return
 	}
@@ -91,13 +100,24 @@ func (m *Mix) Observe(replay bool) {
 	// on exactly the claims it empties; when another claim was counted in
 	// between, the swap fails and that claim (whose own count is at least
 	// Window too) tries in its turn, so nothing is counted twice or lost.
-	if !m.counts.CompareAndSwap(v, 0) {
-		return
+	next := uint64(0)
+	if m.decide(v&readFirstBit != 0, claims, replays) {
+		next = readFirstBit
 	}
+	if m.state.CompareAndSwap(v, next) {
+		m.decided.Add(claims)
+	}
+}
+
+// decide returns the path after a window of claims of which replays were
+// replays, on the path readFirst.
+func (m *Mix) decide(readFirst bool, claims, replays uint64) bool {
+	share := float64(replays) / float64(claims)
 	switch {
-	case replays*Window >= m.enter*claims:
-		m.readFirst.Store(true)
-	case replays*Window < m.leave*claims:
-		m.readFirst.Store(false)
+	case share >= m.enter:
+		return true
+	case share < m.leave:
+		return false
 	}
+	return readFirst
 }
