@@ -3,6 +3,7 @@ package idempotency
 import (
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/saferetry/saferetry/internal/contract"
 )
@@ -45,8 +46,10 @@ func (c *config) keeps(k string, encoded bool) bool {
 
 // storedHeaders returns the headers of h that are kept (see keeps), or nil.
 // When every header of h is kept it returns h itself: the handler is done
-// with it, and stores copy what they keep.
-func (c *config) storedHeaders(h http.Header) http.Header {
+// with it, and stores copy what they keep. Otherwise it fills a map it
+// borrows from storedHeaderMaps, and reports borrowed: the caller hands it
+// back with returnStoredHeaders once the store has answered.
+func (c *config) storedHeaders(h http.Header) (out http.Header, borrowed bool) {
 	encoded := encodedBody(h)
 	all := true
 	for k, v := range h {
@@ -56,17 +59,28 @@ func (c *config) storedHeaders(h http.Header) http.Header {
 		}
 	}
 	if all {
-		return h
+		return h, false
 	}
-	var out http.Header
 	for k, v := range h {
 		if !c.keeps(k, encoded) || len(v) == 0 {
 			continue
 		}
 		if out == nil {
-			out = make(http.Header, 4)
+			out = storedHeaderMaps.Get().(http.Header)
 		}
 		out[k] = v[:len(v):len(v)] // the handler is done with it; a later append must copy
 	}
-	return out
+	return out, out != nil
+}
+
+// storedHeaderMaps holds the maps of the stored headers of answers that
+// carry a header not kept (a Content-Length, a Date), so that such answers
+// do not cost a map each: Store.Complete and TxStore.Complete copy what
+// they keep and keep no reference to the Header.
+var storedHeaderMaps = sync.Pool{New: func() any { return make(http.Header, 4) }}
+
+// returnStoredHeaders hands back a map that storedHeaders borrowed.
+func returnStoredHeaders(h http.Header) {
+	clear(h)
+	storedHeaderMaps.Put(h)
 }

@@ -101,7 +101,11 @@ func (c *leaseClaim) record(q *request) (ev Event, superseded bool) {
 	switch {
 	case superseded:
 	case storable(ev.Status):
-		superseded = m.complete(c.ctx, ev, m.outcome(&q.rec))
+		resp, borrowed := m.outcome(&q.rec)
+		superseded = m.complete(c.ctx, ev, resp)
+		if borrowed {
+			returnStoredHeaders(resp.Header)
+		}
 	default:
 		ev.Outcome = OutcomeReleased
 		if cause := context.Cause(c.hctx); errors.Is(cause, ErrLeaseLost) {

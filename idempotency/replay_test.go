@@ -63,3 +63,40 @@ func TestReplayHeadersNotShared(t *testing.T) {
 		t.Errorf("replay body %q; want %q", again.Body, first.Body)
 	}
 }
+
+// TestStoredHeadersNotCarriedOver: answers with a header that is not kept
+// (Content-Length, Date) have their kept headers gathered into a map the
+// Middleware reuses; each outcome is stored with its own headers only,
+// none left over from the answer before it.
+func TestStoredHeadersNotCarriedOver(t *testing.T) {
+	kept := []string{"Location", "Etag", "Link"}
+	h := idempotency.Middleware(newStore(t))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Each key's answer sets one kept header of its own, beside two
+		// that are not kept.
+		name := kept[len(r.Header.Get(idempotency.HeaderIdempotencyKey))%len(kept)]
+		w.Header().Set(name, "v-"+name)
+		w.Header().Set("Content-Length", "2")
+		w.Header().Set("Date", "Mon, 02 Jan 2006 15:04:05 GMT")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte("ok"))
+	}))
+	keys := []string{"k", "kk", "kkk", "kkkk"}
+	for _, k := range keys {
+		if w := post(h, k, `{}`); w.Code != http.StatusCreated {
+			t.Fatalf("first %s: %d", k, w.Code)
+		}
+	}
+	for _, k := range keys {
+		w := post(h, k, `{}`)
+		want := kept[len(k)%len(kept)]
+		for _, name := range kept {
+			got := w.Header().Get(name)
+			switch {
+			case name == want && got != "v-"+name:
+				t.Errorf("replay of %s: %s = %q; want %q", k, name, got, "v-"+name)
+			case name != want && got != "":
+				t.Errorf("replay of %s carries %s = %q from another answer", k, name, got)
+			}
+		}
+	}
+}

@@ -114,12 +114,15 @@ func (m *middleware) settledAs(ctx context.Context, k Key, token int64, complete
 	return !found || e.Token != token || e.State != StateInProgress
 }
 
-// outcome is the Response to store for what rec recorded.
-func (m *middleware) outcome(rec *recorder) Response {
+// outcome is the Response to store for what rec recorded. When borrowed,
+// its Header goes back with returnStoredHeaders once the store has
+// answered (see storedHeaders).
+func (m *middleware) outcome(rec *recorder) (resp Response, borrowed bool) {
 	if rec.oversize {
-		return Response{Status: rec.statusCode(), Oversize: true}
+		return Response{Status: rec.statusCode(), Oversize: true}, false
 	}
-	return Response{Status: rec.statusCode(), Header: m.cfg.storedHeaders(rec.w.Header()), Body: rec.buf}
+	h, borrowed := m.cfg.storedHeaders(rec.w.Header())
+	return Response{Status: rec.statusCode(), Header: h, Body: rec.buf}, borrowed
 }
 
 // storable reports whether an outcome with this status is stored: the

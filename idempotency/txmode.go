@@ -99,7 +99,11 @@ func (c *txClaim) finish(q *request) {
 	}()
 	sctx, cancel := context.WithTimeout(detached, m.cfg.storeTimeout)
 	defer cancel()
-	err := c.tx.Complete(sctx, q.claim.key, q.claim.token, m.outcome(&q.rec), m.cfg.ttl)
+	resp, borrowed := m.outcome(&q.rec)
+	err := c.tx.Complete(sctx, q.claim.key, q.claim.token, resp, m.cfg.ttl)
+	if borrowed {
+		returnStoredHeaders(resp.Header)
+	}
 	if err == nil {
 		err = c.tx.Commit(sctx)
 	}

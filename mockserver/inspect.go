@@ -86,20 +86,22 @@ type KeyStats struct {
 }
 
 // inspector counts attempts and executions per key. It keeps a key's
-// counts and first attempt in a record without pointers, and only the
-// attempts after the first elsewhere, so that the collector, which scans
-// every pointer the server keeps, has no more to scan per key than the
-// key's string.
+// counts and first attempt in a record without pointers, its string in a
+// byte slice of all the keys, and only the attempts after the first
+// elsewhere, so that the collector, which scans every pointer the server
+// keeps, has nothing to scan per key.
 type inspector struct {
 	mu    sync.Mutex
-	index map[string]int32 // a key's position in keys and recs
-	keys  []string         // keys in the order first seen
-	recs  []keyRecord
+	index strIndex                  // a key's position in recs
+	text  []byte                    // the keys, one after the other
+	recs  []keyRecord               // in the order the keys were first seen
 	more  map[int32][]attemptRecord // each key's attempts after its first, up to maxHistory
 }
 
-// keyRecord is what the inspector keeps of one key, but its string.
+// keyRecord is what the inspector keeps of one key.
 type keyRecord struct {
+	text                 int64 // the key is text[text:text+n]
+	n                    int32
 	attempts, executions int
 	first                attemptRecord // valid when history > 0
 	history              int           // attempts recorded, up to maxHistory
@@ -135,16 +137,22 @@ func (r attemptRecord) attempt() Attempt {
 		Duration: r.duration, DurationMS: float64(r.duration) / float64(time.Millisecond)}
 }
 
+// key returns the bytes of the key at i. The lock must be held.
+func (in *inspector) key(i int32) []byte {
+	r := &in.recs[i]
+	return in.text[r.text : r.text+int64(r.n)]
+}
+
+// holds reports whether the key at i is key. The lock must be held.
+func (in *inspector) holds(i int32, key string) bool { return string(in.key(i)) == key }
+
 func (in *inspector) recordLocked(key string) (int32, *keyRecord) {
-	i, ok := in.index[key]
+	i, ok := in.index.get(key, in.holds)
 	if !ok {
-		if in.index == nil {
-			in.index = make(map[string]int32)
-		}
-		i = int32(len(in.keys))
-		in.index[key] = i
-		in.keys = append(in.keys, key)
-		in.recs = append(in.recs, keyRecord{})
+		i = int32(len(in.recs))
+		in.recs = append(in.recs, keyRecord{text: int64(len(in.text)), n: int32(len(key))})
+		in.text = append(in.text, key...)
+		in.index.set(key, i, in.holds)
 	}
 	return i, &in.recs[i]
 }
@@ -188,7 +196,7 @@ func (in *inspector) execution(key string) {
 // statsLocked is the KeyStats of the key at i, without its payments.
 func (in *inspector) statsLocked(i int32) KeyStats {
 	r := &in.recs[i]
-	ks := KeyStats{Key: in.keys[i], Attempts: r.attempts, Executions: r.executions, History: make([]Attempt, 0, r.history)}
+	ks := KeyStats{Key: string(in.key(i)), Attempts: r.attempts, Executions: r.executions, History: make([]Attempt, 0, r.history)}
 	if r.history > 0 {
 		ks.History = append(ks.History, r.first.attempt())
 		for _, a := range in.more[i] {
@@ -201,7 +209,7 @@ func (in *inspector) statsLocked(i int32) KeyStats {
 func (in *inspector) stats(key string) KeyStats {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	i, ok := in.index[key]
+	i, ok := in.index.get(key, in.holds)
 	if !ok {
 		return KeyStats{Key: key, History: []Attempt{}}
 	}
@@ -211,8 +219,8 @@ func (in *inspector) stats(key string) KeyStats {
 func (in *inspector) all() []KeyStats {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	out := make([]KeyStats, 0, len(in.keys))
-	for i := range in.keys {
+	out := make([]KeyStats, 0, len(in.recs))
+	for i := range in.recs {
 		out = append(out, in.statsLocked(int32(i)))
 	}
 	return out
@@ -221,7 +229,7 @@ func (in *inspector) all() []KeyStats {
 func (in *inspector) reset() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	in.index, in.keys, in.recs, in.more = nil, nil, nil, nil
+	in.index, in.text, in.recs, in.more = strIndex{}, nil, nil, nil
 }
 
 // Executions reports how many times the payment handler ran for key. It is

@@ -50,3 +50,32 @@ func TestInspectorHistory(t *testing.T) {
 		t.Errorf("after reset, all = %+v", all)
 	}
 }
+
+// TestInspectorKeys: keys kept as bytes come back as given, in the order
+// first seen, each with its own counts; the empty key and a key that is
+// another's prefix included.
+func TestInspectorKeys(t *testing.T) {
+	var in inspector
+	keys := []string{"k-1", "", "k-10", "k-1\x00", "ключ"}
+	for n, k := range keys {
+		for range n + 1 {
+			in.attempt(k)
+		}
+	}
+	in.execution("k-10")
+	all := in.all()
+	if len(all) != len(keys) {
+		t.Fatalf("%d keys, want %d", len(all), len(keys))
+	}
+	for n, k := range keys {
+		if all[n].Key != k || all[n].Attempts != n+1 {
+			t.Errorf("key %d = %q with %d attempts; want %q with %d", n, all[n].Key, all[n].Attempts, k, n+1)
+		}
+		if got := in.stats(k); got.Attempts != n+1 || got.Executions != map[bool]int{true: 1}[k == "k-10"] {
+			t.Errorf("stats(%q) = %+v", k, got)
+		}
+	}
+	if got := in.stats("k-2"); got.Attempts != 0 || got.Key != "k-2" {
+		t.Errorf("stats of a key never seen = %+v", got)
+	}
+}

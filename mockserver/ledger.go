@@ -100,13 +100,34 @@ func kept(prior, now time.Time, keep time.Duration) bool {
 // Server has unless WithLedger gives another. It protects one process only.
 func NewMemoryLedger(opening map[string]int64) Ledger { return newMemLedger(opening) }
 
-// memLedger is the Ledger a Server keeps in its own memory.
+// memLedger is the Ledger a Server keeps in its own memory. It keeps every
+// payment, so it keeps them where the collector, which scans every pointer
+// of the live heap on each cycle, has nothing to scan: their strings in
+// one byte slice, their other fields in records without pointers, and the
+// index by ref in a strIndex.
 type memLedger struct {
 	mu       sync.Mutex
 	opening  map[string]int64
 	balances map[string]int64
-	payments []Payment
-	byRef    map[string]int // index in payments
+	text     []byte          // the strings of the payments, one after the other
+	payments []paymentRecord // oldest first
+	oddTimes map[int32]time.Time
+	byRef    strIndex // the newest payment of each ref
+}
+
+// paymentRecord is a Payment as memLedger keeps it.
+type paymentRecord struct {
+	text    int64     // where its strings start in the ledger's text
+	lens    [6]uint32 // their lengths, in the order of paymentStrings
+	amount  int64
+	created int64 // Created in Unix nanoseconds, unless odd
+	odd     bool  // Created is not time.Unix(0, n).UTC(): it is in oddTimes
+}
+
+// paymentStrings are the strings of p, in the order a paymentRecord keeps
+// them; the ref is the last.
+func paymentStrings(p *Payment) [6]string {
+	return [...]string{p.ID, p.Currency, p.Recipient, p.Status, p.IdempotencyKey, p.Ref}
 }
 
 var _ Ledger = (*memLedger)(nil)
@@ -124,8 +145,7 @@ func (l *memLedger) reset() {
 	if l.balances == nil {
 		l.balances = map[string]int64{}
 	}
-	l.payments = nil
-	l.byRef = map[string]int{}
+	l.text, l.payments, l.oddTimes, l.byRef = nil, nil, nil, strIndex{}
 }
 
 func (l *memLedger) balanceLocked(currency string) int64 {
@@ -135,14 +155,75 @@ func (l *memLedger) balanceLocked(currency string) int64 {
 	return OpeningBalance(l.opening, currency)
 }
 
+// add records p as the newest payment. The lock must be held.
+func (l *memLedger) add(p *Payment) {
+	i := int32(len(l.payments))
+	r := paymentRecord{text: int64(len(l.text)), amount: p.Amount, created: p.Created.UnixNano()}
+	for j, s := range paymentStrings(p) {
+		r.lens[j] = uint32(len(s))
+		l.text = append(l.text, s...)
+	}
+	if time.Unix(0, r.created).UTC() != p.Created {
+		// A monotonic reading, a location other than UTC, or a time out
+		// of UnixNano's range: kept as it is.
+		r.odd = true
+		if l.oddTimes == nil {
+			l.oddTimes = make(map[int32]time.Time)
+		}
+		l.oddTimes[i] = p.Created
+	}
+	l.payments = append(l.payments, r)
+	l.byRef.set(p.Ref, i, l.hasRef)
+}
+
+// field returns the bytes of the j-th string (see paymentStrings) of the
+// payment at i. The lock must be held.
+func (l *memLedger) field(i int32, j int) []byte {
+	r := &l.payments[i]
+	at := r.text
+	for _, n := range r.lens[:j] {
+		at += int64(n)
+	}
+	return l.text[at : at+int64(r.lens[j])]
+}
+
+// hasRef reports whether the payment at i has the ref ref. The lock must
+// be held.
+func (l *memLedger) hasRef(i int32, ref string) bool { return string(l.field(i, 5)) == ref }
+
+// createdAt returns the Created of the payment at i. The lock must be held.
+func (l *memLedger) createdAt(i int32) time.Time {
+	if r := &l.payments[i]; !r.odd {
+		return time.Unix(0, r.created).UTC()
+	}
+	return l.oddTimes[i]
+}
+
+// payment returns the payment at i. Its strings share one allocation. The
+// lock must be held.
+func (l *memLedger) payment(i int32) Payment {
+	r := &l.payments[i]
+	n := int64(0)
+	for _, m := range r.lens {
+		n += int64(m)
+	}
+	text := string(l.text[r.text : r.text+n])
+	var s [6]string
+	for j, m := range r.lens {
+		s[j], text = text[:m], text[m:]
+	}
+	return Payment{ID: s[0], Amount: r.amount, Currency: s[1], Recipient: s[2], Status: s[3],
+		IdempotencyKey: s[4], Ref: s[5], Created: l.createdAt(i)}
+}
+
 func (l *memLedger) Pay(ctx context.Context, ref string, keep time.Duration, p Payment) (Payment, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return Payment{}, false, err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if i, ok := l.byRef[ref]; ok && kept(l.payments[i].Created, p.Created, keep) {
-		return l.payments[i], true, nil
+	if i, ok := l.byRef.get(ref, l.hasRef); ok && kept(l.createdAt(i), p.Created, keep) {
+		return l.payment(i), true, nil
 	}
 	bal := l.balanceLocked(p.Currency)
 	if p.Amount > bal {
@@ -150,23 +231,29 @@ func (l *memLedger) Pay(ctx context.Context, ref string, keep time.Duration, p P
 	}
 	p.Ref = ref
 	l.balances[p.Currency] = bal - p.Amount
-	l.byRef[ref] = len(l.payments)
-	l.payments = append(l.payments, p)
+	l.add(&p)
 	return p, false, nil
 }
 
 func (l *memLedger) Payments(context.Context) ([]Payment, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]Payment(nil), l.payments...), nil
+	if len(l.payments) == 0 {
+		return nil, nil
+	}
+	out := make([]Payment, len(l.payments))
+	for i := range out {
+		out[i] = l.payment(int32(i))
+	}
+	return out, nil
 }
 
 func (l *memLedger) Payment(_ context.Context, id string) (Payment, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, p := range l.payments {
-		if p.ID == id {
-			return p, true, nil
+	for i := range l.payments {
+		if string(l.field(int32(i), 0)) == id {
+			return l.payment(int32(i)), true, nil
 		}
 	}
 	return Payment{}, false, nil

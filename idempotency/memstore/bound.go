@@ -27,19 +27,22 @@ const (
 	// expiryOverhead is one item of a shard's expiry heap (a time and a
 	// Key, 40 bytes) at the slice's spare capacity.
 	expiryOverhead = 56
-	// responseOverhead is the response struct of a completed entry (64
-	// bytes) and the size-class rounding of the slices it holds.
+	// responseOverhead is the response struct of a completed entry (56
+	// bytes, in a 64-byte size class) and the size-class rounding of the
+	// byte slice it holds.
 	responseOverhead = 80
 	// viewOverhead is a replayed response's view, an idempotency.Response
 	// (48 bytes), and mapOverhead its http.Header's map without its slots.
 	viewOverhead = 48
 	mapOverhead  = 48
+	// viewRounding is the size-class rounding of the string and the array
+	// of values of a view's header.
+	viewRounding = 32
 	// mapGroupSize is one group of a map's slots: 8 control bytes and 8
 	// slots of a string and a []string (40 bytes each).
 	mapGroupSize = 8 + 8*40
 
-	// The exact sizes of a header field and of a string's header.
-	fieldSize  = int64(unsafe.Sizeof(field{}))
+	// The exact size of a string's header.
 	stringSize = int64(unsafe.Sizeof(""))
 )
 
@@ -67,39 +70,34 @@ func reserveSize(k idempotency.Key) int64 {
 	return responseOverhead + itemSize(k)
 }
 
-// size is what r costs: its struct, the arrays of its header and body, and
-// the strings of its header, which the caller's Header may share but which
-// the store keeps alive; and its view, once made.
+// size is what r costs: its struct and its bytes, body and header; and its
+// view, once made.
 func (r *response) size() int64 {
-	n := responseOverhead + int64(cap(r.body)) + fieldSize*int64(cap(r.header))
+	n := responseOverhead + int64(cap(r.data))
 	if r.view != nil {
 		n += r.viewSize()
-	}
-	for _, f := range r.header {
-		n += int64(len(f.name)) + stringSize*int64(len(f.values))
-		for _, v := range f.values {
-			n += int64(len(v))
-		}
 	}
 	return n
 }
 
 // viewSize is what r's view costs: the Response and, with a header, a map
-// of len(r.header) names at the map's load factor (7 of every 8 slots),
-// with room for a directory once it needs more than one group.
+// of r.fields names at the map's load factor (7 of every 8 slots), with
+// room for a directory once it needs more than one group, the array of its
+// values and the string its names and values share (at most the length of
+// the header's bytes).
 func (r *response) viewSize() int64 {
 	n := int64(viewOverhead)
-	if r.header == nil {
+	if r.fields < 0 {
 		return n
 	}
 	groups := int64(1)
-	for groups*7 < int64(len(r.header)) {
+	for groups*7 < int64(r.fields) {
 		groups *= 2
 	}
 	if groups > 1 {
 		n += 64
 	}
-	return n + mapOverhead + groups*mapGroupSize
+	return n + mapOverhead + groups*mapGroupSize + viewRounding + stringSize*int64(r.values) + int64(len(r.data)-int(r.bodyLen))
 }
 
 // budget counts the entries and the estimated bytes of a Store against its

@@ -1,11 +1,9 @@
 package memstore
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,29 +79,6 @@ type entry struct {
 	expiresAt   time.Time
 	queued      int64     // the time of the entry's item in the shard's expiry heap, in Unix nanoseconds
 	resp        *response // completed only
-}
-
-// response is the outcome of a completed entry as the store keeps it. The
-// header is a slice of fields rather than an http.Header: a map of even one
-// name costs about 400 bytes of heap, a field 40 plus its strings. Only an
-// outcome that is replayed gets the http.Header form, once, in view, which
-// every refused Claim then shares. Besides view it is never modified once
-// built, and view is set under the shard lock and charged as it is, so
-// that size gives the same answer when the bytes are charged and when they
-// are given back.
-type response struct {
-	header   []field // nil when the Header was nil
-	body     []byte
-	view     *idempotency.Response // made at the first replay; read-only
-	status   int32                 // an HTTP status, 100 to 999
-	oversize bool
-}
-
-// field is one header name and its values; the values of all the fields of
-// a response share one array.
-type field struct {
-	name   string
-	values []string
 }
 
 // New returns an empty Store. Unless WithCleanupInterval is given a value
@@ -485,70 +460,10 @@ func (e *entry) replayed(now time.Time, b *budget) idempotency.Entry {
 	}
 	r := e.resp
 	if r.view == nil && b.take(0, r.viewSize()) {
-		r.view = &idempotency.Response{Status: int(r.status), Oversize: r.oversize, Body: r.body, Header: r.httpHeader(nil)}
+		r.view = &idempotency.Response{Status: int(r.status), Oversize: r.oversize, Body: r.body(), Header: r.httpHeader()}
 	}
 	if r.view == nil {
 		return e.export(now)
 	}
 	return idempotency.Entry{State: e.state, Fingerprint: e.fingerprint, Token: e.token, Response: r.view}
-}
-
-// newResponse returns the store's copy of r. Header values are strings,
-// which nobody can modify, so it copies the slices that hold them only.
-func newResponse(r *idempotency.Response) *response {
-	out := &response{status: int32(r.Status), oversize: r.Oversize, body: bytes.Clone(r.Body)}
-	if r.Header == nil {
-		return out
-	}
-	n := 0
-	for _, vv := range r.Header {
-		n += len(vv)
-	}
-	values := make([]string, n)
-	out.header = make([]field, 0, len(r.Header))
-	for name, vv := range r.Header {
-		f := field{name: name}
-		if vv != nil {
-			n := copy(values, vv)
-			f.values, values = values[:n:n], values[n:]
-		}
-		out.header = append(out.header, f)
-	}
-	return out
-}
-
-// export returns a copy of r as an idempotency.Response the caller owns.
-func (r *response) export() *idempotency.Response {
-	out := &idempotency.Response{Status: int(r.status), Oversize: r.oversize, Body: bytes.Clone(r.body)}
-	if r.header == nil {
-		return out
-	}
-	n := 0
-	for _, f := range r.header {
-		n += len(f.values)
-	}
-	out.Header = r.httpHeader(make([]string, n))
-	return out
-}
-
-// httpHeader returns r's header as an http.Header, nil if it has none, with
-// the values copied into values when it is not nil (it must hold them all),
-// and otherwise r's own value slices, capped so that an append copies.
-func (r *response) httpHeader(values []string) http.Header {
-	if r.header == nil {
-		return nil
-	}
-	h := make(http.Header, len(r.header))
-	for _, f := range r.header {
-		switch {
-		case f.values == nil:
-			h[f.name] = nil
-		case values == nil:
-			h[f.name] = f.values[:len(f.values):len(f.values)]
-		default:
-			n := copy(values, f.values)
-			h[f.name], values = values[:n:n], values[n:]
-		}
-	}
-	return h
 }

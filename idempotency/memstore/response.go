@@ -1,0 +1,134 @@
+package memstore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math/bits"
+	"net/http"
+
+	"github.com/saferetry/saferetry/idempotency"
+)
+
+// response is the outcome of a completed entry as the store keeps it: its
+// body and its header packed into one byte slice. A byte slice holds no
+// pointers, so the collector marks it without reading it, and it is one
+// allocation where a header map, or even slices of fields and of values,
+// would be several objects for every collection to scan again, entry after
+// entry. Only an outcome that is replayed gets the http.Header form, once,
+// in view, which every refused Claim then shares. Besides view it is never
+// modified once built, and view is set under the shard lock and charged as
+// it is, so that size gives the same answer when the bytes are charged and
+// when they are given back.
+type response struct {
+	// data is the body, then the header's fields, each its name's length
+	// (a uvarint) and name, its count of values plus one (0 for a nil
+	// slice), and each value's length and value.
+	data     []byte
+	view     *idempotency.Response // made at the first replay; read-only
+	bodyLen  int32                 // the body is data[:bodyLen]
+	fields   int32                 // the header's fields after the body; -1 when the Header was nil
+	values   int32                 // the values of all the fields
+	status   int32                 // an HTTP status, 100 to 999
+	nilBody  bool                  // the Body was nil rather than empty
+	oversize bool
+}
+
+// newResponse returns the store's copy of r.
+func newResponse(r *idempotency.Response) *response {
+	out := &response{status: int32(r.Status), oversize: r.Oversize, nilBody: r.Body == nil,
+		bodyLen: int32(len(r.Body)), fields: -1}
+	n := len(r.Body)
+	if r.Header != nil {
+		out.fields = int32(len(r.Header))
+		for name, vv := range r.Header {
+			n += uvarintLen(len(name)) + len(name) + uvarintLen(len(vv)+1)
+			for _, v := range vv {
+				n += uvarintLen(len(v)) + len(v)
+			}
+			out.values += int32(len(vv))
+		}
+	}
+	if n == 0 {
+		return out
+	}
+	// Grown by append, the slice's capacity is its size class, the heap it
+	// takes, which size charges.
+	b := append(append([]byte(nil), make([]byte, n)...)[:0], r.Body...)
+	for name, vv := range r.Header {
+		b = binary.AppendUvarint(b, uint64(len(name)))
+		b = append(b, name...)
+		count := uint64(0)
+		if vv != nil {
+			count = uint64(len(vv)) + 1
+		}
+		b = binary.AppendUvarint(b, count)
+		for _, v := range vv {
+			b = binary.AppendUvarint(b, uint64(len(v)))
+			b = append(b, v...)
+		}
+	}
+	out.data = b
+	return out
+}
+
+// uvarintLen is the length of n as binary.AppendUvarint writes it.
+func uvarintLen(n int) int { return (bits.Len64(uint64(n)|1) + 6) / 7 }
+
+// readUvarint reads a uvarint that binary.AppendUvarint wrote at the start
+// of s, and returns it and the rest of s.
+func readUvarint(s string) (int, string) {
+	var n uint64
+	for i := 0; ; i++ {
+		c := s[i]
+		n |= uint64(c&0x7f) << (7 * i)
+		if c < 0x80 {
+			return int(n), s[i+1:]
+		}
+	}
+}
+
+// body returns r's body, read-only: an append to it copies.
+func (r *response) body() []byte {
+	switch {
+	case r.nilBody:
+		return nil
+	case r.bodyLen == 0:
+		return []byte{} // data may be nil
+	}
+	return r.data[:r.bodyLen:r.bodyLen]
+}
+
+// export returns a copy of r as an idempotency.Response the caller owns.
+func (r *response) export() *idempotency.Response {
+	return &idempotency.Response{Status: int(r.status), Oversize: r.oversize, Body: bytes.Clone(r.body()), Header: r.httpHeader()}
+}
+
+// httpHeader returns r's header as a new http.Header, nil if it had none.
+// Its strings share one allocation and its values one array; each value
+// slice is capped, so that an append copies.
+func (r *response) httpHeader() http.Header {
+	if r.fields < 0 {
+		return nil
+	}
+	h := make(http.Header, r.fields)
+	text := string(r.data[r.bodyLen:])
+	values := make([]string, r.values)
+	for range r.fields {
+		var n, count int
+		n, text = readUvarint(text)
+		name := text[:n]
+		count, text = readUvarint(text[n:])
+		if count == 0 {
+			h[name] = nil
+			continue
+		}
+		vv := values[: count-1 : count-1]
+		values = values[count-1:]
+		for i := range vv {
+			n, text = readUvarint(text)
+			vv[i], text = text[:n], text[n:]
+		}
+		h[name] = vv
+	}
+	return h
+}
