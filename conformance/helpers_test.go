@@ -19,8 +19,11 @@ func TestMain(m *testing.M) { testenv.Main(m, testenv.Redis, testenv.Postgres) }
 const body = `{"amount":1250,"currency":"EUR","recipient":"alice"}`
 
 // work is how long a test server's handler works, so that the burst finds
-// the first request in progress and 409s (and their Retry-After) show.
-const work = 40 * time.Millisecond
+// the first request in progress and 409s (and their Retry-After) show. At
+// 40 ms a loaded machine (the race detector, the other packages' tests on
+// the same database) sometimes had the first request done before the
+// burst's other connections were even accepted.
+const work = 150 * time.Millisecond
 
 // ttl is the retention of the test servers whose ttl-expiry is checked,
 // and what the checker is told. The burst must be answered within it, or
@@ -28,7 +31,7 @@ const work = 40 * time.Millisecond
 // a loaded machine under the race detector. Servers whose ttl-expiry is not
 // checked keep keys for longRetention.
 const (
-	ttl           = time.Second
+	ttl           = 3 * time.Second
 	longRetention = time.Hour
 )
 

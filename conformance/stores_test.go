@@ -125,14 +125,28 @@ func middlewareServer(t *testing.T, st idempotency.Store) *httptest.Server {
 // pgStore is a transactional store on a table of the test's own (its
 // Store field is the lease-mode store on the same table), dropped at the
 // end.
-func pgStore(t *testing.T) *pgstore.TxStore { return pgStoreOn(t, testenv.PostgresPool(t)) }
+func pgStore(t *testing.T) *pgstore.TxStore { return pgStoreOn(t, burstPool(t)) }
+
+// burstPool is a pool on the test database with a connection open for
+// each request of the checker's burst before the checker starts (the
+// store's gate lets 15 of them claim at once; the others wait a claim's
+// time, not a connection's). With pgx's default pool the burst's
+// claims queued three at a time behind connections still to be opened,
+// and on a loaded machine the first request finished its work before the
+// others had claimed (every answer a replay, no 409 to check).
+func burstPool(t *testing.T) *pgxpool.Pool {
+	const conns = 20
+	pool := testenv.PostgresPool(t, func(c *pgxpool.Config) { c.MaxConns, c.MinConns = conns, conns })
+	testenv.Eventually(t, "the pool opens its connections", func() bool { return pool.Stat().TotalConns() >= conns })
+	return pool
+}
 
 // pgledgerOptions serves the mock server over pgstore and pgledger in
 // one table's database, in transactional mode (the payment joins the
 // claim's transaction) or in lease mode over the same table.
 func pgledgerOptions(tx bool) func(t *testing.T) []mockserver.Option {
 	return func(t *testing.T) []mockserver.Option {
-		pool := testenv.PostgresPool(t)
+		pool := burstPool(t)
 		st := pgStoreOn(t, pool)
 		l := pgledger.New(pool, st.Table(), nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
