@@ -65,8 +65,9 @@ const (
 // statements are the SQL texts, built once with the table name.
 type statements struct {
 	claim, get, completed, renew, complete, release, watch, deleteExpired string
-	// Transactional mode's own (see tx.go).
-	txClaim, txAcquired, txComplete string
+	// Transactional mode's own (see tx.go); txClaimNew has the $BOUND
+	// placeholder that NewTx fills in.
+	txClaim, txClaimNew, txAcquired, txComplete string
 }
 
 // New returns a Store over pool, which must not be nil; the Store does not
@@ -140,8 +141,40 @@ func buildStatements(table string) statements {
 	if st.txClaim == st.claim {
 		panic("pgstore: the claim statement no longer has the acquired column that txClaim marks")
 	}
+	st.txClaimNew = strings.NewReplacer("$TABLE", table, "$REMAINING", leaseRemainingUS,
+		"$SLACK5", strings.ReplaceAll(expirySlackSQL, "$TTL", "$5")).Replace(txClaimNewSQL)
 	return st
 }
+
+// txClaimNewSQL is the claim statement of the first attempt of a
+// transactional claim (see Tx.claimAndBegin): the claim of a key that has
+// no row, which is what a first execution finds. Its insert has no
+// conflict target to update (ON CONFLICT DO NOTHING), so it costs about
+// what a plain INSERT does. When the key has a row, the insert does
+// nothing and the statement returns the row as txClaim would (a completed
+// entry, a live lease, another fingerprint), read from the statement's
+// snapshot. It returns no row when the row is one that txClaim would take
+// over (expired, or a lapsed lease with the same fingerprint: rare in
+// transactional mode, whose claims are not committed before their
+// outcome) or was committed after the snapshot; the next attempt then
+// runs txClaim, which decides those cases. An insert that meets an
+// uncommitted row of the same key waits for its transaction to end, as
+// txClaim's does, for as long as the lock timeout that the subquery
+// $BOUND sets (NewTx fills it in) allows.
+const txClaimNewSQL = `WITH ins AS (
+	INSERT INTO $TABLE (scope, key, state, fingerprint, lease_until, expires_at)
+	SELECT $1::text, $2::text, 1::smallint, $3::text,
+		statement_timestamp() + $4::bigint * interval '1 microsecond',
+		statement_timestamp() + $5::bigint * interval '1 microsecond' + $SLACK5
+	FROM ($BOUND) AS bound
+	ON CONFLICT (scope, key) DO NOTHING
+	RETURNING token, lease_until
+)
+SELECT pg_catalog.set_config('pgstore.acquired', 'on', true) = 'on', token, false, 0::smallint, ''::text, (extract(epoch FROM lease_until - clock_timestamp()) * 1000000)::bigint, NULL::integer, NULL::jsonb, NULL::bytea, NULL::bytea, false FROM ins
+UNION ALL
+SELECT false, token, false, state, fingerprint, $REMAINING, status, header, header_bin, body, oversize FROM $TABLE
+WHERE NOT EXISTS (SELECT 1 FROM ins) AND scope = $1::text AND key = $2::text AND expires_at > statement_timestamp()
+	AND (state = 2 OR fingerprint <> $3::text OR lease_until > statement_timestamp())`
 
 func buildLeaseStatements(table string) statements {
 	r := strings.NewReplacer("$TABLE", table, "$REMAINING", leaseRemainingUS,
@@ -477,8 +510,21 @@ func (s *Store) settle(ctx context.Context, q queryRower, op, sql string, k idem
 // isTooLarge reports whether err is PostgreSQL refusing a value for its
 // size (program_limit_exceeded, or a field over the protocol's limit).
 func isTooLarge(err error) bool {
+	pgErr := pgError(err)
+	return pgErr != nil && (pgErr.Code == "54000" || pgErr.Code == "22001")
+}
+
+// pgError returns the *pgconn.PgError in err's chain, or nil; it costs
+// nothing when err is nil, as it is on every path that succeeds.
+func pgError(err error) *pgconn.PgError {
+	if err == nil {
+		return nil
+	}
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == "54000" || pgErr.Code == "22001")
+	if errors.As(err, &pgErr) {
+		return pgErr
+	}
+	return nil
 }
 
 // errNonPositiveTTL is returned by Claim and Complete for a ttl that is not

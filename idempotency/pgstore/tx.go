@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -55,6 +56,14 @@ type TxStore struct {
 	// preludeSQL starts the claim batch before the transaction block: it
 	// is boundSQL, failing unless the transaction will be read committed.
 	preludeSQL string
+	// cacheStatements is whether the pool's connections run in pgx's
+	// default QueryExecModeCacheStatement (see Tx.prepare), read once:
+	// pgx.Conn.Config copies the whole configuration.
+	cacheStatements bool
+	// claimNewSQL is txClaimNewSQL for the first attempt of the claim
+	// batch, which has no prelude: the row it inserts is selected from a
+	// subquery that does what preludeSQL does.
+	claimNewSQL string
 }
 
 // restoreLockTimeoutSQL puts back the lock_timeout that boundSQL or
@@ -82,8 +91,26 @@ func NewTx(pool *pgxpool.Pool, opts ...Option) *TxStore {
 		Store:    s,
 		boundSQL: boundLockTimeoutSQL(ms, ""),
 		preludeSQL: boundLockTimeoutSQL(ms, `,
-	CAST(CASE WHEN current_setting('transaction_isolation') <> 'read committed' THEN '`+notReadCommittedText+`' END AS integer)`),
+	`+readCommittedCheckSQL),
+		claimNewSQL:     strings.Replace(s.sql.txClaimNew, "$BOUND", boundReadCommittedSQL(ms), 1),
+		cacheStatements: pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement,
 	}
+}
+
+// readCommittedCheckSQL is NULL in a transaction that is read committed,
+// and fails (see sqlstateInvalidText) in any other.
+const readCommittedCheckSQL = `CAST(CASE WHEN current_setting('transaction_isolation') <> 'read committed' THEN '` + notReadCommittedText + `' END AS integer)`
+
+// boundReadCommittedSQL returns the query that saves lock_timeout and sets
+// it to ms milliseconds for the transaction, failing unless the
+// transaction is read committed: preludeSQL as a subquery, whose one row
+// claimNewSQL inserts from, so that it runs before the insert. The check
+// is in set_config's argument because PostgreSQL leaves a subquery with a
+// volatile function in its select list as it is, evaluated, where it could
+// drop an unused column of stable functions only.
+func boundReadCommittedSQL(ms int64) string {
+	return fmt.Sprintf(`SELECT pg_catalog.set_config('lock_timeout', coalesce(%s::text, '%d'), true)
+	FROM (SELECT pg_catalog.set_config('pgstore.lock_timeout', current_setting('lock_timeout'), true)) AS saved`, readCommittedCheckSQL, ms)
 }
 
 // BeginTx implements idempotency.TxStore. It takes a connection from the
@@ -202,8 +229,7 @@ func (t *Tx) Claim(ctx context.Context, k idempotency.Key, fingerprint string, t
 			t.store.replay.Observe(!res.Acquired && res.Entry.State == idempotency.StateCompleted)
 		}
 	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == sqlstateLockNotAvailable {
+	if pgErr := pgError(err); pgErr != nil && pgErr.Code == sqlstateLockNotAvailable {
 		return idempotency.ClaimResult{Entry: idempotency.Entry{
 			State:          idempotency.StateInProgress,
 			Fingerprint:    fingerprint,
@@ -227,21 +253,35 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 		return idempotency.ClaimResult{}, err
 	}
 	scope, key := encodeText(k.Scope), encodeText(k.Key)
-	if err := t.prepare(ctx, t.store.preludeSQL, t.store.sql.txClaim, t.store.sql.txAcquired, "BEGIN"); err != nil {
+	if err := t.prepare(ctx, t.store.claimNewSQL, t.store.preludeSQL, t.store.sql.txClaim, t.store.sql.txAcquired, "BEGIN"); err != nil {
 		return idempotency.ClaimResult{}, err
 	}
-	for range claimAttempts {
+	for attempt := range claimAttempts {
+		// The first attempt claims with claimNewSQL, which bounds the wait
+		// itself (no prelude); the others with the prelude and txClaim.
 		b := &pgx.Batch{}
-		b.BeginTx(pgx.TxOptions{BeginQuery: t.store.preludeSQL})
-		b.Queue(t.store.sql.txClaim, scope, key, encodeText(fingerprint), int64(0), ttlUS)
+		var preludeErr, claimErr error
+		var res idempotency.ClaimResult
+		args := []any{scope, key, encodeText(fingerprint), int64(0), ttlUS}
+		if attempt == 0 {
+			b.BeginTx(pgx.TxOptions{BeginQuery: t.store.claimNewSQL})
+			b.QueuedQueries[0].Arguments = args
+		} else {
+			b.BeginTx(pgx.TxOptions{BeginQuery: t.store.preludeSQL})
+			b.Queue(t.store.sql.txClaim, args...)
+		}
 		b.Queue(t.store.sql.txAcquired)
 		b.Queue("BEGIN")
 		br := t.conn.Conn().SendBatch(ctx, b)
-		var res idempotency.ClaimResult
-		_, preludeErr := br.Exec()
-		claimErr := preludeErr
+		if attempt != 0 {
+			_, preludeErr = br.Exec()
+		}
+		claimErr = preludeErr
 		if preludeErr == nil {
 			res, claimErr = scanClaim(br.QueryRow())
+			if attempt == 0 && isInvalidTextOf(claimErr, notReadCommittedText) {
+				preludeErr = claimErr // claimNewSQL's read committed check
+			}
 			// txAcquired and BEGIN: Close reports their error.
 			for range 2 {
 				if _, err := br.Exec(); err != nil {
@@ -285,10 +325,10 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 // way but are not in that cache. The other modes are left as they are:
 // they were chosen not to keep prepared statements (PgBouncer, ...).
 func (t *Tx) prepare(ctx context.Context, sqls ...string) error {
-	conn := t.conn.Conn()
-	if conn.Config().DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
+	if !t.store.cacheStatements {
 		return nil
 	}
+	conn := t.conn.Conn()
 	for _, sql := range sqls {
 		if _, err := conn.Prepare(ctx, sql, sql); err != nil {
 			return err
@@ -322,8 +362,14 @@ func (t *Tx) beginThenClaim(ctx context.Context, k idempotency.Key, fingerprint 
 // statements of transactional mode cause on purpose (see
 // sqlstateInvalidText).
 func isInvalidText(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == sqlstateInvalidText
+	pgErr := pgError(err)
+	return pgErr != nil && pgErr.Code == sqlstateInvalidText
+}
+
+// isInvalidTextOf reports whether err is the failure that casting text to
+// integer causes on purpose.
+func isInvalidTextOf(err error, text string) bool {
+	return isInvalidText(err) && strings.Contains(pgError(err).Message, text)
 }
 
 // txClaimer runs the claim statement in one round trip, inside a
