@@ -52,34 +52,43 @@ var entryRead = "redis.call('HMGET', KEYS[1], '" + strings.Join(entryFields[:], 
 // only KEYS[1], so every one is safe on Redis Cluster. They are kept to the
 // few Redis calls each path needs, because each call inside a script costs
 // about as much server time as the command itself, and they format numbers
-// only where they must, because Lua formats a double slowly: a claim of a
-// new key is HMGET, TIME, HSET, PEXPIRE; a claim that finds a completed
-// entry (a replay) is one HMGET; Get is HMGET, and TIME only for an entry
-// in progress.
+// only where they must, because Lua formats a number slowly (a call of
+// string.format costs Redis about what a Redis call does): a claim of a
+// new key is HGET, TIME, HSET, PEXPIRE; a claim that finds a completed
+// entry (a replay) is HGET and HMGET; Get is HMGET, and TIME only for an
+// entry in progress. The helpers below are code put inline rather than
+// Lua functions: a script's top level runs on every call, and a local
+// function there is a closure made anew each time.
 
-// luaPrelude is shared by the scripts that read the clock. Numbers are
-// handed to redis.call as strings formatted with %.0f (fmt): Lua 5.1 would
-// print a microsecond timestamp with %.14g and lose digits. Microseconds
-// since the epoch stay far below 2^53, so the doubles are exact. now
-// returns the server time in microseconds as a number and as its decimal
-// string, put together from TIME's two parts without formatting a double.
-//
-// Reading TIME before writing needs effects replication, the default since
-// Redis 5; replicate_commands turns it on where a server was configured
-// otherwise and is a no-op (or absent) on newer ones.
-const luaPrelude = `
+// luaEffects turns on effects replication, which reading TIME before
+// writing needs: the default since Redis 5; replicate_commands turns it on
+// where a server was configured otherwise and is a no-op (or absent) on
+// newer ones.
+const luaEffects = `
 if redis.replicate_commands then redis.replicate_commands() end
-local function now()
-  local t = redis.call('TIME')
-  local s = t[1] .. string.sub('00000' .. t[2], -6)
-  return tonumber(s), s
-end
-local function fmt(n) return string.format('%.0f', n) end
 `
 
-// luaLegacy turns a stored fingerprint (ARGV) into the form the previous
-// format kept, to compare it with an entry's fp: decodeFingerprint
-// (encode.go) written once more in Lua, for that rare comparison only.
+// luaClock reads the server clock into two locals: now, in microseconds
+// since the epoch, as a number, and nows, the same as its decimal string,
+// put together from TIME's two parts without formatting a number.
+// Microseconds since the epoch stay far below 2^53, so the doubles are
+// exact.
+const luaClock = `
+local t = redis.call('TIME')
+local nows = t[1] .. string.sub('00000' .. t[2], -6)
+local now = tonumber(nows)
+`
+
+// luaDecimal returns the Lua expression that formats the number expr as a
+// decimal integer, for redis.call: Lua 5.1 would print a microsecond
+// timestamp with %.14g and lose digits. (%.0f rather than the cheaper %d,
+// which Lua 5.1 casts to a C long: 32 bits on a 32-bit build of Redis.)
+func luaDecimal(expr string) string { return "string.format('%.0f', " + expr + ")" }
+
+// luaLegacy defines legacy, which turns a stored fingerprint (ARGV) into
+// the form the previous format kept, to compare it with an entry's fp:
+// decodeFingerprint (encode.go) written once more in Lua, for that rare
+// comparison only.
 const luaLegacy = `
 local function legacy(f)
   if string.byte(f, 1) ~= 1 then return string.sub(f, 2) end
@@ -99,29 +108,38 @@ end
 // server time in microseconds, so tokens keep growing across expiry too.
 // A Lua number is sent as a Redis integer without formatting, exactly.
 //
-// An entry acquired anew holds st and tok at most (release leaves no more),
-// and one taken over holds the fields written here and w, which stays: no
-// DEL is needed. An entry in a state this store never writes is wiped.
-var claimScript = redis.NewScript(luaPrelude + luaLegacy + `
-local h = ` + entryRead + `
-local st = h[1]
-if st == 'c' then return h end
-local now, nows = now()
+// The state alone is read first (HGET), the entry only when there is one:
+// the claim of a new key, which finds none, then reads one field, not
+// nine. An entry acquired anew holds st and tok at most (release leaves no
+// more), and one taken over holds the fields written here and w, which
+// stays: no DEL is needed. An entry in a state this store never writes is
+// wiped.
+var claimScript = redis.NewScript(luaEffects + `
+local st = redis.call('HGET', KEYS[1], 'st')
+if st == 'c' then return ` + entryRead + ` end
+local prev
+` + luaClock + `
 if st == 'p' then
+  local h = ` + entryRead + `
   local same
-  if h[2] then same = h[2] == ARGV[1] else same = h[3] and h[3] == legacy(ARGV[1]) end
+  if h[2] then
+    same = h[2] == ARGV[1]
+  else` + luaLegacy + `
+    same = h[3] and h[3] == legacy(ARGV[1])
+  end
   if not same or (tonumber(h[5]) or 0) > now then
     h[#h + 1] = nows
     return h
   end
   if h[3] then redis.call('HDEL', KEYS[1], 'fp') end
-elseif st and st ~= 'r' then
-  redis.call('DEL', KEYS[1])
+  prev = tonumber(h[4])
+elseif st then
+  prev = tonumber(redis.call('HGET', KEYS[1], 'tok'))
+  if st ~= 'r' then redis.call('DEL', KEYS[1]) end
 end
 local tok, toks = now, nows
-local prev = tonumber(h[4])
-if prev and prev + 1 > now then tok = prev + 1; toks = fmt(tok) end
-redis.call('HSET', KEYS[1], 'st', 'p', 'f', ARGV[1], 'tok', toks, 'lx', fmt(now + tonumber(ARGV[2])))
+if prev and prev + 1 > now then tok = prev + 1; toks = ` + luaDecimal("tok") + ` end
+redis.call('HSET', KEYS[1], 'st', 'p', 'f', ARGV[1], 'tok', toks, 'lx', ` + luaDecimal("now + tonumber(ARGV[2])") + `)
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 if st == 'p' then return -tok end
 return tok
@@ -132,12 +150,13 @@ return tok
 // is kept at least until the end of the new lease: a holder that outlives
 // the ttl while renewing must not see its claim expire and a duplicate
 // acquire the key anew.
-var renewScript = redis.NewScript(luaPrelude + `
+var renewScript = redis.NewScript(luaEffects + `
 local h = redis.call('HMGET', KEYS[1], 'st', 'tok')
 if h[1] ~= 'p' or h[2] ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'lx', fmt(now() + tonumber(ARGV[2])))
+` + luaClock + `
+redis.call('HSET', KEYS[1], 'lx', ` + luaDecimal("now + tonumber(ARGV[2])") + `)
 local ms = math.ceil(tonumber(ARGV[2]) / 1000)
-if redis.call('PTTL', KEYS[1]) < ms then redis.call('PEXPIRE', KEYS[1], fmt(ms)) end
+if redis.call('PTTL', KEYS[1]) < ms then redis.call('PEXPIRE', KEYS[1], ` + luaDecimal("ms") + `) end
 return 1
 `)
 
@@ -179,10 +198,9 @@ return 1
 // followed for an entry in progress by the server time (µs, decimal):
 // reading it in the same round trip gives the lease remaining by the
 // server's clock.
-var getScript = redis.NewScript(luaPrelude + `
+var getScript = redis.NewScript(luaEffects + `
 local h = ` + entryRead + `
-if h[1] == 'p' then
-  local _, nows = now()
+if h[1] == 'p' then` + luaClock + `
   h[#h + 1] = nows
 end
 return h
