@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/memstore"
 	"github.com/saferetry/saferetry/idempotency/redisstore"
 	"github.com/saferetry/saferetry/internal/loadgen"
 	"github.com/saferetry/saferetry/internal/testenv"
@@ -23,7 +24,11 @@ import (
 // server and through a trivial JSON server (the raw anchor: it reads the
 // body and answers 201 with a payment-shaped body), and reports the median
 // ratio of their requests per second ("ratio") and of their p99 latencies
-// ("p99-ratio"). Each b.N is one round of both, 500 ms each:
+// ("p99-ratio"). Each b.N is one round of both, 500 ms each. The
+// -ceiling rows put the store's share apart: the trivial server behind the
+// middleware over memory, or making the two Redis calls of a first
+// execution, against the trivial server; the -vs-ceiling rows the mock
+// server against that ceiling:
 //
 //	go test -run '^$' -bench EndToEnd -benchtime 7x ./mockserver/
 func BenchmarkEndToEnd(b *testing.B) {
@@ -34,6 +39,28 @@ func BenchmarkEndToEnd(b *testing.B) {
 		srv := mockserver.New(mockserver.WithBalance("EUR", 1<<62))
 		defer srv.Close()
 		compare(b, trivial.URL, srv.URL)
+	})
+	// The middleware's ceiling over memory: the trivial server behind
+	// idempotency.Middleware over a memstore, the least any server that
+	// keeps its keys in memory through the middleware does per request.
+	// "memory-ceiling" is it against the trivial server; "memory-vs-ceiling"
+	// the mock server over memory against it.
+	memCeiling := func() (*httptest.Server, func()) {
+		store := memstore.New()
+		srv := httptest.NewServer(idempotency.Middleware(store)(http.HandlerFunc(loadgen.PaymentAnchor)))
+		return srv, func() { srv.Close(); _ = store.Close() }
+	}
+	b.Run("memory-ceiling", func(b *testing.B) {
+		srv, closeSrv := memCeiling()
+		defer closeSrv()
+		compare(b, trivial.URL, srv.URL)
+	})
+	b.Run("memory-vs-ceiling", func(b *testing.B) {
+		limit, closeLimit := memCeiling()
+		defer closeLimit()
+		srv := mockserver.New(mockserver.WithBalance("EUR", 1<<62))
+		defer srv.Close()
+		compare(b, limit.URL, srv.URL)
 	})
 	b.Run("redis", func(b *testing.B) {
 		rdb := redisClient(b)

@@ -93,14 +93,14 @@ type KeyStats struct {
 type inspector struct {
 	mu    sync.Mutex
 	index strIndex                  // a key's position in recs
-	text  []byte                    // the keys, one after the other
-	recs  []keyRecord               // in the order the keys were first seen
+	text  textChunks                // the keys, a run each
+	recs  records[keyRecord]        // in the order the keys were first seen
 	more  map[int32][]attemptRecord // each key's attempts after its first, up to maxHistory
 }
 
 // keyRecord is what the inspector keeps of one key.
 type keyRecord struct {
-	text                 int64 // the key is text[text:text+n]
+	text                 textPos // the key is the n bytes of its run in the inspector's text
 	n                    int32
 	attempts, executions int
 	first                attemptRecord // valid when history > 0
@@ -139,8 +139,8 @@ func (r attemptRecord) attempt() Attempt {
 
 // key returns the bytes of the key at i. The lock must be held.
 func (in *inspector) key(i int32) []byte {
-	r := &in.recs[i]
-	return in.text[r.text : r.text+int64(r.n)]
+	r := in.recs.at(i)
+	return in.text.bytes(r.text, 0, int(r.n))
 }
 
 // holds reports whether the key at i is key. The lock must be held.
@@ -149,12 +149,10 @@ func (in *inspector) holds(i int32, key string) bool { return string(in.key(i)) 
 func (in *inspector) recordLocked(key string) (int32, *keyRecord) {
 	i, ok := in.index.get(key, in.holds)
 	if !ok {
-		i = int32(len(in.recs))
-		in.recs = append(in.recs, keyRecord{text: int64(len(in.text)), n: int32(len(key))})
-		in.text = append(in.text, key...)
+		i = in.recs.add(keyRecord{text: in.text.add(key), n: int32(len(key))})
 		in.index.set(key, i, in.holds)
 	}
-	return i, &in.recs[i]
+	return i, in.recs.at(i)
 }
 
 // attempt counts a request on arrival, so a client that got an answer never
@@ -195,7 +193,7 @@ func (in *inspector) execution(key string) {
 
 // statsLocked is the KeyStats of the key at i, without its payments.
 func (in *inspector) statsLocked(i int32) KeyStats {
-	r := &in.recs[i]
+	r := in.recs.at(i)
 	ks := KeyStats{Key: string(in.key(i)), Attempts: r.attempts, Executions: r.executions, History: make([]Attempt, 0, r.history)}
 	if r.history > 0 {
 		ks.History = append(ks.History, r.first.attempt())
@@ -219,9 +217,9 @@ func (in *inspector) stats(key string) KeyStats {
 func (in *inspector) all() []KeyStats {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	out := make([]KeyStats, 0, len(in.recs))
-	for i := range in.recs {
-		out = append(out, in.statsLocked(int32(i)))
+	out := make([]KeyStats, 0, in.recs.len())
+	for i := range in.recs.len() {
+		out = append(out, in.statsLocked(i))
 	}
 	return out
 }
@@ -229,7 +227,7 @@ func (in *inspector) all() []KeyStats {
 func (in *inspector) reset() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	in.index, in.text, in.recs, in.more = strIndex{}, nil, nil, nil
+	in.index, in.text, in.recs, in.more = strIndex{}, textChunks{}, records[keyRecord]{}, nil
 }
 
 // Executions reports how many times the payment handler ran for key. It is

@@ -103,21 +103,21 @@ func NewMemoryLedger(opening map[string]int64) Ledger { return newMemLedger(open
 // memLedger is the Ledger a Server keeps in its own memory. It keeps every
 // payment, so it keeps them where the collector, which scans every pointer
 // of the live heap on each cycle, has nothing to scan: their strings in
-// one byte slice, their other fields in records without pointers, and the
+// textChunks, their other fields in records without pointers, and the
 // index by ref in a strIndex.
 type memLedger struct {
 	mu       sync.Mutex
 	opening  map[string]int64
 	balances map[string]int64
-	text     []byte          // the strings of the payments, one after the other
-	payments []paymentRecord // oldest first
+	text     textChunks             // the strings of the payments, a run each
+	payments records[paymentRecord] // oldest first
 	oddTimes map[int32]time.Time
 	byRef    strIndex // the newest payment of each ref
 }
 
 // paymentRecord is a Payment as memLedger keeps it.
 type paymentRecord struct {
-	text    int64     // where its strings start in the ledger's text
+	text    textPos   // its run of strings in the ledger's text
 	lens    [6]uint32 // their lengths, in the order of paymentStrings
 	amount  int64
 	created int64 // Created in Unix nanoseconds, unless odd
@@ -145,7 +145,7 @@ func (l *memLedger) reset() {
 	if l.balances == nil {
 		l.balances = map[string]int64{}
 	}
-	l.text, l.payments, l.oddTimes, l.byRef = nil, nil, nil, strIndex{}
+	l.text, l.payments, l.oddTimes, l.byRef = textChunks{}, records[paymentRecord]{}, nil, strIndex{}
 }
 
 func (l *memLedger) balanceLocked(currency string) int64 {
@@ -157,11 +157,11 @@ func (l *memLedger) balanceLocked(currency string) int64 {
 
 // add records p as the newest payment. The lock must be held.
 func (l *memLedger) add(p *Payment) {
-	i := int32(len(l.payments))
-	r := paymentRecord{text: int64(len(l.text)), amount: p.Amount, created: p.Created.UnixNano()}
-	for j, s := range paymentStrings(p) {
+	i := l.payments.len()
+	strs := paymentStrings(p)
+	r := paymentRecord{text: l.text.add(strs[:]...), amount: p.Amount, created: p.Created.UnixNano()}
+	for j, s := range strs {
 		r.lens[j] = uint32(len(s))
-		l.text = append(l.text, s...)
 	}
 	if time.Unix(0, r.created).UTC() != p.Created {
 		// A monotonic reading, a location other than UTC, or a time out
@@ -172,19 +172,19 @@ func (l *memLedger) add(p *Payment) {
 		}
 		l.oddTimes[i] = p.Created
 	}
-	l.payments = append(l.payments, r)
+	l.payments.add(r)
 	l.byRef.set(p.Ref, i, l.hasRef)
 }
 
 // field returns the bytes of the j-th string (see paymentStrings) of the
 // payment at i. The lock must be held.
 func (l *memLedger) field(i int32, j int) []byte {
-	r := &l.payments[i]
-	at := r.text
+	r := l.payments.at(i)
+	off := 0
 	for _, n := range r.lens[:j] {
-		at += int64(n)
+		off += int(n)
 	}
-	return l.text[at : at+int64(r.lens[j])]
+	return l.text.bytes(r.text, off, int(r.lens[j]))
 }
 
 // hasRef reports whether the payment at i has the ref ref. The lock must
@@ -193,7 +193,7 @@ func (l *memLedger) hasRef(i int32, ref string) bool { return string(l.field(i, 
 
 // createdAt returns the Created of the payment at i. The lock must be held.
 func (l *memLedger) createdAt(i int32) time.Time {
-	if r := &l.payments[i]; !r.odd {
+	if r := l.payments.at(i); !r.odd {
 		return time.Unix(0, r.created).UTC()
 	}
 	return l.oddTimes[i]
@@ -202,12 +202,12 @@ func (l *memLedger) createdAt(i int32) time.Time {
 // payment returns the payment at i. Its strings share one allocation. The
 // lock must be held.
 func (l *memLedger) payment(i int32) Payment {
-	r := &l.payments[i]
-	n := int64(0)
+	r := l.payments.at(i)
+	n := 0
 	for _, m := range r.lens {
-		n += int64(m)
+		n += int(m)
 	}
-	text := string(l.text[r.text : r.text+n])
+	text := string(l.text.bytes(r.text, 0, n))
 	var s [6]string
 	for j, m := range r.lens {
 		s[j], text = text[:m], text[m:]
@@ -238,10 +238,10 @@ func (l *memLedger) Pay(ctx context.Context, ref string, keep time.Duration, p P
 func (l *memLedger) Payments(context.Context) ([]Payment, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.payments) == 0 {
+	if l.payments.len() == 0 {
 		return nil, nil
 	}
-	out := make([]Payment, len(l.payments))
+	out := make([]Payment, l.payments.len())
 	for i := range out {
 		out[i] = l.payment(int32(i))
 	}
@@ -251,9 +251,9 @@ func (l *memLedger) Payments(context.Context) ([]Payment, error) {
 func (l *memLedger) Payment(_ context.Context, id string) (Payment, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for i := range l.payments {
-		if string(l.field(int32(i), 0)) == id {
-			return l.payment(int32(i)), true, nil
+	for i := range l.payments.len() {
+		if string(l.field(i, 0)) == id {
+			return l.payment(i), true, nil
 		}
 	}
 	return Payment{}, false, nil
