@@ -134,6 +134,16 @@
 // anything else (absent, in progress, expired) goes on to the claim batch,
 // a first execution then taking one round trip more than above.
 //
+// The other way round, once at least 96 % of a window of 64 claims
+// acquired their key (a load of first executions, as a payments API
+// mostly serves), the claim batch begins with a plain INSERT of the key,
+// followed by BEGIN alone: a first execution's claim then costs what the
+// INSERT of a hand-written table does. A claim that finds a row fails that
+// INSERT (unique violation, SQLSTATE 23505, also in the server log) and
+// takes one round trip more, the claim batch above, which decides; the
+// store goes back to the claim batch alone once fewer than 90 % of a
+// window's claims acquired. The answers are the same on both paths.
+//
 // Choose transactional mode when every side effect of the handler is a write
 // to the same PostgreSQL database, made through the transaction from
 // TxFromContext: it is then exactly-once without leases or half-done work.

@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,6 +70,54 @@ func TestTxReplayFastPathAnswersLikeClaim(t *testing.T) {
 					endTx(t, tx, false)
 					return r
 				})
+		})
+	}
+}
+
+// TestTxInsertFirstAnswersLikeClaim holds the claim batch that begins with
+// a plain INSERT (once nearly every claim acquires) to the answers of the
+// claim statement in every state of a key, in every exec mode, directly
+// and behind PgBouncer, and on a session that defaults to repeatable read
+// (where the INSERT's check of the isolation level sends the claim into a
+// transaction block of its own).
+func TestTxInsertFirstAnswersLikeClaim(t *testing.T) {
+	targets := map[string]pgTarget{}
+	direct, bouncer := pgURL(t), testenv.PgBouncerURL(t)
+	for _, m := range execModes {
+		targets["direct/"+modeName(m)] = pgTarget{url: direct, mode: m}
+		if !unsafeBehindPgBouncer(m) {
+			targets["pgbouncer/"+modeName(m)] = pgTarget{url: bouncer, mode: m, listenURL: direct}
+		}
+	}
+	targets["direct/repeatable-read-session"] = pgTarget{url: direct}
+	for name, tg := range targets {
+		t.Run(name, func(t *testing.T) {
+			pool := tg.newPool(t, func(c *pgxpool.Config) {
+				c.MaxConns = 1
+				if strings.HasSuffix(name, "repeatable-read-session") {
+					c.ConnConfig.RuntimeParams["default_transaction_isolation"] = "repeatable read"
+				}
+			})
+			plain := tg.txStore(t, pool, pgstore.WithoutReplayFastPath())
+			ins := pgstore.NewTx(pool, tg.opts(t, pgstore.WithTable(plain.Table()), pgstore.WithoutReplayFastPath())...)
+			t.Cleanup(func() { _ = ins.Close() })
+			insertFirst(t, ins)
+			scenario.FastPathAnswers(t, plain, ins, "txinsert", fastPathStates(plain.Store, pool),
+				func(t *testing.T, s idempotency.Store, k idempotency.Key) idempotency.ClaimResult {
+					tx, r := beginClaim(t, s.(*pgstore.TxStore), k, "fp")
+					if r.Acquired {
+						// Held in a transaction block, read committed.
+						var iso string
+						if err := handlerTx(t, tx).QueryRow(ctxT(t), `SHOW transaction_isolation`).Scan(&iso); err != nil || iso != "read committed" {
+							t.Errorf("the handler's isolation = %q, %v; want read committed", iso, err)
+						}
+					}
+					endTx(t, tx, false)
+					return r
+				})
+			if !pgstore.InsertsFirst(ins) {
+				t.Error("the store stopped beginning with the INSERT within a window")
+			}
 		})
 	}
 }

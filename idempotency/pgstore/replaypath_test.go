@@ -71,7 +71,13 @@ func (s *statementKinds) take() string {
 // executions, and claims of an entry in progress do not count as replays;
 // WithoutReplayFastPath always claims, and WithReplayFastPath always reads
 // first. In transactional mode the claim is the claim batch, and a first
-// execution ends with the outcome batch.
+// execution ends with the outcome batch; after the window of first
+// executions that the scenario begins with, the claim batch begins with a
+// plain INSERT (see TestMiddlewareRoundTrips), so that the replays of the
+// next window, the last of which is checked, send the INSERT's batch that
+// fails and then the claim batch; so does the replay after the claims in
+// progress, which is the last claim of the window after the one of first
+// executions: the INSERT goes on until a window decides otherwise.
 func TestReplayPathFollowsTheMix(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -82,8 +88,8 @@ func TestReplayPathFollowsTheMix(t *testing.T) {
 		{"default", false, nil, scenario.ReplayPathWant{LastReplay: "claim", AfterReplays: "select", AfterFirsts: "claim complete", AfterBusy: "claim"}},
 		{"without", false, []pgstore.Option{pgstore.WithoutReplayFastPath()}, scenario.ReplayPathWant{LastReplay: "claim", AfterReplays: "claim", AfterFirsts: "claim complete", AfterBusy: "claim"}},
 		{"with", false, []pgstore.Option{pgstore.WithReplayFastPath()}, scenario.ReplayPathWant{LastReplay: "select", AfterReplays: "select", AfterFirsts: "select claim complete", AfterBusy: "select"}},
-		{"tx default", true, nil, scenario.ReplayPathWant{LastReplay: "batch", AfterReplays: "select", AfterFirsts: "batch batch", AfterBusy: "batch"}},
-		{"tx without", true, []pgstore.Option{pgstore.WithoutReplayFastPath()}, scenario.ReplayPathWant{LastReplay: "batch", AfterReplays: "batch", AfterFirsts: "batch batch", AfterBusy: "batch"}},
+		{"tx default", true, nil, scenario.ReplayPathWant{LastReplay: "batch batch", AfterReplays: "select", AfterFirsts: "batch batch", AfterBusy: "batch batch"}},
+		{"tx without", true, []pgstore.Option{pgstore.WithoutReplayFastPath()}, scenario.ReplayPathWant{LastReplay: "batch batch", AfterReplays: "batch", AfterFirsts: "batch batch", AfterBusy: "batch batch"}},
 		{"tx with", true, []pgstore.Option{pgstore.WithReplayFastPath()}, scenario.ReplayPathWant{LastReplay: "select", AfterReplays: "select", AfterFirsts: "select batch batch", AfterBusy: "select"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

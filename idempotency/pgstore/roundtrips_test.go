@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -24,7 +25,10 @@ import (
 // batch, which leaves no transaction to roll back), with WithReplayFastPath
 // three (the SELECT, then both batches) and one (the SELECT), and four for both on a
 // session that does not default to read committed (the claim batch that
-// finds so, BEGIN, the claim, COMMIT or ROLLBACK).
+// finds so, BEGIN, the claim, COMMIT or ROLLBACK). Once nearly every claim
+// of a window acquired, a transactional claim begins with a plain INSERT:
+// two for a first execution still, and two for a replay (the INSERT that
+// fails, the claim batch).
 func TestMiddlewareRoundTrips(t *testing.T) {
 	for _, tc := range []struct {
 		mode          string
@@ -34,6 +38,7 @@ func TestMiddlewareRoundTrips(t *testing.T) {
 		{"lease-fast-replay", 3, 1},
 		{"tx", 2, 1},
 		{"tx-fast-replay", 3, 1},
+		{"tx-insert-first", 2, 2},
 		{"tx-repeatable-read-session", 4, 4},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
@@ -79,6 +84,16 @@ func TestMiddlewareRoundTrips(t *testing.T) {
 				}
 			}
 			// Warm up: prepare every statement on the one connection.
+			if tc.mode == "tx-insert-first" {
+				// A window of first executions, which turns the plain
+				// INSERT on.
+				for i := range 64 {
+					serve("warm-"+strconv.Itoa(i), "")
+				}
+				if !pgstore.InsertsFirst(s.(*pgstore.TxStore)) {
+					t.Fatal("a window of first executions did not turn the plain INSERT on")
+				}
+			}
 			serve("warm", "")
 			serve("warm", "true")
 

@@ -67,7 +67,7 @@ type statements struct {
 	claim, get, completed, renew, complete, release, watch, deleteExpired string
 	// Transactional mode's own (see tx.go); txClaimNew has the $BOUND
 	// placeholder that NewTx fills in.
-	txClaim, txClaimNew, txAcquired, txComplete string
+	txClaim, txClaimNew, txInsert, txAcquired, txComplete string
 }
 
 // New returns a Store over pool, which must not be nil; the Store does not
@@ -141,10 +141,30 @@ func buildStatements(table string) statements {
 	if st.txClaim == st.claim {
 		panic("pgstore: the claim statement no longer has the acquired column that txClaim marks")
 	}
-	st.txClaimNew = strings.NewReplacer("$TABLE", table, "$REMAINING", leaseRemainingUS,
-		"$SLACK5", strings.ReplaceAll(expirySlackSQL, "$TTL", "$5")).Replace(txClaimNewSQL)
+	newRow := strings.NewReplacer("$TABLE", table, "$REMAINING", leaseRemainingUS,
+		"$SLACK5", strings.ReplaceAll(expirySlackSQL, "$TTL", "$5"))
+	st.txClaimNew = newRow.Replace(txClaimNewSQL)
+	st.txInsert = newRow.Replace(txInsertSQL)
 	return st
 }
+
+// txInsertSQL is the claim statement of the first attempt of a
+// transactional claim while nearly every claim acquires (see
+// TxStore.firsts): a plain INSERT of the key, which fails with a unique
+// violation (sqlstateUniqueViolation) when the key has a row, so that the
+// BEGIN queued after it does not run, and the claim then runs txClaim.
+// The statement is all there is to the batch besides BEGIN: a first
+// execution's claim costs what the INSERT of a hand-written table does.
+// Its columns are txClaim's; the first, true, also puts back the
+// lock_timeout that $BOUND (see txClaimNewSQL) set, once the insert no
+// longer waits.
+const txInsertSQL = `INSERT INTO $TABLE (scope, key, state, fingerprint, lease_until, expires_at)
+SELECT $1::text, $2::text, 1::smallint, $3::text,
+	statement_timestamp() + $4::bigint * interval '1 microsecond',
+	statement_timestamp() + $5::bigint * interval '1 microsecond' + $SLACK5
+FROM ($BOUND) AS bound
+RETURNING pg_catalog.set_config('lock_timeout', current_setting('pgstore.lock_timeout'), true) IS NOT NULL, token, false, 0::smallint, ''::text,
+	(extract(epoch FROM lease_until - clock_timestamp()) * 1000000)::bigint, NULL::integer, NULL::jsonb, NULL::bytea, NULL::bytea, false`
 
 // txClaimNewSQL is the claim statement of the first attempt of a
 // transactional claim (see Tx.claimAndBegin): the claim of a key that has

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/internal/replaymix"
 )
 
 var (
@@ -31,6 +32,10 @@ const sqlstateLockNotAvailable = "55P03"
 // is how such a statement keeps the ones queued after it from running; its
 // position in the batch tells it apart from any other failure.
 const sqlstateInvalidText = "22P02"
+
+// sqlstateUniqueViolation is PostgreSQL's unique_violation: what txInsertSQL
+// raises when the key has a row.
+const sqlstateUniqueViolation = "23505"
 
 // The texts that the statements of transactional mode cast to integer to
 // fail (see sqlstateInvalidText); PostgreSQL logs them with the error.
@@ -64,7 +69,25 @@ type TxStore struct {
 	// batch, which has no prelude: the row it inserts is selected from a
 	// subquery that does what preludeSQL does.
 	claimNewSQL string
+	// insertSQL is txInsertSQL, bounded likewise, for the first attempt
+	// while firsts says that nearly every claim acquires.
+	insertSQL string
+	// firsts counts the claims that acquired the key among those Claim
+	// answered (a Mix counts any share of claims): while at least
+	// firstsEnter of a window's did, the claim batch begins with
+	// insertSQL, until fewer than firstsLeave do. A claim that does not
+	// acquire then costs a round trip more, and PostgreSQL logs its
+	// unique violation.
+	firsts *replaymix.Mix
 }
+
+// The shares of claims that acquired the key at which a TxStore begins
+// its claims with a plain INSERT, and under which it stops (see
+// TxStore.firsts): 62 of a window's 64, and 58.
+const (
+	firstsEnter = 0.96
+	firstsLeave = 0.9
+)
 
 // restoreLockTimeoutSQL puts back the lock_timeout that boundSQL or
 // preludeSQL saved, for the rest of the transaction: the session's value,
@@ -93,6 +116,8 @@ func NewTx(pool *pgxpool.Pool, opts ...Option) *TxStore {
 		preludeSQL: boundLockTimeoutSQL(ms, `,
 	`+readCommittedCheckSQL),
 		claimNewSQL:     strings.Replace(s.sql.txClaimNew, "$BOUND", boundReadCommittedSQL(ms), 1),
+		insertSQL:       strings.Replace(s.sql.txInsert, "$BOUND", boundReadCommittedSQL(ms), 1),
+		firsts:          replaymix.New(replaymix.Adaptive, firstsEnter, firstsLeave),
 		cacheStatements: pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement,
 	}
 }
@@ -221,15 +246,17 @@ func (t *Tx) Claim(ctx context.Context, k idempotency.Key, fingerprint string, t
 			}
 			if ok {
 				t.store.replay.Observe(true)
+				t.store.firsts.Observe(false)
 				return idempotency.ClaimResult{Entry: e}, nil
 			}
 		}
 		res, err = t.claimAndBegin(ctx, k, fingerprint, ttl)
 		if err == nil {
 			t.store.replay.Observe(!res.Acquired && res.Entry.State == idempotency.StateCompleted)
+			t.store.firsts.Observe(res.Acquired)
 		}
 	}
-	if pgErr := pgError(err); pgErr != nil && pgErr.Code == sqlstateLockNotAvailable {
+	if isSQLState(err, sqlstateLockNotAvailable) {
 		return idempotency.ClaimResult{Entry: idempotency.Entry{
 			State:          idempotency.StateInProgress,
 			Fingerprint:    fingerprint,
@@ -253,24 +280,31 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 		return idempotency.ClaimResult{}, err
 	}
 	scope, key := encodeText(k.Scope), encodeText(k.Key)
-	if err := t.prepare(ctx, t.store.claimNewSQL, t.store.preludeSQL, t.store.sql.txClaim, t.store.sql.txAcquired, "BEGIN"); err != nil {
+	insert := t.store.firsts.ReadFirst()
+	if err := t.prepare(ctx, t.store.claimNewSQL, t.store.insertSQL, t.store.preludeSQL, t.store.sql.txClaim, t.store.sql.txAcquired, "BEGIN"); err != nil {
 		return idempotency.ClaimResult{}, err
 	}
 	for attempt := range claimAttempts {
-		// The first attempt claims with claimNewSQL, which bounds the wait
-		// itself (no prelude); the others with the prelude and txClaim.
+		// The first attempt claims with insertSQL or claimNewSQL, which
+		// bound the wait themselves (no prelude); the others with the
+		// prelude and txClaim.
 		b := &pgx.Batch{}
 		var preludeErr, claimErr error
 		var res idempotency.ClaimResult
 		args := []any{scope, key, encodeText(fingerprint), int64(0), ttlUS}
-		if attempt == 0 {
+		switch {
+		case attempt == 0 && insert:
+			b.BeginTx(pgx.TxOptions{BeginQuery: t.store.insertSQL})
+			b.QueuedQueries[0].Arguments = args
+		case attempt == 0:
 			b.BeginTx(pgx.TxOptions{BeginQuery: t.store.claimNewSQL})
 			b.QueuedQueries[0].Arguments = args
-		} else {
+			b.Queue(t.store.sql.txAcquired)
+		default:
 			b.BeginTx(pgx.TxOptions{BeginQuery: t.store.preludeSQL})
 			b.Queue(t.store.sql.txClaim, args...)
+			b.Queue(t.store.sql.txAcquired)
 		}
-		b.Queue(t.store.sql.txAcquired)
 		b.Queue("BEGIN")
 		br := t.conn.Conn().SendBatch(ctx, b)
 		if attempt != 0 {
@@ -280,10 +314,11 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 		if preludeErr == nil {
 			res, claimErr = scanClaim(br.QueryRow())
 			if attempt == 0 && isInvalidTextOf(claimErr, notReadCommittedText) {
-				preludeErr = claimErr // claimNewSQL's read committed check
+				preludeErr = claimErr // the first attempt's read committed check
 			}
-			// txAcquired and BEGIN: Close reports their error.
-			for range 2 {
+			// What follows the claim (txAcquired, BEGIN): Close reports
+			// its error.
+			for range b.Len() - 1 - min(attempt, 1) {
 				if _, err := br.Exec(); err != nil {
 					break
 				}
@@ -292,6 +327,8 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 		closeErr := br.Close()
 		tx := br.Tx()
 		switch {
+		case attempt == 0 && insert && isSQLState(claimErr, sqlstateUniqueViolation):
+			continue // the key has a row: txClaim decides
 		case isInvalidText(preludeErr):
 			// A session that defaults to another isolation level: begin
 			// the transaction block first, as READ COMMITTED, and claim in it.
@@ -362,8 +399,13 @@ func (t *Tx) beginThenClaim(ctx context.Context, k idempotency.Key, fingerprint 
 // statements of transactional mode cause on purpose (see
 // sqlstateInvalidText).
 func isInvalidText(err error) bool {
+	return isSQLState(err, sqlstateInvalidText)
+}
+
+// isSQLState reports whether err is a PostgreSQL error with SQLSTATE code.
+func isSQLState(err error, code string) bool {
 	pgErr := pgError(err)
-	return pgErr != nil && pgErr.Code == sqlstateInvalidText
+	return pgErr != nil && pgErr.Code == code
 }
 
 // isInvalidTextOf reports whether err is the failure that casting text to

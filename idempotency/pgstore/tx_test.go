@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -204,12 +205,34 @@ type contention struct {
 	waiter <-chan claimAnswer
 }
 
+// claimPaths are the two ways a transactional claim's batch begins: with
+// the claim statement, and with the plain INSERT that a store turns to once
+// nearly every claim acquires (see insertFirst).
+var claimPaths = []string{"claim", "insert"}
+
+// insertFirst makes s begin its claims with a plain INSERT, with a window
+// of claims of new keys, each rolled back.
+func insertFirst(t *testing.T, s *pgstore.TxStore) {
+	t.Helper()
+	for i := range 64 {
+		tx, _ := beginClaim(t, s, key("warm-"+strconv.Itoa(i)), "fp")
+		endTx(t, tx, false)
+	}
+	if !pgstore.InsertsFirst(s) {
+		t.Fatal("a window of claims that acquired did not turn the plain INSERT on")
+	}
+}
+
 // newContention sets up a contention for key(name) on a store whose lock
-// timeout outlasts the test, and returns once the second claim waits.
-func newContention(t *testing.T, name string) contention {
+// timeout outlasts the test, its claims on path (see claimPaths), and
+// returns once the second claim waits.
+func newContention(t *testing.T, name, path string) contention {
 	t.Helper()
 	pool := newPool(t)
 	s := newTxStore(t, pool, pgstore.WithLockTimeout(20*time.Second))
+	if path == "insert" {
+		insertFirst(t, s)
+	}
 	k := key(name)
 	tx, r := beginClaim(t, s, k, "fp")
 	ch := claimAsync(t, s, k, "fp")
@@ -230,24 +253,32 @@ func (c contention) waited(t *testing.T) idempotency.ClaimResult {
 }
 
 func TestTxDuplicateWaitsThenReplays(t *testing.T) {
-	c := newContention(t, "wait")
-	ctx := ctxT(t)
-	if err := c.holder.Complete(ctx, c.k, c.held.Token, idempotency.Response{Status: 201, Body: []byte("first")}, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.holder.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if r := c.waited(t); r.Acquired || r.Entry.State != idempotency.StateCompleted || string(r.Entry.Response.Body) != "first" {
-		t.Fatalf("waiting Claim = %+v, want the committed outcome", r)
+	for _, path := range claimPaths {
+		t.Run(path, func(t *testing.T) {
+			c := newContention(t, "wait", path)
+			ctx := ctxT(t)
+			if err := c.holder.Complete(ctx, c.k, c.held.Token, idempotency.Response{Status: 201, Body: []byte("first")}, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.holder.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if r := c.waited(t); r.Acquired || r.Entry.State != idempotency.StateCompleted || string(r.Entry.Response.Body) != "first" {
+				t.Fatalf("waiting Claim = %+v, want the committed outcome", r)
+			}
+		})
 	}
 }
 
 func TestTxDuplicateAcquiresAfterRollbackOrCrash(t *testing.T) {
-	for _, name := range []string{"rollback", "crash"} {
+	for _, name := range []string{"rollback", "crash", "rollback/insert", "crash/insert"} {
 		t.Run(name, func(t *testing.T) {
-			crash := name == "crash"
-			c := newContention(t, "free")
+			crash := strings.HasPrefix(name, "crash")
+			path := "claim"
+			if strings.HasSuffix(name, "/insert") {
+				path = "insert"
+			}
+			c := newContention(t, "free", path)
 			ctx := ctxT(t)
 			if crash {
 				// The holder's server process dies, as when its instance
@@ -281,26 +312,33 @@ func TestTxDuplicateAcquiresAfterRollbackOrCrash(t *testing.T) {
 }
 
 func TestTxLockTimeoutReportsInProgress(t *testing.T) {
-	s := newTxStore(t, nil, pgstore.WithLockTimeout(30*time.Millisecond))
-	ctx := ctxT(t)
-	k := key("timeout")
-	_, r := beginClaim(t, s, k, "fp")
-	if !r.Acquired {
-		t.Fatal(r)
-	}
-	tx2, err := s.BeginTx(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r2, err := tx2.Claim(ctx, k, "fp", time.Hour)
-	if err != nil {
-		t.Fatalf("Claim after the lock timeout = %v; want no error", err)
-	}
-	if r2.Acquired || r2.Entry.State != idempotency.StateInProgress || r2.Entry.LeaseRemaining != 30*time.Millisecond || r2.Entry.Fingerprint != "fp" {
-		t.Fatalf("Claim after the lock timeout = %+v; want in progress", r2)
-	}
-	if err := tx2.Rollback(ctx); err != nil {
-		t.Fatalf("Rollback of the timed-out transaction: %v", err)
+	for _, path := range claimPaths {
+		t.Run(path, func(t *testing.T) {
+			s := newTxStore(t, nil, pgstore.WithLockTimeout(30*time.Millisecond))
+			if path == "insert" {
+				insertFirst(t, s)
+			}
+			ctx := ctxT(t)
+			k := key("timeout")
+			_, r := beginClaim(t, s, k, "fp")
+			if !r.Acquired {
+				t.Fatal(r)
+			}
+			tx2, err := s.BeginTx(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r2, err := tx2.Claim(ctx, k, "fp", time.Hour)
+			if err != nil {
+				t.Fatalf("Claim after the lock timeout = %v; want no error", err)
+			}
+			if r2.Acquired || r2.Entry.State != idempotency.StateInProgress || r2.Entry.LeaseRemaining != 30*time.Millisecond || r2.Entry.Fingerprint != "fp" {
+				t.Fatalf("Claim after the lock timeout = %+v; want in progress", r2)
+			}
+			if err := tx2.Rollback(ctx); err != nil {
+				t.Fatalf("Rollback of the timed-out transaction: %v", err)
+			}
+		})
 	}
 }
 
