@@ -9,6 +9,12 @@
 // store's FastPathAnswers test holds them equal), so a wrong or stale
 // decision makes a claim slower, never different. A process restart starts
 // it again on the claim path.
+//
+// A Mix counts whatever share of claims a store observes. pgstore's
+// transactional mode keeps a second one of the claims that acquired their
+// key, and ReadFirst of that one tells it to begin its claims with a
+// plain INSERT (see pgstore's package documentation): the same guarantee,
+// answers unchanged, only the cost.
 package replaymix
 
 import "sync/atomic"
