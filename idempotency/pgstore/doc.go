@@ -136,13 +136,15 @@
 //
 // The other way round, once at least 96 % of a window of 64 claims
 // acquired their key (a load of first executions, as a payments API
-// mostly serves), the claim batch begins with a plain INSERT of the key,
-// followed by BEGIN alone: a first execution's claim then costs what the
-// INSERT of a hand-written table does. A claim that finds a row fails that
-// INSERT (unique violation, SQLSTATE 23505, also in the server log) and
-// takes one round trip more, the claim batch above, which decides; the
-// store goes back to the claim batch alone once fewer than 90 % of a
-// window's claims acquired. The answers are the same on both paths.
+// mostly serves), the claim batch is the INSERT of the key (ON CONFLICT DO
+// NOTHING) followed by BEGIN alone: a first execution's claim then costs
+// about what the INSERT of a hand-written table does. A claim that finds a
+// row inserts nothing, logs nothing, and takes one round trip more:
+// ROLLBACK, then the claim batch above, which decides (and fails as above
+// when it does not acquire; in QueryExecModeCacheDescribe one more, as
+// above). The store goes back to the claim batch alone once fewer than
+// 90 % of a window's claims acquired. The answers are the same on both
+// paths.
 //
 // Choose transactional mode when every side effect of the handler is a write
 // to the same PostgreSQL database, made through the transaction from

@@ -150,19 +150,20 @@ func buildStatements(table string) statements {
 
 // txInsertSQL is the claim statement of the first attempt of a
 // transactional claim while nearly every claim acquires (see
-// TxStore.firsts): a plain INSERT of the key, which fails with a unique
-// violation (sqlstateUniqueViolation) when the key has a row, so that the
-// BEGIN queued after it does not run, and the claim then runs txClaim.
-// The statement is all there is to the batch besides BEGIN: a first
-// execution's claim costs what the INSERT of a hand-written table does.
-// Its columns are txClaim's; the first, true, also puts back the
-// lock_timeout that $BOUND (see txClaimNewSQL) set, once the insert no
-// longer waits.
+// TxStore.firsts): the INSERT of the key, followed in its batch by BEGIN
+// alone, so that a first execution's claim costs about what the INSERT of
+// a hand-written table does. When the key has a row it inserts nothing and
+// returns no row (ON CONFLICT DO NOTHING: no error, nothing of the key in
+// the server log), BEGIN has run, and the claim's next batch begins with
+// ROLLBACK, then runs txClaim, which decides. Its columns are txClaim's;
+// the first, true, also puts back the lock_timeout that $BOUND (see
+// txClaimNewSQL) set, once the insert no longer waits.
 const txInsertSQL = `INSERT INTO $TABLE (scope, key, state, fingerprint, lease_until, expires_at)
 SELECT $1::text, $2::text, 1::smallint, $3::text,
 	statement_timestamp() + $4::bigint * interval '1 microsecond',
 	statement_timestamp() + $5::bigint * interval '1 microsecond' + $SLACK5
 FROM ($BOUND) AS bound
+ON CONFLICT (scope, key) DO NOTHING
 RETURNING pg_catalog.set_config('lock_timeout', current_setting('pgstore.lock_timeout'), true) IS NOT NULL, token, false, 0::smallint, ''::text,
 	(extract(epoch FROM lease_until - clock_timestamp()) * 1000000)::bigint, NULL::integer, NULL::jsonb, NULL::bytea, NULL::bytea, false`
 

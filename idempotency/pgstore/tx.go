@@ -33,10 +33,6 @@ const sqlstateLockNotAvailable = "55P03"
 // position in the batch tells it apart from any other failure.
 const sqlstateInvalidText = "22P02"
 
-// sqlstateUniqueViolation is PostgreSQL's unique_violation: what txInsertSQL
-// raises when the key has a row.
-const sqlstateUniqueViolation = "23505"
-
 // The texts that the statements of transactional mode cast to integer to
 // fail (see sqlstateInvalidText); PostgreSQL logs them with the error.
 const (
@@ -66,18 +62,17 @@ type TxStore struct {
 	// pgx.Conn.Config copies the whole configuration.
 	cacheStatements bool
 	// claimNewSQL is txClaimNewSQL for the first attempt of the claim
-	// batch, which has no prelude: the row it inserts is selected from a
-	// subquery that does what preludeSQL does.
+	// batch (unless insertSQL is), which has no prelude: the row it
+	// inserts is selected from a subquery that does what preludeSQL does.
 	claimNewSQL string
 	// insertSQL is txInsertSQL, bounded likewise, for the first attempt
 	// while firsts says that nearly every claim acquires.
 	insertSQL string
 	// firsts counts the claims that acquired the key among those Claim
 	// answered (a Mix counts any share of claims): while at least
-	// firstsEnter of a window's did, the claim batch begins with
-	// insertSQL, until fewer than firstsLeave do. A claim that does not
-	// acquire then costs a round trip more, and PostgreSQL logs its
-	// unique violation.
+	// firstsEnter of a window's did, the claim batch is insertSQL and
+	// BEGIN, until fewer than firstsLeave do. A claim that does not
+	// acquire then costs a round trip more: ROLLBACK, with the claim batch.
 	firsts *replaymix.Mix
 }
 
@@ -160,7 +155,8 @@ func (s *TxStore) BeginTx(ctx context.Context) (idempotency.Tx, error) {
 // that is not acquired (a replay, a request in progress, another payload)
 // costs one round trip and leaves no transaction to roll back (see the
 // package documentation for the exec modes and sessions where it costs
-// more).
+// more, and for the plain INSERT that begins the claims while nearly every
+// one acquires, after which a claim that is not acquired costs two).
 //
 // The claim batch runs the claim before BEGIN, in the implicit transaction
 // that PostgreSQL opens for the statements of one batch: BEGIN then turns
@@ -168,7 +164,9 @@ func (s *TxStore) BeginTx(ctx context.Context) (idempotency.Tx, error) {
 // claim's row in it. When the claim is not acquired, a statement queued
 // after it fails on purpose (a cast of notAcquiredText), so that BEGIN
 // never runs and PostgreSQL rolls the implicit transaction back when the
-// batch ends; the server log shows that error. With
+// batch ends; the server log shows that error. (The plain INSERT's batch
+// fails nothing: when it inserted nothing, the next batch begins with
+// ROLLBACK.) With
 // pgx.QueryExecModeSimpleProtocol pgx sends a batch as one query string of
 // several statements, which PostgreSQL runs the same way (an implicit
 // transaction block, left at the first error). Complete keeps the outcome
@@ -287,11 +285,13 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 	for attempt := range claimAttempts {
 		// The first attempt claims with insertSQL or claimNewSQL, which
 		// bound the wait themselves (no prelude); the others with the
-		// prelude and txClaim.
+		// prelude and txClaim, after a ROLLBACK of the transaction block
+		// that insertSQL's BEGIN left open when it inserted nothing.
 		b := &pgx.Batch{}
 		var preludeErr, claimErr error
 		var res idempotency.ClaimResult
 		args := []any{scope, key, encodeText(fingerprint), int64(0), ttlUS}
+		before := 0 // the results before the claim's
 		switch {
 		case attempt == 0 && insert:
 			b.BeginTx(pgx.TxOptions{BeginQuery: t.store.insertSQL})
@@ -301,14 +301,23 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 			b.QueuedQueries[0].Arguments = args
 			b.Queue(t.store.sql.txAcquired)
 		default:
-			b.BeginTx(pgx.TxOptions{BeginQuery: t.store.preludeSQL})
+			if t.conn.Conn().PgConn().TxStatus() != 'I' {
+				b.BeginTx(pgx.TxOptions{BeginQuery: "ROLLBACK"})
+				b.Queue(t.store.preludeSQL)
+			} else {
+				b.BeginTx(pgx.TxOptions{BeginQuery: t.store.preludeSQL})
+			}
 			b.Queue(t.store.sql.txClaim, args...)
 			b.Queue(t.store.sql.txAcquired)
+			before = b.Len() - 2 // ROLLBACK, if queued, and the prelude
 		}
 		b.Queue("BEGIN")
 		br := t.conn.Conn().SendBatch(ctx, b)
-		if attempt != 0 {
-			_, preludeErr = br.Exec()
+		for range before {
+			if _, err := br.Exec(); err != nil {
+				preludeErr = err
+				break
+			}
 		}
 		claimErr = preludeErr
 		if preludeErr == nil {
@@ -318,7 +327,7 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 			}
 			// What follows the claim (txAcquired, BEGIN): Close reports
 			// its error.
-			for range b.Len() - 1 - min(attempt, 1) {
+			for range b.Len() - 1 - before {
 				if _, err := br.Exec(); err != nil {
 					break
 				}
@@ -327,8 +336,8 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 		closeErr := br.Close()
 		tx := br.Tx()
 		switch {
-		case attempt == 0 && insert && isSQLState(claimErr, sqlstateUniqueViolation):
-			continue // the key has a row: txClaim decides
+		case attempt == 0 && insert && errors.Is(claimErr, errLostRace) && closeErr == nil:
+			continue // the key has a row: txClaim decides, after a ROLLBACK
 		case isInvalidText(preludeErr):
 			// A session that defaults to another isolation level: begin
 			// the transaction block first, as READ COMMITTED, and claim in it.
