@@ -74,8 +74,8 @@ func (s *statementKinds) take() string {
 // execution ends with the outcome batch; after the window of first
 // executions that the scenario begins with, the claim batch begins with a
 // plain INSERT (see TestMiddlewareRoundTrips), so that the replays of the
-// next window, the last of which is checked, send the INSERT's batch that
-// fails and then the claim batch; so does the replay after the claims in
+// next window, the last of which is checked, send the INSERT's batch,
+// which inserts nothing, and then the claim batch; so does the replay after the claims in
 // progress, which is the last claim of the window after the one of first
 // executions: the INSERT goes on until a window decides otherwise.
 func TestReplayPathFollowsTheMix(t *testing.T) {

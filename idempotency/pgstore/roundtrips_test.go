@@ -28,7 +28,7 @@ import (
 // finds so, BEGIN, the claim, COMMIT or ROLLBACK). Once nearly every claim
 // of a window acquired, a transactional claim begins with a plain INSERT:
 // two for a first execution still, and two for a replay (the INSERT that
-// fails, the claim batch).
+// inserts nothing, then ROLLBACK with the claim batch).
 func TestMiddlewareRoundTrips(t *testing.T) {
 	for _, tc := range []struct {
 		mode          string
