@@ -50,14 +50,7 @@ func TestReplayFastPathAnswersLikeClaim(t *testing.T) {
 // PgBouncer (the modes it allows), on a pool of one connection, so that the
 // read, the claim batch and the next Tx's statements share a connection.
 func TestTxReplayFastPathAnswersLikeClaim(t *testing.T) {
-	targets := map[string]pgTarget{}
-	direct, bouncer := pgURL(t), testenv.PgBouncerURL(t)
-	for _, m := range execModes {
-		targets["direct/"+modeName(m)] = pgTarget{url: direct, mode: m}
-		if !unsafeBehindPgBouncer(m) {
-			targets["pgbouncer/"+modeName(m)] = pgTarget{url: bouncer, mode: m, listenURL: direct}
-		}
-	}
+	targets := execTargets(t)
 	for name, tg := range targets {
 		t.Run(name, func(t *testing.T) {
 			pool := tg.newPool(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
@@ -81,15 +74,8 @@ func TestTxReplayFastPathAnswersLikeClaim(t *testing.T) {
 // (where the INSERT's check of the isolation level sends the claim into a
 // transaction block of its own).
 func TestTxInsertFirstAnswersLikeClaim(t *testing.T) {
-	targets := map[string]pgTarget{}
-	direct, bouncer := pgURL(t), testenv.PgBouncerURL(t)
-	for _, m := range execModes {
-		targets["direct/"+modeName(m)] = pgTarget{url: direct, mode: m}
-		if !unsafeBehindPgBouncer(m) {
-			targets["pgbouncer/"+modeName(m)] = pgTarget{url: bouncer, mode: m, listenURL: direct}
-		}
-	}
-	targets["direct/repeatable-read-session"] = pgTarget{url: direct}
+	targets := execTargets(t)
+	targets["direct/repeatable-read-session"] = pgTarget{url: pgURL(t)}
 	for name, tg := range targets {
 		t.Run(name, func(t *testing.T) {
 			pool := tg.newPool(t, func(c *pgxpool.Config) {
@@ -120,6 +106,21 @@ func TestTxInsertFirstAnswersLikeClaim(t *testing.T) {
 			}
 		})
 	}
+}
+
+// execTargets are the test database in every pgx exec mode, directly and
+// through PgBouncer (in the modes it allows), by name.
+func execTargets(t *testing.T) map[string]pgTarget {
+	t.Helper()
+	targets := map[string]pgTarget{}
+	direct, bouncer := pgURL(t), testenv.PgBouncerURL(t)
+	for _, m := range execModes {
+		targets["direct/"+modeName(m)] = pgTarget{url: direct, mode: m}
+		if !unsafeBehindPgBouncer(m) {
+			targets["pgbouncer/"+modeName(m)] = pgTarget{url: bouncer, mode: m, listenURL: direct}
+		}
+	}
+	return targets
 }
 
 // fastPathStates are the states of a key that a replay fast path must
