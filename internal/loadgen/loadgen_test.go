@@ -62,11 +62,15 @@ func TestRunCountsWhatTheServerAnswered(t *testing.T) {
 	if bad.Requests != 0 || bad.Failed == 0 || bad.Err == nil || !strings.Contains(bad.Err.Error(), "418") {
 		t.Fatalf("failing run: %+v", bad)
 	}
-	_, err := Compare(context.Background(), srv.Client(), target("/ok"), target("/bad"), 2, 3, 20*time.Millisecond)
+	// Rounds long enough for a request to be answered under the race
+	// detector on a loaded machine: at 20 ms a round of the target once
+	// answered none (CI, 2026-12-05).
+	const round = 150 * time.Millisecond
+	_, err := Compare(context.Background(), srv.Client(), target("/ok"), target("/bad"), 2, 3, round)
 	if err == nil || !strings.Contains(err.Error(), "/bad") {
 		t.Fatalf("Compare over a failing target: %v", err)
 	}
-	c, err := Compare(context.Background(), srv.Client(), target("/ok"), target("/ok"), 2, 3, 20*time.Millisecond)
+	c, err := Compare(context.Background(), srv.Client(), target("/ok"), target("/ok"), 2, 3, round)
 	if err != nil || c.Rounds != 3 || c.Ratio <= 0 || c.Anchor.Requests == 0 || c.Target.Requests == 0 {
 		t.Fatalf("Compare: %+v, %v", c, err)
 	}
