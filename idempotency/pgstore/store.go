@@ -65,8 +65,8 @@ const (
 // statements are the SQL texts, built once with the table name.
 type statements struct {
 	claim, get, completed, renew, complete, release, watch, deleteExpired string
-	// Transactional mode's own (see tx.go); txClaimNew has the $BOUND
-	// placeholder that NewTx fills in.
+	// Transactional mode's own (see tx.go); txClaimNew and txInsert have
+	// the $BOUND placeholder that NewTx fills in.
 	txClaim, txClaimNew, txInsert, txAcquired, txComplete string
 }
 
@@ -158,14 +158,23 @@ func buildStatements(table string) statements {
 // ROLLBACK, then runs txClaim, which decides. Its columns are txClaim's;
 // the first, true, also puts back the lock_timeout that $BOUND (see
 // txClaimNewSQL) set, once the insert no longer waits.
-const txInsertSQL = `INSERT INTO $TABLE (scope, key, state, fingerprint, lease_until, expires_at)
+const txInsertSQL = insertNewSQL + `
+RETURNING pg_catalog.set_config('lock_timeout', current_setting('pgstore.lock_timeout'), true) IS NOT NULL, token, false, 0::smallint, ''::text,
+	` + leaseLeftUS + `, NULL::integer, NULL::jsonb, NULL::bytea, NULL::bytea, false`
+
+// insertNewSQL inserts the row of a key that has none, in progress, from
+// the one row of the subquery $BOUND (see txClaimNewSQL): the insert of
+// txInsertSQL and txClaimNewSQL.
+const insertNewSQL = `INSERT INTO $TABLE (scope, key, state, fingerprint, lease_until, expires_at)
 SELECT $1::text, $2::text, 1::smallint, $3::text,
 	statement_timestamp() + $4::bigint * interval '1 microsecond',
 	statement_timestamp() + $5::bigint * interval '1 microsecond' + $SLACK5
 FROM ($BOUND) AS bound
-ON CONFLICT (scope, key) DO NOTHING
-RETURNING pg_catalog.set_config('lock_timeout', current_setting('pgstore.lock_timeout'), true) IS NOT NULL, token, false, 0::smallint, ''::text,
-	(extract(epoch FROM lease_until - clock_timestamp()) * 1000000)::bigint, NULL::integer, NULL::jsonb, NULL::bytea, NULL::bytea, false`
+ON CONFLICT (scope, key) DO NOTHING`
+
+// leaseLeftUS is how much of an inserted row's lease is left, on the
+// database clock now, in microseconds.
+const leaseLeftUS = `(extract(epoch FROM lease_until - clock_timestamp()) * 1000000)::bigint`
 
 // txClaimNewSQL is the claim statement of the first attempt of a
 // transactional claim (see Tx.claimAndBegin): the claim of a key that has
@@ -183,15 +192,10 @@ RETURNING pg_catalog.set_config('lock_timeout', current_setting('pgstore.lock_ti
 // txClaim's does, for as long as the lock timeout that the subquery
 // $BOUND sets (NewTx fills it in) allows.
 const txClaimNewSQL = `WITH ins AS (
-	INSERT INTO $TABLE (scope, key, state, fingerprint, lease_until, expires_at)
-	SELECT $1::text, $2::text, 1::smallint, $3::text,
-		statement_timestamp() + $4::bigint * interval '1 microsecond',
-		statement_timestamp() + $5::bigint * interval '1 microsecond' + $SLACK5
-	FROM ($BOUND) AS bound
-	ON CONFLICT (scope, key) DO NOTHING
-	RETURNING token, lease_until
+` + insertNewSQL + `
+RETURNING token, lease_until
 )
-SELECT pg_catalog.set_config('pgstore.acquired', 'on', true) = 'on', token, false, 0::smallint, ''::text, (extract(epoch FROM lease_until - clock_timestamp()) * 1000000)::bigint, NULL::integer, NULL::jsonb, NULL::bytea, NULL::bytea, false FROM ins
+SELECT pg_catalog.set_config('pgstore.acquired', 'on', true) = 'on', token, false, 0::smallint, ''::text, ` + leaseLeftUS + `, NULL::integer, NULL::jsonb, NULL::bytea, NULL::bytea, false FROM ins
 UNION ALL
 SELECT false, token, false, state, fingerprint, $REMAINING, status, header, header_bin, body, oversize FROM $TABLE
 WHERE NOT EXISTS (SELECT 1 FROM ins) AND scope = $1::text AND key = $2::text AND expires_at > statement_timestamp()

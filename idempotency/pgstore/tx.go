@@ -105,13 +105,14 @@ FROM (SELECT pg_catalog.set_config('pgstore.lock_timeout', current_setting('lock
 func NewTx(pool *pgxpool.Pool, opts ...Option) *TxStore {
 	s := New(pool, opts...)
 	ms := int64((s.cfg.lockTimeout + time.Millisecond - 1) / time.Millisecond)
+	bound := boundReadCommittedSQL(ms)
 	return &TxStore{
 		Store:    s,
 		boundSQL: boundLockTimeoutSQL(ms, ""),
 		preludeSQL: boundLockTimeoutSQL(ms, `,
 	`+readCommittedCheckSQL),
-		claimNewSQL:     strings.Replace(s.sql.txClaimNew, "$BOUND", boundReadCommittedSQL(ms), 1),
-		insertSQL:       strings.Replace(s.sql.txInsert, "$BOUND", boundReadCommittedSQL(ms), 1),
+		claimNewSQL:     strings.Replace(s.sql.txClaimNew, "$BOUND", bound, 1),
+		insertSQL:       strings.Replace(s.sql.txInsert, "$BOUND", bound, 1),
 		firsts:          replaymix.New(replaymix.Adaptive, firstsEnter, firstsLeave),
 		cacheStatements: pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement,
 	}
@@ -282,6 +283,7 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 	if err := t.prepare(ctx, t.store.claimNewSQL, t.store.insertSQL, t.store.preludeSQL, t.store.sql.txClaim, t.store.sql.txAcquired, "BEGIN"); err != nil {
 		return idempotency.ClaimResult{}, err
 	}
+	args := []any{scope, key, encodeText(fingerprint), int64(0), ttlUS}
 	for attempt := range claimAttempts {
 		// The first attempt claims with insertSQL or claimNewSQL, which
 		// bound the wait themselves (no prelude); the others with the
@@ -290,7 +292,6 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 		b := &pgx.Batch{}
 		var preludeErr, claimErr error
 		var res idempotency.ClaimResult
-		args := []any{scope, key, encodeText(fingerprint), int64(0), ttlUS}
 		before := 0 // the results before the claim's
 		switch {
 		case attempt == 0 && insert:
