@@ -3,3 +3,7 @@ package pgstore
 // InsertsFirst reports whether s begins its next claim batch with a plain
 // INSERT (see TxStore.firsts), for the tests of package pgstore_test.
 func InsertsFirst(s *TxStore) bool { return s.firsts.ReadFirst() }
+
+// UpsertsFirst reports whether s begins its next claim with the upsert
+// statement (see Store.upserts), for the tests of package pgstore_test.
+func UpsertsFirst(s *Store) bool { return s.upserts.ReadFirst() }

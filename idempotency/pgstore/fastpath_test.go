@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/saferetry/saferetry/idempotency/pgstore"
 	"github.com/saferetry/saferetry/idempotency/storetest"
 	"github.com/saferetry/saferetry/idempotency/storetest/scenario"
+	"github.com/saferetry/saferetry/internal/replaymix"
 	"github.com/saferetry/saferetry/internal/testenv"
 )
 
@@ -64,6 +66,74 @@ func TestTxReplayFastPathAnswersLikeClaim(t *testing.T) {
 					return r
 				})
 		})
+	}
+}
+
+// TestUpsertFirstAnswersLikeClaim holds a lease-mode store that begins its
+// claims with the upsert statement (once nearly every claim acquires) to
+// the answers of the claim statement in every state of a key, in every
+// exec mode, directly and behind PgBouncer. A claim that acquires, a
+// takeover of a lapsed lease included, takes one round trip, as with the
+// claim statement alone: a store slow enough to make a second one eat half
+// the lease would otherwise never let a key be taken over. A claim that
+// finds another row in the way takes two (the upsert, then the claim
+// statement, which answers with the row).
+func TestUpsertFirstAnswersLikeClaim(t *testing.T) {
+	for name, tg := range execTargets(t) {
+		t.Run(name, func(t *testing.T) {
+			pool := tg.newPool(t)
+			plain := tg.store(t, pool, pgstore.WithoutReplayFastPath())
+			rt := &roundTrips{}
+			counted := tg.newPool(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = rt; c.MaxConns = 1 })
+			ups := pgstore.New(counted, tg.opts(t, pgstore.WithTable(plain.Table()), pgstore.WithoutReplayFastPath())...)
+			t.Cleanup(func() { _ = ups.Close() })
+			upsertFirst(t, ups)
+			scenario.FastPathAnswers(t, plain, ups, "upsert", fastPathStates(plain, pool),
+				func(t *testing.T, s idempotency.Store, k idempotency.Key) idempotency.ClaimResult {
+					before := rt.n.Load()
+					r, err := s.Claim(ctxT(t), k, "fp", time.Minute, time.Hour)
+					if err != nil {
+						t.Fatalf("Claim(%v): %v", k, err)
+					}
+					want := int64(2)
+					if r.Acquired {
+						want = 1
+					}
+					if n := rt.n.Load() - before; s == ups && n != want {
+						t.Errorf("Claim(%v) = %+v took %d round trips, want %d", k, scenario.AnswerOf(r), n, want)
+					}
+					return r
+				})
+			if !pgstore.UpsertsFirst(ups) {
+				t.Error("the store stopped beginning with the upsert within a window")
+			}
+		})
+	}
+}
+
+// TestUpsertFirstConformance runs the conformance suite on a store that a
+// window of claims of new keys made begin its claims with the upsert
+// statement.
+func TestUpsertFirstConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) idempotency.Store {
+		s := newStore(t, nil)
+		upsertFirst(t, s)
+		return s
+	}, storetest.Watching)
+}
+
+// upsertFirst claims a window of new keys in s, so that it begins its
+// claims with the upsert statement from then on (until a window of claims
+// that do not acquire).
+func upsertFirst(tb testing.TB, s *pgstore.Store) {
+	tb.Helper()
+	for i := range replaymix.Window {
+		if r, err := s.Claim(ctxT(tb), key("warm-"+strconv.Itoa(i)), "fp", time.Minute, time.Hour); err != nil || !r.Acquired {
+			tb.Fatalf("claim of a new key: %+v %v", r, err)
+		}
+	}
+	if !pgstore.UpsertsFirst(s) {
+		tb.Fatal("a window of claims that acquired did not turn the upsert on")
 	}
 }
 

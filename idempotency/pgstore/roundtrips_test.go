@@ -26,15 +26,18 @@ import (
 // three (the SELECT, then both batches) and one (the SELECT), and four for both on a
 // session that does not default to read committed (the claim batch that
 // finds so, BEGIN, the claim, COMMIT or ROLLBACK). Once nearly every claim
-// of a window acquired, a transactional claim begins with a plain INSERT:
-// two for a first execution still, and two for a replay (the INSERT that
-// inserts nothing, then ROLLBACK with the claim batch).
+// of a window acquired, a lease-mode claim begins with the upsert
+// statement and a transactional one with a plain INSERT: two for a first
+// execution still, and two for a replay (the upsert, which finds the
+// completed row, then the claim statement; the INSERT that inserts
+// nothing, then ROLLBACK with the claim batch).
 func TestMiddlewareRoundTrips(t *testing.T) {
 	for _, tc := range []struct {
 		mode          string
 		first, replay int64
 	}{
 		{"lease", 2, 1},
+		{"lease-upsert-first", 2, 2},
 		{"lease-fast-replay", 3, 1},
 		{"tx", 2, 1},
 		{"tx-fast-replay", 3, 1},
@@ -84,14 +87,21 @@ func TestMiddlewareRoundTrips(t *testing.T) {
 				}
 			}
 			// Warm up: prepare every statement on the one connection.
-			if tc.mode == "tx-insert-first" {
-				// A window of first executions, which turns the plain
-				// INSERT on.
+			if tc.mode == "lease-upsert-first" || tc.mode == "tx-insert-first" {
+				// A window of first executions, which turns the upsert or
+				// the plain INSERT on.
 				for i := range 64 {
 					serve("warm-"+strconv.Itoa(i), "")
 				}
-				if !pgstore.InsertsFirst(s.(*pgstore.TxStore)) {
-					t.Fatal("a window of first executions did not turn the plain INSERT on")
+				on := false
+				switch s := s.(type) {
+				case *pgstore.Store:
+					on = pgstore.UpsertsFirst(s)
+				case *pgstore.TxStore:
+					on = pgstore.InsertsFirst(s)
+				}
+				if !on {
+					t.Fatal("a window of first executions did not turn the statement that only inserts on")
 				}
 			}
 			serve("warm", "")

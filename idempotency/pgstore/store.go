@@ -49,7 +49,23 @@ type Store struct {
 	// replay chooses Claim's path: the completed statement first, or the
 	// claim statement straight away (see replayEnter).
 	replay *replaymix.Mix
+	// upserts counts the claims that acquired the key (a Mix counts any
+	// share of claims): while at least firstsEnter of a window's did,
+	// Claim begins with the upsert statement, which only inserts or takes
+	// over, until fewer than firstsLeave do. A claim that does not acquire
+	// then costs a round trip more: the claim statement, which answers
+	// with the row in the way.
+	upserts *replaymix.Mix
 }
+
+// The shares of claims that acquired the key at which a store begins its
+// claims with a statement that only inserts (or takes over), and under
+// which it stops (see Store.upserts and TxStore.firsts): 62 of a window's
+// 64, and 58.
+const (
+	firstsEnter = 0.96
+	firstsLeave = 0.9
+)
 
 // replayEnter and replayLeave are the shares of replays among the claims
 // of a window at which the default Store starts and stops reading a key
@@ -64,7 +80,7 @@ const (
 
 // statements are the SQL texts, built once with the table name.
 type statements struct {
-	claim, get, completed, renew, complete, release, watch, deleteExpired string
+	claim, upsert, get, completed, renew, complete, release, watch, deleteExpired string
 	// Transactional mode's own (see tx.go); txClaimNew and txInsert have
 	// the $BOUND placeholder that NewTx fills in.
 	txClaim, txClaimNew, txInsert, txAcquired, txComplete string
@@ -95,7 +111,8 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 		panic(err.Error())
 	}
 	s := &Store{pool: pool, cfg: cfg, names: n, sql: buildStatements(n.table),
-		replay: replaymix.New(cfg.replayPath, replayEnter, replayLeave)}
+		replay:  replaymix.New(cfg.replayPath, replayEnter, replayLeave),
+		upserts: replaymix.New(replaymix.Adaptive, firstsEnter, firstsLeave)}
 	s.gate = gate.New(int(pool.Config().MaxConns))
 	s.check = poolCheck{needed: unsafeMode(cfg.pooler, pool.Config().ConnConfig.DefaultQueryExecMode), sem: make(chan struct{}, 1)}
 	s.watch.store = s
@@ -121,11 +138,19 @@ const expirySlackSQL = `LEAST(interval '1 second', $TTL::bigint * interval '1 mi
 
 const leaseRemainingUS = `CASE WHEN state = 1 THEN (extract(epoch FROM lease_until - statement_timestamp()) * 1000000)::bigint ELSE 0 END`
 
-// notifySettled ends the complete and release statements: it counts the
-// rows changed and, for a row that a waiting request marked as watched,
-// sends the notification that wakes it, on channel $CHANNEL with payload
-// $PAYLOAD (the statements' last two parameters).
+// notifySettled ends transactional mode's completion: it counts the rows
+// changed and, for a row that a waiting request marked as watched, sends
+// the notification that wakes it, on channel $CHANNEL with payload $PAYLOAD
+// (the statement's last two parameters).
 const notifySettled = `SELECT count(*), count(CASE WHEN watched THEN pg_notify($CHANNEL, $PAYLOAD)::text END) FROM u`
+
+// notifyReturning ends lease mode's complete and release statements: for
+// the row changed, if any (no row: none was), it sends the notification
+// that wakes the requests waiting for it, if one marked it as watched, and
+// returns whether it did; the same as notifySettled, without the CTE and
+// the aggregate around the statement.
+const notifyReturning = `
+RETURNING (CASE WHEN watched THEN pg_notify($CHANNEL, $PAYLOAD)::text END) IS NOT NULL`
 
 // buildStatements returns the statements on table. Every parameter is cast
 // to its column's type in the SQL, so that a statement means the same in
@@ -201,21 +226,42 @@ SELECT false, token, false, state, fingerprint, $REMAINING, status, header, head
 WHERE NOT EXISTS (SELECT 1 FROM ins) AND scope = $1::text AND key = $2::text AND expires_at > statement_timestamp()
 	AND (state = 2 OR fingerprint <> $3::text OR lease_until > statement_timestamp())`
 
+// upsertSQL inserts the row of a key in progress, or takes over the row in
+// the way when it is expired or in progress with a lapsed lease and the
+// same fingerprint, and returns $RETURNING; it returns no row when another
+// row stands in the way (a completed entry, a live lease, another
+// fingerprint). $ONLY is the condition, if any, under which it inserts at
+// all. It is the insert of the claim statement, and the upsert statement
+// on its own.
+const upsertSQL = `INSERT INTO $TABLE AS e (scope, key, state, fingerprint, lease_until, expires_at)
+	SELECT $1::text, $2::text, 1, $3::text,
+		statement_timestamp() + $4::bigint * interval '1 microsecond',
+		statement_timestamp() + $5::bigint * interval '1 microsecond' + $SLACK5$ONLY
+	ON CONFLICT (scope, key) DO UPDATE SET
+		state = 1,
+		fingerprint = EXCLUDED.fingerprint,
+		token = EXCLUDED.token,
+		took_over = (e.state = 1 AND e.expires_at > statement_timestamp()),
+		watched = (e.state = 1 AND e.expires_at > statement_timestamp() AND e.watched),
+		lease_until = EXCLUDED.lease_until,
+		expires_at = EXCLUDED.expires_at,
+		status = NULL, header = NULL, header_bin = NULL, body = NULL, oversize = false
+	WHERE e.expires_at <= statement_timestamp()
+		OR (e.state = 1 AND e.lease_until <= statement_timestamp() AND e.fingerprint = EXCLUDED.fingerprint)
+	RETURNING $RETURNING`
+
 func buildLeaseStatements(table string) statements {
-	r := strings.NewReplacer("$TABLE", table, "$REMAINING", leaseRemainingUS,
+	r := strings.NewReplacer("$TABLE", table, "$REMAINING", leaseRemainingUS, "$LEFT", strings.Replace(leaseLeftUS, "lease_until", "e.lease_until", 1),
 		"$SLACK5", strings.ReplaceAll(expirySlackSQL, "$TTL", "$5"), "$SLACK8", strings.ReplaceAll(expirySlackSQL, "$TTL", "$8"))
-	notify := func(channel, payload string) string {
-		return strings.NewReplacer("$CHANNEL", channel, "$PAYLOAD", payload).Replace(notifySettled)
+	notify := func(sql, channel, payload string) string {
+		return strings.NewReplacer("$CHANNEL", channel, "$PAYLOAD", payload).Replace(sql)
 	}
-	completeCTE := r.Replace(`WITH u AS (
-	UPDATE $TABLE SET
+	completeUpdate := r.Replace(`UPDATE $TABLE SET
 		state = 2, lease_until = NULL, status = $4::integer, header = NULL, header_bin = $5::bytea, body = $6::bytea, oversize = $7::boolean,
 		expires_at = CASE
 			WHEN expires_at - (statement_timestamp() + $8::bigint * interval '1 microsecond') BETWEEN interval '0' AND $SLACK8 THEN expires_at
 			ELSE statement_timestamp() + $8::bigint * interval '1 microsecond' END
-	WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND state = 1 AND expires_at > statement_timestamp()
-	RETURNING watched
-) `)
+	WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND state = 1 AND expires_at > statement_timestamp()`)
 	return statements{
 		// One round trip. cur reads the entry from the statement's snapshot;
 		// when a completed entry, a live lease or another fingerprint stands
@@ -232,28 +278,18 @@ func buildLeaseStatements(table string) statements {
 	WHERE scope = $1::text AND key = $2::text AND expires_at > statement_timestamp()
 		AND (state = 2 OR fingerprint <> $3::text OR lease_until > statement_timestamp())
 ), ins AS (
-	INSERT INTO $TABLE AS e (scope, key, state, fingerprint, lease_until, expires_at)
-	SELECT $1::text, $2::text, 1, $3::text,
-		statement_timestamp() + $4::bigint * interval '1 microsecond',
-		statement_timestamp() + $5::bigint * interval '1 microsecond' + $SLACK5
-	WHERE NOT EXISTS (SELECT 1 FROM cur)
-	ON CONFLICT (scope, key) DO UPDATE SET
-		state = 1,
-		fingerprint = EXCLUDED.fingerprint,
-		token = EXCLUDED.token,
-		took_over = (e.state = 1 AND e.expires_at > statement_timestamp()),
-		watched = (e.state = 1 AND e.expires_at > statement_timestamp() AND e.watched),
-		lease_until = EXCLUDED.lease_until,
-		expires_at = EXCLUDED.expires_at,
-		status = NULL, header = NULL, header_bin = NULL, body = NULL, oversize = false
-	WHERE e.expires_at <= statement_timestamp()
-		OR (e.state = 1 AND e.lease_until <= statement_timestamp() AND e.fingerprint = EXCLUDED.fingerprint)
-	RETURNING e.token, e.took_over, (extract(epoch FROM e.lease_until - clock_timestamp()) * 1000000)::bigint AS left_us
+	` + strings.NewReplacer("$ONLY", "\n\tWHERE NOT EXISTS (SELECT 1 FROM cur)", "$RETURNING", "e.token, e.took_over, $LEFT AS left_us").Replace(upsertSQL) + `
 )
 SELECT true, token, took_over, 0::smallint, ''::text, left_us, NULL::integer, NULL::jsonb, NULL::bytea, NULL::bytea, false FROM ins
 UNION ALL
 SELECT false, token, false, state, fingerprint, remaining_us, status, header, header_bin, body, oversize FROM cur
 WHERE NOT EXISTS (SELECT 1 FROM ins)`),
+		// upsert is Claim's first statement while nearly every claim
+		// acquires (see Store.upserts): claim's insert alone, answering
+		// as claim does when it acquires, and with no row when the row in
+		// the way stays (claim then runs and answers with it).
+		upsert: r.Replace(strings.NewReplacer("$ONLY", "", "$RETURNING",
+			"true, e.token, e.took_over, 0::smallint, ''::text, $LEFT, NULL::integer, NULL::jsonb, NULL::bytea, NULL::bytea, false").Replace(upsertSQL)),
 		get: r.Replace(`SELECT state, fingerprint, token, $REMAINING, status, header, header_bin, body, oversize
 FROM $TABLE WHERE scope = $1::text AND key = $2::text AND expires_at > statement_timestamp()`),
 		// completed is Claim's fast path (see replayEnter): the entry of
@@ -266,7 +302,7 @@ FROM $TABLE WHERE scope = $1::text AND key = $2::text AND state = 2 AND expires_
 	lease_until = statement_timestamp() + $4::bigint * interval '1 microsecond',
 	expires_at = greatest(expires_at, statement_timestamp() + $4::bigint * interval '1 microsecond')
 WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND state = 1 AND expires_at > statement_timestamp()`),
-		complete: completeCTE + notify("$9::text", "$10::text"),
+		complete: completeUpdate + notify(notifyReturning, "$9::text", "$10::text"),
 		// txAcquired ends the claim batch of transactional mode (see tx.go):
 		// it puts back the lock_timeout that the prelude saved, and fails,
 		// so that BEGIN does not run, unless txClaim acquired the key.
@@ -274,13 +310,10 @@ WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND state = 1 A
 	CAST(CASE WHEN current_setting('pgstore.acquired', true) IS DISTINCT FROM 'on' THEN '` + notAcquiredText + `' END AS integer)`,
 		// txComplete is complete, failing when it changed no row so that
 		// the COMMIT queued after it does not run.
-		txComplete: completeCTE + strings.Replace(notify("$9::text", "$10::text"), " FROM u",
+		txComplete: "WITH u AS (\n\t" + completeUpdate + "\n\tRETURNING watched\n) " + strings.Replace(notify(notifySettled, "$9::text", "$10::text"), " FROM u",
 			`, CAST(CASE WHEN count(*) = 0 THEN '`+staleText+`' END AS integer) FROM u`, 1),
-		release: r.Replace(`WITH u AS (
-	DELETE FROM $TABLE
-	WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND state = 1 AND expires_at > statement_timestamp()
-	RETURNING watched
-) `) + notify("$4::text", "$5::text"),
+		release: r.Replace(`DELETE FROM $TABLE
+WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND state = 1 AND expires_at > statement_timestamp()`) + notify(notifyReturning, "$4::text", "$5::text"),
 		// watch marks an entry in progress as awaited, so that its
 		// completion or release notifies; marking it once is enough.
 		watch: r.Replace(`UPDATE $TABLE SET watched = true
@@ -322,9 +355,31 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 			return idempotency.ClaimResult{Entry: e}, nil
 		}
 	}
+	upsertFirst := s.upserts.ReadFirst()
+	if upsertFirst {
+		ttlUS, err := ttlMicros(ttl)
+		if err != nil {
+			return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
+		}
+		res, err := claimOnce(ctx, s.pool, s.sql.upsert, k, fingerprint, lease, ttlUS)
+		switch {
+		case err == nil:
+			s.upserts.Observe(true)
+			s.replay.Observe(false)
+			return res, nil
+		case !errors.Is(err, errLostRace):
+			return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
+		}
+		// Another row stands in the way: the claim statement answers
+		// with it (one round trip more).
+		s.upserts.Observe(false)
+	}
 	res, err := claim(ctx, s.pool, s.sql.claim, k, fingerprint, lease, ttl)
 	if err != nil {
 		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
+	}
+	if !upsertFirst {
+		s.upserts.Observe(res.Acquired)
 	}
 	s.replay.Observe(!res.Acquired && res.Entry.State == idempotency.StateCompleted)
 	return res, nil
@@ -336,13 +391,19 @@ func claim(ctx context.Context, q queryRower, sql string, k idempotency.Key, fin
 		return idempotency.ClaimResult{}, err
 	}
 	for range claimAttempts {
-		res, err := scanClaim(q.QueryRow(ctx, sql, encodeText(k.Scope), encodeText(k.Key), encodeText(fingerprint), lease.Microseconds(), ttlUS))
+		res, err := claimOnce(ctx, q, sql, k, fingerprint, lease, ttlUS)
 		if errors.Is(err, errLostRace) {
 			continue // look again
 		}
 		return res, err
 	}
 	return idempotency.ClaimResult{}, errNoAnswer
+}
+
+// claimOnce runs sql, the claim or the upsert statement, once; it returns
+// errLostRace when the statement returned no row.
+func claimOnce(ctx context.Context, q queryRower, sql string, k idempotency.Key, fingerprint string, lease time.Duration, ttlUS int64) (idempotency.ClaimResult, error) {
+	return scanClaim(q.QueryRow(ctx, sql, encodeText(k.Scope), encodeText(k.Key), encodeText(fingerprint), lease.Microseconds(), ttlUS))
 }
 
 // errLostRace is scanClaim's answer to a claim statement that returned no
@@ -524,8 +585,12 @@ func (s *Store) settle(ctx context.Context, q queryRower, op, sql string, k idem
 	} else {
 		args = []any{scope, key, token, channel, payload}
 	}
-	var changed, notified int64
-	err := q.QueryRow(ctx, sql, args...).Scan(&changed, &notified)
+	var notified bool
+	changed := int64(1)
+	err := q.QueryRow(ctx, sql, args...).Scan(&notified)
+	if errors.Is(err, pgx.ErrNoRows) {
+		changed, err = 0, nil
+	}
 	if resp != nil && isTooLarge(err) {
 		return fmt.Errorf("pgstore: %s: %w: %w", op, idempotency.ErrResponseNotStorable, err)
 	}

@@ -69,20 +69,13 @@ type TxStore struct {
 	// while firsts says that nearly every claim acquires.
 	insertSQL string
 	// firsts counts the claims that acquired the key among those Claim
-	// answered (a Mix counts any share of claims): while at least
-	// firstsEnter of a window's did, the claim batch is insertSQL and
-	// BEGIN, until fewer than firstsLeave do. A claim that does not
-	// acquire then costs a round trip more: ROLLBACK, with the claim batch.
+	// answered: while at least firstsEnter of a window's did, the claim
+	// batch is insertSQL and BEGIN, until fewer than firstsLeave do. A
+	// claim that does not acquire then costs a round trip more: ROLLBACK,
+	// with the claim batch. It is the TxStore's own, apart from its
+	// Store's (Store.upserts), which counts the lease-mode claims.
 	firsts *replaymix.Mix
 }
-
-// The shares of claims that acquired the key at which a TxStore begins
-// its claims with a plain INSERT, and under which it stops (see
-// TxStore.firsts): 62 of a window's 64, and 58.
-const (
-	firstsEnter = 0.96
-	firstsLeave = 0.9
-)
 
 // restoreLockTimeoutSQL puts back the lock_timeout that boundSQL or
 // preludeSQL saved, for the rest of the transaction: the session's value,

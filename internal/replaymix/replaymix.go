@@ -10,11 +10,12 @@
 // decision makes a claim slower, never different. A process restart starts
 // it again on the claim path.
 //
-// A Mix counts whatever share of claims a store observes. pgstore's
-// transactional mode keeps a second one of the claims that acquired their
-// key, and ReadFirst of that one tells it to begin its claims with a
-// plain INSERT (see pgstore's package documentation): the same guarantee,
-// answers unchanged, only the cost.
+// A Mix counts whatever share of claims a store observes. pgstore keeps a
+// second one of the claims that acquired their key, and ReadFirst of that
+// one tells it to begin its claims with a statement that only inserts (the
+// upsert in lease mode, a plain INSERT in transactional mode; see
+// pgstore's package documentation): the same guarantee, answers
+// unchanged, only the cost.
 package replaymix
 
 import "sync/atomic"
