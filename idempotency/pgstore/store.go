@@ -331,10 +331,12 @@ WHERE t.scope = d.scope AND t.key = d.key AND t.expires_at <= statement_timestam
 	}
 }
 
-// Claim implements idempotency.Store.Claim in one statement (see the package
-// documentation). The lease is rounded down and the ttl up to microseconds;
-// a lease or ttl that is not positive is an error. The row is kept a second
-// longer than ttl (see the package documentation, "Schema and cleanup").
+// Claim implements idempotency.Store.Claim in one statement, or two when
+// it began with the upsert and another row stands in the way (see the
+// package documentation). The lease is rounded down and the ttl up to
+// microseconds; a lease or ttl that is not positive is an error. The row
+// is kept a second longer than ttl (see the package documentation,
+// "Schema and cleanup").
 func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
 	if lease <= 0 {
 		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w, got %v", errNonPositiveLease, lease)
