@@ -47,6 +47,7 @@ const paymentWork = 50 * time.Millisecond
 const (
 	settlePatience = 2 * time.Minute // the final round of retries
 	readPatience   = time.Minute     // reading the ledger
+	readRetry      = 200 * time.Millisecond
 )
 
 // runCell sets a cell's service up, drives its operations under its
@@ -184,25 +185,42 @@ func (c *cluster) close() {
 }
 
 // readLedger reads every payment and every balance from an instance: the
-// shared ledger, which every instance answers from.
+// shared ledger, which every instance answers from. A read that fails with
+// a 503 or without an answer is sent again every readRetry, within
+// readPatience: a store fault of the cell may have cut the instance's
+// connection to the ledger a moment before (its pool opens a new one for
+// the next read), and reading is safe to repeat.
 func readLedger(ctx context.Context, addr string) ([]mockserver.Payment, map[string]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, readPatience)
 	defer cancel()
-	get := func(path string, into any) error {
+	once := func(path string, into any) (retry bool, err error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
 		if err != nil {
-			return err
+			return false, err
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
-			return err
+			return true, err
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-			return fmt.Errorf("GET %s: %d %s", path, resp.StatusCode, b)
+			return resp.StatusCode == http.StatusServiceUnavailable, fmt.Errorf("GET %s: %d %s", path, resp.StatusCode, b)
 		}
-		return json.NewDecoder(resp.Body).Decode(into)
+		return false, json.NewDecoder(resp.Body).Decode(into)
+	}
+	get := func(path string, into any) error {
+		for {
+			retry, err := once(path, into)
+			if !retry {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(readRetry):
+			}
+		}
 	}
 	var payments []mockserver.Payment
 	if err := get("/payments", &payments); err != nil {
