@@ -114,13 +114,7 @@ func TestUpsertFirstAnswersLikeClaim(t *testing.T) {
 // TestUpsertFirstConformance runs the conformance suite on a store that a
 // window of claims of new keys made begin its claims with the upsert
 // statement.
-func TestUpsertFirstConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) idempotency.Store {
-		s := newStore(t, nil)
-		upsertFirst(t, s)
-		return s
-	}, storetest.Watching)
-}
+func TestUpsertFirstConformance(t *testing.T) { conformanceAfter(t, upsertFirst) }
 
 // upsertFirst claims a window of new keys in s, so that it begins its
 // claims with the upsert statement from then on (until a window of claims

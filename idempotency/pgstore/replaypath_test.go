@@ -205,10 +205,14 @@ func TestReplayPathConformanceTx(t *testing.T) {
 // TestReplayPathConformance runs the conformance suite on a store that was
 // made to read first by a window of replays, so that every case of the
 // suite goes through the adaptive path as it is when replays are frequent.
-func TestReplayPathConformance(t *testing.T) {
+func TestReplayPathConformance(t *testing.T) { conformanceAfter(t, replayStorm) }
+
+// conformanceAfter runs the conformance suite on lease-mode stores that
+// warm put on one of their paths first.
+func conformanceAfter(t *testing.T, warm func(testing.TB, *pgstore.Store)) {
 	storetest.Run(t, func(t *testing.T) idempotency.Store {
 		s := newStore(t, nil)
-		replayStorm(t, s)
+		warm(t, s)
 		return s
 	}, storetest.Watching)
 }
