@@ -25,16 +25,18 @@
 // Once at least 96 % of a window of 64 claims acquired their key (a load
 // of first executions, as a payments API mostly serves), a claim begins
 // with the upsert alone: the claim statement's INSERT ... ON CONFLICT DO
-// UPDATE, without the read of the row in the way and the union that
-// returns it, which costs about what the INSERT of a hand-written table
-// does. It acquires in one round trip whatever the claim statement would
-// acquire, a takeover included (so that a store slow enough for a second
-// round trip to eat half the lease still lets a lapsed claim be taken
-// over); when another row stays in the way it returns nothing and the
-// claim statement runs, which answers with that row: a replay, a
-// conflict or a mismatch then costs one round trip more. The store goes
-// back to the claim statement alone once fewer than 90 % of a window's
-// claims acquired. The answers are the same on both paths.
+// UPDATE, without the union that returns the row in the way, which costs
+// about what the INSERT of a hand-written table does. It acquires in one
+// round trip whatever the claim statement would acquire, a takeover
+// included (so that a store slow enough for a second round trip to eat
+// half the lease still lets a lapsed claim be taken over). Like the claim
+// statement, it leaves a row that its snapshot shows in the way without
+// a lock or a write, returns nothing, and the claim statement runs, which
+// answers with that row: a replay, a conflict or a mismatch then costs
+// one round trip more. The store goes back to the claim statement alone
+// once fewer than 90 % of a window's claims acquired (a replay answered by
+// the replay fast path counts as one that did not). The answers are the
+// same on both paths.
 //
 // # The replay fast path
 //

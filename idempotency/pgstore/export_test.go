@@ -1,5 +1,7 @@
 package pgstore
 
+import "github.com/saferetry/saferetry/internal/replaymix"
+
 // InsertsFirst reports whether s begins its next claim batch with a plain
 // INSERT (see TxStore.firsts), for the tests of package pgstore_test.
 func InsertsFirst(s *TxStore) bool { return s.firsts.ReadFirst() }
@@ -7,3 +9,7 @@ func InsertsFirst(s *TxStore) bool { return s.firsts.ReadFirst() }
 // UpsertsFirst reports whether s begins its next claim with the upsert
 // statement (see Store.upserts), for the tests of package pgstore_test.
 func UpsertsFirst(s *Store) bool { return s.upserts.ReadFirst() }
+
+// ClaimStatementOnly makes s claim with the claim statement alone from
+// then on (never the upsert first), for tests that compare the two.
+func ClaimStatementOnly(s *Store) { s.upserts = replaymix.New(replaymix.Never, 1, 1) }

@@ -58,12 +58,13 @@ func storeAt(t *testing.T, cfg *pgxpool.Config, table, addr string, poolSize int
 
 // TestTakeoverUnderLatencyUpsertFirst takes over a claim whose holder died
 // (its lease lapsed) through a store that begins its claims with the
-// upsert, with a one-way latency of a fifth of the lease between that
+// upsert, with a one-way latency of a seventh of the lease between that
 // store and the database. The takeover must take one round trip, as with
-// the claim statement: after two, the claim's answer would come back with
-// less than half its lease left, the Middleware would refuse to start the
-// handler (409), and the key would never be executed while the store stays
-// that slow. The first request runs the handler and answers 201.
+// the claim statement (its answer then comes back with 5/7 of the lease
+// left): after two (3/7 left), the Middleware would refuse to start the
+// handler on a claim with less than half its lease left (409), and the
+// key would never be executed while the store stays that slow. The first
+// request runs the handler and answers 201.
 func TestTakeoverUnderLatencyUpsertFirst(t *testing.T) {
 	const lease = time.Second
 	cfg, err := pgxpool.ParseConfig(pgURL(t))
@@ -98,7 +99,7 @@ func TestTakeoverUnderLatencyUpsertFirst(t *testing.T) {
 	}
 	time.Sleep(5 * time.Millisecond)
 
-	proxy.SetLatency(lease / 5)
+	proxy.SetLatency(lease / 7)
 	runs := 0
 	h := idempotency.Middleware(s, idempotency.WithLease(lease))(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		runs++

@@ -226,6 +226,12 @@ SELECT false, token, false, state, fingerprint, $REMAINING, status, header, head
 WHERE NOT EXISTS (SELECT 1 FROM ins) AND scope = $1::text AND key = $2::text AND expires_at > statement_timestamp()
 	AND (state = 2 OR fingerprint <> $3::text OR lease_until > statement_timestamp())`
 
+// inTheWaySQL holds for a row of the key $1, $2 that stands in the way of
+// a claim with fingerprint $3, as the statement's snapshot shows it: not
+// expired, and completed, of another fingerprint, or under a live lease.
+const inTheWaySQL = `scope = $1::text AND key = $2::text AND expires_at > statement_timestamp()
+		AND (state = 2 OR fingerprint <> $3::text OR lease_until > statement_timestamp())`
+
 // upsertSQL inserts the row of a key in progress, or takes over the row in
 // the way when it is expired or in progress with a lapsed lease and the
 // same fingerprint, and returns $RETURNING; it returns no row when another
@@ -275,8 +281,7 @@ func buildLeaseStatements(table string) statements {
 		claim: r.Replace(`WITH cur AS (
 	SELECT state, fingerprint, token, $REMAINING AS remaining_us, status, header, header_bin, body, oversize
 	FROM $TABLE
-	WHERE scope = $1::text AND key = $2::text AND expires_at > statement_timestamp()
-		AND (state = 2 OR fingerprint <> $3::text OR lease_until > statement_timestamp())
+	WHERE ` + inTheWaySQL + `
 ), ins AS (
 	` + strings.NewReplacer("$ONLY", "\n\tWHERE NOT EXISTS (SELECT 1 FROM cur)", "$RETURNING", "e.token, e.took_over, $LEFT AS left_us").Replace(upsertSQL) + `
 )
@@ -286,9 +291,13 @@ SELECT false, token, false, state, fingerprint, remaining_us, status, header, he
 WHERE NOT EXISTS (SELECT 1 FROM ins)`),
 		// upsert is Claim's first statement while nearly every claim
 		// acquires (see Store.upserts): claim's insert alone, answering
-		// as claim does when it acquires, and with no row when the row in
-		// the way stays (claim then runs and answers with it).
-		upsert: r.Replace(strings.NewReplacer("$ONLY", "", "$RETURNING",
+		// as claim does when it acquires, and with no row when a row
+		// stands in the way (claim then runs and answers with it). Like
+		// claim, it skips a row that its snapshot shows in the way, with
+		// no lock and no write (an index probe): ON CONFLICT DO UPDATE
+		// would lock the row even where its WHERE then fails, and wait
+		// for whoever holds it.
+		upsert: r.Replace(strings.NewReplacer("$ONLY", "\n\tWHERE NOT EXISTS (SELECT 1 FROM $TABLE WHERE "+inTheWaySQL+")", "$RETURNING",
 			"true, e.token, e.took_over, 0::smallint, ''::text, $LEFT, NULL::integer, NULL::jsonb, NULL::bytea, NULL::bytea, false").Replace(upsertSQL)),
 		get: r.Replace(`SELECT state, fingerprint, token, $REMAINING, status, header, header_bin, body, oversize
 FROM $TABLE WHERE scope = $1::text AND key = $2::text AND expires_at > statement_timestamp()`),
@@ -354,11 +363,11 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 				return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
 			}
 			s.replay.Observe(true)
+			s.upserts.Observe(false)
 			return idempotency.ClaimResult{Entry: e}, nil
 		}
 	}
-	upsertFirst := s.upserts.ReadFirst()
-	if upsertFirst {
+	if s.upserts.ReadFirst() {
 		ttlUS, err := ttlMicros(ttl)
 		if err != nil {
 			return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
@@ -372,17 +381,14 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 		case !errors.Is(err, errLostRace):
 			return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
 		}
-		// Another row stands in the way: the claim statement answers
-		// with it (one round trip more).
-		s.upserts.Observe(false)
+		// A row stands in the way, or changed after the upsert's
+		// snapshot: the claim statement answers (one round trip more).
 	}
 	res, err := claim(ctx, s.pool, s.sql.claim, k, fingerprint, lease, ttl)
 	if err != nil {
 		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
 	}
-	if !upsertFirst {
-		s.upserts.Observe(res.Acquired)
-	}
+	s.upserts.Observe(res.Acquired)
 	s.replay.Observe(!res.Acquired && res.Entry.State == idempotency.StateCompleted)
 	return res, nil
 }

@@ -186,10 +186,10 @@ func (c *cluster) close() {
 
 // readLedger reads every payment and every balance from an instance: the
 // shared ledger, which every instance answers from. A read that fails with
-// a 503 or without an answer is sent again every readRetry, within
-// readPatience: a store fault of the cell may have cut the instance's
-// connection to the ledger a moment before (its pool opens a new one for
-// the next read), and reading is safe to repeat.
+// a 503, without an answer or with one cut short is sent again every
+// readRetry, within readPatience: a store fault of the cell may have cut
+// the instance's connection to the ledger a moment before (its pool opens
+// a new one for the next read), and reading is safe to repeat.
 func readLedger(ctx context.Context, addr string) ([]mockserver.Payment, map[string]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, readPatience)
 	defer cancel()
@@ -207,7 +207,9 @@ func readLedger(ctx context.Context, addr string) ([]mockserver.Payment, map[str
 			b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 			return resp.StatusCode == http.StatusServiceUnavailable, fmt.Errorf("GET %s: %d %s", path, resp.StatusCode, b)
 		}
-		return false, json.NewDecoder(resp.Body).Decode(into)
+		err = json.NewDecoder(resp.Body).Decode(into)
+		var netErr net.Error
+		return errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &netErr), err // the answer was cut short
 	}
 	get := func(path string, into any) error {
 		for {
