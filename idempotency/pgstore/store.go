@@ -145,10 +145,11 @@ const leaseRemainingUS = `CASE WHEN state = 1 THEN (extract(epoch FROM lease_unt
 const notifySettled = `SELECT count(*), count(CASE WHEN watched THEN pg_notify($CHANNEL, $PAYLOAD)::text END) FROM u`
 
 // notifyReturning ends lease mode's complete and release statements: for
-// the row changed, if any (no row: none was), it sends the notification
-// that wakes the requests waiting for it, if one marked it as watched, and
-// returns whether it did; the same as notifySettled, without the CTE and
-// the aggregate around the statement.
+// the row changed, if any, it sends the notification that wakes the
+// requests waiting for it, if one marked it as watched, and returns
+// whether it did (settle reads only the command tag's count of rows); the
+// same as notifySettled, without the CTE and the aggregate around the
+// statement.
 const notifyReturning = `
 RETURNING (CASE WHEN watched THEN pg_notify($CHANNEL, $PAYLOAD)::text END) IS NOT NULL`
 
@@ -561,14 +562,14 @@ func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease
 // response the database refuses as too large is reported as
 // idempotency.ErrResponseNotStorable.
 func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {
-	return s.settle(ctx, s.pool, "complete", s.sql.complete, k, token, &resp, ttl)
+	return s.settle(ctx, "complete", s.sql.complete, k, token, &resp, ttl)
 }
 
 // Release implements idempotency.Store.Release: it deletes the row, so Get
 // reports it absent, and the next Claim inserts it again with a new token from
 // the sequence.
 func (s *Store) Release(ctx context.Context, k idempotency.Key, token int64) error {
-	return s.settle(ctx, s.pool, "release", s.sql.release, k, token, nil, 0)
+	return s.settle(ctx, "release", s.sql.release, k, token, nil, 0)
 }
 
 // queryRower is the part of the pool and of pgx.Tx that the statements need.
@@ -577,9 +578,9 @@ type queryRower interface {
 }
 
 // settle runs the complete statement (resp not nil) or the release
-// statement through q, in one round trip that also wakes requests
+// statement on the pool, in one round trip that also wakes requests
 // waiting for the entry on any instance.
-func (s *Store) settle(ctx context.Context, q queryRower, op, sql string, k idempotency.Key, token int64, resp *idempotency.Response, ttl time.Duration) error {
+func (s *Store) settle(ctx context.Context, op, sql string, k idempotency.Key, token int64, resp *idempotency.Response, ttl time.Duration) error {
 	scope, key := encodeText(k.Scope), encodeText(k.Key)
 	channel, payload := s.watch.channel(), s.watch.payload(scope, key)
 	var args []any
@@ -593,16 +594,11 @@ func (s *Store) settle(ctx context.Context, q queryRower, op, sql string, k idem
 	} else {
 		args = []any{scope, key, token, channel, payload}
 	}
-	var notified bool
-	changed := int64(1)
-	err := q.QueryRow(ctx, sql, args...).Scan(&notified)
-	if errors.Is(err, pgx.ErrNoRows) {
-		changed, err = 0, nil
-	}
+	tag, err := s.pool.Exec(ctx, sql, args...)
 	if resp != nil && isTooLarge(err) {
 		return fmt.Errorf("pgstore: %s: %w: %w", op, idempotency.ErrResponseNotStorable, err)
 	}
-	return checkTag(op, changed, err)
+	return checkTag(op, tag.RowsAffected(), err)
 }
 
 // isTooLarge reports whether err is PostgreSQL refusing a value for its
