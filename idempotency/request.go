@@ -22,8 +22,7 @@ type request struct {
 	wait     *waiter    // made at the first wait
 	claim    claimCtx   // the request's key (from admission), and the handler's context and the token of the claim it runs under
 	tookOver bool       // the claim was taken over from a holder whose lease lapsed
-	lease    leaseClaim // lease mode's hold of the claim
-	tx       *txClaim   // transactional mode's, made when needed
+	tx       *txClaim   // transactional mode's hold of the claim, made when needed
 }
 
 // restoredBody replays the bytes read from a request body to the handler.
