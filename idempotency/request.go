@@ -19,10 +19,10 @@ type request struct {
 
 	body     restoredBody
 	rec      recorder
-	wait     *waiter    // made at the first wait
-	claim    claimCtx   // the request's key (from admission), and the handler's context and the token of the claim it runs under
-	tookOver bool       // the claim was taken over from a holder whose lease lapsed
-	tx       *txClaim   // transactional mode's hold of the claim, made when needed
+	wait     *waiter  // made at the first wait
+	claim    claimCtx // the request's key (from admission), and the handler's context and the token of the claim it runs under
+	tookOver bool     // the claim was taken over from a holder whose lease lapsed
+	tx       *txClaim // transactional mode's hold of the claim, made when needed
 }
 
 // restoredBody replays the bytes read from a request body to the handler.
