@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/redisstore"
+	"github.com/saferetry/saferetry/internal/headercodec"
 )
 
 // commandStats reads INFO commandstats: calls and total microseconds per
@@ -53,6 +55,14 @@ func commandStats(tb testing.TB, rdb *redis.Client) map[string][2]float64 {
 // reports the median round and the least disturbed one; the commands the
 // scripts issue are listed in the log.
 //
+// Every kind of call runs twice: one call at a time (the name alone), when
+// Redis waits for each next command and a call meets cold caches, and
+// from serverTimeLoad goroutines at once (the name and /c=16), when Redis
+// is busy, as where its time limits throughput. The raw- rows are the raw
+// commands that BenchmarkStoreRatio holds the store against, timed the
+// same way (the sum of their usec per operation): raw-first is SET NX PX
+// and HSET of the outcome, raw-replay HGETALL of a completed entry.
+//
 //	go test -run '^$' -bench ServerTime -benchtime 20000x ./idempotency/redisstore
 func BenchmarkServerTime(b *testing.B) {
 	addr := startRedis(b, false, "--save", "", "--appendonly", "no")
@@ -65,6 +75,7 @@ func BenchmarkServerTime(b *testing.B) {
 		Body:   []byte(`{"id":"pay_123","status":"succeeded"}`),
 	}
 	fp := idempotency.Fingerprint(benchRequest("k"), []byte(`{"amount":1000,"currency":"EUR"}`))
+	rawHeader := headercodec.Append(nil, resp.Header)
 
 	type op struct {
 		name  string
@@ -110,67 +121,119 @@ func BenchmarkServerTime(b *testing.B) {
 		{"release", claim, func(s *redisstore.Store, k idempotency.Key, tok int64) error {
 			return s.Release(ctx, k, tok)
 		}},
-	}
-	for _, o := range ops {
-		b.Run(o.name, func(b *testing.B) {
-			// Without the replay fast path, so that replay-claim measures
-			// the claim script on every replay.
-			s := redisstore.New(rdb, redisstore.WithPrefix("servertime:"+o.name+":"+strconv.Itoa(b.N)+":"), redisstore.WithoutReplayFastPath())
-			keys := make([]idempotency.Key, b.N)
-			toks := make([]int64, b.N)
-			for i := range keys {
-				keys[i] = idempotency.Key{Scope: "tenant", Key: "key-" + strconv.Itoa(i)}
-				if o.setup != nil {
-					toks[i] = o.setup(s, keys[i])
-				}
+		{"raw-first", nil, func(_ *redisstore.Store, k idempotency.Key, _ int64) error {
+			name := "raw:" + k.Key
+			if err := rdb.SetNX(ctx, name, fp, time.Hour).Err(); err != nil {
+				return err
 			}
-			warmScripts(b, s) // so that no first EVAL is counted
-			// Rounds and their median: a burst of load on a shared
-			// machine spoils a round or two, not the figure.
-			rounds := min(b.N, 16)
-			var perCall []float64
-			inner := make(map[string][2]float64)
-			b.ResetTimer()
-			for r := range rounds {
-				b.StopTimer()
-				if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
-				for i := r * b.N / rounds; i < (r+1)*b.N/rounds; i++ {
-					if err := o.call(s, keys[i], toks[i]); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.StopTimer()
-				stats := commandStats(b, rdb)
-				ev := stats["evalsha"]
-				if n := (r+1)*b.N/rounds - r*b.N/rounds; ev[0] < float64(n) {
-					b.Fatalf("%v EVALSHA calls for %d store calls: %v", ev[0], n, stats)
-				}
-				perCall = append(perCall, ev[1]/ev[0])
-				for name, st := range stats {
-					if name != "evalsha" && !strings.HasPrefix(name, "config") {
-						inner[name] = [2]float64{inner[name][0] + st[0]/ev[0]/float64(rounds), inner[name][1] + st[1]}
-					}
-				}
-			}
-			// The least-disturbed round too: Redis times a call on the
-			// wall clock, so a round in which the server lost the CPU to
-			// another process counts that time in.
-			slices.Sort(perCall)
-			b.ReportMetric(perCall[len(perCall)/2], "server-µs/call")
-			b.ReportMetric(perCall[0], "min-server-µs/call")
-			var calls []string
-			for name, st := range inner {
-				calls = append(calls, fmt.Sprintf("%s %.2fx", name, st[0]))
-			}
-			slices.Sort(calls)
-			b.Logf("Redis calls in each EVALSHA: %s", strings.Join(calls, ", "))
-			if err := rdb.FlushDB(ctx).Err(); err != nil { // the benchmark's own server
+			return rdb.HSet(ctx, name+":out", "code", "201", "hdr", rawHeader, "body", resp.Body).Err()
+		}},
+		{"raw-replay", func(_ *redisstore.Store, k idempotency.Key) int64 {
+			if err := rdb.HSet(ctx, "raw:"+k.Key, "st", "c", "f", fp, "tok", "1", "code", "201", "hdr", rawHeader, "body", resp.Body).Err(); err != nil {
 				b.Fatal(err)
 			}
-		})
+			return 0
+		}, func(_ *redisstore.Store, k idempotency.Key, _ int64) error {
+			return rdb.HGetAll(ctx, "raw:"+k.Key).Err()
+		}},
+	}
+	for _, c := range []int{1, serverTimeLoad} {
+		for _, o := range ops {
+			name := o.name
+			if c > 1 {
+				name += "/c=" + strconv.Itoa(c)
+			}
+			b.Run(name, func(b *testing.B) { serverTime(b, rdb, o.setup, o.call, strings.HasPrefix(o.name, "raw-"), c) })
+		}
+	}
+}
+
+// serverTimeLoad is how many goroutines BenchmarkServerTime's loaded rows
+// call from at once.
+const serverTimeLoad = 16
+
+// serverTime is one sub-benchmark of BenchmarkServerTime: call on b.N keys,
+// each readied by setup if not nil, from c goroutines at once. It reports
+// the server time of EVALSHA per call or, for raw calls, of all the
+// commands per call.
+func serverTime(b *testing.B, rdb *redis.Client, setup func(*redisstore.Store, idempotency.Key) int64,
+	call func(*redisstore.Store, idempotency.Key, int64) error, raw bool, c int) {
+	ctx := context.Background()
+	// Without the replay fast path, so that replay-claim measures the
+	// claim script on every replay.
+	s := redisstore.New(rdb, redisstore.WithPrefix("servertime:"+b.Name()+":"+strconv.Itoa(b.N)+":"), redisstore.WithoutReplayFastPath())
+	keys := make([]idempotency.Key, b.N)
+	toks := make([]int64, b.N)
+	for i := range keys {
+		keys[i] = idempotency.Key{Scope: "tenant", Key: "key-" + strconv.Itoa(i)}
+		if setup != nil {
+			toks[i] = setup(s, keys[i])
+		}
+	}
+	warmScripts(b, s) // so that no first EVAL is counted
+	// Rounds and their median: a burst of load on a shared machine spoils
+	// a round or two, not the figure.
+	rounds := min(b.N, 16)
+	var perCall []float64
+	inner := make(map[string][2]float64)
+	b.ResetTimer()
+	for r := range rounds {
+		b.StopTimer()
+		if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+		lo, hi := r*b.N/rounds, (r+1)*b.N/rounds
+		b.StartTimer()
+		var wg sync.WaitGroup
+		for g := range c {
+			wg.Go(func() {
+				for i := lo + g; i < hi; i += c {
+					if err := call(s, keys[i], toks[i]); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		b.StopTimer()
+		if b.Failed() {
+			b.FailNow()
+		}
+		n := float64(hi - lo)
+		stats := commandStats(b, rdb)
+		if ev := stats["evalsha"]; !raw && ev[0] < n {
+			b.Fatalf("%v EVALSHA calls for %v store calls: %v", ev[0], n, stats)
+		}
+		var usec float64
+		for name, st := range stats {
+			switch {
+			case strings.HasPrefix(name, "config"), strings.HasPrefix(name, "client"), name == "hello":
+				// the benchmark's own, and a new connection's
+			case raw, name == "evalsha":
+				usec += st[1]
+			default:
+				inner[name] = [2]float64{inner[name][0] + st[0]/n/float64(rounds), inner[name][1] + st[1]}
+			}
+		}
+		perCall = append(perCall, usec/n)
+	}
+	// The least-disturbed round too: Redis times a call on the wall clock,
+	// so a round in which the server lost the CPU to another process counts
+	// that time in.
+	slices.Sort(perCall)
+	b.ReportMetric(perCall[len(perCall)/2], "server-µs/call")
+	b.ReportMetric(perCall[0], "min-server-µs/call")
+	if !raw {
+		var calls []string
+		for name, st := range inner {
+			calls = append(calls, fmt.Sprintf("%s %.2fx", name, st[0]))
+		}
+		slices.Sort(calls)
+		b.Logf("Redis calls in each EVALSHA: %s", strings.Join(calls, ", "))
+	}
+	if err := rdb.FlushDB(ctx).Err(); err != nil { // the benchmark's own server
+		b.Fatal(err)
 	}
 }
 
