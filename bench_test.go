@@ -142,7 +142,8 @@ const warmRequests = 10000
 //
 // Both clients first send warmRequests untimed: without that, whichever
 // of the two sub-benchmarks ran first measured 2 to 4 % slower than when
-// it ran second (BENCHMARKS.md, "Client over loopback").
+// it ran second (BENCHMARKS.md, section Client, "the order of the two
+// sub-benchmarks").
 func BenchmarkLoopbackRatio(b *testing.B) {
 	srv := newLoopback(b)
 	base := http.DefaultTransport.(*http.Transport).Clone()
