@@ -8,7 +8,9 @@ import (
 )
 
 // request is one protected request on its way through the Middleware:
-// everything the steps after admission need, in one allocation.
+// everything the steps after admission need, in one allocation. The hold of
+// a claim it acquires is a second one, made by its mode (leaseClaim,
+// txClaim), so that a replay, a 409 or a 422 does not pay for it.
 type request struct {
 	m  *middleware
 	w  http.ResponseWriter
