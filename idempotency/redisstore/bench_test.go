@@ -296,7 +296,7 @@ func executeFirst(b *testing.B, s *redisstore.Store, k idempotency.Key, fp strin
 // the default (which reads first after a window of claims that were mostly
 // replays: the replay rows are all replays), WithoutReplayFastPath (every
 // claim the claim script) and WithReplayFastPath (a first execution one
-// HMGET more, a replay an HMGET instead of the claim script).
+// GET more, a replay a GET instead of the claim script).
 var ratioVariants = []struct {
 	suffix string
 	opts   []redisstore.Option

@@ -8,12 +8,12 @@
 //
 // # Data layout
 //
-// Each (scope, key) pair is one Redis hash named
+// Each (scope, key) pair is one Redis string named
 //
 //	<prefix>{}<len(scope)>:<scope>:<key>
 //
 // The decimal length of the scope makes the name unambiguous: ("a:b", "c")
-// and ("a", "b:c") map to different hashes. The empty {} is not a hash tag;
+// and ("a", "b:c") map to different entries. The empty {} is not a hash tag;
 // it stops braces in a client's key (say "{x}") from becoming one, which
 // would pile every such entry into one Redis Cluster slot. Every operation (claim, takeover,
 // renew, complete, release, get) is one Lua script that touches exactly that
@@ -25,18 +25,18 @@
 // # The replay fast path
 //
 // A replay through the claim script costs Redis a script call (EVALSHA and
-// a Redis call from Lua); a plain HMGET of the entry costs less, but a
-// first execution then pays the HMGET that finds nothing, a third round
+// its Redis calls); a plain GET of the entry costs less, but a
+// first execution then pays the GET that finds nothing, a third round
 // trip. The Store chooses per window of 64 claims (internal/replaymix):
 // once at least 90 % of a window's claims found a completed entry (a storm
 // of retries, or a client replaying on purpose), the next claims read
-// first and answer a completed entry from the HMGET, running the claim
+// first and answer a completed entry from the GET, running the claim
 // script only when there is none; under 80 % they go back to the claim
 // script alone. A new Store starts on the claim script, so the usual mix,
 // where replays are rare, keeps two round trips per first execution.
 // WithReplayFastPath reads first always, WithoutReplayFastPath never.
 // Either path gives the same answer in every state, so the choice changes
-// what a claim costs, never what it answers. The HMGET goes where the
+// what a claim costs, never what it answers. The GET goes where the
 // client sends reads: with a client that routes read-only commands to
 // replicas (ReadOnly, RouteByLatency or RouteRandomly in go-redis), a
 // replica may answer it. One that lags behind answers nothing yet, and the
@@ -47,25 +47,37 @@
 // Headers are stored byte for byte (NUL, invalid UTF-8 and all), in a
 // binary form; the JSON form of earlier versions is still read.
 //
-// Field names are short and a fingerprint that ends in a hex SHA-256 (as
-// the middleware's "v1:" fingerprints do) keeps its digest as 32 bytes,
-// so that a small entry stays within Redis's listpack limits
-// (hash-max-listpack-value, 64 bytes by default), where it takes less than
-// half the memory of a hash table: 264 bytes for a completed entry with a
-// 37-byte body, 168 in progress, against 588 and 440 before (MEMORY USAGE,
-// in TestEntryMemory).
+// An entry holds its state, its fencing token, its lease (start and
+// length, on the server's clock) and the fingerprint, then, once
+// completed, the outcome, packed in one string (the layout is in
+// entry.go). A new claim is then one SET NX with its expiry inside the
+// script, a replay one GET, and nothing in the entry needs a field name. A
+// fingerprint that ends in a hex SHA-256 (as the middleware's "v1:"
+// fingerprints do) keeps its digest as 32 bytes. A completed entry with a
+// 37-byte body takes 232 bytes, one in progress 168 (MEMORY USAGE, in
+// TestEntryMemory), against 264 and 168 for the hash of the previous
+// version and 588 and 440 for the one before.
 //
 // # Format change
 //
-// This version keeps the fingerprint in field f, in the form above; earlier
-// versions kept it verbatim, 67 bytes of hex, in field fp. It reads entries
-// of both: an fp entry replays, blocks or is taken over exactly as before
-// (a takeover rewrites it in the new form). Earlier versions do not read f:
-// they would see no fingerprint in an entry this version wrote and answer
-// its retries 422. Do not let the two versions serve the same prefix at
-// once: stop the old instances before the new ones take traffic. (A prefix
-// of the new version's own would avoid the overlap but forget the old
-// entries, and the retries of their operations would execute again.)
+// Earlier versions kept each entry in a hash: the version just before this
+// one with the fingerprint in field f, in the form above, and the one
+// before it verbatim, 67 bytes of hex, in field fp. This version reads
+// both: a hash entry replays, blocks, is taken over (and rewritten as a
+// string) or is claimed anew after its release exactly as before, a
+// waiter on this version marks one in progress as those versions expect,
+// and their holders complete, renew and release it as before.
+//
+// Earlier versions do not read strings: each of their scripts first reads
+// the entry with HGET or HMGET, which Redis refuses (WRONGTYPE) on a
+// string, so while both versions serve one prefix an old instance answers
+// a key that a new one wrote with 503, store unavailable, and its handler
+// does not run: the mix fails closed, never executes twice, and a client's
+// retry that reaches a new instance gets the right answer. Roll the new
+// version out quickly, or stop the old instances before the new ones take
+// traffic, to keep those 503s few. (A prefix of the new version's own
+// would avoid them but forget the old entries, and the retries of their
+// operations would execute again.)
 //
 // # Load and waiting requests
 //
@@ -73,7 +85,7 @@
 // client's pool (PoolSize; per node for a cluster) at once, so that Renew,
 // Complete and Release, which keep claims alive and record outcomes, always
 // find a connection. The Store implements idempotency.Watcher: a request
-// waiting for an entry (idempotency.WithWaitForResult) marks its hash, the
+// waiting for an entry (idempotency.WithWaitForResult) marks its entry, the
 // complete and release scripts then PUBLISH the entry's name on
 // <prefix>settled in the same round trip, and one subscription of the
 // Store's own, open while somebody waits on this instance, wakes the
@@ -88,7 +100,7 @@
 // whichever came last, and at least until the end of the lease its holder
 // last renewed (so a handler that outlives the ttl keeps its claim), and
 // Redis removes it without any scan. A released
-// claim keeps its hash, marked released, until that expiry, so the key
+// claim keeps its entry, marked released, until that expiry, so the key
 // remembers its last token. New tokens are the larger of the previous token
 // plus one and the server time in microseconds, so a token stays greater
 // than every token issued before for the key even after the key expired and

@@ -20,7 +20,7 @@ import (
 )
 
 // TestReplayFastPathConformance runs the conformance suite on a store that
-// answers completed entries from a plain HMGET.
+// answers completed entries from a plain GET.
 func TestReplayFastPathConformance(t *testing.T) {
 	redisOptions(t)
 	storetest.Run(t, func(t *testing.T) idempotency.Store {
@@ -32,7 +32,7 @@ func TestReplayFastPathConformance(t *testing.T) {
 // TestReplayFastPathAnswersLikeClaim puts a key in each state the fast path
 // must either answer or leave to the claim script, and checks that a store
 // with the fast path answers as one without it: a completed entry (either
-// fingerprint, the previous format too) from the HMGET, anything else
+// fingerprint, the previous format too) from the GET, anything else
 // (absent, in progress, lapsed, released, expired) from the script, which
 // acquires or takes over.
 func TestReplayFastPathAnswersLikeClaim(t *testing.T) {
@@ -53,9 +53,7 @@ func TestReplayFastPathAnswersLikeClaim(t *testing.T) {
 			Want: scenario.Answer{State: idempotency.StateInProgress, Fingerprint: "fp"}},
 		{Name: "lapsed", Setup: func(t *testing.T, k idempotency.Key) {
 			mustClaim(t, plain, k, "fp", longLease, longTTL)
-			if err := rdb.HSet(ctx, entryName(prefix, k.Key), "lx", old).Err(); err != nil {
-				t.Fatal(err)
-			}
+			moveLease(t, rdb, entryName(prefix, k.Key), time.Now().UnixMicro()-10e6)
 		}, Want: scenario.Answer{Acquired: true, TookOver: true}},
 		{Name: "released", Setup: func(t *testing.T, k idempotency.Key) {
 			r := mustClaim(t, plain, k, "fp", longLease, longTTL)
@@ -138,8 +136,8 @@ func TestReplayFastPathDuringCompletion(t *testing.T) {
 }
 
 // TestReplayFastPathRoundTrips checks what the fast path costs through the
-// middleware: a replay is one HMGET and no script; a first execution is
-// the HMGET that finds nothing, then the claim and completion scripts
+// middleware: a replay is one GET and no script; a first execution is
+// the GET that finds nothing, then the claim and completion scripts
 // (no pipeline: each command is one round trip).
 func TestReplayFastPathRoundTrips(t *testing.T) {
 	s, rdb, _ := newStore(t, redisstore.WithReplayFastPath())
@@ -150,8 +148,8 @@ func TestReplayFastPathRoundTrips(t *testing.T) {
 	for _, step := range []struct {
 		name, replayed, want string
 	}{
-		{"first execution", "", "HMGET EVALSHA EVALSHA"},
-		{"replay", "true", "HMGET"},
+		{"first execution", "", "GET EVALSHA EVALSHA"},
+		{"replay", "true", "GET"},
 	} {
 		rec.reset()
 		w := httptest.NewRecorder()

@@ -2,6 +2,9 @@ package redisstore_test
 
 import (
 	"context"
+	"fmt"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -70,5 +73,50 @@ func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		r.n.Add(1)
 		return next(ctx, cmds)
+	}
+}
+
+// heldEntry is an entry in progress as the store keeps it (entry.go):
+// the state and the waiters' mark, the token, the lease's start and
+// length in microseconds, and the stored fingerprint.
+type heldEntry struct {
+	head              string
+	tok, start, lease int64
+	storedFingerprint string
+}
+
+// readHeld reads the entry in progress named name.
+func readHeld(tb testing.TB, rdb *redis.Client, name string) heldEntry {
+	tb.Helper()
+	v, err := rdb.Get(context.Background(), name).Result()
+	if err != nil {
+		tb.Fatalf("GET %s: %v", name, err)
+	}
+	f := strings.SplitN(v, ",", 4)
+	if len(f) != 4 || len(f[0]) < 3 {
+		tb.Fatalf("entry %q is not one in progress", v)
+	}
+	e := heldEntry{head: f[0][:2], storedFingerprint: f[3]}
+	for i, p := range []*int64{&e.tok, &e.start, &e.lease} {
+		s := f[i]
+		if i == 0 {
+			s = s[2:]
+		}
+		if *p, err = strconv.ParseInt(s, 10, 64); err != nil {
+			tb.Fatalf("entry %q: %v", v, err)
+		}
+	}
+	return e
+}
+
+// moveLease moves the lease of the entry in progress named name to lapse
+// at expiry (server time, microseconds since the epoch), keeping the
+// entry's own expiry: it rewrites the lease start, expiry less the lease.
+func moveLease(tb testing.TB, rdb *redis.Client, name string, expiry int64) {
+	tb.Helper()
+	e := readHeld(tb, rdb, name)
+	v := fmt.Sprintf("%s%d,%d,%d,%s", e.head, e.tok, expiry-e.lease, e.lease, e.storedFingerprint)
+	if err := rdb.Set(context.Background(), name, v, redis.KeepTTL).Err(); err != nil {
+		tb.Fatal(err)
 	}
 }

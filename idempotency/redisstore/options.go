@@ -55,12 +55,12 @@ func WithWait(replicas int, timeout time.Duration) Option {
 	}
 }
 
-// WithReplayFastPath makes Claim read the entry with a plain HMGET before
+// WithReplayFastPath makes Claim read the entry with a plain GET before
 // every claim, and answer a completed entry from it, running the claim
 // script only when the key is absent, in progress or released. A replay
-// then costs Redis what an HMGET costs instead of a script call (EVALSHA
-// and a Redis call from Lua, about 1.6 times the server time), and a first
-// execution one round trip more (three instead of two, the HMGET finding
+// then costs Redis what a GET costs instead of a script call (EVALSHA
+// and the script's Redis calls: BenchmarkServerTime), and a first
+// execution one round trip more (three instead of two, the GET finding
 // nothing). By default the Store does this only while replays are frequent
 // (see "The replay fast path" in the package documentation); this option
 // does it always, WithoutReplayFastPath never. Reading without the script

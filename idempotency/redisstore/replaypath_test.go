@@ -14,7 +14,7 @@ import (
 
 // TestReplayPathFollowsTheMix checks which commands each claim sends as
 // the share of replays changes (scenario.ReplayPathFollowsTheMix): by
-// default a replay reads first (the HMGET alone) once a window of claims was
+// default a replay reads first (the GET alone) once a window of claims was
 // mostly replays, and stays so while they are; a first execution goes back
 // to the claim script alone once a window was mostly first executions, and
 // claims of an entry in progress do not count as replays;
@@ -26,9 +26,9 @@ func TestReplayPathFollowsTheMix(t *testing.T) {
 		opts []redisstore.Option
 		want scenario.ReplayPathWant
 	}{
-		{"default", nil, scenario.ReplayPathWant{LastReplay: "EVALSHA", AfterReplays: "HMGET", AfterFirsts: "EVALSHA EVALSHA", AfterBusy: "EVALSHA"}},
+		{"default", nil, scenario.ReplayPathWant{LastReplay: "EVALSHA", AfterReplays: "GET", AfterFirsts: "EVALSHA EVALSHA", AfterBusy: "EVALSHA"}},
 		{"without", []redisstore.Option{redisstore.WithoutReplayFastPath()}, scenario.ReplayPathWant{LastReplay: "EVALSHA", AfterReplays: "EVALSHA", AfterFirsts: "EVALSHA EVALSHA", AfterBusy: "EVALSHA"}},
-		{"with", []redisstore.Option{redisstore.WithReplayFastPath()}, scenario.ReplayPathWant{LastReplay: "HMGET", AfterReplays: "HMGET", AfterFirsts: "HMGET EVALSHA EVALSHA", AfterBusy: "HMGET"}},
+		{"with", []redisstore.Option{redisstore.WithReplayFastPath()}, scenario.ReplayPathWant{LastReplay: "GET", AfterReplays: "GET", AfterFirsts: "GET EVALSHA EVALSHA", AfterBusy: "GET"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, rdb, _ := newStore(t, tc.opts...)

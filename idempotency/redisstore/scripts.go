@@ -6,25 +6,23 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Hash fields. Short names keep every entry small, within Redis's listpack
-// limits (64 bytes a value, by default) for a small outcome, where a hash
-// takes less than half the memory of a hash table.
+// Entries are Redis strings (entry.go gives their layout): the claim of a
+// new key is one SET NX PX, where a hash needed HGET, HSET and PEXPIRE.
+// Earlier versions kept each entry in a hash, with the fields below; the
+// scripts still read such an entry (Redis answers its GET with WRONGTYPE,
+// which the scripts catch with redis.pcall) and replace it with a string
+// when they claim it.
 //
 //	st    state: "p" in progress, "c" completed, "r" released
 //	f     fingerprint of the claim, in its stored form (see encodeFingerprint)
-//	fp    fingerprint as the previous format kept it, verbatim: read, never
-//	      written; a claim that takes such an entry over replaces it with f
+//	fp    fingerprint as the format before f kept it, verbatim
 //	tok   fencing token, decimal
-//	lx    lease expiry, server time in microseconds since the epoch,
-//	      decimal; left in place, unread, once the entry completed
+//	lx    lease expiry, server time in microseconds since the epoch, decimal
 //	code  stored HTTP status
 //	ovs   "1" when the outcome was oversize
-//	hdr   stored header, headercodec bytes (JSON from earlier versions is
-//	      still read; absent when nil)
+//	hdr   stored header, headercodec bytes (or JSON, older still)
 //	body  stored body, raw bytes (absent when nil)
-//	w     "1" while a request waits for the entry to settle: completing or
-//	      releasing it then publishes the entry's name on the settled
-//	      channel; left in place, unread, once the entry completed
+//	w     "1" while a request waits for the entry to settle
 const (
 	fieldState       = "st"
 	fieldFingerprint = "f"
@@ -35,30 +33,26 @@ const (
 	fieldOversize    = "ovs"
 	fieldHeader      = "hdr"
 	fieldBody        = "body"
-	fieldWatched     = "w"
-
-	stateInProgress = "p"
-	stateCompleted  = "c"
-	stateReleased   = "r"
 )
 
-// entryRead is the Lua expression every script that answers with an entry
-// reads it with: HMGET of entryFields (encode.go), the fields the store
-// decodes, in their order. Fields by position, rather than HGETALL's names
-// and values, halve the strings the reply carries.
-var entryRead = "redis.call('HMGET', KEYS[1], '" + strings.Join(entryFields[:], "', '") + "')"
+// hashRead is the Lua expression that reads a hash entry of an earlier
+// version: HMGET of hashFields (entry.go), in their order.
+var hashRead = "redis.call('HMGET', KEYS[1], '" + strings.Join(hashFields[:], "', '") + "')"
 
 // The scripts below are the whole of the store's server side. Each touches
 // only KEYS[1], so every one is safe on Redis Cluster. They are kept to the
 // few Redis calls each path needs, because each call inside a script costs
-// about as much server time as the command itself, and they format numbers
-// only where they must, because Lua formats a number slowly (a call of
-// string.format costs Redis about what a Redis call does): a claim of a
-// new key is HGET, TIME, HSET, PEXPIRE; a claim that finds a completed
-// entry (a replay) is HGET and HMGET; Get is HMGET, and TIME only for an
-// entry in progress. The helpers below are code put inline rather than
-// Lua functions: a script's top level runs on every call, and a local
-// function there is a closure made anew each time.
+// about as much server time as the command itself, and they format a
+// number only where they must, because a call of string.format costs Redis
+// about what a Redis call does: a claim of a new key is TIME and SET NX; a
+// claim that finds an entry adds a GET (and a SET when it acquires);
+// completing is GET and SET, releasing GET and SETRANGE; Get is GET, and
+// TIME only for an entry in progress. The lease is stored as its start and
+// its length, both strings the script already has, so that no claim
+// formats a number unless a token must follow its predecessor. The
+// helpers below are code put inline rather than Lua functions: a script's
+// top level runs on every call, and a local function there is a closure
+// made anew each time.
 
 // luaEffects turns on effects replication, which reading TIME before
 // writing needs: the default since Redis 5; replicate_commands turns it on
@@ -85,8 +79,14 @@ local now = tonumber(nows)
 // which Lua 5.1 casts to a C long: 32 bits on a 32-bit build of Redis.)
 func luaDecimal(expr string) string { return "string.format('%.0f', " + expr + ")" }
 
+// luaHeld matches an entry in progress (or released, whose layout it
+// keeps) in v: string.find(v, luaHeld) answers the end of the match, the
+// waiters' mark, the token, the lease start and length; the stored
+// fingerprint is what follows the match.
+const luaHeld = `'^[pr]([01])(%d+),(%d+),(%d+),'`
+
 // luaLegacy defines legacy, which turns a stored fingerprint (ARGV) into
-// the form the previous format kept, to compare it with an entry's fp:
+// the verbatim form of field fp, to compare it with a hash entry's fp:
 // decodeFingerprint (encode.go) written once more in Lua, for that rare
 // comparison only.
 const luaLegacy = `
@@ -98,29 +98,17 @@ local function legacy(f)
 end
 `
 
-// claimScript: KEYS[1] entry; ARGV stored fingerprint, lease (µs), ttl (ms).
-// Returns the new token when it acquired the claim, negated when it took
-// an entry in progress over; otherwise the entry as entryRead reads it,
-// followed for an entry in progress by the server time (µs, decimal). An
-// absent or released entry is acquired anew whatever its fingerprint; an
-// entry in progress is taken over only with the same fingerprint and a
-// lapsed lease. The new token exceeds the previous one and is at least the
-// server time in microseconds, so tokens keep growing across expiry too.
-// A Lua number is sent as a Redis integer without formatting, exactly.
-//
-// The state alone is read first (HGET), the entry only when there is one:
-// the claim of a new key, which finds none, then reads one field, not
-// nine. An entry acquired anew holds st and tok at most (release leaves no
-// more), and one taken over holds the fields written here and w, which
-// stays: no DEL is needed. An entry in a state this store never writes is
-// wiped.
-var claimScript = redis.NewScript(luaEffects + `
+// luaHash reads a hash entry of an earlier version in a claim (its GET
+// answered the error v): a completed one is answered as hashRead reads it;
+// one in progress too, with the server time after it, unless it can be
+// taken over (same fingerprint, lapsed lease), which sets took, prev and
+// w; a released one sets prev. The hash is then deleted, for the claim's
+// SET to write the entry anew.
+var luaHash = `
 local st = redis.call('HGET', KEYS[1], 'st')
-if st == 'c' then return ` + entryRead + ` end
-local prev
-` + luaClock + `
+if st == 'c' then return ` + hashRead + ` end
 if st == 'p' then
-  local h = ` + entryRead + `
+  local h = ` + hashRead + `
   local same
   if h[2] then
     same = h[2] == ARGV[1]
@@ -131,77 +119,124 @@ if st == 'p' then
     h[#h + 1] = nows
     return h
   end
-  if h[3] then redis.call('HDEL', KEYS[1], 'fp') end
-  prev = tonumber(h[4])
+  prev, took = tonumber(h[4]), true
+  if redis.call('HGET', KEYS[1], 'w') then w = '1' end
 elseif st then
   prev = tonumber(redis.call('HGET', KEYS[1], 'tok'))
-  if st ~= 'r' then redis.call('DEL', KEYS[1]) end
+end
+redis.call('DEL', KEYS[1])
+`
+
+// claimScript: KEYS[1] entry; ARGV stored fingerprint, lease (µs), ttl
+// (ms). Returns the new token when it acquired the claim, negated when it
+// took an entry in progress over; otherwise the entry: a completed one as
+// stored, one in progress as a pair of the entry and the server time (µs,
+// decimal); a hash of an earlier version as hashRead reads it, followed by
+// the server time for one in progress. An absent or released entry is
+// acquired anew whatever its fingerprint; an entry in progress is taken
+// over only with the same fingerprint and a lapsed lease, keeping its
+// waiters' mark. The new token exceeds the previous one and is at least
+// the server time in microseconds, so tokens keep growing across expiry
+// too. A Lua number is sent as a Redis integer without formatting,
+// exactly. An entry this store could not have written is replaced.
+var claimScript = redis.NewScript(luaEffects + luaClock + `
+if redis.call('SET', KEYS[1], 'p0' .. nows .. ',' .. nows .. ',' .. ARGV[2] .. ',' .. ARGV[1], 'NX', 'PX', ARGV[3]) then
+  return now
+end
+local v = redis.pcall('GET', KEYS[1])
+local prev, took, w
+if type(v) == 'table' then` + luaHash + `
+elseif v then
+  local st = string.sub(v, 1, 1)
+  if st == 'c' then return v end
+  local _, e, mark, tok, start, lease = string.find(v, ` + luaHeld + `)
+  if e and st == 'p' then
+    if string.sub(v, e + 1) ~= ARGV[1] or tonumber(start) + tonumber(lease) > now then
+      return {v, nows}
+    end
+    took, w = true, mark
+  end
+  if e then prev = tonumber(tok) end
 end
 local tok, toks = now, nows
 if prev and prev + 1 > now then tok = prev + 1; toks = ` + luaDecimal("tok") + ` end
-redis.call('HSET', KEYS[1], 'st', 'p', 'f', ARGV[1], 'tok', toks, 'lx', ` + luaDecimal("now + tonumber(ARGV[2])") + `)
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-if st == 'p' then return -tok end
+redis.call('SET', KEYS[1], 'p' .. (w or '0') .. toks .. ',' .. nows .. ',' .. ARGV[2] .. ',' .. ARGV[1], 'PX', ARGV[3])
+if took then return -tok end
 return tok
 `)
+
+// luaHolds reads the entry in progress that ARGV[1], a token, holds: it
+// returns 0 from the script unless there is one, and leaves its waiters'
+// mark in w and the end of its luaHeld match in e.
+var luaHolds = `
+local v = redis.pcall('GET', KEYS[1])
+if type(v) ~= 'string' or string.sub(v, 1, 1) ~= 'p' then return 0 end
+local _, e, w, tok = string.find(v, ` + luaHeld + `)
+if tok ~= ARGV[1] then return 0 end
+`
 
 // renewScript: KEYS[1] entry; ARGV token, lease (µs). Returns 1 when renewed,
 // 0 when the token is not the current claim of an entry in progress. The key
 // is kept at least until the end of the new lease: a holder that outlives
 // the ttl while renewing must not see its claim expire and a duplicate
 // acquire the key anew.
-var renewScript = redis.NewScript(luaEffects + `
-local h = redis.call('HMGET', KEYS[1], 'st', 'tok')
-if h[1] ~= 'p' or h[2] ~= ARGV[1] then return 0 end
-` + luaClock + `
-redis.call('HSET', KEYS[1], 'lx', ` + luaDecimal("now + tonumber(ARGV[2])") + `)
+var renewScript = redis.NewScript(luaEffects + luaHolds + luaClock + `
 local ms = math.ceil(tonumber(ARGV[2]) / 1000)
-if redis.call('PTTL', KEYS[1]) < ms then redis.call('PEXPIRE', KEYS[1], ` + luaDecimal("ms") + `) end
+local ttl = math.max(redis.call('PTTL', KEYS[1]), ms)
+redis.call('SET', KEYS[1], 'p' .. w .. tok .. ',' .. nows .. ',' .. ARGV[2] .. ',' .. string.sub(v, e + 1), 'PX', ` + luaDecimal("ttl") + `)
 return 1
 `)
 
 // completeScript: KEYS[1] entry; ARGV token, ttl (ms), settled channel,
-// then field/value pairs of the outcome. Returns 1 when stored, 0 when
-// stale. lx and w stay: nothing reads them in a completed entry, and
-// deleting them would cost a call.
-var completeScript = redis.NewScript(`
-local h = redis.call('HMGET', KEYS[1], 'st', 'tok', 'w')
-if h[1] ~= 'p' or h[2] ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'st', 'c', unpack(ARGV, 4))
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-if h[3] then redis.call('PUBLISH', ARGV[3], KEYS[1]) end
+// the head of the completed entry (completedHead), to which it appends the
+// claim's fingerprint. Returns 1 when stored, 0 when stale.
+var completeScript = redis.NewScript(luaHolds + `
+redis.call('SET', KEYS[1], ARGV[4] .. string.sub(v, e + 1), 'PX', ARGV[2])
+if w == '1' then redis.call('PUBLISH', ARGV[3], KEYS[1]) end
 return 1
 `)
 
-// releaseScript: KEYS[1] entry; ARGV token, settled channel. The hash
+// releaseScript: KEYS[1] entry; ARGV token, settled channel. The entry
 // stays, marked released and keeping its token, until its expiry, so the
 // next claim's token is greater. Returns 1 when released, 0 when stale.
-var releaseScript = redis.NewScript(`
-local h = redis.call('HMGET', KEYS[1], 'st', 'tok', 'w')
-if h[1] ~= 'p' or h[2] ~= ARGV[1] then return 0 end
-redis.call('HDEL', KEYS[1], 'f', 'fp', 'lx', 'w')
-redis.call('HSET', KEYS[1], 'st', 'r')
-if h[3] then redis.call('PUBLISH', ARGV[2], KEYS[1]) end
+var releaseScript = redis.NewScript(luaHolds + `
+redis.call('SETRANGE', KEYS[1], 0, 'r')
+if w == '1' then redis.call('PUBLISH', ARGV[2], KEYS[1]) end
 return 1
 `)
 
 // watchScript: KEYS[1] entry. Marks an entry in progress as awaited, so
 // that its completion or release publishes. Returns 1 when marked, 0 when
-// the entry is not in progress.
+// the entry is not in progress. A hash of an earlier version, held by an
+// instance of that version, is marked as that version did.
 var watchScript = redis.NewScript(`
-if redis.call('HGET', KEYS[1], 'st') ~= 'p' then return 0 end
-redis.call('HSET', KEYS[1], 'w', '1')
+local st = redis.pcall('GETRANGE', KEYS[1], 0, 0)
+if type(st) == 'table' then
+  if redis.call('HGET', KEYS[1], 'st') ~= 'p' then return 0 end
+  redis.call('HSET', KEYS[1], 'w', '1')
+  return 1
+end
+if st ~= 'p' then return 0 end
+redis.call('SETRANGE', KEYS[1], 1, '1')
 return 1
 `)
 
-// getScript: KEYS[1] entry. Returns the entry as entryRead reads it,
-// followed for an entry in progress by the server time (µs, decimal):
-// reading it in the same round trip gives the lease remaining by the
+// getScript: KEYS[1] entry. Returns the entry as claimScript answers one
+// it does not acquire, or an empty list when there is none: reading the
+// server time in the same round trip gives the lease remaining by the
 // server's clock.
 var getScript = redis.NewScript(luaEffects + `
-local h = ` + entryRead + `
-if h[1] == 'p' then` + luaClock + `
-  h[#h + 1] = nows
+local v = redis.pcall('GET', KEYS[1])
+if type(v) == 'table' then
+  v = ` + hashRead + `
+  if v[1] == 'p' then` + luaClock + `
+    v[#v + 1] = nows
+  end
+  return v
 end
-return h
+if not v then return {} end
+if string.sub(v, 1, 1) == 'p' then` + luaClock + `
+  return {v, nows}
+end
+return v
 `)

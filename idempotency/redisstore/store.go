@@ -22,7 +22,7 @@ var ErrNotReplicated = errors.New("redisstore: write not acknowledged by enough 
 
 var _ idempotency.Store = (*Store)(nil)
 
-// Store is an idempotency.Store kept in Redis: one hash per (scope, key),
+// Store is an idempotency.Store kept in Redis: one string per (scope, key),
 // every operation one Lua script on that one key, leases and tokens on the
 // Redis server's clock. See the package documentation for the Redis settings
 // it needs.
@@ -43,18 +43,19 @@ type Store struct {
 	watch  watcher
 	reload reloader
 	short  shortPrimaries
-	// replay chooses Claim's path: HMGET first, or the claim script
+	// replay chooses Claim's path: GET first, or the claim script
 	// straight away (see replayEnter).
 	replay *replaymix.Mix
 }
 
 // replayEnter and replayLeave are the shares of replays among the claims
 // of a window at which the default Store starts and stops reading an entry
-// before claiming it. Reading first saves a replay up to a fifth of an
-// HMGET's time (the claim script costs 1.0 to 1.35 times one, the more the
-// busier Redis's CPU: BENCHMARKS.md) and costs a first execution one HMGET
-// that finds nothing: BenchmarkReplayMix shows a loss at 75 % of replays
-// and about even from 90 % on, on an idle Redis. So the store reads first
+// before claiming it. Reading first saves a replay up to a fifth of a
+// read's time and costs a first execution one read that finds nothing
+// (measured with the hash entries of the previous version, HMGET against
+// a claim script 1.0 to 1.35 times its cost, the more the busier Redis's
+// CPU: BENCHMARKS.md): BenchmarkReplayMix showed a loss at 75 % of
+// replays and about even from 90 % on, on an idle Redis. So the store reads first
 // only when nearly every claim is a replay (a storm of retries, where the
 // server time it saves matters most), never in the usual mix.
 const (
@@ -96,7 +97,7 @@ func poolSize(rdb redis.UniversalClient) int {
 	return 10 * runtime.GOMAXPROCS(0) // go-redis's default
 }
 
-// redisKey names the hash of k. The scope's length comes first so that no
+// redisKey names the entry of k. The scope's length comes first so that no
 // two (scope, key) pairs share a name, whatever bytes they contain. The empty
 // "{}" before them is no hash tag itself, and being the first brace pair it
 // keeps braces in the client's scope or key from acting as one: Redis
@@ -152,17 +153,21 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 }
 
 // completedEntry is Claim's fast path (see replayEnter): the entry of k
-// read with HMGET, ok only when it is completed.
+// read with GET, ok only when it is completed. A hash entry of an earlier
+// version, which GET answers WRONGTYPE, is left to the claim script.
 func (s *Store) completedEntry(ctx context.Context, k idempotency.Key) (idempotency.Entry, bool, error) {
-	res, err := s.rdb.HMGet(ctx, s.redisKey(k), entryFields[:]...).Result()
+	v, err := s.rdb.Get(ctx, s.redisKey(k)).Result()
+	if errors.Is(err, redis.Nil) || redis.HasErrorPrefix(err, "WRONGTYPE") {
+		return idempotency.Entry{}, false, nil
+	}
 	s.reload.failed(err)
 	if err != nil {
 		return idempotency.Entry{}, false, err
 	}
-	if len(res) == 0 || res[entryState] != stateCompleted {
+	if len(v) == 0 || v[0] != stateCompleted {
 		return idempotency.Entry{}, false, nil
 	}
-	e, found, err := decodeEntry(res)
+	e, found, err := decodeString(v, "")
 	if err != nil || !found {
 		return idempotency.Entry{}, false, err
 	}
@@ -186,8 +191,7 @@ func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, re
 	if err := checkTTL(ttl); err != nil {
 		return wrap(ctx, "complete", err)
 	}
-	args := appendResponse(append(make([]any, 0, 11), token, millis(ttl), s.watch.channel()), resp)
-	return s.fenced(ctx, "complete", completeScript, k, args...)
+	return s.fenced(ctx, "complete", completeScript, k, token, millis(ttl), s.watch.channel(), completedHead(token, resp))
 }
 
 // Release implements idempotency.Store. The released entry keeps its token,

@@ -64,7 +64,7 @@ func TestKeyEncodingNoCollision(t *testing.T) {
 	}
 }
 
-func TestOneHashPerEntryWithTTL(t *testing.T) {
+func TestOneStringPerEntryWithTTL(t *testing.T) {
 	s, rdb, prefix := newStore(t)
 	ctx := context.Background()
 	k := idempotency.Key{Scope: "tenant", Key: "k1"}
@@ -76,8 +76,8 @@ func TestOneHashPerEntryWithTTL(t *testing.T) {
 	if len(got) != 1 {
 		t.Fatalf("Redis keys = %q, want exactly one", got)
 	}
-	if typ := rdb.Type(ctx, got[0]).Val(); typ != "hash" {
-		t.Errorf("TYPE %s = %q, want hash", got[0], typ)
+	if typ := rdb.Type(ctx, got[0]).Val(); typ != "string" {
+		t.Errorf("TYPE %s = %q, want string", got[0], typ)
 	}
 	// Completion restarted the ttl at 2s, down from the claim's 10s.
 	if pttl := rdb.PTTL(ctx, got[0]).Val(); pttl <= 0 || pttl > 2*time.Second {
@@ -94,10 +94,8 @@ func TestLeaseOnServerClock(t *testing.T) {
 	if len(keys) != 1 {
 		t.Fatalf("keys %q", keys)
 	}
-	lx, err := rdb.HGet(ctx, keys[0], "lx").Int64()
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := readHeld(t, rdb, keys[0])
+	lx := held.start + held.lease
 	now, err := rdb.Time(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
@@ -110,9 +108,7 @@ func TestLeaseOnServerClock(t *testing.T) {
 	// Move the lease expiry to one second in the server's past, as if the
 	// server's clock had run on: the lease is lapsed for every instance,
 	// whatever their own clocks say.
-	if err := rdb.HSet(ctx, keys[0], "lx", strconv.FormatInt(now.UnixMicro()-1e6, 10)).Err(); err != nil {
-		t.Fatal(err)
-	}
+	moveLease(t, rdb, keys[0], now.UnixMicro()-1e6)
 	e, _, err := s.Get(ctx, k)
 	if err != nil {
 		t.Fatal(err)
@@ -333,17 +329,61 @@ func TestConcurrentClaimsOneWinner(t *testing.T) {
 	}
 }
 
+// TestCorruptEntryIsAnError: an entry the store could not have written
+// (a state it never writes, a field cut short or not a number, flags out
+// of range, lengths past the end) makes Get fail with a redisstore error,
+// never answer a made-up entry. A claim of it fails the same way when it
+// reads as completed; otherwise it fails so too or acquires the key anew
+// (no holder could fence a claim the store cannot read), never as a
+// takeover.
 func TestCorruptEntryIsAnError(t *testing.T) {
 	s, rdb, prefix := newStore(t)
 	ctx := context.Background()
-	k := idempotency.Key{Scope: "s", Key: "k"}
-	mustClaim(t, s, k, "fp", longLease, longTTL)
-	key := testenv.RedisKeys(t, rdb, prefix)[0]
-	if err := rdb.HSet(ctx, key, "st", "zz").Err(); err != nil {
+	fp := "\x00fp" // "fp" in its stored form
+	for i, v := range []string{
+		"zz1,2,3,fp",
+		"p",
+		"p01x,2,3," + fp,
+		"p01,2,3,",    // a fingerprint without its form byte
+		"p01,2," + fp, // no lease length
+		"r0x,",
+		"c01,201,",
+		"c01,201,9", // no lengths
+		"c01,201,00,0,",
+		"c01,201,82,0,ab" + fp, // flags out of range
+		"c01,201,62,5,ab" + fp, // a body past the end
+		"c01,x,00,0," + fp,
+	} {
+		k := idempotency.Key{Key: "corrupt-" + strconv.Itoa(i)}
+		if err := rdb.Set(ctx, entryName(prefix, k.Key), v, time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if e, found, err := s.Get(ctx, k); err == nil || !strings.HasPrefix(err.Error(), "redisstore: get: corrupt entry") {
+			t.Errorf("Get of %q = %+v %v %v, want a redisstore error", v, e, found, err)
+		}
+		res, err := s.Claim(ctx, k, "fp", longLease, longTTL)
+		if v[0] == 'c' {
+			if err == nil || !strings.HasPrefix(err.Error(), "redisstore: claim: corrupt entry") {
+				t.Errorf("Claim of %q = %+v %v, want a redisstore error", v, res, err)
+			}
+			continue
+		}
+		if err != nil && strings.HasPrefix(err.Error(), "redisstore: claim: corrupt entry") {
+			continue
+		}
+		if err != nil || !res.Acquired || res.TookOver {
+			t.Errorf("Claim of %q = %+v %v, want it acquired anew or a redisstore error", v, res, err)
+		}
+	}
+	// A well-formed entry for contrast: the same shapes, complete.
+	k := idempotency.Key{Key: "whole"}
+	if err := rdb.Set(ctx, entryName(prefix, k.Key), "c01,201,40,1,x"+fp, time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Get(ctx, k); err == nil || !strings.HasPrefix(err.Error(), "redisstore: ") {
-		t.Errorf("Get of a corrupt entry = %v, want a redisstore error", err)
+	e, found, err := s.Get(ctx, k)
+	if err != nil || !found || e.State != idempotency.StateCompleted || e.Fingerprint != "fp" || e.Response.Status != 201 ||
+		string(e.Response.Body) != "x" || e.Response.Header != nil || e.Token != 1 {
+		t.Errorf("Get of a well-formed entry = %+v %v %v", e, found, err)
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 var _ idempotency.Watcher = (*Store)(nil)
 
 // watcher is the Store's idempotency.Watcher: a request waiting for an
-// entry marks its hash (field w), the complete and release scripts then
+// entry marks it (entry.go: the waiters' mark), the complete and release scripts then
 // PUBLISH the entry's name on the prefix's settled channel, and one
 // subscription of the Store's own (open while somebody waits) turns the
 // messages into wake-ups.

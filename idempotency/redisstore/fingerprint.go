@@ -1,0 +1,78 @@
+package redisstore
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Stored fingerprints. A fingerprint that ends in a hex SHA-256 (64
+// lowercase hex digits, as "v1:" and the digest from
+// idempotency.Fingerprint) is kept as fpDigest, then what comes before the
+// digits, then the digest's 32 bytes; any other fingerprint as fpVerbatim,
+// then the fingerprint. That keeps the middleware's fingerprint at 36 bytes,
+// within Redis's listpack limit of 64, where its 67 characters of hex are
+// not, and the first byte makes the form one to one. The Lua function
+// legacy (scripts.go) is the same decoding, for old entries' fp.
+const (
+	fpVerbatim byte = 0
+	fpDigest   byte = 1
+
+	digestHex = 64
+)
+
+// encodeFingerprint returns the stored form of fp.
+func encodeFingerprint(fp string) string {
+	n := len(fp) - digestHex
+	if n < 0 || !isLowerHex(fp[n:]) {
+		return string(fpVerbatim) + fp
+	}
+	var digest [digestHex / 2]byte
+	for i := range digest {
+		digest[i] = unhex(fp[n+2*i])<<4 | unhex(fp[n+2*i+1])
+	}
+	var b strings.Builder
+	b.Grow(1 + n + len(digest))
+	b.WriteByte(fpDigest)
+	b.WriteString(fp[:n])
+	b.Write(digest[:])
+	return b.String()
+}
+
+// decodeFingerprint is the inverse of encodeFingerprint.
+func decodeFingerprint(stored string) (string, error) {
+	switch {
+	case stored == "":
+	case stored[0] == fpVerbatim:
+		return stored[1:], nil
+	case stored[0] == fpDigest && len(stored) >= 1+digestHex/2:
+		n := len(stored) - digestHex/2
+		var b strings.Builder
+		b.Grow(n - 1 + digestHex)
+		b.WriteString(stored[1:n])
+		for i := n; i < len(stored); i++ {
+			b.WriteByte(hexDigits[stored[i]>>4])
+			b.WriteByte(hexDigits[stored[i]&0xf])
+		}
+		return b.String(), nil
+	}
+	return "", fmt.Errorf("corrupt fingerprint %q", stored)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// unhex is the value of a lowercase hex digit.
+func unhex(c byte) byte {
+	if c >= 'a' {
+		return c - 'a' + 10
+	}
+	return c - '0'
+}
+
+func isLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
