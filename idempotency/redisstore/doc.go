@@ -55,8 +55,9 @@
 // fingerprint that ends in a hex SHA-256 (as the middleware's "v1:"
 // fingerprints do) keeps its digest as 32 bytes. A completed entry with a
 // 37-byte body takes 232 bytes, one in progress 168 (MEMORY USAGE, in
-// TestEntryMemory), against 264 and 168 for the hash of the previous
-// version and 588 and 440 for the one before.
+// TestEntryMemory), against 264 and 168 for the listpack hash of the
+// previous version and hash tables of 440 and 595 to 675 (their size
+// varies from run to run) for the one before.
 //
 // # Format change
 //
@@ -64,9 +65,13 @@
 // one with the fingerprint in field f, in the form above, and the one
 // before it verbatim, 67 bytes of hex, in field fp. This version reads
 // both: a hash entry replays, blocks, is taken over (and rewritten as a
-// string) or is claimed anew after its release exactly as before, a
-// waiter on this version marks one in progress as those versions expect,
-// and their holders complete, renew and release it as before.
+// string) or is claimed anew after its release exactly as before, and a
+// waiter on this version marks one in progress as those versions expect.
+// An old instance holding a hash completes, renews and releases it as
+// before, until a new instance takes it over after its lease lapsed: the
+// old holder's Complete, Renew and Release then fail with WRONGTYPE, a
+// store error, where the same version would have answered ErrStaleToken;
+// its outcome is not stored either way.
 //
 // Earlier versions do not read strings: each of their scripts first reads
 // the entry with HGET or HMGET, which Redis refuses (WRONGTYPE) on a
@@ -96,7 +101,7 @@
 // Leases and the fencing tokens are decided by the Redis server's clock
 // (TIME inside the scripts), never by the application's, so instances whose
 // clocks disagree still agree on who holds a lease. Expiry is Redis key
-// expiry (PEXPIRE): an entry lives ttl after its claim or its completion,
+// expiry (SET's PX): an entry lives ttl after its claim or its completion,
 // whichever came last, and at least until the end of the lease its holder
 // last renewed (so a handler that outlives the ttl keeps its claim), and
 // Redis removes it without any scan. A released

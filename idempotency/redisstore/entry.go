@@ -128,7 +128,7 @@ func decodeString(v, now string) (e idempotency.Entry, found bool, err error) {
 		e.LeaseRemaining = time.Duration(start+lease-n) * time.Microsecond
 	case stateCompleted:
 		e.State = idempotency.StateCompleted
-		resp := &idempotency.Response{Status: int(r.int(','))}
+		resp := &idempotency.Response{Status: int(r.status())}
 		flags := r.byte() - '0'
 		hdrLen, bodyLen := r.int(','), r.int(',')
 		hdr, body := r.take(hdrLen), r.take(bodyLen)
@@ -186,6 +186,16 @@ func (r *reader) int(sep byte) int64 {
 	}
 	r.s = r.s[i+1:]
 	return n
+}
+
+// status reads the stored status, ended by a comma: a decimal number that
+// may be negative, as Complete stores any int it is given.
+func (r *reader) status() int64 {
+	if r.err == nil && strings.HasPrefix(r.s, "-") {
+		r.s = r.s[1:]
+		return -r.int(',')
+	}
+	return r.int(',')
 }
 
 func (r *reader) byte() byte {

@@ -17,9 +17,10 @@ import (
 func FuzzCompletedEntry(f *testing.F) {
 	f.Add(int64(1796479294551529), 201, false, true, "Content-Type", "application/json", true, []byte(`{"id":"pay_1"}`), "v1:"+strings.Repeat("ab", 32))
 	f.Add(int64(1), 204, true, false, "", "", false, []byte(nil), "")
+	f.Add(int64(2), -1, false, false, "", "", true, []byte{}, "fp")
 	f.Add(int64(7), 200, false, true, "X-A", "\x00\xff,", true, []byte(",,9,"), "p01,2,3,")
 	f.Fuzz(func(t *testing.T, tok int64, status int, oversize, withHeader bool, name, value string, withBody bool, body []byte, fp string) {
-		if tok < 0 || status < 0 {
+		if tok < 0 {
 			return
 		}
 		resp := idempotency.Response{Status: status, Oversize: oversize}

@@ -57,7 +57,8 @@ func WithWait(replicas int, timeout time.Duration) Option {
 
 // WithReplayFastPath makes Claim read the entry with a plain GET before
 // every claim, and answer a completed entry from it, running the claim
-// script only when the key is absent, in progress or released. A replay
+// script only when the key is absent, in progress or released, or holds a
+// hash entry of an earlier version (which GET cannot read). A replay
 // then costs Redis what a GET costs instead of a script call (EVALSHA
 // and the script's Redis calls: BenchmarkServerTime), and a first
 // execution one round trip more (three instead of two, the GET finding

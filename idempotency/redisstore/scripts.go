@@ -36,7 +36,7 @@ const (
 )
 
 // hashRead is the Lua expression that reads a hash entry of an earlier
-// version: HMGET of hashFields (entry.go), in their order.
+// version: HMGET of hashFields (hash.go), in their order.
 var hashRead = "redis.call('HMGET', KEYS[1], '" + strings.Join(hashFields[:], "', '") + "')"
 
 // The scripts below are the whole of the store's server side. Each touches
@@ -87,7 +87,7 @@ const luaHeld = `'^[pr]([01])(%d+),(%d+),(%d+),'`
 
 // luaLegacy defines legacy, which turns a stored fingerprint (ARGV) into
 // the verbatim form of field fp, to compare it with a hash entry's fp:
-// decodeFingerprint (encode.go) written once more in Lua, for that rare
+// decodeFingerprint (fingerprint.go) written once more in Lua, for that rare
 // comparison only.
 const luaLegacy = `
 local function legacy(f)
