@@ -56,8 +56,8 @@
 // fingerprints do) keeps its digest as 32 bytes. A completed entry with a
 // 37-byte body takes 232 bytes, one in progress 168 (MEMORY USAGE, in
 // TestEntryMemory), against 264 and 168 for the listpack hash of the
-// previous version and hash tables of 440 and 595 to 675 (their size
-// varies from run to run) for the one before.
+// previous version and hash tables of 595 to 675 (their size varies from
+// run to run) and 440 for the one before.
 //
 // # Format change
 //
