@@ -166,12 +166,12 @@ return tok
 `)
 
 // luaHolds reads the entry in progress that ARGV[1], a token, holds: it
-// returns 0 from the script unless there is one, and leaves its waiters'
-// mark in w and the end of its luaHeld match in e.
+// returns 0 from the script unless there is one, and leaves in locals the
+// fields of its luaHeld match.
 var luaHolds = `
 local v = redis.pcall('GET', KEYS[1])
 if type(v) ~= 'string' or string.sub(v, 1, 1) ~= 'p' then return 0 end
-local _, e, w, tok = string.find(v, ` + luaHeld + `)
+local _, e, w, tok, start, lease = string.find(v, ` + luaHeld + `)
 if tok ~= ARGV[1] then return 0 end
 `
 
@@ -179,11 +179,19 @@ if tok ~= ARGV[1] then return 0 end
 // 0 when the token is not the current claim of an entry in progress. The key
 // is kept at least until the end of the new lease: a holder that outlives
 // the ttl while renewing must not see its claim expire and a duplicate
-// acquire the key anew.
+// acquire the key anew. A renewal of the same lease length overwrites the
+// lease start in place (SETRANGE keeps the expiry, and nothing is
+// formatted unless the expiry must grow); another length rewrites the
+// entry.
 var renewScript = redis.NewScript(luaEffects + luaHolds + luaClock + `
 local ms = math.ceil(tonumber(ARGV[2]) / 1000)
-local ttl = math.max(redis.call('PTTL', KEYS[1]), ms)
-redis.call('SET', KEYS[1], 'p' .. w .. tok .. ',' .. nows .. ',' .. ARGV[2] .. ',' .. string.sub(v, e + 1), 'PX', ` + luaDecimal("ttl") + `)
+local ttl = redis.call('PTTL', KEYS[1])
+if #nows == #start and lease == ARGV[2] then
+  redis.call('SETRANGE', KEYS[1], 3 + #tok, nows)
+  if ttl < ms then redis.call('PEXPIRE', KEYS[1], ` + luaDecimal("ms") + `) end
+else
+  redis.call('SET', KEYS[1], 'p' .. w .. tok .. ',' .. nows .. ',' .. ARGV[2] .. ',' .. string.sub(v, e + 1), 'PX', ` + luaDecimal("math.max(ttl, ms)") + `)
+end
 return 1
 `)
 

@@ -279,7 +279,7 @@ func TestScriptRedisCalls(t *testing.T) {
 			if err := s.Renew(ctx, k2, tok2, longLease); err != nil {
 				t.Fatal(err)
 			}
-		}, map[string]float64{"get": 1, "time": 1, "pttl": 1, "set": 1}},
+		}, map[string]float64{"get": 1, "time": 1, "pttl": 1, "setrange": 1}},
 		{"release", func() {
 			if err := s.Release(ctx, k2, tok2); err != nil {
 				t.Fatal(err)

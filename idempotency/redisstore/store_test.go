@@ -556,3 +556,34 @@ func TestRenewKeepsHeldEntryAlive(t *testing.T) {
 		t.Errorf("a short Renew cut the entry's expiry to %v", ttl)
 	}
 }
+
+// TestRenewInPlace: a renewal of the lease it was claimed with moves the
+// lease start in place and keeps the rest of the entry byte for byte,
+// growing the entry's expiry to the lease when it was shorter; one of
+// another length rewrites the lease and keeps the rest too.
+func TestRenewInPlace(t *testing.T) {
+	s, rdb, prefix := newStore(t)
+	ctx := context.Background()
+	k := idempotency.Key{Scope: "s", Key: "renewed"}
+	r := mustClaim(t, s, k, hexFingerprint, time.Minute, time.Second)
+	name := testenv.RedisKeys(t, rdb, prefix)[0]
+	before := readHeld(t, rdb, name)
+	for _, lease := range []time.Duration{time.Minute, time.Minute, 2 * time.Minute} {
+		if err := s.Renew(ctx, k, r.Token, lease); err != nil {
+			t.Fatal(err)
+		}
+		after := readHeld(t, rdb, name)
+		if after.head != before.head || after.tok != before.tok || after.storedFingerprint != before.storedFingerprint ||
+			after.lease != lease.Microseconds() || after.start < before.start {
+			t.Errorf("Renew(%v): entry %+v, was %+v; want the lease %d µs from a later start, the rest unchanged",
+				lease, after, before, lease.Microseconds())
+		}
+		if ttl := rdb.PTTL(ctx, name).Val(); ttl < lease-10*time.Second {
+			t.Errorf("Renew(%v): the entry expires in %v, want at least the lease", lease, ttl)
+		}
+		if e, _, err := s.Get(ctx, k); err != nil || e.LeaseRemaining < lease-10*time.Second || e.LeaseRemaining > lease {
+			t.Errorf("Renew(%v): Get = %+v %v, want the whole lease left", lease, e, err)
+		}
+		before = after
+	}
+}
