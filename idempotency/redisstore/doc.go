@@ -73,9 +73,10 @@
 // store error, where the same version would have answered ErrStaleToken;
 // its outcome is not stored either way.
 //
-// Earlier versions do not read strings: each of their scripts first reads
-// the entry with HGET or HMGET, which Redis refuses (WRONGTYPE) on a
-// string, so while both versions serve one prefix an old instance answers
+// Earlier versions do not read strings (TestMixedVersions runs the
+// previous version's scripts beside this one): each of their scripts
+// first reads the entry with HGET or HMGET, which Redis refuses
+// (WRONGTYPE) on a string, so while both versions serve one prefix an old instance answers
 // a key that a new one wrote with 503, store unavailable, and its handler
 // does not run: the mix fails closed, never executes twice, and a client's
 // retry that reaches a new instance gets the right answer. Roll the new
