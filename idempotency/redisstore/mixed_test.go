@@ -29,7 +29,7 @@ type previousVersion struct {
 
 func newPreviousVersion(t *testing.T, rdb *redis.Client, prefix string) *previousVersion {
 	p := &previousVersion{t: t, rdb: rdb, prefix: prefix, scripts: make(map[string]*redis.Script)}
-	for _, name := range []string{"claim", "complete", "release", "watch", "get"} {
+	for _, name := range []string{"claim", "renew", "complete", "release", "watch", "get"} {
 		src, err := os.ReadFile(filepath.Join("testdata", "hashformat", name+".lua"))
 		if err != nil {
 			t.Fatal(err)
@@ -72,8 +72,9 @@ func (p *previousVersion) complete(key string, tok int64, body string) (any, err
 // lease lapsed is taken over, after which the previous holder's
 // completion fails instead of storing. The previous version fails closed
 // on every entry this one writes: its claim and get fail with WRONGTYPE,
-// so its middleware answers 503 and runs nothing. Nothing executes twice
-// either way.
+// so its middleware answers 503 and runs nothing (and so do its renew,
+// complete, release and watch, which read the entry first the same way).
+// Nothing executes twice either way.
 func TestMixedVersions(t *testing.T) {
 	s, rdb, prefix := newStore(t)
 	fast := redisstore.New(rdb, redisstore.WithPrefix(prefix), redisstore.WithReplayFastPath())
@@ -158,7 +159,7 @@ func TestMixedVersions(t *testing.T) {
 		if tok, err := old.claim("b", time.Minute); err == nil || !strings.HasPrefix(err.Error(), "WRONGTYPE") {
 			t.Errorf("previous claim of an entry %s here = %d %v, want WRONGTYPE", state, tok, err)
 		}
-		for _, script := range []string{"get", "watch"} {
+		for _, script := range []string{"get", "watch", "renew", "complete", "release"} {
 			if got, err := old.run(script, "b"); err == nil || !strings.HasPrefix(err.Error(), "WRONGTYPE") {
 				t.Errorf("previous %s of an entry %s here = %v %v, want WRONGTYPE", script, state, got, err)
 			}

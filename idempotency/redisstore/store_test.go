@@ -586,4 +586,16 @@ func TestRenewInPlace(t *testing.T) {
 		}
 		before = after
 	}
+	// A lease start of another length (a clock far behind, as moveLease
+	// makes it) is rewritten whole, the rest kept.
+	moveLease(t, rdb, name, 2*time.Minute.Microseconds()+12345)
+	before = readHeld(t, rdb, name)
+	if err := s.Renew(ctx, k, r.Token, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	after := readHeld(t, rdb, name)
+	if before.start != 12345 || after.head != before.head || after.tok != before.tok || after.storedFingerprint != before.storedFingerprint ||
+		after.lease != (2*time.Minute).Microseconds() || after.start < time.Now().Add(-time.Hour).UnixMicro() {
+		t.Errorf("Renew over a short lease start: entry %+v, was %+v; want the start of now, the rest unchanged", after, before)
+	}
 }
