@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -160,7 +161,7 @@ func decodeString(v, now string) (e idempotency.Entry, found bool, err error) {
 	return e, true, nil
 }
 
-var errTruncated = fmt.Errorf("truncated")
+var errTruncated = errors.New("truncated")
 
 // reader takes the fields of an entry off the front of s; the first
 // malformed field sets err, and the fields after it read as zero.

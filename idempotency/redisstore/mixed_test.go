@@ -21,14 +21,13 @@ import (
 // their Lua verbatim. Its methods take what that Store's took and answer
 // the scripts' raw results.
 type previousVersion struct {
-	t       *testing.T
 	rdb     *redis.Client
 	prefix  string
 	scripts map[string]*redis.Script
 }
 
 func newPreviousVersion(t *testing.T, rdb *redis.Client, prefix string) *previousVersion {
-	p := &previousVersion{t: t, rdb: rdb, prefix: prefix, scripts: make(map[string]*redis.Script)}
+	p := &previousVersion{rdb: rdb, prefix: prefix, scripts: make(map[string]*redis.Script)}
 	for _, name := range []string{"claim", "renew", "complete", "release", "watch", "get"} {
 		src, err := os.ReadFile(filepath.Join("testdata", "hashformat", name+".lua"))
 		if err != nil {

@@ -79,6 +79,14 @@ local now = tonumber(nows)
 // which Lua 5.1 casts to a C long: 32 bits on a 32-bit build of Redis.)
 func luaDecimal(expr string) string { return "string.format('%.0f', " + expr + ")" }
 
+// luaHeldValue returns the Lua expression of an entry in progress with the
+// waiters' mark, the token and the stored fingerprint given as Lua
+// expressions, held from the server time nows for the lease ARGV[2]:
+// every script that writes an entry in progress whole writes it so.
+func luaHeldValue(mark, tok, fp string) string {
+	return "'p' .. " + mark + " .. " + tok + " .. ',' .. nows .. ',' .. ARGV[2] .. ',' .. " + fp
+}
+
 // luaHeld matches an entry in progress (or released, whose layout it
 // keeps) in v: string.find(v, luaHeld) answers the end of the match, the
 // waiters' mark, the token, the lease start and length; the stored
@@ -140,7 +148,7 @@ redis.call('DEL', KEYS[1])
 // too. A Lua number is sent as a Redis integer without formatting,
 // exactly. An entry this store could not have written is replaced.
 var claimScript = redis.NewScript(luaEffects + luaClock + `
-if redis.call('SET', KEYS[1], 'p0' .. nows .. ',' .. nows .. ',' .. ARGV[2] .. ',' .. ARGV[1], 'NX', 'PX', ARGV[3]) then
+if redis.call('SET', KEYS[1], ` + luaHeldValue("'0'", "nows", "ARGV[1]") + `, 'NX', 'PX', ARGV[3]) then
   return now
 end
 local v = redis.pcall('GET', KEYS[1])
@@ -160,7 +168,7 @@ elseif v then
 end
 local tok, toks = now, nows
 if prev and prev + 1 > now then tok = prev + 1; toks = ` + luaDecimal("tok") + ` end
-redis.call('SET', KEYS[1], 'p' .. (w or '0') .. toks .. ',' .. nows .. ',' .. ARGV[2] .. ',' .. ARGV[1], 'PX', ARGV[3])
+redis.call('SET', KEYS[1], ` + luaHeldValue("(w or '0')", "toks", "ARGV[1]") + `, 'PX', ARGV[3])
 if took then return -tok end
 return tok
 `)
@@ -190,7 +198,7 @@ if #nows == #start and lease == ARGV[2] then
   redis.call('SETRANGE', KEYS[1], 3 + #tok, nows)
   if ttl < ms then redis.call('PEXPIRE', KEYS[1], ` + luaDecimal("ms") + `) end
 else
-  redis.call('SET', KEYS[1], 'p' .. w .. tok .. ',' .. nows .. ',' .. ARGV[2] .. ',' .. string.sub(v, e + 1), 'PX', ` + luaDecimal("math.max(ttl, ms)") + `)
+  redis.call('SET', KEYS[1], ` + luaHeldValue("w", "tok", "string.sub(v, e + 1)") + `, 'PX', ` + luaDecimal("math.max(ttl, ms)") + `)
 end
 return 1
 `)
