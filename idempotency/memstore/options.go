@@ -31,8 +31,10 @@ type config struct {
 	maxBytes   int64
 }
 
-// WithClock makes the store read time from now instead of time.Now, for
-// tests that control time. A nil now keeps time.Now. The function must be
+// WithClock makes the store read time from now, for tests that control
+// time. A nil now keeps the default, the time package's clock, of which the
+// store reads the monotonic clock alone: its entries' leases and expiries
+// do not move when the system's wall clock is stepped. The function must be
 // safe for concurrent use.
 func WithClock(now func() time.Time) Option {
 	return func(c *config) {

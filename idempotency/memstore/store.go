@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/internal/clock"
 	"github.com/saferetry/saferetry/internal/watchset"
 )
 
@@ -85,7 +86,7 @@ type entry struct {
 // of zero or less, it starts one goroutine that sweeps expired entries; Close
 // stops it.
 func New(opts ...Option) *Store {
-	c := config{now: time.Now, interval: DefaultCleanupInterval}
+	c := config{now: clock.MonotonicNow, interval: DefaultCleanupInterval}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
