@@ -74,7 +74,7 @@ func newConfig(opts []Option) *config {
 		replayHeaders:  make(map[string]bool, len(defaultReplayHeaders)),
 		storeTimeout:   DefaultStoreTimeout,
 		maxWaiters:     DefaultMaxWaiters,
-		clock:          clock.Real,
+		clock:          clock.Monotonic, // its times are only compared and waited for
 	}
 	for _, h := range defaultReplayHeaders {
 		c.replayHeaders[textproto.CanonicalMIMEHeaderKey(h)] = true

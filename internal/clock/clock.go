@@ -28,13 +28,18 @@ type Timer interface {
 	Reset(d time.Duration) bool
 }
 
-// Real is the clock of the time package. Its Now reads the monotonic clock
-// alone (see MonotonicNow).
+// Real is the clock of the time package.
 var Real Clock = realClock{}
+
+// Monotonic is Real with a Now that reads the monotonic clock alone (see
+// MonotonicNow), for code whose times are only compared, subtracted and
+// waited for, never shown or set against a wall-clock time from elsewhere
+// (an HTTP date, say).
+var Monotonic Clock = monotonicClock{}
 
 type realClock struct{}
 
-func (realClock) Now() time.Time                            { return MonotonicNow() }
+func (realClock) Now() time.Time                            { return time.Now() }
 func (realClock) NewTimer(d time.Duration) Timer            { return realTimer{time.NewTimer(d)} }
 func (realClock) AfterFunc(d time.Duration, f func()) Timer { return realTimer{time.AfterFunc(d, f)} }
 
@@ -51,6 +56,10 @@ var epoch = time.Now()
 // suspended VM): it is for measuring and scheduling, never for a time shown
 // to anyone.
 func MonotonicNow() time.Time { return epoch.Add(time.Since(epoch)) }
+
+type monotonicClock struct{ realClock }
+
+func (monotonicClock) Now() time.Time { return MonotonicNow() }
 
 // realTimer holds one pointer, so that it fits an interface without an
 // allocation of its own.
