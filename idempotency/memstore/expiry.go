@@ -2,8 +2,8 @@ package memstore
 
 import "github.com/saferetry/saferetry/idempotency"
 
-// expiry is the time, in Unix nanoseconds, at which the sweep looks at a
-// key's entry again.
+// expiry is the time (as shard.offset gives it) at which the sweep looks
+// at a key's entry again.
 type expiry struct {
 	at  int64
 	key idempotency.Key

@@ -65,7 +65,18 @@ type shard struct {
 	m   map[idempotency.Key]*entry
 	exp expiryHeap // every expiry ever set in m, soonest first; see sweepExpired
 	b   *budget    // the store's, shared by every shard
+	// base is the store's clock at New, from which the heap counts its
+	// times (see offset).
+	base time.Time
 }
+
+// offset is t as the expiry heap keeps it: the time from base, as Sub
+// counts it. Sub and Before read the same clock (the monotonic one when
+// both times have it, else the wall clock), so the heap's order is the
+// order in which entries expire even when the wall clock is stepped,
+// which Unix time would not be: an entry due by the wall clock and not by
+// the monotonic one would go back into the heap as due, for ever.
+func (sh *shard) offset(t time.Time) int64 { return int64(t.Sub(sh.base)) }
 
 // sweepBatch bounds how many expiries the sweep handles per hold of a shard
 // lock, so that requests on the shard wait for at most one batch.
@@ -78,7 +89,7 @@ type entry struct {
 	token       int64
 	leaseUntil  time.Time // in progress only
 	expiresAt   time.Time
-	queued      int64     // the time of the entry's item in the shard's expiry heap, in Unix nanoseconds
+	queued      int64     // the time of the entry's item in the shard's expiry heap (see shard.offset)
 	resp        *response // completed only
 }
 
@@ -100,9 +111,11 @@ func New(opts ...Option) *Store {
 	if c.maxBytes > 0 {
 		s.budget.maxBytes = c.maxBytes
 	}
+	base := s.now()
 	for i := range s.shards {
 		s.shards[i].m = make(map[idempotency.Key]*entry)
 		s.shards[i].b = &s.budget
+		s.shards[i].base = base
 	}
 	if c.interval > 0 {
 		go s.sweepLoop(c.interval)
@@ -158,7 +171,7 @@ func (s *Store) sweep(now time.Time) {
 func (sh *shard) sweepExpired(now time.Time, limit int) (removed, examined int, more bool) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	at := now.UnixNano()
+	at := sh.offset(now)
 	for examined < limit && len(sh.exp) > 0 && sh.exp[0].at <= at {
 		it := sh.exp.pop()
 		examined++
@@ -200,18 +213,18 @@ func (s *Store) reclaim() bool {
 // itemSize(k) for it (see queues). The shard lock must be held.
 func (sh *shard) expireAt(k idempotency.Key, e *entry, at time.Time) {
 	e.expiresAt = at
-	if e.queues(at) {
+	if sh.queues(e, at) {
 		sh.queue(k, e)
 	}
 }
 
 // queues reports whether expireAt(k, e, at) pushes a heap item.
-func (e *entry) queues(at time.Time) bool { return at.UnixNano() < e.queued }
+func (sh *shard) queues(e *entry, at time.Time) bool { return sh.offset(at) < e.queued }
 
 // queue records e's current expiry in the shard's heap. The shard lock must
 // be held.
 func (sh *shard) queue(k idempotency.Key, e *entry) {
-	e.queued = e.expiresAt.UnixNano()
+	e.queued = sh.offset(e.expiresAt)
 	sh.exp.push(expiry{at: e.queued, key: k})
 }
 
@@ -313,7 +326,7 @@ func (s *Store) claim(k idempotency.Key, fingerprint string, lease, ttl time.Dur
 		// The entry keeps its bytes and its reserve; only a shorter ttl
 		// than the one queued grows it, by a heap item.
 		at := now.Add(ttl)
-		if e.queues(at) && !s.budget.take(0, itemSize(k)) {
+		if sh.queues(e, at) && !s.budget.take(0, itemSize(k)) {
 			return idempotency.ClaimResult{}, true
 		}
 		e.token = s.tokens.Add(1)
@@ -379,7 +392,7 @@ func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, re
 	complete := func(sh *shard, e *entry, now time.Time) error {
 		at := now.Add(ttl)
 		grow := size - reserveSize(k) // the response replaces the reserve
-		if e.queues(at) {
+		if sh.queues(e, at) {
 			grow += itemSize(k)
 		}
 		if !s.budget.take(0, grow) {

@@ -54,7 +54,8 @@ var epoch = time.Now()
 // time.Now give, since these use the monotonic reading. Its wall reading
 // does not follow a step of the system's wall clock (an NTP correction, a
 // suspended VM): it is for measuring and scheduling, never for a time shown
-// to anyone.
+// to anyone. Inside a testing/synctest bubble its wall reading means
+// nothing; its readings still compare and subtract as the bubble's time.
 func MonotonicNow() time.Time { return epoch.Add(time.Since(epoch)) }
 
 type monotonicClock struct{ realClock }

@@ -33,6 +33,8 @@ func TestMonotonicNow(t *testing.T) {
 	if !strings.Contains(prev.String(), " m=+") {
 		t.Errorf("%v has no monotonic reading", prev)
 	}
+	// A sanity check: it fails only if the system's wall clock was stepped
+	// by more than a second while this test binary ran.
 	if d := prev.Round(0).Sub(time.Now().Round(0)).Abs(); d > time.Second {
 		t.Errorf("the wall reading is %v away from time.Now's", d)
 	}
