@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/saferetry/saferetry/internal/clock"
 )
 
 // reloadGap is the least time between two cluster state reloads one Store
@@ -30,7 +32,7 @@ const reloadGap = 250 * time.Millisecond
 // it is safe for concurrent use.
 type reloader struct {
 	cluster *redis.ClusterClient // nil: not a cluster, nothing to reload
-	last    atomic.Int64         // when the last reload was asked for, Unix ns
+	last    atomic.Int64         // when the last reload was asked for, Unix ns of clock.MonotonicNow
 }
 
 // failed looks at the error of a call to the cluster and asks for a reload
@@ -40,7 +42,9 @@ func (r *reloader) failed(err error) {
 	if r.cluster == nil || err == nil || !(unreachable(err) || staleMap(err)) {
 		return
 	}
-	now := time.Now().UnixNano()
+	// The monotonic clock's: a step back of the wall clock must not hold
+	// reloads off until it has caught up.
+	now := clock.MonotonicNow().UnixNano()
 	last := r.last.Load()
 	if now-last < int64(reloadGap) || !r.last.CompareAndSwap(last, now) {
 		return
