@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/saferetry/saferetry/internal/clock"
 )
 
 // storeRetryAfter is the Retry-After, in seconds, of a 503 answer.
@@ -47,7 +49,7 @@ func retryAfterSeconds(d time.Duration) int {
 	if d <= time.Second {
 		return 1
 	}
-	return int((d + time.Second - 1) / time.Second)
+	return int(clock.CeilUnits(d, time.Second))
 }
 
 // replay answers with the stored outcome of e.

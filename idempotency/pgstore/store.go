@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/internal/clock"
 	"github.com/saferetry/saferetry/internal/gate"
 	"github.com/saferetry/saferetry/internal/headercodec"
 	"github.com/saferetry/saferetry/internal/replaymix"
@@ -637,7 +638,7 @@ func ttlMicros(ttl time.Duration) (int64, error) {
 	if ttl <= 0 {
 		return 0, fmt.Errorf("%w, got %v", errNonPositiveTTL, ttl)
 	}
-	return int64((ttl + time.Microsecond - 1) / time.Microsecond), nil
+	return clock.CeilUnits(ttl, time.Microsecond), nil
 }
 
 func checkTag(op string, rows int64, err error) error {

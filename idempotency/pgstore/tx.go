@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/internal/clock"
 	"github.com/saferetry/saferetry/internal/replaymix"
 )
 
@@ -97,7 +98,7 @@ FROM (SELECT pg_catalog.set_config('pgstore.lock_timeout', current_setting('lock
 // WithTable name is invalid.
 func NewTx(pool *pgxpool.Pool, opts ...Option) *TxStore {
 	s := New(pool, opts...)
-	ms := int64((s.cfg.lockTimeout + time.Millisecond - 1) / time.Millisecond)
+	ms := clock.CeilUnits(s.cfg.lockTimeout, time.Millisecond)
 	bound := boundReadCommittedSQL(ms)
 	return &TxStore{
 		Store:    s,

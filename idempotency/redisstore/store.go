@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/internal/clock"
 	"github.com/saferetry/saferetry/internal/gate"
 	"github.com/saferetry/saferetry/internal/replaymix"
 )
@@ -307,7 +308,7 @@ func micros(d time.Duration) int64 {
 // millis is ttl in milliseconds, rounded up so that a ttl below one
 // millisecond still keeps the entry for a moment.
 func millis(ttl time.Duration) int64 {
-	return int64((ttl + time.Millisecond - 1) / time.Millisecond)
+	return clock.CeilUnits(ttl, time.Millisecond)
 }
 
 func errUnexpected(res any) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -721,4 +722,24 @@ func claimAtOnce(ctx context.Context, s idempotency.Store, k idempotency.Key, n 
 	close(start)
 	wg.Wait()
 	return results, errs
+}
+
+// testLongestTTL gives the longest ttl there is, as WithTTL(math.MaxInt64)
+// does to mean "for ever": the entry must be kept, not wrap to an expired
+// one (a duplicate would acquire the key beside the holder, and the
+// outcome would never be stored).
+func testLongestTTL(t *testing.T, s idempotency.Store) {
+	const forever = time.Duration(math.MaxInt64)
+	k := key(t, "forever")
+	tok := mustAcquire(t, s, k, "fp", longLease, forever)
+	if r := mustClaim(t, s, k, "fp", longLease, forever); r.Acquired {
+		t.Fatalf("a second Claim under the longest ttl acquired the key (token %d) beside token %d", r.Token, tok)
+	}
+	if err := s.Complete(ctxT(t), k, tok, sample(), forever); err != nil {
+		t.Fatalf("Complete under the longest ttl: %v", err)
+	}
+	r := mustClaim(t, s, k, "fp", longLease, forever)
+	if r.Acquired || r.Entry.State != idempotency.StateCompleted || r.Entry.Token != tok {
+		t.Fatalf("Claim after Complete under the longest ttl = %+v, want the completed entry of token %d", r, tok)
+	}
 }

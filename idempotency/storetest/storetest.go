@@ -70,6 +70,7 @@ func Run(t *testing.T, newStore func(t *testing.T) idempotency.Store, declared .
 		{"CompleteRestartsTTL", testCompleteRestartsTTL},
 		{"RenewOutlivesTTL", testRenewOutlivesTTL},
 		{"NonPositiveDurationsRefused", testNonPositiveDurations},
+		{"LongestTTLKept", testLongestTTL},
 		{"ScopeSeparation", testScopeSeparation},
 		{"ContextCancelled", testContextCancelled},
 		{"GetNotFound", testGetNotFound},
