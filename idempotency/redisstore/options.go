@@ -36,8 +36,9 @@ func WithPrefix(prefix string) Option {
 // using Redis WAIT in the same round trip as the write. When fewer replicas
 // acknowledge in time, the method returns an error matching
 // ErrNotReplicated; the write itself stays applied on the primary. A timeout
-// of 0 waits forever (Redis semantics), so give one. replicas <= 0, the
-// default, disables waiting.
+// of 0 waits forever (Redis semantics), so give one; a timeout under a
+// millisecond waits one millisecond, and a negative one makes New panic.
+// replicas <= 0, the default, disables waiting.
 //
 // It narrows the window in which a failover loses an acknowledged claim; it
 // does not close it. On a primary with fewer replicas than asked (the one

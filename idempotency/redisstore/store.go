@@ -66,7 +66,8 @@ const (
 
 // New returns a Store that keeps its entries in rdb, which must not be nil.
 // rdb may be a *redis.Client, a sentinel-backed failover client or a
-// *redis.ClusterClient. The Store does not close rdb.
+// *redis.ClusterClient. The Store does not close rdb. New panics when rdb
+// is nil or WithWait was given a negative timeout.
 func New(rdb redis.UniversalClient, opts ...Option) *Store {
 	if rdb == nil {
 		panic("redisstore: New called with a nil client")
@@ -76,6 +77,9 @@ func New(rdb redis.UniversalClient, opts ...Option) *Store {
 		if o != nil {
 			o(&cfg)
 		}
+	}
+	if cfg.waitN > 0 && cfg.waitTimeout < 0 {
+		panic(fmt.Sprintf("redisstore: WithWait(%d, %v): the timeout is negative (Redis refuses it, so every claim would fail)", cfg.waitN, cfg.waitTimeout))
 	}
 	s := &Store{rdb: rdb, cfg: cfg, gate: gate.New(poolSize(rdb)),
 		replay: replaymix.New(cfg.replayPath, replayEnter, replayLeave)}
