@@ -83,14 +83,20 @@ $$;
 	RETURNING 1
 )
 SELECT pg_notify($6, '') WHERE EXISTS (SELECT FROM ins)`
-	n.publishedSQL = `UPDATE ` + q + ` SET state = 1, published_at = now() WHERE seq = ANY($1)`
+	// Both marks read clock_timestamp(), the time of the mark, not now(),
+	// the start of the transaction that claimed the batch before it was
+	// published: a publication that took longer than the backoff would
+	// otherwise be retried at once, and retention would count from the
+	// claim.
+	n.publishedSQL = `UPDATE ` + q + ` SET state = 1, published_at = clock_timestamp() WHERE seq = ANY($1)`
 	// A failed batch: each row's attempt is counted and its next try put
-	// off (min * 2^attempts, capped); past the limit the row is failed.
+	// off (min * 2^attempts, capped) from the failure; past the limit the
+	// row is failed.
 	// The exponent is capped too: 2^1024 overflows a float8, and the mark
 	// would fail for ever under a limit meant as "retry for ever".
 	n.failSQL = `UPDATE ` + q + ` SET attempts = attempts + 1, last_error = $2,
 	state = CASE WHEN attempts + 1 >= $5 THEN 2 ELSE 0 END,
-	next_try_at = now() + make_interval(secs => least($3::float8 * power(2, least(attempts, 64)), $4::float8))
+	next_try_at = clock_timestamp() + make_interval(secs => least($3::float8 * power(2, least(attempts, 64)), $4::float8))
 WHERE seq = ANY($1)`
 	return n
 }
