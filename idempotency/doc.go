@@ -122,9 +122,10 @@
 // at the default), whatever their cause: a renewal may take as long as the
 // lease can have left, a renewal that fails is retried within what is left,
 // and one that hangs gets a second one beside it. The Middleware counts the
-// lease on its own clock from when it sent the claim or renewal that the
-// store granted, which is never later than the store's own count, and acts
-// on that reckoning:
+// lease on its own monotonic clock from when it sent the claim or renewal
+// that the store granted, which is never later than the store's own count
+// as long as the two clocks run at the same pace (see below), and acts on
+// that reckoning:
 //
 //   - A claim whose answer arrives with less than half of its lease left
 //     (the store was slow, or said so through ClaimResult.LeaseRemaining)
@@ -143,6 +144,22 @@
 //     lease lapses, when a retry would run the handler again. A response the
 //     store cannot keep (ErrResponseNotStorable) is recorded as completed
 //     but not replayable: retries get 410, never a second execution.
+//
+// The store counts leases and TTLs on its own clock (Redis's, the
+// database server's; memstore's is the process's), the Middleware on its
+// host's monotonic clock. Anything that moves the store's clock ahead of
+// the Middleware's shortens every lease in flight by that much: a step of
+// the store host's wall clock, a failover to a replica whose clock is
+// ahead, a suspend of the Middleware's host (CLOCK_MONOTONIC, which Go's
+// monotonic clock reads, does not count time suspended). A jump of more than two thirds of a lease
+// while a handler runs can let a duplicate take the key over before the
+// holder learns that its lease is gone (at its next renewal, within a third
+// of a lease); the fencing token still keeps the older holder's outcome
+// out of the record. Keep the clocks of the store's hosts synchronised by
+// slewing (NTP or chrony without steps after boot), and give leases a
+// margin over the largest jump the deployment can see. A forward jump also
+// shortens the TTL of stored outcomes by as much. Transactional mode does
+// not depend on clocks for exclusion: the claim is a row lock.
 //
 // Each claim gets a fencing token, greater on every takeover. Completion,
 // renewal and release compare it, so an instance that lost its lease (a GC
