@@ -494,10 +494,11 @@ func ManyWaiters(t *testing.T, at StoreAt, target string, lease time.Duration) {
 		idempotency.WithWaitForResult(time.Minute))(ex.holding(4 * lease))
 	key := testenv.RandomName("waiters-")
 	first := make(chan *httptest.ResponseRecorder, 1)
-	var heldDone atomic.Int64 // when the holder answered, in Unix nanoseconds
+	base := time.Now()
+	var heldDone atomic.Int64 // when the holder answered, in nanoseconds from base (monotonic: a step of the wall clock must not hide a late conflict)
 	go func() {
 		w := call(ctx, h, key)
-		heldDone.Store(time.Now().UnixNano())
+		heldDone.Store(max(int64(time.Since(base)), 1))
 		first <- w
 	}()
 	testenv.Eventually(t, "the holder runs", func() bool { return ex.of(key) == 1 })
@@ -512,7 +513,7 @@ func ManyWaiters(t *testing.T, at StoreAt, target string, lease time.Duration) {
 			switch {
 			case w.Code == http.StatusConflict:
 				conflicts.Add(1)
-				if done := heldDone.Load(); done != 0 && done < time.Now().UnixNano() {
+				if done := heldDone.Load(); done != 0 && done < int64(time.Since(base)) {
 					lateConflicts.Add(1)
 				}
 			case w.Code == http.StatusCreated && w.Header().Get(idempotency.HeaderReplayed) == "true":
