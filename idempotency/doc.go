@@ -151,11 +151,11 @@
 // the Middleware's shortens every lease in flight by that much: a step of
 // the store host's wall clock, a failover to a replica whose clock is
 // ahead, a suspend of the Middleware's host (CLOCK_MONOTONIC, which Go's
-// monotonic clock reads, does not count time suspended). A jump of more than two thirds of a lease
-// while a handler runs can let a duplicate take the key over before the
-// holder learns that its lease is gone (at its next renewal, within a third
-// of a lease); the fencing token still keeps the older holder's outcome
-// out of the record. Keep the clocks of the store's hosts synchronised by
+// monotonic clock reads, does not count time suspended). A jump of more
+// than two thirds of a lease while a handler runs can let a duplicate take
+// the key over before the holder learns that its lease is gone (at its
+// next renewal, within a third of a lease); the fencing token still keeps
+// the older holder's outcome out of the record. Keep the clocks of the store's hosts synchronised by
 // slewing (NTP or chrony without steps after boot), and give leases a
 // margin over the largest jump the deployment can see. A forward jump also
 // shortens the TTL of stored outcomes by as much. Transactional mode does

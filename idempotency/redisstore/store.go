@@ -309,10 +309,11 @@ func micros(d time.Duration) int64 {
 	return max(d.Microseconds(), 0)
 }
 
-// millis is ttl in milliseconds, rounded up so that a ttl below one
-// millisecond still keeps the entry for a moment.
-func millis(ttl time.Duration) int64 {
-	return clock.CeilUnits(ttl, time.Millisecond)
+// millis is d in milliseconds, rounded up: a ttl below one millisecond
+// still keeps the entry for a moment, and a WAIT timeout below one is not
+// 0, which WAIT takes as "for ever" (0 stays 0, as WithWait documents).
+func millis(d time.Duration) int64 {
+	return clock.CeilUnits(d, time.Millisecond)
 }
 
 func errUnexpected(res any) error {

@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/saferetry/saferetry/idempotency"
-	"github.com/saferetry/saferetry/internal/clock"
 )
 
 // shortPrimaries remembers the primaries (by address; "" for a client that
@@ -55,7 +53,7 @@ func (s *Store) runWait(ctx context.Context, sc *redis.Script, key string, wrote
 			cmd = sc.Eval(ctx, pipe, keys, args...)
 		}
 		if !short {
-			wait = pipe.Do(ctx, "WAIT", s.cfg.waitN, waitMillis(s.cfg.waitTimeout))
+			wait = pipe.Do(ctx, "WAIT", s.cfg.waitN, millis(s.cfg.waitTimeout))
 		}
 		_, _ = pipe.Exec(ctx) // errors are read per command below
 		res, err := cmd.Result()
@@ -77,7 +75,7 @@ func (s *Store) runWait(ctx context.Context, sc *redis.Script, key string, wrote
 				return res, s.notReplicated(addr, fmt.Sprintf("%d connected", n))
 			}
 			s.short.m.Delete(addr) // replicas are back: wait for them again
-			wait = c.Do(ctx, "WAIT", s.cfg.waitN, waitMillis(s.cfg.waitTimeout))
+			wait = c.Do(ctx, "WAIT", s.cfg.waitN, millis(s.cfg.waitTimeout))
 		}
 		n, err := wait.Int64()
 		if err != nil {
@@ -127,8 +125,3 @@ func (s *Store) undoClaim(ctx context.Context, k idempotency.Key, res any) {
 	}
 	_, _ = releaseScript.Run(context.WithoutCancel(ctx), s.rdb, []string{s.redisKey(k)}, strconv.FormatInt(tok, 10), s.watch.channel()).Result()
 }
-
-// waitMillis is WAIT's timeout for d: whole milliseconds, rounded up, so
-// that a timeout under a millisecond is not 0, which WAIT takes as "for
-// ever". A d of 0 is 0, as WithWait documents.
-func waitMillis(d time.Duration) int64 { return clock.CeilUnits(d, time.Millisecond) }

@@ -8,7 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// TestWaitMillis checks WAIT's timeout argument: a timeout under a
+// TestWaitMillis checks WAIT's timeout argument (millis): a timeout under a
 // millisecond must not become 0, which WAIT takes as "for ever".
 func TestWaitMillis(t *testing.T) {
 	for _, tc := range []struct {
@@ -22,8 +22,8 @@ func TestWaitMillis(t *testing.T) {
 		{1500 * time.Microsecond, 2},
 		{2 * time.Second, 2000},
 	} {
-		if got := waitMillis(tc.d); got != tc.want {
-			t.Errorf("waitMillis(%v) = %d, want %d", tc.d, got, tc.want)
+		if got := millis(tc.d); got != tc.want {
+			t.Errorf("millis(%v) = %d, want %d (WAIT's timeout)", tc.d, got, tc.want)
 		}
 	}
 }
