@@ -10,22 +10,22 @@ import (
 // The heap an entry costs beyond the bytes of its strings and its response,
 // as the store charges it against the byte bound. Measured with go1.26 on
 // amd64: N entries were claimed and completed with a status only (N from
-// 5,000 to 1.2 million in steps of 15%), with heap-allocated 17-byte keys,
-// into a store with no sweep, and the live heap (runtime.GC, then
-// runtime.MemStats.HeapAlloc) grew by 285 to 338 bytes per entry. Less the
-// key's 24 and the response's 64, that is 197 to 250 bytes of map slot,
-// entry struct and expiry heap item. The spread is the map's slots, which
-// run from 7/16 to 7/8 full, and the slices' spare capacity, so the share
-// of an entry depends on N; the constants take the upper end. A claim in
-// progress is charged more than it holds (about 400 bytes for 230), because
-// of its reserve. TestHeapWithinBound keeps the constants honest.
+// 5,000 to 1.2 million in steps of 15%), with 17-byte keys allocated
+// before, into a store with no sweep, and the live heap (runtime.GC, then
+// runtime.MemStats.HeapAlloc) grew by 224 to 278 bytes per entry. Less the
+// response's 64, that is 160 to 214 bytes of map slot, entry struct and
+// expiry queue item. The spread is the map's slots, which run from 7/16
+// to 7/8 full, so the share of an entry depends on N; the constants take
+// the upper end. A claim in progress is charged more than it holds (about
+// 370 bytes for 200), because of its reserve. TestHeapWithinBound keeps
+// the constants honest.
 const (
 	// entryOverhead is an entry's slot in its shard's map (a Key and a
 	// pointer, 40 bytes, at the map's load factor) and the entry struct
-	// (96 bytes).
-	entryOverhead = 192
-	// expiryOverhead is one item of a shard's expiry heap (a time and a
-	// Key, 40 bytes) at the slice's spare capacity.
+	// (64 bytes).
+	entryOverhead = 160
+	// expiryOverhead is one item of a shard's expiry queue (a time and a
+	// Key, 40 bytes), with the part of a chunk not yet written.
 	expiryOverhead = 56
 	// responseOverhead is the response struct of a completed entry (56
 	// bytes, in a 64-byte size class) and the size-class rounding of the
@@ -46,7 +46,7 @@ const (
 	stringSize = int64(unsafe.Sizeof(""))
 )
 
-// size is what e costs, the expiry heap aside: its map slot and struct, its
+// size is what e costs, the expiry queue aside: its map slot and struct, its
 // fingerprint, and its response or, while in progress, the reserve that
 // lets it complete as not replayable. The key's bytes are counted with the
 // heap items, which hold them too and may outlive the entry.
@@ -58,7 +58,7 @@ func (e *entry) size(k idempotency.Key) int64 {
 	return n + e.resp.size()
 }
 
-// itemSize is what one expiry heap item of k costs, key included.
+// itemSize is what one expiry queue item of k costs, key included.
 func itemSize(k idempotency.Key) int64 {
 	return expiryOverhead + int64(len(k.Scope)+len(k.Key))
 }

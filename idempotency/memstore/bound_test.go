@@ -35,7 +35,7 @@ func checkBudget(t *testing.T, s *Store) {
 			entries++
 			bytes += e.size(k)
 		}
-		for _, it := range sh.exp {
+		for it := range sh.exp.all() {
 			bytes += itemSize(it.key)
 		}
 		sh.mu.Unlock()

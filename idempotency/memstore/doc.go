@@ -19,7 +19,7 @@
 // estimated heap unless WithMaxEntries and WithMaxBytes say otherwise. The
 // estimate counts the bytes of each key, fingerprint, stored header and
 // body, plus a per-entry overhead measured on the Go runtime (map slot,
-// entry, expiry heap item, response struct), and counters shared by all
+// entry, expiry queue item, response struct), and counters shared by all
 // shards keep it exact under concurrency. At a bound the store refuses new
 // work and never evicts: Claim of a new key fails with ErrFull (the
 // idempotency Middleware answers 503 with Retry-After, and the handler does

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,33 +64,64 @@ type Store struct {
 type shard struct {
 	mu  sync.Mutex
 	m   map[idempotency.Key]*entry
-	exp expiryHeap // every expiry ever set in m, soonest first; see sweepExpired
-	b   *budget    // the store's, shared by every shard
-	// base is the store's clock at New, from which the heap counts its
+	exp expiryQueue // every expiry ever set in m, soonest first; see sweepExpired
+	b   *budget     // the store's, shared by every shard
+	// base is the store's clock at New, from which the shard counts its
 	// times (see offset).
 	base time.Time
+	// A shard is 128 bytes, two cache lines, and ends with what no
+	// request writes (base, the padding), so that a shard's lock and map
+	// share no cache line with what a core working on its neighbour writes
+	// (TestShardSize).
+	_ [128 - 112]byte
 }
 
-// offset is t as the expiry heap keeps it: the time from base, as Sub
-// counts it. Sub and Before read the same clock (the monotonic one when
-// both times have it, else the wall clock), so the heap's order is the
-// order in which entries expire even when the wall clock is stepped,
-// which Unix time would not be: an entry due by the wall clock and not by
-// the monotonic one would go back into the heap as due, for ever.
+// offset is t as the shard keeps times: the time from base, as Sub counts
+// it. Sub and Before read the same clock (the monotonic one when both
+// times have it, else the wall clock), so offsets compare as the times
+// do, and the expiry queue's order is the order in which entries expire
+// even when the wall clock is stepped, which Unix time would not be: an
+// entry due by the wall clock and not by the monotonic one would go back
+// into the queue as due, for ever.
 func (sh *shard) offset(t time.Time) int64 { return int64(t.Sub(sh.base)) }
+
+// between returns the time from offset a to offset b, as Sub would:
+// the largest or the least Duration where an int64 does not count it.
+func between(a, b int64) time.Duration {
+	d := b - a
+	switch {
+	case b > a && d < 0:
+		return math.MaxInt64
+	case b < a && d > 0:
+		return math.MinInt64
+	}
+	return time.Duration(d)
+}
+
+// after returns the offset d after at, d positive, or the largest offset
+// when that is further off than an int64 counts (a ttl of
+// math.MaxInt64, meaning for ever).
+func after(at int64, d time.Duration) int64 {
+	if t := at + int64(d); t >= at {
+		return t
+	}
+	return math.MaxInt64
+}
 
 // sweepBatch bounds how many expiries the sweep handles per hold of a shard
 // lock, so that requests on the shard wait for at most one batch.
 const sweepBatch = 256
 
-// entry is the stored form of an idempotency.Entry with absolute times.
+// entry is the stored form of an idempotency.Entry. Its times are
+// offsets from the shard's base (see shard.offset), 8 bytes each where a
+// time.Time takes 24, so that an entry fits in 64 bytes.
 type entry struct {
 	state       idempotency.State
 	fingerprint string
 	token       int64
-	leaseUntil  time.Time // in progress only
-	expiresAt   time.Time
-	queued      int64     // the time of the entry's item in the shard's expiry heap (see shard.offset)
+	leaseUntil  int64 // in progress only
+	expiresAt   int64
+	queued      int64     // the time of the entry's item in the shard's expiry queue
 	resp        *response // completed only
 }
 
@@ -161,18 +193,18 @@ func (s *Store) sweep(now time.Time) {
 	}
 }
 
-// sweepExpired pops up to limit due expiries from the shard's heap. Each
-// entry has one heap item, pushed when the entry is created; when an item
+// sweepExpired pops up to limit due expiries from the shard's expiry queue. Each
+// entry has one queue item, pushed when the entry is created; when an item
 // comes due for an entry whose expiry was pushed back since (Complete, a
-// takeover), it goes back into the heap at the new time instead of the entry
+// takeover), it goes back into the queue at the new time instead of the entry
 // being deleted. Items of entries that are gone (released, dropped lazily)
-// are discarded. It reports how many entries it removed, how many heap items
+// are discarded. It reports how many entries it removed, how many queue items
 // it examined, and whether due items remain.
 func (sh *shard) sweepExpired(now time.Time, limit int) (removed, examined int, more bool) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	at := sh.offset(now)
-	for examined < limit && len(sh.exp) > 0 && sh.exp[0].at <= at {
+	for examined < limit && sh.exp.due(at) {
 		it := sh.exp.pop()
 		examined++
 		e, ok := sh.m[it.key]
@@ -181,7 +213,7 @@ func (sh *shard) sweepExpired(now time.Time, limit int) (removed, examined int, 
 			// The entry is gone, or is a later one under the same key
 			// with an item of its own.
 			sh.b.give(0, itemSize(it.key))
-		case !now.Before(e.expiresAt):
+		case at >= e.expiresAt:
 			sh.b.give(0, itemSize(it.key))
 			sh.remove(it.key, e)
 			removed++
@@ -189,7 +221,7 @@ func (sh *shard) sweepExpired(now time.Time, limit int) (removed, examined int, 
 			sh.queue(it.key, e) // the item goes back: its bytes stay charged
 		}
 	}
-	return removed, examined, len(sh.exp) > 0 && sh.exp[0].at <= at
+	return removed, examined, sh.exp.due(at)
 }
 
 // reclaim sweeps up to one batch of due expiries per shard, for a Claim or
@@ -207,24 +239,24 @@ func (s *Store) reclaim() bool {
 	return freed
 }
 
-// expireAt moves e's expiry to at. A later expiry needs no new heap item:
+// expireAt moves e's expiry to at. A later expiry needs no new queue item:
 // the sweep re-queues the entry when its item comes due. An earlier one
 // does, or the entry would outstay its expiry in memory; the caller pays
 // itemSize(k) for it (see queues). The shard lock must be held.
-func (sh *shard) expireAt(k idempotency.Key, e *entry, at time.Time) {
+func (sh *shard) expireAt(k idempotency.Key, e *entry, at int64) {
 	e.expiresAt = at
 	if sh.queues(e, at) {
 		sh.queue(k, e)
 	}
 }
 
-// queues reports whether expireAt(k, e, at) pushes a heap item.
-func (sh *shard) queues(e *entry, at time.Time) bool { return sh.offset(at) < e.queued }
+// queues reports whether expireAt(k, e, at) pushes a queue item.
+func (sh *shard) queues(e *entry, at int64) bool { return at < e.queued }
 
-// queue records e's current expiry in the shard's heap. The shard lock must
+// queue records e's current expiry in the shard's expiry queue. The shard lock must
 // be held.
 func (sh *shard) queue(k idempotency.Key, e *entry) {
-	e.queued = sh.offset(e.expiresAt)
+	e.queued = e.expiresAt
 	sh.exp.push(expiry{at: e.queued, key: k})
 }
 
@@ -248,12 +280,12 @@ func (s *Store) shardFor(k idempotency.Key) *shard {
 
 // live returns the unexpired entry for k, dropping an expired one. The shard
 // lock must be held.
-func (sh *shard) live(k idempotency.Key, now time.Time) *entry {
+func (sh *shard) live(k idempotency.Key, now int64) *entry {
 	e, ok := sh.m[k]
 	if !ok {
 		return nil
 	}
-	if !now.Before(e.expiresAt) {
+	if now >= e.expiresAt {
 		sh.remove(k, e)
 		return nil
 	}
@@ -261,7 +293,7 @@ func (sh *shard) live(k idempotency.Key, now time.Time) *entry {
 }
 
 // remove deletes e, the entry of k, and gives its slot and bytes back. Its
-// heap items stay charged until the sweep pops them. The shard lock must be
+// queue items stay charged until the sweep pops them. The shard lock must be
 // held.
 func (sh *shard) remove(k idempotency.Key, e *entry) {
 	delete(sh.m, k)
@@ -308,7 +340,7 @@ func (s *Store) claim(k idempotency.Key, fingerprint string, lease, ttl time.Dur
 	sh := s.shardFor(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	now := s.now()
+	now := sh.offset(s.now())
 	e := sh.live(k, now)
 	switch {
 	case e == nil:
@@ -318,19 +350,19 @@ func (s *Store) claim(k idempotency.Key, fingerprint string, lease, ttl time.Dur
 		}
 		sh.m[k] = e
 		e.token = s.tokens.Add(1)
-		e.leaseUntil = now.Add(lease)
-		e.expiresAt = now.Add(ttl)
+		e.leaseUntil = after(now, lease)
+		e.expiresAt = after(now, ttl)
 		sh.queue(k, e)
 		return idempotency.ClaimResult{Acquired: true, Token: e.token, LeaseRemaining: lease}, false
-	case e.fingerprint == fingerprint && e.state == idempotency.StateInProgress && !now.Before(e.leaseUntil):
+	case e.fingerprint == fingerprint && e.state == idempotency.StateInProgress && now >= e.leaseUntil:
 		// The entry keeps its bytes and its reserve; only a shorter ttl
-		// than the one queued grows it, by a heap item.
-		at := now.Add(ttl)
+		// than the one queued grows it, by a queue item.
+		at := after(now, ttl)
 		if sh.queues(e, at) && !s.budget.take(0, itemSize(k)) {
 			return idempotency.ClaimResult{}, true
 		}
 		e.token = s.tokens.Add(1)
-		e.leaseUntil = now.Add(lease)
+		e.leaseUntil = after(now, lease)
 		sh.expireAt(k, e, at)
 		return idempotency.ClaimResult{Acquired: true, Token: e.token, TookOver: true, LeaseRemaining: lease}, false
 	default:
@@ -340,12 +372,13 @@ func (s *Store) claim(k idempotency.Key, fingerprint string, lease, ttl time.Dur
 
 // withHeld runs update on the entry of k under its shard's lock when token
 // holds its claim, and returns ErrStaleToken otherwise; else it returns what
-// update returns. now is the store's clock read once under the lock.
-func (s *Store) withHeld(k idempotency.Key, token int64, update func(sh *shard, e *entry, now time.Time) error) error {
+// update returns. now is the store's clock read once under the lock, as
+// an offset (see shard.offset).
+func (s *Store) withHeld(k idempotency.Key, token int64, update func(sh *shard, e *entry, now int64) error) error {
 	sh := s.shardFor(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	now := s.now()
+	now := sh.offset(s.now())
 	e := sh.live(k, now)
 	if e == nil || e.state != idempotency.StateInProgress || e.token != token {
 		return idempotency.ErrStaleToken
@@ -363,12 +396,12 @@ func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease
 	if lease <= 0 {
 		return errNonPositive
 	}
-	return s.withHeld(k, token, func(sh *shard, e *entry, now time.Time) error {
-		e.leaseUntil = now.Add(lease)
-		if e.expiresAt.Before(e.leaseUntil) {
+	return s.withHeld(k, token, func(sh *shard, e *entry, now int64) error {
+		e.leaseUntil = after(now, lease)
+		if e.expiresAt < e.leaseUntil {
 			// A holder still renewing outlives the ttl: the entry must not
 			// expire under it, or a duplicate would acquire the key anew.
-			// Its expiry only moves later, so no heap item is pushed.
+			// Its expiry only moves later, so no queue item is pushed.
 			sh.expireAt(k, e, e.leaseUntil)
 		}
 		return nil
@@ -389,8 +422,8 @@ func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, re
 	}
 	r := newResponse(&resp)
 	size := r.size()
-	complete := func(sh *shard, e *entry, now time.Time) error {
-		at := now.Add(ttl)
+	complete := func(sh *shard, e *entry, now int64) error {
+		at := after(now, ttl)
 		grow := size - reserveSize(k) // the response replaces the reserve
 		if sh.queues(e, at) {
 			grow += itemSize(k)
@@ -399,7 +432,7 @@ func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, re
 			return errNoRoom
 		}
 		e.state = idempotency.StateCompleted
-		e.leaseUntil = time.Time{}
+		e.leaseUntil = 0
 		sh.expireAt(k, e, at)
 		e.resp = r
 		return nil
@@ -424,7 +457,7 @@ func (s *Store) Release(ctx context.Context, k idempotency.Key, token int64) err
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
-	err := s.withHeld(k, token, func(sh *shard, e *entry, _ time.Time) error {
+	err := s.withHeld(k, token, func(sh *shard, e *entry, _ int64) error {
 		sh.remove(k, e)
 		return nil
 	})
@@ -443,7 +476,7 @@ func (s *Store) Get(ctx context.Context, k idempotency.Key) (idempotency.Entry, 
 	sh := s.shardFor(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	now := s.now()
+	now := sh.offset(s.now())
 	e := sh.live(k, now)
 	if e == nil {
 		return idempotency.Entry{}, false, nil
@@ -451,11 +484,12 @@ func (s *Store) Get(ctx context.Context, k idempotency.Key) (idempotency.Entry, 
 	return e.export(now), true, nil
 }
 
-// export returns the public view of e at now, with a copied Response.
-func (e *entry) export(now time.Time) idempotency.Entry {
+// export returns the public view of e at now (an offset), with a copied
+// Response.
+func (e *entry) export(now int64) idempotency.Entry {
 	out := idempotency.Entry{State: e.state, Fingerprint: e.fingerprint, Token: e.token}
 	if e.state == idempotency.StateInProgress {
-		out.LeaseRemaining = e.leaseUntil.Sub(now)
+		out.LeaseRemaining = between(now, e.leaseUntil)
 	}
 	if e.resp != nil {
 		out.Response = e.resp.export()
@@ -468,7 +502,7 @@ func (e *entry) export(now time.Time) idempotency.Entry {
 // the store's own view, shared by every replay, so that a replay copies
 // nothing. When the byte bound has no room for the view, it is a copy, made
 // for this caller alone. The shard lock must be held.
-func (e *entry) replayed(now time.Time, b *budget) idempotency.Entry {
+func (e *entry) replayed(now int64, b *budget) idempotency.Entry {
 	if e.resp == nil {
 		return e.export(now)
 	}

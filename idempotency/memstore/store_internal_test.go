@@ -3,11 +3,15 @@ package memstore
 import (
 	"context"
 	"errors"
+	"math"
+	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/internal/testenv"
@@ -286,6 +290,104 @@ func TestExpiryHeapOrder(t *testing.T) {
 			t.Fatalf("pop %d gave %v after %v", n, it.at, last)
 		}
 		last = it.at
+	}
+}
+
+// TestShardSize: a shard fills two cache lines (see the padding at its
+// end).
+func TestShardSize(t *testing.T) {
+	if size := unsafe.Sizeof(shard{}); size != 128 {
+		t.Errorf("a shard is %d bytes, want 128", size)
+	}
+}
+
+// TestExpiryQueueOrder pushes expiries mostly in order, some out of order
+// (a shorter ttl than the keys before), with pops in between, and checks
+// that the queue gives them back soonest first, all of them, and that a
+// drained queue keeps at most one chunk.
+func TestExpiryQueueOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var q expiryQueue
+	var want []int64 // what the queue holds, sorted
+	clock := int64(0)
+	popOne := func(step int) {
+		t.Helper()
+		if !q.due(want[0]) || q.due(want[0]-1) {
+			t.Fatalf("step %d: due(%d) and due(%d) do not place the soonest expiry at %d", step, want[0], want[0]-1, want[0])
+		}
+		got := q.pop()
+		if got.at != want[0] || got.key.Key != strconv.FormatInt(got.at, 10) {
+			t.Fatalf("step %d: pop gave %d (key %q), want %d", step, got.at, got.key.Key, want[0])
+		}
+		want = want[1:]
+	}
+	for step := range 20000 {
+		switch r := rng.IntN(10); {
+		case r < 6 || len(want) == 0: // the usual: a later expiry than any before
+			clock += int64(rng.IntN(3))
+			at := clock + 1000
+			q.push(expiry{at: at, key: idempotency.Key{Key: strconv.FormatInt(at, 10)}})
+			want = append(want, at)
+		case r < 7: // a shorter ttl
+			at := clock + int64(rng.IntN(1000))
+			q.push(expiry{at: at, key: idempotency.Key{Key: strconv.FormatInt(at, 10)}})
+			want = append(want, at)
+		default:
+			popOne(step)
+		}
+		slices.Sort(want)
+		if q.len() != len(want) {
+			t.Fatalf("step %d: len %d, want %d", step, q.len(), len(want))
+		}
+	}
+	held := slices.Sorted(func(yield func(int64) bool) {
+		for x := range q.all() {
+			if !yield(x.at) {
+				return
+			}
+		}
+	})
+	if !slices.Equal(held, want) {
+		t.Fatalf("all yields %d expiries that differ from the %d pushed and not popped", len(held), len(want))
+	}
+	for len(want) > 0 {
+		popOne(-1)
+	}
+	if q.len() != 0 || q.due(math.MaxInt64) || len(q.run.chunks) > 1 || len(q.heap) != 0 {
+		t.Fatalf("drained: len %d, due %v, %d chunks, heap %d; want 0, false, at most 1, 0",
+			q.len(), q.due(math.MaxInt64), len(q.run.chunks), len(q.heap))
+	}
+}
+
+// TestExpiryRunChunks: a run's chunks start small and grow to runChunk, a
+// full chunk is never copied, and popped items hold no key.
+func TestExpiryRunChunks(t *testing.T) {
+	var r expiryRun
+	const n = 1000
+	for i := range n {
+		r.push(expiry{at: int64(i), key: idempotency.Key{Key: "k"}})
+	}
+	var caps []int
+	for _, c := range r.chunks {
+		caps = append(caps, cap(c))
+	}
+	if caps[0] != runFirstChunk || caps[1] != 2*runFirstChunk || slices.Max(caps) != runChunk {
+		t.Fatalf("chunk capacities %v; want %d, %d, ... up to %d", caps, runFirstChunk, 2*runFirstChunk, runChunk)
+	}
+	dropped, first := r.chunks[0], &r.chunks[1][0]
+	for range runFirstChunk {
+		r.pop()
+	}
+	for i, x := range dropped {
+		if x.key.Key != "" {
+			t.Fatalf("popped item %d still holds its key %q", i, x.key.Key)
+		}
+	}
+	if &r.chunks[0][0] != first {
+		t.Fatal("the second chunk moved when the first was dropped")
+	}
+	if r.len() != n-runFirstChunk {
+		t.Fatalf("len %d, want %d", r.len(), n-runFirstChunk)
 	}
 }
 
