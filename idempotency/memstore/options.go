@@ -35,7 +35,11 @@ type config struct {
 // time. A nil now keeps the default, the time package's clock, of which the
 // store reads the monotonic clock alone: its entries' leases and expiries
 // do not move when the system's wall clock is stepped. The function must be
-// safe for concurrent use.
+// safe for concurrent use. The store counts time from now's reading in New,
+// up to about 292 years each way; at a reading further away every call
+// that reads the clock fails with an error (a clock that reads the zero
+// time.Time in New and a real date later is such a clock), and the sweep
+// removes nothing.
 func WithClock(now func() time.Time) Option {
 	return func(c *config) {
 		if now != nil {

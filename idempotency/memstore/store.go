@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/internal/clock"
@@ -61,7 +62,17 @@ type Store struct {
 	closeOnce sync.Once
 }
 
+// shard is one of the Store's locks and the entries under it. It is
+// padded to a multiple of 128 bytes, two cache lines, and ends with what no
+// request writes (base, the padding), so that a shard's lock and map share
+// no cache line with what a core working on its neighbour writes
+// (TestShardSize).
 type shard struct {
+	shardState
+	_ [(128 - unsafe.Sizeof(shardState{})%128) % 128]byte
+}
+
+type shardState struct {
 	mu  sync.Mutex
 	m   map[idempotency.Key]*entry
 	exp expiryQueue // every expiry ever set in m, soonest first; see sweepExpired
@@ -69,11 +80,6 @@ type shard struct {
 	// base is the store's clock at New, from which the shard counts its
 	// times (see offset).
 	base time.Time
-	// A shard is 128 bytes, two cache lines, and ends with what no
-	// request writes (base, the padding), so that a shard's lock and map
-	// share no cache line with what a core working on its neighbour writes
-	// (TestShardSize).
-	_ [128 - 112]byte
 }
 
 // offset is t as the shard keeps times: the time from base, as Sub counts
@@ -83,7 +89,36 @@ type shard struct {
 // even when the wall clock is stepped, which Unix time would not be: an
 // entry due by the wall clock and not by the monotonic one would go back
 // into the queue as due, for ever.
-func (sh *shard) offset(t time.Time) int64 { return int64(t.Sub(sh.base)) }
+//
+// An int64 counts about 292 years each way; a reading further from base
+// is outside the store's range: ok is false, and the store refuses to
+// work at it rather than count every lease as lapsed (Sub gives the
+// largest Duration, which a duplicate claim would take for a lapsed
+// lease) or none (the least).
+func (sh *shard) offset(t time.Time) (at int64, ok bool) {
+	d := t.Sub(sh.base)
+	return int64(d), d != math.MaxInt64 && d != math.MinInt64
+}
+
+// errClockRange is returned (wrapped) by every call that reads the clock
+// outside the store's range (see shard.offset).
+var errClockRange = errors.New("memstore: the clock reads more than 292 years away from its reading when the store was made")
+
+// clockRangeError returns errClockRange with the two readings.
+func (sh *shard) clockRangeError(t time.Time) error {
+	return fmt.Errorf("%w: %v, against %v", errClockRange, t, sh.base)
+}
+
+// nowAt reads the store's clock as an offset of sh, or fails with
+// errClockRange.
+func (s *Store) nowAt(sh *shard) (int64, error) {
+	t := s.now()
+	at, ok := sh.offset(t)
+	if !ok {
+		return 0, sh.clockRangeError(t)
+	}
+	return at, nil
+}
 
 // between returns the time from offset a to offset b, as Sub would:
 // the largest or the least Duration where an int64 does not count it.
@@ -199,11 +234,15 @@ func (s *Store) sweep(now time.Time) {
 // takeover), it goes back into the queue at the new time instead of the entry
 // being deleted. Items of entries that are gone (released, dropped lazily)
 // are discarded. It reports how many entries it removed, how many queue items
-// it examined, and whether due items remain.
+// it examined, and whether due items remain. At a reading outside the
+// store's range it removes nothing.
 func (sh *shard) sweepExpired(now time.Time, limit int) (removed, examined int, more bool) {
+	at, ok := sh.offset(now)
+	if !ok {
+		return 0, 0, false
+	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	at := sh.offset(now)
 	for examined < limit && sh.exp.due(at) {
 		it := sh.exp.pop()
 		examined++
@@ -322,9 +361,12 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 	if lease <= 0 || ttl <= 0 {
 		return idempotency.ClaimResult{}, errNonPositive
 	}
-	r, full := s.claim(k, fingerprint, lease, ttl)
+	r, full, err := s.claim(k, fingerprint, lease, ttl)
 	if full && s.reclaim() {
-		r, full = s.claim(k, fingerprint, lease, ttl)
+		r, full, err = s.claim(k, fingerprint, lease, ttl)
+	}
+	if err != nil {
+		return idempotency.ClaimResult{}, err
 	}
 	if full {
 		entries, bytes := s.budget.entries.Load(), s.budget.bytes.Load()
@@ -336,49 +378,56 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 
 // claim is Claim under the shard lock; full reports that the claim would
 // acquire but the budget has no room for it.
-func (s *Store) claim(k idempotency.Key, fingerprint string, lease, ttl time.Duration) (r idempotency.ClaimResult, full bool) {
+func (s *Store) claim(k idempotency.Key, fingerprint string, lease, ttl time.Duration) (r idempotency.ClaimResult, full bool, err error) {
 	sh := s.shardFor(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	now := sh.offset(s.now())
+	now, err := s.nowAt(sh)
+	if err != nil {
+		return idempotency.ClaimResult{}, false, err
+	}
 	e := sh.live(k, now)
 	switch {
 	case e == nil:
 		e = &entry{state: idempotency.StateInProgress, fingerprint: fingerprint}
 		if !s.budget.take(1, e.size(k)+itemSize(k)) {
-			return idempotency.ClaimResult{}, true
+			return idempotency.ClaimResult{}, true, nil
 		}
 		sh.m[k] = e
 		e.token = s.tokens.Add(1)
 		e.leaseUntil = after(now, lease)
 		e.expiresAt = after(now, ttl)
 		sh.queue(k, e)
-		return idempotency.ClaimResult{Acquired: true, Token: e.token, LeaseRemaining: lease}, false
+		return idempotency.ClaimResult{Acquired: true, Token: e.token, LeaseRemaining: lease}, false, nil
 	case e.fingerprint == fingerprint && e.state == idempotency.StateInProgress && now >= e.leaseUntil:
 		// The entry keeps its bytes and its reserve; only a shorter ttl
 		// than the one queued grows it, by a queue item.
 		at := after(now, ttl)
 		if sh.queues(e, at) && !s.budget.take(0, itemSize(k)) {
-			return idempotency.ClaimResult{}, true
+			return idempotency.ClaimResult{}, true, nil
 		}
 		e.token = s.tokens.Add(1)
 		e.leaseUntil = after(now, lease)
 		sh.expireAt(k, e, at)
-		return idempotency.ClaimResult{Acquired: true, Token: e.token, TookOver: true, LeaseRemaining: lease}, false
+		return idempotency.ClaimResult{Acquired: true, Token: e.token, TookOver: true, LeaseRemaining: lease}, false, nil
 	default:
-		return idempotency.ClaimResult{Entry: e.replayed(now, &s.budget)}, false
+		return idempotency.ClaimResult{Entry: e.replayed(now, &s.budget)}, false, nil
 	}
 }
 
 // withHeld runs update on the entry of k under its shard's lock when token
-// holds its claim, and returns ErrStaleToken otherwise; else it returns what
-// update returns. now is the store's clock read once under the lock, as
-// an offset (see shard.offset).
+// holds its claim, and returns ErrStaleToken otherwise (errClockRange at a
+// reading outside the store's range); else it returns what update returns.
+// now is the store's clock read once under the lock, as an offset (see
+// shard.offset).
 func (s *Store) withHeld(k idempotency.Key, token int64, update func(sh *shard, e *entry, now int64) error) error {
 	sh := s.shardFor(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	now := sh.offset(s.now())
+	now, err := s.nowAt(sh)
+	if err != nil {
+		return err
+	}
 	e := sh.live(k, now)
 	if e == nil || e.state != idempotency.StateInProgress || e.token != token {
 		return idempotency.ErrStaleToken
@@ -476,7 +525,10 @@ func (s *Store) Get(ctx context.Context, k idempotency.Key) (idempotency.Entry, 
 	sh := s.shardFor(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	now := sh.offset(s.now())
+	now, err := s.nowAt(sh)
+	if err != nil {
+		return idempotency.Entry{}, false, err
+	}
 	e := sh.live(k, now)
 	if e == nil {
 		return idempotency.Entry{}, false, nil

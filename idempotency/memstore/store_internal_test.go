@@ -293,11 +293,66 @@ func TestExpiryHeapOrder(t *testing.T) {
 	}
 }
 
-// TestShardSize: a shard fills two cache lines (see the padding at its
-// end).
+// TestShardSize: a shard fills whole pairs of cache lines (see the
+// padding at its end), two on 64-bit platforms.
 func TestShardSize(t *testing.T) {
-	if size := unsafe.Sizeof(shard{}); size != 128 {
-		t.Errorf("a shard is %d bytes, want 128", size)
+	if size := unsafe.Sizeof(shard{}); size%128 != 0 || (unsafe.Sizeof(uintptr(0)) == 8 && size != 128) {
+		t.Errorf("a shard is %d bytes, want a multiple of 128 (128 on 64-bit platforms)", size)
+	}
+}
+
+// TestClockOutOfRange: the store counts time in an int64 from its clock's
+// reading in New. A reading more than about 292 years away, such as a
+// fake clock that read the zero time in New and a real date later, makes
+// every call fail, where counting it would saturate: every lease lapsed
+// at birth (a duplicate claim acquires beside the holder) or none ever.
+func TestClockOutOfRange(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name             string
+		start, out, back time.Time
+	}{
+		{"forward", time.Time{}, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Time{}.Add(30 * time.Second)},
+		{"back", time.Date(1800, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(1492, 1, 1, 0, 0, 0, 0, time.UTC),
+			time.Date(1800, 1, 1, 0, 0, 30, 0, time.UTC)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := &fakeClock{t: tt.start}
+			s := New(WithClock(clk.Now), WithCleanupInterval(0))
+			k := idempotency.Key{Key: "k"}
+			held, err := s.Claim(ctx, k, "fp", time.Minute, time.Hour)
+			if err != nil || !held.Acquired {
+				t.Fatalf("Claim in range = %+v, %v", held, err)
+			}
+			clk.t = tt.out
+			if r, err := s.Claim(ctx, idempotency.Key{Key: "other"}, "fp", time.Minute, time.Hour); !errors.Is(err, errClockRange) || r.Acquired {
+				t.Fatalf("Claim out of range = %+v, %v; want errClockRange", r, err)
+			}
+			if r, err := s.Claim(ctx, k, "fp", time.Minute, time.Hour); !errors.Is(err, errClockRange) || r.Acquired {
+				t.Fatalf("Claim of the held key out of range = %+v, %v; want errClockRange", r, err)
+			}
+			if err := s.Renew(ctx, k, held.Token, time.Minute); !errors.Is(err, errClockRange) {
+				t.Fatalf("Renew out of range = %v; want errClockRange", err)
+			}
+			if err := s.Complete(ctx, k, held.Token, idempotency.Response{Status: 201}, time.Hour); !errors.Is(err, errClockRange) {
+				t.Fatalf("Complete out of range = %v; want errClockRange", err)
+			}
+			if _, _, err := s.Get(ctx, k); !errors.Is(err, errClockRange) {
+				t.Fatalf("Get out of range = %v; want errClockRange", err)
+			}
+			s.sweep(clk.Now())
+			if n := s.count(); n != 1 {
+				t.Fatalf("the sweep out of range left %d entries; want the held one", n)
+			}
+			// Back in range, 30s after the claim, it is held as it was.
+			clk.t = tt.back
+			if r, err := s.Claim(ctx, k, "fp", time.Minute, time.Hour); err != nil || r.Acquired {
+				t.Fatalf("Claim back in range = %+v, %v; want the key held", r, err)
+			}
+			if err := s.Complete(ctx, k, held.Token, idempotency.Response{Status: 201}, time.Hour); err != nil {
+				t.Fatalf("Complete back in range: %v", err)
+			}
+		})
 	}
 }
 
