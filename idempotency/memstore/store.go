@@ -109,6 +109,18 @@ func (sh *shard) clockRangeError(t time.Time) error {
 	return fmt.Errorf("%w: %v, against %v", errClockRange, t, sh.base)
 }
 
+// locked locks the shard of k, reads the clock as an offset of it, and
+// returns k's live entry then, if any; the caller unlocks sh.mu, also when
+// err (errClockRange) is not nil.
+func (s *Store) locked(k idempotency.Key) (sh *shard, e *entry, now int64, err error) {
+	sh = s.shardFor(k)
+	sh.mu.Lock()
+	if now, err = s.nowAt(sh); err != nil {
+		return sh, nil, 0, err
+	}
+	return sh, sh.live(k, now), now, nil
+}
+
 // nowAt reads the store's clock as an offset of sh, or fails with
 // errClockRange.
 func (s *Store) nowAt(sh *shard) (int64, error) {
@@ -379,14 +391,11 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 // claim is Claim under the shard lock; full reports that the claim would
 // acquire but the budget has no room for it.
 func (s *Store) claim(k idempotency.Key, fingerprint string, lease, ttl time.Duration) (r idempotency.ClaimResult, full bool, err error) {
-	sh := s.shardFor(k)
-	sh.mu.Lock()
+	sh, e, now, err := s.locked(k)
 	defer sh.mu.Unlock()
-	now, err := s.nowAt(sh)
 	if err != nil {
 		return idempotency.ClaimResult{}, false, err
 	}
-	e := sh.live(k, now)
 	switch {
 	case e == nil:
 		e = &entry{state: idempotency.StateInProgress, fingerprint: fingerprint}
@@ -421,14 +430,11 @@ func (s *Store) claim(k idempotency.Key, fingerprint string, lease, ttl time.Dur
 // now is the store's clock read once under the lock, as an offset (see
 // shard.offset).
 func (s *Store) withHeld(k idempotency.Key, token int64, update func(sh *shard, e *entry, now int64) error) error {
-	sh := s.shardFor(k)
-	sh.mu.Lock()
+	sh, e, now, err := s.locked(k)
 	defer sh.mu.Unlock()
-	now, err := s.nowAt(sh)
 	if err != nil {
 		return err
 	}
-	e := sh.live(k, now)
 	if e == nil || e.state != idempotency.StateInProgress || e.token != token {
 		return idempotency.ErrStaleToken
 	}
@@ -522,14 +528,11 @@ func (s *Store) Get(ctx context.Context, k idempotency.Key) (idempotency.Entry, 
 	if err := ctxErr(ctx); err != nil {
 		return idempotency.Entry{}, false, err
 	}
-	sh := s.shardFor(k)
-	sh.mu.Lock()
+	sh, e, now, err := s.locked(k)
 	defer sh.mu.Unlock()
-	now, err := s.nowAt(sh)
 	if err != nil {
 		return idempotency.Entry{}, false, err
 	}
-	e := sh.live(k, now)
 	if e == nil {
 		return idempotency.Entry{}, false, nil
 	}
