@@ -240,14 +240,14 @@ func (s *Store) sweep(now time.Time) {
 	}
 }
 
-// sweepExpired pops up to limit due expiries from the shard's expiry queue. Each
-// entry has one queue item, pushed when the entry is created; when an item
-// comes due for an entry whose expiry was pushed back since (Complete, a
-// takeover), it goes back into the queue at the new time instead of the entry
-// being deleted. Items of entries that are gone (released, dropped lazily)
-// are discarded. It reports how many entries it removed, how many queue items
-// it examined, and whether due items remain. At a reading outside the
-// store's range it removes nothing.
+// sweepExpired pops up to limit due expiries from the shard's expiry
+// queue. Each entry has one queue item, pushed when the entry is created;
+// when an item comes due for an entry whose expiry was pushed back since
+// (Complete, a takeover), it goes back into the queue at the new time
+// instead of the entry being deleted. Items of entries that are gone
+// (released, dropped lazily) are discarded. It reports how many entries it
+// removed, how many queue items it examined, and whether due items remain.
+// At a reading outside the store's range it removes nothing.
 func (sh *shard) sweepExpired(now time.Time, limit int) (removed, examined int, more bool) {
 	at, ok := sh.offset(now)
 	if !ok {
@@ -304,8 +304,8 @@ func (sh *shard) expireAt(k idempotency.Key, e *entry, at int64) {
 // queues reports whether expireAt(k, e, at) pushes a queue item.
 func (sh *shard) queues(e *entry, at int64) bool { return at < e.queued }
 
-// queue records e's current expiry in the shard's expiry queue. The shard lock must
-// be held.
+// queue records e's current expiry in the shard's expiry queue. The shard
+// lock must be held.
 func (sh *shard) queue(k idempotency.Key, e *entry) {
 	e.queued = e.expiresAt
 	sh.exp.push(expiry{at: e.queued, key: k})
