@@ -541,6 +541,9 @@ func (c *canonicaliser) members(depth int) (class uint8, err error) {
 		}
 		class |= c.class
 		m.colon = len(c.out)
+		if cap(c.out)-len(c.out) < 16 {
+			c.out = slices.Grow(c.out, 16) // for nameKey's load
+		}
 		m.key = nameKey(c.out, m.start+1, m.colon)
 		c.skipSpace()
 		if c.pos >= len(c.src) || c.src[c.pos] != ':' {
@@ -680,25 +683,23 @@ func nameLess(out []byte, a, b *member) bool {
 // quote it holds, and none holds a zero byte (it is escaped), so the padding
 // cannot make two different names' keys equal or compare in the wrong
 // order.
+//
+// It loads 16 bytes from out[from], past the name if need be, which
+// out's capacity must hold (members makes room).
 func nameKey(out []byte, from, to int) [2]uint64 {
-	if n := to - from; cap(out)-from >= 16 {
-		// Load 16 bytes, past the name if need be (out's spare capacity
-		// included), and clear those after it.
-		w := out[from : from+16 : from+16]
-		k := [2]uint64{binary.BigEndian.Uint64(w), binary.BigEndian.Uint64(w[8:])}
-		switch {
-		case n < 8:
-			k[0] &^= ^uint64(0) >> (8 * n)
-			k[1] = 0
-		case n < 16:
-			k[1] &^= ^uint64(0) >> (8 * (n - 8))
-		}
-		return k
-	}
-	var b [16]byte
-	copy(b[:], out[from:to])
-	return [2]uint64{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])}
+	w := out[from : from+16 : from+16]
+	m := &keyMasks[min(uint(to-from), 16)]
+	return [2]uint64{binary.BigEndian.Uint64(w) & m[0], binary.BigEndian.Uint64(w[8:]) & m[1]}
 }
+
+// keyMasks[n] keeps the first n bytes of a key.
+var keyMasks = func() (m [17][2]uint64) {
+	for n := range m {
+		m[n][0] = ^(^uint64(0) >> (8 * uint(min(n, 8))))
+		m[n][1] = ^(^uint64(0) >> (8 * uint(min(max(n-8, 0), 8))))
+	}
+	return m
+}()
 
 // nameText returns the canonical encoding of m's name without its quotes.
 func nameText(out []byte, m member) []byte { return out[m.start+1 : m.colon-1] }

@@ -171,3 +171,47 @@ func TestCompareFolded(t *testing.T) {
 		}
 	}
 }
+
+// TestNameKeyOrder: members sort by their keys (see nameKey) exactly as by
+// their encoded names, for names of every length around the keys' 8- and
+// 16-byte boundaries, many sharing prefixes, with what lies past a name in
+// the buffer's spare capacity not mattering.
+func TestNameKeyOrder(t *testing.T) {
+	var names []string
+	var gen func(prefix string, n int)
+	gen = func(prefix string, n int) {
+		names = append(names, prefix)
+		if n == 0 {
+			return
+		}
+		for _, c := range []string{"a", "b"} {
+			gen(prefix+c, n-1)
+		}
+	}
+	gen("", 4)
+	for _, n := range []int{7, 8, 9, 15, 16, 17, 24} {
+		for _, tail := range []string{"", "a", "b"} {
+			names = append(names, strings.Repeat("a", n)+tail, strings.Repeat("a", n-1)+"b"+tail)
+		}
+	}
+	member := func(out []byte, start int) member {
+		colon := start + 1 + bytes.IndexByte(out[start+1:], '"') + 1
+		return member{span: span{start: start}, colon: colon, key: nameKey(out, start+1, colon)}
+	}
+	for _, x := range names {
+		for _, y := range names {
+			// Both names in one buffer, as members lie in out, and
+			// spare capacity past them full of bytes that sort high.
+			buf := make([]byte, 0, len(x)+len(y)+4+16)
+			buf = append(buf, `"`+x+`""`+y+`"`...)
+			for i := len(buf); i < cap(buf); i++ {
+				buf[:cap(buf)][i] = 0xff
+			}
+			a, b := member(buf, 0), member(buf, len(x)+2)
+			want := bytes.Compare(buf[a.start:a.colon], buf[b.start:b.colon]) < 0
+			if got := nameLess(buf, &a, &b); got != want {
+				t.Fatalf("nameLess(%q, %q) = %v, want %v", x, y, got, want)
+			}
+		}
+	}
+}
