@@ -128,8 +128,10 @@ type object struct{ start, end, next, first, last int }
 // returns errNotJSON for invalid input.
 func (c *canonicaliser) read(src []byte) error {
 	c.src, c.pos = src, 0
-	if cap(c.out) < len(src) {
-		c.out = make([]byte, 0, len(src)) // the canonical form is never longer
+	// The canonical form is never longer than src, and nameKey loads
+	// up to 16 bytes past a name: with this room out never grows.
+	if cap(c.out) < len(src)+16 {
+		c.out = make([]byte, 0, len(src)+16)
 	}
 	c.out, c.stack, c.objs, c.order, c.objects = c.out[:0], c.stack[:0], c.objs[:0], c.order[:0], 0
 	c.skipSpace()
@@ -542,7 +544,7 @@ func (c *canonicaliser) members(depth int) (class uint8, err error) {
 		class |= c.class
 		m.colon = len(c.out)
 		if cap(c.out)-len(c.out) < 16 {
-			c.out = slices.Grow(c.out, 16) // for nameKey's load
+			c.out = slices.Grow(c.out, 16) // for nameKey's load; read leaves room
 		}
 		m.key = nameKey(c.out, m.start+1, m.colon)
 		c.skipSpace()

@@ -215,3 +215,19 @@ func TestNameKeyOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestCanonicaliserRoom: read sizes its output once, with the room
+// nameKey's load needs past a name, so that a body whose last name ends at
+// its end is not copied to a buffer a quarter larger (which, near the
+// pool's limit, would cost the pooled buffers).
+func TestCanonicaliserRoom(t *testing.T) {
+	for _, body := range []string{`{"a":1}`, `{"z":1,"a":"` + strings.Repeat("x", 1<<20) + `","b":{"y":2,"x":3}}`} {
+		var c canonicaliser
+		if err := c.read([]byte(body)); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := cap(c.out), len(body)+16; got != want {
+			t.Errorf("a body of %d bytes left out with capacity %d, want %d", len(body), got, want)
+		}
+	}
+}
