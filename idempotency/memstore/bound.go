@@ -49,7 +49,7 @@ const (
 // size is what e costs, the expiry queue aside: its map slot and struct, its
 // fingerprint, and its response or, while in progress, the reserve that
 // lets it complete as not replayable. The key's bytes are counted with the
-// heap items, which hold them too and may outlive the entry.
+// queue items, which hold them too and may outlive the entry.
 func (e *entry) size(k idempotency.Key) int64 {
 	n := entryOverhead + int64(len(e.fingerprint))
 	if e.resp == nil {
