@@ -1,10 +1,6 @@
 package memstore
 
-import (
-	"iter"
-
-	"github.com/saferetry/saferetry/idempotency"
-)
+import "github.com/saferetry/saferetry/idempotency"
 
 // expiry is the time (as shard.offset gives it) at which the sweep looks
 // at a key's entry again.
@@ -42,24 +38,6 @@ func (q *expiryQueue) pop() expiry {
 		return q.run.pop()
 	}
 	return q.heap.pop()
-}
-
-func (q *expiryQueue) len() int { return q.run.len() + len(q.heap) }
-
-// all yields every expiry in the queue, in no particular order.
-func (q *expiryQueue) all() iter.Seq[expiry] {
-	return func(yield func(expiry) bool) {
-		for x := range q.run.all() {
-			if !yield(x) {
-				return
-			}
-		}
-		for _, x := range q.heap {
-			if !yield(x) {
-				return
-			}
-		}
-	}
 }
 
 // runChunk is how many expiries a chunk of a run holds at most: 102 of
@@ -124,21 +102,6 @@ func (r *expiryRun) pop() expiry {
 		}
 	}
 	return x
-}
-
-func (r *expiryRun) all() iter.Seq[expiry] {
-	return func(yield func(expiry) bool) {
-		for i, c := range r.chunks {
-			if i == 0 {
-				c = c[r.head:]
-			}
-			for _, x := range c {
-				if !yield(x) {
-					return
-				}
-			}
-		}
-	}
 }
 
 // expiryHeap is a binary min-heap of expiries ordered by time. It is written

@@ -104,32 +104,18 @@ func (sh *shard) offset(t time.Time) (at int64, ok bool) {
 // outside the store's range (see shard.offset).
 var errClockRange = errors.New("memstore: the clock reads more than 292 years away from its reading when the store was made")
 
-// clockRangeError returns errClockRange with the two readings.
-func (sh *shard) clockRangeError(t time.Time) error {
-	return fmt.Errorf("%w: %v, against %v", errClockRange, t, sh.base)
-}
-
 // locked locks the shard of k, reads the clock as an offset of it, and
 // returns k's live entry then, if any; the caller unlocks sh.mu, also when
-// err (errClockRange) is not nil.
+// err (errClockRange, at a reading outside the store's range) is not nil.
 func (s *Store) locked(k idempotency.Key) (sh *shard, e *entry, now int64, err error) {
 	sh = s.shardFor(k)
 	sh.mu.Lock()
-	if now, err = s.nowAt(sh); err != nil {
-		return sh, nil, 0, err
+	t := s.now()
+	now, ok := sh.offset(t)
+	if !ok {
+		return sh, nil, 0, fmt.Errorf("%w: %v, against %v", errClockRange, t, sh.base)
 	}
 	return sh, sh.live(k, now), now, nil
-}
-
-// nowAt reads the store's clock as an offset of sh, or fails with
-// errClockRange.
-func (s *Store) nowAt(sh *shard) (int64, error) {
-	t := s.now()
-	at, ok := sh.offset(t)
-	if !ok {
-		return 0, sh.clockRangeError(t)
-	}
-	return at, nil
 }
 
 // between returns the time from offset a to offset b, as Sub would:

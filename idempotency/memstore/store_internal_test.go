@@ -3,6 +3,7 @@ package memstore
 import (
 	"context"
 	"errors"
+	"iter"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -290,6 +291,42 @@ func TestExpiryHeapOrder(t *testing.T) {
 			t.Fatalf("pop %d gave %v after %v", n, it.at, last)
 		}
 		last = it.at
+	}
+}
+
+// len is how many expiries q holds.
+func (q *expiryQueue) len() int { return q.run.len() + len(q.heap) }
+
+// all yields every expiry in q, in no particular order (checkBudget counts
+// their bytes).
+func (q *expiryQueue) all() iter.Seq[expiry] {
+	return func(yield func(expiry) bool) {
+		for x := range q.run.all() {
+			if !yield(x) {
+				return
+			}
+		}
+		for _, x := range q.heap {
+			if !yield(x) {
+				return
+			}
+		}
+	}
+}
+
+// all yields every expiry in r, front first.
+func (r *expiryRun) all() iter.Seq[expiry] {
+	return func(yield func(expiry) bool) {
+		for i, c := range r.chunks {
+			if i == 0 {
+				c = c[r.head:]
+			}
+			for _, x := range c {
+				if !yield(x) {
+					return
+				}
+			}
+		}
 	}
 }
 
