@@ -100,11 +100,16 @@ func TestUnconfirmedLeaseCancelsTheHandler(t *testing.T) {
 	const lease = 300 * time.Millisecond
 	var ev events
 	var renewals atomic.Int64
-	st := &faultyStore{Store: newStore(t), renew: func(ctx context.Context, _ idempotency.Key, _ int64, _ time.Duration) error {
+	var answering atomic.Bool // set for the retry; a renewal of the first request may still start after it ends
+	st := &faultyStore{Store: newStore(t)}
+	st.renew = func(ctx context.Context, k idempotency.Key, tok int64, l time.Duration) error {
+		if answering.Load() {
+			return st.Store.Renew(ctx, k, tok, l)
+		}
 		renewals.Add(1)
 		<-ctx.Done() // a store that stopped answering
 		return ctx.Err()
-	}}
+	}
 	var claimed time.Time
 	st.claim = func(ctx context.Context, k idempotency.Key, fp string, l, ttl time.Duration) (idempotency.ClaimResult, error) {
 		claimed = time.Now()
@@ -125,7 +130,7 @@ func TestUnconfirmedLeaseCancelsTheHandler(t *testing.T) {
 		t.Fatalf("events %v (released Err %v); want released with ErrLeaseLost", ev.outcomes(), rel.Err)
 	}
 	// Nobody took over, so the release went through: a retry runs at once.
-	st.renew = nil
+	answering.Store(true)
 	if w := post(idempotency.Middleware(st)(&counter{}), "k", `{}`); w.Code != http.StatusCreated {
 		t.Fatalf("retry = %d %s, want a new execution", w.Code, w.Body)
 	}
