@@ -213,28 +213,14 @@ func inParallel(n, c int, op func(i int)) {
 //	go test -run '^$' -bench StoreRatio -benchtime 20000x ./idempotency/redisstore
 func BenchmarkStoreRatio(b *testing.B) {
 	ctx := context.Background()
-	fp := idempotency.Fingerprint(benchRequest("k"), []byte(`{"amount":1000,"currency":"EUR"}`))
+	fp := benchFingerprint()
 	hdr := headercodec.Append(nil, benchResp.Header)
 	for _, c := range ratioConcurrency {
 		for _, v := range ratioVariants {
 			b.Run("first"+v.suffix+"/c="+strconv.Itoa(c), func(b *testing.B) {
 				s, rdb, prefix := ratioStore(b, c, v.opts...)
-				var variant, anchor atomic.Int64
-				benchratio.Run(b, func(n int) {
-					inParallel(n, c, func(int) {
-						executeFirst(b, s, idempotency.Key{Scope: "tenant", Key: "first-" + strconv.FormatInt(variant.Add(1), 10)}, fp)
-					})
-				}, func(n int) {
-					inParallel(n, c, func(int) {
-						name := prefix + "raw:" + strconv.FormatInt(anchor.Add(1), 10)
-						if err := rdb.SetNX(ctx, name, fp, time.Minute).Err(); err != nil {
-							b.Error(err)
-						}
-						if err := rdb.HSet(ctx, name+":out", "code", "201", "hdr", hdr, "body", benchResp.Body).Err(); err != nil {
-							b.Error(err)
-						}
-					})
-				})
+				variant, anchor := firstOps(b, s, rdb, prefix, c)
+				benchratio.Run(b, variant, anchor)
 			})
 			b.Run("replay"+v.suffix+"/c="+strconv.Itoa(c), func(b *testing.B) {
 				s, rdb, prefix := ratioStore(b, c, v.opts...)
@@ -275,6 +261,81 @@ func BenchmarkStoreRatio(b *testing.B) {
 				})
 			})
 		}
+	}
+}
+
+// benchFingerprint is the fingerprint of the ratio benchmarks' requests.
+func benchFingerprint() string {
+	return idempotency.Fingerprint(benchRequest("k"), []byte(`{"amount":1000,"currency":"EUR"}`))
+}
+
+// firstOps returns the first-execution comparison of BenchmarkStoreRatio
+// from c goroutines: the variant claims and completes new keys in s (two
+// EVALSHA), the anchor sends SET NX then HSET of the same outcome through
+// rdb, under prefix.
+func firstOps(b *testing.B, s *redisstore.Store, rdb *redis.Client, prefix string, c int) (variant, anchor func(n int)) {
+	ctx := context.Background()
+	fp := benchFingerprint()
+	hdr := headercodec.Append(nil, benchResp.Header)
+	var vseq, aseq atomic.Int64
+	variant = func(n int) {
+		inParallel(n, c, func(int) {
+			executeFirst(b, s, idempotency.Key{Scope: "tenant", Key: "first-" + strconv.FormatInt(vseq.Add(1), 10)}, fp)
+		})
+	}
+	anchor = func(n int) {
+		inParallel(n, c, func(int) {
+			name := prefix + "raw:" + strconv.FormatInt(aseq.Add(1), 10)
+			if err := rdb.SetNX(ctx, name, fp, time.Minute).Err(); err != nil {
+				b.Error(err)
+			}
+			if err := rdb.HSet(ctx, name+":out", "code", "201", "hdr", hdr, "body", benchResp.Body).Err(); err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	return variant, anchor
+}
+
+// BenchmarkStoreCPU runs BenchmarkStoreRatio's first-execution comparison
+// (the default store) and reports where its CPU goes rather than its time:
+// the Redis server's CPU per operation (INFO cpu) and this process's
+// (getrusage), for the store and, prefixed anchor-, for the raw commands,
+// and server-ratio, the store's server CPU over the raw commands'. Redis
+// runs a script on one thread, so once that thread is busy the ratio of
+// BenchmarkStoreRatio follows server-ratio, whatever the client does.
+// The sides alternate in 8 rounds of b.N/8 operations each; the two INFO
+// calls around each side's round count in that side (two round trips and
+// their parsing in thousands of operations). ns/op is the time of both
+// sides together, per operation of one.
+//
+//	go test -run '^$' -bench StoreCPU -benchtime 64000x ./idempotency/redisstore
+func BenchmarkStoreCPU(b *testing.B) {
+	for _, c := range ratioConcurrency {
+		b.Run("first/c="+strconv.Itoa(c), func(b *testing.B) {
+			s, rdb, prefix := ratioStore(b, c)
+			variant, anchor := firstOps(b, s, rdb, prefix, c)
+			var vs, as cpuSplit
+			rounds := min(8, b.N)
+			for i := range rounds {
+				n := b.N / rounds
+				if i == rounds-1 {
+					n = b.N - n*(rounds-1)
+				}
+				if i%2 == 0 {
+					vs.around(b, rdb, variant)(n)
+					as.around(b, rdb, anchor)(n)
+				} else {
+					as.around(b, rdb, anchor)(n)
+					vs.around(b, rdb, variant)(n)
+				}
+			}
+			vs.report(b, "")
+			as.report(b, "anchor-")
+			if as.server > 0 {
+				b.ReportMetric(float64(vs.server)/float64(as.server), "server-ratio")
+			}
+		})
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,6 +46,65 @@ func commandStats(tb testing.TB, rdb *redis.Client) map[string][2]float64 {
 		stats[strings.TrimPrefix(name, "cmdstat_")] = [2]float64{calls, usec}
 	}
 	return stats
+}
+
+// redisCPU reads INFO cpu: the CPU time the Redis server has used, system
+// and user, main thread and all.
+func redisCPU(tb testing.TB, rdb *redis.Client) time.Duration {
+	tb.Helper()
+	info, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		tb.Fatalf("INFO cpu: %v", err)
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		name, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if name == "used_cpu_sys" || name == "used_cpu_user" {
+			s, _ := strconv.ParseFloat(v, 64)
+			total += s
+		}
+	}
+	return time.Duration(total * float64(time.Second))
+}
+
+// processCPU is the CPU time this process has used, system and user.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cpuSplit adds up the CPU time that the Redis server and this process (the
+// client) spend while one side of a ratio benchmark runs, so that the
+// benchmark can say which of the two a ratio follows: on a machine of few
+// cores both share them, and the side that costs more CPU per operation is
+// slower even when neither is saturated alone.
+type cpuSplit struct {
+	server, client time.Duration
+	n              int
+}
+
+// around returns f, n operations, counting into c the CPU that the server
+// and the process spend while it runs (the INFO call included, a round
+// trip per round).
+func (c *cpuSplit) around(tb testing.TB, rdb *redis.Client, f func(n int)) func(n int) {
+	return func(n int) {
+		s0, p0 := redisCPU(tb, rdb), processCPU()
+		f(n)
+		c.server += redisCPU(tb, rdb) - s0
+		c.client += processCPU() - p0
+		c.n += n
+	}
+}
+
+// report reports c per operation as metrics of b, their names prefixed by
+// side ("" for the variant, "anchor-" for the anchor).
+func (c *cpuSplit) report(b *testing.B, side string) {
+	if c.n == 0 {
+		return
+	}
+	b.ReportMetric(float64(c.server.Nanoseconds())/1e3/float64(c.n), side+"redis-cpu-µs/op")
+	b.ReportMetric(float64(c.client.Nanoseconds())/1e3/float64(c.n), side+"go-cpu-µs/op")
 }
 
 // BenchmarkServerTime measures the Redis server's own time per store call,
