@@ -109,15 +109,16 @@ func BenchmarkRatio(b *testing.B) {
 				return replayed(s.Claim(ctx, done, "fp", 10*time.Second, time.Hour))
 			}
 		}
-		b.Run(fmt.Sprintf("replay/c=%d", c), func(b *testing.B) {
-			benchratio.Run(b, benchratio.Parallel(b, c, replayOp(s)), benchratio.Parallel(b, c, rawSelectOp))
-		})
-		b.Run(fmt.Sprintf("replay-claim/c=%d", c), func(b *testing.B) {
-			benchratio.Run(b, benchratio.Parallel(b, c, replayOp(claimOnly)), benchratio.Parallel(b, c, rawSelectOp))
-		})
-		b.Run(fmt.Sprintf("replay-fastpath/c=%d", c), func(b *testing.B) {
-			benchratio.Run(b, benchratio.Parallel(b, c, replayOp(fast)), benchratio.Parallel(b, c, rawSelectOp))
-		})
+		// row runs one comparison: variant against anchor, each from c
+		// goroutines.
+		row := func(name string, variant, anchor func() error) {
+			b.Run(fmt.Sprintf("%s/c=%d", name, c), func(b *testing.B) {
+				benchratio.Run(b, benchratio.Parallel(b, c, variant), benchratio.Parallel(b, c, anchor))
+			})
+		}
+		row("replay", replayOp(s), rawSelectOp)
+		row("replay-claim", replayOp(claimOnly), rawSelectOp)
+		row("replay-fastpath", replayOp(fast), rawSelectOp)
 		firstOp := func(s *pgstore.Store) func() error {
 			return func() error { return executeFirst(ctx, s, newKey()) }
 		}
@@ -130,12 +131,8 @@ func BenchmarkRatio(b *testing.B) {
 			_, err := pool.Exec(ctx, upd, "raw", k.Key, int32(201), header, benchResponse.Body)
 			return err
 		}
-		b.Run(fmt.Sprintf("first-fastpath/c=%d", c), func(b *testing.B) {
-			benchratio.Run(b, benchratio.Parallel(b, c, firstOp(fast)), benchratio.Parallel(b, c, rawFirstOp))
-		})
-		b.Run(fmt.Sprintf("first/c=%d", c), func(b *testing.B) {
-			benchratio.Run(b, benchratio.Parallel(b, c, firstOp(firsts)), benchratio.Parallel(b, c, rawFirstOp))
-		})
+		row("first-fastpath", firstOp(fast), rawFirstOp)
+		row("first", firstOp(firsts), rawFirstOp)
 		// The -sized rows: the same comparisons through stores on a pool
 		// sized as the package documentation asks (the calls in flight
 		// plus a quarter), so that their gate lets as many claims through
@@ -143,50 +140,46 @@ func BenchmarkRatio(b *testing.B) {
 		sizedPool, closeSized := ratioPool(b, sizedConns(pool))
 		sized := pgstore.New(sizedPool, pgstore.WithTable(table))
 		sizedFirsts := pgstore.New(sizedPool, pgstore.WithTable(table))
-		b.Run(fmt.Sprintf("replay-sized/c=%d", c), func(b *testing.B) {
-			benchratio.Run(b, benchratio.Parallel(b, c, replayOp(sized)), benchratio.Parallel(b, c, rawSelectOp))
-		})
-		b.Run(fmt.Sprintf("first-sized/c=%d", c), func(b *testing.B) {
-			benchratio.Run(b, benchratio.Parallel(b, c, firstOp(sizedFirsts)), benchratio.Parallel(b, c, rawFirstOp))
-		})
+		row("replay-sized", replayOp(sized), rawSelectOp)
+		row("first-sized", firstOp(sizedFirsts), rawFirstOp)
 		_ = sized.Close()
 		_ = sizedFirsts.Close()
 		closeSized()
-		b.Run(fmt.Sprintf("tx-first/c=%d", c), func(b *testing.B) {
-			benchratio.Run(b, benchratio.Parallel(b, c, func() error {
-				k := newKey()
-				tx, err := txs.BeginTx(ctx)
-				if err != nil {
-					return err
-				}
-				defer func() { _ = tx.Rollback(ctx) }()
-				r, err := tx.Claim(ctx, k, "fp", time.Hour)
-				if err != nil || !r.Acquired {
-					return fmt.Errorf("claim: %+v %v", r, err)
-				}
-				if err := tx.Complete(ctx, k, r.Token, benchResponse, time.Hour); err != nil {
-					return err
-				}
-				return tx.Commit(ctx)
-			}), benchratio.Parallel(b, c, func() error {
-				k := newKey()
-				conn, err := pool.Acquire(ctx)
-				if err != nil {
-					return err
-				}
-				defer conn.Release()
-				first := &pgx.Batch{}
-				first.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
-				first.Queue(ins, "raw", k.Key, "fp")
-				if err := conn.SendBatch(ctx, first).Close(); err != nil {
-					return err
-				}
-				second := &pgx.Batch{}
-				second.Queue(upd, "raw", k.Key, int32(201), header, benchResponse.Body)
-				second.Queue("COMMIT")
-				return conn.SendBatch(ctx, second).Close()
-			}))
-		})
+		txFirstOp := func() error {
+			k := newKey()
+			tx, err := txs.BeginTx(ctx)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
+			r, err := tx.Claim(ctx, k, "fp", time.Hour)
+			if err != nil || !r.Acquired {
+				return fmt.Errorf("claim: %+v %v", r, err)
+			}
+			if err := tx.Complete(ctx, k, r.Token, benchResponse, time.Hour); err != nil {
+				return err
+			}
+			return tx.Commit(ctx)
+		}
+		rawTxFirstOp := func() error {
+			k := newKey()
+			conn, err := pool.Acquire(ctx)
+			if err != nil {
+				return err
+			}
+			defer conn.Release()
+			first := &pgx.Batch{}
+			first.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+			first.Queue(ins, "raw", k.Key, "fp")
+			if err := conn.SendBatch(ctx, first).Close(); err != nil {
+				return err
+			}
+			second := &pgx.Batch{}
+			second.Queue(upd, "raw", k.Key, int32(201), header, benchResponse.Body)
+			second.Queue("COMMIT")
+			return conn.SendBatch(ctx, second).Close()
+		}
+		row("tx-first", txFirstOp, rawTxFirstOp)
 		txReplayOp := func(txs *pgstore.TxStore) func() error {
 			return func() error {
 				tx, err := txs.BeginTx(ctx)
@@ -200,12 +193,8 @@ func BenchmarkRatio(b *testing.B) {
 				return err
 			}
 		}
-		b.Run(fmt.Sprintf("tx-replay/c=%d", c), func(b *testing.B) {
-			benchratio.Run(b, benchratio.Parallel(b, c, txReplayOp(txReplays)), benchratio.Parallel(b, c, rawSelectOp))
-		})
-		b.Run(fmt.Sprintf("tx-replay-claim/c=%d", c), func(b *testing.B) {
-			benchratio.Run(b, benchratio.Parallel(b, c, txReplayOp(txClaimOnly)), benchratio.Parallel(b, c, rawSelectOp))
-		})
+		row("tx-replay", txReplayOp(txReplays), rawSelectOp)
+		row("tx-replay-claim", txReplayOp(txClaimOnly), rawSelectOp)
 		_ = s.Close()
 		_ = fast.Close()
 		_ = claimOnly.Close()
