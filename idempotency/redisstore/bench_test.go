@@ -301,9 +301,10 @@ func firstOps(b *testing.B, s *redisstore.Store, rdb *redis.Client, prefix strin
 // (the default store) and reports where its CPU goes rather than its time:
 // the Redis server's CPU per operation (INFO cpu) and this process's
 // (getrusage), for the store and, prefixed anchor-, for the raw commands,
-// and server-ratio, the store's server CPU over the raw commands'. Redis
-// runs a script on one thread, so once that thread is busy the ratio of
-// BenchmarkStoreRatio follows server-ratio, whatever the client does.
+// and server-ratio, the store's server CPU over the raw commands'. Where
+// the server and the benchmark share a few cores, the time ratio of
+// BenchmarkStoreRatio follows what both spend per operation together,
+// which these metrics take apart.
 // The sides alternate in 8 rounds of b.N/8 operations each; the two INFO
 // calls around each side's round count in that side (two round trips and
 // their parsing in thousands of operations). ns/op is the time of both
