@@ -298,17 +298,15 @@ func firstOps(b *testing.B, s *redisstore.Store, rdb *redis.Client, prefix strin
 }
 
 // BenchmarkStoreCPU runs BenchmarkStoreRatio's first-execution comparison
-// (the default store) and reports where its CPU goes rather than its time:
-// the Redis server's CPU per operation (INFO cpu) and this process's
-// (getrusage), for the store and, prefixed anchor-, for the raw commands,
-// and server-ratio, the store's server CPU over the raw commands'. Where
-// the server and the benchmark share a few cores, the time ratio of
-// BenchmarkStoreRatio follows what both spend per operation together,
-// which these metrics take apart.
-// The sides alternate in 8 rounds of b.N/8 operations each; the two INFO
-// calls around each side's round count in that side (two round trips and
-// their parsing in thousands of operations). ns/op is the time of both
-// sides together, per operation of one.
+// (the default store) in 8 alternating rounds (benchratio.RunTimed), and
+// reports beside the times where the CPU goes: the Redis server's per
+// operation (INFO cpu) and this process's (getrusage), for the store and,
+// prefixed anchor-, for the raw commands, and server-ratio, the store's
+// server CPU over the raw commands'. Where the server and the benchmark
+// share a few cores, the time ratio follows what both spend per operation
+// together, which these metrics take apart. The INFO calls around each
+// round count in its CPU (two round trips and their parsing in thousands
+// of operations), not in its time.
 //
 //	go test -run '^$' -bench StoreCPU -benchtime 64000x ./idempotency/redisstore
 func BenchmarkStoreCPU(b *testing.B) {
@@ -317,20 +315,7 @@ func BenchmarkStoreCPU(b *testing.B) {
 			s, rdb, prefix := ratioStore(b, c)
 			variant, anchor := firstOps(b, s, rdb, prefix, c)
 			var vs, as cpuSplit
-			rounds := min(8, b.N)
-			for i := range rounds {
-				n := b.N / rounds
-				if i == rounds-1 {
-					n = b.N - n*(rounds-1)
-				}
-				if i%2 == 0 {
-					vs.around(b, rdb, variant)(n)
-					as.around(b, rdb, anchor)(n)
-				} else {
-					as.around(b, rdb, anchor)(n)
-					vs.around(b, rdb, variant)(n)
-				}
-			}
+			benchratio.RunTimed(b, 8, vs.around(b, rdb, variant), as.around(b, rdb, anchor))
 			vs.report(b, "")
 			as.report(b, "anchor-")
 			if as.server > 0 {
