@@ -67,11 +67,16 @@
 // requests, or the handlers' own queries on that pool, never makes a
 // renewal wait for a connection. They are never pinged before use and
 // Renew uses pgx.QueryExecModeExec, so a renewal is one round trip. In the
-// pool given to New, Claim and Get (the request path) hold at most three
-// quarters of the connections at once, so that Complete and Release, which
-// record outcomes, find one free of the Store's own waiters; whatever else
-// shares the pool (the handlers' queries) competes for that quarter too.
-// Size the pool for the requests in flight plus that quarter.
+// pool given to New, Claim, Get and Watch (the request path) may hold
+// every connection while nothing else of the Store needs one, but they
+// yield to Complete and Release, which record outcomes (and to renewals
+// when they use this pool): while one of those is in flight, a
+// request-path call starts only if a connection is left for it, so a
+// burst of requests, or of duplicates waiting for a result, never queues
+// in the pool ahead of a completion, which waits at most for the first
+// request-path statement to finish. Whatever else shares the pool (the
+// handlers' queries) queues with them in the pool's order. Size the pool
+// for the calls in flight.
 //
 // # Waiting requests: LISTEN/NOTIFY
 //

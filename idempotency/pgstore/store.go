@@ -43,7 +43,7 @@ type Store struct {
 	cfg   config
 	names names
 	sql   statements
-	gate  gate.Gate
+	gate  *gate.Gate
 	watch watcher
 	renew renewals
 	check poolCheck
@@ -551,7 +551,12 @@ func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease
 	if lease <= 0 {
 		return fmt.Errorf("pgstore: renew: %w, got %v", errNonPositiveLease, lease)
 	}
-	tag, err := s.renewalPool().Exec(ctx, s.sql.renew, pgx.QueryExecModeExec, encodeText(k.Scope), encodeText(k.Key), token, lease.Microseconds())
+	pool := s.renewalPool()
+	if pool == s.pool {
+		s.gate.Settle()
+		defer s.gate.Settled()
+	}
+	tag, err := pool.Exec(ctx, s.sql.renew, pgx.QueryExecModeExec, encodeText(k.Scope), encodeText(k.Key), token, lease.Microseconds())
 	return checkTag("renew", tag.RowsAffected(), err)
 }
 
@@ -595,7 +600,9 @@ func (s *Store) settle(ctx context.Context, op, sql string, k idempotency.Key, t
 	} else {
 		args = []any{scope, key, token, channel, payload}
 	}
+	s.gate.Settle()
 	tag, err := s.pool.Exec(ctx, sql, args...)
+	s.gate.Settled()
 	if resp != nil && isTooLarge(err) {
 		return fmt.Errorf("pgstore: %s: %w: %w", op, idempotency.ErrResponseNotStorable, err)
 	}

@@ -40,7 +40,7 @@ var _ idempotency.Store = (*Store)(nil)
 type Store struct {
 	rdb    redis.UniversalClient
 	cfg    config
-	gate   gate.Gate
+	gate   *gate.Gate
 	watch  watcher
 	reload reloader
 	short  shortPrimaries
@@ -81,11 +81,22 @@ func New(rdb redis.UniversalClient, opts ...Option) *Store {
 	if cfg.waitN > 0 && cfg.waitTimeout < 0 {
 		panic(fmt.Sprintf("redisstore: WithWait(%d, %v): the timeout is negative (Redis refuses it, so every claim would fail)", cfg.waitN, cfg.waitTimeout))
 	}
-	s := &Store{rdb: rdb, cfg: cfg, gate: gate.New(poolSize(rdb)),
+	s := &Store{rdb: rdb, cfg: cfg, gate: reservingGate(poolSize(rdb)),
 		replay: replaymix.New(cfg.replayPath, replayEnter, replayLeave)}
 	s.watch.store = s
 	s.reload.cluster, _ = rdb.(*redis.ClusterClient)
 	return s
+}
+
+// reservingGate returns the request-path gate for a pool of n connections
+// (per node for a cluster): it keeps a quarter of them, at least one, from
+// Claim and Get at all times, rather than lending them while no settling
+// call needs one as pgstore's gate does. A cluster has a pool per node,
+// which one count of settling calls cannot stand for, and under WithWait a
+// request-path call holds its connection until the replicas acknowledge,
+// so a settling call could wait that long for one given back.
+func reservingGate(n int) *gate.Gate {
+	return gate.NewReserving(n, max(n/4, 1))
 }
 
 // poolSize returns the size of rdb's connection pool (per node for a
