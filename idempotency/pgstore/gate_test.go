@@ -125,7 +125,9 @@ func TestCompletionWaitsForOneClaimAtMost(t *testing.T) {
 		return pool.Stat().AcquiredConns() == 2
 	})
 	completed := make(chan error, 1)
-	go func() { completed <- s.Complete(ctx, done, claimed.Token, idempotency.Response{Status: 201}, time.Hour) }()
+	go func() {
+		completed <- s.Complete(ctx, done, claimed.Token, idempotency.Response{Status: 201}, time.Hour)
+	}()
 	// Whichever claim holds keys[0] finishes when its row is unlocked;
 	// every other claim waits for a row that stays locked until the
 	// completion is in.
