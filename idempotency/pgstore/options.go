@@ -94,9 +94,9 @@ func (s *Store) logger() *slog.Logger {
 // so that a renewal is one round trip and never waits behind requests for
 // a connection. n <= 0 renews over the main pool instead, for deployments
 // that must not open more connections (PgBouncer with a tight budget):
-// renewals then come before Claim and Get in that pool as completions do
-// (see the package documentation), but may need an extra round trip for
-// pgxpool's ping of a connection idle over a second.
+// renewals then still get the quarter of the pool that Claim and Get leave
+// to them (see the package documentation), but may need an extra round
+// trip for pgxpool's ping of a connection idle over a second.
 func WithRenewalConns(n int) Option {
 	return func(c *config) { c.renewalConns = n }
 }

@@ -114,10 +114,19 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	s := &Store{pool: pool, cfg: cfg, names: n, sql: buildStatements(n.table),
 		replay:  replaymix.New(cfg.replayPath, replayEnter, replayLeave),
 		upserts: replaymix.New(replaymix.Adaptive, firstsEnter, firstsLeave)}
-	s.gate = gate.New(int(pool.Config().MaxConns))
+	s.gate = gate.New(int(pool.Config().MaxConns), freeConns(pool))
 	s.check = poolCheck{needed: unsafeMode(cfg.pooler, pool.Config().ConnConfig.DefaultQueryExecMode), sem: make(chan struct{}, 1)}
 	s.watch.store = s
 	return s
+}
+
+// freeConns returns the function that tells the Store's gate how many
+// connections of pool are free now: idle, or not yet opened.
+func freeConns(pool *pgxpool.Pool) func() int {
+	return func() int {
+		st := pool.Stat()
+		return int(st.MaxConns() - st.AcquiredConns() - st.ConstructingConns())
+	}
 }
 
 // Table returns the table name the store uses: the WithTable name, or

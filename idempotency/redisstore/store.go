@@ -81,22 +81,16 @@ func New(rdb redis.UniversalClient, opts ...Option) *Store {
 	if cfg.waitN > 0 && cfg.waitTimeout < 0 {
 		panic(fmt.Sprintf("redisstore: WithWait(%d, %v): the timeout is negative (Redis refuses it, so every claim would fail)", cfg.waitN, cfg.waitTimeout))
 	}
-	s := &Store{rdb: rdb, cfg: cfg, gate: reservingGate(poolSize(rdb)),
+	// The gate keeps its quarter and does not lend it (see internal/gate):
+	// a cluster has a pool per node, which one count of free connections
+	// cannot stand for, and under WithWait a request-path call holds its
+	// connection until the replicas answer, which a settling call would
+	// then wait for.
+	s := &Store{rdb: rdb, cfg: cfg, gate: gate.New(poolSize(rdb), nil),
 		replay: replaymix.New(cfg.replayPath, replayEnter, replayLeave)}
 	s.watch.store = s
 	s.reload.cluster, _ = rdb.(*redis.ClusterClient)
 	return s
-}
-
-// reservingGate returns the request-path gate for a pool of n connections
-// (per node for a cluster): it keeps a quarter of them, at least one, from
-// Claim and Get at all times, rather than lending them while no settling
-// call needs one as pgstore's gate does. A cluster has a pool per node,
-// which one count of settling calls cannot stand for, and under WithWait a
-// request-path call holds its connection until the replicas acknowledge,
-// so a settling call could wait that long for one given back.
-func reservingGate(n int) *gate.Gate {
-	return gate.NewReserving(n, max(n/4, 1))
 }
 
 // poolSize returns the size of rdb's connection pool (per node for a

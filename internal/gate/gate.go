@@ -1,17 +1,19 @@
-// Package gate keeps a store's connection pool within reach of the calls
-// that keep claims alive and record outcomes (Renew, Complete, Release:
-// the settling calls). The request-path calls (Claim, Get, Watch) pass
-// through a Gate; settling calls never wait in it, they only announce
-// themselves. A request-path call enters while the calls inside, the
-// settling ones included, leave a connection of the pool free, and while
-// fewer than the gate's limit are inside. So a burst of requests, or of
-// duplicates waiting for a result, never queues in the pool ahead of a
-// settling call: the pool's next free connection goes to the settling
-// call, whose wait is at most the rest of one request-path statement.
+// Package gate keeps part of a store's connection pool within reach of the
+// calls that keep claims alive and record outcomes (Renew, Complete,
+// Release: the settling calls). The request-path calls (Claim, Get, Watch)
+// pass through a Gate, which lets at most three quarters of the pool
+// through at once, so that a burst of requests, or of duplicates waiting
+// for a result, never holds or queues for the last quarter ahead of a
+// settling call.
 //
-// A gate made with a reserve (NewReserving) also never lets the request
-// path hold more than the pool less that reserve, for stores whose
-// request-path calls may hold a connection for long (a Redis WAIT).
+// A Gate given a count of the pool's free connections also lends that
+// quarter: a request-path call may take one of its connections while more
+// are free, right then, than settling calls are in flight (settling calls
+// announce themselves with Settle and Settled, and never wait in the
+// gate). A lent connection is one nobody waited for, so a settling call
+// that comes later waits at most for the first request-path call to give
+// its connection back; what the quarter was kept for still holds, and the
+// request path uses the whole pool while nothing else needs it.
 package gate
 
 import (
@@ -20,29 +22,27 @@ import (
 )
 
 // Gate bounds how many request-path calls hold pool connections at once.
-// Create it with New or NewReserving; the zero Gate is not usable. It is
-// safe for concurrent use.
+// Create it with New; the zero Gate is not usable. It is safe for
+// concurrent use.
 type Gate struct {
 	mu       sync.Mutex
-	size     int // connections in the pool, at least 1
-	limit    int // request-path calls inside at most, at least 1
-	inside   int // request-path calls that entered and have not left
-	settling int // settling calls announced and not finished
+	size     int        // connections in the pool, at least 1
+	limit    int        // request-path calls inside without lending, at least 1
+	free     func() int // the pool's free connections now, or nil: no lending
+	inside   int        // request-path calls that entered and have not left
+	settling int        // settling calls announced and not finished
 	waiters  []chan struct{}
 }
 
-// New returns a Gate for a pool of poolSize connections whose request
-// path may hold all of them while no settling call needs one.
-func New(poolSize int) *Gate {
-	return NewReserving(poolSize, 0)
-}
-
-// NewReserving returns a Gate for a pool of poolSize connections that
-// keeps reserve of them, at most all but one, from the request path even
-// when no settling call needs them.
-func NewReserving(poolSize, reserve int) *Gate {
+// New returns a Gate for a pool of poolSize connections that keeps a
+// quarter of them, at least one and never all, from the request path.
+// When free is not nil it lends them (see the package documentation):
+// free returns how many connections of the pool are free now (idle, or
+// not yet opened), and is called with the Gate's lock held, only when the
+// request path has its three quarters.
+func New(poolSize int, free func() int) *Gate {
 	size := max(poolSize, 1)
-	return &Gate{size: size, limit: max(size-max(reserve, 0), 1)}
+	return &Gate{size: size, limit: max(size-max(size/4, 1), 1), free: free}
 }
 
 // Enter waits for a place, or returns ctx's error. Places are given in the
@@ -94,8 +94,8 @@ func (g *Gate) Leave() {
 }
 
 // Settle announces a settling call about to take a connection of the pool;
-// it never waits. Until the matching Settled, request-path calls enter only
-// while a connection is left for it.
+// it never waits. Until the matching Settled, the Gate lends a connection
+// only while one more than it is free.
 func (g *Gate) Settle() {
 	g.mu.Lock()
 	g.settling++
@@ -111,21 +111,26 @@ func (g *Gate) Settled() {
 	g.mu.Unlock()
 }
 
-// Limit returns how many request-path calls may be inside at once while no
-// settling call is in flight.
+// Limit returns how many request-path calls may be inside at once without
+// lending.
 func (g *Gate) Limit() int { return g.limit }
 
-// Load returns how many request-path calls are inside and how many
-// settling calls are announced, as of the call.
-func (g *Gate) Load() (inside, settling int) {
+// Load returns how many request-path calls are inside, how many settling
+// calls are announced, and how many request-path calls wait, as of the
+// call.
+func (g *Gate) Load() (inside, settling, waiting int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.inside, g.settling
+	return g.inside, g.settling, len(g.waiters)
 }
 
-// room reports whether one more request-path call may enter. g.mu is held.
+// room reports whether one more request-path call may enter: within the
+// limit, or on a lent connection. g.mu is held.
 func (g *Gate) room() bool {
-	return g.inside < g.limit && g.inside+g.settling < g.size
+	if g.inside < g.limit {
+		return true
+	}
+	return g.free != nil && g.inside < g.size && g.free() > g.settling
 }
 
 // admitLocked hands places to the waiters at the head of the queue while

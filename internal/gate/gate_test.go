@@ -9,18 +9,42 @@ import (
 	"time"
 )
 
-func TestLimit(t *testing.T) {
-	for _, tt := range []struct{ pool, reserve, want int }{
-		{1, 0, 1}, {8, 0, 8}, {0, 0, 1}, {-3, 0, 1},
-		{1, 1, 1}, {2, 1, 1}, {4, 1, 3}, {8, 2, 6}, {20, 5, 15}, {8, 8, 1}, {8, -1, 8},
+func TestNewKeepsAQuarter(t *testing.T) {
+	for _, tt := range []struct{ pool, want int }{
+		{1, 1}, {2, 1}, {4, 3}, {8, 6}, {10, 8}, {20, 15}, {0, 1}, {-3, 1},
 	} {
-		if got := NewReserving(tt.pool, tt.reserve).Limit(); got != tt.want {
-			t.Errorf("NewReserving(%d, %d).Limit() = %d, want %d", tt.pool, tt.reserve, got, tt.want)
+		if got := New(tt.pool, nil).Limit(); got != tt.want {
+			t.Errorf("New(%d, nil).Limit() = %d, want %d", tt.pool, got, tt.want)
 		}
 	}
-	if got := New(8).Limit(); got != 8 {
-		t.Errorf("New(8).Limit() = %d, want 8", got)
+}
+
+// testWaiting waits until n request-path calls wait in g.
+func testWaiting(t *testing.T, g *Gate, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, _, waiting := g.Load(); waiting == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d request-path calls never waited", n)
+		}
+		time.Sleep(time.Millisecond)
 	}
+}
+
+// pool stands for a pool's count of free connections.
+type pool struct {
+	mu   sync.Mutex
+	free int
+}
+
+func (p *pool) set(n int) { p.mu.Lock(); p.free = n; p.mu.Unlock() }
+func (p *pool) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.free
 }
 
 // enterAll enters g n times, failing the test if any Enter waits.
@@ -72,60 +96,66 @@ func waitEntered(t *testing.T, ch <-chan error, what string) {
 	}
 }
 
-func TestRequestPathTakesTheWholePoolWhileNothingSettles(t *testing.T) {
-	g := New(4)
-	enterAll(t, g, 4)
+func TestWithoutLendingTheQuarterStaysFree(t *testing.T) {
+	g := New(4, nil)
+	enterAll(t, g, 3)
 	if !full(t, g) {
-		t.Fatal("a fifth Enter on a pool of 4 did not wait")
+		t.Fatal("a gate that does not lend let a fourth request-path call into a pool of 4")
 	}
 	ch := entered(g)
 	g.Leave()
 	waitEntered(t, ch, "after a Leave")
 }
 
-func TestSettlingCallsComeFirst(t *testing.T) {
-	g := New(4)
-	enterAll(t, g, 4)
-	// A settling call arrives while the request path holds every
-	// connection: it waits in the pool for the first one given back, so
-	// a request-path call that leaves must not be replaced.
-	g.Settle()
-	ch := entered(g)
-	g.Leave()
-	select {
-	case err := <-ch:
-		t.Fatalf("Enter = %v while a settling call needed the place given back", err)
-	case <-time.After(20 * time.Millisecond):
-	}
-	g.Settled()
-	waitEntered(t, ch, "after Settled")
-}
-
-func TestSettlingCallsShrinkTheRequestPath(t *testing.T) {
-	g := New(4)
-	g.Settle()
-	g.Settle()
-	enterAll(t, g, 2)
+func TestLendsAFreeConnection(t *testing.T) {
+	p := &pool{free: 1}
+	g := New(4, p.count)
+	enterAll(t, g, 4) // three, and the fourth on the free connection
 	if !full(t, g) {
-		t.Fatal("with 2 settling calls on a pool of 4, a third request-path call entered")
-	}
-	g.Settled()
-	enterAll(t, g, 1)
-	if !full(t, g) {
-		t.Fatal("with 1 settling call and 3 inside on a pool of 4, another entered")
+		t.Fatal("a fifth request-path call entered a pool of 4")
 	}
 }
 
-func TestReserveHoldsWithNothingSettling(t *testing.T) {
-	g := NewReserving(4, 1)
+func TestLendsNothingWhenNothingIsFree(t *testing.T) {
+	p := &pool{free: 0} // what else uses the pool holds the quarter
+	g := New(4, p.count)
 	enterAll(t, g, 3)
 	if !full(t, g) {
-		t.Fatal("a gate reserving 1 of 4 let a fourth request-path call in")
+		t.Fatal("the gate lent a connection of the quarter while none was free")
 	}
+}
+
+func TestLendsNothingASettlingCallNeeds(t *testing.T) {
+	p := &pool{free: 2}
+	g := New(8, p.count) // 6 without lending
+	enterAll(t, g, 6)
+	g.Settle()
+	enterAll(t, g, 1) // 2 free, 1 for the settling call: one to lend
+	p.set(1)          // the lent one is taken
+	if !full(t, g) {
+		t.Fatal("the gate lent the free connection a settling call announced it needs")
+	}
+	ch := entered(g)
+	g.Settled()
+	waitEntered(t, ch, "after Settled with a connection free")
+}
+
+func TestWaitersAreLentToWhenPlacesAreGivenBack(t *testing.T) {
+	p := &pool{free: 0}
+	g := New(4, p.count)
+	enterAll(t, g, 3)
+	ch := entered(g)
+	testWaiting(t, g, 1)
+	// A connection frees up outside the gate's sight; the waiter gets it
+	// at the next Leave or Settled, not before (the gate is not told).
+	p.set(1)
+	g.Settle()
+	g.Settled() // one free, none settling: lend it
+	waitEntered(t, ch, "after Settled with a connection free")
 }
 
 func TestEnterGivesUpWithItsContext(t *testing.T) {
-	g := New(1)
+	g := New(1, nil)
 	enterAll(t, g, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan error, 1)
@@ -148,7 +178,7 @@ func TestEnterGivesUpWithItsContext(t *testing.T) {
 }
 
 func TestPlacesGoInArrivalOrder(t *testing.T) {
-	g := New(1)
+	g := New(1, nil)
 	enterAll(t, g, 1)
 	var mu sync.Mutex
 	var order []int
@@ -187,18 +217,26 @@ func TestPlacesGoInArrivalOrder(t *testing.T) {
 	}
 }
 
-// TestNeverOverTheLimit runs request-path and settling calls at random,
-// cancelling some waits, and checks that no more request-path calls than
-// the limit are ever inside, and that every place is given back (the rule
-// for settling calls is held by the deterministic tests above).
-func TestNeverOverTheLimit(t *testing.T) {
-	const size, reserve = 6, 2
-	g := NewReserving(size, reserve)
+// TestNeverOverThePool runs request-path and settling calls at random
+// over a pool whose other users hold a random share of it, cancelling
+// some waits, and checks that a request-path call only enters within the
+// limit or onto a connection that was free beyond the settling calls'
+// needs, never more than the pool, and that every place is given back.
+func TestNeverOverThePool(t *testing.T) {
+	const size = 8
+	p := &pool{}
 	var (
-		mu         sync.Mutex
-		inside     int
-		violations int
+		mu                         sync.Mutex
+		inside, settling, violated int
 	)
+	// free is the pool's free connections: what neither the request path
+	// nor the settling calls nor the other users hold. Called with g.mu
+	// held, so inside and settling are the gate's own, mirrored.
+	g := New(size, func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return max(size-inside-settling-p.count(), 0)
+	})
 	var wg sync.WaitGroup
 	for w := range 16 {
 		wg.Add(1)
@@ -206,39 +244,47 @@ func TestNeverOverTheLimit(t *testing.T) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(w), 1))
 			for range 400 {
-				if rng.IntN(3) == 0 {
+				switch rng.IntN(8) {
+				case 0:
+					p.set(rng.IntN(4))
+				case 1, 2:
 					g.Settle()
+					mu.Lock()
+					settling++
+					mu.Unlock()
 					time.Sleep(time.Duration(rng.IntN(50)) * time.Microsecond)
+					mu.Lock()
+					settling--
+					mu.Unlock()
 					g.Settled()
-					continue
+				default:
+					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rng.IntN(200))*time.Microsecond)
+					err := g.Enter(ctx)
+					cancel()
+					if err != nil {
+						continue
+					}
+					mu.Lock()
+					inside++
+					if inside > size {
+						violated++
+					}
+					mu.Unlock()
+					time.Sleep(time.Duration(rng.IntN(50)) * time.Microsecond)
+					mu.Lock()
+					inside--
+					mu.Unlock()
+					g.Leave()
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rng.IntN(200))*time.Microsecond)
-				err := g.Enter(ctx)
-				cancel()
-				if err != nil {
-					continue
-				}
-				mu.Lock()
-				inside++
-				if inside > size-reserve {
-					violations++
-				}
-				mu.Unlock()
-				time.Sleep(time.Duration(rng.IntN(50)) * time.Microsecond)
-				mu.Lock()
-				inside--
-				mu.Unlock()
-				g.Leave()
 			}
 		}()
 	}
 	wg.Wait()
-	if violations > 0 {
-		t.Fatalf("%d times more request-path calls inside than the pool allowed", violations)
+	if violated > 0 {
+		t.Fatalf("%d times more request-path calls inside than the pool has connections", violated)
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.inside != 0 || g.settling != 0 || len(g.waiters) != 0 {
-		t.Fatalf("after the run: inside %d, settling %d, waiting %d; want 0, 0, 0", g.inside, g.settling, len(g.waiters))
+	in, st, waiting := g.Load()
+	if in != 0 || st != 0 || waiting != 0 {
+		t.Fatalf("after the run: inside %d, settling %d, waiting %d; want 0, 0, 0", in, st, waiting)
 	}
 }
