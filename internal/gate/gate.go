@@ -13,7 +13,11 @@
 // gate). A lent connection is one nobody waited for, so a settling call
 // that comes later waits at most for the first request-path call to give
 // its connection back; what the quarter was kept for still holds, and the
-// request path uses the whole pool while nothing else needs it.
+// request path uses the whole pool while nothing else needs it. (The count
+// is read before the call takes its connection, so a call entering at
+// that moment, or a user of the pool the gate does not see, can take the
+// connection first; the lent call then waits for one in the pool, as a
+// call within the three quarters may.)
 package gate
 
 import (
@@ -49,7 +53,7 @@ func New(poolSize int, free func() int) *Gate {
 // order the calls came.
 func (g *Gate) Enter(ctx context.Context) error {
 	g.mu.Lock()
-	if len(g.waiters) == 0 && g.room() {
+	if len(g.waiters) == 0 && g.room(0) {
 		g.inside++
 		g.mu.Unlock()
 		return nil
@@ -125,18 +129,22 @@ func (g *Gate) Load() (inside, settling, waiting int) {
 }
 
 // room reports whether one more request-path call may enter: within the
-// limit, or on a lent connection. g.mu is held.
-func (g *Gate) room() bool {
+// limit, or on a lent connection, lent counting the connections just lent
+// that the pool may not show taken yet. g.mu is held.
+func (g *Gate) room(lent int) bool {
 	if g.inside < g.limit {
 		return true
 	}
-	return g.free != nil && g.inside < g.size && g.free() > g.settling
+	return g.free != nil && g.inside < g.size && g.free()-lent > g.settling
 }
 
 // admitLocked hands places to the waiters at the head of the queue while
 // there is room. g.mu is held.
 func (g *Gate) admitLocked() {
-	for len(g.waiters) > 0 && g.room() {
+	for lent := 0; len(g.waiters) > 0 && g.room(lent); {
+		if g.inside >= g.limit {
+			lent++
+		}
 		w := g.waiters[0]
 		g.waiters[0] = nil
 		g.waiters = g.waiters[1:]

@@ -217,6 +217,30 @@ func TestPlacesGoInArrivalOrder(t *testing.T) {
 	}
 }
 
+func TestLendsOneConnectionOnce(t *testing.T) {
+	p := &pool{free: 0}
+	g := New(8, p.count) // 6 without lending
+	enterAll(t, g, 6)
+	a, b := entered(g), entered(g)
+	testWaiting(t, g, 2)
+	// One connection frees up; the pool shows it free until a lent call
+	// takes it, so the waiters woken together must not both get it.
+	p.set(1)
+	g.Settle()
+	g.Settled()
+	select {
+	case <-a:
+	case <-b:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no waiter was lent the free connection")
+	}
+	if in, _, waiting := g.Load(); in != 7 || waiting != 1 {
+		t.Fatalf("after lending one free connection: %d inside, %d waiting; want 7 and 1", in, waiting)
+	}
+	g.Leave()
+	g.Leave()
+}
+
 // TestNeverOverThePool runs request-path and settling calls at random
 // over a pool whose other users hold a random share of it, cancelling
 // some waits, and checks that a request-path call only enters within the
