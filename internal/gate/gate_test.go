@@ -96,32 +96,30 @@ func waitEntered(t *testing.T, ch <-chan error, what string) {
 	}
 }
 
-func TestWithoutLendingTheQuarterStaysFree(t *testing.T) {
-	g := New(4, nil)
-	enterAll(t, g, 3)
-	if !full(t, g) {
-		t.Fatal("a gate that does not lend let a fourth request-path call into a pool of 4")
-	}
-	ch := entered(g)
-	g.Leave()
-	waitEntered(t, ch, "after a Leave")
-}
-
-func TestLendsAFreeConnection(t *testing.T) {
-	p := &pool{free: 1}
-	g := New(4, p.count)
-	enterAll(t, g, 4) // three, and the fourth on the free connection
-	if !full(t, g) {
-		t.Fatal("a fifth request-path call entered a pool of 4")
-	}
-}
-
-func TestLendsNothingWhenNothingIsFree(t *testing.T) {
-	p := &pool{free: 0} // what else uses the pool holds the quarter
-	g := New(4, p.count)
-	enterAll(t, g, 3)
-	if !full(t, g) {
-		t.Fatal("the gate lent a connection of the quarter while none was free")
+// TestHowManyEnter fills gates with request-path calls, nothing settling,
+// and checks where each is full.
+func TestHowManyEnter(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		pool, free int // free < 0: a gate that does not lend
+		want       int
+	}{
+		{"no lending", 4, -1, 3},
+		{"one free", 4, 1, 4},
+		{"none free", 4, 0, 3},               // what else uses the pool holds the quarter
+		{"more free than the pool", 8, 5, 8}, // never more than the pool
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var free func() int
+			if tt.free >= 0 {
+				free = (&pool{free: tt.free}).count
+			}
+			g := New(tt.pool, free)
+			enterAll(t, g, tt.want)
+			if !full(t, g) {
+				t.Fatalf("request-path call %d entered a gate for a pool of %d", tt.want+1, tt.pool)
+			}
+		})
 	}
 }
 
