@@ -67,19 +67,11 @@
 // requests, or the handlers' own queries on that pool, never makes a
 // renewal wait for a connection. They are never pinged before use and
 // Renew uses pgx.QueryExecModeExec, so a renewal is one round trip. In the
-// pool given to New, Claim, Get and Watch (the request path) hold at most
-// three quarters of the connections at once, and one of the last quarter
-// only while it is free and more are free than Complete, Release (which
-// record outcomes) and renewals on that pool have in flight: they never
-// wait in the pool for one of the last quarter, so a burst of requests,
-// or of duplicates waiting for a result, never queues there ahead of a
-// completion, and while nothing else needs the pool the requests use all
-// of it. A completion that finds the last quarter taken so waits for the
-// first request-path call to give its connection back; whatever else
-// shares the pool (the handlers' queries) competes for the quarter too.
-// Size the pool for the calls in flight. A TxStore keeps the quarter and
-// lends none of it: there a waiting duplicate's Watch can wait for a row
-// lock for as long as a handler runs.
+// pool given to New, Claim and Get (the request path) hold at most three
+// quarters of the connections at once, so that Complete and Release, which
+// record outcomes, find one free of the Store's own waiters; whatever else
+// shares the pool (the handlers' queries) competes for that quarter too.
+// Size the pool for the requests in flight plus that quarter.
 //
 // # Waiting requests: LISTEN/NOTIFY
 //

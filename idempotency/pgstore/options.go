@@ -95,8 +95,8 @@ func (s *Store) logger() *slog.Logger {
 // a connection. n <= 0 renews over the main pool instead, for deployments
 // that must not open more connections (PgBouncer with a tight budget):
 // renewals then still get the quarter of the pool that Claim and Get leave
-// to them (see the package documentation), but may need an extra round
-// trip for pgxpool's ping of a connection idle over a second.
+// free, but may need an extra round trip for pgxpool's ping of a
+// connection idle over a second.
 func WithRenewalConns(n int) Option {
 	return func(c *config) { c.renewalConns = n }
 }

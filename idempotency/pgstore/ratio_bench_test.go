@@ -14,6 +14,7 @@ import (
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/pgstore"
 	"github.com/saferetry/saferetry/internal/benchratio"
+	storegate "github.com/saferetry/saferetry/internal/gate"
 	"github.com/saferetry/saferetry/internal/testenv"
 )
 
@@ -43,6 +44,12 @@ WHERE scope = $1::text AND key = $2::text`
 //   - first: Store.Claim then Store.Complete of a new key by a default
 //     store, against an INSERT then an UPDATE of a new key; first-fastpath
 //     the same with WithReplayFastPath (one SELECT more);
+//   - replay-sized and first-sized: replay and first through stores on a
+//     pool of their own, sized as the package documentation asks for as
+//     many calls in flight as the anchor's pool has connections (see
+//     sizedConns): the Store's gate keeps a quarter of its pool for
+//     Complete and Release, so on the shared pool at most three quarters
+//     of the anchor's concurrency claims at once;
 //   - tx-first: BeginTx, Tx.Claim, Tx.Complete and Tx.Commit of a new key,
 //     against BEGIN with the INSERT and the UPDATE with COMMIT (two
 //     pipelined batches, the round trips transactional mode needs);
@@ -126,6 +133,18 @@ func BenchmarkRatio(b *testing.B) {
 		}
 		row("first-fastpath", firstOp(fast), rawFirstOp)
 		row("first", firstOp(firsts), rawFirstOp)
+		// The -sized rows: the same comparisons through stores on a pool
+		// sized as the package documentation asks (the calls in flight
+		// plus a quarter), so that their gate lets as many claims through
+		// as the anchor has connections.
+		sizedPool, closeSized := ratioPool(b, sizedConns(pool))
+		sized := pgstore.New(sizedPool, pgstore.WithTable(table))
+		sizedFirsts := pgstore.New(sizedPool, pgstore.WithTable(table))
+		row("replay-sized", replayOp(sized), rawSelectOp)
+		row("first-sized", firstOp(sizedFirsts), rawFirstOp)
+		_ = sized.Close()
+		_ = sizedFirsts.Close()
+		closeSized()
 		txFirstOp := func() error {
 			k := newKey()
 			tx, err := txs.BeginTx(ctx)
@@ -208,6 +227,20 @@ func executeFirst(ctx context.Context, s *pgstore.Store, k idempotency.Key) erro
 // ratioMaxConns bounds the pools of BenchmarkRatio: the shared test server
 // has 100 connections for every user.
 const ratioMaxConns = 16
+
+// sizedConns returns the size of pool that the package documentation asks
+// for when as many calls are in flight as pool has connections: those
+// plus a quarter, so that a Store's gate (internal/gate), which keeps a
+// quarter of its pool for Complete and Release, lets that many claims
+// through at once.
+func sizedConns(pool *pgxpool.Pool) int {
+	inFlight := int(pool.Config().MaxConns)
+	n := inFlight
+	for storegate.New(n).Cap() < inFlight {
+		n++
+	}
+	return n
+}
 
 // ratioPool returns a pool of n connections on the test database and the
 // function that closes it.

@@ -43,7 +43,7 @@ type Store struct {
 	cfg   config
 	names names
 	sql   statements
-	gate  *gate.Gate
+	gate  gate.Gate
 	watch watcher
 	renew renewals
 	check poolCheck
@@ -114,19 +114,10 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	s := &Store{pool: pool, cfg: cfg, names: n, sql: buildStatements(n.table),
 		replay:  replaymix.New(cfg.replayPath, replayEnter, replayLeave),
 		upserts: replaymix.New(replaymix.Adaptive, firstsEnter, firstsLeave)}
-	s.gate = gate.New(int(pool.Config().MaxConns), freeConns(pool))
+	s.gate = gate.New(int(pool.Config().MaxConns))
 	s.check = poolCheck{needed: unsafeMode(cfg.pooler, pool.Config().ConnConfig.DefaultQueryExecMode), sem: make(chan struct{}, 1)}
 	s.watch.store = s
 	return s
-}
-
-// freeConns returns the function that tells the Store's gate how many
-// connections of pool are free now: idle, or not yet opened.
-func freeConns(pool *pgxpool.Pool) func() int {
-	return func() int {
-		st := pool.Stat()
-		return int(st.MaxConns() - st.AcquiredConns() - st.ConstructingConns())
-	}
 }
 
 // Table returns the table name the store uses: the WithTable name, or
@@ -560,12 +551,7 @@ func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease
 	if lease <= 0 {
 		return fmt.Errorf("pgstore: renew: %w, got %v", errNonPositiveLease, lease)
 	}
-	pool := s.renewalPool()
-	if pool == s.pool {
-		s.gate.Settle()
-		defer s.gate.Settled()
-	}
-	tag, err := pool.Exec(ctx, s.sql.renew, pgx.QueryExecModeExec, encodeText(k.Scope), encodeText(k.Key), token, lease.Microseconds())
+	tag, err := s.renewalPool().Exec(ctx, s.sql.renew, pgx.QueryExecModeExec, encodeText(k.Scope), encodeText(k.Key), token, lease.Microseconds())
 	return checkTag("renew", tag.RowsAffected(), err)
 }
 
@@ -609,9 +595,7 @@ func (s *Store) settle(ctx context.Context, op, sql string, k idempotency.Key, t
 	} else {
 		args = []any{scope, key, token, channel, payload}
 	}
-	s.gate.Settle()
 	tag, err := s.pool.Exec(ctx, sql, args...)
-	s.gate.Settled()
 	if resp != nil && isTooLarge(err) {
 		return fmt.Errorf("pgstore: %s: %w: %w", op, idempotency.ErrResponseNotStorable, err)
 	}

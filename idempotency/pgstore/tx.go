@@ -14,7 +14,6 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/internal/clock"
-	"github.com/saferetry/saferetry/internal/gate"
 	"github.com/saferetry/saferetry/internal/replaymix"
 )
 
@@ -99,10 +98,6 @@ FROM (SELECT pg_catalog.set_config('pgstore.lock_timeout', current_setting('lock
 // WithTable name is invalid.
 func NewTx(pool *pgxpool.Pool, opts ...Option) *TxStore {
 	s := New(pool, opts...)
-	// No lending here: a waiting duplicate's Watch can block on the row
-	// that a handler's transaction holds, for the whole handler, and the
-	// quarter is what BeginTx and the handlers' own queries still find.
-	s.gate = gate.New(int(pool.Config().MaxConns), nil)
 	ms := clock.CeilUnits(s.cfg.lockTimeout, time.Millisecond)
 	bound := boundReadCommittedSQL(ms)
 	return &TxStore{

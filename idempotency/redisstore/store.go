@@ -40,7 +40,7 @@ var _ idempotency.Store = (*Store)(nil)
 type Store struct {
 	rdb    redis.UniversalClient
 	cfg    config
-	gate   *gate.Gate
+	gate   gate.Gate
 	watch  watcher
 	reload reloader
 	short  shortPrimaries
@@ -81,12 +81,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Store {
 	if cfg.waitN > 0 && cfg.waitTimeout < 0 {
 		panic(fmt.Sprintf("redisstore: WithWait(%d, %v): the timeout is negative (Redis refuses it, so every claim would fail)", cfg.waitN, cfg.waitTimeout))
 	}
-	// The gate keeps its quarter and does not lend it (see internal/gate):
-	// a cluster has a pool per node, which one count of free connections
-	// cannot stand for, and under WithWait a request-path call holds its
-	// connection until the replicas answer, which a settling call would
-	// then wait for.
-	s := &Store{rdb: rdb, cfg: cfg, gate: gate.New(poolSize(rdb), nil),
+	s := &Store{rdb: rdb, cfg: cfg, gate: gate.New(poolSize(rdb)),
 		replay: replaymix.New(cfg.replayPath, replayEnter, replayLeave)}
 	s.watch.store = s
 	s.reload.cluster, _ = rdb.(*redis.ClusterClient)
