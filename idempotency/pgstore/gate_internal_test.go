@@ -77,16 +77,7 @@ func takeOver(s *Store, k idempotency.Key) <-chan error {
 // a completion still gets a connection at once, not when the rows are
 // unlocked.
 func TestCompletionFindsTheQuarter(t *testing.T) {
-	cfg, err := pgxpool.ParseConfig(testenv.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 4
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close) // after the table is dropped
+	pool := testenv.PostgresPoolAt(t, testenv.PostgresURL(t), func(c *pgxpool.Config) { c.MaxConns = 4 })
 	s := New(pool, WithTable(testenv.PostgresTable(t, pool, "pgstore_gate_")))
 	t.Cleanup(func() { _ = s.Close() })
 	ctx := context.Background()
