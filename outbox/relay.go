@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -301,7 +303,7 @@ func (r *Relay) queueMarks(b *pgx.Batch, out *outcome) int {
 	}
 	if len(out.failed) > 0 {
 		r.cfg.logger.Warn("outbox: publish failed", "table", r.o.names.table, "messages", len(out.failed), "err", out.perr)
-		b.Queue(r.o.names.failSQL, out.failed, out.perr.Error(),
+		b.Queue(r.o.names.failSQL, out.failed, storableError(out.perr),
 			r.cfg.backoffMin.Seconds(), r.cfg.backoffMax.Seconds(), r.cfg.maxAttempts)
 	}
 	b.Queue(`COMMIT`)
@@ -397,4 +399,28 @@ func (r *Relay) listenOnce(ctx context.Context, signal func()) error {
 		}
 		signal()
 	}
+}
+
+// maxErrorText bounds the failure text kept in a row's last_error.
+const maxErrorText = 4096
+
+// storableError is err's text as a text column can hold it: PostgreSQL
+// refuses a NUL byte or invalid UTF-8 in text, and a failure mark it
+// refused would roll back the whole mark transaction, so that the
+// messages published before the failure would be published again and the
+// failed one's attempt never counted (WithMaxAttempts would never apply).
+// A Publisher's error may quote anything (a response body, a binary
+// reply), so such bytes become U+FFFD and the text is cut at maxErrorText
+// bytes, on a rune boundary.
+func storableError(err error) string {
+	s := strings.ToValidUTF8(err.Error(), "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", "\uFFFD")
+	if len(s) > maxErrorText {
+		cut := maxErrorText
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut]
+	}
+	return s
 }
