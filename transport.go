@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
+	"sync/atomic"
 	"time"
 
 	"github.com/saferetry/saferetry/internal/clock"
@@ -100,7 +102,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, &Error{Cause: ErrNotSent, Key: key, Err: err}
 	}
-	op := operation{t: t, req: req, ctx: req.Context(), key: key, wire: wire, body: b}
+	op := &operation{t: t, req: req, key: key, body: b}
+	if wire != "" {
+		op.wire[0] = wire
+	}
+	op.trace.GotConn = func(httptrace.GotConnInfo) { op.gotConn.Store(true) }
+	op.ctx = httptrace.WithClientTrace(req.Context(), &op.trace)
 	op.state = retrypolicy.State{
 		MaxAttempts:   cfg.maxAttempts,
 		UnsafeNoKey:   key == "" && !retrypolicy.RetriedWithoutKey(req.Method),
@@ -116,11 +123,21 @@ type operation struct {
 	t         *Transport
 	req       *http.Request
 	ctx       context.Context
-	key, wire string
+	key       string
+	wire      [1]string // the key header's value, "" for none: every attempt's header shares it
 	body      body
 	state     retrypolicy.State // what the retry decision knows
 
 	sent       bool      // some attempt may have reached the server
+	// trace tells, through gotConn, that the base took a connection for
+	// the current attempt. net/http retries a request that carries an
+	// Idempotency-Key on a new connection by itself when a reused one
+	// fails, so an attempt that wrote the request on the first connection
+	// may still end in a dial error of the second; the attempt counts as
+	// maybe sent then. (A base that does not report GotConn leaves the
+	// classification to the error alone: gotConn only ever adds "sent".)
+	trace   httptrace.ClientTrace
+	gotConn atomic.Bool
 	timed      bool      // a hook or logger wants Attempt's durations
 	began      time.Time // when the first attempt was sent, when timed
 	lastStatus int
@@ -133,6 +150,7 @@ type attempt struct {
 	resp     *http.Response
 	err      error
 	timedOut bool               // the attempt's own timeout expired
+	gotConn  bool               // the base took a connection for it
 	cancel   context.CancelFunc // ends the attempt's timeout, if any
 	took     time.Duration      // the round trip, when the operation is timed
 }
@@ -181,6 +199,7 @@ func (op *operation) send(rc io.ReadCloser) attempt {
 			op.began = start
 		}
 	}
+	op.gotConn.Store(false)
 	resp, err := op.t.base.RoundTrip(r)
 	var took time.Duration
 	if op.timed {
@@ -198,7 +217,7 @@ func (op *operation) send(rc io.ReadCloser) attempt {
 		// caller, the drain and the attempt-timeout wrapper may close it.
 		resp.Body = http.NoBody
 	}
-	return attempt{req: r, resp: resp, err: err, timedOut: resp == nil && actx.Err() != nil, cancel: cancel, took: took}
+	return attempt{req: r, resp: resp, err: err, timedOut: resp == nil && actx.Err() != nil, gotConn: op.gotConn.Load(), cancel: cancel, took: took}
 }
 
 // decide records attempt n, asks the retry policy what comes next, prepares
@@ -210,7 +229,7 @@ func (op *operation) decide(n int, at *attempt) (retrypolicy.Verdict, io.ReadClo
 		op.lastStatus, op.lastErr, op.sent = at.resp.StatusCode, nil, true
 	} else {
 		op.lastErr = at.err
-		op.sent = op.sent || retrypolicy.Sent(at.err, at.timedOut)
+		op.sent = op.sent || at.gotConn || retrypolicy.Sent(at.err, at.timedOut)
 	}
 	op.state.Attempt, op.state.Done = n, op.ctx.Err() != nil
 	p, clk := &op.t.policy, op.t.cfg.clock
@@ -256,27 +275,29 @@ func (op *operation) end(n int, at *attempt) (*http.Response, error) {
 // context, header map (with the key) and body.
 func (op *operation) attemptRequest(ctx context.Context, rc io.ReadCloser) *http.Request {
 	r := op.req.WithContext(ctx)
-	r.Header = cloneHeader(op.req.Header, op.wire)
+	r.Header = cloneHeader(op.req.Header, op.wire[:])
 	op.body.apply(r, rc)
 	return r
 }
 
-// cloneHeader copies h into a new map and, when wire is not empty, sets
-// the key header to it, in one allocation (the map). The value slices are
-// shared with h, their capacity clipped so that an Add on the copy appends
-// to a slice of its own: net/http's contract is that a RoundTripper does
-// not modify its request, so nothing writes to them in place.
-func cloneHeader(h http.Header, wire string) http.Header {
+// cloneHeader copies h into a new map and, when wire holds a value, sets
+// the key header to wire, in one allocation (the map). The value slices
+// are shared with h (and wire with the operation), their capacity clipped
+// so that an Add on the copy appends to a slice of its own: net/http's
+// contract is that a RoundTripper does not modify its request, so nothing
+// writes to them in place.
+func cloneHeader(h http.Header, wire []string) http.Header {
+	keyed := wire[0] != ""
 	extra := 0
-	if wire != "" {
+	if keyed {
 		extra = 1
 	}
 	h2 := make(http.Header, len(h)+extra)
 	for k, vv := range h {
 		h2[k] = vv[:len(vv):len(vv)]
 	}
-	if wire != "" {
-		h2[HeaderIdempotencyKey] = []string{wire}
+	if keyed {
+		h2[HeaderIdempotencyKey] = wire[:1:1]
 	}
 	return h2
 }

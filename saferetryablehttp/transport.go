@@ -2,6 +2,8 @@ package saferetryablehttp
 
 import (
 	"net/http"
+	"net/http/httptrace"
+	"sync/atomic"
 
 	"github.com/saferetry/saferetry"
 	"github.com/saferetry/saferetry/internal/contract"
@@ -46,12 +48,20 @@ func (t *rhTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		retrypolicy.CloseBody(r)
 		return nil, &attemptError{req: r, key: key, err: err}
 	}
+	// net/http retries a request with an Idempotency-Key on a new
+	// connection by itself when a reused one fails, so an attempt that
+	// wrote the request may end in a dial error of that second
+	// connection: a connection taken (GotConn) makes it maybe sent.
+	var gotConn atomic.Bool
+	r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) },
+	}))
 	resp, err := t.base.RoundTrip(r)
 	if err != nil {
 		if resp != nil {
 			retrypolicy.Drain(resp.Body)
 		}
-		sent := retrypolicy.Sent(err, false)
+		sent := gotConn.Load() || retrypolicy.Sent(err, false)
 		if st != nil {
 			st.sent = st.sent || sent
 		}

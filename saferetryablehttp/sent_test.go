@@ -1,0 +1,59 @@
+package saferetryablehttp
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/saferetry/saferetry"
+)
+
+// TestWrittenThenRedialRefusedIsOutcomeUnknown: a keyed POST written on a
+// reused connection and executed, the server then down before it answers;
+// net/http's own retry on a new connection is refused. The adapter must
+// report ErrOutcomeUnknown, not ErrNotSent. Found by a review helper.
+func TestWrittenThenRedialRefusedIsOutcomeUnknown(t *testing.T) {
+	var executed atomic.Int32
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if r.Method == http.MethodGet {
+			_, _ = io.WriteString(w, "ok")
+			return
+		}
+		executed.Add(1)
+		srv.Listener.Close()
+		c, _, _ := w.(http.Hijacker).Hijack()
+		c.Close()
+	}))
+	defer srv.Close()
+	c := retryablehttp.NewClient()
+	c.Logger = nil
+	c.RetryWaitMin, c.RetryWaitMax = time.Millisecond, 2*time.Millisecond
+	c.HTTPClient = &http.Client{Transport: &http.Transport{}}
+	Configure(c)
+	defer c.HTTPClient.CloseIdleConnections()
+	resp, err := c.Get(srv.URL) // leaves a keep-alive connection to reuse
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	resp, err = c.Post(srv.URL+"/payments", "application/json", strings.NewReader(`{"amount":1500}`))
+	if resp != nil {
+		resp.Body.Close()
+	}
+	if executed.Load() != 1 {
+		t.Fatalf("executions = %d, want 1", executed.Load())
+	}
+	if !errors.Is(err, saferetry.ErrOutcomeUnknown) || errors.Is(err, saferetry.ErrNotSent) {
+		t.Errorf("the server executed the payment, yet err = %v", err)
+	}
+}
