@@ -120,15 +120,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // operation is the state of one RoundTrip call.
 type operation struct {
-	t         *Transport
-	req       *http.Request
-	ctx       context.Context
-	key       string
-	wire      [1]string // the key header's value, "" for none: every attempt's header shares it
-	body      body
-	state     retrypolicy.State // what the retry decision knows
+	t     *Transport
+	req   *http.Request
+	ctx   context.Context
+	key   string
+	wire  [1]string // the key header's value, "" for none: every attempt's header shares it
+	body  body
+	state retrypolicy.State // what the retry decision knows
 
-	sent       bool      // some attempt may have reached the server
+	sent bool // some attempt may have reached the server
 	// trace tells, through gotConn, that the base took a connection for
 	// the current attempt. net/http retries a request that carries an
 	// Idempotency-Key on a new connection by itself when a reused one
@@ -136,8 +136,8 @@ type operation struct {
 	// may still end in a dial error of the second; the attempt counts as
 	// maybe sent then. (A base that does not report GotConn leaves the
 	// classification to the error alone: gotConn only ever adds "sent".)
-	trace   httptrace.ClientTrace
-	gotConn atomic.Bool
+	trace      httptrace.ClientTrace
+	gotConn    atomic.Bool
 	timed      bool      // a hook or logger wants Attempt's durations
 	began      time.Time // when the first attempt was sent, when timed
 	lastStatus int
