@@ -24,9 +24,11 @@ var (
 	ErrNotSent = errors.New("saferetry: request not sent")
 
 	// ErrInvalidKey means that a supplied Idempotency-Key is not 1 to 255
-	// bytes of printable ASCII, the request carries several, or a header
+	// bytes of printable ASCII, the request carries several, a header
 	// value is a broken sf-string or a raw key with a comma or double quote
-	// (see [ParseKey]). Nothing was sent.
+	// (see [ParseKey]), or the header map holds the key under a
+	// non-canonical name ("idempotency-key", assigned to the map directly,
+	// which net/http would send as it is). Nothing was sent.
 	ErrInvalidKey = errors.New("saferetry: invalid idempotency key")
 )
 

@@ -144,10 +144,16 @@ func FormatKey(key string, structured bool) string {
 }
 
 // headerKey decodes and validates the key in h: "" when h carries none,
-// an error matching [ErrInvalidKey] when it carries several or a bad one.
+// an error matching [ErrInvalidKey] when it carries several or a bad one,
+// or carries one under a non-canonical name ("idempotency-key", assigned
+// to the map directly), which net/http would send beside the key a
+// client adds.
 // wire is the header value as it is.
 func headerKey(h http.Header) (key, wire string, err error) {
-	vals := h[HeaderIdempotencyKey] // the name is canonical: no h.Values lookup
+	vals, err := contract.KeyHeaderValues(h)
+	if err != nil {
+		return "", "", &Error{Cause: ErrInvalidKey, Err: err}
+	}
 	k, err := contract.ParseKeyFields(vals)
 	switch {
 	case err == contract.ErrNoKey:

@@ -714,3 +714,41 @@ func TestWrittenThenRedialRefusedIsOutcomeUnknown(t *testing.T) {
 		t.Errorf("the server executed the payment, yet err = %v", err)
 	}
 }
+
+// TestNonCanonicalKeyHeaderRefused: a key assigned to the header map under
+// another spelling of its name ("idempotency-key") is one net/http sends
+// as it is; a client that did not see it added a generated key beside it,
+// and the server read two keys (the middleware answers 400, another server
+// may take the generated one, making every resend a new operation). It is
+// refused before anything is sent, with ErrInvalidKey, through the
+// Transport and Client.Do alike. Found by a review helper.
+func TestNonCanonicalKeyHeaderRefused(t *testing.T) {
+	var sent atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sent.Add(1)
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	for name, do := range map[string]func(*http.Request) (*http.Response, error){
+		"Transport": NewTransport(nil).RoundTrip,
+		"Client":    NewClient().Do,
+	} {
+		for _, extra := range [][]string{nil, {"order-42-debit"}} {
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{}`))
+			req.Header["idempotency-key"] = []string{"order-42-debit"}
+			if extra != nil {
+				req.Header[HeaderIdempotencyKey] = extra // the same key under both names
+			}
+			resp, err := do(req)
+			if resp != nil {
+				resp.Body.Close()
+			}
+			if !errors.Is(err, ErrInvalidKey) {
+				t.Errorf("%s, canonical entry %q too: err = %v; want ErrInvalidKey", name, extra, err)
+			}
+		}
+	}
+	if n := sent.Load(); n != 0 {
+		t.Errorf("the server got %d requests; want none", n)
+	}
+}

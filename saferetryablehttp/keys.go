@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/saferetry/saferetry"
+	"github.com/saferetry/saferetry/internal/contract"
 )
 
 // attachKey puts the operation's key in r's header before its first
@@ -11,8 +12,8 @@ import (
 // caller is written. It returns the error of an invalid supplied key,
 // which rhTransport returns instead of sending anything.
 func (a *adapter) attachKey(r *http.Request) error {
-	if r.Header.Get(saferetry.HeaderIdempotencyKey) != "" {
-		return nil // rhTransport validates it
+	if vals, err := contract.KeyHeaderValues(r.Header); err != nil || len(vals) > 0 {
+		return nil // a key was supplied, empty or not: rhTransport validates it
 	}
 	k, ok := saferetry.KeyFromContext(r.Context())
 	switch {

@@ -86,7 +86,10 @@ func headerKey(r *http.Request, st *rhOp) (string, error) {
 	if st != nil && st.keyErr != nil {
 		return "", st.keyErr
 	}
-	vals := r.Header.Values(saferetry.HeaderIdempotencyKey)
+	vals, err := contract.KeyHeaderValues(r.Header)
+	if err != nil {
+		return "", &saferetry.Error{Cause: saferetry.ErrInvalidKey, Err: err}
+	}
 	k, err := contract.ParseKeyFields(vals)
 	switch {
 	case err == contract.ErrNoKey:

@@ -55,6 +55,27 @@ func ParseKeyFields(values []string) (string, error) {
 	return "", errSeveralFields
 }
 
+// errNonCanonical is KeyHeaderValues' error for a map that holds the
+// header under a name http.Header's methods do not look up.
+const errNonCanonical KeyError = "the header is set under a non-canonical name (" +
+	"set it with Header.Set, or as Header[\"Idempotency-Key\"])"
+
+// KeyHeaderValues returns the values of the Idempotency-Key fields of h
+// for ParseKeyFields, and the error of a map that also holds the header
+// under another spelling of its name ("idempotency-key", set by assigning
+// to the map directly): net/http sends such an entry as it is, and a
+// client that did not see it would send a key of its own beside it, so
+// that the server reads two keys. Such a map is refused whole, with a
+// [KeyError].
+func KeyHeaderValues(h map[string][]string) ([]string, error) {
+	for name := range h {
+		if len(name) == len(HeaderKey) && name != HeaderKey && strings.EqualFold(name, HeaderKey) {
+			return nil, errNonCanonical
+		}
+	}
+	return h[HeaderKey], nil
+}
+
 // ParseKey decodes one Idempotency-Key field value. The grammar is the
 // Structured Field Item of RFC 9651 restricted to a String, plus the raw
 // token that Stripe-style clients send:

@@ -181,3 +181,23 @@ func FuzzValidKey(f *testing.F) {
 		}
 	})
 }
+
+func TestKeyHeaderValues(t *testing.T) {
+	for _, c := range []struct {
+		h    map[string][]string
+		want []string
+		err  bool
+	}{
+		{nil, nil, false},
+		{map[string][]string{"Content-Type": {"a"}}, nil, false},
+		{map[string][]string{HeaderKey: {"k"}}, []string{"k"}, false},
+		{map[string][]string{"idempotency-key": {"k"}}, nil, true},
+		{map[string][]string{"IDEMPOTENCY-KEY": {"k"}, HeaderKey: {"k"}}, nil, true},
+		{map[string][]string{"X-Idempotency-Key": {"k"}}, nil, false},
+	} {
+		got, err := KeyHeaderValues(c.h)
+		if (err != nil) != c.err || len(got) != len(c.want) || len(got) > 0 && got[0] != c.want[0] {
+			t.Errorf("KeyHeaderValues(%v) = %q, %v; want %q, error %v", c.h, got, err, c.want, c.err)
+		}
+	}
+}
