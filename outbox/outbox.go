@@ -25,7 +25,11 @@ type Message struct {
 	// context belongs to (idempotency.DerivedKey with the label
 	// "outbox:" + Topic + ":" + Key), so that a re-run of the request
 	// enqueues the same ID; outside a protected request an empty ID is an
-	// error (ErrNoID).
+	// error (ErrNoID). An ID must not start or end with a space or a tab,
+	// nor hold a control character (ErrInvalidMessage): a broker header
+	// carries it, and NATS trims such values and turns line breaks into
+	// spaces, so that "m-1" and "m-1 " would be one message to the broker's
+	// deduplication and the second would be dropped.
 	ID string
 	// Topic says what happened ("payment.created"); the jetstream Publisher
 	// makes it the subject.
@@ -140,6 +144,9 @@ func (o *Outbox) Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) error 
 			}
 			id = k
 		}
+		if !headerSafe(id) {
+			return fmt.Errorf("%w: message %d: ID %q starts or ends with a space or holds a control character", ErrInvalidMessage, i, id)
+		}
 		if slices.Contains(ids[:i], id) {
 			return fmt.Errorf("%w: ID %q twice in one call", ErrInvalidMessage, id)
 		}
@@ -179,3 +186,17 @@ func validTable(name string) error {
 // Table returns the quoted, possibly schema-qualified name of o's table,
 // for queries of one's own (inspection, tests).
 func (o *Outbox) Table() string { return o.names.quoted }
+
+// headerSafe reports whether id travels unchanged as a header value: no
+// space at either end, no control character (a tab is one).
+func headerSafe(id string) bool {
+	if id[0] == ' ' || id[len(id)-1] == ' ' {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c < 0x20 || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}

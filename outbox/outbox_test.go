@@ -47,8 +47,8 @@ func TestRolledBackPublishesNothing(t *testing.T) {
 }
 
 // TestEnqueueSameIDIsNoOp: an ID enqueued again, pending or published, adds
-// nothing; one call holding an ID twice or a message without a topic is
-// refused.
+// nothing; one call holding an ID twice, a message without a topic or an
+// ID that a broker header would not carry as it is, is refused.
 func TestEnqueueSameIDIsNoOp(t *testing.T) {
 	o, pool := newOutbox(t)
 	enqueue(t, pool, o, msg("a", "k"))
@@ -60,6 +60,7 @@ func TestEnqueueSameIDIsNoOp(t *testing.T) {
 	if n := rec.count(); n != 1 {
 		t.Errorf("published %d messages, want 1", n)
 	}
+	enqueue(t, pool, o, msg("a b", "k")) // a space inside an ID is carried as it is
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
@@ -67,6 +68,14 @@ func TestEnqueueSameIDIsNoOp(t *testing.T) {
 	}{
 		{"same ID twice", []outbox.Message{msg("b", "k"), msg("b", "k")}},
 		{"no topic", []outbox.Message{{ID: "c"}}},
+		// IDs a broker header would not carry as they are (NATS trims a
+		// value and turns line breaks into spaces, so "m-1 " would be
+		// "m-1" to its deduplication, and one of the two dropped).
+		{"ID ending in a space", []outbox.Message{msg("m-1 ", "k")}},
+		{"ID starting with a space", []outbox.Message{msg(" m-1", "k")}},
+		{"ID with a line break", []outbox.Message{msg("a\nb", "k")}},
+		{"ID with a tab", []outbox.Message{msg("a\tb", "k")}},
+		{"ID with NUL", []outbox.Message{msg("a\x00b", "k")}},
 	} {
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return o.Enqueue(ctx, tx, tc.msgs...) })
 		if !errors.Is(err, outbox.ErrInvalidMessage) {
