@@ -112,7 +112,13 @@ func New(pool *pgxpool.Pool, opts ...Option) *Outbox {
 // if and only if tx commits. A message whose ID is already in the table
 // (published or not, until its row is cleaned up) is skipped, so a re-run
 // of the same operation adds nothing. An empty ID is derived from the
-// protected request ctx belongs to (see Message.ID).
+// protected request ctx belongs to (see Message.ID); two messages of one
+// request with the same Topic and Key derive the same ID, so a derived ID
+// that an earlier Enqueue of the same transaction wrote is refused
+// (ErrInvalidMessage: the second message would otherwise be skipped, and
+// lost) rather than skipped. Give such messages IDs of their own. (A row
+// written under a savepoint of the transaction, whose xmin is the
+// savepoint's, is not recognised so.)
 //
 // To keep each Key in commit order, Enqueue takes a transaction-scoped
 // advisory lock per Key: a second transaction enqueueing for the same Key
@@ -131,7 +137,7 @@ func (o *Outbox) Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) error 
 	keys := make([]string, len(msgs))
 	payloads := make([][]byte, len(msgs))
 	headers := make([]string, len(msgs))
-	var lockKeys []string
+	var lockKeys, derived []string
 	for i, m := range msgs {
 		if m.Topic == "" {
 			return fmt.Errorf("%w: message %d has no Topic", ErrInvalidMessage, i)
@@ -143,6 +149,7 @@ func (o *Outbox) Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) error 
 				return fmt.Errorf("%w (topic %q)", ErrNoID, m.Topic)
 			}
 			id = k
+			derived = append(derived, k)
 		}
 		if !headerSafe(id) {
 			return fmt.Errorf("%w: message %d: ID %q starts or ends with a space or holds a control character", ErrInvalidMessage, i, id)
@@ -168,9 +175,31 @@ func (o *Outbox) Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) error 
 		slices.Sort(lockKeys)
 		b.Queue(o.names.lockKeysSQL, o.names.lockPrefix, slices.Compact(lockKeys))
 	}
-	b.Queue(o.names.enqueueSQL, ids, topics, keys, payloads, headers, o.names.channel)
-	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+	if derived == nil {
+		derived = []string{}
+	}
+	b.Queue(o.names.enqueueSQL, ids, topics, keys, payloads, headers, o.names.channel, derived)
+	var again []string
+	br := tx.SendBatch(ctx, &b)
+	err := func() error {
+		if len(lockKeys) > 0 {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		var notified bool
+		return br.QueryRow().Scan(&notified, &again)
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return fmt.Errorf("outbox: enqueue: %w", err)
+	}
+	if len(again) > 0 {
+		return fmt.Errorf("%w: the ID %q derived for Topic and Key was enqueued already in this transaction "+
+			"(another message of the same request with the same Topic and Key, which would be skipped): "+
+			"give such messages IDs of their own; the transaction must be rolled back", ErrInvalidMessage, again[0])
 	}
 	return nil
 }

@@ -122,6 +122,45 @@ func TestEnqueueDerivesIDFromTheRequest(t *testing.T) {
 	}
 }
 
+// TestEnqueueDerivedIDTwiceInOneTransaction: two Enqueue calls of one
+// request's transaction, each a message with the same Topic and Key and no
+// ID, derive the same ID; the second was skipped as an existing row, Enqueue
+// returned nil and the message was lost at commit. It is now refused with
+// ErrInvalidMessage. An explicit ID enqueued twice stays a no-op, and the
+// same derived ID in a later transaction (a re-run) is skipped as before.
+// Found by a review helper.
+func TestEnqueueDerivedIDTwiceInOneTransaction(t *testing.T) {
+	o, pool := newOutbox(t)
+	var errs []error
+	h := idempotency.Middleware(memstore.New())(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		err := pgx.BeginFunc(r.Context(), pool, func(tx pgx.Tx) error {
+			if err := o.Enqueue(r.Context(), tx, outbox.Message{ID: "explicit", Topic: "cart.item_added"}); err != nil {
+				return err
+			}
+			if err := o.Enqueue(r.Context(), tx, outbox.Message{ID: "explicit", Topic: "cart.item_added"}); err != nil {
+				return err // an explicit ID twice: a no-op, not an error
+			}
+			if err := o.Enqueue(r.Context(), tx, outbox.Message{Topic: "cart.item_added", Key: "cart-1", Payload: []byte("apple")}); err != nil {
+				return err
+			}
+			return o.Enqueue(r.Context(), tx, outbox.Message{Topic: "cart.item_added", Key: "cart-1", Payload: []byte("pear")})
+		})
+		errs = append(errs, err)
+		w.WriteHeader(http.StatusInternalServerError) // not stored: a retry runs again
+	}))
+	req := httptest.NewRequest(http.MethodPost, "/cart", strings.NewReader(`{}`))
+	req.Header.Set("Idempotency-Key", "k-1")
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	if len(errs) != 1 || !errors.Is(errs[0], outbox.ErrInvalidMessage) {
+		t.Fatalf("the second message with the same derived ID: Enqueue = %v; want ErrInvalidMessage", errs)
+	}
+	rec := &recorder{}
+	drain(t, o.Relay(rec))
+	if n := rec.count(); n != 0 {
+		t.Errorf("published %d messages of a transaction that rolled back", n)
+	}
+}
+
 func TestSchema(t *testing.T) {
 	if _, err := outbox.Schema("Bad-Name"); !errors.Is(err, pgstore.ErrInvalidTable) {
 		t.Errorf("Schema(bad) = %v, want ErrInvalidTable", err)

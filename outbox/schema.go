@@ -76,13 +76,20 @@ END
 $$;
 `
 	n.lockKeysSQL = `SELECT pg_advisory_xact_lock(hashtextextended($1::text || k, 0)) FROM unnest($2::text[]) AS k`
+	// The insert, the NOTIFY when it inserted anything, and the derived
+	// IDs ($7) that an earlier statement of this transaction enqueued
+	// already: the rows the statement's snapshot shows with the
+	// transaction's own xmin (the rows it inserts itself are not in that
+	// snapshot). Such an ID is another message of the same request with
+	// the same Topic and Key, which the insert would skip.
 	n.enqueueSQL = `WITH ins AS (
 	INSERT INTO ` + q + ` (id, topic, key, payload, headers)
 	SELECT i, t, k, p, h::jsonb FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::text[]) AS u(i, t, k, p, h)
 	ON CONFLICT (id) DO NOTHING
 	RETURNING 1
 )
-SELECT pg_notify($6, '') WHERE EXISTS (SELECT FROM ins)`
+SELECT (SELECT pg_notify($6, '') WHERE EXISTS (SELECT FROM ins)) IS NOT NULL,
+	ARRAY(SELECT id FROM ` + q + ` WHERE id = ANY($7::text[]) AND xmin = pg_catalog.pg_current_xact_id()::xid)`
 	// Both marks read clock_timestamp(), the time of the mark, not now(),
 	// the start of the transaction that claimed the batch before it was
 	// published: a publication that took longer than the backoff would
