@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/saferetry/saferetry/internal/retrypolicy"
 	"github.com/saferetry/saferetry/internal/testkit"
@@ -238,5 +239,30 @@ func TestHooksCompose(t *testing.T) {
 		if order[i] != want[i] {
 			t.Fatalf("hooks saw %q; want %q", order, want)
 		}
+	}
+}
+
+// TestCancelledWaitRefundsBudget: a retry that the operation's context
+// ends during its wait is never sent, so its cost goes back to the retry
+// budget, as a vetoed retry's does; before, every such cancellation kept 5
+// to 10 tokens that nothing refilled. Found by a review helper.
+func TestCancelledWaitRefundsBudget(t *testing.T) {
+	rc := testkit.NewRecorder(testkit.Status(503))
+	clk := newFakeClock()
+	clk.hold = true
+	clk.armed = make(chan time.Duration, 1)
+	tr := NewTransport(mockBase(rc), withClock(clk), WithBackoff(constBackoff(time.Hour)), WithRetryBudget(100, 5))
+	for range 3 {
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { <-clk.armed; cancel() }()
+		if _, err := tr.RoundTrip(newReq(t, ctx, http.MethodPost, "x")); !errors.Is(err, context.Canceled) {
+			t.Fatal(err)
+		}
+	}
+	if got := len(rc.Seen()); got != 3 {
+		t.Fatalf("%d attempts, want 3 (no retry made)", got)
+	}
+	if got := tr.policy.Budget.Available(); got != 100 {
+		t.Errorf("tokens = %d after 3 operations whose retries were never made, want 100", got)
 	}
 }

@@ -160,10 +160,13 @@ func (op *operation) run() (*http.Response, error) {
 	if err != nil {
 		return nil, op.fail(0, err)
 	}
+	var planned retrypolicy.Verdict // the retry about to be made, if any
 	for n := 1; ; n++ {
 		if err := op.ctx.Err(); err != nil {
 			// This attempt is not sent: with a done context the base
-			// would fail it, and it would count as maybe sent.
+			// would fail it, and it would count as maybe sent. The retry
+			// it was to be costs the budget nothing.
+			op.t.policy.Forgo(planned, &op.state)
 			return nil, op.interrupted(n-1, err, rc)
 		}
 		at := op.send(rc)
@@ -178,9 +181,10 @@ func (op *operation) run() (*http.Response, error) {
 			at.cancel()
 		}
 		if err := clock.Sleep(op.ctx, op.t.cfg.clock, v.Wait); err != nil {
+			op.t.policy.Forgo(v, &op.state)
 			return nil, op.interrupted(n, err, next)
 		}
-		rc = next
+		rc, planned = next, v
 	}
 }
 

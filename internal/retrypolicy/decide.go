@@ -205,6 +205,14 @@ func (p *Policy) settle(v Verdict, o Outcome, st *State) {
 	}
 }
 
+// Forgo gives back the cost of a retry that Decide allowed and that was
+// not made after all, because the operation's context ended during the
+// wait: a retry budget pays for retries sent, not for waits cut short.
+func (p *Policy) Forgo(v Verdict, st *State) {
+	p.Budget.Refund(v.cost)
+	st.Spent -= v.cost
+}
+
 // Veto turns a retry that Decide allowed into a return for reason, when the
 // caller cannot make it after all (the next attempt's body could not be
 // prepared): the retry's cost goes back to the budget, and the return
