@@ -2,6 +2,7 @@ package saferetry
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -21,15 +22,17 @@ type body struct {
 
 // newBody prepares req's body. A body with GetBody is replayed through it;
 // one without is buffered up to limit bytes; a larger one is streamed once
-// and marks the operation as not replayable. On error req.Body is closed.
-// It returns a value, so that the body lives inside its operation and costs
-// no allocation of its own.
+// and marks the operation as not replayable. The buffering ends with the
+// request's context: a done context closes req.Body and returns its error,
+// as net/http gives up on a body it is sending. On error req.Body is
+// closed. It returns a value, so that the body lives inside its operation
+// and costs no allocation of its own.
 func newBody(req *http.Request, limit int64) (body, error) {
 	b := body{req: req, first: req.Body, replayable: true}
 	if req.Body == nil || req.Body == http.NoBody || req.GetBody != nil {
 		return b, nil
 	}
-	buf, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
+	buf, err := readPrefix(req, limit+1)
 	if err != nil {
 		req.Body.Close()
 		return body{}, fmt.Errorf("saferetry: read request body: %w", err)
@@ -44,6 +47,32 @@ func newBody(req *http.Request, limit int64) (body, error) {
 	b.replayable = false
 	b.first = &prefixedBody{Reader: io.MultiReader(bytes.NewReader(buf), req.Body), c: req.Body}
 	return b, nil
+}
+
+// readPrefix reads up to n bytes of req's body, giving up when req's
+// context ends: a slow or stalled producer (a pipe, a streaming upload)
+// must not hold the operation past its deadline. The read then goes on in
+// its goroutine until the caller's Close of the body ends it.
+func readPrefix(req *http.Request, n int64) ([]byte, error) {
+	ctx := req.Context()
+	if ctx.Done() == nil {
+		return io.ReadAll(io.LimitReader(req.Body, n))
+	}
+	type result struct {
+		buf []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		buf, err := io.ReadAll(io.LimitReader(req.Body, n))
+		done <- result{buf, err}
+	}()
+	select {
+	case r := <-done:
+		return r.buf, r.err
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
 }
 
 // next returns the body for the coming attempt. Attempt 1 gets the

@@ -752,3 +752,39 @@ func TestNonCanonicalKeyHeaderRefused(t *testing.T) {
 		t.Errorf("the server got %d requests; want none", n)
 	}
 }
+
+// TestBodyBufferingHonoursDeadline: a body without GetBody (a pipe, a
+// streaming upload) is buffered before the first attempt; a producer that
+// stalls must not hold RoundTrip past the context's deadline, as net/http's
+// own Transport does not. RoundTrip ends with ErrNotSent and the
+// deadline's error. Found by a review helper.
+func TestBodyBufferingHonoursDeadline(t *testing.T) {
+	var sent atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sent.Add(1)
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go func() { _, _ = pw.Write([]byte(`{"amount":15`)) }() // the rest never comes
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, pr)
+	done := make(chan error, 1)
+	go func() {
+		resp, err := NewTransport(nil).RoundTrip(req)
+		if resp != nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrNotSent) || sent.Load() != 0 {
+			t.Errorf("err = %v, %d requests sent; want ErrNotSent with context.DeadlineExceeded, nothing sent", err, sent.Load())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("RoundTrip still blocked 5 s after its context's 50 ms deadline")
+	}
+}
