@@ -174,17 +174,54 @@ func (op *operation) run() (*http.Response, error) {
 		if !v.Retry {
 			return op.end(n, &at)
 		}
+		// The answer is drained during the wait, not before it: an error
+		// body that trickles in must neither push the wait past the
+		// deadline the decision kept to nor, without a deadline, hold the
+		// operation for ever.
+		var drained chan struct{}
 		if at.resp != nil {
-			retrypolicy.Drain(at.resp.Body)
+			drained = make(chan struct{})
+			go func(rc io.ReadCloser) { retrypolicy.Drain(rc); close(drained) }(at.resp.Body)
+		}
+		err := clock.Sleep(op.ctx, op.t.cfg.clock, v.Wait)
+		if drained != nil {
+			op.endDrain(at.resp.Body, drained)
 		}
 		if at.cancel != nil {
 			at.cancel()
 		}
-		if err := clock.Sleep(op.ctx, op.t.cfg.clock, v.Wait); err != nil {
+		if err != nil {
 			op.t.policy.Forgo(v, &op.state)
 			return nil, op.interrupted(n, err, next)
 		}
 		rc, planned = next, v
+	}
+}
+
+// drainGrace is how long a drain that the wait did not see through may
+// still take before its body is closed: enough for an answer already
+// received (so that its connection is reused, after a wait of 0 too), too
+// little to matter to a deadline.
+const drainGrace = 5 * time.Millisecond
+
+// endDrain ends the drain of an answer that is not returned (see run): it
+// lets the drain finish within drainGrace, or while the context lasts, and
+// otherwise closes the body, which ends the read (and the connection
+// with it). It does not wait for the read to return.
+func (op *operation) endDrain(rc io.ReadCloser, drained <-chan struct{}) {
+	select {
+	case <-drained:
+		return
+	default:
+	}
+	t := time.NewTimer(drainGrace)
+	defer t.Stop()
+	select {
+	case <-drained:
+	case <-t.C:
+		rc.Close()
+	case <-op.ctx.Done():
+		rc.Close()
 	}
 }
 

@@ -788,3 +788,35 @@ func TestBodyBufferingHonoursDeadline(t *testing.T) {
 		t.Fatal("RoundTrip still blocked 5 s after its context's 50 ms deadline")
 	}
 }
+
+// TestDrainDuringTheWait: the answer of an attempt that is retried is
+// drained during the wait, not before it: an error body that trickles in
+// (here 150 ms, against a wait of 100 ms and a deadline of 200 ms) made the
+// wait end past the deadline, so the operation failed with the deadline's
+// error where the contract returns the last outcome. Found by a review
+// helper.
+func TestDrainDuringTheWait(t *testing.T) {
+	var attempts atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		attempts.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.(http.Flusher).Flush()
+		time.Sleep(150 * time.Millisecond) // the error body trickles in
+		_, _ = io.WriteString(w, "overloaded\n")
+	}))
+	defer srv.Close()
+	tr := NewTransport(nil, WithBackoff(constBackoff(100*time.Millisecond)))
+	defer tr.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("err = %v; want the last outcome, a 503", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || attempts.Load() != 2 {
+		t.Errorf("status %d after %d attempts; want 503 after 2", resp.StatusCode, attempts.Load())
+	}
+}
