@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -283,8 +284,32 @@ func (s *Store) reclaim() bool {
 func (sh *shard) expireAt(k idempotency.Key, e *entry, at int64) {
 	e.expiresAt = at
 	if sh.queues(e, at) {
-		sh.queue(k, e)
+		sh.queue(ownKey(k), e)
 	}
+}
+
+// ownKey returns k with strings of its own, for a queue item the store
+// keeps (see own).
+func ownKey(k idempotency.Key) idempotency.Key {
+	k, _ = own(k, "")
+	return k
+}
+
+// own returns k and fingerprint as strings of the store's own, in one
+// allocation, for what a new entry keeps: the caller's may be slices of a
+// larger string (the middleware's key is a slice of the header value,
+// whose sf-string parameters may run to the server's header limit), which
+// the store would keep whole while its byte bound counts only their
+// length.
+func own(k idempotency.Key, fingerprint string) (idempotency.Key, string) {
+	var b strings.Builder
+	b.Grow(len(k.Scope) + len(k.Key) + len(fingerprint))
+	b.WriteString(k.Scope)
+	b.WriteString(k.Key)
+	b.WriteString(fingerprint)
+	all := b.String()
+	s, rest := all[:len(k.Scope)], all[len(k.Scope):]
+	return idempotency.Key{Scope: s, Key: rest[:len(k.Key)]}, rest[len(k.Key):]
 }
 
 // queues reports whether expireAt(k, e, at) pushes a queue item.
@@ -388,6 +413,7 @@ func (s *Store) claim(k idempotency.Key, fingerprint string, lease, ttl time.Dur
 		if !s.budget.take(1, e.size(k)+itemSize(k)) {
 			return idempotency.ClaimResult{}, true, nil
 		}
+		k, e.fingerprint = own(k, fingerprint) // the map key and the queue item share it
 		sh.m[k] = e
 		e.token = s.tokens.Add(1)
 		e.leaseUntil = after(now, lease)
