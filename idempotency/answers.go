@@ -109,6 +109,24 @@ func (q *request) superseded() {
 		Detail: "Another request took this Idempotency-Key over while this one ran. Retry with the same key for the recorded outcome."}, 1)
 }
 
+// abandonedRun answers, in place of a handler that returned without
+// writing anything after its context ended (its lease lost, or its client
+// gone), 503 with Retry-After: the handler stopped on its context, so
+// nothing of it is recorded, and net/http's implicit 200 would otherwise be
+// stored and replayed to every retry as a success that never happened. It
+// writes into the recorder, before the mode settles the claim, which a 503
+// releases (or rolls back). It reports whether the run was abandoned so;
+// ctx is the handler's context.
+func (q *request) abandonedRun(ctx context.Context) bool {
+	if q.rec.status != 0 || ctx.Err() == nil {
+		return false
+	}
+	writeProblem(&q.rec, problem{Type: ProblemStoreUnavailable, Status: http.StatusServiceUnavailable, Key: q.claim.key.Key,
+		Detail: "The request was cancelled before the handler answered (" + context.Cause(ctx).Error() +
+			"), so nothing was recorded. Retry with the same key."}, storeRetryAfter)
+	return true
+}
+
 // describesBody names the headers that describe a response body, besides
 // the replayed ones.
 var describesBody = map[string]bool{"Content-Length": true, "Content-Encoding": true, "Content-Range": true, "Transfer-Encoding": true}

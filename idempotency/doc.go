@@ -137,7 +137,15 @@
 //     the handler's request context is cancelled with a cause matching
 //     ErrLeaseLost (read it with context.Cause). A handler that stops on its
 //     context, and fences its own writes with TokenFromContext, then leaves
-//     nothing behind it. A lost lease is reported as OutcomeLeaseLost.
+//     nothing behind it. A lost lease is reported as OutcomeLeaseLost. A
+//     handler that returns without writing anything once its context has
+//     ended (its lease lost, or its client gone) is taken to have stopped:
+//     nothing is stored, the claim is released (rolled back in
+//     transactional mode), and its client, if still there, gets 503
+//     ProblemStoreUnavailable with Retry-After, so that a retry runs it
+//     again. (net/http's implicit 200 would otherwise be stored and
+//     replayed as a success that never happened.) A handler that did its
+//     work must say so by writing its answer.
 //   - Complete and Release are retried on transient store errors within the
 //     store timeout (5 s), with the token check kept, so that a short outage
 //     after the handler ran does not leave the key in progress until its

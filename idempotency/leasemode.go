@@ -96,6 +96,7 @@ func (c *leaseClaim) finish(q *request) {
 func (c *leaseClaim) record(q *request) (ev Event, superseded bool) {
 	defer c.end()
 	m := q.m
+	q.abandonedRun(c.hctx)
 	superseded, now := c.keeper.settle(m.cfg.storeTimeout, c.cancel)
 	// The run as a duplicate sees it, the claim's round trip included;
 	// no time of its own is kept, so that the claim stays in one 256-byte

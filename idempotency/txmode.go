@@ -77,6 +77,7 @@ func (c *txClaim) abort(q *request) {
 func (c *txClaim) finish(q *request) {
 	m := q.m
 	q.ran(m.cfg.clock.Now().Sub(c.sent), q.r.Context())
+	q.abandonedRun(q.r.Context())
 	detached := context.WithoutCancel(q.r.Context())
 	ev := q.event()
 	ev.Status = q.rec.statusCode()
