@@ -65,11 +65,13 @@
 //
 // # What is stored
 //
-// Outcomes with a status below 500, except 408 and 429, are stored for
-// WithTTL (24 h by default): the status, the allow-listed headers and the
-// body, byte for byte. A 5xx, 408 or 429, or a handler panic, stores nothing
-// and releases the claim, so the retry runs the handler again (a panic goes
-// on after the release). The handler must therefore not leave half-done side
+// Outcomes with a status below 500, except 307, 308, 408 and 429, are
+// stored for WithTTL (24 h by default): the status, the allow-listed
+// headers and the body, byte for byte. A 5xx, 307, 308, 408 or 429, or a
+// handler panic, stores nothing and releases the claim, so the retry runs
+// the handler again (a panic goes on after the release). A 307 or 308 sends
+// the request to another URI, where the client carries the key: stored, it
+// made that request a reuse of the key with another payload (422). The handler must therefore not leave half-done side
 // effects behind a 5xx; transactional mode guarantees that.
 //
 // Stores keep every byte: a header value with NUL or invalid UTF-8, a scope
@@ -177,7 +179,7 @@
 // key, never one of its own: a storable response not yet sent is replaced
 // by 409 in progress (Retry-After 1 s), and the retry replays the newer
 // holder's outcome. A response that was already streaming (larger than
-// WithMaxResponseBody) or is not stored (5xx, 408, 429) is sent as it is.
+// WithMaxResponseBody) or is not stored (5xx, 307, 308, 408, 429) is sent as it is.
 // Handlers can read the token with TokenFromContext and pass it on to make
 // their own downstream writes fenced.
 //
@@ -309,7 +311,7 @@
 //	                  key sent to another route is a mismatch (422); scope.description optional prose
 //	fingerprint       version "v1", covers ["method","path","query","body"], jsonBody "canonical"
 //	                  (sorted members, no insignificant space), maxBodyBytes (larger: 413)
-//	replay            header "Idempotent-Replayed"; storedBelow 500 and notStored [408, 429]: the statuses
+//	replay            header "Idempotent-Replayed"; storedBelow 500 and notStored [307, 308, 408, 429]: the statuses
 //	                  stored and replayed (any other stores nothing, and a retry runs again); headers, the
 //	                  replayed response headers; maxBodyBytes, the largest stored answer, above which
 //	                  retries get oversizeStatus 410

@@ -58,7 +58,7 @@ func OpenAPI(opts ...Option) *OpenAPIFragment {
 		Replay: OpenAPIReplay{
 			Header:         HeaderReplayed,
 			StoredBelow:    http.StatusInternalServerError,
-			NotStored:      []int{http.StatusRequestTimeout, http.StatusTooManyRequests},
+			NotStored:      contract.NotStored(),
 			Headers:        replay,
 			MaxBodyBytes:   int64(c.maxResponse),
 			OversizeStatus: http.StatusGone,
@@ -108,7 +108,7 @@ const (
 // of each section of Components to the same section of your components,
 // and to each protected operation the parameters and responses of
 // Operation, its x-idempotency member, and ReplayedHeader in the headers of
-// each response it stores (every status below 500 but 408 and 429). Where
+// each response it stores (every status below 500 but 307, 308, 408 and 429). Where
 // an operation has answers of its own with a status the Middleware also
 // uses (400 or 503, say), list ProblemSchemas of that status beside its own
 // schemas in an anyOf instead of taking the response of Operation.
@@ -197,7 +197,7 @@ type OpenAPIReplay struct {
 	// Header is set to "true" on a replayed answer: "Idempotent-Replayed".
 	Header string `json:"header"`
 	// StoredBelow and NotStored say which statuses are stored and replayed:
-	// those below StoredBelow (500) but NotStored (408, 429). Any other
+	// those below StoredBelow (500) but NotStored (307, 308, 408, 429). Any other
 	// answer stores nothing, and a retry runs the operation again.
 	StoredBelow int   `json:"storedBelow"`
 	NotStored   []int `json:"notStored"`

@@ -64,7 +64,7 @@ func oaInfo() oaObj {
 		"title":   "saferetry mock payments API",
 		"version": "1",
 		"description": "The reference payments server of github.com/saferetry/saferetry/mockserver. POST /payments takes an Idempotency-Key (x-idempotency says how); " +
-			"every answer below 500 but 408 and 429 is stored and replayed for its key with Idempotent-Replayed: true. Every GET path answers HEAD too; " +
+			"every answer below 500 but 307, 308, 408 and 429 is stored and replayed for its key with Idempotent-Replayed: true. Every GET path answers HEAD too; " +
 			"a method a path does not allow gets 405 with Allow, an unknown path 404, both as problems. The admin API under /_mock/ (fault injection, inspection) is described in the package documentation, not here.",
 	}
 }

@@ -53,8 +53,8 @@
 // # Attributes
 //
 //	attribute                   values                                                      on
-//	saferetry.outcome           new (ran and stored), released (ran, a 5xx, 408, 429 or a    requests, request.duration, retries
-//	                            panic: not stored, a retry runs again), replay, in_progress
+//	saferetry.outcome           new (ran and stored), released (ran, a 5xx, 307, 308, 408,  requests, request.duration, retries
+//	                            429 or a panic: not stored, a retry runs again), replay, in_progress
 //	                            (409), mismatch (422, key reused), lease_lost, store_error,
 //	                            too_large, oversize (410), missing_key, malformed_key,
 //	                            bad_request, scope_error: the idempotency.Outcome values

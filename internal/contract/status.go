@@ -2,6 +2,7 @@ package contract
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -9,7 +10,7 @@ import (
 // which is why they are written here side by side. CONTRACT.md, server
 // rules: "Outcomes stored: statuses below 500 except 408 and 429. 5xx, 408,
 // 429 and a handler panic store nothing and release the claim, so a retry
-// runs the handler again." Client rule 3: "Retryable outcomes: ... 408, 409
+// runs the handler again" (and 307 and 308, see NotStored). Client rule 3: "Retryable outcomes: ... 408, 409
 // that is not a replay (Idempotent-Replayed: true absent), 429, 5xx except
 // 501." So:
 //
@@ -17,7 +18,8 @@ import (
 //     final for the client (a replayed 409 is the handler's own 409, not the
 //     middleware's "in progress");
 //   - a status the server does not store leaves the operation undone, and
-//     the client retries it, save 501, which no retry cures;
+//     the client retries it, save 501, which no retry cures, and 307 and
+//     308, which it follows to the URI they name;
 //   - the one status both retried and storable is 409: the middleware's
 //     own "in progress" answer, which is never stored, against a handler's
 //     409, which is, and comes back marked as replayed.
@@ -57,10 +59,24 @@ func RetriedStatus(status int) bool {
 
 // Stored reports whether the server stores an outcome with status and
 // replays it to a retry (CONTRACT.md, server rules, "Outcomes stored"):
-// every status below 500 except 408 and 429.
+// every status below 500 except those of [NotStored].
 func Stored(status int) bool {
-	return status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests
+	return status < 500 && !slices.Contains(notStored[:], status)
 }
+
+// notStored: see NotStored.
+var notStored = [...]int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect, http.StatusRequestTimeout, http.StatusTooManyRequests}
+
+// NotStored returns the statuses below 500 that the server does not store,
+// in order: 408 and 429 (CONTRACT.md), and 307 and 308. A 307 or 308 says
+// that the request is to be repeated, method, body and all, at another
+// URI: nothing was done here, and the client carries the key to the new
+// URI (CONTRACT.md, client rule: a same-origin 307/308 carries the key and
+// body). Stored under the key with the first URI's fingerprint, it made
+// the request at the new URI a reuse of the key with another payload
+// (422), so that a redirected operation could never run; not stored, the
+// claim is released and the new URI's request claims the key.
+func NotStored() []int { return slices.Clone(notStored[:]) }
 
 // HeaderShouldRetry is "Stripe-Should-Retry", the header with which a
 // server tells whether a request is worth retrying ("true" or "false"),
