@@ -45,9 +45,12 @@ const fingerprintVersion = "v1:"
 //     by name, so the v1 fingerprint of every other body stays as it was.
 //   - Query parameters are compared decoded (a=%41 is a=A, and "a" is "a=");
 //     a query that does not decode is taken as it is.
-//   - The Content-Type only chooses JSON or bytes: the same bytes sent as
-//     application/json and as text/plain differ, while media type
-//     parameters (charset) do not matter.
+//   - The Content-Type only chooses JSON or bytes: the same valid JSON sent
+//     as application/json and as text/plain differs, while media type
+//     parameters (charset) do not matter. A body sent as JSON that does not
+//     parse as JSON (or nests deeper than the canonicaliser goes) is taken
+//     as bytes, so it has the fingerprint of the same bytes sent as
+//     text/plain; changing that would change stored v1 fingerprints.
 //   - Headers, the host and the scheme are not part of it.
 //
 // Fingerprint is safe for concurrent use.
