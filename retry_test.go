@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -264,5 +266,57 @@ func TestCancelledWaitRefundsBudget(t *testing.T) {
 	}
 	if got := tr.policy.Budget.Available(); got != 100 {
 		t.Errorf("tokens = %d after 3 operations whose retries were never made, want 100", got)
+	}
+}
+
+// TestRefusedBeforeSendingIsFinal: a request that net/http refuses before
+// sending anything (an invalid header value, a scheme it does not support)
+// was retried to the attempt limit and reported as ErrOutcomeUnknown, and
+// each such call took 30 tokens from the shared retry budget, never given
+// back: fifteen of them turned retries off for every other caller. It is
+// now one attempt, ErrNotSent, and the budget is untouched, so that a
+// healthy operation's 503 is still retried. Found by a review helper.
+func TestRefusedBeforeSendingIsFinal(t *testing.T) {
+	var mu sync.Mutex
+	n := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		n++
+		first := n == 1
+		mu.Unlock()
+		if first {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	hl := &hookLog{}
+	tr := NewTransport(nil, WithBackoff(constBackoff(time.Millisecond)), WithHook(hl.hook))
+	for _, tc := range []struct{ name, url, header string }{
+		{"invalid header value", srv.URL, "a\r\nb"},
+		{"unsupported scheme", "ftp://files.example/x", "ok"},
+	} {
+		before := len(hl.Attempts())
+		req, _ := http.NewRequest(http.MethodPost, tc.url, nil)
+		req.Header.Set("X-Note", tc.header)
+		_, err := tr.RoundTrip(req)
+		if got := len(hl.Attempts()) - before; !errors.Is(err, ErrNotSent) || got != 1 {
+			t.Errorf("%s: %d attempts, err = %v; want 1 attempt and ErrNotSent", tc.name, got, err)
+		}
+	}
+	for range 15 { // a caller's bug repeated: one bad header value per request
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
+		req.Header.Set("X-Note", "a\nb")
+		_, _ = tr.RoundTrip(req)
+	}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, nil) // a healthy operation: 503, then 201
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Errorf("a healthy operation ended with %d: the budget was drained by retries of requests never sent", resp.StatusCode)
 	}
 }

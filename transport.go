@@ -265,6 +265,9 @@ func (op *operation) send(rc io.ReadCloser) attempt {
 // the next attempt's body for a retry, and reports the attempt to the hooks
 // and the logger.
 func (op *operation) decide(n int, at *attempt) (retrypolicy.Verdict, io.ReadCloser) {
+	if at.resp == nil && !at.timedOut && !at.gotConn && retrypolicy.Refused(at.req, at.err) {
+		at.err = fmt.Errorf("%w: %w", retrypolicy.ErrRefused, at.err)
+	}
 	o := retrypolicy.Outcome{Request: at.req, Response: at.resp, Err: at.err, TimedOut: at.timedOut}
 	if at.resp != nil {
 		op.lastStatus, op.lastErr, op.sent = at.resp.StatusCode, nil, true

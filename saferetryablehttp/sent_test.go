@@ -57,3 +57,31 @@ func TestWrittenThenRedialRefusedIsOutcomeUnknown(t *testing.T) {
 		t.Errorf("the server executed the payment, yet err = %v", err)
 	}
 }
+
+// TestRefusedBeforeSendingIsFinal: a request net/http refuses before
+// sending it (an invalid header value) is tried once and reported as
+// ErrNotSent, not retried to the limit as a request that may have been
+// sent. Found by a review helper.
+func TestRefusedBeforeSendingIsFinal(t *testing.T) {
+	var got atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Add(1)
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	c := retryablehttp.NewClient()
+	c.Logger = nil
+	c.RetryWaitMin, c.RetryWaitMax = time.Millisecond, 2*time.Millisecond
+	var tries atomic.Int32
+	c.RequestLogHook = func(retryablehttp.Logger, *http.Request, int) { tries.Add(1) }
+	Configure(c)
+	req, _ := retryablehttp.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{}`))
+	req.Header.Set("X-Note", "a\r\nb")
+	resp, err := c.Do(req)
+	if resp != nil {
+		resp.Body.Close()
+	}
+	if !errors.Is(err, saferetry.ErrNotSent) || tries.Load() != 1 || got.Load() != 0 {
+		t.Errorf("err = %v after %d tries (%d reached the server); want ErrNotSent after 1 try", err, tries.Load(), got.Load())
+	}
+}

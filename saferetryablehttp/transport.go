@@ -1,6 +1,7 @@
 package saferetryablehttp
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptrace"
 	"sync/atomic"
@@ -60,6 +61,9 @@ func (t *rhTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err != nil {
 		if resp != nil {
 			retrypolicy.Drain(resp.Body)
+		}
+		if !gotConn.Load() && retrypolicy.Refused(r, err) {
+			err = fmt.Errorf("%w: %w", retrypolicy.ErrRefused, err)
 		}
 		sent := gotConn.Load() || retrypolicy.Sent(err, false)
 		if st != nil {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/saferetry/saferetry/internal/contract"
 )
@@ -59,8 +60,60 @@ func Permanent(err error) bool {
 		invalid  x509.CertificateInvalidError
 		record   tls.RecordHeaderError
 	)
-	return errors.Is(err, ErrBadURL) || errors.Is(err, ErrCrossOriginRedirect) || errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) ||
+	return errors.Is(err, ErrBadURL) || errors.Is(err, ErrRefused) || errors.Is(err, ErrCrossOriginRedirect) || errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) ||
 		errors.As(err, &invalid) || errors.As(err, &record)
+}
+
+// ErrRefused marks an error with which net/http refused a request before
+// sending any of it (see [Refused]): no attempt can cure it, and nothing
+// was sent.
+var ErrRefused = errors.New("saferetry: request refused before sending")
+
+// Refused reports whether err, an attempt's error without a response, is
+// net/http's refusal of req before anything was sent: an invalid header
+// field name or value (the check req's header fails too), or a scheme
+// other than http and https that the base does not support. Retrying
+// such a request only spends the retry budget. Both are told by the
+// error's text, which net/http does not type; the request's own fault is
+// checked as well, so that another base's error with the same words is not
+// taken for a refusal.
+func Refused(req *http.Request, err error) bool {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "net/http: invalid header field"):
+		return !validHeader(req.Header)
+	case strings.Contains(msg, "unsupported protocol scheme"):
+		return req.URL != nil && req.URL.Scheme != "http" && req.URL.Scheme != "https"
+	}
+	return false
+}
+
+// validHeader applies net/http's own check of a request's header: each
+// name an RFC 9110 token, no value holding a control character but a tab.
+func validHeader(h http.Header) bool {
+	for name, vals := range h {
+		if name == "" {
+			return false
+		}
+		for i := 0; i < len(name); i++ {
+			if !isTokenChar(name[i]) {
+				return false
+			}
+		}
+		for _, v := range vals {
+			for i := 0; i < len(v); i++ {
+				if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// isTokenChar reports an RFC 9110 tchar.
+func isTokenChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
 // dialError reports a failure to connect: the request was not written.
