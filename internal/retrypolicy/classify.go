@@ -76,14 +76,14 @@ var ErrRefused = errors.New("saferetry: request refused before sending")
 // such a request only spends the retry budget. Both are told by the
 // error's text, which net/http does not type; the request's own fault is
 // checked as well, so that another base's error with the same words is not
-// taken for a refusal.
+// taken for a refusal. The request is looked at first, and err's text only
+// when the request has such a fault: most errors are never formatted here.
 func Refused(req *http.Request, err error) bool {
-	msg := err.Error()
 	switch {
-	case strings.Contains(msg, "net/http: invalid header field"):
-		return !validHeader(req.Header)
-	case strings.Contains(msg, "unsupported protocol scheme"):
-		return req.URL != nil && req.URL.Scheme != "http" && req.URL.Scheme != "https"
+	case req.URL != nil && req.URL.Scheme != "http" && req.URL.Scheme != "https":
+		return strings.Contains(err.Error(), "unsupported protocol scheme")
+	case !validHeader(req.Header):
+		return strings.Contains(err.Error(), "net/http: invalid header field")
 	}
 	return false
 }
