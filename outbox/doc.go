@@ -63,10 +63,14 @@
 // (a lost mark only republishes); WithWorkers keeps several batches in
 // flight. A claim looks at a bounded window of the oldest pending rows
 // (4 × the batch size + 64), whatever the backlog. A known limit follows:
-// when one Key holds more pending rows than the window and its oldest is
-// waiting out a backoff, the rows of other Keys behind the window wait
-// too, until that message is published or marked failed (with the default
-// batch of 100 and backoff, about 100 s for 10 attempts). Published
+// when the window fills with rows that wait out a backoff (one Key holding
+// more pending rows than the window with its oldest failing, or as many
+// Keys as the window whose oldest rows all fail, as a topic the broker
+// refuses, keyed by entity, makes them), the rows behind the window wait
+// too, until those messages are published or marked failed (with the
+// default batch of 100 and backoff, about 100 s for 10 attempts; for ever
+// with a WithMaxAttempts that never gives up). Unkeyed rows in backoff
+// leave the window to the rest. Published
 // rows are deleted after the retention period (WithRetention), inbox rows
 // when the caller says (Inbox.DeleteProcessed).
 package outbox

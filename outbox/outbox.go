@@ -25,7 +25,9 @@ type Message struct {
 	// context belongs to (idempotency.DerivedKey with the label
 	// "outbox:" + Topic + ":" + Key), so that a re-run of the request
 	// enqueues the same ID; outside a protected request an empty ID is an
-	// error (ErrNoID). An ID must not start or end with a space or a tab,
+	// error (ErrNoID). The label does not tell ("order", "created:1") from
+	// ("order:created", "1"): Topic and Key pairs that join to the same
+	// label derive the same ID, so give such messages IDs of their own. An ID must not start or end with a space or a tab,
 	// nor hold a control character (ErrInvalidMessage): a broker header
 	// carries it, and NATS trims such values and turns line breaks into
 	// spaces, so that "m-1" and "m-1 " would be one message to the broker's

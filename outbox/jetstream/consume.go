@@ -65,6 +65,16 @@ func WithConsumeLogger(l *slog.Logger) ConsumeOption { return func(c *consumeCon
 // without Nats-Msg-Id cannot be deduplicated: it is terminated (not
 // redelivered) and logged. Run several Consume calls, in one process or
 // many, for more throughput.
+//
+// The Message h gets is the NATS message's: ID from Nats-Msg-Id, Key from
+// KeyHeader, Topic the subject (WithSubjectPrefix's prefix included), and
+// Headers every NATS header, Nats-Msg-Id and Outbox-Key among them.
+//
+// A message whose handler keeps failing is redelivered without end, at
+// once unless WithNakDelay says otherwise, each try a transaction opened
+// and rolled back: give the JetStream consumer a MaxDeliver (and a
+// BackOff), or WithNakDelay, and watch for such messages
+// (WithConsumeLogger logs each failure).
 func Consume(ctx context.Context, cons natsjs.Consumer, in *outbox.Inbox, h Handler, opts ...ConsumeOption) error {
 	cfg := consumeConfig{logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	for _, o := range opts {

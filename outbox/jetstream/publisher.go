@@ -13,7 +13,7 @@ import (
 var _ outbox.Publisher = (*Publisher)(nil)
 
 // KeyHeader carries Message.Key, so that a consumer can tell a message's
-// Key (and Consume rebuild the outbox.Message).
+// Key (Consume puts it back in the Message it hands over).
 const KeyHeader = "Outbox-Key"
 
 // Publisher publishes outbox messages to JetStream: the subject is the
