@@ -27,11 +27,13 @@ type Message struct {
 	// enqueues the same ID; outside a protected request an empty ID is an
 	// error (ErrNoID). The label does not tell ("order", "created:1") from
 	// ("order:created", "1"): Topic and Key pairs that join to the same
-	// label derive the same ID, so give such messages IDs of their own. An ID must not start or end with a space or a tab,
-	// nor hold a control character (ErrInvalidMessage): a broker header
+	// label derive the same ID, so give such messages IDs of their own.
+	//
+	// An ID must not start or end with a space, nor hold a control
+	// character, a tab included (ErrInvalidMessage): a broker header
 	// carries it, and NATS trims such values and turns line breaks into
-	// spaces, so that "m-1" and "m-1 " would be one message to the broker's
-	// deduplication and the second would be dropped.
+	// spaces, so that "m-1" and "m-1 " would be one message to the
+	// broker's deduplication and the second would be dropped.
 	ID string
 	// Topic says what happened ("payment.created"); the jetstream Publisher
 	// makes it the subject.
