@@ -68,7 +68,7 @@ func Stored(status int) bool {
 var notStored = [...]int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect, http.StatusRequestTimeout, http.StatusTooManyRequests}
 
 // NotStored returns the statuses below 500 that the server does not store,
-// in order: 408 and 429 (CONTRACT.md), and 307 and 308. A 307 or 308 says
+// in increasing order: 408 and 429, as CONTRACT.md has it, and 307 and 308. A 307 or 308 says
 // that the request is to be repeated, method, body and all, at another
 // URI: nothing was done here, and the client carries the key to the new
 // URI (CONTRACT.md, client rule: a same-origin 307/308 carries the key and
