@@ -177,7 +177,8 @@ func (op *operation) run() (*http.Response, error) {
 		// The answer is drained during the wait, not before it: an error
 		// body that trickles in must neither push the wait past the
 		// deadline the decision kept to nor, without a deadline, hold the
-		// operation for ever.
+		// operation for ever. The attempt's context, ended right after,
+		// ends a drain that net/http is still reading.
 		var drained chan struct{}
 		if at.resp != nil {
 			drained = make(chan struct{})
@@ -185,7 +186,7 @@ func (op *operation) run() (*http.Response, error) {
 		}
 		err := clock.Sleep(op.ctx, op.t.cfg.clock, v.Wait)
 		if drained != nil {
-			op.endDrain(at.resp.Body, drained)
+			op.endDrain(drained)
 		}
 		if at.cancel != nil {
 			at.cancel()
@@ -198,17 +199,20 @@ func (op *operation) run() (*http.Response, error) {
 	}
 }
 
-// drainGrace is how long a drain that the wait did not see through may
-// still take before its body is closed: enough for an answer already
-// received (so that its connection is reused, after a wait of 0 too), too
-// little to matter to a deadline.
+// drainGrace is how long the operation waits, after a retry's wait, for
+// the drain of the retried answer to finish: enough for an answer already
+// received, so that its connection goes back to the pool before the next
+// attempt asks for one (after a wait of 0 too), too little to matter to a
+// deadline.
 const drainGrace = 5 * time.Millisecond
 
-// endDrain ends the drain of an answer that is not returned (see run): it
-// lets the drain finish within drainGrace, or while the context lasts, and
-// otherwise closes the body, which ends the read (and the connection
-// with it). It does not wait for the read to return.
-func (op *operation) endDrain(rc io.ReadCloser, drained <-chan struct{}) {
+// endDrain waits for the drain of a retried answer (see run) until it
+// finishes, drainGrace passes or the context ends, whichever comes first.
+// It never touches the body itself: the drain's goroutine alone reads and
+// closes it (a base's body need not allow a Close beside a Read), and a
+// drain still blocked goes on until its read returns, which the attempt's
+// context ending, or the server, brings about.
+func (op *operation) endDrain(drained <-chan struct{}) {
 	select {
 	case <-drained:
 		return
@@ -219,9 +223,7 @@ func (op *operation) endDrain(rc io.ReadCloser, drained <-chan struct{}) {
 	select {
 	case <-drained:
 	case <-t.C:
-		rc.Close()
 	case <-op.ctx.Done():
-		rc.Close()
 	}
 }
 
