@@ -15,12 +15,12 @@ import (
 // TestAbandonedRunStoresNothing: a handler that stops on its context, as
 // the package documentation asks, and so writes nothing, left net/http's
 // implicit 200 to be stored, and every retry was answered with it
-// (Idempotent-Replayed: true) as a success that never happened. A run that
-// wrote nothing after its context ended now stores nothing: its client, if
-// still there, gets 503 ProblemStoreUnavailable with Retry-After, and the
-// retry runs the handler. Both ways the context ends are covered: the
-// lease not confirmed in time (the store stopped answering renewals), and
-// the client gone. Found by a review helper.
+// (Idempotent-Replayed: true) as a success that never happened. Such a run
+// now stores nothing when its lease could not be confirmed (lease mode) or
+// whatever ended its context (transactional mode, whose rollback undoes
+// its writes): its client, if still there, gets 503 ProblemStoreUnavailable
+// with Retry-After and without the handler's own headers, and the retry
+// runs the handler. Found by a review helper.
 func TestAbandonedRunStoresNothing(t *testing.T) {
 	t.Run("lease not confirmed", func(t *testing.T) {
 		var hang atomic.Bool
@@ -36,15 +36,16 @@ func TestAbandonedRunStoresNothing(t *testing.T) {
 		var calls atomic.Int64
 		h := idempotency.Middleware(st, idempotency.WithLease(150*time.Millisecond))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if calls.Add(1) == 1 {
-				<-r.Context().Done() // stops on its context, with no side effect
+				w.Header().Set("Location", "/ops/1") // set before it stopped: not sent with the 503
+				<-r.Context().Done()                 // stops on its context, with no side effect
 				return
 			}
 			w.WriteHeader(http.StatusCreated)
 		}))
 		first := post(h, "k", `{}`)
 		wantProblem(t, first, http.StatusServiceUnavailable, idempotency.ProblemStoreUnavailable)
-		if first.Header().Get("Retry-After") == "" {
-			t.Error("the 503 has no Retry-After")
+		if first.Header().Get("Retry-After") == "" || first.Header().Get("Location") != "" {
+			t.Errorf("the 503's header %v: want Retry-After, and not the handler's Location", first.Header())
 		}
 		hang.Store(false)
 		w := post(h, "k", `{}`)
@@ -53,8 +54,33 @@ func TestAbandonedRunStoresNothing(t *testing.T) {
 				w.Code, w.Header().Get(idempotency.HeaderReplayed), calls.Load())
 		}
 	})
-	for name, st := range map[string]idempotency.Store{"client gone": newStore(t), "client gone, transactional mode": &fakeTxStore{Store: newStore(t)}} {
-		t.Run(name, func(t *testing.T) { clientGone(t, st) })
+	t.Run("client gone, transactional mode", func(t *testing.T) { clientGone(t, &fakeTxStore{Store: newStore(t)}) })
+}
+
+// TestImplicitOKAfterClientGoneRunsOnce: in lease mode, a handler whose
+// client left while it did its work, and that answered with the implicit
+// 200, may well have done the work: its answer is stored, and the retry
+// replays it instead of running the work again. (A second review found
+// that the first version of TestAbandonedRunStoresNothing's fix ran such a
+// handler twice.)
+func TestImplicitOKAfterClientGoneRunsOnce(t *testing.T) {
+	var effects atomic.Int64
+	h := idempotency.Middleware(newStore(t))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if effects.Load() == 0 {
+			<-r.Context().Done() // the first client left while the work went on
+		}
+		effects.Add(1) // the work, which does not stop on the context
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	r := httptest.NewRequest(http.MethodPost, "/ops?b=2&a=1", strings.NewReader(`{}`)).WithContext(ctx) // as post sends it
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set(idempotency.HeaderIdempotencyKey, "k")
+	time.AfterFunc(20*time.Millisecond, cancel)
+	h.ServeHTTP(httptest.NewRecorder(), r)
+	w := post(h, "k", `{}`)
+	if n := effects.Load(); n != 1 || w.Header().Get(idempotency.HeaderReplayed) != "true" {
+		t.Fatalf("the work ran %d times; the retry answered %d (replayed %q); want once, and the replay",
+			n, w.Code, w.Header().Get(idempotency.HeaderReplayed))
 	}
 }
 

@@ -99,32 +99,40 @@ func (q *request) replay(e Entry) {
 // that would have described the handler's answer are dropped; those set
 // outside the Middleware stay.
 func (q *request) superseded() {
+	q.dropAnswerHeaders()
+	writeProblem(q.w, problem{Type: ProblemInProgress, Status: http.StatusConflict, Key: q.claim.key.Key,
+		Detail: "Another request took this Idempotency-Key over while this one ran. Retry with the same key for the recorded outcome."}, 1)
+}
+
+// abandonedRun answers, in place of a handler that returned without
+// writing anything after its context ended, 503 with Retry-After, when the
+// mode takes that for a run that stopped (see abandoned): nothing of it is
+// recorded, where net/http's implicit 200 would be stored and replayed to
+// every retry as a success that never happened. It writes into the
+// recorder, before the mode settles the claim, which a 503 releases (or
+// rolls back), and drops the headers that would have described the
+// handler's answer, as superseded does. It reports whether it answered.
+func (q *request) abandonedRun(ctx context.Context, abandoned bool) bool {
+	if q.rec.status != 0 || !abandoned {
+		return false
+	}
+	q.dropAnswerHeaders()
+	writeProblem(&q.rec, problem{Type: ProblemStoreUnavailable, Status: http.StatusServiceUnavailable, Key: q.claim.key.Key,
+		Detail: "The request was cancelled before the handler answered (" + context.Cause(ctx).Error() +
+			"), so nothing was recorded. Retry with the same key."}, storeRetryAfter)
+	return true
+}
+
+// dropAnswerHeaders deletes the response headers that describe the
+// handler's answer (the replayed ones, and those of a body), for an answer
+// the Middleware gives in its place; those set outside it stay.
+func (q *request) dropAnswerHeaders() {
 	h := q.w.Header()
 	for name := range h {
 		if q.m.cfg.replayHeaders[name] || describesBody[name] {
 			delete(h, name)
 		}
 	}
-	writeProblem(q.w, problem{Type: ProblemInProgress, Status: http.StatusConflict, Key: q.claim.key.Key,
-		Detail: "Another request took this Idempotency-Key over while this one ran. Retry with the same key for the recorded outcome."}, 1)
-}
-
-// abandonedRun answers, in place of a handler that returned without
-// writing anything after its context ended (its lease lost, or its client
-// gone), 503 with Retry-After: the handler stopped on its context, so
-// nothing of it is recorded, and net/http's implicit 200 would otherwise be
-// stored and replayed to every retry as a success that never happened. It
-// writes into the recorder, before the mode settles the claim, which a 503
-// releases (or rolls back). It reports whether the run was abandoned so;
-// ctx is the handler's context.
-func (q *request) abandonedRun(ctx context.Context) bool {
-	if q.rec.status != 0 || ctx.Err() == nil {
-		return false
-	}
-	writeProblem(&q.rec, problem{Type: ProblemStoreUnavailable, Status: http.StatusServiceUnavailable, Key: q.claim.key.Key,
-		Detail: "The request was cancelled before the handler answered (" + context.Cause(ctx).Error() +
-			"), so nothing was recorded. Retry with the same key."}, storeRetryAfter)
-	return true
 }
 
 // describesBody names the headers that describe a response body, besides

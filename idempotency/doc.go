@@ -140,14 +140,17 @@
 //     ErrLeaseLost (read it with context.Cause). A handler that stops on its
 //     context, and fences its own writes with TokenFromContext, then leaves
 //     nothing behind it. A lost lease is reported as OutcomeLeaseLost. A
-//     handler that returns without writing anything once its context has
-//     ended (its lease lost, or its client gone) is taken to have stopped:
-//     nothing is stored, the claim is released (rolled back in
-//     transactional mode), and its client, if still there, gets 503
-//     ProblemStoreUnavailable with Retry-After, so that a retry runs it
-//     again. (net/http's implicit 200 would otherwise be stored and
-//     replayed as a success that never happened.) A handler that did its
-//     work must say so by writing its answer.
+//     handler so cancelled that returns without writing anything is taken
+//     to have stopped: nothing is stored, the claim is released, and its
+//     client gets 503 ProblemStoreUnavailable with Retry-After, so that a
+//     retry runs it again (net/http's implicit 200 would otherwise be
+//     stored and replayed as a success that never happened). In
+//     transactional mode the same holds whatever ended the context (the
+//     client gone too), since the rollback undoes the handler's writes.
+//     In lease mode a handler whose client left and that returns without
+//     writing is stored as the implicit 200, since it may have done its
+//     work: a handler that stops on its context should write an error
+//     status (a 5xx is not stored).
 //   - Complete and Release are retried on transient store errors within the
 //     store timeout (5 s), with the token check kept, so that a short outage
 //     after the handler ran does not leave the key in progress until its

@@ -96,7 +96,11 @@ func (c *leaseClaim) finish(q *request) {
 func (c *leaseClaim) record(q *request) (ev Event, superseded bool) {
 	defer c.end()
 	m := q.m
-	q.abandonedRun(c.hctx)
+	// A handler cancelled because its lease could not be confirmed was
+	// asked to stop; if it wrote nothing, it did. One whose client left
+	// may have done its work and answered with the implicit 200: that is
+	// kept, since running it again would be the worse error.
+	q.abandonedRun(c.hctx, errors.Is(context.Cause(c.hctx), ErrLeaseLost))
 	superseded, now := c.keeper.settle(m.cfg.storeTimeout, c.cancel)
 	// The run as a duplicate sees it, the claim's round trip included;
 	// no time of its own is kept, so that the claim stays in one 256-byte

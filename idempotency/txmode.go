@@ -77,7 +77,9 @@ func (c *txClaim) abort(q *request) {
 func (c *txClaim) finish(q *request) {
 	m := q.m
 	q.ran(m.cfg.clock.Now().Sub(c.sent), q.r.Context())
-	q.abandonedRun(q.r.Context())
+	// Whatever ended the context, the rollback undoes what the handler
+	// wrote, so nothing it did is kept to contradict the 503.
+	q.abandonedRun(q.r.Context(), q.r.Context().Err() != nil)
 	detached := context.WithoutCancel(q.r.Context())
 	ev := q.event()
 	ev.Status = q.rec.statusCode()
