@@ -120,9 +120,10 @@ func New(pool *pgxpool.Pool, opts ...Option) *Outbox {
 // request with the same Topic and Key derive the same ID, so a derived ID
 // that an earlier Enqueue of the same transaction wrote is refused
 // (ErrInvalidMessage: the second message would otherwise be skipped, and
-// lost) rather than skipped. Give such messages IDs of their own. (A row
-// written under a savepoint of the transaction, whose xmin is the
-// savepoint's, is not recognised so.)
+// lost) rather than skipped. Give such messages IDs of their own. The
+// call's other messages are written all the same, and the transaction
+// stays usable: roll it back. (A row written under a savepoint of the
+// transaction, whose xmin is the savepoint's, is not recognised so.)
 //
 // To keep each Key in commit order, Enqueue takes a transaction-scoped
 // advisory lock per Key: a second transaction enqueueing for the same Key
