@@ -681,31 +681,18 @@ func TestTransportOverheadAllocations(t *testing.T) {
 // the operation must end in ErrOutcomeUnknown, never ErrNotSent (which
 // tells the caller that nothing happened). Found by a review helper.
 func TestWrittenThenRedialRefusedIsOutcomeUnknown(t *testing.T) {
-	var executed atomic.Int32
-	var srv *httptest.Server
-	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		if r.Method == http.MethodGet {
-			_, _ = io.WriteString(w, "ok")
-			return
-		}
-		executed.Add(1)      // the payment is made...
-		srv.Listener.Close() // ...and the server goes down before it answers
-		c, _, _ := w.(http.Hijacker).Hijack()
-		c.Close()
-	}))
-	defer srv.Close()
+	url, executed := testkit.ExecuteThenGoDown(t)
 	base := &http.Transport{}
 	defer base.CloseIdleConnections()
 	c := NewClient(WithBase(base), WithBackoff(constBackoff(time.Millisecond)))
-	resp, err := c.HTTPClient().Get(srv.URL) // leaves a keep-alive connection to reuse
+	resp, err := c.HTTPClient().Get(url) // leaves a keep-alive connection to reuse
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
 
-	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/payments", strings.NewReader(`{"amount":1500}`))
+	req, _ := http.NewRequest(http.MethodPost, url+"/payments", strings.NewReader(`{"amount":1500}`))
 	_, err = c.Do(req)
 	if executed.Load() != 1 {
 		t.Fatalf("executions = %d, want 1", executed.Load())
@@ -723,18 +710,13 @@ func TestWrittenThenRedialRefusedIsOutcomeUnknown(t *testing.T) {
 // refused before anything is sent, with ErrInvalidKey, through the
 // Transport and Client.Do alike. Found by a review helper.
 func TestNonCanonicalKeyHeaderRefused(t *testing.T) {
-	var sent atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sent.Add(1)
-		w.WriteHeader(http.StatusCreated)
-	}))
-	defer srv.Close()
+	url, sent := testkit.CountingServer(t)
 	for name, do := range map[string]func(*http.Request) (*http.Response, error){
 		"Transport": NewTransport(nil).RoundTrip,
 		"Client":    NewClient().Do,
 	} {
 		for _, extra := range [][]string{nil, {"order-42-debit"}} {
-			req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{}`))
+			req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{}`))
 			req.Header["idempotency-key"] = []string{"order-42-debit"}
 			if extra != nil {
 				req.Header[HeaderIdempotencyKey] = extra // the same key under both names
@@ -759,18 +741,13 @@ func TestNonCanonicalKeyHeaderRefused(t *testing.T) {
 // own Transport does not. RoundTrip ends with ErrNotSent and the
 // deadline's error. Found by a review helper.
 func TestBodyBufferingHonoursDeadline(t *testing.T) {
-	var sent atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sent.Add(1)
-		w.WriteHeader(http.StatusCreated)
-	}))
-	defer srv.Close()
+	url, sent := testkit.CountingServer(t)
 	pr, pw := io.Pipe()
 	defer pw.Close()
 	go func() { _, _ = pw.Write([]byte(`{"amount":15`)) }() // the rest never comes
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, pr)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, pr)
 	done := make(chan error, 1)
 	go func() {
 		resp, err := NewTransport(nil).RoundTrip(req)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/saferetry/saferetry"
+	"github.com/saferetry/saferetry/internal/testkit"
 )
 
 // TestWrittenThenRedialRefusedIsOutcomeUnknown: a keyed POST written on a
@@ -20,33 +20,20 @@ import (
 // net/http's own retry on a new connection is refused. The adapter must
 // report ErrOutcomeUnknown, not ErrNotSent. Found by a review helper.
 func TestWrittenThenRedialRefusedIsOutcomeUnknown(t *testing.T) {
-	var executed atomic.Int32
-	var srv *httptest.Server
-	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		if r.Method == http.MethodGet {
-			_, _ = io.WriteString(w, "ok")
-			return
-		}
-		executed.Add(1)
-		srv.Listener.Close()
-		c, _, _ := w.(http.Hijacker).Hijack()
-		c.Close()
-	}))
-	defer srv.Close()
+	url, executed := testkit.ExecuteThenGoDown(t)
 	c := retryablehttp.NewClient()
 	c.Logger = nil
 	c.RetryWaitMin, c.RetryWaitMax = time.Millisecond, 2*time.Millisecond
 	c.HTTPClient = &http.Client{Transport: &http.Transport{}}
 	Configure(c)
 	defer c.HTTPClient.CloseIdleConnections()
-	resp, err := c.Get(srv.URL) // leaves a keep-alive connection to reuse
+	resp, err := c.Get(url) // leaves a keep-alive connection to reuse
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
-	resp, err = c.Post(srv.URL+"/payments", "application/json", strings.NewReader(`{"amount":1500}`))
+	resp, err = c.Post(url+"/payments", "application/json", strings.NewReader(`{"amount":1500}`))
 	if resp != nil {
 		resp.Body.Close()
 	}
@@ -63,19 +50,14 @@ func TestWrittenThenRedialRefusedIsOutcomeUnknown(t *testing.T) {
 // ErrNotSent, not retried to the limit as a request that may have been
 // sent. Found by a review helper.
 func TestRefusedBeforeSendingIsFinal(t *testing.T) {
-	var got atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got.Add(1)
-		w.WriteHeader(http.StatusCreated)
-	}))
-	defer srv.Close()
+	url, got := testkit.CountingServer(t)
 	c := retryablehttp.NewClient()
 	c.Logger = nil
 	c.RetryWaitMin, c.RetryWaitMax = time.Millisecond, 2*time.Millisecond
 	var tries atomic.Int32
 	c.RequestLogHook = func(retryablehttp.Logger, *http.Request, int) { tries.Add(1) }
 	Configure(c)
-	req, _ := retryablehttp.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{}`))
+	req, _ := retryablehttp.NewRequest(http.MethodPost, url, strings.NewReader(`{}`))
 	req.Header.Set("X-Note", "a\r\nb")
 	resp, err := c.Do(req)
 	if resp != nil {
