@@ -161,6 +161,15 @@ func (op *operation) run() (*http.Response, error) {
 		return nil, op.fail(0, err)
 	}
 	var planned retrypolicy.Verdict // the retry about to be made, if any
+	// drained is closed when the drains of the retried answers are over;
+	// every return waits for it, so that the caller never gets an answer
+	// or an error while an intermediate body is still open.
+	var drained chan struct{}
+	defer func() {
+		if drained != nil {
+			<-drained
+		}
+	}()
 	for n := 1; ; n++ {
 		if err := op.ctx.Err(); err != nil {
 			// This attempt is not sent: with a done context the base
@@ -175,17 +184,24 @@ func (op *operation) run() (*http.Response, error) {
 			return op.end(n, &at)
 		}
 		// The answer is drained during the wait, not before it: an error
-		// body that trickles in must neither push the wait past the
-		// deadline the decision kept to nor, without a deadline, hold the
-		// operation for ever. The attempt's context, ended right after,
-		// ends a drain that net/http is still reading.
-		var drained chan struct{}
+		// body that trickles in must not push the wait past the deadline
+		// the decision kept to. The attempt's context, ended right after
+		// the wait, or the operation's, ends a drain that net/http is
+		// still reading.
 		if at.resp != nil {
-			drained = make(chan struct{})
-			go func(rc io.ReadCloser) { retrypolicy.Drain(rc); close(drained) }(at.resp.Body)
+			// done closes once this drain and every earlier one are over.
+			earlier, done := drained, make(chan struct{})
+			go func(rc io.ReadCloser) {
+				retrypolicy.Drain(rc)
+				if earlier != nil {
+					<-earlier
+				}
+				close(done)
+			}(at.resp.Body)
+			drained = done
 		}
 		err := clock.Sleep(op.ctx, op.t.cfg.clock, v.Wait)
-		if drained != nil {
+		if drained != nil && err == nil {
 			op.endDrain(drained)
 		}
 		if at.cancel != nil {
@@ -207,11 +223,12 @@ func (op *operation) run() (*http.Response, error) {
 const drainGrace = 5 * time.Millisecond
 
 // endDrain waits for the drain of a retried answer (see run) until it
-// finishes, drainGrace passes or the context ends, whichever comes first.
-// It never touches the body itself: the drain's goroutine alone reads and
-// closes it (a base's body need not allow a Close beside a Read), and a
-// drain still blocked goes on until its read returns, which the attempt's
-// context ending, or the server, brings about.
+// finishes, drainGrace passes or the context ends, whichever comes first,
+// before the next attempt. It never touches the body itself: the drain's
+// goroutine alone reads and closes it (a base's body need not allow a
+// Close beside a Read), and a drain still blocked goes on until its read
+// returns, which the attempt's context ending, or the server, brings
+// about; the operation waits for it before it returns.
 func (op *operation) endDrain(drained <-chan struct{}) {
 	select {
 	case <-drained:
