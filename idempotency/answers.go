@@ -106,7 +106,8 @@ func (q *request) superseded() {
 
 // abandonedRun answers, in place of a handler that returned without
 // writing anything after its context ended, 503 with Retry-After, when the
-// mode takes that for a run that stopped (see abandoned): nothing of it is
+// mode takes that for a run that stopped (abandoned; see the callers in
+// leasemode.go and txmode.go): nothing of it is
 // recorded, where net/http's implicit 200 would be stored and replayed to
 // every retry as a success that never happened. It writes into the
 // recorder, before the mode settles the claim, which a 503 releases (or
