@@ -112,16 +112,15 @@ func (q *request) superseded() {
 // every retry as a success that never happened. It writes into the
 // recorder, before the mode settles the claim, which a 503 releases (or
 // rolls back), and drops the headers that would have described the
-// handler's answer, as superseded does. It reports whether it answered.
-func (q *request) abandonedRun(ctx context.Context, abandoned bool) bool {
+// handler's answer, as superseded does.
+func (q *request) abandonedRun(ctx context.Context, abandoned bool) {
 	if q.rec.status != 0 || !abandoned {
-		return false
+		return
 	}
 	q.dropAnswerHeaders()
 	writeProblem(&q.rec, problem{Type: ProblemStoreUnavailable, Status: http.StatusServiceUnavailable, Key: q.claim.key.Key,
 		Detail: "The request was cancelled before the handler answered (" + context.Cause(ctx).Error() +
 			"), so nothing was recorded. Retry with the same key."}, storeRetryAfter)
-	return true
 }
 
 // dropAnswerHeaders deletes the response headers that describe the
