@@ -284,8 +284,8 @@ func (op *operation) send(rc io.ReadCloser) attempt {
 // the next attempt's body for a retry, and reports the attempt to the hooks
 // and the logger.
 func (op *operation) decide(n int, at *attempt) (retrypolicy.Verdict, io.ReadCloser) {
-	if at.resp == nil && !at.timedOut && !at.gotConn && retrypolicy.Refused(at.req, at.err) {
-		at.err = fmt.Errorf("%w: %w", retrypolicy.ErrRefused, at.err)
+	if at.resp == nil && !at.timedOut {
+		at.err = retrypolicy.MarkRefused(at.req, at.err, at.gotConn)
 	}
 	o := retrypolicy.Outcome{Request: at.req, Response: at.resp, Err: at.err, TimedOut: at.timedOut}
 	if at.resp != nil {

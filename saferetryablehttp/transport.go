@@ -1,7 +1,6 @@
 package saferetryablehttp
 
 import (
-	"fmt"
 	"net/http"
 	"net/http/httptrace"
 	"sync/atomic"
@@ -62,9 +61,7 @@ func (t *rhTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		if resp != nil {
 			retrypolicy.Drain(resp.Body)
 		}
-		if !gotConn.Load() && retrypolicy.Refused(r, err) {
-			err = fmt.Errorf("%w: %w", retrypolicy.ErrRefused, err)
-		}
+		err = retrypolicy.MarkRefused(r, err, gotConn.Load())
 		sent := gotConn.Load() || retrypolicy.Sent(err, false)
 		if st != nil {
 			st.sent = st.sent || sent

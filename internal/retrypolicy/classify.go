@@ -88,6 +88,17 @@ func Refused(req *http.Request, err error) bool {
 	return false
 }
 
+// MarkRefused returns err marked with ErrRefused when it is net/http's
+// refusal of req before sending (see Refused) and the attempt took no
+// connection (gotConn false: a connection taken means something may have
+// been written), and err as it is otherwise.
+func MarkRefused(req *http.Request, err error, gotConn bool) error {
+	if gotConn || !Refused(req, err) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrRefused, err)
+}
+
 // validHeader applies net/http's own check of a request's header: each
 // name an RFC 9110 token, no value holding a control character but a tab.
 func validHeader(h http.Header) bool {
