@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptrace"
-	"sync/atomic"
 	"time"
 
 	"github.com/saferetry/saferetry/internal/clock"
@@ -106,8 +104,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if wire != "" {
 		op.wire[0] = wire
 	}
-	op.trace.GotConn = func(httptrace.GotConnInfo) { op.gotConn.Store(true) }
-	op.ctx = httptrace.WithClientTrace(req.Context(), &op.trace)
+	op.ctx = req.Context()
+	if !retrypolicy.HasBody(req) {
+		op.ctx, op.traced = op.written.Trace(op.ctx), true
+	}
 	op.state = retrypolicy.State{
 		MaxAttempts:   cfg.maxAttempts,
 		UnsafeNoKey:   key == "" && !retrypolicy.RetriedWithoutKey(req.Method),
@@ -129,15 +129,18 @@ type operation struct {
 	state retrypolicy.State // what the retry decision knows
 
 	sent bool // some attempt may have reached the server
-	// trace tells, through gotConn, that the base took a connection for
-	// the current attempt. net/http retries a request that carries an
-	// Idempotency-Key on a new connection by itself when a reused one
-	// fails, so an attempt that wrote the request on the first connection
-	// may still end in a dial error of the second; the attempt counts as
-	// maybe sent then. (A base that does not report GotConn leaves the
-	// classification to the error alone: gotConn only ever adds "sent".)
-	trace      httptrace.ClientTrace
-	gotConn    atomic.Bool
+	// written tells that the base may have written some of the current
+	// attempt's request, though its error says it was not sent (see
+	// retrypolicy.Written): through resend, the GetBody of an attempt with
+	// a body, or through a trace in ctx (traced) for one without.
+	written retrypolicy.Written
+	traced  bool
+	getBody func() (io.ReadCloser, error) // resend, bound once
+	// first is the first attempt's request when it keeps the caller's
+	// context: a copy made in the operation's own memory, as WithContext
+	// makes one in its own. It is not modified once sent.
+	first      http.Request
+	firstUsed  bool
 	timed      bool      // a hook or logger wants Attempt's durations
 	began      time.Time // when the first attempt was sent, when timed
 	lastStatus int
@@ -150,7 +153,7 @@ type attempt struct {
 	resp     *http.Response
 	err      error
 	timedOut bool               // the attempt's own timeout expired
-	gotConn  bool               // the base took a connection for it
+	wrote    bool               // the base may have written some of it (see operation.written)
 	cancel   context.CancelFunc // ends the attempt's timeout, if any
 	took     time.Duration      // the round trip, when the operation is timed
 }
@@ -251,7 +254,7 @@ func (op *operation) send(rc io.ReadCloser) attempt {
 	if d := op.t.cfg.attemptTimeout; d > 0 {
 		actx, cancel = context.WithTimeout(op.ctx, d)
 	}
-	r := op.attemptRequest(actx, rc)
+	r := op.attemptRequest(actx, cancel == nil, rc)
 	var start time.Time
 	if op.timed {
 		start = op.t.cfg.clock.Now()
@@ -259,7 +262,7 @@ func (op *operation) send(rc io.ReadCloser) attempt {
 			op.began = start
 		}
 	}
-	op.gotConn.Store(false)
+	op.written.Reset()
 	resp, err := op.t.base.RoundTrip(r)
 	var took time.Duration
 	if op.timed {
@@ -277,7 +280,7 @@ func (op *operation) send(rc io.ReadCloser) attempt {
 		// caller, the drain and the attempt-timeout wrapper may close it.
 		resp.Body = http.NoBody
 	}
-	return attempt{req: r, resp: resp, err: err, timedOut: resp == nil && actx.Err() != nil, gotConn: op.gotConn.Load(), cancel: cancel, took: took}
+	return attempt{req: r, resp: resp, err: err, timedOut: resp == nil && actx.Err() != nil, wrote: op.written.Load(), cancel: cancel, took: took}
 }
 
 // decide records attempt n, asks the retry policy what comes next, prepares
@@ -285,14 +288,14 @@ func (op *operation) send(rc io.ReadCloser) attempt {
 // and the logger.
 func (op *operation) decide(n int, at *attempt) (retrypolicy.Verdict, io.ReadCloser) {
 	if at.resp == nil && !at.timedOut {
-		at.err = retrypolicy.MarkRefused(at.req, at.err, at.gotConn)
+		at.err = retrypolicy.MarkRefused(at.req, at.err, at.wrote)
 	}
 	o := retrypolicy.Outcome{Request: at.req, Response: at.resp, Err: at.err, TimedOut: at.timedOut}
 	if at.resp != nil {
 		op.lastStatus, op.lastErr, op.sent = at.resp.StatusCode, nil, true
 	} else {
 		op.lastErr = at.err
-		op.sent = op.sent || at.gotConn || retrypolicy.Sent(at.err, at.timedOut)
+		op.sent = op.sent || at.wrote || retrypolicy.Sent(at.err, at.timedOut)
 	}
 	op.state.Attempt, op.state.Done = n, op.ctx.Err() != nil
 	p, clk := &op.t.policy, op.t.cfg.clock
@@ -335,12 +338,31 @@ func (op *operation) end(n int, at *attempt) (*http.Response, error) {
 }
 
 // attemptRequest clones the caller's request for one attempt: its own
-// context, header map (with the key) and body.
-func (op *operation) attemptRequest(ctx context.Context, rc io.ReadCloser) *http.Request {
-	r := op.req.WithContext(ctx)
+// context, header map (with the key) and body. opCtx says that ctx is the
+// operation's own; the first attempt then needs no context of its own
+// either, unless the operation traces (see operation.written).
+func (op *operation) attemptRequest(ctx context.Context, opCtx bool, rc io.ReadCloser) *http.Request {
+	var r *http.Request
+	if opCtx && !op.traced && !op.firstUsed {
+		op.first, op.firstUsed = *op.req, true
+		r = &op.first
+	} else {
+		r = op.req.WithContext(ctx)
+	}
 	r.Header = cloneHeader(op.req.Header, op.wire[:])
-	op.body.apply(r, rc)
+	if op.getBody == nil {
+		op.getBody = op.resend
+	}
+	op.body.apply(r, rc, op.getBody)
 	return r
+}
+
+// resend is the GetBody of each attempt's request with a replayable body.
+// The base asks for the body again only after it wrote some of it (see
+// retrypolicy.Written), so it marks the attempt maybe written first.
+func (op *operation) resend() (io.ReadCloser, error) {
+	op.written.Mark()
+	return op.body.again()
 }
 
 // cloneHeader copies h into a new map and, when wire holds a value, sets

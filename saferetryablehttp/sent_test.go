@@ -18,30 +18,36 @@ import (
 // TestWrittenThenRedialRefusedIsOutcomeUnknown: a keyed POST written on a
 // reused connection and executed, the server then down before it answers;
 // net/http's own retry on a new connection is refused. The adapter must
-// report ErrOutcomeUnknown, not ErrNotSent. Found by a review helper.
+// report ErrOutcomeUnknown, not ErrNotSent, with a body (told by GetBody)
+// and without one (told by a connection trace). Found by a review helper.
 func TestWrittenThenRedialRefusedIsOutcomeUnknown(t *testing.T) {
-	url, executed := testkit.ExecuteThenGoDown(t)
-	c := retryablehttp.NewClient()
-	c.Logger = nil
-	c.RetryWaitMin, c.RetryWaitMax = time.Millisecond, 2*time.Millisecond
-	c.HTTPClient = &http.Client{Transport: &http.Transport{}}
-	Configure(c)
-	defer c.HTTPClient.CloseIdleConnections()
-	resp, err := c.Get(url) // leaves a keep-alive connection to reuse
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	resp, err = c.Post(url+"/payments", "application/json", strings.NewReader(`{"amount":1500}`))
-	if resp != nil {
-		resp.Body.Close()
-	}
-	if executed.Load() != 1 {
-		t.Fatalf("executions = %d, want 1", executed.Load())
-	}
-	if !errors.Is(err, saferetry.ErrOutcomeUnknown) || errors.Is(err, saferetry.ErrNotSent) {
-		t.Errorf("the server executed the payment, yet err = %v", err)
+	for name, body := range map[string]any{"body": strings.NewReader(`{"amount":1500}`), "none": nil} {
+		t.Run(name, func(t *testing.T) {
+			url, executed := testkit.ExecuteThenGoDown(t)
+			c := retryablehttp.NewClient()
+			c.Logger = nil
+			c.RetryWaitMin, c.RetryWaitMax = time.Millisecond, 2*time.Millisecond
+			c.HTTPClient = &http.Client{Transport: &http.Transport{}}
+			Configure(c)
+			defer c.HTTPClient.CloseIdleConnections()
+			resp, err := c.Get(url) // leaves a keep-alive connection to reuse
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			req, _ := retryablehttp.NewRequest(http.MethodPost, url+"/payments", body)
+			resp, err = c.Do(req)
+			if resp != nil {
+				resp.Body.Close()
+			}
+			if executed.Load() != 1 {
+				t.Fatalf("executions = %d, want 1", executed.Load())
+			}
+			if !errors.Is(err, saferetry.ErrOutcomeUnknown) || errors.Is(err, saferetry.ErrNotSent) {
+				t.Errorf("the server executed the payment, yet err = %v", err)
+			}
+		})
 	}
 }
 

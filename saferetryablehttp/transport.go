@@ -2,8 +2,6 @@ package saferetryablehttp
 
 import (
 	"net/http"
-	"net/http/httptrace"
-	"sync/atomic"
 
 	"github.com/saferetry/saferetry"
 	"github.com/saferetry/saferetry/internal/contract"
@@ -51,18 +49,23 @@ func (t *rhTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	// net/http retries a request with an Idempotency-Key on a new
 	// connection by itself when a reused one fails, so an attempt that
 	// wrote the request may end in a dial error of that second
-	// connection: a connection taken (GotConn) makes it maybe sent.
-	var gotConn atomic.Bool
-	r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
-		GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) },
-	}))
+	// connection: written tells (see retrypolicy.Written).
+	written := new(retrypolicy.Written)
+	if retrypolicy.HasBody(r) {
+		r = r.WithContext(r.Context())
+		if r.GetBody != nil {
+			r.GetBody = written.GetBody(r.GetBody)
+		}
+	} else {
+		r = r.WithContext(written.Trace(r.Context()))
+	}
 	resp, err := t.base.RoundTrip(r)
 	if err != nil {
 		if resp != nil {
 			retrypolicy.Drain(resp.Body)
 		}
-		err = retrypolicy.MarkRefused(r, err, gotConn.Load())
-		sent := gotConn.Load() || retrypolicy.Sent(err, false)
+		err = retrypolicy.MarkRefused(r, err, written.Load())
+		sent := written.Load() || retrypolicy.Sent(err, false)
 		if st != nil {
 			st.sent = st.sent || sent
 		}

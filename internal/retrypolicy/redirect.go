@@ -39,7 +39,7 @@ func RedirectHop(req *http.Request, allow bool, keyMethod func(string) bool, has
 		return HopSend
 	}
 	safe := req.Method == "" || req.Method == http.MethodGet || req.Method == http.MethodHead
-	if (req.Body != nil && req.Body != http.NoBody) || keyMethod(req.Method) || (hasKey && !safe) {
+	if HasBody(req) || keyMethod(req.Method) || (hasKey && !safe) {
 		return HopRefuse
 	}
 	return HopSendWithoutKey
