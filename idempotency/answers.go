@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"time"
 
@@ -95,11 +96,10 @@ func (q *request) replay(e Entry) {
 // superseded answers, in place of the storable response of a handler whose
 // claim was taken over while it ran, 409 in progress: the outcome recorded
 // for the key is the newer holder's, so this client, like every repeat,
-// gets only that one (by retrying with the same key). The response headers
-// that would have described the handler's answer are dropped; those set
-// outside the Middleware stay.
+// gets only that one (by retrying with the same key). The handler's
+// headers are dropped (see answerInPlace).
 func (q *request) superseded() {
-	q.dropAnswerHeaders()
+	q.answerInPlace()
 	writeProblem(q.w, problem{Type: ProblemInProgress, Status: http.StatusConflict, Key: q.claim.key.Key,
 		Detail: "Another request took this Idempotency-Key over while this one ran. Retry with the same key for the recorded outcome."}, 1)
 }
@@ -111,33 +111,26 @@ func (q *request) superseded() {
 // recorded, where net/http's implicit 200 would be stored and replayed to
 // every retry as a success that never happened. It writes into the
 // recorder, before the mode settles the claim, which a 503 releases (or
-// rolls back), and drops the headers that would have described the
-// handler's answer, as superseded does.
+// rolls back), and drops the handler's headers, as superseded does.
 func (q *request) abandonedRun(ctx context.Context, abandoned bool) {
 	if q.rec.status != 0 || !abandoned {
 		return
 	}
-	q.dropAnswerHeaders()
+	q.answerInPlace()
 	writeProblem(&q.rec, problem{Type: ProblemStoreUnavailable, Status: http.StatusServiceUnavailable, Key: q.claim.key.Key,
 		Detail: "The request was cancelled before the handler answered (" + context.Cause(ctx).Error() +
 			"), so nothing was recorded. Retry with the same key."}, storeRetryAfter)
 }
 
-// dropAnswerHeaders deletes the response headers that describe the
-// handler's answer (the replayed ones, and those of a body), for an answer
-// the Middleware gives in its place; those set outside it stay.
-func (q *request) dropAnswerHeaders() {
+// answerInPlace readies the response headers for an answer the
+// Middleware gives in the place of the handler's: those set before the
+// handler ran stay as they were, and none of the handler's own (a cookie,
+// a Location, a body's length) goes with an answer that is not its.
+func (q *request) answerInPlace() {
 	h := q.w.Header()
-	for name := range h {
-		if q.m.cfg.replayHeaders[name] || describesBody[name] {
-			delete(h, name)
-		}
-	}
+	clear(h)
+	maps.Copy(h, q.outer)
 }
-
-// describesBody names the headers that describe a response body, besides
-// the replayed ones.
-var describesBody = map[string]bool{"Content-Length": true, "Content-Encoding": true, "Content-Range": true, "Transfer-Encoding": true}
 
 // claimTooLate answers a request whose claim came back with less than half
 // its lease left (left), so the handler is not started: as for a key in

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync/atomic"
+	"time"
 )
 
 // ErrHandlerPanicked is the Err of the OutcomeReleased event of a request
@@ -35,7 +36,7 @@ func Middleware(store Store, opts ...Option) func(http.Handler) http.Handler {
 		if next == nil {
 			panic("idempotency: Middleware needs a non-nil http.Handler")
 		}
-		m := &middleware{store: store, watcher: wr, cfg: cfg, next: next}
+		m := &middleware{store: store, watcher: wr, cfg: cfg, next: next, epoch: cfg.clock.Now()}
 		epoch := cfg.clock.Now()
 		for i := range m.keepers {
 			m.keepers[i].clk, m.keepers[i].epoch = cfg.clock, epoch
@@ -59,6 +60,7 @@ type middleware struct {
 	waiters atomic.Int64 // requests waiting under WithWaitForResult
 	runs    runTimes     // how long the handler runs, per route
 	keepers [keeperShards]keeperQueue
+	epoch   time.Time // the clock at construction, from which requests count their admission
 }
 
 var _ http.Handler = (*middleware)(nil)
@@ -88,7 +90,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	q := &request{m: m, w: w, r: r}
 	if len(m.cfg.hooks) > 0 {
-		q.began = m.cfg.clock.Now()
+		q.began, q.timed = m.cfg.clock.Now().Sub(m.epoch), true
 	}
 	body, err := q.readBody()
 	if err != nil {

@@ -17,14 +17,23 @@ type request struct {
 	r  *http.Request
 	fp string
 
-	began time.Time // admission, when a hook will want the events' Duration
+	// began is the admission's time, when a hook will want the events'
+	// Duration (timed): as the time since the Middleware's epoch, which
+	// keeps the request in its size class (TestRequestSizes).
+	began time.Duration
 
 	body     restoredBody
 	rec      recorder
 	wait     *waiter  // made at the first wait
 	claim    claimCtx // the request's key (from admission), and the handler's context and the token of the claim it runs under
 	tookOver bool     // the claim was taken over from a holder whose lease lapsed
+	timed    bool     // began is set
 	tx       *txClaim // transactional mode's hold of the claim, made when needed
+	// outer is a copy of the response headers set before the handler ran
+	// (by handlers around the Middleware), nil when there were none: an
+	// answer given in the handler's place has these and none of its own
+	// (see answerInPlace).
+	outer http.Header
 }
 
 // restoredBody replays the bytes read from a request body to the handler.
@@ -94,6 +103,9 @@ func (q *request) run(h held, res ClaimResult) {
 	if !ok {
 		return
 	}
+	if oh := q.w.Header(); len(oh) > 0 {
+		q.outer = oh.Clone()
+	}
 	finished := false
 	defer func() {
 		if !finished {
@@ -115,6 +127,8 @@ func (q *request) event() Event {
 // eventOf is ev about q.
 func (q *request) eventOf(ev Event) Event {
 	ev = admissionEvent(q.r, ev)
-	ev.began = q.began
+	if q.timed {
+		ev.began = q.m.epoch.Add(q.began)
+	}
 	return ev
 }

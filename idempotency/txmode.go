@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"maps"
 	"net/http"
 	"time"
 )
@@ -44,21 +43,14 @@ func (t txMode) claim(q *request) (held, ClaimResult, error) {
 
 // txClaim is transactional mode's hold of one claim.
 type txClaim struct {
-	tx    Tx
-	outer http.Header // the headers set before the Middleware ran
-	sent  time.Time   // when the claim was asked for (BeginTx), as lease mode counts a run
+	tx   Tx
+	sent time.Time // when the claim was asked for (BeginTx), as lease mode counts a run
 }
 
 func (c *txClaim) start(q *request, res ClaimResult) (context.Context, bool) {
 	// The whole response is buffered: nothing may reach the client before
 	// the commit decides whether it happened.
 	q.rec = recorder{w: q.w, limit: q.m.cfg.maxResponse}
-	// The handler's headers go into w's header map, among those set before
-	// the Middleware ran; keep the latter to answer with if the commit fails.
-	c.outer = nil
-	if h := q.w.Header(); len(h) > 0 {
-		c.outer = h.Clone()
-	}
 	return q.r.Context(), true
 }
 
@@ -129,9 +121,7 @@ func (c *txClaim) commitFailed(q *request, ev Event, err error) {
 		slog.String("scope", q.claim.key.Scope), slog.String("key", q.claim.key.Key), slog.Int64("token", q.claim.token),
 		slog.Int("status", ev.Status), slog.Any("error", err))
 	// The handler's headers describe a response that is not sent.
-	h := q.w.Header()
-	clear(h)
-	maps.Copy(h, c.outer)
+	q.answerInPlace()
 	ev.Outcome, ev.Status, ev.Err = OutcomeStoreError, http.StatusServiceUnavailable, err
 	m.emit(ev)
 	writeProblem(q.w, problem{Type: ProblemCommitFailed, Status: http.StatusServiceUnavailable, Key: q.claim.key.Key,
