@@ -41,11 +41,17 @@ func newLoopback(b *testing.B) *httptest.Server {
 
 // BenchmarkOverhead is the Transport's own cost for one logical POST that
 // succeeds at once (key generation, clone, classification, budget),
-// against calling the same canned base directly.
+// against calling the same base directly: a canned base, and net/http's
+// Transport with the canned base registered for "http" in it (over which
+// the Transport needs no connection trace; see retrypolicy.Written).
 func BenchmarkOverhead(b *testing.B) {
 	base := newCanned()
 	b.Run("base", func(b *testing.B) { testkit.BenchPOST(b, base) })
 	b.Run("transport", func(b *testing.B) { testkit.BenchPOST(b, saferetry.NewTransport(base)) })
+	netHTTP := &http.Transport{}
+	netHTTP.RegisterProtocol("http", base)
+	b.Run("nethttp-base", func(b *testing.B) { testkit.BenchPOST(b, netHTTP) })
+	b.Run("nethttp-transport", func(b *testing.B) { testkit.BenchPOST(b, saferetry.NewTransport(netHTTP)) })
 }
 
 // BenchmarkLoopback is one POST over loopback HTTP/1.1 with keep-alive

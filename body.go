@@ -98,14 +98,15 @@ func (b *body) next() (io.ReadCloser, error) {
 	return rc, nil
 }
 
-// apply sets an attempt request's body fields: rc, and getBody as its
-// GetBody when the body can be given again (see again).
+// apply sets an attempt request's body fields: rc, and getBody, when not
+// nil, as its GetBody when the body can be given again (see again); a
+// buffered body needs it. Otherwise the request keeps the caller's.
 func (b *body) apply(r *http.Request, rc io.ReadCloser, getBody func() (io.ReadCloser, error)) {
 	r.Body = rc
 	if b.buffered {
 		r.ContentLength = int64(len(b.buf))
 	}
-	if b.buffered || (b.req.GetBody != nil && retrypolicy.HasBody(r)) {
+	if getBody != nil && (b.buffered || (b.req.GetBody != nil && retrypolicy.HasBody(r))) {
 		r.GetBody = getBody
 	}
 }

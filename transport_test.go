@@ -645,32 +645,41 @@ func TestSharedHeaderValuesStayTheCallers(t *testing.T) {
 	}
 }
 
-// The Transport's own cost for a POST answered at once is at most five
-// allocations beyond what the caller's request and the base cost: the
+// The Transport's own cost for a POST answered at once, beyond what the
+// caller's request and the base cost, over net/http's Transport (a canned
+// answer registered for "http" in it) is at most five allocations: the
 // operation (which holds the first attempt's request, the key header's
 // value and what tells a request written before a failed re-dial from one
 // never sent; see TestWrittenThenRedialRefusedIsOutcomeUnknown), the
-// GetBody that tells it, the header map (two) and the key's text. A
-// request without a body pays two more, for a connection trace in place
-// of that GetBody, and a per-attempt timeout one, for the attempt's own
-// request.
+// GetBody that tells it, the header map (two) and the key's text. Over
+// another base, which may send a GetBody of its own, the connection trace
+// tells it instead: the trace's hook, the context that carries it and the
+// attempt's request in place of the GetBody, at most seven.
 func TestTransportOverheadAllocations(t *testing.T) {
 	resp := &http.Response{StatusCode: http.StatusCreated, Header: http.Header{}, Body: http.NoBody}
-	base := roundTripFunc(func(*http.Request) (*http.Response, error) { return resp, nil })
-	tr := NewTransport(base)
+	canned := roundTripFunc(func(*http.Request) (*http.Response, error) { return resp, nil })
+	netHTTP := &http.Transport{}
+	netHTTP.RegisterProtocol("http", canned)
 	payload := []byte(`{"amount":1500}`)
 	newPost := func() *http.Request {
 		req, _ := http.NewRequest(http.MethodPost, "http://api.test/v1/debits", bytes.NewReader(payload))
 		return req
 	}
-	direct := testing.AllocsPerRun(200, func() { _, _ = base.RoundTrip(newPost()) })
-	through := testing.AllocsPerRun(200, func() {
-		if r, err := tr.RoundTrip(newPost()); err != nil || r.StatusCode != http.StatusCreated {
-			t.Fatal(err)
+	for _, c := range []struct {
+		name string
+		base http.RoundTripper
+		max  float64
+	}{{"net/http", netHTTP, 5}, {"another base", canned, 7}} {
+		tr := NewTransport(c.base)
+		direct := testing.AllocsPerRun(200, func() { _, _ = c.base.RoundTrip(newPost()) })
+		through := testing.AllocsPerRun(200, func() {
+			if r, err := tr.RoundTrip(newPost()); err != nil || r.StatusCode != http.StatusCreated {
+				t.Fatal(err)
+			}
+		})
+		if own := through - direct; own > c.max {
+			t.Errorf("over %s, the Transport allocates %.0f times per operation, want at most %.0f", c.name, own, c.max)
 		}
-	})
-	if own := through - direct; own > 5 {
-		t.Errorf("the Transport allocates %.0f times per operation, want at most 5", own)
 	}
 }
 
@@ -681,48 +690,98 @@ func TestTransportOverheadAllocations(t *testing.T) {
 // the error RoundTrip sees is a dial error, yet the request was sent, so
 // the operation must end in ErrOutcomeUnknown, never ErrNotSent (which
 // tells the caller that nothing happened). Found by a review helper. The
-// sign differs with the body (see retrypolicy.Written): a body with its
-// own GetBody, one the Transport buffers, and none at all, through the
-// Transport and Client.Do.
+// sign differs with the body and the base (see retrypolicy.Written): a body
+// with its own GetBody, one the Transport buffers, and none at all; sent
+// straight to net/http, or through a base that sends a body and GetBody of
+// its own (a second review found that GetBody alone missed that one);
+// through the Transport and Client.Do.
 func TestWrittenThenRedialRefusedIsOutcomeUnknown(t *testing.T) {
 	bodies := map[string]func() io.Reader{
 		"GetBody":  func() io.Reader { return strings.NewReader(`{"amount":1500}`) },
 		"buffered": func() io.Reader { return io.MultiReader(strings.NewReader(`{"amount":1500}`)) },
 		"none":     func() io.Reader { return nil },
 	}
-	for name, body := range bodies {
-		for via, do := range map[string]func(*http.Transport) func(*http.Request) (*http.Response, error){
-			"Transport": func(base *http.Transport) func(*http.Request) (*http.Response, error) {
-				return NewTransport(base, WithBackoff(constBackoff(time.Millisecond))).RoundTrip
-			},
-			"Client": func(base *http.Transport) func(*http.Request) (*http.Response, error) {
-				return NewClient(WithBase(base), WithBackoff(constBackoff(time.Millisecond))).Do
-			},
-		} {
-			t.Run(name+"/"+via, func(t *testing.T) {
-				url, executed := testkit.ExecuteThenGoDown(t)
-				base := &http.Transport{}
-				defer base.CloseIdleConnections()
-				resp, err := (&http.Client{Transport: base}).Get(url) // leaves a keep-alive connection to reuse
-				if err != nil {
-					t.Fatal(err)
-				}
-				_, _ = io.ReadAll(resp.Body)
-				resp.Body.Close()
-
-				req, _ := http.NewRequest(http.MethodPost, url+"/payments", body())
-				resp, err = do(base)(req)
-				if resp != nil {
-					resp.Body.Close()
-				}
-				if executed.Load() != 1 {
-					t.Fatalf("executions = %d, want 1", executed.Load())
-				}
-				if !errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, ErrNotSent) {
-					t.Errorf("the server executed the payment, yet err = %v", err)
-				}
-			})
+	bases := map[string]func(*http.Transport) http.RoundTripper{
+		"net/http": func(h *http.Transport) http.RoundTripper { return h },
+		"signing":  func(h *http.Transport) http.RoundTripper { return testkit.SigningBase{Next: h} },
+	}
+	vias := map[string]func(http.RoundTripper) func(*http.Request) (*http.Response, error){
+		"Transport": func(base http.RoundTripper) func(*http.Request) (*http.Response, error) {
+			return NewTransport(base, WithBackoff(constBackoff(time.Millisecond))).RoundTrip
+		},
+		"Client": func(base http.RoundTripper) func(*http.Request) (*http.Response, error) {
+			return NewClient(WithBase(base), WithBackoff(constBackoff(time.Millisecond))).Do
+		},
+	}
+	for bodyName, body := range bodies {
+		for baseName, base := range bases {
+			for via, do := range vias {
+				t.Run(bodyName+"/"+baseName+"/"+via, func(t *testing.T) {
+					url, executed := testkit.ExecuteThenGoDown(t)
+					h := &http.Transport{}
+					defer h.CloseIdleConnections()
+					testkit.WarmUp(t, h, url)
+					req, _ := http.NewRequest(http.MethodPost, url+"/payments", body())
+					resp, err := do(base(h))(req)
+					if resp != nil {
+						resp.Body.Close()
+					}
+					if executed.Load() != 1 {
+						t.Fatalf("executions = %d, want 1 (err = %v)", executed.Load(), err)
+					}
+					if !errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, ErrNotSent) {
+						t.Errorf("the server executed the payment, yet err = %v", err)
+					}
+				})
+			}
 		}
+	}
+}
+
+// TestLaterAttemptWithoutBodyIsTraced: an operation whose first attempt
+// has a body (an empty reader) and whose GetBody gives none (http.NoBody
+// or nil) for the later ones. Attempt 1's dial is refused: not sent.
+// Meanwhile the server comes back and a request of the same process
+// leaves a keep-alive connection. Attempt 2 is written on it and executed,
+// the server goes down before it answers, and net/http's own resend is
+// refused. Attempt 2 has no body, so no GetBody tells that it was written:
+// the connection trace must, or the executed payment is reported
+// ErrNotSent. Found by a review helper.
+func TestLaterAttemptWithoutBodyIsTraced(t *testing.T) {
+	for name, again := range map[string]io.ReadCloser{"NoBody": http.NoBody, "nil": nil} {
+		t.Run(name, func(t *testing.T) {
+			url, executed := testkit.ExecuteThenGoDown(t)
+			refused := testkit.RefusedAddr(t)
+			var down atomic.Bool
+			down.Store(true)
+			base := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if down.Load() {
+					addr = refused
+				}
+				return (&net.Dialer{}).DialContext(ctx, network, addr)
+			}}
+			defer base.CloseIdleConnections()
+			tr := NewTransport(base, WithBackoff(constBackoff(time.Millisecond)), WithMaxAttempts(3),
+				WithHook(func(a Attempt) {
+					if a.Number == 1 {
+						down.Store(false)
+						testkit.WarmUp(t, base, url)
+					}
+				}))
+			req, _ := http.NewRequest(http.MethodPost, url+"/payments", nil)
+			req.Body = io.NopCloser(strings.NewReader(""))
+			req.GetBody = func() (io.ReadCloser, error) { return again, nil }
+			resp, err := tr.RoundTrip(req)
+			if resp != nil {
+				resp.Body.Close()
+			}
+			if executed.Load() != 1 {
+				t.Fatalf("executions = %d, want 1 (err = %v)", executed.Load(), err)
+			}
+			if !errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, ErrNotSent) {
+				t.Errorf("the server executed the payment, yet err = %v", err)
+			}
+		})
 	}
 }
 

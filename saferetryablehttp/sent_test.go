@@ -2,7 +2,6 @@ package saferetryablehttp
 
 import (
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -18,36 +17,42 @@ import (
 // TestWrittenThenRedialRefusedIsOutcomeUnknown: a keyed POST written on a
 // reused connection and executed, the server then down before it answers;
 // net/http's own retry on a new connection is refused. The adapter must
-// report ErrOutcomeUnknown, not ErrNotSent, with a body (told by GetBody)
-// and without one (told by a connection trace). Found by a review helper.
+// report ErrOutcomeUnknown, not ErrNotSent, with a body and without one,
+// over net/http's Transport and over a base that sends a body and GetBody
+// of its own (see retrypolicy.Written). Found by review helpers.
 func TestWrittenThenRedialRefusedIsOutcomeUnknown(t *testing.T) {
-	for name, body := range map[string]any{"body": strings.NewReader(`{"amount":1500}`), "none": nil} {
-		t.Run(name, func(t *testing.T) {
-			url, executed := testkit.ExecuteThenGoDown(t)
-			c := retryablehttp.NewClient()
-			c.Logger = nil
-			c.RetryWaitMin, c.RetryWaitMax = time.Millisecond, 2*time.Millisecond
-			c.HTTPClient = &http.Client{Transport: &http.Transport{}}
-			Configure(c)
-			defer c.HTTPClient.CloseIdleConnections()
-			resp, err := c.Get(url) // leaves a keep-alive connection to reuse
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, _ = io.ReadAll(resp.Body)
-			resp.Body.Close()
-			req, _ := retryablehttp.NewRequest(http.MethodPost, url+"/payments", body)
-			resp, err = c.Do(req)
-			if resp != nil {
-				resp.Body.Close()
-			}
-			if executed.Load() != 1 {
-				t.Fatalf("executions = %d, want 1", executed.Load())
-			}
-			if !errors.Is(err, saferetry.ErrOutcomeUnknown) || errors.Is(err, saferetry.ErrNotSent) {
-				t.Errorf("the server executed the payment, yet err = %v", err)
-			}
-		})
+	bases := map[string]func(*http.Transport) http.RoundTripper{
+		"net/http": func(h *http.Transport) http.RoundTripper { return h },
+		"signing":  func(h *http.Transport) http.RoundTripper { return testkit.SigningBase{Next: h} },
+	}
+	for name, body := range map[string]func() any{
+		"body": func() any { return strings.NewReader(`{"amount":1500}`) },
+		"none": func() any { return nil },
+	} {
+		for baseName, base := range bases {
+			t.Run(name+"/"+baseName, func(t *testing.T) {
+				url, executed := testkit.ExecuteThenGoDown(t)
+				h := &http.Transport{}
+				defer h.CloseIdleConnections()
+				testkit.WarmUp(t, h, url)
+				c := retryablehttp.NewClient()
+				c.Logger = nil
+				c.RetryWaitMin, c.RetryWaitMax = time.Millisecond, 2*time.Millisecond
+				c.HTTPClient = &http.Client{Transport: base(h)}
+				Configure(c)
+				req, _ := retryablehttp.NewRequest(http.MethodPost, url+"/payments", body())
+				resp, err := c.Do(req)
+				if resp != nil {
+					resp.Body.Close()
+				}
+				if executed.Load() != 1 {
+					t.Fatalf("executions = %d, want 1 (err = %v)", executed.Load(), err)
+				}
+				if !errors.Is(err, saferetry.ErrOutcomeUnknown) || errors.Is(err, saferetry.ErrNotSent) {
+					t.Errorf("the server executed the payment, yet err = %v", err)
+				}
+			})
+		}
 	}
 }
 

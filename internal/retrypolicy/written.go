@@ -16,17 +16,20 @@ import (
 // connection's: a refused dial can follow a request that the server
 // executed. Two signs tell that the first connection may have carried it:
 //
-//   - for a request with a body, the base asks for the body again through
-//     GetBody ([Written.GetBody]): net/http does so only after it read
-//     (wrote) some of the body or closed it, HTTP/2 after it wrote some;
-//   - for a request without a body, the base took a connection (httptrace's
-//     GotConn, [Written.Trace]), which costs a trace in the context: two
-//     allocations the request with a body does without.
+//   - the base took a connection (httptrace's GotConn, [Written.Trace]):
+//     it reaches net/http through any base that keeps the request's
+//     context, and costs a trace in that context (two allocations);
+//   - the base asked for the body again through the attempt's GetBody
+//     ([Written.GetBody]): net/http's own Transport does so only after it
+//     read (wrote) some of the body or closed it, and its HTTP/2 on any
+//     retry of a request with a body. This sign is read only where it
+//     holds: for an attempt with a body sent straight to an
+//     [*http.Transport] ([ReadsGetBody]). A base in between may send a
+//     body and a GetBody of its own, which net/http would ask instead.
 //
 // Both signs only ever add "maybe sent": a base that calls GetBody for
 // another reason, or takes a connection and writes nothing, turns a
-// refused dial into an outcome unknown, the safe side. A base that shows
-// neither sign leaves the classification to the error alone.
+// refused dial into an outcome unknown, the safe side.
 //
 // The zero Written is ready to use and must not be copied after its first
 // use. It is safe for concurrent use: the base may report from goroutines
@@ -47,7 +50,8 @@ func (w *Written) Load() bool { return w.flag.Load() }
 func (w *Written) Mark() { w.flag.Store(true) }
 
 // Trace returns ctx with a client trace that marks w when the base takes a
-// connection: the sign for a request without a body (see [HasBody]).
+// connection. Call it once per Written: the trace takes in the hooks of a
+// trace already in ctx, and a second call would take them in twice.
 func (w *Written) Trace(ctx context.Context) context.Context {
 	w.trace.GotConn = func(httptrace.GotConnInfo) { w.Mark() }
 	return httptrace.WithClientTrace(ctx, &w.trace)
@@ -62,6 +66,13 @@ func (w *Written) GetBody(getBody func() (io.ReadCloser, error)) func() (io.Read
 	}
 }
 
-// HasBody reports whether r has a body to send, so that its GetBody is the
-// sign [Written] reads, not a trace.
+// HasBody reports whether r has a body to send.
 func HasBody(r *http.Request) bool { return r.Body != nil && r.Body != http.NoBody }
+
+// ReadsGetBody reports whether base is net/http's own Transport, to which
+// an attempt's GetBody is a sign that it wrote some of the body (see
+// [Written]).
+func ReadsGetBody(base http.RoundTripper) bool {
+	_, ok := base.(*http.Transport)
+	return ok
+}

@@ -1,7 +1,9 @@
 package testkit
 
 import (
+	"bytes"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -45,4 +47,49 @@ func CountingServer(t testing.TB) (url string, requests *atomic.Int32) {
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL, requests
+}
+
+// WarmUp leaves a keep-alive connection to url in base's pool, as a
+// request of the same process would.
+func WarmUp(t testing.TB, base http.RoundTripper, url string) {
+	resp, err := (&http.Client{Transport: base}).Get(url)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	_, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+}
+
+// RefusedAddr returns an address on which nothing listens, so that a dial
+// to it is refused.
+func RefusedAddr(t testing.TB) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// SigningBase is a RoundTripper of a common kind, put between a client and
+// net/http: it reads the body (to sign or log it) and sends Next a clone
+// with a Body and a GetBody of its own, keeping the request's context.
+type SigningBase struct{ Next http.RoundTripper }
+
+func (s SigningBase) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return s.Next.RoundTrip(r)
+	}
+	buf, err := io.ReadAll(r.Body)
+	r.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	r = r.Clone(r.Context())
+	r.Body = io.NopCloser(bytes.NewReader(buf))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
+	r.Header.Set("X-Signature", "sig-of-body")
+	return s.Next.RoundTrip(r)
 }
