@@ -42,8 +42,8 @@ func newLoopback(b *testing.B) *httptest.Server {
 // BenchmarkOverhead is the Transport's own cost for one logical POST that
 // succeeds at once (key generation, clone, classification, budget),
 // against calling the same base directly: a canned base, and net/http's
-// Transport with the canned base registered for "http" in it (over which
-// the Transport needs no connection trace; see retrypolicy.Written).
+// Transport with the canned base registered for "http" in it (which also
+// looks the connection trace up).
 func BenchmarkOverhead(b *testing.B) {
 	base := newCanned()
 	b.Run("base", func(b *testing.B) { testkit.BenchPOST(b, base) })

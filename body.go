@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-
-	"github.com/saferetry/saferetry/internal/retrypolicy"
 )
 
 // body hands out the request body for each attempt of one operation, the
@@ -98,25 +96,14 @@ func (b *body) next() (io.ReadCloser, error) {
 	return rc, nil
 }
 
-// apply sets an attempt request's body fields: rc, and getBody, when not
-// nil, as its GetBody when the body can be given again (see again); a
-// buffered body needs it. Otherwise the request keeps the caller's.
-func (b *body) apply(r *http.Request, rc io.ReadCloser, getBody func() (io.ReadCloser, error)) {
+// apply sets an attempt request's body fields.
+func (b *body) apply(r *http.Request, rc io.ReadCloser) {
 	r.Body = rc
 	if b.buffered {
 		r.ContentLength = int64(len(b.buf))
+		buf := b.buf
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
 	}
-	if getBody != nil && (b.buffered || (b.req.GetBody != nil && retrypolicy.HasBody(r))) {
-		r.GetBody = getBody
-	}
-}
-
-// again gives the body afresh, as a GetBody does, when apply sets one.
-func (b *body) again() (io.ReadCloser, error) {
-	if b.buffered {
-		return io.NopCloser(bytes.NewReader(b.buf)), nil
-	}
-	return b.req.GetBody()
 }
 
 // closeUnused closes the request's own body when no attempt took it.

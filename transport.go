@@ -38,10 +38,6 @@ type Transport struct {
 	cfg    *config
 	base   http.RoundTripper
 	policy retrypolicy.Policy
-	// readsGetBody says that base is net/http's Transport, for which an
-	// attempt with a body needs no connection trace (see
-	// operation.written).
-	readsGetBody bool
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -56,7 +52,7 @@ func newTransport(base http.RoundTripper, cfg *config) *Transport {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	return &Transport{cfg: cfg, base: base, readsGetBody: retrypolicy.ReadsGetBody(base), policy: retrypolicy.Policy{
+	return &Transport{cfg: cfg, base: base, policy: retrypolicy.Policy{
 		MaxRetryAfter: cfg.maxRetryAfter,
 		Classify:      retrypolicy.Classifier(cfg.classifier),
 		Budget:        retrypolicy.NewBudget(cfg.budgetCapacity, cfg.budgetCost),
@@ -108,10 +104,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if wire != "" {
 		op.wire[0] = wire
 	}
-	op.ctx, op.sendCtx = req.Context(), req.Context()
-	if !t.readsGetBody || !retrypolicy.HasBody(req) {
-		op.trace()
-	}
+	op.ctx = op.written.Trace(req.Context())
 	op.state = retrypolicy.State{
 		MaxAttempts:   cfg.maxAttempts,
 		UnsafeNoKey:   key == "" && !retrypolicy.RetriedWithoutKey(req.Method),
@@ -124,31 +117,19 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // operation is the state of one RoundTrip call.
 type operation struct {
-	t   *Transport
-	req *http.Request
-	ctx context.Context // the caller's
-	// sendCtx is the context attempts are sent with: ctx, or ctx with the
-	// connection trace once the operation traces (see written).
-	sendCtx context.Context
-	key     string
-	wire    [1]string // the key header's value, "" for none: every attempt's header shares it
-	body    body
-	state   retrypolicy.State // what the retry decision knows
+	t     *Transport
+	req   *http.Request
+	ctx   context.Context
+	key   string
+	wire  [1]string // the key header's value, "" for none: every attempt's header shares it
+	body  body
+	state retrypolicy.State // what the retry decision knows
 
 	sent bool // some attempt may have reached the server
-	// written tells that the base may have written some of the current
-	// attempt's request, though its error says it was not sent (see
-	// retrypolicy.Written): through resend, the GetBody of an attempt with
-	// a body sent to net/http's Transport, or else through a connection
-	// trace in sendCtx (traced), from the first attempt that needs it on.
-	written retrypolicy.Written
-	traced  bool
-	getBody func() (io.ReadCloser, error) // resend, bound once
-	// first is the first attempt's request when it keeps the caller's
-	// context: a copy made in the operation's own memory, as WithContext
-	// makes one in its own. It is not modified once sent.
-	first      http.Request
-	firstUsed  bool
+	// written tells, through the connection trace in ctx, that the base
+	// may have written some of the current attempt's request, though its
+	// error says it was not sent (see retrypolicy.Written).
+	written    retrypolicy.Written
 	timed      bool      // a hook or logger wants Attempt's durations
 	began      time.Time // when the first attempt was sent, when timed
 	lastStatus int
@@ -255,25 +236,14 @@ func (op *operation) endDrain(drained <-chan struct{}) {
 	}
 }
 
-// trace sends this attempt and every later one with the connection trace
-// (see operation.written); the trace is made once per operation.
-func (op *operation) trace() {
-	if !op.traced {
-		op.sendCtx, op.traced = op.written.Trace(op.ctx), true
-	}
-}
-
 // send makes one attempt with body rc, under the per-attempt timeout if
 // one is set, and keeps the RoundTripper contract when the base breaks it.
 func (op *operation) send(rc io.ReadCloser) attempt {
-	if rc == nil || rc == http.NoBody {
-		op.trace() // a GetBody may give no body for a later attempt
-	}
-	actx, cancel := op.sendCtx, context.CancelFunc(nil)
+	actx, cancel := op.ctx, context.CancelFunc(nil)
 	if d := op.t.cfg.attemptTimeout; d > 0 {
-		actx, cancel = context.WithTimeout(op.sendCtx, d)
+		actx, cancel = context.WithTimeout(op.ctx, d)
 	}
-	r := op.attemptRequest(actx, cancel == nil, rc)
+	r := op.attemptRequest(actx, rc)
 	var start time.Time
 	if op.timed {
 		start = op.t.cfg.clock.Now()
@@ -357,35 +327,12 @@ func (op *operation) end(n int, at *attempt) (*http.Response, error) {
 }
 
 // attemptRequest clones the caller's request for one attempt: its own
-// context, header map (with the key) and body. opCtx says that ctx is
-// sendCtx; the first attempt then needs no context of its own, unless
-// the operation traces (see operation.written).
-func (op *operation) attemptRequest(ctx context.Context, opCtx bool, rc io.ReadCloser) *http.Request {
-	var r *http.Request
-	if opCtx && !op.traced && !op.firstUsed {
-		op.first, op.firstUsed = *op.req, true
-		r = &op.first
-	} else {
-		r = op.req.WithContext(ctx)
-	}
+// context, header map (with the key) and body.
+func (op *operation) attemptRequest(ctx context.Context, rc io.ReadCloser) *http.Request {
+	r := op.req.WithContext(ctx)
 	r.Header = cloneHeader(op.req.Header, op.wire[:])
-	if op.getBody == nil && (op.body.buffered || op.t.readsGetBody) {
-		op.getBody = op.resend
-	}
-	op.body.apply(r, rc, op.getBody)
+	op.body.apply(r, rc)
 	return r
-}
-
-// resend is the GetBody of each attempt's request with a replayable body.
-// net/http's Transport asks for the body again only after it wrote some of
-// it (see retrypolicy.Written), so resend marks the attempt maybe written
-// first when the base is that Transport (another base may call GetBody
-// for reasons of its own).
-func (op *operation) resend() (io.ReadCloser, error) {
-	if op.t.readsGetBody {
-		op.written.Mark()
-	}
-	return op.body.again()
 }
 
 // cloneHeader copies h into a new map and, when wire holds a value, sets

@@ -18,12 +18,13 @@ import (
 // reused connection and executed, the server then down before it answers;
 // net/http's own retry on a new connection is refused. The adapter must
 // report ErrOutcomeUnknown, not ErrNotSent, with a body and without one,
-// over net/http's Transport and over a base that sends a body and GetBody
-// of its own (see retrypolicy.Written). Found by review helpers.
+// over net/http's Transport and over bases that send a body and GetBody of
+// their own (see retrypolicy.Written). Found by review helpers.
 func TestWrittenThenRedialRefusedIsOutcomeUnknown(t *testing.T) {
 	bases := map[string]func(*http.Transport) http.RoundTripper{
-		"net/http": func(h *http.Transport) http.RoundTripper { return h },
-		"signing":  func(h *http.Transport) http.RoundTripper { return testkit.SigningBase{Next: h} },
+		"net/http":   func(h *http.Transport) http.RoundTripper { return h },
+		"signing":    func(h *http.Transport) http.RoundTripper { return testkit.SigningBase{Next: h} },
+		"registered": testkit.RegisteredSigning,
 	}
 	for name, body := range map[string]func() any{
 		"body": func() any { return strings.NewReader(`{"amount":1500}`) },

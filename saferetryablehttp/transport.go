@@ -51,14 +51,7 @@ func (t *rhTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	// wrote the request may end in a dial error of that second
 	// connection: written tells (see retrypolicy.Written).
 	written := new(retrypolicy.Written)
-	if retrypolicy.HasBody(r) && retrypolicy.ReadsGetBody(t.base) {
-		r = r.WithContext(r.Context())
-		if r.GetBody != nil {
-			r.GetBody = written.GetBody(r.GetBody)
-		}
-	} else {
-		r = r.WithContext(written.Trace(r.Context()))
-	}
+	r = r.WithContext(written.Trace(r.Context()))
 	resp, err := t.base.RoundTrip(r)
 	if err != nil {
 		if resp != nil {

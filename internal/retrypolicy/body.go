@@ -24,3 +24,6 @@ func Drain(rc io.ReadCloser) {
 	_, _ = io.CopyN(io.Discard, rc, 4<<10)
 	rc.Close()
 }
+
+// HasBody reports whether r has a body to send.
+func HasBody(r *http.Request) bool { return r.Body != nil && r.Body != http.NoBody }

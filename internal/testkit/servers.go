@@ -93,3 +93,12 @@ func (s SigningBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	r.Header.Set("X-Signature", "sig-of-body")
 	return s.Next.RoundTrip(r)
 }
+
+// RegisteredSigning returns a net/http Transport in which a SigningBase
+// over next is registered for "http": net/http hands it every http
+// request, as it is.
+func RegisteredSigning(next *http.Transport) http.RoundTripper {
+	t := &http.Transport{}
+	t.RegisterProtocol("http", SigningBase{Next: next})
+	return t
+}
