@@ -197,3 +197,47 @@ func TestManyLeasesKeptOnFakeTime(t *testing.T) {
 		t.Errorf("executions = %d; want %d", got, n)
 	}
 }
+
+// wallClock is a clock.Clock whose Now is a settable wall time without a
+// monotonic reading; its timers are the real ones.
+type wallClock struct {
+	clock.Clock
+	now atomic.Pointer[time.Time]
+}
+
+func (c *wallClock) Now() time.Time  { return *c.now.Load() }
+func (c *wallClock) set(t time.Time) { c.now.Store(&t) }
+
+// TestEventDurationOnAWallClock: an event's Duration is the time from the
+// request's admission to the event as the clock tells it, also on a clock
+// without monotonic readings whose wall time steps back after the
+// Middleware was made, and on one that read the zero time then (a fake
+// clock not yet set): the admission counted from the Middleware's making
+// overflowed there, and Duration came out as 292 years. Found by a review
+// helper.
+func TestEventDurationOnAWallClock(t *testing.T) {
+	for _, c := range []struct {
+		name            string
+		atMake, atAdmit time.Time
+	}{
+		{"step back", fakeStart, fakeStart.Add(-time.Hour)},
+		{"zero at making", time.Time{}, fakeStart},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clk := &wallClock{Clock: clock.Real}
+			clk.set(c.atMake)
+			var got []idempotency.Event
+			mw := idempotency.Middleware(newStore(t), idempotency.WithClock(clk),
+				idempotency.WithHook(func(ev idempotency.Event) { got = append(got, ev) }))(
+				http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					clk.set(c.atAdmit.Add(1500 * time.Millisecond))
+					w.WriteHeader(http.StatusCreated)
+				}))
+			clk.set(c.atAdmit)
+			post(mw, "k", `{}`)
+			if len(got) != 1 || got[0].Outcome != idempotency.OutcomeNew || got[0].Duration != 1500*time.Millisecond {
+				t.Errorf("events %v; want one, new, with a Duration of 1.5s", got)
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -36,7 +37,7 @@ func Middleware(store Store, opts ...Option) func(http.Handler) http.Handler {
 		if next == nil {
 			panic("idempotency: Middleware needs a non-nil http.Handler")
 		}
-		m := &middleware{store: store, watcher: wr, cfg: cfg, next: next, epoch: cfg.clock.Now()}
+		m := &middleware{store: store, watcher: wr, cfg: cfg, next: next}
 		epoch := cfg.clock.Now()
 		for i := range m.keepers {
 			m.keepers[i].clk, m.keepers[i].epoch = cfg.clock, epoch
@@ -60,7 +61,11 @@ type middleware struct {
 	waiters atomic.Int64 // requests waiting under WithWaitForResult
 	runs    runTimes     // how long the handler runs, per route
 	keepers [keeperShards]keeperQueue
-	epoch   time.Time // the clock at construction, from which requests count their admission
+	// epoch is the clock at the first admission that read it, from which
+	// requests count theirs (see request.began): near enough to every
+	// later reading for the count to hold, whatever the clock read before.
+	epoch     time.Time
+	epochOnce sync.Once
 }
 
 var _ http.Handler = (*middleware)(nil)
@@ -90,7 +95,9 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	q := &request{m: m, w: w, r: r}
 	if len(m.cfg.hooks) > 0 {
-		q.began, q.timed = m.cfg.clock.Now().Sub(m.epoch), true
+		now := m.cfg.clock.Now()
+		m.epochOnce.Do(func() { m.epoch = now })
+		q.began, q.timed = now.Sub(m.epoch), true
 	}
 	body, err := q.readBody()
 	if err != nil {
