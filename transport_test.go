@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"reflect"
 	"strings"
 	"sync"
@@ -880,5 +881,54 @@ func TestDrainDuringTheWait(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || attempts.Load() != 2 {
 		t.Errorf("status %d after %d attempts; want 503 after 2", resp.StatusCode, attempts.Load())
+	}
+}
+
+// TestCallerTraceCalledOncePerEvent: the Transport's connection trace
+// takes in a trace the caller put in the request's context; the caller's
+// hooks are called once per event of each attempt, no more (a trace taken
+// in twice would call them twice) and no fewer, with and without a body,
+// with a per-attempt timeout, across a retry.
+func TestCallerTraceCalledOncePerEvent(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if hits.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable) // retried once
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	bodies := map[string]func() io.Reader{
+		"none":     func() io.Reader { return nil },
+		"GetBody":  func() io.Reader { return strings.NewReader(`{"amount":1500}`) },
+		"buffered": func() io.Reader { return io.MultiReader(strings.NewReader(`{"amount":1500}`)) },
+	}
+	for name, body := range bodies {
+		for _, timeout := range []time.Duration{0, 5 * time.Second} {
+			t.Run(fmt.Sprintf("%s/timeout=%v", name, timeout), func(t *testing.T) {
+				hits.Store(0)
+				base := &http.Transport{}
+				defer base.CloseIdleConnections()
+				c := NewClient(WithBase(base), WithBackoff(constBackoff(time.Millisecond)), WithAttemptTimeout(timeout))
+				var getConn, gotConn, wrote atomic.Int32
+				ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+					GetConn:      func(string) { getConn.Add(1) },
+					GotConn:      func(httptrace.GotConnInfo) { gotConn.Add(1) },
+					WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Add(1) },
+				})
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, body())
+				resp, err := c.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				n := hits.Load()
+				if got := [3]int32{getConn.Load(), gotConn.Load(), wrote.Load()}; n != 2 || got != [3]int32{n, n, n} {
+					t.Errorf("the server saw %d requests (want 2); the caller's GetConn, GotConn, WroteRequest ran %v times", n, got)
+				}
+			})
+		}
 	}
 }
