@@ -3,6 +3,7 @@ package idempotency
 import (
 	"bytes"
 	"context"
+	"maps"
 	"net/http"
 	"time"
 )
@@ -104,7 +105,7 @@ func (q *request) run(h held, res ClaimResult) {
 		return
 	}
 	if oh := q.w.Header(); len(oh) > 0 {
-		q.outer = oh.Clone()
+		q.outer = maps.Clone(oh) // the value slices are shared: see answerInPlace
 	}
 	finished := false
 	defer func() {
