@@ -101,9 +101,10 @@ func (o *Outbox) Stats(ctx context.Context) (Stats, error) {
 	return s, nil
 }
 
-// DeletePublished deletes published rows older than olderThan, at most
-// batch per statement (batch <= 0 means 1000), statement after statement
-// until none is left, and returns how many it deleted. Rows another
+// DeletePublished deletes published rows older than olderThan (which must
+// be positive: ErrInvalidAge), at most batch per statement (batch <= 0
+// means 1000), statement after statement until none is left, and returns
+// how many it deleted. Rows another
 // cleanup is deleting are skipped, not waited for. The Relay calls it
 // every cleanup period.
 func (o *Outbox) DeletePublished(ctx context.Context, olderThan time.Duration, batch int) (int64, error) {
@@ -117,8 +118,12 @@ func (o *Outbox) DeletePublished(ctx context.Context, olderThan time.Duration, b
 }
 
 // deleteInBatches runs the DELETE statement del, whose $1 is an age in
-// seconds and $2 a row limit, until it deletes fewer than batch rows.
+// seconds and $2 a row limit, until it deletes fewer than batch rows. An
+// age of zero or less is refused with ErrInvalidAge.
 func deleteInBatches(ctx context.Context, pool *pgxpool.Pool, del string, olderThan time.Duration, batch int) (int64, error) {
+	if olderThan <= 0 {
+		return 0, fmt.Errorf("%w (got %v)", ErrInvalidAge, olderThan)
+	}
 	if batch <= 0 {
 		batch = 1000
 	}

@@ -117,9 +117,10 @@ func (in *Inbox) Process(ctx context.Context, consumer, messageID string, fn fun
 	return false, nil
 }
 
-// DeleteProcessed deletes inbox rows older than olderThan, at most batch
-// per statement (batch <= 0 means 1000), until none is left, and returns
-// how many it deleted. See Inbox for how long rows must be kept.
+// DeleteProcessed deletes inbox rows older than olderThan (which must be
+// positive: ErrInvalidAge), at most batch per statement (batch <= 0 means
+// 1000), until none is left, and returns how many it deleted. See Inbox
+// for how long rows must be kept.
 func (in *Inbox) DeleteProcessed(ctx context.Context, olderThan time.Duration, batch int) (int64, error) {
 	n, err := deleteInBatches(ctx, in.pool, `DELETE FROM `+in.quoted+` WHERE (consumer, message_id) IN (
 	SELECT consumer, message_id FROM `+in.quoted+` WHERE processed_at < now() - make_interval(secs => $1)

@@ -116,7 +116,47 @@ func TestInboxErrorThenRedelivery(t *testing.T) {
 	if n, err := in.DeleteProcessed(ctx, time.Hour, 0); err != nil || n != 0 {
 		t.Errorf("DeleteProcessed(1h) = %d, %v; want nothing that young", n, err)
 	}
-	if n, err := in.DeleteProcessed(ctx, -time.Hour, 1); err != nil || n != 1 {
-		t.Errorf("DeleteProcessed(-1h) = %d, %v; want the row", n, err)
+}
+
+// TestDeleteRefusesAgeOfZeroOrLess: DeleteProcessed and DeletePublished
+// given an age of zero or less refuse it with ErrInvalidAge and delete
+// nothing. Such an age took every row: the inbox's record of what was
+// processed (a redelivery would run its effect again) and the published
+// rows that keep a repeated Enqueue of their IDs a no-op. Rows older than
+// a positive age still go.
+func TestDeleteRefusesAgeOfZeroOrLess(t *testing.T) {
+	ctx := context.Background()
+	pool := testenv.PostgresPool(t)
+	table := testenv.PostgresTable(t, pool, "inbox_test_")
+	in := outbox.NewInbox(pool, outbox.WithTable(table))
+	if err := in.CreateSchema(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nothing := func(context.Context, pgx.Tx) error { return nil }
+	if _, err := in.Process(ctx, "mailer", "m-1", nothing); err != nil {
+		t.Fatal(err)
+	}
+	o, opool := newOutbox(t)
+	enqueue(t, opool, o, msg("published", ""))
+	drain(t, o.Relay(&recorder{}))
+	for _, age := range []time.Duration{0, -time.Hour} {
+		if n, err := in.DeleteProcessed(ctx, age, 0); !errors.Is(err, outbox.ErrInvalidAge) || n != 0 {
+			t.Errorf("DeleteProcessed(%v) = %d, %v; want 0, ErrInvalidAge", age, n, err)
+		}
+		if n, err := o.DeletePublished(ctx, age, 0); !errors.Is(err, outbox.ErrInvalidAge) || n != 0 {
+			t.Errorf("DeletePublished(%v) = %d, %v; want 0, ErrInvalidAge", age, n, err)
+		}
+	}
+	if dup, err := in.Process(ctx, "mailer", "m-1", nothing); !dup || err != nil {
+		t.Errorf("redelivery after the refused deletes: Process = %v, %v; want a duplicate", dup, err)
+	}
+	if s, err := o.Stats(ctx); err != nil || s.Published != 1 {
+		t.Errorf("Stats = %+v, %v; want the published row kept", s, err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE "`+table+`" SET processed_at = now() - interval '2 hours'`); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := in.DeleteProcessed(ctx, time.Hour, 0); err != nil || n != 1 {
+		t.Errorf("DeleteProcessed(1h) of a row 2 hours old = %d, %v; want it deleted", n, err)
 	}
 }

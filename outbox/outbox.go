@@ -56,6 +56,11 @@ var (
 	// ID twice (two messages of one request with the same Topic and Key
 	// need IDs of their own).
 	ErrInvalidMessage = errors.New("outbox: invalid message")
+	// ErrInvalidAge: DeletePublished or DeleteProcessed was given an age
+	// of zero or less, which would delete every row, those that a
+	// redelivery or a repeated Enqueue still needs among them. Nothing is
+	// deleted.
+	ErrInvalidAge = errors.New("outbox: the age of the rows to delete must be positive")
 )
 
 // DefaultTable and DefaultInboxTable are the tables used without WithTable.
