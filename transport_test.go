@@ -277,15 +277,9 @@ func TestNetworkFailureExhaustedIsOutcomeUnknown(t *testing.T) {
 }
 
 func TestConnectionRefusedIsNotSent(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
 	tr := NewTransport(nil, WithMaxAttempts(2), WithBackoff(constBackoff(time.Millisecond)))
-	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/", strings.NewReader("x"))
-	_, err = tr.RoundTrip(req)
+	req, _ := http.NewRequest(http.MethodPost, "http://"+testkit.RefusedAddr(t)+"/", strings.NewReader("x"))
+	_, err := tr.RoundTrip(req)
 	if !errors.Is(err, ErrNotSent) || errors.Is(err, ErrOutcomeUnknown) {
 		t.Fatalf("err = %v, want ErrNotSent", err)
 	}
@@ -725,15 +719,7 @@ func TestWrittenThenRedialRefusedIsOutcomeUnknown(t *testing.T) {
 					testkit.WarmUp(t, h, url)
 					req, _ := http.NewRequest(http.MethodPost, url+"/payments", body())
 					resp, err := do(base(h))(req)
-					if resp != nil {
-						resp.Body.Close()
-					}
-					if executed.Load() != 1 {
-						t.Fatalf("executions = %d, want 1 (err = %v)", executed.Load(), err)
-					}
-					if !errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, ErrNotSent) {
-						t.Errorf("the server executed the payment, yet err = %v", err)
-					}
+					wantExecutedOutcomeUnknown(t, executed, resp, err)
 				})
 			}
 		}
@@ -775,16 +761,24 @@ func TestLaterAttemptWithoutBodyIsTraced(t *testing.T) {
 			req.Body = io.NopCloser(strings.NewReader(""))
 			req.GetBody = func() (io.ReadCloser, error) { return again, nil }
 			resp, err := tr.RoundTrip(req)
-			if resp != nil {
-				resp.Body.Close()
-			}
-			if executed.Load() != 1 {
-				t.Fatalf("executions = %d, want 1 (err = %v)", executed.Load(), err)
-			}
-			if !errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, ErrNotSent) {
-				t.Errorf("the server executed the payment, yet err = %v", err)
-			}
+			wantExecutedOutcomeUnknown(t, executed, resp, err)
 		})
+	}
+}
+
+// wantExecutedOutcomeUnknown checks the end of an operation that the
+// server executed once and never answered: ErrOutcomeUnknown, not
+// ErrNotSent. It closes resp, if any.
+func wantExecutedOutcomeUnknown(t *testing.T, executed *atomic.Int32, resp *http.Response, err error) {
+	t.Helper()
+	if resp != nil {
+		resp.Body.Close()
+	}
+	if executed.Load() != 1 {
+		t.Fatalf("executions = %d, want 1 (err = %v)", executed.Load(), err)
+	}
+	if !errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, ErrNotSent) {
+		t.Errorf("the server executed the payment, yet err = %v", err)
 	}
 }
 

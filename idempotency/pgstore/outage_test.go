@@ -13,19 +13,8 @@ import (
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/pgstore"
 	"github.com/saferetry/saferetry/internal/testenv"
+	"github.com/saferetry/saferetry/internal/testkit"
 )
-
-// freeAddr returns a loopback address nobody listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
 
 // poolAt returns a pool on the test database reached through addr.
 func poolAt(t *testing.T, addr string) *pgxpool.Pool {
@@ -49,7 +38,7 @@ func TestOutageWrongPortAnswers503(t *testing.T) {
 	if err := pgstore.New(good, pgstore.WithTable(table)).CreateSchema(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	bad := poolAt(t, freeAddr(t))
+	bad := poolAt(t, testkit.RefusedAddr(t))
 	stores := map[string]idempotency.Store{
 		"lease": pgstore.New(bad, pgstore.WithTable(table)),
 		"tx":    pgstore.NewTx(bad, pgstore.WithTable(table)),
