@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"time"
 
@@ -125,16 +126,12 @@ func (q *request) abandonedRun(ctx context.Context, abandoned bool) {
 // Middleware gives in the place of the handler's: those set before the
 // handler ran stay as they were, and none of the handler's own (a cookie,
 // a Location, a body's length) goes with an answer that is not its. The
-// copy of the former (request.outer) shares their value slices: a handler
-// that sets or adds a value replaces or extends the map's slice, past the
-// length the copy keeps, and the slices go back clipped, so that the
-// answer's own additions do not write into what the handler appended.
+// former come from a copy of their own (request.outer), values included:
+// a handler may write into a value slice of the map in place.
 func (q *request) answerInPlace() {
 	h := q.w.Header()
 	clear(h)
-	for name, v := range q.outer {
-		h[name] = v[:len(v):len(v)]
-	}
+	maps.Copy(h, q.outer)
 }
 
 // claimTooLate answers a request whose claim came back with less than half

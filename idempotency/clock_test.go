@@ -211,10 +211,11 @@ func (c *wallClock) set(t time.Time) { c.now.Store(&t) }
 // TestEventDurationOnAWallClock: an event's Duration is the time from the
 // request's admission to the event as the clock tells it, also on a clock
 // without monotonic readings whose wall time steps back after the
-// Middleware was made, and on one that read the zero time then (a fake
-// clock not yet set): the admission counted from the Middleware's making
-// overflowed there, and Duration came out as 292 years. Found by a review
-// helper.
+// Middleware was made, on one that read the zero time then (a fake clock
+// not yet set), and on one that read it at a first admission (see
+// TestEventDurationAfterAZeroAdmission): an admission counted from such a
+// reading overflowed, and Duration came out as 292 years. Found by review
+// helpers.
 func TestEventDurationOnAWallClock(t *testing.T) {
 	for _, c := range []struct {
 		name            string
@@ -239,5 +240,31 @@ func TestEventDurationOnAWallClock(t *testing.T) {
 				t.Errorf("events %v; want one, new, with a Duration of 1.5s", got)
 			}
 		})
+	}
+}
+
+// TestEventDurationAfterAZeroAdmission: a request admitted while the clock
+// reads the zero time (a fake clock not yet set) has no Duration, as
+// before; the requests admitted once the clock is set have theirs.
+func TestEventDurationAfterAZeroAdmission(t *testing.T) {
+	clk := &wallClock{Clock: clock.Real}
+	clk.set(time.Time{})
+	var got []idempotency.Event
+	var step time.Duration
+	mw := idempotency.Middleware(newStore(t), idempotency.WithClock(clk),
+		idempotency.WithHook(func(ev idempotency.Event) { got = append(got, ev) }))(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			clk.set(clk.Now().Add(step))
+			w.WriteHeader(http.StatusCreated)
+		}))
+	post(mw, "first", `{}`)
+	if len(got) != 1 || got[0].Duration != 0 {
+		t.Errorf("events of the request admitted at the zero time %v; want one, without a Duration", got)
+	}
+	clk.set(fakeStart)
+	step, got = 1500*time.Millisecond, nil
+	post(mw, "second", `{}`)
+	if len(got) != 1 || got[0].Outcome != idempotency.OutcomeNew || got[0].Duration != 1500*time.Millisecond {
+		t.Errorf("events %v; want one, new, with a Duration of 1.5s", got)
 	}
 }

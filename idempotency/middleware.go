@@ -4,9 +4,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -61,11 +61,9 @@ type middleware struct {
 	waiters atomic.Int64 // requests waiting under WithWaitForResult
 	runs    runTimes     // how long the handler runs, per route
 	keepers [keeperShards]keeperQueue
-	// epoch is the clock at the first admission that read it, from which
-	// requests count theirs (see request.began): near enough to every
-	// later reading for the count to hold, whatever the clock read before.
-	epoch     time.Time
-	epochOnce sync.Once
+	// epoch is the first reading of the clock at an admission that was
+	// not the zero time, from which requests count theirs (see since).
+	epoch atomic.Pointer[time.Time]
 }
 
 var _ http.Handler = (*middleware)(nil)
@@ -95,9 +93,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	q := &request{m: m, w: w, r: r}
 	if len(m.cfg.hooks) > 0 {
-		now := m.cfg.clock.Now()
-		m.epochOnce.Do(func() { m.epoch = now })
-		q.began, q.timed = now.Sub(m.epoch), true
+		q.began, q.timed = m.since(m.cfg.clock.Now())
 	}
 	body, err := q.readBody()
 	if err != nil {
@@ -184,6 +180,25 @@ func (q *request) readBody() ([]byte, error) {
 	q.body.Reset(buf)
 	r.Body = &q.body
 	return buf, nil
+}
+
+// since returns the time from the epoch to now, an admission's reading of
+// the clock, and whether it is one: a reading of the zero time is none (a
+// fake clock not yet set), as is one further from the epoch than a
+// Duration counts (292 years, which only a fake clock set meanwhile can
+// be). The first reading that is not the zero time becomes the epoch.
+func (m *middleware) since(now time.Time) (time.Duration, bool) {
+	if now.IsZero() {
+		return 0, false
+	}
+	e := m.epoch.Load()
+	if e == nil {
+		first := now // escapes on this path only
+		m.epoch.CompareAndSwap(nil, &first)
+		e = m.epoch.Load()
+	}
+	d := now.Sub(*e)
+	return d, d != math.MaxInt64 && d != math.MinInt64
 }
 
 // emit hands ev to every hook, in the order they were given, with its

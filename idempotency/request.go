@@ -3,7 +3,6 @@ package idempotency
 import (
 	"bytes"
 	"context"
-	"maps"
 	"net/http"
 	"time"
 )
@@ -19,8 +18,9 @@ type request struct {
 	fp string
 
 	// began is the admission's time, when a hook will want the events'
-	// Duration (timed): as the time since the Middleware's epoch, which
-	// keeps the request in its size class (TestRequestSizes).
+	// Duration (timed): as the time since the Middleware's epoch (see
+	// middleware.since), which keeps the request in its size class
+	// (TestRequestSizes).
 	began time.Duration
 
 	body     restoredBody
@@ -105,7 +105,7 @@ func (q *request) run(h held, res ClaimResult) {
 		return
 	}
 	if oh := q.w.Header(); len(oh) > 0 {
-		q.outer = maps.Clone(oh) // the value slices are shared: see answerInPlace
+		q.outer = oh.Clone()
 	}
 	finished := false
 	defer func() {
@@ -129,7 +129,7 @@ func (q *request) event() Event {
 func (q *request) eventOf(ev Event) Event {
 	ev = admissionEvent(q.r, ev)
 	if q.timed {
-		ev.began = q.m.epoch.Add(q.began)
+		ev.began = q.m.epoch.Load().Add(q.began)
 	}
 	return ev
 }
