@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
@@ -27,9 +28,25 @@ var _ pgx.Tx = (*handlerTx)(nil)
 type handlerTx struct {
 	t     *Tx
 	ended atomic.Bool // on the root: the request's transaction ended
-	root  *handlerTx  // the handlerTx of the request's transaction (itself there)
-	sp    pgx.Tx      // the savepoint, on a handlerTx that Begin returned
+	// commitAsked, on the root: the handler called Commit, which was
+	// refused (ErrHandlerCommit); its Rollback is then a no-op.
+	commitAsked atomic.Bool
+	root        *handlerTx // the handlerTx of the request's transaction (itself there)
+	sp          pgx.Tx     // the savepoint, on a handlerTx that Begin returned
 }
+
+// ErrHandlerCommit is what Commit returns on the transaction a handler gets
+// from TxFromContext, and nothing is committed: the Middleware commits that
+// transaction itself, together with the stored answer, so that the
+// handler's writes are committed if and only if the answer is. A handler
+// that committed them first would leave them committed beside a key still
+// in progress, and the client's retry would run it, and write, again.
+// After it, the transaction goes on, and its Rollback does nothing, as
+// pgx's Rollback after a Commit does, so that pgx's usual "defer
+// tx.Rollback(ctx)" keeps the writes for the Middleware's commit; answer
+// the request as if Commit had succeeded (a status of 500 or more rolls
+// everything back). A savepoint's Commit (Begin) is not refused.
+var ErrHandlerCommit = errors.New("pgstore: a handler must not commit the request's transaction: the Middleware commits it with the stored answer (nothing was committed)")
 
 // newHandlerTx returns the handlerTx of t's transaction.
 func newHandlerTx(t *Tx) *handlerTx {
@@ -69,13 +86,28 @@ func (h *handlerTx) Begin(ctx context.Context) (pgx.Tx, error) {
 	return &handlerTx{t: h.t, root: h.root, sp: sp}, nil
 }
 
-// Commit and Rollback of the request's transaction are the handler's,
-// against the contract of TxFromContext; they end the transaction, and the
-// request's Commit then fails. Those of a savepoint release it or roll
-// back to it.
-func (h *handlerTx) Commit(ctx context.Context) error { return h.end(ctx, pgx.Tx.Commit) }
+// Commit of the request's transaction is refused with ErrHandlerCommit
+// (see there). Its Rollback, against the contract of TxFromContext unless
+// it follows that Commit, rolls the transaction back, and the request's
+// Commit then fails (the client gets 503, and nothing was done). Those of
+// a savepoint release it or roll back to it.
+func (h *handlerTx) Commit(ctx context.Context) error {
+	if h.sp == nil {
+		if h.ended.Load() {
+			return pgx.ErrTxClosed
+		}
+		h.commitAsked.Store(true)
+		return ErrHandlerCommit
+	}
+	return h.end(ctx, pgx.Tx.Commit)
+}
 
-func (h *handlerTx) Rollback(ctx context.Context) error { return h.end(ctx, pgx.Tx.Rollback) }
+func (h *handlerTx) Rollback(ctx context.Context) error {
+	if h.sp == nil && h.commitAsked.Load() {
+		return pgx.ErrTxClosed
+	}
+	return h.end(ctx, pgx.Tx.Rollback)
+}
 
 // end ends the savepoint, or the request's transaction, with finish (Commit
 // or Rollback). The latter is marked ended before finish runs, so that h

@@ -199,7 +199,8 @@ func (t *Tx) PgxTx() pgx.Tx {
 // TxFromContext returns the transaction that transactional mode hands to the
 // handler, and whether ctx carries one. Handlers write through it so that
 // their writes commit or roll back together with the idempotency record; they
-// must not commit or roll it back themselves. Handlers may also be served by
+// must not commit or roll it back themselves (its Commit is refused with
+// ErrHandlerCommit, and commits nothing). Handlers may also be served by
 // lease mode or a non-PostgreSQL store, in which case ok is false and they
 // should use their own connection. Once the request's transaction ended the
 // returned transaction refuses every statement with pgx.ErrTxClosed.
