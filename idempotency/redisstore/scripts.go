@@ -191,7 +191,7 @@ if tok ~= ARGV[1] then return 0 end
 // lease start in place (SETRANGE keeps the expiry, and nothing is
 // formatted unless the expiry must grow); another length rewrites the
 // entry.
-var renewScript = redis.NewScript(luaEffects + luaHolds + luaClock + `
+var renewScript = settleScript(luaEffects + luaHolds + luaClock + `
 local ms = math.ceil(tonumber(ARGV[2]) / 1000)
 local ttl = redis.call('PTTL', KEYS[1])
 if #nows == #start and lease == ARGV[2] then
@@ -206,7 +206,7 @@ return 1
 // completeScript: KEYS[1] entry; ARGV token, ttl (ms), settled channel,
 // the head of the completed entry (completedHead), to which it appends the
 // claim's fingerprint. Returns 1 when stored, 0 when stale.
-var completeScript = redis.NewScript(luaHolds + `
+var completeScript = settleScript(luaHolds + `
 redis.call('SET', KEYS[1], ARGV[4] .. string.sub(v, e + 1), 'PX', ARGV[2])
 if w == '1' then redis.call('PUBLISH', ARGV[3], KEYS[1]) end
 return 1
@@ -215,11 +215,27 @@ return 1
 // releaseScript: KEYS[1] entry; ARGV token, settled channel. The entry
 // stays, marked released and keeping its token, until its expiry, so the
 // next claim's token is greater. Returns 1 when released, 0 when stale.
-var releaseScript = redis.NewScript(luaHolds + `
+var releaseScript = settleScript(luaHolds + `
 redis.call('SETRANGE', KEYS[1], 0, 'r')
 if w == '1' then redis.call('PUBLISH', ARGV[2], KEYS[1]) end
 return 1
 `)
+
+// settled is a script that settles a claim already held (renew, complete,
+// release), in two forms: oom, flagged allow-oom, which Redis runs even
+// while it is over maxmemory (under noeviction it refuses every other
+// script that writes), and plain, for a server older than Redis 7, which
+// does not know the flags and refuses the oom form as a Lua syntax error.
+// A held claim that cannot settle while Redis is full would stay in
+// progress until its lease lapsed, and the retry after that would run the
+// handler again: settling costs Redis little memory (the entry exists; a
+// completion adds its answer, at most what the Middleware buffers for the
+// requests in flight), and claims, which add entries, are still refused.
+type settled struct{ oom, plain *redis.Script }
+
+func settleScript(src string) settled {
+	return settled{oom: redis.NewScript("#!lua flags=allow-oom\n" + src), plain: redis.NewScript(src)}
+}
 
 // watchScript: KEYS[1] entry. Marks an entry in progress as awaited, so
 // that its completion or release publishes. Returns 1 when marked, 0 when

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -38,12 +40,15 @@ var _ idempotency.Store = (*Store)(nil)
 // concurrent use by multiple goroutines, and any number of processes may
 // share one Redis through Stores with the same prefix.
 type Store struct {
-	rdb    redis.UniversalClient
-	cfg    config
-	gate   gate.Gate
-	watch  watcher
-	reload reloader
-	short  shortPrimaries
+	// plainSettle: the server refused the allow-oom scripts (a Redis older
+	// than 7), so the plain ones settle claims (see settled).
+	plainSettle atomic.Bool
+	rdb         redis.UniversalClient
+	cfg         config
+	gate        gate.Gate
+	watch       watcher
+	reload      reloader
+	short       shortPrimaries
 	// replay chooses Claim's path: GET first, or the claim script
 	// straight away (see replayEnter).
 	replay *replaymix.Mix
@@ -224,8 +229,8 @@ func (s *Store) Get(ctx context.Context, k idempotency.Key) (idempotency.Entry, 
 
 // fenced runs a script that answers 1 when the token held the claim and 0
 // when it was stale.
-func (s *Store) fenced(ctx context.Context, op string, sc *redis.Script, k idempotency.Key, args ...any) error {
-	res, err := s.run(ctx, sc, s.redisKey(k), isOne, args...)
+func (s *Store) fenced(ctx context.Context, op string, sc settled, k idempotency.Key, args ...any) error {
+	res, err := s.settle(ctx, sc, s.redisKey(k), isOne, args...)
 	if err != nil {
 		return wrap(ctx, op, err)
 	}
@@ -250,6 +255,33 @@ func (s *Store) run(ctx context.Context, sc *redis.Script, key string, wrote fun
 	}
 	s.reload.failed(err)
 	return res, err
+}
+
+// settle runs sc's allow-oom form, or its plain form on a server that
+// refused the former once (see settled).
+func (s *Store) settle(ctx context.Context, sc settled, key string, wrote func(any) bool, args ...any) (any, error) {
+	if !s.plainSettle.Load() {
+		res, err := s.run(ctx, sc.oom, key, wrote, args...)
+		if !flagsUnknown(err) {
+			return res, err
+		}
+		s.plainSettle.Store(true)
+	}
+	return s.run(ctx, sc.plain, key, wrote, args...)
+}
+
+// flagsUnknown reports whether err is a server's refusal of a script that
+// begins with a shebang line of flags, before running any of it: Redis
+// before 7 reads the line as Lua, in which '#' cannot start a statement
+// ("Error compiling script"), and a server that reads shebangs but not
+// this flag names the flag or the shebang.
+func flagsUnknown(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := strings.ToLower(re.Error())
+	return strings.Contains(msg, "error compiling script") || strings.Contains(msg, "shebang") || strings.Contains(msg, "flag")
 }
 
 func isNoScript(err error) bool {

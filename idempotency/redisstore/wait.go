@@ -123,5 +123,5 @@ func (s *Store) undoClaim(ctx context.Context, k idempotency.Key, res any) {
 	if !ok {
 		return
 	}
-	_, _ = releaseScript.Run(context.WithoutCancel(ctx), s.rdb, []string{s.redisKey(k)}, strconv.FormatInt(tok, 10), s.watch.channel()).Result()
+	_, _ = s.settle(context.WithoutCancel(ctx), releaseScript, s.redisKey(k), nil, strconv.FormatInt(tok, 10), s.watch.channel())
 }

@@ -1,0 +1,91 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/redisstore"
+)
+
+// fillPastMaxmemory writes 2 MiB of other data, then lowers maxmemory
+// below what Redis uses, as when other data grows past the limit: under
+// noeviction Redis refuses writes until memory is freed.
+func fillPastMaxmemory(t *testing.T, rdb *redis.Client) {
+	t.Helper()
+	ctx := context.Background()
+	val := strings.Repeat("x", 64<<10)
+	for i := range 32 {
+		if err := rdb.Set(ctx, fmt.Sprintf("other:%d", i), val, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, err := rdb.Info(ctx, "memory").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var used int64
+	for _, l := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(l, "used_memory:"); ok {
+			used, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory", strconv.FormatInt(used-(512<<10), 10)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Set(ctx, "probe", "x", 0).Err(); err == nil || !strings.HasPrefix(err.Error(), "OOM") {
+		t.Fatalf("Redis is not out of memory: SET = %v", err)
+	}
+}
+
+// TestHeldClaimsSettleWhileRedisIsFull: under maxmemory-policy noeviction,
+// Redis filling up while handlers run (other data, a burst of claims) must
+// not keep those handlers from settling their claims: renewals, the
+// completion with the answer and a release go through, while new claims
+// are refused. The settling scripts were refused with OOM before: the key
+// stayed in progress, its lease lapsed, and the retry ran the handler
+// again. Found by a review helper.
+func TestHeldClaimsSettleWhileRedisIsFull(t *testing.T) {
+	addr := startRedis(t, false, "--maxmemory-policy", "noeviction", "--save", "", "--appendonly", "no")
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { rdb.Close() })
+	ctx := context.Background()
+	s := redisstore.New(rdb)
+	claim := func(k idempotency.Key) int64 {
+		t.Helper()
+		r, err := s.Claim(ctx, k, "fp", time.Minute, time.Hour)
+		if err != nil || !r.Acquired {
+			t.Fatalf("Claim %q = %+v, %v", k.Key, r, err)
+		}
+		return r.Token
+	}
+	done, dropped := idempotency.Key{Key: "charge-1"}, idempotency.Key{Key: "charge-2"}
+	tokDone, tokDropped := claim(done), claim(dropped)
+
+	fillPastMaxmemory(t, rdb)
+
+	if err := s.Renew(ctx, done, tokDone, time.Minute); err != nil {
+		t.Errorf("Renew while Redis is full: %v", err)
+	}
+	if err := s.Complete(ctx, done, tokDone, idempotency.Response{Status: 201, Body: []byte(`{"charged":true}`)}, time.Hour); err != nil {
+		t.Errorf("Complete while Redis is full: %v", err)
+	}
+	if err := s.Release(ctx, dropped, tokDropped); err != nil {
+		t.Errorf("Release while Redis is full: %v", err)
+	}
+	if r, err := s.Claim(ctx, idempotency.Key{Key: "charge-3"}, "fp", time.Minute, time.Hour); err == nil {
+		t.Errorf("a new claim while Redis is full = %+v; want it refused", r)
+	}
+	if e, found, err := s.Get(ctx, done); err != nil || !found || e.State != idempotency.StateCompleted || string(e.Response.Body) != `{"charged":true}` {
+		t.Errorf("Get of the completed key = %+v, %v, %v; want its answer", e, found, err)
+	}
+	if _, found, err := s.Get(ctx, dropped); err != nil || found {
+		t.Errorf("Get of the released key: found %v, %v; want it free", found, err)
+	}
+}
