@@ -380,13 +380,13 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 			s.upserts.Observe(true)
 			s.replay.Observe(false)
 			return res, nil
-		case !errors.Is(err, errLostRace):
+		case !errors.Is(err, errLostRace) && !serializationFailure(err):
 			return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
 		}
 		// A row stands in the way, or changed after the upsert's
 		// snapshot: the claim statement answers (one round trip more).
 	}
-	res, err := claim(ctx, s.pool, s.sql.claim, k, fingerprint, lease, ttl)
+	res, err := claim(ctx, s.pool, s.sql.claim, k, fingerprint, lease, ttl, true)
 	if err != nil {
 		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
 	}
@@ -395,19 +395,34 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 	return res, nil
 }
 
-func claim(ctx context.Context, q queryRower, sql string, k idempotency.Key, fingerprint string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
+// claim runs sql, the claim statement, until it answers, at most
+// claimAttempts times. alone says that each run is a statement of its own
+// (lease mode, on the pool): one that fails with a serialization failure
+// runs again too. A session whose default isolation is repeatable read or
+// serializable gets one when a concurrent claim committed the row after
+// the statement's snapshot, where read committed would have read that row
+// (an answer of 409, not an error). Inside a transaction (transactional
+// mode, which runs read committed), such a failure is the transaction's.
+func claim(ctx context.Context, q queryRower, sql string, k idempotency.Key, fingerprint string, lease, ttl time.Duration, alone bool) (idempotency.ClaimResult, error) {
 	ttlUS, err := ttlMicros(ttl)
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
 	for range claimAttempts {
 		res, err := claimOnce(ctx, q, sql, k, fingerprint, lease, ttlUS)
-		if errors.Is(err, errLostRace) {
+		if errors.Is(err, errLostRace) || (alone && serializationFailure(err)) {
 			continue // look again
 		}
 		return res, err
 	}
 	return idempotency.ClaimResult{}, errNoAnswer
+}
+
+// serializationFailure reports whether err is PostgreSQL's serialization
+// failure (SQLSTATE 40001).
+func serializationFailure(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "40001"
 }
 
 // claimOnce runs sql, the claim or the upsert statement, once; it returns

@@ -227,7 +227,7 @@ func (t *Tx) Claim(ctx context.Context, k idempotency.Key, fingerprint string, t
 	var err error
 	if t.tx != nil {
 		// A second claim, inside the transaction block.
-		res, err = claim(ctx, txClaimer{t.tx, t.store.boundSQL}, t.store.sql.claim, k, fingerprint, 0, ttl)
+		res, err = claim(ctx, txClaimer{t.tx, t.store.boundSQL}, t.store.sql.claim, k, fingerprint, 0, ttl, false)
 	} else {
 		if t.store.replay.ReadFirst() {
 			// The replay fast path (see the package documentation): a
@@ -397,7 +397,7 @@ func (t *Tx) beginThenClaim(ctx context.Context, k idempotency.Key, fingerprint 
 		return idempotency.ClaimResult{}, err
 	}
 	t.tx = tx
-	return claim(ctx, txClaimer{tx, t.store.boundSQL}, t.store.sql.claim, k, fingerprint, 0, ttl)
+	return claim(ctx, txClaimer{tx, t.store.boundSQL}, t.store.sql.claim, k, fingerprint, 0, ttl, false)
 }
 
 // isInvalidText reports whether err is one of the failures that the
