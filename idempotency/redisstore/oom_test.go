@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -87,5 +88,40 @@ func TestHeldClaimsSettleWhileRedisIsFull(t *testing.T) {
 	}
 	if _, found, err := s.Get(ctx, dropped); err != nil || found {
 		t.Errorf("Get of the released key: found %v, %v; want it free", found, err)
+	}
+}
+
+// TestAnswerOverBulkLimitNotStorable: an answer longer than Redis takes as
+// one argument (proto-max-bulk-len, lowered here to its least, 1 MB) is
+// refused with ErrResponseNotStorable, as the Store contract asks, and
+// changes nothing, so that the Middleware records the operation as
+// completed but not replayable. It came back as a plain protocol error,
+// which the Middleware retried as a transient one until its store timeout,
+// leaving the key in progress for the retry after the lease to run again.
+// Found by a review helper.
+func TestAnswerOverBulkLimitNotStorable(t *testing.T) {
+	addr := startRedis(t, false, "--proto-max-bulk-len", "1mb", "--save", "", "--appendonly", "no")
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { rdb.Close() })
+	ctx := context.Background()
+	s := redisstore.New(rdb)
+	k := idempotency.Key{Key: "large"}
+	r, err := s.Claim(ctx, k, "fp", time.Minute, time.Hour)
+	if err != nil || !r.Acquired {
+		t.Fatalf("Claim = %+v, %v", r, err)
+	}
+	large := idempotency.Response{Status: 200, Body: make([]byte, 3<<19)} // 1.5 MiB
+	if err := s.Complete(ctx, k, r.Token, large, time.Hour); !errors.Is(err, idempotency.ErrResponseNotStorable) {
+		t.Fatalf("Complete of 1.5 MiB = %v, want ErrResponseNotStorable", err)
+	}
+	if e, found, err := s.Get(ctx, k); err != nil || !found || e.State != idempotency.StateInProgress || e.Token != r.Token {
+		t.Fatalf("after the refused Complete, Get = %+v, %v, %v; want the claim unchanged", e, found, err)
+	}
+	marker := idempotency.Response{Status: 200, Oversize: true}
+	if err := s.Complete(ctx, k, r.Token, marker, time.Hour); err != nil {
+		t.Fatalf("Complete of the oversize marker: %v", err)
+	}
+	if e, found, err := s.Get(ctx, k); err != nil || !found || e.State != idempotency.StateCompleted || e.Response == nil || !e.Response.Oversize {
+		t.Errorf("Get = %+v, %v, %v; want completed, oversize", e, found, err)
 	}
 }

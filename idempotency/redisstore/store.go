@@ -43,12 +43,15 @@ type Store struct {
 	// plainSettle: the server refused the allow-oom scripts (a Redis older
 	// than 7), so the plain ones settle claims (see settled).
 	plainSettle atomic.Bool
-	rdb         redis.UniversalClient
-	cfg         config
-	gate        gate.Gate
-	watch       watcher
-	reload      reloader
-	short       shortPrimaries
+	// bulkMax is the server's proto-max-bulk-len, once read (see
+	// bulkLimit); 0 until then.
+	bulkMax atomic.Int64
+	rdb     redis.UniversalClient
+	cfg     config
+	gate    gate.Gate
+	watch   watcher
+	reload  reloader
+	short   shortPrimaries
 	// replay chooses Claim's path: GET first, or the claim script
 	// straight away (see replayEnter).
 	replay *replaymix.Mix
@@ -196,12 +199,60 @@ func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease
 
 // Complete implements idempotency.Store. The header is stored byte for byte
 // (internal/headercodec) and the body as raw bytes; a nil Header or Body
-// reads back as nil, an empty one as empty.
+// reads back as nil, an empty one as empty. An answer longer than Redis
+// takes as one argument (proto-max-bulk-len) is refused with
+// idempotency.ErrResponseNotStorable.
 func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {
 	if err := checkTTL(ttl); err != nil {
 		return wrap(ctx, "complete", err)
 	}
-	return s.fenced(ctx, "complete", completeScript, k, token, millis(ttl), s.watch.channel(), completedHead(token, resp))
+	head := completedHead(token, resp)
+	if len(head) > minBulkLimit {
+		if limit := s.bulkLimit(ctx); len(head) > limit {
+			return fmt.Errorf("redisstore: complete: %w: the answer takes %d bytes, over the server's proto-max-bulk-len of %d",
+				idempotency.ErrResponseNotStorable, len(head), limit)
+		}
+	}
+	err := s.fenced(ctx, "complete", completeScript, k, token, millis(ttl), s.watch.channel(), head)
+	if tooLong(err) {
+		return fmt.Errorf("%w: %w", idempotency.ErrResponseNotStorable, err)
+	}
+	return err
+}
+
+// minBulkLimit is the least proto-max-bulk-len Redis accepts (1mb): no
+// argument up to it is ever refused for its length.
+const minBulkLimit = 1 << 20
+
+// bulkLimit returns the longest argument the server takes
+// (proto-max-bulk-len), read once; a server that does not say (CONFIG
+// refused, as managed services do) is taken to have Redis's default,
+// 512 MB. An argument over it is refused as a protocol error, and the
+// server drops the connection meanwhile, so that the refusal often comes
+// back as a broken connection, indistinguishable from a lost write: the
+// length is checked before sending instead.
+func (s *Store) bulkLimit(ctx context.Context) int {
+	if n := s.bulkMax.Load(); n > 0 {
+		return int(n)
+	}
+	n := int64(512 << 20)
+	if kv, err := s.rdb.ConfigGet(ctx, "proto-max-bulk-len").Result(); err == nil {
+		if v, err := strconv.ParseInt(kv["proto-max-bulk-len"], 10, 64); err == nil && v >= minBulkLimit {
+			n = v
+		}
+	} else if ctx.Err() != nil {
+		return int(n) // not cached: the caller's deadline, not the server's answer
+	}
+	s.bulkMax.Store(n)
+	return int(n)
+}
+
+// tooLong reports whether err is Redis's refusal of an argument longer
+// than its proto-max-bulk-len (after bulkLimit was read, the limit was
+// lowered): a protocol error, so nothing ran.
+func tooLong(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && strings.Contains(re.Error(), "invalid bulk length")
 }
 
 // Release implements idempotency.Store. The released entry keeps its token,
