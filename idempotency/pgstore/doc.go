@@ -88,7 +88,13 @@
 // Scope, key and fingerprint are text columns: valid UTF-8 without NUL is
 // kept as it is, anything else as an escaped form (the byte 0x01, then the
 // bytes in hex) that no string kept as it is can take, so rows written by
-// earlier versions keep matching. Headers are kept byte for byte in
+// earlier versions keep matching. Scope and key together form the
+// primary key, whose btree entry PostgreSQL limits to about 2,700 bytes
+// after compression: a scope of over about 2,600 bytes of text, or 1,300
+// bytes that are not UTF-8 (escaped, each takes two), may be refused as
+// too long (SQLSTATE 54000), and the Middleware answers 503 for every
+// claim in it. Keep scopes short (a tenant's ID, not a token; hash a long
+// one in WithScope). Headers are kept byte for byte in
 // header_bin (bytea), bodies in body (bytea); the JSON header column of
 // earlier versions is still read. A response the database refuses for its
 // size is reported as idempotency.ErrResponseNotStorable.
