@@ -200,7 +200,13 @@ func (t *Tx) PgxTx() pgx.Tx {
 // handler, and whether ctx carries one. Handlers write through it so that
 // their writes commit or roll back together with the idempotency record; they
 // must not commit or roll it back themselves (its Commit is refused with
-// ErrHandlerCommit, and commits nothing). Handlers may also be served by
+// ErrHandlerCommit, and commits nothing). Other ways of ending it are not
+// caught, and break the guarantee as a Commit would: a COMMIT statement
+// sent through it (Exec, SendBatch), or a transaction begun on the
+// connection from its Conn method (pgx.BeginFunc on it, code written for a
+// *pgx.Conn), whose BEGIN PostgreSQL ignores inside the open block and
+// whose COMMIT ends the request's. Pass the handler's code the pgx.Tx, not
+// its Conn. Handlers may also be served by
 // lease mode or a non-PostgreSQL store, in which case ok is false and they
 // should use their own connection. Once the request's transaction ended the
 // returned transaction refuses every statement with pgx.ErrTxClosed.

@@ -20,6 +20,8 @@ func TestFlagsUnknown(t *testing.T) {
 		{fmt.Errorf("redisstore: complete: %w", replyError("ERR Error compiling script (new function): user_script:1: '=' expected near '#'")), true},
 		{replyError("ERR Unexpected flag in script shebang: allow-oom"), true},
 		{replyError("ERR Unknown lua shebang option: flags"), true},
+		{replyError("READONLY Can not run script with write flag on readonly replica"), false},
+		{replyError("MISCONF Errors writing to the AOF file. Use 'no-writes' flag to run a script that does not write."), false},
 		{replyError("OOM command not allowed when used memory > 'maxmemory'. script: 1a2b, on @user_script:7."), false},
 		{replyError("NOSCRIPT No matching script. Please use EVAL."), false},
 		{replyError("WRONGTYPE Operation against a key holding the wrong kind of value"), false},

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -123,5 +126,50 @@ func TestAnswerOverBulkLimitNotStorable(t *testing.T) {
 	}
 	if e, found, err := s.Get(ctx, k); err != nil || !found || e.State != idempotency.StateCompleted || e.Response == nil || !e.Response.Oversize {
 		t.Errorf("Get = %+v, %v, %v; want completed, oversize", e, found, err)
+	}
+}
+
+// failConfigOnce fails the first CONFIG command as a read timeout does,
+// the caller's context still live.
+type failConfigOnce struct{ done atomic.Bool }
+
+func (*failConfigOnce) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (f *failConfigOnce) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "config" && f.done.CompareAndSwap(false, true) {
+			err := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+func (*failConfigOnce) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestBulkLimitReadAgainAfterABrokenRead: a CONFIG GET of the limit that
+// fails on the connection (a read timeout) is not the server's answer, and
+// is not kept for the Store's life as Redis's default of 512 MB: the next
+// large answer reads the limit again and is refused before it is sent.
+// Found by a review helper.
+func TestBulkLimitReadAgainAfterABrokenRead(t *testing.T) {
+	addr := startRedis(t, false, "--proto-max-bulk-len", "1mb", "--save", "", "--appendonly", "no")
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { rdb.Close() })
+	rdb.AddHook(&failConfigOnce{})
+	ctx := context.Background()
+	s := redisstore.New(rdb)
+	large := idempotency.Response{Status: 200, Body: make([]byte, 8<<20)}
+	for i := range 2 {
+		k := idempotency.Key{Key: "large-" + strconv.Itoa(i)}
+		r, err := s.Claim(ctx, k, "fp", time.Minute, time.Hour)
+		if err != nil || !r.Acquired {
+			t.Fatalf("Claim = %+v, %v", r, err)
+		}
+		err = s.Complete(ctx, k, r.Token, large, time.Hour)
+		if i == 1 && !errors.Is(err, idempotency.ErrResponseNotStorable) {
+			t.Errorf("Complete of 8 MiB after a broken read of the limit = %v, want ErrResponseNotStorable", err)
+		}
 	}
 }

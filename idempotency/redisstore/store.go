@@ -236,12 +236,15 @@ func (s *Store) bulkLimit(ctx context.Context) int {
 		return int(n)
 	}
 	n := int64(512 << 20)
-	if kv, err := s.rdb.ConfigGet(ctx, "proto-max-bulk-len").Result(); err == nil {
+	kv, err := s.rdb.ConfigGet(ctx, "proto-max-bulk-len").Result()
+	var refused redis.Error
+	switch {
+	case err == nil:
 		if v, err := strconv.ParseInt(kv["proto-max-bulk-len"], 10, 64); err == nil && v >= minBulkLimit {
 			n = v
 		}
-	} else if ctx.Err() != nil {
-		return int(n) // not cached: the caller's deadline, not the server's answer
+	case !errors.As(err, &refused):
+		return int(n) // not cached: a broken connection or the caller's deadline, not the server's answer
 	}
 	s.bulkMax.Store(n)
 	return int(n)
@@ -325,14 +328,15 @@ func (s *Store) settle(ctx context.Context, sc settled, key string, wrote func(a
 // begins with a shebang line of flags, before running any of it: Redis
 // before 7 reads the line as Lua, in which '#' cannot start a statement
 // ("Error compiling script"), and a server that reads shebangs but not
-// this flag names the flag or the shebang.
+// this flag names the shebang. Other refusals that name a script's flags
+// (a read-only replica's, a failing disk's) are not it: they pass.
 func flagsUnknown(err error) bool {
 	var re redis.Error
 	if !errors.As(err, &re) {
 		return false
 	}
 	msg := strings.ToLower(re.Error())
-	return strings.Contains(msg, "error compiling script") || strings.Contains(msg, "shebang") || strings.Contains(msg, "flag")
+	return strings.Contains(msg, "error compiling script") || strings.Contains(msg, "shebang")
 }
 
 func isNoScript(err error) bool {
