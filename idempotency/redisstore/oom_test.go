@@ -18,6 +18,16 @@ import (
 	"github.com/saferetry/saferetry/idempotency/redisstore"
 )
 
+// ownRedis starts a Redis of the test's own, which keeps nothing on disk,
+// with args, and returns a client of it.
+func ownRedis(t *testing.T, args ...string) *redis.Client {
+	t.Helper()
+	addr := startRedis(t, false, append([]string{"--save", "", "--appendonly", "no"}, args...)...)
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
 // fillPastMaxmemory writes 2 MiB of other data, then lowers maxmemory
 // below what Redis uses, as when other data grows past the limit: under
 // noeviction Redis refuses writes until memory is freed.
@@ -56,9 +66,7 @@ func fillPastMaxmemory(t *testing.T, rdb *redis.Client) {
 // stayed in progress, its lease lapsed, and the retry ran the handler
 // again. Found by a review helper.
 func TestHeldClaimsSettleWhileRedisIsFull(t *testing.T) {
-	addr := startRedis(t, false, "--maxmemory-policy", "noeviction", "--save", "", "--appendonly", "no")
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	t.Cleanup(func() { rdb.Close() })
+	rdb := ownRedis(t, "--maxmemory-policy", "noeviction")
 	ctx := context.Background()
 	s := redisstore.New(rdb)
 	claim := func(k idempotency.Key) int64 {
@@ -103,9 +111,7 @@ func TestHeldClaimsSettleWhileRedisIsFull(t *testing.T) {
 // leaving the key in progress for the retry after the lease to run again.
 // Found by a review helper.
 func TestAnswerOverBulkLimitNotStorable(t *testing.T) {
-	addr := startRedis(t, false, "--proto-max-bulk-len", "1mb", "--save", "", "--appendonly", "no")
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	t.Cleanup(func() { rdb.Close() })
+	rdb := ownRedis(t, "--proto-max-bulk-len", "1mb")
 	ctx := context.Background()
 	s := redisstore.New(rdb)
 	k := idempotency.Key{Key: "large"}
@@ -154,9 +160,7 @@ func (*failConfigOnce) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 // large answer reads the limit again and is refused before it is sent.
 // Found by a review helper.
 func TestBulkLimitReadAgainAfterABrokenRead(t *testing.T) {
-	addr := startRedis(t, false, "--proto-max-bulk-len", "1mb", "--save", "", "--appendonly", "no")
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	t.Cleanup(func() { rdb.Close() })
+	rdb := ownRedis(t, "--proto-max-bulk-len", "1mb")
 	rdb.AddHook(&failConfigOnce{})
 	ctx := context.Background()
 	s := redisstore.New(rdb)
