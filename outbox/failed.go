@@ -104,9 +104,8 @@ func (o *Outbox) Stats(ctx context.Context) (Stats, error) {
 // DeletePublished deletes published rows older than olderThan (which must
 // be positive: ErrInvalidAge), at most batch per statement (batch <= 0
 // means 1000), statement after statement until none is left, and returns
-// how many it deleted. Rows another
-// cleanup is deleting are skipped, not waited for. The Relay calls it
-// every cleanup period.
+// how many it deleted. Rows another cleanup is deleting are skipped, not
+// waited for. The Relay calls it every cleanup period.
 func (o *Outbox) DeletePublished(ctx context.Context, olderThan time.Duration, batch int) (int64, error) {
 	n, err := deleteInBatches(ctx, o.pool, `DELETE FROM `+o.names.quoted+` WHERE seq IN (
 	SELECT seq FROM `+o.names.quoted+` WHERE state = 1 AND published_at < now() - make_interval(secs => $1)

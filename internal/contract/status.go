@@ -10,9 +10,9 @@ import (
 // which is why they are written here side by side. CONTRACT.md, server
 // rules: "Outcomes stored: statuses below 500 except 408 and 429. 5xx, 408,
 // 429 and a handler panic store nothing and release the claim, so a retry
-// runs the handler again" (and 307 and 308, see NotStored). Client rule 3: "Retryable outcomes: ... 408, 409
-// that is not a replay (Idempotent-Replayed: true absent), 429, 5xx except
-// 501." So:
+// runs the handler again" (and 307 and 308, see NotStored). Client rule 3:
+// "Retryable outcomes: ... 408, 409 that is not a replay
+// (Idempotent-Replayed: true absent), 429, 5xx except 501." So:
 //
 //   - a status the server stores is the operation's answer: replayed, it is
 //     final for the client (a replayed 409 is the handler's own 409, not the
@@ -68,7 +68,8 @@ func Stored(status int) bool {
 var notStored = [...]int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect, http.StatusRequestTimeout, http.StatusTooManyRequests}
 
 // NotStored returns the statuses below 500 that the server does not store,
-// in increasing order: 408 and 429, as CONTRACT.md has it, and 307 and 308. A 307 or 308 says
+// in increasing order: 408 and 429, as CONTRACT.md has it, and 307 and
+// 308. A 307 or 308 says
 // that the request is to be repeated, method, body and all, at another
 // URI: nothing was done here, and the client carries the key to the new
 // URI (CONTRACT.md, client rule: a same-origin 307/308 carries the key and

@@ -89,11 +89,11 @@ func Refused(req *http.Request, err error) bool {
 }
 
 // MarkRefused returns err marked with ErrRefused when it is net/http's
-// refusal of req before sending (see Refused) and the attempt took no
-// connection (gotConn false: a connection taken means something may have
-// been written), and err as it is otherwise.
-func MarkRefused(req *http.Request, err error, gotConn bool) error {
-	if gotConn || !Refused(req, err) {
+// refusal of req before sending (see Refused) and nothing tells that the
+// attempt may have been written (wrote false; see Written), and err as it
+// is otherwise.
+func MarkRefused(req *http.Request, err error, wrote bool) error {
+	if wrote || !Refused(req, err) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", ErrRefused, err)
