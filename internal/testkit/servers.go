@@ -3,11 +3,13 @@ package testkit
 import (
 	"bytes"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync/atomic"
 	"testing"
+
+	"github.com/saferetry/saferetry/internal/testenv"
 )
 
 // ExecuteThenGoDown starts a server that answers a GET with "ok" (to leave
@@ -61,16 +63,11 @@ func WarmUp(t testing.TB, base http.RoundTripper, url string) {
 	resp.Body.Close()
 }
 
-// RefusedAddr returns an address on which nothing listens, so that a dial
-// to it is refused.
+// RefusedAddr returns a loopback address on which nothing listens (a free
+// port, see testenv.FreePorts), so that a dial to it is refused.
 func RefusedAddr(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	t.Helper()
+	return "127.0.0.1:" + strconv.Itoa(testenv.FreePorts(t, 1, false))
 }
 
 // SigningBase is a RoundTripper of a common kind, put between a client and
