@@ -9,8 +9,9 @@ import (
 // of it (one per redirect hop): the key pinned for the call and the
 // results the Transport hands back. It is a context of its own rather
 // than a context.WithValue with a pointer in it, so that the call costs
-// one allocation, not two. A call is used by one goroutine at a time (the
-// hops of a call run one after the other).
+// one allocation, not two, and holds the text of its generated key. A
+// call is used by one goroutine at a time (the hops of a call run one
+// after the other).
 type callContext struct {
 	context.Context
 
@@ -19,6 +20,7 @@ type callContext struct {
 	// get a generated key, so that a 303 turning a POST into a GET does
 	// not send the POST's key with the GET.
 	pinned string
+	text   keyText // pinned's text, when pinned is a generated key
 
 	// What the last operation of the call ended with.
 	attempts int
@@ -56,10 +58,9 @@ func (c *config) newCall(req *http.Request) (*callContext, error) {
 	if _, ok := KeyFromContext(ctx); ok {
 		return call, nil
 	}
-	k, err := NewKey()
-	if err != nil {
+	if err := call.text.generate(); err != nil {
 		return nil, &Error{Cause: ErrNotSent, Err: err}
 	}
-	call.pinned = k
+	call.pinned = call.text.string()
 	return call, nil
 }

@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
-
-	"github.com/google/uuid"
+	"unsafe"
 
 	"github.com/saferetry/saferetry/internal/contract"
 )
@@ -54,14 +53,41 @@ func KeyFromResponse(resp *http.Response) (string, bool) {
 // from [keyRandom], so the text is its only allocation (uuid.NewRandom makes
 // two, and reads the random source once per key).
 func NewKey() (string, error) {
-	var u uuid.UUID
+	var t keyText
+	if err := t.generate(); err != nil {
+		return "", err
+	}
+	return string(t[:]), nil
+}
+
+// keyText holds the canonical text of a UUID. The Transport keeps one in
+// each operation, so that a generated key costs no allocation of its own.
+type keyText [36]byte
+
+// generate fills t with the text of a fresh random (version 4) UUID.
+func (t *keyText) generate() error {
+	var u [16]byte
 	if err := keyRandom.read(u[:]); err != nil {
-		return "", fmt.Errorf("saferetry: generate idempotency key: %w", err)
+		return fmt.Errorf("saferetry: generate idempotency key: %w", err)
 	}
 	u[6] = u[6]&0x0f | 0x40 // version 4 (RFC 9562, section 5.4)
 	u[8] = u[8]&0x3f | 0x80 // the RFC 9562 variant
-	return u.String(), nil
+	const digits = "0123456789abcdef"
+	j := 0
+	for i, b := range u {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			t[j] = '-'
+			j++
+		}
+		t[j], t[j+1] = digits[b>>4], digits[b&0x0f]
+		j += 2
+	}
+	return nil
 }
+
+// string returns t's text without copying it: t must not change while
+// the string is in use, which holds t's memory for as long.
+func (t *keyText) string() string { return unsafe.String(&t[0], len(t)) }
 
 // keyRandom is the random source of NewKey.
 var keyRandom randomPool
@@ -179,7 +205,8 @@ const (
 // resolveKey picks the key of one logical operation and the exact header
 // value to send on every attempt. A key already on the request is sent as
 // it is; a key from the context or a generated one is formatted per cfg.
-func (c *config) resolveKey(req *http.Request) (key, wire string, src keySource, err error) {
+// A key generated here is written into text and shares its memory.
+func (c *config) resolveKey(req *http.Request, text *keyText) (key, wire string, src keySource, err error) {
 	if k, w, err := headerKey(req.Header); k != "" || err != nil {
 		return k, w, keyHeader, err
 	}
@@ -196,10 +223,10 @@ func (c *config) resolveKey(req *http.Request) (key, wire string, src keySource,
 	if call := callOf(req.Context()); call != nil && call.pinned != "" {
 		k = call.pinned
 	} else {
-		var err error
-		if k, err = NewKey(); err != nil {
+		if err := text.generate(); err != nil {
 			return "", "", keyGenerated, err
 		}
+		k = text.string()
 	}
 	// A generated key (a UUID) needs no quotes unless asked to be an sf-string.
 	if !c.structuredKey {

@@ -78,7 +78,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		retrypolicy.CloseBody(req)
 		return nil, &Error{Cause: ErrNotSent, Err: err}
 	}
-	key, wire, _, err := cfg.resolveKey(req)
+	op := &operation{t: t}
+	key, wire, _, err := cfg.resolveKey(req, &op.keyText)
 	if err == nil && req.Response != nil {
 		switch cfg.redirectHop(req, key) {
 		case retrypolicy.HopRefuse:
@@ -100,7 +101,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, &Error{Cause: ErrNotSent, Key: key, Err: err}
 	}
-	op := &operation{t: t, req: req, key: key, body: b}
+	op.req, op.key, op.body = req, key, b
 	if wire != "" {
 		op.wire[0] = wire
 	}
@@ -112,7 +113,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	op.state.Deadline, _ = op.ctx.Deadline()
 	op.timed = len(cfg.hooks) > 0 || cfg.logger != nil
-	return op.run()
+	resp, err := op.run()
+	op.release()
+	return resp, err
 }
 
 // operation is the state of one RoundTrip call.
@@ -133,7 +136,17 @@ type operation struct {
 	timed      bool      // a hook or logger wants Attempt's durations
 	began      time.Time // when the first attempt was sent, when timed
 	lastStatus int
-	lastErr    error // the last attempt's error, if it got no response, else nil
+	lastErr    error   // the last attempt's error, if it got no response, else nil
+	keyText    keyText // the text of a generated key (key and wire share it)
+}
+
+// release drops what op holds of the caller's request once the operation
+// is over. op itself may live on: it is the attempts' context (written),
+// which a response keeps in its Request, and a generated key is op's
+// keyText, which an [*Error] or a hook may keep. Neither should keep the
+// request or its buffered body in memory.
+func (op *operation) release() {
+	op.req, op.body, op.lastErr = nil, body{}, nil
 }
 
 // attempt is one try on the wire and what it got.

@@ -26,10 +26,16 @@ import (
 // nothing turns a refused dial into an outcome unknown, the safe side. A
 // base that reports no GotConn leaves the classification to the error.
 //
+// A Written is itself the context that [Written.Trace] returns, when the
+// context it is given holds no trace yet: the trace then costs no
+// allocation but its hook's.
+//
 // The zero Written is ready to use and must not be copied after its first
 // use. It is safe for concurrent use: the base may report from goroutines
 // of its own.
 type Written struct {
+	// Context is the context given to Trace, once Trace returned w.
+	context.Context
 	flag  atomic.Bool
 	trace httptrace.ClientTrace
 }
@@ -43,7 +49,50 @@ func (w *Written) Load() bool { return w.flag.Load() }
 // Trace returns ctx with a client trace that marks w when the base takes a
 // connection. Call it once per Written: the trace takes in the hooks of a
 // trace already in ctx, and a second call would take them in twice.
+//
+// What it returns is w itself when ctx holds no trace and the key of
+// httptrace's context value is known (see traceKey): w answers that key
+// with its trace and any other with ctx's value. Otherwise it is what
+// [httptrace.WithClientTrace] returns, which composes the two traces.
 func (w *Written) Trace(ctx context.Context) context.Context {
 	w.trace.GotConn = func(httptrace.GotConnInfo) { w.flag.Store(true) }
-	return httptrace.WithClientTrace(ctx, &w.trace)
+	if traceKey == nil || httptrace.ContextClientTrace(ctx) != nil {
+		return httptrace.WithClientTrace(ctx, &w.trace)
+	}
+	w.Context = ctx
+	return w
+}
+
+// Value returns w's trace for httptrace's key and the value of the
+// context given to Trace for any other key.
+func (w *Written) Value(key any) any {
+	if key == traceKey {
+		return &w.trace
+	}
+	return w.Context.Value(key)
+}
+
+// String names the context for debugging, as the context package's own
+// contexts do.
+func (w *Written) String() string { return "saferetry attempt context (connection trace)" }
+
+// traceKey is the key under which httptrace looks for a client trace in a
+// context, nil if it could not be learnt. httptrace keeps its key type
+// unexported; the key is learnt by asking [httptrace.ContextClientTrace]
+// to look in a context that records what it is asked for.
+var traceKey = func() any {
+	var p keyProbe
+	httptrace.ContextClientTrace(&p)
+	return p.key
+}()
+
+// keyProbe is a context that records the last key it was asked for.
+type keyProbe struct {
+	context.Context
+	key any
+}
+
+func (p *keyProbe) Value(key any) any {
+	p.key = key
+	return nil
 }

@@ -1,0 +1,90 @@
+package retrypolicy
+
+import (
+	"context"
+	"net/http/httptrace"
+	"testing"
+	"time"
+)
+
+type ctxKey struct{}
+
+// TestWrittenIsTheTraceContext: with no trace in the context it is given,
+// Trace returns the Written itself as the context, which net/http must
+// find the trace in, and which must behave as the context it wraps:
+// values, cancellation (a child context cancelled with it at once, not by
+// a goroutine watching it), traces added downstream.
+func TestWrittenIsTheTraceContext(t *testing.T) {
+	if traceKey == nil {
+		t.Fatal("httptrace's context key could not be learnt: every Trace allocates a context of its own")
+	}
+	parent, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
+	defer cancel()
+	w := new(Written)
+	ctx := w.Trace(parent)
+	if ctx != context.Context(w) {
+		t.Fatalf("Trace returned %T, want the Written itself", ctx)
+	}
+	if tr := httptrace.ContextClientTrace(ctx); tr != &w.trace {
+		t.Fatalf("httptrace finds trace %p, want the Written's %p", tr, &w.trace)
+	}
+	if v := ctx.Value(ctxKey{}); v != "v" {
+		t.Fatalf("Value = %v, want the parent's v", v)
+	}
+
+	httptrace.ContextClientTrace(ctx).GotConn(httptrace.GotConnInfo{})
+	if !w.Load() {
+		t.Fatal("GotConn did not mark the Written")
+	}
+	w.Reset()
+	if w.Load() {
+		t.Fatal("Reset did not clear the mark")
+	}
+
+	// A trace added downstream (by a base such as otelhttp) runs its own
+	// hook and the Written's.
+	var downstream int
+	ctx2 := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { downstream++ }})
+	httptrace.ContextClientTrace(ctx2).GotConn(httptrace.GotConnInfo{})
+	if downstream != 1 || !w.Load() {
+		t.Fatalf("a downstream trace's hook ran %d times, Written marked %v; want 1, true", downstream, w.Load())
+	}
+
+	child, cancelChild := context.WithTimeout(ctx, time.Hour)
+	defer cancelChild()
+	cancel()
+	if child.Err() == nil {
+		t.Fatal("a child of the Written was not cancelled at once with its parent")
+	}
+	if ctx.Err() != context.Canceled {
+		t.Fatalf("Err = %v, want the parent's", ctx.Err())
+	}
+}
+
+// TestWrittenComposesATraceAlreadyThere: a caller's own trace in the
+// context keeps running, once per event, beside the Written's.
+func TestWrittenComposesATraceAlreadyThere(t *testing.T) {
+	var callers int
+	parent := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { callers++ }})
+	w := new(Written)
+	ctx := w.Trace(parent)
+	httptrace.ContextClientTrace(ctx).GotConn(httptrace.GotConnInfo{})
+	if callers != 1 || !w.Load() {
+		t.Fatalf("the caller's hook ran %d times, Written marked %v; want 1, true", callers, w.Load())
+	}
+}
+
+// TestWrittenTraceAllocatesOnlyItsHook: the trace costs one allocation
+// (the hook) when the context holds no trace yet.
+func TestWrittenTraceAllocatesOnlyItsHook(t *testing.T) {
+	ws := make([]Written, 201)
+	i := 0
+	ctx := context.Background()
+	n := testing.AllocsPerRun(200, func() {
+		_ = ws[i].Trace(ctx)
+		i++
+	})
+	if n > 1 {
+		t.Fatalf("Trace allocates %.0f times, want 1", n)
+	}
+}
