@@ -644,16 +644,18 @@ func TestSharedHeaderValuesStayTheCallers(t *testing.T) {
 	}
 }
 
-// The Transport's own cost for a POST answered at once is at most seven
+// The Transport's own cost for a POST answered at once is at most five
 // allocations beyond what the caller's request and the base cost, over a
 // canned base and over net/http's Transport (the canned base registered
-// for "http" in it): the operation (which holds the connection trace and
-// the key header's value), the trace's hook and the context that carries
-// it, the attempt's request, its header map (two) and the key's text. The
-// trace tells a request written before a failed re-dial from one never
-// sent (see TestWrittenThenRedialRefusedIsOutcomeUnknown); it was five
-// before that trace, and a cheaper sign than the trace was tried and
-// given up (see retrypolicy.Written).
+// for "http" in it): the operation (which holds the connection trace, is
+// the context that carries it, and holds the key header's value and a
+// generated key's text), the trace's hook, the attempt's request and its
+// header map (two). The trace tells a request written before a failed
+// re-dial from one never sent (see
+// TestWrittenThenRedialRefusedIsOutcomeUnknown); it cost two more
+// allocations when it had a context and the key a text of their own, and
+// a cheaper sign than the trace was tried and given up (see
+// retrypolicy.Written).
 func TestTransportOverheadAllocations(t *testing.T) {
 	resp := &http.Response{StatusCode: http.StatusCreated, Header: http.Header{}, Body: http.NoBody}
 	canned := roundTripFunc(func(*http.Request) (*http.Response, error) { return resp, nil })
@@ -683,10 +685,11 @@ func TestTransportOverheadAllocations(t *testing.T) {
 }
 
 // TestEndedOperationKeepsNoRequest: what outlives a RoundTrip (a response,
-// whose Request holds the attempts' context, which is the operation's, and
+// whose Request holds the attempts' context, which is the operation, and
 // an *Error, whose Key is the text of a generated key, kept in the
-// operation) must not keep the caller's request, nor the body buffered
-// from it, in memory. The key must stay what was sent.
+// operation) must not keep the caller's request in memory. (A response's
+// Request is the attempt's clone, which keeps the body it sent and its
+// GetBody, as net/http's own clones do.) The key must stay what was sent.
 func TestEndedOperationKeepsNoRequest(t *testing.T) {
 	for _, fail := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fail=%v", fail), func(t *testing.T) {

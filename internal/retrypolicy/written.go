@@ -2,6 +2,8 @@ package retrypolicy
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http/httptrace"
 	"sync/atomic"
 )
@@ -72,9 +74,21 @@ func (w *Written) Value(key any) any {
 	return w.Context.Value(key)
 }
 
-// String names the context for debugging, as the context package's own
-// contexts do.
-func (w *Written) String() string { return "saferetry attempt context (connection trace)" }
+// String names the context for debugging, after its parent, as the
+// context package's own contexts do.
+func (w *Written) String() string {
+	name := "<nil>"
+	if s, ok := w.Context.(fmt.Stringer); ok {
+		name = s.String()
+	} else if w.Context != nil {
+		name = fmt.Sprintf("%T", w.Context)
+	}
+	return name + ".WithClientTrace(saferetry)"
+}
+
+// Format prints String for every verb, so that fmt never reads w's fields
+// (%#v would read the mark while the base's hook sets it).
+func (w *Written) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, w.String()) }
 
 // traceKey is the key under which httptrace looks for a client trace in a
 // context, nil if it could not be learnt. httptrace keeps its key type

@@ -2,6 +2,7 @@ package retrypolicy
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptrace"
 	"testing"
 	"time"
@@ -87,4 +88,31 @@ func TestWrittenTraceAllocatesOnlyItsHook(t *testing.T) {
 	if n > 1 {
 		t.Fatalf("Trace allocates %.0f times, want 1", n)
 	}
+}
+
+// TestWrittenPrintsWithoutReadingItsMark: a logger that prints an
+// attempt's context, with any verb, while the base's hook or the next
+// attempt's Reset writes the mark, reads none of the Written's fields
+// (-race; found by a review helper), and names the context after its
+// parent.
+func TestWrittenPrintsWithoutReadingItsMark(t *testing.T) {
+	w := new(Written)
+	ctx := w.Trace(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 2000 {
+			w.Reset()
+			httptrace.ContextClientTrace(ctx).GotConn(httptrace.GotConnInfo{})
+		}
+	}()
+	const want = "context.Background.WithClientTrace(saferetry)"
+	for range 50 {
+		for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%d", "%q"} {
+			if got := fmt.Sprintf(verb, ctx); got != want {
+				t.Fatalf("Sprintf(%q) = %q, want %q", verb, got, want)
+			}
+		}
+	}
+	<-done
 }
