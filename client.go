@@ -65,6 +65,7 @@ func (c *Client) Do(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	resp, err := c.hc.Do(req.WithContext(call))
+	call.state.Store(callOver)
 	if err != nil {
 		return nil, keepOutcome(err, call.err)
 	}

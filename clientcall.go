@@ -3,6 +3,7 @@ package saferetry
 import (
 	"context"
 	"net/http"
+	"sync/atomic"
 )
 
 // callContext is the context of one [Client.Do] call, for every RoundTrip
@@ -26,7 +27,32 @@ type callContext struct {
 	attempts int
 	key      string
 	err      *Error // the operation's error when it got no response
+
+	// state tells a RoundTrip whether it is a hop of this call (see
+	// enter). The call's context reaches further than its hops: into
+	// every attempt's request, which hooks and the response carry.
+	state atomic.Int32
 }
+
+// The states of a call.
+const (
+	callIdle int32 = iota // between hops
+	callBusy              // a hop's RoundTrip runs
+	callOver              // Do has returned
+)
+
+// enter reports whether a RoundTrip that finds c in its request's context
+// is a hop of the call, and makes c busy if so; the hop calls leave when
+// it ends. The hops of a call run one after the other, during Do. A
+// RoundTrip that finds c busy runs inside a hop (a request sent from a
+// hook on the attempt's context), and one that finds c over was sent on a
+// context taken from the call after it ended (from its response): each
+// is an operation of its own, which must neither send the call's pinned
+// key nor overwrite what the call ended with.
+func (c *callContext) enter() bool { return c.state.CompareAndSwap(callIdle, callBusy) }
+
+// leave ends a hop that enter let in.
+func (c *callContext) leave() { c.state.Store(callIdle) }
 
 // callCtxKey finds the callContext of a request's context.
 type callCtxKey struct{}
@@ -39,9 +65,13 @@ func (c *callContext) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// callOf returns the callContext of ctx, or nil outside a Client.Do.
-func callOf(ctx context.Context) *callContext {
+// hopOf returns the callContext of ctx when the request of ctx is a hop of
+// that call (see enter), or nil; the hop must then call leave.
+func hopOf(ctx context.Context) *callContext {
 	c, _ := ctx.Value(callCtxKey{}).(*callContext)
+	if c == nil || !c.enter() {
+		return nil
+	}
 	return c
 }
 

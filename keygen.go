@@ -205,8 +205,9 @@ const (
 // resolveKey picks the key of one logical operation and the exact header
 // value to send on every attempt. A key already on the request is sent as
 // it is; a key from the context or a generated one is formatted per cfg.
-// A key generated here is written into text and shares its memory.
-func (c *config) resolveKey(req *http.Request, text *keyText) (key, wire string, src keySource, err error) {
+// A key generated here is written into text and shares its memory; call
+// is the Client.Do call the request is a hop of, if any (see hopOf).
+func (c *config) resolveKey(req *http.Request, call *callContext, text *keyText) (key, wire string, src keySource, err error) {
 	if k, w, err := headerKey(req.Header); k != "" || err != nil {
 		return k, w, keyHeader, err
 	}
@@ -220,7 +221,7 @@ func (c *config) resolveKey(req *http.Request, text *keyText) (key, wire string,
 		return "", "", keyNone, nil
 	}
 	var k string
-	if call := callOf(req.Context()); call != nil && call.pinned != "" {
+	if call != nil && call.pinned != "" {
 		k = call.pinned
 	} else {
 		if err := text.generate(); err != nil {

@@ -78,8 +78,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		retrypolicy.CloseBody(req)
 		return nil, &Error{Cause: ErrNotSent, Err: err}
 	}
-	op := &operation{t: t}
-	key, wire, _, err := cfg.resolveKey(req, &op.keyText)
+	op := &operation{t: t, call: hopOf(req.Context())}
+	if op.call != nil {
+		defer op.call.leave()
+	}
+	key, wire, _, err := cfg.resolveKey(req, op.call, &op.keyText)
 	if err == nil && req.Response != nil {
 		switch cfg.redirectHop(req, key) {
 		case retrypolicy.HopRefuse:
@@ -121,6 +124,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // operation is the state of one RoundTrip call.
 type operation struct {
 	t     *Transport
+	call  *callContext // the Client.Do call this operation is a hop of, or nil
 	req   *http.Request
 	ctx   context.Context
 	key   string
@@ -373,7 +377,7 @@ func cloneHeader(h http.Header, wire []string) http.Header {
 // finish records the attempt count and the error, if any, for a Client
 // waiting on them.
 func (op *operation) finish(n int, err *Error) {
-	if call := callOf(op.ctx); call != nil {
+	if call := op.call; call != nil {
 		call.attempts, call.key, call.err = n, op.key, err
 	}
 }
