@@ -51,21 +51,25 @@ func (c *Client) Transport() *Transport { return c.transport }
 // Do sends req as one logical operation (see [Transport]). A key generated
 // for it is chosen before the first hop, so that a 307 or 308 redirect,
 // which net/http follows with a new RoundTrip, repeats the operation under
-// the same key. For a final
-// status below 400 it returns the response, whose body the caller must
-// close. For a final status of 400 or above it reads up to the error-body
+// the same key. The Transport knows a hop by the response it follows: a
+// RoundTripper put around the Transport (on [Client.HTTPClient]) must
+// return the Transport's responses as they are, as otelhttp's does. Any
+// other request sent with the call's context (which every attempt's
+// request carries, and the response's) is an operation of its own, with
+// a key of its own. For a final status below 400 it returns the response,
+// whose body the caller must close. For a final status of 400 or above it reads up to the error-body
 // limit, closes the body and returns a nil response with an [*APIError].
 // An operation that ends without a response returns an error matching
 // [ErrOutcomeUnknown] or [ErrNotSent] (wrapped in a *url.Error by
 // net/http), from which errors.As finds the [*Error] with the key.
 func (c *Client) Do(req *http.Request) (*http.Response, error) {
-	call, err := c.transport.cfg.newCall(req)
+	call, err := c.transport.cfg.newCall(c.transport, req)
 	if err != nil {
 		retrypolicy.CloseBody(req)
 		return nil, err
 	}
+	defer call.end()
 	resp, err := c.hc.Do(req.WithContext(call))
-	call.state.Store(callOver)
 	if err != nil {
 		return nil, keepOutcome(err, call.err)
 	}

@@ -2,6 +2,8 @@ package saferetry
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"sync/atomic"
 )
@@ -28,31 +30,66 @@ type callContext struct {
 	key      string
 	err      *Error // the operation's error when it got no response
 
-	// state tells a RoundTrip whether it is a hop of this call (see
-	// enter). The call's context reaches further than its hops: into
-	// every attempt's request, which hooks and the response carry.
+	// t is the Client's Transport: only its RoundTrips are the call's hops.
+	t *Transport
+	// state and last tell a RoundTrip whether it is a hop of this call
+	// (see enter). The call's context reaches further than its hops: into
+	// every attempt's request, which hooks and the response carry, and
+	// into the request that CheckRedirect is given.
 	state atomic.Int32
+	last  atomic.Pointer[http.Response] // what the last hop returned
 }
 
 // The states of a call.
 const (
 	callIdle int32 = iota // between hops
 	callBusy              // a hop's RoundTrip runs
-	callOver              // Do has returned
+	callOver              // a hop failed, or Do has returned
 )
 
-// enter reports whether a RoundTrip that finds c in its request's context
-// is a hop of the call, and makes c busy if so; the hop calls leave when
-// it ends. The hops of a call run one after the other, during Do. A
-// RoundTrip that finds c busy runs inside a hop (a request sent from a
-// hook on the attempt's context), and one that finds c over was sent on a
-// context taken from the call after it ended (from its response): each
-// is an operation of its own, which must neither send the call's pinned
-// key nor overwrite what the call ended with.
-func (c *callContext) enter() bool { return c.state.CompareAndSwap(callIdle, callBusy) }
+// enter reports whether req, sent through t with c in its context, is a
+// hop of the call, and makes c busy if so; the hop calls leave when it
+// ends. net/http sends the hops of a redirect one after the other, each
+// with the response the previous one returned as its Response (nil for
+// the first), through the Client's Transport. Any other request that
+// carries c is an operation of its own, which must neither send the
+// call's pinned key nor overwrite what the call ended with: one built on
+// the context of an attempt (from a hook, at once or from a goroutine it
+// started), of the request CheckRedirect is given, or of the call's
+// response, or sent during a hop, or after the call ended.
+func (c *callContext) enter(t *Transport, req *http.Request) bool {
+	return c.t == t && req.Response == c.last.Load() && c.state.CompareAndSwap(callIdle, callBusy)
+}
 
-// leave ends a hop that enter let in.
-func (c *callContext) leave() { c.state.Store(callIdle) }
+// leave ends a hop that enter let in. resp is what the hop returned; nil
+// (a failed hop, which ends the call) leaves the call over.
+func (c *callContext) leave(resp *http.Response) {
+	if resp == nil {
+		c.state.CompareAndSwap(callBusy, callOver)
+		return
+	}
+	c.last.Store(resp)
+	c.state.CompareAndSwap(callBusy, callIdle)
+}
+
+// end marks the call over, when Do returns.
+func (c *callContext) end() { c.state.Store(callOver) }
+
+// String names the context for debugging, after its parent; Format prints
+// it for every verb, so that fmt reads none of the call's fields (its key
+// among them) while a hop writes them.
+func (c *callContext) String() string {
+	name := "<nil>"
+	if s, ok := c.Context.(fmt.Stringer); ok {
+		name = s.String()
+	} else if c.Context != nil {
+		name = fmt.Sprintf("%T", c.Context)
+	}
+	return name + ".WithValue(saferetry.Client.Do call)"
+}
+
+// Format implements fmt.Formatter; see String.
+func (c *callContext) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, c.String()) }
 
 // callCtxKey finds the callContext of a request's context.
 type callCtxKey struct{}
@@ -65,11 +102,12 @@ func (c *callContext) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// hopOf returns the callContext of ctx when the request of ctx is a hop of
-// that call (see enter), or nil; the hop must then call leave.
-func hopOf(ctx context.Context) *callContext {
-	c, _ := ctx.Value(callCtxKey{}).(*callContext)
-	if c == nil || !c.enter() {
+// hopOf returns the callContext in req's context when req, sent through
+// t, is a hop of that call (see enter), or nil; the hop must then call
+// leave.
+func hopOf(t *Transport, req *http.Request) *callContext {
+	c, _ := req.Context().Value(callCtxKey{}).(*callContext)
+	if c == nil || !c.enter(t, req) {
 		return nil
 	}
 	return c
@@ -79,9 +117,9 @@ func hopOf(ctx context.Context) *callContext {
 // of the logical operation up front, for a request that would otherwise
 // get one generated per RoundTrip, so that every hop of a 307/308 redirect
 // (each a separate RoundTrip) carries the same key.
-func (c *config) newCall(req *http.Request) (*callContext, error) {
+func (c *config) newCall(t *Transport, req *http.Request) (*callContext, error) {
 	ctx := req.Context()
-	call := &callContext{Context: ctx}
+	call := &callContext{Context: ctx, t: t}
 	if len(req.Header[HeaderIdempotencyKey]) > 0 || !c.keyMethods.Has(req.Method) {
 		return call, nil
 	}

@@ -72,15 +72,15 @@ func closeIdle(rt http.RoundTripper) {
 }
 
 // RoundTrip runs one logical operation; see [Transport].
-func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+func (t *Transport) RoundTrip(req *http.Request) (resp *http.Response, err error) {
 	cfg := t.cfg
 	if err := retrypolicy.CheckURL(req.URL); err != nil {
 		retrypolicy.CloseBody(req)
 		return nil, &Error{Cause: ErrNotSent, Err: err}
 	}
-	op := &operation{t: t, call: hopOf(req.Context())}
+	op := &operation{t: t, call: hopOf(t, req)}
 	if op.call != nil {
-		defer op.call.leave()
+		defer func() { op.call.leave(resp) }()
 	}
 	key, wire, _, err := cfg.resolveKey(req, op.call, &op.keyText)
 	if err == nil && req.Response != nil {
@@ -116,7 +116,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	op.state.Deadline, _ = op.ctx.Deadline()
 	op.timed = len(cfg.hooks) > 0 || cfg.logger != nil
-	resp, err := op.run()
+	resp, err = op.run()
 	op.release()
 	return resp, err
 }

@@ -1,0 +1,364 @@
+package saferetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/saferetry/saferetry/internal/testkit"
+)
+
+// The tests of this file: which requests are the hops of a Client.Do
+// call, and so carry the key it pins (see callContext.enter). Each is a
+// case a review helper found.
+
+// hopBase answers /v1/debits with a 307 to /v2/debits, /v2/debits and
+// /v1/audit with a 201 (the audit with auditErr when set), and records the
+// key of every round trip by path. onAudit and onV2 run first when set.
+// It is safe for concurrent use.
+type hopBase struct {
+	mu       sync.Mutex
+	keys     map[string][]string
+	onAudit  func()
+	onV2     func()
+	auditErr error
+}
+
+func (b *hopBase) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		_, _ = io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+	}
+	b.mu.Lock()
+	if b.keys == nil {
+		b.keys = map[string][]string{}
+	}
+	b.keys[r.URL.Path] = append(b.keys[r.URL.Path], r.Header.Get(HeaderIdempotencyKey))
+	b.mu.Unlock()
+	resp := &http.Response{StatusCode: http.StatusCreated, Header: http.Header{}, Body: http.NoBody, Request: r}
+	switch r.URL.Path {
+	case "/v1/debits":
+		resp.StatusCode = http.StatusTemporaryRedirect
+		resp.Header.Set("Location", "http://api.test/v2/debits")
+	case "/v2/debits":
+		if b.onV2 != nil {
+			b.onV2()
+		}
+	case "/v1/audit":
+		if b.onAudit != nil {
+			b.onAudit()
+		}
+		if b.auditErr != nil {
+			return nil, b.auditErr
+		}
+	}
+	return resp, nil
+}
+
+// key returns the key of the i-th round trip to path, "" if none.
+func (b *hopBase) key(path string, i int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if i >= len(b.keys[path]) {
+		return ""
+	}
+	return b.keys[path][i]
+}
+
+// checkHops fails t unless call i's two hops carried one key, and returns it.
+func (b *hopBase) checkHops(t *testing.T, i int) string {
+	t.Helper()
+	k1, k2 := b.key("/v1/debits", i), b.key("/v2/debits", i)
+	if k1 == "" || k1 != k2 {
+		t.Errorf("call %d: the POST's hops carried keys %q and %q; want the call's key on both", i, k1, k2)
+	}
+	return k1
+}
+
+// wrappedKey marks a context derived by a RoundTripper around the Client's.
+type wrappedKey struct{}
+
+// audit sends another POST on ctx through c, as a hook or CheckRedirect
+// might.
+func audit(c *Client, ctx context.Context) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://api.test/v1/audit", strings.NewReader("audit"))
+	resp, err := c.HTTPClient().Do(req)
+	if err == nil {
+		resp.Body.Close()
+	}
+	return err
+}
+
+func debit(t *testing.T, c *Client) (*http.Response, error) {
+	return c.Do(newReq(t, context.Background(), http.MethodPost, "debit 1500"))
+}
+
+// A request sent from CheckRedirect on the context of the request it is
+// given (the call's own) is an operation of its own: a key of its own,
+// and the call's result untouched. The hop after it keeps the call's key.
+func TestCheckRedirectRequestIsNotAHop(t *testing.T) {
+	b := &hopBase{}
+	var c *Client
+	c = NewClient(WithBase(b), WithHTTPClient(&http.Client{
+		CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+			return audit(c, req.Context())
+		},
+	}))
+	resp, err := debit(t, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	callKey := b.checkHops(t, 0)
+	if k := b.key("/v1/audit", 0); k == "" || k == callKey {
+		t.Errorf("the request sent from CheckRedirect carried key %q; want one of its own, not the call's %q", k, callKey)
+	}
+
+	// Its failure is not the call's.
+	b = &hopBase{auditErr: testkit.ErrReset}
+	stop := errors.New("no redirects please")
+	c = NewClient(WithBase(b), WithMaxAttempts(1), WithHTTPClient(&http.Client{
+		CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+			_ = audit(c, req.Context())
+			return stop
+		},
+	}))
+	_, err = c.Do(newReq(t, WithKey(context.Background(), "debit-1"), http.MethodPost, "debit 1500"))
+	var e *Error
+	if !errors.Is(err, stop) || errors.As(err, &e) {
+		t.Errorf("Do's error %v carries the *Error %v of another operation (the audit); want CheckRedirect's alone", err, e)
+	}
+}
+
+// A request sent on the call's context from a goroutine a hook started,
+// which reaches the Transport between two hops, must not take the call:
+// the next hop would then get a key of its own, and the redirected POST
+// would run under two keys.
+func TestStrayBetweenHopsDoesNotTakeTheCall(t *testing.T) {
+	b := &hopBase{}
+	auditIn, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	b.onAudit = func() { close(auditIn); <-release }
+	b.onV2 = func() { once.Do(func() { close(release) }) }
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	var c *Client
+	c = NewClient(WithBase(b), WithHook(func(a Attempt) {
+		if a.Request.URL.Path != "/v1/debits" {
+			return
+		}
+		wg.Add(1)
+		go func(ctx context.Context) {
+			defer wg.Done()
+			<-start
+			_ = audit(c, ctx)
+		}(a.Request.Context())
+	}), WithHTTPClient(&http.Client{
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			close(start) // the audit goes now, between the hops
+			<-auditIn    // and is inside the base when the next hop starts
+			return nil
+		},
+	}))
+	resp, err := debit(t, c)
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	callKey := b.checkHops(t, 0)
+	if k := b.key("/v1/audit", 0); k == "" || k == callKey {
+		t.Errorf("the audit carried key %q; want one of its own, not the call's %q", k, callKey)
+	}
+}
+
+// A request that was let in while the call was idle and ends after Do
+// returned must not bring the call back: requests sent afterwards on the
+// response's context are operations of their own.
+func TestCallStaysOverAfterDo(t *testing.T) {
+	b := &hopBase{}
+	auditIn, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	b.onAudit = func() { once.Do(func() { close(auditIn); <-release }) }
+	done := make(chan struct{})
+	var c *Client
+	c = NewClient(WithBase(b), WithHTTPClient(&http.Client{
+		CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+			go func() {
+				defer close(done)
+				_ = audit(c, req.Context())
+			}()
+			<-auditIn
+			return http.ErrUseLastResponse
+		},
+	}))
+	resp, err := debit(t, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	close(release)
+	<-done
+	callKey := b.key("/v1/debits", 0)
+	if err := audit(c, resp.Request.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if k := b.key("/v1/audit", 1); k == "" || k == callKey {
+		t.Errorf("a request built after the call on its response's context carried %q; want one of its own, not the call's %q", k, callKey)
+	}
+}
+
+// A call that a panic ended (in a hook here) is over too: a context the
+// hook kept gives a later request no key of the call's (net/http's
+// server, for one, recovers a handler's panic and goes on).
+func TestCallOverAfterAPanic(t *testing.T) {
+	b := &hopBase{}
+	var kept context.Context
+	c := NewClient(WithBase(b), WithHook(func(a Attempt) {
+		if a.Request.URL.Path == "/v1/debits" {
+			kept = a.Request.Context()
+			panic("hook bug")
+		}
+	}))
+	func() {
+		defer func() { _ = recover() }()
+		_, _ = debit(t, c)
+	}()
+	if err := audit(c, kept); err != nil {
+		t.Fatal(err)
+	}
+	if k, callKey := b.key("/v1/audit", 0), b.key("/v1/debits", 0); k == "" || k == callKey {
+		t.Errorf("a request sent after the call on a context it kept carried %q; want one of its own, not the call's %q", k, callKey)
+	}
+}
+
+// The hops keep the call's key under the http.Client features that wrap
+// a hop (a timeout, a cookie jar), through a RoundTripper set around the
+// Client's Transport that clones the request (as otelhttp's does), and
+// when the Transport's own requests are sent while a hop runs.
+func TestHopsKeepTheKey(t *testing.T) {
+	jar, _ := cookiejar.New(nil)
+	b := &hopBase{}
+	c := NewClient(WithBase(b), WithHTTPClient(&http.Client{Timeout: 5 * time.Second, Jar: jar}))
+	inner := c.HTTPClient().Transport
+	c.HTTPClient().Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return inner.RoundTrip(r.Clone(context.WithValue(r.Context(), wrappedKey{}, true)))
+	})
+	for i := range 3 {
+		resp, err := debit(t, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		b.checkHops(t, i)
+	}
+}
+
+// Printing the call's context, as CheckRedirect's logging might, reads
+// none of its fields (the key among them) while a request sent from a
+// hook's goroutine runs (-race).
+func TestCallContextPrintsItsParentOnly(t *testing.T) {
+	b := &hopBase{}
+	var wg sync.WaitGroup
+	var printed []string
+	var c *Client
+	c = NewClient(WithBase(b), WithHook(func(a Attempt) {
+		if a.Request.URL.Path != "/v1/debits" {
+			return
+		}
+		wg.Add(1)
+		go func(ctx context.Context) {
+			defer wg.Done()
+			_ = audit(c, ctx)
+		}(a.Request.Context())
+	}), WithHTTPClient(&http.Client{
+		CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+			for _, verb := range []string{"%v", "%+v", "%#v", "%s"} {
+				printed = append(printed, fmt.Sprintf(verb, req.Context()))
+			}
+			return nil
+		},
+	}))
+	resp, err := debit(t, c)
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for _, p := range printed {
+		if p != "context.Background.WithValue(saferetry.Client.Do call)" {
+			t.Errorf("the call's context printed as %q", p)
+		}
+	}
+}
+
+// TestCallKeyStaysInItsCall: the key Client.Do pins for its call goes to
+// the call's hops only. The call's context reaches further, into every
+// attempt's request: a request sent from a hook on the attempt's context,
+// or built after the call on the context of its response, is another
+// operation and gets a key of its own (with the pinned key, a second
+// payment of the same amount would be answered with the first one's
+// replay, and never made). Found by a review helper. Two such requests at
+// once must not race on what the call ended with (-race).
+func TestCallKeyStaysInItsCall(t *testing.T) {
+	rc := testkit.NewRecorder(testkit.Status(201))
+	var inHook []string
+	var c *Client
+	var hookOn atomic.Bool // for the first call only
+	c = testClient(rc, WithHook(func(a Attempt) {
+		if a.Request.URL.Path != "/v1/debits" || !hookOn.Load() {
+			return
+		}
+		req, _ := http.NewRequestWithContext(a.Request.Context(), http.MethodPost, "http://api.test/v1/audit", strings.NewReader("audit"))
+		resp, err := c.HTTPClient().Do(req)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		resp.Body.Close()
+		inHook = append(inHook, resp.Request.Header.Get(HeaderIdempotencyKey))
+	}))
+	hookOn.Store(true)
+	resp, err := c.Do(newReq(t, context.Background(), http.MethodPost, "debit 1500"))
+	hookOn.Store(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	callKey, _ := KeyFromResponse(resp)
+	if len(inHook) != 1 || inHook[0] == "" || inHook[0] == callKey {
+		t.Fatalf("a request sent from the hook carried keys %q; want one of its own, not the call's %q", inHook, callKey)
+	}
+
+	after := make(chan string, 4)
+	for _, send := range []func(*http.Request) (*http.Response, error){c.HTTPClient().Do, c.HTTPClient().Do, c.Transport().RoundTrip, c.Do} {
+		go func() {
+			req, _ := http.NewRequestWithContext(resp.Request.Context(), http.MethodPost, "http://api.test/v1/debits", strings.NewReader("debit 1500"))
+			r, err := send(req)
+			if err != nil {
+				t.Error(err)
+				after <- ""
+				return
+			}
+			r.Body.Close()
+			k, _ := KeyFromResponse(r)
+			after <- k
+		}()
+	}
+	seen := map[string]bool{callKey: true, inHook[0]: true}
+	for range 4 {
+		k := <-after
+		if k == "" || seen[k] {
+			t.Errorf("a request built after the call on its response's context carried key %q; want a new one (seen %v)", k, seen)
+		}
+		seen[k] = true
+	}
+}
