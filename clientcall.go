@@ -32,48 +32,51 @@ type callContext struct {
 
 	// t is the Client's Transport: only its RoundTrips are the call's hops.
 	t *Transport
-	// state and last tell a RoundTrip whether it is a hop of this call
-	// (see enter). The call's context reaches further than its hops: into
-	// every attempt's request, which hooks and the response carry, and
-	// into the request that CheckRedirect is given.
-	state atomic.Int32
-	last  atomic.Pointer[http.Response] // what the last hop returned
+	// hop tells a RoundTrip whether it is the call's next hop (see enter):
+	// the response that hop follows (nil, or the Response of Do's request,
+	// for the first), hopBusy while a hop runs, hopOver once the call is
+	// over. The call's context reaches further than its hops: into every
+	// attempt's request, which hooks and the response carry, and into the
+	// request that CheckRedirect is given. One word, so that a request is
+	// let in by one compare-and-swap against what the last hop left.
+	hop atomic.Pointer[http.Response]
 }
 
-// The states of a call.
-const (
-	callIdle int32 = iota // between hops
-	callBusy              // a hop's RoundTrip runs
-	callOver              // a hop failed, or Do has returned
+// The sentinels of callContext.hop.
+var (
+	hopBusy = new(http.Response)
+	hopOver = new(http.Response)
 )
 
-// enter reports whether req, sent through t with c in its context, is a
-// hop of the call, and makes c busy if so; the hop calls leave when it
-// ends. net/http sends the hops of a redirect one after the other, each
-// with the response the previous one returned as its Response (nil for
-// the first), through the Client's Transport. Any other request that
-// carries c is an operation of its own, which must neither send the
-// call's pinned key nor overwrite what the call ended with: one built on
-// the context of an attempt (from a hook, at once or from a goroutine it
-// started), of the request CheckRedirect is given, or of the call's
-// response, or sent during a hop, or after the call ended.
+// enter reports whether req, sent through t with c in its context, is the
+// call's next hop, and makes c busy if so; the hop calls leave when it
+// ends. net/http sends the hops of a redirect one after the other through
+// the Client's Transport, each with the response the previous one
+// returned as its Response. Any other request that carries c is an
+// operation of its own, which must neither send the call's pinned key
+// nor overwrite what the call ended with: one built on the context of an
+// attempt (from a hook, at once or from a goroutine it started), of the
+// request CheckRedirect is given, or of the call's response; one sent
+// during a hop; one sent after the call. (A copy of the very request that
+// CheckRedirect is given, sent before that hop, is taken for the hop.)
 func (c *callContext) enter(t *Transport, req *http.Request) bool {
-	return c.t == t && req.Response == c.last.Load() && c.state.CompareAndSwap(callIdle, callBusy)
+	return c.t == t && c.hop.CompareAndSwap(req.Response, hopBusy)
 }
 
-// leave ends a hop that enter let in. resp is what the hop returned; nil
-// (a failed hop, which ends the call) leaves the call over.
-func (c *callContext) leave(resp *http.Response) {
+// leave ends a hop that enter let in: followed is the Response the hop
+// followed, resp what it returned. A hop that returned no response may be
+// sent again (by a RoundTripper around the Transport that retries), as
+// the same hop: it gets the call's key again.
+func (c *callContext) leave(followed, resp *http.Response) {
+	next := resp
 	if resp == nil {
-		c.state.CompareAndSwap(callBusy, callOver)
-		return
+		next = followed
 	}
-	c.last.Store(resp)
-	c.state.CompareAndSwap(callBusy, callIdle)
+	c.hop.CompareAndSwap(hopBusy, next)
 }
 
 // end marks the call over, when Do returns.
-func (c *callContext) end() { c.state.Store(callOver) }
+func (c *callContext) end() { c.hop.Store(hopOver) }
 
 // String names the context for debugging, after its parent; Format prints
 // it for every verb, so that fmt reads none of the call's fields (its key
@@ -120,6 +123,9 @@ func hopOf(t *Transport, req *http.Request) *callContext {
 func (c *config) newCall(t *Transport, req *http.Request) (*callContext, error) {
 	ctx := req.Context()
 	call := &callContext{Context: ctx, t: t}
+	if req.Response != nil { // a request made from an earlier one's
+		call.hop.Store(req.Response)
+	}
 	if len(req.Header[HeaderIdempotencyKey]) > 0 || !c.keyMethods.Has(req.Method) {
 		return call, nil
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -360,5 +361,158 @@ func TestCallKeyStaysInItsCall(t *testing.T) {
 			t.Errorf("a request built after the call on its response's context carried key %q; want a new one (seen %v)", k, seen)
 		}
 		seen[k] = true
+	}
+}
+
+// A request that would be let in by a call in one state must not be let
+// in after the state changed under it: a stray request (Response nil)
+// that looks while the first hop runs and tries after that hop returned
+// resp1 must not become a hop, and the real next hop (Response resp1)
+// must still be let in. Found by a review helper in a version that read
+// the last response and the state in two steps.
+func TestStrayAgainstHopEndIsRefused(t *testing.T) {
+	tr := &Transport{}
+	stray, first := &http.Request{}, &http.Request{}
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for cycle := 0; cycle < 2000 && time.Now().Before(deadline); cycle++ {
+		c := &callContext{Context: context.Background(), t: tr}
+		if !c.enter(tr, first) {
+			t.Fatal("the first hop was refused")
+		}
+		var stop, won atomic.Bool
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for !stop.Load() {
+				if c.enter(tr, stray) {
+					won.Store(true)
+					return
+				}
+			}
+		}()
+		runtime.Gosched()
+		resp1 := &http.Response{}
+		c.leave(nil, resp1)
+		runtime.Gosched()
+		stop.Store(true)
+		<-done
+		if won.Load() {
+			t.Fatalf("cycle %d: a stray request was let in after the first hop returned", cycle)
+		}
+		if !c.enter(tr, &http.Request{Response: resp1}) {
+			t.Fatalf("cycle %d: the second hop was refused", cycle)
+		}
+	}
+}
+
+// End to end: a hook of the first hop starts a goroutine that sends other
+// payments on the attempt's context through the Client's Transport until
+// the call is over. None may carry the call's key, and the redirected
+// POST's two hops must carry one key (-race: nor may they write the
+// call's results).
+func TestStraysFromAHookWhileTheCallRuns(t *testing.T) {
+	deadline := time.Now().Add(time.Second)
+	for call := 0; call < 200 && time.Now().Before(deadline); call++ {
+		b := &hopBase{}
+		var stop atomic.Bool
+		var wg sync.WaitGroup
+		var c *Client
+		c = NewClient(WithBase(b), WithHook(func(a Attempt) {
+			if a.Request.URL.Path != "/v1/debits" {
+				return
+			}
+			wg.Add(1)
+			go func(ctx context.Context) {
+				defer wg.Done()
+				for !stop.Load() {
+					req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://api.test/v1/audit", nil)
+					if resp, err := c.Transport().RoundTrip(req); err == nil {
+						resp.Body.Close()
+					}
+				}
+			}(a.Request.Context())
+			runtime.Gosched()
+		}))
+		resp, err := debit(t, c)
+		stop.Store(true)
+		wg.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		callKey := b.checkHops(t, 0)
+		for i := 0; b.key("/v1/audit", i) != ""; i++ {
+			if b.key("/v1/audit", i) == callKey {
+				t.Fatalf("call %d: audit %d carried the call's key %q", call, i, callKey)
+			}
+		}
+		if t.Failed() {
+			return
+		}
+	}
+}
+
+// A request given to Do that has a Response of its own (net/http sets it
+// on every request a redirect made; Clone keeps it), such as one made
+// from an earlier call's response, is the call's first hop all the same,
+// and its redirect the second.
+func TestFirstHopWithAResponse(t *testing.T) {
+	b := &hopBase{}
+	c := NewClient(WithBase(b))
+	resp, err := debit(t, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.Request.Response == nil {
+		t.Fatal("the final request has no Response: the test sets up nothing")
+	}
+	again := resp.Request.Clone(context.Background())
+	again.URL.Path = "/v1/debits"
+	again.Header.Del(HeaderIdempotencyKey)
+	again.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader("debit 99")), nil }
+	again.Body, again.ContentLength = io.NopCloser(strings.NewReader("debit 99")), 8
+	resp, err = c.Do(again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if k0, k1 := b.checkHops(t, 0), b.checkHops(t, 1); k0 == k1 {
+		t.Errorf("both calls carried key %q", k0)
+	}
+}
+
+// A RoundTripper around the Client's Transport that sends a hop again
+// after it failed (its own retry) sends the same hop: the call's key
+// again, for the first try may have been executed.
+func TestHopSentAgainAfterAFailure(t *testing.T) {
+	var mu sync.Mutex
+	var keys []string
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		keys = append(keys, r.Header.Get(HeaderIdempotencyKey))
+		if len(keys) == 1 {
+			return nil, testkit.ErrReset
+		}
+		return &http.Response{StatusCode: http.StatusCreated, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+	})
+	c := NewClient(WithBase(base), WithMaxAttempts(1))
+	inner := c.HTTPClient().Transport
+	c.HTTPClient().Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		resp, err := inner.RoundTrip(r)
+		if err != nil {
+			resp, err = inner.RoundTrip(r)
+		}
+		return resp, err
+	})
+	req, _ := http.NewRequest(http.MethodPost, "http://api.test/v1/debits", strings.NewReader("debit 1500"))
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if len(keys) != 2 || keys[0] == "" || keys[0] != keys[1] {
+		t.Errorf("the two tries of one hop carried %q; want the call's key on both", keys)
 	}
 }

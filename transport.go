@@ -80,7 +80,8 @@ func (t *Transport) RoundTrip(req *http.Request) (resp *http.Response, err error
 	}
 	op := &operation{t: t, call: hopOf(t, req)}
 	if op.call != nil {
-		defer func() { op.call.leave(resp) }()
+		followed := req.Response
+		defer func() { op.call.leave(followed, resp) }()
 	}
 	key, wire, _, err := cfg.resolveKey(req, op.call, &op.keyText)
 	if err == nil && req.Response != nil {
