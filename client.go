@@ -53,10 +53,14 @@ func (c *Client) Transport() *Transport { return c.transport }
 // which net/http follows with a new RoundTrip, repeats the operation under
 // the same key. The Transport knows a hop by the response it follows: a
 // RoundTripper put around the Transport (on [Client.HTTPClient]) must
-// return the Transport's responses as they are, as otelhttp's does; a
-// hop that failed and is sent again is the same hop. Any other request
-// sent with the call's context (which every attempt's request carries,
-// and the response's) is an operation of its own, with a key of its own. For a final status below 400 it returns the response,
+// keep each hop's Response (as Clone and WithContext do) and return the
+// Transport's responses as they are, as otelhttp's does. A hop that
+// failed and is sent again is the same hop; one sent again after it got
+// a response is not (leave such retries to the Transport). Any other
+// request sent on the call's context is an operation of its own, with a
+// key of its own unless its context carries one from [WithKey]: one made
+// on the context of an attempt or of the response, which do not show
+// the call, or on that of the request CheckRedirect is given. For a final status below 400 it returns the response,
 // whose body the caller must close. For a final status of 400 or above it reads up to the error-body
 // limit, closes the body and returns a nil response with an [*APIError].
 // An operation that ends without a response returns an error matching

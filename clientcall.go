@@ -55,8 +55,9 @@ var (
 // returned as its Response. Any other request that carries c is an
 // operation of its own, which must neither send the call's pinned key
 // nor overwrite what the call ended with: one built on the context of an
-// attempt (from a hook, at once or from a goroutine it started), of the
-// request CheckRedirect is given, or of the call's response; one sent
+// attempt (from a hook, at once or from a goroutine it started) or of the
+// call's response, which hides the call (retrypolicy.Written.Hide); one
+// built on the context of the request CheckRedirect is given; one sent
 // during a hop; one sent after the call. (A copy of the very request that
 // CheckRedirect is given, sent before that hop, is taken for the hop.)
 func (c *callContext) enter(t *Transport, req *http.Request) bool {

@@ -21,16 +21,17 @@ import (
 // call, and so carry the key it pins (see callContext.enter). Each is a
 // case a review helper found.
 
-// hopBase answers /v1/debits with a 307 to /v2/debits, /v2/debits and
-// /v1/audit with a 201 (the audit with auditErr when set), and records the
-// key of every round trip by path. onAudit and onV2 run first when set.
+// hopBase answers /v1/debits with a 307 to /v2/debits (after failDebits
+// resets), /v2/debits and /v1/audit with a 201 (the audit with auditErr
+// when set), and records the key of every round trip by path. onAudit and onV2 run first when set.
 // It is safe for concurrent use.
 type hopBase struct {
-	mu       sync.Mutex
-	keys     map[string][]string
-	onAudit  func()
-	onV2     func()
-	auditErr error
+	mu         sync.Mutex
+	keys       map[string][]string
+	onAudit    func()
+	onV2       func()
+	auditErr   error
+	failDebits int // fail this many /v1/debits round trips first (a reset)
 }
 
 func (b *hopBase) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -43,7 +44,14 @@ func (b *hopBase) RoundTrip(r *http.Request) (*http.Response, error) {
 		b.keys = map[string][]string{}
 	}
 	b.keys[r.URL.Path] = append(b.keys[r.URL.Path], r.Header.Get(HeaderIdempotencyKey))
+	fail := r.URL.Path == "/v1/debits" && b.failDebits > 0
+	if fail {
+		b.failDebits--
+	}
 	b.mu.Unlock()
+	if fail {
+		return nil, testkit.ErrReset
+	}
 	resp := &http.Response{StatusCode: http.StatusCreated, Header: http.Header{}, Body: http.NoBody, Request: r}
 	switch r.URL.Path {
 	case "/v1/debits":
@@ -514,5 +522,51 @@ func TestHopSentAgainAfterAFailure(t *testing.T) {
 	resp.Body.Close()
 	if len(keys) != 2 || keys[0] == "" || keys[0] != keys[1] {
 		t.Errorf("the two tries of one hop carried %q; want the call's key on both", keys)
+	}
+}
+
+// After a hop failed, and before it is sent again (by a RoundTripper
+// around the Transport that retries) or Do returns, a request sent from a
+// hook's goroutine on the attempt's context is no hop: it must not take
+// the key under which the payment may have run, and the hop sent again,
+// and its redirect, must keep that key. Found by a review helper: the
+// attempt's context showed the call, which, back to waiting for the hop,
+// let the first request that came in.
+func TestStrayAfterAFailedHop(t *testing.T) {
+	b := &hopBase{failDebits: 1}
+	failed, strayDone := make(chan struct{}), make(chan struct{})
+	var c *Client
+	c = NewClient(WithBase(b), WithMaxAttempts(1), WithHook(func(a Attempt) {
+		if a.Request.URL.Path == "/v1/debits" && a.Err != nil {
+			go func(ctx context.Context) {
+				<-failed
+				_ = audit(c, ctx)
+				close(strayDone)
+			}(a.Request.Context())
+		}
+	}))
+	inner := c.HTTPClient().Transport
+	c.HTTPClient().Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		again := r.Clone(r.Context())
+		resp, err := inner.RoundTrip(r)
+		if err != nil && r.URL.Path == "/v1/debits" {
+			close(failed) // the wrapper's own backoff ...
+			<-strayDone   // ... during which the hook's request goes
+			again.Body, _ = r.GetBody()
+			resp, err = inner.RoundTrip(again)
+		}
+		return resp, err
+	})
+	resp, err := debit(t, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	k0, k1, k2 := b.key("/v1/debits", 0), b.key("/v1/debits", 1), b.key("/v2/debits", 0)
+	if k0 == "" || k0 != k1 || k0 != k2 {
+		t.Errorf("the payment's two tries and its redirect carried %q, %q and %q; want one key on all", k0, k1, k2)
+	}
+	if k := b.key("/v1/audit", 0); k == "" || k == k0 {
+		t.Errorf("the hook's request carried %q; want one of its own, not the payment's %q", k, k0)
 	}
 }

@@ -109,6 +109,9 @@ func (t *Transport) RoundTrip(req *http.Request) (resp *http.Response, err error
 	if wire != "" {
 		op.wire[0] = wire
 	}
+	// A request made on an attempt's context is no hop of a Client.Do
+	// call the operation is one of (see callContext.enter).
+	op.written.Hide = callCtxKey{}
 	op.ctx = op.written.Trace(req.Context())
 	op.state = retrypolicy.State{
 		MaxAttempts:   cfg.maxAttempts,

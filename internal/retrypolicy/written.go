@@ -38,6 +38,10 @@ import (
 type Written struct {
 	// Context is the context given to Trace, once Trace returned w.
 	context.Context
+	// Hide, when set before Trace, is a context key whose value in the
+	// context given to Trace the returned context does not show: requests
+	// made on it (by hooks, or later on a response's context) see none.
+	Hide  any
 	flag  atomic.Bool
 	trace httptrace.ClientTrace
 }
@@ -59,17 +63,24 @@ func (w *Written) Load() bool { return w.flag.Load() }
 func (w *Written) Trace(ctx context.Context) context.Context {
 	w.trace.GotConn = func(httptrace.GotConnInfo) { w.flag.Store(true) }
 	if traceKey == nil || httptrace.ContextClientTrace(ctx) != nil {
-		return httptrace.WithClientTrace(ctx, &w.trace)
+		ctx = httptrace.WithClientTrace(ctx, &w.trace)
+		if w.Hide != nil {
+			ctx = context.WithValue(ctx, w.Hide, nil)
+		}
+		return ctx
 	}
 	w.Context = ctx
 	return w
 }
 
-// Value returns w's trace for httptrace's key and the value of the
-// context given to Trace for any other key.
+// Value returns w's trace for httptrace's key, nil for w.Hide, and the
+// value of the context given to Trace for any other key.
 func (w *Written) Value(key any) any {
-	if key == traceKey {
+	switch {
+	case key == traceKey:
 		return &w.trace
+	case w.Hide != nil && key == w.Hide:
+		return nil
 	}
 	return w.Context.Value(key)
 }
