@@ -17,7 +17,8 @@ func (tel *telemetry) observe(a saferetry.Attempt) {
 	ctx := a.Request.Context()
 	op := operationFrom(ctx)
 	if op == nil || op.tel != tel {
-		// Not under the operation layer: cannot happen, but count it.
+		// Not under the operation layer (a request sent through the
+		// saferetry Transport alone, e.g. on an attempt's context): count it.
 		tel.count(newOperation(tel, a.Request), a)
 		return
 	}

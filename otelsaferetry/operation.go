@@ -13,6 +13,7 @@ import (
 
 	"github.com/saferetry/saferetry"
 	"github.com/saferetry/saferetry/internal/otelkit"
+	"github.com/saferetry/saferetry/internal/retrypolicy"
 )
 
 // operation is the instrumentation's state of one logical operation. The
@@ -22,6 +23,7 @@ import (
 // one after the other), so it needs no lock.
 type operation struct {
 	tel   *telemetry
+	ctx   context.Context // what the operation layer gave the saferetry Transport
 	span  trace.Span
 	attrs []attribute.KeyValue // method and server: every metric's, in common
 	url   attribute.KeyValue   // url.full, for the spans
@@ -38,8 +40,20 @@ type operation struct {
 type operationKey struct{}
 
 // operationFrom returns the operation whose attempt ctx belongs to, or nil.
+// An attempt's context shows the operation to anything made on it too: a
+// request made on it (by a hook, or on a response's context) and sent
+// through the saferetry Transport alone is another saferetry operation,
+// whose attempts are not this operation's. They are told apart by the
+// innermost saferetry operation of ctx, which for this operation's own
+// attempts was given the operation layer's context.
 func operationFrom(ctx context.Context) *operation {
 	op, _ := ctx.Value(operationKey{}).(*operation)
+	if op == nil {
+		return nil
+	}
+	if w := retrypolicy.Of(ctx); w == nil || w.Parent() != op.ctx {
+		return nil
+	}
 	return op
 }
 
@@ -100,6 +114,7 @@ func (l *operationLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 		kindInternal, trace.WithAttributes(spanAttrs(op, req)...))
 	op.span = span
 	ctx = context.WithValue(ctx, operationKey{}, op)
+	op.ctx = ctx
 	resp, err := l.next.RoundTrip(req.WithContext(ctx))
 	op.end(ctx, time.Since(start), resp, err)
 	if resp != nil {

@@ -28,22 +28,26 @@ import (
 // nothing turns a refused dial into an outcome unknown, the safe side. A
 // base that reports no GotConn leaves the classification to the error.
 //
-// A Written is itself the context that [Written.Trace] returns, when the
-// context it is given holds no trace yet: the trace then costs no
-// allocation but its hook's.
+// A Written is itself the context that [Written.Trace] returns: when the
+// context it is given holds no trace yet, the trace costs no allocation
+// but its hook's.
 //
 // The zero Written is ready to use and must not be copied after its first
 // use. It is safe for concurrent use: the base may report from goroutines
 // of its own.
 type Written struct {
-	// Context is the context given to Trace, once Trace returned w.
+	// Context is what w passes the keys it does not answer to, once
+	// Trace returned w: the context given to Trace, or that context with
+	// the trace composed into one already there.
 	context.Context
 	// Hide, when set before Trace, is a context key whose value in the
 	// context given to Trace the returned context does not show: requests
 	// made on it (by hooks, or later on a response's context) see none.
-	Hide  any
-	flag  atomic.Bool
-	trace httptrace.ClientTrace
+	Hide     any
+	parent   context.Context // the context given to Trace
+	composed bool            // Context holds the trace, composed by httptrace
+	flag     atomic.Bool
+	trace    httptrace.ClientTrace
 }
 
 // Reset forgets what an earlier attempt reported, before the next is sent.
@@ -56,43 +60,56 @@ func (w *Written) Load() bool { return w.flag.Load() }
 // connection. Call it once per Written: the trace takes in the hooks of a
 // trace already in ctx, and a second call would take them in twice.
 //
-// What it returns is w itself when ctx holds no trace and the key of
-// httptrace's context value is known (see traceKey): w answers that key
-// with its trace and any other with ctx's value. Otherwise it is what
-// [httptrace.WithClientTrace] returns, which composes the two traces.
+// What it returns is w itself. When ctx holds no trace and the key of
+// httptrace's context value is known (see traceKey), w answers that key
+// with its trace; otherwise [httptrace.WithClientTrace] composes the two
+// traces into the context w passes other keys to, at the price of an
+// allocation.
 func (w *Written) Trace(ctx context.Context) context.Context {
 	w.trace.GotConn = func(httptrace.GotConnInfo) { w.flag.Store(true) }
+	w.parent, w.Context = ctx, ctx
 	if traceKey == nil || httptrace.ContextClientTrace(ctx) != nil {
-		ctx = httptrace.WithClientTrace(ctx, &w.trace)
-		if w.Hide != nil {
-			ctx = context.WithValue(ctx, w.Hide, nil)
-		}
-		return ctx
+		w.Context, w.composed = httptrace.WithClientTrace(ctx, &w.trace), true
 	}
-	w.Context = ctx
 	return w
 }
 
-// Value returns w's trace for httptrace's key, nil for w.Hide, and the
-// value of the context given to Trace for any other key.
+// Value returns w itself for the key of [Of], w's trace for httptrace's
+// key (unless composed), nil for w.Hide, and what w's Context holds for
+// any other key.
 func (w *Written) Value(key any) any {
 	switch {
-	case key == traceKey:
-		return &w.trace
+	case key == (writtenKey{}):
+		return w
 	case w.Hide != nil && key == w.Hide:
 		return nil
+	case !w.composed && key == traceKey:
+		return &w.trace
 	}
 	return w.Context.Value(key)
 }
+
+// writtenKey is the key of the innermost Written in a context.
+type writtenKey struct{}
+
+// Of returns the innermost Written in ctx (the operation an attempt's
+// context belongs to), or nil.
+func Of(ctx context.Context) *Written {
+	w, _ := ctx.Value(writtenKey{}).(*Written)
+	return w
+}
+
+// Parent returns the context given to Trace.
+func (w *Written) Parent() context.Context { return w.parent }
 
 // String names the context for debugging, after its parent, as the
 // context package's own contexts do.
 func (w *Written) String() string {
 	name := "<nil>"
-	if s, ok := w.Context.(fmt.Stringer); ok {
+	if s, ok := w.parent.(fmt.Stringer); ok {
 		name = s.String()
-	} else if w.Context != nil {
-		name = fmt.Sprintf("%T", w.Context)
+	} else if w.parent != nil {
+		name = fmt.Sprintf("%T", w.parent)
 	}
 	return name + ".WithClientTrace(saferetry)"
 }
