@@ -56,11 +56,14 @@ func (c *Client) Transport() *Transport { return c.transport }
 // keep each hop's Response (as Clone and WithContext do) and return the
 // Transport's responses as they are, as otelhttp's does. A hop that
 // failed and is sent again is the same hop; one sent again after it got
-// a response is not (leave such retries to the Transport). Any other
-// request sent on the call's context is an operation of its own, with a
-// key of its own unless its context carries one from [WithKey]: one made
-// on the context of an attempt or of the response, which do not show
-// the call, or on that of the request CheckRedirect is given. For a final status below 400 it returns the response,
+// a response is not (leave such retries to the Transport). The first
+// hop is the request Do gives its http.Client, whose Response is a mark
+// of Do's (CheckRedirect sees it in via[0]; the Transport sends none).
+// Any other request sent on the call's context is an operation of its
+// own, with a key of its own unless its context carries one from
+// [WithKey]: one made on the context of an attempt or of the response,
+// which do not show the call, or on that of a hop (a RoundTripper's own
+// request, or one from CheckRedirect). For a final status below 400 it returns the response,
 // whose body the caller must close. For a final status of 400 or above it reads up to the error-body
 // limit, closes the body and returns a nil response with an [*APIError].
 // An operation that ends without a response returns an error matching
@@ -73,7 +76,9 @@ func (c *Client) Do(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	defer call.end()
-	resp, err := c.hc.Do(req.WithContext(call))
+	first := req.WithContext(call)
+	first.Response = hopFirst // see callContext.hop
+	resp, err := c.hc.Do(first)
 	if err != nil {
 		return nil, keepOutcome(err, call.err)
 	}

@@ -23,6 +23,9 @@ func (tel *telemetry) observe(a saferetry.Attempt) {
 		return
 	}
 	op.last = a
+	// Not the request: a key kept after the call keeps its operation, and
+	// with it this one, which must not keep the attempt's body.
+	op.last.Request = nil
 	tel.count(op, a)
 	if tel.keyAttribute && a.Number == 1 && a.Key != "" {
 		op.span.SetAttributes(AttributeKey.String(a.Key))

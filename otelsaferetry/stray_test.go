@@ -1,8 +1,12 @@
 package otelsaferetry_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -82,4 +86,40 @@ func TestStrayDuringTheCallLeavesItsOperation(t *testing.T) {
 	if attempts != 2 {
 		t.Errorf("the call's operation has %d attempt spans, want its own 2 (the stray makes none)", attempts)
 	}
+}
+
+// A key kept after an operation that failed (to reconcile it later) keeps
+// no more than the operation: not the body the Transport buffered, which
+// the instrumentation held through the last attempt's request. Found by
+// a review helper.
+func TestKeptKeyHoldsNoBody(t *testing.T) {
+	const size = 1 << 20
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		return nil, errors.New("connection reset")
+	})
+	r := newRig(t)
+	tr := otelsaferetry.NewTransport(base, r.options(otelsaferetry.WithRetryOptions(saferetry.WithMaxAttempts(1)))...)
+	heap := func() int64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return int64(m.HeapAlloc)
+	}
+	var keys []string
+	before := heap()
+	for range 8 {
+		// A body without GetBody, which the Transport buffers.
+		req, _ := http.NewRequest(http.MethodPost, "http://api.test/v1/debits", io.MultiReader(bytes.NewReader(make([]byte, size))))
+		_, err := tr.RoundTrip(req)
+		var e *saferetry.Error
+		if !errors.As(err, &e) || e.Key == "" {
+			t.Fatalf("err = %v, want an *Error with a key", err)
+		}
+		keys = append(keys, e.Key)
+	}
+	if grew := heap() - before; grew > 4*size {
+		t.Errorf("8 kept keys hold %d KiB; want far less than their 8 bodies of 1 MiB", grew>>10)
+	}
+	runtime.KeepAlive(keys)
 }
