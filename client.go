@@ -48,27 +48,36 @@ func (c *Client) HTTPClient() *http.Client { return c.hc }
 // Transport returns the Client's Transport.
 func (c *Client) Transport() *Transport { return c.transport }
 
-// Do sends req as one logical operation (see [Transport]). A key generated
-// for it is chosen before the first hop, so that a 307 or 308 redirect,
-// which net/http follows with a new RoundTrip, repeats the operation under
-// the same key. The Transport knows a hop by the response it follows: a
-// RoundTripper put around the Transport (on [Client.HTTPClient]) must
-// keep each hop's Response (as Clone and WithContext do) and return the
-// Transport's responses as they are, as otelhttp's does. A hop that
-// failed and is sent again is the same hop; one sent again after it got
-// a response is not (leave such retries to the Transport). The first
-// hop is the request Do gives its http.Client, whose Response is a mark
-// of Do's (CheckRedirect sees it in via[0]; the Transport sends none).
-// Any other request sent on the call's context is an operation of its
-// own, with a key of its own unless its context carries one from
-// [WithKey]: one made on the context of an attempt or of the response,
-// which do not show the call, or on that of a hop (a RoundTripper's own
-// request, or one from CheckRedirect). For a final status below 400 it returns the response,
-// whose body the caller must close. For a final status of 400 or above it reads up to the error-body
-// limit, closes the body and returns a nil response with an [*APIError].
-// An operation that ends without a response returns an error matching
-// [ErrOutcomeUnknown] or [ErrNotSent] (wrapped in a *url.Error by
-// net/http), from which errors.As finds the [*Error] with the key.
+// Do sends req as one logical operation (see [Transport]). For a final
+// status below 400 it returns the response, whose body the caller must
+// close. For a final status of 400 or above it reads up to the
+// error-body limit, closes the body and returns a nil response with an
+// [*APIError]. An operation that ends without a response returns an
+// error matching [ErrOutcomeUnknown] or [ErrNotSent] (wrapped in a
+// *url.Error by net/http), from which errors.As finds the [*Error] with
+// the key.
+//
+// A key generated for it is chosen before the first hop, so that a 307
+// or 308 redirect, which net/http follows with a new RoundTrip, repeats
+// the operation under the same key. The Transport knows the next hop by
+// the response it follows (none for the first). A RoundTripper put
+// around the Transport (on [Client.HTTPClient]) must keep each hop's
+// Response (as Clone and WithContext do) and return the Transport's
+// responses as they are, as otelhttp's does. A hop that failed and is
+// sent again is the same hop; one sent again after it got a response is
+// not (leave such retries to the Transport). Such a RoundTripper must
+// not send requests of its own through the Client's Transport on a
+// hop's context before the first hop or after it failed: one would be
+// taken for that hop, as would a copy of a hop (or of the request
+// CheckRedirect is given) sent before it. Any other request sent on the
+// call's context is an operation of its own, with a key of its own
+// unless its context carries one from [WithKey]: one made on the context
+// of an attempt or of the response, which do not show the call, or on
+// that of the request CheckRedirect is given.
+//
+// With a cookie jar, net/http adds the jar's cookies to the header of
+// the request it sends; Do gives it a copy of req's header then, so that
+// req is not modified.
 func (c *Client) Do(req *http.Request) (*http.Response, error) {
 	call, err := c.transport.cfg.newCall(c.transport, req)
 	if err != nil {
@@ -77,7 +86,9 @@ func (c *Client) Do(req *http.Request) (*http.Response, error) {
 	}
 	defer call.end()
 	first := req.WithContext(call)
-	first.Response = hopFirst // see callContext.hop
+	if c.hc.Jar != nil {
+		first.Header = req.Header.Clone()
+	}
 	resp, err := c.hc.Do(first)
 	if err != nil {
 		return nil, keepOutcome(err, call.err)

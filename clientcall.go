@@ -33,30 +33,26 @@ type callContext struct {
 	// t is the Client's Transport: only its RoundTrips are the call's hops.
 	t *Transport
 	// hop tells a RoundTrip whether it is the call's next hop (see enter):
-	// the response that hop follows (hopFirst for the first), hopBusy
-	// while a hop runs, hopOver once the call is over. The call's context reaches further than its hops: into every
+	// the response that hop follows (nil, or the Response of Do's request,
+	// for the first), hopBusy while a hop runs, hopOver once the call is
+	// over. The call's context reaches further than its hops: into every
 	// attempt's request, which hooks and the response carry, and into the
 	// request that CheckRedirect is given. One word, so that a request is
 	// let in by one compare-and-swap against what the last hop left.
 	hop atomic.Pointer[http.Response]
 }
 
-// The sentinels of callContext.hop. hopFirst is also the Response of the
-// request Do gives its http.Client, so that the first hop is told from a
-// request made on the call's context (by a RoundTripper around the
-// Transport, say) before it or after it failed: such a request has none.
-// The Transport takes it off each attempt's request.
+// The sentinels of callContext.hop.
 var (
-	hopFirst = new(http.Response)
-	hopBusy  = new(http.Response)
-	hopOver  = new(http.Response)
+	hopBusy = new(http.Response)
+	hopOver = new(http.Response)
 )
 
 // enter reports whether req, sent through t with c in its context, is the
 // call's next hop, and makes c busy if so; the hop calls leave when it
 // ends. net/http sends the hops of a redirect one after the other through
 // the Client's Transport, each with the response the previous one
-// returned as its Response (the first with hopFirst, which Do sets). Any other request that carries c is an
+// returned as its Response. Any other request that carries c is an
 // operation of its own, which must neither send the call's pinned key
 // nor overwrite what the call ended with: one built on the context of an
 // attempt (from a hook, at once or from a goroutine it started) or of the
@@ -128,7 +124,9 @@ func hopOf(t *Transport, req *http.Request) *callContext {
 func (c *config) newCall(t *Transport, req *http.Request) (*callContext, error) {
 	ctx := req.Context()
 	call := &callContext{Context: ctx, t: t}
-	call.hop.Store(hopFirst)
+	if req.Response != nil { // a request made from an earlier one's
+		call.hop.Store(req.Response)
+	}
 	if len(req.Header[HeaderIdempotencyKey]) > 0 || !c.keyMethods.Has(req.Method) {
 		return call, nil
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
@@ -571,56 +572,38 @@ func TestStrayAfterAFailedHop(t *testing.T) {
 	}
 }
 
-// A RoundTripper around the Client's Transport (an auth wrapper, say)
-// that sends a request of its own on the hop's context through the
-// Client's Transport, before it passes the first hop on, or after that
-// hop failed and before it sends it again: its request is no hop, and
-// the hops (the failed one's two tries among them) keep the call's key.
-// Found by a review helper: the call let in, as its first hop, any
-// request without a Response until a first hop had returned a response.
-func TestSideRequestsAroundTheFirstHop(t *testing.T) {
-	for _, fail := range []bool{false, true} {
-		t.Run(fmt.Sprintf("fail=%v", fail), func(t *testing.T) {
-			b := &hopBase{}
-			if fail {
-				b.failDebits = 1
-			}
-			c := NewClient(WithBase(b), WithMaxAttempts(1))
-			inner := c.HTTPClient().Transport
-			token := func(ctx context.Context) {
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://api.test/v1/audit", strings.NewReader("grant_type=client_credentials"))
-				if resp, err := c.Transport().RoundTrip(req); err == nil {
-					resp.Body.Close()
-				}
-			}
-			c.HTTPClient().Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
-				if r.URL.Path != "/v1/debits" {
-					return inner.RoundTrip(r)
-				}
-				again := r.Clone(r.Context())
-				if !fail {
-					token(r.Context())
-				}
-				resp, err := inner.RoundTrip(r)
-				if err != nil && fail {
-					token(r.Context())
-					again.Body, _ = r.GetBody()
-					resp, err = inner.RoundTrip(again)
-				}
-				return resp, err
-			})
-			resp, err := debit(t, c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			k0, k2 := b.key("/v1/debits", 0), b.key("/v2/debits", 0)
-			if k0 == "" || k0 != k2 || (fail && b.key("/v1/debits", 1) != k0) {
-				t.Errorf("the hops carried %q (tries of the first: %q); want the call's key on all", []string{k0, k2}, b.keys["/v1/debits"])
-			}
-			if k := b.key("/v1/audit", 0); k == "" || k == k0 {
-				t.Errorf("the wrapper's own request carried %q; want one of its own, not the call's %q", k, k0)
-			}
-		})
+// With a cookie jar, net/http adds the jar's cookies to the header of the
+// request it sends: Client.Do must not let that reach the caller's
+// request, which a retry under the same key sends again (it sent the
+// cookie twice). Found by a review helper.
+func TestDoWithAJarLeavesTheCallersHeader(t *testing.T) {
+	var mu sync.Mutex
+	var cookies []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		cookies = append(cookies, r.Header.Get("Cookie"))
+		mu.Unlock()
+		http.SetCookie(w, &http.Cookie{Name: "sid", Value: "s1", Path: "/"})
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	jar, _ := cookiejar.New(nil)
+	c := NewClient(WithHTTPClient(&http.Client{Jar: jar}))
+	req, _ := http.NewRequestWithContext(WithKey(context.Background(), "order-42"), http.MethodPost, srv.URL+"/pay", strings.NewReader("x"))
+	for range 3 {
+		req.Body = io.NopCloser(strings.NewReader("x"))
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if got := req.Header.Values("Cookie"); len(got) > 0 {
+		t.Errorf("the caller's request was modified: Cookie %q", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"", "sid=s1", "sid=s1"}; fmt.Sprint(cookies) != fmt.Sprint(want) {
+		t.Errorf("cookies sent %q, want %q", cookies, want)
 	}
 }

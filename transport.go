@@ -84,7 +84,7 @@ func (t *Transport) RoundTrip(req *http.Request) (resp *http.Response, err error
 		defer func() { op.call.leave(followed, resp) }()
 	}
 	key, wire, _, err := cfg.resolveKey(req, op.call, &op.keyText)
-	if err == nil && req.Response != nil && req.Response != hopFirst {
+	if err == nil && req.Response != nil {
 		switch cfg.redirectHop(req, key) {
 		case retrypolicy.HopRefuse:
 			retrypolicy.CloseBody(req)
@@ -351,9 +351,6 @@ func (op *operation) end(n int, at *attempt) (*http.Response, error) {
 // context, header map (with the key) and body.
 func (op *operation) attemptRequest(ctx context.Context, rc io.ReadCloser) *http.Request {
 	r := op.req.WithContext(ctx)
-	if r.Response == hopFirst {
-		r.Response = nil // Client.Do's mark of a call's first hop
-	}
 	r.Header = cloneHeader(op.req.Header, op.wire[:])
 	op.body.apply(r, rc)
 	return r
