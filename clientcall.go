@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"sync/atomic"
+
+	"github.com/saferetry/saferetry/internal/retrypolicy"
 )
 
 // callContext is the context of one [Client.Do] call, for every RoundTrip
@@ -83,13 +85,7 @@ func (c *callContext) end() { c.hop.Store(hopOver) }
 // it for every verb, so that fmt reads none of the call's fields (its key
 // among them) while a hop writes them.
 func (c *callContext) String() string {
-	name := "<nil>"
-	if s, ok := c.Context.(fmt.Stringer); ok {
-		name = s.String()
-	} else if c.Context != nil {
-		name = fmt.Sprintf("%T", c.Context)
-	}
-	return name + ".WithValue(saferetry.Client.Do call)"
+	return retrypolicy.ContextName(c.Context) + ".WithValue(saferetry.Client.Do call)"
 }
 
 // Format implements fmt.Formatter; see String.

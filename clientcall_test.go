@@ -111,6 +111,26 @@ func debit(t *testing.T, c *Client) (*http.Response, error) {
 	return c.Do(newReq(t, context.Background(), http.MethodPost, "debit 1500"))
 }
 
+// strayClient returns a Client over b (with opts) whose hook, on each
+// attempt at /v1/debits, runs stray in a goroutine of its own with the
+// Client and the attempt's context, as a hook that reports might; wait
+// waits for those goroutines.
+func strayClient(b *hopBase, stray func(c *Client, ctx context.Context), opts ...Option) (c *Client, wait func()) {
+	var wg sync.WaitGroup
+	c = NewClient(append([]Option{WithBase(b), WithHook(func(a Attempt) {
+		if a.Request.URL.Path != "/v1/debits" {
+			return
+		}
+		wg.Add(1)
+		go func(ctx context.Context) {
+			defer wg.Done()
+			stray(c, ctx)
+		}(a.Request.Context())
+		runtime.Gosched()
+	})}, opts...)...)
+	return c, wg.Wait
+}
+
 // A request sent from CheckRedirect on the context of the request it is
 // given (the call's own) is an operation of its own: a key of its own,
 // and the call's result untouched. The hop after it keeps the call's key.
@@ -159,19 +179,10 @@ func TestStrayBetweenHopsDoesNotTakeTheCall(t *testing.T) {
 	b.onAudit = func() { close(auditIn); <-release }
 	b.onV2 = func() { once.Do(func() { close(release) }) }
 	start := make(chan struct{})
-	var wg sync.WaitGroup
-	var c *Client
-	c = NewClient(WithBase(b), WithHook(func(a Attempt) {
-		if a.Request.URL.Path != "/v1/debits" {
-			return
-		}
-		wg.Add(1)
-		go func(ctx context.Context) {
-			defer wg.Done()
-			<-start
-			_ = audit(c, ctx)
-		}(a.Request.Context())
-	}), WithHTTPClient(&http.Client{
+	c, wait := strayClient(b, func(c *Client, ctx context.Context) {
+		<-start
+		_ = audit(c, ctx)
+	}, WithHTTPClient(&http.Client{
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			close(start) // the audit goes now, between the hops
 			<-auditIn    // and is inside the base when the next hop starts
@@ -179,7 +190,7 @@ func TestStrayBetweenHopsDoesNotTakeTheCall(t *testing.T) {
 		},
 	}))
 	resp, err := debit(t, c)
-	wg.Wait()
+	wait()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,20 +287,8 @@ func TestHopsKeepTheKey(t *testing.T) {
 // none of its fields (the key among them) while a request sent from a
 // hook's goroutine runs (-race).
 func TestCallContextPrintsItsParentOnly(t *testing.T) {
-	b := &hopBase{}
-	var wg sync.WaitGroup
 	var printed []string
-	var c *Client
-	c = NewClient(WithBase(b), WithHook(func(a Attempt) {
-		if a.Request.URL.Path != "/v1/debits" {
-			return
-		}
-		wg.Add(1)
-		go func(ctx context.Context) {
-			defer wg.Done()
-			_ = audit(c, ctx)
-		}(a.Request.Context())
-	}), WithHTTPClient(&http.Client{
+	c, wait := strayClient(&hopBase{}, func(c *Client, ctx context.Context) { _ = audit(c, ctx) }, WithHTTPClient(&http.Client{
 		CheckRedirect: func(req *http.Request, _ []*http.Request) error {
 			for _, verb := range []string{"%v", "%+v", "%#v", "%s"} {
 				printed = append(printed, fmt.Sprintf(verb, req.Context()))
@@ -298,7 +297,7 @@ func TestCallContextPrintsItsParentOnly(t *testing.T) {
 		},
 	}))
 	resp, err := debit(t, c)
-	wg.Wait()
+	wait()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,27 +423,17 @@ func TestStraysFromAHookWhileTheCallRuns(t *testing.T) {
 	for call := 0; call < 200 && time.Now().Before(deadline); call++ {
 		b := &hopBase{}
 		var stop atomic.Bool
-		var wg sync.WaitGroup
-		var c *Client
-		c = NewClient(WithBase(b), WithHook(func(a Attempt) {
-			if a.Request.URL.Path != "/v1/debits" {
-				return
-			}
-			wg.Add(1)
-			go func(ctx context.Context) {
-				defer wg.Done()
-				for !stop.Load() {
-					req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://api.test/v1/audit", nil)
-					if resp, err := c.Transport().RoundTrip(req); err == nil {
-						resp.Body.Close()
-					}
+		c, wait := strayClient(b, func(c *Client, ctx context.Context) {
+			for !stop.Load() {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://api.test/v1/audit", nil)
+				if resp, err := c.Transport().RoundTrip(req); err == nil {
+					resp.Body.Close()
 				}
-			}(a.Request.Context())
-			runtime.Gosched()
-		}))
+			}
+		})
 		resp, err := debit(t, c)
 		stop.Store(true)
-		wg.Wait()
+		wait()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -104,14 +104,18 @@ func (w *Written) Parent() context.Context { return w.parent }
 
 // String names the context for debugging, after its parent, as the
 // context package's own contexts do.
-func (w *Written) String() string {
-	name := "<nil>"
-	if s, ok := w.parent.(fmt.Stringer); ok {
-		name = s.String()
-	} else if w.parent != nil {
-		name = fmt.Sprintf("%T", w.parent)
+func (w *Written) String() string { return ContextName(w.parent) + ".WithClientTrace(saferetry)" }
+
+// ContextName names ctx for debugging, as the context package names a
+// parent: its String when it has one, else its type.
+func ContextName(ctx context.Context) string {
+	if s, ok := ctx.(fmt.Stringer); ok {
+		return s.String()
 	}
-	return name + ".WithClientTrace(saferetry)"
+	if ctx == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("%T", ctx)
 }
 
 // Format prints String for every verb, so that fmt never reads w's fields
