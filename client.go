@@ -60,7 +60,8 @@ func (c *Client) Transport() *Transport { return c.transport }
 // A key generated for it is chosen before the first hop, so that a 307
 // or 308 redirect, which net/http follows with a new RoundTrip, repeats
 // the operation under the same key. The Transport knows the next hop by
-// the response it follows (none for the first). A RoundTripper put
+// the response it follows (for the first, req's own Response, usually
+// none). A RoundTripper put
 // around the Transport (on [Client.HTTPClient]) must keep each hop's
 // Response (as Clone and WithContext do) and return the Transport's
 // responses as they are, as otelhttp's does. A hop that failed and is

@@ -14,9 +14,9 @@ import (
 // of it (one per redirect hop): the key pinned for the call and the
 // results the Transport hands back. It is a context of its own rather
 // than a context.WithValue with a pointer in it, so that the call costs
-// one allocation, not two, and holds the text of its generated key. A
-// call is used by one goroutine at a time (the hops of a call run one
-// after the other).
+// one allocation, not two, and holds the text of its generated key. Its
+// results are written by its hops alone, which run one after the other;
+// other requests that carry it only look at hop, which is atomic.
 type callContext struct {
 	context.Context
 
