@@ -57,24 +57,24 @@ func (c *Client) Transport() *Transport { return c.transport }
 // *url.Error by net/http), from which errors.As finds the [*Error] with
 // the key.
 //
-// A key generated for it is chosen before the first hop, so that a 307
-// or 308 redirect, which net/http follows with a new RoundTrip, repeats
-// the operation under the same key. The Transport knows the next hop by
-// the response it follows (for the first, req's own Response, usually
-// none). A RoundTripper put
-// around the Transport (on [Client.HTTPClient]) must keep each hop's
-// Response (as Clone and WithContext do) and return the Transport's
-// responses as they are, as otelhttp's does. A hop that failed and is
-// sent again is the same hop; one sent again after it got a response is
-// not (leave such retries to the Transport). Such a RoundTripper must
-// not send requests of its own through the Client's Transport on a
-// hop's context before the first hop or after it failed: one would be
-// taken for that hop, as would a copy of a hop (or of the request
-// CheckRedirect is given) sent before it. Any other request sent on the
-// call's context is an operation of its own, with a key of its own
+// A key generated for it is chosen before the first hop, so that a 307 or
+// 308 redirect, which net/http follows with a new RoundTrip, repeats the
+// operation under the same key. The Transport knows the next hop by the
+// response it follows (for the first, req's own Response, usually none). A
+// RoundTripper put around the Transport (on [Client.HTTPClient]) must keep
+// each hop's Response (as Clone and WithContext do) and return the
+// Transport's responses as they are, as otelhttp's does. A hop that failed
+// and is sent again is the same hop (whose outcome stays unknown once a
+// try of it may have reached the server); one sent again after it got a
+// response is not (leave such retries to the Transport). Such a
+// RoundTripper must not send requests of its own through the Client's
+// Transport on a hop's context before the first hop or after it failed:
+// one would be taken for that hop, as would a copy of a hop (or of the
+// request CheckRedirect is given) sent before it. Any other request sent
+// on the call's context is an operation of its own, with a key of its own
 // unless its context carries one from [WithKey]: one made on the context
-// of an attempt or of the response, which do not show the call, or on
-// that of the request CheckRedirect is given.
+// of an attempt or of the response, which do not show the call, or on that
+// of the request CheckRedirect is given.
 //
 // With a cookie jar, net/http adds the jar's cookies to the header of
 // the request it sends; Do gives it a copy of req's header then, so that

@@ -596,3 +596,57 @@ func TestDoWithAJarLeavesTheCallersHeader(t *testing.T) {
 		t.Errorf("cookies sent %q, want %q", cookies, want)
 	}
 }
+
+// A hop that a RoundTripper around the Transport sends again after a try
+// that may have reached the server is that operation still: if the new
+// try fails before it is sent (its context ended), the outcome stays
+// unknown, for the wrapper and for Do, never "not sent". Found by a
+// review helper.
+func TestHopSentAgainStaysOutcomeUnknown(t *testing.T) {
+	b := &hopBase{failDebits: 1}
+	c := NewClient(WithBase(b), WithMaxAttempts(1))
+	inner := c.HTTPClient().Transport
+	var second error
+	c.HTTPClient().Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		resp, err := inner.RoundTrip(r)
+		if err != nil {
+			ctx, cancel := context.WithCancel(r.Context())
+			cancel() // the wrapper's own deadline, say, ends before the new try
+			resp, err = inner.RoundTrip(r.Clone(ctx))
+			second = err
+		}
+		return resp, err
+	})
+	_, err := debit(t, c)
+	if !errors.Is(second, ErrOutcomeUnknown) || errors.Is(second, ErrNotSent) {
+		t.Errorf("the new try failed with %v; want ErrOutcomeUnknown: the first may have been executed", second)
+	}
+	if !errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, ErrNotSent) {
+		t.Errorf("Do = %v; want ErrOutcomeUnknown", err)
+	}
+}
+
+// A hop the Transport refuses before its first attempt (a cross-origin
+// redirect of a keyed POST) is what the call ended with, so that Do has
+// it even when net/http's Client replaces the error it returns.
+func TestRefusedHopIsTheCallsResult(t *testing.T) {
+	c := NewClient(WithBase(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		t.Errorf("the refused hop was sent to %s", r.URL)
+		return nil, testkit.ErrReset
+	})))
+	call, err := c.transport.cfg.newCall(c.transport, newReq(t, context.Background(), http.MethodPost, "debit 1500"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := &http.Response{Request: httptest.NewRequest(http.MethodPost, "http://api.test/v1/debits", nil)}
+	call.hop.Store(prev)
+	req := httptest.NewRequest(http.MethodPost, "http://elsewhere.test/v2/debits", strings.NewReader("debit 1500")).WithContext(call)
+	req.RequestURI, req.Response = "", prev
+	_, err = c.transport.RoundTrip(req)
+	if !errors.Is(err, ErrCrossOriginRedirect) {
+		t.Fatalf("RoundTrip = %v, want ErrCrossOriginRedirect", err)
+	}
+	if call.err == nil || !errors.Is(call.err, ErrCrossOriginRedirect) || call.key != call.pinned || call.key == "" {
+		t.Errorf("the call ended with %v, key %q; want the refusal, under the pinned key %q", call.err, call.key, call.pinned)
+	}
+}

@@ -88,7 +88,7 @@ func (t *Transport) RoundTrip(req *http.Request) (resp *http.Response, err error
 		switch cfg.redirectHop(req, key) {
 		case retrypolicy.HopRefuse:
 			retrypolicy.CloseBody(req)
-			return nil, &Error{Cause: ErrNotSent, Key: key, Err: ErrCrossOriginRedirect}
+			return nil, op.refuse(&Error{Cause: ErrNotSent, Key: key, Err: ErrCrossOriginRedirect})
 		case retrypolicy.HopSendWithoutKey:
 			req, key, wire = retrypolicy.WithoutKey(req), "", ""
 		}
@@ -97,15 +97,21 @@ func (t *Transport) RoundTrip(req *http.Request) (resp *http.Response, err error
 		retrypolicy.CloseBody(req)
 		var e *Error
 		if errors.As(err, &e) {
-			return nil, e
+			return nil, op.refuse(e)
 		}
-		return nil, &Error{Cause: ErrNotSent, Err: err}
+		return nil, op.refuse(&Error{Cause: ErrNotSent, Err: err})
 	}
 	b, err := newBody(req, cfg.maxBufferedBody)
 	if err != nil {
-		return nil, &Error{Cause: ErrNotSent, Key: key, Err: err}
+		return nil, op.refuse(&Error{Cause: ErrNotSent, Key: key, Err: err})
 	}
 	op.req, op.key, op.body = req, key, b
+	// A hop sent again after a try that may have reached the server (by a
+	// RoundTripper around the Transport that retries) is that operation
+	// still: its outcome stays unknown, whatever this try does.
+	if c := op.call; c != nil && c.err != nil && c.err.Cause == ErrOutcomeUnknown && c.err.Key == key {
+		op.sent = true
+	}
 	if wire != "" {
 		op.wire[0] = wire
 	}
@@ -376,6 +382,15 @@ func cloneHeader(h http.Header, wire []string) http.Header {
 		h2[HeaderIdempotencyKey] = wire[:1:1]
 	}
 	return h2
+}
+
+// refuse records e, the error of an operation refused before its first
+// attempt, for a Client waiting on it (see finish), and returns it.
+func (op *operation) refuse(e *Error) error {
+	if call := op.call; call != nil {
+		call.attempts, call.key, call.err = 0, e.Key, e
+	}
+	return e
 }
 
 // finish records the attempt count and the error, if any, for a Client
