@@ -387,9 +387,8 @@ func cloneHeader(h http.Header, wire []string) http.Header {
 // refuse records e, the error of an operation refused before its first
 // attempt, for a Client waiting on it (see finish), and returns it.
 func (op *operation) refuse(e *Error) error {
-	if call := op.call; call != nil {
-		call.attempts, call.key, call.err = 0, e.Key, e
-	}
+	op.key = e.Key
+	op.finish(0, e)
 	return e
 }
 
