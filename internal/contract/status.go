@@ -69,14 +69,14 @@ var notStored = [...]int{http.StatusTemporaryRedirect, http.StatusPermanentRedir
 
 // NotStored returns the statuses below 500 that the server does not store,
 // in increasing order: 408 and 429, as CONTRACT.md has it, and 307 and
-// 308. A 307 or 308 says
-// that the request is to be repeated, method, body and all, at another
-// URI: nothing was done here, and the client carries the key to the new
-// URI (CONTRACT.md, client rule: a same-origin 307/308 carries the key and
-// body). Stored under the key with the first URI's fingerprint, it made
-// the request at the new URI a reuse of the key with another payload
-// (422), so that a redirected operation could never run; not stored, the
-// claim is released and the new URI's request claims the key.
+// 308. A 307 or 308 says that the request is to be repeated, method, body
+// and all, at another URI: nothing was done here, and the client carries
+// the key to the new URI (CONTRACT.md, client rule: a same-origin 307/308
+// carries the key and body). Stored under the key with the first URI's
+// fingerprint, it made the request at the new URI a reuse of the key with
+// another payload (422), so that a redirected operation could never run;
+// not stored, the claim is released and the new URI's request claims the
+// key.
 func NotStored() []int { return slices.Clone(notStored[:]) }
 
 // HeaderShouldRetry is "Stripe-Should-Retry", the header with which a
