@@ -3,6 +3,7 @@ package jetstream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"time"
@@ -54,6 +55,14 @@ func WithBeforeAck(f func(msg outbox.Message, duplicate bool)) ConsumeOption {
 // reported; nil means nowhere.
 func WithConsumeLogger(l *slog.Logger) ConsumeOption { return func(c *consumeConfig) { c.logger = l } }
 
+// ErrNotAckExplicit is returned at once by Consume for a consumer whose
+// AckPolicy is not explicit (natsjs.AckExplicitPolicy), or whose
+// configuration it cannot read (an ordered consumer): with AckNone a failed
+// message is not redelivered, and with AckAll the next message's
+// acknowledgement acknowledges the failed one too, so either would lose
+// the effect of a message whose handler failed. Match it with errors.Is.
+var ErrNotAckExplicit = errors.New("outbox/jetstream: Consume needs a consumer with AckPolicy explicit")
+
 // Consume processes cons's messages through in until ctx is done, then
 // returns nil, one message at a time: for each, h runs in Inbox.Process
 // under the message's Nats-Msg-Id, and the message is acknowledged only
@@ -65,6 +74,11 @@ func WithConsumeLogger(l *slog.Logger) ConsumeOption { return func(c *consumeCon
 // without Nats-Msg-Id cannot be deduplicated: it is terminated (not
 // redelivered) and logged. Run several Consume calls, in one process or
 // many, for more throughput.
+//
+// cons must be a pull consumer (durable or named) whose AckPolicy is
+// explicit, the only policy under which a negative acknowledgement
+// redelivers that message alone; for any other, Consume returns
+// ErrNotAckExplicit at once and consumes nothing.
 //
 // The Message h gets is the NATS message's: ID from Nats-Msg-Id, Key from
 // KeyHeader, Topic the subject (WithSubjectPrefix's prefix included), and
@@ -83,8 +97,15 @@ func Consume(ctx context.Context, cons natsjs.Consumer, in *outbox.Inbox, h Hand
 	if cfg.logger == nil {
 		cfg.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	info := cons.CachedInfo()
+	if info == nil {
+		return fmt.Errorf("%w: its configuration is unknown (an ordered consumer?)", ErrNotAckExplicit)
+	}
+	if info.Config.AckPolicy != natsjs.AckExplicitPolicy {
+		return fmt.Errorf("%w: consumer %q has AckPolicy %v", ErrNotAckExplicit, info.Name, info.Config.AckPolicy)
+	}
 	if cfg.name == "" {
-		cfg.name = cons.CachedInfo().Name
+		cfg.name = info.Name
 	}
 	for ctx.Err() == nil {
 		iter, err := cons.Messages()
@@ -138,10 +159,13 @@ func handle(ctx context.Context, m natsjs.Msg, in *outbox.Inbox, h Handler, cfg 
 	})
 	if err != nil {
 		cfg.logger.Warn("outbox/jetstream: handler failed; redelivering", "id", id, "err", err)
+		nak := m.Nak
 		if cfg.nakDelay > 0 {
-			_ = m.NakWithDelay(cfg.nakDelay)
-		} else {
-			_ = m.Nak()
+			nak = func() error { return m.NakWithDelay(cfg.nakDelay) }
+		}
+		if err := nak(); err != nil {
+			// Redelivered after AckWait all the same.
+			cfg.logger.Warn("outbox/jetstream: nak", "id", id, "err", err)
 		}
 		return
 	}
