@@ -57,13 +57,22 @@ func (r *Relay) pipeline(ctx context.Context, more func(n int) bool) (total int,
 		done := make(chan claimResult, 1)
 		go func() { done <- p.settleAndClaim(ctx, 1-cur.conn, last, seqs, next) }()
 		var perr error
-		if len(msgs) > 0 {
+		switch {
+		case ctx.Err() != nil:
+			perr = ctx.Err() // published nothing: the claim rolls back
+		case len(msgs) > 0:
 			perr = r.publish(ctx, msgs)
 			total += len(msgs)
 		}
 		res := <-done // p.open[1-cur.conn] is the goroutine's no more
 		if perr != nil && ctx.Err() != nil {
-			// Shutting down is not the messages' fault: count no attempt.
+			// Shutting down is not the messages' fault: count no attempt,
+			// but mark what the Publisher says it published.
+			if out := shutdownOutcome(seqs, perr); out != nil {
+				if err := p.settle(ctx, cur.conn, out); err != nil {
+					return total, err
+				}
+			}
 			return total, ctx.Err()
 		}
 		last = r.outcome(seqs, perr)
@@ -71,6 +80,9 @@ func (r *Relay) pipeline(ctx context.Context, more func(n int) bool) (total int,
 		if res.err != nil || !next {
 			if err := p.settle(ctx, cur.conn, last); err != nil {
 				return total, err
+			}
+			if res.err == nil {
+				res.err = ctx.Err()
 			}
 			return total, res.err
 		}
@@ -172,8 +184,8 @@ func (p *pipe) settleAndClaim(ctx context.Context, i int, last *outcome, seqs []
 	}
 	res := claimResult{claimed: claimed{conn: i}}
 	if next {
-		res.seqs, res.msgs, res.err = claim(p.conns[i].SendBatch(ctx, &b), marks)
-	} else if res.err = p.conns[i].SendBatch(ctx, &b).Close(); res.err != nil {
+		res.seqs, res.msgs, res.err = claim(sendMarked(ctx, p.conns[i], &b, marks))
+	} else if res.err = closeMarked(sendMarked(ctx, p.conns[i], &b, marks)); res.err != nil {
 		res.err = fmt.Errorf("outbox: mark: %w", res.err)
 	} else {
 		p.open[i] = false
@@ -195,8 +207,8 @@ func blockedAfter(held map[string]bool, msgs []Message, out *outcome) map[string
 // settle writes out's marks and COMMIT on connection i.
 func (p *pipe) settle(ctx context.Context, i int, out *outcome) error {
 	var b pgx.Batch
-	p.r.queueMarks(&b, out)
-	if err := p.conns[i].SendBatch(ctx, &b).Close(); err != nil {
+	marks := p.r.queueMarks(&b, out)
+	if err := closeMarked(sendMarked(ctx, p.conns[i], &b, marks)); err != nil {
 		return fmt.Errorf("outbox: mark: %w", err)
 	}
 	p.open[i] = false
@@ -207,14 +219,17 @@ func (p *pipe) settle(ctx context.Context, i int, out *outcome) error {
 // came back empty, then settles the batch before it (last, if any) on the
 // other.
 func (p *pipe) finish(ctx context.Context, i int, last *outcome) error {
+	if last != nil {
+		// First, so that a relay shutting down still records it.
+		if err := p.settle(ctx, 1-i, last); err != nil {
+			return err
+		}
+	}
 	if _, err := p.conns[i].Exec(ctx, "COMMIT"); err != nil {
 		return fmt.Errorf("outbox: claim: %w", err)
 	}
 	p.open[i] = false
-	if last == nil {
-		return nil
-	}
-	return p.settle(ctx, 1-i, last)
+	return nil
 }
 
 // published reports whether the i-th message of the batch out sorted was

@@ -84,6 +84,12 @@ func (o *Outbox) Relay(pub Publisher, opts ...RelayOption) *Relay {
 // (see Failed and Redrive). Database errors are logged and retried with
 // backoff. Published rows are deleted after the Retention period.
 //
+// When ctx ends, no batch is handed to the Publisher any more; a batch it
+// holds is marked with what Publish returns (a failure then counts no
+// attempt, but the messages a *PublishError says were published are
+// marked), for up to 5 seconds after ctx ended, so that a clean shutdown
+// does not publish them again.
+//
 // While batches come full, a worker pipelines them when the pool has two
 // connections per worker (WithWorkers): it claims batch k+1, taking the
 // rows behind batch k's, and marks batch k-1, in one round trip that runs
@@ -207,7 +213,7 @@ func (r *Relay) batchesOn(ctx context.Context, conn *pgxpool.Conn, more func(n i
 		marks := r.queueMarks(&b, last)
 		r.queueClaim(&b, nil)
 		open = true
-		seqs, msgs, err := claim(conn.SendBatch(ctx, &b), marks)
+		seqs, msgs, err := claim(sendMarked(ctx, conn, &b, marks))
 		if err != nil {
 			return total, err
 		}
@@ -219,11 +225,19 @@ func (r *Relay) batchesOn(ctx context.Context, conn *pgxpool.Conn, more func(n i
 			}
 			return total, nil
 		}
+		if ctx.Err() != nil {
+			return total, ctx.Err() // the claim rolls back
+		}
 		perr := r.publish(ctx, msgs)
 		total += len(msgs)
 		if perr != nil && ctx.Err() != nil {
-			// Shutting down is not the messages' fault: count no attempt.
-			return total, ctx.Err()
+			// Shutting down is not the messages' fault: count no attempt,
+			// but mark what the Publisher says it published.
+			last = shutdownOutcome(seqs, perr)
+			if last == nil {
+				return total, ctx.Err()
+			}
+			break
 		}
 		last = r.outcome(seqs, perr)
 		if !more(len(msgs)) {
@@ -231,12 +245,63 @@ func (r *Relay) batchesOn(ctx context.Context, conn *pgxpool.Conn, more func(n i
 		}
 	}
 	var b pgx.Batch
-	r.queueMarks(&b, last)
-	if err := conn.SendBatch(ctx, &b).Close(); err != nil {
+	marks := r.queueMarks(&b, last)
+	if err := closeMarked(sendMarked(ctx, conn, &b, marks)); err != nil {
 		return total, fmt.Errorf("outbox: mark: %w", err)
 	}
 	open = false
-	return total, nil
+	return total, ctx.Err()
+}
+
+// settleTimeout is how long the statements that record what a published
+// batch did may still run once Run's context is done.
+const settleTimeout = 5 * time.Second
+
+// settling returns the context of statements that record what a batch the
+// Publisher took did: they must reach the database also when ctx ends (a
+// relay shutting down), or the batch's messages would be published again.
+// It ends settleTimeout after ctx does, or when cancel is called.
+func settling(ctx context.Context) (sctx context.Context, cancel context.CancelFunc) {
+	sctx, end := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(settleTimeout, end) })
+	return sctx, func() { stop(); end() }
+}
+
+// sendMarked sends b on conn; its first marks statements record a
+// published batch (see queueMarks), so with marks it goes under settling's
+// context.
+func sendMarked(ctx context.Context, conn *pgxpool.Conn, b *pgx.Batch, marks int) (pgx.BatchResults, int) {
+	if marks == 0 {
+		return conn.SendBatch(ctx, b), 0
+	}
+	sctx, cancel := settling(ctx)
+	return cancelling{conn.SendBatch(sctx, b), cancel}, marks
+}
+
+// closeMarked closes what sendMarked returned.
+func closeMarked(br pgx.BatchResults, _ int) error { return br.Close() }
+
+// cancelling is a batch's results that end their context when closed.
+type cancelling struct {
+	pgx.BatchResults
+	cancel context.CancelFunc
+}
+
+func (c cancelling) Close() error {
+	defer c.cancel()
+	return c.BatchResults.Close()
+}
+
+// shutdownOutcome is what is left to mark of a batch whose Publish failed
+// because Run's context is done: the messages the Publisher says it
+// published, if any (nil if none). The others stay pending, their attempts
+// not counted.
+func shutdownOutcome(seqs []int64, perr error) *outcome {
+	var pe *PublishError
+	if errors.As(perr, &pe) && pe.Index > 0 && pe.Index <= len(seqs) {
+		return &outcome{done: seqs[:pe.Index]}
+	}
+	return nil
 }
 
 // queueClaim queues BEGIN and the claim of a batch; with published
