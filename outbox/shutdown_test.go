@@ -138,7 +138,9 @@ func TestShutdownCountsNoAttempt(t *testing.T) {
 	for _, conns := range []int32{1, 4} {
 		t.Run(fmt.Sprintf("conns=%d", conns), func(t *testing.T) {
 			pub := &shutdownPublisher{rec: &recorder{}, entered: make(chan struct{}, 1),
-				answer: func(ctx context.Context, _ []outbox.Message) error { return errors.Join(errors.New("broker"), ctx.Err()) }}
+				answer: func(ctx context.Context, _ []outbox.Message) error {
+					return errors.Join(errors.New("broker"), ctx.Err())
+				}}
 			s, attempts := shutdownRun(t, conns, pub, msg("m1", "k"))
 			if s != (outbox.Stats{Pending: 1}) || attempts["m1"] != 0 {
 				t.Errorf("Stats = %+v, attempts %d; want m1 pending with no attempt", s, attempts["m1"])
