@@ -44,7 +44,9 @@ func (c *config) keeps(k string, encoded bool) bool {
 	return c.replayHeaders[k] || encoded && (k == "Content-Encoding" || k == "Vary")
 }
 
-// storedHeaders returns the headers of h that are kept (see keeps), or nil.
+// storedHeaders returns the headers of h that are kept (see keeps), or nil;
+// a kept name without values too (Content-Type set to nil, which tells
+// net/http not to sniff one, must stay so on a replay).
 // When every header of h is kept it returns h itself: the handler is done
 // with it, and stores copy what they keep. Otherwise it fills a map it
 // borrows from storedHeaderMaps, and reports borrowed: the caller hands it
@@ -52,8 +54,8 @@ func (c *config) keeps(k string, encoded bool) bool {
 func (c *config) storedHeaders(h http.Header) (out http.Header, borrowed bool) {
 	encoded := encodedBody(h)
 	all := true
-	for k, v := range h {
-		if !c.keeps(k, encoded) || len(v) == 0 {
+	for k := range h {
+		if !c.keeps(k, encoded) {
 			all = false
 			break
 		}
@@ -62,7 +64,7 @@ func (c *config) storedHeaders(h http.Header) (out http.Header, borrowed bool) {
 		return h, false
 	}
 	for k, v := range h {
-		if !c.keeps(k, encoded) || len(v) == 0 {
+		if !c.keeps(k, encoded) {
 			continue
 		}
 		if out == nil {
