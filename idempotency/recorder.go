@@ -63,12 +63,15 @@ func (r *recorder) WriteHeader(code int) {
 }
 
 // Write buffers p. Like net/http's own writer, it refuses a body after a
-// status that has none (204, 304).
+// status that has none (204, 304), but takes an empty one.
 func (r *recorder) Write(p []byte) (int, error) {
-	switch r.status {
-	case 0:
+	if r.status == 0 {
 		r.status = http.StatusOK
-	case http.StatusNoContent, http.StatusNotModified:
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if r.status == http.StatusNoContent || r.status == http.StatusNotModified {
 		return 0, http.ErrBodyNotAllowed
 	}
 	if r.streaming {
