@@ -95,8 +95,13 @@ type Checker struct {
 	// CountURL, when set, is a GET whose answer counts the endpoint's
 	// records, for count-once: with a fragment, the JSON value there (a
 	// JSON pointer such as #/meta/total, or a dotted path such as
-	// #meta.total; a number, or an array whose length counts); without,
-	// the length of a JSON array body, or else the body's size in bytes.
+	// #meta.total; a number, or an array whose length counts). Without
+	// one, a JSON array body counts its elements and a JSON number is the
+	// count; any other JSON body (an object) makes Run fail with
+	// ErrInvalid, asking for the fragment; a body that is not JSON is
+	// counted by its size in bytes, which count-once then never takes for
+	// a FAIL (a later record may be longer): it passes when every
+	// operation added as many bytes, and warns otherwise.
 	// "" skips count-once.
 	CountURL string
 	// TTL is the retention the endpoint states: ttl-expiry re-sends the

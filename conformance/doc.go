@@ -29,6 +29,10 @@
 //	scope-isolation       MUST    MUST    with AuthA and AuthB, one principal never gets the other's answer
 //	ttl-expiry            SHOULD  SHOULD  with TTL, a key re-sent after the stated retention executes anew
 //
+// count-once reads CountURL's count (see [Checker.CountURL]): a count of
+// records can fail it; an answer that is not JSON, counted by its size in
+// bytes, can only pass (every operation added as many bytes) or warn.
+//
 // The draft makes the 400, 409 and 422 answers SHOULDs, and leaves expiry to
 // the server's published policy, so those are SHOULDs here; what makes a key
 // idempotent at all (one execution, the first answer replayed, another body

@@ -88,10 +88,16 @@ func wantOutcome(t *testing.T, rep conformance.Report, failed, skipped []string)
 		t.Errorf("Passed() = %v, want %v", rep.Passed(), wantPassed)
 	}
 	if !ok || t.Failed() {
-		var b strings.Builder
-		_ = conformance.WriteText(&b, []conformance.Report{rep})
-		t.Logf("report:\n%s", b.String())
+		logText(t, rep)
 	}
+}
+
+// logText logs rep as WriteText writes it.
+func logText(t *testing.T, rep conformance.Report) {
+	t.Helper()
+	var b strings.Builder
+	_ = conformance.WriteText(&b, []conformance.Report{rep})
+	t.Logf("report:\n%s", b.String())
 }
 
 // mustIn reports whether one of ids is a MUST check in rep.

@@ -53,23 +53,28 @@ func TestCountOf(t *testing.T) {
 	for _, tc := range []struct {
 		body, path string
 		want       int64
+		bySize     bool
 		err        bool
 	}{
-		{`[1,2,3]`, "", 3, false},
-		{`null`, "", 0, false},
-		{`{"n":1}`, "", 7, false}, // not an array: its size
-		{`{"meta":{"total":42}}`, "/meta/total", 42, false},
-		{`{"meta":{"total":42}}`, "meta.total", 42, false},
-		{`{"data":{"items":[{},{}]}}`, "data.items", 2, false},
-		{`{"a/b":{"c~d":[5]}}`, "/a~1b/c~0d/0", 5, false},
-		{`{"meta":{"total":"x"}}`, "meta.total", 0, true},
-		{`{"meta":{}}`, "meta.total", 0, true},
-		{`{"n":1.5}`, "n", 0, true},
-		{`not json`, "n", 0, true},
+		{`[1,2,3]`, "", 3, false, false},
+		{`null`, "", 0, false, false},
+		{` 42 `, "", 42, false, false},
+		{`item 1` + "\n" + `item 2`, "", 13, true, false}, // not JSON: its size
+		{`{"n":1}`, "", 0, false, true},                   // an object needs a path
+		{`"n"`, "", 0, false, true},
+		{`1.5`, "", 0, false, true},
+		{`{"meta":{"total":42}}`, "/meta/total", 42, false, false},
+		{`{"meta":{"total":42}}`, "meta.total", 42, false, false},
+		{`{"data":{"items":[{},{}]}}`, "data.items", 2, false, false},
+		{`{"a/b":{"c~d":[5]}}`, "/a~1b/c~0d/0", 5, false, false},
+		{`{"meta":{"total":"x"}}`, "meta.total", 0, false, true},
+		{`{"meta":{}}`, "meta.total", 0, false, true},
+		{`{"n":1.5}`, "n", 0, false, true},
+		{`not json`, "n", 0, false, true},
 	} {
-		got, err := countOf([]byte(tc.body), tc.path)
-		if (err != nil) != tc.err || got != tc.want {
-			t.Errorf("countOf(%s, %q) = %d, %v; want %d, error %v", tc.body, tc.path, got, err, tc.want, tc.err)
+		got, bySize, err := countOf([]byte(tc.body), tc.path)
+		if (err != nil) != tc.err || got != tc.want || bySize != tc.bySize {
+			t.Errorf("countOf(%s, %q) = %d, %v, %v; want %d, %v, error %v", tc.body, tc.path, got, bySize, err, tc.want, tc.bySize, tc.err)
 		}
 	}
 }

@@ -26,7 +26,7 @@
 //	-concurrency N    the size of the burst with one key (default 20)
 //	-profile P        ietf (default) or stripe: the levels and statuses to hold the answers to
 //	-key-required     the endpoint requires a key: check that a request without one gets 400
-//	-count-url U      a GET that counts the records (#/json/pointer or #dotted.path for a count inside; default the array's length or the body's size)
+//	-count-url U      a GET that counts the records (#/json/pointer or #dotted.path for a count inside; required for a JSON object; default a JSON array's length, a JSON number, or a non-JSON body's size, which can only warn)
 //	-ttl D            the retention the API states: re-send the first key after D (and a grace of 1 %, at least 100 ms), expect a new execution
 //	-auth-a 'K: V'    a header of principal a (repeatable); with -auth-b, check that keys do not cross principals
 //	-auth-b 'K: V'    a header of principal b (repeatable)

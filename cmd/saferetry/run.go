@@ -96,7 +96,7 @@ func parseCheck(args []string, stderr io.Writer) (*checkFlags, error) {
 	fs.IntVar(&f.concurrency, "concurrency", conformance.DefaultConcurrency, "how many requests with one key are sent at once")
 	fs.StringVar(&f.profile, "profile", "ietf", "ietf or stripe: the levels and statuses to hold the answers to")
 	fs.BoolVar(&f.keyRequired, "key-required", false, "the endpoint requires a key: check that a request without one gets 400")
-	fs.StringVar(&f.countURL, "count-url", "", "a GET that counts the endpoint's records (#/pointer or #dotted.path to a count in its JSON)")
+	fs.StringVar(&f.countURL, "count-url", "", "a GET that counts the endpoint's records: a JSON array, a number, or #/pointer or #dotted.path to a count in its JSON (needed for an object)")
 	fs.DurationVar(&f.checker.TTL, "ttl", 0, "the retention the API states: re-send the first key after it (and a grace of 1 %, at least 100 ms) and expect a new execution")
 	fs.Var(&f.authA, "auth-a", "`'Name: value'` of principal a (repeatable)")
 	fs.Var(&f.authB, "auth-b", "`'Name: value'` of principal b (repeatable)")
