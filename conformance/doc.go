@@ -16,7 +16,7 @@
 //	first-request         MUST    MUST    a request with a fresh key succeeds (2xx)
 //	replay                MUST    MUST    the same key and body get the same status and body, byte for byte
 //	replay-marker         INFO    SHOULD  the replay says so (Idempotent-Replayed: true)
-//	reuse-refused         MUST    MUST    the same key with another body is refused (4xx): neither run nor replayed
+//	reuse-refused         MUST    MUST    the same key with another body is refused (4xx), and not as the other body alone is
 //	reuse-status          SHOULD  SHOULD  ... with 422 (ietf), or 400, 409 or 422 (stripe)
 //	concurrent-once       MUST    MUST    a burst of requests with one fresh key executes once: every success names one resource
 //	concurrent-409        SHOULD  SHOULD  every other answer of the burst is 409 (in progress)
@@ -32,6 +32,13 @@
 // count-once reads CountURL's count (see [Checker.CountURL]): a count of
 // records can fail it; an answer that is not JSON, counted by its size in
 // bytes, can only pass (every operation added as many bytes) or warn.
+//
+// reuse-refused sends the other body once more, with a key of its own,
+// when the reused key was refused: if that gets the same 4xx, the body is
+// invalid whatever its key (a strict server refuses the derived body's
+// extra member), the refusal shows nothing about the key, and
+// reuse-refused says WARN and reuse-status SKIP; give a valid
+// [Target.OtherBody].
 //
 // The draft makes the 400, 409 and 422 answers SHOULDs, and leaves expiry to
 // the server's published policy, so those are SHOULDs here; what makes a key
@@ -55,7 +62,8 @@
 // burst, the principals, the re-send after TTL), so running the checker
 // twice, or against a live server, never replays or blocks another client's
 // operation. It does execute the operation: once for the first request,
-// once for the burst, once or twice for scope-isolation and once for
+// once for the other body with a key of its own (when the reused key is
+// refused), once for the burst, once or twice for scope-isolation and once for
 // ttl-expiry against a server that keeps the contract, more against one
 // that does not. Point it at a test account. Header values given in Header,
 // AuthA and AuthB are sent but never appear in a Report. Redirects are not

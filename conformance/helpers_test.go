@@ -46,12 +46,19 @@ func fullChecker(countURL string) *conformance.Checker {
 	return &conformance.Checker{CountURL: countURL, TTL: ttl, AuthA: principalA, AuthB: principalB, Timeout: 10 * time.Second}
 }
 
-// check runs c against url and fails t on an error.
+// check runs c against url, the test servers' operation, and fails t on
+// an error.
 func check(t *testing.T, c *conformance.Checker, url string) conformance.Report {
+	t.Helper()
+	return runTarget(t, c, conformance.Target{URL: url, Body: []byte(body), KeyRequired: true})
+}
+
+// runTarget runs c against target and fails t on an error.
+func runTarget(t *testing.T, c *conformance.Checker, target conformance.Target) conformance.Report {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rep, err := c.Run(ctx, conformance.Target{URL: url, Body: []byte(body), KeyRequired: true})
+	rep, err := c.Run(ctx, target)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}

@@ -6,6 +6,7 @@ import "net/http"
 // of this run.
 type plan struct {
 	first, replay, reuse     spec
+	otherAlone               spec // the other body with a key of its own: is it refused whatever the key?
 	missing, malformed, long spec
 	burst                    spec // sent Concurrency times at once, then until it settles
 	scopeA, scopeB           spec
@@ -19,18 +20,19 @@ func (c *Checker) newPlan(t Target) plan {
 	if other == nil {
 		other = otherBody(t.Body)
 	}
-	k1, k2, k3 := newKey("first"), newKey("burst"), newKey("scope")
+	k1, k2, k3, k4 := newKey("first"), newKey("burst"), newKey("scope"), newKey("other")
 	p := plan{
-		first:     req(k1, t.Body),
-		replay:    req(k1, t.Body),
-		reuse:     req(k1, other),
-		missing:   req("", t.Body),
-		malformed: req(malformedKey(), t.Body),
-		long:      req(longKey(), t.Body),
-		burst:     req(k2, t.Body),
-		scopeA:    req(k3, t.Body),
-		scopeB:    req(k3, t.Body),
-		ttl:       req(k1, t.Body),
+		first:      req(k1, t.Body),
+		replay:     req(k1, t.Body),
+		reuse:      req(k1, other),
+		otherAlone: req(k4, other),
+		missing:    req("", t.Body),
+		malformed:  req(malformedKey(), t.Body),
+		long:       req(longKey(), t.Body),
+		burst:      req(k2, t.Body),
+		scopeA:     req(k3, t.Body),
+		scopeB:     req(k3, t.Body),
+		ttl:        req(k1, t.Body),
 	}
 	p.scopeA.principal, p.scopeA.auth = "a", c.AuthA
 	p.scopeB.principal, p.scopeB.auth = "b", c.AuthB
@@ -78,6 +80,7 @@ func (c *Checker) Plan(t Target) ([]PlannedRequest, error) {
 	add(CheckReplay, p.replay, 1, "the same key and body")
 	add(CheckReuseRefused, p.reuse, 1, "the same key, another body")
 	count("count after the replay and the reuse")
+	add(CheckReuseRefused, p.otherAlone, 1, "another key, the other body: only when the reuse is refused, to tell a refused key from a refused body")
 	if t.KeyRequired {
 		add(CheckMissingKey, p.missing, 1, "")
 	}

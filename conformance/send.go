@@ -101,6 +101,9 @@ func (ex Exchange) answered() bool { return ex.Error == "" && ex.Status != 0 }
 // success reports whether ex got a 2xx answer.
 func (ex Exchange) success() bool { return ex.answered() && ex.Status >= 200 && ex.Status < 300 }
 
+// clientError reports whether ex got a 4xx answer.
+func (ex Exchange) clientError() bool { return ex.answered() && ex.Status >= 400 && ex.Status < 500 }
+
 // replayed reports whether ex's answer is marked as a replay.
 func (ex Exchange) replayed() bool { return ex.header != nil && contract.Replayed(ex.header) }
 

@@ -171,9 +171,10 @@ func TestDryRun(t *testing.T) {
 	for _, m := range regexp.MustCompile(`Idempotency-Key: (\S+)`).FindAllStringSubmatch(stdout, -1) {
 		keys[m[1]] = true
 	}
-	// first (also replay, reuse, ttl), malformed, long, burst, scope (a and b)
-	if len(keys) != 5 {
-		t.Errorf("%d distinct keys, want 5:\n%s", len(keys), stdout)
+	// first (also replay, reuse, ttl), the other body alone, malformed,
+	// long, burst, scope (a and b)
+	if len(keys) != 6 {
+		t.Errorf("%d distinct keys, want 6:\n%s", len(keys), stdout)
 	}
 	for _, want := range []string{"20× concurrent-once", "(no Idempotency-Key)", " as b ", "count before the first request"} {
 		if !strings.Contains(stdout, want) {
