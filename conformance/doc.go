@@ -18,7 +18,7 @@
 //	replay-marker         INFO    SHOULD  the replay says so (Idempotent-Replayed: true)
 //	reuse-refused         MUST    MUST    the same key with another body is refused (4xx), and not as the other body alone is
 //	reuse-status          SHOULD  SHOULD  ... with 422 (ietf), or 400, 409 or 422 (stripe)
-//	concurrent-once       MUST    MUST    a burst of requests with one fresh key executes once: every success names one resource
+//	concurrent-once       MUST    MUST    a burst of requests with one fresh key executes once: every success names one resource, at most one is unmarked
 //	concurrent-409        SHOULD  SHOULD  every other answer of the burst is 409 (in progress)
 //	conflict-retry-after  SHOULD  INFO    every 409 carries a valid Retry-After
 //	missing-key           SHOULD  SHOULD  with KeyRequired, a request without a key gets 400
@@ -51,7 +51,11 @@
 // A success's resource identity is its Location header, else the "id"
 // member of its JSON body, else the body itself: two successes name the
 // same resource when their bodies are equal or they share a Location or an
-// id. The concurrent checks see a 409 only when the first request is still
+// id. Equal bodies that name no resource ({"status":"accepted"}) do not
+// show one execution, so concurrent-once says WARN for a burst whose
+// successes name none, unless the server marks its replays (replay-marker
+// PASS): then every success but the execution's must be marked, and two
+// unmarked successes are a FAIL whatever they name. The concurrent checks see a 409 only when the first request is still
 // running as the others arrive, so conflict-retry-after is SKIP against an
 // endpoint that answers faster than the burst arrives.
 //

@@ -333,6 +333,18 @@ func (r *run) checkBurst(ctx context.Context) []Exchange {
 		}
 	}
 	reps := resources(succ)
+	// A server that marks its replays (replay-marker passed) marks every
+	// success of the burst but the one execution's: two unmarked ones are
+	// two executions, whatever their bodies say.
+	marks := r.results[CheckReplayMarker].Status == Pass
+	var unmarked []Exchange
+	identified := false
+	for _, s := range succ {
+		if !s.replayed() {
+			unmarked = append(unmarked, s)
+		}
+		identified = identified || s.identified()
+	}
 	switch {
 	case len(reps) == 0:
 		r.set(CheckConcurrentOnce, Fail, fmt.Sprintf("no request with the key succeeded, during the burst of %d or after it: %s", n, tally(all)), all...)
@@ -346,6 +358,12 @@ func (r *run) checkBurst(ctx context.Context) []Exchange {
 			names = append(names, describeResource(rep))
 		}
 		r.set(CheckConcurrentOnce, Fail, fmt.Sprintf("%d successes name %d different resources (%s): one key ran %d times", len(succ), len(reps), strings.Join(names, "; "), len(reps)), all...)
+	case marks && len(unmarked) > 1:
+		r.set(CheckConcurrentOnce, Fail, fmt.Sprintf("%d of %d successes are not marked %s: true, though the server marks its replays: one key ran %d times", len(unmarked), len(succ), contract.HeaderReplayed, len(unmarked)), all...)
+	case marks && !identified:
+		r.set(CheckConcurrentOnce, Pass, fmt.Sprintf("%d at once, %d after: %d of %d successes unmarked, the others marked as replays (%s)", n, len(follow), len(unmarked), len(succ), tally(all)), all...)
+	case !identified:
+		r.set(CheckConcurrentOnce, Warn, fmt.Sprintf("%d at once, %d after: %d successes, but they name no resource (no Location, no id) and replays are not marked: cannot tell one execution from several (%s)", n, len(follow), len(succ), tally(all)), all...)
 	default:
 		r.set(CheckConcurrentOnce, Pass, fmt.Sprintf("%d at once, %d after: one resource in %d successes (%s)", n, len(follow), len(succ), tally(all)), all...)
 	}
