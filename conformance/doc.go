@@ -26,7 +26,7 @@
 //	long-key              SHOULD  SHOULD  a key over 255 bytes gets 400
 //	problem-json          SHOULD  INFO    those error answers are application/problem+json (RFC 9457)
 //	count-once            MUST    MUST    with CountURL, the server's own records grow by one per operation
-//	scope-isolation       MUST    MUST    with AuthA and AuthB, one principal never gets the other's answer
+//	scope-isolation       MUST    MUST    with AuthA and AuthB, one principal's key is new to the other: run, not replayed or refused
 //	ttl-expiry            SHOULD  SHOULD  with TTL, a key re-sent after the stated retention executes anew
 //
 // count-once reads CountURL's count (see [Checker.CountURL]): a count of
@@ -39,6 +39,13 @@
 // extra member), the refusal shows nothing about the key, and
 // reuse-refused says WARN and reuse-status SKIP; give a valid
 // [Target.OtherBody].
+//
+// scope-isolation sends principal a's key and body as principal b once
+// a's request has been answered: b's answer must be a run of its own. A
+// replay, a's resource, or a 409 or 422 (the key taken, in progress or
+// bound) shows keys shared between principals and is a FAIL; any other
+// refusal shows that b could not run the operation (check AuthB) and is a
+// WARN.
 //
 // The draft makes the 400, 409 and 422 answers SHOULDs, and leaves expiry to
 // the server's published policy, so those are SHOULDs here; what makes a key

@@ -538,8 +538,13 @@ func (r *run) checkScope(ctx context.Context) {
 		r.set(CheckScopeIsolation, Warn, "principal b got the same bytes as a, and the answers name no resource: cannot tell a replay from a run of its own", a, b)
 	case b.success():
 		r.set(CheckScopeIsolation, Pass, fmt.Sprintf("principal b's request ran on its own (%d, %s)", b.Status, describeResource(b)), a, b)
+	case b.Status == http.StatusConflict || b.Status == http.StatusUnprocessableEntity:
+		// a's request has been answered: b's key is new in b's scope, and
+		// only a key space shared with a holds it in progress or bound to
+		// a body.
+		r.set(CheckScopeIsolation, Fail, fmt.Sprintf("principal b's request was refused with %d, as a used key is: keys are shared between principals", b.Status), a, b)
 	default:
-		r.set(CheckScopeIsolation, Pass, fmt.Sprintf("principal b's request was refused (%d), without a's answer", b.Status), a, b)
+		r.set(CheckScopeIsolation, Warn, fmt.Sprintf("principal b's request answered %d: principal b could not run the operation, so isolation is not shown; check -auth-b", b.Status), a, b)
 	}
 }
 
