@@ -57,7 +57,8 @@ func TestBrokenServers(t *testing.T) {
 // TestKeysPerInstance: two instances, each keeping its keys in its own
 // memory over one shared database, behind a load balancer that sends POSTs
 // to them in turn. The replay lands on the other instance and runs again,
-// and so does the burst: replay, count-once and concurrent-once fail.
+// and so does the burst: replay, replay-headers (another Location),
+// count-once and concurrent-once fail.
 func TestKeysPerInstance(t *testing.T) {
 	items := &naive{entries: map[string]*naiveEntry{}} // the shared database: only its handler is used
 	var instances []*httptest.Server
@@ -89,7 +90,7 @@ func TestKeysPerInstance(t *testing.T) {
 	c := fullChecker(lb.URL + "/items")
 	c.TTL, c.AuthA, c.AuthB = 0, nil, nil
 	rep := check(t, c, lb.URL+"/items")
-	wantOutcome(t, rep, []string{conformance.CheckReplay, conformance.CheckCountOnce, conformance.CheckConcurrentOnce},
+	wantOutcome(t, rep, []string{conformance.CheckReplay, conformance.CheckReplayHeaders, conformance.CheckCountOnce, conformance.CheckConcurrentOnce},
 		[]string{conformance.CheckTTLExpiry, conformance.CheckScopeIsolation})
 }
 

@@ -10,6 +10,7 @@ type check struct {
 const (
 	CheckFirstRequest       = "first-request"
 	CheckReplay             = "replay"
+	CheckReplayHeaders      = "replay-headers"
 	CheckReplayMarker       = "replay-marker"
 	CheckReuseRefused       = "reuse-refused"
 	CheckReuseStatus        = "reuse-status"
@@ -29,6 +30,7 @@ const (
 var checks = []check{
 	{CheckFirstRequest, "a request with a fresh key succeeds", LevelMust, LevelMust},
 	{CheckReplay, "same key and body: same status and body, byte for byte", LevelMust, LevelMust},
+	{CheckReplayHeaders, "same key and body: the first answer's allow-listed headers", LevelMust, LevelMust},
 	{CheckReplayMarker, "the replay is marked Idempotent-Replayed: true", LevelInfo, LevelShould},
 	{CheckReuseRefused, "same key, another body: refused, neither run nor replayed", LevelMust, LevelMust},
 	{CheckReuseStatus, "same key, another body: 422 (stripe: 400, 409 or 422)", LevelShould, LevelShould},

@@ -15,6 +15,7 @@
 //	id                    ietf    stripe  what it asks
 //	first-request         MUST    MUST    a request with a fresh key succeeds (2xx)
 //	replay                MUST    MUST    the same key and body get the same status and body, byte for byte
+//	replay-headers        MUST    MUST    ... and the first answer's Content-Type, Location, ETag, Last-Modified, Link and Content-Location
 //	replay-marker         INFO    SHOULD  the replay says so (Idempotent-Replayed: true)
 //	reuse-refused         MUST    MUST    the same key with another body is refused (4xx), and not as the other body alone is
 //	reuse-status          SHOULD  SHOULD  ... with 422 (ietf), or 400, 409 or 422 (stripe)

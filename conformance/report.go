@@ -128,7 +128,9 @@ type Exchange struct {
 	// Status is the answer's status; 0 when none came (see Error).
 	Status int `json:"status,omitempty"`
 	// Header holds the answer's headers that the checks read:
-	// Content-Type, Location, Retry-After, Idempotent-Replayed.
+	// Content-Type, Location, Etag, Last-Modified, Link,
+	// Content-Location, Retry-After, Idempotent-Replayed; several values
+	// of one are joined with ", ".
 	Header map[string]string `json:"header,omitempty"`
 	// Body is an excerpt of the answer's body: its first bytes, quoted
 	// Go-style when they are not UTF-8.

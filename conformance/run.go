@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -124,7 +125,7 @@ func (r *run) all(ctx context.Context) error {
 		r.set(CheckFirstRequest, Pass, fmt.Sprintf("%d, %d bytes", first.Status, len(first.body)), first)
 	} else {
 		r.set(CheckFirstRequest, Fail, fmt.Sprintf("answered %s, want 2xx: check the body, headers and URL", first.outcome()), first)
-		r.skip("the first request did not succeed", CheckReplay, CheckReplayMarker, CheckReuseRefused, CheckReuseStatus,
+		r.skip("the first request did not succeed", CheckReplay, CheckReplayHeaders, CheckReplayMarker, CheckReuseRefused, CheckReuseStatus,
 			CheckConcurrentOnce, CheckConcurrent409, CheckConflictRetryAfter, CheckCountOnce, CheckScopeIsolation, CheckTTLExpiry)
 	}
 	n1 := r.read(ctx, cs)
@@ -185,14 +186,48 @@ func (r *run) checkReplay(first, replay Exchange) {
 		r.set(CheckReplay, Pass, fmt.Sprintf("%d and the same %d bytes", replay.Status, len(replay.body)), first, replay)
 	}
 	if !replay.answered() {
-		r.set(CheckReplayMarker, Skip, "the replay got no answer")
+		r.skip("the replay got no answer", CheckReplayHeaders, CheckReplayMarker)
 		return
 	}
+	r.checkReplayHeaders(first, replay)
 	if replay.replayed() {
 		r.set(CheckReplayMarker, Pass, contract.HeaderReplayed+": true", replay)
 	} else {
 		r.set(CheckReplayMarker, Fail, "the second answer carries no "+contract.HeaderReplayed+": true", replay)
 	}
+}
+
+// checkReplayHeaders runs replay-headers: the replay carries the first
+// answer's values of the headers every replay carries
+// (contract.ReplayHeaders), the same, in the same order, none when it had
+// none.
+func (r *run) checkReplayHeaders(first, replay Exchange) {
+	var same, diffs []string
+	for _, name := range contract.ReplayHeaders() {
+		a, b := first.header.Values(name), replay.header.Values(name)
+		switch {
+		case !slices.Equal(a, b):
+			diffs = append(diffs, fmt.Sprintf("%s %s, then %s", name, headerValues(a), headerValues(b)))
+		case len(a) > 0:
+			same = append(same, name)
+		}
+	}
+	switch {
+	case len(diffs) > 0:
+		r.set(CheckReplayHeaders, Fail, "the replay's headers differ from the first answer's: "+strings.Join(diffs, "; "), first, replay)
+	case len(same) == 0:
+		r.set(CheckReplayHeaders, Pass, "neither answer has "+strings.Join(contract.ReplayHeaders(), ", "), first, replay)
+	default:
+		r.set(CheckReplayHeaders, Pass, "the same "+strings.Join(same, ", "), first, replay)
+	}
+}
+
+// headerValues shows a header's values in a verdict.
+func headerValues(vs []string) string {
+	if len(vs) == 0 {
+		return "absent"
+	}
+	return strconv.Quote(strings.Join(vs, ", "))
 }
 
 // firstDifference says where two bodies first differ.

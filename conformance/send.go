@@ -27,8 +27,9 @@ type spec struct {
 // maxBody bounds how much of an answer is read.
 const maxBody = 4 << 20
 
-// shownHeaders are the answer headers that evidence shows.
-var shownHeaders = []string{"Content-Type", "Location", "Retry-After", contract.HeaderReplayed}
+// shownHeaders are the answer headers that evidence shows: those the
+// checks read.
+var shownHeaders = append(contract.ReplayHeaders(), "Retry-After", contract.HeaderReplayed)
 
 // sender sends one target's requests.
 type sender struct {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/saferetry/saferetry/internal/clock"
+	"github.com/saferetry/saferetry/internal/contract"
 	"github.com/saferetry/saferetry/internal/hooks"
 )
 
@@ -61,10 +62,8 @@ type config struct {
 	clock          clock.Clock
 }
 
-// defaultReplayHeaders are the response headers a replay carries.
-var defaultReplayHeaders = []string{"Content-Type", "Location", "Etag", "Last-Modified", "Link", "Content-Location"}
-
 func newConfig(opts []Option) *config {
+	defaultReplayHeaders := contract.ReplayHeaders()
 	c := &config{
 		ttl:            DefaultTTL,
 		lease:          DefaultLease,
@@ -77,7 +76,7 @@ func newConfig(opts []Option) *config {
 		clock:          clock.Monotonic, // its times are only compared and waited for
 	}
 	for _, h := range defaultReplayHeaders {
-		c.replayHeaders[textproto.CanonicalMIMEHeaderKey(h)] = true
+		c.replayHeaders[h] = true // canonical already
 	}
 	for _, o := range opts {
 		if o != nil {

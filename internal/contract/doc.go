@@ -9,6 +9,7 @@
 //   - the Idempotency-Key grammar: [ParseKey], [ParseKeyFields],
 //     [ValidKey], [FormatKey], [MaxKeyLen] and the header names;
 //   - RFC 9457 problem documents: [WriteProblem] and [DecodeProblem];
+//   - the headers every replay carries: [ReplayHeaders];
 //   - the status tables: [Retried] (client rule 3) and [Stored] (the
 //     server's rule of which outcomes are stored), defined side by side
 //     because each half relies on the other's.
