@@ -50,7 +50,9 @@ type Target struct {
 	OtherBody []byte
 	// Header is sent on every request, for example Authorization or
 	// Content-Type (which defaults to application/json for a body that is
-	// JSON). An Idempotency-Key in it is ignored: the checks set their own.
+	// JSON). Its names count in any case ("content-type" is Content-Type).
+	// An Idempotency-Key in it, in any case, is ignored: the checks set
+	// their own.
 	Header http.Header
 	// KeyRequired says the endpoint requires a key: missing-key then sends
 	// a request without one. false skips missing-key.
@@ -111,7 +113,8 @@ type Checker struct {
 	TTL time.Duration
 	// AuthA and AuthB are the headers of two principals (for example two
 	// Authorization values), for scope-isolation; unless both are set it
-	// is skipped.
+	// is skipped. A principal's headers replace the Target's of the same
+	// name, in any case.
 	AuthA, AuthB http.Header
 	// Timeout bounds each request; 0 means DefaultTimeout.
 	Timeout time.Duration

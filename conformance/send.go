@@ -56,12 +56,14 @@ func (sd *sender) send(ctx context.Context, s spec) Exchange {
 		ex.Error = err.Error()
 		return ex
 	}
-	for name, vs := range sd.header {
-		req.Header[name] = append([]string(nil), vs...)
+	// Names are canonicalised as the values are copied, so that one given
+	// in another case ("idempotency-key") is replaced or removed below
+	// like the canonical one, instead of being sent beside it.
+	addHeader(req.Header, sd.header)
+	for name := range s.auth {
+		req.Header.Del(name) // the principal's replace the target's
 	}
-	for name, vs := range s.auth {
-		req.Header[name] = append([]string(nil), vs...)
-	}
+	addHeader(req.Header, s.auth)
 	req.Header.Del(contract.HeaderKey)
 	if s.key != "" {
 		req.Header.Set(contract.HeaderKey, s.key)
@@ -94,6 +96,15 @@ func (sd *sender) send(ctx context.Context, s spec) Exchange {
 		}
 	}
 	return ex
+}
+
+// addHeader adds the values of src to dst under their canonical names.
+func addHeader(dst, src http.Header) {
+	for name, vs := range src {
+		for _, v := range vs {
+			dst.Add(name, v)
+		}
+	}
 }
 
 // answered reports whether ex got a whole answer.
