@@ -3,6 +3,7 @@ package conformance
 import (
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -122,19 +123,55 @@ func shortURL(u, base string) string {
 
 // jsonDocument is what WriteJSON writes.
 type jsonDocument struct {
-	Passed  bool     `json:"passed"`
-	Targets []Report `json:"targets"`
+	Passed  bool          `json:"passed"`
+	Targets []Report      `json:"targets"`
+	Errors  []targetError `json:"errors,omitempty"`
+}
+
+// targetError is a target that could not be checked, in the JSON and
+// JUnit reports.
+type targetError struct {
+	Target string `json:"target"`
+	Error  string `json:"error"`
+	kind   string // "unreachable", "invalid" or "error"
+}
+
+// targetErrors describes errs, Run's errors: an *Error's Target and the
+// rest of its message.
+func targetErrors(errs []error) []targetError {
+	var out []targetError
+	for _, err := range errs {
+		te := targetError{Error: err.Error(), kind: "error"}
+		var ce *Error
+		if errors.As(err, &ce) {
+			te.Target, te.Error = ce.Target, ce.Cause.Error()
+			if ce.Err != nil {
+				te.Error += ": " + ce.Err.Error()
+			}
+		}
+		switch {
+		case errors.Is(err, ErrUnreachable):
+			te.kind = "unreachable"
+		case errors.Is(err, ErrInvalid):
+			te.kind = "invalid"
+		}
+		out = append(out, te)
+	}
+	return out
 }
 
 // WriteJSON writes reports as one JSON document: {"passed": bool,
-// "targets": [Report, ...]}, passed being Passed(reports).
-func WriteJSON(w io.Writer, reports []Report) error {
+// "targets": [Report, ...], "errors": [{"target": name, "error":
+// message}, ...]}. errs are the errors of the targets that could not be
+// checked (Run's, each an *Error naming its target); "errors" is left
+// out when there are none, and passed is Passed(reports) with no error.
+func WriteJSON(w io.Writer, reports []Report, errs ...error) error {
 	if reports == nil {
 		reports = []Report{}
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(jsonDocument{Passed: Passed(reports), Targets: reports})
+	return enc.Encode(jsonDocument{Passed: Passed(reports) && len(errs) == 0, Targets: reports, Errors: targetErrors(errs)})
 }
 
 // JUnit XML, as CI systems read it: a suite per target, a test case per
@@ -145,6 +182,7 @@ type (
 		Name     string       `xml:"name,attr"`
 		Tests    int          `xml:"tests,attr"`
 		Failures int          `xml:"failures,attr"`
+		Errors   int          `xml:"errors,attr"`
 		Skipped  int          `xml:"skipped,attr"`
 		Suites   []junitSuite `xml:"testsuite"`
 	}
@@ -152,6 +190,7 @@ type (
 		Name     string      `xml:"name,attr"`
 		Tests    int         `xml:"tests,attr"`
 		Failures int         `xml:"failures,attr"`
+		Errors   int         `xml:"errors,attr"`
 		Skipped  int         `xml:"skipped,attr"`
 		Time     string      `xml:"time,attr"`
 		Cases    []junitCase `xml:"testcase"`
@@ -160,6 +199,7 @@ type (
 		Name      string        `xml:"name,attr"`
 		Classname string        `xml:"classname,attr"`
 		Failure   *junitFailure `xml:"failure,omitempty"`
+		Error     *junitFailure `xml:"error,omitempty"`
 		Skipped   *junitSkipped `xml:"skipped,omitempty"`
 		SystemOut string        `xml:"system-out,omitempty"`
 	}
@@ -177,8 +217,11 @@ type (
 // testcase per check named "id (LEVEL)". A FAIL is a failure, whatever
 // its level (the type attribute holds the level), with the evidence as its
 // text; a SKIP is skipped; a PASS or WARN passes with its verdict in
-// system-out.
-func WriteJUnit(w io.Writer, reports []Report) error {
+// system-out. errs are the errors of the targets that could not be
+// checked (Run's, each an *Error naming its target): each is a testsuite
+// of one testcase, "run", with an error whose type is "unreachable",
+// "invalid" or "error".
+func WriteJUnit(w io.Writer, reports []Report, errs ...error) error {
 	doc := junitSuites{Name: "saferetry check"}
 	for _, r := range reports {
 		s := junitSuite{Name: r.Target, Time: fmt.Sprintf("%.3f", time.Duration(r.Elapsed).Seconds())}
@@ -205,6 +248,13 @@ func WriteJUnit(w io.Writer, reports []Report) error {
 		doc.Failures += s.Failures
 		doc.Skipped += s.Skipped
 		doc.Suites = append(doc.Suites, s)
+	}
+	for _, te := range targetErrors(errs) {
+		doc.Suites = append(doc.Suites, junitSuite{Name: te.Target, Tests: 1, Errors: 1, Time: "0.000", Cases: []junitCase{{
+			Name: "run", Classname: "saferetry.check", Error: &junitFailure{Message: te.Error, Type: te.kind},
+		}}})
+		doc.Tests++
+		doc.Errors++
 	}
 	ew := &errWriter{w: w}
 	_, _ = io.WriteString(ew, xml.Header)

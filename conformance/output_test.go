@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"strings"
 	"testing"
 
@@ -100,5 +101,55 @@ func TestOutputs(t *testing.T) {
 		if !strings.Contains(txt.String(), want) {
 			t.Errorf("text report lacks %q:\n%s", want, txt.String())
 		}
+	}
+}
+
+// TestOutputsRecordTargetErrors: a target that could not be checked is
+// no pass: the JSON report lists it under "errors" with passed false, and
+// the JUnit report has a test case in error for it.
+func TestOutputsRecordTargetErrors(t *testing.T) {
+	unreachable := &conformance.Error{Target: "POST http://127.0.0.1:9/p", Cause: conformance.ErrUnreachable, Err: errors.New("connection refused")}
+
+	var js bytes.Buffer
+	if err := conformance.WriteJSON(&js, nil, unreachable); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Passed bool `json:"passed"`
+		Errors []struct {
+			Target string `json:"target"`
+			Error  string `json:"error"`
+		} `json:"errors"`
+	}
+	if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
+		t.Fatalf("JSON report does not parse: %v\n%s", err, js.String())
+	}
+	if doc.Passed || len(doc.Errors) != 1 || doc.Errors[0].Target != unreachable.Target || !strings.Contains(doc.Errors[0].Error, "connection refused") {
+		t.Errorf("JSON report of an unreachable target:\n%s", js.String())
+	}
+
+	var xb bytes.Buffer
+	if err := conformance.WriteJUnit(&xb, nil, unreachable); err != nil {
+		t.Fatal(err)
+	}
+	var ju struct {
+		Tests  int `xml:"tests,attr"`
+		Errors int `xml:"errors,attr"`
+		Suites []struct {
+			Name  string `xml:"name,attr"`
+			Cases []struct {
+				Error *struct {
+					Message string `xml:"message,attr"`
+					Type    string `xml:"type,attr"`
+				} `xml:"error"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(xb.Bytes(), &ju); err != nil {
+		t.Fatalf("JUnit report does not parse: %v\n%s", err, xb.String())
+	}
+	if ju.Tests != 1 || ju.Errors != 1 || len(ju.Suites) != 1 || ju.Suites[0].Name != unreachable.Target ||
+		len(ju.Suites[0].Cases) != 1 || ju.Suites[0].Cases[0].Error == nil || ju.Suites[0].Cases[0].Error.Type != "unreachable" {
+		t.Errorf("JUnit report of an unreachable target:\n%s", xb.String())
 	}
 }

@@ -32,8 +32,8 @@
 //	-auth-b 'K: V'    a header of principal b (repeatable)
 //	-openapi SRC      an OpenAPI 3.x JSON document (URL or file): check each operation that declares the key
 //	-timeout D        bound on each request (default 10s)
-//	-json             print one JSON document instead of the table
-//	-junit FILE       also write a JUnit XML report to FILE
+//	-json             print one JSON document instead of the table; a target that could not be checked is under "errors", and "passed" is false
+//	-junit FILE       also write a JUnit XML report to FILE; a target that could not be checked is a test case in error
 //	-dry-run          print the requests it would send, and send none
 //
 // Exit status: 0 when every MUST check passed, 1 when one failed, 2 on a

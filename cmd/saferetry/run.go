@@ -155,17 +155,19 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	status := exitPassed
 	var reports []conformance.Report
+	var failed []error // the targets that could not be checked, for -json and -junit
 	for _, t := range targets {
 		rep, err := f.checker.Run(ctx, t)
 		if err != nil {
 			fmt.Fprintln(stderr, describe(err))
 			status = exitUsage
+			failed = append(failed, err)
 			continue
 		}
 		reports = append(reports, rep)
 	}
 	if f.json {
-		err = conformance.WriteJSON(stdout, reports)
+		err = conformance.WriteJSON(stdout, reports, failed...)
 	} else {
 		err = conformance.WriteText(stdout, reports)
 	}
@@ -174,7 +176,7 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if f.junit != "" {
-		if err := writeJUnit(f.junit, reports); err != nil {
+		if err := writeJUnit(f.junit, reports, failed); err != nil {
 			fmt.Fprintln(stderr, "saferetry check: -junit:", err)
 			return exitUsage
 		}
@@ -204,12 +206,12 @@ func describe(err error) string {
 	return fmt.Sprintf("saferetry check: %s: %s: %v", ce.Target, what, ce.Err)
 }
 
-func writeJUnit(path string, reports []conformance.Report) error {
+func writeJUnit(path string, reports []conformance.Report, failed []error) error {
 	fh, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if err := conformance.WriteJUnit(fh, reports); err != nil {
+	if err := conformance.WriteJUnit(fh, reports, failed...); err != nil {
 		_ = fh.Close()
 		return err
 	}
