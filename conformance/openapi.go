@@ -23,9 +23,14 @@ type Operation struct {
 	// Path is the operation's path as the document writes it.
 	Path string
 	// Unusable says why the operation cannot be checked as it stands: a
-	// path parameter without an example, or a required request body
+	// path parameter without an example, or else a required request body
 	// without one. "" when it can.
 	Unusable string
+	// NeedsBody reports that a body is all the operation lacks: Unusable
+	// is only about its required request body, which has no example, so a
+	// body given by the caller makes it usable. false when the operation
+	// is usable, or unusable for another reason too.
+	NeedsBody bool
 }
 
 // methods are the operation members of an OpenAPI path item.
@@ -166,7 +171,7 @@ func operation(root map[string]any, server, path, method string, op map[string]a
 		t.Body = body
 		t.Header = http.Header{"Content-Type": {mediaType}}
 	} else if required && o.Unusable == "" {
-		o.Unusable = "its request body has no example: give -body"
+		o.Unusable, o.NeedsBody = "its request body has no example: give -body", true
 	}
 	o.Target = t
 	return o

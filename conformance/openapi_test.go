@@ -125,3 +125,32 @@ func TestFromOpenAPIServer(t *testing.T) {
 		}
 	}
 }
+
+// TestFromOpenAPINeedsBody: NeedsBody is set only when a required request
+// body without an example is all an operation lacks, not when a path
+// parameter has no example either.
+func TestFromOpenAPINeedsBody(t *testing.T) {
+	doc := `{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "http://127.0.0.1:9"}], "paths": {
+		"/accounts/{account}/payments": {"post": {"operationId": "pathAndBody",
+			"parameters": [{"name": "account", "in": "path", "required": true}, {"name": "Idempotency-Key", "in": "header"}],
+			"requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object"}}}}}},
+		"/payments": {"post": {"operationId": "bodyOnly",
+			"parameters": [{"name": "Idempotency-Key", "in": "header"}],
+			"requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object"}}}}}}}}`
+	ops, err := conformance.FromOpenAPI([]byte(doc), "", "")
+	if err != nil || len(ops) != 2 {
+		t.Fatalf("FromOpenAPI: %v, %d operations", err, len(ops))
+	}
+	for _, o := range ops {
+		switch o.Target.Name {
+		case "pathAndBody":
+			if o.NeedsBody || !strings.Contains(o.Unusable, "path parameter account") {
+				t.Errorf("%s: NeedsBody %v, Unusable %q; want false and the path parameter", o.Target.Name, o.NeedsBody, o.Unusable)
+			}
+		case "bodyOnly":
+			if !o.NeedsBody || !strings.Contains(o.Unusable, "request body") {
+				t.Errorf("%s: NeedsBody %v, Unusable %q; want true and the request body", o.Target.Name, o.NeedsBody, o.Unusable)
+			}
+		}
+	}
+}

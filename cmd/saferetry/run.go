@@ -246,7 +246,10 @@ func (f *checkFlags) targets(ctx context.Context, stderr io.Writer) ([]conforman
 	for _, op := range ops {
 		t := op.Target
 		if body != nil {
-			t.Body, op.Unusable = body, ""
+			t.Body = body
+			if op.NeedsBody {
+				op.Unusable = ""
+			}
 		}
 		if op.Unusable != "" {
 			fmt.Fprintf(stderr, "saferetry check: skipping %s (%s %s): %s\n", t.Name, t.Method, op.Path, op.Unusable)

@@ -44,3 +44,27 @@ func TestUnreachableTargetFailsReports(t *testing.T) {
 		t.Errorf("-junit for a target that could not be reached (%v):\n%s", err, raw)
 	}
 }
+
+// TestOpenAPIBodyKeepsUnfilledPathSkipped: -body makes an operation that
+// lacks only a body example usable, but not one whose path parameter has
+// no example: that one is skipped, not checked at a URL holding
+// "{account}".
+func TestOpenAPIBodyKeepsUnfilledPathSkipped(t *testing.T) {
+	doc := `{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "paths": {
+		"/accounts/{account}/payments": {"post": {"operationId": "createAccountPayment",
+			"parameters": [{"name": "account", "in": "path", "required": true, "schema": {"type": "string"}},
+				{"name": "Idempotency-Key", "in": "header", "required": true}],
+			"requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object"}}}}}},
+		"/payments": {"post": {"operationId": "createPayment",
+			"parameters": [{"name": "Idempotency-Key", "in": "header", "required": true}],
+			"requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object"}}}}}}}}`
+	file := filepath.Join(t.TempDir(), "openapi.json")
+	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "check", "-dry-run", "-openapi", file, "-url", "http://127.0.0.1:9", "-body", payBody)
+	if code != 0 || strings.Contains(stdout, "{account}") || !strings.Contains(stderr, "path parameter account has no example") ||
+		!strings.Contains(stdout, "POST http://127.0.0.1:9/payments") {
+		t.Fatalf("exit %d: want the operation with an unfilled path parameter skipped and the other planned\nstdout:\n%.600s\nstderr:\n%s", code, stdout, stderr)
+	}
+}
