@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/saferetry/saferetry/internal/contract"
 )
 
 // Profile says which convention the levels and accepted statuses follow.
@@ -37,7 +39,8 @@ func ParseProfile(s string) (Profile, error) {
 
 // Target is one endpoint to check: the operation its requests ask for.
 type Target struct {
-	// Method is the request method; "" means POST.
+	// Method is the request method, an RFC 9110 token (Run and Plan
+	// refuse another with ErrInvalid); "" means POST.
 	Method string
 	// URL is the endpoint's absolute http or https URL.
 	URL string
@@ -130,8 +133,8 @@ type Checker struct {
 var ErrUnreachable = errors.New("conformance: target unreachable")
 
 // ErrInvalid is the cause of Run's and Plan's error when the Checker or
-// the Target is not usable (a bad URL, a negative duration), or CountURL's
-// first answer holds no count.
+// the Target is not usable (a bad URL or method, a negative duration), or
+// CountURL's first answer holds no count.
 var ErrInvalid = errors.New("conformance: invalid configuration")
 
 // Error is the error Run and Plan return, with the target it concerns.
@@ -161,6 +164,9 @@ func (e *Error) Unwrap() []error {
 func (c *Checker) validate(t Target) error {
 	bad := func(format string, args ...any) error {
 		return &Error{Target: t.name(), Cause: ErrInvalid, Err: fmt.Errorf(format, args...)}
+	}
+	if t.Method != "" && !contract.ValidToken(t.Method) {
+		return bad("method %q: not an HTTP method (an RFC 9110 token)", t.Method)
 	}
 	if err := absoluteURL(t.URL); err != nil {
 		return bad("url: %w", err)

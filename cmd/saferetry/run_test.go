@@ -68,3 +68,17 @@ func TestOpenAPIBodyKeepsUnfilledPathSkipped(t *testing.T) {
 		t.Fatalf("exit %d: want the operation with an unfilled path parameter skipped and the other planned\nstdout:\n%.600s\nstderr:\n%s", code, stdout, stderr)
 	}
 }
+
+// TestBadMethodIsInvalid: a -method that is no HTTP method is reported as
+// invalid (exit 2), not as an endpoint that cannot be reached, and
+// -dry-run refuses it too.
+func TestBadMethodIsInvalid(t *testing.T) {
+	code, _, stderr := runCLI(t, "check", "-url", closedURL(t), "-method", "BAD METHOD", "-body", payBody)
+	if code != 2 || strings.Contains(stderr, "cannot reach it") || !strings.Contains(stderr, "invalid") {
+		t.Errorf("exit %d, stderr %q: want 2 and the method reported as invalid", code, stderr)
+	}
+	code, _, stderr = runCLI(t, "check", "-dry-run", "-url", "http://127.0.0.1:9/p", "-method", "BAD METHOD")
+	if code != 2 || !strings.Contains(stderr, "invalid") {
+		t.Errorf("-dry-run -method %q: exit %d, stderr %q; want 2 and invalid", "BAD METHOD", code, stderr)
+	}
+}

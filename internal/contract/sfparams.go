@@ -199,8 +199,3 @@ func isLower(c byte) bool    { return 'a' <= c && c <= 'z' }
 func isDigit(c byte) bool    { return '0' <= c && c <= '9' }
 func isAlpha(c byte) bool    { return isLower(c) || ('A' <= c && c <= 'Z') }
 func isLowerHex(c byte) bool { return isDigit(c) || ('a' <= c && c <= 'f') }
-
-// isTchar reports whether c is an RFC 9110 token character.
-func isTchar(c byte) bool {
-	return isAlpha(c) || isDigit(c) || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
-}
