@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 )
 
@@ -46,10 +45,8 @@ func countOf(body []byte, path string) (n int64, bySize bool, err error) {
 	if path == "" && !json.Valid(body) {
 		return int64(len(body)), true, nil
 	}
-	var v any
-	dec := json.NewDecoder(strings.NewReader(string(body)))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
+	v, err := decodeJSON(body)
+	if err != nil {
 		return 0, false, fmt.Errorf("the answer is not JSON: %w", err)
 	}
 	where := "the answer"
@@ -79,38 +76,4 @@ func countOf(body []byte, path string) (n int64, bySize bool, err error) {
 		return 0, false, errors.New("the answer is JSON but neither an array nor a number: give #/path to the count (a JSON pointer in the count URL's fragment)")
 	}
 	return 0, false, fmt.Errorf("%s is neither a number nor an array", where)
-}
-
-// pointerParts splits a JSON pointer ("/a/b~1c") into its unescaped
-// reference tokens.
-func pointerParts(ptr string) []string {
-	parts := strings.Split(strings.TrimPrefix(ptr, "/"), "/")
-	for i, p := range parts {
-		parts[i] = strings.ReplaceAll(strings.ReplaceAll(p, "~1", "/"), "~0", "~")
-	}
-	return parts
-}
-
-// walk descends the decoded JSON value v by parts: object members, and
-// array indexes.
-func walk(v any, parts []string) (any, error) {
-	for _, p := range parts {
-		switch node := v.(type) {
-		case map[string]any:
-			next, ok := node[p]
-			if !ok {
-				return nil, fmt.Errorf("no member %q", p)
-			}
-			v = next
-		case []any:
-			i, err := strconv.Atoi(p)
-			if err != nil || i < 0 || i >= len(node) {
-				return nil, fmt.Errorf("no element %q", p)
-			}
-			v = node[i]
-		default:
-			return nil, fmt.Errorf("nothing at %q", p)
-		}
-	}
-	return v, nil
 }

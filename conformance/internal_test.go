@@ -71,6 +71,8 @@ func TestCountOf(t *testing.T) {
 		{`{"meta":{}}`, "meta.total", 0, false, true},
 		{`{"n":1.5}`, "n", 0, false, true},
 		{`not json`, "n", 0, false, true},
+		{`{"n":1} {"n":2}`, "n", 0, false, true}, // one value, not two
+		{`{"n":9007199254740993}`, "n", 9007199254740993, false, false},
 	} {
 		got, bySize, err := countOf([]byte(tc.body), tc.path)
 		if (err != nil) != tc.err || got != tc.want || bySize != tc.bySize {

@@ -43,12 +43,14 @@ var methods = []string{"get", "put", "post", "delete", "options", "head", "patch
 // the document's first server URL (its variables at their defaults),
 // resolved against docURL, the document's own URL (a relative server URL
 // and no docURL is an error). Path parameters are filled with their
-// examples. It reads no other document.
+// examples. Examples are taken as the document writes them: a number
+// keeps its digits, however large. It reads no other document.
 func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
-	var root map[string]any
-	if err := json.Unmarshal(doc, &root); err != nil {
+	v, err := decodeJSON(doc) // its examples' numbers as written
+	if err != nil {
 		return nil, fmt.Errorf("conformance: the OpenAPI document is not JSON: %w", err)
 	}
+	root, _ := v.(map[string]any)
 	if v, _ := root["openapi"].(string); !strings.HasPrefix(v, "3.") {
 		return nil, fmt.Errorf("conformance: the document is not OpenAPI 3.x (openapi: %q)", v)
 	}

@@ -154,3 +154,24 @@ func TestFromOpenAPINeedsBody(t *testing.T) {
 		}
 	}
 }
+
+// TestFromOpenAPIKeepsNumbers: an integer above 2^53 in an example (an
+// account number, an amount in minor units) is sent as the document
+// writes it, in the body and in the path, not rounded through a float64.
+func TestFromOpenAPIKeepsNumbers(t *testing.T) {
+	doc := `{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "http://127.0.0.1:9"}],
+		"paths": {"/accounts/{account}/transfers": {"post": {"operationId": "transfer",
+			"parameters": [{"name": "Idempotency-Key", "in": "header"},
+				{"name": "account", "in": "path", "required": true, "example": 9007199254740993}],
+			"requestBody": {"content": {"application/json": {"example": {"account": 9007199254740993, "amount": 1.50}}}}}}}}`
+	ops, err := conformance.FromOpenAPI([]byte(doc), "", "")
+	if err != nil || len(ops) != 1 {
+		t.Fatalf("FromOpenAPI: %v, %d operations", err, len(ops))
+	}
+	if got, want := string(ops[0].Target.Body), `{"account":9007199254740993,"amount":1.50}`; got != want {
+		t.Errorf("the example's body is %s, want %s", got, want)
+	}
+	if got, want := ops[0].Target.URL, "http://127.0.0.1:9/accounts/9007199254740993/transfers"; got != want {
+		t.Errorf("URL %s, want %s", got, want)
+	}
+}
