@@ -89,3 +89,19 @@ func TestExcerpt(t *testing.T) {
 		t.Errorf("excerpt of invalid UTF-8 = %s", got)
 	}
 }
+
+func TestPrintable(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain € text":       "plain € text",
+		"a\nb\tc\r":          `a\nb\tc\r`,
+		"\x1b[31mred\x1b[0m": `\x1b[31mred\x1b[0m`,
+		"next\u0085line":     `next\u0085line`,
+		"\u202egnp.exe":      `\u202egnp.exe`,
+		"bad \xff\xfe bytes": `bad \xff\xfe bytes`,
+		"€"[:2]:              `\xe2\x82`,
+	} {
+		if got := printable(in); got != want {
+			t.Errorf("printable(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -28,18 +28,21 @@ const shownEvidence = 4
 
 // WriteText writes reports as tables for people: one row per check with
 // its status, level and verdict, and under a FAIL or WARN the first
-// exchanges of its evidence.
+// exchanges of its evidence, each on one line with the first 100 bytes of
+// its body. What it writes is valid UTF-8 without control characters:
+// those of an answer (a newline, an escape sequence) are written as Go
+// escapes ("\n", "\x1b"), and bodies are cut between characters.
 func WriteText(w io.Writer, reports []Report) error {
 	ew := &errWriter{w: w}
 	for i, r := range reports {
 		if i > 0 {
 			fmt.Fprintln(ew)
 		}
-		fmt.Fprintf(ew, "%s (profile %s, %v)\n\n", r.Target, r.Profile, time.Duration(r.Elapsed).Round(time.Millisecond))
+		fmt.Fprintf(ew, "%s (profile %s, %v)\n\n", printable(r.Target), r.Profile, time.Duration(r.Elapsed).Round(time.Millisecond))
 		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "STATUS\tLEVEL\tCHECK\tVERDICT")
 		for _, res := range r.Results {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", res.Status, res.Level, res.ID, res.Verdict)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", res.Status, res.Level, res.ID, printable(res.Verdict))
 		}
 		_ = tw.Flush()
 		for _, res := range r.Results {
@@ -77,8 +80,11 @@ func summary(r Report) string {
 	return fmt.Sprintf("%d checks: %d PASS, %d FAIL, %d WARN, %d SKIP; %s.", len(r.Results), n[Pass], n[Fail], n[Warn], n[Skip], verdict)
 }
 
-// line is ex on one line, its URL shown relative to base when they share
-// an origin.
+// lineBodyLen is how much of an answer's body a line shows.
+const lineBodyLen = 100
+
+// line is ex on one line, printable, its URL shown relative to base when
+// they share an origin.
 func (ex Exchange) line(base string) string {
 	var b strings.Builder
 	b.WriteString(ex.Method + " " + shortURL(ex.URL, base))
@@ -91,7 +97,7 @@ func (ex Exchange) line(base string) string {
 	b.WriteString(" -> ")
 	if ex.Status == 0 {
 		b.WriteString("no answer: " + ex.Error)
-		return b.String()
+		return printable(b.String())
 	}
 	fmt.Fprintf(&b, "%d", ex.Status)
 	for _, name := range shownHeaders {
@@ -102,14 +108,10 @@ func (ex Exchange) line(base string) string {
 	if ct := ex.Header["Content-Type"]; ct != "" {
 		b.WriteString(" [" + ct + "]")
 	}
-	if ex.Body != "" {
-		body := ex.Body
-		if len(body) > 100 {
-			body = body[:100] + "…"
-		}
-		b.WriteString(" " + strings.TrimSpace(body))
+	if body := strings.TrimSpace(ex.Body); body != "" {
+		b.WriteString(" " + excerptN([]byte(body), lineBodyLen))
 	}
-	return b.String()
+	return printable(b.String())
 }
 
 func shortURL(u, base string) string {

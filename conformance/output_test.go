@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/saferetry/saferetry/conformance"
 )
@@ -151,5 +152,34 @@ func TestOutputsRecordTargetErrors(t *testing.T) {
 	if ju.Tests != 1 || ju.Errors != 1 || len(ju.Suites) != 1 || ju.Suites[0].Name != unreachable.Target ||
 		len(ju.Suites[0].Cases) != 1 || ju.Suites[0].Cases[0].Error == nil || ju.Suites[0].Cases[0].Error.Type != "unreachable" {
 		t.Errorf("JUnit report of an unreachable target:\n%s", xb.String())
+	}
+}
+
+// TestWriteTextPrintable: the text report is valid UTF-8 and holds no
+// control character of a server's answer. An evidence body cut to fit a
+// line is cut at a character boundary (it was cut at byte 100, inside a
+// "€"), and newlines and escape sequences in it, or in a verdict, are
+// escaped rather than sent to the terminal.
+func TestWriteTextPrintable(t *testing.T) {
+	rep := conformance.Report{Target: "POST http://h/p", URL: "http://h/p", Results: []conformance.Result{{
+		ID: conformance.CheckReplay, Level: conformance.LevelMust, Status: conformance.Fail, Verdict: "Location \x1b]0;owned\x07",
+		Evidence: []conformance.Exchange{
+			{Method: "POST", URL: "http://h/p", Status: 201, Body: strings.Repeat("€", 60)}, // 180 bytes, as excerpt leaves it
+			{Method: "POST", URL: "http://h/p", Status: 201, Body: "{\n  \"id\": \"\x1b[2J\"\n}"},
+		},
+	}}}
+	var b strings.Builder
+	if err := conformance.WriteText(&b, []conformance.Report{rep}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if !utf8.ValidString(out) {
+		t.Errorf("WriteText wrote invalid UTF-8:\n%q", out)
+	}
+	if strings.ContainsAny(out, "\x1b\x07\r\t") {
+		t.Errorf("WriteText wrote a control character of the answer:\n%q", out)
+	}
+	if !strings.Contains(out, `{\n  "id": "\x1b[2J"\n}`) || !strings.Contains(out, `Location \x1b]0;owned\a`) {
+		t.Errorf("WriteText does not show the escaped body and verdict:\n%s", out)
 	}
 }

@@ -2,9 +2,7 @@ package conformance
 
 import (
 	"net/http"
-	"strconv"
 	"time"
-	"unicode/utf8"
 )
 
 // Level is how binding a check is: MUST, SHOULD or INFO.
@@ -142,26 +140,4 @@ type Exchange struct {
 	body   []byte      // the whole answer body
 	header http.Header // the whole answer header
 	sent   time.Time   // when the answer was read
-}
-
-// excerptLen is how much of a body evidence shows.
-const excerptLen = 240
-
-// excerpt returns the start of b fit to print.
-func excerpt(b []byte) string {
-	cut := b
-	if len(cut) > excerptLen {
-		cut = cut[:excerptLen]
-		for i := 0; i < utf8.UTFMax-1 && !utf8.Valid(cut); i++ {
-			cut = cut[:len(cut)-1] // do not split a character
-		}
-	}
-	s := string(cut)
-	if !utf8.ValidString(s) {
-		s = strconv.Quote(s)
-	}
-	if len(cut) < len(b) {
-		s += "…"
-	}
-	return s
 }
