@@ -479,8 +479,8 @@ func (r *run) checkCounts(cs *counts, n0, n1, n2, n3, n4 int64) {
 		return
 	}
 	unit := n1 - n0
-	story := fmt.Sprintf("%d before, %d after the first request, %d after its replay and reuse, %d after the burst of %d",
-		n0, n1, n2, n4, r.c.concurrency())
+	story := fmt.Sprintf("%d before, %d after the first request, %d after its replay and reuse, %d before the burst of %d and %d after it",
+		n0, n1, n2, n3, r.c.concurrency(), n4)
 	st, verdict := Pass, story
 	switch {
 	case n2 != n1:
