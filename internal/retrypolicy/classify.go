@@ -103,13 +103,8 @@ func MarkRefused(req *http.Request, err error, wrote bool) error {
 // name an RFC 9110 token, no value holding a control character but a tab.
 func validHeader(h http.Header) bool {
 	for name, vals := range h {
-		if name == "" {
+		if !contract.ValidToken(name) {
 			return false
-		}
-		for i := 0; i < len(name); i++ {
-			if !isTokenChar(name[i]) {
-				return false
-			}
 		}
 		for _, v := range vals {
 			for i := 0; i < len(v); i++ {
@@ -120,11 +115,6 @@ func validHeader(h http.Header) bool {
 		}
 	}
 	return true
-}
-
-// isTokenChar reports an RFC 9110 tchar.
-func isTokenChar(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
 // dialError reports a failure to connect: the request was not written.
