@@ -100,7 +100,8 @@ func serverURL(root map[string]any, docURL, base string) (string, error) {
 			}
 			vars, _ := first["variables"].(map[string]any)
 			for name, v := range vars {
-				if def, ok := v.(map[string]any)["default"].(string); ok {
+				spec, _ := v.(map[string]any) // malformed: left as written
+				if def, ok := spec["default"].(string); ok {
 					s = strings.ReplaceAll(s, "{"+name+"}", def)
 				}
 			}

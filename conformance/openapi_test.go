@@ -175,3 +175,21 @@ func TestFromOpenAPIKeepsNumbers(t *testing.T) {
 		t.Errorf("URL %s, want %s", got, want)
 	}
 }
+
+// A server variable that is not an object is a malformed document, not a
+// panic: it is left as written, and the variables that are objects are
+// filled in.
+func TestFromOpenAPIOddServerVariables(t *testing.T) {
+	doc := `{"openapi": "3.1.0", "info": {"title": "t", "version": "1"},
+		"servers": [{"url": "http://{host}:{port}", "variables": {"host": "oops", "port": {"default": "9"}}}],
+		"paths": {"/payments": {"post": {"operationId": "pay",
+			"parameters": [{"name": "Idempotency-Key", "in": "header"}],
+			"requestBody": {"content": {"application/json": {"example": {"amount": 1}}}}}}}}`
+	ops, err := conformance.FromOpenAPI([]byte(doc), "", "http://127.0.0.1:9")
+	if err != nil || len(ops) != 1 {
+		t.Fatalf("FromOpenAPI with a base URL: %v, %d operations", err, len(ops))
+	}
+	if _, err := conformance.FromOpenAPI([]byte(doc), "", ""); err == nil {
+		t.Errorf("FromOpenAPI took %q for a server URL", "http://{host}:9")
+	}
+}
