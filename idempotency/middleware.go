@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -146,8 +145,10 @@ func (m *middleware) unreadableBody(w http.ResponseWriter, r *http.Request, key 
 	writeProblem(w, problem{Type: ProblemBodyUnreadable, Status: http.StatusBadRequest, Key: key}, 0)
 }
 
-// firstRead is the most readBody allocates before a body's bytes arrive.
-const firstRead = 64 << 10
+// firstRead is the most readBody reserves before a body's bytes arrive:
+// DefaultMaxRequestBody, so that under the default limit a body of known
+// length is read into one buffer of its size.
+const firstRead = DefaultMaxRequestBody
 
 // readBody reads the whole body, up to the limit, and puts it back on the
 // request so that the handler reads the same bytes.
@@ -160,9 +161,9 @@ func (q *request) readBody() ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, errRequestTooLarge
 	}
-	// The buffer follows the bytes that arrive, not the length the client
-	// announced: a Content-Length near the limit with a body that never
-	// comes reserves no more than firstRead.
+	// The buffer follows the bytes that arrive, not only the length the
+	// client announced: a Content-Length far above firstRead with a body
+	// that never comes reserves firstRead.
 	size := 512
 	if r.ContentLength >= 0 {
 		size = int(min(r.ContentLength, firstRead)) + 1 // +1 to see EOF without growing
@@ -170,7 +171,7 @@ func (q *request) readBody() ([]byte, error) {
 	buf := make([]byte, 0, size)
 	for {
 		if len(buf) == cap(buf) {
-			buf = slices.Grow(buf, len(buf)) // doubles
+			buf = growBody(buf, r.ContentLength, limit)
 		}
 		n, err := r.Body.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
@@ -187,6 +188,23 @@ func (q *request) readBody() ([]byte, error) {
 	q.body.Reset(buf)
 	r.Body = &q.body
 	return buf, nil
+}
+
+// growBody returns full buf with room for more: twice its capacity, but
+// no more than the announced length (announced, -1 when unknown) or the
+// limit, plus one byte to see EOF or the excess, while buf is below them.
+func growBody(buf []byte, announced, limit int64) []byte {
+	c := int64(cap(buf))
+	next := 2 * c
+	if announced >= c && announced < next {
+		next = announced + 1
+	}
+	if limit >= c && limit < next {
+		next = limit + 1
+	}
+	grown := make([]byte, len(buf), next)
+	copy(grown, buf)
+	return grown
 }
 
 // since returns the time from the epoch to now, an admission's reading of
