@@ -87,8 +87,10 @@ func (o *Outbox) Relay(pub Publisher, opts ...RelayOption) *Relay {
 // When ctx ends, no batch is handed to the Publisher any more; a batch it
 // holds is marked with what Publish returns (a failure then counts no
 // attempt, but the messages a *PublishError says were published are
-// marked), for up to 5 seconds after ctx ended, so that a clean shutdown
-// does not publish them again.
+// marked), so that a clean shutdown does not publish them again. The
+// statements that mark batches or end transactions may run for up to 5
+// seconds after ctx ended; Run returns once they are done and the
+// Publisher has returned.
 //
 // While batches come full, a worker pipelines them when the pool has two
 // connections per worker (WithWorkers): it claims batch k+1, taking the
@@ -97,6 +99,9 @@ func (o *Outbox) Relay(pub Publisher, opts ...RelayOption) *Relay {
 // k is published, without the Keys batch k did not publish. Otherwise a
 // batch's marks and the next claim share one round trip.
 func (r *Relay) Run(ctx context.Context) error {
+	settle, cancel := settleContext(ctx)
+	defer cancel()
+	ctx = context.WithValue(ctx, settleKey{}, settle)
 	wakes := make([]chan struct{}, r.cfg.workers)
 	for i := range wakes {
 		wakes[i] = make(chan struct{}, 1)
@@ -253,18 +258,38 @@ func (r *Relay) batchesOn(ctx context.Context, conn *pgxpool.Conn, more func(n i
 	return total, ctx.Err()
 }
 
-// settleTimeout is how long the statements that record what a published
-// batch did may still run once Run's context is done.
-const settleTimeout = 5 * time.Second
+// settleTimeout is how long, after Run's context ended, the statements
+// that record a published batch, or end a transaction, may still run. A
+// variable for the tests.
+var settleTimeout = 5 * time.Second
+
+// settleKey is the context key under which Run passes its settle context
+// (see settling) to its workers.
+type settleKey struct{}
+
+// settleContext returns a context that carries ctx's values, not its
+// cancellation, and ends settleTimeout after ctx does (or when cancel is
+// called).
+func settleContext(ctx context.Context) (sctx context.Context, cancel context.CancelFunc) {
+	sctx, end := context.WithCancel(context.WithoutCancel(ctx))
+	d := settleTimeout
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(d, end) })
+	return sctx, func() { stop(); end() }
+}
 
 // settling returns the context of statements that record what a batch the
-// Publisher took did: they must reach the database also when ctx ends (a
-// relay shutting down), or the batch's messages would be published again.
-// It ends settleTimeout after ctx does, or when cancel is called.
-func settling(ctx context.Context) (sctx context.Context, cancel context.CancelFunc) {
-	sctx, end := context.WithCancel(context.WithoutCancel(ctx))
-	stop := context.AfterFunc(ctx, func() { time.AfterFunc(settleTimeout, end) })
-	return sctx, func() { stop(); end() }
+// Publisher took did, or that end a transaction: they must reach the
+// database also when ctx ends (a relay shutting down), or the batch's
+// messages would be published again, and must not wait for ever on a
+// database that stopped answering. Under Run, it ends settleTimeout after
+// Run's context ended, one bound for every such statement of the Run;
+// otherwise (RunOnce) settleTimeout after ctx ends, or after the call if
+// ctx has ended already.
+func settling(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s, ok := ctx.Value(settleKey{}).(context.Context); ok {
+		return context.WithCancel(s)
+	}
+	return settleContext(ctx)
 }
 
 // sendMarked sends b on conn; its first marks statements record a
@@ -326,8 +351,10 @@ func (r *Relay) queueClaim(b *pgx.Batch, published []int64) {
 // pool one inside a transaction.
 func release(ctx context.Context, conn *pgxpool.Conn, open bool) {
 	if open {
-		if _, err := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); err != nil {
-			_ = conn.Hijack().Close(context.WithoutCancel(ctx))
+		sctx, cancel := settling(ctx)
+		defer cancel()
+		if _, err := conn.Exec(sctx, "ROLLBACK"); err != nil {
+			_ = conn.Hijack().Close(sctx)
 			return
 		}
 	}
