@@ -50,8 +50,9 @@
 // it does allow (GET brings HEAD).
 //
 // A request must arrive, headers and body, within DefaultReadTimeout
-// (WithReadTimeout), or its connection is closed; a keep-alive connection
-// idle for DefaultIdleTimeout (WithIdleTimeout) is closed.
+// (WithReadTimeout), or its connection is closed; injected latency and
+// delays do not count against it. A keep-alive connection idle for
+// DefaultIdleTimeout (WithIdleTimeout) is closed.
 //
 // # Faults
 //

@@ -204,9 +204,11 @@ func (s *Server) DelayNext(n int, d time.Duration) {
 }
 
 // SetLatency adds d to every request of the payments API (not the admin
-// API) from now on, before anything else happens; 0 removes it. A request
-// whose client goes away during the latency is dropped unanswered and not
-// counted as an attempt. It panics if d is negative. It is safe for
+// API) from now on, before anything else happens; 0 removes it. The
+// latency does not count against the read timeout (WithReadTimeout): after
+// it, the rest of the request's body has the whole read timeout to arrive.
+// A request whose client goes away during the latency is dropped unanswered
+// and not counted as an attempt. It panics if d is negative. It is safe for
 // concurrent use.
 func (s *Server) SetLatency(d time.Duration) {
 	if err := s.faults.setLatency(d); err != nil {

@@ -158,8 +158,11 @@ func WithAdminAPI(on bool) Option {
 // sends its body slowly, or stops sending it, has its connection closed
 // after d. Its headers must arrive within d too, and never take more than
 // 10 s. The handler's own work is not bounded by d: an injected delay or
-// latency outlasts it. d <= 0 removes the limit on the body (the headers
-// keep theirs). The default is DefaultReadTimeout.
+// latency outlasts it. Injected latency runs before the body is read, so
+// after it the rest of the body has d anew to arrive: the server's wait
+// never turns a request that arrived in time into a 400. d <= 0 removes the
+// limit on the body (the headers keep theirs). The default is
+// DefaultReadTimeout.
 func WithReadTimeout(d time.Duration) Option {
 	return func(c *config) { c.readTimeout = d }
 }

@@ -80,6 +80,55 @@ func TestLongHandlerOutlivesReadTimeout(t *testing.T) {
 	}
 }
 
+// TestInjectedWaitPastReadTimeoutStillReadsBody: an injected latency or
+// delay longer than the read timeout does not cost a payment its body.
+// Latency runs before anything reads the body, under the connection's read
+// deadline: a body that is not already in the server's read buffer (this
+// one, about 8 KB, does not fit in the 4 KiB that holds the headers) was
+// read past the deadline and answered 400 ProblemBodyUnreadable, a final
+// status, though the whole request had arrived well within the timeout.
+func TestInjectedWaitPastReadTimeoutStillReadsBody(t *testing.T) {
+	body := `{"amount":1250,"currency":"EUR","recipient":"` + strings.Repeat("a", 8000) + `"}`
+	for _, tc := range []struct {
+		name   string
+		inject func(*mockserver.Server)
+	}{
+		{"latency", func(srv *mockserver.Server) { srv.SetLatency(300 * time.Millisecond) }},
+		{"delay", func(srv *mockserver.Server) { srv.DelayNext(1, 300*time.Millisecond) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := mockserver.New(mockserver.WithReadTimeout(100 * time.Millisecond))
+			defer srv.Close()
+			tc.inject(srv)
+			resp, b := mustSend(t, srv, "POST", "/payments", "wait-body-1", body)
+			if resp.StatusCode != http.StatusCreated {
+				t.Errorf("POST /payments under an injected %s longer than the read timeout: %d %s, want 201", tc.name, resp.StatusCode, b)
+			}
+			if n := srv.Executions("wait-body-1"); n != 1 {
+				t.Errorf("Executions = %d, want 1", n)
+			}
+		})
+	}
+}
+
+// TestStoppedBodyUnderLatencyIsCutOff: the latency moves the read
+// deadline on, it does not remove it: a client that stops sending its body
+// still has its connection closed, a read timeout after the latency.
+func TestStoppedBodyUnderLatencyIsCutOff(t *testing.T) {
+	srv := mockserver.New(mockserver.WithReadTimeout(200 * time.Millisecond))
+	defer srv.Close()
+	srv.SetLatency(100 * time.Millisecond)
+	conn := testenv.RawRequest(t, srv.URL, "POST /payments HTTP/1.1\r\nHost: mock\r\nIdempotency-Key: slow-2\r\n"+
+		"Content-Type: application/json\r\nContent-Length: 60\r\n\r\n{\"amount\":")
+	defer conn.Close()
+	if took := testenv.ClosedWithin(t, conn, conn, 5*time.Second); took > 3*time.Second {
+		t.Errorf("connection closed after %v", took)
+	}
+	if n := srv.Executions("slow-2"); n != 0 {
+		t.Errorf("a payment whose body never arrived executed %d times", n)
+	}
+}
+
 // TestIdleConnectionClosed: a keep-alive connection that waits longer than
 // the idle timeout for its next request is closed by the server.
 func TestIdleConnectionClosed(t *testing.T) {
