@@ -19,7 +19,9 @@
 //   - POST /payments with a JSON body {"amount": 1250, "currency": "EUR",
 //     "recipient": "alice"} executes a payment: amount is an integer > 0 in
 //     minor units, currency three letters (normalised to upper case),
-//     recipient a non-empty string; other members are ignored. An
+//     recipient a non-blank string without U+0000 (which PostgreSQL's
+//     text cannot hold: refused alike over every ledger); other members
+//     are ignored. An
 //     Idempotency-Key is required. It answers 201 with the Payment (its "id"
 //     is new on every execution) and a Location header, 400
 //     (ProblemValidation, listing every bad field) for an invalid body, or

@@ -207,7 +207,7 @@ func oaPaymentSchemas() oaObj {
 			"properties": oaObj{
 				"amount":    oaObj{"type": "integer", "minimum": 1, "maximum": int64(1<<63 - 1), "description": "In minor units of currency."},
 				"currency":  oaObj{"type": "string", "pattern": "^[A-Za-z]{3}$", "description": "Three letters, in any case."},
-				"recipient": oaObj{"type": "string", "pattern": `\S`, "description": "Not blank."},
+				"recipient": oaObj{"type": "string", "pattern": `^[^\x00]*[^\s\x00][^\x00]*$`, "description": "Not blank; no U+0000."},
 			},
 			"examples": []any{oaObj{"amount": 1250, "currency": "EUR", "recipient": "alice"}},
 		},

@@ -17,7 +17,9 @@ type paymentRequest struct {
 }
 
 // parsePaymentRequest validates a POST /payments body. It returns every
-// invalid field at once, so a client fixes its request in one round.
+// invalid field at once, so a client fixes its request in one round. A
+// request it accepts can be stored by every Ledger: its recipient has no
+// U+0000, which PostgreSQL's text refuses.
 //
 // The bodies clients send are read by scanPaymentRequest, without
 // encoding/json; every other body by decodePaymentRequest, which defines
@@ -84,9 +86,16 @@ func decodePaymentMembers(body []byte,
 		errs = append(errs, FieldError{Field: "recipient", Detail: detailRequired})
 	} else {
 		r, err := stringOf(raw)
-		if err != nil || strings.TrimSpace(r) == "" {
+		switch {
+		case err != nil || strings.TrimSpace(r) == "":
 			errs = append(errs, FieldError{Field: "recipient", Detail: detailRecipient})
-		} else {
+		case strings.IndexByte(r, 0) >= 0:
+			// PostgreSQL's text cannot hold U+0000: a ledger there would
+			// refuse the payment on every retry. Refused here, the request
+			// is a final 400 over every ledger alike. Only an escape
+			// (\u0000) carries it, so scanPaymentRequest never sees one.
+			errs = append(errs, FieldError{Field: "recipient", Detail: detailRecipientNUL})
+		default:
 			req.Recipient = r
 		}
 	}
@@ -100,6 +109,7 @@ const (
 	detailAmountPositive = "must be greater than 0"
 	detailCurrency       = "must be a string of three letters"
 	detailRecipient      = "must be a non-empty string"
+	detailRecipientNUL   = "must not contain U+0000"
 )
 
 // jsonInt is json.Unmarshal of raw, a valid JSON value, into an int64,

@@ -31,7 +31,8 @@ type Payment struct {
 	Amount int64 `json:"amount"`
 	// Currency is three upper-case letters.
 	Currency string `json:"currency"`
-	// Recipient is the non-empty recipient of the request.
+	// Recipient is the non-blank recipient of the request; it never
+	// contains U+0000.
 	Recipient string `json:"recipient"`
 	// Status is always "succeeded".
 	Status string `json:"status"`

@@ -30,6 +30,8 @@ var paymentRequestTests = []struct {
 	{name: "currency not a string", body: `{"amount":1,"currency":978,"recipient":"a"}`, wantFields: []string{"currency"}},
 	{name: "blank recipient", body: `{"amount":1,"currency":"EUR","recipient":"  "}`, wantFields: []string{"recipient"}},
 	{name: "null recipient", body: `{"amount":1,"currency":"EUR","recipient":null}`, wantFields: []string{"recipient"}},
+	{name: "recipient with U+0000", body: `{"amount":1,"currency":"EUR","recipient":"ali\u0000ce"}`, wantFields: []string{"recipient"}},
+	{name: "recipient of U+0000 alone", body: `{"amount":1,"currency":"EUR","recipient":"\u0000"}`, wantFields: []string{"recipient"}},
 	{name: "all wrong", body: `{"amount":0,"currency":"E","recipient":""}`, wantFields: []string{"amount", "currency", "recipient"}},
 	{name: "not JSON", body: `amount=1`, wantFields: []string{""}},
 	{name: "array", body: `[1,2]`, wantFields: []string{""}},
@@ -97,7 +99,7 @@ func FuzzParsePaymentRequest(f *testing.F) {
 		if !isCurrency(req.Currency) || strings.ToUpper(req.Currency) != req.Currency {
 			t.Errorf("accepted currency %q", req.Currency)
 		}
-		if strings.TrimSpace(req.Recipient) == "" {
+		if strings.TrimSpace(req.Recipient) == "" || strings.ContainsRune(req.Recipient, 0) {
 			t.Errorf("accepted recipient %q", req.Recipient)
 		}
 	})

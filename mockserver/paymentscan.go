@@ -9,7 +9,8 @@ import (
 // scanPaymentRequest is parsePaymentRequest without encoding/json for the
 // bodies clients send: one JSON object, surrounded by whitespace, whose
 // members are strings without escapes, numbers, true, false or null. For
-// any other body (nested values, escapes, a recipient that is not UTF-8,
+// any other body (nested values, escapes, U+0000 among them, a recipient
+// that is not UTF-8,
 // invalid JSON, anything after the object) it reports !ok and decides
 // nothing, and encoding/json takes the body. On the bodies it takes, it
 // answers as decodePaymentRequest does, the last of repeated members
