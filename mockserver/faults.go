@@ -178,11 +178,14 @@ func (s *Server) FailNext(n, status int) {
 	}
 }
 
-// DropAfterCommitNext makes the next n executions of a payment run to the
-// end, have their outcome stored by the idempotency middleware, and then have
+// DropAfterCommitNext makes the next n executions of a payment whose
+// outcome the idempotency middleware stores (answered 201, 402 or 400) have
 // the connection closed without a byte of the answer: the client sees a
 // transport error for a request that took effect. A retry with the same key
-// receives the stored answer. Calls add up. It panics if n is negative or
+// receives the stored answer. An execution that stores nothing (a 503 when
+// the ledger is unavailable, a lost lease, a store that fails to keep the
+// outcome) is answered as usual and leaves the drop to the next execution
+// that commits. Calls add up. It panics if n is negative or
 // would take the pending drops past MaxFaultCount. It is safe for concurrent
 // use.
 func (s *Server) DropAfterCommitNext(n int) {

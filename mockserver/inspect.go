@@ -14,8 +14,10 @@ type Outcome string
 const (
 	// OutcomeExecuted: the payment handler ran and its answer was sent.
 	OutcomeExecuted Outcome = "executed"
-	// OutcomeDropped: the payment handler ran, its outcome was stored, and
-	// the connection was closed without an answer (DropAfterCommitNext).
+	// OutcomeDropped: the payment handler ran, the idempotency middleware
+	// reported its outcome stored, and the connection was closed without an
+	// answer (DropAfterCommitNext). An execution whose outcome was not
+	// stored is never recorded as dropped.
 	OutcomeDropped Outcome = "dropped_after_commit"
 	// OutcomeReplayed: the stored answer of an earlier execution was sent
 	// (Idempotent-Replayed: true).

@@ -100,12 +100,6 @@ func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
 		req, errs = parsePaymentRequest(body)
 	}
 
-	// A dropped answer is decided now, before anything is written, so that
-	// not a byte of it reaches the client.
-	if s.faults.takeDrop() {
-		st.drop.Store(true)
-	}
-
 	if len(errs) > 0 {
 		writeProblem(w, problem{Type: ProblemValidation, Title: "Invalid payment request", Status: http.StatusBadRequest,
 			Detail: describe(errs), Errors: errs})

@@ -108,7 +108,7 @@ func (s *Server) apiRoutes(protected http.Handler) []route {
 // idempotencyOptions are the options of the Middleware in front of POST
 // /payments: the logger, the user's options, then the server's own.
 func (s *Server) idempotencyOptions(c config) []idempotency.Option {
-	idemOpts := make([]idempotency.Option, 0, len(c.idemOpts)+4)
+	idemOpts := make([]idempotency.Option, 0, len(c.idemOpts)+5)
 	if c.logger != nil {
 		idemOpts = append(idemOpts, idempotency.WithLogger(c.logger))
 	}
@@ -117,6 +117,7 @@ func (s *Server) idempotencyOptions(c config) []idempotency.Option {
 		idempotency.WithMethods(http.MethodPost),
 		idempotency.WithKeyRequired(true),
 		idempotency.WithScope(s.scope),
+		idempotency.WithHook(s.outcomeSettled),
 	)
 }
 

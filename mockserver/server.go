@@ -193,7 +193,8 @@ type reqState struct {
 	arrived  time.Time // when the request arrived, for the attempt's timing
 	injected atomic.Bool
 	executed atomic.Bool
-	drop     atomic.Bool
+	sent     atomic.Bool // the answer's header went to the client
+	drop     atomic.Bool // the answer is swallowed and the connection closed (outcomeSettled)
 }
 
 type stateKey struct{}
@@ -235,7 +236,8 @@ func counterKey(r *http.Request) string {
 
 // observe counts the attempt, injects FailNext failures before anything
 // runs, and drops the connection of an execution chosen by
-// DropAfterCommitNext once the middleware has stored its outcome.
+// DropAfterCommitNext once the middleware has stored its outcome (see
+// outcomeSettled).
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st := &reqState{key: counterKey(r), arrived: arrival(r.Context())}
@@ -288,6 +290,7 @@ func (w *attemptWriter) WriteHeader(code int) {
 	if w.st.drop.Load() {
 		return
 	}
+	w.st.sent.Store(true)
 	w.s.insp.answered(w.st.key, Attempt{Status: code, Outcome: w.classify(code)}.timed(w.st.arrived))
 	w.ResponseWriter.WriteHeader(code)
 }

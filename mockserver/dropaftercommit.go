@@ -1,0 +1,23 @@
+package mockserver
+
+import "github.com/saferetry/saferetry/idempotency"
+
+// outcomeSettled is the middleware's hook (idempotency.WithHook). It takes
+// a pending DropAfterCommitNext for an execution whose outcome the
+// middleware reports stored (idempotency.OutcomeNew: a 201, 402 or 400
+// answer), and only if nothing of its answer was sent yet. An execution
+// that stored nothing (answered 503 because the ledger was unavailable or
+// its delay aborted, its lease lost, its outcome not kept by a failing
+// store) leaves the drop to the next execution that commits. The
+// middleware reports the outcome before it sends the answer, on the
+// request's goroutine, so the decision is made before a byte of the answer
+// reaches the client.
+func (s *Server) outcomeSettled(ev idempotency.Event) {
+	if ev.Outcome != idempotency.OutcomeNew {
+		return
+	}
+	st, ok := ev.Context().Value(stateKey{}).(*reqState)
+	if ok && st.executed.Load() && !st.sent.Load() && s.faults.takeDrop() {
+		st.drop.Store(true)
+	}
+}
