@@ -22,13 +22,29 @@ const maxAdminBody = 64 << 10
 // conversion to time.Duration far from overflowing.
 const maxAdminMS = int64(time.Hour / time.Millisecond)
 
-// faultRequest is the body of the admin endpoints that inject faults.
-type faultRequest struct {
-	Count     *int   `json:"count"`
-	Status    int    `json:"status"`
-	DelayMS   *int64 `json:"delay_ms"`
-	LatencyMS *int64 `json:"latency_ms"`
-}
+// The bodies of the admin endpoints that inject faults, one type each, so
+// that a field of another endpoint is as unknown as a misspelt one. A nil
+// field was absent.
+type (
+	// failRequest is the body of POST /_mock/fail.
+	failRequest struct {
+		Count  *int `json:"count"`
+		Status *int `json:"status"`
+	}
+	// dropRequest is the body of POST /_mock/drop-after-commit.
+	dropRequest struct {
+		Count *int `json:"count"`
+	}
+	// delayRequest is the body of POST /_mock/delay.
+	delayRequest struct {
+		Count   *int   `json:"count"`
+		DelayMS *int64 `json:"delay_ms"`
+	}
+	// latencyRequest is the body of PUT /_mock/latency.
+	latencyRequest struct {
+		LatencyMS *int64 `json:"latency_ms"`
+	}
+)
 
 // adminRoutes are the admin API's routes, with the methods the package doc
 // gives them.
@@ -50,11 +66,12 @@ func (s *Server) adminRoutes() []route {
 	}
 }
 
-// readFault decodes an admin request body: one JSON object of known
-// fields, so that a misspelt field is an error rather than a silent default.
-// An empty body is an empty request.
-func readFault(w http.ResponseWriter, r *http.Request) (faultRequest, bool) {
-	var fr faultRequest
+// readAdminBody decodes an admin request body into a T: one JSON object of
+// T's fields only, so that a misspelt field, or one of another endpoint, is
+// an error rather than a silent default. An empty body is an empty request.
+// It answers a body it refuses with a 400 problem and reports false.
+func readAdminBody[T any](w http.ResponseWriter, r *http.Request) (T, bool) {
+	var fr T
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxAdminBody))
 	if err == nil && len(bytes.TrimSpace(body)) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(body))
@@ -87,39 +104,42 @@ func badAdmin(w http.ResponseWriter, detail string) {
 	writeProblem(w, problem{Type: ProblemBadAdminRequest, Title: "Bad admin request", Status: http.StatusBadRequest, Detail: detail})
 }
 
-// count returns the request's count, 1 when absent.
-func (fr faultRequest) count() int {
-	if fr.Count == nil {
+// count returns the count field n, 1 when absent.
+func count(n *int) int {
+	if n == nil {
 		return 1
 	}
-	return *fr.Count
+	return *n
 }
 
 func (s *Server) adminFail(w http.ResponseWriter, r *http.Request) {
-	s.injectFault(w, r, func(fr faultRequest) error {
-		if fr.Status == 0 {
-			fr.Status = http.StatusServiceUnavailable
+	injectFault(s, w, r, func(fr failRequest) error {
+		// An absent status is 503; a status given, 0 included, must be in
+		// range.
+		status := http.StatusServiceUnavailable
+		if fr.Status != nil {
+			status = *fr.Status
 		}
-		return s.faults.addFail(fr.count(), fr.Status)
+		return s.faults.addFail(count(fr.Count), status)
 	})
 }
 
 func (s *Server) adminDrop(w http.ResponseWriter, r *http.Request) {
-	s.injectFault(w, r, func(fr faultRequest) error { return s.faults.addDrop(fr.count()) })
+	injectFault(s, w, r, func(fr dropRequest) error { return s.faults.addDrop(count(fr.Count)) })
 }
 
 func (s *Server) adminDelay(w http.ResponseWriter, r *http.Request) {
-	s.injectFault(w, r, func(fr faultRequest) error {
+	injectFault(s, w, r, func(fr delayRequest) error {
 		d, err := requiredMillis("delay_ms", fr.DelayMS)
 		if err != nil {
 			return err
 		}
-		return s.faults.addDelay(fr.count(), d)
+		return s.faults.addDelay(count(fr.Count), d)
 	})
 }
 
 func (s *Server) adminLatency(w http.ResponseWriter, r *http.Request) {
-	s.injectFault(w, r, func(fr faultRequest) error {
+	injectFault(s, w, r, func(fr latencyRequest) error {
 		d, err := requiredMillis("latency_ms", fr.LatencyMS)
 		if err != nil {
 			return err
@@ -128,11 +148,12 @@ func (s *Server) adminLatency(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// injectFault serves a fault-injecting admin request: it decodes the
-// body, has inject apply it, and answers 400 with the error's message
-// when inject refuses it, else with the faults now pending.
-func (s *Server) injectFault(w http.ResponseWriter, r *http.Request, inject func(faultRequest) error) {
-	fr, ok := readFault(w, r)
+// injectFault serves a fault-injecting admin request whose body is a T:
+// it decodes the body, has inject apply it, and answers 400 with the
+// error's message when inject refuses it, else with the faults now
+// pending.
+func injectFault[T any](s *Server, w http.ResponseWriter, r *http.Request, inject func(T) error) {
+	fr, ok := readAdminBody[T](w, r)
 	if !ok {
 		return
 	}

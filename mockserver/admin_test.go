@@ -130,6 +130,7 @@ func TestAdminRejectsOutOfRange(t *testing.T) {
 		{"POST", "/_mock/delay", `{"count":2000000000,"delay_ms":1}`},
 		{"POST", "/_mock/delay", `{"delay_ms":9223372036854775807}`},
 		{"PUT", "/_mock/latency", `{"latency_ms":9223372036854775807}`},
+		{"POST", "/_mock/fail", `{"status":0}`}, // given, so not the default 503
 		{"POST", "/_mock/fail", `{"cont":2}`},
 		{"POST", "/_mock/fail", `{"count":1} {"count":2}`},
 	} {
@@ -138,6 +139,34 @@ func TestAdminRejectsOutOfRange(t *testing.T) {
 	}
 	if f := srv.Faults(); len(f.Fail) != 0 || f.DropAfterCommit != 0 || len(f.Delays) != 0 || f.Latency != 0 {
 		t.Errorf("rejected requests queued faults: %+v", f)
+	}
+}
+
+// TestAdminRefusesFieldsOfOtherEndpoints: each fault endpoint takes its
+// own fields only. A field of another endpoint (a delay asked of
+// /_mock/fail, a status of /_mock/drop-after-commit, a count of
+// /_mock/latency) is as unknown as a misspelt one: a 400 problem, and
+// nothing queued, not a 200 and a fault other than the one described.
+func TestAdminRefusesFieldsOfOtherEndpoints(t *testing.T) {
+	for _, tc := range []struct{ method, path, body string }{
+		{"POST", "/_mock/fail", `{"count":1,"delay_ms":300}`},
+		{"POST", "/_mock/fail", `{"latency_ms":50}`},
+		{"POST", "/_mock/drop-after-commit", `{"count":1,"status":500}`},
+		{"POST", "/_mock/drop-after-commit", `{"delay_ms":300}`},
+		{"POST", "/_mock/delay", `{"delay_ms":300,"status":500}`},
+		{"POST", "/_mock/delay", `{"delay_ms":300,"latency_ms":5}`},
+		{"PUT", "/_mock/latency", `{"latency_ms":20,"count":3}`},
+		{"PUT", "/_mock/latency", `{"latency_ms":20,"delay_ms":3}`},
+	} {
+		t.Run(tc.path+" "+tc.body, func(t *testing.T) {
+			srv := mockserver.New()
+			defer srv.Close()
+			resp, b := mustSend(t, srv, tc.method, tc.path, "", tc.body)
+			wantProblem(t, resp, b, http.StatusBadRequest, mockserver.ProblemBadAdminRequest)
+			if f := srv.Faults(); len(f.Fail) != 0 || f.DropAfterCommit != 0 || len(f.Delays) != 0 || f.Latency != 0 {
+				t.Errorf("refused request queued faults: %+v", f)
+			}
+		})
 	}
 }
 
