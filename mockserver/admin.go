@@ -15,7 +15,8 @@ import (
 // under it are not subject to the injected latency.
 const AdminPrefix = "/_mock/"
 
-// maxAdminBody bounds the body of an admin request.
+// maxAdminBody bounds the body of an admin request: a longer one is
+// refused whole, never decoded from its first maxAdminBody bytes.
 const maxAdminBody = 64 << 10
 
 // maxAdminMS bounds delay_ms and latency_ms (one hour), which keeps their
@@ -69,10 +70,15 @@ func (s *Server) adminRoutes() []route {
 // readAdminBody decodes an admin request body into a T: one JSON object of
 // T's fields only, so that a misspelt field, or one of another endpoint, is
 // an error rather than a silent default. An empty body is an empty request.
-// It answers a body it refuses with a 400 problem and reports false.
+// It answers a body it refuses, one over maxAdminBody included, with a 400
+// problem and reports false.
 func readAdminBody[T any](w http.ResponseWriter, r *http.Request) (T, bool) {
 	var fr T
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxAdminBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBody))
+	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+		badAdmin(w, fmt.Sprintf("body is over %d bytes", maxAdminBody))
+		return fr, false
+	}
 	if err == nil && len(bytes.TrimSpace(body)) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.DisallowUnknownFields()

@@ -3,6 +3,7 @@ package mockserver_test
 import (
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -167,6 +168,35 @@ func TestAdminRefusesFieldsOfOtherEndpoints(t *testing.T) {
 				t.Errorf("refused request queued faults: %+v", f)
 			}
 		})
+	}
+}
+
+// TestAdminOversizeBodyIsRefused: an admin body over 64 KiB is refused
+// whole. It used to be cut at 64 KiB and decoded, so a body whose first
+// 64 KiB were a valid request was accepted whatever followed, here
+// malformed JSON, and injected two failures.
+func TestAdminOversizeBodyIsRefused(t *testing.T) {
+	for _, tc := range []struct{ name, body string }{
+		{"malformed JSON after 64 KiB", `{"count":2}` + strings.Repeat(" ", 64<<10) + `{"count": oops`},
+		{"valid JSON over 64 KiB", `{"count":2}` + strings.Repeat(" ", 64<<10)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := mockserver.New()
+			defer srv.Close()
+			resp, b := mustSend(t, srv, "POST", "/_mock/fail", "", tc.body)
+			wantProblem(t, resp, b, http.StatusBadRequest, mockserver.ProblemBadAdminRequest)
+			if f := srv.Faults(); len(f.Fail) != 0 {
+				t.Errorf("an oversize admin request injected failures: %v", f.Fail)
+			}
+		})
+	}
+	// A body of exactly 64 KiB is within the bound.
+	srv := mockserver.New()
+	defer srv.Close()
+	body := `{"count":2}`
+	body += strings.Repeat(" ", 64<<10-len(body))
+	if resp, b := mustSend(t, srv, "POST", "/_mock/fail", "", body); resp.StatusCode != http.StatusOK || len(srv.Faults().Fail) != 2 {
+		t.Errorf("a 64 KiB admin request: %d %.200s, faults %v", resp.StatusCode, b, srv.Faults().Fail)
 	}
 }
 

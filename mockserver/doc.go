@@ -76,9 +76,9 @@
 // 1 and may take the pending faults of its kind up to MaxFaultCount;
 // delay_ms and latency_ms go from 0 to 3600000 (one hour); status, when
 // given, from 400 to 599. Each endpoint takes only the fields listed for
-// it: unknown fields (a field of another endpoint too), out-of-range values
-// and malformed JSON are answered 400 with a problem of type
-// ProblemBadAdminRequest. Every fault endpoint answers the pending
+// it: unknown fields (a field of another endpoint too), out-of-range
+// values, malformed JSON and a body over 64 KiB are answered 400 with a
+// problem of type ProblemBadAdminRequest. Every fault endpoint answers the pending
 // Faults. Each endpoint takes only the method listed; another is 405.
 // Anyone who can reach the port can use the admin API: New listens on
 // loopback only, and WithAdminAPI(false) turns the admin API off (every
