@@ -26,7 +26,7 @@
 //	-ttl          how long a completed key is replayed (default 24h)
 //	-lease        how long a claim lives without renewal (default 10s)
 //	-wait         how long a duplicate waits for a running original before 409 (default 0: at once)
-//	-namespace    idempotency scope prefix; instances sharing a store and a namespace share keys (default mockserver)
+//	-namespace    idempotency scope prefix, not empty; instances sharing a store and a namespace share keys and payments (default mockserver)
 //	-table        PostgreSQL table of the entries, created if missing (default idempotency_entries; postgres store only)
 //	-max-entries  most entries the memory store holds; a new key beyond gets 503 (default 1000000; memory store only)
 //	-max-bytes    most bytes of heap the memory store's entries hold, as it estimates them (default 268435456; memory store only)

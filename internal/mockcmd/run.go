@@ -150,7 +150,7 @@ func parseFlags(name string, args []string, stderr io.Writer) (settings, error) 
 	fs.DurationVar(&st.ttl, "ttl", idempotency.DefaultTTL, "how long a completed key is replayed")
 	fs.DurationVar(&st.lease, "lease", idempotency.DefaultLease, "how long a claim lives without renewal")
 	fs.DurationVar(&st.wait, "wait", 0, "how long a duplicate waits for a running original before 409 (0: at once)")
-	fs.StringVar(&st.namespace, "namespace", "mockserver", "idempotency scope prefix; instances sharing a store and a namespace share keys")
+	fs.StringVar(&st.namespace, "namespace", "mockserver", "idempotency scope prefix, not empty; instances sharing a store and a namespace share keys and payments")
 	fs.StringVar(&st.table, "table", "", "PostgreSQL table of the entries, created if missing (default "+pgstore.DefaultTable+"; postgres store only)")
 	fs.IntVar(&st.maxEntries, "max-entries", memstore.DefaultMaxEntries, "most entries the memory store holds; a new key beyond gets 503 (memory store only)")
 	fs.Int64Var(&st.maxBytes, "max-bytes", memstore.DefaultMaxBytes, "most bytes of heap the memory store's entries hold, as it estimates them (memory store only)")
@@ -177,6 +177,15 @@ func parseFlags(name string, args []string, stderr io.Writer) (settings, error) 
 
 // check refuses flags that do not fit together, and sets the default mode.
 func (st *settings) check() error {
+	if st.namespace == "" {
+		// mockserver.WithNamespace("") would scope the keys as the default
+		// namespace does, while the Redis ledger's prefix and the metrics'
+		// scope are built from the flag: one process would share its keys
+		// with the default namespace but not its payments. An empty value
+		// is more likely an unset variable than a wish to join the default
+		// namespace, so it is refused rather than mapped to it.
+		return errors.New("mockserver: -namespace must not be empty (leave the flag out for the default, mockserver)")
+	}
 	switch {
 	case st.mode == "" && isPostgres(st.store):
 		st.mode = "tx"
