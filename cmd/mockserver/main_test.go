@@ -236,7 +236,7 @@ func TestRedisSettingsWarnings(t *testing.T) {
 	if len(problems) == 0 {
 		t.Skip("the shared Redis persists and does not evict: nothing to warn about")
 	}
-	url, _, stderr, stop := startCapturing(t, "-store", u, "-namespace", testenv.RandomName("cmdtest-"))
+	url, _, stderr, stop := startCapturing(t, "-store", u, "-namespace", redisNamespace(t))
 	defer stop()
 	var want []string
 	for _, p := range problems {
@@ -260,6 +260,9 @@ func TestRedisSettingsWarnings(t *testing.T) {
 // and answer from one ledger.
 func testSharedStore(t *testing.T, store, wantName string, extra ...string) {
 	ns := testenv.RandomName("cmdtest-")
+	if strings.HasPrefix(store, "redis") {
+		ns = redisNamespace(t)
+	}
 	args := append([]string{"-store", store, "-namespace", ns, "-ttl", "1m", "-balance", "EUR=5000"}, extra...)
 	urlA, outA, stopA := start(t, args...)
 	defer stopA()
@@ -289,6 +292,30 @@ func testSharedStore(t *testing.T, store, wantName string, extra ...string) {
 			t.Errorf("GET %s/balance = %v, want EUR 4980 (opening 5000, two payments of 10)", u, bal.Balances)
 		}
 	}
+}
+
+// redisNamespace returns a -namespace of t's own for binaries over the
+// shared Redis, and deletes at the end of t what they wrote there under
+// it: the ledger under its prefix and the idempotency entries of its
+// scopes. Stop the binaries first (a defer in t does).
+func redisNamespace(t *testing.T) string {
+	t.Helper()
+	ns := testenv.RandomName("cmdtest-")
+	rdb := testenv.RedisClient(t) // closed after the cleanup below, which is registered later
+	t.Cleanup(func() {
+		keys := testenv.RedisKeys(t, rdb, "saferetry:mock:"+ns+":")
+		for _, k := range testenv.RedisKeys(t, rdb, "saferetry:idem:") {
+			if strings.Contains(k, ":"+ns+"/epoch-") {
+				keys = append(keys, k)
+			}
+		}
+		if len(keys) > 0 {
+			if err := rdb.Unlink(context.Background(), keys...).Err(); err != nil {
+				t.Errorf("cleanup of namespace %s: %v", ns, err)
+			}
+		}
+	})
+	return ns
 }
 
 func TestRunWithRedis(t *testing.T) {
