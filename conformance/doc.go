@@ -15,11 +15,11 @@
 //	id                    ietf    stripe  what it asks
 //	first-request         MUST    MUST    a request with a fresh key succeeds (2xx)
 //	replay                MUST    MUST    the same key and body get the same status and body, byte for byte
-//	replay-headers        MUST    MUST    ... and the first answer's Content-Type, Location, ETag, Last-Modified, Link and Content-Location
+//	replay-headers        MUST    MUST    ... and the first answer's Content-Type, Location, ETag, Last-Modified, Link and Content-Location (WARN: the same values written differently)
 //	replay-marker         INFO    SHOULD  the replay says so (Idempotent-Replayed: true)
 //	reuse-refused         MUST    MUST    the same key with another body is refused (4xx), and not as the other body alone is
 //	reuse-status          SHOULD  SHOULD  ... with 422 (ietf), or 400, 409 or 422 (stripe)
-//	concurrent-once       MUST    MUST    a burst of requests with one fresh key executes once: every success names one resource, at most one is unmarked
+//	concurrent-once       MUST    MUST    a burst of requests with one fresh key executes once: every success names one resource, or at most one is unmarked
 //	concurrent-409        SHOULD  SHOULD  every other answer of the burst is 409 (in progress)
 //	conflict-retry-after  SHOULD  INFO    every 409 carries a valid Retry-After
 //	missing-key           SHOULD  SHOULD  with KeyRequired, a request without a key gets 400
@@ -43,10 +43,12 @@
 //
 // scope-isolation sends principal a's key and body as principal b once
 // a's request has been answered: b's answer must be a run of its own. A
-// replay, a's resource, or a 409 or 422 (the key taken, in progress or
-// bound) shows keys shared between principals and is a FAIL; any other
-// refusal shows that b could not run the operation (check AuthB) and is a
-// WARN.
+// replay or a's resource shows keys shared between principals and is a
+// FAIL. A 409 or 422 (the key taken, in progress or bound) is sent again
+// as b with a key of its own: the same answer again shows that b could
+// not run the operation whatever the key (a validation 422 of b's
+// account: check AuthB) and is a WARN, as is any other refusal; otherwise
+// the keys are shared, a FAIL.
 //
 // The draft makes the 400, 409 and 422 answers SHOULDs, and leaves expiry to
 // the server's published policy, so those are SHOULDs here; what makes a key
@@ -62,8 +64,10 @@
 // id. Equal bodies that name no resource ({"status":"accepted"}) do not
 // show one execution, so concurrent-once says WARN for a burst whose
 // successes name none, unless the server marks its replays (replay-marker
-// PASS): then every success but the execution's must be marked, and two
-// unmarked successes are a FAIL whatever they name. The concurrent checks see a 409 only when the first request is still
+// PASS) and at most one success is unmarked. Two unmarked successes that
+// name no resource are a WARN too: they may be two executions, or one
+// answer handed to requests that waited for it; a count (CountURL) tells.
+// The concurrent checks see a 409 only when the first request is still
 // running as the others arrive, so conflict-retry-after is SKIP against an
 // endpoint that answers faster than the burst arrives.
 //

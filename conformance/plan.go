@@ -10,6 +10,7 @@ type plan struct {
 	missing, malformed, long spec
 	burst                    spec // sent Concurrency times at once, then until it settles
 	scopeA, scopeB           spec
+	scopeBAlone              spec // principal b's body with a key of its own: is b refused whatever the key?
 	ttl                      spec
 }
 
@@ -20,7 +21,7 @@ func (c *Checker) newPlan(t Target) plan {
 	if other == nil {
 		other = otherBody(t.Body)
 	}
-	k1, k2, k3, k4 := newKey("first"), newKey("burst"), newKey("scope"), newKey("other")
+	k1, k2, k3, k4, k5 := newKey("first"), newKey("burst"), newKey("scope"), newKey("other"), newKey("scope-b")
 	p := plan{
 		first:      req(k1, t.Body),
 		replay:     req(k1, t.Body),
@@ -34,8 +35,10 @@ func (c *Checker) newPlan(t Target) plan {
 		scopeB:     req(k3, t.Body),
 		ttl:        req(k1, t.Body),
 	}
+	p.scopeBAlone = req(k5, t.Body)
 	p.scopeA.principal, p.scopeA.auth = "a", c.AuthA
 	p.scopeB.principal, p.scopeB.auth = "b", c.AuthB
+	p.scopeBAlone.principal, p.scopeBAlone.auth = "b", c.AuthB
 	return p
 }
 
@@ -92,6 +95,7 @@ func (c *Checker) Plan(t Target) ([]PlannedRequest, error) {
 	if len(c.AuthA) > 0 {
 		add(CheckScopeIsolation, p.scopeA, 1, "with -auth-a")
 		add(CheckScopeIsolation, p.scopeB, 1, "with -auth-b, the same key and body")
+		add(CheckScopeIsolation, p.scopeBAlone, 1, "with -auth-b, another key: only when b's request is refused with 409 or 422, to tell a shared key from a refused principal")
 	}
 	if c.TTL > 0 {
 		count("count before the re-send")

@@ -172,9 +172,9 @@ func TestDryRun(t *testing.T) {
 		keys[m[1]] = true
 	}
 	// first (also replay, reuse, ttl), the other body alone, malformed,
-	// long, burst, scope (a and b)
-	if len(keys) != 6 {
-		t.Errorf("%d distinct keys, want 6:\n%s", len(keys), stdout)
+	// long, burst, scope (a and b), principal b's alone
+	if len(keys) != 7 {
+		t.Errorf("%d distinct keys, want 7:\n%s", len(keys), stdout)
 	}
 	for _, want := range []string{"20× concurrent-once", "(no Idempotency-Key)", " as b ", "count before the first request"} {
 		if !strings.Contains(stdout, want) {
