@@ -68,22 +68,25 @@ func (s *Server) routes(c config) http.Handler {
 					t.Stop()
 					return // the client went away; nobody reads an answer
 				}
-				extendReadDeadline(w, c.readTimeout)
+				extendReadDeadline(w, r, c.readTimeout)
 			}
 		}
 		mux.ServeHTTP(w, r)
 	})
 }
 
-// extendReadDeadline gives the rest of a request's body readTimeout from
-// now to arrive, after an injected wait that ran before the body was read:
-// the connection's read deadline (http.Server.ReadTimeout) ran during the
-// wait, and a body not yet buffered would otherwise be read past it and
-// answered 400 as unreadable, a final answer to a valid request. The wait is
+// extendReadDeadline gives the rest of a request's body, if it has one,
+// readTimeout from now to arrive, after an injected wait that ran before
+// the body was read: the connection's read deadline (http.Server.ReadTimeout)
+// ran during the wait, and a body not yet buffered would otherwise be read
+// past it and answered 400 as unreadable, a final answer to a valid request. The wait is
 // the server's, not the client's, so it does not count against the client's
 // time to send. readTimeout <= 0 sets no deadline, as the server sets none.
-func extendReadDeadline(w http.ResponseWriter, readTimeout time.Duration) {
-	if readTimeout <= 0 {
+func extendReadDeadline(w http.ResponseWriter, r *http.Request, readTimeout time.Duration) {
+	// Without a body net/http is reading already, for the client's
+	// departure, with no deadline: one set now would end that read and
+	// cancel the request though the client waits.
+	if readTimeout <= 0 || r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return
 	}
 	// An error means the writer cannot set deadlines (HTTP/2 through a

@@ -175,3 +175,22 @@ func TestAdminAPIOff(t *testing.T) {
 		t.Errorf("Executions = %d, want 1", srv.Executions("off-1"))
 	}
 }
+
+// A request without a body, under a latency and then a delay longer than
+// the read timeout: the server is already reading for the client's
+// departure, so no deadline is moved under that read, which would cancel
+// the request (a 503 "the payment did not run") though the client waits.
+// The handler runs and answers its stored 400.
+func TestInjectedWaitWithoutBodyKeepsTheRequest(t *testing.T) {
+	srv := mockserver.New(mockserver.WithReadTimeout(100 * time.Millisecond))
+	defer srv.Close()
+	srv.SetLatency(10 * time.Millisecond)
+	srv.DelayNext(1, 400*time.Millisecond)
+	resp, b := mustSend(t, srv, "POST", "/payments", "bodyless-under-latency", "")
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("bodyless POST under a latency and a delay past the read timeout: %d %s, want the handler's 400", resp.StatusCode, b)
+	}
+	if st := srv.Stats("bodyless-under-latency"); st.Executions != 1 {
+		t.Errorf("executions %d, want 1 (history %+v)", st.Executions, st.History)
+	}
+}
