@@ -130,3 +130,28 @@ func TestDropAfterCommitOnStoredRefusal(t *testing.T) {
 		})
 	}
 }
+
+// An answer over the middleware's response limit streams while the
+// payment runs, before its (oversize) outcome is stored: the drop still
+// fires, cutting the answer short, and is recorded as dropped on that
+// attempt, the only record of it.
+func TestDropAfterCommitCutsAStreamedAnswer(t *testing.T) {
+	srv := mockserver.New(mockserver.WithIdempotencyOptions(idempotency.WithMaxResponseBody(16)))
+	defer srv.Close()
+	srv.DropAfterCommitNext(1)
+	srv.Client().CloseIdleConnections()
+	if resp, b, err := send(t, srv, "POST", "/payments", "streamed-drop", payBody); err == nil {
+		t.Errorf("an execution that stored its outcome (oversize) answered %d %.60s..., want it cut short", resp.StatusCode, b)
+	}
+	if f := srv.Faults(); f.DropAfterCommit != 0 {
+		t.Errorf("%d drops still pending", f.DropAfterCommit)
+	}
+	st := srv.Stats("streamed-drop")
+	if st.Executions != 1 || len(st.History) != 1 || st.History[0].Outcome != mockserver.OutcomeDropped || st.History[0].Status != http.StatusCreated {
+		t.Errorf("executions %d, history %+v; want one execution, one attempt: 201 dropped", st.Executions, st.History)
+	}
+	resp, _ := mustSend(t, srv, "POST", "/payments", "streamed-drop", payBody)
+	if resp.StatusCode != http.StatusGone {
+		t.Errorf("the retry: %d, want 410 (the answer was too large to keep)", resp.StatusCode)
+	}
+}

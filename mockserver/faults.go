@@ -185,7 +185,11 @@ func (s *Server) FailNext(n, status int) {
 // receives the stored answer. An execution that stores nothing (a 503 when
 // the ledger is unavailable, a lost lease, a store that fails to keep the
 // outcome) is answered as usual and leaves the drop to the next execution
-// that commits. Calls add up. It panics if n is negative or
+// that commits. An answer larger than the middleware's response limit
+// (idempotency.WithMaxResponseBody) streams while the payment runs: its
+// connection is closed in the middle of the body instead, and the retry
+// gets 410, as the answer was too large to keep. Calls add up. It panics
+// if n is negative or
 // would take the pending drops past MaxFaultCount. It is safe for concurrent
 // use.
 func (s *Server) DropAfterCommitNext(n int) {

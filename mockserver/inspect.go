@@ -16,8 +16,9 @@ const (
 	OutcomeExecuted Outcome = "executed"
 	// OutcomeDropped: the payment handler ran, the idempotency middleware
 	// reported its outcome stored, and the connection was closed without an
-	// answer (DropAfterCommitNext). An execution whose outcome was not
-	// stored is never recorded as dropped.
+	// answer (DropAfterCommitNext; Status 0), or in the middle of one that
+	// was streaming (Status the answer's). An execution whose outcome was
+	// not stored is never recorded as dropped.
 	OutcomeDropped Outcome = "dropped_after_commit"
 	// OutcomeReplayed: the stored answer of an earlier execution was sent
 	// (Idempotent-Replayed: true).
@@ -168,7 +169,9 @@ func (in *inspector) attempt(key string) {
 
 // answered records how an attempt was answered; it runs before the answer's
 // first byte is written.
-func (in *inspector) answered(key string, a Attempt) {
+// It returns the attempt's place in the key's history, -1 when the history
+// is full, for dropped.
+func (in *inspector) answered(key string, a Attempt) int {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	i, r := in.recordLocked(key)
@@ -181,9 +184,27 @@ func (in *inspector) answered(key string, a Attempt) {
 		}
 		in.more[i] = append(in.more[i], recordAttempt(a))
 	default:
-		return
+		return -1
 	}
 	r.history++
+	return int(r.history) - 1
+}
+
+// dropped marks the attempt at place n of key's history (as answered
+// returned it) as dropped: its answer had begun to go out when its
+// connection was cut.
+func (in *inspector) dropped(key string, n int) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	i, r := in.recordLocked(key)
+	rec := &r.first
+	switch {
+	case n < 0 || n >= int(r.history):
+		return
+	case n > 0:
+		rec = &in.more[i][n-1]
+	}
+	rec.outcome = recordAttempt(Attempt{Outcome: OutcomeDropped}).outcome
 }
 
 func (in *inspector) execution(key string) {

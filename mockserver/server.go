@@ -194,6 +194,7 @@ type reqState struct {
 	injected atomic.Bool
 	executed atomic.Bool
 	sent     atomic.Bool // the answer's header went to the client
+	place    int         // the attempt's place in its key's history, once sent (the request's goroutine's)
 	drop     atomic.Bool // the answer is swallowed and the connection closed (outcomeSettled)
 }
 
@@ -255,6 +256,13 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		next.ServeHTTP(aw, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
 
 		if st.drop.Load() {
+			if st.sent.Load() {
+				// Streamed (over the response limit) before the outcome
+				// was stored: the answer is cut short instead.
+				s.insp.dropped(st.key, st.place)
+				s.log(r.Context(), "mockserver: cut the answer short after commit", "key", st.key)
+				panic(http.ErrAbortHandler)
+			}
 			s.insp.answered(st.key, Attempt{Status: 0, Outcome: OutcomeDropped}.timed(st.arrived))
 			s.log(r.Context(), "mockserver: dropped the answer after commit", "key", st.key)
 			if hj, ok := w.(http.Hijacker); ok {
@@ -291,7 +299,7 @@ func (w *attemptWriter) WriteHeader(code int) {
 		return
 	}
 	w.st.sent.Store(true)
-	w.s.insp.answered(w.st.key, Attempt{Status: code, Outcome: w.classify(code)}.timed(w.st.arrived))
+	w.st.place = w.s.insp.answered(w.st.key, Attempt{Status: code, Outcome: w.classify(code)}.timed(w.st.arrived))
 	w.ResponseWriter.WriteHeader(code)
 }
 
