@@ -323,7 +323,7 @@ func (c cancelling) Close() error {
 // not counted.
 func shutdownOutcome(seqs []int64, perr error) *outcome {
 	var pe *PublishError
-	if errors.As(perr, &pe) && pe.Index > 0 && pe.Index <= len(seqs) {
+	if errors.As(perr, &pe) && pe.Index > 0 && pe.Index < len(seqs) { // as outcome reads one
 		return &outcome{done: seqs[:pe.Index]}
 	}
 	return nil

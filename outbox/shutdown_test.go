@@ -148,3 +148,17 @@ func TestShutdownCountsNoAttempt(t *testing.T) {
 		})
 	}
 }
+
+// A *PublishError whose Index is past the batch names no message that
+// failed: what was published is unknown, so nothing is marked (the
+// messages are published again, never lost), as outside a shutdown.
+func TestShutdownMarksNothingForAPublishErrorPastTheBatch(t *testing.T) {
+	pub := &shutdownPublisher{rec: &recorder{}, entered: make(chan struct{}, 1),
+		answer: func(ctx context.Context, msgs []outbox.Message) error {
+			return &outbox.PublishError{Index: len(msgs), Err: ctx.Err()}
+		}}
+	s, attempts := shutdownRun(t, 1, pub, msg("m1", "k"))
+	if s != (outbox.Stats{Pending: 1}) || attempts["m1"] != 0 {
+		t.Errorf("Stats = %+v, attempts %d; want m1 pending with no attempt", s, attempts["m1"])
+	}
+}
