@@ -60,8 +60,10 @@
 //
 // A success's resource identity is its Location header, else the "id"
 // member of its JSON body, else the body itself: two successes name the
-// same resource when their bodies are equal or they share a Location or an
-// id. Equal bodies that name no resource ({"status":"accepted"}) do not
+// same resource when both have a Location and it is the same, else when
+// both have an id and it is the same, else when their bodies are equal;
+// two Locations or ids that differ are two resources, however alike the
+// bodies. Equal bodies that name no resource ({"status":"accepted"}) do not
 // show one execution, so concurrent-once says WARN for a burst whose
 // successes name none, unless the server marks its replays (replay-marker
 // PASS) and at most one success is unmarked. Two unmarked successes that

@@ -43,16 +43,17 @@ func (ex Exchange) location() string {
 func (ex Exchange) identified() bool { return ex.location() != "" || jsonID(ex.body) != "" }
 
 // sameResource reports whether the successes a and b name one resource:
-// equal bodies, or one Location, or one id.
+// one Location when both have one, else one id when both have one, else
+// equal bodies. Two Locations or ids that differ are two resources, however
+// alike the bodies.
 func sameResource(a, b Exchange) bool {
-	if bytes.Equal(a.body, b.body) {
-		return true
+	if la, lb := a.location(), b.location(); la != "" && lb != "" {
+		return la == lb
 	}
-	if la := a.location(); la != "" && la == b.location() {
-		return true
+	if ia, ib := jsonID(a.body), jsonID(b.body); ia != "" && ib != "" {
+		return ia == ib
 	}
-	ia := jsonID(a.body)
-	return ia != "" && ia == jsonID(b.body)
+	return bytes.Equal(a.body, b.body)
 }
 
 // describeResource names ex's resource for a verdict.

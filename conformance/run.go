@@ -254,15 +254,32 @@ func sameField(name string, a, b []string) bool {
 }
 
 // fieldValue joins a header's lines into its field value, without the
-// whitespace around the commas.
+// whitespace around the commas that separate its elements (not those in a
+// quoted string, which are part of a value).
 func fieldValue(lines []string) string {
-	var parts []string
-	for _, l := range lines {
-		for p := range strings.SplitSeq(l, ",") {
-			parts = append(parts, strings.TrimSpace(p))
+	var b strings.Builder
+	for i, l := range lines {
+		if i > 0 {
+			b.WriteByte(',')
 		}
+		quoted, escaped, start := false, false, 0
+		for j := 0; j < len(l); j++ {
+			switch c := l[j]; {
+			case escaped:
+				escaped = false
+			case quoted && c == '\\':
+				escaped = true
+			case c == '"':
+				quoted = !quoted
+			case c == ',' && !quoted:
+				b.WriteString(strings.TrimSpace(l[start:j]))
+				b.WriteByte(',')
+				start = j + 1
+			}
+		}
+		b.WriteString(strings.TrimSpace(l[start:]))
 	}
-	return strings.Join(parts, ",")
+	return b.String()
 }
 
 // headerValues shows a header's values in a verdict.
