@@ -3,7 +3,6 @@ package saferetry
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"sync"
@@ -73,16 +72,7 @@ func (t *keyText) generate() error {
 	}
 	u[6] = u[6]&0x0f | 0x40 // version 4 (RFC 9562, section 5.4)
 	u[8] = u[8]&0x3f | 0x80 // the RFC 9562 variant
-	// 8-4-4-4-12 hex digits, as uuid.UUID.String writes them.
-	hex.Encode(t[0:8], u[0:4])
-	t[8] = '-'
-	hex.Encode(t[9:13], u[4:6])
-	t[13] = '-'
-	hex.Encode(t[14:18], u[6:8])
-	t[18] = '-'
-	hex.Encode(t[19:23], u[8:10])
-	t[23] = '-'
-	hex.Encode(t[24:], u[10:])
+	contract.EncodeUUID((*[36]byte)(t), &u)
 	return nil
 }
 

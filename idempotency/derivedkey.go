@@ -4,7 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
+
+	"github.com/saferetry/saferetry/internal/contract"
 )
 
 // derivedKeyDomain separates derived keys from every other use of SHA-256
@@ -61,18 +62,10 @@ func deriveKey(k Key, label string) string {
 		msg = append(msg, part...)
 	}
 	sum := sha256.Sum256(msg)
-	u := sum[:16]
+	u := [16]byte(sum[:16])
 	u[6] = u[6]&0x0f | 0x80 // version 8
 	u[8] = u[8]&0x3f | 0x80 // variant 10 (RFC 9562)
 	var out [36]byte
-	hex.Encode(out[0:8], u[0:4])
-	out[8] = '-'
-	hex.Encode(out[9:13], u[4:6])
-	out[13] = '-'
-	hex.Encode(out[14:18], u[6:8])
-	out[18] = '-'
-	hex.Encode(out[19:23], u[8:10])
-	out[23] = '-'
-	hex.Encode(out[24:], u[10:16])
+	contract.EncodeUUID(&out, &u)
 	return string(out[:])
 }

@@ -10,6 +10,7 @@
 //     [ValidKey], [FormatKey], [MaxKeyLen] and the header names;
 //   - RFC 9457 problem documents: [WriteProblem] and [DecodeProblem];
 //   - the headers every replay carries: [ReplayHeaders];
+//   - the text of a UUID key, generated or derived: [EncodeUUID];
 //   - the status tables: [Retried] (client rule 3) and [Stored] (the
 //     server's rule of which outcomes are stored), defined side by side
 //     because each half relies on the other's.
