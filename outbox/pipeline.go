@@ -184,8 +184,8 @@ func (p *pipe) settleAndClaim(ctx context.Context, i int, last *outcome, seqs []
 	}
 	res := claimResult{claimed: claimed{conn: i}}
 	if next {
-		res.seqs, res.msgs, res.err = claim(sendMarked(ctx, p.conns[i], &b, marks))
-	} else if res.err = closeMarked(sendMarked(ctx, p.conns[i], &b, marks)); res.err != nil {
+		res.seqs, res.msgs, res.err = claim(sendMarked(ctx, p.conns[i], &b, marks), marks)
+	} else if res.err = sendMarked(ctx, p.conns[i], &b, marks).Close(); res.err != nil {
 		res.err = fmt.Errorf("outbox: mark: %w", res.err)
 	} else {
 		p.open[i] = false
@@ -208,7 +208,7 @@ func blockedAfter(held map[string]bool, msgs []Message, out *outcome) map[string
 func (p *pipe) settle(ctx context.Context, i int, out *outcome) error {
 	var b pgx.Batch
 	marks := p.r.queueMarks(&b, out)
-	if err := closeMarked(sendMarked(ctx, p.conns[i], &b, marks)); err != nil {
+	if err := sendMarked(ctx, p.conns[i], &b, marks).Close(); err != nil {
 		return fmt.Errorf("outbox: mark: %w", err)
 	}
 	p.open[i] = false

@@ -218,7 +218,7 @@ func (r *Relay) batchesOn(ctx context.Context, conn *pgxpool.Conn, more func(n i
 		marks := r.queueMarks(&b, last)
 		r.queueClaim(&b, nil)
 		open = true
-		seqs, msgs, err := claim(sendMarked(ctx, conn, &b, marks))
+		seqs, msgs, err := claim(sendMarked(ctx, conn, &b, marks), marks)
 		if err != nil {
 			return total, err
 		}
@@ -251,7 +251,7 @@ func (r *Relay) batchesOn(ctx context.Context, conn *pgxpool.Conn, more func(n i
 	}
 	var b pgx.Batch
 	marks := r.queueMarks(&b, last)
-	if err := closeMarked(sendMarked(ctx, conn, &b, marks)); err != nil {
+	if err := sendMarked(ctx, conn, &b, marks).Close(); err != nil {
 		return total, fmt.Errorf("outbox: mark: %w", err)
 	}
 	open = false
@@ -295,16 +295,13 @@ func settling(ctx context.Context) (context.Context, context.CancelFunc) {
 // sendMarked sends b on conn; its first marks statements record a
 // published batch (see queueMarks), so with marks it goes under settling's
 // context.
-func sendMarked(ctx context.Context, conn *pgxpool.Conn, b *pgx.Batch, marks int) (pgx.BatchResults, int) {
+func sendMarked(ctx context.Context, conn *pgxpool.Conn, b *pgx.Batch, marks int) pgx.BatchResults {
 	if marks == 0 {
-		return conn.SendBatch(ctx, b), 0
+		return conn.SendBatch(ctx, b)
 	}
 	sctx, cancel := settling(ctx)
-	return cancelling{conn.SendBatch(sctx, b), cancel}, marks
+	return cancelling{conn.SendBatch(sctx, b), cancel}
 }
-
-// closeMarked closes what sendMarked returned.
-func closeMarked(br pgx.BatchResults, _ int) error { return br.Close() }
 
 // cancelling is a batch's results that end their context when closed.
 type cancelling struct {
