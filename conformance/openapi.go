@@ -17,8 +17,10 @@ import (
 type Operation struct {
 	// Target is the operation as a target: its method, its URL on the
 	// server, the example of its JSON request body (nil when it has none),
-	// KeyRequired when the header parameter is required, and its
-	// operationId (or "METHOD path") as Name.
+	// the body's media type in Header's Content-Type (with the example, or
+	// the declared type when NeedsBody), KeyRequired when the header
+	// parameter is required, and its operationId (or "METHOD path") as
+	// Name.
 	Target Target
 	// Path is the operation's path as the document writes it.
 	Path string
@@ -175,6 +177,11 @@ func operation(root map[string]any, server, path, method string, op map[string]a
 		t.Header = http.Header{"Content-Type": {mediaType}}
 	} else if required && o.Unusable == "" {
 		o.Unusable, o.NeedsBody = "its request body has no example: give -body", true
+		// The caller's body is then sent as the type the document
+		// declares, not left to the JSON default.
+		if mediaType != "" {
+			t.Header = http.Header{"Content-Type": {mediaType}}
+		}
 	}
 	o.Target = t
 	return o
@@ -213,7 +220,9 @@ func fillPath(root map[string]any, path string, params map[paramID]map[string]an
 }
 
 // requestExample returns the JSON example of op's request body, its media
-// type, and whether the body is required.
+// type, and whether the body is required. Without an example, mediaType is
+// the type a body given instead should be sent as: the first JSON type the
+// body declares, else its first type, never a wildcard ("" when none).
 func requestExample(root map[string]any, op map[string]any) (body []byte, mediaType string, required bool) {
 	rb, _ := resolve(root, op["requestBody"]).(map[string]any)
 	if rb == nil {
@@ -226,8 +235,13 @@ func requestExample(root map[string]any, op map[string]any) (body []byte, mediaT
 		types = append(types, mt)
 	}
 	sort.Strings(types)
+	var declared string
 	for _, mt := range types {
-		if !strings.Contains(strings.ToLower(mt), "json") {
+		isJSON := strings.Contains(strings.ToLower(mt), "json")
+		if !strings.Contains(mt, "*") && (declared == "" || isJSON && !strings.Contains(strings.ToLower(declared), "json")) {
+			declared = mt
+		}
+		if !isJSON {
 			continue
 		}
 		if ex, ok := exampleOf(root, content[mt]); ok {
@@ -236,7 +250,7 @@ func requestExample(root map[string]any, op map[string]any) (body []byte, mediaT
 			}
 		}
 	}
-	return nil, "", required
+	return nil, declared, required
 }
 
 // exampleOf returns the example of a parameter or media type object: its

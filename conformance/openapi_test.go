@@ -193,3 +193,39 @@ func TestFromOpenAPIOddServerVariables(t *testing.T) {
 		t.Errorf("FromOpenAPI took %q for a server URL", "http://{host}:9")
 	}
 }
+
+// TestFromOpenAPINeedsBodyKeepsItsMediaType: an operation whose required
+// body has no example carries the media type its document declares in
+// Content-Type, so that a body the caller gives (-body) goes out as that
+// type: a form body was sent without one, and a JSON-looking one as
+// application/json to an endpoint that takes neither. A JSON type is
+// preferred among several, and a wildcard is never sent.
+func TestFromOpenAPINeedsBodyKeepsItsMediaType(t *testing.T) {
+	doc := `{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "http://127.0.0.1:9"}], "paths": {
+		"/form": {"post": {"operationId": "form",
+			"parameters": [{"name": "Idempotency-Key", "in": "header"}],
+			"requestBody": {"required": true, "content": {"application/x-www-form-urlencoded": {"schema": {"type": "object"}}}}}},
+		"/either": {"post": {"operationId": "either",
+			"parameters": [{"name": "Idempotency-Key", "in": "header"}],
+			"requestBody": {"required": true, "content": {"application/xml": {}, "application/merge-patch+json": {}}}}},
+		"/any": {"post": {"operationId": "any",
+			"parameters": [{"name": "Idempotency-Key", "in": "header"}],
+			"requestBody": {"required": true, "content": {"*/*": {}}}}}}}`
+	ops, err := conformance.FromOpenAPI([]byte(doc), "", "")
+	if err != nil || len(ops) != 3 {
+		t.Fatalf("FromOpenAPI: %v, %d operations", err, len(ops))
+	}
+	want := map[string]string{
+		"form":   "application/x-www-form-urlencoded",
+		"either": "application/merge-patch+json",
+		"any":    "",
+	}
+	for _, o := range ops {
+		if !o.NeedsBody {
+			t.Errorf("%s: NeedsBody false; want true", o.Target.Name)
+		}
+		if got := o.Target.Header.Get("Content-Type"); got != want[o.Target.Name] {
+			t.Errorf("%s: Content-Type %q; want %q", o.Target.Name, got, want[o.Target.Name])
+		}
+	}
+}
