@@ -137,11 +137,17 @@ var ErrUnreachable = errors.New("conformance: target unreachable")
 // CountURL's first answer holds no count.
 var ErrInvalid = errors.New("conformance: invalid configuration")
 
+// ErrInterrupted is the cause of Run's error when its context ended
+// before the checks were through; the error also matches the context's
+// error (context.Canceled or context.DeadlineExceeded).
+var ErrInterrupted = errors.New("conformance: run interrupted")
+
 // Error is the error Run and Plan return, with the target it concerns.
-// errors.Is on it matches its Cause, ErrUnreachable or ErrInvalid.
+// errors.Is on it matches its Cause, ErrUnreachable, ErrInvalid or
+// ErrInterrupted, and its Err.
 type Error struct {
 	Target string // the target's name
-	Cause  error  // ErrUnreachable or ErrInvalid
+	Cause  error  // ErrUnreachable, ErrInvalid or ErrInterrupted
 	Err    error  // what happened; may be nil
 }
 

@@ -135,7 +135,7 @@ type jsonDocument struct {
 type targetError struct {
 	Target string `json:"target"`
 	Error  string `json:"error"`
-	kind   string // "unreachable", "invalid" or "error"
+	kind   string // "unreachable", "invalid", "interrupted" or "error"
 }
 
 // targetErrors describes errs, Run's errors: an *Error's Target and the
@@ -156,6 +156,8 @@ func targetErrors(errs []error) []targetError {
 			te.kind = "unreachable"
 		case errors.Is(err, ErrInvalid):
 			te.kind = "invalid"
+		case errors.Is(err, ErrInterrupted):
+			te.kind = "interrupted"
 		}
 		out = append(out, te)
 	}

@@ -32,8 +32,9 @@ type run struct {
 // Run runs every check against t and returns the report. Its error, an
 // *Error, is ErrInvalid for a Checker or Target that cannot run and
 // ErrUnreachable when the first request (or the first read of CountURL)
-// got no answer; a report is returned only without error. Run returns
-// early with ctx's error when ctx ends.
+// got no answer; a report is returned only without error. When ctx ends
+// first, Run returns early with an *Error whose cause is ErrInterrupted
+// and which also matches ctx's error.
 func (c *Checker) Run(ctx context.Context, t Target) (Report, error) {
 	if err := c.validate(t); err != nil {
 		return Report{}, err
@@ -50,6 +51,10 @@ func (c *Checker) Run(ctx context.Context, t Target) (Report, error) {
 	}
 	start := time.Now()
 	if err := r.all(ctx); err != nil {
+		var ce *Error
+		if !errors.As(err, &ce) { // the context ended
+			err = &Error{Target: t.name(), Cause: ErrInterrupted, Err: err}
+		}
 		return Report{}, err
 	}
 	rep := Report{Target: t.name(), Method: t.method(), URL: t.URL, Profile: r.profile, Elapsed: Duration(time.Since(start))}

@@ -199,6 +199,8 @@ func describe(err error) string {
 		what = "cannot reach it"
 	case errors.Is(err, conformance.ErrInvalid):
 		what = "invalid"
+	case errors.Is(err, conformance.ErrInterrupted):
+		what = "interrupted"
 	}
 	if ce.Err == nil {
 		return fmt.Sprintf("saferetry check: %s: %s", ce.Target, what)
