@@ -99,9 +99,8 @@ func (o *Outbox) Relay(pub Publisher, opts ...RelayOption) *Relay {
 // k is published, without the Keys batch k did not publish. Otherwise a
 // batch's marks and the next claim share one round trip.
 func (r *Relay) Run(ctx context.Context) error {
-	settle, cancel := settleContext(ctx)
+	ctx, cancel := r.withSettling(ctx)
 	defer cancel()
-	ctx = context.WithValue(ctx, settleKey{}, settle)
 	wakes := make([]chan struct{}, r.cfg.workers)
 	for i := range wakes {
 		wakes[i] = make(chan struct{}, 1)
@@ -181,6 +180,8 @@ func (r *Relay) work(ctx context.Context, wake <-chan struct{}, all []chan struc
 // The batch costs two round trips to the database: BEGIN and the claim in
 // one pipeline, the marks and COMMIT in another.
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
+	ctx, cancel := r.withSettling(ctx)
+	defer cancel()
 	return r.batches(ctx, func(int) bool { return false })
 }
 
@@ -258,21 +259,19 @@ func (r *Relay) batchesOn(ctx context.Context, conn *pgxpool.Conn, more func(n i
 	return total, ctx.Err()
 }
 
-// settleTimeout is how long, after Run's context ended, the statements
-// that record a published batch, or end a transaction, may still run. A
-// variable for the tests.
-var settleTimeout = 5 * time.Second
+// defaultSettleTimeout is how long, after Run's context ended, the
+// statements that record a published batch, or end a transaction, may
+// still run, unless WithSettleTimeout says otherwise.
+const defaultSettleTimeout = 5 * time.Second
 
 // settleKey is the context key under which Run passes its settle context
 // (see settling) to its workers.
 type settleKey struct{}
 
 // settleContext returns a context that carries ctx's values, not its
-// cancellation, and ends settleTimeout after ctx does (or when cancel is
-// called).
-func settleContext(ctx context.Context) (sctx context.Context, cancel context.CancelFunc) {
+// cancellation, and ends d after ctx does (or when cancel is called).
+func settleContext(ctx context.Context, d time.Duration) (sctx context.Context, cancel context.CancelFunc) {
 	sctx, end := context.WithCancel(context.WithoutCancel(ctx))
-	d := settleTimeout
 	stop := context.AfterFunc(ctx, func() { time.AfterFunc(d, end) })
 	return sctx, func() { stop(); end() }
 }
@@ -281,15 +280,22 @@ func settleContext(ctx context.Context) (sctx context.Context, cancel context.Ca
 // Publisher took did, or that end a transaction: they must reach the
 // database also when ctx ends (a relay shutting down), or the batch's
 // messages would be published again, and must not wait for ever on a
-// database that stopped answering. Under Run, it ends settleTimeout after
-// Run's context ended, one bound for every such statement of the Run;
-// otherwise (RunOnce) settleTimeout after ctx ends, or after the call if
-// ctx has ended already.
+// database that stopped answering. Under Run and RunOnce, it ends the
+// relay's settle timeout (WithSettleTimeout) after their context ended,
+// one bound for every such statement of the call.
 func settling(ctx context.Context) (context.Context, context.CancelFunc) {
 	if s, ok := ctx.Value(settleKey{}).(context.Context); ok {
 		return context.WithCancel(s)
 	}
-	return settleContext(ctx)
+	return settleContext(ctx, defaultSettleTimeout)
+}
+
+// withSettling returns ctx carrying the settle context that settling hands
+// out under it, and the function that ends that context, for Run and
+// RunOnce to call when they return.
+func (r *Relay) withSettling(ctx context.Context) (context.Context, context.CancelFunc) {
+	settle, cancel := settleContext(ctx, r.cfg.settleTimeout)
+	return context.WithValue(ctx, settleKey{}, settle), cancel
 }
 
 // sendMarked sends b on conn; its first marks statements record a

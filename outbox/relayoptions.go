@@ -22,6 +22,7 @@ type relayConfig struct {
 	retention      time.Duration
 	cleanupEvery   time.Duration
 	cleanupBatch   int
+	settleTimeout  time.Duration
 	logger         *slog.Logger
 }
 
@@ -60,6 +61,9 @@ func (c *relayConfig) normalise() {
 	}
 	if c.cleanupBatch <= 0 {
 		c.cleanupBatch = 1000
+	}
+	if c.settleTimeout <= 0 {
+		c.settleTimeout = defaultSettleTimeout
 	}
 	if c.logger == nil {
 		c.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -108,6 +112,18 @@ func WithBackoff(minDelay, maxDelay time.Duration) RelayOption {
 // row locks are held meanwhile.
 func WithPublishTimeout(d time.Duration) RelayOption {
 	return func(c *relayConfig) { c.publishTimeout = d }
+}
+
+// WithSettleTimeout bounds what a relay still writes after the context of
+// Run (or RunOnce) ended: the marks of the batches the Publisher took and
+// the end of their transactions, all under one bound counted from the end
+// of the context, so that a stopped relay records what it published
+// without waiting for ever on a database that stopped answering. A batch
+// whose marks do not finish within it is published again later, as
+// at-least-once delivery allows. Nothing is bounded while the context is
+// live. 0 means 5 s.
+func WithSettleTimeout(d time.Duration) RelayOption {
+	return func(c *relayConfig) { c.settleTimeout = d }
 }
 
 // WithRetention sets how long published rows are kept (for inspection,

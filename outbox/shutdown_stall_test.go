@@ -72,12 +72,11 @@ func runUntilStopped(t *testing.T, r *outbox.Relay, proxy *testenv.Proxy) (conte
 }
 
 // A relay stopped while its batch is in Publish, with the database no
-// longer answering, returns settleTimeout after its context ended,
-// whatever Publish answers: the statements that end the batch's
-// transaction are bounded as those that mark it.
+// longer answering, returns its settle timeout (WithSettleTimeout) after
+// its context ended, whatever Publish answers: the statements that end the
+// batch's transaction are bounded as those that mark it.
 func TestRunReturnsWhenTheDatabaseStallsAtShutdown(t *testing.T) {
 	const settle = 500 * time.Millisecond
-	outbox.SetSettleTimeout(t, settle)
 	answers := []struct {
 		name   string
 		answer func(ctx context.Context) error
@@ -98,7 +97,7 @@ func TestRunReturnsWhenTheDatabaseStallsAtShutdown(t *testing.T) {
 					<-ctx.Done()
 					return a.answer(ctx)
 				})
-				cancel, done := runUntilStopped(t, op.Relay(pub, outbox.WithListen(false)), proxy)
+				cancel, done := runUntilStopped(t, op.Relay(pub, outbox.WithListen(false), outbox.WithSettleTimeout(settle)), proxy)
 				select {
 				case <-entered:
 				case <-time.After(10 * time.Second):
@@ -110,8 +109,8 @@ func TestRunReturnsWhenTheDatabaseStallsAtShutdown(t *testing.T) {
 				select {
 				case <-done:
 					t.Logf("Run returned %v after its context ended", time.Since(start).Round(10*time.Millisecond))
-				case <-time.After(settle + 5*time.Second):
-					t.Errorf("Run had not returned %v after its context ended, the database not answering", settle+5*time.Second)
+				case <-time.After(settle + 2*time.Second): // the default bound is 5 s
+					t.Errorf("Run had not returned %v after its context ended, the database not answering", settle+2*time.Second)
 				}
 			})
 		}
@@ -127,10 +126,10 @@ func (f publisherFunc) Publish(ctx context.Context, msgs []outbox.Message) error
 // context: a pipelined worker marks the batch before the one in Publish
 // (on the other connection, under a context made before the end) and then
 // the one in Publish (after the end); with the database not answering,
-// both end settleTimeout after Run's context did, not one after the other.
+// both end the settle timeout after Run's context did, not one after the
+// other.
 func TestPipelinedShutdownHasOneBound(t *testing.T) {
 	const settle = 2 * time.Second
-	outbox.SetSettleTimeout(t, settle)
 	o, pool := newOutbox(t)
 	enqueue(t, pool, o, msg("m1", "a"), msg("m2", "b"), msg("m3", "c"), msg("m4", "d"))
 	op, proxy := stallPool(t, o, 4) // pipelined
@@ -154,7 +153,7 @@ func TestPipelinedShutdownHasOneBound(t *testing.T) {
 		}
 		return ctx.Err()
 	})
-	cancel, done := runUntilStopped(t, op.Relay(pub, outbox.WithListen(false), outbox.WithBatchSize(1)), proxy)
+	cancel, done := runUntilStopped(t, op.Relay(pub, outbox.WithListen(false), outbox.WithBatchSize(1), outbox.WithSettleTimeout(settle)), proxy)
 	select {
 	case <-entered:
 	case <-time.After(10 * time.Second):
@@ -169,6 +168,47 @@ func TestPipelinedShutdownHasOneBound(t *testing.T) {
 	case <-time.After(limit):
 		<-done
 		t.Errorf("Run returned %v after its context ended, the database not answering; want about %v",
+			time.Since(start).Round(10*time.Millisecond), settle)
+	}
+}
+
+// RunOnce keeps the same bound: ended while its batch is in Publish, with
+// the database no longer answering, it returns its settle timeout after
+// its context ended, not the default 5 s.
+func TestRunOnceReturnsWithinItsSettleTimeout(t *testing.T) {
+	const settle = 500 * time.Millisecond
+	o, pool := newOutbox(t)
+	enqueue(t, pool, o, msg("m1", "k"))
+	op, proxy := stallPool(t, o, 1)
+	t.Cleanup(proxy.Stop)
+	entered := make(chan struct{}, 1)
+	pub := publisherFunc(func(ctx context.Context, _ []outbox.Message) error {
+		entered <- struct{}{}
+		<-ctx.Done()
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = op.Relay(pub, outbox.WithListen(false), outbox.WithSettleTimeout(settle)).RunOnce(ctx)
+	}()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("RunOnce did not publish")
+	}
+	proxy.SetLatency(time.Hour)
+	start := time.Now()
+	cancel()
+	select {
+	case <-done:
+		t.Logf("RunOnce returned %v after its context ended", time.Since(start).Round(10*time.Millisecond))
+	case <-time.After(settle + 2*time.Second):
+		proxy.Stop()
+		<-done
+		t.Errorf("RunOnce returned %v after its context ended, the database not answering; want about %v",
 			time.Since(start).Round(10*time.Millisecond), settle)
 	}
 }
