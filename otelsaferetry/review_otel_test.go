@@ -1,0 +1,60 @@
+package otelsaferetry_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+
+	"github.com/saferetry/saferetry/otelsaferetry"
+)
+
+// TestEmptyBodyAttemptSpanCarriesDecision: an attempt answered without a
+// body (a bare 503, whose body net/http makes http.NoBody) still carries
+// the decision that followed it on its client span, as the package
+// documentation says every attempt span does.
+func TestEmptyBodyAttemptSpanCarriesDecision(t *testing.T) {
+	r := newRig(t)
+	var n atomic.Int32
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if n.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable) // no body: Content-Length 0
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(s.Close)
+	rt := otelsaferetry.NewTransport(nil, r.options()...)
+	if _, err := post(t, context.Background(), rt, s.URL); err != nil {
+		t.Fatal(err)
+	}
+	var attempts int
+	for _, sp := range r.spans.Ended() {
+		if sp.Name() != http.MethodPost {
+			continue
+		}
+		attempts++
+		d, ok := attr(sp, otelsaferetry.AttributeDecision)
+		if !ok {
+			t.Errorf("attempt span %d has no %s: %v", attempts, otelsaferetry.AttributeDecision, sp.Attributes())
+			continue
+		}
+		want := "return"
+		if code, _ := attr(sp, "http.response.status_code"); code.AsInt64() == http.StatusServiceUnavailable {
+			want = "retry"
+			if _, ok := attr(sp, otelsaferetry.AttributeRetryWait); !ok {
+				t.Errorf("retried attempt span has no %s", otelsaferetry.AttributeRetryWait)
+			}
+		}
+		if d.AsString() != want {
+			t.Errorf("attempt span decision %q, want %q", d.AsString(), want)
+		}
+		if _, ok := attr(sp, otelsaferetry.AttributeReason); !ok {
+			t.Errorf("attempt span has no %s", otelsaferetry.AttributeReason)
+		}
+	}
+	if attempts != 2 {
+		t.Fatalf("%d attempt spans, want 2", attempts)
+	}
+}
