@@ -58,6 +58,13 @@ func (l *attemptLayer) RoundTrip(r *http.Request) (*http.Response, error) {
 			span.SetStatus(codes.Error, "")
 		}
 	}
+	if resp.Body == nil || resp.Body == http.NoBody {
+		// No body will end the span (and the caller need not close an
+		// empty one): the hook ends it, once it has written the decision
+		// that followed the attempt on it.
+		op.endIt = true
+		return resp, nil
+	}
 	resp.Body = endOnClose(resp.Body, span)
 	return resp, nil
 }

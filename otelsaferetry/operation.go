@@ -30,7 +30,7 @@ type operation struct {
 
 	started int               // attempts sent through the attempt layer
 	attempt trace.Span        // the last attempt's span, until the hook saw it
-	endIt   bool              // the hook ends attempt: it got no response
+	endIt   bool              // the hook ends attempt: it got no response, or one without a body
 	last    saferetry.Attempt // the last attempt the hook saw
 
 	common  [4]attribute.KeyValue
