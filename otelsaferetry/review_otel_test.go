@@ -58,3 +58,44 @@ func TestEmptyBodyAttemptSpanCarriesDecision(t *testing.T) {
 		t.Fatalf("%d attempt spans, want 2", attempts)
 	}
 }
+
+// TestAttemptEventErrorTypeOfStatus: without attempt spans, the event of
+// an attempt answered 400 or above carries error.type, the status, as the
+// package documentation's attribute table says and as its client span
+// would have.
+func TestAttemptEventErrorTypeOfStatus(t *testing.T) {
+	r := newRig(t)
+	s := newScript(t, http.StatusServiceUnavailable, http.StatusCreated)
+	rt := otelsaferetry.NewTransport(nil, r.options(otelsaferetry.WithAttemptSpans(false))...)
+	if _, err := post(t, context.Background(), rt, s.URL); err != nil {
+		t.Fatal(err)
+	}
+	var events int
+	for _, sp := range r.spans.Ended() {
+		for _, e := range sp.Events() {
+			if e.Name != "saferetry.attempt" {
+				continue
+			}
+			events++
+			var status int64
+			errType, hasErrType := "", false
+			for _, kv := range e.Attributes {
+				switch kv.Key {
+				case "http.response.status_code":
+					status = kv.Value.AsInt64()
+				case "error.type":
+					errType, hasErrType = kv.Value.AsString(), true
+				}
+			}
+			switch {
+			case status >= 400 && errType != "503":
+				t.Errorf("event of a %d attempt: error.type %q (present %v), want \"503\"", status, errType, hasErrType)
+			case status < 400 && hasErrType:
+				t.Errorf("event of a %d attempt: error.type %q, want none", status, errType)
+			}
+		}
+	}
+	if events != 2 {
+		t.Fatalf("%d attempt events, want 2", events)
+	}
+}
