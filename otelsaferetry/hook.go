@@ -1,6 +1,8 @@
 package otelsaferetry
 
 import (
+	"strconv"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -86,5 +88,10 @@ func attemptEvent(a saferetry.Attempt) []attribute.KeyValue {
 	if a.Err != nil {
 		return append(kv, semconv.ErrorType(a.Err))
 	}
-	return append(kv, semconv.HTTPResponseStatusCode(a.StatusCode))
+	kv = append(kv, semconv.HTTPResponseStatusCode(a.StatusCode))
+	if a.StatusCode >= 400 {
+		// As on an attempt span: an error status is the attempt's error.type.
+		kv = append(kv, semconv.ErrorTypeKey.String(strconv.Itoa(a.StatusCode)))
+	}
+	return kv
 }
