@@ -2,11 +2,13 @@ package otelsaferetry_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 
+	"github.com/saferetry/saferetry"
 	"github.com/saferetry/saferetry/otelsaferetry"
 )
 
@@ -97,5 +99,37 @@ func TestAttemptEventErrorTypeOfStatus(t *testing.T) {
 	}
 	if events != 2 {
 		t.Fatalf("%d attempt events, want 2", events)
+	}
+}
+
+// TestNilURLIsAnError: a request without a URL is refused with ErrNotSent,
+// as the saferetry Transport under the instrumentation refuses it, and
+// the operation's span records the refusal; it does not panic.
+func TestNilURLIsAnError(t *testing.T) {
+	r := newRig(t)
+	rt := otelsaferetry.NewTransport(roundTripFunc(func(*http.Request) (*http.Response, error) {
+		t.Error("the base was called")
+		return nil, errors.New("called")
+	}), r.options()...)
+	req := &http.Request{Method: http.MethodPost, Header: http.Header{}}
+	var resp *http.Response
+	var err error
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				t.Fatalf("RoundTrip panicked: %v", p)
+			}
+		}()
+		resp, err = rt.RoundTrip(req)
+	}()
+	if resp != nil || !errors.Is(err, saferetry.ErrNotSent) {
+		t.Fatalf("RoundTrip = %v, %v; want no response and ErrNotSent", resp, err)
+	}
+	ended := r.spans.Ended()
+	if len(ended) != 1 {
+		t.Fatalf("%d spans ended, want the operation's", len(ended))
+	}
+	if v, _ := attr(ended[0], "error.type"); v.AsString() != "saferetry.not_sent" {
+		t.Errorf("operation span error.type %q, want saferetry.not_sent", v.AsString())
 	}
 }
