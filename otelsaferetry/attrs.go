@@ -58,18 +58,27 @@ func appendMethod(dst []attribute.KeyValue, m string) []attribute.KeyValue {
 }
 
 // spanAttrs are the attributes of a span of op, for request r: the common
-// ones, url.full, and http.request.method_original when the method is not
-// one the conventions know.
+// ones, url.full (unless r has no URL), and http.request.method_original
+// when the method is not one the conventions know.
 func spanAttrs(op *operation, r *http.Request) []attribute.KeyValue {
-	if _, ok := knownMethods[r.Method]; ok {
-		return op.with(op.url)
+	var kv [2]attribute.KeyValue
+	n := 0
+	if op.url.Valid() {
+		kv[n], n = op.url, n+1
 	}
-	return op.with(op.url, semconv.HTTPRequestMethodOriginal(r.Method))
+	if _, ok := knownMethods[r.Method]; !ok {
+		kv[n], n = semconv.HTTPRequestMethodOriginal(r.Method), n+1
+	}
+	return op.with(kv[:n]...)
 }
 
 // appendServer appends server.address and server.port of u, the port from
-// the scheme when u names none.
+// the scheme when u names none. A nil u (a request without a URL, which
+// the saferetry Transport refuses) names no server.
 func appendServer(dst []attribute.KeyValue, u *url.URL) []attribute.KeyValue {
+	if u == nil {
+		return dst
+	}
 	port := 0
 	if p := u.Port(); p != "" {
 		port, _ = strconv.Atoi(p)

@@ -26,7 +26,7 @@ type operation struct {
 	ctx   context.Context // what the operation layer gave the saferetry Transport
 	span  trace.Span
 	attrs []attribute.KeyValue // method and server: every metric's, in common
-	url   attribute.KeyValue   // url.full, for the spans
+	url   attribute.KeyValue   // url.full, for the spans; invalid when the request has no URL
 
 	started int               // attempts sent through the attempt layer
 	attempt trace.Span        // the last attempt's span, until the hook saw it
@@ -109,7 +109,11 @@ type operationLayer struct {
 func (l *operationLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
 	op := newOperation(l.tel, req)
-	op.url = fullURL(req.URL)
+	if req.URL != nil {
+		// Without one, the saferetry Transport refuses the request: the
+		// span records that, without url.full.
+		op.url = fullURL(req.URL)
+	}
 	ctx, span := l.tel.tracer.Start(req.Context(), operationName(req.Method),
 		kindInternal, trace.WithAttributes(spanAttrs(op, req)...))
 	op.span = span
