@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -131,5 +132,34 @@ func TestNilURLIsAnError(t *testing.T) {
 	}
 	if v, _ := attr(ended[0], "error.type"); v.AsString() != "saferetry.not_sent" {
 		t.Errorf("operation span error.type %q, want saferetry.not_sent", v.AsString())
+	}
+}
+
+// TestURLFullRedactsEncodedSignatureName: a signature parameter whose name
+// is percent-encoded is the same parameter to the server, and its value is
+// REDACTED from url.full as the package documentation says.
+func TestURLFullRedactsEncodedSignatureName(t *testing.T) {
+	r := newRig(t)
+	rt := otelsaferetry.NewTransport(roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if got := req.URL.Query().Get("Signature"); got != "secret" {
+			t.Errorf("the server sees Signature=%q, want secret", got)
+		}
+		return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+	}), r.options()...)
+	req, _ := http.NewRequest(http.MethodGet, "http://api.test/v1/file?%53ignature=secret&a=1", nil)
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	ended := r.spans.Ended()
+	if len(ended) == 0 {
+		t.Fatal("no span ended")
+	}
+	for _, sp := range ended {
+		v, _ := attr(sp, "url.full")
+		if strings.Contains(v.AsString(), "secret") {
+			t.Errorf("span %q: url.full %q holds the signature", sp.Name(), v.AsString())
+		}
 	}
 }
