@@ -117,9 +117,21 @@ func fullURL(u *url.URL) attribute.KeyValue {
 	return semconv.URLFull(r.String())
 }
 
+// hasSignature reports whether query may hold a signature parameter. A
+// percent-encoded name ("%53ignature") is the same parameter once the
+// server decodes it, so a query with escapes is looked at decoded.
 func hasSignature(query string) bool {
 	for _, p := range signatureParams {
 		if strings.Contains(query, p+"=") {
+			return true
+		}
+	}
+	if !strings.Contains(query, "%") {
+		return false
+	}
+	q, _ := url.ParseQuery(query)
+	for _, p := range signatureParams {
+		if _, ok := q[p]; ok {
 			return true
 		}
 	}
