@@ -1,0 +1,22 @@
+package chaos
+
+import (
+	"testing"
+
+	"github.com/saferetry/saferetry/mockserver"
+)
+
+// TestJudgeLostWhenAnsweredWithAnotherOperationsPayment: operation a is
+// answered with the payment of operation b, and the ledger holds no
+// payment under a's key. a's payment is lost, though the ledger holds the
+// payment a was answered with (under b's key).
+func TestJudgeLostWhenAnsweredWithAnotherOperationsPayment(t *testing.T) {
+	a, b := &op{key: "a"}, &op{key: "b"}
+	a.outcome("pay_b", 201, nil)
+	b.outcome("pay_b", 201, nil)
+	payments := []mockserver.Payment{{ID: "pay_b", IdempotencyKey: "b", Amount: 5, Currency: "XAA"}}
+	v := judge([]*op{a, b}, payments, 100, map[string]int64{"XAA": 95})
+	if v.Lost != 1 || v.Clean() {
+		t.Fatalf("judge = %+v, want 1 lost (a was answered with b's payment and the ledger holds none of a's)", v)
+	}
+}
