@@ -12,7 +12,8 @@ type Verdict struct {
 	// (Idempotency-Key): the double executions.
 	Doubles int
 	// Lost counts the operations whose client was answered with a payment
-	// that the ledger does not hold.
+	// that the ledger does not hold under the operation's key: one it does
+	// not hold at all, or another operation's.
 	Lost int
 	// Unresolved counts the operations that got no final answer, even after
 	// the final round of retries with the same keys.
@@ -36,11 +37,11 @@ func (v Verdict) Clean() bool {
 func judge(ops []*op, payments []mockserver.Payment, opening int64, balances map[string]int64) Verdict {
 	v := Verdict{Ops: len(ops), Payments: len(payments)}
 	byKey := make(map[string]int, len(ops))
-	ids := make(map[string]bool, len(payments))
+	keyOf := make(map[string]string, len(payments)) // payment ID -> its key
 	paid := map[string]int64{}
 	for _, p := range payments {
 		byKey[p.IdempotencyKey]++
-		ids[p.ID] = true
+		keyOf[p.ID] = p.IdempotencyKey
 		paid[p.Currency] += p.Amount
 	}
 	known := make(map[string]bool, len(ops))
@@ -51,7 +52,7 @@ func judge(ops []*op, payments []mockserver.Payment, opening int64, balances map
 		}
 		o.mu.Lock()
 		for id := range o.ids {
-			if !ids[id] {
+			if k, ok := keyOf[id]; !ok || k != o.key {
 				v.Lost++
 				break
 			}
