@@ -67,12 +67,20 @@ func judge(ops []*op, payments []mockserver.Payment, opening int64, balances map
 			v.Strays += n
 		}
 	}
+	// Every currency the ledger lists a balance for counts, not only those
+	// it lists payments in: a balance taken down by a payment the ledger
+	// no longer holds shows only there.
 	for c, p := range paid {
 		b, ok := balances[c]
 		if !ok {
 			b = opening // a ledger that lists no balance for a currency it paid in
 		}
 		v.BalanceOff += abs(b - (opening - p))
+	}
+	for c, b := range balances {
+		if _, ok := paid[c]; !ok {
+			v.BalanceOff += abs(b - opening)
+		}
 	}
 	return v
 }
