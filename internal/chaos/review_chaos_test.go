@@ -1,7 +1,11 @@
 package chaos
 
 import (
+	"context"
+	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/saferetry/saferetry/mockserver"
 )
@@ -31,5 +35,34 @@ func TestJudgeBalanceOffInACurrencyWithoutPayments(t *testing.T) {
 	v := judge([]*op{a}, payments, 100, map[string]int64{"XAA": 95, "XAB": 93})
 	if v.BalanceOff != 7 || v.Clean() {
 		t.Fatalf("judge = %+v, want BalanceOff 7 (XAB is 93 with no payment in it)", v)
+	}
+}
+
+// TestKillOfACrashedInstanceIsNoFaultAndKeepsTheCrash: an instance that
+// ended on its own (it crashed) is picked by the kill fault. Nothing is
+// killed, so no kill is counted as fired, and the crash is still reported
+// at the end of the cell, not forgotten as if the suite had killed it.
+func TestKillOfACrashedInstanceIsNoFaultAndKeepsTheCrash(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "crashed-once")
+	// The first run says it is ready and crashes; a restart serves.
+	script := `if [ -e "$1" ]; then echo ready; exec sleep 60; fi; : >"$1"; echo ready; sleep 0.2; exit 3`
+	in := &proc{name: "crasher", bin: "/bin/sh", args: []string{"-c", script, "sh", marker},
+		ready: func(line string) bool { return line == "ready" }, log: filepath.Join(dir, "crasher.log")}
+	c := &cluster{instances: []*proc{in}, busy: make([]sync.Mutex, 1), lease: time.Second, logf: t.Logf}
+	defer c.close()
+	if err := in.start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c.cleanups = append(c.cleanups, func() { in.kill() })
+	for !in.exited() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.kill(context.Background())
+	if n := c.fired.total(); n != 0 {
+		t.Errorf("faults fired = %s, want none: the instance had crashed, nothing was killed", c.fired.String())
+	}
+	if !in.exited() {
+		t.Error("the crash is forgotten: exited() is false after the kill fault picked the crashed instance")
 	}
 }
