@@ -109,7 +109,11 @@ func runCell(ctx context.Context, cfg Config, cell Cell, logf func(string, ...an
 		return res
 	}
 	res.Verdict = judge(ops, payments, opening, balances)
-	for _, in := range c.instances {
+	procs := c.instances
+	if c.redis != nil {
+		procs = append(procs[:len(procs):len(procs)], c.redis)
+	}
+	for _, in := range procs {
 		if in.exited() {
 			res.Err = errors.Join(res.Err, fmt.Errorf("chaos: %s exited on its own (see %s)", in.name, in.log))
 		}
@@ -130,7 +134,7 @@ func (c *cluster) prepareStore(ctx context.Context, cfg Config, store, dir strin
 		if err := rs.start(ctx); err != nil {
 			return nil, fmt.Errorf("chaos: could not start its own redis-server: %w", err)
 		}
-		c.cleanups = append(c.cleanups, rs.kill)
+		c.cleanups = append(c.cleanups, func() { rs.kill() })
 		c.redis = rs
 		return []string{"-store", "redis://" + addr + "/0"}, nil
 	case "postgres":
@@ -169,7 +173,7 @@ func (c *cluster) startInstances(ctx context.Context, bin, dir string, args []st
 		if err := in.start(ctx); err != nil {
 			return err
 		}
-		c.cleanups = append(c.cleanups, in.kill)
+		c.cleanups = append(c.cleanups, func() { in.kill() })
 		c.instances = append(c.instances, in)
 		c.addrs = append(c.addrs, addr)
 	}

@@ -191,8 +191,11 @@ func (c *cluster) kill(ctx context.Context) {
 		return
 	}
 	defer c.busy[i].Unlock()
-	c.instances[i].kill()
-	c.fired.add("kill", 1)
+	// An instance that is down already (it crashed, or its restart failed)
+	// is not killed: no fault fires, and it is started again.
+	if c.instances[i].kill() {
+		c.fired.add("kill", 1)
+	}
 	between(ctx, 100*time.Millisecond, 600*time.Millisecond)
 	// Restarted even when the run ends, within a bound.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restartPatience)
@@ -229,8 +232,9 @@ func (c *cluster) restartRedis(ctx context.Context) {
 	if !between(ctx, 3*time.Second, 6*time.Second) {
 		return
 	}
-	c.redis.kill()
-	c.fired.add("redis-restart", 1)
+	if c.redis.kill() {
+		c.fired.add("redis-restart", 1)
+	}
 	between(ctx, 200*time.Millisecond, 600*time.Millisecond)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restartPatience)
 	defer cancel()

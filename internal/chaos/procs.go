@@ -29,10 +29,11 @@ type proc struct {
 	ready func(line string) bool // recognises the line that says it serves
 	log   string
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	done   chan struct{} // closed when cmd exited
-	paused bool
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	done    chan struct{} // closed when cmd exited
+	paused  bool
+	crashed bool // a run ended on its own before kill came to it
 }
 
 // freeAddr returns a loopback address whose port was free a moment ago.
@@ -103,16 +104,34 @@ func (p *proc) start(ctx context.Context) error {
 	return nil
 }
 
-// kill sends SIGKILL, as a crash would, and waits for the process to go.
-func (p *proc) kill() {
+// kill sends SIGKILL, as a crash would, waits for the process to go, and
+// forgets it; it reports whether it killed a running process. A process
+// that had already ended on its own (or was killed by someone else) is
+// forgotten too, but exited goes on reporting it: a fault that comes to a
+// crashed process neither fires nor hides the crash.
+func (p *proc) kill() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cmd == nil {
-		return
+		return false
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	sent := false
+	select {
+	case <-p.done:
+	default:
+		sent = p.cmd.Process.Signal(syscall.SIGKILL) == nil
+	}
 	<-p.done
+	killed := false
+	if st := p.cmd.ProcessState; sent && st != nil {
+		ws, _ := st.Sys().(syscall.WaitStatus)
+		killed = ws.Signaled() && ws.Signal() == syscall.SIGKILL
+	}
+	if !killed {
+		p.crashed = true
+	}
 	p.cmd, p.done, p.paused = nil, nil, false
+	return killed
 }
 
 // alive reports whether the process runs (paused or not).
@@ -144,10 +163,14 @@ func (p *proc) resume() {
 }
 
 // exited reports whether a started process ended on its own (it crashed):
-// the suite only kills processes through kill, which forgets them.
+// the suite only kills processes through kill, which forgets them, but
+// remembers a crash it came to.
 func (p *proc) exited() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.crashed {
+		return true
+	}
 	if p.cmd == nil {
 		return false
 	}
