@@ -2,8 +2,14 @@ package chaos
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,5 +70,37 @@ func TestKillOfACrashedInstanceIsNoFaultAndKeepsTheCrash(t *testing.T) {
 	}
 	if !in.exited() {
 		t.Error("the crash is forgotten: exited() is false after the kill fault picked the crashed instance")
+	}
+}
+
+// TestMockFaultsFiredCountsOnlyWhatFired: the mock-faults scenario arms
+// dropped answers and 503s on an instance that serves no payment request,
+// so none of them fires; the faults fired must say so, not count what was
+// armed.
+func TestMockFaultsFiredCountsOnlyWhatFired(t *testing.T) {
+	ms := mockserver.New()
+	defer ms.Close()
+	target, _ := url.Parse(ms.URL)
+	var armed atomic.Int64
+	rp := httputil.NewSingleHostReverseProxy(target)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, mockserver.AdminPrefix) {
+			armed.Add(1)
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	c := &cluster{instances: []*proc{{name: "mockserver-0"}}, addrs: []string{strings.TrimPrefix(front.URL, "http://")},
+		busy: make([]sync.Mutex, 1), admin: &http.Client{Timeout: 2 * time.Second}, lease: time.Second, logf: t.Logf}
+	ctx, stop := context.WithCancel(context.Background())
+	faults := c.run(ctx, ScenarioMock)
+	time.Sleep(1500 * time.Millisecond)
+	stop()
+	faults.Wait()
+	if armed.Load() == 0 {
+		t.Fatal("no mock fault was armed in 1.5 s")
+	}
+	if n := c.fired.total(); n != 0 {
+		t.Errorf("faults fired = %s after %d faults armed and no payment request; want none", c.fired.String(), armed.Load())
 	}
 }
