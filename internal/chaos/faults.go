@@ -3,6 +3,7 @@ package chaos
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/saferetry/saferetry/internal/clock"
 	"github.com/saferetry/saferetry/internal/tcpproxy"
+	"github.com/saferetry/saferetry/mockserver"
 )
 
 // Scenario names: which faults a run fires.
@@ -79,6 +81,8 @@ type cluster struct {
 	redis     *proc           // nil for PostgreSQL
 	proxy     *tcpproxy.Proxy // nil for Redis
 	busy      []sync.Mutex    // one fault at a time per instance
+	armedMu   sync.Mutex
+	armed     map[int]map[string]int // mock faults armed on an instance's process and not yet counted, by kind
 	admin     *http.Client
 	fired     fired
 	lease     time.Duration
@@ -132,7 +136,20 @@ func (c *cluster) run(ctx context.Context, scenario string) *sync.WaitGroup {
 	}
 	all := scenario == ScenarioAll
 	if all || scenario == ScenarioMock {
-		loop(c.mockFaults)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				c.mockFaults(ctx)
+			}
+			// What the instances still hold pending has not fired; it is
+			// dropped, so that it cannot fire uncounted in the final round.
+			for i := range c.instances {
+				c.busy[i].Lock()
+				c.countMockFaults(i, true)
+				c.busy[i].Unlock()
+			}
+		}()
 	}
 	if all || scenario == ScenarioKill {
 		loop(c.kill)
@@ -152,32 +169,90 @@ func (c *cluster) run(ctx context.Context, scenario string) *sync.WaitGroup {
 }
 
 // mockFaults asks a random instance to drop the answer of its next
-// executions after commit, or to fail its next requests with 503.
+// executions after commit, or to fail its next requests with 503. Those
+// are armed, not fired: countMockFaults counts the ones the instance took.
+// The instance is held like for any other fault, so that no kill comes
+// between the arming and its record.
 func (c *cluster) mockFaults(ctx context.Context) {
 	if !between(ctx, 100*time.Millisecond, 300*time.Millisecond) {
 		return
 	}
-	i := rand.IntN(len(c.addrs))
-	path, kind, body := "drop-after-commit", "drop", fmt.Sprintf(`{"count":%d}`, 1+rand.IntN(2))
-	n := 0
+	i := c.pick()
+	if i < 0 {
+		return
+	}
+	defer c.busy[i].Unlock()
+	n := 1 + rand.IntN(2)
+	path, kind, body := "drop-after-commit", "drop", fmt.Sprintf(`{"count":%d}`, n)
 	if rand.IntN(2) == 0 {
 		n = 1 + rand.IntN(4)
 		path, kind, body = "fail", "503", fmt.Sprintf(`{"count":%d,"status":503}`, n)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.addrs[i]+"/_mock/"+path, bytes.NewReader([]byte(body)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.addrs[i]+mockserver.AdminPrefix+path, bytes.NewReader([]byte(body)))
 	if err != nil {
 		return
 	}
 	resp, err := c.admin.Do(req)
 	if err != nil {
-		return // the instance is down or paused: no fault fired
+		return // the instance is down: nothing armed
 	}
 	resp.Body.Close()
 	if resp.StatusCode == http.StatusOK {
-		if n == 0 {
-			n = 1
+		c.armedMu.Lock()
+		defer c.armedMu.Unlock()
+		if c.armed == nil {
+			c.armed = map[int]map[string]int{}
 		}
-		c.fired.add(kind, n)
+		if c.armed[i] == nil {
+			c.armed[i] = map[string]int{}
+		}
+		c.armed[i][kind] += n
+	}
+}
+
+// countMockFaults counts as fired the mock faults armed on instance i's
+// process that it no longer holds pending, and forgets them; with clear,
+// it also drops those still pending. The caller holds busy[i]. An instance
+// that does not say what it holds counts none of them: the count of faults
+// fired is a lower bound, never a count of faults armed.
+func (c *cluster) countMockFaults(i int, clear bool) {
+	c.armedMu.Lock()
+	armed := c.armed[i]
+	delete(c.armed, i)
+	c.armedMu.Unlock()
+	if len(armed) == 0 {
+		return
+	}
+	do := func(method string, into any) error {
+		req, err := http.NewRequest(method, "http://"+c.addrs[i]+mockserver.AdminPrefix+"faults", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := c.admin.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s %s: %s", method, req.URL.Path, resp.Status)
+		}
+		return json.NewDecoder(resp.Body).Decode(into)
+	}
+	var pending mockserver.Faults
+	if err := do(http.MethodGet, &pending); err != nil {
+		c.logf("chaos: reading the faults pending on %s: %v; none of %v counted as fired", c.instances[i].name, err, armed)
+		return
+	}
+	if n := armed["drop"] - pending.DropAfterCommit; n > 0 {
+		c.fired.add("drop", n)
+	}
+	if n := armed["503"] - len(pending.Fail); n > 0 {
+		c.fired.add("503", n)
+	}
+	if clear {
+		if err := do(http.MethodDelete, &pending); err != nil {
+			c.logf("chaos: clearing the faults pending on %s: %v", c.instances[i].name, err)
+		}
 	}
 }
 
@@ -191,6 +266,7 @@ func (c *cluster) kill(ctx context.Context) {
 		return
 	}
 	defer c.busy[i].Unlock()
+	c.countMockFaults(i, false) // what it holds pending dies with it
 	// An instance that is down already (it crashed, or its restart failed)
 	// is not killed: no fault fires, and it is started again.
 	if c.instances[i].kill() {
