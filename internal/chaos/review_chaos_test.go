@@ -62,7 +62,7 @@ func TestKillOfACrashedInstanceIsNoFaultAndKeepsTheCrash(t *testing.T) {
 	}
 	c.cleanups = append(c.cleanups, func() { in.kill() })
 	for !in.exited() {
-		time.Sleep(10 * time.Millisecond)
+		<-time.After(10 * time.Millisecond)
 	}
 	c.kill(context.Background())
 	if n := c.fired.total(); n != 0 {
@@ -94,7 +94,7 @@ func TestMockFaultsFiredCountsOnlyWhatFired(t *testing.T) {
 		busy: make([]sync.Mutex, 1), admin: &http.Client{Timeout: 2 * time.Second}, lease: time.Second, logf: t.Logf}
 	ctx, stop := context.WithCancel(context.Background())
 	faults := c.run(ctx, ScenarioMock)
-	time.Sleep(1500 * time.Millisecond)
+	<-time.After(1500 * time.Millisecond)
 	stop()
 	faults.Wait()
 	if armed.Load() == 0 {
@@ -102,5 +102,27 @@ func TestMockFaultsFiredCountsOnlyWhatFired(t *testing.T) {
 	}
 	if n := c.fired.total(); n != 0 {
 		t.Errorf("faults fired = %s after %d faults armed and no payment request; want none", c.fired.String(), armed.Load())
+	}
+}
+
+// TestHealGivesUpOnAnInstanceThatCannotStart: an instance that dies at
+// every start (its store gone, its port taken) is not waited for until the
+// run's context ends: heal returns, and the cell goes on to its verdict.
+func TestHealGivesUpOnAnInstanceThatCannotStart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	in := &proc{name: "doomed", bin: "/bin/sh", args: []string{"-c", "exit 1"},
+		ready: func(string) bool { return true }, log: filepath.Join(dir, "doomed.log")}
+	c := &cluster{instances: []*proc{in}, busy: make([]sync.Mutex, 1), lease: time.Second, logf: func(string, ...any) {}}
+	defer c.close()
+	healed := make(chan struct{})
+	go func() {
+		defer close(healed)
+		c.heal(context.Background())
+	}()
+	select {
+	case <-healed:
+	case <-time.After(restartPatience + 15*time.Second):
+		t.Fatalf("heal still restarting an instance that cannot start after %v", restartPatience+15*time.Second)
 	}
 }
