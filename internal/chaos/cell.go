@@ -100,15 +100,16 @@ func runCell(ctx context.Context, cfg Config, cell Cell, logf func(string, ...an
 	stopFaults()
 	faults.Wait()
 	res.Faults, res.FaultCount = c.fired.String(), c.fired.total()
-	c.heal(ctx)
+	healErr := c.heal(ctx)
 	l.settle(ctx, ops, cfg.Workers, settlePatience)
 
 	payments, balances, err := readLedger(ctx, c.addrs[0])
 	if err != nil {
-		res.Err = err
+		res.Err = errors.Join(healErr, err)
 		return res
 	}
 	res.Verdict = judge(ops, payments, opening, balances)
+	res.Err = healErr
 	procs := c.instances
 	if c.redis != nil {
 		procs = append(procs[:len(procs):len(procs)], c.redis)

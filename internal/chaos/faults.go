@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -347,18 +348,32 @@ func (c *cluster) slowPostgres(ctx context.Context) {
 	c.proxy.SetLatency(0)
 }
 
-// heal brings every instance and the store back, for the final round.
-func (c *cluster) heal(ctx context.Context) {
+// heal brings every instance and the store back, for the final round,
+// within restartPatience, and returns an error naming what did not come
+// back by then (a store that does not start, an instance that dies at
+// every start): that is left down, and the final round retries on the
+// others, rather than the cell waiting for it until the whole run's time
+// is up.
+func (c *cluster) heal(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, restartPatience)
+	defer cancel()
 	if c.proxy != nil {
 		c.proxy.SetLatency(0)
 	}
+	var errs []error
 	if c.redis != nil && !c.redis.alive() {
-		_ = c.redis.start(ctx)
+		if err := c.redis.start(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("chaos: %s did not come back for the final round: %w", c.redis.name, err))
+		}
 	}
 	for i, in := range c.instances {
 		in.resume()
 		if !in.alive() {
 			c.restart(ctx, i)
+			if !in.alive() {
+				errs = append(errs, fmt.Errorf("chaos: %s did not come back for the final round (see %s)", in.name, in.log))
+			}
 		}
 	}
+	return errors.Join(errs...)
 }
