@@ -22,7 +22,8 @@ type shortPrimaries struct{ m sync.Map }
 
 // runWait sends the script and WAIT in one pipeline to the primary that owns
 // key. On a primary known to lack replicas it sends ROLE and the script
-// instead, and sends WAIT after them only if ROLE lists enough replicas.
+// instead, and sends WAIT after them, over the same connection, only if
+// ROLE lists enough replicas.
 // When fewer replicas acknowledge, the error matches ErrNotReplicated and
 // the script's result comes with it.
 func (s *Store) runWait(ctx context.Context, sc *redis.Script, key string, wrote func(any) bool, args ...any) (any, error) {
@@ -31,14 +32,26 @@ func (s *Store) runWait(ctx context.Context, sc *redis.Script, key string, wrote
 		Do(ctx context.Context, args ...any) *redis.Cmd
 	} = s.rdb
 	addr := ""
+	client, _ := s.rdb.(*redis.Client)
 	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
 		node, err := cc.MasterForKey(ctx, key)
 		if err != nil {
 			return nil, err
 		}
-		c, addr = node, node.Options().Addr
+		c, client, addr = node, node, node.Options().Addr
 	}
 	_, short := s.short.m.Load(addr)
+	if short && client != nil {
+		// WAIT counts the replicas that acknowledged the last write of its
+		// own connection. When ROLE goes first, WAIT follows in a round
+		// trip of its own, which the pool may give another connection,
+		// one whose last write the replicas acknowledged long ago: it
+		// would answer at once that the write is replicated. So the
+		// pipeline and WAIT share one connection.
+		conn := client.Conn()
+		defer conn.Close()
+		c = conn
+	}
 	keys := []string{key}
 	for _, byHash := range []bool{true, false} {
 		pipe := c.Pipeline()
