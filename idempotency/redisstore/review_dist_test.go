@@ -93,3 +93,29 @@ func TestWaitAfterReplicasReturnWaitsForTheWrite(t *testing.T) {
 		t.Errorf("after the failover the key was claimed again (token %d): the operation runs twice", again.Token)
 	}
 }
+
+// TestWaitOnceOnPrimaryWithoutScripts: a primary promoted in a failover
+// has neither a replica nor the store's scripts (Redis does not replicate
+// its script cache), so the first write there gets NOSCRIPT and is sent
+// again as EVAL. WithWait must still wait out its timeout once, as it
+// documents ("or until timeout"; "only the first write finds out by
+// waiting out the WAIT timeout"): the WAIT that followed the refused
+// EVALSHA waited the whole timeout for nothing, and the EVAL's WAIT the
+// whole timeout again, so that a claim took twice the timeout (6 s with
+// WithWait(1, 3s), past the middleware's 5 s store timeout).
+func TestWaitOnceOnPrimaryWithoutScripts(t *testing.T) {
+	rdb := ownRedis(t) // no replica, an empty script cache
+	const timeout = time.Second
+	store := redisstore.New(rdb, redisstore.WithWait(1, timeout))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	_, err := store.Claim(ctx, idempotency.Key{Scope: "s", Key: "k"}, "fp", 10*time.Second, time.Minute)
+	took := time.Since(start)
+	if !errors.Is(err, redisstore.ErrNotReplicated) {
+		t.Fatalf("Claim = %v, want ErrNotReplicated", err)
+	}
+	if took > timeout*3/2 {
+		t.Errorf("Claim took %v with WithWait(1, %v): waited out the WAIT timeout more than once", took.Round(time.Millisecond), timeout)
+	}
+}
