@@ -23,9 +23,11 @@ type shortPrimaries struct{ m sync.Map }
 // runWait sends the script and WAIT in one pipeline to the primary that owns
 // key. On a primary known to lack replicas it sends ROLE and the script
 // instead, and sends WAIT after them, over the same connection, only if
-// ROLE lists enough replicas.
-// When fewer replicas acknowledge, the error matches ErrNotReplicated and
-// the script's result comes with it.
+// ROLE lists enough replicas. A WAIT that came back short after a
+// NOSCRIPT marks the primary as lacking replicas before the script is sent
+// again, so that no write waits out the timeout twice. When fewer replicas
+// acknowledge, the error matches ErrNotReplicated and the script's result
+// comes with it.
 func (s *Store) runWait(ctx context.Context, sc *redis.Script, key string, wrote func(any) bool, args ...any) (any, error) {
 	var c interface {
 		Pipeline() redis.Pipeliner
@@ -40,20 +42,21 @@ func (s *Store) runWait(ctx context.Context, sc *redis.Script, key string, wrote
 		}
 		c, client, addr = node, node, node.Options().Addr
 	}
-	_, short := s.short.m.Load(addr)
-	if short && client != nil {
-		// WAIT counts the replicas that acknowledged the last write of its
-		// own connection. When ROLE goes first, WAIT follows in a round
-		// trip of its own, which the pool may give another connection,
-		// one whose last write the replicas acknowledged long ago: it
-		// would answer at once that the write is replicated. So the
-		// pipeline and WAIT share one connection.
-		conn := client.Conn()
-		defer conn.Close()
-		c = conn
-	}
 	keys := []string{key}
+	pinned := false
 	for _, byHash := range []bool{true, false} {
+		_, short := s.short.m.Load(addr)
+		if short && client != nil && !pinned {
+			// WAIT counts the replicas that acknowledged the last write
+			// of its own connection. When ROLE goes first, WAIT follows
+			// in a round trip of its own, which the pool may give another
+			// connection, one whose last write the replicas acknowledged
+			// long ago: it would answer at once that the write is
+			// replicated. So the pipeline and WAIT share one connection.
+			conn := client.Conn()
+			defer conn.Close()
+			c, pinned = conn, true
+		}
 		pipe := c.Pipeline()
 		var role, wait *redis.Cmd
 		if short {
@@ -71,6 +74,17 @@ func (s *Store) runWait(ctx context.Context, sc *redis.Script, key string, wrote
 		_, _ = pipe.Exec(ctx) // errors are read per command below
 		res, err := cmd.Result()
 		if byHash && isNoScript(err) {
+			// Nothing was written, but the WAIT after it waited for the
+			// connection's earlier writes: had it come back short, the
+			// primary lacks replicas (a promoted one, which lacks the
+			// scripts too, as Redis does not replicate them). The EVAL
+			// then asks ROLE instead, rather than wait out the timeout
+			// a second time.
+			if wait != nil {
+				if n, err := wait.Int64(); err == nil && n < int64(s.cfg.waitN) {
+					s.short.m.Store(addr, true)
+				}
+			}
 			continue
 		}
 		if err != nil {
