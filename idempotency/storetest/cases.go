@@ -255,6 +255,42 @@ func testRenewAfterLapse(t *testing.T, s idempotency.Store) {
 	}
 }
 
+// testCompleteAfterLapse checks that the holder of a claim whose lease
+// lapsed, and that nobody took over, still completes or releases it: a lapsed
+// lease only lets another claim take over, it does not end the claim.
+func testCompleteAfterLapse(t *testing.T, s idempotency.Store) {
+	t.Run("complete", func(t *testing.T) {
+		k := key(t, "complete-lapsed")
+		tok := mustAcquire(t, s, k, "fp", shortLease, longTTL)
+		waitLapsed(t, s, k)
+		if err := s.Complete(ctxT(t), k, tok, sample(), longTTL); err != nil {
+			t.Fatalf("Complete of a lapsed lease nobody took over: %v", err)
+		}
+		e, found := mustGet(t, s, k)
+		if !found || e.State != idempotency.StateCompleted || e.Token != tok {
+			t.Fatalf("Get after Complete = %+v, %v; want completed with token %d", e, found, tok)
+		}
+		if d := diffResponse(e.Response, sample()); d != "" {
+			t.Errorf("stored response: %s", d)
+		}
+	})
+	t.Run("release", func(t *testing.T) {
+		k := key(t, "release-lapsed")
+		tok := mustAcquire(t, s, k, "fp", shortLease, longTTL)
+		waitLapsed(t, s, k)
+		if err := s.Release(ctxT(t), k, tok); err != nil {
+			t.Fatalf("Release of a lapsed lease nobody took over: %v", err)
+		}
+		if e, found := mustGet(t, s, k); found {
+			t.Fatalf("Get after Release = %+v, want not found", e)
+		}
+		r := mustClaim(t, s, k, "fp", longLease, longTTL)
+		if !r.Acquired || r.TookOver || r.Token <= tok {
+			t.Errorf("Claim after Release = %+v, want Acquired, not TookOver, token > %d", r, tok)
+		}
+	})
+}
+
 func testRenewExtendsLease(t *testing.T, s idempotency.Store) {
 	k := key(t, "renew")
 	tok := mustAcquire(t, s, k, "fp", shortLease, longTTL)

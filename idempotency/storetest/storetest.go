@@ -61,6 +61,7 @@ func Run(t *testing.T, newStore func(t *testing.T) idempotency.Store, declared .
 		{"ConcurrentClaimsOneWinner", testConcurrentClaims},
 		{"LeaseLapseTakeover", testLeaseLapseTakeover},
 		{"RenewAfterLapse", testRenewAfterLapse},
+		{"CompleteAfterLapse", testCompleteAfterLapse},
 		{"RenewExtendsLease", testRenewExtendsLease},
 		{"StaleTokenRefused", testStaleTokenRefused},
 		{"ReleaseThenReclaim", testReleaseThenReclaim},
