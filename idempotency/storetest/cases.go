@@ -20,6 +20,7 @@ func testClaimNewKey(t *testing.T, s idempotency.Store) {
 	if !r.Acquired || r.TookOver {
 		t.Fatalf("Claim on a new key = %+v, want Acquired and not TookOver", r)
 	}
+	wantClaimLease(t, r, longLease)
 	e, found := mustGet(t, s, k)
 	if !found {
 		t.Fatal("Get after Claim: not found")
@@ -147,6 +148,19 @@ func testFingerprintMismatch(t *testing.T, s idempotency.Store) {
 	})
 }
 
+// wantClaimLease checks the LeaseRemaining of r, a claim acquired with
+// lease: zero (the store cannot tell) or about lease, since the claim was
+// answered at once, and never more than the lease. The Middleware counts
+// the lease from what the store says: a store that reports too little
+// (a count of microseconds read as nanoseconds, say) never has a handler
+// started.
+func wantClaimLease(t *testing.T, r idempotency.ClaimResult, lease time.Duration) {
+	t.Helper()
+	if l := r.LeaseRemaining; l != 0 && (l <= lease/2 || l > lease) {
+		t.Errorf("ClaimResult.LeaseRemaining = %v for a claim with lease %v answered at once, want about %v (or 0)", l, lease, lease)
+	}
+}
+
 // waitLapsed polls Get until the lease of k's entry has lapsed by the store's
 // clock.
 func waitLapsed(t *testing.T, s idempotency.Store, k idempotency.Key) {
@@ -219,6 +233,7 @@ func testLeaseLapseTakeover(t *testing.T, s idempotency.Store) {
 	if !took.TookOver {
 		t.Errorf("takeover result = %+v, want TookOver", took)
 	}
+	wantClaimLease(t, took, longLease)
 	if took.Token <= old {
 		t.Errorf("takeover token %d, want greater than %d", took.Token, old)
 	}
