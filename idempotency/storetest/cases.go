@@ -324,6 +324,13 @@ func testRenewExtendsLease(t *testing.T, s idempotency.Store) {
 	if e.LeaseRemaining > shortLease {
 		t.Errorf("LeaseRemaining after a shorter Renew = %v, want at most %v", e.LeaseRemaining, shortLease)
 	}
+	// It does not shorten the entry's ttl: the entry outlives the lease
+	// (PEXPIRE with the lease would cut it).
+	waitLapsed(t, s, k)
+	pause(shortLease)
+	if e, found := mustGet(t, s, k); !found || e.State != idempotency.StateInProgress || e.Token != tok {
+		t.Errorf("Get after a shorter Renew lapsed = %+v, %v; want the entry kept for its ttl %v, in progress with token %d", e, found, longTTL, tok)
+	}
 }
 
 func testStaleTokenRefused(t *testing.T, s idempotency.Store) {
