@@ -529,6 +529,39 @@ func testCompleteRestartsTTL(t *testing.T, s idempotency.Store) {
 	t.Skipf("Claim and Complete never took less than %v; cannot tell", shortTTL/2)
 }
 
+// testTakeoverRestartsTTL checks that a takeover, which is a claim, keeps
+// the entry for its own ttl from then on, not until the end of the ttl of
+// the claim it took over: the new holder's outcome would be lost, and a
+// duplicate would run beside it.
+func testTakeoverRestartsTTL(t *testing.T, s idempotency.Store) {
+	// As in testCompleteRestartsTTL, a round on a loaded machine that
+	// takes over too late proves nothing, and is tried again.
+	for round := range 3 {
+		k := key(t, fmt.Sprintf("takeover-ttl-%d", round))
+		claimed := time.Now()
+		old := mustAcquire(t, s, k, "fp", shortLease/3, shortTTL)
+		var took idempotency.ClaimResult
+		eventually(t, "a Claim takes over the lapsed lease", func() bool {
+			took = mustClaim(t, s, k, "fp", longLease, longTTL)
+			return took.Acquired
+		})
+		if time.Since(claimed) >= shortTTL/2 {
+			t.Logf("round %d: the takeover came %v after the claim, too close to its %v ttl; again", round, time.Since(claimed), shortTTL)
+			continue
+		}
+		if !took.TookOver || took.Token <= old {
+			t.Fatalf("takeover = %+v, want TookOver with a token > %d", took, old)
+		}
+		pause(shortTTL + shortTTL/2 - time.Since(claimed))
+		e, found := mustGet(t, s, k)
+		if !found || e.State != idempotency.StateInProgress || e.Token != took.Token {
+			t.Errorf("entry taken over with ttl %v expired with the first claim's ttl %v: Get = %+v, %v", longTTL, shortTTL, e, found)
+		}
+		return
+	}
+	t.Skipf("the takeover never came within %v of the claim; cannot tell", shortTTL/2)
+}
+
 func testScopeSeparation(t *testing.T, s idempotency.Store) {
 	ctx := ctxT(t)
 	// Pairs that a careless encoding (joining with a separator) would merge.

@@ -69,6 +69,7 @@ func Run(t *testing.T, newStore func(t *testing.T) idempotency.Store, declared .
 		{"TTLExpiryInProgress", testTTLExpiryInProgress},
 		{"TTLExpiryCompleted", testTTLExpiryCompleted},
 		{"CompleteRestartsTTL", testCompleteRestartsTTL},
+		{"TakeoverRestartsTTL", testTakeoverRestartsTTL},
 		{"RenewOutlivesTTL", testRenewOutlivesTTL},
 		{"NonPositiveDurationsRefused", testNonPositiveDurations},
 		{"LongestTTLKept", testLongestTTL},
