@@ -529,6 +529,34 @@ func testCompleteRestartsTTL(t *testing.T, s idempotency.Store) {
 	t.Skipf("Claim and Complete never took less than %v; cannot tell", shortTTL/2)
 }
 
+// testCompleteCountsTTLFromNow checks that Complete keeps the entry for ttl
+// from when it completes, not from when the entry was claimed: a handler
+// that ran longer than the ttl must still have its outcome replayed.
+func testCompleteCountsTTLFromNow(t *testing.T, s idempotency.Store) {
+	// A round whose Complete and Get take half the ttl proves nothing (the
+	// entry may rightly be gone), and is tried again.
+	for round := range 3 {
+		k := key(t, fmt.Sprintf("ttl-from-now-%d", round))
+		tok := mustAcquire(t, s, k, "fp", longLease, longTTL)
+		pause(shortTTL)
+		completing := time.Now()
+		if err := s.Complete(ctxT(t), k, tok, sample(), shortTTL); err != nil {
+			t.Fatalf("Complete: %v", err)
+		}
+		e, found := mustGet(t, s, k)
+		if time.Since(completing) >= shortTTL/2 {
+			t.Logf("round %d: Complete and Get took %v, too close to the %v ttl; again", round, time.Since(completing), shortTTL)
+			continue
+		}
+		if !found || e.State != idempotency.StateCompleted || e.Token != tok {
+			t.Errorf("entry completed with ttl %v, %v after its claim: Get right after = %+v, %v; want it completed, kept for %v from the completion",
+				shortTTL, shortTTL, e, found, shortTTL)
+		}
+		return
+	}
+	t.Skipf("Complete and Get never took less than %v; cannot tell", shortTTL/2)
+}
+
 // testTakeoverRestartsTTL checks that a takeover, which is a claim, keeps
 // the entry for its own ttl from then on, not until the end of the ttl of
 // the claim it took over: the new holder's outcome would be lost, and a

@@ -70,6 +70,7 @@ func Run(t *testing.T, newStore func(t *testing.T) idempotency.Store, declared .
 		{"TTLExpiryCompleted", testTTLExpiryCompleted},
 		{"CompleteRestartsTTL", testCompleteRestartsTTL},
 		{"TakeoverRestartsTTL", testTakeoverRestartsTTL},
+		{"CompleteCountsTTLFromNow", testCompleteCountsTTLFromNow},
 		{"RenewOutlivesTTL", testRenewOutlivesTTL},
 		{"NonPositiveDurationsRefused", testNonPositiveDurations},
 		{"LongestTTLKept", testLongestTTL},
