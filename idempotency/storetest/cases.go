@@ -744,13 +744,22 @@ func testNonPositiveDurations(t *testing.T, s idempotency.Store) {
 			t.Errorf("Claim with %s failed but left an entry", c.name)
 		}
 	}
-	k := key(t, "durations-complete")
+	k := key(t, "durations-held")
 	tok := mustAcquire(t, s, k, "fp", longLease, longTTL)
-	if err := s.Complete(ctx, k, tok, sample(), 0); err == nil {
-		t.Error("Complete with a zero ttl succeeded, want an error")
+	for _, d := range []time.Duration{0, -time.Second} {
+		if err := s.Complete(ctx, k, tok, sample(), d); err == nil {
+			t.Errorf("Complete with ttl %v succeeded, want an error", d)
+		}
+		if err := s.Renew(ctx, k, tok, d); err == nil {
+			t.Errorf("Renew with lease %v succeeded, want an error", d)
+		}
 	}
-	if e, found := mustGet(t, s, k); !found || e.State != idempotency.StateInProgress {
-		t.Errorf("after a refused Complete Get = %+v, found %v; want still in progress", e, found)
+	e, found := mustGet(t, s, k)
+	if !found || e.State != idempotency.StateInProgress || e.Token != tok {
+		t.Fatalf("after refused calls Get = %+v, found %v; want still in progress with token %d", e, found, tok)
+	}
+	if e.LeaseRemaining <= longLease/2 {
+		t.Errorf("LeaseRemaining after refused Renews = %v, want about %v as claimed", e.LeaseRemaining, longLease)
 	}
 }
 
