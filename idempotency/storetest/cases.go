@@ -83,6 +83,9 @@ func testResponseCopied(t *testing.T, s idempotency.Store) {
 	if err := s.Complete(ctxT(t), k, tok, resp, longTTL); err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
+	if d := diffResponse(&resp, sample()); d != "" {
+		t.Fatalf("Complete modified the caller's Response: %s", d)
+	}
 	// The caller's buffers are reused after Complete returns.
 	resp.Body[0]++
 	resp.Header["X-Multi"][0] = "changed"
@@ -767,24 +770,10 @@ func testNonPositiveDurations(t *testing.T, s idempotency.Store) {
 // kept: scopes and fingerprints with NUL, invalid UTF-8, 0xFF and
 // separators, keys with the punctuation ParseKey allows, and header names
 // and values and bodies of any octets, replayed byte for byte by Get and
-// by a refused Claim. Keys that differ only where separators fall must not
-// share an entry.
+// by a refused Claim, and left as they were in the caller's Response.
+// Keys that differ only where separators fall must not share an entry.
 func testBytesKept(t *testing.T, s idempotency.Store) {
-	body := make([]byte, 256)
-	for i := range body {
-		body[i] = byte(i)
-	}
-	resp := idempotency.Response{
-		Status: http.StatusCreated,
-		Header: http.Header{
-			"Location":     {"/p/\x00/q"},
-			"Etag":         {"\"\xff\xfe\"", "\xc3\x28 invalid utf-8"},
-			"Link":         {"<a>; rel=\"x\", <b>", "k:{v}", "\r\n", ""},
-			"X-\x00Odd":    {"\x01\x7f\x80"},
-			"Content-Type": {"application/octet-stream"},
-		},
-		Body: body,
-	}
+	resp := bytesResponse()
 	scopes := []string{"", "a\x00b", "\xff", "\xc3\x28", "tenant:{x}", "\x01lead", "ünïcode ✓", "s:1", "s"}
 	keys := []string{"k", "k:{}", `k"q`, "k,1", "k;p=1", "1:k", "x y"}
 	fp := "fp\x00\xff\xc3\x28:{}"
@@ -808,6 +797,12 @@ func testBytesKept(t *testing.T, s idempotency.Store) {
 			t.Fatalf("Complete(%q, %q): %v", c.k.Scope, c.k.Key, err)
 		}
 	}
+	// Complete must not modify resp; what the store gives back is compared
+	// with a fresh copy, not with what the store may have changed.
+	if d := diffResponse(&resp, bytesResponse()); d != "" {
+		t.Errorf("Complete modified the caller's Response: %s", d)
+	}
+	resp = bytesResponse()
 	for _, c := range all {
 		e, found := mustGet(t, s, c.k)
 		if !found || e.State != idempotency.StateCompleted || e.Token != c.tok || e.Fingerprint != fp {
@@ -823,6 +818,27 @@ func testBytesKept(t *testing.T, s idempotency.Store) {
 		if d := diffResponse(r.Entry.Response, resp); d != "" {
 			t.Errorf("re-Claim(%q, %q) response: %s", c.k.Scope, c.k.Key, d)
 		}
+	}
+}
+
+// bytesResponse is the response of testBytesKept, made anew at each call:
+// header names and values with NUL, invalid UTF-8, 0xFF, CR LF and
+// separators, and a body of every byte value.
+func bytesResponse() idempotency.Response {
+	every := make([]byte, 256)
+	for i := range every {
+		every[i] = byte(i)
+	}
+	return idempotency.Response{
+		Status: http.StatusCreated,
+		Header: http.Header{
+			"Location":     {"/p/\x00/q"},
+			"Etag":         {"\"\xff\xfe\"", "\xc3\x28 invalid utf-8"},
+			"Link":         {"<a>; rel=\"x\", <b>", "k:{v}", "\r\n", ""},
+			"X-\x00Odd":    {"\x01\x7f\x80"},
+			"Content-Type": {"application/octet-stream"},
+		},
+		Body: every,
 	}
 }
 
