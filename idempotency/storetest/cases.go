@@ -776,7 +776,7 @@ func testBytesKept(t *testing.T, s idempotency.Store) {
 	resp := bytesResponse()
 	scopes := []string{"", "a\x00b", "\xff", "\xc3\x28", "tenant:{x}", "\x01lead", "ünïcode ✓", "s:1", "s"}
 	keys := []string{"k", "k:{}", `k"q`, "k,1", "k;p=1", "1:k", "x y"}
-	fp := "fp\x00\xff\xc3\x28:{}"
+	fp := "fp\x00\xff\xc3\x28:{}" + string(resp.Body) // every byte value
 	type claimed struct {
 		k   idempotency.Key
 		tok int64
@@ -823,7 +823,8 @@ func testBytesKept(t *testing.T, s idempotency.Store) {
 
 // bytesResponse is the response of testBytesKept, made anew at each call:
 // header names and values with NUL, invalid UTF-8, 0xFF, CR LF and
-// separators, and a body of every byte value.
+// separators, values made of every byte value (a store that joins values
+// with any one byte splits them wrongly), and a body of every byte value.
 func bytesResponse() idempotency.Response {
 	every := make([]byte, 256)
 	for i := range every {
@@ -836,6 +837,8 @@ func bytesResponse() idempotency.Response {
 			"Etag":         {"\"\xff\xfe\"", "\xc3\x28 invalid utf-8"},
 			"Link":         {"<a>; rel=\"x\", <b>", "k:{v}", "\r\n", ""},
 			"X-\x00Odd":    {"\x01\x7f\x80"},
+			"X-Every-Byte": {string(every), "", string(every)},
+			string(every):  {"a name of every byte"},
 			"Content-Type": {"application/octet-stream"},
 		},
 		Body: every,
