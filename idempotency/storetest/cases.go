@@ -610,6 +610,15 @@ func testScopeSeparation(t *testing.T, s idempotency.Store) {
 		{Scope: "a", Key: "bc"},
 		{Scope: "tenant-é", Key: strings.Repeat("x", 255)},
 	}
+	// The same pairs for every other punctuation byte a key may hold, any
+	// of which a store may join scope and key with.
+	for c := byte(' '); c <= '~'; c++ {
+		if ('0' <= c && c <= '9') || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || c == ':' || c == '|' || c == '/' {
+			continue
+		}
+		sep := string(c)
+		keys = append(keys, idempotency.Key{Scope: "a" + sep + "b", Key: "c"}, idempotency.Key{Scope: "a", Key: "b" + sep + "c"})
+	}
 	tokens := make([]int64, len(keys))
 	for i, k := range keys {
 		tokens[i] = mustAcquire(t, s, k, "fp", longLease, longTTL)
