@@ -351,13 +351,18 @@ func testStaleTokenRefused(t *testing.T, s idempotency.Store) {
 		k := key(t, "wrong")
 		tok := mustAcquire(t, s, k, "fp", longLease, longTTL)
 		for _, bad := range []int64{tok + 1, tok - 1, 0, -tok} {
-			wantStale(t, "Renew", s.Renew(ctx, k, bad, longLease))
+			// A short lease, which the holder's would become if the
+			// stale Renew set it anyway.
+			wantStale(t, "Renew", s.Renew(ctx, k, bad, shortLease))
 			wantStale(t, "Complete", s.Complete(ctx, k, bad, sample(), longTTL))
 			wantStale(t, "Release", s.Release(ctx, k, bad))
 		}
 		e, found := mustGet(t, s, k)
 		if !found || e.State != idempotency.StateInProgress || e.Token != tok || e.Response != nil {
 			t.Fatalf("after stale writes Get = %+v, %v; want unchanged, in progress with token %d", e, found, tok)
+		}
+		if e.LeaseRemaining <= longLease/2 {
+			t.Errorf("LeaseRemaining after stale Renews = %v, want about %v as claimed", e.LeaseRemaining, longLease)
 		}
 		if err := s.Complete(ctx, k, tok, sample(), longTTL); err != nil {
 			t.Errorf("Complete by the holder after stale writes: %v", err)
