@@ -693,6 +693,9 @@ func testContextCancelled(t *testing.T, s idempotency.Store) {
 		check("Release", s.Release(c.ctx, k, tok))
 		_, _, err = s.Get(c.ctx, k)
 		check("Get", err)
+		if e, found := mustGet(t, s, other); found {
+			t.Errorf("Claim with a %s context failed but reserved the key: Get = %+v", c.name, e)
+		}
 	}
 	// A refused call changes nothing: the holder still holds its claim.
 	if err := s.Complete(live, k, tok, sample(), longTTL); err != nil {
