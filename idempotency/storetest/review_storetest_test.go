@@ -54,6 +54,10 @@ const (
 	staleRenewExtends bug = "staleRenewExtends"
 	// hashSeparator keys its entries by scope, '#' and key joined.
 	hashSeparator bug = "hashSeparator"
+	// txKeepsClaimTTL is a TxStore whose Tx.Complete keeps the ttl the
+	// claim was made with (an UPDATE that sets the outcome and not the
+	// expiry).
+	txKeepsClaimTTL bug = "txKeepsClaimTTL"
 )
 
 // refStore is a small, plain, map-based Store written from the contract
@@ -275,6 +279,98 @@ func (s *refStore) Get(ctx context.Context, k idempotency.Key) (idempotency.Entr
 	return s.export(e, now), true, nil
 }
 
+// refTxStore is refStore with transactions: a Tx holds a lock on each key
+// it claims until it ends, and its claims and outcomes reach the store
+// when it commits.
+type refTxStore struct {
+	*refStore
+	locks sync.Map // idempotency.Key -> chan struct{} of one slot
+}
+
+// refTx is a transaction of a refTxStore.
+type refTx struct {
+	s       *refTxStore
+	held    []chan struct{}
+	pending map[idempotency.Key]*refEntry
+	done    bool
+}
+
+type refTxKey struct{}
+
+func (s *refTxStore) BeginTx(ctx context.Context) (idempotency.Tx, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return &refTx{s: s, pending: make(map[idempotency.Key]*refEntry)}, nil
+}
+
+func (tx *refTx) Context(ctx context.Context) context.Context {
+	return context.WithValue(ctx, refTxKey{}, tx)
+}
+
+func (tx *refTx) Claim(ctx context.Context, k idempotency.Key, fp string, ttl time.Duration) (idempotency.ClaimResult, error) {
+	if ttl <= 0 {
+		return idempotency.ClaimResult{}, errRefDuration
+	}
+	lock, _ := tx.s.locks.LoadOrStore(k, make(chan struct{}, 1))
+	select {
+	case lock.(chan struct{}) <- struct{}{}:
+		tx.held = append(tx.held, lock.(chan struct{}))
+	case <-time.After(5 * time.Second):
+		return idempotency.ClaimResult{Entry: idempotency.Entry{State: idempotency.StateInProgress, Fingerprint: fp}}, nil
+	case <-ctx.Done():
+		return idempotency.ClaimResult{}, ctx.Err()
+	}
+	s := tx.s.refStore
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if e := s.live(k, now); e != nil && (e.state == idempotency.StateCompleted || e.fp != fp || now.Before(e.leaseUntil)) {
+		return idempotency.ClaimResult{Entry: s.export(e, now)}, nil
+	}
+	s.tokens++
+	tx.pending[k] = &refEntry{state: idempotency.StateInProgress, fp: fp, token: s.tokens, claimed: now,
+		leaseUntil: now, expiresAt: addDur(now, ttl)}
+	return idempotency.ClaimResult{Acquired: true, Token: s.tokens}, nil
+}
+
+func (tx *refTx) Complete(ctx context.Context, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {
+	if ttl <= 0 {
+		return errRefDuration
+	}
+	e := tx.pending[k]
+	if e == nil || e.state != idempotency.StateInProgress || e.token != token {
+		return idempotency.ErrStaleToken
+	}
+	e.state, e.resp = idempotency.StateCompleted, copyResp(resp)
+	if tx.s.bug != txKeepsClaimTTL {
+		e.expiresAt = addDur(time.Now(), ttl)
+	}
+	return nil
+}
+
+func (tx *refTx) Commit(ctx context.Context) error {
+	if !tx.done {
+		s := tx.s.refStore
+		s.mu.Lock()
+		for k, e := range tx.pending {
+			s.m[s.mk(k)] = e
+		}
+		s.mu.Unlock()
+	}
+	return tx.Rollback(ctx)
+}
+
+func (tx *refTx) Rollback(context.Context) error {
+	if !tx.done {
+		tx.done = true
+		for _, lock := range tx.held {
+			<-lock
+		}
+	}
+	return nil
+}
+
 // TestMutantStoreChild runs the suite on the store with the bug named by
 // envMutant ("none" for the store without a bug). It is run only as a child
 // process of the tests below.
@@ -287,7 +383,12 @@ func TestMutantStoreChild(t *testing.T) {
 	if name == "none" {
 		b = none
 	}
-	storetest.Run(t, func(t *testing.T) idempotency.Store { return newRefStore(b) })
+	storetest.Run(t, func(t *testing.T) idempotency.Store {
+		if b == none || b == txKeepsClaimTTL {
+			return &refTxStore{refStore: newRefStore(b)}
+		}
+		return newRefStore(b)
+	})
 }
 
 // runMutant runs the conformance cases matched by pattern (all when "") on
@@ -396,4 +497,10 @@ func TestSuiteRejectsStaleRenewChangingTheLease(t *testing.T) {
 // A Claim refused for its cancelled context reserves nothing.
 func TestSuiteRejectsCancelledClaimApplied(t *testing.T) {
 	wantRejected(t, cancelledClaimApplies, "ContextCancelled")
+}
+
+// Tx.Complete keeps the entry for its own ttl from then on, like
+// Store.Complete.
+func TestSuiteRejectsTxCompleteKeepingTheClaimTTL(t *testing.T) {
+	wantRejected(t, txKeepsClaimTTL, "TxCompleteSetsTTL")
 }
