@@ -36,6 +36,7 @@ var featureCases = map[Feature][]struct {
 		{"TxRollbackFreesTheKey", testTxRollback},
 		{"TxConcurrentClaimNeverAcquires", testTxConcurrentClaim},
 		{"TxStaleTokenRefused", testTxStaleToken},
+		{"TxCompleteSetsTTL", testTxCompleteTTL},
 		{"TxContextKeepsValues", testTxContext},
 	},
 	Watching: {
@@ -175,6 +176,25 @@ func testTxStaleToken(t *testing.T, s idempotency.Store) {
 	if err := tx.Complete(ctxT(t), k, tok+1, sample(), longTTL); !errors.Is(err, idempotency.ErrStaleToken) {
 		t.Errorf("Tx.Complete with another token = %v, want ErrStaleToken", err)
 	}
+}
+
+// testTxCompleteTTL: like Store.Complete, Tx.Complete keeps the entry for
+// its own ttl from then on, not for the ttl its claim was made with.
+func testTxCompleteTTL(t *testing.T, s idempotency.Store) {
+	k := key(t, "tx-ttl")
+	tx := begin(t, s)
+	tok := txAcquire(t, tx, k, "fp")
+	if err := tx.Complete(ctxT(t), k, tok, sample(), shortTTL); err != nil {
+		t.Fatalf("Tx.Complete: %v", err)
+	}
+	if err := tx.Commit(ctxT(t)); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	eventually(t, "the entry completed in a transaction with a short ttl expires", func() bool {
+		_, found := mustGet(t, s, k)
+		return !found
+	})
+	txAcquire(t, begin(t, s), k, "fp-other")
 }
 
 func testTxContext(t *testing.T, s idempotency.Store) {
