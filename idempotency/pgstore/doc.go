@@ -79,7 +79,7 @@
 // (idempotency.WithWaitForResult) marks its row watched; the complete and
 // release statements then send a NOTIFY, in the same round trip, which a
 // LISTEN connection of the Store's own (opened while somebody waits on this
-// instance, outside the pool) turns into wake-ups. Rows nobody waits for
+// instance, outside the pool, and closed by Close) turns into wake-ups. Rows nobody waits for
 // send no notification, which keeps NOTIFY, and the lock it takes at
 // commit, off the usual path.
 //

@@ -69,11 +69,15 @@ func (s *Store) renewalPool() *pgxpool.Pool {
 }
 
 // Close closes the connections the Store opened itself: those it keeps for
-// renewals (see WithRenewalConns). It does not close the pool given to New.
-// Call it when done with the Store, before closing that pool. The Store
-// stays usable; later renewals use the main pool. Close is safe to call
-// more than once and returns nil.
+// renewals (see WithRenewalConns) and the LISTEN connection of waiting
+// requests (see Watch), whose goroutine has returned when Close does. It
+// does not close the pool given to New. Call it when done with the Store,
+// before closing that pool. The Store stays usable; later renewals use the
+// main pool, and the requests waiting meanwhile are woken and poll (Watch
+// returns an error from then on). Close is safe to call more than once and
+// returns nil.
 func (s *Store) Close() error {
+	s.watch.close()
 	r := &s.renew
 	r.mu.Lock()
 	p := r.pool

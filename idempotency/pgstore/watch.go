@@ -30,6 +30,38 @@ type watcher struct {
 
 	nameOnce sync.Once
 	name     string
+
+	// mu guards closed and cancel, and the start of a listener
+	// (running.Add), so that close, which sets closed and then waits for
+	// running, never misses a listener that starts meanwhile.
+	mu      sync.Mutex
+	closed  bool
+	cancel  context.CancelFunc // ends the last listener started
+	running sync.WaitGroup
+}
+
+// errWatchClosed is what Watch returns once the Store is closed: it has no
+// LISTEN connection any more, so waiting requests poll.
+var errWatchClosed = errors.New("the Store is closed, so waiting requests poll")
+
+// close ends the LISTEN connection, if one is open, and waits until its
+// goroutine returned; the requests still waiting are woken, to look at
+// their entries again and then poll. Later Watches return errWatchClosed.
+func (w *watcher) close() {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	w.closed = true
+	cancel := w.cancel
+	w.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	w.running.Wait()
+	w.set.Failed()
+	w.set.FireAll()
 }
 
 // channel returns the notification channel of the store's table.
@@ -58,8 +90,15 @@ func (w *watcher) payload(scope, key string) string {
 // Store marks the entry's row, so that its completion or release sends a
 // notification (completions of unwatched rows send none, which keeps NOTIFY
 // and its commit-time lock off the usual path), and starts the LISTEN
-// connection if none is open.
+// connection if none is open. After Close it returns an error: the
+// Middleware then polls.
 func (s *Store) Watch(ctx context.Context, k idempotency.Key) (<-chan struct{}, func(), error) {
+	s.watch.mu.Lock()
+	closed := s.watch.closed
+	s.watch.mu.Unlock()
+	if closed {
+		return nil, nil, fmt.Errorf("pgstore: watch: %w", errWatchClosed)
+	}
 	scope, key := encodeText(k.Scope), encodeText(k.Key)
 	mark := func(ctx context.Context) error {
 		if err := s.gate.Enter(ctx); err != nil {
@@ -79,20 +118,39 @@ func (s *Store) Watch(ctx context.Context, k idempotency.Key) (<-chan struct{}, 
 	return ch, stop, nil
 }
 
-// listen holds a LISTEN connection until nobody waits, reconnecting after
-// failures.
+// listen holds a LISTEN connection until nobody waits or the Store is
+// closed, reconnecting after failures.
 func (w *watcher) listen() {
+	w.mu.Lock()
+	if w.closed {
+		// Close came between the Watch that started it and now: wake
+		// its waiter, which close may have missed.
+		w.mu.Unlock()
+		w.set.FireAll()
+		return
+	}
+	// ctx ends when the Store is closed, cutting short a connection
+	// attempt, a wait for a notification or a pause.
+	ctx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
+	w.running.Add(1)
+	w.mu.Unlock()
+	defer w.running.Done()
+	defer cancel()
 	pause := 100 * time.Millisecond
 	for {
-		conn, err := w.connect()
+		conn, err := w.connect(ctx)
 		if err == nil {
 			w.set.Listening()
 			pause = 100 * time.Millisecond
-			err = w.receive(conn)
+			err = w.receive(ctx, conn)
 			_ = conn.Close(context.Background())
 			if err == nil {
 				return // retired: nobody waits
 			}
+		}
+		if ctx.Err() != nil {
+			return // closed: close wakes the waiters
 		}
 		w.set.Failed()
 		w.store.logger().LogAttrs(context.Background(), slog.LevelWarn, "pgstore: the LISTEN connection for waiting requests failed; they poll meanwhile",
@@ -101,15 +159,20 @@ func (w *watcher) listen() {
 			return
 		}
 		t := time.NewTimer(pause)
-		<-t.C
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
 		pause = min(2*pause, watchset.RetryMax)
 	}
 }
 
 // connect opens a connection of the listener's own, outside the pool (a
 // LISTEN holds its connection for as long as it listens), and listens.
-func (w *watcher) connect() (*pgx.Conn, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), watchset.RetryMax)
+func (w *watcher) connect(ctx context.Context) (*pgx.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, watchset.RetryMax)
 	defer cancel()
 	cfg := w.store.cfg.listenConfig
 	if cfg == nil {
@@ -137,15 +200,17 @@ func (w *watcher) connect() (*pgx.Conn, error) {
 }
 
 // receive hands notifications to the waiters until the connection fails
-// (an error) or nobody waits any more (nil).
-func (w *watcher) receive(conn *pgx.Conn) error {
+// or ctx ends (an error), or nobody waits any more (nil).
+func (w *watcher) receive(ctx context.Context, conn *pgx.Conn) error {
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), watchset.Idle)
-		n, err := conn.WaitForNotification(ctx)
+		idle, cancel := context.WithTimeout(ctx, watchset.Idle)
+		n, err := conn.WaitForNotification(idle)
 		cancel()
 		switch {
 		case err == nil:
 			w.set.Fire(n.Payload)
+		case ctx.Err() != nil:
+			return ctx.Err()
 		case pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded):
 			if w.set.Retire() {
 				return nil
