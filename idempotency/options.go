@@ -157,6 +157,11 @@ func WithKeyRequired(required bool) Option {
 // pgstore do), the waiter is woken by the store's notification and polls
 // only once a second as a fallback, or when the holder's lease is due to
 // lapse; otherwise it polls, starting at 10 ms and doubling up to 200 ms.
+// pgstore's transactional mode sends no notification to waiters (a claim
+// row is not visible, so not markable, until its transaction commits): a
+// waiter's own claim waits for the holder's transaction, up to the lock
+// timeout, and replays as soon as it commits; a holder that runs longer
+// leaves the waiter pausing up to a second between such claims.
 // The wait ends early when the request's context is done. When d passes
 // the request gets the usual 409. At most WithMaxWaiters requests wait at
 // once; the others get 409 at once. d <= 0 (the default) answers 409 at

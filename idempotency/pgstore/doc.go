@@ -109,7 +109,8 @@
 // everything back and leaves the key free. No lease is needed: a crashed
 // instance's connection drops, PostgreSQL rolls its transaction back, and the
 // key is free at once. A concurrent duplicate blocks on the uncommitted row
-// (bounded by the lock timeout, WithLockTimeout) and then replays the
+// (each wait bounded by the lock timeout, WithLockTimeout, so once for every
+// transaction it finds holding the key) and then replays the
 // committed outcome, acquires the key if the first transaction rolled back, or
 // reports the operation in progress when the wait times out.
 //
@@ -177,7 +178,9 @@
 // after they happened lets a retry repeat them. Use lease mode there, and make
 // the external calls idempotent themselves. Transactional mode also holds a
 // database connection and a row lock for the whole handler, and a waiting
-// duplicate holds a connection for up to the lock timeout, so keep such
+// duplicate holds a connection for up to the lock timeout for each
+// transaction it finds holding the key (a holder that rolls back hands the
+// key to the next waiting claim), so keep such
 // handlers short and size the pool for the requests in flight. Do not mix both modes on one table: a lease-mode Claim would
 // wait without a lock timeout behind an uncommitted transactional claim.
 //

@@ -216,9 +216,13 @@ func TxFromContext(ctx context.Context) (tx pgx.Tx, ok bool) {
 }
 
 // Claim implements idempotency.Tx. The row is inserted uncommitted, so other
-// transactions claiming the same key wait for this one to end. The wait of
-// this claim is bounded by the lock timeout (WithLockTimeout), set for the
-// claim statement only; when it elapses Claim reports an entry in progress
+// transactions claiming the same key wait for this one to end. Each wait
+// of this claim for a row lock is bounded by the lock timeout
+// (WithLockTimeout), set for the claim statement only: PostgreSQL counts
+// every lock wait on its own, so a claim that waited behind a transaction
+// that rolled back, and then behind another waiting claim that took the
+// key, can wait up to the lock timeout again for each such holder. When a
+// wait elapses Claim reports an entry in progress
 // whose Fingerprint is the one given (the blocking claim's is not readable
 // yet) and whose LeaseRemaining is the lock timeout, and returns no error.
 // The row's lease is already lapsed: it only matters if the transaction

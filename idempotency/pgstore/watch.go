@@ -91,7 +91,10 @@ func (w *watcher) payload(scope, key string) string {
 // notification (completions of unwatched rows send none, which keeps NOTIFY
 // and its commit-time lock off the usual path), and starts the LISTEN
 // connection if none is open. After Close it returns an error: the
-// Middleware then polls.
+// Middleware then polls. In transactional mode (NewTx) a claim in progress
+// is an uncommitted row, which Watch cannot mark, so no notification
+// comes for it: the waiter's next claim waits for the holder's
+// transaction itself.
 func (s *Store) Watch(ctx context.Context, k idempotency.Key) (<-chan struct{}, func(), error) {
 	s.watch.mu.Lock()
 	closed := s.watch.closed
