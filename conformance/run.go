@@ -112,6 +112,11 @@ func (r *run) all(ctx context.Context) error {
 	cs := &counts{on: r.c.CountURL != ""}
 	n0 := r.read(ctx, cs)
 	if cs.err != nil {
+		if err := ctx.Err(); err != nil {
+			// The read failed because the run was interrupted, as the
+			// first request's would: the target is not to blame.
+			return err
+		}
 		cause := ErrInvalid // it answered, but not with a count
 		if len(cs.evidence) == 0 || !cs.evidence[0].answered() {
 			cause = ErrUnreachable
