@@ -30,8 +30,9 @@
 //
 //   - attempts: 4 in total (the first included), see [WithMaxAttempts];
 //   - backoff: exponential, 250ms initial interval, multiplier 2, ±50%
-//     jitter, 10s maximum interval, no elapsed-time limit (the attempt count
-//     and the context bound the whole), see [WithBackoff] and [DefaultBackoff];
+//     jitter, 10s maximum interval (before the jitter: a wait is at most
+//     15s), no elapsed-time limit (the attempt count and the context bound
+//     the whole), see [WithBackoff] and [DefaultBackoff];
 //   - Retry-After on 409, 429 and 503: honoured, capped at 30s, with up to
 //     10% added jitter (never past the cap), see [WithMaxRetryAfter];
 //   - retry budget: 500 tokens per Transport, a retry costs 5 tokens (10

@@ -85,8 +85,9 @@ func newConfig(opts []Option) *config {
 }
 
 // DefaultBackoff returns the default schedule: exponential from 250ms,
-// multiplier 2, ±50% jitter, at most 10s between attempts, and no
-// elapsed-time limit (the attempt count and the context bound the whole).
+// multiplier 2, up to 10s, and ±50% jitter around that, so a wait is at
+// most 15s; no elapsed-time limit (the attempt count and the context
+// bound the whole).
 func DefaultBackoff() backoff.BackOff {
 	return backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(250*time.Millisecond),
