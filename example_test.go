@@ -102,6 +102,40 @@ func ExampleClient_Do() {
 	// true
 }
 
+// ExampleClient_Do_outcomes tells the outcomes of an operation apart, as
+// the README's client section does.
+func ExampleClient_Do_outcomes() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	ctx := saferetry.WithKey(context.Background(), "order-42-debit")
+	url, body := srv.URL, strings.NewReader("debit 1500")
+
+	client := saferetry.NewClient()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, body)
+	resp, err := client.Do(req)
+	var apiErr *saferetry.APIError
+	switch {
+	case errors.Is(err, saferetry.ErrOutcomeUnknown):
+		// The last attempt got no answer: the debit may have happened.
+		// Retry later with the same key (err carries it), never a new one.
+		fmt.Println("outcome unknown:", err)
+	case errors.Is(err, saferetry.ErrKeyReused): // 422: same key, other payload
+		fmt.Println("key reused:", err)
+	case errors.As(err, &apiErr): // any other final status >= 400
+		fmt.Println("refused:", apiErr.StatusCode)
+	case err != nil:
+		fmt.Println("failed:", err)
+	default:
+		defer resp.Body.Close()
+		key, _ := saferetry.KeyFromResponse(resp) // the key of the operation
+		fmt.Printf("debited under key %s\n", key)
+	}
+	// Output:
+	// debited under key order-42-debit
+}
+
 func ExampleError() {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		conn, _, _ := w.(http.Hijacker).Hijack()
