@@ -24,7 +24,7 @@
 //	-scenarios  mock-faults,kill,pause,store,all (overrides the profile)
 //	-handlers   keyed,unkeyed: the payment handlers to run (default keyed,unkeyed short, keyed long);
 //	            the unkeyed one pays anew on every execution and runs in lease mode only
-//	-workers    concurrent clients (default 16)
+//	-workers    concurrent clients (default 16 short, 32 long)
 //	-lease      the servers' lease (default 1s)
 //	-pace       spread each cell's operations over at least this long (overrides the profile)
 //	-timeout    bound of the whole run (default 10m short, 3h long)
