@@ -30,6 +30,7 @@
 //	-table        PostgreSQL table of the entries, created if missing (default idempotency_entries; postgres store only)
 //	-max-entries  most entries the memory store holds; a new key beyond gets 503 (default 1000000; memory store only)
 //	-max-bytes    most bytes of heap the memory store's entries hold, as it estimates them (default 268435456; memory store only)
+//	-replay-fast-path  read a completed key with a plain read before every claim, not only while replays are most of the claims (redis or postgres store only)
 //	-metrics      serve Prometheus text of the idempotency metrics at /metrics
 //	-v            log executions and injected faults to stderr
 //
