@@ -222,7 +222,8 @@ func fillPath(root map[string]any, path string, params map[paramID]map[string]an
 // requestExample returns the JSON example of op's request body, its media
 // type, and whether the body is required. Without an example, mediaType is
 // the type a body given instead should be sent as: the first JSON type the
-// body declares, else its first type, never a wildcard ("" when none).
+// body declares, else its first type, never a wildcard or a multipart type
+// (whose boundary only the body's maker knows; "" when none).
 func requestExample(root map[string]any, op map[string]any) (body []byte, mediaType string, required bool) {
 	rb, _ := resolve(root, op["requestBody"]).(map[string]any)
 	if rb == nil {
@@ -238,7 +239,10 @@ func requestExample(root map[string]any, op map[string]any) (body []byte, mediaT
 	var declared string
 	for _, mt := range types {
 		isJSON := strings.Contains(strings.ToLower(mt), "json")
-		if !strings.Contains(mt, "*") && (declared == "" || isJSON && !strings.Contains(strings.ToLower(declared), "json")) {
+		// A wildcard is no type to send, and a multipart type needs the
+		// boundary of the body the caller gives (-H sets it).
+		sendable := !strings.Contains(mt, "*") && !strings.HasPrefix(strings.ToLower(mt), "multipart/")
+		if sendable && (declared == "" || isJSON && !strings.Contains(strings.ToLower(declared), "json")) {
 			declared = mt
 		}
 		if !isJSON {

@@ -199,7 +199,8 @@ func TestFromOpenAPIOddServerVariables(t *testing.T) {
 // Content-Type, so that a body the caller gives (-body) goes out as that
 // type: a form body was sent without one, and a JSON-looking one as
 // application/json to an endpoint that takes neither. A JSON type is
-// preferred among several, and a wildcard is never sent.
+// preferred among several, and a wildcard or a multipart type (which
+// needs its body's boundary) is never sent.
 func TestFromOpenAPINeedsBodyKeepsItsMediaType(t *testing.T) {
 	doc := `{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "http://127.0.0.1:9"}], "paths": {
 		"/form": {"post": {"operationId": "form",
@@ -210,15 +211,19 @@ func TestFromOpenAPINeedsBodyKeepsItsMediaType(t *testing.T) {
 			"requestBody": {"required": true, "content": {"application/xml": {}, "application/merge-patch+json": {}}}}},
 		"/any": {"post": {"operationId": "any",
 			"parameters": [{"name": "Idempotency-Key", "in": "header"}],
-			"requestBody": {"required": true, "content": {"*/*": {}}}}}}}`
+			"requestBody": {"required": true, "content": {"*/*": {}}}}},
+		"/upload": {"post": {"operationId": "upload",
+			"parameters": [{"name": "Idempotency-Key", "in": "header"}],
+			"requestBody": {"required": true, "content": {"multipart/form-data": {}}}}}}}`
 	ops, err := conformance.FromOpenAPI([]byte(doc), "", "")
-	if err != nil || len(ops) != 3 {
+	if err != nil || len(ops) != 4 {
 		t.Fatalf("FromOpenAPI: %v, %d operations", err, len(ops))
 	}
 	want := map[string]string{
 		"form":   "application/x-www-form-urlencoded",
 		"either": "application/merge-patch+json",
 		"any":    "",
+		"upload": "",
 	}
 	for _, o := range ops {
 		if !o.NeedsBody {

@@ -25,7 +25,8 @@ type shortPrimaries struct{ m sync.Map }
 // instead, and sends WAIT after them, over the same connection, only if
 // ROLE lists enough replicas. A WAIT that came back short after a
 // NOSCRIPT marks the primary as lacking replicas before the script is sent
-// again, so that no write waits out the timeout twice. When fewer replicas
+// again, so that a write on a primary without replicas (a promoted one) does
+// not wait out the timeout twice. When fewer replicas
 // acknowledge, the error matches ErrNotReplicated and the script's result
 // comes with it.
 func (s *Store) runWait(ctx context.Context, sc *redis.Script, key string, wrote func(any) bool, args ...any) (any, error) {
