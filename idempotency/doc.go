@@ -27,6 +27,7 @@
 //	malformed key                                  400 ProblemMalformedKey              no
 //	body over WithMaxRequestBody                   413 ProblemRequestTooLarge           no
 //	body unreadable (client went away)             400 ProblemBodyUnreadable            no
+//	body still arriving at the read deadline       408 ProblemRequestTimeout            no
 //	scope function fails                           500 ProblemScopeUnavailable          no
 //	new (scope, key)                               claim, run, store, answer            yes, once
 //	same key and fingerprint, completed            stored answer + Idempotent-Replayed  no
@@ -254,6 +255,7 @@
 //	ProblemMissingKey        400     required key absent                             no, add a key
 //	ProblemMalformedKey      400     key unparsable                                  no
 //	ProblemBodyUnreadable    400     request body could not be read                  no
+//	ProblemRequestTimeout    408     request body did not arrive in time             yes, same key and body
 //	ProblemRequestTooLarge   413     request body over the limit                     no
 //	ProblemKeyReused         422     key used with another fingerprint               never with this key
 //	ProblemInProgress        409     first request still running                     yes, after Retry-After

@@ -45,7 +45,8 @@ const (
 	OutcomeMissingKey Outcome = "missing_key"
 	// OutcomeMalformedKey: the key did not parse; answered 400.
 	OutcomeMalformedKey Outcome = "malformed_key"
-	// OutcomeBadRequest: the request body could not be read; answered 400.
+	// OutcomeBadRequest: the request body could not be read; answered 400,
+	// or 408 when it did not arrive before the server's read deadline.
 	OutcomeBadRequest Outcome = "bad_request"
 	// OutcomeScopeError: the scope function failed; answered 500.
 	OutcomeScopeError Outcome = "scope_error"

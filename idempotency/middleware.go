@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"os"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -126,8 +127,9 @@ func (m *middleware) malformedKey(w http.ResponseWriter, r *http.Request, err er
 	writeProblem(w, problem{Type: ProblemMalformedKey, Status: http.StatusBadRequest, Detail: detail}, 0)
 }
 
-// unreadableBody answers a body over the limit (413) or one that could not
-// be read (400).
+// unreadableBody answers a body over the limit (413), one that did not
+// arrive before the server's read deadline (408), or one that could not be
+// read (400).
 func (m *middleware) unreadableBody(w http.ResponseWriter, r *http.Request, key string, err error) {
 	limit := m.cfg.maxRequestBody
 	var mbe *http.MaxBytesError // an outer http.MaxBytesReader's limit
@@ -139,6 +141,15 @@ func (m *middleware) unreadableBody(w http.ResponseWriter, r *http.Request, key 
 		writeProblem(w, problem{Type: ProblemRequestTooLarge, Status: http.StatusRequestEntityTooLarge,
 			Detail: "The request body is larger than " + strconv.FormatInt(limit, 10) + " bytes.",
 			Key:    key}, 0)
+		return
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// The server's read deadline passed while the body was on its way:
+		// the request may be valid, the server only stopped waiting, so the
+		// answer is one the client retries (408), not a final 400.
+		m.emit(admissionEvent(r, Event{Outcome: OutcomeBadRequest, Key: Key{Key: key}, Status: http.StatusRequestTimeout, Err: err}))
+		writeProblem(w, problem{Type: ProblemRequestTimeout, Status: http.StatusRequestTimeout, Key: key,
+			Detail: "The request body did not arrive before the server's read deadline. Retry with the same key and body."}, 0)
 		return
 	}
 	m.emit(admissionEvent(r, Event{Outcome: OutcomeBadRequest, Key: Key{Key: key}, Status: http.StatusBadRequest, Err: err}))

@@ -264,6 +264,7 @@ var oaProblems = []oaProblemDoc{
 	{ProblemMissingKey, "IdempotencyProblemMissingKey", "The method is protected, the key is required, and the request has none. Add a key and send again.", http.StatusBadRequest},
 	{ProblemMalformedKey, "IdempotencyProblemMalformedKey", "The Idempotency-Key is empty, over 255 bytes, not printable ASCII, given several times, or a broken sf-string; detail says which. Nothing ran.", http.StatusBadRequest},
 	{ProblemBodyUnreadable, "IdempotencyProblemBodyUnreadable", "The request body could not be read. Nothing ran.", http.StatusBadRequest},
+	{ProblemRequestTimeout, "IdempotencyProblemRequestTimeout", "The request body did not arrive before the server stopped waiting for it. Nothing ran. Retry with the same key and body.", http.StatusRequestTimeout},
 	{ProblemRequestTooLarge, "IdempotencyProblemRequestTooLarge", "The request body is over the limit (x-idempotency fingerprint.maxBodyBytes). Nothing ran.", http.StatusRequestEntityTooLarge},
 	{ProblemKeyReused, "IdempotencyProblemKeyReused", "The key was used for a request with another fingerprint. Never retry with this key; a new operation takes a new key.", http.StatusUnprocessableEntity},
 	{ProblemInProgress, "IdempotencyProblemInProgress", "A request with this key is still running. Retry after Retry-After with the same key and body.", http.StatusConflict},
@@ -288,6 +289,7 @@ func (p OpenAPIPolicy) answers(d oaProblemDoc) bool {
 // oaResponse describes the problem response of one status.
 var oaResponses = map[int]struct{ name, description string }{
 	http.StatusBadRequest:            {"BadRequest", "The Idempotency-Key is missing (when required) or malformed, or the body could not be read. Nothing ran; do not retry as it is."},
+	http.StatusRequestTimeout:        {"RequestTimeout", "The request body did not arrive before the server stopped waiting for it. Nothing ran. Retry with the same key and body."},
 	http.StatusConflict:              {"InProgress", "A request with this Idempotency-Key is still running. Retry after Retry-After with the same key and body."},
 	http.StatusGone:                  {"ResponseTooLarge", "The operation completed, but its answer was too large to store, so it cannot be replayed. It will not run again."},
 	http.StatusRequestEntityTooLarge: {"RequestTooLarge", "The request body is over the limit. Nothing ran."},

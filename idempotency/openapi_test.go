@@ -276,6 +276,6 @@ func ExampleOpenAPI() {
 	fmt.Println(op.Policy.TTLSeconds, op.Policy.KeyRequired, string(scope))
 	// Output:
 	// {"$ref":"#/components/parameters/IdempotencyKey"}
-	// [400 409 410 413 422 500 503]
+	// [400 408 409 410 413 422 500 503]
 	// 3600 true {"by":"principal","perRoute":false}
 }

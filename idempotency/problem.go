@@ -40,6 +40,11 @@ const (
 	// ProblemBodyUnreadable (400): the request body could not be read.
 	// Nothing was run.
 	ProblemBodyUnreadable = problemBase + "ProblemBodyUnreadable"
+	// ProblemRequestTimeout (408): the request body was still arriving when
+	// the server stopped waiting for it (its read deadline, such as
+	// http.Server.ReadTimeout, passed). Nothing was run. Retry with the same
+	// key and body.
+	ProblemRequestTimeout = problemBase + "ProblemRequestTimeout"
 	// ProblemResponseTooLarge (410): the operation with this key completed,
 	// but its response was over the storage cap (WithMaxResponseBody), so
 	// it cannot be replayed. It will not run again. The "original_status"
@@ -79,6 +84,7 @@ var problemTitles = map[string]string{
 	ProblemCommitFailed:     "The operation could not be committed",
 	ProblemRequestTooLarge:  "Request body too large",
 	ProblemBodyUnreadable:   "Request body could not be read",
+	ProblemRequestTimeout:   "Request body did not arrive in time",
 	ProblemResponseTooLarge: "The stored response is too large to replay",
 	ProblemScopeUnavailable: "Idempotency scope unavailable",
 }

@@ -38,7 +38,7 @@
 //     description, also from Go as Server.OpenAPI: these endpoints with
 //     their request and response schemas, and for POST /payments the
 //     idempotency package's fragment (idempotency.OpenAPI): the
-//     Idempotency-Key parameter, the 400, 409, 410, 413, 422 and 503
+//     Idempotency-Key parameter, the 400, 408, 409, 410, 413, 422 and 503
 //     problem responses with their type URIs, Retry-After,
 //     Idempotent-Replayed, and the x-idempotency policy (the TTL and wait
 //     given with WithIdempotencyOptions). The admin API is not in it.
@@ -52,9 +52,11 @@
 // it does allow (GET brings HEAD).
 //
 // A request must arrive, headers and body, within DefaultReadTimeout
-// (WithReadTimeout), or its connection is closed; injected latency and
-// delays do not count against it. A keep-alive connection idle for
-// DefaultIdleTimeout (WithIdleTimeout) is closed.
+// (WithReadTimeout), or its connection is closed (a POST /payments whose
+// body is late is answered 408 idempotency.ProblemRequestTimeout first,
+// which clients retry); injected latency and delays do not count against
+// it. A keep-alive connection idle for DefaultIdleTimeout (WithIdleTimeout)
+// is closed.
 //
 // # Faults
 //
