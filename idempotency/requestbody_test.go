@@ -100,7 +100,12 @@ func TestKnownLengthBodyBuffers(t *testing.T) {
 		size      int
 		allocs    float64 // more than a 1 KiB body's
 		maxFactor uint64
-	}{{100 << 10, 0, 1}, {1 << 20, 0, 1}, {3 << 20, 3, 2}} {
+	}{{100 << 10, 0, 1}, {1 << 20, 0, 1}, {3 << 20, 5, 2}} {
+		// 3 MiB: 2 more with the collector off (GOGC=off: 7), up to 5 more
+		// with it on, since the many collections 6 MiB a replay starts
+		// empty the middleware's buffer pools, which are then filled anew
+		// (seen: 8 to 10). The bytes, bounded below, are what tell a
+		// buffer that grows in a few steps from one that grows in many.
 		allocs, perOp := bodyCost(t, c.size)
 		t.Logf("body %d B: %.0f allocs (1 KiB body: %.0f), %d B allocated per replay", c.size, allocs, small, perOp)
 		if allocs > small+c.allocs {
