@@ -165,7 +165,9 @@ func WithKeyRequired(required bool) Option {
 // The wait ends early when the request's context is done. When d passes
 // the request gets the usual 409. At most WithMaxWaiters requests wait at
 // once; the others get 409 at once. d <= 0 (the default) answers 409 at
-// once.
+// once, except where the store's claim itself waits: in pgstore's
+// transactional mode it waits for the holder's transaction, up to the lock
+// timeout, and replays when that commits.
 func WithWaitForResult(d time.Duration) Option {
 	return func(c *config) {
 		c.wait = max(d, 0)
