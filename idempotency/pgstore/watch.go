@@ -47,12 +47,10 @@ var errWatchClosed = errors.New("the Store is closed, so waiting requests poll")
 // close ends the LISTEN connection, if one is open, and waits until its
 // goroutine returned; the requests still waiting are woken, to look at
 // their entries again and then poll. Later Watches return errWatchClosed.
+// Every call waits, a second one too: one that returned at once while the
+// first still ended the listener would break Close's promise.
 func (w *watcher) close() {
 	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return
-	}
 	w.closed = true
 	cancel := w.cancel
 	w.mu.Unlock()
