@@ -58,8 +58,7 @@ func (w *watcher) close() {
 		cancel()
 	}
 	w.running.Wait()
-	w.set.Failed()
-	w.set.FireAll()
+	w.set.Closed()
 }
 
 // channel returns the notification channel of the store's table.
@@ -125,9 +124,10 @@ func (w *watcher) listen() {
 	w.mu.Lock()
 	if w.closed {
 		// Close came between the Watch that started it and now: wake
-		// its waiter, which close may have missed.
+		// its waiter, which close may have missed, and let go its Watch,
+		// which waits for this listener to listen.
 		w.mu.Unlock()
-		w.set.FireAll()
+		w.set.Closed()
 		return
 	}
 	// ctx ends when the Store is closed, cutting short a connection

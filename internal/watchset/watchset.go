@@ -191,3 +191,27 @@ func (s *Set[K]) Failed() {
 	s.broken = true
 	s.mu.Unlock()
 }
+
+// Closed is called by the store once no listener will listen any more
+// (the store was closed, and the listener ended or never began): every
+// waiter is woken, to poll from then on, and a Watch that waits for the
+// listener to listen stops waiting, since it would wait out ReadyWait for
+// nothing.
+func (s *Set[K]) Closed() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.broken = true
+	// The waiters first, under the same lock, so that a Watch let go
+	// below returns a channel that is already closed.
+	for k, w := range s.m {
+		close(w.ch)
+		delete(s.m, k)
+	}
+	if s.ready != nil {
+		select {
+		case <-s.ready:
+		default:
+			close(s.ready)
+		}
+	}
+}
