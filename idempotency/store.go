@@ -157,7 +157,10 @@ type ClaimResult struct {
 //
 // Errors: any error other than ErrStaleToken means the store could not answer
 // (unreachable, context done, ...). The Middleware then fails closed.
-// Methods honour ctx cancellation and deadlines.
+// Methods honour ctx cancellation and deadlines: a call whose ctx is done
+// when it is made changes nothing (storetest checks this); one whose ctx
+// ends while the store works may have taken effect, as any call that
+// returns an error may.
 //
 // Implementations must be safe for concurrent use by multiple goroutines and,
 // for shared stores, by multiple processes.
