@@ -132,7 +132,8 @@ func (s *Set[K]) Retire() bool {
 // returns when Retire says nobody waits. When k had no waiter, announce asks
 // the server to announce k's settlement (an error stops the watch and is
 // returned). Watch then waits, up to ReadyWait or until ctx ends, until the
-// listener listens, unless its last attempt failed.
+// listener listens or fails to; it does not wait when its last attempt
+// failed.
 func (s *Set[K]) Watch(ctx context.Context, k K, announce func(context.Context) error, listen func()) (<-chan struct{}, func(), error) {
 	s.mu.Lock()
 	ch, stop, first, start := s.add(k)
@@ -163,9 +164,10 @@ func (s *Set[K]) Watch(ctx context.Context, k K, announce func(context.Context) 
 }
 
 // Listening is called by the listener each time it (re)starts listening:
-// waiters stop waiting for it. On a restart every waiter is woken, since
-// settlements announced while it was not listening are lost (before the
-// first start there is nothing to miss: Watch waited for it).
+// waiters stop waiting for it. On a restart, or a start after Failed,
+// every waiter is woken, since settlements announced while it was not
+// listening are lost (before a first start that nothing failed there is
+// nothing to miss: Watch waited for it).
 func (s *Set[K]) Listening() {
 	s.mu.Lock()
 	s.broken = false
@@ -184,12 +186,24 @@ func (s *Set[K]) Listening() {
 	}
 }
 
-// Failed is called by the listener when it could not listen: new waiters
-// do not wait for it (their fallback poll covers the gap).
+// Failed is called by the listener when it could not listen: waiters do
+// not wait for it (their fallback poll covers the gap), neither new ones
+// nor those already waiting in Watch, which would otherwise wait out
+// ReadyWait, longer than that poll's interval, for a listener that may
+// never listen (a LISTEN refused behind a pooler fails on every attempt).
+// Its ready channel is closed, so the Listening of a later attempt wakes
+// every waiter: those let go here may have missed settlements meanwhile.
 func (s *Set[K]) Failed() {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.broken = true
-	s.mu.Unlock()
+	if s.ready != nil {
+		select {
+		case <-s.ready:
+		default:
+			close(s.ready)
+		}
+	}
 }
 
 // Closed is called by the store once no listener will listen any more
