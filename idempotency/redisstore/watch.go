@@ -29,7 +29,11 @@ func (w *watcher) channel() string { return w.store.cfg.prefix + "settled" }
 
 // Watch implements idempotency.Watcher. The first waiter of a key on this
 // Store marks the entry, so that completions of entries nobody waits for
-// publish nothing, and starts the subscription if none is open.
+// publish nothing, and starts the subscription if none is open. An entry
+// that is not in progress when it would be marked (settled, released or
+// absent) wakes its waiters at once: the next claim of the key makes an
+// entry without the mark, whose completion would publish nothing, so they
+// must look again, and watch again if they find it in progress.
 func (s *Store) Watch(ctx context.Context, k idempotency.Key) (<-chan struct{}, func(), error) {
 	name := s.redisKey(k)
 	mark := func(ctx context.Context) error {
@@ -37,8 +41,11 @@ func (s *Store) Watch(ctx context.Context, k idempotency.Key) (<-chan struct{}, 
 			return err
 		}
 		defer s.gate.Leave()
-		err := watchScript.Run(ctx, s.rdb, []string{name}).Err()
+		marked, err := watchScript.Run(ctx, s.rdb, []string{name}).Int()
 		s.reload.failed(err)
+		if err == nil && marked == 0 {
+			s.watch.set.Fire(name)
+		}
 		return err
 	}
 	ch, stop, err := s.watch.set.Watch(ctx, name, mark, s.watch.listen)
