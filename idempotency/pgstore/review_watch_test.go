@@ -52,3 +52,41 @@ func TestWaiterWhoseListenerFailsPollsAtOnce(t *testing.T) {
 		t.Errorf("the duplicate replayed after %v; the first request completed after about 100 ms and waiters poll once a second", took)
 	}
 }
+
+// TestWatchOfAReleasedKeyWakesOnTheNextCompletion: a Watcher's channel is
+// closed once the key was completed or released after Watch returned
+// (idempotency.Watcher). A waiter watches again when woken, and when the
+// wake-up was a release the key is free at that moment: the completion of
+// the next claim, which another request makes before the waiter looks
+// again, must still wake it (or the Watch must wake it at once, a
+// spurious wake-up that makes it look again). It waited for its fallback
+// poll, a second later.
+func TestWatchOfAReleasedKeyWakesOnTheNextCompletion(t *testing.T) {
+	s := newStore(t, nil)
+	ctx := ctxT(t)
+	k := key("r")
+	first, err := s.Claim(ctx, k, "fp", 10*time.Second, time.Minute)
+	if err != nil || !first.Acquired {
+		t.Fatalf("Claim = %+v, %v", first, err)
+	}
+	if err := s.Release(ctx, k, first.Token); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	settled, stop, err := s.Watch(ctx, k)
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	defer stop()
+	next, err := s.Claim(ctx, k, "fp", 10*time.Second, time.Minute)
+	if err != nil || !next.Acquired {
+		t.Fatalf("second Claim = %+v, %v", next, err)
+	}
+	if err := s.Complete(ctx, k, next.Token, idempotency.Response{Status: http.StatusCreated}, time.Minute); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	select {
+	case <-settled:
+	case <-time.After(500 * time.Millisecond):
+		t.Fatal("the key was claimed and completed after Watch returned, and the watch was not woken")
+	}
+}
