@@ -326,9 +326,16 @@ WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND state = 1 A
 		release: r.Replace(`DELETE FROM $TABLE
 WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND state = 1 AND expires_at > statement_timestamp()`) + notify(notifyReturning, "$4::text", "$5::text"),
 		// watch marks an entry in progress as awaited, so that its
-		// completion or release notifies; marking it once is enough.
-		watch: r.Replace(`UPDATE $TABLE SET watched = true
-WHERE scope = $1::text AND key = $2::text AND state = 1 AND NOT watched AND expires_at > statement_timestamp()`),
+		// completion or release notifies; marking it once is enough. It
+		// answers whether the entry is in progress and marked, by this
+		// statement or an earlier one.
+		watch: r.Replace(`WITH u AS (
+	UPDATE $TABLE SET watched = true
+	WHERE scope = $1::text AND key = $2::text AND state = 1 AND NOT watched AND expires_at > statement_timestamp()
+	RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM u) OR EXISTS (SELECT 1 FROM $TABLE
+	WHERE scope = $1::text AND key = $2::text AND state = 1 AND watched AND expires_at > statement_timestamp())`),
 		// The inner query walks the expires_at index and stops after $1 rows;
 		// rows being claimed right now are skipped rather than waited for.
 		deleteExpired: r.Replace(`DELETE FROM $TABLE AS t USING (

@@ -98,6 +98,7 @@ FROM (SELECT pg_catalog.set_config('pgstore.lock_timeout', current_setting('lock
 // WithTable name is invalid.
 func NewTx(pool *pgxpool.Pool, opts ...Option) *TxStore {
 	s := New(pool, opts...)
+	s.watch.tx = true
 	ms := clock.CeilUnits(s.cfg.lockTimeout, time.Millisecond)
 	bound := boundReadCommittedSQL(ms)
 	return &TxStore{

@@ -38,6 +38,11 @@ type watcher struct {
 	closed  bool
 	cancel  context.CancelFunc // ends the last listener started
 	running sync.WaitGroup
+
+	// tx is set for a TxStore's Store, whose claims in progress are
+	// uncommitted rows that Watch cannot mark: finding no row to mark is
+	// then the usual case, not a sign that the key is free.
+	tx bool
 }
 
 // errWatchClosed is what Watch returns once the Store is closed: it has no
@@ -87,11 +92,14 @@ func (w *watcher) payload(scope, key string) string {
 // Store marks the entry's row, so that its completion or release sends a
 // notification (completions of unwatched rows send none, which keeps NOTIFY
 // and its commit-time lock off the usual path), and starts the LISTEN
-// connection if none is open. After Close it returns an error: the
-// Middleware then polls. In transactional mode (NewTx) a claim in progress
-// is an uncommitted row, which Watch cannot mark, so no notification
-// comes for it: the waiter's next claim waits for the holder's
-// transaction itself.
+// connection if none is open. An entry that is not in progress when it
+// would be marked (settled, released or absent) wakes its waiters at once:
+// the next claim of the key makes a row without the mark, whose completion
+// would notify nobody, so they must look again, and watch again if they
+// find it in progress. After Close it returns an error: the Middleware
+// then polls. In transactional mode (NewTx) a claim in progress is an
+// uncommitted row, which Watch cannot mark, so no notification comes for
+// it: the waiter's next claim waits for the holder's transaction itself.
 func (s *Store) Watch(ctx context.Context, k idempotency.Key) (<-chan struct{}, func(), error) {
 	s.watch.mu.Lock()
 	closed := s.watch.closed
@@ -100,6 +108,7 @@ func (s *Store) Watch(ctx context.Context, k idempotency.Key) (<-chan struct{}, 
 		return nil, nil, fmt.Errorf("pgstore: watch: %w", errWatchClosed)
 	}
 	scope, key := encodeText(k.Scope), encodeText(k.Key)
+	payload := s.watch.payload(scope, key)
 	mark := func(ctx context.Context) error {
 		if err := s.gate.Enter(ctx); err != nil {
 			return err
@@ -108,10 +117,16 @@ func (s *Store) Watch(ctx context.Context, k idempotency.Key) (<-chan struct{}, 
 		if err := s.checkPool(ctx); err != nil {
 			return err
 		}
-		_, err := s.pool.Exec(ctx, s.sql.watch, scope, key)
-		return err
+		var marked bool
+		if err := s.pool.QueryRow(ctx, s.sql.watch, scope, key).Scan(&marked); err != nil {
+			return err
+		}
+		if !marked && !s.watch.tx {
+			s.watch.set.Fire(payload)
+		}
+		return nil
 	}
-	ch, stop, err := s.watch.set.Watch(ctx, s.watch.payload(scope, key), mark, s.watch.listen)
+	ch, stop, err := s.watch.set.Watch(ctx, payload, mark, s.watch.listen)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pgstore: watch: %w", err)
 	}
