@@ -52,7 +52,7 @@ func TestKillOfACrashedInstanceIsNoFaultAndKeepsTheCrash(t *testing.T) {
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "crashed-once")
 	// The first run says it is ready and crashes; a restart serves.
-	script := `if [ -e "$1" ]; then echo ready; exec sleep 60; fi; : >"$1"; echo ready; sleep 0.2; exit 3`
+	script := `if [ -e "$1" ]; then echo ready; exec sleep 60; fi; : >"$1"; echo ready; sleep 1; exit 3`
 	in := &proc{name: "crasher", bin: "/bin/sh", args: []string{"-c", script, "sh", marker},
 		ready: func(line string) bool { return line == "ready" }, log: filepath.Join(dir, "crasher.log")}
 	c := &cluster{instances: []*proc{in}, busy: make([]sync.Mutex, 1), lease: time.Second, logf: t.Logf}
