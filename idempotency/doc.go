@@ -275,9 +275,9 @@
 //	parameters  IdempotencyKey           the header, its grammar as a pattern (the parser's, to the byte), required or not
 //	headers     IdempotentReplayed       "true" on a replay; IdempotencyRetryAfter, whole seconds, on 409 and 503
 //	schemas     IdempotencyProblem       the RFC 9457 document; IdempotencyProblemXxx per type URI (const type and status)
-//	responses   IdempotencyBadRequest    400; IdempotencyInProgress 409, IdempotencyResponseTooLarge 410,
-//	            IdempotencyRequestTooLarge 413, IdempotencyKeyReused 422, IdempotencyUnavailable 503,
-//	            and IdempotencyScopeUnavailable 500 with WithScope
+//	responses   IdempotencyBadRequest    400; IdempotencyRequestTimeout 408, IdempotencyInProgress 409,
+//	            IdempotencyResponseTooLarge 410, IdempotencyRequestTooLarge 413, IdempotencyKeyReused 422,
+//	            IdempotencyUnavailable 503, and IdempotencyScopeUnavailable 500 with WithScope
 //	x-idempotency                        the policy, below
 //
 // Marshalled, an OpenAPIFragment is a complete document of components only;
@@ -289,6 +289,7 @@
 //	"responses": {
 //	  "201": {"description": "...", "headers": {"Idempotent-Replayed": {"$ref": "#/components/headers/IdempotentReplayed"}}, ...},
 //	  "400": {"$ref": "#/components/responses/IdempotencyBadRequest"},
+//	  "408": {"$ref": "#/components/responses/IdempotencyRequestTimeout"},
 //	  "409": {"$ref": "#/components/responses/IdempotencyInProgress"},
 //	  "410": ..., "413": ..., "422": ..., "503": ...
 //	},
