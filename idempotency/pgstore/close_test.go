@@ -11,18 +11,30 @@ import (
 	"github.com/saferetry/saferetry/internal/testenv"
 )
 
-// listenerGoroutines counts the goroutines that run a Store's LISTEN
-// connection.
-func listenerGoroutines() int {
+// listenerStacks returns the stacks of the goroutines that run a Store's
+// LISTEN connection.
+func listenerStacks() []string {
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
 		if n < len(buf) {
-			return strings.Count(string(buf[:n]), "pgstore.(*watcher).listen(")
+			buf = buf[:n]
+			break
 		}
 		buf = make([]byte, 2*len(buf))
 	}
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "pgstore.(*watcher).listen(") {
+			out = append(out, g)
+		}
+	}
+	return out
 }
+
+// listenerGoroutines counts the goroutines that run a Store's LISTEN
+// connection.
+func listenerGoroutines() int { return len(listenerStacks()) }
 
 // TestCloseEndsTheListenConnection checks Close's promise to close the
 // connections the Store opened itself for the LISTEN connection of

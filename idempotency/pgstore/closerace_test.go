@@ -3,7 +3,6 @@ package pgstore_test
 import (
 	"context"
 	"net"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -17,19 +16,9 @@ import (
 // connection. A listener whose goroutine is done with it but has yet to
 // leave listen (it told Close it returned) is not counted.
 func listenersWithAConnection() int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
 	busy := 0
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "pgstore.(*watcher).listen(") &&
-			(strings.Contains(g, "pgstore.(*watcher).receive(") || strings.Contains(g, "pgstore.(*watcher).connect(") || strings.Contains(g, "pgx.(*Conn).Close(")) {
+	for _, g := range listenerStacks() {
+		if strings.Contains(g, "pgstore.(*watcher).receive(") || strings.Contains(g, "pgstore.(*watcher).connect(") || strings.Contains(g, "pgx.(*Conn).Close(") {
 			busy++
 		}
 	}
