@@ -435,72 +435,49 @@ func TestRefStorePassesTheSuite(t *testing.T) {
 	}
 }
 
-// Complete and Release act while the token is current and the entry in
-// progress, whether or not its lease lapsed (Store: "Renew, Complete and
-// Release act only when the given token is the entry's current token and
-// the entry is still in progress").
-func TestSuiteRejectsCompleteRefusedAfterLapse(t *testing.T) {
-	wantRejected(t, lapsedRefused, "CompleteAfterLapse")
-}
-
-// ClaimResult.LeaseRemaining is the lease itself for a store that answers
-// at once; a Middleware given a thousandth of it never starts a handler.
-func TestSuiteRejectsWrongClaimLeaseRemaining(t *testing.T) {
-	wantRejected(t, leaseUnits, "ClaimNewKey", "LeaseLapseTakeover")
-}
-
-// Renew keeps the entry at least until the end of the new lease: it never
-// cuts the ttl short.
-func TestSuiteRejectsRenewCuttingTheTTL(t *testing.T) {
-	wantRejected(t, renewSetsExpiry, "RenewExtendsLease")
-}
-
-// A takeover is a claim: the entry is kept for ttl from it.
-func TestSuiteRejectsTakeoverKeepingTheOldTTL(t *testing.T) {
-	wantRejected(t, takeoverKeepsTTL, "TakeoverRestartsTTL")
-}
-
-// Complete keeps the entry for ttl from now, not from the claim.
-func TestSuiteRejectsCompleteTTLFromTheClaim(t *testing.T) {
-	wantRejected(t, completeTTLFromClaim, "CompleteCountsTTLFromNow")
-}
-
-// A lease of zero or less is refused with an error, Renew's too.
-func TestSuiteRejectsRenewWithNonPositiveLease(t *testing.T) {
-	wantRejected(t, renewAnyLease, "NonPositiveDurationsRefused")
-}
-
-// Complete must not modify resp; the suite must not compare what the store
-// gives back with what the store itself may have changed.
-func TestSuiteRejectsCompleteModifyingTheResponse(t *testing.T) {
-	wantRejected(t, mutatesResp, "BytesKept")
-}
-
-// Header values are kept byte for byte, whatever bytes they hold: the unit
-// separator too.
-func TestSuiteRejectsHeaderValueSeparator(t *testing.T) {
-	wantRejected(t, unitSeparator, "BytesKept")
-}
-
-// Two keys with different scopes never share an entry, whatever
-// punctuation joins scope and key.
-func TestSuiteRejectsScopeKeySeparator(t *testing.T) {
-	wantRejected(t, hashSeparator, "ScopeSeparation")
-}
-
-// The store changes nothing when it returns ErrStaleToken: a stale Renew
-// leaves the holder's lease as it was.
-func TestSuiteRejectsStaleRenewChangingTheLease(t *testing.T) {
-	wantRejected(t, staleRenewExtends, "StaleTokenRefused")
-}
-
-// A Claim refused for its cancelled context reserves nothing.
-func TestSuiteRejectsCancelledClaimApplied(t *testing.T) {
-	wantRejected(t, cancelledClaimApplies, "ContextCancelled")
-}
-
-// Tx.Complete keeps the entry for its own ttl from then on, like
-// Store.Complete.
-func TestSuiteRejectsTxCompleteKeepingTheClaimTTL(t *testing.T) {
-	wantRejected(t, txKeepsClaimTTL, "TxCompleteSetsTTL")
+// TestSuiteRejects runs the suite on each mutant, a store that breaks one
+// rule of the contract, and wants the cases named for that rule to fail.
+func TestSuiteRejects(t *testing.T) {
+	for _, m := range []struct {
+		name  string
+		bug   bug
+		cases []string
+	}{
+		// Complete and Release act while the token is current and the entry in
+		// progress, whether or not its lease lapsed (Store: "Renew, Complete and
+		// Release act only when the given token is the entry's current token and
+		// the entry is still in progress").
+		{"CompleteRefusedAfterLapse", lapsedRefused, []string{"CompleteAfterLapse"}},
+		// ClaimResult.LeaseRemaining is the lease itself for a store that answers
+		// at once; a Middleware given a thousandth of it never starts a handler.
+		{"WrongClaimLeaseRemaining", leaseUnits, []string{"ClaimNewKey", "LeaseLapseTakeover"}},
+		// Renew keeps the entry at least until the end of the new lease: it never
+		// cuts the ttl short.
+		{"RenewCuttingTheTTL", renewSetsExpiry, []string{"RenewExtendsLease"}},
+		// A takeover is a claim: the entry is kept for ttl from it.
+		{"TakeoverKeepingTheOldTTL", takeoverKeepsTTL, []string{"TakeoverRestartsTTL"}},
+		// Complete keeps the entry for ttl from now, not from the claim.
+		{"CompleteTTLFromTheClaim", completeTTLFromClaim, []string{"CompleteCountsTTLFromNow"}},
+		// A lease of zero or less is refused with an error, Renew's too.
+		{"RenewWithNonPositiveLease", renewAnyLease, []string{"NonPositiveDurationsRefused"}},
+		// Complete must not modify resp; the suite must not compare what the store
+		// gives back with what the store itself may have changed.
+		{"CompleteModifyingTheResponse", mutatesResp, []string{"BytesKept"}},
+		// Header values are kept byte for byte, whatever bytes they hold: the unit
+		// separator too.
+		{"HeaderValueSeparator", unitSeparator, []string{"BytesKept"}},
+		// Two keys with different scopes never share an entry, whatever
+		// punctuation joins scope and key.
+		{"ScopeKeySeparator", hashSeparator, []string{"ScopeSeparation"}},
+		// The store changes nothing when it returns ErrStaleToken: a stale Renew
+		// leaves the holder's lease as it was.
+		{"StaleRenewChangingTheLease", staleRenewExtends, []string{"StaleTokenRefused"}},
+		// A Claim refused for its cancelled context reserves nothing.
+		{"CancelledClaimApplied", cancelledClaimApplies, []string{"ContextCancelled"}},
+		// Tx.Complete keeps the entry for its own ttl from then on, like
+		// Store.Complete.
+		{"TxCompleteKeepingTheClaimTTL", txKeepsClaimTTL, []string{"TxCompleteSetsTTL"}},
+	} {
+		t.Run(m.name, func(t *testing.T) { wantRejected(t, m.bug, m.cases...) })
+	}
 }
