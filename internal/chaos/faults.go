@@ -87,6 +87,7 @@ type cluster struct {
 	admin     *http.Client
 	fired     fired
 	lease     time.Duration
+	patience  time.Duration // bounds a restart; 0 means restartPatience
 	logf      func(string, ...any)
 	cleanups  []func() // run by close, last first
 }
@@ -275,13 +276,22 @@ func (c *cluster) kill(ctx context.Context) {
 	}
 	between(ctx, 100*time.Millisecond, 600*time.Millisecond)
 	// Restarted even when the run ends, within a bound.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restartPatience)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.restartWithin())
 	defer cancel()
 	c.restart(rctx, i)
 }
 
-// restartPatience bounds the restart of a killed process.
+// restartPatience bounds the restart of a killed process, unless the
+// cluster's patience says otherwise.
 const restartPatience = 30 * time.Second
+
+// restartWithin is how long a restart may take.
+func (c *cluster) restartWithin() time.Duration {
+	if c.patience > 0 {
+		return c.patience
+	}
+	return restartPatience
+}
 
 // pause stops a random instance with SIGSTOP for longer than the lease,
 // so that another instance may take its claims over, then continues it.
@@ -313,7 +323,7 @@ func (c *cluster) restartRedis(ctx context.Context) {
 		c.fired.add("redis-restart", 1)
 	}
 	between(ctx, 200*time.Millisecond, 600*time.Millisecond)
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restartPatience)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.restartWithin())
 	defer cancel()
 	for rctx.Err() == nil {
 		err := c.redis.start(rctx)
@@ -349,13 +359,13 @@ func (c *cluster) slowPostgres(ctx context.Context) {
 }
 
 // heal brings every instance and the store back, for the final round,
-// within restartPatience, and returns an error naming what did not come
+// within its restart patience, and returns an error naming what did not come
 // back by then (a store that does not start, an instance that dies at
 // every start): that is left down, and the final round retries on the
 // others, rather than the cell waiting for it until the whole run's time
 // is up.
 func (c *cluster) heal(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, restartPatience)
+	ctx, cancel := context.WithTimeout(ctx, c.restartWithin())
 	defer cancel()
 	if c.proxy != nil {
 		c.proxy.SetLatency(0)

@@ -113,16 +113,18 @@ func TestHealGivesUpOnAnInstanceThatCannotStart(t *testing.T) {
 	dir := t.TempDir()
 	in := &proc{name: "doomed", bin: "/bin/sh", args: []string{"-c", "exit 1"},
 		ready: func(string) bool { return true }, log: filepath.Join(dir, "doomed.log")}
-	c := &cluster{instances: []*proc{in}, busy: make([]sync.Mutex, 1), lease: time.Second, logf: func(string, ...any) {}}
+	const patience = 2 * time.Second
+	c := &cluster{instances: []*proc{in}, busy: make([]sync.Mutex, 1), lease: time.Second, patience: patience,
+		logf: func(string, ...any) {}}
 	defer c.close()
-	healed := make(chan struct{})
-	go func() {
-		defer close(healed)
-		c.heal(context.Background())
-	}()
+	healed := make(chan error, 1)
+	go func() { healed <- c.heal(context.Background()) }()
 	select {
-	case <-healed:
-	case <-time.After(restartPatience + 15*time.Second):
-		t.Fatalf("heal still restarting an instance that cannot start after %v", restartPatience+15*time.Second)
+	case err := <-healed:
+		if err == nil || !strings.Contains(err.Error(), "doomed") {
+			t.Errorf("heal of an instance that cannot start = %v, want an error naming it", err)
+		}
+	case <-time.After(patience + 15*time.Second):
+		t.Fatalf("heal still restarting an instance that cannot start after %v (patience %v)", patience+15*time.Second, patience)
 	}
 }
