@@ -264,8 +264,8 @@ func (r *Relay) batchesOn(ctx context.Context, conn *pgxpool.Conn, more func(n i
 // still run, unless WithSettleTimeout says otherwise.
 const defaultSettleTimeout = 5 * time.Second
 
-// settleKey is the context key under which Run passes its settle context
-// (see settling) to its workers.
+// settleKey is the context key under which Run and RunOnce pass their
+// settle context (see settling) to what they call.
 type settleKey struct{}
 
 // settleContext returns a context that carries ctx's values, not its
@@ -282,7 +282,8 @@ func settleContext(ctx context.Context, d time.Duration) (sctx context.Context, 
 // messages would be published again, and must not wait for ever on a
 // database that stopped answering. Under Run and RunOnce, it ends the
 // relay's settle timeout (WithSettleTimeout) after their context ended,
-// one bound for every such statement of the call.
+// one bound for every such statement of the call; a ctx that carries no
+// settle context (none does today) gets the default bound of its own.
 func settling(ctx context.Context) (context.Context, context.CancelFunc) {
 	if s, ok := ctx.Value(settleKey{}).(context.Context); ok {
 		return context.WithCancel(s)
