@@ -264,8 +264,13 @@ func (sh *shard) sweepExpired(now time.Time, limit int) (removed, examined int, 
 
 // reclaim sweeps up to one batch of due expiries per shard, for a Claim or
 // Complete that found the store full before the background sweep came by
-// (or with no background sweep at all). It reports whether it gave any
-// bytes back. The caller must hold no shard lock.
+// (or with no background sweep at all). It reports whether it found any due
+// expiry: the caller then tries again and, still short of room, calls it
+// again until none is due, because a batch may hold only expiries that free
+// little or nothing (those of live entries whose expiry moved later, which
+// go back into the queue, and those of released entries) while expired
+// entries wait behind it. A call pops what is due and puts back only what
+// is not due yet, so the calls end. The caller must hold no shard lock.
 func (s *Store) reclaim() bool {
 	now := s.now()
 	freed := false
@@ -385,7 +390,7 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 		return idempotency.ClaimResult{}, errNonPositive
 	}
 	r, full, err := s.claim(k, fingerprint, lease, ttl)
-	if full && s.reclaim() {
+	for full && err == nil && s.reclaim() {
 		r, full, err = s.claim(k, fingerprint, lease, ttl)
 	}
 	if err != nil {
@@ -505,7 +510,7 @@ func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, re
 		return nil
 	}
 	err := s.withHeld(k, token, complete)
-	if err == errNoRoom && size <= s.budget.maxBytes && s.reclaim() {
+	for err == errNoRoom && size <= s.budget.maxBytes && s.reclaim() {
 		err = s.withHeld(k, token, complete)
 	}
 	if err == errNoRoom {
