@@ -76,24 +76,27 @@ func RetryAfter(resp *http.Response, now time.Time, limit time.Duration, rnd fun
 
 // jitterCapped caps d at limit and spreads it by up to a tenth, so that
 // clients told the same Retry-After do not return in lockstep; the result
-// never exceeds limit (at the cap the jitter is taken off instead of added).
-// With nil rnd it returns the largest result any rnd could give.
+// never exceeds limit. A d within the limit is honoured: the jitter is
+// added, and only up to limit, so that no retry comes before the server
+// said. A d beyond the limit, which is not honoured in full anyway, has
+// the jitter taken off the limit instead. With nil rnd it returns the
+// largest result any rnd could give.
 func jitterCapped(d, limit time.Duration, rnd func(int64) int64) time.Duration {
 	if d > limit {
-		d = limit
+		spread := int64(limit / 10)
+		if rnd == nil || spread <= 0 {
+			return limit
+		}
+		return limit - time.Duration(rnd(spread+1))
 	}
-	spread := int64(d / 10)
+	spread := min(int64(d/10), int64(limit-d))
 	if spread <= 0 {
 		return d
 	}
 	if rnd == nil {
-		return min(d+time.Duration(spread), limit)
+		return d + time.Duration(spread)
 	}
-	j := time.Duration(rnd(spread + 1))
-	if d+j > limit {
-		return d - j
-	}
-	return d + j
+	return d + time.Duration(rnd(spread+1))
 }
 
 // Jitter returns a uniform random number in [0, n); it is the source of

@@ -74,8 +74,8 @@ func TestJitterCapped(t *testing.T) {
 		{10 * time.Second, 30 * time.Second, zero, 10 * time.Second},
 		{10 * time.Second, 30 * time.Second, maxRnd, 11 * time.Second},
 		{time.Hour, 30 * time.Second, zero, 30 * time.Second},
-		{time.Hour, 30 * time.Second, maxRnd, 27 * time.Second}, // jitter taken off at the cap
-		{29 * time.Second, 30 * time.Second, maxRnd, 29*time.Second - 2900*time.Millisecond},
+		{time.Hour, 30 * time.Second, maxRnd, 27 * time.Second},        // jitter taken off at the cap
+		{29 * time.Second, 30 * time.Second, maxRnd, 30 * time.Second}, // added up to the cap, never taken off below the cap
 		{0, 30 * time.Second, maxRnd, 0},
 		{time.Duration(math.MaxInt64), time.Second, zero, time.Second},
 		// nil: the longest wait any draw could give.
