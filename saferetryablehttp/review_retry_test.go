@@ -186,3 +186,52 @@ func TestRetryableRetryAfterBelowTheCapIsNeverShortened(t *testing.T) {
 		}
 	}
 }
+
+// A retry cut short by the request's context during Backoff's wait is not
+// made, and its cost goes back to the budget, as with the Transport (see
+// saferetry's TestCancelledWaitRefundsBudget): otherwise three cancelled
+// requests here empty a budget of 30 and turn retries off for every other
+// request of the client.
+func TestRetryableCancelledWaitRefundsBudget(t *testing.T) {
+	s := &reviewServer{script: []reviewAnswer{{status: 503}}}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	c := retryablehttp.NewClient()
+	c.Logger = nil
+	c.RetryWaitMin, c.RetryWaitMax = time.Hour, time.Hour
+	Configure(c, WithMaxAttempts(3), WithRetryBudget(30, 10))
+	defer c.HTTPClient.CloseIdleConnections()
+	for i := range 3 {
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			// Cancel once the request waits for its retry.
+			for {
+				if keys, _ := s.seen(); len(keys) > i {
+					time.Sleep(20 * time.Millisecond)
+					cancel()
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}()
+		req, _ := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, srv.URL, []byte("payload"))
+		if _, err := c.Do(req); !errors.Is(err, context.Canceled) {
+			t.Fatalf("request %d: %v, want context.Canceled", i+1, err)
+		}
+		cancel()
+	}
+	// A healthy request now: one 503, then the answer.
+	s.mu.Lock()
+	s.keys, s.bodies, s.script = nil, nil, []reviewAnswer{{status: 503}, {status: 201}}
+	s.mu.Unlock()
+	c.RetryWaitMin, c.RetryWaitMax = time.Millisecond, time.Millisecond
+	req, _ := retryablehttp.NewRequest(http.MethodPost, srv.URL, []byte("payload"))
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if keys, _ := s.seen(); resp.StatusCode != 201 || len(keys) != 2 {
+		t.Fatalf("status %d after %d attempts; want 201 after 2 (the budget refunded for the retries never made)", resp.StatusCode, len(keys))
+	}
+}
