@@ -19,6 +19,11 @@ type rhOp struct {
 	key    string
 	keyErr error // the supplied key is invalid: nothing is sent
 	sent   bool  // some attempt may have reached the server
+	// forgo, set while a retry waits, stops the refund of its cost that
+	// the request's context ending would make (see checkRetry); forgone
+	// is that cost.
+	forgo   func() bool
+	forgone int64
 }
 
 type rhOpCtxKey struct{}
@@ -53,9 +58,31 @@ func (a *adapter) checkRetry(ctx context.Context, resp *http.Response, err error
 		!retrypolicy.RetriedWithoutKey(o.Request.Method)
 	s.Done = ctx.Err() != nil
 	v := a.policy.Decide(o, s, time.Now)
+	if v.Retry && st != nil && v.Cost() > 0 {
+		// retryablehttp waits for the retry without telling us when the
+		// context cuts the wait short, and then returns: the retry is not
+		// made, and a budget pays for retries made (as the Transport's
+		// Forgo has it). The next attempt's beforeAttempt stops this.
+		cost := v.Cost()
+		st.forgone = cost
+		st.forgo = context.AfterFunc(ctx, func() { a.policy.Budget.Refund(cost) })
+	}
 	// The error is kept by retryablehttp only if the retries end here; it
 	// then reaches ErrorHandler as the outcome.
 	return v.Retry, outcome
+}
+
+// retried is called before a retry that checkRetry allowed is sent: the
+// cost of the retry stays spent, unless the context ended first and its
+// refund is made (and the retry, sent on a done context, fails unsent).
+func (st *rhOp) retried() {
+	if st.forgo == nil {
+		return
+	}
+	if !st.forgo() {
+		st.state.Spent -= st.forgone
+	}
+	st.forgo, st.forgone = nil, 0
 }
 
 // attemptOutcome makes the outcome of the attempt that retryablehttp

@@ -133,6 +133,7 @@ func (a *adapter) beforeAttempt(r *http.Request, retry int) {
 		*r = *r.WithContext(context.WithValue(r.Context(), rhOpCtxKey{}, st))
 	}
 	if st := rhOpFrom(r.Context()); st != nil {
+		st.retried()
 		st.state.Attempt = retry + 1
 	}
 }

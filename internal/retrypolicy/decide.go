@@ -213,6 +213,12 @@ func (p *Policy) Forgo(v Verdict, st *State) {
 	st.Spent -= v.cost
 }
 
+// Cost is the budget tokens that v, a retry Decide allowed, took from the
+// budget; 0 for a return. A caller that cannot run [Policy.Forgo] where
+// it learns that the retry is not made (the go-retryablehttp adapter,
+// whose wait runs in retryablehttp) refunds it with [Budget.Refund].
+func (v Verdict) Cost() int64 { return v.cost }
+
 // Veto turns a retry that Decide allowed into a return for reason, when the
 // caller cannot make it after all (the next attempt's body could not be
 // prepared): the retry's cost goes back to the budget, and the return
