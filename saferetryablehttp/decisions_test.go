@@ -123,7 +123,7 @@ func reviewRun(t *testing.T, script []reviewAnswer, timeout time.Duration) (tran
 	return transport, adapter
 }
 
-func TestReviewRetryDecisionTable(t *testing.T) {
+func TestRetryDecisionTable(t *testing.T) {
 	a := func(status int, kv ...string) reviewAnswer { return reviewAnswer{status, kv} }
 	date := func(d time.Duration) string { return time.Now().Add(d).UTC().Format(http.TimeFormat) }
 	for _, tt := range []struct {
