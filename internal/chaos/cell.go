@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -199,21 +198,16 @@ func readLedger(ctx context.Context, addr string) ([]mockserver.Payment, map[str
 	ctx, cancel := context.WithTimeout(ctx, readPatience)
 	defer cancel()
 	once := func(path string, into any) (retry bool, err error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
-		if err != nil {
-			return false, err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return true, err
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-			return resp.StatusCode == http.StatusServiceUnavailable, fmt.Errorf("GET %s: %d %s", path, resp.StatusCode, b)
-		}
-		err = json.NewDecoder(resp.Body).Decode(into)
+		status, err := callJSON(ctx, http.DefaultClient, http.MethodGet, "http://"+addr+path, into)
 		var netErr net.Error
+		switch {
+		case err == nil:
+			return false, nil
+		case status == 0: // no answer: the instance may be restarting
+			return true, err
+		case status != http.StatusOK:
+			return status == http.StatusServiceUnavailable, err
+		}
 		return errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &netErr), err // the answer was cut short
 	}
 	get := func(path string, into any) error {

@@ -3,7 +3,6 @@ package chaos
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -225,20 +224,10 @@ func (c *cluster) countMockFaults(i int, clear bool) {
 	if len(armed) == 0 {
 		return
 	}
+	url := "http://" + c.addrs[i] + mockserver.AdminPrefix + "faults"
 	do := func(method string, into any) error {
-		req, err := http.NewRequest(method, "http://"+c.addrs[i]+mockserver.AdminPrefix+"faults", nil)
-		if err != nil {
-			return err
-		}
-		resp, err := c.admin.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s %s: %s", method, req.URL.Path, resp.Status)
-		}
-		return json.NewDecoder(resp.Body).Decode(into)
+		_, err := callJSON(context.Background(), c.admin, method, url, into)
+		return err
 	}
 	var pending mockserver.Faults
 	if err := do(http.MethodGet, &pending); err != nil {
