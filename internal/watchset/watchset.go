@@ -171,15 +171,7 @@ func (s *Set[K]) Watch(ctx context.Context, k K, announce func(context.Context) 
 func (s *Set[K]) Listening() {
 	s.mu.Lock()
 	s.broken = false
-	restart := true
-	if s.ready != nil {
-		select {
-		case <-s.ready:
-		default:
-			close(s.ready)
-			restart = false
-		}
-	}
+	restart := !s.closeReady()
 	s.mu.Unlock()
 	if restart {
 		s.FireAll()
@@ -197,13 +189,7 @@ func (s *Set[K]) Failed() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.broken = true
-	if s.ready != nil {
-		select {
-		case <-s.ready:
-		default:
-			close(s.ready)
-		}
-	}
+	s.closeReady()
 }
 
 // Closed is called by the store once no listener will listen any more
@@ -221,11 +207,21 @@ func (s *Set[K]) Closed() {
 		close(w.ch)
 		delete(s.m, k)
 	}
-	if s.ready != nil {
-		select {
-		case <-s.ready:
-		default:
-			close(s.ready)
-		}
+	s.closeReady()
+}
+
+// closeReady closes the ready channel of the current listener, if there is
+// one and it is open, and reports whether it closed it. The caller holds
+// s.mu.
+func (s *Set[K]) closeReady() bool {
+	if s.ready == nil {
+		return false
+	}
+	select {
+	case <-s.ready:
+		return false
+	default:
+		close(s.ready)
+		return true
 	}
 }
