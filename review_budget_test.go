@@ -1,0 +1,61 @@
+package saferetry
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestStalledRetriedAnswerDoesNotHoldTheOutcome: the body of a retried
+// answer that stops arriving (a 503 whose body the server never ends) must
+// not keep the operation from returning the next attempt's answer, with no
+// deadline on the request and no per-attempt timeout either: the drain is
+// ended once its wait is over.
+func TestStalledRetriedAnswerDoesNotHoldTheOutcome(t *testing.T) {
+	var attempts atomic.Int32
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if attempts.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, "overloa")
+			w.(http.Flusher).Flush()
+			select { // the rest of the body never comes
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	defer close(release)
+	tr := NewTransport(nil, WithBackoff(constBackoff(time.Millisecond)))
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{"amount":1500}`))
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := tr.RoundTrip(req)
+		done <- result{resp, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatalf("err = %v; want the second attempt's 201", r.err)
+		}
+		r.resp.Body.Close()
+		if r.resp.StatusCode != http.StatusCreated || attempts.Load() != 2 {
+			t.Errorf("status %d after %d attempts; want 201 after 2", r.resp.StatusCode, attempts.Load())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("RoundTrip has not returned 5s after the server answered attempt %d; it waits for the drain of the stalled 503", attempts.Load())
+	}
+}
