@@ -1,13 +1,17 @@
 package saferetry
 
 import (
+	"context"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/saferetry/saferetry/internal/testkit"
 )
 
 // TestStalledRetriedAnswerDoesNotHoldTheOutcome: the body of a retried
@@ -57,5 +61,24 @@ func TestStalledRetriedAnswerDoesNotHoldTheOutcome(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatalf("RoundTrip has not returned 5s after the server answered attempt %d; it waits for the drain of the stalled 503", attempts.Load())
+	}
+}
+
+// TestHugeRetryCostIsNeverAfforded: a retry after a transport error costs
+// twice the configured cost; a cost so large that twice it does not fit in
+// an int64 must still be more than the bucket holds, not wrap around to a
+// negative price that adds tokens past the capacity.
+func TestHugeRetryCostIsNeverAfforded(t *testing.T) {
+	rc := testkit.NewRecorder(testkit.Fail(testkit.ErrReset), testkit.Status(http.StatusCreated))
+	tr, _, hl := testTransport(rc, WithRetryBudget(100, math.MaxInt))
+	_, err := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, "x"))
+	if err == nil || len(rc.Seen()) != 1 {
+		t.Errorf("err = %v after %d attempts; want the reset after 1: the retry costs more than the bucket", err, len(rc.Seen()))
+	}
+	if as := hl.Attempts(); len(as) == 0 || as[0].Reason != ReasonBudgetExhausted {
+		t.Errorf("attempts %+v; want the first to end with %q", as, ReasonBudgetExhausted)
+	}
+	if got := tr.policy.Budget.Available(); got != 100 {
+		t.Errorf("%d tokens left; want the capacity, 100", got)
 	}
 }
