@@ -1,6 +1,9 @@
 package retrypolicy
 
-import "sync/atomic"
+import (
+	"math"
+	"sync/atomic"
+)
 
 // Budget is a token bucket that bounds retries across all operations of one
 // client, in the spirit of gRPC retry throttling and the AWS SDK retry
@@ -26,11 +29,16 @@ func NewBudget(capacity, cost int) *Budget {
 
 // RetryCost is the price of one retry: double after a transport error or
 // timeout, which costs the server (and the caller) more than an answer.
+// Doubling a cost past the int64 range gives the largest int64, which no
+// bucket holds, never a wrapped-around price.
 func (b *Budget) RetryCost(transportErr bool) int64 {
 	if b == nil {
 		return 0
 	}
 	if transportErr {
+		if b.cost > math.MaxInt64/2 {
+			return math.MaxInt64
+		}
 		return 2 * b.cost
 	}
 	return b.cost
