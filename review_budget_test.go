@@ -82,3 +82,33 @@ func TestHugeRetryCostIsNeverAfforded(t *testing.T) {
 		t.Errorf("%d tokens left; want the capacity, 100", got)
 	}
 }
+
+// TestRefundNeverWrapsTheBucket: with a huge budget, an operation that
+// spent nearly all of it and then succeeds gives its cost back; another
+// operation's success having put a token back meanwhile, the refund must
+// fill the bucket to its capacity, not wrap it around to a negative count
+// that refuses every later retry.
+func TestRefundNeverWrapsTheBucket(t *testing.T) {
+	rc := testkit.NewRecorder(testkit.Status(http.StatusServiceUnavailable), testkit.Status(http.StatusOK),
+		testkit.Status(http.StatusCreated), testkit.Status(http.StatusServiceUnavailable), testkit.Status(http.StatusCreated))
+	var tr *Transport
+	var nested atomic.Bool
+	hook := func(a Attempt) {
+		// While the first operation waits for its retry, another one
+		// succeeds at once and puts its token back.
+		if a.Decision == DecisionRetry && nested.CompareAndSwap(false, true) {
+			mustRoundTrip(t, tr, newReq(t, context.Background(), http.MethodGet, ""))
+		}
+	}
+	tr, _, _ = testTransport(rc, WithRetryBudget(math.MaxInt, math.MaxInt), WithHook(hook))
+	if resp := mustRoundTrip(t, tr, newReq(t, context.Background(), http.MethodPost, "x")); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("status %d; want 201 after a retry", resp.StatusCode)
+	}
+	if got := tr.policy.Budget.Available(); got != math.MaxInt64 {
+		t.Errorf("%d tokens left; want the capacity, %d", got, int64(math.MaxInt64))
+	}
+	// The bucket is full: a 503 is retried again.
+	if resp := mustRoundTrip(t, tr, newReq(t, context.Background(), http.MethodPost, "x")); resp.StatusCode != http.StatusCreated || len(rc.Seen()) != 5 {
+		t.Errorf("status %d after %d attempts in all; want 201 after 5", resp.StatusCode, len(rc.Seen()))
+	}
+}
