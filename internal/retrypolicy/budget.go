@@ -61,7 +61,8 @@ func (b *Budget) Spend(n int64) bool {
 	}
 }
 
-// Refund returns n tokens, never filling past capacity.
+// Refund returns n tokens, never filling past capacity (have+n could
+// pass the int64 range; what is missing from capacity cannot).
 func (b *Budget) Refund(n int64) {
 	if b == nil || n <= 0 {
 		return
@@ -71,7 +72,7 @@ func (b *Budget) Refund(n int64) {
 		if have >= b.capacity {
 			return
 		}
-		next := min(have+n, b.capacity)
+		next := have + min(n, b.capacity-have)
 		if b.tokens.CompareAndSwap(have, next) {
 			return
 		}
