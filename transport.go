@@ -181,12 +181,13 @@ func (op *operation) run() (*http.Response, error) {
 	}
 	var planned retrypolicy.Verdict // the retry about to be made, if any
 	// drained is closed when the drains of the retried answers are over;
-	// every return waits for it, so that the caller never gets an answer
-	// or an error while an intermediate body is still open.
+	// every return waits for it (see awaitDrains), so that the caller never
+	// gets an answer or an error while an intermediate body is still open,
+	// unless nothing can end that body's read.
 	var drained chan struct{}
 	defer func() {
 		if drained != nil {
-			<-drained
+			op.awaitDrains(drained)
 		}
 	}()
 	for n := 1; ; n++ {
@@ -204,9 +205,9 @@ func (op *operation) run() (*http.Response, error) {
 		}
 		// The answer is drained during the wait, not before it: an error
 		// body that trickles in must not push the wait past the deadline
-		// the decision kept to. The attempt's context, ended right after
-		// the wait, or the operation's, ends a drain that net/http is
-		// still reading.
+		// the decision kept to. The attempt's own context (with
+		// WithAttemptTimeout), ended right after the wait, or the
+		// operation's, ends a drain that net/http is still reading.
 		if at.resp != nil {
 			// done closes once this drain and every earlier one are over.
 			earlier, done := drained, make(chan struct{})
@@ -247,7 +248,7 @@ const drainGrace = 5 * time.Millisecond
 // goroutine alone reads and closes it (a base's body need not allow a
 // Close beside a Read), and a drain still blocked goes on until its read
 // returns, which the attempt's context ending, or the server, brings
-// about; the operation waits for it before it returns.
+// about; the operation waits for it before it returns (see awaitDrains).
 func (op *operation) endDrain(drained <-chan struct{}) {
 	select {
 	case <-drained:
@@ -260,6 +261,34 @@ func (op *operation) endDrain(drained <-chan struct{}) {
 	case <-drained:
 	case <-t.C:
 	case <-op.ctx.Done():
+	}
+}
+
+// awaitDrains waits, before the operation returns, for the drains of its
+// retried answers (see run). A drain whose read a context ends (the
+// operation's, done, or the attempts' own, which WithAttemptTimeout gives
+// them and run ends after each wait) is waited for to its end. Otherwise
+// nothing but the server ends the read of a body that stopped arriving,
+// so a drain is waited for drainGrace at most and then left to its
+// goroutine, which closes the body once the read returns: the outcome in
+// hand must not wait for ever on an answer that was not kept.
+func (op *operation) awaitDrains(drained <-chan struct{}) {
+	if op.ctx.Err() != nil || op.t.cfg.attemptTimeout > 0 {
+		<-drained
+		return
+	}
+	select {
+	case <-drained:
+		return
+	default:
+	}
+	t := time.NewTimer(drainGrace)
+	defer t.Stop()
+	select {
+	case <-drained:
+	case <-t.C:
+	case <-op.ctx.Done():
+		<-drained // the context's end ends the reads
 	}
 }
 
