@@ -1,3 +1,6 @@
+// Tests of what a Transport does at its limits: a retried answer whose body
+// stalls, and retry budgets near the int64 range.
+
 package saferetry
 
 import (
