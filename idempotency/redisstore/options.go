@@ -33,11 +33,15 @@ func WithPrefix(prefix string) Option {
 
 // WithWait makes every write (Claim that acquires, Renew, Complete, Release)
 // wait until at least replicas replicas acknowledged it, or until timeout,
-// using Redis WAIT in the same round trip as the write. When fewer replicas
+// using Redis WAIT in the same round trip as the write (see below for long
+// timeouts). When fewer replicas
 // acknowledge in time, the method returns an error matching
 // ErrNotReplicated; the write itself stays applied on the primary. A timeout
 // of 0 waits forever (Redis semantics), so give one; a timeout under a
 // millisecond waits one millisecond, and a negative one makes New panic.
+// A timeout of 0, or one that does not leave half a second of the client's
+// ReadTimeout, is waited out in full: WAIT then follows the write in a
+// round trip of its own, on the same connection.
 // replicas <= 0, the default, disables waiting.
 //
 // It narrows the window in which a failover loses an acknowledged claim; it

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -26,7 +27,9 @@ type shortPrimaries struct{ m sync.Map }
 // ROLE lists enough replicas. A WAIT that came back short after a
 // NOSCRIPT marks the primary as lacking replicas before the script is sent
 // again, so that a write on a primary without replicas (a promoted one) does
-// not wait out the timeout twice. When fewer replicas
+// not wait out the timeout twice. A WAIT that may outlast the client's
+// ReadTimeout (see waitAlone) also goes after the script, over the same
+// connection. When fewer replicas
 // acknowledge, the error matches ErrNotReplicated and the script's result
 // comes with it.
 func (s *Store) runWait(ctx context.Context, sc *redis.Script, key string, wrote func(any) bool, args ...any) (any, error) {
@@ -44,19 +47,20 @@ func (s *Store) runWait(ctx context.Context, sc *redis.Script, key string, wrote
 		c, client, addr = node, node, node.Options().Addr
 	}
 	keys := []string{key}
-	pinned := false
+	var pinned *redis.Conn
+	alone := s.waitAlone(client)
 	for _, byHash := range []bool{true, false} {
 		_, short := s.short.m.Load(addr)
-		if short && client != nil && !pinned {
+		if (short || alone) && client != nil && pinned == nil {
 			// WAIT counts the replicas that acknowledged the last write
 			// of its own connection. When ROLE goes first, WAIT follows
 			// in a round trip of its own, which the pool may give another
 			// connection, one whose last write the replicas acknowledged
 			// long ago: it would answer at once that the write is
 			// replicated. So the pipeline and WAIT share one connection.
-			conn := client.Conn()
-			defer conn.Close()
-			c, pinned = conn, true
+			pinned = client.Conn()
+			defer pinned.Close()
+			c = pinned
 		}
 		pipe := c.Pipeline()
 		var role, wait *redis.Cmd
@@ -69,7 +73,7 @@ func (s *Store) runWait(ctx context.Context, sc *redis.Script, key string, wrote
 		} else {
 			cmd = sc.Eval(ctx, pipe, keys, args...)
 		}
-		if !short {
+		if !short && !alone {
 			wait = pipe.Do(ctx, "WAIT", s.cfg.waitN, millis(s.cfg.waitTimeout))
 		}
 		_, _ = pipe.Exec(ctx) // errors are read per command below
@@ -103,9 +107,17 @@ func (s *Store) runWait(ctx context.Context, sc *redis.Script, key string, wrote
 				return res, s.notReplicated(addr, fmt.Sprintf("%d connected", n))
 			}
 			s.short.m.Delete(addr) // replicas are back: wait for them again
-			wait = c.Do(ctx, "WAIT", s.cfg.waitN, millis(s.cfg.waitTimeout))
 		}
-		n, err := wait.Int64()
+		var n int64
+		switch {
+		case wait != nil:
+			n, err = wait.Int64()
+		case pinned != nil:
+			// go-redis's Wait reads under WAIT's timeout (see waitAlone).
+			n, err = pinned.Wait(ctx, s.cfg.waitN, time.Duration(millis(s.cfg.waitTimeout))*time.Millisecond).Result()
+		default:
+			n, err = c.Do(ctx, "WAIT", s.cfg.waitN, millis(s.cfg.waitTimeout)).Int64()
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -116,6 +128,26 @@ func (s *Store) runWait(ctx context.Context, sc *redis.Script, key string, wrote
 		return res, nil
 	}
 	panic("unreachable")
+}
+
+// waitSlack is what runWait leaves of the client's ReadTimeout to the
+// write and the network, beside WAIT, in one pipeline (a WAIT may also
+// answer a little after its timeout).
+const waitSlack = 500 * time.Millisecond
+
+// waitAlone reports whether WAIT must go in a round trip of its own, after
+// the write, rather than in the write's pipeline: go-redis reads a
+// pipeline under the client's ReadTimeout (3 s by default) whatever it
+// holds, and WAIT's own command under its timeout plus ten seconds. In the
+// pipeline, a WAIT that outlasted the ReadTimeout (0, for ever, included)
+// ended in an i/o timeout, the write's answer lost with it: an acquired
+// claim was not given back, and no write reported ErrNotReplicated.
+func (s *Store) waitAlone(client *redis.Client) bool {
+	if client == nil {
+		return false
+	}
+	read := client.Options().ReadTimeout
+	return read > 0 && (s.cfg.waitTimeout <= 0 || s.cfg.waitTimeout+waitSlack > read)
 }
 
 // notReplicated is the ErrNotReplicated error of a write to the primary at
