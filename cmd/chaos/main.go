@@ -152,12 +152,17 @@ func parseFlags(args []string, stderr io.Writer) (plan, error) {
 	handlers := fs.String("handlers", "", "payment handlers: keyed,unkeyed (empty: the profile's)")
 	workers := fs.Int("workers", 0, "concurrent clients (0: the profile's)")
 	lease := fs.Duration("lease", time.Second, "the servers' lease")
-	pace := fs.Duration("pace", -1, "spread each cell's operations over at least this long (-1: the profile's)")
+	pace := fs.Duration("pace", 0, "spread each cell's operations over at least this long (0: unpaced; not given: the profile's)")
 	timeout := fs.Duration("timeout", 0, "bound of the whole run (0: the profile's)")
 	keep := fs.Bool("keep", false, "keep the work directory")
 	if err := fs.Parse(args); err != nil {
 		return plan{}, err
 	}
+	if fs.NArg() > 0 {
+		return plan{}, fmt.Errorf("chaos: unexpected arguments %q", fs.Args())
+	}
+	paceSet := false
+	fs.Visit(func(f *flag.Flag) { paceSet = paceSet || f.Name == "pace" })
 	p := plan{profile: *profile, lease: *lease, keep: *keep,
 		stores: strings.Split(*stores, ","), modes: strings.Split(*modes, ",")}
 	switch *profile {
@@ -171,7 +176,7 @@ func parseFlags(args []string, stderr io.Writer) (plan, error) {
 	if *ops > 0 {
 		p.ops = *ops
 	}
-	if *pace >= 0 {
+	if paceSet {
 		p.pace = *pace
 	}
 	if *timeout > 0 {
@@ -182,6 +187,9 @@ func parseFlags(args []string, stderr io.Writer) (plan, error) {
 	}
 	if *workers < 0 || *lease <= 0 {
 		return p, errors.New("chaos: -workers and -lease must be positive")
+	}
+	if *ops < 0 || *pace < 0 || *timeout < 0 {
+		return p, errors.New("chaos: -ops, -pace and -timeout must not be negative")
 	}
 	if *scenarios != "" {
 		p.scenarios = strings.Split(*scenarios, ",")
