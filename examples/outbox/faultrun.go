@@ -44,8 +44,14 @@ type faults struct {
 }
 
 // faultRun runs the whole system under faults and reports whether every
-// payment got exactly one e-mail.
+// payment got exactly one e-mail. It refuses a run of fewer than one
+// payment before it starts anything.
 func faultRun(ctx context.Context, cfg runConfig, out io.Writer) (bool, error) {
+	if cfg.payments < 1 {
+		// Zero payments would pass vacuously, a negative count fail as if
+		// an e-mail had gone missing.
+		return false, fmt.Errorf("-payments %d: want at least 1", cfg.payments)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	dbURL, dropSchema, err := ownSchema(ctx, cfg.db)
