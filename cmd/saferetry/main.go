@@ -18,7 +18,7 @@
 // Flags of check:
 //
 //	-url URL          the endpoint (with -openapi: the base URL its paths go after; default the document's server)
-//	-method M         the request method (default POST)
+//	-method M         the request method (default POST; not with -openapi, whose operations have their own)
 //	-body JSON        the request body
 //	-body-file F      the request body, from a file
 //	-other-body JSON  a body that asks for another operation (default: the body with one more member)

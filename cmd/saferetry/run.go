@@ -88,7 +88,7 @@ func parseCheck(args []string, stderr io.Writer) (*checkFlags, error) {
 	fs := flag.NewFlagSet("saferetry check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.url, "url", "", "the endpoint's URL (with -openapi: the base URL its paths go after)")
-	fs.StringVar(&f.method, "method", "POST", "the request method")
+	fs.StringVar(&f.method, "method", "POST", "the request method (not with -openapi, whose operations have their own)")
 	fs.StringVar(&f.body, "body", "", "the request body (JSON)")
 	fs.StringVar(&f.bodyFile, "body-file", "", "read the request body from this file")
 	fs.StringVar(&f.otherBody, "other-body", "", "a body asking for another operation (default: the body with one more member)")
@@ -111,7 +111,11 @@ func parseCheck(args []string, stderr io.Writer) (*checkFlags, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("saferetry check: unexpected arguments %q", fs.Args())
 	}
+	methodSet := false
+	fs.Visit(func(fl *flag.Flag) { methodSet = methodSet || fl.Name == "method" })
 	switch {
+	case methodSet && f.openapi != "":
+		return nil, errors.New("saferetry check: give -method or -openapi, not both (with -openapi each operation has its method from the document)")
 	case f.url == "" && f.openapi == "":
 		return nil, errors.New("saferetry check: give -url, or -openapi")
 	case f.body != "" && f.bodyFile != "":
