@@ -3,8 +3,10 @@ package conformance
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -55,7 +57,9 @@ type Target struct {
 	// Content-Type (which defaults to application/json for a body that is
 	// JSON). Its names count in any case ("content-type" is Content-Type).
 	// An Idempotency-Key in it, in any case, is ignored: the checks set
-	// their own.
+	// their own. Run and Plan refuse, with ErrInvalid, a name that is not
+	// an RFC 9110 token or a value with a control character other than a
+	// tab, which no request could carry.
 	Header http.Header
 	// KeyRequired says the endpoint requires a key: missing-key then sends
 	// a request without one. false skips missing-key.
@@ -117,7 +121,8 @@ type Checker struct {
 	// AuthA and AuthB are the headers of two principals (for example two
 	// Authorization values), for scope-isolation; unless both are set it
 	// is skipped. A principal's headers replace the Target's of the same
-	// name, in any case.
+	// name, in any case. Run and Plan refuse their headers with
+	// ErrInvalid as they refuse Target.Header's.
 	AuthA, AuthB http.Header
 	// Timeout bounds each request; 0 means DefaultTimeout.
 	Timeout time.Duration
@@ -133,7 +138,8 @@ type Checker struct {
 var ErrUnreachable = errors.New("conformance: target unreachable")
 
 // ErrInvalid is the cause of Run's and Plan's error when the Checker or
-// the Target is not usable (a bad URL or method, a negative duration), or
+// the Target is not usable (a bad URL, method or header, a negative
+// duration), or
 // CountURL's first answer holds no count.
 var ErrInvalid = errors.New("conformance: invalid configuration")
 
@@ -177,6 +183,14 @@ func (c *Checker) validate(t Target) error {
 	if err := absoluteURL(t.URL); err != nil {
 		return bad("url: %w", err)
 	}
+	for _, h := range []struct {
+		what string
+		h    http.Header
+	}{{"header", t.Header}, {"principal a's header", c.AuthA}, {"principal b's header", c.AuthB}} {
+		if err := validHeader(h.h); err != nil {
+			return bad("%s %w", h.what, err)
+		}
+	}
 	if c.CountURL != "" {
 		if err := absoluteURL(c.CountURL); err != nil {
 			return bad("count url: %w", err)
@@ -192,6 +206,22 @@ func (c *Checker) validate(t Target) error {
 		return bad("ttl and timeout must not be negative")
 	case (len(c.AuthA) == 0) != (len(c.AuthB) == 0):
 		return bad("give the headers of both principals, or of neither")
+	}
+	return nil
+}
+
+// validHeader refuses a header that net/http would not send: a name that
+// is not a token, a value with a control character other than a tab.
+func validHeader(h http.Header) error {
+	for _, name := range slices.Sorted(maps.Keys(h)) {
+		if !contract.ValidToken(name) {
+			return fmt.Errorf("%q: the name is not an RFC 9110 token", name)
+		}
+		for _, v := range h[name] {
+			if strings.ContainsFunc(v, func(r rune) bool { return (r < ' ' && r != '\t') || r == 0x7f }) {
+				return fmt.Errorf("%q: the value %q holds a control character", name, v)
+			}
+		}
 	}
 	return nil
 }
