@@ -359,6 +359,12 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 	if lease <= 0 {
 		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w, got %v", errNonPositiveLease, lease)
 	}
+	// Checked before either path, so that the replay fast path refuses
+	// what the claim refuses.
+	ttlUS, err := ttlMicros(ttl)
+	if err != nil {
+		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
+	}
 	if err := s.gate.Enter(ctx); err != nil {
 		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
 	}
@@ -377,10 +383,6 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 		}
 	}
 	if s.upserts.ReadFirst() {
-		ttlUS, err := ttlMicros(ttl)
-		if err != nil {
-			return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
-		}
 		res, err := claimOnce(ctx, s.pool, s.sql.upsert, k, fingerprint, lease, ttlUS)
 		switch {
 		case err == nil:

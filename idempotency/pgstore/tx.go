@@ -234,6 +234,11 @@ func (t *Tx) Claim(ctx context.Context, k idempotency.Key, fingerprint string, t
 	if t.conn == nil {
 		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: tx claim: %w", pgx.ErrTxClosed)
 	}
+	// Checked before either path, so that the replay fast path refuses
+	// what the claim refuses.
+	if _, err := ttlMicros(ttl); err != nil {
+		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: tx claim: %w", err)
+	}
 	var res idempotency.ClaimResult
 	var err error
 	if t.tx != nil {
