@@ -122,11 +122,13 @@
 // volatile-lru, volatile-lfu, volatile-random and volatile-ttl may all evict
 // it, and allkeys-* certainly will. An evicted claim or outcome is a second
 // execution of the operation on the next retry. With noeviction a full
-// Redis refuses writes, Claim fails, and the middleware answers 503 instead,
-// while the claims already held still settle: their renewals, completions
-// and releases run as scripts flagged allow-oom (Redis 7 or newer; an older
-// server refuses them like any write, and a claim that cannot complete
-// runs again after its lease lapses).
+// Redis refuses writes, a Claim that must write (a new key, a takeover, a
+// released key) fails, and the middleware answers 503 instead; a claim of
+// a completed key or of one in progress is still answered (a replay, 409)
+// on either replay path. The claims already held still settle: their
+// renewals, completions and releases run as scripts flagged allow-oom
+// (Redis 7 or newer; an older server refuses them like any write, and a
+// claim that cannot complete runs again after its lease lapses).
 //
 // Persistence: without AOF (appendonly yes, ideally appendfsync everysec or
 // always) or RDB snapshots, a Redis restart forgets every claim and outcome,

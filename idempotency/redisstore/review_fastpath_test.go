@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -31,7 +32,13 @@ func TestReplayWhileRedisIsFull(t *testing.T) {
 	if r, err := plain.Claim(ctx, held, "fp", time.Minute, time.Hour); err != nil || !r.Acquired {
 		t.Fatalf("Claim = %+v, %v", r, err)
 	}
+	released := idempotency.Key{Key: "released"}
+	future := strconv.FormatInt(time.Now().UnixMicro()+60e6, 10)
+	writePrevious(t, rdb, redisstore.DefaultPrefix, released, "st", "r", "tok", future)
 	fillPastMaxmemory(t, rdb)
+	if r, err := plain.Claim(ctx, released, "fp", time.Minute, time.Hour); err == nil {
+		t.Errorf("a claim of a released key while Redis is full = %+v; want it refused", r)
+	}
 	for _, s := range []struct {
 		name  string
 		store *redisstore.Store
@@ -47,5 +54,18 @@ func TestReplayWhileRedisIsFull(t *testing.T) {
 		if r, err := s.store.Claim(ctx, idempotency.Key{Key: "new-" + s.name}, "fp", time.Minute, time.Hour); err == nil {
 			t.Errorf("%s the fast path: a new claim while Redis is full = %+v; want it refused", s.name, r)
 		}
+	}
+	// A claim that must write is refused before it writes anything: a
+	// released hash entry of an earlier version keeps its token (here one
+	// from a clock ahead), which the claim after the refusal must exceed.
+	name := entryName(redisstore.DefaultPrefix, released.Key)
+	if typ := rdb.Type(ctx, name).Val(); typ != "hash" {
+		t.Fatalf("the released hash entry is a %q after a refused claim, want it kept", typ)
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := plain.Claim(ctx, released, "fp", time.Minute, time.Hour); err != nil || !r.Acquired || strconv.FormatInt(r.Token, 10) <= future {
+		t.Errorf("Claim of the released key once Redis has room = %+v, %v; want acquired with a token over %s", r, err, future)
 	}
 }

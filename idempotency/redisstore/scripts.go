@@ -132,6 +132,7 @@ if st == 'p' then
 elseif st then
   prev = tonumber(redis.call('HGET', KEYS[1], 'tok'))
 end
+if set then return set end
 redis.call('DEL', KEYS[1])
 `
 
@@ -146,11 +147,16 @@ redis.call('DEL', KEYS[1])
 // waiters' mark. The new token exceeds the previous one and is at least
 // the server time in microseconds, so tokens keep growing across expiry
 // too. A Lua number is sent as a Redis integer without formatting,
-// exactly. An entry this store could not have written is replaced.
+// exactly. An entry this store could not have written is replaced. The
+// SET NX is a pcall: a Redis over maxmemory under noeviction refuses it
+// (OOM) whether or not the key exists, and a claim that needs no write (a
+// completed entry, one in progress that is not taken over) is then still
+// answered, as the replay fast path's GET answers it; one that must write
+// answers that refusal before it writes anything (a hash entry's DEL
+// included, which Redis would allow, and which would lose its token).
 var claimScript = redis.NewScript(luaEffects + luaClock + `
-if redis.call('SET', KEYS[1], ` + luaHeldValue("'0'", "nows", "ARGV[1]") + `, 'NX', 'PX', ARGV[3]) then
-  return now
-end
+local set = redis.pcall('SET', KEYS[1], ` + luaHeldValue("'0'", "nows", "ARGV[1]") + `, 'NX', 'PX', ARGV[3])
+if set and not set.err then return now end
 local v = redis.pcall('GET', KEYS[1])
 local prev, took, w
 if type(v) == 'table' then` + luaHash + `
@@ -166,6 +172,7 @@ elseif v then
   end
   if e then prev = tonumber(tok) end
 end
+if set then return set end
 local tok, toks = now, nows
 if prev and prev + 1 > now then tok = prev + 1; toks = ` + luaDecimal("tok") + ` end
 redis.call('SET', KEYS[1], ` + luaHeldValue("(w or '0')", "toks", "ARGV[1]") + `, 'PX', ARGV[3])
