@@ -150,8 +150,10 @@
 // Those are the counts of the claim path. The replay fast path (see above)
 // applies to transactional mode too: while it reads first, a completed
 // entry is answered by the primary-key SELECT on the transaction's
-// connection, in one round trip in every mode and session, without the
-// claim batch: no transaction is begun and nothing is logged. A completed
+// connection, in one round trip in every session (two in
+// QueryExecModeDescribeExec, which describes every statement before it
+// runs it), without the claim batch: no transaction is begun and nothing
+// is logged. A completed
 // entry is committed with the handler's writes and nothing changes it
 // before it expires, so the read answers as the claim batch would;
 // anything else (absent, in progress, expired) goes on to the claim batch,
