@@ -47,7 +47,8 @@ func defaultConfig() config {
 
 // WithTable sets the table that holds the entries: a lowercase SQL identifier
 // ([a-z_][a-z0-9_]*, at most 48 bytes), optionally qualified by a schema
-// ("myschema.entries"). The default is DefaultTable. New and NewTx panic when
+// ("myschema.entries") whose name does not begin with "pg_" (PostgreSQL's
+// own schemas, pg_temp among them, a table per session). The default is DefaultTable. New and NewTx panic when
 // the name is not valid, as it is a programming error; use ValidateTable to
 // check a name that comes from configuration.
 func WithTable(name string) Option {

@@ -20,8 +20,11 @@ var identPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,47}$`)
 
 // ValidateTable reports whether name is a table name WithTable accepts: a
 // lowercase identifier of at most 48 bytes, optionally qualified by a schema
-// name of the same form. It returns an error wrapping ErrInvalidTable
-// otherwise.
+// name of the same form that does not begin with "pg_". It returns an error
+// wrapping ErrInvalidTable otherwise. PostgreSQL reserves the "pg_" prefix
+// for its own schemas, and one of them, pg_temp, is each session's own: a
+// table there would be a table per connection, in which every instance
+// claims the same key for itself.
 func ValidateTable(name string) error {
 	_, _, err := splitTable(name)
 	return err
@@ -39,6 +42,9 @@ func splitTable(name string) (schema, table string, err error) {
 		}
 	}
 	if len(parts) == 2 {
+		if strings.HasPrefix(parts[0], "pg_") {
+			return "", "", fmt.Errorf("%w: %q is in a schema PostgreSQL reserves", ErrInvalidTable, name)
+		}
 		return parts[0], parts[1], nil
 	}
 	return "", parts[0], nil
