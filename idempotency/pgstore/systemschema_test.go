@@ -10,12 +10,13 @@ import (
 	"github.com/saferetry/saferetry/idempotency/pgstore"
 )
 
-// TestTableInASystemSchemaRefused: table names in schemas PostgreSQL reserves (the "pg_" prefix, which CREATE SCHEMA
-// refuses) are rejected: "pg_temp.entries" passes as a lowercase
-// identifier, but pg_temp is each session's own temporary schema, so every
-// connection, and every instance, would claim in a table of its own and
-// run the same key each once. Two instances on pools of their own (one
-// connection each) show it when the name is accepted.
+// TestTableInASystemSchemaRefused: table names in schemas PostgreSQL
+// reserves (the "pg_" prefix, which CREATE SCHEMA refuses) are rejected:
+// "pg_temp.entries" passes as a lowercase identifier, but pg_temp is each
+// session's own temporary schema, so every connection, and every instance,
+// would claim in a table of its own and run the same key each once. Two
+// instances on pools of their own (one connection each) show it when the
+// name is accepted.
 func TestTableInASystemSchemaRefused(t *testing.T) {
 	name := "pg_temp.entries"
 	if err := pgstore.ValidateTable(name); err != nil {
