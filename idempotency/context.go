@@ -26,9 +26,12 @@ func (c *claimCtx) Value(key any) any {
 
 // TokenFromContext returns the fencing token of the claim under which the
 // handler runs, and whether there is one. The token grows with each takeover
-// of the key, so a handler can pass it downstream (for instance as part of
-// the key of its own outgoing calls, or as a fencing token for a database
-// write) to let a newer holder's writes win over a stale one's.
+// of the key, so a handler can pass it downstream as a fencing token (a
+// database write that applies only when no greater token wrote first) to
+// let a newer holder's writes win over a stale one's. It is no key: an
+// outgoing call keyed with it is, to the other service, a new operation on
+// every takeover, and runs there once per run; key such calls with
+// DerivedKey, the same on every run.
 func TokenFromContext(ctx context.Context) (int64, bool) {
 	if c, ok := ctx.Value(claimCtxKey{}).(*claimCtx); ok {
 		return c.token, true
