@@ -139,8 +139,11 @@
 //     the process was paused), another instance may take the key over, so
 //     the handler's request context is cancelled with a cause matching
 //     ErrLeaseLost (read it with context.Cause). A handler that stops on its
-//     context, and fences its own writes with TokenFromContext, then leaves
-//     nothing behind it. A lost lease is reported as OutcomeLeaseLost. A
+//     context, and fences its own writes with TokenFromContext, then writes
+//     nothing over a newer holder's: a fenced write after the newer holder's
+//     is refused. What it wrote before stays until the newer run writes the
+//     same rows, so a run must write what it owns in full, not add to it;
+//     effects outside such writes are keyed by DerivedKey. A lost lease is reported as OutcomeLeaseLost. A
 //     handler so cancelled that returns without writing anything is taken
 //     to have stopped: nothing is stored, the claim is released, and its
 //     client gets 503 ProblemStoreUnavailable with Retry-After, so that a
