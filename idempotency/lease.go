@@ -103,8 +103,11 @@ func (lk *leaseKeeper) queue() *keeperQueue { return &lk.q.m.keepers[lk.shard] }
 // request's, without its cancellation.
 func (lk *leaseKeeper) detached() context.Context { return context.WithoutCancel(lk.q.r.Context()) }
 
-// interval is the time between renewals that succeed: a third of the lease.
-func (lk *leaseKeeper) interval() time.Duration { return max(lk.q.m.cfg.lease/3, time.Millisecond) }
+// interval is the time between renewals that succeed: a third of the
+// lease, whatever its length (a floor would renew a lease no longer than it
+// only once it could lapse), and at least a nanosecond, so that the timer
+// of a lease under 3 ns does not spin.
+func (lk *leaseKeeper) interval() time.Duration { return max(lk.q.m.cfg.lease/3, 1) }
 
 // arm sets the timer for the next thing to do: the next renewal (unless
 // maxInflight are in flight, the last of which re-arms the timer when it
