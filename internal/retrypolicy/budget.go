@@ -29,26 +29,34 @@ func NewBudget(capacity, cost int) *Budget {
 
 // RetryCost is the price of one retry: double after a transport error or
 // timeout, which costs the server (and the caller) more than an answer.
-// Doubling a cost past the int64 range gives the largest int64, which no
-// bucket holds, never a wrapped-around price.
+// Doubling a cost past the int64 range gives overRange, which no bucket
+// pays (a full one of MaxInt64 tokens neither), never a wrapped-around
+// price.
 func (b *Budget) RetryCost(transportErr bool) int64 {
 	if b == nil {
 		return 0
 	}
 	if transportErr {
 		if b.cost > math.MaxInt64/2 {
-			return math.MaxInt64
+			return overRange
 		}
 		return 2 * b.cost
 	}
 	return b.cost
 }
 
+// overRange is the price of a retry that costs more than an int64 holds
+// (see [Budget.RetryCost]); [Budget.Spend] never pays it.
+const overRange = -1
+
 // Spend takes n tokens and reports true, or takes none and reports false
-// when fewer than n are left.
+// when fewer than n are left or n is overRange (any n < 0).
 func (b *Budget) Spend(n int64) bool {
 	if b == nil {
 		return true
+	}
+	if n < 0 {
+		return false
 	}
 	for {
 		have := b.tokens.Load()
