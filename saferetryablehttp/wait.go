@@ -24,10 +24,14 @@ func (w *longestWait) NextBackOff() time.Duration {
 
 func (w *longestWait) Reset() { w.n = 0 }
 
-// exponentialCap is minWait·2^attempt capped at maxWait.
+// exponentialCap is minWait·2^attempt capped at maxWait. A doubling that
+// would pass maxWait gives maxWait: it could pass the int64 range too.
 func exponentialCap(minWait, maxWait time.Duration, attempt int) time.Duration {
 	d := minWait
 	for i := 0; i < attempt && d < maxWait; i++ {
+		if d > maxWait/2 {
+			return maxWait
+		}
 		d *= 2
 	}
 	return min(d, maxWait)
