@@ -4,11 +4,16 @@
 package saferetryablehttp
 
 import (
+	"context"
 	"math"
+	"net/http"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
+	"github.com/jarcoal/httpmock"
+
+	"github.com/saferetry/saferetry/internal/testkit"
 )
 
 // TestExponentialWaitNeverWrapsPastAnUncappedMax: with RetryWaitMax set
@@ -28,5 +33,30 @@ func TestExponentialWaitNeverWrapsPastAnUncappedMax(t *testing.T) {
 		if d := exponentialCap(time.Second, maxWait, attempt); d != maxWait {
 			t.Errorf("attempt %d: longest wait %v; want the cap, %v", attempt, d, maxWait)
 		}
+	}
+}
+
+// TestRetryMaxOfMaxIntStillRetries: a RetryMax of math.MaxInt (retries
+// bounded by the context and the budget alone), which retryablehttp
+// takes as it is, must let the adapter retry a 503. The attempt limit
+// RetryMax+1 wrapped around to a negative count, which every attempt
+// reached: no request was ever retried.
+func TestRetryMaxOfMaxIntStillRetries(t *testing.T) {
+	rc := testkit.NewRecorder(testkit.Status(http.StatusServiceUnavailable), testkit.Status(http.StatusCreated))
+	c := retryablehttp.NewClient()
+	c.Logger = nil
+	c.RetryWaitMin, c.RetryWaitMax = time.Millisecond, time.Millisecond
+	c.RetryMax = math.MaxInt
+	httpmock.ActivateNonDefault(c.HTTPClient)
+	httpmock.RegisterNoResponder(rc.Respond)
+	orig := c.HTTPClient
+	t.Cleanup(func() {
+		httpmock.DeactivateNonDefault(orig)
+		httpmock.Reset()
+	})
+	Configure(c)
+	resp := mustDo(t, c, rhReq(t, context.Background(), http.MethodPost, "x"))
+	if resp.StatusCode != http.StatusCreated || len(rc.Seen()) != 2 {
+		t.Errorf("status %d after %d attempts; want 201 after 2", resp.StatusCode, len(rc.Seen()))
 	}
 }
