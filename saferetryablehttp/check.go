@@ -3,6 +3,7 @@ package saferetryablehttp
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"time"
 
@@ -53,7 +54,10 @@ func (a *adapter) checkRetry(ctx context.Context, resp *http.Response, err error
 		s = &st.state
 		s.Deadline, _ = ctx.Deadline()
 	} // else: without the hook's state only this attempt is known
-	s.MaxAttempts = a.c.RetryMax + 1
+	s.MaxAttempts = a.c.RetryMax // RetryMax+1, the first attempt included
+	if s.MaxAttempts < math.MaxInt {
+		s.MaxAttempts++ // math.MaxInt stays: RetryMax+1 would wrap around
+	}
 	s.UnsafeNoKey = o.Request.Header.Get(saferetry.HeaderIdempotencyKey) == "" &&
 		!retrypolicy.RetriedWithoutKey(o.Request.Method)
 	s.Done = ctx.Err() != nil
