@@ -181,9 +181,11 @@ func (op *operation) run() (*http.Response, error) {
 	}
 	var planned retrypolicy.Verdict // the retry about to be made, if any
 	// drained is closed when the drains of the retried answers are over;
-	// every return waits for it (see awaitDrains), so that the caller never
-	// gets an answer or an error while an intermediate body is still open,
-	// unless nothing can end that body's read.
+	// every return waits for it (see awaitDrains): to its end when a
+	// context ends their reads, so that the caller then never gets an
+	// answer or an error while an intermediate body is still open, and
+	// for drainGrace otherwise, after which a body still being read (one
+	// that trickles in or stalls) may be open when the caller gets it.
 	var drained chan struct{}
 	defer func() {
 		if drained != nil {
@@ -248,7 +250,8 @@ const drainGrace = 5 * time.Millisecond
 // goroutine alone reads and closes it (a base's body need not allow a
 // Close beside a Read), and a drain still blocked goes on until its read
 // returns, which the attempt's context ending, or the server, brings
-// about; the operation waits for it before it returns (see awaitDrains).
+// about; the operation waits for it, or for drainGrace when no context
+// ends its read, before it returns (see awaitDrains).
 func (op *operation) endDrain(drained <-chan struct{}) {
 	select {
 	case <-drained:
@@ -268,10 +271,12 @@ func (op *operation) endDrain(drained <-chan struct{}) {
 // retried answers (see run). A drain whose read a context ends (the
 // operation's, done, or the attempts' own, which WithAttemptTimeout gives
 // them and run ends after each wait) is waited for to its end. Otherwise
-// nothing but the server ends the read of a body that stopped arriving,
-// so a drain is waited for drainGrace at most and then left to its
-// goroutine, which closes the body once the read returns: the outcome in
-// hand must not wait for ever on an answer that was not kept.
+// nothing but the server, or the operation's deadline if it has one, ends
+// the read of a body that trickles in or stopped arriving, so a drain is
+// waited for drainGrace at most and then left to its goroutine, which
+// closes the body once the read returns: the outcome in hand must not
+// wait for the server, or up to the deadline, on an answer that was not
+// kept.
 func (op *operation) awaitDrains(drained <-chan struct{}) {
 	if op.ctx.Err() != nil || op.t.cfg.attemptTimeout > 0 {
 		<-drained
