@@ -40,6 +40,7 @@ func Run(t *testing.T, open Opener) {
 		{"PayRecordsAndDebits", testPay},
 		{"SameRefFindsTheFirstPayment", testSameRef},
 		{"InsufficientFundsChangesNothing", testInsufficient},
+		{"NonPositiveAmountRefused", testNonPositiveAmount},
 		{"ConcurrentSameRefOnePayment", testConcurrentSameRef},
 		{"RefLapsesAfterKeep", testRefLapses},
 		{"ConcurrentLapsedRefOnePayment", testConcurrentLapsedRef},
@@ -188,6 +189,27 @@ func testInsufficient(t *testing.T, open func() mockserver.Ledger) {
 		t.Fatalf("Pay of the exact balance = found %v, %v", found, err)
 	}
 	mustBalance(t, l, "JPY", 0)
+}
+
+// testNonPositiveAmount: a Payment's Amount is always > 0; a Pay of zero
+// or less, which would credit the balance (MinInt64 would overflow it), is
+// refused and changes nothing, and does not use the ref up.
+func testNonPositiveAmount(t *testing.T, open func() mockserver.Ledger) {
+	l := open()
+	ctx := ctxT(t)
+	for _, amount := range []int64{0, -1, -10_000, math.MinInt64} {
+		ref := fmt.Sprintf("non-positive-%d", amount)
+		if got, found, err := l.Pay(ctx, ref, keep, payment(amount, "EUR", "k")); err == nil {
+			t.Errorf("Pay of %d = %+v, found %v; want an error", amount, got, found)
+		}
+		if _, found, err := l.Pay(ctx, ref, keep, payment(1, "EUR", "k")); err != nil || found {
+			t.Errorf("Pay under the ref of a refused Pay of %d = found %v, %v; want a new payment", amount, found, err)
+		}
+	}
+	mustBalance(t, l, "EUR", 10_000-4)
+	if n := len(mustPayments(t, l)); n != 4 {
+		t.Errorf("%d payments, want the 4 of 1", n)
+	}
 }
 
 func testConcurrentSameRef(t *testing.T, open func() mockserver.Ledger) {
