@@ -3,6 +3,7 @@ package mockserver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"sync"
 	"time"
@@ -30,7 +31,8 @@ type Ledger interface {
 	// found. Otherwise p is a new payment and ref names p from then on;
 	// the older payment stays in Payments. It returns an error matching
 	// ErrInsufficientFunds, and changes nothing, when the balance is too
-	// low. The Server chooses p (a new ID, the creation time, the
+	// low, and an error, changing nothing, when p.Amount is not positive
+	// (a Payment's Amount is always > 0). The Server chooses p (a new ID, the creation time, the
 	// request's fields, p.Ref == ref) and gives every execution of one
 	// operation the same ref, idempotency.DerivedKey of its key, so that a
 	// re-run after a takeover finds the first run's payment and answers
@@ -219,6 +221,9 @@ func (l *memLedger) payment(i int32) Payment {
 func (l *memLedger) Pay(ctx context.Context, ref string, keep time.Duration, p Payment) (Payment, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return Payment{}, false, err
+	}
+	if p.Amount <= 0 {
+		return Payment{}, false, fmt.Errorf("mockserver: pay: amount %d is not positive", p.Amount)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
