@@ -25,18 +25,20 @@ var ErrInsufficientFunds = errors.New("mockserver: insufficient funds")
 // processes at once.
 type Ledger interface {
 	// Pay records p under ref and takes p.Amount from the balance of
-	// p.Currency, both or neither, unless the payment recorded under ref
-	// is still kept: made less than keep before p.Created (whenever made,
-	// when keep <= 0). Then it returns that payment, changes nothing, and reports
-	// found. Otherwise p is a new payment and ref names p from then on;
-	// the older payment stays in Payments. It returns an error matching
-	// ErrInsufficientFunds, and changes nothing, when the balance is too
-	// low, and an error, changing nothing, when p.Amount is not positive
-	// (a Payment's Amount is always > 0). The Server chooses p (a new ID, the creation time, the
-	// request's fields, p.Ref == ref) and gives every execution of one
-	// operation the same ref, idempotency.DerivedKey of its key, so that a
-	// re-run after a takeover finds the first run's payment and answers
-	// with it.
+	// p.Currency, both or neither, as every reader (of any instance) sees
+	// it: no read finds the payment without the debit or the debit
+	// without the payment. It does so unless the payment recorded under
+	// ref is still kept: made less than keep before p.Created (whenever
+	// made, when keep <= 0). Then it returns that payment, changes
+	// nothing, and reports found. Otherwise p is a new payment and ref
+	// names p from then on; the older payment stays in Payments. It
+	// returns an error matching ErrInsufficientFunds, and changes nothing,
+	// when the balance is too low, and an error, changing nothing, when
+	// p.Amount is not positive (a Payment's Amount is always > 0). The
+	// Server chooses p (a new ID, the creation time, the request's fields,
+	// p.Ref == ref) and gives every execution of one operation the same
+	// ref, idempotency.DerivedKey of its key, so that a re-run after a
+	// takeover finds the first run's payment and answers with it.
 	//
 	// keep is the Server's idempotency TTL (idempotency.WithTTL): after
 	// the TTL the contract executes a key anew, and a ref kept for good

@@ -46,6 +46,7 @@ func Run(t *testing.T, open Opener) {
 		{"ConcurrentLapsedRefOnePayment", testConcurrentLapsedRef},
 		{"KeepZeroKeepsForGood", testKeepForGood},
 		{"ConcurrentPaymentsAddUp", testConcurrentPayments},
+		{"ReadersSeeWholePayments", testReadersSeeWholePayments},
 		{"InstancesAgree", testInstancesAgree},
 		{"ResetRestoresOpening", testReset},
 		{"ContextCancelled", testContextCancelled},
@@ -290,6 +291,58 @@ func testConcurrentPayments(t *testing.T, open func() mockserver.Ledger) {
 	mustBalance(t, a, "EUR", 10_000-n*(n+1)/2)
 	if ps := mustPayments(t, b); len(ps) != n {
 		t.Errorf("%d payments, want %d", len(ps), n)
+	}
+}
+
+// testReadersSeeWholePayments: another instance never sees one effect of
+// a Pay without the other, the payment without the debit or the debit
+// without the payment. While payments are made one after another, it reads
+// the balance, the payments, and the balance again: when both balances
+// agree, no payment came in between (each takes the balance down), so the
+// payments must add up to the balance.
+func testReadersSeeWholePayments(t *testing.T, open func() mockserver.Ledger) {
+	const n = 30
+	a, b := open(), open()
+	ctx := ctxT(t)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range n {
+			if _, _, err := a.Pay(ctx, fmt.Sprintf("whole-%d", i), keep, payment(int64(i+1), "EUR", fmt.Sprint(i))); err != nil {
+				t.Errorf("Pay %d: %v", i, err)
+				return
+			}
+		}
+	}()
+	defer func() { <-done }() // a failed read ends the test only after the payments
+	for finished := false; !finished; {
+		select {
+		case <-done:
+			finished = true // one more read, of the final state
+		default:
+		}
+		before, err := b.Balance(ctx, "EUR")
+		if err != nil {
+			t.Fatalf("Balance: %v", err)
+		}
+		ps := mustPayments(t, b)
+		after, err := b.Balance(ctx, "EUR")
+		if err != nil {
+			t.Fatalf("Balance: %v", err)
+		}
+		if before != after {
+			continue
+		}
+		var paid int64
+		for _, p := range ps {
+			if p.Currency == "EUR" {
+				paid += p.Amount
+			}
+		}
+		if paid != 10_000-before {
+			t.Fatalf("Balance(EUR) %d before and after reading %d payments of %d in all; want them to add up to %d: "+
+				"a payment seen without its debit, or a debit without its payment", before, len(ps), paid, 10_000-before)
+		}
 	}
 }
 
