@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -189,7 +190,12 @@ func (c *cluster) close() {
 }
 
 // readLedger reads every payment and every balance from an instance: the
-// shared ledger, which every instance answers from. A read that fails with
+// shared ledger, which every instance answers from. The two come from one
+// moment: it reads the balances before and after the payments, again
+// until both reads agree, for a payment that lands in between (a handler
+// of an instance resumed after a pause) would be in the balances and not
+// in the payments; balances that did not move mean that no payment came
+// in between, since each takes one down. A read that fails with
 // a 503, without an answer or with one cut short is sent again every
 // readRetry, within readPatience: a store fault of the cell may have cut
 // the instance's connection to the ledger a moment before (its pool opens
@@ -223,17 +229,30 @@ func readLedger(ctx context.Context, addr string) ([]mockserver.Payment, map[str
 			}
 		}
 	}
-	var payments []mockserver.Payment
-	if err := get("/payments", &payments); err != nil {
-		return nil, nil, fmt.Errorf("chaos: reading the ledger: %w", err)
-	}
-	var bal struct {
+	type balanceBody struct {
 		Balances map[string]int64 `json:"balances"`
 	}
-	if err := get("/balance", &bal); err != nil {
+	var before balanceBody
+	if err := get("/balance", &before); err != nil {
 		return nil, nil, fmt.Errorf("chaos: reading the balances: %w", err)
 	}
-	return payments, bal.Balances, nil
+	for {
+		var payments []mockserver.Payment
+		if err := get("/payments", &payments); err != nil {
+			return nil, nil, fmt.Errorf("chaos: reading the ledger: %w", err)
+		}
+		var after balanceBody
+		if err := get("/balance", &after); err != nil {
+			return nil, nil, fmt.Errorf("chaos: reading the balances: %w", err)
+		}
+		if maps.Equal(before.Balances, after.Balances) {
+			return payments, after.Balances, nil
+		}
+		if ctx.Err() != nil {
+			return nil, nil, fmt.Errorf("chaos: the ledger kept changing while it was read for %v: %w", readPatience, ctx.Err())
+		}
+		before = after
+	}
 }
 
 // hostPort returns the host:port of a PostgreSQL URL, which must be a
