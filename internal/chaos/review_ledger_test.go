@@ -58,3 +58,19 @@ func TestReadLedgerIsOneSnapshot(t *testing.T) {
 			len(payments), balances, v.BalanceOff)
 	}
 }
+
+// TestJudgeWrongAmountIsNotClean: the ledger holds the one payment of
+// operation a, answered to its client, with an amount other than the one
+// a asked for (a body mixed up between requests, say), and a balance that
+// adds up with it. The payment is not the one the operation made: the run
+// is not clean.
+func TestJudgeWrongAmountIsNotClean(t *testing.T) {
+	a := newOps(1, "run")[0]
+	a.outcome("pay_a", http.StatusCreated, nil)
+	wrong := a.amount + 10
+	payments := []mockserver.Payment{{ID: "pay_a", IdempotencyKey: a.key, Amount: wrong, Currency: currencies[0], Recipient: "r0"}}
+	v := judge([]*op{a}, payments, opening, map[string]int64{currencies[0]: opening - wrong})
+	if v.Clean() {
+		t.Fatalf("judge = %+v, clean, for a payment of %d where the operation asked for %d", v, wrong, a.amount)
+	}
+}
