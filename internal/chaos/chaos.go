@@ -9,8 +9,10 @@
 // connections, and makes the servers drop answers after commit and fail
 // with 503. After a final round of retries with the same keys it reads the
 // verdict from the servers' shared ledger: per operation, how many
-// payments; which answers the client got that the ledger does not hold;
-// which operations are still unresolved; whether the balance adds up.
+// payments, and whether each holds the amount, currency and recipient the
+// operation asked for; which answers the client got that the ledger does
+// not hold; which operations are still unresolved; whether the balance
+// adds up.
 //
 // It measures, and does not assume: a cell whose handler pays without a
 // key (mockserver.WithUnkeyedPayments, lease mode) shows what a lease alone

@@ -21,7 +21,7 @@ import (
 // payment under a's key. a's payment is lost, though the ledger holds the
 // payment a was answered with (under b's key).
 func TestJudgeLostWhenAnsweredWithAnotherOperationsPayment(t *testing.T) {
-	a, b := &op{key: "a"}, &op{key: "b"}
+	a, b := &op{key: "a"}, &op{key: "b", amount: 5, currency: "XAA"}
 	a.outcome("pay_b", 201, nil)
 	b.outcome("pay_b", 201, nil)
 	payments := []mockserver.Payment{{ID: "pay_b", IdempotencyKey: "b", Amount: 5, Currency: "XAA"}}
@@ -35,7 +35,7 @@ func TestJudgeLostWhenAnsweredWithAnotherOperationsPayment(t *testing.T) {
 // balance taken down in a currency it lists no payment in; the balance does
 // not add up to the opening balance less the payments.
 func TestJudgeBalanceOffInACurrencyWithoutPayments(t *testing.T) {
-	a := &op{key: "a"}
+	a := &op{key: "a", amount: 5, currency: "XAA"}
 	a.outcome("pay_a", 201, nil)
 	payments := []mockserver.Payment{{ID: "pay_a", IdempotencyKey: "a", Amount: 5, Currency: "XAA"}}
 	v := judge([]*op{a}, payments, 100, map[string]int64{"XAA": 95, "XAB": 93})

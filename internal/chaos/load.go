@@ -23,9 +23,13 @@ import (
 // own, sent once, sometimes with a concurrent duplicate, and retried by the
 // saferetry client.
 type op struct {
-	key    string
-	body   []byte
-	amount int64
+	key  string
+	body []byte
+	// amount, currency and recipient are what body asks for, which every
+	// payment under key must hold.
+	amount    int64
+	currency  string
+	recipient string
 
 	mu       sync.Mutex
 	ids      map[string]bool // payment IDs the client was answered with
@@ -150,12 +154,14 @@ func (l *loader) send(ctx context.Context, o *op) {
 func newOps(n int, run string) []*op {
 	ops := make([]*op, n)
 	for i := range ops {
-		amount := 1 + rand.Int64N(100)
-		ops[i] = &op{
-			key:    run + "-" + strconv.Itoa(i),
-			amount: amount,
-			body:   fmt.Appendf(nil, `{"amount":%d,"currency":%q,"recipient":"r%d"}`, amount, currencies[i%len(currencies)], i%97),
+		o := &op{
+			key:       run + "-" + strconv.Itoa(i),
+			amount:    1 + rand.Int64N(100),
+			currency:  currencies[i%len(currencies)],
+			recipient: "r" + strconv.Itoa(i%97),
 		}
+		o.body = fmt.Appendf(nil, `{"amount":%d,"currency":%q,"recipient":%q}`, o.amount, o.currency, o.recipient)
+		ops[i] = o
 	}
 	return ops
 }

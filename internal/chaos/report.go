@@ -33,6 +33,8 @@ func PrintTable(w io.Writer, results []Result) {
 			fmt.Fprintf(w, "%s: the balance is off by %d from the payments\n", name, r.BalanceOff)
 		case r.Strays != 0:
 			fmt.Fprintf(w, "%s: %d payments under keys the client never used\n", name, r.Strays)
+		case r.Mismatched != 0:
+			fmt.Fprintf(w, "%s: %d payments not as their operation asked (amount, currency or recipient)\n", name, r.Mismatched)
 		}
 	}
 }

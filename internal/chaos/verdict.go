@@ -20,6 +20,9 @@ type Verdict struct {
 	Unresolved int
 	// Strays counts payments under keys the client never used.
 	Strays int
+	// Mismatched counts payments under an operation's key whose amount,
+	// currency or recipient is not what the operation asked for.
+	Mismatched int
 	// BalanceOff sums, over the currencies, how far the balance the ledger
 	// reports is from the opening balance less its payments: 0 when the
 	// ledger adds up.
@@ -27,9 +30,10 @@ type Verdict struct {
 }
 
 // Clean reports whether the run shows exactly-once: no double, nothing
-// lost, nothing unresolved, nothing stray, and a balance that adds up.
+// lost, nothing unresolved, nothing stray, no payment other than asked,
+// and a balance that adds up.
 func (v Verdict) Clean() bool {
-	return v.Doubles == 0 && v.Lost == 0 && v.Unresolved == 0 && v.Strays == 0 && v.BalanceOff == 0
+	return v.Doubles == 0 && v.Lost == 0 && v.Unresolved == 0 && v.Strays == 0 && v.Mismatched == 0 && v.BalanceOff == 0
 }
 
 // judge compares the client's view of ops with the ledger's payments and
@@ -44,9 +48,9 @@ func judge(ops []*op, payments []mockserver.Payment, opening int64, balances map
 		keyOf[p.ID] = p.IdempotencyKey
 		paid[p.Currency] += p.Amount
 	}
-	known := make(map[string]bool, len(ops))
+	known := make(map[string]*op, len(ops))
 	for _, o := range ops {
-		known[o.key] = true
+		known[o.key] = o
 		if n := byKey[o.key]; n > 1 {
 			v.Doubles += n - 1
 		}
@@ -63,8 +67,13 @@ func judge(ops []*op, payments []mockserver.Payment, opening int64, balances map
 		o.mu.Unlock()
 	}
 	for k, n := range byKey {
-		if !known[k] {
+		if known[k] == nil {
 			v.Strays += n
+		}
+	}
+	for _, p := range payments {
+		if o := known[p.IdempotencyKey]; o != nil && (p.Amount != o.amount || p.Currency != o.currency || p.Recipient != o.recipient) {
+			v.Mismatched++
 		}
 	}
 	// Every currency the ledger lists a balance for counts, not only those

@@ -7,8 +7,9 @@ import (
 )
 
 func TestJudge(t *testing.T) {
+	amounts := map[string]int64{"k1": 10, "k2": 20, "k3": 5} // what each operation asked for, in XAA
 	mk := func(key string, ids ...string) *op {
-		o := &op{key: key}
+		o := &op{key: key, amount: amounts[key], currency: "XAA"}
 		for _, id := range ids {
 			o.outcome(id, 201, nil)
 		}
@@ -47,6 +48,7 @@ func TestJudge(t *testing.T) {
 	if off := judge(ops, payments, opening, bal(opening-paid+7)).BalanceOff; off != 7 {
 		t.Fatalf("BalanceOff = %d, want 7", off)
 	}
+	amounts["a"] = 3
 	clean := judge([]*op{mk("a", "pa")}, []mockserver.Payment{pay("pa", "a", 3)}, 10, bal(7))
 	if !clean.Clean() {
 		t.Fatalf("clean run judged %+v", clean)
