@@ -3,6 +3,7 @@ package outbox
 import (
 	"io"
 	"log/slog"
+	"math"
 	"time"
 )
 
@@ -43,6 +44,9 @@ func (c *relayConfig) normalise() {
 	if c.maxAttempts <= 0 {
 		c.maxAttempts = 10
 	}
+	// The attempts column is an integer: a larger limit could not be
+	// encoded in the failure mark, which would fail for ever.
+	c.maxAttempts = min(c.maxAttempts, math.MaxInt32)
 	if c.backoffMin <= 0 {
 		c.backoffMin = 100 * time.Millisecond
 	}
@@ -98,7 +102,8 @@ func WithPollInterval(d time.Duration) RelayOption {
 func WithListen(on bool) RelayOption { return func(c *relayConfig) { c.listen = on } }
 
 // WithMaxAttempts sets after how many failed publications a message is
-// marked failed; 0 means 10.
+// marked failed; 0 means 10, and a limit above math.MaxInt32 (the range
+// of the attempts column) means math.MaxInt32, for ever in practice.
 func WithMaxAttempts(n int) RelayOption { return func(c *relayConfig) { c.maxAttempts = n } }
 
 // WithBackoff sets the delay before a failed message is tried again, min
