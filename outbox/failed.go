@@ -45,16 +45,18 @@ FROM `+o.names.quoted+` WHERE state = 2 ORDER BY seq LIMIT $1`, limit)
 // Redrive makes the failed messages with the given IDs pending again, their
 // attempts reset, and wakes the relays; it returns how many it found
 // failed. A redriven message is published after its Key's messages that are
-// pending, not in its original place. It takes their Keys' locks as
-// Enqueue does, so it waits for the transactions that are enqueueing for
-// those Keys.
+// pending, not in its original place. It takes the Keys' locks of all the
+// given IDs (failed or not yet) as Enqueue does, so it waits for the
+// transactions that are enqueueing for those Keys.
 func (o *Outbox) Redrive(ctx context.Context, ids ...string) (int64, error) {
 	var n int64
 	err := pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
 		// A Key's uncommitted rows must stay younger than its committed
 		// ones (see claimSQL): the new seq is taken under the Key's lock,
-		// after the open transactions of the Key commit.
-		rows, err := tx.Query(ctx, `SELECT DISTINCT key FROM `+o.names.quoted+` WHERE state = 2 AND id = ANY($1) AND key <> ''`, ids)
+		// after the open transactions of the Key commit. The Keys of all
+		// the IDs are locked, failed or not now: a row still pending may
+		// be failed by the time the update below reads it.
+		rows, err := tx.Query(ctx, `SELECT DISTINCT key FROM `+o.names.quoted+` WHERE id = ANY($1) AND key <> ''`, ids)
 		if err != nil {
 			return err
 		}
