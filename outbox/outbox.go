@@ -39,7 +39,10 @@ type Message struct {
 	// makes it the subject.
 	Topic string
 	// Key orders: the messages of one Key are handed to the Publisher in
-	// the order their transactions committed. Empty means unordered.
+	// the order their transactions committed. Empty means unordered. A
+	// broker header carries it too (the jetstream Publisher's Outbox-Key),
+	// so it obeys ID's rule: no space at either end, no control character
+	// (ErrInvalidMessage); "k " would arrive as "k".
 	Key string
 	// Payload is the message body; nil is sent as an empty body.
 	Payload []byte
@@ -52,9 +55,10 @@ var (
 	// ErrNoID: a message has no ID and the context is not a protected
 	// request, so there is nothing to derive one from.
 	ErrNoID = errors.New("outbox: message has no ID outside a protected request")
-	// ErrInvalidMessage: a message has no Topic, or one call holds the same
-	// ID twice (two messages of one request with the same Topic and Key
-	// need IDs of their own).
+	// ErrInvalidMessage: a message has no Topic, an ID or Key a broker
+	// header would not carry unchanged (see Message), or one call holds
+	// the same ID twice (two messages of one request with the same Topic
+	// and Key need IDs of their own).
 	ErrInvalidMessage = errors.New("outbox: invalid message")
 	// ErrInvalidAge: DeletePublished or DeleteProcessed was given an age
 	// of zero or less, which would delete every row, those that a
@@ -164,6 +168,9 @@ func (o *Outbox) Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) error 
 		if !headerSafe(id) {
 			return fmt.Errorf("%w: message %d: ID %q starts or ends with a space or holds a control character", ErrInvalidMessage, i, id)
 		}
+		if m.Key != "" && !headerSafe(m.Key) {
+			return fmt.Errorf("%w: message %d: Key %q starts or ends with a space or holds a control character", ErrInvalidMessage, i, m.Key)
+		}
 		if slices.Contains(ids[:i], id) {
 			return fmt.Errorf("%w: ID %q twice in one call", ErrInvalidMessage, id)
 		}
@@ -226,14 +233,14 @@ func validTable(name string) error {
 // for queries of one's own (inspection, tests).
 func (o *Outbox) Table() string { return o.names.quoted }
 
-// headerSafe reports whether id travels unchanged as a header value: no
-// space at either end, no control character (a tab is one).
-func headerSafe(id string) bool {
-	if id[0] == ' ' || id[len(id)-1] == ' ' {
+// headerSafe reports whether s, not empty, travels unchanged as a header
+// value: no space at either end, no control character (a tab is one).
+func headerSafe(s string) bool {
+	if s[0] == ' ' || s[len(s)-1] == ' ' {
 		return false
 	}
-	for i := 0; i < len(id); i++ {
-		if c := id[i]; c < 0x20 || c == 0x7f {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f {
 			return false
 		}
 	}
