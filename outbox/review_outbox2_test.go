@@ -157,3 +157,15 @@ func TestRedriveLocksTheKeyOfARowThatFailsMeanwhile(t *testing.T) {
 		t.Errorf("Stats = %+v, %v; want all 4 published", s, err)
 	}
 }
+
+// TestHugeBatchSizePublishes: a batch size meant as "no limit" must not
+// wrap the claim's window (4 × the batch size + 64) around to a negative
+// LIMIT, which PostgreSQL refuses: the relay would publish nothing, ever.
+func TestHugeBatchSizePublishes(t *testing.T) {
+	o, pool := newOutbox(t)
+	enqueue(t, pool, o, msg("m", "k"))
+	rec := &recorder{}
+	if n, err := o.Relay(rec, outbox.WithBatchSize(1<<61)).RunOnce(context.Background()); err != nil || n != 1 {
+		t.Fatalf("RunOnce = %d, %v; want 1, nil", n, err)
+	}
+}
