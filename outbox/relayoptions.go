@@ -35,6 +35,8 @@ func (c *relayConfig) normalise() {
 	if c.batchSize <= 0 {
 		c.batchSize = 100
 	}
+	// The claim's window, 4 × the batch size + 64, must not wrap around.
+	c.batchSize = min(c.batchSize, math.MaxInt32)
 	if c.workers <= 0 {
 		c.workers = 1
 	}
@@ -75,7 +77,7 @@ func (c *relayConfig) normalise() {
 }
 
 // WithBatchSize sets how many messages one Publish call gets at most; 0
-// means 100.
+// means 100, and a size above math.MaxInt32 means math.MaxInt32.
 func WithBatchSize(n int) RelayOption { return func(c *relayConfig) { c.batchSize = n } }
 
 // WithWorkers sets how many batches a Relay's Run has in flight at once,
