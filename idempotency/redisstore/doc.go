@@ -196,7 +196,9 @@
 // by waiting out the WAIT timeout; later writes to that primary send ROLE
 // in the same round trip instead of WAIT, and fail at once while it lists
 // too few replicas (the slowest of them took 1 to 107 ms in the tests,
-// on a busy 2-core machine). Writing without the
+// on a busy 2-core machine). ROLE is an @admin and @dangerous command:
+// where the client's ACL user may not run it, each write waits out WAIT
+// instead. Writing without the
 // replicas that WithWait asks for would be exactly the loss it exists to
 // prevent, should the primary fail again. To keep those slots writable
 // through a failover, give each primary two replicas (WithWait(1, ...) is

@@ -49,7 +49,9 @@ func WithPrefix(prefix string) Option {
 // promoted in a failover, until a replica rejoins it), an acquiring Claim
 // fails and gives its claim back, and the Middleware answers 503; after
 // the first WAIT that comes back short, the Store asks ROLE in place of
-// WAIT and fails at once, so nothing waits out the timeout again. See
+// WAIT and fails at once, so nothing waits out the timeout again (a user
+// whose ACL denies ROLE, an @admin and @dangerous command, waits out WAIT
+// on every such write instead). See
 // "Failover on Redis Cluster" in the package documentation. It works with a *redis.Client, a failover client and a
 // *redis.ClusterClient (WAIT goes to the primary that owns the key); with a
 // *redis.Ring, WAIT may reach another shard, so do not combine the two.

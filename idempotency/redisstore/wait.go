@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -24,7 +25,8 @@ type shortPrimaries struct{ m sync.Map }
 // runWait sends the script and WAIT in one pipeline to the primary that owns
 // key. On a primary known to lack replicas it sends ROLE and the script
 // instead, and sends WAIT after them, over the same connection, only if
-// ROLE lists enough replicas. A WAIT that came back short after a
+// ROLE lists enough replicas, or refuses to answer (an ACL that denies
+// it): then WAIT answers. A WAIT that came back short after a
 // NOSCRIPT marks the primary as lacking replicas before the script is sent
 // again, so that a write on a primary without replicas (a promoted one) does
 // not wait out the timeout twice. A WAIT that may outlast the client's
@@ -100,13 +102,19 @@ func (s *Store) runWait(ctx context.Context, sc *redis.Script, key string, wrote
 		}
 		if short {
 			n, err := connectedReplicas(role)
-			if err != nil {
+			var refused redis.Error
+			switch {
+			case errors.As(err, &refused):
+				// ROLE is an @admin and @dangerous command, which an
+				// application's ACL often denies (NOPERM): WAIT, which
+				// it allows, answers instead, on the connection that
+				// wrote.
+			case err != nil:
 				return nil, err
-			}
-			if n < s.cfg.waitN {
+			case n < s.cfg.waitN:
 				return res, s.notReplicated(addr, fmt.Sprintf("%d connected", n))
 			}
-			s.short.m.Delete(addr) // replicas are back: wait for them again
+			s.short.m.Delete(addr) // replicas are back (or ROLE is denied): wait for them again
 		}
 		var n int64
 		switch {
