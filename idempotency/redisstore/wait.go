@@ -145,7 +145,7 @@ const waitSlack = 500 * time.Millisecond
 
 // waitAlone reports whether WAIT must go in a round trip of its own, after
 // the write, rather than in the write's pipeline: go-redis reads a
-// pipeline under the client's ReadTimeout (3 s by default) whatever it
+// pipeline under the client's ReadTimeout (5 s by default) whatever it
 // holds, and WAIT's own command under its timeout plus ten seconds. In the
 // pipeline, a WAIT that outlasted the ReadTimeout (0, for ever, included)
 // ended in an i/o timeout, the write's answer lost with it: an acquired

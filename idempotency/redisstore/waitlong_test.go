@@ -13,7 +13,7 @@ import (
 )
 
 // TestWithWaitLongerThanReadTimeout: a WithWait timeout longer than the
-// client's ReadTimeout (go-redis's default is 3 s, so WithWait(1, 5*time.Second)
+// client's ReadTimeout (go-redis's default is 5 s, so WithWait(1, 10*time.Second)
 // on a default client) must still end in ErrNotReplicated on a primary
 // without replicas, with the claim given back, as WithWait documents. The
 // WAIT rode in a pipeline read under the client's ReadTimeout: the read
