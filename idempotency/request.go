@@ -77,16 +77,17 @@ func (q *request) serve() {
 	}()
 	for {
 		h, res, err := q.m.mode.claim(q)
+		if q.wait != nil && (err != nil || res.Acquired) {
+			// It waited, and won the key or lost the store: its waiting
+			// slot and watch are not needed while the handler runs
+			// (unprotected, under WithFailOpen).
+			q.wait.done(q.m)
+		}
 		if err != nil {
 			q.storeFailed(err)
 			return
 		}
 		if res.Acquired {
-			if q.wait != nil {
-				// It waited and won the key: its waiting slot and watch
-				// are not needed while the handler runs.
-				q.wait.done(q.m)
-			}
 			q.run(h, res)
 			return
 		}
