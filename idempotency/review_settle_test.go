@@ -2,8 +2,10 @@ package idempotency_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,4 +72,46 @@ func TestWaiterThatFallsOpenGivesBackItsSlot(t *testing.T) {
 		t.Fatalf("the duplicate of b was answered %d at once: the request running unprotected still holds the only waiting slot", code)
 	default:
 	}
+}
+
+// getFlaky adds a Get that fails its first n calls to a faultyStore.
+type getFlaky struct {
+	*faultyStore
+	fails atomic.Int64
+}
+
+func (g *getFlaky) Get(ctx context.Context, k idempotency.Key) (idempotency.Entry, bool, error) {
+	if g.fails.Add(-1) >= 0 {
+		return idempotency.Entry{}, false, errBlip
+	}
+	return g.faultyStore.Get(ctx, k)
+}
+
+// TestCompleteAnswerLostThenAGetBlip checks that a Complete applied whose
+// answer was lost is recognised as stored even when the look at the entry
+// that tells so fails once as well: the look is retried within the store
+// timeout like the Complete, instead of taking the key for taken over
+// (409 to the client and OutcomeLeaseLost, for an outcome that is stored).
+func TestCompleteAnswerLostThenAGetBlip(t *testing.T) {
+	base := newStore(t)
+	var tries atomic.Int64
+	st := &getFlaky{faultyStore: &faultyStore{Store: base, complete: func(ctx context.Context, k idempotency.Key, tok int64, resp idempotency.Response, ttl time.Duration) error {
+		err := base.Complete(ctx, k, tok, resp, ttl)
+		if tries.Add(1) == 1 && err == nil {
+			return fmt.Errorf("reply lost: %w", errBlip)
+		}
+		return err
+	}}}
+	st.fails.Store(1)
+	var ev events
+	h := idempotency.Middleware(st, idempotency.WithHook(ev.hook))(&counter{})
+	first := post(h, "k", `{}`)
+	if first.Code != http.StatusCreated {
+		t.Fatalf("status = %d %s, want the stored 201", first.Code, first.Body)
+	}
+	if got := ev.outcomes(); len(got) != 1 || got[0] != idempotency.OutcomeNew {
+		e, _ := ev.find(idempotency.OutcomeLeaseLost)
+		t.Fatalf("events %v (%v), want only new", got, e.Err)
+	}
+	wantReplay(t, post(h, "k", `{}`), first)
 }
