@@ -60,7 +60,7 @@ func (m *middleware) release(ctx context.Context, ev Event) (superseded bool) {
 // retry's ErrStaleToken is a success when the entry shows that an earlier
 // try took effect though its answer was lost (settledAs).
 func (m *middleware) settled(ctx context.Context, ev Event, completed bool, err error, retried bool, failed string) (superseded bool) {
-	if errors.Is(err, ErrStaleToken) && retried && m.settledAs(ctx, ev.Key, ev.Token, completed) {
+	if errors.Is(err, ErrStaleToken) && retried && m.settledAs(ctx, ev, completed) {
 		err = nil
 	}
 	switch {
@@ -99,19 +99,26 @@ func (m *middleware) retryStore(ctx context.Context, ev Event, op string, call f
 	}
 }
 
-// settledAs reports whether the entry of k shows that an earlier Complete
-// (completed true) or Release (completed false) with token took effect,
-// though its answer was lost: completed with that token, or no longer
-// held by it.
-func (m *middleware) settledAs(ctx context.Context, k Key, token int64, completed bool) bool {
-	e, found, err := m.store.Get(ctx, k)
+// settledAs reports whether the entry of ev's claim shows that an earlier
+// Complete (completed true) or Release (completed false) with its token
+// took effect, though its answer was lost: completed with that token, or no
+// longer held by it. Its Get is retried on transient store errors, like the
+// call it checks, until ctx ends: a blip of the store that lost an answer
+// often fails the next call too.
+func (m *middleware) settledAs(ctx context.Context, ev Event, completed bool) bool {
+	var e Entry
+	var found bool
+	err, _ := m.retryStore(ctx, ev, "get", func(ctx context.Context) (err error) {
+		e, found, err = m.store.Get(ctx, ev.Key)
+		return err
+	})
 	if err != nil {
 		return false
 	}
 	if completed {
-		return found && e.State == StateCompleted && e.Token == token
+		return found && e.State == StateCompleted && e.Token == ev.Token
 	}
-	return !found || e.Token != token || e.State != StateInProgress
+	return !found || e.Token != ev.Token || e.State != StateInProgress
 }
 
 // outcome is the Response to store for what rec recorded. When borrowed,
