@@ -15,7 +15,7 @@ const (
 	// OutcomeNew: the handler ran and its outcome was stored.
 	OutcomeNew Outcome = "new"
 	// OutcomeReleased: the handler ran but its outcome is not stored (a 5xx,
-	// 408 or 429 status, or a panic), so a retry runs it again.
+	// 307, 308, 408 or 429 status, or a panic), so a retry runs it again.
 	OutcomeReleased Outcome = "released"
 	// OutcomeReplay: a stored outcome was replayed; the handler did not run.
 	OutcomeReplay Outcome = "replay"
@@ -34,7 +34,9 @@ const (
 	// OutcomeStoreError: a store call failed. On claim, the request was
 	// answered 503 (or, with WithFailOpen, run unprotected); after the
 	// handler ran, its response was still sent but its outcome may not be
-	// stored. Err holds the cause.
+	// stored, except in transactional mode, where a failed commit rolled
+	// the handler's work back and the request was answered 503
+	// (ProblemCommitFailed). Err holds the cause.
 	OutcomeStoreError Outcome = "store_error"
 	// OutcomeTooLarge: the request body was over the limit; answered 413.
 	OutcomeTooLarge Outcome = "too_large"
@@ -86,9 +88,13 @@ type Event struct {
 	// malformed key, body too large or unreadable, scope error).
 	Duration time.Duration
 	// Err is the underlying error for OutcomeStoreError, OutcomeLeaseLost,
-	// OutcomeScopeError, OutcomeMalformedKey and OutcomeBadRequest; nil
-	// otherwise. It is ErrHandlerPanicked for OutcomeReleased after a
-	// handler panic (the panic itself goes on, with its own value).
+	// OutcomeScopeError, OutcomeMalformedKey and OutcomeBadRequest. It is
+	// ErrHandlerPanicked for OutcomeReleased after a handler panic (the
+	// panic itself goes on, with its own value), the cause matching
+	// ErrLeaseLost for OutcomeReleased after the Middleware cancelled the
+	// handler for its lease, and an error saying so for the
+	// OutcomeInProgress of a claim answered with under half its lease left
+	// (the handler was not started); nil otherwise.
 	Err error
 
 	began time.Time       // the request's admission, for Duration
