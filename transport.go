@@ -278,23 +278,13 @@ func (op *operation) endDrain(drained <-chan struct{}) {
 // wait for the server, or up to the deadline, on an answer that was not
 // kept.
 func (op *operation) awaitDrains(drained <-chan struct{}) {
-	if op.ctx.Err() != nil || op.t.cfg.attemptTimeout > 0 {
-		<-drained
-		return
+	if op.ctx.Err() == nil && op.t.cfg.attemptTimeout <= 0 {
+		op.endDrain(drained)
+		if op.ctx.Err() == nil {
+			return
+		}
 	}
-	select {
-	case <-drained:
-		return
-	default:
-	}
-	t := time.NewTimer(drainGrace)
-	defer t.Stop()
-	select {
-	case <-drained:
-	case <-t.C:
-	case <-op.ctx.Done():
-		<-drained // the context's end ends the reads
-	}
+	<-drained // a context's end ends the reads
 }
 
 // send makes one attempt with body rc, under the per-attempt timeout if
