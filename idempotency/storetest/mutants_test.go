@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/storetest"
+	"github.com/saferetry/saferetry/internal/testkit"
 )
 
 // envMutant names the bug of the mutant store TestMutantStoreChild runs the
@@ -396,19 +396,11 @@ func TestMutantStoreChild(t *testing.T) {
 // whether it passed.
 func runMutant(t *testing.T, b bug, pattern string) (string, bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestMutantStoreChild$/"+pattern, "-test.v", "-test.count=1")
 	name := string(b)
 	if b == none {
 		name = "none"
 	}
-	cmd.Env = append(os.Environ(), envMutant+"="+name)
-	out, err := cmd.CombinedOutput()
-	if ctx.Err() != nil {
-		t.Fatalf("the suite did not end in time on the store with bug %q:\n%s", name, out)
-	}
-	return string(out), err == nil
+	return testkit.RunChildTest(t, "^TestMutantStoreChild$/"+pattern, envMutant, name, 90*time.Second)
 }
 
 // wantRejected checks that every named conformance case fails on the store

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/saferetry/saferetry/internal/testkit"
 	"github.com/saferetry/saferetry/mockserver"
 	"github.com/saferetry/saferetry/mockserver/ledgertest"
 )
@@ -185,19 +185,11 @@ func TestMutantLedgerChild(t *testing.T) {
 // passed.
 func runMutant(t *testing.T, b bug, pattern string) (string, bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestMutantLedgerChild$/"+pattern, "-test.v", "-test.count=1")
 	name := string(b)
 	if b == none {
 		name = "none"
 	}
-	cmd.Env = append(os.Environ(), envMutant+"="+name)
-	out, err := cmd.CombinedOutput()
-	if ctx.Err() != nil {
-		t.Fatalf("the suite did not end in time on the ledger with bug %q:\n%s", name, out)
-	}
-	return string(out), err == nil
+	return testkit.RunChildTest(t, "^TestMutantLedgerChild$/"+pattern, envMutant, name, 90*time.Second)
 }
 
 // TestRefLedgerPassesTheSuite: the ledger the mutants are made from,
