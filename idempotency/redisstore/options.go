@@ -40,8 +40,10 @@ func WithPrefix(prefix string) Option {
 // of 0 waits forever (Redis semantics), so give one; a timeout under a
 // millisecond waits one millisecond, and a negative one makes New panic.
 // A timeout of 0, or one that does not leave half a second of the client's
-// ReadTimeout, is waited out in full: WAIT then follows the write in a
-// round trip of its own, on the same connection.
+// ReadTimeout (or of the context's deadline, on a client with
+// ContextTimeoutEnabled), is waited out in full: WAIT then follows the
+// write in a round trip of its own, on the same connection. A WAIT that
+// fails after the write also ends in ErrNotReplicated.
 // replicas <= 0, the default, disables waiting.
 //
 // It narrows the window in which a failover loses an acknowledged claim; it

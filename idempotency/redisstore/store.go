@@ -19,8 +19,9 @@ import (
 )
 
 // ErrNotReplicated is returned (wrapped) by a write when WithWait is set and
-// fewer replicas than asked acknowledged it in time. The write is applied on
-// the primary regardless. Match it with errors.Is.
+// fewer replicas than asked acknowledged it in time, or WAIT failed after
+// the write (then it wraps WAIT's error too). The write is applied on the
+// primary regardless. Match it with errors.Is.
 var ErrNotReplicated = errors.New("redisstore: write not acknowledged by enough replicas")
 
 var _ idempotency.Store = (*Store)(nil)

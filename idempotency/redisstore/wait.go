@@ -32,8 +32,8 @@ type shortPrimaries struct{ m sync.Map }
 // not wait out the timeout twice. A WAIT that may outlast the client's
 // ReadTimeout (see waitAlone) also goes after the script, over the same
 // connection. When fewer replicas
-// acknowledge, the error matches ErrNotReplicated and the script's result
-// comes with it.
+// acknowledge, or WAIT fails after the write, the error matches
+// ErrNotReplicated and the script's result comes with it.
 func (s *Store) runWait(ctx context.Context, sc *redis.Script, key string, wrote func(any) bool, args ...any) (any, error) {
 	var c interface {
 		Pipeline() redis.Pipeliner
@@ -50,7 +50,7 @@ func (s *Store) runWait(ctx context.Context, sc *redis.Script, key string, wrote
 	}
 	keys := []string{key}
 	var pinned *redis.Conn
-	alone := s.waitAlone(client)
+	alone := s.waitAlone(ctx, client)
 	for _, byHash := range []bool{true, false} {
 		_, short := s.short.m.Load(addr)
 		if (short || alone) && client != nil && pinned == nil {
@@ -127,7 +127,11 @@ func (s *Store) runWait(ctx context.Context, sc *redis.Script, key string, wrote
 			n, err = c.Do(ctx, "WAIT", s.cfg.waitN, millis(s.cfg.waitTimeout)).Int64()
 		}
 		if err != nil {
-			return nil, err
+			// The write is applied and its answer in hand, but not known
+			// to be replicated (the context's deadline, under
+			// ContextTimeoutEnabled, or a broken connection ended WAIT):
+			// an acquired claim is given back, as for a short WAIT.
+			return res, fmt.Errorf("%w: WAIT: %w", ErrNotReplicated, err)
 		}
 		if n < int64(s.cfg.waitN) {
 			s.short.m.Store(addr, true)
@@ -149,12 +153,19 @@ const waitSlack = 500 * time.Millisecond
 // holds, and WAIT's own command under its timeout plus ten seconds. In the
 // pipeline, a WAIT that outlasted the ReadTimeout (0, for ever, included)
 // ended in an i/o timeout, the write's answer lost with it: an acquired
-// claim was not given back, and no write reported ErrNotReplicated.
-func (s *Store) waitAlone(client *redis.Client) bool {
+// claim was not given back, and no write reported ErrNotReplicated. A
+// client with ContextTimeoutEnabled reads under the context's deadline
+// too, so a deadline that WAIT may outlast sends it alone as well.
+func (s *Store) waitAlone(ctx context.Context, client *redis.Client) bool {
 	if client == nil {
 		return false
 	}
-	read := client.Options().ReadTimeout
+	opt := client.Options()
+	if d, ok := ctx.Deadline(); ok && opt.ContextTimeoutEnabled &&
+		(s.cfg.waitTimeout <= 0 || time.Now().Add(s.cfg.waitTimeout+waitSlack).After(d)) {
+		return true
+	}
+	read := opt.ReadTimeout
 	return read > 0 && (s.cfg.waitTimeout <= 0 || s.cfg.waitTimeout+waitSlack > read)
 }
 
