@@ -1,0 +1,130 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/saferetry/saferetry/internal/testenv"
+	"github.com/saferetry/saferetry/outbox"
+)
+
+// TestRedriveLocksTheKeyOfARowCommittedMeanwhile: Redrive reads the Keys
+// of the given IDs, then locks them, then redrives the rows failed by then.
+// A message whose enqueueing transaction was still open when the Keys were
+// read is not among them; if it commits, is published and fails while
+// Redrive waits for another Key's lock, it must not be redriven without
+// its own Key's lock: a transaction enqueueing for that Key may be open,
+// and the redriven row would take a place after that transaction's
+// uncommitted row: one message in two Publish calls at once, and the Key
+// out of order. Leaving it failed is fine: Redrive could not have been
+// told of it by Failed.
+func TestRedriveLocksTheKeyOfARowCommittedMeanwhile(t *testing.T) {
+	o, pool := newOutbox(t)
+	ctx := context.Background()
+	enqueue(t, pool, o, msg("a", "k1"))
+	failing := &recorder{fail: func(int, []outbox.Message) error { return errors.New("no") }}
+	drain(t, o.Relay(failing, outbox.WithMaxAttempts(1)))
+
+	// b is being enqueued, not committed: Redrive(a, b) cannot see it.
+	open0, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open0.Rollback(ctx) //nolint:errcheck
+	if err := o.Enqueue(ctx, open0, msg("b", "k2")); err != nil {
+		t.Fatal(err)
+	}
+	// An open transaction holds k1's lock: Redrive(a, b) waits for it.
+	open1, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open1.Rollback(ctx) //nolint:errcheck
+	if err := o.Enqueue(ctx, open1, msg("x", "k1")); err != nil {
+		t.Fatal(err)
+	}
+	var redriven int64
+	redrive := start(func() (err error) { redriven, err = o.Redrive(ctx, "a", "b"); return err })
+	testenv.Eventually(t, "Redrive waits for k1's lock", func() bool {
+		return redrive.done() || keyLockWaited(t, pool, o, "k1")
+	})
+	if redrive.done() {
+		t.Fatalf("Redrive returned (%v) while k1's lock was held", redrive.wait())
+	}
+	// Meanwhile b commits and fails, and a transaction enqueues y for k2.
+	if err := open0.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	drain(t, o.Relay(failing, outbox.WithMaxAttempts(1)))
+	open2, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open2.Rollback(ctx) //nolint:errcheck
+	if err := o.Enqueue(ctx, open2, msg("y", "k2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := open1.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Redrive returns, or waits for k2's lock, held by open2.
+	testenv.Eventually(t, "Redrive returns or waits for k2's lock", func() bool {
+		return redrive.done() || keyLockWaited(t, pool, o, "k2")
+	})
+
+	rec := &recorder{}
+	g := &gated{rec: rec, entered: make(chan struct{}), open: make(chan struct{})}
+	first := start(func() error { _, err := o.Relay(g).RunOnce(ctx); return err })
+	testenv.Eventually(t, "the first relay publishes or returns", func() bool {
+		select {
+		case <-g.entered:
+			return true
+		default:
+			return first.done()
+		}
+	})
+	if err := open2.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := redrive.wait(); err != nil {
+		t.Fatalf("Redrive: %v", err)
+	}
+	second := start(func() error { _, err := o.Relay(rec).RunOnce(ctx); return err })
+	testenv.Eventually(t, "the second relay publishes or returns", func() bool {
+		if second.done() {
+			return true
+		}
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return rec.calls >= 2 || (first.done() && rec.calls >= 1)
+	})
+	close(g.open)
+	if err := second.wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.wait(); err != nil {
+		t.Fatal(err)
+	}
+	drain(t, o.Relay(rec))
+	if len(rec.overlaps) > 0 {
+		t.Errorf("messages in two Publish calls at once: %v", rec.overlaps)
+	}
+	var k2 []string
+	for _, m := range rec.messages() {
+		if m.Key == "k2" {
+			k2 = append(k2, m.ID)
+		}
+	}
+	want, stats := "y,b", outbox.Stats{Published: 4}
+	if redriven == 1 { // b left failed
+		want, stats = "y", outbox.Stats{Published: 3, Failed: 1}
+	}
+	if strings.Join(k2, ",") != want {
+		t.Errorf("k2 published as %v after %d redriven; want %s", k2, redriven, want)
+	}
+	if s, err := o.Stats(ctx); err != nil || s != stats {
+		t.Errorf("Stats = %+v, %v; want %+v", s, err, stats)
+	}
+}
