@@ -47,7 +47,9 @@ FROM `+o.names.quoted+` WHERE state = 2 ORDER BY seq LIMIT $1`, limit)
 // failed. A redriven message is published after its Key's messages that are
 // pending, not in its original place. It takes the Keys' locks of all the
 // given IDs (failed or not yet) as Enqueue does, so it waits for the
-// transactions that are enqueueing for those Keys.
+// transactions that are enqueueing for those Keys. A message whose
+// enqueueing transaction had not committed when Redrive began is left
+// failed, its Key not locked.
 func (o *Outbox) Redrive(ctx context.Context, ids ...string) (int64, error) {
 	var n int64
 	err := pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
@@ -55,7 +57,9 @@ func (o *Outbox) Redrive(ctx context.Context, ids ...string) (int64, error) {
 		// ones (see claimSQL): the new seq is taken under the Key's lock,
 		// after the open transactions of the Key commit. The Keys of all
 		// the IDs are locked, failed or not now: a row still pending may
-		// be failed by the time the update below reads it.
+		// be failed by the time the update below reads it. A row committed
+		// after the Keys were read has a Key that may not be locked: the
+		// update leaves it alone.
 		rows, err := tx.Query(ctx, `SELECT DISTINCT key FROM `+o.names.quoted+` WHERE id = ANY($1) AND key <> ''`, ids)
 		if err != nil {
 			return err
@@ -71,7 +75,7 @@ func (o *Outbox) Redrive(ctx context.Context, ids ...string) (int64, error) {
 			}
 		}
 		tag, err := tx.Exec(ctx, `UPDATE `+o.names.quoted+` SET state = 0, attempts = 0, next_try_at = now(), seq = DEFAULT
-WHERE state = 2 AND id = ANY($1)`, ids)
+WHERE state = 2 AND id = ANY($1) AND (key = '' OR key = ANY($2::text[]))`, ids, keys)
 		if err != nil {
 			return err
 		}
