@@ -243,14 +243,15 @@ const maxInflight = 2
 // retryDelay is the wait before retrying a failed renewal when the lease has
 // left to run: a third of what is left, so that several tries fit before it
 // lapses, but no longer than the renewal interval and no shorter than a
-// tenth of it (a store that fails at once is not hammered). Once the lease
+// tenth of it (a store that fails at once is not hammered) nor than a
+// nanosecond (a lease under 30 ns would have its timer spin). Once the lease
 // may have lapsed, renewals go on at the interval: a Renew still succeeds
 // as long as nobody took the claim over.
 func retryDelay(interval, left time.Duration) time.Duration {
 	if left <= 0 {
 		return interval
 	}
-	return min(interval, max(left/3, interval/10))
+	return min(interval, max(left/3, interval/10, 1))
 }
 
 // settle marks the handler as returned: renewals go on while the outcome is
