@@ -25,7 +25,12 @@ const (
 	// answered 422.
 	OutcomeMismatch Outcome = "mismatch"
 	// OutcomeLeaseLost: the request's claim was taken over (its lease lapsed)
-	// while its handler ran; its outcome was not stored. Reported once per
+	// while its handler ran; its outcome was not stored. It is also reported
+	// when a retried Complete or Release found the claim no longer held and
+	// the entry could not be read within the store timeout to tell whether
+	// an earlier try, whose answer was lost, took effect: the claim is taken
+	// for taken over, the answer that is safe either way, though its outcome
+	// may be stored (a retry then replays it). Reported once per
 	// request, on its own goroutine after the handler returned, whether a
 	// renewal or the completion noticed the loss. Status is 409 when the
 	// handler's storable answer was replaced (see the package

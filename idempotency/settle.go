@@ -104,7 +104,8 @@ func (m *middleware) retryStore(ctx context.Context, ev Event, op string, call f
 // took effect, though its answer was lost: completed with that token, or no
 // longer held by it. Its Get is retried on transient store errors, like the
 // call it checks, until ctx ends: a blip of the store that lost an answer
-// often fails the next call too.
+// often fails the next call too. An entry it cannot read by then counts as
+// not settled: the claim is taken for taken over (see OutcomeLeaseLost).
 func (m *middleware) settledAs(ctx context.Context, ev Event, completed bool) bool {
 	var e Entry
 	var found bool

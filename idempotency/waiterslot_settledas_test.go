@@ -2,14 +2,18 @@ package idempotency_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/memstore"
+	"github.com/saferetry/saferetry/internal/clock"
 	"github.com/saferetry/saferetry/internal/testenv"
 )
 
@@ -114,4 +118,57 @@ func TestCompleteAnswerLostThenAGetBlip(t *testing.T) {
 		t.Fatalf("events %v (%v), want only new", got, e.Err)
 	}
 	wantReplay(t, post(h, "k", `{}`), first)
+}
+
+// getDown adds a Get that fails while down is set to a faultyStore.
+type getDown struct {
+	*faultyStore
+	down atomic.Bool
+}
+
+func (g *getDown) Get(ctx context.Context, k idempotency.Key) (idempotency.Entry, bool, error) {
+	if g.down.Load() {
+		return idempotency.Entry{}, false, errBlip
+	}
+	return g.faultyStore.Get(ctx, k)
+}
+
+// TestCompleteAnswerLostAndEntryUnreadableIsTakenForLost checks what
+// OutcomeLeaseLost documents for a Complete that took effect but whose
+// answer was lost, when the entry cannot be read within the store timeout
+// to tell so: the claim is taken for taken over (409 to the client,
+// OutcomeLeaseLost, within the store timeout), though the outcome is
+// stored, and the retry replays it.
+func TestCompleteAnswerLostAndEntryUnreadableIsTakenForLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := newStore(t, memstore.WithClock(time.Now), memstore.WithCleanupInterval(0))
+		var tries atomic.Int64
+		st := &getDown{faultyStore: &faultyStore{Store: base, complete: func(ctx context.Context, k idempotency.Key, tok int64, resp idempotency.Response, ttl time.Duration) error {
+			err := base.Complete(ctx, k, tok, resp, ttl)
+			if tries.Add(1) == 1 && err == nil {
+				return fmt.Errorf("reply lost: %w", errBlip)
+			}
+			return err
+		}}}
+		st.down.Store(true)
+		var ev events
+		const timeout = time.Second
+		h := idempotency.Middleware(st, idempotency.WithHook(ev.hook), idempotency.WithClock(clock.Real),
+			idempotency.WithStoreTimeout(timeout))(&counter{})
+		began := time.Now()
+		if w := post(h, "k", `{}`); w.Code != http.StatusConflict {
+			t.Fatalf("status = %d %s, want 409 in place of a response whose record could not be read", w.Code, w.Body)
+		}
+		if took := time.Since(began); took > timeout {
+			t.Errorf("the request took %v, over the store timeout %v", took, timeout)
+		}
+		e, ok := ev.find(idempotency.OutcomeLeaseLost)
+		if !ok || !errors.Is(e.Err, idempotency.ErrLeaseLost) || len(ev.outcomes()) != 1 {
+			t.Fatalf("events %v (%v), want only lease_lost", ev.outcomes(), e.Err)
+		}
+		st.down.Store(false)
+		if w := post(h, "k", `{}`); w.Code != http.StatusCreated || w.Header().Get(idempotency.HeaderReplayed) != "true" {
+			t.Fatalf("retry = %d %s, want the stored 201 replayed", w.Code, w.Body)
+		}
+	})
 }
