@@ -165,7 +165,7 @@ func TestHugeBatchSizePublishes(t *testing.T) {
 	o, pool := newOutbox(t)
 	enqueue(t, pool, o, msg("m", "k"))
 	rec := &recorder{}
-	if n, err := o.Relay(rec, outbox.WithBatchSize(1<<61)).RunOnce(context.Background()); err != nil || n != 1 {
+	if n, err := o.Relay(rec, outbox.WithBatchSize(math.MaxInt)).RunOnce(context.Background()); err != nil || n != 1 {
 		t.Fatalf("RunOnce = %d, %v; want 1, nil", n, err)
 	}
 }

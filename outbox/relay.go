@@ -62,7 +62,7 @@ func (o *Outbox) Relay(pub Publisher, opts ...RelayOption) *Relay {
 		opt(&cfg)
 	}
 	cfg.normalise()
-	window := 4*cfg.batchSize + 64
+	window := 4*int64(cfg.batchSize) + 64 // int64: no wrap on 32-bit platforms either
 	return &Relay{
 		o: o, pub: pub, cfg: cfg,
 		claim:      o.names.claimSQL(cfg.batchSize, window, false),

@@ -35,7 +35,8 @@ func (c *relayConfig) normalise() {
 	if c.batchSize <= 0 {
 		c.batchSize = 100
 	}
-	// The claim's window, 4 × the batch size + 64, must not wrap around.
+	// The claim's window, 4 × the batch size + 64, is counted in an int64,
+	// which this bound keeps from wrapping around.
 	c.batchSize = min(c.batchSize, math.MaxInt32)
 	if c.workers <= 0 {
 		c.workers = 1

@@ -142,7 +142,7 @@ func (o *Outbox) CreateSchema(ctx context.Context) error {
 // parameters, so that the prepared statement's generic plan is made for
 // them (a generic plan blind to its limits was seen to take 300 ms a
 // claim over 1,000 rows), and no claim pays for planning.
-func (n names) claimSQL(batch, window int, after bool) string {
+func (n names) claimSQL(batch int, window int64, after bool) string {
 	q := n.quoted
 	notIn := ""
 	if after {
@@ -183,7 +183,7 @@ func (n names) claimSQL(batch, window int, after bool) string {
 	// Key, and a window full of them (a topic the broker refuses) would
 	// hold up every row behind it.
 	return `WITH candidates AS (
-	SELECT seq, key FROM ` + q + ` WHERE state = 0 AND (key <> '' OR next_try_at <= now())` + notIn + ` ORDER BY seq LIMIT ` + strconv.Itoa(window) + `
+	SELECT seq, key FROM ` + q + ` WHERE state = 0 AND (key <> '' OR next_try_at <= now())` + notIn + ` ORDER BY seq LIMIT ` + strconv.FormatInt(window, 10) + `
 ), heads AS (
 	SELECT min(seq) AS seq FROM candidates WHERE key <> '' GROUP BY key
 	UNION ALL
