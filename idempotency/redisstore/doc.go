@@ -192,7 +192,11 @@
 // Middleware answers 503 problem+json (store unavailable, with
 // Retry-After), the claim is given back so that a retry is not told "in
 // progress", and a settling write (Renew, Complete, Release) is applied on
-// the primary but reported the same way. Only the first write finds out
+// the primary but reported the same way. A Complete sent again (the
+// Middleware retries one that failed so within its store timeout) writes
+// the same entry anew and waits for its replication again, so the
+// Middleware reports the outcome stored only once enough replicas hold it,
+// and an OutcomeStoreError otherwise. Only the first write finds out
 // by waiting out the WAIT timeout; later writes to that primary send ROLE
 // in the same round trip instead of WAIT, and fail at once while it lists
 // too few replicas (the slowest of them took 1 to 107 ms in the tests,

@@ -285,14 +285,14 @@ func (s *Store) Get(ctx context.Context, k idempotency.Key) (idempotency.Entry, 
 // fenced runs a script that answers 1 when the token held the claim and 0
 // when it was stale.
 func (s *Store) fenced(ctx context.Context, op string, sc settled, k idempotency.Key, args ...any) error {
-	res, err := s.settle(ctx, sc, s.redisKey(k), isOne, args...)
+	res, err := s.settle(ctx, sc, s.redisKey(k), settledWrite, args...)
 	if err != nil {
 		return wrap(ctx, op, err)
 	}
 	switch res {
 	case int64(1):
 		return nil
-	case int64(0):
+	case int64(0), int64(2): // 2: the same completion again (completeScript)
 		return fmt.Errorf("redisstore: %s: %w", op, idempotency.ErrStaleToken)
 	}
 	return wrap(ctx, op, errUnexpected(res))
@@ -364,7 +364,9 @@ func isAcquired(res any) bool {
 	return ok
 }
 
-func isOne(res any) bool { return res == int64(1) }
+// settledWrite tells whether a settling script wrote: 1, settled, or 2, a
+// completion sent again, which writes the entry anew for WAIT to check.
+func settledWrite(res any) bool { return res == int64(1) || res == int64(2) }
 
 // wrap prefixes err with the package and operation, and keeps ctx's own
 // error matchable when the context ended, whatever error the client saw.
