@@ -215,16 +215,18 @@ return 1
 // claim's fingerprint. Returns 1 when stored, 0 when stale, and 2 when the
 // entry is already this completion (the same token and answer: a Complete
 // sent again, after an answer lost or, under WithWait, not acknowledged by
-// enough replicas). Then it writes the entry again as it is, so that WAIT
-// checks its replication anew: otherwise the resend would write nothing,
-// WAIT would have nothing to wait for, and a completion that no replica
-// holds would pass for settled.
+// enough replicas). Then it writes the entry's first byte again as it is
+// (SETRANGE keeps the expiry, on every Redis version this store supports),
+// a write that replicas acknowledge after the completion itself, so that
+// WAIT checks its replication anew: otherwise the resend would write
+// nothing, WAIT would have nothing to wait for, and a completion that no
+// replica holds would pass for settled.
 var completeScript = settleScript(`
 local v = redis.pcall('GET', KEYS[1])
 if type(v) ~= 'string' then return 0 end
 if string.sub(v, 1, 1) ~= 'p' then
   if string.sub(v, 1, #ARGV[4]) ~= ARGV[4] then return 0 end
-  redis.call('SET', KEYS[1], v, 'KEEPTTL')
+  redis.call('SETRANGE', KEYS[1], 0, 'c')
   return 2
 end
 local _, e, w, tok, start, lease = string.find(v, ` + luaHeld + `)
