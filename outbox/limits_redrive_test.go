@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/saferetry/saferetry/internal/testenv"
@@ -102,11 +103,40 @@ func TestRedriveLocksTheKeyOfARowThatFailsMeanwhile(t *testing.T) {
 	if err := open1.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// Redrive returns, or waits for k2's lock, held by open2.
+	k2 := raceRelaysPastRedrive(t, o, pool, redrive, open2)
+	if strings.Join(k2, ",") != "y,b" {
+		t.Errorf("k2 published as %v; want y (committed before b was redriven), then b", k2)
+	}
+	if s, err := o.Stats(ctx); err != nil || s != (outbox.Stats{Published: 4}) {
+		t.Errorf("Stats = %+v, %v; want all 4 published", s, err)
+	}
+}
+
+// TestHugeBatchSizePublishes: a batch size meant as "no limit" must not
+// wrap the claim's window (4 × the batch size + 64) around to a negative
+// LIMIT, which PostgreSQL refuses: the relay would publish nothing, ever.
+func TestHugeBatchSizePublishes(t *testing.T) {
+	o, pool := newOutbox(t)
+	enqueue(t, pool, o, msg("m", "k"))
+	rec := &recorder{}
+	if n, err := o.Relay(rec, outbox.WithBatchSize(math.MaxInt)).RunOnce(context.Background()); err != nil || n != 1 {
+		t.Fatalf("RunOnce = %d, %v; want 1, nil", n, err)
+	}
+}
+
+// raceRelaysPastRedrive plays out a Redrive race to its end: redrive has
+// taken k1's lock, and open2 holds k2's lock with an uncommitted row of k2.
+// Once Redrive returns or waits for k2, one relay is let into Publish,
+// open2 commits, Redrive returns, a second relay runs beside the first;
+// then both finish and the rest is drained. It fails t when a message was
+// in two Publish calls at once, and returns the IDs published under k2, in
+// order.
+func raceRelaysPastRedrive(t *testing.T, o *outbox.Outbox, pool *pgxpool.Pool, redrive *call, open2 pgx.Tx) []string {
+	t.Helper()
+	ctx := context.Background()
 	testenv.Eventually(t, "Redrive returns or waits for k2's lock", func() bool {
 		return redrive.done() || keyLockWaited(t, pool, o, "k2")
 	})
-
 	rec := &recorder{}
 	g := &gated{rec: rec, entered: make(chan struct{}), open: make(chan struct{})}
 	first := start(func() error { _, err := o.Relay(g).RunOnce(ctx); return err })
@@ -150,22 +180,5 @@ func TestRedriveLocksTheKeyOfARowThatFailsMeanwhile(t *testing.T) {
 			k2 = append(k2, m.ID)
 		}
 	}
-	if strings.Join(k2, ",") != "y,b" {
-		t.Errorf("k2 published as %v; want y (committed before b was redriven), then b", k2)
-	}
-	if s, err := o.Stats(ctx); err != nil || s != (outbox.Stats{Published: 4}) {
-		t.Errorf("Stats = %+v, %v; want all 4 published", s, err)
-	}
-}
-
-// TestHugeBatchSizePublishes: a batch size meant as "no limit" must not
-// wrap the claim's window (4 × the batch size + 64) around to a negative
-// LIMIT, which PostgreSQL refuses: the relay would publish nothing, ever.
-func TestHugeBatchSizePublishes(t *testing.T) {
-	o, pool := newOutbox(t)
-	enqueue(t, pool, o, msg("m", "k"))
-	rec := &recorder{}
-	if n, err := o.Relay(rec, outbox.WithBatchSize(math.MaxInt)).RunOnce(context.Background()); err != nil || n != 1 {
-		t.Fatalf("RunOnce = %d, %v; want 1, nil", n, err)
-	}
+	return k2
 }

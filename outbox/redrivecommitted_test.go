@@ -69,54 +69,7 @@ func TestRedriveLocksTheKeyOfARowCommittedMeanwhile(t *testing.T) {
 	if err := open1.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// Redrive returns, or waits for k2's lock, held by open2.
-	testenv.Eventually(t, "Redrive returns or waits for k2's lock", func() bool {
-		return redrive.done() || keyLockWaited(t, pool, o, "k2")
-	})
-
-	rec := &recorder{}
-	g := &gated{rec: rec, entered: make(chan struct{}), open: make(chan struct{})}
-	first := start(func() error { _, err := o.Relay(g).RunOnce(ctx); return err })
-	testenv.Eventually(t, "the first relay publishes or returns", func() bool {
-		select {
-		case <-g.entered:
-			return true
-		default:
-			return first.done()
-		}
-	})
-	if err := open2.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := redrive.wait(); err != nil {
-		t.Fatalf("Redrive: %v", err)
-	}
-	second := start(func() error { _, err := o.Relay(rec).RunOnce(ctx); return err })
-	testenv.Eventually(t, "the second relay publishes or returns", func() bool {
-		if second.done() {
-			return true
-		}
-		rec.mu.Lock()
-		defer rec.mu.Unlock()
-		return rec.calls >= 2 || (first.done() && rec.calls >= 1)
-	})
-	close(g.open)
-	if err := second.wait(); err != nil {
-		t.Fatal(err)
-	}
-	if err := first.wait(); err != nil {
-		t.Fatal(err)
-	}
-	drain(t, o.Relay(rec))
-	if len(rec.overlaps) > 0 {
-		t.Errorf("messages in two Publish calls at once: %v", rec.overlaps)
-	}
-	var k2 []string
-	for _, m := range rec.messages() {
-		if m.Key == "k2" {
-			k2 = append(k2, m.ID)
-		}
-	}
+	k2 := raceRelaysPastRedrive(t, o, pool, redrive, open2)
 	want, stats := "y,b", outbox.Stats{Published: 4}
 	if redriven == 1 { // b left failed
 		want, stats = "y", outbox.Stats{Published: 3, Failed: 1}
