@@ -103,7 +103,7 @@ func TestRedriveLocksTheKeyOfARowThatFailsMeanwhile(t *testing.T) {
 	if err := open1.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	k2 := raceRelaysPastRedrive(t, o, pool, redrive, open2)
+	k2 := raceRelaysPastRedrive(t, o, pool, redrive, open2, "k2")
 	if strings.Join(k2, ",") != "y,b" {
 		t.Errorf("k2 published as %v; want y (committed before b was redriven), then b", k2)
 	}
@@ -124,18 +124,18 @@ func TestHugeBatchSizePublishes(t *testing.T) {
 	}
 }
 
-// raceRelaysPastRedrive plays out a Redrive race to its end: redrive has
-// taken k1's lock, and open2 holds k2's lock with an uncommitted row of k2.
-// Once Redrive returns or waits for k2, one relay is let into Publish,
-// open2 commits, Redrive returns, a second relay runs beside the first;
+// raceRelaysPastRedrive plays out a Redrive race to its end: open holds
+// key's lock with an uncommitted row of key, and redrive runs. Once
+// Redrive returns or waits for key's lock, one relay is let into Publish,
+// open commits, Redrive returns, a second relay runs beside the first;
 // then both finish and the rest is drained. It fails t when a message was
-// in two Publish calls at once, and returns the IDs published under k2, in
-// order.
-func raceRelaysPastRedrive(t *testing.T, o *outbox.Outbox, pool *pgxpool.Pool, redrive *call, open2 pgx.Tx) []string {
+// in two Publish calls at once, and returns the IDs published under key,
+// in order.
+func raceRelaysPastRedrive(t *testing.T, o *outbox.Outbox, pool *pgxpool.Pool, redrive *call, open pgx.Tx, key string) []string {
 	t.Helper()
 	ctx := context.Background()
-	testenv.Eventually(t, "Redrive returns or waits for k2's lock", func() bool {
-		return redrive.done() || keyLockWaited(t, pool, o, "k2")
+	testenv.Eventually(t, "Redrive returns or waits for the Key's lock", func() bool {
+		return redrive.done() || keyLockWaited(t, pool, o, key)
 	})
 	rec := &recorder{}
 	g := &gated{rec: rec, entered: make(chan struct{}), open: make(chan struct{})}
@@ -148,7 +148,7 @@ func raceRelaysPastRedrive(t *testing.T, o *outbox.Outbox, pool *pgxpool.Pool, r
 			return first.done()
 		}
 	})
-	if err := open2.Commit(ctx); err != nil {
+	if err := open.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := redrive.wait(); err != nil {
@@ -174,11 +174,11 @@ func raceRelaysPastRedrive(t *testing.T, o *outbox.Outbox, pool *pgxpool.Pool, r
 	if len(rec.overlaps) > 0 {
 		t.Errorf("messages in two Publish calls at once: %v", rec.overlaps)
 	}
-	var k2 []string
+	var ids []string
 	for _, m := range rec.messages() {
-		if m.Key == "k2" {
-			k2 = append(k2, m.ID)
+		if m.Key == key {
+			ids = append(ids, m.ID)
 		}
 	}
-	return k2
+	return ids
 }

@@ -69,7 +69,7 @@ func TestRedriveLocksTheKeyOfARowCommittedMeanwhile(t *testing.T) {
 	if err := open1.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	k2 := raceRelaysPastRedrive(t, o, pool, redrive, open2)
+	k2 := raceRelaysPastRedrive(t, o, pool, redrive, open2, "k2")
 	want, stats := "y,b", outbox.Stats{Published: 4}
 	if redriven == 1 { // b left failed
 		want, stats = "y", outbox.Stats{Published: 3, Failed: 1}

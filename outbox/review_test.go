@@ -119,57 +119,7 @@ func TestRedriveWaitsForTheKeysOpenEnqueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	redrive := start(func() error { _, err := o.Redrive(ctx, "x"); return err })
-	// Either Redrive returns, or it waits for the open transaction's lock.
-	testenv.Eventually(t, "Redrive returns or waits for the Key's lock", func() bool {
-		if redrive.done() {
-			return true
-		}
-		var waiting bool
-		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE datname = current_database()
-	AND wait_event_type = 'Lock' AND wait_event = 'advisory' AND query LIKE 'SELECT pg_advisory_xact_lock%')`).Scan(&waiting)
-		return err == nil && waiting
-	})
-
-	rec := &recorder{}
-	g := &gated{rec: rec, entered: make(chan struct{}), open: make(chan struct{})}
-	first := start(func() error { _, err := o.Relay(g).RunOnce(ctx); return err })
-	// The first relay holds a batch in Publish, or found none.
-	testenv.Eventually(t, "the first relay publishes or returns", func() bool {
-		select {
-		case <-g.entered:
-			return true
-		default:
-			return first.done()
-		}
-	})
-	if err := open.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := redrive.wait(); err != nil {
-		t.Fatalf("Redrive: %v", err)
-	}
-	// A second relay; on its own, it may wait for the first's row locks to
-	// mark what it published.
-	second := start(func() error { _, err := o.Relay(rec).RunOnce(ctx); return err })
-	testenv.Eventually(t, "the second relay publishes or returns", func() bool {
-		if second.done() {
-			return true
-		}
-		rec.mu.Lock()
-		defer rec.mu.Unlock()
-		return rec.calls >= 2 || (first.done() && rec.calls >= 1)
-	})
-	close(g.open)
-	if err := second.wait(); err != nil {
-		t.Fatal(err)
-	}
-	if err := first.wait(); err != nil {
-		t.Fatal(err)
-	}
-	drain(t, o.Relay(rec))
-	if len(rec.overlaps) > 0 {
-		t.Errorf("messages in two Publish calls at once: %v", rec.overlaps)
-	}
+	raceRelaysPastRedrive(t, o, pool, redrive, open, "k")
 	if s, err := o.Stats(ctx); err != nil || s != (outbox.Stats{Published: 2}) {
 		t.Errorf("Stats = %+v, %v; want both published", s, err)
 	}
