@@ -204,3 +204,18 @@ func (f *faultyStore) Release(ctx context.Context, k idempotency.Key, token int6
 	}
 	return f.Store.Release(ctx, k, token)
 }
+
+// workingFor returns a handler that answers 201 after d, unless its
+// request context ends first: then it answers 503 and *cause holds the
+// context's cause.
+func workingFor(d time.Duration, cause *error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+			*cause = context.Cause(r.Context())
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case <-time.After(d):
+			w.WriteHeader(http.StatusCreated)
+		}
+	})
+}

@@ -1,7 +1,6 @@
 package idempotency_test
 
 import (
-	"context"
 	"net/http"
 	"testing"
 	"testing/synctest"
@@ -23,15 +22,7 @@ func TestShortLeaseRenewedEveryThird(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				st := newStore(t, memstore.WithClock(time.Now), memstore.WithCleanupInterval(0))
 				var cause error
-				app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					select {
-					case <-r.Context().Done():
-						cause = context.Cause(r.Context())
-						w.WriteHeader(http.StatusServiceUnavailable)
-					case <-time.After(20 * lease):
-						w.WriteHeader(http.StatusCreated)
-					}
-				})
+				app := workingFor(20*lease, &cause)
 				h := idempotency.Middleware(st, idempotency.WithLease(lease), idempotency.WithClock(clock.Real))(app)
 				if w := post(h, "k", `{}`); w.Code != http.StatusCreated || cause != nil {
 					t.Fatalf("status %d, handler cancelled with %v; want 201 under a lease renewed in time", w.Code, cause)

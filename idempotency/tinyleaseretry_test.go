@@ -3,7 +3,6 @@ package idempotency_test
 import (
 	"context"
 	"errors"
-	"net/http"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -34,15 +33,7 @@ func TestFailingRenewalOfATinyLeaseDoesNotSpin(t *testing.T) {
 					return errBlip
 				}}
 				var cause error
-				app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					select {
-					case <-r.Context().Done():
-						cause = context.Cause(r.Context())
-						w.WriteHeader(http.StatusServiceUnavailable)
-					case <-time.After(100 * lease):
-						w.WriteHeader(http.StatusCreated)
-					}
-				})
+				app := workingFor(100*lease, &cause)
 				h := idempotency.Middleware(st, idempotency.WithLease(lease), idempotency.WithClock(clock.Real))(app)
 				post(h, "k", `{}`)
 				if n := renews.Load(); n > most {
