@@ -218,7 +218,7 @@ func validHeader(h http.Header) error {
 			return fmt.Errorf("%q: the name is not an RFC 9110 token", name)
 		}
 		for _, v := range h[name] {
-			if strings.ContainsFunc(v, func(r rune) bool { return (r < ' ' && r != '\t') || r == 0x7f }) {
+			if !contract.ValidFieldValue(v) {
 				return fmt.Errorf("%q: the value %q holds a control character", name, v)
 			}
 		}

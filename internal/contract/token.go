@@ -20,3 +20,14 @@ func ValidToken(s string) bool {
 func isTchar(c byte) bool {
 	return isAlpha(c) || isDigit(c) || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
+
+// ValidFieldValue reports whether s travels as an HTTP field value as
+// net/http sends one: no control character but a horizontal tab.
+func ValidFieldValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}

@@ -107,10 +107,8 @@ func validHeader(h http.Header) bool {
 			return false
 		}
 		for _, v := range vals {
-			for i := 0; i < len(v); i++ {
-				if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
-					return false
-				}
+			if !contract.ValidFieldValue(v) {
+				return false
 			}
 		}
 	}
