@@ -142,3 +142,55 @@ func runRelay(t *testing.T, r *outbox.Relay) {
 func msg(id, key string) outbox.Message {
 	return outbox.Message{ID: id, Topic: "test.event", Key: key, Payload: []byte(fmt.Sprintf(`{"id":%q}`, id))}
 }
+
+// gated is a Publisher whose first call waits, once entered, until open
+// is closed; then it hands over to rec.
+type gated struct {
+	rec     *recorder
+	entered chan struct{}
+	open    chan struct{}
+	once    sync.Once
+}
+
+func (g *gated) Publish(ctx context.Context, msgs []outbox.Message) error {
+	first := false
+	g.once.Do(func() { first = true })
+	if first {
+		// rec sees the batch in flight while it waits.
+		return g.rec.publishWith(msgs, func() { close(g.entered); <-g.open })
+	}
+	return g.rec.Publish(ctx, msgs)
+}
+
+// call is a function running in a goroutine of its own.
+type call struct {
+	ch  chan error
+	err error
+	got bool
+}
+
+func start(f func() error) *call {
+	c := &call{ch: make(chan error, 1)}
+	go func() { c.ch <- f() }()
+	return c
+}
+
+// done reports whether the function returned.
+func (c *call) done() bool {
+	if !c.got {
+		select {
+		case c.err = <-c.ch:
+			c.got = true
+		default:
+		}
+	}
+	return c.got
+}
+
+// wait returns the function's error once it returned.
+func (c *call) wait() error {
+	if !c.got {
+		c.err, c.got = <-c.ch, true
+	}
+	return c.err
+}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/saferetry/saferetry/internal/testenv"
 	"github.com/saferetry/saferetry/outbox"
 )
@@ -87,4 +89,47 @@ func TestPipelinedRelayKeepsKeyOrderUnderFailures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPipelinedWorkersShareASmallPool: two Runs of a Relay (as many
+// relays in one process) whose pool has two connections, so that each of
+// their workers pipelines: when both ask for their connections at once,
+// each gets one; neither may then wait for ever for its second.
+func TestPipelinedWorkersShareASmallPool(t *testing.T) {
+	o, _ := newOutbox(t)
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(testenv.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 2
+	small, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(small.Close)
+	// The same table, through the small pool.
+	table := strings.Trim(o.Table(), `"`)
+	os := outbox.New(small, outbox.WithTable(table))
+	// Both connections held, so that both workers wait in Acquire, then
+	// get one each when they are given back.
+	var held []*pgxpool.Conn
+	for range 2 {
+		c, err := small.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	rec := &recorder{}
+	r := os.Relay(rec, outbox.WithListen(false), outbox.WithPollInterval(5*time.Millisecond), outbox.WithRetention(-1, 0, 0))
+	runRelay(t, r)
+	runRelay(t, r)
+	time.Sleep(50 * time.Millisecond) // let both workers reach Acquire
+	for _, c := range held {
+		c.Release()
+	}
+	pool := testenv.PostgresPool(t)
+	enqueue(t, pool, o, msg("m", "k"))
+	testenv.Eventually(t, "the message is published", func() bool { return rec.count() == 1 })
 }

@@ -81,3 +81,35 @@ func TestRedriveLocksTheKeyOfARowCommittedMeanwhile(t *testing.T) {
 		t.Errorf("Stats = %+v, %v; want %+v", s, err, stats)
 	}
 }
+
+// TestRedriveWaitsForTheKeysOpenEnqueue: a failed message redriven while a
+// transaction that enqueued for its Key is still open must not take a
+// place before that transaction's row: otherwise a relay takes the
+// redriven row for the Key's head, and once the transaction commits,
+// another relay takes its older row for the head and the redriven one
+// behind it, while the first still publishes it: one message in two
+// Publish calls at once.
+func TestRedriveWaitsForTheKeysOpenEnqueue(t *testing.T) {
+	o, pool := newOutbox(t)
+	ctx := context.Background()
+	enqueue(t, pool, o, msg("x", "k"))
+	failing := &recorder{fail: func(int, []outbox.Message) error { return errors.New("no") }}
+	drain(t, o.Relay(failing, outbox.WithMaxAttempts(1)))
+	if s, err := o.Stats(ctx); err != nil || s.Failed != 1 {
+		t.Fatalf("Stats = %+v, %v; want x failed", s, err)
+	}
+
+	open, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Rollback(ctx) //nolint:errcheck
+	if err := o.Enqueue(ctx, open, msg("n", "k")); err != nil {
+		t.Fatal(err)
+	}
+	redrive := start(func() error { _, err := o.Redrive(ctx, "x"); return err })
+	raceRelaysPastRedrive(t, o, pool, redrive, open, "k")
+	if s, err := o.Stats(ctx); err != nil || s != (outbox.Stats{Published: 2}) {
+		t.Errorf("Stats = %+v, %v; want both published", s, err)
+	}
+}
