@@ -44,11 +44,15 @@
 // scope-isolation sends principal a's key and body as principal b once
 // a's request has been answered: b's answer must be a run of its own. A
 // replay or a's resource shows keys shared between principals and is a
-// FAIL. A 409 or 422 (the key taken, in progress or bound) is sent again
-// as b with a key of its own: the same answer again shows that b could
-// not run the operation whatever the key (a validation 422 of b's
-// account: check AuthB) and is a WARN, as is any other refusal; otherwise
-// the keys are shared, a FAIL.
+// FAIL. A refusal (a 4xx other than 408 and 429) is sent again as b with
+// a key of its own: the same answer again shows that b could not run the
+// operation whatever the key (a validation 422 of b's account, a 403 of
+// its permissions: check AuthB) and is a WARN; a success shows that only
+// a's key was refused (a 422 or Stripe's 400 for a key bound to another
+// body, a 403 for a key "of another user"): the keys are shared, a FAIL.
+// After a 409 or 422 (the key in progress or bound) any other answer is
+// a FAIL too; after another refusal it is a WARN, as is a 408, 429 or
+// 5xx.
 //
 // The draft makes the 400, 409 and 422 answers SHOULDs, and leaves expiry to
 // the server's published policy, so those are SHOULDs here; what makes a key

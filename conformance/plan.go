@@ -95,7 +95,7 @@ func (c *Checker) Plan(t Target) ([]PlannedRequest, error) {
 	if len(c.AuthA) > 0 {
 		add(CheckScopeIsolation, p.scopeA, 1, "with -auth-a")
 		add(CheckScopeIsolation, p.scopeB, 1, "with -auth-b, the same key and body")
-		add(CheckScopeIsolation, p.scopeBAlone, 1, "with -auth-b, another key: only when b's request is refused with 409 or 422, to tell a shared key from a refused principal")
+		add(CheckScopeIsolation, p.scopeBAlone, 1, "with -auth-b, another key: only when b's request is refused (4xx), to tell a shared key from a refused principal")
 	}
 	if c.TTL > 0 {
 		count("count before the re-send")

@@ -645,17 +645,23 @@ func (r *run) checkScope(ctx context.Context) {
 		r.set(CheckScopeIsolation, Warn, "principal b got the same bytes as a, and the answers name no resource: cannot tell a replay from a run of its own", a, b)
 	case b.success():
 		r.set(CheckScopeIsolation, Pass, fmt.Sprintf("principal b's request ran on its own (%d, %s)", b.Status, describeResource(b)), a, b)
-	case b.Status == http.StatusConflict || b.Status == http.StatusUnprocessableEntity:
+	case b.clientError() && b.Status != http.StatusRequestTimeout && b.Status != http.StatusTooManyRequests:
 		// a's request has been answered: b's key is new in b's scope, and
-		// only a key space shared with a holds it in progress or bound to
-		// a body, unless b is refused whatever the key (a validation 422
-		// of b's account): b's body with a key of its own tells.
+		// only a key space shared with a holds it in progress, bound to a
+		// body, or owned by a (409, 422, or a server's own status for
+		// either: Stripe's 400, a 403 "not your key"), unless b is refused
+		// whatever the key (a validation 422 of b's account, a 403 of its
+		// permissions): b's body with a key of its own tells.
 		alone := r.sd.send(ctx, r.plan.scopeBAlone)
-		if alone.answered() && alone.Status == b.Status {
+		keyTaken := b.Status == http.StatusConflict || b.Status == http.StatusUnprocessableEntity
+		switch {
+		case alone.answered() && alone.Status == b.Status:
 			r.set(CheckScopeIsolation, Warn, fmt.Sprintf("principal b's request answered %d, and %d again with a key of its own: principal b could not run the operation, so isolation is not shown; check -auth-b", b.Status, alone.Status), a, b, alone)
-			return
+		case alone.success() || keyTaken:
+			r.set(CheckScopeIsolation, Fail, fmt.Sprintf("principal b's request was refused with %d, as a used key is, and answered %s with a key of its own: keys are shared between principals", b.Status, alone.outcome()), a, b, alone)
+		default:
+			r.set(CheckScopeIsolation, Warn, fmt.Sprintf("principal b's request answered %d, and %s with a key of its own: principal b could not run the operation, so isolation is not shown; check -auth-b", b.Status, alone.outcome()), a, b, alone)
 		}
-		r.set(CheckScopeIsolation, Fail, fmt.Sprintf("principal b's request was refused with %d, as a used key is, and answered %s with a key of its own: keys are shared between principals", b.Status, alone.outcome()), a, b, alone)
 	default:
 		r.set(CheckScopeIsolation, Warn, fmt.Sprintf("principal b's request answered %d: principal b could not run the operation, so isolation is not shown; check -auth-b", b.Status), a, b)
 	}
