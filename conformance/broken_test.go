@@ -27,7 +27,7 @@ func TestBrokenServers(t *testing.T) {
 		{"no fingerprint", flaws{noFingerprint: true}, []string{conformance.CheckReuseRefused, conformance.CheckReuseStatus}, false},
 		{"replay re-rendered", flaws{rerenderReplay: true}, []string{conformance.CheckReplay}, false},
 		{"500 in progress", flaws{inProgressStatus: http.StatusInternalServerError}, []string{conformance.CheckConcurrent409}, false},
-		{"200 in progress", flaws{inProgressStatus: http.StatusOK}, []string{conformance.CheckConcurrentOnce}, false},
+		{"200 in progress", flaws{inProgressStatus: http.StatusOK}, []string{conformance.CheckConcurrentOnce, conformance.CheckConcurrent409}, false},
 		{"409 without Retry-After", flaws{noRetryAfter: true}, []string{conformance.CheckConflictRetryAfter}, false},
 		{"keys never expire", flaws{neverExpire: true}, []string{conformance.CheckTTLExpiry}, true},
 		{"errors as text/plain", flaws{textErrors: true}, []string{conformance.CheckProblemJSON}, false},

@@ -30,6 +30,11 @@ type oddServer struct {
 	// refuse422 is a principal (Authorization) whose account cannot run
 	// the operation: 422, whatever the key.
 	refuse422 string
+	// processing: a request that arrives while its key is in progress
+	// gets 200 {"id":...,"status":"processing"} with the Location of the
+	// resource being made, instead of 409 (the BROKEN part: that is not
+	// the operation's answer, and a client takes it for final).
+	processing bool
 }
 
 func newOddServer(t *testing.T, o oddServer) *httptest.Server {
@@ -39,6 +44,7 @@ func newOddServer(t *testing.T, o oddServer) *httptest.Server {
 	}
 	type entry struct {
 		body string
+		id   string
 		done chan struct{}
 		ans  answer
 	}
@@ -102,6 +108,12 @@ func newOddServer(t *testing.T, o oddServer) *httptest.Server {
 			case <-e.done:
 				write(w, e.ans, false, true)
 			default:
+				if o.processing {
+					w.Header().Set("Content-Type", "application/json")
+					w.Header().Set("Location", "/items/item_"+e.id)
+					_, _ = w.Write([]byte(`{"id":"item_` + e.id + `","status":"processing"}`))
+					return
+				}
 				if !o.joinWaiters {
 					w.Header().Set("Retry-After", "1")
 					contract.WriteProblem(w, http.StatusConflict, map[string]any{"type": "about:blank", "title": "in progress", "status": 409}, 0)
@@ -112,10 +124,10 @@ func newOddServer(t *testing.T, o oddServer) *httptest.Server {
 			}
 			return
 		}
-		e := &entry{body: b, done: make(chan struct{})}
-		keys[sk] = e
 		n++
 		id := strconv.Itoa(n)
+		e := &entry{body: b, id: id, done: make(chan struct{})}
+		keys[sk] = e
 		mu.Unlock()
 		time.Sleep(work)
 		e.ans = answer{body: `{"id":"item_` + id + `"}`, loc: "/items/item_" + id}
@@ -164,6 +176,21 @@ func TestConcurrentOnceSingleflight(t *testing.T) {
 	rep := oddServerRun(t, oddServer{joinWaiters: true}, nil)
 	wantStatus(t, rep, conformance.CheckCountOnce, conformance.Pass) // the server's own count: one execution
 	wantStatus(t, rep, conformance.CheckConcurrentOnce, conformance.Pass)
+}
+
+// TestConcurrent409FailsAnInProgressSuccess: the requests that meet the
+// key in progress get 200 "processing", naming the resource being made,
+// instead of 409. The key ran once (count-once and concurrent-once pass),
+// but those answers are neither 409 nor the operation's answer (201, its
+// body): concurrent-409 fails, naming them.
+func TestConcurrent409FailsAnInProgressSuccess(t *testing.T) {
+	rep := oddServerRun(t, oddServer{processing: true}, nil)
+	wantStatus(t, rep, conformance.CheckCountOnce, conformance.Pass)
+	wantStatus(t, rep, conformance.CheckConcurrentOnce, conformance.Pass)
+	wantStatus(t, rep, conformance.CheckConcurrent409, conformance.Fail)
+	if res, _ := rep.Result(conformance.CheckConcurrent409); !strings.Contains(res.Verdict, "200") {
+		t.Errorf("concurrent-409 verdict %q does not name the 200 answers", res.Verdict)
+	}
 }
 
 // TestReplayHeadersLinkCombined: the replay holds the first
