@@ -73,6 +73,12 @@
 // PASS) and at most one success is unmarked. Two unmarked successes that
 // name no resource are a WARN too: they may be two executions, or one
 // answer handed to requests that waited for it; a count (CountURL) tells.
+// When replay passed, concurrent-409 holds a burst's successes to the
+// operation's answer (the last one, asked for once the burst settled): a
+// success with another status or other bytes that names no other resource
+// (a 200 "processing" for a request that met the key in progress) is
+// neither that answer nor 409, a FAIL; one that names another resource is
+// another execution, for concurrent-once to report.
 // The concurrent checks see a 409 only when the first request is still
 // running as the others arrive, so conflict-retry-after is SKIP against an
 // endpoint that answers faster than the burst arrives.

@@ -474,13 +474,33 @@ func (r *run) checkBurst(ctx context.Context) []Exchange {
 	default:
 		r.set(CheckConcurrentOnce, Warn, fmt.Sprintf("%d at once, %d after: %d successes, but they name no resource (no Location, no id) and replays are not marked: cannot tell one execution from several (%s)", n, len(follow), len(succ), tally(all)), all...)
 	}
-	if len(others) == 0 {
+	// Held to the operation's answer only when replays are byte-true:
+	// otherwise replay has failed, and a replay's own bytes would pass
+	// for another answer here.
+	var notAnswer []Exchange
+	if r.results[CheckReplay].Status == Pass {
+		notAnswer = notTheAnswer(succ)
+	}
+	switch {
+	case len(others) == 0 && len(notAnswer) == 0:
 		r.set(CheckConcurrent409, Pass, fmt.Sprintf("%d answered 409, the rest the success", len(conflicts)), all...)
-	} else {
+	case len(notAnswer) == 0:
 		r.set(CheckConcurrent409, Fail, fmt.Sprintf("%d of %d answers neither the success nor 409: %s", len(others), len(all), tally(others)), all...)
+	default:
+		answer := succ[len(succ)-1]
+		verdict := fmt.Sprintf("%d of %d answers neither the operation's answer (%d, %d bytes) nor 409: %d successes that are not that answer (%s)",
+			len(others)+len(notAnswer), len(all), answer.Status, len(answer.body), len(notAnswer), tally(notAnswer))
+		if len(others) > 0 {
+			verdict += ", and " + tally(others)
+		}
+		r.set(CheckConcurrent409, Fail, verdict, all...)
 	}
 	if len(conflicts) == 0 {
-		r.set(CheckConflictRetryAfter, Skip, "no 409 came: the first request finished before the others arrived")
+		reason := "no 409 came: the first request finished before the others arrived"
+		if len(notAnswer) > 0 {
+			reason = "no 409 came: the requests that met the first in progress got a success instead (see concurrent-409)"
+		}
+		r.set(CheckConflictRetryAfter, Skip, reason)
 		return nil
 	}
 	var bad []Exchange
@@ -495,6 +515,29 @@ func (r *run) checkBurst(ctx context.Context) []Exchange {
 		r.set(CheckConflictRetryAfter, Pass, fmt.Sprintf("all %d 409 answers, Retry-After %s", len(conflicts), conflicts[0].header.Get("Retry-After")), conflicts...)
 	}
 	return conflicts
+}
+
+// notTheAnswer returns the successes of a burst that are not the
+// operation's answer and name no other resource: answers to requests that
+// met the key in progress, which get 409 or that answer (a replay, or the
+// live answer handed to waiting requests: the same status and bytes). The
+// operation's answer is the last success, which is the answer asked for
+// once the burst settled when there is one. A success that names another
+// resource is another execution, which concurrent-once reports.
+func notTheAnswer(succ []Exchange) []Exchange {
+	if len(succ) == 0 {
+		return nil
+	}
+	answer := succ[len(succ)-1]
+	var out []Exchange
+	for _, s := range succ {
+		same := s.Status == answer.Status && bytes.Equal(s.body, answer.body)
+		if same || (s.identified() && !sameResource(s, answer)) {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // maxNamed is how many resources a verdict names.
