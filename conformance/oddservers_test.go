@@ -35,6 +35,11 @@ type oddServer struct {
 	// resource being made, instead of 409 (the BROKEN part: that is not
 	// the operation's answer, and a client takes it for final).
 	processing bool
+	// markedConflicts: the 409 for a key in progress carries
+	// Idempotent-Replayed: true, as a layer that marks every answer for
+	// a key it has seen does (the BROKEN part: a client takes a replayed
+	// 409 for the operation's final answer and stops retrying).
+	markedConflicts bool
 }
 
 func newOddServer(t *testing.T, o oddServer) *httptest.Server {
@@ -115,6 +120,9 @@ func newOddServer(t *testing.T, o oddServer) *httptest.Server {
 					return
 				}
 				if !o.joinWaiters {
+					if o.markedConflicts {
+						w.Header().Set(contract.HeaderReplayed, "true")
+					}
 					w.Header().Set("Retry-After", "1")
 					contract.WriteProblem(w, http.StatusConflict, map[string]any{"type": "about:blank", "title": "in progress", "status": 409}, 0)
 					return
@@ -190,6 +198,20 @@ func TestConcurrent409FailsAnInProgressSuccess(t *testing.T) {
 	wantStatus(t, rep, conformance.CheckConcurrent409, conformance.Fail)
 	if res, _ := rep.Result(conformance.CheckConcurrent409); !strings.Contains(res.Verdict, "200") {
 		t.Errorf("concurrent-409 verdict %q does not name the 200 answers", res.Verdict)
+	}
+}
+
+// TestConcurrent409FailsAConflictMarkedAsReplay: the 409s for the key in
+// progress are marked Idempotent-Replayed: true. A replayed 409 is the
+// operation's own answer, final for a client (CONTRACT.md, client rule 3),
+// which then never learns that the operation succeeded: those are not
+// 409s in progress, and concurrent-409 fails, naming the marker.
+func TestConcurrent409FailsAConflictMarkedAsReplay(t *testing.T) {
+	rep := oddServerRun(t, oddServer{markedConflicts: true}, nil)
+	wantStatus(t, rep, conformance.CheckConcurrentOnce, conformance.Pass)
+	wantStatus(t, rep, conformance.CheckConcurrent409, conformance.Fail)
+	if res, _ := rep.Result(conformance.CheckConcurrent409); !strings.Contains(res.Verdict, contract.HeaderReplayed) {
+		t.Errorf("concurrent-409 verdict %q does not name %s", res.Verdict, contract.HeaderReplayed)
 	}
 }
 
