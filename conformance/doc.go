@@ -78,7 +78,9 @@
 // success with another status or other bytes that names no other resource
 // (a 200 "processing" for a request that met the key in progress) is
 // neither that answer nor 409, a FAIL; one that names another resource is
-// another execution, for concurrent-once to report.
+// another execution, for concurrent-once to report. A 409 marked
+// Idempotent-Replayed: true is no 409 in progress either: a client takes
+// a replayed 409 for the operation's final answer and stops retrying.
 // The concurrent checks see a 409 only when the first request is still
 // running as the others arrive, so conflict-retry-after is SKIP against an
 // endpoint that answers faster than the burst arrives.

@@ -481,19 +481,30 @@ func (r *run) checkBurst(ctx context.Context) []Exchange {
 	if r.results[CheckReplay].Status == Pass {
 		notAnswer = notTheAnswer(succ)
 	}
-	switch {
-	case len(others) == 0 && len(notAnswer) == 0:
-		r.set(CheckConcurrent409, Pass, fmt.Sprintf("%d answered 409, the rest the success", len(conflicts)), all...)
-	case len(notAnswer) == 0:
-		r.set(CheckConcurrent409, Fail, fmt.Sprintf("%d of %d answers neither the success nor 409: %s", len(others), len(all), tally(others)), all...)
-	default:
-		answer := succ[len(succ)-1]
-		verdict := fmt.Sprintf("%d of %d answers neither the operation's answer (%d, %d bytes) nor 409: %d successes that are not that answer (%s)",
-			len(others)+len(notAnswer), len(all), answer.Status, len(answer.body), len(notAnswer), tally(notAnswer))
-		if len(others) > 0 {
-			verdict += ", and " + tally(others)
+	// A 409 marked as a replay is the operation's own answer, final for a
+	// client (CONTRACT.md, client rule 3), not one in progress: a client
+	// told so stops retrying and never learns the operation's outcome.
+	var marked []Exchange
+	for _, ex := range conflicts {
+		if ex.replayed() {
+			marked = append(marked, ex)
 		}
-		r.set(CheckConcurrent409, Fail, verdict, all...)
+	}
+	var why []string
+	if len(others) > 0 {
+		why = append(why, tally(others))
+	}
+	if len(notAnswer) > 0 {
+		answer := succ[len(succ)-1]
+		why = append(why, fmt.Sprintf("%d successes that are not the operation's answer (%d, %d bytes): %s", len(notAnswer), answer.Status, len(answer.body), tally(notAnswer)))
+	}
+	if len(marked) > 0 {
+		why = append(why, fmt.Sprintf("%d 409 answers marked %s: true, which a client takes for the operation's final answer, not one in progress", len(marked), contract.HeaderReplayed))
+	}
+	if len(why) == 0 {
+		r.set(CheckConcurrent409, Pass, fmt.Sprintf("%d answered 409, the rest the success", len(conflicts)), all...)
+	} else {
+		r.set(CheckConcurrent409, Fail, fmt.Sprintf("%d of %d answers neither the operation's answer nor 409 in progress: %s", len(others)+len(notAnswer)+len(marked), len(all), strings.Join(why, "; ")), all...)
 	}
 	if len(conflicts) == 0 {
 		reason := "no 409 came: the first request finished before the others arrived"
