@@ -92,7 +92,9 @@ func newConfig(opts []Option) *config {
 // WithTTL sets how long an entry is kept after it was claimed or completed.
 // A retry after the TTL runs the handler again. A claim whose handler is
 // still running is kept for at least one lease and renewed, whatever the TTL,
-// so a short TTL never frees a key under a slow handler. d <= 0 keeps
+// so a short TTL never frees a key under a slow handler; in transactional
+// mode the claim is held by its transaction until the commit, whatever the
+// TTL, and the outcome is kept for the TTL from then on. d <= 0 keeps
 // DefaultTTL (24 h).
 func WithTTL(d time.Duration) Option {
 	return func(c *config) {

@@ -264,12 +264,20 @@ func buildLeaseStatements(table string) statements {
 	notify := func(sql, channel, payload string) string {
 		return strings.NewReplacer("$CHANNEL", channel, "$PAYLOAD", payload).Replace(sql)
 	}
-	completeUpdate := r.Replace(`UPDATE $TABLE SET
+	// completeUpdate completes the claim of token. In lease mode the
+	// claim must not have expired: another instance may have claimed the
+	// key anew since. Transactional mode's (txCompleteUpdate) holds its
+	// claim's row lock from the claim to the commit, so nobody else can
+	// have claimed it whatever its expiry says, and a handler slower than
+	// the ttl is completed, kept for the ttl from then on: refused, its
+	// every run, as slow, would be rolled back.
+	txCompleteUpdate := r.Replace(`UPDATE $TABLE SET
 		state = 2, lease_until = NULL, status = $4::integer, header = NULL, header_bin = $5::bytea, body = $6::bytea, oversize = $7::boolean,
 		expires_at = CASE
 			WHEN expires_at - (statement_timestamp() + $8::bigint * interval '1 microsecond') BETWEEN interval '0' AND $SLACK8 THEN expires_at
 			ELSE statement_timestamp() + $8::bigint * interval '1 microsecond' END
-	WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND state = 1 AND expires_at > statement_timestamp()`)
+	WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND state = 1`)
+	completeUpdate := txCompleteUpdate + ` AND expires_at > statement_timestamp()`
 	return statements{
 		// One round trip. cur reads the entry from the statement's snapshot;
 		// when a completed entry, a live lease or another fingerprint stands
@@ -321,7 +329,7 @@ WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND state = 1 A
 	CAST(CASE WHEN current_setting('pgstore.acquired', true) IS DISTINCT FROM 'on' THEN '` + notAcquiredText + `' END AS integer)`,
 		// txComplete is complete, failing when it changed no row so that
 		// the COMMIT queued after it does not run.
-		txComplete: "WITH u AS (\n\t" + completeUpdate + "\n\tRETURNING watched\n) " + strings.Replace(notify(notifySettled, "$9::text", "$10::text"), " FROM u",
+		txComplete: "WITH u AS (\n\t" + txCompleteUpdate + "\n\tRETURNING watched\n) " + strings.Replace(notify(notifySettled, "$9::text", "$10::text"), " FROM u",
 			`, CAST(CASE WHEN count(*) = 0 THEN '`+staleText+`' END AS integer) FROM u`, 1),
 		release: r.Replace(`DELETE FROM $TABLE
 WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND state = 1 AND expires_at > statement_timestamp()`) + notify(notifyReturning, "$4::text", "$5::text"),

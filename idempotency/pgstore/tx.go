@@ -479,9 +479,12 @@ func (r *batchRow) Scan(dest ...any) error {
 // Complete implements idempotency.Tx: it keeps resp (a copy) as the outcome,
 // which Commit stores in the same round trip as the COMMIT. It returns an
 // error wrapping idempotency.ErrStaleToken when this transaction does not
-// hold the claim of k with token; a claim that expired meanwhile (a ttl
-// shorter than the handler) makes Commit fail with that error instead, and
-// keeps nothing.
+// hold the claim of k with token; a claim whose row the handler changed
+// or deleted through the transaction makes Commit fail with that error
+// instead, and keeps nothing. A claim whose ttl passed while the handler
+// ran (a ttl shorter than the handler) is still this transaction's, whose
+// row lock keeps every other claim out until the commit: Commit stores
+// the outcome, kept for ttl from then on.
 func (t *Tx) Complete(_ context.Context, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {
 	ttlUS, err := ttlMicros(ttl)
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 // begins the transaction the handler writes in, with the session's
 // lock_timeout and read committed, invisible outside until the commit), a
 // replay (no transaction left open: the connection goes back to the pool
-// idle, not closed), a claim whose row expired before the commit (nothing
+// idle, not closed), a claim whose row is gone before the commit (nothing
 // kept, the connection rolled back and reused) and a claim that times out
 // on a lock (in progress, no transaction left open). It also checks the
 // lease mode fast path in the same mode. In QueryExecModeSimpleProtocol
@@ -70,13 +70,14 @@ func TestTxBatchesInEveryExecMode(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			// The row expires before the commit: nothing is kept.
-			k3 := key("expired")
+			// The claim's row is gone before the commit (deleted through
+			// the handler's own transaction): nothing is kept.
+			k3 := key("gone")
 			tx3, r3, ptx3 := acquire(t, s, k3)
 			if _, err := ptx3.Exec(ctx, `INSERT INTO "`+biz+`" (id) VALUES ($1::text)`, "order-3"); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := ptx3.Exec(ctx, `UPDATE "`+s.Table()+`" SET expires_at = now() - interval '1 second' WHERE key = $1::text`, k3.Key); err != nil {
+			if _, err := ptx3.Exec(ctx, `DELETE FROM "`+s.Table()+`" WHERE key = $1::text`, k3.Key); err != nil {
 				t.Fatal(err)
 			}
 			err := tx3.Complete(ctx, k3, r3.Token, idempotency.Response{Status: 201}, time.Hour)
@@ -84,7 +85,7 @@ func TestTxBatchesInEveryExecMode(t *testing.T) {
 				err = tx3.Commit(ctx)
 			}
 			if !errors.Is(err, idempotency.ErrStaleToken) {
-				t.Fatalf("Complete and Commit of an expired claim = %v; want ErrStaleToken", err)
+				t.Fatalf("Complete and Commit of a claim whose row is gone = %v; want ErrStaleToken", err)
 			}
 			if err := tx3.Rollback(ctx); err != nil {
 				t.Fatal(err)
