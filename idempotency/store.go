@@ -249,7 +249,10 @@ type Tx interface {
 
 	// Complete stores resp as the outcome, inside the transaction. Like
 	// Store.Complete, it must not modify resp nor keep references to its
-	// Header or Body after it returns.
+	// Header or Body after it returns. The transaction holds its claim
+	// until it ends, so a claim whose ttl passed meanwhile (a handler
+	// slower than the ttl) is still held: the outcome is stored and kept
+	// for ttl from then on.
 	Complete(ctx context.Context, k Key, token int64, resp Response, ttl time.Duration) error
 
 	// Commit makes the claim, the handler's writes and the outcome visible

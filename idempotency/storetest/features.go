@@ -37,6 +37,7 @@ var featureCases = map[Feature][]struct {
 		{"TxConcurrentClaimNeverAcquires", testTxConcurrentClaim},
 		{"TxStaleTokenRefused", testTxStaleToken},
 		{"TxCompleteSetsTTL", testTxCompleteTTL},
+		{"TxClaimHeldPastItsTTL", testTxClaimHeldPastTTL},
 		{"TxContextKeepsValues", testTxContext},
 	},
 	Watching: {
@@ -195,6 +196,28 @@ func testTxCompleteTTL(t *testing.T, s idempotency.Store) {
 		return !found
 	})
 	txAcquire(t, begin(t, s), k, "fp-other")
+}
+
+// testTxClaimHeldPastTTL: a transaction holds its claim until it ends,
+// so a handler slower than the claim's ttl still completes and commits,
+// and its outcome is kept for the ttl of its Complete.
+func testTxClaimHeldPastTTL(t *testing.T, s idempotency.Store) {
+	k := key(t, "tx-past-ttl")
+	tx := begin(t, s)
+	r, err := tx.Claim(ctxT(t), k, "fp", shortTTL)
+	if err != nil || !r.Acquired {
+		t.Fatalf("Tx.Claim = %+v, %v; want acquired", r, err)
+	}
+	pause(2 * shortTTL) // the handler runs past the claim's ttl
+	if err := tx.Complete(ctxT(t), k, r.Token, sample(), longTTL); err != nil {
+		t.Fatalf("Tx.Complete after the claim's ttl: %v", err)
+	}
+	if err := tx.Commit(ctxT(t)); err != nil {
+		t.Fatalf("Commit after the claim's ttl: %v", err)
+	}
+	if e, found := mustGet(t, s, k); !found || e.State != idempotency.StateCompleted || e.Token != r.Token {
+		t.Fatalf("Get after the commit = %+v, %v; want completed with token %d", e, found, r.Token)
+	}
 }
 
 func testTxContext(t *testing.T, s idempotency.Store) {
