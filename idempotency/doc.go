@@ -80,9 +80,10 @@
 // (see the Store documentation). Only allow-listed headers are stored and
 // replayed (and the coding of an encoded body, below): Content-Type,
 // Location, ETag, Last-Modified, Link and Content-Location, plus those named
-// with WithReplayHeaders. Set-Cookie, Date, Retry-After, rate-limit headers,
-// hop-by-hop headers and Content-Length never are. The first response keeps
-// every header the handler set.
+// with WithReplayHeaders, whatever the case of the name the handler put in
+// the header map ("ETag", "location"). Set-Cookie, Date, Retry-After,
+// rate-limit headers, hop-by-hop headers and Content-Length never are. The
+// first response keeps every header the handler set.
 //
 // Compression goes outside the Middleware (gzhttp.GzipHandler(mw(app))):
 // the plain answer is stored, and each answer, first or replay, is encoded

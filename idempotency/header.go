@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"net/http"
+	"net/textproto"
 	"strings"
 	"sync"
 
@@ -31,16 +32,28 @@ func neverReplayed(k string) bool {
 	return strings.HasPrefix(k, "Ratelimit") || strings.HasPrefix(k, "X-Ratelimit")
 }
 
-// encodedBody reports whether h labels its body with a content coding.
-func encodedBody(h http.Header) bool { return len(h["Content-Encoding"]) > 0 }
+// encodedBody reports whether h labels its body with a content coding,
+// under a name in any case (see keeps).
+func encodedBody(h http.Header) bool {
+	for k, v := range h {
+		if len(v) > 0 && len(k) == len("Content-Encoding") && strings.EqualFold(k, "Content-Encoding") {
+			return true
+		}
+	}
+	return false
+}
 
 // keeps reports whether the header k of an answer is stored and replayed:
 // an allow-listed one, or, with an encoded body (encoded), Content-Encoding
 // and Vary whatever the allow-list. The stored bytes are the encoded ones,
 // so a replay without their Content-Encoding would be undecodable bytes
 // labelled identity, and without Vary caches would not know the coding was
-// negotiated.
+// negotiated. k is taken in canonical form: a handler may set a name in the
+// map directly in any case ("ETag", "location"), net/http sends it as it
+// is, and clients read names without regard to case, so the replay must
+// carry it as the first answer did.
 func (c *config) keeps(k string, encoded bool) bool {
+	k = textproto.CanonicalMIMEHeaderKey(k)
 	return c.replayHeaders[k] || encoded && (k == "Content-Encoding" || k == "Vary")
 }
 
