@@ -108,7 +108,9 @@
 // http.Flusher, http.Hijacker or http.Pusher. 1xx
 // informational statuses are dropped, and, unlike net/http's writer, headers
 // set after WriteHeader still go out (and are stored if allow-listed), since
-// nothing was sent yet. Trailers are not supported.
+// nothing was sent yet. Trailers (declared in Trailer, or named with
+// http.TrailerPrefix) go out after the body of the first answer, as
+// net/http sends them; they are not stored, so a replay carries none.
 // The handler's request body is the bytes the Middleware read, restored.
 //
 // # Lease and TTL

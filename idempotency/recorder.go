@@ -1,8 +1,13 @@
 package idempotency
 
 import (
+	"maps"
 	"net/http"
+	"net/textproto"
+	"strings"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // recorder is the ResponseWriter the handler writes to while the Middleware
@@ -22,6 +27,8 @@ import (
 // and EnableFullDuplex (the Middleware read the request body before the
 // handler ran); it is no http.Flusher, http.Hijacker or http.Pusher, and it
 // has no Unwrap method, which would let ResponseController reach past it.
+// Declared trailers go out as trailers of the first answer only: stores
+// keep no trailers.
 type recorder struct {
 	w         http.ResponseWriter
 	status    int
@@ -108,12 +115,43 @@ func (r *recorder) statusCode() int {
 func (r *recorder) unsent() bool { return !r.streaming }
 
 // flush sends the buffered response, unless it was streamed already.
+// The values of declared trailers are kept out of the header section and
+// put back after the body, where net/http's writer sends them as
+// trailers: the handler set them after its body, as trailers are set, but
+// before the buffered answer went out.
 func (r *recorder) flush() {
 	if r.streaming {
 		return
 	}
+	trailers := takeTrailers(r.w.Header())
 	r.w.WriteHeader(r.statusCode())
+	// Reading the header map after WriteHeader makes net/http's writer
+	// take its copy of the header section, without the trailers.
+	h := r.w.Header()
 	if len(r.buf) > 0 {
 		_, _ = r.w.Write(r.buf)
 	}
+	maps.Copy(h, trailers)
+}
+
+// takeTrailers removes from h, and returns, the fields that h declares as
+// trailers (named in its Trailer header), as net/http's writer takes them:
+// by canonical name, and only names that may be trailers.
+func takeTrailers(h http.Header) http.Header {
+	var out http.Header
+	for _, v := range h["Trailer"] {
+		for name := range strings.SplitSeq(v, ",") {
+			k := http.CanonicalHeaderKey(textproto.TrimString(name))
+			vv, ok := h[k]
+			if !ok || !httpguts.ValidTrailerHeader(k) {
+				continue
+			}
+			if out == nil {
+				out = make(http.Header)
+			}
+			out[k] = vv
+			delete(h, k)
+		}
+	}
+	return out
 }
