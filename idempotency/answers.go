@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/saferetry/saferetry/internal/clock"
@@ -63,7 +64,7 @@ func (q *request) replay(e Entry) {
 	}
 	// The stored values may be shared with other replays (see Store.Claim):
 	// the writer gets copies, in one array, which it may change at will.
-	n := 1
+	n := 2 // Idempotent-Replayed and Content-Length
 	for _, v := range resp.Header {
 		n += len(v)
 	}
@@ -85,6 +86,15 @@ func (q *request) replay(e Entry) {
 			values = append(values, v...)
 			h[name] = values[i:len(values):len(values)] // a later Add must not write into the next name's values
 		}
+	}
+	if len(resp.Body) > 0 {
+		// net/http's writer adds a Content-Length by itself only to a body
+		// that fits its few-KiB buffer, and sends a larger one chunked; the
+		// body is known whole, so every replay says how long it is, as the
+		// first answer did when its handler set it.
+		i := len(values)
+		values = append(values, strconv.Itoa(len(resp.Body)))
+		h["Content-Length"] = values[i:len(values):len(values)]
 	}
 	m.emit(q.eventOf(Event{Outcome: OutcomeReplay, Key: k, Token: e.Token, Status: resp.Status}))
 	q.w.WriteHeader(resp.Status)
