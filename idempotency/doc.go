@@ -49,7 +49,8 @@
 // parameters after an sf-string are ignored when well formed and refused
 // when not. The fingerprint binds a key to one request: "v1:" and the
 // SHA-256 of the method, the path, the query with parameters sorted, and the
-// body, canonicalised when it is JSON (see Fingerprint). The version prefix
+// body, canonicalised when it is JSON, or the form a handler in front of
+// the Middleware parsed from it (see Fingerprint). The version prefix
 // lets a later recipe coexist with stored v1 entries without false matches.
 //
 // # Scope

@@ -18,7 +18,8 @@ import (
 const fingerprintVersion = "v1:"
 
 // Fingerprint returns the fingerprint the Middleware computes for r with the
-// given body (r.Body itself is not read): "v1:" followed by the hex SHA-256
+// given body (r.Body itself is not read; the files of a multipart form
+// parsed before are, see below): "v1:" followed by the hex SHA-256
 // of the method, the escaped URL path, the canonical query (parameters sorted by
 // name, the order of repeated values kept) and the body. A body whose
 // Content-Type is application/json or ends in +json, and that is valid JSON,
@@ -51,6 +52,13 @@ const fingerprintVersion = "v1:"
 //     parse as JSON (or nests deeper than the canonicaliser goes) is taken
 //     as bytes, so it has the fingerprint of the same bytes sent as
 //     text/plain; changing that would change stored v1 fingerprints.
+//   - A handler in front of the Middleware that parsed the body as a form
+//     (r.FormValue, r.ParseForm or r.ParseMultipartForm, leaving
+//     r.PostForm not empty or r.MultipartForm set) consumed it, and the
+//     application reads the parsed form, not the body: then the form's
+//     values (as the query's, sorted by name) and its files (field name,
+//     file name, part header and content) are part of it too, beside what
+//     was left of the body. Other requests keep their v1 fingerprints.
 //   - Headers, the host and the scheme are not part of it.
 //
 // Fingerprint is safe for concurrent use.
@@ -61,7 +69,11 @@ func Fingerprint(r *http.Request, body []byte) string {
 	if v := r.Header["Content-Type"]; len(v) > 0 { // Header.Get, without canonicalising a canonical name
 		ct = v[0]
 	}
-	return fingerprint(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, ct, body)
+	var form *http.Request
+	if formParsed(r) {
+		form = r
+	}
+	return fingerprint(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, form, ct, body)
 }
 
 // fpState is the pooled state of one fingerprint: the hash, the
@@ -81,11 +93,12 @@ var fpPool = sync.Pool{New: func() any { return &fpState{hash: sha256.New()} }}
 
 // fingerprint hashes the stream of tagged, length-prefixed fields (see
 // appendField) that no two different requests share: the method, the path,
-// the canonical query if any, and the body as canonical JSON ('j') or as
-// bytes ('b'). The body is hashed where it lies, in the request's bytes or
+// the canonical query if any, the form parsed from the body in front of the
+// Middleware if form is not nil (see appendParsedForm), and the body as
+// canonical JSON ('j') or as bytes ('b'). The body is hashed where it lies, in the request's bytes or
 // the canonicaliser's buffer, and never copied to a stream of its own (the
 // short pieces of reordered objects pass through a 4 KiB buffer).
-func fingerprint(method, path, rawQuery, contentType string, body []byte) string {
+func fingerprint(method, path, rawQuery string, form *http.Request, contentType string, body []byte) string {
 	st := fpPool.Get().(*fpState)
 	defer fpPool.Put(st)
 	h := st.hash
@@ -94,6 +107,9 @@ func fingerprint(method, path, rawQuery, contentType string, body []byte) string
 	f = appendField(f, 'p', path)
 	if rawQuery != "" {
 		f = appendField(f, 'q', canonicalQuery(rawQuery))
+	}
+	if form != nil {
+		f = appendParsedForm(f, form, st.chunk[:])
 	}
 	if len(body) > 0 && isJSONType(contentType) && st.canon.read(body) == nil {
 		h.Write(appendFieldHead(f, 'j', st.canon.canonicalLen()))
