@@ -6,8 +6,6 @@ import (
 	"net/textproto"
 	"strings"
 	"time"
-
-	"golang.org/x/net/http/httpguts"
 )
 
 // recorder is the ResponseWriter the handler writes to while the Middleware
@@ -143,7 +141,7 @@ func takeTrailers(h http.Header) http.Header {
 		for name := range strings.SplitSeq(v, ",") {
 			k := http.CanonicalHeaderKey(textproto.TrimString(name))
 			vv, ok := h[k]
-			if !ok || !httpguts.ValidTrailerHeader(k) {
+			if !ok || !validTrailer(k) {
 				continue
 			}
 			if out == nil {
@@ -154,4 +152,22 @@ func takeTrailers(h http.Header) http.Header {
 		}
 	}
 	return out
+}
+
+// validTrailer reports whether net/http's writer sends the canonical field
+// name k as a declared trailer: the fields RFC 9110 (section 6.5.1) keeps
+// out of trailers, those that frame, route, authenticate or qualify the
+// message (If-*), are never sent after the body.
+func validTrailer(k string) bool {
+	if strings.HasPrefix(k, "If-") {
+		return false
+	}
+	switch k {
+	case "Authorization", "Cache-Control", "Connection", "Content-Encoding", "Content-Length", "Content-Range",
+		"Content-Type", "Expect", "Host", "Keep-Alive", "Max-Forwards", "Pragma", "Proxy-Authenticate",
+		"Proxy-Authorization", "Proxy-Connection", "Range", "Realm", "Te", "Trailer", "Transfer-Encoding",
+		"Www-Authenticate":
+		return false
+	}
+	return true
 }
