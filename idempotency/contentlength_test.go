@@ -3,7 +3,6 @@ package idempotency_test
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,23 +23,12 @@ func TestReplayOfALargeBodyCarriesItsContentLength(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 		_, _ = io.WriteString(w, body)
 	}))
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	do := func() *http.Response {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/ops", strings.NewReader(`{}`))
-		req.Header.Set(idempotency.HeaderIdempotencyKey, "k-length")
-		resp, err := srv.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if b, err := io.ReadAll(resp.Body); err != nil || string(b) != body {
-			t.Fatalf("%d-byte body, %v; want the handler's %d bytes", len(b), err, len(body))
-		}
-		return resp
+	do := overWire(t, h)
+	first, fb := do("k-length")
+	again, ab := do("k-length")
+	if fb != body || ab != body {
+		t.Fatalf("bodies of %d and %d bytes; want the handler's %d bytes", len(fb), len(ab), len(body))
 	}
-	first := do()
-	again := do()
 	if again.Header.Get(idempotency.HeaderReplayed) != "true" {
 		t.Fatalf("second answer is not a replay: %v", again.Header)
 	}

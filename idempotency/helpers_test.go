@@ -219,3 +219,27 @@ func workingFor(d time.Duration, cause *error) http.Handler {
 		}
 	})
 }
+
+// overWire serves h on a real server (net/http's own writer, which
+// sniffs, chunks and sends trailers) for the test's duration, and returns
+// a function that POSTs {} to it with key and returns the answer with its
+// whole body read (so its trailers are in) and closed.
+func overWire(t *testing.T, h http.Handler) func(key string) (*http.Response, string) {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return func(key string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/ops", strings.NewReader(`{}`))
+		req.Header.Set(idempotency.HeaderIdempotencyKey, key)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, string(b)
+	}
+}

@@ -1,10 +1,7 @@
 package idempotency_test
 
 import (
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
 
 	"github.com/saferetry/saferetry/idempotency"
@@ -19,21 +16,9 @@ func TestReplayKeepsAContentTypeSetToNil(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 		_, _ = w.Write([]byte("<html>opaque bytes"))
 	}))
-	srv := httptest.NewServer(h) // net/http's own writer sniffs
-	defer srv.Close()
-	do := func() (*http.Response, string) {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/ops", strings.NewReader(`{}`))
-		req.Header.Set(idempotency.HeaderIdempotencyKey, "k-ct")
-		resp, err := srv.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp, string(b)
-	}
-	first, fb := do()
-	again, ab := do()
+	do := overWire(t, h) // net/http's own writer sniffs
+	first, fb := do("k-ct")
+	again, ab := do("k-ct")
 	if again.Header.Get(idempotency.HeaderReplayed) != "true" || again.StatusCode != first.StatusCode || ab != fb {
 		t.Fatalf("not a replay: %d %q %v", again.StatusCode, ab, again.Header)
 	}

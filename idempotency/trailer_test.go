@@ -3,8 +3,6 @@ package idempotency_test
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
 
 	"github.com/saferetry/saferetry/idempotency"
@@ -26,18 +24,9 @@ func TestDeclaredTrailerGoesOutOnlyAsATrailer(t *testing.T) {
 		_, _ = io.WriteString(w, "paid")
 		w.Header().Set("X-Checksum", "c0ffee")
 	}))
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/ops", strings.NewReader(`{}`))
-	req.Header.Set(idempotency.HeaderIdempotencyKey, "k-trailer")
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body) // trailers arrive after the body
-	if err != nil || resp.StatusCode != http.StatusCreated || string(body) != "paid" {
-		t.Fatalf("first answer: %d %q %v", resp.StatusCode, body, err)
+	resp, body := overWire(t, h)("k-trailer") // trailers arrive after the body
+	if resp.StatusCode != http.StatusCreated || body != "paid" {
+		t.Fatalf("first answer: %d %q", resp.StatusCode, body)
 	}
 	if got := resp.Trailer.Get("X-Checksum"); got != "c0ffee" {
 		t.Errorf("trailer X-Checksum = %q, want c0ffee", got)
