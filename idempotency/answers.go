@@ -79,7 +79,7 @@ func (q *request) replay(e Entry) {
 			Detail:         "The operation with this Idempotency-Key completed, but its response was too large to keep. It will not run again."}, 0)
 		return
 	}
-	encoded := encodedBody(resp.Header)
+	encoded := len(resp.Header["Content-Encoding"]) > 0 // stored names are canonical (see storedHeaders)
 	for name, v := range resp.Header {
 		if m.cfg.keeps(name, encoded) {
 			i := len(values)

@@ -82,9 +82,11 @@
 // replayed (and the coding of an encoded body, below): Content-Type,
 // Location, ETag, Last-Modified, Link and Content-Location, plus those named
 // with WithReplayHeaders, whatever the case of the name the handler put in
-// the header map ("ETag", "location"). Set-Cookie, Date, Retry-After,
-// rate-limit headers, hop-by-hop headers and Content-Length never are. The
-// first response keeps every header the handler set.
+// the header map ("ETag", "location"; a replay carries it under its
+// canonical name). Set-Cookie, Date, Retry-After, rate-limit headers,
+// hop-by-hop headers and Content-Length never are (a replay carries the
+// length of its stored body). The first response keeps every header the
+// handler set.
 //
 // Compression goes outside the Middleware (gzhttp.GzipHandler(mw(app))):
 // the plain answer is stored, and each answer, first or replay, is encoded

@@ -43,23 +43,23 @@ func encodedBody(h http.Header) bool {
 	return false
 }
 
-// keeps reports whether the header k of an answer is stored and replayed:
-// an allow-listed one, or, with an encoded body (encoded), Content-Encoding
-// and Vary whatever the allow-list. The stored bytes are the encoded ones,
-// so a replay without their Content-Encoding would be undecodable bytes
-// labelled identity, and without Vary caches would not know the coding was
-// negotiated. k is taken in canonical form: a handler may set a name in the
-// map directly in any case ("ETag", "location"), net/http sends it as it
-// is, and clients read names without regard to case, so the replay must
-// carry it as the first answer did.
+// keeps reports whether the header k (a canonical name) of an answer is
+// stored and replayed: an allow-listed one, or, with an encoded body
+// (encoded), Content-Encoding and Vary whatever the allow-list. The stored
+// bytes are the encoded ones, so a replay without their Content-Encoding
+// would be undecodable bytes labelled identity, and without Vary caches
+// would not know the coding was negotiated.
 func (c *config) keeps(k string, encoded bool) bool {
-	k = textproto.CanonicalMIMEHeaderKey(k)
 	return c.replayHeaders[k] || encoded && (k == "Content-Encoding" || k == "Vary")
 }
 
 // storedHeaders returns the headers of h that are kept (see keeps), or nil;
 // a kept name without values too (Content-Type set to nil, which tells
-// net/http not to sniff one, must stay so on a replay).
+// net/http not to sniff one, must stay so on a replay). A handler may set a
+// name in the map in any case ("ETag", "location"), which net/http sends
+// as it is and clients read without regard to case: such a header is kept
+// when its canonical name is, under that name, so that stored names are
+// canonical and a replay finds them with plain lookups.
 // When every header of h is kept it returns h itself: the handler is done
 // with it, and stores copy what they keep. Otherwise it fills a map it
 // borrows from storedHeaderMaps, and reports borrowed: the caller hands it
@@ -68,7 +68,7 @@ func (c *config) storedHeaders(h http.Header) (out http.Header, borrowed bool) {
 	encoded := encodedBody(h)
 	all := true
 	for k := range h {
-		if !c.keeps(k, encoded) {
+		if !c.keeps(k, encoded) { // a name not in canonical form is never in the allow-list
 			all = false
 			break
 		}
@@ -78,10 +78,18 @@ func (c *config) storedHeaders(h http.Header) (out http.Header, borrowed bool) {
 	}
 	for k, v := range h {
 		if !c.keeps(k, encoded) {
-			continue
+			ck := textproto.CanonicalMIMEHeaderKey(k)
+			if ck == k || !c.keeps(ck, encoded) {
+				continue
+			}
+			k = ck
 		}
 		if out == nil {
 			out = storedHeaderMaps.Get().(http.Header)
+		}
+		if prev := out[k]; len(prev) > 0 {
+			out[k] = append(prev, v...) // the same name in two cases: prev is clipped, so this copies
+			continue
 		}
 		out[k] = v[:len(v):len(v)] // the handler is done with it; a later append must copy
 	}
