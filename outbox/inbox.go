@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/saferetry/saferetry/internal/pgschema"
+	"github.com/saferetry/saferetry/internal/pgtext"
 )
 
 // Inbox makes a consumer idempotent: it records, in the transaction of the
@@ -44,6 +45,9 @@ func NewInbox(pool *pgxpool.Pool, opts ...Option) *Inbox {
 // InboxSchema returns the SQL that creates the inbox table named table,
 // for migration tools; it is safe to run again. Columns: consumer and
 // message_id (the primary key), processed_at (indexed for cleanup).
+// Consumer and message_id are text: valid UTF-8 without NUL is kept as it
+// is, anything else (and a string starting with the byte 0x01) as the
+// byte 0x01 followed by its bytes in hex (see Process).
 func InboxSchema(table string) (string, error) {
 	if err := validTable(table); err != nil {
 		return "", err
@@ -94,6 +98,18 @@ func (in *Inbox) CreateSchema(ctx context.Context) error {
 // Acknowledge the message to the broker only after Process returns nil:
 // a crash between the commit and the acknowledgement makes the broker
 // redeliver, and the redelivery is a duplicate.
+//
+// consumer and messageID may be any bytes (a JetStream Nats-Msg-Id is what
+// its publisher chose), though PostgreSQL text holds only valid UTF-8
+// without NUL: such strings are kept as they are, unless they start with
+// the byte 0x01, and any other string as 0x01 followed by its bytes in hex,
+// which no string kept as it is can be, so distinct pairs stay distinct.
+// Rows written before this encoding hold valid text and keep matching,
+// except a row whose consumer or message ID starts with 0x01: a
+// redelivery of that message after the upgrade is not recognised, and
+// runs fn again (and if the rest of that ID is hex, a message whose ID is
+// the bytes it spells, when these need escaping, is taken for a
+// duplicate).
 func (in *Inbox) Process(ctx context.Context, consumer, messageID string, fn func(ctx context.Context, tx pgx.Tx) error) (duplicate bool, err error) {
 	tx, err := in.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
@@ -101,7 +117,7 @@ func (in *Inbox) Process(ctx context.Context, consumer, messageID string, fn fun
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
 	tag, err := tx.Exec(ctx, `INSERT INTO `+in.quoted+` (consumer, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
-		consumer, messageID)
+		pgtext.Encode(consumer), pgtext.Encode(messageID))
 	if err != nil {
 		return false, fmt.Errorf("outbox: inbox insert: %w", err)
 	}

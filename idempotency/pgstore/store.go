@@ -18,6 +18,7 @@ import (
 	"github.com/saferetry/saferetry/internal/clock"
 	"github.com/saferetry/saferetry/internal/gate"
 	"github.com/saferetry/saferetry/internal/headercodec"
+	"github.com/saferetry/saferetry/internal/pgtext"
 	"github.com/saferetry/saferetry/internal/replaymix"
 )
 
@@ -445,7 +446,7 @@ func serializationFailure(err error) bool {
 // claimOnce runs sql, the claim or the upsert statement, once; it returns
 // errLostRace when the statement returned no row.
 func claimOnce(ctx context.Context, q queryRower, sql string, k idempotency.Key, fingerprint string, lease time.Duration, ttlUS int64) (idempotency.ClaimResult, error) {
-	return scanClaim(q.QueryRow(ctx, sql, encodeText(k.Scope), encodeText(k.Key), encodeText(fingerprint), lease.Microseconds(), ttlUS))
+	return scanClaim(q.QueryRow(ctx, sql, pgtext.Encode(k.Scope), pgtext.Encode(k.Key), pgtext.Encode(fingerprint), lease.Microseconds(), ttlUS))
 }
 
 // errLostRace is scanClaim's answer to a claim statement that returned no
@@ -487,7 +488,7 @@ func scanClaim(row pgx.Row) (idempotency.ClaimResult, error) {
 // expired (the completed statement), and reports whether there is one.
 func (s *Store) completedEntry(ctx context.Context, q queryRower, k idempotency.Key) (idempotency.Entry, bool, error) {
 	row := entryRow{state: int16(idempotency.StateCompleted)}
-	err := q.QueryRow(ctx, s.sql.completed, encodeText(k.Scope), encodeText(k.Key)).
+	err := q.QueryRow(ctx, s.sql.completed, pgtext.Encode(k.Scope), pgtext.Encode(k.Key)).
 		Scan(&row.fingerprint, &row.token, &row.status, &row.header, &row.headerBin, &row.body, &row.oversize)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return idempotency.Entry{}, false, nil
@@ -515,7 +516,7 @@ type entryRow struct {
 func (r entryRow) entry() (idempotency.Entry, error) {
 	e := idempotency.Entry{
 		State:       idempotency.State(r.state),
-		Fingerprint: decodeText(r.fingerprint),
+		Fingerprint: pgtext.Decode(r.fingerprint),
 		Token:       r.token,
 	}
 	switch e.State {
@@ -558,7 +559,7 @@ func (s *Store) Get(ctx context.Context, k idempotency.Key) (idempotency.Entry, 
 		return idempotency.Entry{}, false, fmt.Errorf("pgstore: get: %w", err)
 	}
 	var row entryRow
-	err := s.pool.QueryRow(ctx, s.sql.get, encodeText(k.Scope), encodeText(k.Key)).
+	err := s.pool.QueryRow(ctx, s.sql.get, pgtext.Encode(k.Scope), pgtext.Encode(k.Key)).
 		Scan(&row.state, &row.fingerprint, &row.token, &row.remainingUS,
 			&row.status, &row.header, &row.headerBin, &row.body, &row.oversize)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -583,7 +584,7 @@ func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease
 	if lease <= 0 {
 		return fmt.Errorf("pgstore: renew: %w, got %v", errNonPositiveLease, lease)
 	}
-	tag, err := s.renewalPool().Exec(ctx, s.sql.renew, pgx.QueryExecModeExec, encodeText(k.Scope), encodeText(k.Key), token, lease.Microseconds())
+	tag, err := s.renewalPool().Exec(ctx, s.sql.renew, pgx.QueryExecModeExec, pgtext.Encode(k.Scope), pgtext.Encode(k.Key), token, lease.Microseconds())
 	return checkTag("renew", tag.RowsAffected(), err)
 }
 
@@ -614,7 +615,7 @@ type queryRower interface {
 // statement on the pool, in one round trip that also wakes requests
 // waiting for the entry on any instance.
 func (s *Store) settle(ctx context.Context, op, sql string, k idempotency.Key, token int64, resp *idempotency.Response, ttl time.Duration) error {
-	scope, key := encodeText(k.Scope), encodeText(k.Key)
+	scope, key := pgtext.Encode(k.Scope), pgtext.Encode(k.Key)
 	channel, payload := s.watch.channel(), s.watch.payload(scope, key)
 	var args []any
 	if resp != nil {

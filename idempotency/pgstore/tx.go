@@ -14,6 +14,7 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/internal/clock"
+	"github.com/saferetry/saferetry/internal/pgtext"
 	"github.com/saferetry/saferetry/internal/replaymix"
 )
 
@@ -289,12 +290,12 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
-	scope, key := encodeText(k.Scope), encodeText(k.Key)
+	scope, key := pgtext.Encode(k.Scope), pgtext.Encode(k.Key)
 	insert := t.store.firsts.ReadFirst()
 	if err := t.prepare(ctx, t.store.claimNewSQL, t.store.insertSQL, t.store.preludeSQL, t.store.sql.txClaim, t.store.sql.txAcquired, "BEGIN"); err != nil {
 		return idempotency.ClaimResult{}, err
 	}
-	args := []any{scope, key, encodeText(fingerprint), int64(0), ttlUS}
+	args := []any{scope, key, pgtext.Encode(fingerprint), int64(0), ttlUS}
 	for attempt := range claimAttempts {
 		// The first attempt claims with insertSQL or claimNewSQL, which
 		// bound the wait themselves (no prelude); the others with the
@@ -493,7 +494,7 @@ func (t *Tx) Complete(_ context.Context, k idempotency.Key, token int64, resp id
 	if t.tx == nil || t.outcome != nil || k != t.claimed || token != t.token {
 		return fmt.Errorf("pgstore: tx complete: %w", idempotency.ErrStaleToken)
 	}
-	scope, key := encodeText(k.Scope), encodeText(k.Key)
+	scope, key := pgtext.Encode(k.Scope), pgtext.Encode(k.Key)
 	t.outcome = []any{scope, key, token, int32(resp.Status), stampedHeader(token, resp.Header), bytes.Clone(resp.Body), resp.Oversize, ttlUS,
 		t.store.watch.channel(), t.store.watch.payload(scope, key)}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/internal/pgtext"
 	"github.com/saferetry/saferetry/internal/watchset"
 )
 
@@ -107,7 +108,7 @@ func (s *Store) Watch(ctx context.Context, k idempotency.Key) (<-chan struct{}, 
 	if closed {
 		return nil, nil, fmt.Errorf("pgstore: watch: %w", errWatchClosed)
 	}
-	scope, key := encodeText(k.Scope), encodeText(k.Key)
+	scope, key := pgtext.Encode(k.Scope), pgtext.Encode(k.Key)
 	payload := s.watch.payload(scope, key)
 	mark := func(ctx context.Context) error {
 		if err := s.gate.Enter(ctx); err != nil {

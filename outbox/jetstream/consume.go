@@ -65,7 +65,7 @@ var ErrNotAckExplicit = errors.New("outbox/jetstream: Consume needs a consumer w
 
 // Consume processes cons's messages through in until ctx is done, then
 // returns nil, one message at a time: for each, h runs in Inbox.Process
-// under the message's Nats-Msg-Id, and the message is acknowledged only
+// under the message's Nats-Msg-Id (whatever its bytes), and the message is acknowledged only
 // after that commit (or when the inbox says duplicate). When h or the
 // commit fails the message is negatively acknowledged, and redelivered. A
 // crash between the commit and the acknowledgement makes JetStream

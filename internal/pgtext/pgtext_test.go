@@ -1,4 +1,4 @@
-package pgstore
+package pgtext
 
 import (
 	"strings"
@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-func TestEncodeText(t *testing.T) {
+func TestEncode(t *testing.T) {
 	tests := []struct {
 		in      string
 		escaped bool
@@ -22,12 +22,12 @@ func TestEncodeText(t *testing.T) {
 	}
 	seen := map[string]string{}
 	for _, tt := range tests {
-		enc := encodeText(tt.in)
+		enc := Encode(tt.in)
 		if escaped := enc != tt.in; escaped != tt.escaped {
-			t.Errorf("encodeText(%q) = %q, escaped %v, want %v", tt.in, enc, escaped, tt.escaped)
+			t.Errorf("Encode(%q) = %q, escaped %v, want %v", tt.in, enc, escaped, tt.escaped)
 		}
-		if got := decodeText(enc); got != tt.in {
-			t.Errorf("decodeText(encodeText(%q)) = %q", tt.in, got)
+		if got := Decode(enc); got != tt.in {
+			t.Errorf("Decode(Encode(%q)) = %q", tt.in, got)
 		}
 		if prev, dup := seen[enc]; dup {
 			t.Errorf("%q and %q both encode to %q", prev, tt.in, enc)
@@ -36,16 +36,16 @@ func TestEncodeText(t *testing.T) {
 	}
 }
 
-func FuzzEncodeText(f *testing.F) {
+func FuzzEncode(f *testing.F) {
 	f.Add("plain")
 	f.Add("\x01\x00")
 	f.Fuzz(func(t *testing.T, a string) {
-		enc := encodeText(a)
-		if decodeText(enc) != a {
+		enc := Encode(a)
+		if Decode(enc) != a {
 			t.Fatalf("round trip of %q failed: %q", a, enc)
 		}
 		if !validText(enc) {
-			t.Fatalf("encodeText(%q) = %q is not storable as text", a, enc)
+			t.Fatalf("Encode(%q) = %q is not storable as text", a, enc)
 		}
 	})
 }
