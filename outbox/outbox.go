@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -46,7 +48,9 @@ type Message struct {
 	Key string
 	// Payload is the message body; nil is sent as an empty body.
 	Payload []byte
-	// Headers are sent with the message; nil means none.
+	// Headers are sent with the message; nil means none. Names and values
+	// must be valid UTF-8 without NUL (ErrInvalidMessage), as must ID,
+	// Topic and Key.
 	Headers map[string]string
 }
 
@@ -56,8 +60,10 @@ var (
 	// request, so there is nothing to derive one from.
 	ErrNoID = errors.New("outbox: message has no ID outside a protected request")
 	// ErrInvalidMessage: a message has no Topic, an ID or Key a broker
-	// header would not carry unchanged (see Message), or one call holds
-	// the same ID twice (two messages of one request with the same Topic
+	// header would not carry unchanged (see Message), an ID, Topic, Key,
+	// header name or header value that is not valid UTF-8 or holds NUL
+	// (the outbox's text and jsonb columns cannot keep it), or one call
+	// holds the same ID twice (two messages of one request with the same Topic
 	// and Key need IDs of their own).
 	ErrInvalidMessage = errors.New("outbox: invalid message")
 	// ErrInvalidAge: DeletePublished or DeleteProcessed was given an age
@@ -171,6 +177,9 @@ func (o *Outbox) Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) error 
 		if m.Key != "" && !headerSafe(m.Key) {
 			return fmt.Errorf("%w: message %d: Key %q starts or ends with a space or holds a control character", ErrInvalidMessage, i, m.Key)
 		}
+		if err := storableText(m); err != nil {
+			return fmt.Errorf("%w: message %d: %w", ErrInvalidMessage, i, err)
+		}
 		if slices.Contains(ids[:i], id) {
 			return fmt.Errorf("%w: ID %q twice in one call", ErrInvalidMessage, id)
 		}
@@ -235,6 +244,30 @@ func (o *Outbox) Table() string { return o.names.quoted }
 
 // headerSafe reports whether s, not empty, travels unchanged as a header
 // value: no space at either end, no control character (a tab is one).
+// storableText reports the first of m's Topic, Key, ID and Headers that is
+// not valid UTF-8 or holds NUL: PostgreSQL's text and jsonb columns refuse
+// such text, and json.Marshal would write invalid UTF-8 in a header as
+// U+FFFD, so the consumer would receive other bytes than were enqueued.
+// (An ID derived from the request is a UUID, always storable.)
+func storableText(m Message) error {
+	for _, f := range [...]struct{ name, s string }{{"ID", m.ID}, {"Topic", m.Topic}, {"Key", m.Key}} {
+		if !textSafe(f.s) {
+			return fmt.Errorf("%s %q is not valid UTF-8 or holds NUL", f.name, f.s)
+		}
+	}
+	for k, v := range m.Headers {
+		if !textSafe(k) || !textSafe(v) {
+			return fmt.Errorf("header %q: %q is not valid UTF-8 or holds NUL", k, v)
+		}
+	}
+	return nil
+}
+
+// textSafe reports whether s is valid UTF-8 without NUL.
+func textSafe(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
+}
+
 func headerSafe(s string) bool {
 	if s[0] == ' ' || s[len(s)-1] == ' ' {
 		return false
