@@ -88,7 +88,9 @@
 // Scope, key and fingerprint are text columns: valid UTF-8 without NUL is
 // kept as it is, anything else as an escaped form (the byte 0x01, then the
 // bytes in hex) that no string kept as it is can take, so rows written by
-// earlier versions keep matching. Scope and key together form the
+// earlier versions keep matching, except a row whose scope starts with that
+// byte (a key is printable ASCII, a fingerprint hex): it is not found again,
+// and its key runs anew. Scope and key together form the
 // primary key, whose btree entry PostgreSQL limits to about 2,700 bytes
 // after compression: a scope of over about 2,600 bytes of text, or 1,300
 // bytes that are not UTF-8 (escaped, each takes two), may be refused as
