@@ -25,6 +25,7 @@ func TestBrokenServers(t *testing.T) {
 		{"no flaw", flaws{}, nil, true},
 		{"check then insert", flaws{raceWindow: 3 * work}, []string{conformance.CheckConcurrentOnce, conformance.CheckCountOnce}, false},
 		{"no fingerprint", flaws{noFingerprint: true}, []string{conformance.CheckReuseRefused, conformance.CheckReuseStatus}, false},
+		{"fingerprint of the length only", flaws{lengthOnly: true}, []string{conformance.CheckReuseRefused}, false},
 		{"replay re-rendered", flaws{rerenderReplay: true}, []string{conformance.CheckReplay}, false},
 		{"500 in progress", flaws{inProgressStatus: http.StatusInternalServerError}, []string{conformance.CheckConcurrent409}, false},
 		{"200 in progress", flaws{inProgressStatus: http.StatusOK}, []string{conformance.CheckConcurrentOnce, conformance.CheckConcurrent409}, false},

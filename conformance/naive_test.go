@@ -27,6 +27,7 @@ type naive struct {
 type flaws struct {
 	raceWindow       time.Duration // looks the key up, then inserts it this much later
 	noFingerprint    bool          // another body with a used key replays
+	lengthOnly       bool          // the fingerprint is the body's length: another body as long replays
 	rerenderReplay   bool          // replays re-encode the answer (one member more)
 	inProgressStatus int           // answers a key in progress with this status instead of 409
 	noRetryAfter     bool          // 409 without Retry-After
@@ -85,8 +86,11 @@ func (n *naive) create(w http.ResponseWriter, r *http.Request) {
 		key = r.Header.Get("Authorization") + "\x00" + key
 	}
 	fp := string(body)
-	if n.noFingerprint {
+	switch {
+	case n.noFingerprint:
 		fp = ""
+	case n.lengthOnly:
+		fp = strconv.Itoa(len(body))
 	}
 
 	n.mu.Lock()

@@ -84,3 +84,27 @@ func TestReuseRefusedByTheBodyAloneWarns(t *testing.T) {
 		t.Fatalf("reuse-refused %s (%s) with a valid other body, against a server that keeps no fingerprint", res.Status, res.Verdict)
 	}
 }
+
+// TestReuseRefusedCatchesLengthOnlyFingerprint: a server that binds a key
+// to its body's length refuses any other body of another length, such as
+// the one given here, and replays one as long as the first. reuse-refused
+// sends a body of the same length too, derived from the first (a digit
+// changed), and fails when it is replayed; reuse-status, which reads the
+// refusal of the other body, still passes.
+func TestReuseRefusedCatchesLengthOnlyFingerprint(t *testing.T) {
+	srv := newNaive(flaws{lengthOnly: true}, longRetention)
+	defer srv.Close()
+	c := &conformance.Checker{Concurrency: 2, Timeout: 5 * time.Second}
+	target := conformance.Target{URL: srv.URL + "/items", Body: []byte(body), KeyRequired: true,
+		OtherBody: []byte(`{"amount":99,"currency":"USD","recipient":"bob"}`)}
+
+	rep := runTarget(t, c, target)
+	res, _ := rep.Result(conformance.CheckReuseRefused)
+	if res.Status != conformance.Fail || rep.Passed() || !strings.Contains(res.Verdict, "same length") {
+		logText(t, rep)
+		t.Fatalf("reuse-refused %s (%s), want a FAIL naming the body of the same length that was replayed", res.Status, res.Verdict)
+	}
+	if st, _ := rep.Result(conformance.CheckReuseStatus); st.Status != conformance.Pass {
+		t.Errorf("reuse-status %s (%s): the other body was refused with 422", st.Status, st.Verdict)
+	}
+}
