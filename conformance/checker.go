@@ -52,6 +52,8 @@ type Target struct {
 	// OtherBody is a body that asks for another operation, for the
 	// reuse checks. nil derives one from Body: a JSON object gets one more
 	// member ("saferetry_check" with a fresh value), anything else a suffix.
+	// Whatever it is, reuse-refused also sends a body as long as Body,
+	// derived from it (see the package documentation).
 	OtherBody []byte
 	// Header is sent on every request, for example Authorization or
 	// Content-Type (which defaults to application/json for a body that is

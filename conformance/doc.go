@@ -17,7 +17,7 @@
 //	replay                MUST    MUST    the same key and body get the same status and body, byte for byte
 //	replay-headers        MUST    MUST    ... and the first answer's Content-Type, Location, ETag, Last-Modified, Link and Content-Location (WARN: the same values written differently)
 //	replay-marker         INFO    SHOULD  the replay says so (Idempotent-Replayed: true)
-//	reuse-refused         MUST    MUST    the same key with another body is refused (4xx), and not as the other body alone is
+//	reuse-refused         MUST    MUST    the same key with another body, or one as long as the first, is refused (4xx), and not as the other body alone is
 //	reuse-status          SHOULD  SHOULD  ... with 422 (ietf), or 400, 409 or 422 (stripe)
 //	concurrent-once       MUST    MUST    a burst of requests with one fresh key executes once: every success names one resource, or at most one is unmarked
 //	concurrent-409        SHOULD  SHOULD  every other answer of the burst is 409 (in progress)
@@ -40,6 +40,20 @@
 // extra member), the refusal shows nothing about the key, and
 // reuse-refused says WARN and reuse-status SKIP; give a valid
 // [Target.OtherBody].
+//
+// When the reused key was refused, reuse-refused also sends the key with
+// a body exactly as long as the first, derived from it: in JSON the last
+// digit of the first number changed (1250 becomes 1251), else the last
+// letter or digit of the first string value; in another body its last
+// letter or digit, else its last byte. A server that binds a key to its
+// body's length alone refuses any other body of another length and
+// replays this one: replayed, run, or answered anything but a 4xx, it
+// FAILs reuse-refused, whatever the other body showed. A refusal passes,
+// the key's or one of a strict server that finds the derived body invalid
+// (an unknown currency, say): the check cannot tell which, so a server
+// that validates the changed value before its key is not caught. A JSON
+// body without a number or a string with a letter or digit gets no such
+// request.
 //
 // scope-isolation sends principal a's key and body as principal b once
 // a's request has been answered: b's answer must be a run of its own. A

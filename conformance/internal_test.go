@@ -49,6 +49,38 @@ func TestOtherBody(t *testing.T) {
 	}
 }
 
+// TestSameLengthBody: the body of the same length changes one byte of a
+// value, a number's before a string's, never a member name or an escape,
+// and stays valid JSON; a body with nothing to change gets none.
+func TestSameLengthBody(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{`{"amount":1250,"currency":"EUR"}`, `{"amount":1251,"currency":"EUR"}`},
+		{`{"currency":"EUR","amount":9}`, `{"currency":"EUR","amount":8}`},
+		{`{"a":-9}`, `{"a":-8}`},
+		{`{"a":0}`, `{"a":1}`},
+		{`{"a":1.5e3}`, `{"a":1.6e3}`},
+		{`{"a":10E-2}`, `{"a":11E-2}`},
+		{`{"name":"al\u00e9"}`, `{"name":"am\u00e9"}`},
+		{`["x\"z"]`, `["x\"y"]`},
+		{`{"aa" : "bZ", "b":"c"}`, `{"aa" : "bY", "b":"c"}`},
+		{`{"id:":"", "b":"c9"}`, `{"id:":"", "b":"c8"}`},
+		{` "9" `, ` "8" `},
+		{`amount=1250&currency=EUR`, `amount=1250&currency=EUS`},
+		{"!!ÿ", "!!þ"},
+		{`{"a":true,"b":null,"c":"","d":"\n"}`, ``},
+		{`{}`, ``},
+		{``, ``},
+	} {
+		got := sameLengthBody([]byte(tc.body))
+		if string(got) != tc.want || (got == nil) != (tc.want == "") {
+			t.Errorf("sameLengthBody(%s) = %q, want %q", tc.body, got, tc.want)
+		}
+		if got != nil && json.Valid([]byte(tc.body)) && !json.Valid(got) {
+			t.Errorf("sameLengthBody(%s) = %s, not JSON", tc.body, got)
+		}
+	}
+}
+
 func TestCountOf(t *testing.T) {
 	for _, tc := range []struct {
 		body, path string

@@ -7,6 +7,7 @@ import "net/http"
 type plan struct {
 	first, replay, reuse     spec
 	otherAlone               spec // the other body with a key of its own: is it refused whatever the key?
+	sameLength               spec // the first key with a body as long as the first: is the key bound to the length alone? No body: not sent
 	missing, malformed, long spec
 	burst                    spec // sent Concurrency times at once, then until it settles
 	scopeA, scopeB           spec
@@ -27,6 +28,7 @@ func (c *Checker) newPlan(t Target) plan {
 		replay:     req(k1, t.Body),
 		reuse:      req(k1, other),
 		otherAlone: req(k4, other),
+		sameLength: req(k1, sameLengthBody(t.Body)),
 		missing:    req("", t.Body),
 		malformed:  req(malformedKey(), t.Body),
 		long:       req(longKey(), t.Body),
@@ -82,6 +84,9 @@ func (c *Checker) Plan(t Target) ([]PlannedRequest, error) {
 	count("count after it")
 	add(CheckReplay, p.replay, 1, "the same key and body")
 	add(CheckReuseRefused, p.reuse, 1, "the same key, another body")
+	if p.sameLength.body != nil {
+		add(CheckReuseRefused, p.sameLength, 1, "the same key, a body as long as the first, one byte of a value changed: only when the reuse is refused, to catch a key bound to its body's length")
+	}
 	count("count after the replay and the reuse")
 	add(CheckReuseRefused, p.otherAlone, 1, "another key, the other body: only when the reuse is refused, to tell a refused key from a refused body")
 	if t.KeyRequired {

@@ -148,6 +148,13 @@ func (r *run) all(ctx context.Context) error {
 		r.checkReplay(first, replay)
 		reuse = r.sd.send(ctx, p.reuse)
 	}
+	var sameLength *Exchange
+	if ok && reuse.clientError() && p.sameLength.body != nil {
+		// Before the count: against a server that keeps the contract it
+		// is refused, and one that runs it adds a record.
+		ex := r.sd.send(ctx, p.sameLength)
+		sameLength = &ex
+	}
 	n2 := r.read(ctx, cs)
 	if ok {
 		// Sent after the count, which it would add to: against a server
@@ -156,7 +163,7 @@ func (r *run) all(ctx context.Context) error {
 		if reuse.clientError() {
 			alone = r.sd.send(ctx, p.otherAlone)
 		}
-		r.checkReuse(first, reuse, alone)
+		r.checkReuse(first, reuse, alone, sameLength)
 		if reuse.clientError() {
 			errorAnswers = append(errorAnswers, reuse)
 		}
@@ -312,8 +319,39 @@ func firstDifference(a, b []byte) string {
 // checkReuse runs reuse-refused and reuse-status on the answer to the
 // first request's key with the other body (reuse) and, when that was
 // refused, to the other body with a key of its own (alone): a refusal
-// the other body gets whatever its key says nothing about the key.
-func (r *run) checkReuse(first, reuse, alone Exchange) {
+// the other body gets whatever its key says nothing about the key. When
+// reuse was refused, sameLength is the answer to the first key with a
+// body as long as the first (nil when none could be derived): a server
+// that binds a key to its body's length alone refuses the other body only
+// for its length, and replays or runs this one. Its refusal, a key bound
+// to its body or a derived body the server finds invalid, is as good as
+// any; reuse-status reads the other body's answer alone.
+func (r *run) checkReuse(first, reuse, alone Exchange, sameLength *Exchange) {
+	if sameLength != nil && !sameLength.clientError() {
+		ev := []Exchange{first, reuse, *sameLength}
+		what := fmt.Sprintf("refused the other body with %d, but the same key with a body of the same length as the first (%d bytes, one of them changed)", reuse.Status, len(r.plan.sameLength.body))
+		switch sl := *sameLength; {
+		case !sl.answered():
+			r.set(CheckReuseRefused, Fail, what+" got no answer: "+sl.Error, ev...)
+		case sl.success() && sameResource(first, sl):
+			r.set(CheckReuseRefused, Fail, fmt.Sprintf("%s answered %d with the first request's answer: the key is not bound to its body's bytes (to its length alone, say)", what, sl.Status), ev...)
+		case sl.success():
+			r.set(CheckReuseRefused, Fail, fmt.Sprintf("%s answered %d with another resource: a used key ran another request", what, sl.Status), ev...)
+		default:
+			r.set(CheckReuseRefused, Fail, fmt.Sprintf("%s answered %d, want a 4xx refusal", what, sl.Status), ev...)
+		}
+		if alone.answered() && alone.Status == reuse.Status {
+			r.set(CheckReuseStatus, Skip, "the other body is refused whatever its key: give a valid other body (Target.OtherBody, -other-body)")
+		} else {
+			r.checkReuseStatus(reuse)
+		}
+		return
+	}
+	sameNote, sameEv := "", []Exchange(nil)
+	if sameLength != nil {
+		sameNote = fmt.Sprintf("; the key with a body as long as the first, %d", sameLength.Status)
+		sameEv = []Exchange{*sameLength}
+	}
 	switch {
 	case !reuse.answered():
 		r.set(CheckReuseRefused, Fail, "no answer: "+reuse.Error, reuse)
@@ -322,14 +360,20 @@ func (r *run) checkReuse(first, reuse, alone Exchange) {
 	case reuse.success():
 		r.set(CheckReuseRefused, Fail, fmt.Sprintf("answered %d with another resource: a used key ran another request", reuse.Status), first, reuse)
 	case reuse.clientError() && alone.answered() && alone.Status == reuse.Status:
-		r.set(CheckReuseRefused, Warn, fmt.Sprintf("refused with %d, but the other body gets %d with a fresh key too: it is invalid on its own, so the refusal says nothing about the key; give a valid other body (Target.OtherBody, -other-body)", reuse.Status, alone.Status), reuse, alone)
+		r.set(CheckReuseRefused, Warn, fmt.Sprintf("refused with %d, but the other body gets %d with a fresh key too: it is invalid on its own, so the refusal says nothing about the key; give a valid other body (Target.OtherBody, -other-body)%s", reuse.Status, alone.Status, sameNote), append([]Exchange{reuse, alone}, sameEv...)...)
 		r.set(CheckReuseStatus, Skip, "the other body is refused whatever its key: give a valid other body (Target.OtherBody, -other-body)")
 		return
 	case reuse.clientError():
-		r.set(CheckReuseRefused, Pass, fmt.Sprintf("refused with %d; the other body alone, with a fresh key, answered %s", reuse.Status, alone.outcome()), reuse, alone)
+		r.set(CheckReuseRefused, Pass, fmt.Sprintf("refused with %d; the other body alone, with a fresh key, answered %s%s", reuse.Status, alone.outcome(), sameNote), append([]Exchange{reuse, alone}, sameEv...)...)
 	default:
 		r.set(CheckReuseRefused, Fail, fmt.Sprintf("answered %d, want a 4xx refusal", reuse.Status), reuse)
 	}
+	r.checkReuseStatus(reuse)
+}
+
+// checkReuseStatus runs reuse-status on the answer to the first request's
+// key with the other body.
+func (r *run) checkReuseStatus(reuse Exchange) {
 	want := []int{http.StatusUnprocessableEntity}
 	if r.profile == ProfileStripe {
 		want = []int{http.StatusBadRequest, http.StatusConflict, http.StatusUnprocessableEntity}

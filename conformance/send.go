@@ -159,3 +159,91 @@ func otherBody(body []byte) []byte {
 	}
 	return append(append([]byte(nil), body...), " "+marker...)
 }
+
+// sameLengthBody returns a body exactly as long as body that asks for
+// another operation, for a server that binds a key to its body's length
+// alone: in JSON, the last digit of the first number's mantissa changed,
+// else, when there is no number, the last letter or digit of the first
+// string value that has one (member names are left alone); in anything
+// else, its last letter or digit, else its last byte. A changed digit
+// never makes a number zero or gives it a leading zero, so the JSON stays
+// valid. nil when body is empty or is JSON without such a value (only
+// true, false, null or empty strings, say).
+func sameLengthBody(body []byte) []byte {
+	if len(body) == 0 {
+		return nil
+	}
+	i := -1
+	if json.Valid(body) {
+		i = jsonValueByte(body)
+	} else {
+		i = bytes.LastIndexFunc(body, func(r rune) bool { return r < 0x80 && isAlnum(byte(r)) })
+		if i < 0 {
+			i = len(body) - 1
+		}
+	}
+	if i < 0 {
+		return nil
+	}
+	out := bytes.Clone(body)
+	switch c := out[i]; {
+	case c == '9' || c == 'z' || c == 'Z':
+		out[i] = c - 1
+	case isAlnum(c):
+		out[i] = c + 1
+	default:
+		out[i] = c ^ 1
+	}
+	if json.Valid(body) && !json.Valid(out) {
+		return nil // not reached: a digit or a letter of a string value changed
+	}
+	return out
+}
+
+// jsonValueByte returns the index in the valid JSON b of the byte that
+// sameLengthBody changes: the last digit of the first number's mantissa,
+// else the last letter or digit of the first string value that has one,
+// outside escape sequences; -1 when there is none.
+func jsonValueByte(b []byte) int {
+	str := -1
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case c == '"':
+			last, j := -1, i+1
+			for ; j < len(b) && b[j] != '"'; j++ {
+				switch {
+				case b[j] == '\\':
+					j++ // the escaped byte
+					if j < len(b) && b[j] == 'u' {
+						j += 4 // its hex digits
+					}
+				case isAlnum(b[j]):
+					last = j
+				}
+			}
+			i = j // the closing quote
+			k := j + 1
+			for k < len(b) && (b[k] == ' ' || b[k] == '\t' || b[k] == '\n' || b[k] == '\r') {
+				k++
+			}
+			isName := k < len(b) && b[k] == ':'
+			if !isName && str < 0 {
+				str = last
+			}
+		case c == '-' || ('0' <= c && c <= '9'):
+			last := -1
+			for ; i < len(b) && (b[i] == '-' || b[i] == '.' || ('0' <= b[i] && b[i] <= '9')); i++ {
+				if b[i] >= '0' && b[i] <= '9' {
+					last = i
+				}
+			}
+			return last // an exponent, if any, follows the mantissa and is left alone
+		}
+	}
+	return str
+}
+
+func isAlnum(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
