@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/saferetry/saferetry/conformance"
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/memstore"
 	"github.com/saferetry/saferetry/internal/contract"
 )
 
@@ -78,5 +80,40 @@ func TestReplayHeadersCompared(t *testing.T) {
 	if res, _ := rep.Result(conformance.CheckReplayHeaders); res.Status != conformance.Pass || !strings.Contains(res.Verdict, "Location") {
 		logText(t, rep)
 		t.Fatalf("replay-headers %s (%s) for the Middleware's replay", res.Status, res.Verdict)
+	}
+}
+
+// TestReplayGoneExplained: behind a Middleware whose store keeps no answer
+// over 16 bytes, every answer is recorded as completed but not
+// replayable, and a replay gets 410. The checks that read a replay fail
+// (replay) or may fail (replay-headers, concurrent-409, ttl-expiry), and
+// each verdict that meets the 410 names it and says what it means, so that
+// the user looks at the server's limit on stored answers.
+func TestReplayGoneExplained(t *testing.T) {
+	items := &naive{entries: map[string]*naiveEntry{}} // only its handler is used
+	mw := idempotency.Middleware(memstore.New(), idempotency.WithMaxResponseBody(16), idempotency.WithTTL(time.Hour))
+	srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		items.execute(w, &naiveEntry{}, readAll(r))
+	})))
+	defer srv.Close()
+	// The checker is told a retention shorter than the server's: the
+	// re-send of ttl-expiry meets the 410 too.
+	c := &conformance.Checker{Concurrency: 4, Timeout: 5 * time.Second, TTL: 200 * time.Millisecond}
+	rep := runTarget(t, c, conformance.Target{URL: srv.URL + "/items", Body: []byte(body)})
+
+	for _, id := range []string{conformance.CheckReplay, conformance.CheckReplayHeaders, conformance.CheckConcurrent409, conformance.CheckTTLExpiry} {
+		res, _ := rep.Result(id)
+		if id == conformance.CheckReplay && res.Status != conformance.Fail {
+			t.Errorf("replay %s (%s), want FAIL", res.Status, res.Verdict)
+		}
+		if res.Status != conformance.Fail {
+			continue
+		}
+		if !strings.Contains(res.Verdict, "410") || !strings.Contains(res.Verdict, "not replayable") || !strings.Contains(res.Verdict, "too large") {
+			t.Errorf("%s: %q, want the verdict to name 410 and say it means an answer recorded as not replayable (too large for the store, say)", id, res.Verdict)
+		}
+	}
+	if t.Failed() {
+		logText(t, rep)
 	}
 }
