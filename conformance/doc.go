@@ -30,6 +30,15 @@
 //	scope-isolation       MUST    MUST    with AuthA and AuthB, one principal's key is new to the other: run, not replayed or refused
 //	ttl-expiry            SHOULD  SHOULD  with TTL, a key re-sent after the stated retention executes anew
 //
+// A replay answered 410 Gone fails replay as any other status does: the
+// first answer is not replayed. The verdicts of replay and of the other
+// checks that meet a 410 where a replay could come (replay-headers,
+// reuse-status, concurrent-once, concurrent-409, scope-isolation,
+// ttl-expiry) say what it means: the server recorded the first answer as
+// completed but not replayable, usually as too large for its store, or as
+// a body it refuses to keep (saferetry's Middleware does so past
+// WithMaxResponseBody), so look at its limits on stored answers.
+//
 // count-once reads CountURL's count (see [Checker.CountURL]): a count of
 // records can fail it; an answer that is not JSON, counted by its size in
 // bytes, can only pass (every operation added as many bytes) or warn.

@@ -197,7 +197,7 @@ func (r *run) checkReplay(first, replay Exchange) {
 	case !replay.answered():
 		r.set(CheckReplay, Fail, "no answer: "+replay.Error, first, replay)
 	case replay.Status != first.Status:
-		r.set(CheckReplay, Fail, fmt.Sprintf("answered %d, the first request %d", replay.Status, first.Status), first, replay)
+		r.set(CheckReplay, Fail, fmt.Sprintf("answered %d, the first request %d", replay.Status, first.Status)+goneNote(replay), first, replay)
 	case !bytes.Equal(replay.body, first.body):
 		r.set(CheckReplay, Fail, "the body differs from the first answer's "+firstDifference(first.body, replay.body), first, replay)
 	default:
@@ -213,6 +213,22 @@ func (r *run) checkReplay(first, replay Exchange) {
 	} else {
 		r.set(CheckReplayMarker, Fail, "the second answer carries no "+contract.HeaderReplayed+": true", replay)
 	}
+}
+
+// goneNote explains a 410 among exs, answers where the operation's replay
+// could come, for a verdict: a server that keeps the contract answers 410
+// for a key whose operation completed but whose answer it did not keep
+// (CONTRACT.md: completed but not replayable), which points the user at
+// the server's limits on stored answers rather than at its keys. "" when
+// none of exs is a 410.
+func goneNote(exs ...Exchange) string {
+	for _, ex := range exs {
+		if ex.answered() && ex.Status == http.StatusGone {
+			return " (410 Gone: the server recorded the first answer as not replayable, the operation completed but its answer was not kept: " +
+				"usually an answer too large for its store, or a body the server refuses to keep; look at its limits on stored answers)"
+		}
+	}
+	return ""
 }
 
 // checkReplayHeaders runs replay-headers: the replay carries the first
@@ -240,7 +256,7 @@ func (r *run) checkReplayHeaders(first, replay Exchange) {
 	}
 	switch {
 	case len(diffs) > 0:
-		r.set(CheckReplayHeaders, Fail, "the replay's headers differ from the first answer's: "+strings.Join(diffs, "; "), first, replay)
+		r.set(CheckReplayHeaders, Fail, "the replay's headers differ from the first answer's: "+strings.Join(diffs, "; ")+goneNote(replay), first, replay)
 	case len(spelt) > 0:
 		r.set(CheckReplayHeaders, Warn, "the replay's headers mean what the first answer's do, written differently: "+strings.Join(spelt, "; "), first, replay)
 	case len(same) == 0:
@@ -388,7 +404,7 @@ func (r *run) checkReuseStatus(reuse Exchange) {
 			return
 		}
 	}
-	r.set(CheckReuseStatus, Fail, fmt.Sprintf("answered %d, want %s", reuse.Status, joinInts(want, " or ")), reuse)
+	r.set(CheckReuseStatus, Fail, fmt.Sprintf("answered %d, want %s", reuse.Status, joinInts(want, " or "))+goneNote(reuse), reuse)
 }
 
 func joinInts(ns []int, sep string) string {
@@ -496,7 +512,7 @@ func (r *run) checkBurst(ctx context.Context) []Exchange {
 	}
 	switch {
 	case len(reps) == 0:
-		r.set(CheckConcurrentOnce, Fail, fmt.Sprintf("no request with the key succeeded, during the burst of %d or after it: %s", n, tally(all)), all...)
+		r.set(CheckConcurrentOnce, Fail, fmt.Sprintf("no request with the key succeeded, during the burst of %d or after it: %s", n, tally(all))+goneNote(all...), all...)
 	case len(reps) > 1:
 		var names []string
 		for i, rep := range reps {
@@ -548,7 +564,7 @@ func (r *run) checkBurst(ctx context.Context) []Exchange {
 	if len(why) == 0 {
 		r.set(CheckConcurrent409, Pass, fmt.Sprintf("%d answered 409, the rest the success", len(conflicts)), all...)
 	} else {
-		r.set(CheckConcurrent409, Fail, fmt.Sprintf("%d of %d answers neither the operation's answer nor 409 in progress: %s", len(others)+len(notAnswer)+len(marked), len(all), strings.Join(why, "; ")), all...)
+		r.set(CheckConcurrent409, Fail, fmt.Sprintf("%d of %d answers neither the operation's answer nor 409 in progress: %s", len(others)+len(notAnswer)+len(marked), len(all), strings.Join(why, "; "))+goneNote(others...), all...)
 	}
 	if len(conflicts) == 0 {
 		reason := "no 409 came: the first request finished before the others arrived"
@@ -756,7 +772,7 @@ func (r *run) checkScope(ctx context.Context) {
 		case alone.answered() && alone.Status == b.Status:
 			r.set(CheckScopeIsolation, Warn, fmt.Sprintf("principal b's request answered %d, and %d again with a key of its own: principal b could not run the operation, so isolation is not shown; check -auth-b", b.Status, alone.Status), a, b, alone)
 		case alone.success() || keyTaken:
-			r.set(CheckScopeIsolation, Fail, fmt.Sprintf("principal b's request was refused with %d, as a used key is, and answered %s with a key of its own: keys are shared between principals", b.Status, alone.outcome()), a, b, alone)
+			r.set(CheckScopeIsolation, Fail, fmt.Sprintf("principal b's request was refused with %d, as a used key is, and answered %s with a key of its own: keys are shared between principals", b.Status, alone.outcome())+goneNote(b), a, b, alone)
 		default:
 			r.set(CheckScopeIsolation, Warn, fmt.Sprintf("principal b's request answered %d, and %s with a key of its own: principal b could not run the operation, so isolation is not shown; check -auth-b", b.Status, alone.outcome()), a, b, alone)
 		}
@@ -790,9 +806,9 @@ func (r *run) checkTTL(ctx context.Context, first Exchange, cs *counts) error {
 	case !again.answered():
 		r.set(CheckTTLExpiry, Fail, "no answer: "+again.Error, first, again)
 	case again.replayed():
-		r.set(CheckTTLExpiry, Fail, fmt.Sprintf("%s, it was still replayed (%d): the key was not freed", after2, again.Status), first, again)
+		r.set(CheckTTLExpiry, Fail, fmt.Sprintf("%s, it was still replayed (%d): the key was not freed", after2, again.Status)+goneNote(again), first, again)
 	case !again.success():
-		r.set(CheckTTLExpiry, Fail, fmt.Sprintf("%s, it answered %d, want a new execution (2xx)", after2, again.Status), first, again)
+		r.set(CheckTTLExpiry, Fail, fmt.Sprintf("%s, it answered %d, want a new execution (2xx)", after2, again.Status)+goneNote(again), first, again)
 	case counted && unit > 0 && after-before == unit:
 		r.set(CheckTTLExpiry, Pass, fmt.Sprintf("%s, it ran again: the count went from %d to %d", after2, before, after), first, again)
 	case counted && unit > 0 && after == before:
