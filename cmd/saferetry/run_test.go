@@ -3,10 +3,18 @@ package main
 import (
 	"encoding/json"
 	"encoding/xml"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/memstore"
+	"github.com/saferetry/saferetry/mockserver"
 )
 
 // TestUnreachableTargetFailsReports: a target that could not be reached
@@ -80,5 +88,39 @@ func TestBadMethodIsInvalid(t *testing.T) {
 	code, _, stderr = runCLI(t, "check", "-dry-run", "-url", "http://127.0.0.1:9/p", "-method", "BAD METHOD")
 	if code != 2 || !strings.Contains(stderr, "invalid") {
 		t.Errorf("-dry-run -method %q: exit %d, stderr %q; want 2 and invalid", "BAD METHOD", code, stderr)
+	}
+}
+
+// TestStrictFailsOnShould: against an endpoint that keeps every MUST but
+// runs a request without a key (missing-key, a SHOULD, fails), check
+// exits 0, and 1 with -strict, which names the failed SHOULD; -strict
+// against an endpoint that fails nothing exits 0.
+func TestStrictFailsOnShould(t *testing.T) {
+	var n atomic.Int64
+	mw := idempotency.Middleware(memstore.New()) // a key is not required
+	srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := strconv.FormatInt(n.Add(1), 10)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Location", "/things/"+id)
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"id":"` + id + `"}`))
+	})))
+	defer srv.Close()
+	args := []string{"check", "-url", srv.URL + "/things", "-body", payBody, "-key-required", "-concurrency", "4"}
+
+	code, stdout, stderr := runCLI(t, args...)
+	if code != 0 || !strings.Contains(stdout, "FAIL    SHOULD  missing-key") {
+		t.Fatalf("without -strict: exit %d, want 0 with missing-key failed\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCLI(t, append(args, "-strict")...)
+	if code != 1 || !strings.Contains(stderr, "missing-key") {
+		t.Errorf("-strict: exit %d, want 1 and the failed SHOULD named on stderr\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+
+	mock := mockserver.New()
+	defer mock.Close()
+	code, stdout, stderr = runCLI(t, "check", "-url", mock.URL+"/payments", "-body", payBody, "-key-required", "-strict")
+	if code != 0 {
+		t.Errorf("-strict against the mock server: exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 }
