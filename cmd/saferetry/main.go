@@ -35,9 +35,11 @@
 //	-json             print one JSON document instead of the table; a target that could not be checked is under "errors", and "passed" is false
 //	-junit FILE       also write a JUnit XML report to FILE; a target that could not be checked is a test case in error
 //	-dry-run          print the requests it would send, and send none
+//	-strict           exit 1 when a SHOULD check fails too (for CI), naming the failed SHOULDs on stderr; the report and -json's "passed" still count MUSTs only
 //
 // Exit status: 0 when every MUST check passed, 1 when one failed, 2 on a
-// usage error or when the endpoint could not be reached.
+// usage error or when the endpoint could not be reached. A failed SHOULD
+// exits 0 unless -strict is given, which makes it exit 1 too.
 package main
 
 import (

@@ -17,8 +17,8 @@ import (
 
 // Exit statuses.
 const (
-	exitPassed = 0 // every MUST passed
-	exitFailed = 1 // a MUST failed
+	exitPassed = 0 // every MUST passed (with -strict, every SHOULD too)
+	exitFailed = 1 // a MUST failed, or with -strict a SHOULD
 	exitUsage  = 2 // bad flags, or the target could not be reached
 )
 
@@ -79,7 +79,7 @@ type checkFlags struct {
 	profile, countURL, openapi, junit      string
 	header, authA, authB                   headerFlag
 	concurrency                            int
-	keyRequired, json, dryRun              bool
+	keyRequired, json, dryRun, strict      bool
 	checker                                conformance.Checker
 }
 
@@ -105,6 +105,7 @@ func parseCheck(args []string, stderr io.Writer) (*checkFlags, error) {
 	fs.BoolVar(&f.json, "json", false, "print one JSON document instead of the table")
 	fs.StringVar(&f.junit, "junit", "", "also write a JUnit XML report to this `file`")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "print the requests it would send, and send none")
+	fs.BoolVar(&f.strict, "strict", false, "exit 1 when a SHOULD check fails too, not only a MUST (for CI); the report and -json's \"passed\" still count MUSTs only")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -188,7 +189,33 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if status == exitPassed && !conformance.Passed(reports) {
 		status = exitFailed
 	}
+	if f.strict {
+		if failed := failedShoulds(reports); len(failed) > 0 {
+			fmt.Fprintf(stderr, "saferetry check: -strict: SHOULD checks failed: %s\n", strings.Join(failed, "; "))
+			if status == exitPassed {
+				status = exitFailed
+			}
+		}
+	}
 	return status
+}
+
+// failedShoulds names the SHOULD checks that failed, "target: id, id" for
+// each target with one, for -strict.
+func failedShoulds(reports []conformance.Report) []string {
+	var out []string
+	for _, r := range reports {
+		var ids []string
+		for _, res := range r.Results {
+			if res.Level == conformance.LevelShould && res.Status == conformance.Fail {
+				ids = append(ids, res.ID)
+			}
+		}
+		if len(ids) > 0 {
+			out = append(out, r.Target+": "+strings.Join(ids, ", "))
+		}
+	}
+	return out
 }
 
 // describe is the message of a Run error for people.
