@@ -13,3 +13,7 @@ func UpsertsFirst(s *Store) bool { return s.upserts.ReadFirst() }
 // ClaimStatementOnly makes s claim with the claim statement alone from
 // then on (never the upsert first), for tests that compare the two.
 func ClaimStatementOnly(s *Store) { s.upserts = replaymix.New(replaymix.Never, 1, 1) }
+
+// ErrNonPositiveLease is the error Claim and Renew wrap for a lease they
+// refuse.
+var ErrNonPositiveLease = errNonPositiveLease

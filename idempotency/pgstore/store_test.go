@@ -562,3 +562,38 @@ func TestNonPositiveTTLRefused(t *testing.T) {
 		_ = tx.Rollback(ctx)
 	}
 }
+
+// TestSubMicrosecondLeaseRefused: a lease is sent in whole microseconds, so
+// one under a microsecond would be a claim lapsed at birth, which any
+// duplicate could take over. It is refused like a lease of zero, with the
+// same error, by Claim and Renew (as redisstore refuses it), and changes
+// nothing.
+func TestSubMicrosecondLeaseRefused(t *testing.T) {
+	s := newStore(t, newPool(t))
+	ctx := ctxT(t)
+	for _, lease := range []time.Duration{0, time.Nanosecond, time.Microsecond - time.Nanosecond} {
+		k := key(fmt.Sprint("sublease", int64(lease)))
+		r, err := s.Claim(ctx, k, "fp", lease, time.Hour)
+		if !errors.Is(err, pgstore.ErrNonPositiveLease) {
+			t.Errorf("Claim with lease %v = %+v, %v; want ErrNonPositiveLease", lease, r, err)
+		}
+		if e, found, err := s.Get(ctx, k); err != nil || found {
+			t.Errorf("after Claim with lease %v Get = %+v, %v, %v; want nothing", lease, e, found, err)
+		}
+		held, err := s.Claim(ctx, k, "fp", time.Minute, time.Hour)
+		if err != nil || !held.Acquired {
+			t.Fatalf("Claim with a good lease = %+v, %v", held, err)
+		}
+		if err := s.Renew(ctx, k, held.Token, lease); !errors.Is(err, pgstore.ErrNonPositiveLease) {
+			t.Errorf("Renew with lease %v = %v; want ErrNonPositiveLease", lease, err)
+		}
+		if e, _, err := s.Get(ctx, k); err != nil || e.LeaseRemaining < 30*time.Second {
+			t.Errorf("after a refused Renew with lease %v Get = %+v, %v; want the minute's lease", lease, e, err)
+		}
+	}
+	// A microsecond is the unit: kept.
+	r, err := s.Claim(ctx, key("sublease-unit"), "fp", time.Microsecond, time.Hour)
+	if err != nil || !r.Acquired {
+		t.Errorf("Claim with a lease of 1µs = %+v, %v; want acquired", r, err)
+	}
+}

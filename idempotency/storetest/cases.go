@@ -783,6 +783,50 @@ func testNonPositiveDurations(t *testing.T, s idempotency.Store) {
 	}
 }
 
+// testTinyLeases checks a lease above zero but below a microsecond, the
+// unit of the shared stores' clocks. A store may refuse it, as it refuses a
+// lease of zero: with an error other than ErrStaleToken, leaving nothing,
+// and Renew refuses it likewise. Or it may keep it (a store that counts
+// nanoseconds): the claim is then acquired with the lease it asked for, as
+// any claim answered at once, and Renew accepts it too. What it must not do
+// is round the lease down to zero and hand out a claim lapsed at birth.
+func testTinyLeases(t *testing.T, s idempotency.Store) {
+	ctx := ctxT(t)
+	for _, lease := range []time.Duration{time.Nanosecond, time.Microsecond - time.Nanosecond} {
+		k := key(t, fmt.Sprint("tiny-", int64(lease)))
+		r, claimErr := s.Claim(ctx, k, "fp", lease, longTTL)
+		switch {
+		case errors.Is(claimErr, idempotency.ErrStaleToken):
+			t.Errorf("Claim with lease %v = %v, want a claim or another error", lease, claimErr)
+		case claimErr != nil:
+			if _, found := mustGet(t, s, k); found {
+				t.Errorf("Claim with lease %v failed (%v) but left an entry", lease, claimErr)
+			}
+		case !r.Acquired:
+			t.Errorf("Claim of a new key with lease %v = %+v, want acquired or an error", lease, r)
+		case r.LeaseRemaining < 0:
+			t.Errorf("Claim with lease %v acquired a claim lapsed at birth: LeaseRemaining %v", lease, r.LeaseRemaining)
+		default:
+			wantClaimLease(t, r, lease)
+		}
+
+		held := key(t, fmt.Sprint("tiny-held-", int64(lease)))
+		tok := mustAcquire(t, s, held, "fp", longLease, longTTL)
+		renewErr := s.Renew(ctx, held, tok, lease)
+		switch {
+		case errors.Is(renewErr, idempotency.ErrStaleToken):
+			t.Errorf("Renew of a held claim with lease %v = %v, want nil or another error", lease, renewErr)
+		case (claimErr == nil) != (renewErr == nil):
+			t.Errorf("Claim with lease %v = %v but Renew = %v: a store refuses the same leases in both", lease, claimErr, renewErr)
+		}
+		if renewErr != nil {
+			if e, found := mustGet(t, s, held); !found || e.Token != tok || e.LeaseRemaining <= longLease/2 {
+				t.Errorf("after a refused Renew with lease %v Get = %+v, found %v; want the claim's lease as it was", lease, e, found)
+			}
+		}
+	}
+}
+
 // testBytesKept checks that every byte a request or response can carry is
 // kept: scopes and fingerprints with NUL, invalid UTF-8, 0xFF and
 // separators, keys with the punctuation ParseKey allows, and header names

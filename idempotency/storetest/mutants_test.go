@@ -54,6 +54,10 @@ const (
 	staleRenewExtends bug = "staleRenewExtends"
 	// hashSeparator keys its entries by scope, '#' and key joined.
 	hashSeparator bug = "hashSeparator"
+	// truncatedLease counts leases in whole microseconds, rounded down, so
+	// that a lease under one is a claim lapsed at birth, and reports what
+	// is left of a new claim by its clock (as a database's statement does).
+	truncatedLease bug = "truncatedLease"
 	// txKeepsClaimTTL is a TxStore whose Tx.Complete keeps the ttl the
 	// claim was made with (an UPDATE that sets the outcome and not the
 	// expiry).
@@ -125,6 +129,12 @@ func (s *refStore) Claim(ctx context.Context, k idempotency.Key, fp string, leas
 	left := lease
 	if s.bug == leaseUnits {
 		left = lease / 1000
+	}
+	if s.bug == truncatedLease {
+		lease = lease.Truncate(time.Microsecond)
+		if left = addDur(now, lease).Sub(time.Now()); left == 0 {
+			left = -time.Nanosecond // lapsed, not "cannot tell"
+		}
 	}
 	switch {
 	case e == nil:
@@ -452,6 +462,9 @@ func TestSuiteRejects(t *testing.T) {
 		{"CompleteTTLFromTheClaim", completeTTLFromClaim, []string{"CompleteCountsTTLFromNow"}},
 		// A lease of zero or less is refused with an error, Renew's too.
 		{"RenewWithNonPositiveLease", renewAnyLease, []string{"NonPositiveDurationsRefused"}},
+		// A lease below a microsecond is refused or kept, never rounded down
+		// to a claim lapsed at birth.
+		{"LeaseTruncatedToZero", truncatedLease, []string{"TinyLeaseHeldOrRefused"}},
 		// Complete must not modify resp; the suite must not compare what the store
 		// gives back with what the store itself may have changed.
 		{"CompleteModifyingTheResponse", mutatesResp, []string{"BytesKept"}},

@@ -73,6 +73,7 @@ func Run(t *testing.T, newStore func(t *testing.T) idempotency.Store, declared .
 		{"CompleteCountsTTLFromNow", testCompleteCountsTTLFromNow},
 		{"RenewOutlivesTTL", testRenewOutlivesTTL},
 		{"NonPositiveDurationsRefused", testNonPositiveDurations},
+		{"TinyLeaseHeldOrRefused", testTinyLeases},
 		{"LongestTTLKept", testLongestTTL},
 		{"ScopeSeparation", testScopeSeparation},
 		{"ContextCancelled", testContextCancelled},
