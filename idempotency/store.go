@@ -153,7 +153,11 @@ type ClaimResult struct {
 // refused Claim give back exactly the Response that Complete was given.
 //
 // Durations: a lease or ttl of zero or less is refused with an error and
-// changes nothing.
+// changes nothing. A store that counts time in a coarser unit than the
+// nanosecond (a microsecond for redisstore and pgstore) may round a ttl up
+// to its unit, but refuses a lease shorter than its unit likewise, in Claim
+// and in Renew: rounded down, such a lease would be a claim lapsed at
+// birth, which any duplicate could take over (storetest checks this).
 //
 // Errors: any error other than ErrStaleToken means the store could not answer
 // (unreachable, context done, ...). The Middleware then fails closed.

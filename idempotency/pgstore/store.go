@@ -361,11 +361,12 @@ WHERE t.scope = d.scope AND t.key = d.key AND t.expires_at <= statement_timestam
 // Claim implements idempotency.Store.Claim in one statement, or two when
 // it began with the upsert and another row stands in the way (see the
 // package documentation). The lease is rounded down and the ttl up to
-// microseconds; a lease or ttl that is not positive is an error. The row
+// microseconds; a lease under a microsecond (which would round to a claim
+// lapsed at birth) or a ttl that is not positive is an error. The row
 // is kept a second longer than ttl (see the package documentation,
 // "Schema and cleanup").
 func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
-	if lease <= 0 {
+	if lease < time.Microsecond {
 		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w, got %v", errNonPositiveLease, lease)
 	}
 	// Checked before either path, so that the replay fast path refuses
@@ -579,9 +580,10 @@ func (s *Store) Get(ctx context.Context, k idempotency.Key) (idempotency.Entry, 
 // to at least the end of the new lease. It runs on the Store's own renewal
 // connections (see WithRenewalConns), so that it never waits behind
 // requests, and it is one round trip on any of them, prepared or not
-// (pgx.QueryExecModeExec).
+// (pgx.QueryExecModeExec). The lease is rounded down to microseconds; one
+// under a microsecond is an error, as in Claim.
 func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease time.Duration) error {
-	if lease <= 0 {
+	if lease < time.Microsecond {
 		return fmt.Errorf("pgstore: renew: %w, got %v", errNonPositiveLease, lease)
 	}
 	tag, err := s.renewalPool().Exec(ctx, s.sql.renew, pgx.QueryExecModeExec, pgtext.Encode(k.Scope), pgtext.Encode(k.Key), token, lease.Microseconds())
@@ -661,9 +663,10 @@ func pgError(err error) *pgconn.PgError {
 var errNonPositiveTTL = errors.New("ttl must be positive")
 
 // errNonPositiveLease is returned by Claim and Renew for a lease that is not
-// positive: the claim would lapse at birth and any duplicate could take it
-// over while the handler runs.
-var errNonPositiveLease = errors.New("lease must be positive")
+// positive in whole microseconds, the unit the lease is sent in (under one
+// microsecond it rounds to zero): the claim would lapse at birth and any
+// duplicate could take it over while the handler runs.
+var errNonPositiveLease = errors.New("lease must be at least a microsecond")
 
 // ttlMicros returns ttl in whole microseconds, rounded up so that a ttl
 // below a microsecond still keeps the row for one.
