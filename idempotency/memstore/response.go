@@ -3,6 +3,7 @@ package memstore
 import (
 	"bytes"
 	"encoding/binary"
+	"math"
 	"math/bits"
 	"net/http"
 
@@ -32,6 +33,10 @@ type response struct {
 	nilBody  bool                  // the Body was nil rather than empty
 	oversize bool
 }
+
+// maxBodyLen is the longest body a response keeps: its length is kept as
+// an int32 (bodyLen). Tests lower it, so as not to build bodies of 2 GiB.
+var maxBodyLen = math.MaxInt32
 
 // newResponse returns the store's copy of r.
 func newResponse(r *idempotency.Response) *response {
