@@ -28,5 +28,6 @@
 // operation as completed but not replayable). Every claim sets aside room
 // for that not-replayable record, so it always fits. Expiry and Release give
 // the room back; a Claim or Complete that finds the store full sweeps the
-// expired entries first.
+// expired entries first. Whatever the bounds, a body of 2 GiB or more is not
+// kept: Complete fails with idempotency.ErrResponseNotStorable likewise.
 package memstore

@@ -71,7 +71,8 @@ func WithMaxEntries(n int) Option {
 // with ErrFull, and Complete of a response that does not fit fails with an
 // error matching idempotency.ErrResponseNotStorable. The live heap stays
 // within a small factor of n (Go maps and slices keep the capacity they
-// grew to). n <= 0 keeps DefaultMaxBytes; math.MaxInt64 sets no bound.
+// grew to). n <= 0 keeps DefaultMaxBytes; math.MaxInt64 sets no bound on
+// the store, though a single body of 2 GiB or more is still refused.
 func WithMaxBytes(n int64) Option {
 	return func(c *config) { c.maxBytes = n }
 }

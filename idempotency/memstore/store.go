@@ -482,8 +482,9 @@ func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease
 
 // Complete implements idempotency.Store. It keeps a deep copy of resp. When
 // the copy does not fit in the byte bound, even after sweeping the expired
-// entries, it returns an error wrapping idempotency.ErrResponseNotStorable
-// and changes nothing. A not-replayable outcome (Response.Oversize with no
+// entries, or the body is 2 GiB or longer (its length is kept as an int32),
+// it returns an error wrapping idempotency.ErrResponseNotStorable and
+// changes nothing. A not-replayable outcome (Response.Oversize with no
 // Header and no Body) always fits: its room was taken with the claim.
 func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {
 	if err := ctxErr(ctx); err != nil {
@@ -491,6 +492,11 @@ func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, re
 	}
 	if ttl <= 0 {
 		return errNonPositive
+	}
+	if len(resp.Body) > maxBodyLen {
+		// Checked before the copy is built, which would take as much again.
+		return fmt.Errorf("memstore: a body of %d bytes is longer than the %d the store keeps: %w",
+			len(resp.Body), maxBodyLen, idempotency.ErrResponseNotStorable)
 	}
 	r := newResponse(&resp)
 	size := r.size()
