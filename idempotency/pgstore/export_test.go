@@ -1,6 +1,10 @@
 package pgstore
 
-import "github.com/saferetry/saferetry/internal/replaymix"
+import (
+	"testing"
+
+	"github.com/saferetry/saferetry/internal/replaymix"
+)
 
 // InsertsFirst reports whether s begins its next claim batch with a plain
 // INSERT (see TxStore.firsts), for the tests of package pgstore_test.
@@ -17,3 +21,11 @@ func ClaimStatementOnly(s *Store) { s.upserts = replaymix.New(replaymix.Never, 1
 // ErrNonPositiveLease is the error Claim and Renew wrap for a lease they
 // refuse.
 var ErrNonPositiveLease = errNonPositiveLease
+
+// SetMaxOutcomeBytes lowers the bound on a completion's bytes (see
+// maxOutcomeBytes) to n for the test.
+func SetMaxOutcomeBytes(tb testing.TB, n int) {
+	old := maxOutcomeBytes
+	maxOutcomeBytes = n
+	tb.Cleanup(func() { maxOutcomeBytes = old })
+}

@@ -637,6 +637,17 @@ func (s *Store) settle(ctx context.Context, op, sql string, k idempotency.Key, t
 	return checkTag(op, tag.RowsAffected(), err)
 }
 
+// maxOutcomeBytes bounds the bytes of a completion's body, header, scope
+// and key together, the arguments whose size the caller chooses, all sent
+// in one protocol message. PostgreSQL reads no message over 1 GB less 2
+// bytes (0x3fffffff - 1, PQ_LARGE_MESSAGE_LIMIT; pgx refuses to send one,
+// with an error that is no *pgconn.PgError), and a bytea value, its 4-byte
+// header included, is at most 1 GB less 1 byte (8 more bytes while it is
+// compressed). 64 KiB are left for the rest of the message: the other
+// arguments (the notification channel and payload are short), their
+// lengths, the statement's name. Tests lower it.
+var maxOutcomeBytes = 0x3fffffff - 1 - 64<<10
+
 // isTooLarge reports whether err is PostgreSQL refusing a value for its
 // size (program_limit_exceeded, or a field over the protocol's limit).
 func isTooLarge(err error) bool {
