@@ -251,7 +251,10 @@
 // is stored and committed before any byte of the response is sent. A
 // non-storable status or a panic rolls everything back; a failed commit rolls
 // back and answers 503 ProblemCommitFailed, so the client never sees a
-// success that was not kept. No lease is used: a crashed instance's
+// success that was not kept. A response the store cannot keep
+// (ErrResponseNotStorable from Tx.Complete) is stored as not replayable in
+// the same transaction and committed with the handler's writes: retries
+// get 410, as in lease mode. No lease is used: a crashed instance's
 // transaction aborts and frees the key.
 //
 // # Problems

@@ -14,11 +14,12 @@ import (
 // errors.Is.
 var ErrStaleToken = errors.New("idempotency: claim is no longer held by this token")
 
-// ErrResponseNotStorable is returned (wrapped) by Store.Complete when the
-// store cannot keep this response (too large for it, or bytes it cannot
-// represent) although it is reachable. The claim stays as it was. The
-// Middleware then completes the claim as not replayable (Response.Oversize),
-// so that retries get a 410 problem instead of running the handler again.
+// ErrResponseNotStorable is returned (wrapped) by Store.Complete and
+// Tx.Complete when the store cannot keep this response (too large for it,
+// or bytes it cannot represent) although it is reachable. The claim stays
+// as it was. The Middleware then completes the claim as not replayable
+// (Response.Oversize), in transactional mode in the same transaction, so
+// that retries get a 410 problem instead of running the handler again.
 // Match it with errors.Is.
 var ErrResponseNotStorable = errors.New("idempotency: the store cannot keep this response")
 
@@ -253,7 +254,11 @@ type Tx interface {
 
 	// Complete stores resp as the outcome, inside the transaction. Like
 	// Store.Complete, it must not modify resp nor keep references to its
-	// Header or Body after it returns. The transaction holds its claim
+	// Header or Body after it returns, and a store that cannot keep resp
+	// returns an error wrapping ErrResponseNotStorable and keeps nothing of
+	// it, leaving the transaction usable: the Middleware then calls
+	// Complete again with a not-replayable outcome (Response.Oversize),
+	// which must fit, and commits. The transaction holds its claim
 	// until it ends, so a claim whose ttl passed meanwhile (a handler
 	// slower than the ttl) is still held: the outcome is stored and kept
 	// for ttl from then on.

@@ -66,6 +66,8 @@ func (c *txClaim) abort(q *request) {
 
 // finish stores the outcome and commits, or rolls back after a status that
 // is not stored; a failed commit is answered 503, since nothing was kept.
+// A response the store cannot keep (ErrResponseNotStorable from Complete)
+// is stored as not replayable in its place, and committed.
 func (c *txClaim) finish(q *request) {
 	m := q.m
 	q.ran(m.cfg.clock.Now().Sub(c.sent), q.r.Context())
@@ -98,6 +100,13 @@ func (c *txClaim) finish(q *request) {
 	err := c.tx.Complete(sctx, q.claim.key, q.claim.token, resp, m.cfg.ttl)
 	if borrowed {
 		returnStoredHeaders(resp.Header)
+	}
+	if errors.Is(err, ErrResponseNotStorable) && !resp.Oversize {
+		// As in lease mode: the handler's writes commit with a record that
+		// retries answer 410, rather than roll back for ever.
+		m.cfg.logger.LogAttrs(sctx, slog.LevelWarn, "idempotency: the store cannot keep this response; recording the operation as completed but not replayable",
+			slog.String("scope", q.claim.key.Scope), slog.String("key", q.claim.key.Key), slog.Int64("token", q.claim.token), slog.Any("error", err))
+		err = c.tx.Complete(sctx, q.claim.key, q.claim.token, Response{Status: resp.Status, Oversize: true}, m.cfg.ttl)
 	}
 	if err == nil {
 		err = c.tx.Commit(sctx)

@@ -595,8 +595,10 @@ func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease
 // is rounded up to microseconds; a ttl that is not positive is an error. The
 // row is kept for ttl from now, or up to a thousandth of ttl (at most a
 // second) longer when that keeps the claim's expiry (see the package documentation, "Schema and cleanup"). A
-// response the database refuses as too large is reported as
-// idempotency.ErrResponseNotStorable.
+// response too large for the database (its body, header, scope and key
+// over about 1 GB together) is refused before it is sent, and one the
+// database refuses for its size is, too: both are reported as
+// idempotency.ErrResponseNotStorable, and nothing changes.
 func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {
 	return s.settle(ctx, "complete", s.sql.complete, k, token, &resp, ttl)
 }
@@ -626,6 +628,9 @@ func (s *Store) settle(ctx context.Context, op, sql string, k idempotency.Key, t
 			return fmt.Errorf("pgstore: %s: %w", op, err)
 		}
 		header := stampedHeader(token, resp.Header)
+		if err := checkOutcomeSize(resp.Body, header, scope, key); err != nil {
+			return fmt.Errorf("pgstore: %s: %w", op, err)
+		}
 		args = []any{scope, key, token, int32(resp.Status), header, resp.Body, resp.Oversize, ttlUS, channel, payload}
 	} else {
 		args = []any{scope, key, token, channel, payload}
@@ -647,6 +652,20 @@ func (s *Store) settle(ctx context.Context, op, sql string, k idempotency.Key, t
 // arguments (the notification channel and payload are short), their
 // lengths, the statement's name. Tests lower it.
 var maxOutcomeBytes = 0x3fffffff - 1 - 64<<10
+
+// checkOutcomeSize returns an error wrapping
+// idempotency.ErrResponseNotStorable when a completion with this body,
+// stamped header, scope and key (as encodeText keeps them) would pass
+// maxOutcomeBytes. It is checked before anything is sent: over the bound,
+// the statement would fail, and in transactional mode abort the
+// transaction it is batched in, the handler's writes with it.
+func checkOutcomeSize(body, header []byte, scope, key string) error {
+	if n := len(body) + len(header) + len(scope) + len(key); n > maxOutcomeBytes {
+		return fmt.Errorf("%w: %d bytes of body, header, scope and key, over the %d PostgreSQL takes in one message",
+			idempotency.ErrResponseNotStorable, n, maxOutcomeBytes)
+	}
+	return nil
+}
 
 // isTooLarge reports whether err is PostgreSQL refusing a value for its
 // size (program_limit_exceeded, or a field over the protocol's limit).

@@ -485,7 +485,12 @@ func (r *batchRow) Scan(dest ...any) error {
 // instead, and keeps nothing. A claim whose ttl passed while the handler
 // ran (a ttl shorter than the handler) is still this transaction's, whose
 // row lock keeps every other claim out until the commit: Commit stores
-// the outcome, kept for ttl from then on.
+// the outcome, kept for ttl from then on. A response too large for the
+// database (its body, header, scope and key over about 1 GB together)
+// is refused with an error wrapping idempotency.ErrResponseNotStorable,
+// and nothing is kept: Complete may be called again, with the
+// not-replayable outcome the Middleware then stores, and the transaction
+// goes on. Sent with the COMMIT, it would have aborted the transaction.
 func (t *Tx) Complete(_ context.Context, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {
 	ttlUS, err := ttlMicros(ttl)
 	if err != nil {
@@ -495,7 +500,11 @@ func (t *Tx) Complete(_ context.Context, k idempotency.Key, token int64, resp id
 		return fmt.Errorf("pgstore: tx complete: %w", idempotency.ErrStaleToken)
 	}
 	scope, key := pgtext.Encode(k.Scope), pgtext.Encode(k.Key)
-	t.outcome = []any{scope, key, token, int32(resp.Status), stampedHeader(token, resp.Header), bytes.Clone(resp.Body), resp.Oversize, ttlUS,
+	header := stampedHeader(token, resp.Header)
+	if err := checkOutcomeSize(resp.Body, header, scope, key); err != nil {
+		return fmt.Errorf("pgstore: tx complete: %w", err)
+	}
+	t.outcome = []any{scope, key, token, int32(resp.Status), header, bytes.Clone(resp.Body), resp.Oversize, ttlUS,
 		t.store.watch.channel(), t.store.watch.payload(scope, key)}
 	return nil
 }
