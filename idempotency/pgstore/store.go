@@ -655,7 +655,7 @@ var maxOutcomeBytes = 0x3fffffff - 1 - 64<<10
 
 // checkOutcomeSize returns an error wrapping
 // idempotency.ErrResponseNotStorable when a completion with this body,
-// stamped header, scope and key (as encodeText keeps them) would pass
+// stamped header, scope and key (as pgtext.Encode keeps them) would pass
 // maxOutcomeBytes. It is checked before anything is sent: over the bound,
 // the statement would fail, and in transactional mode abort the
 // transaction it is batched in, the handler's writes with it.
