@@ -111,7 +111,14 @@
 // http.Flusher, http.Hijacker or http.Pusher. 1xx
 // informational statuses are dropped, and, unlike net/http's writer, headers
 // set after WriteHeader still go out (and are stored if allow-listed), since
-// nothing was sent yet. Trailers (declared in Trailer, or named with
+// nothing was sent yet; Content-Length excepted. A Content-Length the
+// handler declares holds its body as net/http's writer holds it: the one
+// in the header when the status is set (at WriteHeader or the first Write)
+// counts, and a Write that would go past it returns http.ErrContentLength
+// and writes nothing, as does every later one, so that the body stored is
+// what net/http would send. A body shorter than its Content-Length reaches the first client
+// cut short, as net/http sends it; replays carry the bytes written, under
+// their own length. Trailers (declared in Trailer, or named with
 // http.TrailerPrefix) go out after the body of the first answer, as
 // net/http sends them; they are not stored, so a replay carries none.
 // The handler's request body is the bytes the Middleware read, restored.

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"net/http"
 	"net/textproto"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -27,14 +28,29 @@ import (
 // has no Unwrap method, which would let ResponseController reach past it.
 // Declared trailers go out as trailers of the first answer only: stores
 // keep no trailers.
+//
+// A Content-Length the handler declares is taken, as net/http's writer
+// takes it, when the status is set (at WriteHeader or the first Write):
+// the first value of the field, when it parses as a length. A Write that
+// would take the body past it returns http.ErrContentLength and takes
+// nothing, and so does every later one, so that what is buffered, stored
+// and replayed is what net/http would have sent. A Content-Length set or
+// changed after the status does not count, as with net/http: the header
+// goes out with the one the status was set with (see sendHeader).
 type recorder struct {
-	w         http.ResponseWriter
-	status    int
-	buf       []byte
-	limit     int
-	canStream bool
-	streaming bool // headers and buffered body were sent to w
-	oversize  bool // the body outgrew limit
+	w     http.ResponseWriter
+	buf   []byte
+	limit int
+	// length is the Content-Length declared when the status was set, -1
+	// when none was or it did not parse; it is read only once status is.
+	length int64
+	// status is an int32 so that it shares a word with the flags below,
+	// which keeps request in its size class (TestRequestSizes).
+	status     int32
+	canStream  bool
+	streaming  bool // headers and buffered body were sent to w
+	oversize   bool // the body outgrew limit
+	overLength bool // a Write went past length: every later one is refused
 }
 
 var _ http.ResponseWriter = (*recorder)(nil)
@@ -64,14 +80,40 @@ func (r *recorder) WriteHeader(code int) {
 	if r.status != 0 || code < 200 {
 		return
 	}
-	r.status = code
+	r.setStatus(code)
+}
+
+// setStatus sets the final status and takes the declared Content-Length,
+// as net/http's writer does at that point: the one lookup the recorder
+// makes of it while the handler writes.
+func (r *recorder) setStatus(code int) {
+	r.status = int32(code) // WriteHeader took it for at most 999
+	r.length = declaredLength(r.w.Header())
+}
+
+// declaredLength returns the Content-Length that net/http's writer holds a
+// body to under h: its first value, when it is a length; -1 otherwise
+// (net/http drops such a field, and sends the body without it).
+func declaredLength(h http.Header) int64 {
+	v := h["Content-Length"]
+	if len(v) == 0 {
+		return -1
+	}
+	n, err := strconv.ParseInt(v[0], 10, 64)
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
 }
 
 // Write buffers p. Like net/http's own writer, it refuses a body after a
-// status that has none (204, 304), but takes an empty one.
+// status that has none (204, 304), but takes an empty one, and it refuses
+// p, whole, when it would take the body past the declared Content-Length.
+// Once streaming, it leaves that to the writer underneath, which got the
+// same length with the header.
 func (r *recorder) Write(p []byte) (int, error) {
 	if r.status == 0 {
-		r.status = http.StatusOK
+		r.setStatus(http.StatusOK)
 	}
 	if len(p) == 0 {
 		return 0, nil
@@ -82,11 +124,17 @@ func (r *recorder) Write(p []byte) (int, error) {
 	if r.streaming {
 		return r.w.Write(p)
 	}
+	if r.length >= 0 && (r.overLength || int64(len(r.buf))+int64(len(p)) > r.length) {
+		// net/http counts the refused bytes as written, so that no later
+		// Write fits either.
+		r.overLength = true
+		return 0, http.ErrContentLength
+	}
 	if !r.oversize && len(r.buf)+len(p) > r.limit {
 		r.oversize = true
 		if r.canStream {
 			r.streaming = true
-			r.w.WriteHeader(r.status)
+			r.sendHeader()
 			if len(r.buf) > 0 {
 				if _, err := r.w.Write(r.buf); err != nil {
 					r.buf = nil
@@ -106,13 +154,14 @@ func (r *recorder) statusCode() int {
 	if r.status == 0 {
 		return http.StatusOK
 	}
-	return r.status
+	return int(r.status)
 }
 
 // unsent reports that nothing of the response reached the client yet.
 func (r *recorder) unsent() bool { return !r.streaming }
 
-// flush sends the buffered response, unless it was streamed already.
+// flush sends the buffered response, unless it was streamed already,
+// under the Content-Length its status was set with (see sendHeader).
 // The values of declared trailers are kept out of the header section and
 // put back after the body, where net/http's writer sends them as
 // trailers: the handler set them after its body, as trailers are set, but
@@ -122,7 +171,14 @@ func (r *recorder) flush() {
 		return
 	}
 	trailers := takeTrailers(r.w.Header())
-	r.w.WriteHeader(r.statusCode())
+	if r.status == 0 {
+		// The handler wrote nothing: its Content-Length, if any, is the
+		// one it left, which net/http's writer takes now, as it would
+		// have when the handler returned.
+		r.w.WriteHeader(http.StatusOK)
+	} else {
+		r.sendHeader()
+	}
 	// Reading the header map after WriteHeader makes net/http's writer
 	// take its copy of the header section, without the trailers.
 	h := r.w.Header()
@@ -130,6 +186,27 @@ func (r *recorder) flush() {
 		_, _ = r.w.Write(r.buf)
 	}
 	maps.Copy(h, trailers)
+}
+
+// sendHeader sends the status the handler set, with a header whose
+// Content-Length is the one it was set with: net/http's writer sends, and
+// holds the body to, the field as it was at WriteHeader, but the recorder
+// sends the header later, after the handler may have set, changed or
+// removed it. A field that was no length then and is none now is left for
+// net/http's writer to drop. This is the second and last lookup of the
+// field; the status was set (r.status is not 0).
+func (r *recorder) sendHeader() {
+	h := r.w.Header()
+	if _, ok := h["Content-Length"]; ok || r.length >= 0 {
+		switch now := declaredLength(h); {
+		case now == r.length:
+		case r.length < 0:
+			delete(h, "Content-Length")
+		default:
+			h["Content-Length"] = []string{strconv.FormatInt(r.length, 10)}
+		}
+	}
+	r.w.WriteHeader(int(r.status))
 }
 
 // takeTrailers removes from h, and returns, the fields that h declares as
