@@ -104,6 +104,15 @@ func WithTTL(d time.Duration) Option {
 	}
 }
 
+// TTL returns the TTL that the Middleware given opts (the same options as
+// given to Middleware) keeps its entries for: that of the last WithTTL
+// with d > 0, or DefaultTTL, to the nanosecond. Like OpenAPI, whose
+// Policy.TTLSeconds is a float number of seconds that cannot hold every
+// Duration, it reads the options only.
+func TTL(opts ...Option) time.Duration {
+	return newConfig(opts).ttl
+}
+
 // WithLease sets the claim lease: how long an entry in progress blocks other
 // requests if its instance stops renewing it (crashed, partitioned, frozen).
 // The Middleware renews it every d/3 until the outcome is recorded, so d

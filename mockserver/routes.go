@@ -3,7 +3,6 @@ package mockserver
 import (
 	"context"
 	"maps"
-	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -125,10 +124,12 @@ func (s *Server) idempotencyOptions(c config) []idempotency.Option {
 }
 
 // idempotencyTTL is the TTL that the Middleware given opts keeps its records
-// for, read back from its policy: the Server's options have no TTL of their
-// own, so the ledger's ref and the record cannot disagree.
+// for, read back from the options exactly (not from the policy's float
+// seconds, which lose nanoseconds past 2^53 ns and overflow near
+// math.MaxInt64): the Server's options have no TTL of their own, so the
+// ledger's ref and the record cannot disagree.
 func idempotencyTTL(opts []idempotency.Option) time.Duration {
-	return time.Duration(math.Round(idempotency.OpenAPI(opts...).Policy.TTLSeconds * float64(time.Second)))
+	return idempotency.TTL(opts...)
 }
 
 // faulty reports whether injected latency applies to a request for path:
