@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"net/url"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/saferetry/saferetry/internal/testenv"
+)
+
+// lateStart is how long after the mock server a test's PostgreSQL comes
+// up.
+const lateStart = 400 * time.Millisecond
+
+// lateRedis is how long after the mock server a test's Redis comes up:
+// longer than go-redis's own retries of a refused connection within one
+// Ping (five dials and three retries of the command, about 1.7 s), which
+// hide a shorter delay.
+const lateRedis = 2500 * time.Millisecond
+
+// closedAddr returns a loopback address where nothing listens.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// startRedisLater starts a redis-server of the test's own on addr after d,
+// without persistence, and kills it when the test ends.
+func startRedisLater(t *testing.T, addr string, d time.Duration) {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Skip("redis-server is not on PATH")
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--daemonize", "no", "--dir", t.TempDir())
+	started := make(chan error, 1)
+	timer := time.AfterFunc(d, func() { started <- cmd.Start() })
+	t.Cleanup(func() {
+		if !timer.Stop() {
+			if err := <-started; err == nil {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			}
+		}
+	})
+}
+
+// postgresVia returns the test database's URL with its host:port replaced
+// by addr.
+func postgresVia(t *testing.T, addr string) string {
+	t.Helper()
+	u, err := url.Parse(testenv.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = addr
+	return u.String()
+}
+
+// servesAfterWaiting checks that a mock server that met its store down
+// serves a payment once up, and said on stderr that it was retrying.
+func servesAfterWaiting(t *testing.T, u string, stderr *lines, stop func() error) {
+	t.Helper()
+	if resp := post(t, u, "late-store-1"); resp.StatusCode != http.StatusCreated {
+		t.Errorf("payment after the store came up: %d, want 201", resp.StatusCode)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("run: %v", err)
+	}
+	if !strings.Contains(stderr.String(), "retrying") {
+		t.Errorf("stderr %q does not say that it retried the store", stderr.String())
+	}
+}
+
+// TestRedisStartingLateIsWaitedFor: a mock server started before its Redis
+// (docker-compose, CI, the chaos suite's Redis restart) waits for it, by
+// default, and serves once it is up.
+func TestRedisStartingLateIsWaitedFor(t *testing.T) {
+	addr := closedAddr(t)
+	startRedisLater(t, addr, lateRedis)
+	u, _, stderr, stop := startCapturing(t, "-store", "redis://"+addr+"/0", "-namespace", testenv.RandomName("late"))
+	servesAfterWaiting(t, u, stderr, stop)
+}
+
+// TestPostgresStartingLateIsWaitedFor: a mock server whose PostgreSQL is
+// not listening yet, or resets its connections (a cut while it creates its
+// schema, a server still starting), waits for it, by default, and serves
+// once it is reachable.
+func TestPostgresStartingLateIsWaitedFor(t *testing.T) {
+	target, err := url.Parse(testenv.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name         string
+		down, healed func(*testenv.Proxy)
+	}{
+		{"not listening", func(p *testenv.Proxy) { p.Stop() }, func(p *testenv.Proxy) { p.Restart(t) }},
+		{"connections reset", func(p *testenv.Proxy) { p.SetRefuse(true) }, func(p *testenv.Proxy) { p.SetRefuse(false) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := testenv.StartProxy(t, target.Host)
+			tc.down(p)
+			table := testenv.RandomName("late_")
+			t.Cleanup(func() { dropTables(t, testenv.PostgresURL(t), table) })
+			heal := time.AfterFunc(lateStart, func() { tc.healed(p) })
+			defer heal.Stop()
+			u, _, stderr, stop := startCapturing(t, "-store", postgresVia(t, p.Addr()), "-table", table)
+			servesAfterWaiting(t, u, stderr, stop)
+		})
+	}
+}
+
+// runFails runs the mock server, which must fail within limit, and returns
+// its standard error and its error.
+func runFails(t *testing.T, limit time.Duration, args ...string) (string, error) {
+	t.Helper()
+	var stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), limit+5*time.Second)
+	defer cancel()
+	began := time.Now()
+	err := run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), &bytes.Buffer{}, &stderr)
+	if took := time.Since(began); took > limit {
+		t.Errorf("run %q took %v to fail, want at most %v", args, took, limit)
+	}
+	if err == nil {
+		t.Fatalf("run %q: no error", args)
+	}
+	return stderr.String(), err
+}
+
+// TestStoreWaitZeroFailsAtOnce: -store-wait 0 keeps failing at the first
+// attempt when the store cannot be reached.
+func TestStoreWaitZeroFailsAtOnce(t *testing.T) {
+	for _, store := range []string{"redis://" + closedAddr(t) + "/0", postgresVia(t, closedAddr(t))} {
+		stderr, err := runFails(t, 5*time.Second, "-store", store, "-store-wait", "0")
+		if !strings.Contains(err.Error(), "refused") || strings.Contains(stderr, "retrying") {
+			t.Errorf("-store %s -store-wait 0: %v (stderr %q), want the refused connection and no retry", store, err, stderr)
+		}
+	}
+}
+
+// TestPermanentStoreErrorsFailAtOnce: what waiting cannot cure (a bad URL,
+// a database or role that does not exist, a Redis database out of range, a
+// namespace refused by validation) fails at once, whatever -store-wait.
+func TestPermanentStoreErrorsFailAtOnce(t *testing.T) {
+	pg, err := url.Parse(testenv.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	noDB := *pg
+	noDB.Path = "/" + testenv.RandomName("nosuchdb_")
+	noRole := *pg
+	noRole.User = url.User(testenv.RandomName("nosuchrole_"))
+	rd, err := url.Parse(testenv.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd.Path = "/999999"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-store", noDB.String()}, "3D000"},
+		{[]string{"-store", noRole.String()}, "28000"},
+		{[]string{"-store", rd.String()}, "DB index"},
+		{[]string{"-store", "redis://127.0.0.1:notaport/0"}, "-store"},
+		{[]string{"-store", "postgres://127.0.0.1:notaport/x"}, "-store"},
+		{[]string{"-store", "redis://" + closedAddr(t) + "/0", "-namespace", "a{b}"}, "-namespace"},
+	} {
+		stderr, err := runFails(t, 5*time.Second, append(tc.args, "-store-wait", "20s")...)
+		if !strings.Contains(err.Error(), tc.want) || strings.Contains(stderr, "retrying") {
+			t.Errorf("run %q: %v (stderr %q), want an error about %s and no retry", tc.args, err, stderr, tc.want)
+		}
+	}
+}
