@@ -19,6 +19,7 @@
 //	-read-timeout how long a request may take to arrive, headers and body (default 10s; 0: no limit on the body)
 //	-idle-timeout how long an idle keep-alive connection stays open (default 60s; 0: no limit)
 //	-store        memory (default), redis://... or rediss://..., postgres://... or postgresql://...
+//	-store-wait   how long to retry a redis or postgres store that cannot be reached at start (default 30s; 0: fail at once)
 //	-mode         tx (default) or lease: the idempotency mode over a postgres store
 //	-balance      CUR=amount, the opening balance of a currency in minor units (repeatable; default 1000000 each)
 //	-unkeyed-payments  pay anew on every execution instead of keying payments by their derived key (the naive handler)
@@ -45,6 +46,17 @@
 // default mode is transactional: the claim, the payment and the stored
 // answer commit in one transaction; -mode lease runs lease mode, where the
 // keyed ledger alone keeps a takeover from paying twice.
+//
+// A redis or postgres store that cannot be reached at start, or that cuts
+// the connection while the tables are created, is tried again for up to
+// -store-wait, after pauses from 100 ms doubling to 1 s, with one line on
+// stderr per failed attempt; each attempt may take up to 5 s. This covers a
+// database started beside the mock server (docker-compose, a CI service)
+// or restarted with it. When the wait is over it exits with status 2 and
+// the last error. What waiting cannot cure fails at once: a bad URL, a
+// refused login, a database or role that does not exist, a server
+// certificate that fails verification, a -namespace or -table refused by
+// validation.
 //
 // With a redis:// store it checks the server's settings at start and prints
 // a warning to stderr for each one under which Redis may forget claims and

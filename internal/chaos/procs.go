@@ -212,6 +212,14 @@ func redisServer(bin, dir string) (*proc, string, error) {
 	}, addr, nil
 }
 
+// storeWait is the -store-wait of the mock servers: one (re)started while
+// the cell's Redis restarts, or while a PostgreSQL cut meets its schema
+// creation, waits for the store in-process instead of exiting and being
+// started again by restart. It ends before startTimeout, so that a store
+// that stays down ends the process with the store's error in its log, not
+// with the suite's kill.
+const storeWait = startTimeout * 2 / 3
+
 // mockServer is one cmd/mockserver instance.
 func mockServer(bin, dir, name string, args []string) (*proc, string, error) {
 	addr, err := freeAddr()
@@ -221,7 +229,7 @@ func mockServer(bin, dir, name string, args []string) (*proc, string, error) {
 	return &proc{
 		name:  name,
 		bin:   bin,
-		args:  append([]string{"-addr", addr}, args...),
+		args:  append([]string{"-addr", addr, "-store-wait", storeWait.String()}, args...),
 		ready: func(line string) bool { return strings.HasPrefix(line, "mockserver: listening on ") },
 		log:   filepath.Join(dir, name+".log"),
 	}, addr, nil

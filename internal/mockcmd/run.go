@@ -33,9 +33,10 @@ import (
 
 // Main runs the command with args (without the program name) until SIGINT
 // or SIGTERM, and returns its exit status: 0 after a graceful shutdown or
-// -h, 2 when the flags are wrong or the store cannot be reached (the error
-// printed to standard error). A second signal kills the process the
-// default way. name is the command's name in its usage message.
+// -h, 2 when the flags are wrong or the store cannot be reached within
+// -store-wait (the error printed to standard error). A second signal kills
+// the process the default way. name is the command's name in its usage
+// message.
 func Main(name string, args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
@@ -52,13 +53,14 @@ func Main(name string, args []string) int {
 	return 0
 }
 
-// connectTimeout bounds reaching the store at start-up.
+// connectTimeout bounds each attempt to reach the store at start-up.
 const connectTimeout = 5 * time.Second
 
 // Run serves the mock server that args describe until ctx is done, then
 // shuts it down gracefully: requests in flight are answered. It prints the
-// startup line to stdout and warnings to stderr. name is the command's name
-// in its usage message. A -h in args returns flag.ErrHelp.
+// startup line to stdout, and warnings and the failed attempts to reach the
+// store within -store-wait to stderr. name is the command's name in its
+// usage message. A -h in args returns flag.ErrHelp.
 func Run(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
 	st, err := parseFlags(name, args, stderr)
 	if err != nil {
@@ -72,6 +74,7 @@ func Run(ctx context.Context, name string, args []string, stdout, stderr io.Writ
 		fastReplay: st.fastReplay,
 		maxEntries: st.maxEntries,
 		maxBytes:   st.maxBytes,
+		wait:       st.storeWait,
 		warnings:   stderr,
 	})
 	if err != nil {
@@ -121,7 +124,7 @@ func Run(ctx context.Context, name string, args []string, stdout, stderr io.Writ
 // settings are the command's flags.
 type settings struct {
 	addr, store, namespace, table, mode string
-	ttl, lease, wait, work              time.Duration
+	ttl, lease, wait, work, storeWait   time.Duration
 	readTimeout, idleTimeout            time.Duration
 	admin                               adminFlag
 	maxEntries                          int
@@ -147,6 +150,8 @@ func parseFlags(name string, args []string, stderr io.Writer) (settings, error) 
 	fs.DurationVar(&st.readTimeout, "read-timeout", mockserver.DefaultReadTimeout, "how long a request may take to arrive, headers and body (0: no limit on the body)")
 	fs.DurationVar(&st.idleTimeout, "idle-timeout", mockserver.DefaultIdleTimeout, "how long an idle keep-alive connection stays open (0: no limit)")
 	fs.StringVar(&st.store, "store", "memory", "idempotency store: memory, redis://..., postgres://...")
+	fs.DurationVar(&st.storeWait, "store-wait", DefaultStoreWait, "how long to retry a redis or postgres store that cannot be reached at start, such as one starting beside it, with a line on stderr per attempt (0: fail at once); "+
+		"the default leaves a database container time for its first start while a wrong address still fails within half a minute; a bad URL, a refused login or a missing database fail at once")
 	fs.DurationVar(&st.ttl, "ttl", idempotency.DefaultTTL, "how long a completed key is replayed")
 	fs.DurationVar(&st.lease, "lease", idempotency.DefaultLease, "how long a claim lives without renewal")
 	fs.DurationVar(&st.wait, "wait", 0, "how long a duplicate waits for a running original before 409 (0: at once)")
@@ -199,8 +204,8 @@ func (st *settings) check() error {
 	if st.fastReplay && isMemory(st.store) {
 		return errors.New("mockserver: -replay-fast-path applies to a redis:// or postgres:// store")
 	}
-	if st.ttl <= 0 || st.lease <= 0 || st.wait < 0 || st.work < 0 {
-		return errors.New("mockserver: -ttl and -lease must be positive, -wait and -payment-work not negative")
+	if st.ttl <= 0 || st.lease <= 0 || st.wait < 0 || st.work < 0 || st.storeWait < 0 {
+		return errors.New("mockserver: -ttl and -lease must be positive, -wait, -payment-work and -store-wait not negative")
 	}
 	if st.readTimeout < 0 || st.idleTimeout < 0 {
 		return errors.New("mockserver: -read-timeout and -idle-timeout must not be negative (0: no limit)")
@@ -271,7 +276,8 @@ type backendOptions struct {
 	fastReplay bool             // the stores' WithReplayFastPath
 	maxEntries int              // memory only
 	maxBytes   int64            // memory only
-	warnings   io.Writer        // gets the warnings of the Redis settings check
+	wait       time.Duration    // how long to retry a store not reachable yet (waitForStore)
+	warnings   io.Writer        // gets the failed attempts and the warnings of the Redis settings check
 }
 
 // backend is where a server keeps its idempotency entries and its ledger.
@@ -284,10 +290,10 @@ type backend struct {
 }
 
 // openBackend connects to the store named by u and puts the ledger beside
-// the entries, or makes the memory store and ledger.
+// the entries, or makes the memory store and ledger. It retries a store
+// not reachable yet within o.wait (waitForStore); a bad URL or namespace
+// fails before any attempt.
 func openBackend(ctx context.Context, u string, o backendOptions) (backend, error) {
-	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
-	defer cancel()
 	switch {
 	case isMemory(u):
 		ms := memstore.New(memstore.WithMaxEntries(o.maxEntries), memstore.WithMaxBytes(o.maxBytes))
@@ -299,22 +305,34 @@ func openBackend(ctx context.Context, u string, o backendOptions) (backend, erro
 		if err != nil {
 			return backend{}, fmt.Errorf("mockserver: -store: %w", err)
 		}
-		rdb := redis.NewClient(opt)
-		if err := rdb.Ping(ctx).Err(); err != nil {
-			_ = rdb.Close()
-			return backend{}, fmt.Errorf("mockserver: cannot reach redis: %w", err)
-		}
 		prefix := "saferetry:mock:" + o.namespace + ":"
 		if err := redisledger.ValidatePrefix(prefix); err != nil {
-			_ = rdb.Close()
 			return backend{}, fmt.Errorf("mockserver: -namespace %q cannot name a Redis ledger: %w", o.namespace, err)
+		}
+		var rdb *redis.Client
+		err = waitForStore(ctx, o.wait, o.warnings, func(ctx context.Context) error {
+			// A client per attempt: after as many failed dials as its pool
+			// has connections, a go-redis client fails fast with its last
+			// dial error and dials again once a second only.
+			c := redis.NewClient(opt)
+			if err := c.Ping(ctx).Err(); err != nil {
+				_ = c.Close()
+				return fmt.Errorf("mockserver: cannot reach redis: %w", err)
+			}
+			rdb = c
+			return nil
+		})
+		if err != nil {
+			return backend{}, err
 		}
 		var opts []redisstore.Option
 		if o.fastReplay {
 			opts = append(opts, redisstore.WithReplayFastPath())
 		}
 		rs := redisstore.New(rdb, opts...)
-		warnRedisSettings(ctx, rs, o.warnings)
+		cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+		warnRedisSettings(cctx, rs, o.warnings)
+		cancel()
 		led := redisledger.New(rdb, prefix, o.opening)
 		return backend{store: rs, ledger: led, name: "redis " + opt.Addr, kind: "redis", close: func() { _ = rdb.Close() }}, nil
 
@@ -332,11 +350,19 @@ func openBackend(ctx context.Context, u string, o backendOptions) (backend, erro
 		}
 		tx := pgstore.NewTx(pool, opts...)
 		led := pgledger.New(pool, tx.Table(), o.opening)
-		for _, create := range []func(context.Context) error{tx.CreateSchema, led.CreateSchema} {
-			if err := create(ctx); err != nil {
-				pool.Close()
-				return backend{}, fmt.Errorf("mockserver: cannot prepare postgres: %w", err)
+		err = waitForStore(ctx, o.wait, o.warnings, func(ctx context.Context) error {
+			// Both are created if missing, so a retry after a cut between
+			// them is harmless.
+			for _, create := range []func(context.Context) error{tx.CreateSchema, led.CreateSchema} {
+				if err := create(ctx); err != nil {
+					return fmt.Errorf("mockserver: cannot prepare postgres: %w", err)
+				}
 			}
+			return nil
+		})
+		if err != nil {
+			pool.Close()
+			return backend{}, err
 		}
 		var st idempotency.Store = tx
 		if !o.tx {
