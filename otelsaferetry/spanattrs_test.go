@@ -163,3 +163,29 @@ func TestURLFullRedactsEncodedSignatureName(t *testing.T) {
 		}
 	}
 }
+
+// TestURLFullKeepsTheQuery: redacting a signature parameter changes its
+// value alone: url.full keeps the other parameters as sent, in their
+// order, also one that Go's own query parser would drop (a ";" in it).
+func TestURLFullKeepsTheQuery(t *testing.T) {
+	r := newRig(t)
+	rt := otelsaferetry.NewTransport(roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+	}), r.options()...)
+	req, _ := http.NewRequest(http.MethodGet, "http://api.test/v1/file?b=2&a=1;c=3&sig=secret&%53ignature=secret&z=%2F", nil)
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	const want = "http://api.test/v1/file?b=2&a=1;c=3&sig=REDACTED&%53ignature=REDACTED&z=%2F"
+	ended := r.spans.Ended()
+	if len(ended) != 2 {
+		t.Fatalf("%d spans ended, want 2", len(ended))
+	}
+	for _, sp := range ended {
+		if v, _ := attr(sp, "url.full"); v.AsString() != want {
+			t.Errorf("span %q: url.full %q, want %q", sp.Name(), v.AsString(), want)
+		}
+	}
+}

@@ -1,0 +1,64 @@
+package otelsaferetry_test
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/saferetry/saferetry"
+	"github.com/saferetry/saferetry/otelsaferetry"
+)
+
+// TestPanicEndsSpans: a panic that goes through RoundTrip (from the base,
+// or from a hook of the caller's) returns no response whose body would end
+// the spans: the operation span and the attempt span under way end all
+// the same, marked as errors, and the panic goes on to the caller as it
+// was.
+func TestPanicEndsSpans(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		base http.RoundTripper
+		opts []otelsaferetry.Option
+	}{
+		{name: "base panics on the second attempt", base: func() http.RoundTripper {
+			n := 0
+			return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+				if n++; n == 2 {
+					panic("base")
+				}
+				return &http.Response{StatusCode: 503, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+			})
+		}()},
+		{name: "hook panics", base: roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 200, Header: http.Header{},
+				Body: closeCounter{Reader: strings.NewReader("ok"), mu: new(sync.Mutex), closes: new(int)}, Request: req}, nil
+		}), opts: []otelsaferetry.Option{otelsaferetry.WithRetryOptions(saferetry.WithHook(func(saferetry.Attempt) { panic("hook") }))}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			rt := otelsaferetry.NewTransport(tc.base, r.options(tc.opts...)...)
+			var recovered any
+			func() {
+				defer func() { recovered = recover() }()
+				req, _ := http.NewRequest(http.MethodPost, "http://api.test/v1/debits", strings.NewReader(`{}`))
+				_, _ = rt.RoundTrip(req)
+			}()
+			if recovered == nil {
+				t.Fatal("the panic did not reach the caller")
+			}
+			started, ended := len(r.spans.Started()), len(r.spans.Ended())
+			if started == 0 || ended != started {
+				t.Fatalf("%d spans started, %d ended after the panic; want all ended", started, ended)
+			}
+			for _, s := range r.spans.Ended() {
+				if s.SpanKind() == trace.SpanKindInternal && s.Status().Code != codes.Error {
+					t.Errorf("operation span status %v after a panic, want Error", s.Status())
+				}
+			}
+		})
+	}
+}
