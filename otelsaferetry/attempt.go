@@ -43,8 +43,11 @@ func (l *attemptLayer) RoundTrip(r *http.Request) (*http.Response, error) {
 		out.Header = r.Header.Clone()
 		l.tel.propagators.Inject(ctx, propagation.HeaderCarrier(out.Header))
 	}
+	// Known to the operation before the base has it, so that a panic
+	// through RoundTrip ends it too (see operation.abandon).
+	op.attempt, op.endIt = span, true
 	resp, err := l.base.RoundTrip(out)
-	op.attempt, op.endIt = span, resp == nil || err != nil
+	op.endIt = resp == nil || err != nil
 	if op.endIt {
 		// The hook marks the error and ends the span: it gets the error
 		// that the saferetry Transport made of a base breaking the

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -99,27 +100,22 @@ func appendServer(dst []attribute.KeyValue, u *url.URL) []attribute.KeyValue {
 var signatureParams = []string{"AWSAccessKeyId", "Signature", "sig", "X-Goog-Signature"}
 
 // fullURL is u for url.full: credentials in it, and the values of
-// signature parameters, are REDACTED.
+// signature parameters, are REDACTED; the rest is as sent.
 func fullURL(u *url.URL) attribute.KeyValue {
 	r := *u
 	if r.User != nil {
 		r.User = url.UserPassword("REDACTED", "REDACTED")
 	}
 	if r.RawQuery != "" && hasSignature(r.RawQuery) {
-		q := r.Query()
-		for _, p := range signatureParams {
-			if _, ok := q[p]; ok {
-				q.Set(p, "REDACTED")
-			}
-		}
-		r.RawQuery = q.Encode()
+		r.RawQuery = redactQuery(r.RawQuery)
 	}
 	return semconv.URLFull(r.String())
 }
 
-// hasSignature reports whether query may hold a signature parameter. A
-// percent-encoded name ("%53ignature") is the same parameter once the
-// server decodes it, so a query with escapes is looked at decoded.
+// hasSignature reports whether query may hold a signature parameter, at
+// little cost for the queries that hold none. A percent-encoded name
+// ("%53ignature") is the same parameter once the server decodes it, so a
+// query with escapes is looked at decoded.
 func hasSignature(query string) bool {
 	for _, p := range signatureParams {
 		if strings.Contains(query, p+"=") {
@@ -129,13 +125,42 @@ func hasSignature(query string) bool {
 	if !strings.Contains(query, "%") {
 		return false
 	}
-	q, _ := url.ParseQuery(query)
-	for _, p := range signatureParams {
-		if _, ok := q[p]; ok {
+	for param := range strings.SplitSeq(query, "&") {
+		if name, _, _ := strings.Cut(param, "="); isSignature(name) {
 			return true
 		}
 	}
 	return false
+}
+
+// redactQuery replaces the value of each signature parameter of query with
+// REDACTED and leaves every other byte as it was: the parameters' order,
+// their escapes, and a parameter that Go's parser would drop (one with a
+// ";") stay as sent, which re-encoding parsed url.Values would not keep.
+func redactQuery(query string) string {
+	var b strings.Builder
+	b.Grow(len(query))
+	for i, param := range strings.Split(query, "&") {
+		if i > 0 {
+			b.WriteByte('&')
+		}
+		if name, _, hasValue := strings.Cut(param, "="); hasValue && isSignature(name) {
+			b.WriteString(name)
+			b.WriteString("=REDACTED")
+			continue
+		}
+		b.WriteString(param)
+	}
+	return b.String()
+}
+
+// isSignature reports whether name, as written in a query, names a
+// signature parameter once decoded.
+func isSignature(name string) bool {
+	if n, err := url.QueryUnescape(name); err == nil {
+		name = n
+	}
+	return slices.Contains(signatureParams, name)
 }
 
 // appendRequest appends the attributes that the operation's metrics

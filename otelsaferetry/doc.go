@@ -26,7 +26,8 @@
 // the reason the operation ended, and its final status or error; with
 // [WithKeyAttribute], also its idempotency key. A span ends when its
 // response body is read to the end or closed, or at once when there is no
-// response.
+// response (also when a panic from the base or a hook goes through
+// RoundTrip: the spans under way then end as errors).
 //
 // With otelhttp (go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp)
 // as the base, its client spans are the attempt spans: an *otelhttp.Transport

@@ -29,7 +29,7 @@ type operation struct {
 	url   attribute.KeyValue   // url.full, for the spans; invalid when the request has no URL
 
 	started int               // attempts sent through the attempt layer
-	attempt trace.Span        // the last attempt's span, until the hook saw it
+	attempt trace.Span        // the attempt's span, from its start until the hook saw it
 	endIt   bool              // the hook ends attempt: it got no response, or one without a body
 	last    saferetry.Attempt // the last attempt the hook saw
 
@@ -119,7 +119,14 @@ func (l *operationLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	op.span = span
 	ctx = context.WithValue(ctx, operationKey{}, op)
 	op.ctx = ctx
+	returned := false
+	defer func() {
+		if !returned {
+			op.abandon()
+		}
+	}()
 	resp, err := l.next.RoundTrip(req.WithContext(ctx))
+	returned = true
 	op.end(ctx, time.Since(start), resp, err)
 	if resp != nil {
 		resp.Body = endOnClose(resp.Body, span)
@@ -166,6 +173,21 @@ func (op *operation) end(ctx context.Context, took time.Duration, resp *http.Res
 	if op.span.IsRecording() {
 		op.annotate(status, reason, err)
 	}
+}
+
+// abandon ends the spans of an operation whose RoundTrip did not return:
+// a panic (in the base, or in a hook) went through it, leaving no response
+// whose body would end them. The attempt span under way, if any, ends
+// first, then the operation span, both marked as errors; the panic goes on
+// as it was, and the operation's metrics are not recorded.
+func (op *operation) abandon() {
+	const msg = "saferetry: RoundTrip did not return (panic)"
+	if op.attempt != nil {
+		op.attempt.SetStatus(codes.Error, msg)
+		op.attempt.End()
+	}
+	op.span.SetStatus(codes.Error, msg)
+	op.span.End()
 }
 
 // annotate writes the operation's outcome on its span.

@@ -48,7 +48,8 @@ func retryOptions(cfg *config, tel *telemetry) []saferetry.Option {
 // RoundTrip runs one logical operation, as [saferetry.Transport.RoundTrip]
 // does, and records it. The operation span and the final attempt's span
 // end when the response body is read to its end or closed (or at once,
-// when there is no response): close the body, as always.
+// when there is no response, or when a panic goes through RoundTrip):
+// close the body, as always.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.op.RoundTrip(req)
 }

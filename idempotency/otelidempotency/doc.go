@@ -59,7 +59,8 @@
 //	                            too_large, oversize (410), missing_key, malformed_key,
 //	                            bad_request, scope_error: the idempotency.Outcome values
 //	http.request.method         the request's method                                        requests, request.duration, handler.duration, claims.active, takeovers
-//	http.route                  the ServeMux pattern matched (Request.Pattern); absent      same
+//	http.route                  the path of the ServeMux pattern matched (Request.Pattern,  same
+//	                            without method and host, as otelhttp gives it); absent
 //	                            when the Middleware wraps the mux
 //	http.response.status_code   the status sent; absent when none was (a panic, or          requests, request.duration
 //	                            fail-open handing the request on)

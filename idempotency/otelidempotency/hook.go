@@ -90,14 +90,16 @@ func (a routeAttrs) opts() otelkit.Opts {
 	return otelkit.NewOpts(attrMethod.String(a.method), attrRoute.String(r))
 }
 
-// httpRoute is the http.route of a ServeMux pattern: the pattern without its
-// method, which http.request.method carries ("POST /payments/{id}" is
-// "/payments/{id}").
+// httpRoute is the http.route of a ServeMux pattern: its path template,
+// from the first "/", without the method (which http.request.method
+// carries) or the host ("POST api.example.com/payments/{id}" is
+// "/payments/{id}"), the value otelhttp gives; "" for a pattern without a
+// path.
 func httpRoute(pattern string) string {
-	if i := strings.IndexAny(pattern, " \t"); i >= 0 {
-		return strings.TrimLeft(pattern[i:], " \t")
+	if i := strings.IndexByte(pattern, '/'); i >= 0 {
+		return pattern[i:]
 	}
-	return pattern
+	return ""
 }
 
 // scopeAttrs are the attributes of saferetry.server.retries.
