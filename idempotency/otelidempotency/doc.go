@@ -61,7 +61,9 @@
 //	http.request.method         the request's method                                        requests, request.duration, handler.duration, claims.active, takeovers
 //	http.route                  the path of the ServeMux pattern matched (Request.Pattern,  same
 //	                            without method and host, as otelhttp gives it); absent
-//	                            when the Middleware wraps the mux
+//	                            when the Middleware wraps the mux, except on
+//	                            handler.duration and claims.active when Handler wraps
+//	                            a route's handler inside the mux, where the pattern is known
 //	http.response.status_code   the status sent; absent when none was (a panic, or          requests, request.duration
 //	                            fail-open handing the request on)
 //	saferetry.store.operation   claim, renew, complete, release, get, watch, begin_tx,      store.duration
