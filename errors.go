@@ -20,7 +20,10 @@ var (
 
 	// ErrNotSent means that no attempt reached the server (every one failed
 	// to connect, or the request was rejected before sending): the operation
-	// certainly did not happen.
+	// certainly did not happen. An attempt whose error does not show that
+	// it got no connection (a dial that its context or attempt timeout
+	// ended, a proxy that refused or dropped the CONNECT) counts as maybe
+	// sent: such an operation ends in ErrOutcomeUnknown, the safe side.
 	ErrNotSent = errors.New("saferetry: request not sent")
 
 	// ErrInvalidKey means that a supplied Idempotency-Key is not 1 to 255

@@ -43,8 +43,9 @@ func ClassifyError(err error, timedOut bool) (retry bool, reason Reason) {
 }
 
 // Sent reports whether an attempt that failed with err may have reached the
-// server: it did not when it failed to connect or failed permanently (the
-// request was refused before sending or the TLS handshake failed).
+// server: it did not when it failed to connect (to the server or to its
+// proxy) or failed permanently (the request was refused before sending or
+// the TLS handshake failed).
 func Sent(err error, timedOut bool) bool {
 	return timedOut || (!Permanent(err) && !dialError(err))
 }
@@ -116,9 +117,12 @@ func validHeader(h http.Header) bool {
 }
 
 // dialError reports a failure to connect: the request was not written.
+// net/http wraps a failed dial or TLS handshake with a proxy in an
+// *net.OpError whose Op is "proxyconnect" (the dial's own *net.OpError
+// inside it), before any of the request is written.
 func dialError(err error) bool {
 	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
+	return errors.As(err, &op) && (op.Op == "dial" || op.Op == "proxyconnect")
 }
 
 // RetriedWithoutKey reports the methods that are retried even without a
