@@ -100,8 +100,9 @@
 // header_bin (bytea), bodies in body (bytea); the JSON header column of
 // earlier versions is still read. A response too large for the database
 // (body, header, scope and key over about 1 GB together, PostgreSQL's
-// limit on a value and on a protocol message) is refused before it is
-// sent, and one the database refuses for its size is reported likewise,
+// limit on a value and on a protocol message; over about 512 MB in
+// pgx.QueryExecModeExec and pgx.QueryExecModeSimpleProtocol, which send
+// a bytea as hex text) is refused before it is sent, and one the database refuses for its size is reported likewise,
 // as idempotency.ErrResponseNotStorable: the Middleware then records the
 // operation as completed but not replayable (410 to retries), in
 // transactional mode in the request's transaction, with the handler's

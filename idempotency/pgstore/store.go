@@ -48,6 +48,9 @@ type Store struct {
 	watch watcher
 	renew renewals
 	check poolCheck
+	// textArgs reports that the pool's exec mode sends arguments as text,
+	// a bytea as two hex digits a byte (see checkOutcomeSize).
+	textArgs bool
 	// replay chooses Claim's path: the completed statement first, or the
 	// claim statement straight away (see replayEnter).
 	replay *replaymix.Mix
@@ -116,7 +119,9 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 		replay:  replaymix.New(cfg.replayPath, replayEnter, replayLeave),
 		upserts: replaymix.New(replaymix.Adaptive, firstsEnter, firstsLeave)}
 	s.gate = gate.New(int(pool.Config().MaxConns))
-	s.check = poolCheck{needed: unsafeMode(cfg.pooler, pool.Config().ConnConfig.DefaultQueryExecMode), sem: make(chan struct{}, 1)}
+	mode := pool.Config().ConnConfig.DefaultQueryExecMode
+	s.check = poolCheck{needed: unsafeMode(cfg.pooler, mode), sem: make(chan struct{}, 1)}
+	s.textArgs = mode == pgx.QueryExecModeExec || mode == pgx.QueryExecModeSimpleProtocol
 	s.watch.store = s
 	return s
 }
@@ -596,7 +601,8 @@ func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease
 // row is kept for ttl from now, or up to a thousandth of ttl (at most a
 // second) longer when that keeps the claim's expiry (see the package documentation, "Schema and cleanup"). A
 // response too large for the database (its body, header, scope and key
-// over about 1 GB together) is refused before it is sent, and one the
+// over about 1 GB together, or 512 MB in the exec modes that send them as
+// text) is refused before it is sent, and one the
 // database refuses for its size is, too: both are reported as
 // idempotency.ErrResponseNotStorable, and nothing changes.
 func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {
@@ -628,7 +634,7 @@ func (s *Store) settle(ctx context.Context, op, sql string, k idempotency.Key, t
 			return fmt.Errorf("pgstore: %s: %w", op, err)
 		}
 		header := stampedHeader(token, resp.Header)
-		if err := checkOutcomeSize(resp.Body, header, scope, key); err != nil {
+		if err := s.checkOutcomeSize(resp.Body, header, scope, key); err != nil {
 			return fmt.Errorf("pgstore: %s: %w", op, err)
 		}
 		args = []any{scope, key, token, int32(resp.Status), header, resp.Body, resp.Oversize, ttlUS, channel, payload}
@@ -644,24 +650,34 @@ func (s *Store) settle(ctx context.Context, op, sql string, k idempotency.Key, t
 
 // maxOutcomeBytes bounds the bytes of a completion's body, header, scope
 // and key together, the arguments whose size the caller chooses, all sent
-// in one protocol message. PostgreSQL reads no message over 1 GB less 2
-// bytes (0x3fffffff - 1, PQ_LARGE_MESSAGE_LIMIT; pgx refuses to send one,
-// with an error that is no *pgconn.PgError), and a bytea value, its 4-byte
-// header included, is at most 1 GB less 1 byte (8 more bytes while it is
-// compressed). 64 KiB are left for the rest of the message: the other
-// arguments (the notification channel and payload are short), their
-// lengths, the statement's name. Tests lower it.
+// in one protocol message, as they are sent (see checkOutcomeSize).
+// PostgreSQL reads no message over 1 GB less 2 bytes (0x3fffffff - 1,
+// PQ_LARGE_MESSAGE_LIMIT; pgx refuses to send one, with an error that is
+// no *pgconn.PgError), and a bytea value, its 4-byte header included, is
+// at most 1 GB less 1 byte (8 more bytes while it is compressed). 64 KiB
+// are left for the rest of the message: the other arguments (the
+// notification channel and payload are short), their lengths, the
+// statement's name or, in the simple protocol, its text. Tests lower it.
 var maxOutcomeBytes = 0x3fffffff - 1 - 64<<10
 
 // checkOutcomeSize returns an error wrapping
 // idempotency.ErrResponseNotStorable when a completion with this body,
 // stamped header, scope and key (as pgtext.Encode keeps them) would pass
-// maxOutcomeBytes. It is checked before anything is sent: over the bound,
-// the statement would fail, and in transactional mode abort the
-// transaction it is batched in, the handler's writes with it.
-func checkOutcomeSize(body, header []byte, scope, key string) error {
-	if n := len(body) + len(header) + len(scope) + len(key); n > maxOutcomeBytes {
-		return fmt.Errorf("%w: %d bytes of body, header, scope and key, over the %d PostgreSQL takes in one message",
+// maxOutcomeBytes as the pool's exec mode sends them: byte for byte in
+// the binary format of the modes that describe their statements, twice
+// that when s.textArgs (QueryExecModeExec sends a bytea as "\x" and two
+// hex digits a byte, QueryExecModeSimpleProtocol quotes that hex, and a
+// text with each quote doubled, into the SQL), which bounds what those
+// modes send. It is checked before anything is sent: over the bound, the
+// statement would fail, and in transactional mode abort the transaction
+// it is batched in, the handler's writes with it.
+func (s *Store) checkOutcomeSize(body, header []byte, scope, key string) error {
+	n := len(body) + len(header) + len(scope) + len(key)
+	if s.textArgs {
+		n *= 2
+	}
+	if n > maxOutcomeBytes {
+		return fmt.Errorf("%w: %d bytes of body, header, scope and key as sent, over the %d PostgreSQL takes in one message",
 			idempotency.ErrResponseNotStorable, n, maxOutcomeBytes)
 	}
 	return nil

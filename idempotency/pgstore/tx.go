@@ -486,8 +486,8 @@ func (r *batchRow) Scan(dest ...any) error {
 // ran (a ttl shorter than the handler) is still this transaction's, whose
 // row lock keeps every other claim out until the commit: Commit stores
 // the outcome, kept for ttl from then on. A response too large for the
-// database (its body, header, scope and key over about 1 GB together)
-// is refused with an error wrapping idempotency.ErrResponseNotStorable,
+// database (its body, header, scope and key over about 1 GB together,
+// or 512 MB in the exec modes that send them as text) is refused with an error wrapping idempotency.ErrResponseNotStorable,
 // and nothing is kept: Complete may be called again, with the
 // not-replayable outcome the Middleware then stores, and the transaction
 // goes on. Sent with the COMMIT, it would have aborted the transaction.
@@ -501,7 +501,7 @@ func (t *Tx) Complete(_ context.Context, k idempotency.Key, token int64, resp id
 	}
 	scope, key := pgtext.Encode(k.Scope), pgtext.Encode(k.Key)
 	header := stampedHeader(token, resp.Header)
-	if err := checkOutcomeSize(resp.Body, header, scope, key); err != nil {
+	if err := t.store.checkOutcomeSize(resp.Body, header, scope, key); err != nil {
 		return fmt.Errorf("pgstore: tx complete: %w", err)
 	}
 	t.outcome = []any{scope, key, token, int32(resp.Status), header, bytes.Clone(resp.Body), resp.Oversize, ttlUS,
