@@ -207,3 +207,50 @@ func TestStoreWaitEnds(t *testing.T) {
 		t.Errorf("stderr %q: want a line per failed attempt, each with its error and the retry", stderr)
 	}
 }
+
+// silentAddr returns a loopback address that accepts connections and
+// never answers on them, as a store whose port is open but whose server
+// is not serving yet (a proxy in front of it, a process stopped).
+func silentAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := make(chan net.Conn, 64)
+	go func() {
+		defer close(conns)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns <- c
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		for c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// TestInterruptDuringStoreWait: a signal (ctx cancelled) while an attempt
+// waits for a store that accepted the connection but does not answer ends
+// the start at once, not when the attempt's own 5 s run out. pgx watches
+// its context; go-redis bounds its reads by the context's deadline only.
+func TestInterruptDuringStoreWait(t *testing.T) {
+	addr := silentAddr(t)
+	for _, store := range []string{"redis://" + addr + "/0", postgresVia(t, addr)} {
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(300*time.Millisecond, cancel)
+		began := time.Now()
+		err := run(ctx, []string{"-addr", "127.0.0.1:0", "-store", store, "-store-wait", "20s"}, &bytes.Buffer{}, &bytes.Buffer{})
+		if took := time.Since(began); err == nil || took > 2*time.Second {
+			t.Errorf("-store %s cancelled after 300ms: returned %v after %v, want an error within 2s", store, err, took)
+		}
+		cancel()
+	}
+}
