@@ -315,7 +315,16 @@ func openBackend(ctx context.Context, u string, o backendOptions) (backend, erro
 			// has connections, a go-redis client fails fast with its last
 			// dial error and dials again once a second only.
 			c := redis.NewClient(opt)
-			if err := c.Ping(ctx).Err(); err != nil {
+			// go-redis bounds a read by ctx's deadline but does not heed
+			// its cancellation: closing the client cuts a Ping that a
+			// server accepting connections does not answer as soon as
+			// the command is interrupted.
+			stop := context.AfterFunc(ctx, func() { _ = c.Close() })
+			err := c.Ping(ctx).Err()
+			if !stop() && err == nil {
+				err = ctx.Err() // closed as the Ping succeeded
+			}
+			if err != nil {
 				_ = c.Close()
 				return fmt.Errorf("mockserver: cannot reach redis: %w", err)
 			}
