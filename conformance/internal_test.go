@@ -137,3 +137,34 @@ func TestPrintable(t *testing.T) {
 		}
 	}
 }
+
+// TestSameLengthBodyChangesTheValue: the number sameLengthBody changes must
+// change as a value, not only as text: a server may canonicalise a JSON
+// body's numbers as IEEE doubles (RFC 8785's JSON Canonicalization Scheme
+// does), and then sees, in a body whose first number has more significant
+// digits than a double keeps (an ID, an amount in small units), the body
+// it fingerprinted first, and replays it rightly; reuse-refused would
+// fail it for binding its key to the body's length alone.
+func TestSameLengthBodyChangesTheValue(t *testing.T) {
+	for _, body := range []string{
+		`{"order":12345678901234567890,"currency":"EUR"}`,
+		`{"amount":0.30000000000000000004}`,
+		`[1.0000000000000000001e5]`,
+		`{"a":-98765432109876543210.5}`,
+	} {
+		got := sameLengthBody([]byte(body))
+		var before, after any
+		if err := json.Unmarshal([]byte(body), &before); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(got, &after); err != nil {
+			t.Errorf("sameLengthBody(%s) = %s, not JSON", body, got)
+			continue
+		}
+		b, _ := json.Marshal(before)
+		a, _ := json.Marshal(after)
+		if string(a) == string(b) {
+			t.Errorf("sameLengthBody(%s) = %s: the same JSON, %s, with numbers read as doubles", body, got, a)
+		}
+	}
+}
