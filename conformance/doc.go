@@ -51,8 +51,9 @@
 // [Target.OtherBody].
 //
 // When the reused key was refused, reuse-refused also sends the key with
-// a body exactly as long as the first, derived from it: in JSON the last
-// digit of the first number changed (1250 becomes 1251), else the last
+// a body exactly as long as the first, derived from it: in JSON the first
+// significant digit of the first number changed (1250 becomes 2250, a
+// change a server that reads numbers as doubles sees too), else the last
 // letter or digit of the first string value; in another body its last
 // letter or digit, else its last byte. A server that binds a key to its
 // body's length alone refuses any other body of another length and

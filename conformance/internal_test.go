@@ -54,12 +54,14 @@ func TestOtherBody(t *testing.T) {
 // and stays valid JSON; a body with nothing to change gets none.
 func TestSameLengthBody(t *testing.T) {
 	for _, tc := range []struct{ body, want string }{
-		{`{"amount":1250,"currency":"EUR"}`, `{"amount":1251,"currency":"EUR"}`},
+		{`{"amount":1250,"currency":"EUR"}`, `{"amount":2250,"currency":"EUR"}`},
 		{`{"currency":"EUR","amount":9}`, `{"currency":"EUR","amount":8}`},
 		{`{"a":-9}`, `{"a":-8}`},
 		{`{"a":0}`, `{"a":1}`},
-		{`{"a":1.5e3}`, `{"a":1.6e3}`},
-		{`{"a":10E-2}`, `{"a":11E-2}`},
+		{`{"a":1.5e3}`, `{"a":2.5e3}`},
+		{`{"a":10E-2}`, `{"a":20E-2}`},
+		{`{"a":-0.00}`, `{"a":-0.01}`},
+		{`{"a":0.09}`, `{"a":0.08}`},
 		{`{"name":"al\u00e9"}`, `{"name":"am\u00e9"}`},
 		{`["x\"z"]`, `["x\"y"]`},
 		{`{"aa" : "bZ", "b":"c"}`, `{"aa" : "bY", "b":"c"}`},

@@ -162,12 +162,14 @@ func otherBody(body []byte) []byte {
 
 // sameLengthBody returns a body exactly as long as body that asks for
 // another operation, for a server that binds a key to its body's length
-// alone: in JSON, the last digit of the first number's mantissa changed,
-// else, when there is no number, the last letter or digit of the first
-// string value that has one (member names are left alone); in anything
-// else, its last letter or digit, else its last byte. A changed digit
-// never makes a number zero or gives it a leading zero, so the JSON stays
-// valid. nil when body is empty or is JSON without such a value (only
+// alone: in JSON, the first significant digit of the first number's
+// mantissa changed (its last digit when it has none: 0 becomes 1), so
+// that the number differs as a double too, for a server that canonicalises
+// numbers so (RFC 8785); else, when there is no number, the last letter or
+// digit of the first string value that has one (member names are left
+// alone); in anything else, its last letter or digit, else its last byte.
+// A changed digit never makes a number zero or gives it a leading zero, so
+// the JSON stays valid. nil when body is empty or is JSON without such a value (only
 // true, false, null or empty strings, say).
 func sameLengthBody(body []byte) []byte {
 	if len(body) == 0 {
@@ -201,7 +203,8 @@ func sameLengthBody(body []byte) []byte {
 }
 
 // jsonValueByte returns the index in the valid JSON b of the byte that
-// sameLengthBody changes: the last digit of the first number's mantissa,
+// sameLengthBody changes: the first significant digit of the first
+// number's mantissa (its last digit when all are zeros),
 // else the last letter or digit of the first string value that has one,
 // outside escape sequences; -1 when there is none.
 func jsonValueByte(b []byte) int {
@@ -234,11 +237,18 @@ func jsonValueByte(b []byte) int {
 		case c == '-' || ('0' <= c && c <= '9'):
 			last := -1
 			for ; i < len(b) && (b[i] == '-' || b[i] == '.' || ('0' <= b[i] && b[i] <= '9')); i++ {
-				if b[i] >= '0' && b[i] <= '9' {
+				if b[i] >= '1' && b[i] <= '9' {
+					// The first significant digit: changing it changes
+					// the value by a tenth or more, which a double
+					// keeps, where a last digit may lie past the 17
+					// significant digits of one.
+					return i
+				}
+				if b[i] == '0' {
 					last = i
 				}
 			}
-			return last // an exponent, if any, follows the mantissa and is left alone
+			return last // all zeros; an exponent, if any, follows the mantissa and is left alone
 		}
 	}
 	return str
