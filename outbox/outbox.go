@@ -242,8 +242,6 @@ func validTable(name string) error {
 // for queries of one's own (inspection, tests).
 func (o *Outbox) Table() string { return o.names.quoted }
 
-// headerSafe reports whether s, not empty, travels unchanged as a header
-// value: no space at either end, no control character (a tab is one).
 // storableText reports the first of m's Topic, Key, ID and Headers that is
 // not valid UTF-8 or holds NUL: PostgreSQL's text and jsonb columns refuse
 // such text, and json.Marshal would write invalid UTF-8 in a header as
@@ -268,6 +266,8 @@ func textSafe(s string) bool {
 	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
 }
 
+// headerSafe reports whether s, not empty, travels unchanged as a header
+// value: no space at either end, no control character (a tab is one).
 func headerSafe(s string) bool {
 	if s[0] == ' ' || s[len(s)-1] == ' ' {
 		return false
