@@ -254,3 +254,24 @@ func TestInterruptDuringStoreWait(t *testing.T) {
 		cancel()
 	}
 }
+
+// TestStoreWaitBoundsItsAttempts: against a store that accepts
+// connections and never answers, each attempt had its own 5 s, so a
+// -store-wait of 600ms gave up after more than 5 s, and the chaos
+// harness's 10 s reached its 15 s start timeout. An attempt now ends
+// with the wait, given at least a second (a dial's chance): the start
+// fails within the wait and that second.
+func TestStoreWaitBoundsItsAttempts(t *testing.T) {
+	addr := silentAddr(t)
+	const wait = 600 * time.Millisecond
+	for _, store := range []string{"redis://" + addr + "/0", postgresVia(t, addr)} {
+		began := time.Now()
+		_, err := runFails(t, wait+time.Second+500*time.Millisecond, "-store", store, "-store-wait", wait.String())
+		if took := time.Since(began); took < wait {
+			t.Errorf("-store %s: gave up after %v, before the -store-wait of %v", store, took, wait)
+		}
+		if !strings.Contains(err.Error(), "-store-wait") {
+			t.Errorf("-store %s: error %q, want the wait that ended", store, err)
+		}
+	}
+}
