@@ -31,7 +31,11 @@ const (
 
 // waitForStore calls attempt until it returns nil, an error that waiting
 // cannot cure (see transient), or wait has passed since the first call;
-// then it returns attempt's last error. Each call gets connectTimeout.
+// then it returns attempt's last error. Each call gets connectTimeout, or
+// what is left of the wait when that is shorter, but at least
+// minStoreAttempt (see attemptTimeout), so that a store that accepts
+// connections and does not answer fails the start within the wait and
+// that second, not connectTimeout past it.
 // After each failure it retries it prints one line to w: the error and
 // the pause before the next attempt, which starts at firstStoreRetry and
 // doubles up to maxStoreRetry; the last attempt comes when wait ends. A
@@ -41,7 +45,7 @@ func waitForStore(ctx context.Context, wait time.Duration, w io.Writer, attempt 
 	deadline := time.Now().Add(wait)
 	pause := firstStoreRetry
 	for {
-		actx, cancel := context.WithTimeout(ctx, connectTimeout)
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout(wait, time.Until(deadline)))
 		err := attempt(actx)
 		cancel()
 		if err == nil || !transient(err) || ctx.Err() != nil {
@@ -66,6 +70,21 @@ func waitForStore(ctx context.Context, wait time.Duration, w io.Writer, attempt 
 		}
 		pause = min(2*pause, maxStoreRetry)
 	}
+}
+
+// minStoreAttempt is the least time an attempt gets while the store is
+// waited for: enough for a dial and a first answer on a network that
+// works.
+const minStoreAttempt = time.Second
+
+// attemptTimeout is how long an attempt to reach the store may take, with
+// left of the wait to go: connectTimeout without a wait (one attempt), else
+// left, between minStoreAttempt and connectTimeout.
+func attemptTimeout(wait, left time.Duration) time.Duration {
+	if wait == 0 {
+		return connectTimeout
+	}
+	return min(max(left, minStoreAttempt), connectTimeout)
 }
 
 // transient reports whether err says that the store is not reachable yet
