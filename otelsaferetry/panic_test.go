@@ -1,12 +1,14 @@
 package otelsaferetry_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/saferetry/saferetry"
@@ -37,6 +39,9 @@ func TestPanicEndsSpans(t *testing.T) {
 			return &http.Response{StatusCode: 200, Header: http.Header{},
 				Body: closeCounter{Reader: strings.NewReader("ok"), mu: new(sync.Mutex), closes: new(int)}, Request: req}, nil
 		}), opts: []otelsaferetry.Option{otelsaferetry.WithRetryOptions(saferetry.WithHook(func(saferetry.Attempt) { panic("hook") }))}},
+		{name: "propagator panics", base: roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+		}), opts: []otelsaferetry.Option{otelsaferetry.WithPropagators(panickyPropagator{propagation.TraceContext{}})}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t)
@@ -62,3 +67,8 @@ func TestPanicEndsSpans(t *testing.T) {
 		})
 	}
 }
+
+// panickyPropagator is a propagator of the caller's whose Inject panics.
+type panickyPropagator struct{ propagation.TextMapPropagator }
+
+func (panickyPropagator) Inject(context.Context, propagation.TextMapCarrier) { panic("propagator") }
