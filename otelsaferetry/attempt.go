@@ -34,6 +34,10 @@ func (l *attemptLayer) RoundTrip(r *http.Request) (*http.Response, error) {
 		attrs = append(attrs, semconv.HTTPRequestResendCount(op.started-1))
 	}
 	ctx, span := l.tel.tracer.Start(r.Context(), attemptName(r.Method), kindClient, trace.WithAttributes(attrs...))
+	// Known to the operation from here on, so that a panic through
+	// RoundTrip (a propagator's, the base's) ends it too (see
+	// operation.abandon).
+	op.attempt, op.endIt = span, true
 	out := r.WithContext(ctx)
 	if len(l.tel.propagators.Fields()) > 0 {
 		// Asked on every attempt: the global propagator has no fields
@@ -43,9 +47,6 @@ func (l *attemptLayer) RoundTrip(r *http.Request) (*http.Response, error) {
 		out.Header = r.Header.Clone()
 		l.tel.propagators.Inject(ctx, propagation.HeaderCarrier(out.Header))
 	}
-	// Known to the operation before the base has it, so that a panic
-	// through RoundTrip ends it too (see operation.abandon).
-	op.attempt, op.endIt = span, true
 	resp, err := l.base.RoundTrip(out)
 	op.endIt = resp == nil || err != nil
 	if op.endIt {
