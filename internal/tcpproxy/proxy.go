@@ -1,6 +1,7 @@
 // Package tcpproxy forwards TCP connections from a loopback port to a
 // target, and injects the faults of a network between them on demand:
-// latency, cuts, refused connections, an outage. The store fault tests and
+// latency, cuts, refused connections, an outage, silent losses (a
+// blackhole, a stall). The store fault tests and
 // the chaos suite put it between application instances and their store.
 package tcpproxy
 
@@ -21,7 +22,11 @@ import (
 // everyone else: SetLatency delays the bytes, Cut breaks the open
 // connections as a network cut would, SetRefuse resets new connections as
 // soon as they arrive, and Stop closes the port until Restart (an outage).
-// Conns tells how many connections are being forwarded.
+// Blackhole and SetStall fail silently, with no reset and no close, as a
+// network that drops packets does: Blackhole loses the open connections
+// for good (a NAT or firewall that forgot them), SetStall holds every byte
+// until it is turned off (a partition that heals). Conns tells how many
+// connections are being forwarded.
 //
 // Create it with Listen; the zero value is not usable. All methods are
 // safe for concurrent use by multiple goroutines.
@@ -29,6 +34,11 @@ type Proxy struct {
 	target  string
 	latency atomic.Int64 // a time.Duration, never negative
 	refuse  atomic.Bool
+
+	// stallMu guards stalled, which is non-nil while SetStall is on and
+	// closed when it is turned off.
+	stallMu sync.Mutex
+	stalled chan struct{}
 
 	// life serializes Stop and Restart, so that Restart's wg.Add never
 	// races the wg.Wait of a Stop in progress.
@@ -77,6 +87,62 @@ func (p *Proxy) SetLatency(d time.Duration) {
 // Off is the default. The setting survives Stop and Restart.
 func (p *Proxy) SetRefuse(on bool) {
 	p.refuse.Store(on)
+}
+
+// Blackhole makes every connection forwarded now lose all its bytes from
+// then on, both ways and for good, without closing either end: what each
+// peer sends is read and thrown away, so its writes succeed and its reads
+// wait, and neither sees a reset or an end of file, as when a NAT or a
+// stateful firewall between them forgot the connection (the peers' TCP
+// keepalives, answered by the proxy's own sockets, do not notice either).
+// Connections made afterwards are forwarded normally. A blackholed
+// connection counts in Conns until both peers closed it, or Cut or Stop.
+// It returns the number of connections blackholed.
+func (p *Proxy) Blackhole() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for f := range p.conns {
+		f.lost.Store(true)
+	}
+	return len(p.conns)
+}
+
+// SetStall, while on, holds every byte on every connection, open or new,
+// without closing either end, as a network partition does; turned off,
+// it delivers the bytes held, in order, as TCP's retransmissions do once
+// the partition heals. New connections are still accepted (the proxy's
+// socket answers the handshake) but what they send is held too. A stall
+// holds up to 1024 reads each way per connection; then the proxy stops
+// reading, which TCP's flow control passes back to the sender. Off is the
+// default. The setting survives Stop and Restart.
+func (p *Proxy) SetStall(on bool) {
+	p.stallMu.Lock()
+	defer p.stallMu.Unlock()
+	switch {
+	case on && p.stalled == nil:
+		p.stalled = make(chan struct{})
+	case !on && p.stalled != nil:
+		close(p.stalled)
+		p.stalled = nil
+	}
+}
+
+// flowing returns once no stall holds the bytes of f, true, or once f is
+// closed, false.
+func (p *Proxy) flowing(f *forward) bool {
+	for {
+		p.stallMu.Lock()
+		stalled := p.stalled
+		p.stallMu.Unlock()
+		if stalled == nil {
+			return f.ctx.Err() == nil
+		}
+		select {
+		case <-stalled:
+		case <-f.ctx.Done():
+			return false
+		}
+	}
 }
 
 // Cut closes every forwarded connection now, at both ends and with a TCP
@@ -221,7 +287,8 @@ const queueLen = 1024
 // due. Delays overlap instead of adding up, and order is kept since one
 // goroutine writes the chunks in the order they were read. When src ends,
 // the chunks still queued are delivered before f is closed; when f is
-// closed first, they are dropped.
+// closed first, they are dropped. A blackholed f is closed once both of
+// its sources ended.
 func (p *Proxy) pipe(f *forward, src, dst net.Conn) {
 	defer p.wg.Done()
 	queue := make(chan chunk, queueLen)
@@ -232,12 +299,20 @@ func (p *Proxy) pipe(f *forward, src, dst net.Conn) {
 		if failed {
 			continue // dst is broken; drain until src ends too
 		}
-		if !f.wait(c.due) {
+		if !f.wait(c.due) || !p.flowing(f) {
 			return
+		}
+		if f.lost.Load() {
+			continue // blackholed: the bytes are lost
 		}
 		if _, err := dst.Write(c.data); err != nil {
 			failed = true
 		}
+	}
+	if f.lost.Load() && f.ended.Add(1) < 2 {
+		// A blackholed peer's close is lost too: the other peer keeps
+		// its connection until it closes it as well.
+		return
 	}
 	f.close(false)
 }
@@ -267,6 +342,8 @@ type forward struct {
 	client net.Conn
 	ctx    context.Context // done once the forward is closed
 	cancel context.CancelFunc
+	lost   atomic.Bool  // blackholed: bytes are read and dropped
+	ended  atomic.Int32 // pipes whose source ended while lost
 
 	mu       sync.Mutex
 	upstream net.Conn // nil until dialed

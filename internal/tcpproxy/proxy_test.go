@@ -501,3 +501,84 @@ func Eventually(t *testing.T, what string, cond func() bool) {
 		<-time.After(5 * time.Millisecond)
 	}
 }
+
+// silent fails t when c reads anything, or sees its connection end, within
+// d: a blackholed or stalled connection just goes quiet.
+func (c *client) silent(t *testing.T, d time.Duration) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	b, err := c.r.ReadString('\n')
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read %q, %v; want nothing until the deadline", b, err)
+	}
+}
+
+func TestProxyBlackhole(t *testing.T) {
+	srv := echoServer(t)
+	p := startProxy(t, srv.addr)
+	a := dial(t, p.Addr())
+	a.roundTrip(t, "before")
+	if n := p.Blackhole(); n != 1 {
+		t.Errorf("Blackhole = %d, want 1", n)
+	}
+	// Writes succeed, nothing comes back, nothing closes.
+	if _, err := fmt.Fprintln(a, "lost"); err != nil {
+		t.Fatalf("write to a blackholed connection: %v", err)
+	}
+	a.silent(t, 200*time.Millisecond)
+	if n := srv.active.Load(); n != 1 {
+		t.Errorf("the target has %d connections open, want 1: a blackhole closes nothing", n)
+	}
+	// New connections are forwarded; the blackholed one stays lost.
+	b := dial(t, p.Addr())
+	b.roundTrip(t, "new")
+	if _, err := fmt.Fprintln(a, "still lost"); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	a.silent(t, 200*time.Millisecond)
+	if n := p.Conns(); n != 2 {
+		t.Errorf("Conns = %d, want 2", n)
+	}
+	// The peer's close is lost too; the target's end stays open.
+	a.Close()
+	time.Sleep(100 * time.Millisecond)
+	if n := srv.active.Load(); n != 2 {
+		t.Errorf("the target has %d connections open after the blackholed peer closed, want 2", n)
+	}
+	if n := p.Cut(); n != 2 {
+		t.Errorf("Cut = %d, want 2 (the blackholed connection counts until cut)", n)
+	}
+	Eventually(t, "the target's ends are closed", func() bool { return srv.active.Load() == 0 })
+}
+
+func TestProxyStall(t *testing.T) {
+	srv := echoServer(t)
+	p := startProxy(t, srv.addr)
+	a := dial(t, p.Addr())
+	a.roundTrip(t, "before")
+	p.SetStall(true)
+	p.SetStall(true) // idempotent
+	if _, err := fmt.Fprintln(a, "held"); err != nil {
+		t.Fatalf("write to a stalled connection: %v", err)
+	}
+	a.silent(t, 200*time.Millisecond)
+	// A new connection is accepted, and held too.
+	b := dial(t, p.Addr())
+	if _, err := fmt.Fprintln(b, "held too"); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	b.silent(t, 100*time.Millisecond)
+	p.SetStall(false)
+	p.SetStall(false)
+	for _, x := range []struct {
+		c    *client
+		want string
+	}{{a, "held\n"}, {b, "held too\n"}} {
+		_ = x.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if got, err := x.c.r.ReadString('\n'); err != nil || got != x.want {
+			t.Errorf("after the stall: %q, %v; want %q", got, err, x.want)
+		}
+	}
+	a.roundTrip(t, "after")
+	b.roundTrip(t, "after")
+}
