@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"testing"
+	"time"
 
 	"github.com/saferetry/saferetry/internal/replaymix"
 )
@@ -29,3 +30,8 @@ func SetMaxOutcomeBytes(tb testing.TB, n int) {
 	maxOutcomeBytes = n
 	tb.Cleanup(func() { maxOutcomeBytes = old })
 }
+
+// SetWatchIdle makes s's LISTEN connection wait d, not watchset.Idle, for
+// a notification before it asks whether anybody still waits. Call it
+// before the first Watch.
+func SetWatchIdle(s *Store, d time.Duration) { s.watch.idle = d }

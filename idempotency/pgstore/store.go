@@ -20,6 +20,7 @@ import (
 	"github.com/saferetry/saferetry/internal/headercodec"
 	"github.com/saferetry/saferetry/internal/pgtext"
 	"github.com/saferetry/saferetry/internal/replaymix"
+	"github.com/saferetry/saferetry/internal/watchset"
 )
 
 var _ idempotency.Store = (*Store)(nil)
@@ -122,7 +123,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	mode := pool.Config().ConnConfig.DefaultQueryExecMode
 	s.check = poolCheck{needed: unsafeMode(cfg.pooler, mode), sem: make(chan struct{}, 1)}
 	s.textArgs = mode == pgx.QueryExecModeExec || mode == pgx.QueryExecModeSimpleProtocol
-	s.watch.store = s
+	s.watch.store, s.watch.idle = s, watchset.Idle
 	return s
 }
 

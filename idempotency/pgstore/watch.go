@@ -40,6 +40,10 @@ type watcher struct {
 	cancel  context.CancelFunc // ends the last listener started
 	running sync.WaitGroup
 
+	// idle is how long receive waits for a notification before it asks
+	// whether anybody still waits: watchset.Idle, shorter in tests.
+	idle time.Duration
+
 	// tx is set for a TxStore's Store, whose claims in progress are
 	// uncommitted rows that Watch cannot mark: finding no row to mark is
 	// then the usual case, not a sign that the key is free.
@@ -220,7 +224,7 @@ func (w *watcher) connect(ctx context.Context) (*pgx.Conn, error) {
 // or ctx ends (an error), or nobody waits any more (nil).
 func (w *watcher) receive(ctx context.Context, conn *pgx.Conn) error {
 	for {
-		idle, cancel := context.WithTimeout(ctx, watchset.Idle)
+		idle, cancel := context.WithTimeout(ctx, w.idle)
 		n, err := conn.WaitForNotification(idle)
 		cancel()
 		switch {

@@ -16,6 +16,7 @@ import (
 	"github.com/saferetry/saferetry/internal/clock"
 	"github.com/saferetry/saferetry/internal/gate"
 	"github.com/saferetry/saferetry/internal/replaymix"
+	"github.com/saferetry/saferetry/internal/watchset"
 )
 
 // ErrNotReplicated is returned (wrapped) by a write when WithWait is set and
@@ -92,7 +93,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Store {
 	}
 	s := &Store{rdb: rdb, cfg: cfg, gate: gate.New(poolSize(rdb)),
 		replay: replaymix.New(cfg.replayPath, replayEnter, replayLeave)}
-	s.watch.store = s
+	s.watch.store, s.watch.idle = s, watchset.Idle
 	s.reload.cluster, _ = rdb.(*redis.ClusterClient)
 	return s
 }

@@ -22,6 +22,9 @@ var _ idempotency.Watcher = (*Store)(nil)
 type watcher struct {
 	store *Store
 	set   watchset.Set[string]
+	// idle is how long listen waits for a message before it asks whether
+	// anybody still waits: watchset.Idle, shorter in tests.
+	idle time.Duration
 }
 
 // channel is the settled channel of the store's prefix.
@@ -64,7 +67,7 @@ func (w *watcher) listen() {
 	defer ps.Close()
 	pause := 100 * time.Millisecond
 	for {
-		msg, err := ps.ReceiveTimeout(ctx, watchset.Idle)
+		msg, err := ps.ReceiveTimeout(ctx, w.idle)
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			w.set.Listening()
