@@ -81,7 +81,12 @@
 // LISTEN connection of the Store's own (opened while somebody waits on this
 // instance, outside the pool, and closed by Close) turns into wake-ups. Rows nobody waits for
 // send no notification, which keeps NOTIFY, and the lock it takes at
-// commit, off the usual path.
+// commit, off the usual path. While somebody waits, the LISTEN connection
+// pings the server after every 10 s without a notification; one that does
+// not answer within 2 s (it died without a reset, as behind a NAT or
+// firewall that forgot it, or with a partitioned server) is replaced by a
+// new one, whose start wakes every waiter to look again; until then they
+// poll once a second.
 //
 // # Bytes
 //

@@ -32,6 +32,7 @@ func SetMaxOutcomeBytes(tb testing.TB, n int) {
 }
 
 // SetWatchIdle makes s's LISTEN connection wait d, not watchset.Idle, for
-// a notification before it asks whether anybody still waits. Call it
+// a notification before it asks whether anybody still waits and pings the
+// server, and d, not watchset.PingWait, for the ping's answer. Call it
 // before the first Watch.
-func SetWatchIdle(s *Store, d time.Duration) { s.watch.idle = d }
+func SetWatchIdle(s *Store, d time.Duration) { s.watch.idle, s.watch.pingWait = d, d }

@@ -123,7 +123,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	mode := pool.Config().ConnConfig.DefaultQueryExecMode
 	s.check = poolCheck{needed: unsafeMode(cfg.pooler, mode), sem: make(chan struct{}, 1)}
 	s.textArgs = mode == pgx.QueryExecModeExec || mode == pgx.QueryExecModeSimpleProtocol
-	s.watch.store, s.watch.idle = s, watchset.Idle
+	s.watch.store, s.watch.idle, s.watch.pingWait = s, watchset.Idle, watchset.PingWait
 	return s
 }
 

@@ -41,8 +41,10 @@ type watcher struct {
 	running sync.WaitGroup
 
 	// idle is how long receive waits for a notification before it asks
-	// whether anybody still waits: watchset.Idle, shorter in tests.
-	idle time.Duration
+	// whether anybody still waits and checks the connection, and pingWait
+	// how long that check waits for its answer: watchset.Idle and
+	// watchset.PingWait, shorter in tests.
+	idle, pingWait time.Duration
 
 	// tx is set for a TxStore's Store, whose claims in progress are
 	// uncommitted rows that Watch cannot mark: finding no row to mark is
@@ -139,7 +141,8 @@ func (s *Store) Watch(ctx context.Context, k idempotency.Key) (<-chan struct{}, 
 }
 
 // listen holds a LISTEN connection until nobody waits or the Store is
-// closed, reconnecting after failures.
+// closed, reconnecting after failures, a connection that stopped
+// answering among them (see receive).
 func (w *watcher) listen() {
 	w.mu.Lock()
 	if w.closed {
@@ -165,7 +168,10 @@ func (w *watcher) listen() {
 			w.set.Listening()
 			pause = 100 * time.Millisecond
 			err = w.receive(ctx, conn)
-			_ = conn.Close(context.Background())
+			// Bounded: a dead connection may not take the Terminate.
+			cctx, cancel := context.WithTimeout(context.Background(), w.pingWait)
+			_ = conn.Close(cctx)
+			cancel()
 			if err == nil {
 				return // retired: nobody waits
 			}
@@ -221,7 +227,12 @@ func (w *watcher) connect(ctx context.Context) (*pgx.Conn, error) {
 }
 
 // receive hands notifications to the waiters until the connection fails
-// or ctx ends (an error), or nobody waits any more (nil).
+// or ctx ends (an error), or nobody waits any more (nil). After idle
+// without a notification while somebody waits, it pings the server, and
+// takes a connection that does not answer within pingWait for failed (see
+// watchset.PingWait): one that died silently would otherwise keep the
+// waiters from every notification, and only their fallback poll would
+// tell them of settlements, for as long as anybody waits.
 func (w *watcher) receive(ctx context.Context, conn *pgx.Conn) error {
 	for {
 		idle, cancel := context.WithTimeout(ctx, w.idle)
@@ -235,6 +246,12 @@ func (w *watcher) receive(ctx context.Context, conn *pgx.Conn) error {
 		case pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded):
 			if w.set.Retire() {
 				return nil
+			}
+			pctx, cancel := context.WithTimeout(ctx, w.pingWait)
+			err := conn.Ping(pctx)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("the LISTEN connection did not answer a ping within %v: %w", w.pingWait, err)
 			}
 		default:
 			return err

@@ -98,3 +98,33 @@ func TestWatchSurvivesASilentlyDeadListenConnection(t *testing.T) {
 		t.Fatalf("a completion after the recovery did not wake its waiter within %v", idle)
 	}
 }
+
+// TestWatchAfterAPartitionHeals: the LISTEN connection is stalled (every
+// byte held, as in a partition) for several idle periods, so that the
+// listener gives it up and tries new connections, stalled too, and the
+// entry settles meanwhile. Once the partition heals, the waiter must be
+// woken promptly, whichever connection then listens: a replaced one wakes
+// every waiter when it starts.
+func TestWatchAfterAPartitionHeals(t *testing.T) {
+	const idle = 100 * time.Millisecond
+	s, p := listenThroughProxy(t, idle)
+	k := key("partition")
+	c, settled := claimAndWatch(t, s, p, k)
+	p.SetStall(true)
+	if err := s.Complete(ctxT(t), k, c.Token, idempotency.Response{Status: 201}, time.Hour); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	select {
+	case <-settled:
+		t.Fatal("woken during the partition")
+	case <-time.After(10 * idle):
+	}
+	p.SetStall(false)
+	healed := time.Now()
+	select {
+	case <-settled:
+		t.Logf("woken %v after the partition healed", time.Since(healed))
+	case <-time.After(10 * idle):
+		t.Fatalf("the waiter was not woken within %v of the partition's end", 10*idle)
+	}
+}

@@ -95,7 +95,14 @@
 // complete and release scripts then PUBLISH the entry's name on
 // <prefix>settled in the same round trip, and one subscription of the
 // Store's own, open while somebody waits on this instance, wakes the
-// waiters. Entries nobody waits for publish nothing.
+// waiters. Entries nobody waits for publish nothing. While somebody waits,
+// the subscription is sent a PING after every 10 s without a message; one
+// that does not answer within 2 s (its connection died without a reset,
+// as behind a NAT or firewall that forgot it) is replaced by a new one,
+// whose start wakes every waiter to look again; until then they poll
+// once a second. On a *redis.Ring, whose shards do not pass messages to
+// each other, the Store does not watch (ErrRingWatch): waiting requests
+// poll.
 //
 // # Time and tokens
 //

@@ -76,7 +76,9 @@ const (
 
 // New returns a Store that keeps its entries in rdb, which must not be nil.
 // rdb may be a *redis.Client, a sentinel-backed failover client or a
-// *redis.ClusterClient. The Store does not close rdb. New panics when rdb
+// *redis.ClusterClient; a *redis.Ring keeps entries too, but cannot wake
+// waiting requests (Watch fails with ErrRingWatch, and they poll). The
+// Store does not close rdb. New panics when rdb
 // is nil or WithWait was given a negative timeout.
 func New(rdb redis.UniversalClient, opts ...Option) *Store {
 	if rdb == nil {
@@ -93,8 +95,9 @@ func New(rdb redis.UniversalClient, opts ...Option) *Store {
 	}
 	s := &Store{rdb: rdb, cfg: cfg, gate: gate.New(poolSize(rdb)),
 		replay: replaymix.New(cfg.replayPath, replayEnter, replayLeave)}
-	s.watch.store, s.watch.idle = s, watchset.Idle
+	s.watch.store, s.watch.idle, s.watch.pingWait = s, watchset.Idle, watchset.PingWait
 	s.reload.cluster, _ = rdb.(*redis.ClusterClient)
+	_, s.watch.ring = rdb.(*redis.Ring)
 	return s
 }
 

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"time"
 
@@ -22,10 +23,23 @@ var _ idempotency.Watcher = (*Store)(nil)
 type watcher struct {
 	store *Store
 	set   watchset.Set[string]
+	// ring is set on a *redis.Ring, on which Watch refuses (ErrRingWatch).
+	ring bool
 	// idle is how long listen waits for a message before it asks whether
-	// anybody still waits: watchset.Idle, shorter in tests.
-	idle time.Duration
+	// anybody still waits and checks the connection, and pingWait how long
+	// that check waits for its answer: watchset.Idle and
+	// watchset.PingWait, shorter in tests.
+	idle, pingWait time.Duration
 }
+
+// ErrRingWatch is the error Watch wraps on a Store whose client is a
+// *redis.Ring. The Ring runs each script on the shard of its entry, so a
+// completion publishes there, while a subscription reaches one shard, and
+// a Ring's servers do not pass messages to each other: the waiters of
+// entries on the other shards would never be woken. So Watch refuses at
+// once, and the Middleware polls for those waiting requests (logging a
+// warning for each), as with a store that cannot watch.
+var ErrRingWatch = errors.New("a *redis.Ring cannot watch entries: completions publish on each entry's shard, a subscription listens on one; waiting requests poll")
 
 // channel is the settled channel of the store's prefix.
 func (w *watcher) channel() string { return w.store.cfg.prefix + "settled" }
@@ -36,8 +50,13 @@ func (w *watcher) channel() string { return w.store.cfg.prefix + "settled" }
 // that is not in progress when it would be marked (settled, released or
 // absent) wakes its waiters at once: the next claim of the key makes an
 // entry without the mark, whose completion would publish nothing, so they
-// must look again, and watch again if they find it in progress.
+// must look again, and watch again if they find it in progress. On a
+// *redis.Ring it returns an error wrapping ErrRingWatch, and the Middleware
+// polls.
 func (s *Store) Watch(ctx context.Context, k idempotency.Key) (<-chan struct{}, func(), error) {
+	if s.watch.ring {
+		return nil, nil, wrap(ctx, "watch", ErrRingWatch)
+	}
 	name := s.redisKey(k)
 	mark := func(ctx context.Context) error {
 		if err := s.gate.Enter(ctx); err != nil {
@@ -60,14 +79,28 @@ func (s *Store) Watch(ctx context.Context, k idempotency.Key) (<-chan struct{}, 
 
 // listen holds the subscription until nobody waits. go-redis resubscribes
 // after a lost connection; every (re)subscription wakes every waiter, since
-// messages published meanwhile are lost.
+// messages published meanwhile are lost. After idle without a message
+// while somebody waits, it sends a PING on the subscription, and
+// subscribes on a new connection when no answer comes within pingWait (see
+// watchset.PingWait): go-redis keeps a connection whose reads only time
+// out, and one that died silently would otherwise keep the waiters from
+// every message, leaving them to their fallback poll for as long as
+// anybody waits.
 func (w *watcher) listen() {
 	ctx := context.Background()
 	ps := w.store.rdb.Subscribe(ctx, w.channel())
-	defer ps.Close()
+	defer func() { ps.Close() }()
 	pause := 100 * time.Millisecond
+	pinged := false // a PING is unanswered
 	for {
-		msg, err := ps.ReceiveTimeout(ctx, w.idle)
+		wait := w.idle
+		if pinged {
+			wait = w.pingWait
+		}
+		msg, err := ps.ReceiveTimeout(ctx, wait)
+		if err == nil {
+			pinged = false // any message shows the connection alive
+		}
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			w.set.Listening()
@@ -81,10 +114,20 @@ func (w *watcher) listen() {
 			continue // a pong
 		}
 		if isTimeout(err) {
-			if w.set.Retire() {
-				return
+			if !pinged {
+				if w.set.Retire() {
+					return
+				}
+				if err = ps.Ping(ctx); err == nil {
+					pinged = true
+					continue
+				}
+			} else {
+				err = fmt.Errorf("the subscription did not answer a PING within %v", w.pingWait)
+				ps.Close()
+				ps = w.store.rdb.Subscribe(ctx, w.channel())
+				pinged = false
 			}
-			continue
 		}
 		w.store.reload.failed(err) // the subscribed node may be gone
 		w.set.Failed()

@@ -18,8 +18,18 @@ const (
 	// waiter relies on its fallback poll.
 	ReadyWait = 2 * time.Second
 	// Idle is how long a listener waits for an announcement before it asks
-	// Retire whether anybody still waits.
+	// Retire whether anybody still waits, and, while somebody does, checks
+	// that its connection still answers (see PingWait).
 	Idle = 10 * time.Second
+	// PingWait bounds how long a listener waits for the answer to that
+	// check before it takes its connection for dead and listens on a new
+	// one. A connection whose network drops its packets silently (a NAT
+	// or firewall that forgot it, a partitioned host) delivers no
+	// announcement and reports no error, and TCP keepalive, where it is
+	// on, takes minutes to notice, or never does behind a proxy that
+	// answers it. So a dead connection is replaced within Idle+PingWait;
+	// its waiters rely on their fallback poll meanwhile.
+	PingWait = 2 * time.Second
 	// RetryMax bounds a listener's pause between two attempts to listen.
 	RetryMax = 5 * time.Second
 )
