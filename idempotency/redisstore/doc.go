@@ -100,9 +100,7 @@
 // that does not answer within 2 s (its connection died without a reset,
 // as behind a NAT or firewall that forgot it) is replaced by a new one,
 // whose start wakes every waiter to look again; until then they poll
-// once a second. On a *redis.Ring, whose shards do not pass messages to
-// each other, the Store does not watch (ErrRingWatch): waiting requests
-// poll.
+// once a second.
 //
 // # Time and tokens
 //

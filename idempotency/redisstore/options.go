@@ -55,8 +55,7 @@ func WithPrefix(prefix string) Option {
 // whose ACL denies ROLE, an @admin and @dangerous command, waits out WAIT
 // on every such write instead). See
 // "Failover on Redis Cluster" in the package documentation. It works with a *redis.Client, a failover client and a
-// *redis.ClusterClient (WAIT goes to the primary that owns the key); with a
-// *redis.Ring, WAIT may reach another shard, so do not combine the two.
+// *redis.ClusterClient (WAIT goes to the primary that owns the key).
 func WithWait(replicas int, timeout time.Duration) Option {
 	return func(c *config) {
 		c.waitN = replicas

@@ -76,13 +76,19 @@ const (
 
 // New returns a Store that keeps its entries in rdb, which must not be nil.
 // rdb may be a *redis.Client, a sentinel-backed failover client or a
-// *redis.ClusterClient; a *redis.Ring keeps entries too, but cannot wake
-// waiting requests (Watch fails with ErrRingWatch, and they poll). The
-// Store does not close rdb. New panics when rdb
-// is nil or WithWait was given a negative timeout.
+// *redis.ClusterClient. The Store does not close rdb. New panics when rdb
+// is nil or a *redis.Ring, or WithWait was given a negative timeout. A Ring
+// takes a shard it finds down out of its hash and sends that shard's keys
+// to the others, so a key completed there would be claimed anew on
+// another shard and its operation run twice: shard with a Redis Cluster
+// instead, whose replicas take over a failed primary's keys.
 func New(rdb redis.UniversalClient, opts ...Option) *Store {
 	if rdb == nil {
 		panic("redisstore: New called with a nil client")
+	}
+	if _, ok := rdb.(*redis.Ring); ok {
+		panic("redisstore: New called with a *redis.Ring: a Ring moves the keys of a shard it finds down to the other shards, " +
+			"where a completed key would be claimed anew and its operation run twice; use a *redis.ClusterClient")
 	}
 	cfg := config{prefix: DefaultPrefix}
 	for _, o := range opts {
@@ -97,7 +103,6 @@ func New(rdb redis.UniversalClient, opts ...Option) *Store {
 		replay: replaymix.New(cfg.replayPath, replayEnter, replayLeave)}
 	s.watch.store, s.watch.idle, s.watch.pingWait = s, watchset.Idle, watchset.PingWait
 	s.reload.cluster, _ = rdb.(*redis.ClusterClient)
-	_, s.watch.ring = rdb.(*redis.Ring)
 	return s
 }
 
@@ -108,8 +113,6 @@ func poolSize(rdb redis.UniversalClient) int {
 	case *redis.Client:
 		return c.Options().PoolSize
 	case *redis.ClusterClient:
-		return c.Options().PoolSize
-	case *redis.Ring:
 		return c.Options().PoolSize
 	}
 	return 10 * runtime.GOMAXPROCS(0) // go-redis's default

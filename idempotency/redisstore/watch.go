@@ -23,23 +23,12 @@ var _ idempotency.Watcher = (*Store)(nil)
 type watcher struct {
 	store *Store
 	set   watchset.Set[string]
-	// ring is set on a *redis.Ring, on which Watch refuses (ErrRingWatch).
-	ring bool
 	// idle is how long listen waits for a message before it asks whether
 	// anybody still waits and checks the connection, and pingWait how long
 	// that check waits for its answer: watchset.Idle and
 	// watchset.PingWait, shorter in tests.
 	idle, pingWait time.Duration
 }
-
-// ErrRingWatch is the error Watch wraps on a Store whose client is a
-// *redis.Ring. The Ring runs each script on the shard of its entry, so a
-// completion publishes there, while a subscription reaches one shard, and
-// a Ring's servers do not pass messages to each other: the waiters of
-// entries on the other shards would never be woken. So Watch refuses at
-// once, and the Middleware polls for those waiting requests (logging a
-// warning for each), as with a store that cannot watch.
-var ErrRingWatch = errors.New("a *redis.Ring cannot watch entries: completions publish on each entry's shard, a subscription listens on one; waiting requests poll")
 
 // channel is the settled channel of the store's prefix.
 func (w *watcher) channel() string { return w.store.cfg.prefix + "settled" }
@@ -50,13 +39,8 @@ func (w *watcher) channel() string { return w.store.cfg.prefix + "settled" }
 // that is not in progress when it would be marked (settled, released or
 // absent) wakes its waiters at once: the next claim of the key makes an
 // entry without the mark, whose completion would publish nothing, so they
-// must look again, and watch again if they find it in progress. On a
-// *redis.Ring it returns an error wrapping ErrRingWatch, and the Middleware
-// polls.
+// must look again, and watch again if they find it in progress.
 func (s *Store) Watch(ctx context.Context, k idempotency.Key) (<-chan struct{}, func(), error) {
-	if s.watch.ring {
-		return nil, nil, wrap(ctx, "watch", ErrRingWatch)
-	}
 	name := s.redisKey(k)
 	mark := func(ctx context.Context) error {
 		if err := s.gate.Enter(ctx); err != nil {
