@@ -40,6 +40,9 @@ func ParseProfile(s string) (Profile, error) {
 }
 
 // Target is one endpoint to check: the operation its requests ask for.
+// Run and Plan only read it, Body, OtherBody and Header included, so one
+// Target may be given to several concurrent runs (from several goroutines)
+// as long as nobody changes it, or what it refers to, meanwhile.
 type Target struct {
 	// Method is the request method, an RFC 9110 token (Run and Plan
 	// refuse another with ErrInvalid); "" means POST.
@@ -152,7 +155,8 @@ var ErrInterrupted = errors.New("conformance: run interrupted")
 
 // Error is the error Run and Plan return, with the target it concerns.
 // errors.Is on it matches its Cause, ErrUnreachable, ErrInvalid or
-// ErrInterrupted, and its Err.
+// ErrInterrupted, and its Err. Its methods only read it, so it is safe for
+// concurrent use as long as nobody changes its fields.
 type Error struct {
 	Target string // the target's name
 	Cause  error  // ErrUnreachable, ErrInvalid or ErrInterrupted

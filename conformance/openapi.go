@@ -13,7 +13,9 @@ import (
 )
 
 // Operation is an operation of an OpenAPI document that takes an
-// Idempotency-Key, as FromOpenAPI finds it.
+// Idempotency-Key, as FromOpenAPI finds it. It is a value: it may be read
+// from several goroutines at once, but not changed (its Target's Body and
+// Header included) while others read it.
 type Operation struct {
 	// Target is the operation as a target: its method, its URL on the
 	// server, the example of its JSON request body (nil when it has none),

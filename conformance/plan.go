@@ -44,7 +44,9 @@ func (c *Checker) newPlan(t Target) plan {
 	return p
 }
 
-// PlannedRequest is one request that Run would send, for a dry run.
+// PlannedRequest is one request that Run would send, for a dry run. It is
+// a value: it may be read from several goroutines at once, but not changed
+// while others read it.
 type PlannedRequest struct {
 	// Check is the ID of the check that sends it.
 	Check string `json:"check"`

@@ -32,7 +32,9 @@ const (
 	Skip Status = "SKIP"
 )
 
-// Result is the outcome of one check against one target.
+// Result is the outcome of one check against one target. Like Report, it
+// is a value: it may be read from several goroutines at once, but not
+// changed (its Evidence included) while others read it.
 type Result struct {
 	// ID is the check's stable identifier, such as "replay".
 	ID string `json:"id"`
@@ -113,7 +115,9 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // Exchange is one request the checker sent and the answer it got, as
 // evidence: the Idempotency-Key as sent, the principal's name when a
 // check sent the headers of one, and excerpts of both bodies. Header
-// values the caller gave are never included.
+// values the caller gave are never included. It is a value: it may be read
+// from several goroutines at once, but not changed (its Header map
+// included) while others read it.
 type Exchange struct {
 	Method string `json:"method"`
 	URL    string `json:"url"`

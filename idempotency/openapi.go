@@ -161,7 +161,7 @@ type OpenAPIPolicy struct {
 }
 
 // OpenAPIScope is the "scope" member of x-idempotency; plain data, as
-// OpenAPIPolicy is.
+// OpenAPIPolicy is: safe for concurrent use while nobody changes it.
 type OpenAPIScope struct {
 	// By names who owns a key: ScopeGlobal, ScopePrincipal, ScopeCustom, or
 	// another word of the server's (such as "tenant").
@@ -175,7 +175,8 @@ type OpenAPIScope struct {
 }
 
 // OpenAPIFingerprint is the "fingerprint" member of x-idempotency; plain
-// data, as OpenAPIPolicy is.
+// data, as OpenAPIPolicy is: safe for concurrent use while nobody changes
+// it (its Covers included).
 type OpenAPIFingerprint struct {
 	// Version is the fingerprint recipe: "v1".
 	Version string `json:"version"`
@@ -192,7 +193,8 @@ type OpenAPIFingerprint struct {
 }
 
 // OpenAPIReplay is the "replay" member of x-idempotency; plain data, as
-// OpenAPIPolicy is.
+// OpenAPIPolicy is: safe for concurrent use while nobody changes it (its
+// NotStored and Headers included).
 type OpenAPIReplay struct {
 	// Header is set to "true" on a replayed answer: "Idempotent-Replayed".
 	Header string `json:"header"`
@@ -212,7 +214,7 @@ type OpenAPIReplay struct {
 }
 
 // OpenAPIConflict is the "conflict" member of x-idempotency; plain data,
-// as OpenAPIPolicy is.
+// as OpenAPIPolicy is: safe for concurrent use while nobody changes it.
 type OpenAPIConflict struct {
 	// InProgressStatus (409) answers a request whose key is in progress.
 	InProgressStatus int `json:"inProgressStatus"`

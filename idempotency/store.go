@@ -103,7 +103,8 @@ type Entry struct {
 
 // ClaimResult is the answer of Store.Claim. The zero ClaimResult is not
 // Acquired and carries the zero Entry; a store never returns it without an
-// error. It is a plain value, like Entry.
+// error. It is a plain value, like Entry: it may be read from several
+// goroutines as long as none modifies it (its Entry's Response included).
 type ClaimResult struct {
 	// Acquired reports that the caller now holds the claim with Token and
 	// must run the operation, then Complete or Release it.

@@ -25,7 +25,9 @@ type faults struct {
 
 // Faults is a snapshot of the faults still pending on a Server, as Faults
 // and GET /_mock/faults report them. It is a copy: changing it changes
-// nothing on the Server. The zero value means no fault is pending.
+// nothing on the Server. The zero value means no fault is pending. Each
+// snapshot has slices of its own: it may be read from several goroutines at
+// once, but not changed while others read it.
 type Faults struct {
 	// Fail lists the statuses the next protected requests will be answered
 	// with, in order.

@@ -41,8 +41,9 @@ const (
 const maxHistory = 64
 
 // Attempt is one request to POST /payments as the server saw it: how and
-// when it was answered. It is a plain value, safe to copy; compare Status
-// and Outcome, since the timing differs on every run.
+// when it was answered. It is a plain value, safe to copy and to read from
+// several goroutines at once; compare Status and Outcome, since the timing
+// differs on every run.
 type Attempt struct {
 	// Status is the status answered; 0 when the connection was dropped.
 	Status int `json:"status"`
@@ -68,7 +69,10 @@ func (a Attempt) timed(at time.Time) Attempt {
 }
 
 // KeyStats is what the server recorded for one Idempotency-Key. The zero
-// value (with Key set) describes a key never seen.
+// value (with Key set) describes a key never seen. Stats and Keys return a
+// copy with a History of its own, which the server does not change: it may
+// be read from several goroutines at once, but not changed while others
+// read it.
 type KeyStats struct {
 	// Key is the Idempotency-Key, "" for requests without one.
 	Key string `json:"key"`

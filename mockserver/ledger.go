@@ -75,7 +75,9 @@ type Ledger interface {
 // with an idempotency.TxStore, a Server runs its Middleware in
 // transactional mode: the claim, the payment and the stored answer commit
 // together. With any other Ledger a TxStore runs in lease mode, because a
-// rollback could not undo the payment.
+// rollback could not undo the payment. Like every Ledger, an
+// implementation must be safe for concurrent use: the Server calls Pay and
+// the readers from the goroutines of concurrent requests.
 type TxLedger interface {
 	Ledger
 	// JoinsTransactions marks a TxLedger; it does nothing.

@@ -23,7 +23,8 @@ const maxPaymentBody = 1 << 20
 
 // Payment is one executed payment, as POST /payments answers it and GET
 // /payments lists it. Two payments with the same IdempotencyKey are a double
-// execution.
+// execution. It is a plain value, safe to copy and to read from several
+// goroutines at once.
 type Payment struct {
 	// ID is "pay_" followed by 16 random hex digits.
 	ID string `json:"id"`

@@ -63,7 +63,8 @@ const (
 )
 
 // FieldError names one invalid field of a payment request, in the "errors"
-// member of a ProblemValidation answer.
+// member of a ProblemValidation answer. It is a plain value of two
+// strings, safe to copy and to read from several goroutines at once.
 type FieldError struct {
 	// Field is the JSON member at fault ("amount", "currency",
 	// "recipient"); "" means the body as a whole.

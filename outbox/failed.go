@@ -12,7 +12,9 @@ import (
 
 // FailedMessage is a message the relays gave up on after MaxAttempts
 // failed publications: kept in the table, not dropped, until Redrive puts
-// it back. It is a plain value.
+// it back. It is a plain value: it may be read from several goroutines at
+// once, but not changed (its Payload and Headers included) while others
+// read it.
 type FailedMessage struct {
 	Message
 	Attempts  int
@@ -90,7 +92,8 @@ WHERE state = 2 AND id = ANY($1) AND (key = '' OR key = ANY($2::text[]))`, ids, 
 	return n, nil
 }
 
-// Stats counts an Outbox's rows by state; a plain value.
+// Stats counts an Outbox's rows by state; a plain value of three
+// counts, safe to copy and to read from several goroutines at once.
 type Stats struct {
 	Pending, Published, Failed int64
 }

@@ -27,7 +27,9 @@ type Publisher interface {
 
 // PublishError is a Publisher's partial failure: msgs[:Index] were
 // published, msgs[Index] failed with Err, and what came after is unknown
-// (left pending, its attempts not counted). It is a plain value.
+// (left pending, its attempts not counted). It is a plain value; Error
+// and Unwrap only read it, so it is safe for concurrent use as long as
+// nobody changes its fields.
 type PublishError struct {
 	Index int
 	Err   error

@@ -15,7 +15,8 @@ import (
 // ConfigProblem is a setting of a Redis server under which the server may
 // forget claims and stored outcomes (on an eviction, a restart or a crash),
 // so that the retries of completed operations execute them again. Store.Check
-// reports them. It is a plain value, safe to copy and to share.
+// reports them. It is a plain value of strings, safe to copy and to share:
+// it may be read from several goroutines at once.
 type ConfigProblem struct {
 	// Addr is the address of the server, as the client dials it; with a
 	// cluster client, the address of one primary. It is "" when the client

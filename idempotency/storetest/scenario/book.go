@@ -11,7 +11,9 @@ import (
 // Book is the ledger a Ledger scenario debits. Debit is called by the
 // handler with the request's context, so a transactional Book can find the
 // transaction the Middleware handed over (for instance with
-// pgstore.TxFromContext) and write through it.
+// pgstore.TxFromContext) and write through it. Ledger calls Debit from the
+// handlers of several instances at once, so an implementation must be safe
+// for concurrent use.
 type Book interface {
 	// Debit subtracts amount from account's balance; an account not seen
 	// before starts at 0.

@@ -28,7 +28,9 @@ func AnswerOf(r idempotency.ClaimResult) Answer {
 
 // KeyState is a state that a key can be in when a claim arrives, for
 // FastPathAnswers: Setup leaves k in the state Name says, and Want is what
-// a claim of k with fingerprint "fp" answers then.
+// a claim of k with fingerprint "fp" answers then. FastPathAnswers calls
+// Setup from one goroutine at a time, so it need not be safe for
+// concurrent use.
 type KeyState struct {
 	Name  string
 	Setup func(t *testing.T, k idempotency.Key)

@@ -10,7 +10,9 @@ import (
 
 // ReplayPathSteps drives ReplayPathFollowsTheMix through one store. Each
 // function makes one claim, and fails t itself when the claim does not
-// answer as it must.
+// answer as it must. ReplayPathFollowsTheMix calls them one at a time,
+// from the goroutine it runs in, so they need not be safe for concurrent
+// use.
 type ReplayPathSteps struct {
 	// First executes a new key named name (claim, then complete and, in a
 	// transactional store, commit).
@@ -35,7 +37,8 @@ type ReplayPathSteps struct {
 // (LastReplay), each replay while nearly every claim is a replay
 // (AfterReplays), a first execution after a window of first executions
 // (AfterFirsts), and a replay after a window of claims that found an entry
-// in progress (AfterBusy).
+// in progress (AfterBusy). It is a plain value of strings, safe to copy
+// and to read from several goroutines at once.
 type ReplayPathWant struct {
 	LastReplay, AfterReplays, AfterFirsts, AfterBusy string
 }
