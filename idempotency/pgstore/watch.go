@@ -172,6 +172,13 @@ func (w *watcher) listen() {
 			cctx, cancel := context.WithTimeout(context.Background(), w.pingWait)
 			_ = conn.Close(cctx)
 			cancel()
+			// A ping or read that timed out has pgx end the connection in
+			// a goroutine of its own, which waits up to 15 s for the
+			// server's answer to a Terminate that a dead connection never
+			// brings, and conn.Close then returns at once: the socket is
+			// closed here, so that it is gone when listen returns (Close
+			// promises it) and replacements do not pile dead ones up.
+			_ = conn.PgConn().Conn().Close()
 			if err == nil {
 				return // retired: nobody waits
 			}
