@@ -43,7 +43,7 @@ func (p ConfigProblem) String() string {
 }
 
 // Check reads the settings of the Redis server (every primary, with a
-// *redis.ClusterClient; every shard, with a *redis.Ring) that decide
+// *redis.ClusterClient) that decide
 // whether it keeps what the store wrote, and returns one ConfigProblem per
 // setting that may make it forget entries; none when all is well. It checks:
 //
@@ -87,8 +87,6 @@ func (s *Store) Check(ctx context.Context) ([]ConfigProblem, error) {
 	switch c := s.rdb.(type) {
 	case *redis.ClusterClient:
 		err = c.ForEachMaster(ctx, eachClient)
-	case *redis.Ring:
-		err = c.ForEachShard(ctx, eachClient)
 	case *redis.Client:
 		err = eachClient(ctx, c)
 	default:
