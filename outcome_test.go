@@ -166,6 +166,67 @@ func TestFinalErrorClass(t *testing.T) {
 			want: ErrOutcomeUnknown, attempts: 2, reached: 2,
 		},
 		{
+			// net/http wraps the handshake's error in a "proxyconnect"
+			// *net.OpError: only a ClientHello reached the proxy.
+			name: "https proxy's certificate refused",
+			setup: func(t *testing.T) outcomeRun {
+				var n atomic.Int32
+				proxy := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { n.Add(1) }))
+				proxy.Config.ErrorLog = discardLog()
+				proxy.StartTLS()
+				t.Cleanup(proxy.Close)
+				return outcomeRun{base: proxyBase(t, proxy.URL), req: outcomePost(t, context.Background(), "http://origin.invalid/payments", nil), reached: &n}
+			},
+			want: ErrNotSent, as: []any{new(*net.OpError)}, attempts: 1,
+		},
+		{
+			// The tunnel is up; the origin's handshake fails before a
+			// byte of the request is written (the error is the TLS one,
+			// not "proxyconnect").
+			name: "CONNECT accepted, origin's certificate refused",
+			setup: func(t *testing.T) outcomeRun {
+				var n atomic.Int32
+				origin := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { n.Add(1) }))
+				origin.Config.ErrorLog = discardLog()
+				origin.StartTLS()
+				t.Cleanup(origin.Close)
+				return outcomeRun{base: proxyBase(t, tunnelProxy(t, origin.Listener.Addr().String())), req: outcomePost(t, context.Background(), origin.URL+"/payments", nil), reached: &n}
+			},
+			want: ErrNotSent, as: []any{new(*tls.CertificateVerificationError)}, attempts: 1,
+		},
+		{
+			// A SOCKS5 proxy's refusal is a "socks connect" *net.OpError,
+			// not "proxyconnect": nothing was sent, but the error is
+			// classed on the safe side.
+			name: "socks5 proxy refuses the connect",
+			setup: func(t *testing.T) outcomeRun {
+				return outcomeRun{base: proxyBase(t, "socks5://"+refusingSOCKS5(t)), req: outcomePost(t, context.Background(), "http://origin.invalid/payments", nil)}
+			},
+			want: ErrNotSent, attempts: 2,
+			unfixed: "known: a SOCKS5 proxy's refusal (Op \"socks connect\") is reported ErrOutcomeUnknown, the safe side",
+		},
+		{
+			// A plain proxy is sent the request itself: one that forwarded
+			// it and died before answering may have had it executed.
+			name: "plain proxy forwards the request, then dies",
+			setup: func(t *testing.T) outcomeRun {
+				origin, n := outcomeServer(t, func(w http.ResponseWriter, r *http.Request) {})
+				proxy := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					out, _ := http.NewRequest(r.Method, origin+r.URL.Path, r.Body)
+					out.Header = r.Header.Clone()
+					if resp, err := http.DefaultTransport.RoundTrip(out); err == nil {
+						resp.Body.Close()
+					}
+					reset(w)
+				}))
+				proxy.Config.ErrorLog = discardLog()
+				proxy.Start()
+				t.Cleanup(proxy.Close)
+				return outcomeRun{base: proxyBase(t, proxy.URL), req: outcomePost(t, context.Background(), "http://origin.invalid/payments", strings.NewReader(`{"amount":1500}`)), reached: n}
+			},
+			want: ErrOutcomeUnknown, attempts: 2, reached: 2,
+		},
+		{
 			name: "listener accepts and closes",
 			setup: func(t *testing.T) outcomeRun {
 				var n atomic.Int32
@@ -397,6 +458,71 @@ func closingListener(t *testing.T, readHead bool, n *atomic.Int32) string {
 			}
 			if readHead {
 				_, _ = http.ReadRequest(bufio.NewReader(c))
+			}
+			c.Close()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// tunnelProxy is an HTTP proxy that answers every CONNECT with a tunnel
+// to target (whatever the CONNECT names) and returns its URL; it is closed
+// when t ends.
+func tunnelProxy(t *testing.T, target string) string {
+	proxy := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodConnect {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		up, err := net.Dial("tcp", target)
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		defer up.Close()
+		w.WriteHeader(http.StatusOK)
+		c, brw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_ = brw.Flush()
+		go func() { _, _ = io.Copy(up, brw); up.Close() }()
+		_, _ = io.Copy(c, up)
+	}))
+	proxy.Config.ErrorLog = discardLog()
+	proxy.Start()
+	t.Cleanup(proxy.Close)
+	return proxy.URL
+}
+
+// refusingSOCKS5 is a SOCKS5 proxy (RFC 1928) that accepts no
+// authentication and answers every CONNECT "connection refused" (5); it
+// returns its address and is closed when t ends.
+func refusingSOCKS5(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			br := bufio.NewReader(c)
+			head := make([]byte, 2)
+			if _, err := io.ReadFull(br, head); err == nil {
+				_, _ = io.ReadFull(br, make([]byte, head[1])) // the methods
+				_, _ = c.Write([]byte{5, 0})                  // no authentication
+				req := make([]byte, 4)
+				if _, err := io.ReadFull(br, req); err == nil {
+					_, _ = c.Write([]byte{5, 5, 0, 1, 0, 0, 0, 0, 0, 0})
+				}
 			}
 			c.Close()
 		}

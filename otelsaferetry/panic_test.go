@@ -2,6 +2,8 @@ package otelsaferetry_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -42,6 +44,14 @@ func TestPanicEndsSpans(t *testing.T) {
 		{name: "propagator panics", base: roundTripFunc(func(req *http.Request) (*http.Response, error) {
 			return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
 		}), opts: []otelsaferetry.Option{otelsaferetry.WithPropagators(panickyPropagator{propagation.TraceContext{}})}},
+		// The logger runs after every hook, the instrumentation's too,
+		// which has by then handed the attempt span's end to the body.
+		{name: "logger panics after a retried attempt", base: roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 503, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("busy")), Request: req}, nil
+		}), opts: []otelsaferetry.Option{otelsaferetry.WithRetryOptions(saferetry.WithLogger(slog.New(panickyHandler{})))}},
+		{name: "logger panics after the last attempt", base: roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 201, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("ok")), Request: req}, nil
+		}), opts: []otelsaferetry.Option{otelsaferetry.WithRetryOptions(saferetry.WithLogger(slog.New(panickyHandler{})))}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t)
@@ -67,6 +77,12 @@ func TestPanicEndsSpans(t *testing.T) {
 		})
 	}
 }
+
+// panickyHandler is a slog handler of the caller's whose Handle panics.
+type panickyHandler struct{ slog.Handler }
+
+func (panickyHandler) Enabled(context.Context, slog.Level) bool  { return true }
+func (panickyHandler) Handle(context.Context, slog.Record) error { panic("logger") }
 
 // panickyPropagator is a propagator of the caller's whose Inject panics.
 type panickyPropagator struct{ propagation.TextMapPropagator }

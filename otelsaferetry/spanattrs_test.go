@@ -189,3 +189,40 @@ func TestURLFullKeepsTheQuery(t *testing.T) {
 		}
 	}
 }
+
+// TestURLFullRedactsSignatureAfterSemicolon: url.full keeps a parameter
+// with a ";" as sent, and a server that splits the query at ";" as well as
+// at "&" (Rack 2, Python before 3.9.2, the W3C's old recommendation) sees
+// a signature parameter after the ";": its value is REDACTED too, as Go's
+// parser, which drops the whole parameter, used to leave no trace of it.
+func TestURLFullRedactsSignatureAfterSemicolon(t *testing.T) {
+	for _, tc := range []struct{ query, want string }{
+		{"a=1;sig=secret", "a=1;sig=REDACTED"},
+		{"a=1;%73ig=secret&b=2", "a=1;%73ig=REDACTED&b=2"},
+		{"Signature=secret;a=1", "Signature=REDACTED;a=1"},
+		{"b=2&x;X-Goog-Signature=secret;AWSAccessKeyId=secret&c=3", "b=2&x;X-Goog-Signature=REDACTED;AWSAccessKeyId=REDACTED&c=3"},
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			r := newRig(t)
+			rt := otelsaferetry.NewTransport(roundTripFunc(func(req *http.Request) (*http.Response, error) {
+				return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+			}), r.options()...)
+			req, _ := http.NewRequest(http.MethodGet, "http://api.test/v1/file?"+tc.query, nil)
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			want := "http://api.test/v1/file?" + tc.want
+			ended := r.spans.Ended()
+			if len(ended) != 2 {
+				t.Fatalf("%d spans ended, want 2", len(ended))
+			}
+			for _, sp := range ended {
+				if v, _ := attr(sp, "url.full"); v.AsString() != want {
+					t.Errorf("span %q: url.full %q, want %q", sp.Name(), v.AsString(), want)
+				}
+			}
+		})
+	}
+}
