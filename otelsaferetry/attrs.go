@@ -125,7 +125,7 @@ func hasSignature(query string) bool {
 	if !strings.Contains(query, "%") {
 		return false
 	}
-	for param := range strings.SplitSeq(query, "&") {
+	for param := range strings.FieldsFuncSeq(query, isQuerySep) {
 		if name, _, _ := strings.Cut(param, "="); isSignature(name) {
 			return true
 		}
@@ -133,23 +133,36 @@ func hasSignature(query string) bool {
 	return false
 }
 
+// isQuerySep reports whether c separates a query's parameters for some
+// server: "&" for all, ";" too for those that follow the W3C's old
+// recommendation (Rack 2, Python before 3.9.2). Go's parser drops a
+// parameter with a ";", which such a server reads as two.
+func isQuerySep(c rune) bool { return c == '&' || c == ';' }
+
 // redactQuery replaces the value of each signature parameter of query with
 // REDACTED and leaves every other byte as it was: the parameters' order,
 // their escapes, and a parameter that Go's parser would drop (one with a
 // ";") stay as sent, which re-encoding parsed url.Values would not keep.
+// A ";" ends a parameter here as a "&" does (see isQuerySep), so that a
+// signature after one is redacted for the servers that read it.
 func redactQuery(query string) string {
 	var b strings.Builder
 	b.Grow(len(query))
-	for i, param := range strings.Split(query, "&") {
-		if i > 0 {
-			b.WriteByte('&')
+	for query != "" {
+		i := strings.IndexAny(query, "&;")
+		param, sep := query, ""
+		if i >= 0 {
+			param, sep, query = query[:i], query[i:i+1], query[i+1:]
+		} else {
+			query = ""
 		}
 		if name, _, hasValue := strings.Cut(param, "="); hasValue && isSignature(name) {
 			b.WriteString(name)
 			b.WriteString("=REDACTED")
-			continue
+		} else {
+			b.WriteString(param)
 		}
-		b.WriteString(param)
+		b.WriteString(sep)
 	}
 	return b.String()
 }
