@@ -29,6 +29,9 @@ func (l *attemptLayer) RoundTrip(r *http.Request) (*http.Response, error) {
 		op.attempt.End() // the hook did not see it: cannot happen, but never leak a span
 	}
 	op.started++
+	// The last attempt's answer, if it had a body, is the saferetry
+	// Transport's to drain and close now, which ends its span.
+	op.owed = nil
 	attrs := spanAttrs(op, r)
 	if op.started > 1 {
 		attrs = append(attrs, semconv.HTTPRequestResendCount(op.started-1))

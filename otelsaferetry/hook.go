@@ -44,6 +44,8 @@ func (tel *telemetry) observe(a saferetry.Attempt) {
 		}
 		if op.endIt {
 			span.End()
+		} else {
+			op.owed = span
 		}
 		op.attempt, op.endIt = nil, false
 	case !tel.attemptSpans && op.span.IsRecording():

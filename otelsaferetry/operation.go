@@ -31,6 +31,7 @@ type operation struct {
 	started int               // attempts sent through the attempt layer
 	attempt trace.Span        // the attempt's span, from its start until the hook saw it
 	endIt   bool              // the hook ends attempt: it got no response, or one without a body
+	owed    trace.Span        // the attempt span the hook left to its response's body to end, until the next attempt
 	last    saferetry.Attempt // the last attempt the hook saw
 
 	common  [4]attribute.KeyValue
@@ -176,15 +177,21 @@ func (op *operation) end(ctx context.Context, took time.Duration, resp *http.Res
 }
 
 // abandon ends the spans of an operation whose RoundTrip did not return:
-// a panic (in the base, or in a hook) went through it, leaving no response
-// whose body would end them. The attempt span under way, if any, ends
-// first, then the operation span, both marked as errors; the panic goes on
-// as it was, and the operation's metrics are not recorded.
+// a panic (in the base, in a hook, in the logger) went through it, leaving
+// no response whose body would end them. The attempt span under way, if
+// any, ends first, then the one the hook left to a response's body (which
+// a panic after the hook, in the logger say, keeps from the caller), then
+// the operation span, all marked as errors. (The saferetry Transport
+// drains a retried answer's body during the wait, which ends its span:
+// the attempt layer forgets that span when the next attempt starts.) The
+// panic goes on as it was, and the operation's metrics are not recorded.
 func (op *operation) abandon() {
 	const msg = "saferetry: RoundTrip did not return (panic)"
-	if op.attempt != nil {
-		op.attempt.SetStatus(codes.Error, msg)
-		op.attempt.End()
+	for _, s := range [...]trace.Span{op.attempt, op.owed} {
+		if s != nil {
+			s.SetStatus(codes.Error, msg)
+			s.End()
+		}
 	}
 	op.span.SetStatus(codes.Error, msg)
 	op.span.End()
