@@ -196,14 +196,13 @@ func TestFinalErrorClass(t *testing.T) {
 		},
 		{
 			// A SOCKS5 proxy's refusal is a "socks connect" *net.OpError,
-			// not "proxyconnect": nothing was sent, but the error is
-			// classed on the safe side.
+			// not "proxyconnect": the SOCKS handshake comes before any of
+			// the request is written, so nothing was sent.
 			name: "socks5 proxy refuses the connect",
 			setup: func(t *testing.T) outcomeRun {
 				return outcomeRun{base: proxyBase(t, "socks5://"+refusingSOCKS5(t)), req: outcomePost(t, context.Background(), "http://origin.invalid/payments", nil)}
 			},
 			want: ErrNotSent, attempts: 2,
-			unfixed: "known: a SOCKS5 proxy's refusal (Op \"socks connect\") is reported ErrOutcomeUnknown, the safe side",
 		},
 		{
 			// A plain proxy is sent the request itself: one that forwarded
