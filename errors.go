@@ -19,10 +19,11 @@ var (
 	ErrOutcomeUnknown = errors.New("saferetry: outcome unknown")
 
 	// ErrNotSent means that no attempt reached the server (every one failed
-	// to connect, or the request was rejected before sending): the operation
-	// certainly did not happen. An attempt whose error does not show that
-	// it got no connection (a dial that its context or attempt timeout
-	// ended, a proxy that refused or dropped the CONNECT) counts as maybe
+	// to connect, to the server or to its HTTP or SOCKS5 proxy, or the
+	// request was rejected before sending): the operation certainly did not
+	// happen. An attempt whose error does not show that it got no
+	// connection (a dial that its context or attempt timeout ended, an HTTP
+	// proxy that refused or dropped the CONNECT) counts as maybe
 	// sent: such an operation ends in ErrOutcomeUnknown, the safe side.
 	ErrNotSent = errors.New("saferetry: request not sent")
 

@@ -119,10 +119,12 @@ func validHeader(h http.Header) bool {
 // dialError reports a failure to connect: the request was not written.
 // net/http wraps a failed dial or TLS handshake with a proxy in an
 // *net.OpError whose Op is "proxyconnect" (the dial's own *net.OpError
-// inside it), before any of the request is written.
+// inside it), and a failed dial or handshake with a SOCKS5 proxy (its
+// refusal of the connect among them) in one whose Op is "socks connect",
+// both before any of the request is written.
 func dialError(err error) bool {
 	var op *net.OpError
-	return errors.As(err, &op) && (op.Op == "dial" || op.Op == "proxyconnect")
+	return errors.As(err, &op) && (op.Op == "dial" || op.Op == "proxyconnect" || op.Op == "socks connect")
 }
 
 // RetriedWithoutKey reports the methods that are retried even without a
