@@ -27,7 +27,9 @@
 //     after its earlier ones are published or failed.
 //   - A message whose publication keeps failing is put off with backoff,
 //     then marked failed after WithMaxAttempts: kept, listed by Failed,
-//     put back by Redrive; never dropped.
+//     put back by Redrive; never dropped. One its Publisher can never
+//     publish as it is (ErrUnpublishable: a header the broker would
+//     change) is marked failed at once, so its Key's next messages go on.
 //   - Inbox.Process runs a consumer's effect at most once per (consumer,
 //     message ID), committed with the record of it; a failed effect leaves
 //     nothing, so the redelivery runs it again.

@@ -50,7 +50,12 @@ type Message struct {
 	Payload []byte
 	// Headers are sent with the message; nil means none. Names and values
 	// must be valid UTF-8 without NUL (ErrInvalidMessage), as must ID,
-	// Topic and Key.
+	// Topic and Key. What else a header may hold is the broker's: a
+	// Publisher refuses a header its broker would deliver changed
+	// (ErrUnpublishable: the relay marks the message failed at once, see
+	// Failed), and may offer a check to call before Enqueue (the jetstream
+	// one's CheckMessage: no line break, no space or tab at a value's
+	// ends, names of printable ASCII, none reserved).
 	Headers map[string]string
 }
 

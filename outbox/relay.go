@@ -41,6 +41,18 @@ func (e *PublishError) Error() string {
 
 func (e *PublishError) Unwrap() error { return e.Err }
 
+// ErrUnpublishable is what a Publisher wraps in a *PublishError's Err for
+// a message it can never publish as it is (a header its broker would
+// change or refuses, for the jetstream Publisher), rather than one that
+// failed for now: the relay marks that message failed at once, its
+// attempt counted, instead of retrying it with backoff up to
+// WithMaxAttempts (for ever under a limit that never gives up), so that
+// its Key's next messages are published. The message is kept: Failed
+// lists it with the error, Redrive puts it back (to fail again unless the
+// Publisher changed). Outside a *PublishError it is an ordinary failure
+// of the batch. Match it with errors.Is.
+var ErrUnpublishable = errors.New("outbox: the Publisher cannot publish the message as it is")
+
 // Relay publishes an Outbox's committed messages. Create it with
 // (*Outbox).Relay and call Run; the zero value is not usable. Run one per
 // instance, as many as you like: relays share the work row by row, never
@@ -190,8 +202,9 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 // outcome is what a published batch leaves to write: the rows to mark
 // published and those whose attempt failed, with the error.
 type outcome struct {
-	done, failed []int64
-	perr         error
+	done, failed  []int64
+	perr          error
+	unpublishable bool // failed wraps ErrUnpublishable: failed at once
 }
 
 // batches claims, publishes and marks batches on one connection for as
@@ -381,7 +394,8 @@ func (r *Relay) outcome(seqs []int64, perr error) *outcome {
 	case perr == nil:
 		return &outcome{done: seqs}
 	case errors.As(perr, &pe) && pe.Index >= 0 && pe.Index < len(seqs):
-		return &outcome{done: seqs[:pe.Index], failed: seqs[pe.Index : pe.Index+1], perr: perr}
+		return &outcome{done: seqs[:pe.Index], failed: seqs[pe.Index : pe.Index+1], perr: perr,
+			unpublishable: errors.Is(pe.Err, ErrUnpublishable)}
 	default:
 		return &outcome{failed: seqs, perr: perr}
 	}
@@ -400,9 +414,15 @@ func (r *Relay) queueMarks(b *pgx.Batch, out *outcome) int {
 		b.Queue(r.o.names.publishedSQL, out.done)
 	}
 	if len(out.failed) > 0 {
-		r.cfg.logger.Warn("outbox: publish failed", "table", r.o.names.table, "messages", len(out.failed), "err", out.perr)
+		limit := r.cfg.maxAttempts
+		if out.unpublishable {
+			limit = 1 // this attempt fails it
+			r.cfg.logger.Error("outbox: message cannot be published; marked failed", "table", r.o.names.table, "err", out.perr)
+		} else {
+			r.cfg.logger.Warn("outbox: publish failed", "table", r.o.names.table, "messages", len(out.failed), "err", out.perr)
+		}
 		b.Queue(r.o.names.failSQL, out.failed, storableError(out.perr),
-			r.cfg.backoffMin.Seconds(), r.cfg.backoffMax.Seconds(), r.cfg.maxAttempts)
+			r.cfg.backoffMin.Seconds(), r.cfg.backoffMax.Seconds(), limit)
 	}
 	b.Queue(`COMMIT`)
 	return b.Len()

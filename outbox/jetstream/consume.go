@@ -82,7 +82,8 @@ var ErrNotAckExplicit = errors.New("outbox/jetstream: Consume needs a consumer w
 //
 // The Message h gets is the NATS message's: ID from Nats-Msg-Id, Key from
 // KeyHeader, Topic the subject (WithSubjectPrefix's prefix included), and
-// Headers every NATS header, Nats-Msg-Id and Outbox-Key among them.
+// Headers every NATS header, Nats-Msg-Id and Outbox-Key among them (a
+// header sent more than once: its first value).
 //
 // A message whose handler keeps failing is redelivered without end, at
 // once unless WithNakDelay says otherwise, each try a transaction opened

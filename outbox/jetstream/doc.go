@@ -9,4 +9,17 @@
 // Duplicates window (two minutes by default); past that window the
 // consumer's inbox drops it. Consume gives the inbox the message ID from
 // that same header, so the two deduplications agree.
+//
+// A message's Headers travel as NATS headers, and Consume hands each name
+// and value back as it was enqueued (names differing only in case stay
+// distinct). NATS cannot carry every header so: nats.go trims a value's
+// leading and trailing spaces and tabs, turns CR and LF into spaces and
+// refuses names outside printable ASCII; JetStream refuses a header block
+// over 64 KiB and reads Nats-* names as directives; and the Publisher
+// sets Nats-Msg-Id and Outbox-Key itself. Rather than publish such a
+// message changed, the Publisher refuses it (ErrHeaderNotCarried, which
+// wraps outbox.ErrUnpublishable): the relay logs the error and marks the
+// message failed at once, kept and listed by Outbox.Failed with the
+// offending header named, while its Key's next messages are published.
+// Call CheckMessage before Enqueue to refuse it in the request instead.
 package jetstream

@@ -184,3 +184,44 @@ func trunc(s string) string {
 	}
 	return strconv.Quote(s)
 }
+
+// TestPublishRefusesAHeaderNATSWouldChange: the Publisher sends none of a
+// message whose header NATS would change, and reports it as unpublishable
+// at its index, the messages before it acknowledged.
+func TestPublishRefusesAHeaderNATSWouldChange(t *testing.T) {
+	s := newSetup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := jetstream.NewPublisher(s.js).Publish(ctx, []outbox.Message{
+		{ID: "a", Topic: s.subject + "ok"},
+		{ID: "b", Topic: s.subject + "ok", Headers: map[string]string{"V": "trail "}},
+		{ID: "c", Topic: s.subject + "ok"},
+	})
+	var pe *outbox.PublishError
+	if !errors.As(err, &pe) || pe.Index != 1 || !errors.Is(err, jetstream.ErrHeaderNotCarried) || !errors.Is(err, outbox.ErrUnpublishable) {
+		t.Fatalf("Publish = %v, want a PublishError at index 1 wrapping ErrHeaderNotCarried and ErrUnpublishable", err)
+	}
+	if info, err := s.stream.Info(ctx); err != nil || info.State.Msgs != 1 {
+		t.Errorf("stream holds %v messages (%v), want 1 (a)", info.State.Msgs, err)
+	}
+}
+
+// TestCheckMessage holds CheckMessage to the measured rules, at their
+// edges: headerCases' outcomes, and the header block's size limit.
+func TestCheckMessage(t *testing.T) {
+	carried := map[int]bool{0: true, 9: true, 13: true, 14: true, 15: true}
+	for i, h := range headerCases {
+		err := jetstream.CheckMessage(outbox.Message{ID: "m", Topic: "t", Headers: h})
+		if carried[i] != (err == nil) || err != nil && !errors.Is(err, jetstream.ErrHeaderNotCarried) {
+			t.Errorf("CheckMessage(%.60q) = %v, want carried %v", h, err, carried[i])
+		}
+	}
+	// "NATS/1.0\r\n" 10, "V: ...\r\n" 5+n, "Nats-Msg-Id: m\r\n" 16,
+	// "Outbox-Key: \r\n" 14, "\r\n" 2: 65,535 bytes with n = 65488.
+	for n, ok := range map[int]bool{65488: true, 65489: false} {
+		err := jetstream.CheckMessage(outbox.Message{ID: "m", Topic: "t", Headers: map[string]string{"V": strings.Repeat("x", n)}})
+		if ok != (err == nil) {
+			t.Errorf("CheckMessage(value of %d bytes) = %v, want carried %v", n, err, ok)
+		}
+	}
+}

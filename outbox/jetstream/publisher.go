@@ -20,7 +20,10 @@ const KeyHeader = "Outbox-Key"
 // prefix (WithSubjectPrefix) followed by the message's Topic, the body its
 // Payload, the headers its Headers plus Nats-Msg-Id (its ID) and
 // Outbox-Key (its Key). A batch is published asynchronously and Publish
-// waits for every acknowledgement. Create it with NewPublisher; the zero
+// waits for every acknowledgement. A message whose Headers NATS would
+// deliver changed, or refuses (see CheckMessage), is not sent: Publish
+// reports it as failed with ErrHeaderNotCarried, which wraps
+// outbox.ErrUnpublishable, so the relay marks it failed at once. Create it with NewPublisher; the zero
 // value is not usable. It is safe for concurrent use.
 type Publisher struct {
 	js     natsjs.JetStream
@@ -51,17 +54,12 @@ func NewPublisher(js natsjs.JetStream, opts ...PublisherOption) *Publisher {
 // Publish implements outbox.Publisher. It returns nil once JetStream has
 // acknowledged every message (a duplicate's acknowledgement counts: the
 // stream has it), or an *outbox.PublishError naming the first message
-// that was not acknowledged, or ctx's error.
+// that was not acknowledged (or not sent: CheckMessage refused it, the
+// messages before it acknowledged), or ctx's error.
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
 	futures := make([]natsjs.PubAckFuture, 0, len(msgs))
 	for i, m := range msgs {
-		nm := nats.NewMsg(p.prefix + m.Topic)
-		nm.Data = m.Payload
-		for k, v := range m.Headers {
-			nm.Header.Set(k, v)
-		}
-		nm.Header.Set(KeyHeader, m.Key)
-		f, err := p.js.PublishMsgAsync(nm, natsjs.WithMsgID(m.ID))
+		f, err := p.publishAsync(m)
 		if err != nil {
 			// The messages before i were only sent: msgs[:i] count as
 			// published once they are acknowledged, not before.
@@ -73,6 +71,21 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
 		futures = append(futures, f)
 	}
 	return wait(ctx, futures)
+}
+
+// publishAsync sends m, or returns CheckMessage's error without sending
+// it.
+func (p *Publisher) publishAsync(m outbox.Message) (natsjs.PubAckFuture, error) {
+	if err := CheckMessage(m); err != nil {
+		return nil, err
+	}
+	nm := nats.NewMsg(p.prefix + m.Topic)
+	nm.Data = m.Payload
+	for k, v := range m.Headers {
+		nm.Header.Set(k, v)
+	}
+	nm.Header.Set(KeyHeader, m.Key)
+	return p.js.PublishMsgAsync(nm, natsjs.WithMsgID(m.ID))
 }
 
 // wait waits for the acknowledgements of futures, in any order, and
