@@ -23,8 +23,9 @@ const KeyHeader = "Outbox-Key"
 // waits for every acknowledgement. A message whose Headers NATS would
 // deliver changed, or refuses (see CheckMessage), is not sent: Publish
 // reports it as failed with ErrHeaderNotCarried, which wraps
-// outbox.ErrUnpublishable, so the relay marks it failed at once. Create it with NewPublisher; the zero
-// value is not usable. It is safe for concurrent use.
+// outbox.ErrUnpublishable, so the relay marks it failed at once. Create it
+// with NewPublisher; the zero value is not usable. It is safe for
+// concurrent use.
 type Publisher struct {
 	js     natsjs.JetStream
 	prefix string
