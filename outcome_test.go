@@ -438,6 +438,20 @@ func reset(w http.ResponseWriter) {
 // plain proxy). It counts the connections in n, if not nil, and returns
 // its address; it is closed when t ends.
 func closingListener(t *testing.T, readHead bool, n *atomic.Int32) string {
+	return serveConns(t, func(c net.Conn) {
+		if n != nil {
+			n.Add(1)
+		}
+		if readHead {
+			_, _ = http.ReadRequest(bufio.NewReader(c))
+		}
+	})
+}
+
+// serveConns listens on a loopback port, hands each connection to handle
+// in turn and closes it after, and returns the address; the listener is
+// closed, and its loop waited for, when t ends.
+func serveConns(t *testing.T, handle func(net.Conn)) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -452,12 +466,7 @@ func closingListener(t *testing.T, readHead bool, n *atomic.Int32) string {
 			if err != nil {
 				return
 			}
-			if n != nil {
-				n.Add(1)
-			}
-			if readHead {
-				_, _ = http.ReadRequest(bufio.NewReader(c))
-			}
+			handle(c)
 			c.Close()
 		}
 	}()
@@ -499,34 +508,19 @@ func tunnelProxy(t *testing.T, target string) string {
 // authentication and answers every CONNECT "connection refused" (5); it
 // returns its address and is closed when t ends.
 func refusingSOCKS5(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			br := bufio.NewReader(c)
-			head := make([]byte, 2)
-			if _, err := io.ReadFull(br, head); err == nil {
-				_, _ = io.ReadFull(br, make([]byte, head[1])) // the methods
-				_, _ = c.Write([]byte{5, 0})                  // no authentication
-				req := make([]byte, 4)
-				if _, err := io.ReadFull(br, req); err == nil {
-					_, _ = c.Write([]byte{5, 5, 0, 1, 0, 0, 0, 0, 0, 0})
-				}
-			}
-			c.Close()
+	return serveConns(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		head := make([]byte, 2)
+		if _, err := io.ReadFull(br, head); err != nil {
+			return
 		}
-	}()
-	return ln.Addr().String()
+		_, _ = io.ReadFull(br, make([]byte, head[1])) // the methods
+		_, _ = c.Write([]byte{5, 0})                  // no authentication
+		req := make([]byte, 4)
+		if _, err := io.ReadFull(br, req); err == nil {
+			_, _ = c.Write([]byte{5, 5, 0, 1, 0, 0, 0, 0, 0, 0})
+		}
+	})
 }
 
 // failingReader fails every read with its error.
