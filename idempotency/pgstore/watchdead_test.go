@@ -9,6 +9,7 @@ import (
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/pgstore"
 	"github.com/saferetry/saferetry/internal/testenv"
+	"github.com/saferetry/saferetry/internal/testkit"
 )
 
 // listenThroughProxy returns a store whose LISTEN connection (and only
@@ -78,53 +79,5 @@ func TestWatchSurvivesASilentlyDeadListenConnection(t *testing.T) {
 	}
 
 	// Later notifications come through the new connection.
-	k2 := key("after")
-	ctx := ctxT(t)
-	c2, err := s.Claim(ctx, k2, "fp", time.Minute, time.Hour)
-	if err != nil || !c2.Acquired {
-		t.Fatalf("Claim = %+v, %v", c2, err)
-	}
-	settled2, stop2, err := s.Watch(ctx, k2)
-	if err != nil {
-		t.Fatalf("Watch: %v", err)
-	}
-	defer stop2()
-	if err := s.Complete(ctx, k2, c2.Token, idempotency.Response{Status: 201}, time.Hour); err != nil {
-		t.Fatalf("Complete: %v", err)
-	}
-	select {
-	case <-settled2:
-	case <-time.After(idle):
-		t.Fatalf("a completion after the recovery did not wake its waiter within %v", idle)
-	}
-}
-
-// TestWatchAfterAPartitionHeals: the LISTEN connection is stalled (every
-// byte held, as in a partition) for several idle periods, so that the
-// listener gives it up and tries new connections, stalled too, and the
-// entry settles meanwhile. Once the partition heals, the waiter must be
-// woken promptly, whichever connection then listens: a replaced one wakes
-// every waiter when it starts.
-func TestWatchAfterAPartitionHeals(t *testing.T) {
-	const idle = 100 * time.Millisecond
-	s, p := listenThroughProxy(t, idle)
-	k := key("partition")
-	c, settled := claimAndWatch(t, s, p, k)
-	p.SetStall(true)
-	if err := s.Complete(ctxT(t), k, c.Token, idempotency.Response{Status: 201}, time.Hour); err != nil {
-		t.Fatalf("Complete: %v", err)
-	}
-	select {
-	case <-settled:
-		t.Fatal("woken during the partition")
-	case <-time.After(10 * idle):
-	}
-	p.SetStall(false)
-	healed := time.Now()
-	select {
-	case <-settled:
-		t.Logf("woken %v after the partition healed", time.Since(healed))
-	case <-time.After(10 * idle):
-		t.Fatalf("the waiter was not woken within %v of the partition's end", 10*idle)
-	}
+	testkit.CompletionWakes(t, ctxT(t), s, s, key("after"), idle)
 }

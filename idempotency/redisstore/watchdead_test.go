@@ -10,6 +10,7 @@ import (
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/redisstore"
 	"github.com/saferetry/saferetry/internal/testenv"
+	"github.com/saferetry/saferetry/internal/testkit"
 )
 
 // TestWatchSurvivesASilentlyDeadSubscription: the subscription's
@@ -70,22 +71,5 @@ func TestWatchSurvivesASilentlyDeadSubscription(t *testing.T) {
 	}
 
 	// Later messages come through the new connection.
-	k2 := idempotency.Key{Scope: "s", Key: "after"}
-	c2, err := settler.Claim(ctx, k2, "fp", time.Minute, time.Hour)
-	if err != nil || !c2.Acquired {
-		t.Fatalf("Claim = %+v, %v", c2, err)
-	}
-	sub, stopSub, err := s.Watch(ctx, k2)
-	if err != nil {
-		t.Fatalf("Watch: %v", err)
-	}
-	defer stopSub()
-	if err := settler.Complete(ctx, k2, c2.Token, idempotency.Response{Status: 201}, time.Hour); err != nil {
-		t.Fatalf("Complete: %v", err)
-	}
-	select {
-	case <-sub:
-	case <-time.After(idle):
-		t.Fatalf("a completion after the recovery did not wake its waiter within %v", idle)
-	}
+	testkit.CompletionWakes(t, ctx, s, settler, idempotency.Key{Scope: "s", Key: "after"}, idle)
 }
