@@ -3,13 +3,11 @@ package pgstore_test
 import (
 	"context"
 	"net"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/saferetry/saferetry/idempotency/pgstore"
-	"github.com/saferetry/saferetry/internal/testenv"
 )
 
 // trackedConn is a connection dialled for the LISTEN connection's
@@ -36,12 +34,7 @@ func (c *trackedConn) Close() error {
 func TestCloseAfterAReplacedListenConnection(t *testing.T) {
 	const idle = 100 * time.Millisecond
 	pool := newPool(t)
-	cc := pool.Config().ConnConfig
-	p := testenv.StartProxy(t, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))
-	lc := cc.Copy()
-	host, port, _ := net.SplitHostPort(p.Addr())
-	n, _ := strconv.Atoi(port)
-	lc.Host, lc.Port = host, uint16(n)
+	lc, p := proxiedConfig(t, pool)
 	var (
 		mu    sync.Mutex
 		conns []*trackedConn

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/pgstore"
 	"github.com/saferetry/saferetry/internal/testenv"
@@ -18,15 +21,23 @@ import (
 func listenThroughProxy(t *testing.T, idle time.Duration) (*pgstore.Store, *testenv.Proxy) {
 	t.Helper()
 	pool := newPool(t)
+	lc, p := proxiedConfig(t, pool)
+	s := newStore(t, pool, pgstore.WithListenConfig(lc))
+	pgstore.SetWatchIdle(s, idle)
+	return s, p
+}
+
+// proxiedConfig returns a copy of pool's connection config that connects
+// through a proxy of the test's own to the same server, and the proxy.
+func proxiedConfig(t *testing.T, pool *pgxpool.Pool) (*pgx.ConnConfig, *testenv.Proxy) {
+	t.Helper()
 	cc := pool.Config().ConnConfig
 	p := testenv.StartProxy(t, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))
 	lc := cc.Copy()
 	host, port, _ := net.SplitHostPort(p.Addr())
 	n, _ := strconv.Atoi(port)
 	lc.Host, lc.Port = host, uint16(n)
-	s := newStore(t, pool, pgstore.WithListenConfig(lc))
-	pgstore.SetWatchIdle(s, idle)
-	return s, p
+	return lc, p
 }
 
 // claimAndWatch claims k on s, watches it, and waits until the LISTEN
