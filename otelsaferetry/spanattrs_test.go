@@ -226,3 +226,40 @@ func TestURLFullRedactsSignatureAfterSemicolon(t *testing.T) {
 		})
 	}
 }
+
+// TestURLFullRedactsOpaqueCredentials: a request whose URL carries its
+// authority in Opaque ("//user:password@host/path", which net/http sends
+// as the request target) has its credentials REDACTED from url.full as
+// a URL's User is; an opaque part without credentials is kept as sent.
+func TestURLFullRedactsOpaqueCredentials(t *testing.T) {
+	for _, tc := range []struct{ opaque, want string }{
+		{"//alice:hunter2@api.test/v1/file", "http://REDACTED:REDACTED@api.test/v1/file"},
+		{"//alice@api.test/v1/file", "http://REDACTED:REDACTED@api.test/v1/file"},
+		{"//a%40b:hunter2@api.test", "http://REDACTED:REDACTED@api.test"},
+		{"//api.test/v1/a@b", "http://api.test/v1/a@b"},
+		{"/v1/file", "http:/v1/file"},
+	} {
+		t.Run(tc.opaque, func(t *testing.T) {
+			r := newRig(t)
+			rt := otelsaferetry.NewTransport(roundTripFunc(func(req *http.Request) (*http.Response, error) {
+				return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+			}), r.options()...)
+			req, _ := http.NewRequest(http.MethodGet, "http://api.test/", nil)
+			req.URL.Opaque = tc.opaque
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			ended := r.spans.Ended()
+			if len(ended) != 2 {
+				t.Fatalf("%d spans ended, want 2", len(ended))
+			}
+			for _, sp := range ended {
+				if v, _ := attr(sp, "url.full"); v.AsString() != tc.want {
+					t.Errorf("span %q: url.full %q, want %q", sp.Name(), v.AsString(), tc.want)
+				}
+			}
+		})
+	}
+}
