@@ -99,17 +99,37 @@ func appendServer(dst []attribute.KeyValue, u *url.URL) []attribute.KeyValue {
 // redact from url.full by default.
 var signatureParams = []string{"AWSAccessKeyId", "Signature", "sig", "X-Goog-Signature"}
 
-// fullURL is u for url.full: credentials in it, and the values of
-// signature parameters, are REDACTED; the rest is as sent.
+// fullURL is u for url.full: credentials in it (in User, or in an
+// authority that Opaque carries), and the values of signature parameters,
+// are REDACTED; the rest is as sent.
 func fullURL(u *url.URL) attribute.KeyValue {
 	r := *u
 	if r.User != nil {
 		r.User = url.UserPassword("REDACTED", "REDACTED")
 	}
+	if strings.HasPrefix(r.Opaque, "//") {
+		r.Opaque = redactOpaqueUser(r.Opaque)
+	}
 	if r.RawQuery != "" && hasSignature(r.RawQuery) {
 		r.RawQuery = redactQuery(r.RawQuery)
 	}
 	return semconv.URLFull(r.String())
+}
+
+// redactOpaqueUser replaces the user information of an opaque part of
+// the form "//user:password@host/path", which net/http sends as the
+// request target, with REDACTED:REDACTED. An "@" after the authority (in
+// the path) is not user information.
+func redactOpaqueUser(opaque string) string {
+	authority := opaque[2:]
+	if i := strings.IndexByte(authority, '/'); i >= 0 {
+		authority = authority[:i]
+	}
+	at := strings.LastIndexByte(authority, '@')
+	if at < 0 {
+		return opaque
+	}
+	return "//REDACTED:REDACTED@" + opaque[2+at+1:]
 }
 
 // hasSignature reports whether query may hold a signature parameter, at
