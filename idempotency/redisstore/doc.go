@@ -168,7 +168,12 @@
 // at most once every 250 ms. It costs nothing while
 // the cluster is healthy, unlike a short reload interval, which would send
 // CLUSTER SLOTS from every client all the time and still leave up to one
-// interval of 503s. The first calls after the promotion that follow such a
+// interval of 503s. A reload cannot help with ASK, the answer of a slot
+// being migrated key by key for a key its owner no longer holds: the slot
+// stays the owner's until the migration ends, or for good if a reshard was
+// interrupted. So WithWait's pipeline follows an ASK itself, as go-redis
+// does for the commands it routes: it sends ASKING, the script and WAIT
+// again to the node the key is moving to, over a connection of its own. The first calls after the promotion that follow such a
 // reload reach the new primary: in the tests (cluster-node-timeout 1 s, a
 // retry storm on three instances), the failed primary's slots served again
 // 0.05 to 0.24 s after the promotion, which itself came 2.1 to 2.7 s after

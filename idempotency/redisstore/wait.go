@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,23 +32,72 @@ type shortPrimaries struct{ m sync.Map }
 // again, so that a write on a primary without replicas (a promoted one) does
 // not wait out the timeout twice. A WAIT that may outlast the client's
 // ReadTimeout (see waitAlone) also goes after the script, over the same
-// connection. When fewer replicas
+// connection. An ASK reply (the key's slot is migrating and the key is, or
+// goes, on the target) is followed: the pipeline goes again to the
+// target, after ASKING. When fewer replicas
 // acknowledge, or WAIT fails after the write, the error matches
 // ErrNotReplicated and the script's result comes with it.
 func (s *Store) runWait(ctx context.Context, sc *redis.Script, key string, wrote func(any) bool, args ...any) (any, error) {
-	var c interface {
-		Pipeline() redis.Pipeliner
-		Do(ctx context.Context, args ...any) *redis.Cmd
-	} = s.rdb
-	addr := ""
-	client, _ := s.rdb.(*redis.Client)
-	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
-		node, err := cc.MasterForKey(ctx, key)
-		if err != nil {
-			return nil, err
-		}
-		c, client, addr = node, node, node.Options().Addr
+	cc, ok := s.rdb.(*redis.ClusterClient)
+	if !ok {
+		client, _ := s.rdb.(*redis.Client)
+		return s.runWaitOn(ctx, s.rdb, client, "", false, sc, key, wrote, args...)
 	}
+	node, err := cc.MasterForKey(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.runWaitOn(ctx, node, node, node.Options().Addr, false, sc, key, wrote, args...)
+	target, ok := askTarget(err)
+	if !ok {
+		return res, err
+	}
+	// The slot is migrating and its owner no longer holds the key: the
+	// node it is moving to does, or will take a new one. go-redis follows
+	// such an ASK for the commands it routes itself, never for a
+	// pipeline sent to one node, and a reload of the slot map does not
+	// help, as the slot stays the source's until the migration ends
+	// (for good, if the reshard was interrupted): without following it,
+	// every write to a key already moved would fail, renewals and
+	// completions of claims in progress included. The target is asked
+	// over a client of its own, closed after the write, as it may be a
+	// node the cluster client's map does not list yet (one taking its
+	// first slots); ASK is rare enough for the dial not to matter.
+	opt := *node.Options()
+	opt.Addr, opt.NodeAddress = target, ""
+	// Options.init reads 0 as the 5 s default; the node's 0 means none.
+	if opt.ReadTimeout == 0 {
+		opt.ReadTimeout = -1
+	}
+	if opt.WriteTimeout == 0 {
+		opt.WriteTimeout = -1
+	}
+	opt.PoolSize, opt.MinIdleConns = 1, 0
+	at := redis.NewClient(&opt)
+	defer at.Close()
+	return s.runWaitOn(ctx, at, at, target, true, sc, key, wrote, args...)
+}
+
+// askTarget returns the node that an ASK reply in err redirects to.
+func askTarget(err error) (string, bool) {
+	if err == nil || !redis.HasErrorPrefix(err, "ASK ") {
+		return "", false
+	}
+	f := strings.Fields(err.Error())
+	if len(f) != 3 {
+		return "", false
+	}
+	return f[2], true
+}
+
+// runWaitOn is runWait on the node c (client, when it is a *redis.Client
+// rather than a failover client, at address addr: "" for a client that is
+// not a cluster); asking sends ASKING before the script, which an
+// importing node needs to take a key of a slot it does not own yet.
+func (s *Store) runWaitOn(ctx context.Context, c interface {
+	Pipeline() redis.Pipeliner
+	Do(ctx context.Context, args ...any) *redis.Cmd
+}, client *redis.Client, addr string, asking bool, sc *redis.Script, key string, wrote func(any) bool, args ...any) (any, error) {
 	keys := []string{key}
 	var pinned *redis.Conn
 	alone := s.waitAlone(ctx, client)
@@ -68,6 +118,9 @@ func (s *Store) runWait(ctx context.Context, sc *redis.Script, key string, wrote
 		var role, wait *redis.Cmd
 		if short {
 			role = pipe.Do(ctx, "ROLE")
+		}
+		if asking {
+			pipe.Do(ctx, "ASKING") // just before the script: ASKING holds for one command
 		}
 		var cmd *redis.Cmd
 		if byHash {
