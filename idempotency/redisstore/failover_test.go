@@ -27,13 +27,21 @@ import (
 // .ci/redis-cluster.sh on free ports (see testenv.FreePorts) and stopped
 // when the test ends.
 type ownCluster struct {
-	t      *testing.T
-	script string
-	dir    string
-	addrs  []string
+	t           *testing.T
+	script      string
+	dir         string
+	addrs       []string
+	nodeTimeout time.Duration // cluster-node-timeout
 }
 
 func startOwnCluster(t *testing.T) *ownCluster {
+	t.Helper()
+	return startOwnClusterTimeout(t, time.Second)
+}
+
+// startOwnClusterTimeout is startOwnCluster with cluster-node-timeout
+// nodeTimeout: how long a node may not answer before it is failed over.
+func startOwnClusterTimeout(t *testing.T, nodeTimeout time.Duration) *ownCluster {
 	t.Helper()
 	for _, bin := range []string{"bash", "redis-server", "redis-cli"} {
 		if _, err := exec.LookPath(bin); err != nil {
@@ -44,7 +52,7 @@ func startOwnCluster(t *testing.T) *ownCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &ownCluster{t: t, script: script, dir: filepath.Join(t.TempDir(), "cluster")}
+	c := &ownCluster{t: t, script: script, dir: filepath.Join(t.TempDir(), "cluster"), nodeTimeout: nodeTimeout}
 	base := testenv.FreePorts(t, 6, true)
 	t.Cleanup(func() { c.run("stop", c.dir) })
 	c.addrs = strings.Split(c.run("start", c.dir, strconv.Itoa(base)), ",")
@@ -55,7 +63,7 @@ func startOwnCluster(t *testing.T) *ownCluster {
 func (c *ownCluster) run(args ...string) string {
 	c.t.Helper()
 	cmd := exec.Command("bash", append([]string{c.script}, args...)...)
-	cmd.Env = append(os.Environ(), "NODE_TIMEOUT=1000")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("NODE_TIMEOUT=%d", c.nodeTimeout.Milliseconds()))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -68,6 +76,12 @@ func (c *ownCluster) run(args ...string) string {
 // kill9 sends SIGKILL to the node at addr.
 func (c *ownCluster) kill9(addr string) {
 	c.t.Helper()
+	c.signal(addr, syscall.SIGKILL)
+}
+
+// signal sends sig to the node at addr.
+func (c *ownCluster) signal(addr string, sig syscall.Signal) {
+	c.t.Helper()
 	_, port, _ := strings.Cut(addr, ":")
 	b, err := os.ReadFile(filepath.Join(c.dir, port, "redis.pid"))
 	if err != nil {
@@ -77,8 +91,8 @@ func (c *ownCluster) kill9(addr string) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		c.t.Fatalf("kill -9 %d (%s): %v", pid, addr, err)
+	if err := syscall.Kill(pid, sig); err != nil {
+		c.t.Fatalf("kill -%v %d (%s): %v", sig, pid, addr, err)
 	}
 }
 
