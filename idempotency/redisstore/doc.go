@@ -88,9 +88,11 @@
 // # Load and waiting requests
 //
 // Claim and Get (the request path) hold at most three quarters of the
-// client's pool (PoolSize; per node for a cluster) at once, so that Renew,
-// Complete and Release, which keep claims alive and record outcomes, always
-// find a connection. The Store implements idempotency.Watcher: a request
+// client's pool (PoolSize) at once, so that Renew, Complete and Release,
+// which keep claims alive and record outcomes, always find a connection.
+// A cluster client keeps a pool per node, and the bound is per primary
+// too: claims waiting on a primary that hangs (stopped, or cut off until
+// its failover) never hold up those of the others. The Store implements idempotency.Watcher: a request
 // waiting for an entry (idempotency.WithWaitForResult) marks its entry, the
 // complete and release scripts then PUBLISH the entry's name on
 // <prefix>settled in the same round trip, and one subscription of the

@@ -14,7 +14,6 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/internal/clock"
-	"github.com/saferetry/saferetry/internal/gate"
 	"github.com/saferetry/saferetry/internal/replaymix"
 	"github.com/saferetry/saferetry/internal/watchset"
 )
@@ -50,7 +49,7 @@ type Store struct {
 	bulkMax atomic.Int64
 	rdb     redis.UniversalClient
 	cfg     config
-	gate    gate.Gate
+	gates   gates
 	watch   watcher
 	reload  reloader
 	short   shortPrimaries
@@ -99,7 +98,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Store {
 	if cfg.waitN > 0 && cfg.waitTimeout < 0 {
 		panic(fmt.Sprintf("redisstore: WithWait(%d, %v): the timeout is negative (Redis refuses it, so every claim would fail)", cfg.waitN, cfg.waitTimeout))
 	}
-	s := &Store{rdb: rdb, cfg: cfg, gate: gate.New(poolSize(rdb)),
+	s := &Store{rdb: rdb, cfg: cfg, gates: newGates(rdb),
 		replay: replaymix.New(cfg.replayPath, replayEnter, replayLeave)}
 	s.watch.store, s.watch.idle, s.watch.pingWait = s, watchset.Idle, watchset.PingWait
 	s.reload.cluster, _ = rdb.(*redis.ClusterClient)
@@ -135,12 +134,14 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 	if err := checkLease(lease); err != nil {
 		return idempotency.ClaimResult{}, wrap(ctx, "claim", err)
 	}
-	if err := s.gate.Enter(ctx); err != nil {
+	name := s.redisKey(k)
+	g := s.gates.forKey(ctx, name)
+	if err := g.Enter(ctx); err != nil {
 		return idempotency.ClaimResult{}, wrap(ctx, "claim", err)
 	}
-	defer s.gate.Leave()
+	defer g.Leave()
 	if s.replay.ReadFirst() {
-		if e, ok, err := s.completedEntry(ctx, k); err != nil || ok {
+		if e, ok, err := s.completedEntry(ctx, name); err != nil || ok {
 			if err != nil {
 				return idempotency.ClaimResult{}, wrap(ctx, "claim", err)
 			}
@@ -148,7 +149,7 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 			return idempotency.ClaimResult{Entry: e}, nil
 		}
 	}
-	res, err := s.run(ctx, claimScript, s.redisKey(k), isAcquired,
+	res, err := s.run(ctx, claimScript, name, isAcquired,
 		encodeFingerprint(fingerprint), micros(lease), millis(ttl))
 	if errors.Is(err, ErrNotReplicated) && isAcquired(res) {
 		s.undoClaim(ctx, k, res)
@@ -173,11 +174,11 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 	return idempotency.ClaimResult{Entry: e}, nil
 }
 
-// completedEntry is Claim's fast path (see replayEnter): the entry of k
-// read with GET, ok only when it is completed. A hash entry of an earlier
+// completedEntry is Claim's fast path (see replayEnter): the entry named
+// name read with GET, ok only when it is completed. A hash entry of an earlier
 // version, which GET answers WRONGTYPE, is left to the claim script.
-func (s *Store) completedEntry(ctx context.Context, k idempotency.Key) (idempotency.Entry, bool, error) {
-	v, err := s.rdb.Get(ctx, s.redisKey(k)).Result()
+func (s *Store) completedEntry(ctx context.Context, name string) (idempotency.Entry, bool, error) {
+	v, err := s.rdb.Get(ctx, name).Result()
 	if errors.Is(err, redis.Nil) || redis.HasErrorPrefix(err, "WRONGTYPE") {
 		return idempotency.Entry{}, false, nil
 	}
@@ -274,11 +275,13 @@ func (s *Store) Release(ctx context.Context, k idempotency.Key, token int64) err
 
 // Get implements idempotency.Store in one round trip.
 func (s *Store) Get(ctx context.Context, k idempotency.Key) (idempotency.Entry, bool, error) {
-	if err := s.gate.Enter(ctx); err != nil {
+	name := s.redisKey(k)
+	g := s.gates.forKey(ctx, name)
+	if err := g.Enter(ctx); err != nil {
 		return idempotency.Entry{}, false, wrap(ctx, "get", err)
 	}
-	defer s.gate.Leave()
-	res, err := s.run(ctx, getScript, s.redisKey(k), nil)
+	defer g.Leave()
+	res, err := s.run(ctx, getScript, name, nil)
 	if err != nil {
 		return idempotency.Entry{}, false, wrap(ctx, "get", err)
 	}

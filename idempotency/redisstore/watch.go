@@ -43,10 +43,11 @@ func (w *watcher) channel() string { return w.store.cfg.prefix + "settled" }
 func (s *Store) Watch(ctx context.Context, k idempotency.Key) (<-chan struct{}, func(), error) {
 	name := s.redisKey(k)
 	mark := func(ctx context.Context) error {
-		if err := s.gate.Enter(ctx); err != nil {
+		g := s.gates.forKey(ctx, name)
+		if err := g.Enter(ctx); err != nil {
 			return err
 		}
-		defer s.gate.Leave()
+		defer g.Leave()
 		marked, err := watchScript.Run(ctx, s.rdb, []string{name}).Int()
 		s.reload.failed(err)
 		if err == nil && marked == 0 {
