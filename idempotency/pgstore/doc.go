@@ -130,8 +130,9 @@
 // hours of silence) or idle_in_transaction_session_timeout does (set it
 // above the longest a handler keeps its transaction idle). A concurrent
 // duplicate blocks on the uncommitted row (each wait bounded by the lock
-// timeout, WithLockTimeout, so once for every transaction it finds holding
-// the key) and then replays the committed outcome, acquires the key if the
+// timeout, WithLockTimeout, or by nine tenths of the session's
+// statement_timeout when that is shorter, so once for every transaction
+// it finds holding the key) and then replays the committed outcome, acquires the key if the
 // first transaction rolled back, or reports the operation in progress when
 // the wait times out.
 //

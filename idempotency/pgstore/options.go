@@ -60,7 +60,10 @@ func WithTable(name string) Option {
 // the key in progress. It is set with SET LOCAL for the claim statement only,
 // so the handler's own statements keep the session's lock_timeout. Zero or
 // negative means DefaultLockTimeout; the value is rounded up to whole
-// milliseconds. Lease mode ignores it.
+// milliseconds. A session whose statement_timeout (set for the role or the
+// database, say) is shorter waits nine tenths of that instead, so that the
+// wait ends as a key in progress rather than as a statement that failed.
+// Lease mode ignores it.
 func WithLockTimeout(d time.Duration) Option {
 	return func(c *config) { c.lockTimeout = d }
 }

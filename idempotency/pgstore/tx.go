@@ -86,11 +86,27 @@ type TxStore struct {
 const restoreLockTimeoutSQL = `SELECT pg_catalog.set_config('lock_timeout', current_setting('pgstore.lock_timeout'), true)`
 
 // boundLockTimeoutSQL returns the statement that saves lock_timeout and
-// sets it to ms milliseconds for the transaction, with the extra columns
-// (SQL that follows the first column in the SELECT list).
+// sets it to lockTimeoutSQL(ms) for the transaction, with the extra
+// columns (SQL that follows the first column in the SELECT list).
 func boundLockTimeoutSQL(ms int64, extra string) string {
-	return fmt.Sprintf(`SELECT pg_catalog.set_config('lock_timeout', '%d', true)%s
-FROM (SELECT pg_catalog.set_config('pgstore.lock_timeout', current_setting('lock_timeout'), true)) AS saved`, ms, extra)
+	return fmt.Sprintf(`SELECT pg_catalog.set_config('lock_timeout', %s, true)%s
+FROM (SELECT pg_catalog.set_config('pgstore.lock_timeout', current_setting('lock_timeout'), true)) AS saved`, lockTimeoutSQL(ms), extra)
+}
+
+// lockTimeoutSQL returns the text of the lock timeout a claim waits with,
+// in milliseconds: ms, or nine tenths of the session's statement_timeout
+// when that is shorter. PostgreSQL times each statement of a batch on its
+// own, so a statement_timeout under ms (an operator's, set for a role or
+// the database, often 1 s against DefaultLockTimeout's 2 s) would cut the
+// wait as a failed statement (SQLSTATE 57014), which the Middleware
+// answers 503 ProblemStoreUnavailable; ended by the lock timeout first, it
+// is a key in progress (409), as WithLockTimeout promises. The session's
+// statement_timeout itself is left as it is. Without one (the usual
+// case), the cost is reading the setting: the interval is parsed only
+// when there is one.
+func lockTimeoutSQL(ms int64) string {
+	return fmt.Sprintf(`CASE current_setting('statement_timeout') WHEN '0' THEN '%d'
+		ELSE greatest(1, least(%d, (extract(epoch FROM current_setting('statement_timeout')::interval) * 900)::bigint))::text END`, ms, ms)
 }
 
 // NewTx returns a TxStore over pool. The options are those of New;
@@ -119,15 +135,15 @@ func NewTx(pool *pgxpool.Pool, opts ...Option) *TxStore {
 const readCommittedCheckSQL = `CAST(CASE WHEN current_setting('transaction_isolation') <> 'read committed' THEN '` + notReadCommittedText + `' END AS integer)`
 
 // boundReadCommittedSQL returns the query that saves lock_timeout and sets
-// it to ms milliseconds for the transaction, failing unless the
+// it to lockTimeoutSQL(ms) for the transaction, failing unless the
 // transaction is read committed: preludeSQL as a subquery, whose one row
 // claimNewSQL inserts from, so that it runs before the insert. The check
 // is in set_config's argument because PostgreSQL leaves a subquery with a
 // volatile function in its select list as it is, evaluated, where it could
 // drop an unused column of stable functions only.
 func boundReadCommittedSQL(ms int64) string {
-	return fmt.Sprintf(`SELECT pg_catalog.set_config('lock_timeout', coalesce(%s::text, '%d'), true)
-	FROM (SELECT pg_catalog.set_config('pgstore.lock_timeout', current_setting('lock_timeout'), true)) AS saved`, readCommittedCheckSQL, ms)
+	return fmt.Sprintf(`SELECT pg_catalog.set_config('lock_timeout', coalesce(%s::text, %s), true)
+	FROM (SELECT pg_catalog.set_config('pgstore.lock_timeout', current_setting('lock_timeout'), true)) AS saved`, readCommittedCheckSQL, lockTimeoutSQL(ms))
 }
 
 // BeginTx implements idempotency.TxStore. It takes a connection from the
