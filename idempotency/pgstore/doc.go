@@ -66,7 +66,10 @@
 // renewal and closed by Close), outside the pool given to New: a burst of
 // requests, or the handlers' own queries on that pool, never makes a
 // renewal wait for a connection. They are never pinged before use and
-// Renew uses pgx.QueryExecModeExec, so a renewal is one round trip. In the
+// Renew uses pgx.QueryExecModeExec, so a renewal is one round trip; a
+// renewal that finds its connection ended by the server or the network
+// closes them all (they most likely ended together, as in a restart or a
+// failover), so that the next renewal opens a fresh one. In the
 // pool given to New, Claim and Get (the request path) hold at most three
 // quarters of the connections at once, so that Complete and Release, which
 // record outcomes, find one free of the Store's own waiters; whatever else

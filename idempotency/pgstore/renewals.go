@@ -2,8 +2,10 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"sync"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -17,8 +19,8 @@ const DefaultRenewalConns = 2
 // round trip: its connections are opened ahead, in the background, at the
 // Store's first renewal, kept open, and never pinged before use (pgxpool
 // pings a connection idle over a second by default; a broken connection
-// makes one renewal fail, and the next runs on a fresh connection). Until
-// one of them is open, renewals use the main pool.
+// makes one renewal fail, and the next runs on a fresh connection, see
+// connBroken). Until one of them is open, renewals use the main pool.
 type renewals struct {
 	mu     sync.Mutex
 	pool   *pgxpool.Pool
@@ -66,6 +68,28 @@ func (s *Store) renewalPool() *pgxpool.Pool {
 	// Once warm, always: with its kept connections busy, a renewal opens
 	// another (one round trip more, and none queued behind requests).
 	return r.pool
+}
+
+// connBroken reports whether a renewal's error shows its connection
+// broken rather than a statement failing or the renewal timing out: the
+// server ended the session (a FATAL error: a restart, a failover,
+// pg_terminate_backend) or the network failed. Renew then closes every
+// connection of the renewal pool (pgxpool.Pool.Reset; those in use when
+// they come back), since they were opened to the same server and most
+// likely broke with it: never pinged, each would otherwise fail one
+// renewal in turn, and with more of them than the retries that fit in a
+// lease, a claim whose store answers again at once would be counted lost.
+// A timeout is left alone: pgx closes that connection itself, and a slow
+// server is not made to accept a round of new connections.
+func connBroken(err error) bool {
+	if pgErr := pgError(err); pgErr != nil {
+		sev := pgErr.SeverityUnlocalized // Severity is in lc_messages' language
+		if sev == "" {
+			sev = pgErr.Severity
+		}
+		return sev == "FATAL" || sev == "PANIC"
+	}
+	return !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && !pgconn.Timeout(err)
 }
 
 // Close closes the connections the Store opened itself: those it keeps for

@@ -592,7 +592,11 @@ func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease
 	if lease < time.Microsecond {
 		return fmt.Errorf("pgstore: renew: %w, got %v", errNonPositiveLease, lease)
 	}
-	tag, err := s.renewalPool().Exec(ctx, s.sql.renew, pgx.QueryExecModeExec, pgtext.Encode(k.Scope), pgtext.Encode(k.Key), token, lease.Microseconds())
+	pool := s.renewalPool()
+	tag, err := pool.Exec(ctx, s.sql.renew, pgx.QueryExecModeExec, pgtext.Encode(k.Scope), pgtext.Encode(k.Key), token, lease.Microseconds())
+	if err != nil && pool != s.pool && connBroken(err) {
+		pool.Reset() // see connBroken
+	}
 	return checkTag("renew", tag.RowsAffected(), err)
 }
 
