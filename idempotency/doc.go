@@ -37,7 +37,7 @@
 //	previous holder's lease lapsed                 takeover with a higher token         yes
 //	completed with an oversize response            410 ProblemResponseTooLarge          no
 //	store unreachable                              503 ProblemStoreUnavailable          no (fail closed)
-//	transaction not committed (transactional mode) 503 ProblemCommitFailed              yes, rolled back
+//	transaction not committed (transactional mode) 503 ProblemCommitFailed              yes, unless committed
 //
 // # Keys and fingerprints
 //
@@ -281,7 +281,7 @@
 //	ProblemResponseTooLarge  410     completed, response too large to replay         no, it happened
 //	ProblemScopeUnavailable  500     scope function failed                           server fix needed
 //	ProblemStoreUnavailable  503     store unreachable, nothing ran                  yes, same key
-//	ProblemCommitFailed      503     transaction not committed, nothing kept         yes, same key
+//	ProblemCommitFailed      503     commit failed or not confirmed                  yes, same key
 //
 // # OpenAPI
 //

@@ -273,7 +273,7 @@ var oaProblems = []oaProblemDoc{
 	{ProblemResponseTooLarge, "IdempotencyProblemResponseTooLarge", "The operation completed, but its answer was too large to store; original_status is its status. It will not run again.", http.StatusGone},
 	{ProblemScopeUnavailable, "IdempotencyProblemScopeUnavailable", "The owner of the key could not be determined, so nothing ran.", http.StatusInternalServerError},
 	{ProblemStoreUnavailable, "IdempotencyProblemStoreUnavailable", "The idempotency store could not be reached, so nothing ran. Retry after Retry-After with the same key.", http.StatusServiceUnavailable},
-	{ProblemCommitFailed, "IdempotencyProblemCommitFailed", "The operation ran, but its transaction could not be committed, so nothing was kept. Retry with the same key.", http.StatusServiceUnavailable},
+	{ProblemCommitFailed, "IdempotencyProblemCommitFailed", "The operation ran, but its transaction was not committed, or its commit was not confirmed. Retry with the same key: a committed operation is replayed, one rolled back runs again.", http.StatusServiceUnavailable},
 }
 
 // answers reports whether the Middleware with policy p may answer with

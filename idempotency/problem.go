@@ -31,8 +31,10 @@ const (
 	// Retry-After delay with the same key.
 	ProblemStoreUnavailable = problemBase + "ProblemStoreUnavailable"
 	// ProblemCommitFailed (503): in transactional mode the handler ran but
-	// its transaction could not be committed, so nothing it did was kept.
-	// Retry with the same key.
+	// its transaction was not committed (it was rolled back), or its COMMIT
+	// got no answer, so whether it was kept is not known. Retry with the
+	// same key: a committed operation is replayed, one rolled back runs
+	// again.
 	ProblemCommitFailed = problemBase + "ProblemCommitFailed"
 	// ProblemRequestTooLarge (413): the request body is over the limit set
 	// with WithMaxRequestBody. Nothing was run.

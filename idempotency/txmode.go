@@ -122,11 +122,12 @@ func (c *txClaim) finish(q *request) {
 }
 
 // commitFailed rolls back and answers 503: the client never sees a success
-// that was not kept.
+// that was not kept. A COMMIT that got no answer may have gone through;
+// the retry with the same key then replays its outcome.
 func (c *txClaim) commitFailed(q *request, ev Event, err error) {
 	m := q.m
 	m.rollback(context.WithoutCancel(q.r.Context()), q.claim.key, c.tx)
-	m.cfg.logger.LogAttrs(q.r.Context(), slog.LevelError, "idempotency: commit failed; the handler's work was rolled back and the client gets 503",
+	m.cfg.logger.LogAttrs(q.r.Context(), slog.LevelError, "idempotency: commit failed or not confirmed; the handler's work was rolled back unless the commit went through, and the client gets 503",
 		slog.String("scope", q.claim.key.Scope), slog.String("key", q.claim.key.Key), slog.Int64("token", q.claim.token),
 		slog.Int("status", ev.Status), slog.Any("error", err))
 	// The handler's headers describe a response that is not sent.
@@ -134,7 +135,7 @@ func (c *txClaim) commitFailed(q *request, ev Event, err error) {
 	ev.Outcome, ev.Status, ev.Err = OutcomeStoreError, http.StatusServiceUnavailable, err
 	m.emit(ev)
 	writeProblem(q.w, problem{Type: ProblemCommitFailed, Status: http.StatusServiceUnavailable, Key: q.claim.key.Key,
-		Detail: "The operation could not be committed, so nothing was done. Retry with the same key."}, storeRetryAfter)
+		Detail: "The operation could not be committed, or its commit was not confirmed. Retry with the same key: a committed operation is replayed, one that was not runs again."}, storeRetryAfter)
 }
 
 // rollback rolls tx back, logging a failure: there is nothing else to do
