@@ -52,7 +52,8 @@ func (c *Client) Transport() *Transport { return c.transport }
 // status below 400 it returns the response, whose body the caller must
 // close. For a final status of 400 or above it reads up to the
 // error-body limit, closes the body and returns a nil response with an
-// [*APIError]. An operation that ends without a response returns an
+// [*APIError] (with the read's error in BodyErr when the body was cut
+// short). An operation that ends without a response returns an
 // error matching [ErrOutcomeUnknown] or [ErrNotSent] (wrapped in a
 // *url.Error by net/http), from which errors.As finds the [*Error] with
 // the key.
@@ -102,7 +103,7 @@ func (c *Client) Do(req *http.Request) (*http.Response, error) {
 
 func (c *Client) apiError(resp *http.Response, call *callContext) *APIError {
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, c.maxErrorBody))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, c.maxErrorBody))
 	e := &APIError{
 		StatusCode: resp.StatusCode,
 		Header:     resp.Header,
@@ -110,6 +111,7 @@ func (c *Client) apiError(resp *http.Response, call *callContext) *APIError {
 		Attempts:   call.attempts,
 		Replayed:   contract.Replayed(resp.Header),
 		Body:       body,
+		BodyErr:    err,
 	}
 	if e.Key == "" {
 		e.Key, _ = KeyFromResponse(resp)

@@ -149,6 +149,13 @@ type APIError struct {
 	// Body holds the start of the response body, at most the Client's
 	// error-body limit (64 KiB by default).
 	Body []byte
+	// BodyErr is the error that cut the reading of Body short (the
+	// connection broke or the context ended before the body was whole),
+	// nil when the body was read whole or up to the limit. The status
+	// stands; Body and Problem are then what arrived, not the server's
+	// whole document. An error answer that the server stored (a 4xx other
+	// than 408 and 429) is replayed whole when asked for again with Key.
+	BodyErr error
 	// Problem is the parsed RFC 9457 problem document, or nil when the
 	// response was not application/problem+json or did not parse.
 	Problem *Problem
@@ -171,7 +178,8 @@ type Problem struct {
 	Instance string `json:"instance,omitempty"`
 }
 
-// Error describes the status, the problem detail if any, and the key.
+// Error describes the status, the problem detail if any, the key, and
+// the error that cut the body short if any.
 func (e *APIError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "saferetry: HTTP %d", e.StatusCode)
@@ -192,6 +200,11 @@ func (e *APIError) Error() string {
 	if e.Key != "" {
 		b.WriteString(" (key ")
 		b.WriteString(strconv.Quote(e.Key))
+		b.WriteString(")")
+	}
+	if e.BodyErr != nil {
+		b.WriteString(" (body cut short: ")
+		b.WriteString(e.BodyErr.Error())
 		b.WriteString(")")
 	}
 	return b.String()
