@@ -7,6 +7,12 @@
 // never waits past the context deadline, and spends retries from a budget so
 // that an outage does not turn into a retry storm. A failure after which the
 // server may or may not have acted is reported as [ErrOutcomeUnknown].
+// A response whose body breaks off (the connection lost after its
+// header: a read of the body fails, or [APIError.BodyErr] is set) still
+// tells by its status how the operation ended; for the whole answer, ask
+// again under its key ([KeyFromResponse], then [WithKey]) to get the
+// server's stored answer replayed, never under a new key, which could
+// repeat a success.
 //
 // The [Client] wraps an [http.Client] built on the Transport and turns every
 // final status of 400 or above into an [*APIError]. Package

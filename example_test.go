@@ -155,3 +155,71 @@ func ExampleError() {
 	// Output:
 	// true debit-7 2
 }
+
+// cutFirstAnswerServer executes each key once and keeps its answer, but
+// loses the connection half-way through the first answer's body; asked
+// again with the key, it replays the answer whole.
+func cutFirstAnswerServer() *httptest.Server {
+	var mu sync.Mutex
+	answers := map[string]string{}
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		key := r.Header.Get(saferetry.HeaderIdempotencyKey)
+		mu.Lock()
+		answer, done := answers[key]
+		if !done {
+			answer = fmt.Sprintf(`{"debit":%q,"status":"paid"}`, body)
+			answers[key] = answer
+		}
+		mu.Unlock()
+		if done {
+			w.Header().Set(saferetry.HeaderReplayed, "true")
+			w.WriteHeader(http.StatusCreated)
+			io.WriteString(w, answer)
+			return
+		}
+		fmt.Println("server: executed")
+		conn, buf, _ := w.(http.Hijacker).Hijack()
+		fmt.Fprintf(buf, "HTTP/1.1 201 Created\r\nContent-Length: %d\r\n\r\n%s", len(answer), answer[:len(answer)/2])
+		buf.Flush()
+		conn.Close() // the debit is done; its answer is cut short
+	}))
+}
+
+// A response whose body cannot be read whole belongs to an operation
+// that happened: its status says how it ended. Ask again under its key
+// (KeyFromResponse, then WithKey) for the stored answer, replayed whole,
+// never under a new key, which would debit twice.
+func ExampleKeyFromResponse() {
+	srv := cutFirstAnswerServer()
+	defer srv.Close()
+	client := saferetry.NewClient()
+	debit := func(ctx context.Context) (*http.Response, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader("debit 1500"))
+		return client.Do(req)
+	}
+
+	resp, err := debit(context.Background())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_, err = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode, err)
+	if err != nil {
+		key, _ := saferetry.KeyFromResponse(resp)
+		resp, err = debit(saferetry.WithKey(context.Background(), key))
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		fmt.Println(resp.StatusCode, resp.Header.Get(saferetry.HeaderReplayed), string(body))
+	}
+	// Output:
+	// server: executed
+	// 201 unexpected EOF
+	// 201 true {"debit":"debit 1500","status":"paid"}
+}

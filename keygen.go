@@ -39,7 +39,9 @@ func KeyFromContext(ctx context.Context) (string, bool) {
 
 // KeyFromResponse returns the Idempotency-Key that the request answered by
 // resp carried, decoded as by [ParseKey], and false when resp, its Request
-// or the header is missing, or the header is not a valid key.
+// or the header is missing, or the header is not a valid key. A caller
+// whose read of resp's body fails asks again under this key (see
+// [WithKey]) to get the stored answer replayed whole.
 func KeyFromResponse(resp *http.Response) (string, bool) {
 	if resp == nil || resp.Request == nil {
 		return "", false
