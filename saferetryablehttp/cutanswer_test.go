@@ -123,3 +123,24 @@ func TestRetryableCutSuccessBodyReasked(t *testing.T) {
 		})
 	}
 }
+
+// TestRetryableCutRedirectHop: a POST redirected by 307 to a hop whose
+// server executes it and is killed before answering. The request is sent
+// again from its first hop with the same key, and the second hop replays.
+func TestRetryableCutRedirectHop(t *testing.T) {
+	c, srv, keys := cutClient(t, testkit.CutBeforeHead, true)
+	req, _ := retryablehttp.NewRequest(http.MethodPost, "http://"+(*srv).Addr+"/first", []byte("debit 1500"))
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("got %v, want the replay", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	key := oneKey(t, *keys, 2)
+	if k, _ := saferetry.KeyFromResponse(resp); k != key || resp.StatusCode != http.StatusCreated || resp.Header.Get(saferetry.HeaderReplayed) != "true" || string(b) != testkit.CutAnswer("debit 1500", key) {
+		t.Errorf("got %d %q under key %q, want the replayed 201 under %q", resp.StatusCode, b, k, key)
+	}
+	if ex := (*srv).Executions(); len(ex) != 1 || ex[0] != "/second "+key {
+		t.Errorf("executions %q, want 1 of /second", ex)
+	}
+}
