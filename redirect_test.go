@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/saferetry/saferetry/internal/testkit"
@@ -96,5 +97,73 @@ func TestCrossOriginRedirectWithoutBodyDropsTheKey(t *testing.T) {
 		if got := req.Header.Get(HeaderIdempotencyKey); fromHeader && got != "debit-7" {
 			t.Fatalf("the caller's header was modified: %q", got)
 		}
+	}
+}
+
+// TestRedirectOfABodyWithoutGetBody: Client.Do buffers a body without
+// GetBody to make it replayable, and a 307 or 308 hop replays it: the
+// redirect is followed with the body and the key, as for a body with
+// GetBody, rather than the 307 being returned as the answer to an
+// operation that never ran. A body over the buffer limit cannot be
+// replayed: the 307 comes back as it is.
+func TestRedirectOfABodyWithoutGetBody(t *testing.T) {
+	for _, code := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		rc := testkit.NewRecorder(testkit.StatusH(code, "Location", "/v2/debits"), testkit.Status(201))
+		req := newReq(t, context.Background(), http.MethodPost, "card 4242")
+		req.GetBody = nil
+		resp, err := testClient(rc).Do(req)
+		if err != nil {
+			t.Fatalf("%d: %v", code, err)
+		}
+		resp.Body.Close()
+		s := rc.Seen()
+		if resp.StatusCode != http.StatusCreated || len(s) != 2 || len(s[1].Keys) != 1 || s[1].Keys[0] != s[0].Keys[0] || s[1].Body != "card 4242" {
+			t.Errorf("%d: got %d after round trips %+v; want the 201 of the second hop, with the key and body on both", code, resp.StatusCode, s)
+		}
+		if req.GetBody != nil {
+			t.Errorf("%d: the caller's request got a GetBody", code)
+		}
+	}
+	rc := testkit.NewRecorder(testkit.StatusH(http.StatusTemporaryRedirect, "Location", "/v2/debits"), testkit.Status(201))
+	req := newReq(t, context.Background(), http.MethodPost, "card 4242")
+	req.GetBody = nil
+	resp, err := testClient(rc, WithMaxBufferedBody(4)).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if s := rc.Seen(); resp.StatusCode != http.StatusTemporaryRedirect || len(s) != 1 || s[0].Body != "card 4242" {
+		t.Errorf("over the buffer limit: got %d after round trips %+v; want the 307, the body sent once", resp.StatusCode, s)
+	}
+}
+
+// TestClientBodyWithoutGetBodyKeepsTheTransportsRules: under Client.Do, a
+// body without GetBody is replayed on a retry when it fits the buffer, sent
+// once when it does not, and one whose reading fails is closed and not
+// sent, with the key in the ErrNotSent: as through the Transport alone.
+func TestClientBodyWithoutGetBodyKeepsTheTransportsRules(t *testing.T) {
+	for _, tc := range []struct {
+		limit    int64
+		attempts int
+	}{{1 << 10, 2}, {4, 1}} {
+		rc := testkit.NewRecorder(testkit.Status(503), testkit.Status(201))
+		pb := &plainBody{r: strings.NewReader("card 4242")}
+		req, _ := http.NewRequest(http.MethodPost, "http://api.test/v1/debits", pb)
+		resp, err := testClient(rc, WithMaxBufferedBody(tc.limit)).Do(req)
+		if resp != nil {
+			resp.Body.Close()
+		}
+		s := rc.Seen()
+		if len(s) != tc.attempts || s[len(s)-1].Body != "card 4242" || !pb.closed.Load() {
+			t.Errorf("limit %d: %v, %v after round trips %+v (closed %v); want %d attempts with the body, the body closed", tc.limit, resp, err, s, pb.closed.Load(), tc.attempts)
+		}
+	}
+	rc := testkit.NewRecorder(testkit.Status(201))
+	pb := &plainBody{err: errors.New("disk on fire")}
+	req, _ := http.NewRequestWithContext(WithKey(context.Background(), "k-1"), http.MethodPost, "http://api.test/v1/debits", pb)
+	_, err := testClient(rc).Do(req)
+	var e *Error
+	if !errors.Is(err, ErrNotSent) || !errors.As(err, &e) || e.Key != "k-1" || !strings.Contains(err.Error(), "disk on fire") || !pb.closed.Load() || len(rc.Seen()) != 0 {
+		t.Errorf("a body that fails: %v (closed %v, round trips %d); want ErrNotSent with key k-1 and the read error, the body closed, nothing sent", err, pb.closed.Load(), len(rc.Seen()))
 	}
 }
