@@ -32,6 +32,13 @@ func newBody(req *http.Request, limit int64) (body, error) {
 	if req.Body == nil || req.Body == http.NoBody || req.GetBody != nil {
 		return b, nil
 	}
+	switch rb := req.Body.(type) {
+	case failedBody: // Client.Do's buffering failed (see redirectableBody)
+		return body{}, rb.err
+	case *prefixedBody: // Client.Do found it too large to buffer
+		b.replayable = false
+		return b, nil
+	}
 	buf, err := readPrefix(req, limit+1)
 	if err != nil {
 		req.Body.Close()
@@ -122,6 +129,34 @@ type prefixedBody struct {
 }
 
 func (p *prefixedBody) Close() error { return p.c.Close() }
+
+// redirectableBody buffers the body of req, a request that [Client.Do]
+// hands to net/http, when it has no GetBody, as the Transport would for
+// its attempts: net/http follows a 307 or 308 only when the request has
+// GetBody, and returns the redirect as the answer otherwise, though the
+// operation never ran. A body over limit stays as it is, and so does the
+// redirect. The Transport takes what redirectableBody did over, without
+// reading the body again: a buffered body has GetBody, a body found too
+// large or whose reading failed is marked so.
+func redirectableBody(req *http.Request, limit int64) {
+	b, err := newBody(req, limit)
+	switch {
+	case err != nil:
+		req.Body = failedBody{err}
+	case b.buffered:
+		rc, _ := b.next()
+		b.apply(req, rc)
+	default:
+		req.Body = b.first
+	}
+}
+
+// failedBody stands for a request body whose buffering failed (see
+// redirectableBody): newBody returns its error, as if it had read it.
+type failedBody struct{ err error }
+
+func (f failedBody) Read([]byte) (int, error) { return 0, f.err }
+func (failedBody) Close() error               { return nil }
 
 // cancelOnClose ends an attempt's context when the caller closes the final
 // response body, which must stay readable until then.

@@ -60,11 +60,15 @@ func (c *Client) Transport() *Transport { return c.transport }
 //
 // A key generated for it is chosen before the first hop, so that a 307 or
 // 308 redirect, which net/http follows with a new RoundTrip, repeats the
-// operation under the same key. The Transport knows the next hop by the
-// response it follows (for the first, req's own Response, usually none). A
-// RoundTripper put around the Transport (on [Client.HTTPClient]) must keep
-// each hop's Response (as Clone and WithContext do) and return the
-// Transport's responses as they are, as otelhttp's does. A hop that failed
+// operation under the same key. A body without GetBody, which net/http
+// needs to follow a 307 or 308, is buffered as the Transport would (see
+// [WithMaxBufferedBody]) before the first hop; a larger body is sent once,
+// and its redirect is returned as the answer. The Transport knows the next
+// hop by the response it follows (for the first, req's own Response,
+// usually none). A RoundTripper put around the Transport (on
+// [Client.HTTPClient]) must keep each hop's Response (as Clone and
+// WithContext do) and return the Transport's responses as they are, as
+// otelhttp's does. A hop that failed
 // and is sent again is the same hop (whose outcome stays unknown once a
 // try of it may have reached the server); one sent again after it got a
 // response is not (leave such retries to the Transport). Such a
@@ -90,6 +94,9 @@ func (c *Client) Do(req *http.Request) (*http.Response, error) {
 	first := req.WithContext(call)
 	if c.hc.Jar != nil {
 		first.Header = req.Header.Clone()
+	}
+	if req.GetBody == nil && retrypolicy.HasBody(req) {
+		redirectableBody(first, c.transport.cfg.maxBufferedBody)
 	}
 	resp, err := c.hc.Do(first)
 	if err != nil {
