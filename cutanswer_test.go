@@ -231,6 +231,28 @@ func TestCutRedirectHop(t *testing.T) {
 		}
 		leaks(r)
 	})
+	t.Run("before answering, body without GetBody", func(t *testing.T) {
+		leaks := checkLeaks(t)
+		r := newCutRig(t, testkit.CutBeforeHead, true)
+		req, err := http.NewRequest(http.MethodPost, r.url("/first"), opaqueBody{strings.NewReader("debit 1500")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := r.client.Do(req)
+		if err != nil {
+			t.Fatalf("got %v, want the replay", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		key := sameKeys(t, r.keys(), 3)
+		if resp.StatusCode != http.StatusCreated || resp.Header.Get(saferetry.HeaderReplayed) != "true" || string(b) != testkit.CutAnswer("debit 1500", key) {
+			t.Errorf("got %d %q, want the replayed 201", resp.StatusCode, b)
+		}
+		if ex := r.srv.Executions(); len(ex) != 1 || ex[0] != "/second "+key {
+			t.Errorf("executions %q, want 1 of /second", ex)
+		}
+		leaks(r)
+	})
 	t.Run("mid-body", func(t *testing.T) {
 		leaks := checkLeaks(t)
 		r := newCutRig(t, testkit.CutMidBody, false)
