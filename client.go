@@ -41,8 +41,9 @@ func NewClient(opts ...Option) *Client {
 
 // HTTPClient returns the underlying http.Client, for APIs that want one.
 // Requests made through it are retried by the Transport but get no
-// [*APIError] for error statuses, and a generated key is chosen per
-// redirect hop (see [Transport]).
+// [*APIError] for error statuses, a generated key is chosen per redirect
+// hop (see [Transport]), and net/http returns a 307 or 308 as the answer
+// when the request's body has no GetBody.
 func (c *Client) HTTPClient() *http.Client { return c.hc }
 
 // Transport returns the Client's Transport.
