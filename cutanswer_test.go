@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/saferetry/saferetry"
+	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/internal/testkit"
+	"github.com/saferetry/saferetry/mockserver"
 )
 
 // TestCutAnswerServerChild is the cut-answer server of the child processes
@@ -334,3 +336,41 @@ func TestCutMidUpload(t *testing.T) {
 type opaqueBody struct{ io.Reader }
 
 func (opaqueBody) Close() error { return nil }
+
+// TestMockServerDropAfterCommit: the reference server's own fault, an
+// answer dropped after the payment committed. A buffered answer is
+// swallowed whole: the Client retries under the key and gets the replay.
+// An answer over the middleware's limit, which streams and is not kept,
+// is cut (here before its header left the server's buffer, so that the
+// attempt gets no answer): the retry under the key learns that the payment happened
+// (410, ProblemResponseTooLarge, the key in the APIError), never runs it
+// again, and is not reported as a failure without an answer.
+func TestMockServerDropAfterCommit(t *testing.T) {
+	const pay = `{"amount":1500,"currency":"EUR","recipient":"user_42"}`
+	for _, oversize := range []bool{false, true} {
+		var opts []mockserver.Option
+		if oversize {
+			opts = append(opts, mockserver.WithIdempotencyOptions(idempotency.WithMaxResponseBody(16)))
+		}
+		srv := mockserver.New(opts...)
+		srv.DropAfterCommitNext(1)
+		c := saferetry.NewClient(saferetry.WithHTTPClient(srv.Client()), saferetry.WithBackoff(fastBackoff))
+		req, _ := http.NewRequestWithContext(saferetry.WithKey(context.Background(), "drop-1"), http.MethodPost, srv.URL+"/payments", strings.NewReader(pay))
+		resp, err := c.Do(req)
+		var ae *saferetry.APIError
+		switch {
+		case !oversize && (err != nil || resp.StatusCode != http.StatusCreated || resp.Header.Get(saferetry.HeaderReplayed) != "true"):
+			t.Errorf("dropped answer: %v, %v; want the replayed 201", resp, err)
+		case oversize && (!errors.As(err, &ae) || ae.StatusCode != http.StatusGone || ae.Key != "drop-1" || ae.Attempts != 2 ||
+			ae.Problem == nil || ae.Problem.Type != idempotency.ProblemResponseTooLarge || errors.Is(err, saferetry.ErrOutcomeUnknown)):
+			t.Errorf("streamed answer cut short: %v, %v; want the 410 (response too large) under key drop-1 after 2 attempts", resp, err)
+		}
+		if resp != nil {
+			resp.Body.Close()
+		}
+		if n := srv.Executions("drop-1"); n != 1 {
+			t.Errorf("oversize %v: %d executions, want 1", oversize, n)
+		}
+		srv.Close()
+	}
+}
