@@ -119,25 +119,26 @@
 // # Transactional mode
 //
 // NewTx returns a *TxStore implementing idempotency.TxStore. The middleware
-// then opens one transaction per protected request, claims the key inside it,
-// hands the transaction to the handler (TxFromContext), stores the response in
-// it and commits: the business writes and the idempotency record become
-// visible together, or not at all. A 5xx, a panic or a failed commit rolls
-// everything back and leaves the key free. No lease is needed: a crashed
-// instance's connection drops, PostgreSQL rolls its transaction back, and the
-// key is free at once. That needs the connection's end to reach the server:
-// when the instance's host dies or the network to it is cut, nothing tells
-// PostgreSQL, and the transaction, with the key, stays held (its duplicates
-// answered in progress) until the server's TCP keepalive ends the session
-// (tcp_keepalives_idle, _interval and _count; the system's default is two
-// hours of silence) or idle_in_transaction_session_timeout does (set it
-// above the longest a handler keeps its transaction idle). A concurrent
-// duplicate blocks on the uncommitted row (each wait bounded by the lock
-// timeout, WithLockTimeout, or by nine tenths of the session's
-// statement_timeout when that is shorter, so once for every transaction
-// it finds holding the key) and then replays the committed outcome, acquires the key if the
-// first transaction rolled back, or reports the operation in progress when
-// the wait times out.
+// then opens one transaction per protected request, claims the key inside
+// it, hands the transaction to the handler (TxFromContext), stores the
+// response in it and commits: the business writes and the idempotency
+// record become visible together, or not at all. A 5xx, a panic or a failed
+// commit rolls everything back and leaves the key free. No lease is needed:
+// a crashed instance's connection drops, PostgreSQL rolls its transaction
+// back, and the key is free at once. That needs the connection's end to
+// reach the server: when the instance's host dies or the network to it is
+// cut, nothing tells PostgreSQL, and the transaction, with the key, stays
+// held (its duplicates answered in progress) until the server's TCP
+// keepalive ends the session (tcp_keepalives_idle, _interval and _count;
+// the system's default is two hours of silence) or
+// idle_in_transaction_session_timeout does (set it above the longest a
+// handler keeps its transaction idle). A concurrent duplicate blocks on the
+// uncommitted row (each wait bounded by the lock timeout, WithLockTimeout,
+// or by nine tenths of the session's statement_timeout when that is
+// shorter, so once for every transaction it finds holding the key) and then
+// replays the committed outcome, acquires the key if the first transaction
+// rolled back, or reports the operation in progress when the wait times
+// out.
 //
 // A first execution costs two round trips, both pgx batches: the claim,
 // which begins the transaction, and the stored outcome with COMMIT. A

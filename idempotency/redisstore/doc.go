@@ -89,20 +89,20 @@
 //
 // Claim and Get (the request path) hold at most three quarters of the
 // client's pool (PoolSize) at once, so that Renew, Complete and Release,
-// which keep claims alive and record outcomes, always find a connection.
-// A cluster client keeps a pool per node, and the bound is per primary
-// too: claims waiting on a primary that hangs (stopped, or cut off until
-// its failover) never hold up those of the others. The Store implements idempotency.Watcher: a request
-// waiting for an entry (idempotency.WithWaitForResult) marks its entry, the
-// complete and release scripts then PUBLISH the entry's name on
-// <prefix>settled in the same round trip, and one subscription of the
-// Store's own, open while somebody waits on this instance, wakes the
-// waiters. Entries nobody waits for publish nothing. While somebody waits,
-// the subscription is sent a PING after every 10 s without a message; one
-// that does not answer within 2 s (its connection died without a reset,
-// as behind a NAT or firewall that forgot it) is replaced by a new one,
-// whose start wakes every waiter to look again; until then they poll
-// once a second.
+// which keep claims alive and record outcomes, always find a connection. A
+// cluster client keeps a pool per node, and the bound is per primary too:
+// claims waiting on a primary that hangs (stopped, or cut off until its
+// failover) never hold up those of the others. The Store implements
+// idempotency.Watcher: a request waiting for an entry
+// (idempotency.WithWaitForResult) marks its entry, the complete and release
+// scripts then PUBLISH the entry's name on <prefix>settled in the same
+// round trip, and one subscription of the Store's own, open while somebody
+// waits on this instance, wakes the waiters. Entries nobody waits for
+// publish nothing. While somebody waits, the subscription is sent a PING
+// after every 10 s without a message; one that does not answer within 2 s
+// (its connection died without a reset, as behind a NAT or firewall that
+// forgot it) is replaced by a new one, whose start wakes every waiter to
+// look again; until then they poll once a second.
 //
 // # Time and tokens
 //
@@ -165,21 +165,21 @@
 // So a Store on a *redis.ClusterClient reloads the client's slot map
 // (ClusterClient.ReloadState) whenever a call finds a node unreachable (a
 // refused or timed-out dial, a reset or closed connection, a read or write
-// timeout, CLUSTERDOWN), or, with WithWait, whose pipeline goes to one
-// node without go-redis's redirections, a MOVED, ASK or READONLY reply;
-// at most once every 250 ms. It costs nothing while
-// the cluster is healthy, unlike a short reload interval, which would send
-// CLUSTER SLOTS from every client all the time and still leave up to one
-// interval of 503s. A reload cannot help with ASK, the answer of a slot
-// being migrated key by key for a key its owner no longer holds: the slot
-// stays the owner's until the migration ends, or for good if a reshard was
-// interrupted. So WithWait's pipeline follows an ASK itself, as go-redis
-// does for the commands it routes: it sends ASKING, the script and WAIT
-// again to the node the key is moving to, over a connection of its own. The first calls after the promotion that follow such a
-// reload reach the new primary: in the tests (cluster-node-timeout 1 s, a
-// retry storm on three instances), the failed primary's slots served again
-// 0.05 to 0.24 s after the promotion, which itself came 2.1 to 2.7 s after
-// the kill -9.
+// timeout, CLUSTERDOWN), or, with WithWait, whose pipeline goes to one node
+// without go-redis's redirections, a MOVED, ASK or READONLY reply; at most
+// once every 250 ms. It costs nothing while the cluster is healthy, unlike
+// a short reload interval, which would send CLUSTER SLOTS from every client
+// all the time and still leave up to one interval of 503s. A reload cannot
+// help with ASK, the answer of a slot being migrated key by key for a key
+// its owner no longer holds: the slot stays the owner's until the migration
+// ends, or for good if a reshard was interrupted. So WithWait's pipeline
+// follows an ASK itself, as go-redis does for the commands it routes: it
+// sends ASKING, the script and WAIT again to the node the key is moving to,
+// over a connection of its own. The first calls after the promotion that
+// follow such a reload reach the new primary: in the tests
+// (cluster-node-timeout 1 s, a retry storm on three instances), the failed
+// primary's slots served again 0.05 to 0.24 s after the promotion, which
+// itself came 2.1 to 2.7 s after the kill -9.
 //
 // During the failover, requests on the failed primary's slots are answered
 // 503 with Retry-After and their handlers do not run; with
