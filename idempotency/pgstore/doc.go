@@ -97,21 +97,25 @@
 // kept as it is, anything else as an escaped form (the byte 0x01, then the
 // bytes in hex) that no string kept as it is can take, so rows written by
 // earlier versions keep matching, except a row whose scope starts with that
-// byte (a key is printable ASCII, a fingerprint hex): it is not found again,
-// and its key runs anew. Scope and key together form the
-// primary key, whose btree entry PostgreSQL limits to about 2,700 bytes
-// after compression: a scope of over about 2,600 bytes of text, or 1,300
-// bytes that are not UTF-8 (escaped, each takes two), may be refused as
-// too long (SQLSTATE 54000), and the Middleware answers 503 for every
-// claim in it. Keep scopes short (a tenant's ID, not a token; hash a long
-// one in WithScope). Headers are kept byte for byte in
-// header_bin (bytea), bodies in body (bytea); the JSON header column of
-// earlier versions is still read. A response too large for the database
-// (body, header, scope and key over about 1 GB together, PostgreSQL's
-// limit on a value and on a protocol message; over about 512 MB in
-// pgx.QueryExecModeExec and pgx.QueryExecModeSimpleProtocol, which send
-// a bytea as hex text) is refused before it is sent, and one the database refuses for its size is reported likewise,
-// as idempotency.ErrResponseNotStorable: the Middleware then records the
+// byte (a key is printable ASCII, a fingerprint hex): it is not found
+// again, and its key runs anew. Scope and key together form the primary
+// key, whose btree entry PostgreSQL limits to about 2,700 bytes after
+// compression: a scope of over about 2,600 bytes of text, or 1,300 bytes
+// that are not UTF-8 (escaped, each takes two), may be refused as too long
+// (SQLSTATE 54000), and the Middleware answers 503 for every claim in it.
+// Keep scopes short (a tenant's ID, not a token; hash a long one in
+// WithScope). The database must be encoded in UTF-8 (SHOW server_encoding
+// says UTF8): in another encoding, a scope with a character that encoding
+// lacks fails every claim (SQLSTATE 22P05), and the Middleware answers 503
+// for every request in it. Headers are kept byte for byte in header_bin
+// (bytea), bodies in body (bytea); the JSON header column of earlier
+// versions is still read. A response too large for the database (body,
+// header, scope and key over about 1 GB together, PostgreSQL's limit on a
+// value and on a protocol message; over about 512 MB in
+// pgx.QueryExecModeExec and pgx.QueryExecModeSimpleProtocol, which send a
+// bytea as hex text) is refused before it is sent, and one the database
+// refuses for its size is reported likewise, as
+// idempotency.ErrResponseNotStorable: the Middleware then records the
 // operation as completed but not replayable (410 to retries), in
 // transactional mode in the request's transaction, with the handler's
 // writes.
