@@ -20,8 +20,8 @@ const lateStart = 400 * time.Millisecond
 
 // lateRedis is how long after the mock server a test's Redis comes up:
 // longer than go-redis's own retries of a refused connection within one
-// Ping (five dials and three retries of the command, about 1.7 s), which
-// hide a shorter delay.
+// Ping of a default client (five dials and three retries of the command,
+// about 1.7 s), which the start's attempts no longer make.
 const lateRedis = 2500 * time.Millisecond
 
 // closedAddr returns a loopback address where nothing listens.

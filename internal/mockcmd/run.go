@@ -309,31 +309,51 @@ func openBackend(ctx context.Context, u string, o backendOptions) (backend, erro
 		if err := redisledger.ValidatePrefix(prefix); err != nil {
 			return backend{}, fmt.Errorf("mockserver: -namespace %q cannot name a Redis ledger: %w", o.namespace, err)
 		}
-		var rdb *redis.Client
+		// The attempts dial once and send their Ping once: go-redis would
+		// otherwise retry a refused dial and then the command by itself
+		// (about 1.7 s), so that an attempt cut short by its timeout
+		// reported the deadline instead of the refusal, and the first one
+		// could take the whole wait. waitForStore does the retrying.
+		probe := *opt
+		probe.DialerRetries, probe.MaxRetries = 1, -1
 		err = waitForStore(ctx, o.wait, o.warnings, func(ctx context.Context) error {
+			// A dial of its own first: go-redis logs every failed dial
+			// on the process's standard error, a second line per attempt
+			// beside waitForStore's.
+			var d net.Dialer
+			conn, err := d.DialContext(ctx, probe.Network, probe.Addr)
+			if err != nil {
+				return fmt.Errorf("mockserver: cannot reach redis: %w", err)
+			}
+			_ = conn.Close()
 			// A client per attempt: after as many failed dials as its pool
 			// has connections, a go-redis client fails fast with its last
 			// dial error and dials again once a second only.
-			c := redis.NewClient(opt)
+			c := redis.NewClient(&probe)
 			// go-redis bounds a read by ctx's deadline but does not heed
 			// its cancellation: closing the client cuts a Ping that a
 			// server accepting connections does not answer as soon as
 			// the command is interrupted.
 			stop := context.AfterFunc(ctx, func() { _ = c.Close() })
-			err := c.Ping(ctx).Err()
-			if !stop() && err == nil {
-				err = ctx.Err() // closed as the Ping succeeded
+			err = c.Ping(ctx).Err()
+			if !stop() {
+				// Closed by the AfterFunc: the attempt's time ran out (or
+				// a signal came), which is its error, not the closed
+				// connection the Ping met, nor a Ping that just succeeded.
+				err = ctx.Err()
 			}
+			_ = c.Close()
 			if err != nil {
-				_ = c.Close()
 				return fmt.Errorf("mockserver: cannot reach redis: %w", err)
 			}
-			rdb = c
 			return nil
 		})
 		if err != nil {
 			return backend{}, err
 		}
+		// The server's client keeps go-redis's retries, which ride out a
+		// Redis restart while it serves.
+		rdb := redis.NewClient(opt)
 		var opts []redisstore.Option
 		if o.fastReplay {
 			opts = append(opts, redisstore.WithReplayFastPath())
