@@ -154,6 +154,19 @@ func TestMainWrongURLFailsFast(t *testing.T) {
 	}
 }
 
+// TestMainWrongURLOneLine: pgx reports a failed connection to a URL
+// without sslmode (which tries TLS, then plain) over several lines; the
+// package's FAIL line still holds the whole error, so that `go test -v
+// ./... | grep -E '^(SKIP|ok|FAIL)'`, as the README says, shows why.
+func TestMainWrongURLOneLine(t *testing.T) {
+	port := closedPort(t)
+	out, code := runChild(t, EnvPostgresURL+"=postgres://postgres@127.0.0.1:"+port+"/test")
+	got := linesWith(out, "FAIL "+pkg+": ")
+	if code != 1 || len(got) != 1 || !strings.Contains(got[0], "connection refused") {
+		t.Errorf("exit %d, FAIL lines %q; want 1 and one line with the dial error:\n%s", code, got, out)
+	}
+}
+
 // TestMainChecksMoreThanTheAddress: a server that listens but refuses the
 // URL's password, database number or database fails the package too. It
 // needs the real services.
