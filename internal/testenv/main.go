@@ -64,8 +64,11 @@ func runMain(run func() int, out io.Writer, services []Service) int {
 			err := s.check(ctx, u)
 			cancel()
 			if err != nil {
-				fmt.Fprintf(out, "FAIL %s: %s=%s failed its check before any test ran: %v\n",
-					pkg, s.env, redact(u), err)
+				// pgx puts each address tried on a line of its own (a URL
+				// without sslmode tries TLS, then plain): joined, the
+				// cause stays on the FAIL line, which grep '^FAIL' shows.
+				fmt.Fprintf(out, "FAIL %s: %s=%s failed its check before any test ran: %s\n",
+					pkg, s.env, redact(u), strings.Join(strings.Fields(err.Error()), " "))
 				failed = true
 			}
 		}
