@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -93,5 +94,32 @@ func TestFastPathCells(t *testing.T) {
 		"postgres txfastpath keyed kill"}
 	if strings.Join(got, ", ") != strings.Join(want, ", ") {
 		t.Errorf("cells = %q, want %q", got, want)
+	}
+}
+
+// TestNothingToRunSaysWhy: flags whose combinations leave no cell (a
+// transactional mode over Redis, the unkeyed handler in a transactional
+// mode) are refused with the rule that leaves them out, not a bare
+// "nothing to run".
+func TestNothingToRunSaysWhy(t *testing.T) {
+	t.Setenv("SAFERETRY_POSTGRES_URL", "postgres://postgres@127.0.0.1:1/none")
+	t.Setenv("SAFERETRY_REQUIRE_SERVICES", "")
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-stores", "postgres", "-modes", "tx,txfastpath", "-handlers", "unkeyed"}, "unkeyed"},
+	}
+	if _, err := exec.LookPath("redis-server"); err == nil {
+		cases = append(cases, struct {
+			args []string
+			want string
+		}{[]string{"-stores", "redis", "-modes", "tx"}, "postgres"})
+	}
+	for _, tt := range cases {
+		ok, err := run(context.Background(), tt.args, &bytes.Buffer{}, &bytes.Buffer{})
+		if ok || err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("run %q = %v, %v; want an error that says why nothing runs (%s)", tt.args, ok, err, tt.want)
+		}
 	}
 }
