@@ -86,6 +86,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (bool, er
 	if len(missing) > 0 && os.Getenv("SAFERETRY_REQUIRE_SERVICES") == "1" {
 		return false, errors.New("chaos: a service is missing and SAFERETRY_REQUIRE_SERVICES=1")
 	}
+	if len(cells) == 0 && len(missing) == 0 {
+		// The flags were each valid, but no store, mode and handler fit
+		// together.
+		return false, errors.New("chaos: nothing to run: -modes tx and txfastpath run over postgres only, and the unkeyed handler in lease and fastpath mode only")
+	}
 	if len(cells) == 0 {
 		return false, errors.New("chaos: nothing to run")
 	}
