@@ -115,6 +115,22 @@ func sameKeys(t *testing.T, keys []string, want int) string {
 	return keys[0]
 }
 
+// wantReplayedOnce checks that resp, after the attempts' keys (want of
+// them, all one key), is the replayed 201 of body and that the server
+// executed the operation once, at execution (a path; "" for any).
+func (r *cutRig) wantReplayedOnce(t *testing.T, resp *http.Response, attempts int, body, execution string) {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	key := sameKeys(t, r.keys(), attempts)
+	if err != nil || resp.StatusCode != http.StatusCreated || resp.Header.Get(saferetry.HeaderReplayed) != "true" || string(b) != testkit.CutAnswer(body, key) {
+		t.Errorf("got %d %q (replayed %q, read error %v), want the replayed 201", resp.StatusCode, b, resp.Header.Get(saferetry.HeaderReplayed), err)
+	}
+	if ex := r.srv.Executions(); len(ex) != 1 || (execution != "" && ex[0] != execution+" "+key) {
+		t.Errorf("executions %q, want 1 of %q", ex, execution)
+	}
+}
+
 func viaName(viaClient bool) string {
 	if viaClient {
 		return "Client.Do"
@@ -135,15 +151,7 @@ func TestKilledBeforeAnswering(t *testing.T) {
 			if err != nil {
 				t.Fatalf("got %v, want the replay", err)
 			}
-			b, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			key := sameKeys(t, r.keys(), 2)
-			if err != nil || resp.StatusCode != http.StatusCreated || resp.Header.Get(saferetry.HeaderReplayed) != "true" || string(b) != testkit.CutAnswer("debit 1500", key) {
-				t.Errorf("got %d %q (replayed %q, read error %v), want the replayed 201", resp.StatusCode, b, resp.Header.Get(saferetry.HeaderReplayed), err)
-			}
-			if ex := r.srv.Executions(); len(ex) != 1 {
-				t.Errorf("executions %q, want 1", ex)
-			}
+			r.wantReplayedOnce(t, resp, 2, "debit 1500", "")
 			leaks(r)
 		})
 		t.Run(viaName(viaClient)+"/down", func(t *testing.T) {
@@ -222,15 +230,7 @@ func TestCutRedirectHop(t *testing.T) {
 		if err != nil {
 			t.Fatalf("got %v, want the replay", err)
 		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		key := sameKeys(t, r.keys(), 3)
-		if resp.StatusCode != http.StatusCreated || resp.Header.Get(saferetry.HeaderReplayed) != "true" || string(b) != testkit.CutAnswer("debit 1500", key) {
-			t.Errorf("got %d %q, want the replayed 201", resp.StatusCode, b)
-		}
-		if ex := r.srv.Executions(); len(ex) != 1 || ex[0] != "/second "+key {
-			t.Errorf("executions %q, want 1 of /second", ex)
-		}
+		r.wantReplayedOnce(t, resp, 3, "debit 1500", "/second")
 		leaks(r)
 	})
 	t.Run("before answering, body without GetBody", func(t *testing.T) {
@@ -244,15 +244,7 @@ func TestCutRedirectHop(t *testing.T) {
 		if err != nil {
 			t.Fatalf("got %v, want the replay", err)
 		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		key := sameKeys(t, r.keys(), 3)
-		if resp.StatusCode != http.StatusCreated || resp.Header.Get(saferetry.HeaderReplayed) != "true" || string(b) != testkit.CutAnswer("debit 1500", key) {
-			t.Errorf("got %d %q, want the replayed 201", resp.StatusCode, b)
-		}
-		if ex := r.srv.Executions(); len(ex) != 1 || ex[0] != "/second "+key {
-			t.Errorf("executions %q, want 1 of /second", ex)
-		}
+		r.wantReplayedOnce(t, resp, 3, "debit 1500", "/second")
 		leaks(r)
 	})
 	t.Run("mid-body", func(t *testing.T) {
