@@ -102,19 +102,6 @@ func checkLeaks(t *testing.T) func(*cutRig) {
 	}
 }
 
-func sameKeys(t *testing.T, keys []string, want int) string {
-	t.Helper()
-	if len(keys) != want {
-		t.Fatalf("attempts' keys %q, want %d attempts", keys, want)
-	}
-	for _, k := range keys {
-		if k == "" || k != keys[0] {
-			t.Fatalf("attempts' keys %q, want one key throughout", keys)
-		}
-	}
-	return keys[0]
-}
-
 // wantReplayedOnce checks that resp, after the attempts' keys (want of
 // them, all one key), is the replayed 201 of body and that the server
 // executed the operation once, at execution (a path; "" for any).
@@ -122,7 +109,7 @@ func (r *cutRig) wantReplayedOnce(t *testing.T, resp *http.Response, attempts in
 	t.Helper()
 	b, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	key := sameKeys(t, r.keys(), attempts)
+	key := testkit.OneKey(t, r.keys(), attempts)
 	if err != nil || resp.StatusCode != http.StatusCreated || resp.Header.Get(saferetry.HeaderReplayed) != "true" || string(b) != testkit.CutAnswer(body, key) {
 		t.Errorf("got %d %q (replayed %q, read error %v), want the replayed 201", resp.StatusCode, b, resp.Header.Get(saferetry.HeaderReplayed), err)
 	}
@@ -162,7 +149,7 @@ func TestKilledBeforeAnswering(t *testing.T) {
 				resp.Body.Close()
 				t.Fatalf("got a %d answer from a dead server", resp.StatusCode)
 			}
-			key := sameKeys(t, r.keys(), 3)
+			key := testkit.OneKey(t, r.keys(), 3)
 			var e *saferetry.Error
 			if !errors.Is(err, saferetry.ErrOutcomeUnknown) || errors.Is(err, saferetry.ErrNotSent) || !errors.As(err, &e) || e.Key != key || e.Attempts != 3 {
 				t.Errorf("got %v, want ErrOutcomeUnknown with key %q after 3 attempts", err, key)
@@ -191,7 +178,7 @@ func TestCutSuccessBodyReaskedWithItsKey(t *testing.T) {
 				}
 				b, rerr := io.ReadAll(resp.Body)
 				resp.Body.Close()
-				key := sameKeys(t, r.keys(), 1)
+				key := testkit.OneKey(t, r.keys(), 1)
 				if resp.StatusCode != http.StatusCreated || !errors.Is(rerr, io.ErrUnexpectedEOF) {
 					t.Errorf("got %d, body %q and read error %v; want a 201 whose read fails with io.ErrUnexpectedEOF", resp.StatusCode, b, rerr)
 				}
@@ -256,7 +243,7 @@ func TestCutRedirectHop(t *testing.T) {
 		}
 		_, rerr := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		key := sameKeys(t, r.keys(), 2)
+		key := testkit.OneKey(t, r.keys(), 2)
 		if k, ok := saferetry.KeyFromResponse(resp); !ok || k != key || !errors.Is(rerr, io.ErrUnexpectedEOF) {
 			t.Fatalf("KeyFromResponse = %q, %v, read error %v; want key %q and io.ErrUnexpectedEOF", k, ok, rerr, key)
 		}
@@ -298,7 +285,7 @@ func TestCutMidUpload(t *testing.T) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		key := sameKeys(t, r.keys(), 2)
+		key := testkit.OneKey(t, r.keys(), 2)
 		if resp.StatusCode != http.StatusCreated || string(b) != testkit.CutAnswer(payload, key) {
 			t.Errorf("got %d (%d bytes), want the 201", resp.StatusCode, len(b))
 		}
@@ -315,7 +302,7 @@ func TestCutMidUpload(t *testing.T) {
 			resp.Body.Close()
 			t.Fatalf("got a %d answer", resp.StatusCode)
 		}
-		key := sameKeys(t, r.keys(), 1)
+		key := testkit.OneKey(t, r.keys(), 1)
 		var e *saferetry.Error
 		if !errors.Is(err, saferetry.ErrOutcomeUnknown) || !errors.As(err, &e) || e.Key != key {
 			t.Errorf("got %v, want ErrOutcomeUnknown with key %q", err, key)

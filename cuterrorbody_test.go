@@ -25,7 +25,7 @@ func TestCutErrorBodyIsReported(t *testing.T) {
 		resp.Body.Close()
 		t.Fatalf("got a %d answer, want an *APIError", resp.StatusCode)
 	}
-	key := sameKeys(t, r.keys(), 1)
+	key := testkit.OneKey(t, r.keys(), 1)
 	var ae *saferetry.APIError
 	if !errors.As(err, &ae) {
 		t.Fatalf("got %v, want an *APIError", err)

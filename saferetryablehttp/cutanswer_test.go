@@ -40,19 +40,6 @@ func cutClient(t *testing.T, mode string, restart bool) (*retryablehttp.Client, 
 	return c, &srv, keys
 }
 
-func oneKey(t *testing.T, keys []string, want int) string {
-	t.Helper()
-	if len(keys) != want {
-		t.Fatalf("attempts' keys %q, want %d attempts", keys, want)
-	}
-	for _, k := range keys {
-		if k == "" || k != keys[0] {
-			t.Fatalf("attempts' keys %q, want one key throughout", keys)
-		}
-	}
-	return keys[0]
-}
-
 // TestRetryableKilledBeforeAnswering: see the root package's
 // TestKilledBeforeAnswering.
 func TestRetryableKilledBeforeAnswering(t *testing.T) {
@@ -65,7 +52,7 @@ func TestRetryableKilledBeforeAnswering(t *testing.T) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		key := oneKey(t, *keys, 2)
+		key := testkit.OneKey(t, *keys, 2)
 		if resp.StatusCode != http.StatusCreated || resp.Header.Get(saferetry.HeaderReplayed) != "true" || string(b) != testkit.CutAnswer("debit 1500", key) {
 			t.Errorf("got %d %q, want the replayed 201", resp.StatusCode, b)
 		}
@@ -81,7 +68,7 @@ func TestRetryableKilledBeforeAnswering(t *testing.T) {
 			resp.Body.Close()
 			t.Fatalf("got a %d answer from a dead server", resp.StatusCode)
 		}
-		key := oneKey(t, *keys, 3)
+		key := testkit.OneKey(t, *keys, 3)
 		var e *saferetry.Error
 		if !errors.Is(err, saferetry.ErrOutcomeUnknown) || !errors.As(err, &e) || e.Key != key || e.Attempts != 3 {
 			t.Errorf("got %v, want ErrOutcomeUnknown with key %q after 3 attempts", err, key)
@@ -103,7 +90,7 @@ func TestRetryableCutSuccessBodyReasked(t *testing.T) {
 			}
 			_, rerr := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			key := oneKey(t, *keys, 1)
+			key := testkit.OneKey(t, *keys, 1)
 			if k, ok := saferetry.KeyFromResponse(resp); resp.StatusCode != http.StatusCreated || !errors.Is(rerr, io.ErrUnexpectedEOF) || !ok || k != key {
 				t.Fatalf("got %d, read error %v, KeyFromResponse %q %v; want a 201 cut short, with key %q", resp.StatusCode, rerr, k, ok, key)
 			}
@@ -136,7 +123,7 @@ func TestRetryableCutRedirectHop(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	key := oneKey(t, *keys, 2)
+	key := testkit.OneKey(t, *keys, 2)
 	if k, _ := saferetry.KeyFromResponse(resp); k != key || resp.StatusCode != http.StatusCreated || resp.Header.Get(saferetry.HeaderReplayed) != "true" || string(b) != testkit.CutAnswer("debit 1500", key) {
 		t.Errorf("got %d %q under key %q, want the replayed 201 under %q", resp.StatusCode, b, k, key)
 	}

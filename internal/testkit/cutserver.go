@@ -239,3 +239,19 @@ func (c *CutChild) Executions() []string {
 	}
 	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
 }
+
+// OneKey returns the one key of an operation's attempts, keys (one per
+// attempt, in order), and fails t unless there are want of them, all
+// the same and not empty.
+func OneKey(t testing.TB, keys []string, want int) string {
+	t.Helper()
+	if len(keys) != want {
+		t.Fatalf("attempts' keys %q, want %d attempts", keys, want)
+	}
+	for _, k := range keys {
+		if k == "" || k != keys[0] {
+			t.Fatalf("attempts' keys %q, want one key throughout", keys)
+		}
+	}
+	return keys[0]
+}
