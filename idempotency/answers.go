@@ -132,8 +132,9 @@ func (q *request) abandonedRun(ctx context.Context, abandoned bool) {
 			"), so nothing was recorded. Retry with the same key."}, storeRetryAfter)
 }
 
-// answerInPlace readies the response headers for an answer the
-// Middleware gives in the place of the handler's: those set before the
+// answerInPlace readies the response headers for an answer given in the
+// place of the handler's, by the Middleware or, after a panic, by whatever
+// recovers it (see request.run): those set before the
 // handler ran stay as they were, and none of the handler's own (a cookie,
 // a Location, a body's length) goes with an answer that is not its. The
 // former come from a copy of their own (request.outer), values included:

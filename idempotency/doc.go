@@ -71,7 +71,9 @@
 // stored for WithTTL (24 h by default): the status, the allow-listed
 // headers and the body, byte for byte. A 5xx, 307, 308, 408 or 429, or a
 // handler panic, stores nothing and releases the claim, so the retry runs
-// the handler again (a panic goes on after the release). A 307 or 308 sends
+// the handler again (a panic goes on after the release, with the response
+// headers as they were before the handler ran, for whatever answers in its
+// place, such as a recovery handler around the Middleware). A 307 or 308 sends
 // the request to another URI, where the client carries the key: stored, it
 // made that request a reuse of the key with another payload (422). The handler must therefore not leave half-done side
 // effects behind a 5xx; transactional mode guarantees that.

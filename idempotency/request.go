@@ -111,6 +111,14 @@ func (q *request) run(h held, res ClaimResult) {
 	finished := false
 	defer func() {
 		if !finished {
+			// Nothing the handler buffered goes out, so neither do its
+			// headers: whatever answers in its place (net/http's abort,
+			// a recovery handler around the Middleware) finds the header
+			// map as it was before the handler ran, not a Set-Cookie or a
+			// Content-Length of a body never sent.
+			if q.rec.unsent() {
+				q.answerInPlace()
+			}
 			h.abort(q)
 		}
 	}()
