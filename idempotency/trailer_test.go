@@ -35,3 +35,30 @@ func TestDeclaredTrailerGoesOutOnlyAsATrailer(t *testing.T) {
 		t.Errorf("X-Checksum %q in the header section; a declared trailer goes out only after the body", got)
 	}
 }
+
+// TestDeclaredTrailerIsNotStored: a declared trailer whose name is on the
+// replay allow-list (an ETag computed over the body, sent after it) went
+// to the first client as a trailer only, but was stored with the headers
+// and replayed in the header section: the replay differed from the first
+// answer, and the package documentation says trailers are not stored.
+func TestDeclaredTrailerIsNotStored(t *testing.T) {
+	h := idempotency.Middleware(newStore(t))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "etag, X-Checksum")
+		w.Header().Set("Location", "/ops/1")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, "paid")
+		w.Header().Set("ETag", `"c0ffee"`)
+	}))
+	send := overWire(t, h)
+	resp, body := send("k-etag-trailer")
+	if resp.StatusCode != http.StatusCreated || body != "paid" || resp.Trailer.Get("ETag") != `"c0ffee"` || resp.Header.Get("ETag") != "" {
+		t.Fatalf("first answer: %d %q, header %v, trailer %v; want ETag as a trailer only", resp.StatusCode, body, resp.Header, resp.Trailer)
+	}
+	resp, body = send("k-etag-trailer")
+	if resp.Header.Get(idempotency.HeaderReplayed) != "true" || body != "paid" || resp.Header.Get("Location") != "/ops/1" {
+		t.Fatalf("retry: %d %q, header %v; want the replay with its Location", resp.StatusCode, body, resp.Header)
+	}
+	if got := resp.Header.Values("ETag"); len(got) != 0 {
+		t.Errorf("replay carries ETag %q in its header section; the first answer sent it only as a trailer", got)
+	}
+}
