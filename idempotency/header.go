@@ -55,7 +55,9 @@ func (c *config) keeps(k string, encoded bool) bool {
 
 // storedHeaders returns the headers of h that are kept (see keeps), or nil;
 // a kept name without values too (Content-Type set to nil, which tells
-// net/http not to sniff one, must stay so on a replay). A handler may set a
+// net/http not to sniff one, must stay so on a replay). A declared trailer
+// (see declaredTrailers) is not kept, whatever its name: net/http's writer
+// sends it after the body of the first answer only. A handler may set a
 // name in the map in any case ("ETag", "location"), which net/http sends
 // as it is and clients read without regard to case: such a header is kept
 // when its canonical name is, under that name, so that stored names are
@@ -74,8 +76,9 @@ func (c *config) storedHeaders(h http.Header) (out http.Header, borrowed bool) {
 		}
 	}
 	if all {
-		return h, false
+		return h, false // with no Trailer header, which is never kept
 	}
+	trailers := len(h["Trailer"]) > 0
 	for k, v := range h {
 		if !c.keeps(k, encoded) {
 			ck := textproto.CanonicalMIMEHeaderKey(k)
@@ -83,6 +86,8 @@ func (c *config) storedHeaders(h http.Header) (out http.Header, borrowed bool) {
 				continue
 			}
 			k = ck
+		} else if trailers && declaresTrailer(h, k) {
+			continue // sent after the body of the first answer only
 		}
 		if out == nil {
 			out = storedHeaderMaps.Get().(http.Header)

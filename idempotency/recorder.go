@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"iter"
 	"maps"
 	"net/http"
 	"net/textproto"
@@ -210,25 +211,48 @@ func (r *recorder) sendHeader() {
 }
 
 // takeTrailers removes from h, and returns, the fields that h declares as
-// trailers (named in its Trailer header), as net/http's writer takes them:
-// by canonical name, and only names that may be trailers.
+// trailers (see declaredTrailers).
 func takeTrailers(h http.Header) http.Header {
 	var out http.Header
-	for _, v := range h["Trailer"] {
-		for name := range strings.SplitSeq(v, ",") {
-			k := http.CanonicalHeaderKey(textproto.TrimString(name))
-			vv, ok := h[k]
-			if !ok || !validTrailer(k) {
-				continue
-			}
-			if out == nil {
-				out = make(http.Header)
-			}
-			out[k] = vv
-			delete(h, k)
+	for k := range declaredTrailers(h) {
+		vv, ok := h[k]
+		if !ok {
+			continue
 		}
+		if out == nil {
+			out = make(http.Header)
+		}
+		out[k] = vv
+		delete(h, k)
 	}
 	return out
+}
+
+// declaredTrailers yields the names that h declares as trailers (named in
+// its Trailer header) as net/http's writer takes them: canonical, and only
+// names that may be trailers (see validTrailer).
+func declaredTrailers(h http.Header) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for _, v := range h["Trailer"] {
+			for name := range strings.SplitSeq(v, ",") {
+				k := http.CanonicalHeaderKey(textproto.TrimString(name))
+				if validTrailer(k) && !yield(k) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// declaresTrailer reports whether h declares the field k (a canonical
+// name) as a trailer (see declaredTrailers).
+func declaresTrailer(h http.Header, k string) bool {
+	for t := range declaredTrailers(h) {
+		if t == k {
+			return true
+		}
+	}
+	return false
 }
 
 // validTrailer reports whether net/http's writer sends the canonical field
