@@ -73,10 +73,11 @@
 // handler panic, stores nothing and releases the claim, so the retry runs
 // the handler again (a panic goes on after the release, with the response
 // headers as they were before the handler ran, for whatever answers in its
-// place, such as a recovery handler around the Middleware). A 307 or 308 sends
-// the request to another URI, where the client carries the key: stored, it
-// made that request a reuse of the key with another payload (422). The handler must therefore not leave half-done side
-// effects behind a 5xx; transactional mode guarantees that.
+// place, such as a recovery handler around the Middleware). A 307 or 308
+// sends the request to another URI, where the client carries the key:
+// stored, it made that request a reuse of the key with another payload
+// (422). The handler must therefore not leave half-done side effects behind
+// a 5xx; transactional mode guarantees that.
 //
 // Stores keep every byte: a header value with NUL or invalid UTF-8, a scope
 // of any bytes and the body are replayed exactly as the handler wrote them
