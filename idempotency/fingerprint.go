@@ -59,7 +59,11 @@ const fingerprintVersion = "v1:"
 //     values (as the query's, sorted by name) and its files (field name,
 //     file name, part header and content) are part of it too, beside what
 //     was left of the body. Other requests keep their v1 fingerprints.
-//   - Headers, the host and the scheme are not part of it.
+//   - Headers, the host and the scheme are not part of it. A body with a
+//     Content-Encoding (gzip) is taken as it arrives, encoded: a client
+//     that compresses it anew on each attempt, with a timestamp in the
+//     gzip header, sends another body and gets 422 (the contract asks for
+//     a byte-identical body on every attempt).
 //
 // Fingerprint is safe for concurrent use.
 func Fingerprint(r *http.Request, body []byte) string {
