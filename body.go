@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 )
 
 // body hands out the request body for each attempt of one operation, the
@@ -137,9 +138,17 @@ func (p *prefixedBody) Close() error { return p.c.Close() }
 // operation never ran. A body over limit stays as it is, and so does the
 // redirect. The Transport takes what redirectableBody did over, without
 // reading the body again: a buffered body has GetBody, a body found too
-// large or whose reading failed is marked so.
-func redirectableBody(req *http.Request, limit int64) {
-	b, err := newBody(req, limit)
+// large or whose reading failed is marked so. A timeout above zero (the
+// http.Client's Timeout) bounds the buffering, as net/http's deadline
+// bounds the Transport's, which reads the body under it.
+func redirectableBody(req *http.Request, limit int64, timeout time.Duration) {
+	r := req
+	if timeout > 0 {
+		ctx, cancel := context.WithTimeout(req.Context(), timeout)
+		defer cancel()
+		r = req.WithContext(ctx) // newBody reads r's body under r's context
+	}
+	b, err := newBody(r, limit)
 	switch {
 	case err != nil:
 		req.Body = failedBody{err}

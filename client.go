@@ -63,7 +63,8 @@ func (c *Client) Transport() *Transport { return c.transport }
 // 308 redirect, which net/http follows with a new RoundTrip, repeats the
 // operation under the same key. A body without GetBody, which net/http
 // needs to follow a 307 or 308, is buffered as the Transport would (see
-// [WithMaxBufferedBody]) before the first hop; a larger body is sent once,
+// [WithMaxBufferedBody]) before the first hop, within the http.Client's
+// Timeout (see [WithHTTPClient]); a larger body is sent once,
 // and its redirect is returned as the answer. The Transport knows the next
 // hop by the response it follows (for the first, req's own Response,
 // usually none). A RoundTripper put around the Transport (on
@@ -97,7 +98,7 @@ func (c *Client) Do(req *http.Request) (*http.Response, error) {
 		first.Header = req.Header.Clone()
 	}
 	if req.GetBody == nil && retrypolicy.HasBody(req) {
-		redirectableBody(first, c.transport.cfg.maxBufferedBody)
+		redirectableBody(first, c.transport.cfg.maxBufferedBody, c.hc.Timeout)
 	}
 	resp, err := c.hc.Do(first)
 	if err != nil {
