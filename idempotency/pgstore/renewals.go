@@ -80,8 +80,16 @@ func (s *Store) renewalPool() *pgxpool.Pool {
 // renewal in turn, and with more of them than the retries that fit in a
 // lease, a claim whose store answers again at once would be counted lost.
 // A timeout is left alone: pgx closes that connection itself, and a slow
-// server is not made to accept a round of new connections.
+// server is not made to accept a round of new connections. So is a
+// failure to open a connection (the kept ones busy): it says nothing of
+// the open ones, and a server at max_connections, which refuses it with a
+// FATAL error, would give their places away to other clients; a server
+// gone breaks them too, and the first renewal on one resets then.
 func connBroken(err error) bool {
+	var connect *pgconn.ConnectError
+	if errors.As(err, &connect) {
+		return false
+	}
 	if pgErr := pgError(err); pgErr != nil {
 		sev := pgErr.SeverityUnlocalized // Severity is in lc_messages' language
 		if sev == "" {
