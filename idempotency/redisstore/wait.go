@@ -65,12 +65,17 @@ func (s *Store) runWait(ctx context.Context, sc *redis.Script, key string, wrote
 	// first slots); ASK is rare enough for the dial not to matter.
 	opt := *node.Options()
 	opt.Addr, opt.NodeAddress = target, ""
-	// Options.init reads 0 as the 5 s default; the node's 0 means none.
+	// Options.init reads 0 as the 5 s default, and MaxRetries 0 as 3
+	// retries; the node's 0 means none (a cluster's nodes never resend:
+	// the cluster client does, by its own MaxRetries).
 	if opt.ReadTimeout == 0 {
 		opt.ReadTimeout = -1
 	}
 	if opt.WriteTimeout == 0 {
 		opt.WriteTimeout = -1
+	}
+	if opt.MaxRetries == 0 {
+		opt.MaxRetries = -1
 	}
 	opt.PoolSize, opt.MinIdleConns = 1, 0
 	at := redis.NewClient(&opt)
