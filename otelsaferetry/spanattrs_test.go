@@ -237,6 +237,8 @@ func TestURLFullRedactsOpaqueCredentials(t *testing.T) {
 		{"//alice@api.test/v1/file", "http://REDACTED:REDACTED@api.test/v1/file"},
 		{"//a%40b:hunter2@api.test", "http://REDACTED:REDACTED@api.test"},
 		{"//api.test/v1/a@b", "http://api.test/v1/a@b"},
+		{"//api.test?e=a@b", "http://api.test?e=a@b"},
+		{"//api.test#a@b", "http://api.test#a@b"},
 		{"/v1/file", "http:/v1/file"},
 	} {
 		t.Run(tc.opaque, func(t *testing.T) {
