@@ -119,10 +119,10 @@ func fullURL(u *url.URL) attribute.KeyValue {
 // redactOpaqueUser replaces the user information of an opaque part of
 // the form "//user:password@host/path", which net/http sends as the
 // request target, with REDACTED:REDACTED. An "@" after the authority (in
-// the path) is not user information.
+// the path, a query or a fragment) is not user information.
 func redactOpaqueUser(opaque string) string {
 	authority := opaque[2:]
-	if i := strings.IndexByte(authority, '/'); i >= 0 {
+	if i := strings.IndexAny(authority, "/?#"); i >= 0 {
 		authority = authority[:i]
 	}
 	at := strings.LastIndexByte(authority, '@')
