@@ -32,6 +32,38 @@ type setup struct {
 
 func newSetup(tb testing.TB) *setup {
 	tb.Helper()
+	s := newTables(tb)
+	_, s.js, s.stream = testenv.Stream(tb, "OUTBOXJS_")
+	s.subject = s.stream.CachedInfo().Config.Name + "."
+	return s
+}
+
+// newSetupOn is newSetup on js (a server of the test's own), its stream
+// made from cfg: the name, and the subjects "<name>.>" unless cfg has
+// some, are set when cfg leaves them empty.
+func newSetupOn(tb testing.TB, js natsjs.JetStream, cfg natsjs.StreamConfig) *setup {
+	tb.Helper()
+	s := newTables(tb)
+	if cfg.Name == "" {
+		cfg.Name = testenv.RandomName("OUTBOXJS_")
+	}
+	if len(cfg.Subjects) == 0 {
+		cfg.Subjects = []string{cfg.Name + ".>"}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := js.CreateStream(ctx, cfg)
+	if err != nil {
+		tb.Fatalf("create stream %s: %v", cfg.Name, err)
+	}
+	s.js, s.stream, s.subject = js, stream, cfg.Name+"."
+	return s
+}
+
+// newTables is a setup's PostgreSQL part: its outbox, inbox and effects
+// table.
+func newTables(tb testing.TB) *setup {
+	tb.Helper()
 	ctx := context.Background()
 	pool := testenv.PostgresPool(tb)
 	s := &setup{pool: pool}
@@ -47,8 +79,6 @@ func newSetup(tb testing.TB) *setup {
 	if _, err := pool.Exec(ctx, `CREATE TABLE `+s.effects+` (message_id text NOT NULL, key text NOT NULL)`); err != nil {
 		tb.Fatal(err)
 	}
-	_, s.js, s.stream = testenv.Stream(tb, "OUTBOXJS_")
-	s.subject = s.stream.CachedInfo().Config.Name + "."
 	return s
 }
 
