@@ -44,15 +44,14 @@ const maxHeaderBlock = 65535
 //   - The header block, Nats-Msg-Id and Outbox-Key included, is at most
 //     65,535 bytes, JetStream's limit.
 //
-// The Publisher checks every message with it. Call it before Enqueue
+// The Publisher checks every message with it, and with the server's size
+// limit (see (*Publisher).CheckMessage). Call one of them before Enqueue
 // too, to refuse such a message in the request that makes it rather than
 // find it failed after the commit: Enqueue does not know the broker.
 func CheckMessage(m outbox.Message) error {
 	names := make([]string, 0, len(m.Headers))
-	size := len("NATS/1.0\r\n") + len(natsjs.MsgIDHeader) + len(m.ID) + len(KeyHeader) + len(m.Key) + 2*len(": \r\n") + len("\r\n")
-	for k, v := range m.Headers {
+	for k := range m.Headers {
 		names = append(names, k)
-		size += len(k) + len(v) + len(": \r\n")
 	}
 	slices.Sort(names)
 	for _, k := range names {
@@ -60,10 +59,20 @@ func CheckMessage(m outbox.Message) error {
 			return fmt.Errorf("%w: header %q: %w", ErrHeaderNotCarried, k, err)
 		}
 	}
-	if size > maxHeaderBlock {
+	if size := headerBlockSize(m); size > maxHeaderBlock {
 		return fmt.Errorf("%w: the header block would be %d bytes, over JetStream's %d", ErrHeaderNotCarried, size, maxHeaderBlock)
 	}
 	return nil
+}
+
+// headerBlockSize is the size of the header block the Publisher sends with
+// m, as NATS counts it.
+func headerBlockSize(m outbox.Message) int {
+	size := len("NATS/1.0\r\n") + len(natsjs.MsgIDHeader) + len(m.ID) + len(KeyHeader) + len(m.Key) + 2*len(": \r\n") + len("\r\n")
+	for k, v := range m.Headers {
+		size += len(k) + len(v) + len(": \r\n")
+	}
+	return size
 }
 
 // checkHeader says which rule of CheckMessage's the header name: value breaks.

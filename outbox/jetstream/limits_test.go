@@ -2,10 +2,13 @@ package jetstream_test
 
 import (
 	"context"
+	"errors"
 	"math"
+	"sort"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/saferetry/saferetry/outbox"
@@ -41,5 +44,46 @@ func TestOverMaxPayloadIsUnpublishable(t *testing.T) {
 	}
 	if info, err := s.stream.Info(ctx); err != nil || info.State.Msgs != 1 {
 		t.Errorf("the stream holds %v messages (%v), want 1: the Key's next message, published", info.State.Msgs, err)
+	}
+}
+
+// TestPublisherCheckMessageSize: Publisher.CheckMessage refuses, before
+// Enqueue, exactly the messages the server refuses for their size: the
+// largest payload it accepts is published, one byte more is ErrTooLarge.
+func TestPublisherCheckMessageSize(t *testing.T) {
+	srv := startNATS(t, "max_payload: 65536")
+	nc, js := srv.connect(t)
+	s := newSetupOn(t, js, natsjs.StreamConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	pub := jetstream.NewPublisher(js)
+	m := outbox.Message{ID: "m", Topic: s.subject + "created", Key: "k", Headers: map[string]string{"Trace": "t"}}
+	size := sort.Search(1<<17, func(n int) bool {
+		m.Payload = make([]byte, n+1)
+		return pub.CheckMessage(m) != nil
+	})
+	m.Payload = make([]byte, size)
+	if err := pub.CheckMessage(m); err != nil {
+		t.Fatalf("CheckMessage of %d bytes = %v", size, err)
+	}
+	if err := pub.Publish(ctx, []outbox.Message{m}); err != nil {
+		t.Errorf("Publish of the largest payload CheckMessage takes (%d bytes) = %v", size, err)
+	}
+	m.Payload, m.ID = make([]byte, size+1), "m2"
+	if err := pub.CheckMessage(m); !errors.Is(err, jetstream.ErrTooLarge) || !errors.Is(err, outbox.ErrUnpublishable) {
+		t.Errorf("CheckMessage of %d bytes = %v, want ErrTooLarge", size+1, err)
+	}
+	var pe *outbox.PublishError
+	if err := pub.Publish(ctx, []outbox.Message{m}); !errors.As(err, &pe) || !errors.Is(err, jetstream.ErrTooLarge) {
+		t.Errorf("Publish of %d bytes = %v, want ErrTooLarge", size+1, err)
+	}
+	// The same message as the Publisher would send it: NATS refuses it too.
+	nm := nats.NewMsg(m.Topic)
+	nm.Data = m.Payload
+	nm.Header.Set("Trace", "t")
+	nm.Header.Set(jetstream.KeyHeader, m.Key)
+	nm.Header.Set(natsjs.MsgIDHeader, m.ID)
+	if err := nc.PublishMsg(nm); !errors.Is(err, nats.ErrMaxPayload) {
+		t.Errorf("nats publish of %d bytes = %v, want ErrMaxPayload: CheckMessage refuses what NATS takes", size+1, err)
 	}
 }

@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go"
@@ -21,8 +22,9 @@ const KeyHeader = "Outbox-Key"
 // Payload, the headers its Headers plus Nats-Msg-Id (its ID) and
 // Outbox-Key (its Key). A batch is published asynchronously and Publish
 // waits for every acknowledgement. A message whose Headers NATS would
-// deliver changed, or refuses (see CheckMessage), is not sent: Publish
-// reports it as failed with ErrHeaderNotCarried, which wraps
+// deliver changed, or refuses, or that is larger than the server takes
+// (see (*Publisher).CheckMessage), is not sent: Publish reports it as
+// failed with ErrHeaderNotCarried or ErrTooLarge, which wrap
 // outbox.ErrUnpublishable, so the relay marks it failed at once. Create it
 // with NewPublisher; the zero value is not usable. It is safe for
 // concurrent use.
@@ -74,10 +76,38 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
 	return wait(ctx, futures)
 }
 
-// publishAsync sends m, or returns CheckMessage's error without sending
+// ErrTooLarge is the cause of the Publisher's error for a message larger
+// than its NATS server takes (the max_payload the server announced, its
+// headers and payload counted): the Publisher does not send it. It wraps
+// outbox.ErrUnpublishable, so the relay marks such a message failed at
+// once rather than retry it with backoff, its Key held, up to
+// WithMaxAttempts; after the server's limit is raised, Redrive it. Match
+// it with errors.Is.
+var ErrTooLarge = fmt.Errorf("outbox/jetstream: message too large for the server: %w", outbox.ErrUnpublishable)
+
+// CheckMessage is the package's CheckMessage, plus the size: it returns an
+// error wrapping ErrTooLarge when m's headers (as the Publisher sends them)
+// and payload together are over the max_payload of the server the
+// Publisher's connection is connected to (not checked before it first
+// connected). Call it before Enqueue to refuse such a message in the
+// request that makes it. Servers of one cluster may announce different
+// limits; the one the connection is on when the relay publishes decides.
+func (p *Publisher) CheckMessage(m outbox.Message) error {
+	if err := CheckMessage(m); err != nil {
+		return err
+	}
+	if limit := p.js.Conn().MaxPayload(); limit > 0 {
+		if n := int64(headerBlockSize(m)) + int64(len(m.Payload)); n > limit {
+			return fmt.Errorf("%w: %d bytes of headers and payload, over the server's max_payload of %d", ErrTooLarge, n, limit)
+		}
+	}
+	return nil
+}
+
+// publishAsync sends m, or returns p.CheckMessage's error without sending
 // it.
 func (p *Publisher) publishAsync(m outbox.Message) (natsjs.PubAckFuture, error) {
-	if err := CheckMessage(m); err != nil {
+	if err := p.CheckMessage(m); err != nil {
 		return nil, err
 	}
 	nm := nats.NewMsg(p.prefix + m.Topic)
@@ -86,7 +116,13 @@ func (p *Publisher) publishAsync(m outbox.Message) (natsjs.PubAckFuture, error) 
 		nm.Header.Set(k, v)
 	}
 	nm.Header.Set(KeyHeader, m.Key)
-	return p.js.PublishMsgAsync(nm, natsjs.WithMsgID(m.ID))
+	f, err := p.js.PublishMsgAsync(nm, natsjs.WithMsgID(m.ID))
+	if errors.Is(err, nats.ErrMaxPayload) {
+		// The connection moved to a server with a lower limit since the
+		// check.
+		err = fmt.Errorf("%w: %w", ErrTooLarge, err)
+	}
+	return f, err
 }
 
 // wait waits for the acknowledgements of futures, in any order, and
