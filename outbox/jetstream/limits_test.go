@@ -87,3 +87,39 @@ func TestPublisherCheckMessageSize(t *testing.T) {
 		t.Errorf("nats publish of %d bytes = %v, want ErrMaxPayload: CheckMessage refuses what NATS takes", size+1, err)
 	}
 }
+
+// TestOverStreamMaxMsgSizeIsUnpublishable: a message larger than its
+// stream's MaxMsgSize is refused by JetStream for as long as the stream is
+// so configured: as with max_payload, the relay must fail it at once and
+// go on with its Key, not retry it with backoff.
+func TestOverStreamMaxMsgSizeIsUnpublishable(t *testing.T) {
+	s := newSetup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cfg := s.stream.CachedInfo().Config
+	cfg.MaxMsgSize = 1000
+	if _, err := s.js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	big := outbox.Message{ID: "big", Topic: s.subject + "created", Key: "k", Payload: make([]byte, 2000)}
+	after := outbox.Message{ID: "after", Topic: s.subject + "created", Key: "k"}
+	s.enqueue(t, true, big, after)
+	relay := s.o.Relay(jetstream.NewPublisher(s.js), outbox.WithMaxAttempts(math.MaxInt32), outbox.WithBackoff(time.Minute, time.Minute))
+	for range 3 {
+		if _, err := relay.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failed, err := s.o.Failed(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(failed) != 1 || failed[0].ID != "big" || failed[0].Attempts != 1 {
+		t.Errorf("Failed = %+v, want big, failed after 1 attempt", failed)
+	}
+	// The stream may hold after already (sent in big's batch), but only its
+	// row says whether the relay counts it published.
+	if st, err := s.o.Stats(ctx); err != nil || st.Published != 1 {
+		t.Errorf("Stats = %+v (%v), want 1 published: the Key's next message", st, err)
+	}
+}
