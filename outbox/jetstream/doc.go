@@ -21,8 +21,9 @@
 // wraps outbox.ErrUnpublishable): the relay logs the error and marks the
 // message failed at once, kept and listed by Outbox.Failed with the
 // offending header named, while its Key's next messages are published.
-// A message larger than the server's max_payload is refused so too
-// (ErrTooLarge). Call the Publisher's CheckMessage (or, without a
-// connection, the package's, which cannot tell the size) before Enqueue
-// to refuse such messages in the request instead.
+// A message larger than the server's max_payload, or than its stream's
+// MaxMsgSize, is failed so too (ErrTooLarge). Call the Publisher's
+// CheckMessage (or, without a connection, the package's, which cannot
+// tell the size) before Enqueue to refuse such messages in the request
+// instead; neither knows the stream's MaxMsgSize.
 package jetstream

@@ -78,11 +78,12 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
 
 // ErrTooLarge is the cause of the Publisher's error for a message larger
 // than its NATS server takes (the max_payload the server announced, its
-// headers and payload counted): the Publisher does not send it. It wraps
+// headers and payload counted: the Publisher does not send it) or than its
+// stream's MaxMsgSize (JetStream refused it). It wraps
 // outbox.ErrUnpublishable, so the relay marks such a message failed at
 // once rather than retry it with backoff, its Key held, up to
-// WithMaxAttempts; after the server's limit is raised, Redrive it. Match
-// it with errors.Is.
+// WithMaxAttempts; after the limit is raised, Redrive it. Match it with
+// errors.Is.
 var ErrTooLarge = fmt.Errorf("outbox/jetstream: message too large for the server: %w", outbox.ErrUnpublishable)
 
 // CheckMessage is the package's CheckMessage, plus the size: it returns an
@@ -116,13 +117,20 @@ func (p *Publisher) publishAsync(m outbox.Message) (natsjs.PubAckFuture, error) 
 		nm.Header.Set(k, v)
 	}
 	nm.Header.Set(KeyHeader, m.Key)
+	// ErrMaxPayload: the connection moved to a server with a lower limit
+	// since the check.
 	f, err := p.js.PublishMsgAsync(nm, natsjs.WithMsgID(m.ID))
-	if errors.Is(err, nats.ErrMaxPayload) {
-		// The connection moved to a server with a lower limit since the
-		// check.
-		err = fmt.Errorf("%w: %w", ErrTooLarge, err)
+	return f, tooLarge(err)
+}
+
+// tooLarge wraps err with ErrTooLarge when it says that the message is
+// larger than the server (nats.ErrMaxPayload) or its stream (MaxMsgSize)
+// takes, and returns it as it is otherwise.
+func tooLarge(err error) error {
+	if errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, natsjs.ErrStreamMessageExceedsMaximum) {
+		return fmt.Errorf("%w: %w", ErrTooLarge, err)
 	}
-	return f, err
+	return err
 }
 
 // wait waits for the acknowledgements of futures, in any order, and
@@ -133,7 +141,7 @@ func wait(ctx context.Context, futures []natsjs.PubAckFuture) error {
 		select {
 		case <-f.Ok():
 		case err := <-f.Err():
-			return &outbox.PublishError{Index: i, Err: err}
+			return &outbox.PublishError{Index: i, Err: tooLarge(err)}
 		case <-ctx.Done():
 			return &outbox.PublishError{Index: i, Err: fmt.Errorf("waiting for the acknowledgement: %w", ctx.Err())}
 		}
