@@ -5,12 +5,14 @@ import (
 	"errors"
 	"math"
 	"sort"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/saferetry/saferetry/internal/testenv"
 	"github.com/saferetry/saferetry/outbox"
 	"github.com/saferetry/saferetry/outbox/jetstream"
 )
@@ -121,5 +123,51 @@ func TestOverStreamMaxMsgSizeIsUnpublishable(t *testing.T) {
 	// row says whether the relay counts it published.
 	if st, err := s.o.Stats(ctx); err != nil || st.Published != 1 {
 		t.Errorf("Stats = %+v (%v), want 1 published: the Key's next message", st, err)
+	}
+}
+
+// TestPublishEndsWhenItsConnectionCloses: nats.go leaves an asynchronous
+// publication's acknowledgement pending for ever once its connection is
+// closed (closed by the application, or at the end of a Drain): Publish
+// must then end at once with the connection's error, not wait for its
+// context (the relay's publish timeout, 30 s by default). The server is
+// frozen so that no acknowledgement comes first (a Drain then ends after
+// its DrainTimeout and nats.go's 5 s flush).
+func TestPublishEndsWhenItsConnectionCloses(t *testing.T) {
+	for _, end := range []string{"close", "drain"} {
+		t.Run(end, func(t *testing.T) {
+			srv := startNATS(t, "")
+			var closedAt atomic.Pointer[time.Time]
+			nc, js := srv.connect(t, nats.DrainTimeout(200*time.Millisecond), nats.ClosedHandler(func(*nats.Conn) {
+				now := time.Now()
+				closedAt.Store(&now)
+			}))
+			s := newSetupOn(t, js, natsjs.StreamConfig{})
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			pub := jetstream.NewPublisher(js)
+			srv.freeze()
+			defer srv.thaw()
+			done := make(chan error, 1)
+			go func() {
+				done <- pub.Publish(ctx, []outbox.Message{{ID: "a", Topic: s.subject + "created"}, {ID: "b", Topic: s.subject + "created"}})
+			}()
+			time.Sleep(100 * time.Millisecond) // Publish waits for the acknowledgements
+			if end == "close" {
+				nc.Close()
+			} else if err := nc.Drain(); err != nil {
+				t.Fatal(err)
+			}
+			err := <-done
+			returned := time.Now()
+			var pe *outbox.PublishError
+			if !errors.As(err, &pe) || pe.Index != 0 || !errors.Is(err, nats.ErrConnectionClosed) {
+				t.Errorf("Publish = %v after the %s; want a PublishError at 0 wrapping nats.ErrConnectionClosed", err, end)
+			}
+			testenv.Eventually(t, "the closed handler runs", func() bool { return closedAt.Load() != nil })
+			if late := returned.Sub(*closedAt.Load()); late > time.Second {
+				t.Errorf("Publish returned %v after the connection closed, want at once", late.Round(time.Millisecond))
+			}
+		})
 	}
 }

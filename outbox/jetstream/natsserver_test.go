@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -70,6 +71,23 @@ func (s *natsServer) kill() {
 		_ = s.cmd.Process.Kill()
 		_ = s.cmd.Wait()
 		s.cmd = nil
+	}
+}
+
+// freeze stops the server (SIGSTOP): it keeps its connections and
+// answers nothing until thaw, as a server that hangs.
+func (s *natsServer) freeze() {
+	s.tb.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		s.tb.Fatal(err)
+	}
+}
+
+// thaw lets a frozen server go on (SIGCONT).
+func (s *natsServer) thaw() {
+	s.tb.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		s.tb.Fatal(err)
 	}
 }
 
