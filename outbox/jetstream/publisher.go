@@ -58,22 +58,30 @@ func NewPublisher(js natsjs.JetStream, opts ...PublisherOption) *Publisher {
 // acknowledged every message (a duplicate's acknowledgement counts: the
 // stream has it), or an *outbox.PublishError naming the first message
 // that was not acknowledged (or not sent: CheckMessage refused it, the
-// messages before it acknowledged), or ctx's error.
+// messages before it acknowledged): at once when the connection is lost
+// or closes (after a Drain, once it ends), else when ctx is done.
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
+	// nats.go leaves the acknowledgements still awaited when the
+	// connection closes (Close, or the end of a Drain) pending for ever:
+	// wait watches for that. Registered before the first publication, so
+	// that a close after it is seen; one before it fails the publications.
+	nc := p.js.Conn()
+	closed := nc.StatusChanged(nats.CLOSED)
+	defer nc.RemoveStatusListener(closed)
 	futures := make([]natsjs.PubAckFuture, 0, len(msgs))
 	for i, m := range msgs {
 		f, err := p.publishAsync(m)
 		if err != nil {
 			// The messages before i were only sent: msgs[:i] count as
 			// published once they are acknowledged, not before.
-			if werr := wait(ctx, futures); werr != nil {
+			if werr := wait(ctx, futures, closed); werr != nil {
 				return werr
 			}
 			return &outbox.PublishError{Index: i, Err: err}
 		}
 		futures = append(futures, f)
 	}
-	return wait(ctx, futures)
+	return wait(ctx, futures, closed)
 }
 
 // ErrTooLarge is the cause of the Publisher's error for a message larger
@@ -136,15 +144,29 @@ func tooLarge(err error) error {
 // wait waits for the acknowledgements of futures, in any order, and
 // returns nil when each came, or an *outbox.PublishError naming the first
 // message that was not acknowledged (those after it stay pending anyway).
-func wait(ctx context.Context, futures []natsjs.PubAckFuture) error {
+// When closed receives (the connection closed), an acknowledgement not
+// received by then never comes: wait does not wait for it.
+func wait(ctx context.Context, futures []natsjs.PubAckFuture, closed <-chan nats.Status) error {
 	for i, f := range futures {
 		select {
 		case <-f.Ok():
+			continue
 		case err := <-f.Err():
 			return &outbox.PublishError{Index: i, Err: tooLarge(err)}
 		case <-ctx.Done():
 			return &outbox.PublishError{Index: i, Err: fmt.Errorf("waiting for the acknowledgement: %w", ctx.Err())}
+		case <-closed:
 		}
+		for j, f := range futures[i:] {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				return &outbox.PublishError{Index: i + j, Err: tooLarge(err)}
+			default:
+				return &outbox.PublishError{Index: i + j, Err: fmt.Errorf("waiting for the acknowledgement: %w", nats.ErrConnectionClosed)}
+			}
+		}
+		return nil
 	}
 	return nil
 }
