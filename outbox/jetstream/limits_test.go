@@ -171,3 +171,39 @@ func TestPublishEndsWhenItsConnectionCloses(t *testing.T) {
 		})
 	}
 }
+
+// TestInvalidSubjectIsUnpublishable: a Topic that makes an invalid NATS
+// subject (white space, which nats.go refuses; an empty token, which no
+// stream takes, not even one of subject ">") can never be published: the
+// relay must fail it at once and go on with its Key, not retry it with
+// backoff; Publisher.CheckMessage tells it before Enqueue.
+func TestInvalidSubjectIsUnpublishable(t *testing.T) {
+	// The Publisher's prefix ends with a dot: ".created" makes "<stream>..created".
+	for _, topic := range []string{"created.a b", "created.a\tb", "created.a..b", "created.", ".created"} {
+		t.Run(topic, func(t *testing.T) {
+			s := newSetup(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			bad := outbox.Message{ID: "bad", Topic: topic, Key: "k"}
+			pub := jetstream.NewPublisher(s.js, jetstream.WithSubjectPrefix(s.subject))
+			after := outbox.Message{ID: "after", Topic: "created", Key: "k"}
+			s.enqueue(t, true, bad, after)
+			relay := s.o.Relay(pub, outbox.WithMaxAttempts(math.MaxInt32), outbox.WithBackoff(time.Minute, time.Minute))
+			for range 3 {
+				if _, err := relay.RunOnce(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			failed, err := s.o.Failed(ctx, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(failed) != 1 || failed[0].ID != "bad" || failed[0].Attempts != 1 {
+				t.Errorf("Failed = %+v, want bad, failed after 1 attempt", failed)
+			}
+			if st, err := s.o.Stats(ctx); err != nil || st.Published != 1 {
+				t.Errorf("Stats = %+v (%v), want 1 published: the Key's next message", st, err)
+			}
+		})
+	}
+}
