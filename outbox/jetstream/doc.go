@@ -22,8 +22,9 @@
 // message failed at once, kept and listed by Outbox.Failed with the
 // offending header named, while its Key's next messages are published.
 // A message larger than the server's max_payload, or than its stream's
-// MaxMsgSize, is failed so too (ErrTooLarge). Call the Publisher's
-// CheckMessage (or, without a connection, the package's, which cannot
-// tell the size) before Enqueue to refuse such messages in the request
-// instead; neither knows the stream's MaxMsgSize.
+// MaxMsgSize (ErrTooLarge), or whose subject JetStream cannot take (white
+// space, an empty token: ErrInvalidSubject), is failed so too. Call the
+// Publisher's CheckMessage (or, without a Publisher, the package's, which
+// checks the headers alone) before Enqueue to refuse such messages in the
+// request instead; neither knows the stream's MaxMsgSize.
 package jetstream

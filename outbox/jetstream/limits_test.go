@@ -187,6 +187,12 @@ func TestInvalidSubjectIsUnpublishable(t *testing.T) {
 			bad := outbox.Message{ID: "bad", Topic: topic, Key: "k"}
 			pub := jetstream.NewPublisher(s.js, jetstream.WithSubjectPrefix(s.subject))
 			after := outbox.Message{ID: "after", Topic: "created", Key: "k"}
+			if err := pub.CheckMessage(bad); !errors.Is(err, jetstream.ErrInvalidSubject) || !errors.Is(err, outbox.ErrUnpublishable) {
+				t.Errorf("CheckMessage(bad) = %v, want ErrInvalidSubject", err)
+			}
+			if err := pub.CheckMessage(after); err != nil {
+				t.Errorf("CheckMessage(after) = %v", err)
+			}
 			s.enqueue(t, true, bad, after)
 			relay := s.o.Relay(pub, outbox.WithMaxAttempts(math.MaxInt32), outbox.WithBackoff(time.Minute, time.Minute))
 			for range 3 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
@@ -22,10 +23,11 @@ const KeyHeader = "Outbox-Key"
 // Payload, the headers its Headers plus Nats-Msg-Id (its ID) and
 // Outbox-Key (its Key). A batch is published asynchronously and Publish
 // waits for every acknowledgement. A message whose Headers NATS would
-// deliver changed, or refuses, or that is larger than the server takes
-// (see (*Publisher).CheckMessage), is not sent: Publish reports it as
-// failed with ErrHeaderNotCarried or ErrTooLarge, which wrap
-// outbox.ErrUnpublishable, so the relay marks it failed at once. Create it
+// deliver changed, or refuses, whose subject is not valid, or that is
+// larger than the server takes (see (*Publisher).CheckMessage), is not
+// sent: Publish reports it as failed with ErrHeaderNotCarried,
+// ErrInvalidSubject or ErrTooLarge, which wrap outbox.ErrUnpublishable,
+// so the relay marks it failed at once. Create it
 // with NewPublisher; the zero value is not usable. It is safe for
 // concurrent use.
 type Publisher struct {
@@ -94,21 +96,47 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
 // errors.Is.
 var ErrTooLarge = fmt.Errorf("outbox/jetstream: message too large for the server: %w", outbox.ErrUnpublishable)
 
-// CheckMessage is the package's CheckMessage, plus the size: it returns an
-// error wrapping ErrTooLarge when m's headers (as the Publisher sends them)
-// and payload together are over the max_payload of the server the
-// Publisher's connection is connected to (not checked before it first
-// connected). Call it before Enqueue to refuse such a message in the
-// request that makes it. Servers of one cluster may announce different
-// limits; the one the connection is on when the relay publishes decides.
+// ErrInvalidSubject is the cause of the Publisher's error for a message
+// whose subject (WithSubjectPrefix's prefix and its Topic) JetStream can
+// never take: it holds white space (nats.go refuses it) or an empty token
+// (a leading, trailing or doubled dot: no stream takes it, not even one of
+// subject ">"). The Publisher does not send it. It wraps
+// outbox.ErrUnpublishable, so the relay marks such a message failed at
+// once. Match it with errors.Is.
+var ErrInvalidSubject = fmt.Errorf("outbox/jetstream: not a subject JetStream takes: %w", outbox.ErrUnpublishable)
+
+// CheckMessage is the package's CheckMessage, plus the subject and the
+// size: it returns an error wrapping ErrInvalidSubject when the message's
+// subject is not one JetStream can take, or ErrTooLarge when m's headers
+// (as the Publisher sends them) and payload together are over the
+// max_payload of the server the Publisher's connection is connected to
+// (not checked before it first connected). Call it before Enqueue to
+// refuse such a message in the request that makes it. Servers of one
+// cluster may announce different limits; the one the connection is on
+// when the relay publishes decides.
 func (p *Publisher) CheckMessage(m outbox.Message) error {
 	if err := CheckMessage(m); err != nil {
+		return err
+	}
+	if err := checkSubject(p.prefix + m.Topic); err != nil {
 		return err
 	}
 	if limit := p.js.Conn().MaxPayload(); limit > 0 {
 		if n := int64(headerBlockSize(m)) + int64(len(m.Payload)); n > limit {
 			return fmt.Errorf("%w: %d bytes of headers and payload, over the server's max_payload of %d", ErrTooLarge, n, limit)
 		}
+	}
+	return nil
+}
+
+// checkSubject returns an error wrapping ErrInvalidSubject when subj is
+// not a subject JetStream can take.
+func checkSubject(subj string) error {
+	if i := strings.IndexAny(subj, " \t\r\n"); i >= 0 {
+		return fmt.Errorf("%w: %q holds %q, which NATS refuses in a subject", ErrInvalidSubject, subj, subj[i:i+1])
+	}
+	if subj == "" || subj[0] == '.' || subj[len(subj)-1] == '.' || strings.Contains(subj, "..") {
+		return fmt.Errorf("%w: %q has an empty token, which no stream takes", ErrInvalidSubject, subj)
 	}
 	return nil
 }
@@ -128,15 +156,19 @@ func (p *Publisher) publishAsync(m outbox.Message) (natsjs.PubAckFuture, error) 
 	// ErrMaxPayload: the connection moved to a server with a lower limit
 	// since the check.
 	f, err := p.js.PublishMsgAsync(nm, natsjs.WithMsgID(m.ID))
-	return f, tooLarge(err)
+	return f, unpublishable(err)
 }
 
-// tooLarge wraps err with ErrTooLarge when it says that the message is
+// unpublishable wraps err with ErrTooLarge when it says that the message is
 // larger than the server (nats.ErrMaxPayload) or its stream (MaxMsgSize)
-// takes, and returns it as it is otherwise.
-func tooLarge(err error) error {
-	if errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, natsjs.ErrStreamMessageExceedsMaximum) {
+// takes, with ErrInvalidSubject when it says its subject is not valid,
+// and returns it as it is otherwise.
+func unpublishable(err error) error {
+	switch {
+	case errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, natsjs.ErrStreamMessageExceedsMaximum):
 		return fmt.Errorf("%w: %w", ErrTooLarge, err)
+	case errors.Is(err, nats.ErrBadSubject):
+		return fmt.Errorf("%w: %w", ErrInvalidSubject, err)
 	}
 	return err
 }
@@ -152,7 +184,7 @@ func wait(ctx context.Context, futures []natsjs.PubAckFuture, closed <-chan nats
 		case <-f.Ok():
 			continue
 		case err := <-f.Err():
-			return &outbox.PublishError{Index: i, Err: tooLarge(err)}
+			return &outbox.PublishError{Index: i, Err: unpublishable(err)}
 		case <-ctx.Done():
 			return &outbox.PublishError{Index: i, Err: fmt.Errorf("waiting for the acknowledgement: %w", ctx.Err())}
 		case <-closed:
@@ -161,7 +193,7 @@ func wait(ctx context.Context, futures []natsjs.PubAckFuture, closed <-chan nats
 			select {
 			case <-f.Ok():
 			case err := <-f.Err():
-				return &outbox.PublishError{Index: i + j, Err: tooLarge(err)}
+				return &outbox.PublishError{Index: i + j, Err: unpublishable(err)}
 			default:
 				return &outbox.PublishError{Index: i + j, Err: fmt.Errorf("waiting for the acknowledgement: %w", nats.ErrConnectionClosed)}
 			}
