@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/saferetry/saferetry/outbox"
@@ -64,7 +65,8 @@ func WithConsumeLogger(l *slog.Logger) ConsumeOption { return func(c *consumeCon
 var ErrNotAckExplicit = errors.New("outbox/jetstream: Consume needs a consumer with AckPolicy explicit")
 
 // Consume processes cons's messages through in until ctx is done, then
-// returns nil, one message at a time: for each, h runs in Inbox.Process
+// returns nil (or until cons's NATS connection is closed, which never
+// reconnects: then it returns ErrConnectionClosed), one message at a time: for each, h runs in Inbox.Process
 // under the message's Nats-Msg-Id (whatever its bytes), and the message is acknowledged only
 // after that commit (or when the inbox says duplicate). When h or the
 // commit fails the message is negatively acknowledged, and redelivered. A
@@ -110,28 +112,44 @@ func Consume(ctx context.Context, cons natsjs.Consumer, in *outbox.Inbox, h Hand
 	}
 	for ctx.Err() == nil {
 		iter, err := cons.Messages()
-		if err != nil {
+		if err == nil {
+			err = consumeIter(ctx, iter, in, h, cfg)
+			iter.Stop()
+		}
+		switch {
+		case ctx.Err() != nil:
+		case errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, natsjs.ErrConnectionClosed):
+			// A closed connection never reconnects: nothing would be
+			// consumed again.
+			return fmt.Errorf("%w: %w", ErrConnectionClosed, err)
+		case errors.Is(err, natsjs.ErrMsgIteratorClosed):
+			// Stopped (the consumer deleted): a new iterator.
+		case err != nil:
 			cfg.logger.Warn("outbox/jetstream: messages", "err", err)
 			if !sleep(ctx, time.Second) {
 				return nil
 			}
-			continue
 		}
-		consumeIter(ctx, iter, in, h, cfg)
-		iter.Stop()
 	}
 	return nil
 }
 
-// consumeIter handles iter's messages until ctx is done or iter closes.
-func consumeIter(ctx context.Context, iter natsjs.MessagesContext, in *outbox.Inbox, h Handler, cfg consumeConfig) {
+// ErrConnectionClosed is returned by Consume when the NATS connection of
+// its consumer is closed (by the application, or by nats.go once its
+// MaxReconnects are spent): a closed connection never reconnects. It
+// wraps nats.ErrConnectionClosed. Match it with errors.Is.
+var ErrConnectionClosed = fmt.Errorf("outbox/jetstream: consume: %w", nats.ErrConnectionClosed)
+
+// consumeIter handles iter's messages until ctx is done (it returns nil)
+// or iter closes (it returns why).
+func consumeIter(ctx context.Context, iter natsjs.MessagesContext, in *outbox.Inbox, h Handler, cfg consumeConfig) error {
 	for {
 		m, err := iter.Next(natsjs.NextContext(ctx))
 		switch {
 		case ctx.Err() != nil:
-			return
+			return nil
 		case errors.Is(err, natsjs.ErrMsgIteratorClosed):
-			return
+			return err
 		case err != nil:
 			// Missed heartbeats (a server restart): the iterator goes on.
 			cfg.logger.Warn("outbox/jetstream: next", "err", err)
