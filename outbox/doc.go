@@ -29,7 +29,8 @@
 //     then marked failed after WithMaxAttempts: kept, listed by Failed,
 //     put back by Redrive; never dropped. One its Publisher can never
 //     publish as it is (ErrUnpublishable: a header the broker would
-//     change) is marked failed at once, so its Key's next messages go on.
+//     change, a message too large, a subject the broker cannot take) is
+//     marked failed at once, so its Key's next messages go on.
 //   - Inbox.Process runs a consumer's effect at most once per (consumer,
 //     message ID), committed with the record of it; a failed effect leaves
 //     nothing, so the redelivery runs it again.
@@ -45,6 +46,8 @@
 //	relay killed between publish and mark       batch republished (broker dedup, inbox drops it)
 //	relay's database connection lost            batch rolled back, republished later
 //	publisher fails (broker down, timeouts)     backoff, attempts counted, failed after the limit
+//	broker refuses for now (no stream, full)    the same, the message's Key held meanwhile
+//	broker can never take the message as it is  failed at once (ErrUnpublishable), its Key goes on
 //	two relays at once                          row locks: each message held by one relay
 //	LISTEN connection lost                      polling (WithPollInterval) until it is back
 //	consumer killed after commit, before ack    redelivered, inbox says duplicate, acked

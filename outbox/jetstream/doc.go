@@ -27,4 +27,25 @@
 // Publisher's CheckMessage (or, without a Publisher, the package's, which
 // checks the headers alone) before Enqueue to refuse such messages in the
 // request instead; neither knows the stream's MaxMsgSize.
+//
+// Every other refusal is taken for one that may pass, so the relay
+// retries it with backoff, holding the message's Key, and marks the
+// message failed after WithMaxAttempts: no stream takes the subject (none
+// made yet, or deleted while the relay runs: "no response from stream"),
+// the stream is full under DiscardNew (MaxMsgs, MaxBytes,
+// MaxMsgsPerSubject: "maximum messages exceeded"), sealed, or over its
+// account's JetStream limits ("resource limits exceeded for account"), and
+// the connection is down or closed. A closed nats.Conn never reconnects,
+// so each message fails in turn: connect the Publisher's with
+// nats.MaxReconnects(-1).
+//
+// Consume goes on after a NATS server restart once the connection is
+// back, and returns ErrConnectionClosed when the connection closes for
+// good. When its consumer is deleted it logs that and waits: it goes on
+// about 30 s (the pull's heartbeat) after a consumer of that name is
+// created again. It does not extend a message's AckWait while the handler
+// runs: a handler slower than AckWait gets its message redelivered
+// meanwhile, which the inbox reports as a duplicate once the first run
+// commits (one effect), but each such delivery counts towards the
+// consumer's MaxDeliver.
 package jetstream
