@@ -42,8 +42,9 @@ func (e *PublishError) Error() string {
 func (e *PublishError) Unwrap() error { return e.Err }
 
 // ErrUnpublishable is what a Publisher wraps in a *PublishError's Err for
-// a message it can never publish as it is (a header its broker would
-// change or refuses, for the jetstream Publisher), rather than one that
+// a message it can never publish as it is (for the jetstream Publisher: a
+// header its broker would change or refuses, a message over the broker's
+// size limit, a subject it cannot take), rather than one that
 // failed for now: the relay marks that message failed at once, its
 // attempt counted, instead of retrying it with backoff up to
 // WithMaxAttempts (for ever under a limit that never gives up), so that
