@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -211,5 +212,42 @@ func TestInvalidSubjectIsUnpublishable(t *testing.T) {
 				t.Errorf("Stats = %+v (%v), want 1 published: the Key's next message", st, err)
 			}
 		})
+	}
+}
+
+// TestSubjectOverTheControlLineIsUnpublishable: a subject longer than the
+// server's max_control_line (4 KiB by default) makes the server close the
+// connection, which nats.go does not reopen: one such message would end
+// the Publisher's connection (and every other user's of it) for good, and
+// every later message would fail. The Publisher must refuse it without
+// sending it, and the relay fail it at once and go on with its Key.
+func TestSubjectOverTheControlLineIsUnpublishable(t *testing.T) {
+	srv := startNATS(t, "")
+	nc, js := srv.connect(t)
+	s := newSetupOn(t, js, natsjs.StreamConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	pub := jetstream.NewPublisher(js)
+	long := outbox.Message{ID: "long", Topic: s.subject + strings.Repeat("a", 5000), Key: "k"}
+	after := outbox.Message{ID: "after", Topic: s.subject + "created", Key: "k"}
+	s.enqueue(t, true, long, after)
+	relay := s.o.Relay(pub, outbox.WithMaxAttempts(math.MaxInt32), outbox.WithBackoff(time.Minute, time.Minute))
+	for range 3 {
+		if _, err := relay.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if nc.IsClosed() {
+		t.Errorf("the connection is closed for good")
+	}
+	failed, err := s.o.Failed(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(failed) != 1 || failed[0].ID != "long" || failed[0].Attempts != 1 {
+		t.Errorf("Failed = %+v, want long, failed after 1 attempt", failed)
+	}
+	if st, err := s.o.Stats(ctx); err != nil || st.Published != 1 {
+		t.Errorf("Stats = %+v (%v), want 1 published: the Key's next message", st, err)
 	}
 }
