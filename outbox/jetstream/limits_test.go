@@ -250,4 +250,9 @@ func TestSubjectOverTheControlLineIsUnpublishable(t *testing.T) {
 	if st, err := s.o.Stats(ctx); err != nil || st.Published != 1 {
 		t.Errorf("Stats = %+v (%v), want 1 published: the Key's next message", st, err)
 	}
+	// The longest subject the Publisher sends goes through.
+	longest := outbox.Message{ID: "longest", Topic: s.subject + strings.Repeat("a", 3840-len(s.subject))}
+	if err := pub.Publish(ctx, []outbox.Message{longest}); err != nil || nc.IsClosed() {
+		t.Errorf("Publish of a 3,840-byte subject = %v (connection closed: %v)", err, nc.IsClosed())
+	}
 }

@@ -98,9 +98,10 @@ var ErrTooLarge = fmt.Errorf("outbox/jetstream: message too large for the server
 
 // ErrInvalidSubject is the cause of the Publisher's error for a message
 // whose subject (WithSubjectPrefix's prefix and its Topic) JetStream can
-// never take: it holds white space (nats.go refuses it) or an empty token
+// never take: it holds white space (nats.go refuses it), an empty token
 // (a leading, trailing or doubled dot: no stream takes it, not even one of
-// subject ">"). The Publisher does not send it. It wraps
+// subject ">"), or is longer than 3,840 bytes (see maxSubject: the server
+// would close the connection). The Publisher does not send it. It wraps
 // outbox.ErrUnpublishable, so the relay marks such a message failed at
 // once. Match it with errors.Is.
 var ErrInvalidSubject = fmt.Errorf("outbox/jetstream: not a subject JetStream takes: %w", outbox.ErrUnpublishable)
@@ -129,9 +130,21 @@ func (p *Publisher) CheckMessage(m outbox.Message) error {
 	return nil
 }
 
+// maxSubject is the longest subject the Publisher sends. A longer one may
+// not fit, with the reply subject and the sizes, in the server's control
+// line (max_control_line: 4,096 bytes by default, not announced to
+// clients; measured with nats.go's reply subjects, a subject of 4,070
+// bytes overflows it), and a server whose control line overflows closes
+// the connection, which nats.go does not reopen: every later message
+// would fail, and every other user of the connection lose it.
+const maxSubject = 3840
+
 // checkSubject returns an error wrapping ErrInvalidSubject when subj is
 // not a subject JetStream can take.
 func checkSubject(subj string) error {
+	if len(subj) > maxSubject {
+		return fmt.Errorf("%w: the subject is %d bytes, over the %d a NATS server's control line surely holds", ErrInvalidSubject, len(subj), maxSubject)
+	}
 	if i := strings.IndexAny(subj, " \t\r\n"); i >= 0 {
 		return fmt.Errorf("%w: %q holds %q, which NATS refuses in a subject", ErrInvalidSubject, subj, subj[i:i+1])
 	}
