@@ -94,7 +94,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
 // once rather than retry it with backoff, its Key held, up to
 // WithMaxAttempts; after the limit is raised, Redrive it. Match it with
 // errors.Is.
-var ErrTooLarge = fmt.Errorf("outbox/jetstream: message too large for the server: %w", outbox.ErrUnpublishable)
+var ErrTooLarge = fmt.Errorf("outbox/jetstream: message too large for the server or its stream: %w", outbox.ErrUnpublishable)
 
 // ErrInvalidSubject is the cause of the Publisher's error for a message
 // whose subject (WithSubjectPrefix's prefix and its Topic) JetStream can
