@@ -38,7 +38,9 @@ type Message struct {
 	// broker's deduplication and the second would be dropped.
 	ID string
 	// Topic says what happened ("payment.created"); the jetstream Publisher
-	// makes it the subject.
+	// makes it the subject, which must hold no white space nor empty token
+	// and, with the Publisher's prefix, be at most 3,840 bytes (else the
+	// message is failed at once: see that Publisher's CheckMessage).
 	Topic string
 	// Key orders: the messages of one Key are handed to the Publisher in
 	// the order their transactions committed. Empty means unordered. A
