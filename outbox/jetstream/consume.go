@@ -80,7 +80,9 @@ var ErrNotAckExplicit = errors.New("outbox/jetstream: Consume needs a consumer w
 // cons must be a pull consumer (durable or named) whose AckPolicy is
 // explicit, the only policy under which a negative acknowledgement
 // redelivers that message alone; for any other, Consume returns
-// ErrNotAckExplicit at once and consumes nothing.
+// ErrNotAckExplicit at once and consumes nothing. Its pull requests stay
+// within cons's MaxRequestBatch and MaxRequestExpires (as Consume read
+// them when called; a MaxRequestExpires under 1 s is refused at once).
 //
 // The Message h gets is the NATS message's: ID from Nats-Msg-Id, Key from
 // KeyHeader, Topic the subject (WithSubjectPrefix's prefix included), and
@@ -110,8 +112,12 @@ func Consume(ctx context.Context, cons natsjs.Consumer, in *outbox.Inbox, h Hand
 	if cfg.name == "" {
 		cfg.name = info.Name
 	}
+	pull, err := pullOptions(info)
+	if err != nil {
+		return err
+	}
 	for ctx.Err() == nil {
-		iter, err := cons.Messages()
+		iter, err := cons.Messages(pull...)
 		if err == nil {
 			err = consumeIter(ctx, iter, in, h, cfg)
 			iter.Stop()
@@ -132,6 +138,24 @@ func Consume(ctx context.Context, cons natsjs.Consumer, in *outbox.Inbox, h Hand
 		}
 	}
 	return nil
+}
+
+// pullOptions sizes Consume's pull requests within the consumer's
+// MaxRequestBatch and MaxRequestExpires: JetStream refuses a larger
+// request, and nats.go's iterator then waits, without a message or an
+// error, for as long as it runs.
+func pullOptions(info *natsjs.ConsumerInfo) ([]natsjs.PullMessagesOpt, error) {
+	var opts []natsjs.PullMessagesOpt
+	if b := info.Config.MaxRequestBatch; b > 0 && b < natsjs.DefaultMaxMessages {
+		opts = append(opts, natsjs.PullMaxMessages(b))
+	}
+	if e := info.Config.MaxRequestExpires; e > 0 && e < natsjs.DefaultExpires {
+		if e < time.Second {
+			return nil, fmt.Errorf("outbox/jetstream: consumer %q has MaxRequestExpires %v: nats.go's pull requests last 1 s at least", info.Name, e)
+		}
+		opts = append(opts, natsjs.PullExpiry(e))
+	}
+	return opts, nil
 }
 
 // ErrConnectionClosed is returned by Consume when the NATS connection of
