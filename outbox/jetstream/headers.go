@@ -42,7 +42,8 @@ const maxHeaderBlock = 65535
 //     Other bytes (inner tabs, control characters, any UTF-8, an empty
 //     value) arrive as they are.
 //   - The header block, Nats-Msg-Id and Outbox-Key included, is at most
-//     65,535 bytes, JetStream's limit.
+//     65,535 bytes, JetStream's limit. An empty ID counts as the 36
+//     bytes of the one Enqueue derives for it.
 //
 // The Publisher checks every message with it, and with the server's size
 // limit (see (*Publisher).CheckMessage). Call one of them before Enqueue
@@ -65,10 +66,18 @@ func CheckMessage(m outbox.Message) error {
 	return nil
 }
 
+// derivedIDLen is the length of the ID Enqueue derives for a message
+// without one (idempotency.DerivedKey's, a UUID).
+const derivedIDLen = 36
+
 // headerBlockSize is the size of the header block the Publisher sends with
-// m, as NATS counts it.
+// m, as NATS counts it; an empty ID counts as the one Enqueue derives.
 func headerBlockSize(m outbox.Message) int {
-	size := len("NATS/1.0\r\n") + len(natsjs.MsgIDHeader) + len(m.ID) + len(KeyHeader) + len(m.Key) + 2*len(": \r\n") + len("\r\n")
+	id := len(m.ID)
+	if id == 0 {
+		id = derivedIDLen
+	}
+	size := len("NATS/1.0\r\n") + len(natsjs.MsgIDHeader) + id + len(KeyHeader) + len(m.Key) + 2*len(": \r\n") + len("\r\n")
 	for k, v := range m.Headers {
 		size += len(k) + len(v) + len(": \r\n")
 	}
