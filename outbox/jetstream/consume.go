@@ -127,7 +127,7 @@ func Consume(ctx context.Context, cons natsjs.Consumer, in *outbox.Inbox, h Hand
 		case errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, natsjs.ErrConnectionClosed):
 			// A closed connection never reconnects: nothing would be
 			// consumed again.
-			return fmt.Errorf("%w: %w", ErrConnectionClosed, err)
+			return ErrConnectionClosed
 		case errors.Is(err, natsjs.ErrMsgIteratorClosed):
 			// Stopped (the consumer deleted): a new iterator.
 		case err != nil:
