@@ -1,0 +1,58 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/saferetry/saferetry/internal/testenv"
+	"github.com/saferetry/saferetry/outbox"
+)
+
+// TestFailedBatchesAreNotRetriedAtOnce: a broker that refuses every
+// message for now (a full stream, a subject no stream takes) fails each
+// batch at its first message, the rest of the batch unknown: the relay
+// puts that one off, but must not claim and hand the rest to the Publisher
+// again at once, batch after batch (measured against JetStream: some 7,000
+// refused publications a second for 300 pending messages), as if nothing
+// had failed: after a batch that published nothing and failed for now,
+// it waits for the poll interval.
+func TestFailedBatchesAreNotRetriedAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		maxConns int32
+	}{{"pipelined", 4}, {"one connection", 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := testenv.PostgresPool(t, func(c *pgxpool.Config) { c.MaxConns = tc.maxConns })
+			o := outbox.New(pool, outbox.WithTable(testenv.PostgresTable(t, pool, "outbox_test_")))
+			if err := o.CreateSchema(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			var msgs []outbox.Message
+			for i := range 300 {
+				msgs = append(msgs, msg("m"+strconv.Itoa(i), "k"+strconv.Itoa(i)))
+			}
+			enqueue(t, pool, o, msgs...)
+			rec := &recorder{fail: func(int, []outbox.Message) error {
+				return &outbox.PublishError{Index: 0, Err: errors.New("maximum messages exceeded")}
+			}}
+			const run, poll = 2 * time.Second, 200 * time.Millisecond
+			ctx, cancel := context.WithTimeout(context.Background(), run)
+			defer cancel()
+			relay := o.Relay(rec, outbox.WithPollInterval(poll), outbox.WithBackoff(time.Minute, time.Minute), outbox.WithBatchSize(10))
+			if err := relay.Run(ctx); err != nil {
+				t.Fatal(err)
+			}
+			rec.mu.Lock()
+			calls := rec.calls
+			rec.mu.Unlock()
+			if limit := int(run/poll) + 3; calls > limit {
+				t.Errorf("%d Publish calls in %v, each failing, want at most %d: one per poll interval", calls, run, limit)
+			}
+		})
+	}
+}
