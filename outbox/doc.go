@@ -60,23 +60,28 @@
 //
 // # Costs
 //
-// Enqueue is one round trip in the caller's transaction and holds a
-// per-Key advisory lock until commit (transactions of one Key commit one
-// after the other; use an entity's ID as Key). A relay batch is one
-// transaction of two round trips (BEGIN with the claim; the marks with
-// COMMIT) around one Publish call, committed without waiting for the disk
-// (a lost mark only republishes); WithWorkers keeps several batches in
-// flight. A claim looks at a bounded window of the oldest pending rows
-// (4 × the batch size + 64), whatever the backlog. A known limit follows:
-// when the window fills with rows that wait out a backoff (one Key holding
-// more pending rows than the window with its oldest failing, or as many
-// Keys as the window whose oldest rows all fail, as a topic the broker
-// refuses, keyed by entity, makes them), the rows behind the window wait
-// too, until those messages are published or marked failed (with the
-// default batch of 100 and backoff, about 50 s for 10 attempts, the nine
-// waits between them 0.1 s doubling to 25.6 s, plus the polls; for ever
-// with a WithMaxAttempts that never gives up). Unkeyed rows in backoff
-// leave the window to the rest. Published
+// Enqueue is one round trip in the caller's transaction and holds a per-Key
+// advisory lock until commit (transactions of one Key commit one after the
+// other; use an entity's ID as Key). A relay batch is one transaction of
+// two round trips (BEGIN with the claim; the marks with COMMIT) around one
+// Publish call, committed without waiting for the disk (a lost mark only
+// republishes); WithWorkers keeps several batches in flight. A claim looks
+// at a bounded window of the oldest pending rows (4 × the batch size + 64),
+// whatever the backlog. A known limit follows: when the window fills with
+// rows that wait out a backoff (one Key holding more pending rows than the
+// window with its oldest failing, or as many Keys as the window whose
+// oldest rows all fail, as a topic the broker refuses, keyed by entity,
+// makes them), the rows behind the window wait too, until those messages
+// are published or marked failed (with the default batch of 100 and
+// backoff, about 50 s for 10 attempts, the nine waits between them 0.1 s
+// doubling to 25.6 s, plus the polls; for ever with a WithMaxAttempts that
+// never gives up). Unkeyed rows in backoff leave the window to the rest. A
+// batch whose first message the broker refuses for now (nothing of it
+// published: a full stream, a subject no stream takes, the broker down)
+// ends the relay's run of batches until the poll interval passes or a
+// message is enqueued, rather than hand the rest of the backlog to a broker
+// that refuses it, batch after batch; where one topic is refused among
+// others, each such batch it heads costs up to a poll interval. Published
 // rows are deleted after the retention period (WithRetention), inbox rows
 // when the caller says (Inbox.DeleteProcessed).
 package outbox

@@ -86,6 +86,13 @@ func (r *Relay) pipeline(ctx context.Context, more func(n int) bool) (total int,
 			}
 			return total, res.err
 		}
+		if last.stalled() {
+			// The next batch, claimed meanwhile, rolls back (release).
+			if err := p.settle(ctx, cur.conn, last); err != nil {
+				return total, err
+			}
+			return total, errStalled
+		}
 		cur = res.claimed
 	}
 	return total, p.finish(ctx, cur.conn, last)

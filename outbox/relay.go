@@ -168,6 +168,16 @@ func (r *Relay) work(ctx context.Context, wake <-chan struct{}, all []chan struc
 		switch {
 		case ctx.Err() != nil:
 			return
+		case errors.Is(err, errStalled):
+			// Logged with the batch's marks (queueMarks). The wake-up
+			// this worker gave itself when the batch came full is
+			// dropped: the poll interval, or a new message, starts the
+			// next batch.
+			errWait = r.cfg.backoffMin
+			select {
+			case <-wake:
+			default:
+			}
 		case err != nil:
 			r.cfg.logger.Warn("outbox: relay batch failed", "table", r.o.names.table, "err", err, "retry_in", errWait)
 			wait = errWait
@@ -208,6 +218,21 @@ type outcome struct {
 	unpublishable bool // failed wraps ErrUnpublishable: failed at once
 }
 
+// stalled reports whether o's batch failed for now before any of its
+// messages was published: the broker refuses what it is given (a full
+// stream, no stream for the subject, the broker down), and most likely
+// the rest of the backlog too. Only the failed message is put off; the
+// batch's others, pending still, would be claimed and handed to the
+// Publisher again at once, batch after batch, so the relay stops there
+// (errStalled) and waits for the poll interval.
+func (o *outcome) stalled() bool {
+	return o != nil && len(o.done) == 0 && len(o.failed) > 0 && !o.unpublishable
+}
+
+// errStalled ends a run of batches after a stalled one (see
+// outcome.stalled); it is no error of Run's.
+var errStalled = errors.New("outbox: a batch failed before any of it was published")
+
 // batches claims, publishes and marks batches on one connection for as
 // long as more, asked after each publication with the batch's size, says
 // so, and returns how many messages it handed to the Publisher. Each batch
@@ -226,7 +251,7 @@ func (r *Relay) batches(ctx context.Context, more func(n int) bool) (int, error)
 
 // batchesOn is batches on conn, which it releases.
 func (r *Relay) batchesOn(ctx context.Context, conn *pgxpool.Conn, more func(n int) bool) (int, error) {
-	open := false
+	open, stalled := false, false
 	defer func() { release(ctx, conn, open) }()
 	total := 0
 	var last *outcome // published, not marked yet
@@ -265,6 +290,10 @@ func (r *Relay) batchesOn(ctx context.Context, conn *pgxpool.Conn, more func(n i
 		if !more(len(msgs)) {
 			break
 		}
+		if last.stalled() {
+			stalled = true
+			break
+		}
 	}
 	var b pgx.Batch
 	marks := r.queueMarks(&b, last)
@@ -272,6 +301,9 @@ func (r *Relay) batchesOn(ctx context.Context, conn *pgxpool.Conn, more func(n i
 		return total, fmt.Errorf("outbox: mark: %w", err)
 	}
 	open = false
+	if stalled && ctx.Err() == nil {
+		return total, errStalled
+	}
 	return total, ctx.Err()
 }
 
