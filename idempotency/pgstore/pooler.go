@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Pooler says what sits between the pool given to New and PostgreSQL, for
@@ -110,20 +111,32 @@ func unsafeMode(p Pooler, mode pgx.QueryExecMode) bool {
 	}
 }
 
-// poolCheck is the Store's check of its pool's exec mode: done once, when
-// the mode needs it, before the Store's first statement.
-type poolCheck struct {
+// PoolCheck is the check of a pool's query exec mode that a Store makes
+// before its first statement (see WithPooler and the package
+// documentation, "Exec modes and connection poolers"), for other code that
+// runs statements of its own on a pool, such as mockserver/pgledger. Create
+// it with NewPoolCheck; the zero value is not usable. It is safe for
+// concurrent use by multiple goroutines; Err is the method to call.
+type PoolCheck struct {
+	pool   *pgxpool.Pool
 	needed bool                  // the mode is unsafe behind a transaction pooler
 	result atomic.Pointer[error] // set once the check came to a verdict
 	sem    chan struct{}         // one probe at a time
 }
 
-// checkPool returns nil when the pool's exec mode is safe where it
-// connects, an *ExecModeError when a pooler makes it unsafe, and the
-// error of the probe when it could not tell (the next call probes
-// again).
-func (s *Store) checkPool(ctx context.Context) error {
-	c := &s.check
+// NewPoolCheck returns the check of pool, whose server connections a
+// pooler p sits in front of (PoolerDetect: look for one). It does not
+// touch the pool.
+func NewPoolCheck(pool *pgxpool.Pool, p Pooler) *PoolCheck {
+	return &PoolCheck{pool: pool, needed: unsafeMode(p, pool.Config().ConnConfig.DefaultQueryExecMode), sem: make(chan struct{}, 1)}
+}
+
+// Err returns nil when the pool's exec mode is safe where it connects, an
+// *ExecModeError when a pooler makes it unsafe, and the error of the probe
+// when it could not tell (the next call probes again). It probes at most
+// once per verdict, with one statement over the simple protocol, and only
+// when the mode is one that a pooler may break; otherwise it costs nothing.
+func (c *PoolCheck) Err(ctx context.Context) error {
 	if !c.needed {
 		return nil
 	}
@@ -139,7 +152,7 @@ func (s *Store) checkPool(ctx context.Context) error {
 	if r := c.result.Load(); r != nil {
 		return *r
 	}
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := c.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
@@ -150,11 +163,14 @@ func (s *Store) checkPool(ctx context.Context) error {
 	}
 	var verdict error
 	if announced != server {
-		verdict = &ExecModeError{Mode: s.pool.Config().ConnConfig.DefaultQueryExecMode, AnnouncedPID: announced, ServerPID: server}
+		verdict = &ExecModeError{Mode: c.pool.Config().ConnConfig.DefaultQueryExecMode, AnnouncedPID: announced, ServerPID: server}
 	}
 	c.result.Store(&verdict)
 	return verdict
 }
+
+// checkPool is the Store's PoolCheck (see PoolCheck.Err).
+func (s *Store) checkPool(ctx context.Context) error { return s.check.Err(ctx) }
 
 // serverPIDs returns the server process id conn announced at start-up and
 // the one the server answers now. The probe goes over the simple

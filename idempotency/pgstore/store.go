@@ -48,7 +48,7 @@ type Store struct {
 	gate  gate.Gate
 	watch watcher
 	renew renewals
-	check poolCheck
+	check *PoolCheck
 	// textArgs reports that the pool's exec mode sends arguments as text,
 	// a bytea as two hex digits a byte (see checkOutcomeSize).
 	textArgs bool
@@ -121,7 +121,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 		upserts: replaymix.New(replaymix.Adaptive, firstsEnter, firstsLeave)}
 	s.gate = gate.New(int(pool.Config().MaxConns))
 	mode := pool.Config().ConnConfig.DefaultQueryExecMode
-	s.check = poolCheck{needed: unsafeMode(cfg.pooler, mode), sem: make(chan struct{}, 1)}
+	s.check = NewPoolCheck(pool, cfg.pooler)
 	s.textArgs = mode == pgx.QueryExecModeExec || mode == pgx.QueryExecModeSimpleProtocol
 	s.watch.store, s.watch.idle, s.watch.pingWait = s, watchset.Idle, watchset.PingWait
 	return s

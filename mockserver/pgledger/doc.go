@@ -47,4 +47,14 @@
 // READ COMMITTED transaction of its own. Either way it costs one round trip
 // (BEGIN, lock, both statements and COMMIT go in one pgx batch), and a
 // crash at any instant leaves the whole payment or nothing.
+//
+// # Connection poolers
+//
+// Behind a transaction pooler (PgBouncer's pool_mode=transaction) the
+// Ledger refuses the exec modes the pooler breaks, as a pgstore.Store
+// does: in pgx's default mode, the statement cache, and in
+// QueryExecModeDescribeExec it looks for a pooler once, before its first
+// statement, and behind one every method returns a *pgstore.ExecModeError.
+// Put default_query_exec_mode=exec in the URL there, or declare the pooler
+// with WithPooler.
 package pgledger

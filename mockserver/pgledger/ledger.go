@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/saferetry/saferetry/idempotency/pgstore"
 	"github.com/saferetry/saferetry/mockserver"
 )
 
@@ -27,6 +28,33 @@ type Ledger struct {
 	names   names
 	sql     statements
 	opening map[string]int64
+	check   *pgstore.PoolCheck
+}
+
+// Option configures a Ledger in New; a nil Option is ignored. Options are
+// plain functions, safe to share and to use from several goroutines at
+// once.
+type Option func(*config)
+
+type config struct {
+	pooler pgstore.Pooler
+}
+
+// WithPooler declares what sits between the pool and PostgreSQL, as
+// pgstore.WithPooler does for a Store; the default, pgstore.PoolerDetect,
+// detects a pooler. Behind a transaction pooler (PgBouncer's
+// pool_mode=transaction) the pool's default exec mode, the statement
+// cache, fails with `prepared statement "stmtcache_..." already exists`,
+// and pgx.QueryExecModeDescribeExec may run another client's statement:
+// in those modes the Ledger looks for a pooler once, before its first
+// statement, and behind one every method returns a *pgstore.ExecModeError
+// instead of running a statement. Use pgx.QueryExecModeExec
+// (default_query_exec_mode=exec in the URL) or
+// pgx.QueryExecModeSimpleProtocol there, or declare PgBouncer 1.21 or
+// later with max_prepared_statements set as
+// pgstore.PoolerTransactionPrepared.
+func WithPooler(p pgstore.Pooler) Option {
+	return func(c *config) { c.pooler = p }
 }
 
 // statements are the SQL texts, built once with the table names.
@@ -100,9 +128,11 @@ SELECT false, ` + paymentColumns + ` FROM prior`,
 // from it, opens at mockserver.DefaultBalance. New copies opening; every
 // process over the same tables must pass the same. New does not touch the
 // database (call CreateSchema, or apply Schema, before use) and does not
-// close pool. It panics when pool is nil or table is invalid: both are
-// programming errors.
-func New(pool *pgxpool.Pool, table string, opening map[string]int64) *Ledger {
+// close pool. Like a pgstore.Store, it refuses the exec modes that a
+// connection pooler in front of PostgreSQL breaks (see WithPooler). It
+// panics when pool is nil or table is invalid: both are programming
+// errors.
+func New(pool *pgxpool.Pool, table string, opening map[string]int64, opts ...Option) *Ledger {
 	if pool == nil {
 		panic("pgledger: New called with a nil pool")
 	}
@@ -110,7 +140,14 @@ func New(pool *pgxpool.Pool, table string, opening map[string]int64) *Ledger {
 	if err != nil {
 		panic("pgledger: New: " + err.Error())
 	}
-	return &Ledger{pool: pool, names: n, sql: buildStatements(n), opening: maps.Clone(opening)}
+	var cfg config
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	return &Ledger{pool: pool, names: n, sql: buildStatements(n), opening: maps.Clone(opening),
+		check: pgstore.NewPoolCheck(pool, cfg.pooler)}
 }
 
 // JoinsTransactions implements mockserver.TxLedger: Pay writes through the
@@ -119,6 +156,9 @@ func (l *Ledger) JoinsTransactions() {}
 
 // Payments implements mockserver.Ledger in one round trip, ordered by seq.
 func (l *Ledger) Payments(ctx context.Context) ([]mockserver.Payment, error) {
+	if err := l.check.Err(ctx); err != nil {
+		return nil, fmt.Errorf("pgledger: payments: %w", err)
+	}
 	rows, err := l.pool.Query(ctx, l.sql.payments)
 	if err != nil {
 		return nil, fmt.Errorf("pgledger: payments: %w", err)
@@ -134,6 +174,9 @@ func (l *Ledger) Payments(ctx context.Context) ([]mockserver.Payment, error) {
 
 // Payment implements mockserver.Ledger in one round trip.
 func (l *Ledger) Payment(ctx context.Context, id string) (mockserver.Payment, bool, error) {
+	if err := l.check.Err(ctx); err != nil {
+		return mockserver.Payment{}, false, fmt.Errorf("pgledger: payment: %w", err)
+	}
 	p, err := scanPayment(l.pool.QueryRow(ctx, l.sql.byID, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return mockserver.Payment{}, false, nil
@@ -148,6 +191,9 @@ func (l *Ledger) Payment(ctx context.Context, id string) (mockserver.Payment, bo
 // balance of every currency paid in, and the opening balance of every other
 // currency given one.
 func (l *Ledger) Balances(ctx context.Context) (map[string]int64, error) {
+	if err := l.check.Err(ctx); err != nil {
+		return nil, fmt.Errorf("pgledger: balances: %w", err)
+	}
 	rows, err := l.pool.Query(ctx, l.sql.balances)
 	if err != nil {
 		return nil, fmt.Errorf("pgledger: balances: %w", err)
@@ -172,6 +218,9 @@ func (l *Ledger) Balances(ctx context.Context) (map[string]int64, error) {
 
 // Balance implements mockserver.Ledger in one round trip.
 func (l *Ledger) Balance(ctx context.Context, currency string) (int64, error) {
+	if err := l.check.Err(ctx); err != nil {
+		return 0, fmt.Errorf("pgledger: balance: %w", err)
+	}
 	var b int64
 	err := l.pool.QueryRow(ctx, l.sql.balance, currency).Scan(&b)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -187,6 +236,9 @@ func (l *Ledger) Balance(ctx context.Context, currency string) (int64, error) {
 // waits for the payments in flight, transactional mode's uncommitted ones
 // included, and they wait for it.
 func (l *Ledger) Reset(ctx context.Context) error {
+	if err := l.check.Err(ctx); err != nil {
+		return fmt.Errorf("pgledger: reset: %w", err)
+	}
 	if _, err := l.pool.Exec(ctx, l.sql.reset); err != nil {
 		return fmt.Errorf("pgledger: reset: %w", err)
 	}

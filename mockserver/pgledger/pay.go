@@ -46,8 +46,12 @@ func (l *Ledger) Pay(ctx context.Context, ref string, keep time.Duration, p mock
 		err   error
 	)
 	if tx, ok := pgstore.TxFromContext(ctx); ok {
+		// Not checked: the transaction is on a connection of the Store,
+		// which checked its own pool, and a probe would need a second
+		// connection while this one is held (with every connection in
+		// such transactions, a wait until the requests time out).
 		got, found, err = l.payIn(ctx, tx, ref, keep, p)
-	} else {
+	} else if err = l.check.Err(ctx); err == nil {
 		got, found, err = l.payOwn(ctx, ref, keep, p)
 	}
 	if err != nil {

@@ -1,8 +1,12 @@
 package pgledger_test
 
 import (
+	"context"
 	"errors"
+	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -92,5 +96,37 @@ func TestWorksBehindPoolerInExecMode(t *testing.T) {
 				t.Fatalf("Balance = %d, %v", b, err)
 			}
 		})
+	}
+}
+
+// TestPayInTransactionNeedsNoSecondConnection: in transactional mode Pay
+// runs on the connection of the Middleware's transaction, which the Store
+// checked for a pooler. A Ledger whose own check had not run yet (its
+// tables made by another instance) must not probe for a pooler then: the
+// probe would wait for a second connection, which a pool of one never
+// frees while the transaction holds it.
+func TestPayInTransactionNeedsNoSecondConnection(t *testing.T) {
+	pool := newPool(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	store, _, table := newTxStore(t, pool, nil)
+	fresh := pgledger.New(pool, table, nil) // the default exec mode: checked before its first statement
+	srv := mockserver.New(mockserver.WithStore(store), mockserver.WithLedger(fresh))
+	defer srv.Close()
+	if !srv.Transactional() {
+		t.Fatal("the server does not run in transactional mode")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "POST", srv.URL+"/payments", strings.NewReader(`{"amount":5,"currency":"EUR","recipient":"a"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Idempotency-Key", "one-connection")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatalf("payment over a pool of one connection: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("payment over a pool of one connection = %d, want 201", resp.StatusCode)
 	}
 }

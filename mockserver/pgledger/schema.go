@@ -71,6 +71,9 @@ CREATE TABLE IF NOT EXISTS ` + n.balances + ` (
 // call repeatedly, and concurrently from several processes: a
 // transaction-scoped advisory lock serialises the DDL.
 func (l *Ledger) CreateSchema(ctx context.Context) error {
+	if err := l.check.Err(ctx); err != nil {
+		return fmt.Errorf("pgledger: create schema: %w", err)
+	}
 	if err := pgschema.Apply(ctx, l.pool, l.names.lock, l.names.schema); err != nil {
 		return fmt.Errorf("pgledger: create schema: %w", err)
 	}
@@ -80,6 +83,9 @@ func (l *Ledger) CreateSchema(ctx context.Context) error {
 // DropSchema drops the ledger's tables and every payment in them, if they
 // exist: for tests and clean-up.
 func (l *Ledger) DropSchema(ctx context.Context) error {
+	if err := l.check.Err(ctx); err != nil {
+		return fmt.Errorf("pgledger: drop schema: %w", err)
+	}
 	if _, err := l.pool.Exec(ctx, `DROP TABLE IF EXISTS `+l.names.payments+`, `+l.names.balances); err != nil {
 		return fmt.Errorf("pgledger: drop schema: %w", err)
 	}
