@@ -2,6 +2,7 @@ package mockserver
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -189,13 +190,28 @@ func (s *Server) adminExpireKeys(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, epochResponse{Epoch: s.epoch.Load()})
 }
 
-func (s *Server) adminReset(w http.ResponseWriter, _ *http.Request) {
-	s.Reset()
+// adminReset answers 503 when the ledger could not be reset: its payments
+// would otherwise count in the next scenario as if made there. A reset
+// once started is not cut short by a client that goes away, which would
+// leave the ledger behind the rest.
+func (s *Server) adminReset(w http.ResponseWriter, r *http.Request) {
+	if err := s.reset(context.WithoutCancel(r.Context())); err != nil {
+		s.log(r.Context(), "mockserver: resetting the ledger failed", "error", err)
+		ledgerFailed(w, err)
+		return
+	}
 	writeJSON(w, http.StatusOK, epochResponse{Epoch: s.epoch.Load()})
 }
 
-func (s *Server) adminKeys(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, s.Keys())
+// adminKeys and adminKey answer 503 when the ledger cannot be read, rather
+// than a count of 0 payments that reads as a lost payment.
+func (s *Server) adminKeys(w http.ResponseWriter, r *http.Request) {
+	all, err := s.keys(r.Context())
+	if err != nil {
+		ledgerFailed(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, all)
 }
 
 func (s *Server) adminKey(w http.ResponseWriter, r *http.Request) {
@@ -204,5 +220,10 @@ func (s *Server) adminKey(w http.ResponseWriter, r *http.Request) {
 		badAdmin(w, fmt.Sprintf("want %skeys/{key}", AdminPrefix))
 		return
 	}
-	writeJSON(w, http.StatusOK, s.Stats(key))
+	ks, err := s.stats(r.Context(), key)
+	if err != nil {
+		ledgerFailed(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ks)
 }

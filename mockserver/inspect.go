@@ -266,31 +266,59 @@ func (s *Server) Executions(key string) int { return s.insp.stats(key).Execution
 func (s *Server) Attempts(key string) int { return s.insp.stats(key).Attempts }
 
 // Stats reports everything recorded for key; a key never seen has zero
-// counts. It is safe for concurrent use.
+// counts. Its Payments is 0 when the ledger cannot be read (the failure is
+// logged; GET /_mock/keys/{key} answers 503 then). It is safe for
+// concurrent use.
 func (s *Server) Stats(key string) KeyStats {
-	ks := s.insp.stats(key)
-	ks.Payments = s.paymentsByKey()[key]
+	ks, err := s.stats(context.Background(), key)
+	if err != nil {
+		s.log(context.Background(), "mockserver: reading the ledger failed", "error", err)
+	}
 	return ks
 }
 
+// stats is Stats, with the error of a ledger that cannot be read; the
+// KeyStats then has every count but Payments.
+func (s *Server) stats(ctx context.Context, key string) (KeyStats, error) {
+	ks := s.insp.stats(key)
+	byKey, err := s.paymentsByKey(ctx)
+	ks.Payments = byKey[key]
+	return ks, err
+}
+
 // Keys reports the stats of every key this server saw, in the order first
-// seen. It is safe for concurrent use.
+// seen. Their Payments are 0 when the ledger cannot be read (the failure
+// is logged; GET /_mock/keys answers 503 then). It is safe for concurrent
+// use.
 func (s *Server) Keys() []KeyStats {
-	all := s.insp.all()
-	byKey := s.paymentsByKey()
-	for i := range all {
-		all[i].Payments = byKey[all[i].Key]
+	all, err := s.keys(context.Background())
+	if err != nil {
+		s.log(context.Background(), "mockserver: reading the ledger failed", "error", err)
 	}
 	return all
 }
 
+// keys is Keys, with the error of a ledger that cannot be read.
+func (s *Server) keys(ctx context.Context) ([]KeyStats, error) {
+	all := s.insp.all()
+	byKey, err := s.paymentsByKey(ctx)
+	for i := range all {
+		all[i].Payments = byKey[all[i].Key]
+	}
+	return all, err
+}
+
 // paymentsByKey counts the ledger's payments per idempotency key.
-func (s *Server) paymentsByKey() map[string]int {
+func (s *Server) paymentsByKey(ctx context.Context) (map[string]int, error) {
+	ps, err := s.ledger.Payments(ctx)
+	if err != nil {
+		return nil, err
+	}
 	byKey := map[string]int{}
-	for _, p := range s.Payments() {
+	for _, p := range ps {
 		byKey[p.IdempotencyKey]++
 	}
-	return byKey
+	return byKey, nil
 }
 
 // Payments returns every payment in the server's ledger, oldest first (with
@@ -319,13 +347,21 @@ func (s *Server) Balance(currency string) int64 {
 
 // Reset brings the server back to its initial state: no payments, initial
 // balances, no recorded attempts, no pending faults, and every key expired
-// (see ExpireKeys). It is safe for concurrent use; requests running during
-// Reset may be recorded on either side of it.
+// (see ExpireKeys). A ledger that cannot be reset keeps its payments: the
+// failure is logged (POST /_mock/reset answers 503), the rest is reset all
+// the same, and calling Reset again is safe. It is safe for concurrent use;
+// requests running during Reset may be recorded on either side of it.
 func (s *Server) Reset() {
-	s.faults.clear()
-	s.ExpireKeys()
-	if err := s.ledger.Reset(context.Background()); err != nil {
+	if err := s.reset(context.Background()); err != nil {
 		s.log(context.Background(), "mockserver: resetting the ledger failed", "error", err)
 	}
+}
+
+// reset is Reset, with the error of a ledger that could not be reset.
+func (s *Server) reset(ctx context.Context) error {
+	s.faults.clear()
+	s.ExpireKeys()
+	err := s.ledger.Reset(ctx)
 	s.insp.reset()
+	return err
 }
