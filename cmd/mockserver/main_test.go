@@ -510,7 +510,7 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	testenv.Main(m, testenv.Redis, testenv.Postgres)
+	testenv.Main(m, testenv.Redis, testenv.Postgres, testenv.RedisCluster)
 }
 
 // TestSignalsShutDownGracefully runs main in a child process and sends it
