@@ -18,7 +18,7 @@
 //	-admin        auto (default), true or false: serve the admin API under /_mock/; auto serves it on a loopback address only
 //	-read-timeout how long a request may take to arrive, headers and body (default 10s; 0: no limit on the body)
 //	-idle-timeout how long an idle keep-alive connection stays open (default 60s; 0: no limit)
-//	-store        memory (default), redis://... or rediss://..., postgres://... or postgresql://...
+//	-store        memory (default), redis://... or rediss://... (a standalone Redis, not a Redis Cluster node), postgres://... or postgresql://...
 //	-store-wait   how long to retry a redis or postgres store that cannot be reached at start (default 30s; 0: fail at once)
 //	-mode         tx (default) or lease: the idempotency mode over a postgres store
 //	-balance      CUR=amount, the opening balance of a currency in minor units (repeatable; default 1000000 each)
@@ -56,7 +56,8 @@
 // the last error. What waiting cannot cure fails at once: a bad URL, a
 // refused login, a database or role that does not exist, a server
 // certificate that fails verification, a -namespace or -table refused by
-// validation.
+// validation, a Redis Cluster node (the command talks to one Redis; a
+// node of a cluster would answer MOVED for most keys).
 //
 // With a redis:// store it checks the server's settings at start and prints
 // a warning to stderr for each one under which Redis may forget claims and

@@ -354,12 +354,19 @@ func openBackend(ctx context.Context, u string, o backendOptions) (backend, erro
 		// The server's client keeps go-redis's retries, which ride out a
 		// Redis restart while it serves.
 		rdb := redis.NewClient(opt)
+		cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+		err = refuseCluster(cctx, rdb)
+		cancel()
+		if err != nil {
+			_ = rdb.Close()
+			return backend{}, err
+		}
 		var opts []redisstore.Option
 		if o.fastReplay {
 			opts = append(opts, redisstore.WithReplayFastPath())
 		}
 		rs := redisstore.New(rdb, opts...)
-		cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+		cctx, cancel = context.WithTimeout(ctx, connectTimeout)
 		warnRedisSettings(cctx, rs, o.warnings)
 		cancel()
 		led := redisledger.New(rdb, prefix, o.opening)
@@ -434,6 +441,20 @@ func letter(r rune) rune {
 		return r
 	}
 	return -1
+}
+
+// refuseCluster returns an error when rdb's server is a node of a Redis
+// Cluster: the command's client talks to that one node, which answers
+// MOVED for every key that another node holds, so most requests would
+// fail. A server whose INFO cannot be read (a managed Redis may rename
+// the command) is not refused.
+func refuseCluster(ctx context.Context, rdb *redis.Client) error {
+	info, err := rdb.Info(ctx, "cluster").Result()
+	if err != nil || !strings.Contains(info, "cluster_enabled:1") {
+		return nil
+	}
+	return fmt.Errorf("mockserver: -store: redis at %s runs in cluster mode (a node of a Redis Cluster), and -store takes a standalone Redis "+
+		"(in Go, redisstore and redisledger work over a redis.ClusterClient)", rdb.Options().Addr)
 }
 
 // warnRedisSettings prints one warning line to w per setting of the Redis
