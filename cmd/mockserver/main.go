@@ -43,6 +43,12 @@
 // instance answers GET /payments and GET /balance from the same records,
 // and a payment is keyed by the derived key of its request, so a re-run
 // after a takeover finds it and answers with it. Over PostgreSQL the
+// ledger belongs to the -table, not to the namespace: processes on one
+// -table share payments and balances whatever their -namespace, so
+// /_mock/keys of one counts the payments that another namespace made
+// under the same Idempotency-Key, and a reset by one empties the ledger of
+// all; give each namespace a -table of its own to keep them apart (over
+// Redis the namespace alone does). Over PostgreSQL the
 // default mode is transactional: the claim, the payment and the stored
 // answer commit in one transaction; -mode lease runs lease mode, where the
 // keyed ledger alone keeps a takeover from paying twice.
