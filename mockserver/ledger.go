@@ -30,7 +30,11 @@ type Ledger interface {
 	// without the payment. It does so unless the payment recorded under
 	// ref is still kept: made less than keep before p.Created (whenever
 	// made, when keep <= 0). Then it returns that payment, changes
-	// nothing, and reports found. Otherwise p is a new payment and ref
+	// nothing, and reports found, whatever p holds: Pay does not compare
+	// the two, so a p with another amount, currency or recipient gets the
+	// earlier payment as it was made (the Server never passes one: a
+	// different body under the same Idempotency-Key is answered 422 before
+	// the handler runs). Otherwise p is a new payment and ref
 	// names p from then on; the older payment stays in Payments. It
 	// returns an error matching ErrInsufficientFunds, and changes nothing,
 	// when the balance is too low, and an error, changing nothing, when

@@ -168,7 +168,17 @@ func testSameRef(t *testing.T, open func() mockserver.Ledger) {
 	if err != nil || !found || !samePayment(again, first) {
 		t.Fatalf("second Pay with the same ref = %+v, found %v, %v; want the first %+v", again, found, err, first)
 	}
+	// Pay does not compare the fields (see mockserver.Ledger.Pay): another
+	// amount, currency and recipient, even one the balance cannot cover,
+	// get the first payment as it was made, and change nothing.
+	other := payment(60, "JPY", "k")
+	other.Recipient = "someone else"
+	again, found, err = l.Pay(ctx, "ref", keep, other)
+	if err != nil || !found || !samePayment(again, first) {
+		t.Fatalf("Pay with the same ref and other fields = %+v, found %v, %v; want the first %+v", again, found, err, first)
+	}
 	mustBalance(t, l, "EUR", 10_000-100)
+	mustBalance(t, l, "JPY", 50)
 	if n := len(mustPayments(t, l)); n != 1 {
 		t.Fatalf("%d payments, want 1", n)
 	}
