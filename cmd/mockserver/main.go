@@ -63,7 +63,11 @@
 // refused login, a database or role that does not exist, a server
 // certificate that fails verification, a -namespace or -table refused by
 // validation, a Redis Cluster node (the command talks to one Redis; a
-// node of a cluster would answer MOVED for most keys).
+// node of a cluster would answer MOVED for most keys), a connection
+// pooler in front of PostgreSQL with pgx's default exec mode. Through
+// PgBouncer in transaction mode, add default_query_exec_mode=exec to the
+// postgres URL: the default mode, a statement cache, breaks there and is
+// refused (see pgstore's "Exec modes and connection poolers").
 //
 // With a redis:// store it checks the server's settings at start and prints
 // a warning to stderr for each one under which Redis may forget claims and
