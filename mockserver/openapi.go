@@ -127,7 +127,7 @@ func oaCreatePaymentResponses(frag *idempotency.OpenAPIFragment, op idempotency.
 		"content":     oaProblemContent(oaRef("MockProblemInsufficientFunds")),
 	}
 	create["503"] = oaObj{
-		"description": "Nothing was paid and nothing stored: the idempotency store or the ledger was unavailable, the client left during an injected delay, or a failure was injected (FailNext, POST /_mock/fail, which may choose any status from 400 to 599). Retry with the same key.",
+		"description": "Nothing stored: the idempotency store or the ledger was unavailable, the client left during an injected delay, or a failure was injected (FailNext, POST /_mock/fail, which may choose any status from 400 to 599). Nothing was paid, unless a ledger's answer was lost after its write; retry with the same key, which pays nothing twice.",
 		"headers":     oaObj{"Retry-After": oaObj{"description": "Seconds to wait; sent with the idempotency Middleware's 503s.", "schema": oaObj{"type": "integer", "minimum": 1}}},
 		"content": oaProblemContent(append(frag.ProblemSchemas(http.StatusServiceUnavailable),
 			oaRef("MockProblemLedgerUnavailable"), oaRef("MockProblemAborted"), oaRef("MockProblemInjectedFailure"))...),
@@ -262,7 +262,7 @@ func oaProblemSchemas() oaObj {
 		"MockProblemValidation":        problem(ProblemValidation, 400, "The payment request (or the currency of GET /balance) is invalid; errors lists every bad field.", oaObj{"errors": oaObj{"type": "array", "minItems": 1, "items": oaRef("FieldError")}}),
 		"MockProblemInsufficientFunds": problem(ProblemInsufficientFunds, 402, "The amount exceeds the balance of its currency.", nil),
 		"MockProblemNotFound":          problem(ProblemNotFound, 404, "No such payment (or path).", nil),
-		"MockProblemLedgerUnavailable": problem(ProblemLedgerUnavailable, 503, "The ledger could not be read or written; nothing was paid.", nil),
+		"MockProblemLedgerUnavailable": problem(ProblemLedgerUnavailable, 503, "The ledger could not be read or written: nothing was paid, or its answer was lost after the payment. A retry with the same key finds such a payment and pays nothing twice.", nil),
 		"MockProblemAborted":           problem(ProblemAborted, 503, "The client went away during an injected delay; the payment did not run.", nil),
 		"MockProblemInjectedFailure": mustJSON(oaObj{"description": "A failure injected before anything ran (any status from 400 to 599).",
 			"allOf": []any{oaRef("MockProblem")}, "properties": oaObj{"type": oaObj{"const": ProblemInjectedFailure}, "status": oaObj{"minimum": 400, "maximum": 599}}}),

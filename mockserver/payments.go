@@ -130,8 +130,10 @@ func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
 			Detail: "the amount exceeds the " + req.Currency + " balance"})
 		return
 	case err != nil:
-		// Nothing was paid (the ledger's write is atomic), and a 5xx
-		// releases the claim, so a retry runs the payment again.
+		// Nothing was paid (the ledger's write is atomic), or the answer
+		// to a write that went through was lost; a 5xx releases the
+		// claim, so a retry runs the payment again, which finds such a
+		// payment by its DerivedKey (keyed payments).
 		s.log(r.Context(), "mockserver: ledger failed", "key", key, "error", err)
 		writeProblem(w, problem{Type: ProblemLedgerUnavailable, Title: "Ledger unavailable", Status: http.StatusServiceUnavailable,
 			Detail: "the payment could not be recorded: " + err.Error()})

@@ -31,7 +31,9 @@ const (
 	ProblemInsufficientFunds = problemBase + "ProblemInsufficientFunds"
 	// ProblemLedgerUnavailable is the type of a 503 answer when the ledger
 	// (a shared one in Redis or PostgreSQL) could not be read or written:
-	// nothing was paid, and a retry with the same key runs the payment.
+	// nothing was paid, or the ledger's answer was lost after its write; a
+	// retry with the same key runs the payment, which finds a payment made
+	// under the key's DerivedKey and pays nothing twice (keyed payments).
 	ProblemLedgerUnavailable = problemBase + "ProblemLedgerUnavailable"
 )
 
