@@ -11,8 +11,9 @@
 // verdict from the servers' shared ledger: per operation, how many
 // payments, and whether each holds the amount, currency and recipient the
 // operation asked for; which answers the client got that the ledger does
-// not hold; which operations are still unresolved; whether the balance
-// adds up.
+// not hold; which operations are still unresolved, and which were refused
+// (a final 400 or 402, which no operation of the suite calls for); whether
+// the balance adds up.
 //
 // It measures, and does not assume: a cell whose handler pays without a
 // key (mockserver.WithUnkeyedPayments, lease mode) shows what a lease alone
@@ -134,8 +135,8 @@ func Run(ctx context.Context, cfg Config) []Result {
 		if r.Err != nil {
 			logf("chaos: cell failed: %v", r.Err)
 		}
-		logf("chaos: cell done: %d operations, %d payments, faults %s: %d doubles, %d lost, %d unresolved, %v",
-			r.Ops, r.Payments, r.Faults, r.Doubles, r.Lost, r.Unresolved, r.Took.Round(time.Second))
+		logf("chaos: cell done: %d operations, %d payments, faults %s: %d doubles, %d lost, %d unresolved, %d refused, %v",
+			r.Ops, r.Payments, r.Faults, r.Doubles, r.Lost, r.Unresolved, r.Refused, r.Took.Round(time.Second))
 		results = append(results, r)
 	}
 	return results

@@ -35,6 +35,8 @@ func PrintTable(w io.Writer, results []Result) {
 			fmt.Fprintf(w, "%s: %d payments under keys the client never used\n", name, r.Strays)
 		case r.Mismatched != 0:
 			fmt.Fprintf(w, "%s: %d payments not as their operation asked (amount, currency or recipient)\n", name, r.Mismatched)
+		case r.Refused != 0:
+			fmt.Fprintf(w, "%s: %d operations refused (400 or 402) though valid and funded\n", name, r.Refused)
 		}
 	}
 }
@@ -42,7 +44,7 @@ func PrintTable(w io.Writer, results []Result) {
 // Summary returns the verdict line of a run, and whether it passed: every
 // keyed cell clean, every cell run.
 func Summary(results []Result) (string, bool) {
-	var ops, doubles, lost, unresolved, unkeyedDoubles, unkeyedOps, failed int
+	var ops, doubles, lost, unresolved, refused, unkeyedDoubles, unkeyedOps, failed int
 	for _, r := range results {
 		if !r.OK() {
 			failed++
@@ -52,18 +54,23 @@ func Summary(results []Result) (string, bool) {
 			unkeyedOps += r.Ops
 			lost += r.Lost
 			unresolved += r.Unresolved
+			refused += r.Refused
 			continue
 		}
 		ops += r.Ops
 		doubles += r.Doubles
 		lost += r.Lost
 		unresolved += r.Unresolved
+		refused += r.Refused
 	}
 	verdict := "PASS"
 	if failed > 0 {
 		verdict = fmt.Sprintf("FAIL (%d of %d cells)", failed, len(results))
 	}
 	line := fmt.Sprintf("chaos: %s: %d operations with keyed payments: %d doubles, %d lost, %d unresolved", verdict, ops, doubles, lost, unresolved)
+	if refused > 0 {
+		line += fmt.Sprintf(", %d refused", refused)
+	}
 	if unkeyedOps > 0 {
 		line += fmt.Sprintf("; the unkeyed handler (lease mode without keyed side effects) paid twice %d times in %d operations", unkeyedDoubles, unkeyedOps)
 	}

@@ -18,6 +18,12 @@ type Verdict struct {
 	// Unresolved counts the operations that got no final answer, even after
 	// the final round of retries with the same keys.
 	Unresolved int
+	// Refused counts the operations answered with a final refusal (400 or
+	// 402), whether or not the ledger holds a payment under their key:
+	// every operation asks for a valid payment within a balance that never
+	// runs out, so a refusal is the service failing it (told no, it may
+	// have paid all the same), not an answer a run may end on.
+	Refused int
 	// Strays counts payments under keys the client never used.
 	Strays int
 	// Mismatched counts payments under an operation's key whose amount,
@@ -30,10 +36,10 @@ type Verdict struct {
 }
 
 // Clean reports whether the run shows exactly-once: no double, nothing
-// lost, nothing unresolved, nothing stray, no payment other than asked,
-// and a balance that adds up.
+// lost, nothing unresolved or refused, nothing stray, no payment other
+// than asked, and a balance that adds up.
 func (v Verdict) Clean() bool {
-	return v.Doubles == 0 && v.Lost == 0 && v.Unresolved == 0 && v.Strays == 0 && v.Mismatched == 0 && v.BalanceOff == 0
+	return v.Doubles == 0 && v.Lost == 0 && v.Unresolved == 0 && v.Refused == 0 && v.Strays == 0 && v.Mismatched == 0 && v.BalanceOff == 0
 }
 
 // judge compares the client's view of ops with the ledger's payments and
@@ -63,6 +69,9 @@ func judge(ops []*op, payments []mockserver.Payment, opening int64, balances map
 		}
 		if !o.resolved {
 			v.Unresolved++
+		}
+		if o.final != 0 {
+			v.Refused++
 		}
 		o.mu.Unlock()
 	}

@@ -29,7 +29,7 @@ func TestJudge(t *testing.T) {
 		mk("k3", "p3", "p9"), // answered with two ids, one of them unknown
 		mk("k4", "p4"),       // the ledger lost it
 		unresolved,
-		final,
+		final, // refused: no operation here asks for more than the balance
 	}
 	payments := []mockserver.Payment{
 		pay("p1", "k1", 10), pay("p2", "k2", 20), pay("p2b", "k2", 20), pay("p3", "k3", 5),
@@ -38,7 +38,7 @@ func TestJudge(t *testing.T) {
 	const opening = 1000
 	paid := int64(10 + 20 + 20 + 5 + 1)
 	v := judge(ops, payments, opening, bal(opening-paid))
-	want := Verdict{Ops: 6, Payments: 5, Doubles: 1, Lost: 2, Unresolved: 1, Strays: 1}
+	want := Verdict{Ops: 6, Payments: 5, Doubles: 1, Lost: 2, Unresolved: 1, Refused: 1, Strays: 1}
 	if v != want {
 		t.Fatalf("judge = %+v, want %+v", v, want)
 	}
