@@ -4,7 +4,7 @@
 // lease, Redis restarts, PostgreSQL cuts and slowdowns, dropped answers and
 // 503 bursts; then it prints, from the servers' shared ledger, a table of
 // doubles, lost and unresolved payments per store, mode and scenario, and
-// exits 1 unless every keyed cell is clean.
+// exits 1 unless every keyed cell is clean and every cell fired a fault.
 //
 // Usage:
 //

@@ -104,10 +104,13 @@ type Result struct {
 	Err error
 }
 
-// OK reports whether the cell ran and its verdict is clean; an unkeyed
-// cell is allowed its doubles, which are what it measures.
+// OK reports whether the cell ran, fired at least one fault, and its
+// verdict is clean; an unkeyed cell is allowed its doubles, which are what
+// it measures. A cell that fired no fault (its operations were done before
+// the first was due) ran without faults: its ledger says nothing of
+// exactly-once under them.
 func (r Result) OK() bool {
-	if r.Err != nil {
+	if r.Err != nil || r.FaultCount == 0 {
 		return false
 	}
 	v := r.Verdict

@@ -10,7 +10,8 @@ import (
 
 // PrintTable writes one row per result: store, mode, handler, scenario,
 // operations, faults fired, doubles, lost, unresolved, time; then a line
-// per cell that failed to run or whose ledger did not add up.
+// per cell that failed to run, fired no fault, or whose ledger did not add
+// up.
 func PrintTable(w io.Writer, results []Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "store\tmode\thandler\tscenario\tops\tpayments\tfaults fired\tdoubles\tlost\tunresolved\ttime\t")
@@ -29,6 +30,8 @@ func PrintTable(w io.Writer, results []Result) {
 		switch {
 		case r.Err != nil:
 			fmt.Fprintf(w, "%s: %v\n", name, r.Err)
+		case r.FaultCount == 0:
+			fmt.Fprintf(w, "%s: no fault fired, so the cell proves nothing: give it more operations or a longer -pace\n", name)
 		case r.BalanceOff != 0:
 			fmt.Fprintf(w, "%s: the balance is off by %d from the payments\n", name, r.BalanceOff)
 		case r.Strays != 0:
@@ -42,7 +45,7 @@ func PrintTable(w io.Writer, results []Result) {
 }
 
 // Summary returns the verdict line of a run, and whether it passed: every
-// keyed cell clean, every cell run.
+// keyed cell clean, every cell run and under at least one fault.
 func Summary(results []Result) (string, bool) {
 	var ops, doubles, lost, unresolved, refused, unkeyedDoubles, unkeyedOps, failed int
 	for _, r := range results {
