@@ -21,9 +21,11 @@
 //	-modes      store modes: lease,tx,fastpath,txfastpath (tx and txfastpath apply to postgres only;
 //	            fastpath and txfastpath are lease and tx mode with the stores' replay fast path on every
 //	            claim, run only when named)
-//	-scenarios  mock-faults,kill,pause,store,all (overrides the profile)
+//	-scenarios  mock-faults,kill,pause,store,all: the keyed cells' (overrides the profile)
 //	-handlers   keyed,unkeyed: the payment handlers to run (default keyed,unkeyed short, keyed long);
-//	            the unkeyed one pays anew on every execution and runs in lease mode only
+//	            the unkeyed one pays anew on every execution and runs in lease mode only, under
+//	            scenario all (its doubles are measured) and scenario renew (mock faults, every payment
+//	            working past the lease, no fault that lets a lease lapse: a double fails the run)
 //	-workers    concurrent clients (default 16 short, 32 long)
 //	-lease      the servers' lease (default 1s)
 //	-pace       spread each cell's operations over at least this long (overrides the profile)
@@ -251,7 +253,8 @@ func (p plan) cells(havePostgres bool) (cells []chaos.Cell, missing []string, er
 				}
 			}
 			if p.unkeyed && !tx {
-				cells = append(cells, chaos.Cell{Store: store, Mode: mode, Unkeyed: true, Scenario: chaos.ScenarioAll})
+				cells = append(cells, chaos.Cell{Store: store, Mode: mode, Unkeyed: true, Scenario: chaos.ScenarioAll},
+					chaos.Cell{Store: store, Mode: mode, Unkeyed: true, Scenario: chaos.ScenarioRenew})
 			}
 		}
 	}

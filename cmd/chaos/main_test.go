@@ -90,7 +90,8 @@ func TestFastPathCells(t *testing.T) {
 	for _, c := range cells {
 		got = append(got, c.Store+" "+c.Mode+" "+c.Handler()+" "+c.Scenario)
 	}
-	want := []string{"redis fastpath keyed kill", "redis fastpath unkeyed all", "postgres fastpath keyed kill", "postgres fastpath unkeyed all",
+	want := []string{"redis fastpath keyed kill", "redis fastpath unkeyed all", "redis fastpath unkeyed renew",
+		"postgres fastpath keyed kill", "postgres fastpath unkeyed all", "postgres fastpath unkeyed renew",
 		"postgres txfastpath keyed kill"}
 	if strings.Join(got, ", ") != strings.Join(want, ", ") {
 		t.Errorf("cells = %q, want %q", got, want)

@@ -40,7 +40,8 @@ var currencies = func() []string {
 
 // paymentWork is the time the handler takes after paying and before it
 // answers, as a real one calling a downstream service would: an instance
-// that dies in that time has paid but not recorded its answer.
+// that dies in that time has paid but not recorded its answer. Under
+// ScenarioRenew it takes one and a half leases instead.
 const paymentWork = 50 * time.Millisecond
 
 // Settle-time bounds.
@@ -77,8 +78,12 @@ func runCell(ctx context.Context, cfg Config, cell Cell, logf func(string, ...an
 	case ModeTxFastPath:
 		mode = []string{"-mode", "tx", "-replay-fast-path"}
 	}
+	work := paymentWork
+	if cell.Scenario == ScenarioRenew {
+		work = cfg.Lease * 3 / 2
+	}
 	args := append(append([]string{"-namespace", run, "-lease", cfg.Lease.String(), "-ttl", "1h",
-		"-payment-work", paymentWork.String()}, mode...), storeArgs...)
+		"-payment-work", work.String()}, mode...), storeArgs...)
 	for _, c := range currencies {
 		args = append(args, "-balance", c+"="+strconv.FormatInt(opening, 10))
 	}

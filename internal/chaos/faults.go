@@ -24,10 +24,25 @@ const (
 	ScenarioPause = "pause"       // SIGSTOP of a random instance for 1.5 leases, then SIGCONT
 	ScenarioStore = "store"       // Redis killed and restarted; PostgreSQL connections cut and slowed
 	ScenarioAll   = "all"         // all of the above at once
+	// ScenarioRenew fires the mock faults while every payment works one and
+	// a half leases after paying: a claim holds only while its instance
+	// renews it, and no fault lets a lease lapse, so the unkeyed handler
+	// must not pay twice (see Result.OK).
+	ScenarioRenew = "renew"
 )
 
-// Scenarios lists every scenario, in the order the tables show them.
+// Scenarios lists the scenarios of the keyed cells, in the order the
+// tables show them. ScenarioRenew is the unkeyed handler's, beside
+// ScenarioAll; a keyed cell runs it only when named.
 var Scenarios = []string{ScenarioMock, ScenarioKill, ScenarioPause, ScenarioStore, ScenarioAll}
+
+// lapses reports whether scenario fires faults that let a live claim's
+// lease lapse (a kill, a pause, a store fault), after which a takeover
+// runs the handler again: the unkeyed handler's doubles are allowed only
+// under those.
+func lapses(scenario string) bool {
+	return scenario != ScenarioMock && scenario != ScenarioRenew
+}
 
 // fired counts the faults a run fired, by kind.
 type fired struct {
@@ -136,7 +151,7 @@ func (c *cluster) run(ctx context.Context, scenario string) *sync.WaitGroup {
 		}()
 	}
 	all := scenario == ScenarioAll
-	if all || scenario == ScenarioMock {
+	if all || scenario == ScenarioMock || scenario == ScenarioRenew {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

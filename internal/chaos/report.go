@@ -32,6 +32,8 @@ func PrintTable(w io.Writer, results []Result) {
 			fmt.Fprintf(w, "%s: %v\n", name, r.Err)
 		case r.FaultCount == 0:
 			fmt.Fprintf(w, "%s: no fault fired, so the cell proves nothing: give it more operations or a longer -pace\n", name)
+		case r.Unkeyed && !lapses(r.Scenario) && r.Doubles != 0:
+			fmt.Fprintf(w, "%s: %d doubles though no fault let a lease lapse: a lease did not hold while its holder lived\n", name, r.Doubles)
 		case r.BalanceOff != 0:
 			fmt.Fprintf(w, "%s: the balance is off by %d from the payments\n", name, r.BalanceOff)
 		case r.Strays != 0:
@@ -47,14 +49,19 @@ func PrintTable(w io.Writer, results []Result) {
 // Summary returns the verdict line of a run, and whether it passed: every
 // keyed cell clean, every cell run and under at least one fault.
 func Summary(results []Result) (string, bool) {
-	var ops, doubles, lost, unresolved, refused, unkeyedDoubles, unkeyedOps, failed int
+	var ops, doubles, lost, unresolved, refused, unkeyedDoubles, unkeyedOps, heldDoubles, heldOps, failed int
 	for _, r := range results {
 		if !r.OK() {
 			failed++
 		}
 		if r.Unkeyed {
-			unkeyedDoubles += r.Doubles
-			unkeyedOps += r.Ops
+			if lapses(r.Scenario) {
+				unkeyedDoubles += r.Doubles
+				unkeyedOps += r.Ops
+			} else {
+				heldDoubles += r.Doubles
+				heldOps += r.Ops
+			}
 			lost += r.Lost
 			unresolved += r.Unresolved
 			refused += r.Refused
@@ -76,6 +83,9 @@ func Summary(results []Result) (string, bool) {
 	}
 	if unkeyedOps > 0 {
 		line += fmt.Sprintf("; the unkeyed handler (lease mode without keyed side effects) paid twice %d times in %d operations", unkeyedDoubles, unkeyedOps)
+	}
+	if heldOps > 0 {
+		line += fmt.Sprintf("; with no fault that lets a lease lapse, %d times in %d operations", heldDoubles, heldOps)
 	}
 	return line, failed == 0
 }
