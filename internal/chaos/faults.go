@@ -312,10 +312,14 @@ func (c *cluster) pause(ctx context.Context) {
 		return
 	}
 	c.fired.add("pause", 1)
-	t := time.NewTimer(c.lease * 3 / 2)
+	t := time.NewTimer(pauseFor(c.lease))
 	<-t.C // resumed even when the run ends: a paused process must not stay
 	c.instances[i].resume()
 }
+
+// pauseFor is how long the pause fault stops an instance whose lease is
+// lease: past the lease, so that its claims may be taken over.
+func pauseFor(lease time.Duration) time.Duration { return lease * 3 / 2 }
 
 // restartRedis kills the suite's Redis with SIGKILL and starts it again
 // from its append-only file.
