@@ -94,12 +94,12 @@ func newLoader(addrs []string, lease time.Duration) *loader {
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     30 * time.Second,
 	}
+	// Options, not fields set afterwards: NewExponentialBackOff starts
+	// its schedule at the InitialInterval it was made with (500 ms unless
+	// told), and the client does not Reset it before the first wait.
 	newBackoff := func() backoff.BackOff {
-		b := backoff.NewExponentialBackOff()
-		b.InitialInterval = 25 * time.Millisecond
-		b.MaxInterval = 400 * time.Millisecond
-		b.MaxElapsedTime = 0
-		return b
+		return backoff.NewExponentialBackOff(backoff.WithInitialInterval(25*time.Millisecond),
+			backoff.WithMaxInterval(400*time.Millisecond), backoff.WithMaxElapsedTime(0))
 	}
 	client := saferetry.NewClient(
 		saferetry.WithBase(&roundRobin{addrs: addrs, base: base}),
@@ -107,8 +107,12 @@ func newLoader(addrs []string, lease time.Duration) *loader {
 		saferetry.WithBackoff(newBackoff),
 		saferetry.WithMaxRetryAfter(lease/4),
 		// A paused instance holds its connections without answering: give
-		// up on it after a while and retry elsewhere.
-		saferetry.WithAttemptTimeout(2*lease+time.Second),
+		// up on it after a lease, before its pause (pauseFor) ends, and
+		// retry elsewhere, where the claim it holds is taken over once its
+		// lease lapsed. A client that waited out the pause would be answered
+		// by the paused instance itself, and the pause would never lead to
+		// a takeover.
+		saferetry.WithAttemptTimeout(lease),
 		saferetry.WithRetryBudget(0, 0), // retries are the point here
 	)
 	return &loader{client: client, base: base, opTime: 30 * time.Second}
