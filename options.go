@@ -106,8 +106,10 @@ func WithMaxAttempts(n int) Option {
 
 // WithBackoff sets the factory of the wait schedule. It is called at most
 // once per logical operation, when its first retry is scheduled, so every
-// operation gets a fresh schedule; a schedule that returns backoff.Stop
-// ends the retries. nil restores [DefaultBackoff]. The factory must be safe
+// operation gets a fresh schedule, which is Reset before its first wait as
+// backoff.Retry does (an ExponentialBackOff whose fields were set after
+// NewExponentialBackOff starts from them only then); a schedule that
+// returns backoff.Stop ends the retries. nil restores [DefaultBackoff]. The factory must be safe
 // for concurrent use.
 //
 // The schedule is the BackOff interface of github.com/cenkalti/backoff/v4

@@ -74,7 +74,8 @@ type Policy struct {
 	Classify func(req *http.Request, resp *http.Response, err error) Override
 	// Budget pays for retries; nil allows every retry.
 	Budget *Budget
-	// NewBackoff makes an operation's wait schedule, at its first retry.
+	// NewBackoff makes an operation's wait schedule, at its first retry;
+	// Decide resets it before taking the first wait.
 	NewBackoff func() backoff.BackOff
 	// Jitter draws the Retry-After jitter (see [Jitter]). nil takes the
 	// longest wait the jitter could give, for a caller whose own code draws
@@ -168,7 +169,11 @@ func (p *Policy) plan(v *Verdict, o Outcome, st *State, now func() time.Time) bo
 		return false
 	}
 	if st.backoff == nil {
+		// Reset, as backoff.Retry does before its first wait: an
+		// ExponentialBackOff whose fields were set after it was made
+		// starts from them only then.
 		st.backoff = p.NewBackoff()
+		st.backoff.Reset()
 	}
 	wait := st.backoff.NextBackOff()
 	if wait == backoff.Stop {
