@@ -70,6 +70,15 @@ func (s *Store) renewalPool() *pgxpool.Pool {
 	return r.pool
 }
 
+// renewalsClosed reports whether Close closed the renewal pool: a renewal
+// that failed on it may have found it closed.
+func (s *Store) renewalsClosed() bool {
+	r := &s.renew
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
 // connBroken reports whether a renewal's error shows its connection
 // broken rather than a statement failing or the renewal timing out: the
 // server ended the session (a FATAL error: a restart, a failover,
@@ -105,7 +114,8 @@ func connBroken(err error) bool {
 // requests (see Watch), whose goroutine has returned when Close does. It
 // does not close the pool given to New. Call it when done with the Store,
 // before closing that pool. The Store stays usable; later renewals use the
-// main pool, and the requests waiting meanwhile are woken and poll (Watch
+// main pool (so do those in flight that found the renewal pool closed),
+// and the requests waiting meanwhile are woken and poll (Watch
 // returns an error from then on). Close is safe to call more than once and
 // returns nil.
 func (s *Store) Close() error {

@@ -592,10 +592,20 @@ func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease
 	if lease < time.Microsecond {
 		return fmt.Errorf("pgstore: renew: %w, got %v", errNonPositiveLease, lease)
 	}
+	args := []any{pgx.QueryExecModeExec, pgtext.Encode(k.Scope), pgtext.Encode(k.Key), token, lease.Microseconds()}
 	pool := s.renewalPool()
-	tag, err := pool.Exec(ctx, s.sql.renew, pgx.QueryExecModeExec, pgtext.Encode(k.Scope), pgtext.Encode(k.Key), token, lease.Microseconds())
-	if err != nil && pool != s.pool && connBroken(err) {
-		pool.Reset() // see connBroken
+	tag, err := pool.Exec(ctx, s.sql.renew, args...)
+	if err != nil && pool != s.pool {
+		if s.renewalsClosed() {
+			// Close closed the renewal pool under this renewal: it goes to
+			// the main pool, as the renewals after Close do. Renew may run
+			// twice (it only moves the lease on), though the first one
+			// sent nothing unless it failed for another reason: Close
+			// waits for the connections in use.
+			tag, err = s.pool.Exec(ctx, s.sql.renew, args...)
+		} else if connBroken(err) {
+			pool.Reset() // see connBroken
+		}
 	}
 	return checkTag("renew", tag.RowsAffected(), err)
 }
