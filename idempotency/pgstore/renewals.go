@@ -3,10 +3,14 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"net"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/saferetry/saferetry/internal/watchset"
 )
 
 // DefaultRenewalConns is how many connections of its own a Store keeps for
@@ -26,6 +30,7 @@ type renewals struct {
 	pool   *pgxpool.Pool
 	warm   bool // a connection of pool was open once: renewals use it from then on
 	closed bool
+	socks  sockets // pool's network connections, for Close to cut
 }
 
 // renewalPool returns the pool a renewal should use: the renewal pool,
@@ -53,6 +58,17 @@ func (s *Store) renewalPool() *pgxpool.Pool {
 		cfg.MaxConns = int32(max(s.cfg.renewalConns, int(cfg.MaxConns)))
 		cfg.MinConns = int32(s.cfg.renewalConns)
 		cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+		dial := cfg.ConnConfig.DialFunc
+		if dial == nil {
+			dial = (&net.Dialer{}).DialContext
+		}
+		cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return r.socks.track(c)
+		}
 		p, err := pgxpool.NewWithConfig(context.Background(), cfg)
 		if err != nil {
 			return s.pool // a configuration the main pool accepted: not expected
@@ -113,11 +129,12 @@ func connBroken(err error) bool {
 // renewals (see WithRenewalConns) and the LISTEN connection of waiting
 // requests (see Watch), whose goroutine has returned when Close does. It
 // does not close the pool given to New. Call it when done with the Store,
-// before closing that pool. The Store stays usable; later renewals use the
-// main pool (so do those in flight that found the renewal pool closed),
-// and the requests waiting meanwhile are woken and poll (Watch
-// returns an error from then on). Close is safe to call more than once and
-// returns nil.
+// before closing that pool. It waits up to 2 s for a database that does
+// not answer, then cuts those connections. The Store stays usable; later
+// renewals use the main pool (so do those in flight that found the
+// renewal pool closed), and the requests waiting meanwhile are woken and
+// poll (Watch returns an error from then on). Close is safe to call more
+// than once and returns nil.
 func (s *Store) Close() error {
 	s.watch.close()
 	r := &s.renew
@@ -126,7 +143,84 @@ func (s *Store) Close() error {
 	r.pool, r.closed = nil, true
 	r.mu.Unlock()
 	if p != nil {
-		p.Close()
+		closePool(p, &r.socks)
 	}
 	return nil
+}
+
+// closeWait bounds how long Close waits for the renewal pool to close
+// before it cuts its connections: as long as the LISTEN connection's
+// check waits for an answer (watchset.PingWait).
+const closeWait = watchset.PingWait
+
+// closePool closes p, whose network connections socks holds. pgxpool's
+// Close waits for the connections it is opening (up to a minute, against
+// a database that accepts connections and does not answer), for those in
+// use, and for each broken one's Terminate (up to 15 s): past closeWait,
+// the database is taken for gone and every connection is cut, which ends
+// those waits at once, so that a process shutting down while its
+// database stalls is not held past its orchestrator's grace period.
+func closePool(p *pgxpool.Pool, socks *sockets) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.Close()
+	}()
+	t := time.NewTimer(closeWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		socks.cut()
+		<-done
+	}
+}
+
+// sockets are the network connections of a pool, kept so that they can be
+// cut without the pool (see closePool). It is safe for concurrent use.
+type sockets struct {
+	mu     sync.Mutex
+	open   map[*socket]struct{}
+	closed bool // cut: connections dialled from then on are closed at once
+}
+
+// socket is a connection of sockets, which its Close forgets.
+type socket struct {
+	net.Conn
+	s *sockets
+}
+
+// track keeps c, or closes it when the sockets were cut.
+func (ss *sockets) track(c net.Conn) (net.Conn, error) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.closed {
+		_ = c.Close()
+		return nil, net.ErrClosed
+	}
+	if ss.open == nil {
+		ss.open = make(map[*socket]struct{})
+	}
+	k := &socket{Conn: c, s: ss}
+	ss.open[k] = struct{}{}
+	return k, nil
+}
+
+func (k *socket) Close() error {
+	k.s.mu.Lock()
+	delete(k.s.open, k)
+	k.s.mu.Unlock()
+	return k.Conn.Close()
+}
+
+// cut closes every connection, and those dialled from then on.
+func (ss *sockets) cut() {
+	ss.mu.Lock()
+	ss.closed = true
+	open := ss.open
+	ss.open = nil
+	ss.mu.Unlock()
+	for k := range open {
+		_ = k.Conn.Close()
+	}
 }
