@@ -74,8 +74,10 @@ var ErrNotAckExplicit = errors.New("outbox/jetstream: Consume needs a consumer w
 // redeliver after the consumer's AckWait: the inbox then says duplicate,
 // and the message is acknowledged without a second effect. A message
 // without Nats-Msg-Id cannot be deduplicated: it is terminated (not
-// redelivered) and logged. Run several Consume calls, in one process or
-// many, for more throughput.
+// redelivered) and logged. When ctx ends, the messages Consume fetched
+// ahead and did not handle are negatively acknowledged, for JetStream to
+// redeliver at once rather than after AckWait. Run several Consume calls,
+// in one process or many, for more throughput.
 //
 // cons must be a pull consumer (durable or named) whose AckPolicy is
 // explicit, the only policy under which a negative acknowledgement
@@ -119,7 +121,12 @@ func Consume(ctx context.Context, cons natsjs.Consumer, in *outbox.Inbox, h Hand
 	for ctx.Err() == nil {
 		iter, err := cons.Messages(pull...)
 		if err == nil {
-			err = consumeIter(ctx, iter, in, h, cfg)
+			var left natsjs.Msg
+			left, err = consumeIter(ctx, iter, in, h, cfg)
+			if ctx.Err() != nil {
+				handBack(iter, left, cfg)
+				return nil
+			}
 			iter.Stop()
 		}
 		switch {
@@ -164,31 +171,81 @@ func pullOptions(info *natsjs.ConsumerInfo) ([]natsjs.PullMessagesOpt, error) {
 // wraps nats.ErrConnectionClosed. Match it with errors.Is.
 var ErrConnectionClosed = fmt.Errorf("outbox/jetstream: consume: %w", nats.ErrConnectionClosed)
 
-// consumeIter handles iter's messages until ctx is done (it returns nil)
-// or iter closes (it returns why).
-func consumeIter(ctx context.Context, iter natsjs.MessagesContext, in *outbox.Inbox, h Handler, cfg consumeConfig) error {
+// consumeIter handles iter's messages until ctx is done or iter closes
+// (it returns why). It returns the message that ctx's end left
+// unsettled, if any: taken from iter, or whose handling failed, as
+// Consume stopped.
+func consumeIter(ctx context.Context, iter natsjs.MessagesContext, in *outbox.Inbox, h Handler, cfg consumeConfig) (left natsjs.Msg, err error) {
 	for {
 		m, err := iter.Next(natsjs.NextContext(ctx))
 		switch {
 		case ctx.Err() != nil:
-			return nil
+			if err == nil {
+				return m, nil
+			}
+			return nil, nil
 		case errors.Is(err, natsjs.ErrMsgIteratorClosed):
-			return err
+			return nil, err
 		case err != nil:
 			// Missed heartbeats (a server restart): the iterator goes on.
 			cfg.logger.Warn("outbox/jetstream: next", "err", err)
 			continue
 		}
-		handle(ctx, m, in, h, cfg)
+		if !handle(ctx, m, in, h, cfg) && ctx.Err() != nil {
+			return m, nil
+		}
 	}
 }
 
-func handle(ctx context.Context, m natsjs.Msg, in *outbox.Inbox, h Handler, cfg consumeConfig) {
+// handBackWait bounds the wait for each message that handBack takes from
+// the iterator's buffer.
+const handBackWait = time.Second
+
+// handBackDelay is the delay of the negative acknowledgements of
+// handBack. Without one, nats-server (2.9 at least) sends the first
+// message handed back straight to the stopped iterator's pull request,
+// still on its books though nobody listens, where it waits out AckWait;
+// with one (a millisecond is enough) it goes to a consumer that listens.
+const handBackDelay = time.Millisecond
+
+// handBack ends iter once Consume stops: left (see consumeIter), if not
+// nil, and the messages iter fetched ahead (a pull batch, up to 500 by
+// default) that Consume did not handle are negatively acknowledged, so
+// that JetStream redelivers them at once, to another instance or to this
+// one restarted, rather than after the consumer's AckWait (30 s by
+// default), during which nobody could have them.
+func handBack(iter natsjs.MessagesContext, left natsjs.Msg, cfg consumeConfig) {
+	var back []natsjs.Msg
+	if left != nil {
+		back = append(back, left)
+	}
+	iter.Drain()
+	for {
+		m, err := iter.Next(natsjs.NextMaxWait(handBackWait))
+		if err != nil {
+			break // the buffer is empty (ErrMsgIteratorClosed), or the connection is gone
+		}
+		back = append(back, m)
+	}
+	// Only once the iterator's subscription ended: a message handed back
+	// before would be redelivered to its pull request, and wait there.
+	for _, m := range back {
+		if err := m.NakWithDelay(handBackDelay); err != nil {
+			// Redelivered after AckWait all the same.
+			cfg.logger.Warn("outbox/jetstream: nak", "subject", m.Subject(), "err", err)
+		}
+	}
+}
+
+// handle processes m, and reports whether it settled it: acknowledged,
+// terminated, or negatively acknowledged after a failure. A failure as
+// ctx ends leaves m to the caller (see handBack).
+func handle(ctx context.Context, m natsjs.Msg, in *outbox.Inbox, h Handler, cfg consumeConfig) bool {
 	id := m.Headers().Get(natsjs.MsgIDHeader)
 	if id == "" {
 		cfg.logger.Error("outbox/jetstream: message without Nats-Msg-Id terminated", "subject", m.Subject())
 		_ = m.Term()
-		return
+		return true
 	}
 	msg := outbox.Message{ID: id, Topic: m.Subject(), Key: m.Headers().Get(KeyHeader), Payload: m.Data()}
 	if len(m.Headers()) > 0 {
@@ -201,6 +258,9 @@ func handle(ctx context.Context, m natsjs.Msg, in *outbox.Inbox, h Handler, cfg 
 		return h(ctx, tx, msg)
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			return false // Consume stops: handed back with the rest
+		}
 		cfg.logger.Warn("outbox/jetstream: handler failed; redelivering", "id", id, "err", err)
 		nak := m.Nak
 		if cfg.nakDelay > 0 {
@@ -210,7 +270,7 @@ func handle(ctx context.Context, m natsjs.Msg, in *outbox.Inbox, h Handler, cfg 
 			// Redelivered after AckWait all the same.
 			cfg.logger.Warn("outbox/jetstream: nak", "id", id, "err", err)
 		}
-		return
+		return true
 	}
 	if cfg.beforeAck != nil {
 		cfg.beforeAck(msg, dup)
@@ -219,6 +279,7 @@ func handle(ctx context.Context, m natsjs.Msg, in *outbox.Inbox, h Handler, cfg 
 		// Redelivered after AckWait, then acknowledged as a duplicate.
 		cfg.logger.Warn("outbox/jetstream: ack", "id", id, "err", err)
 	}
+	return true
 }
 
 // sleep waits d or until ctx is done, and reports whether ctx is still live.
