@@ -31,34 +31,49 @@ func (s *Store) DeleteExpired(ctx context.Context, batch int) (int64, error) {
 // logged to the WithLogger logger and retried at the next tick. The goroutine
 // ends when ctx is done (cutting short a statement in flight) or when the
 // returned stop function is called; stop lets a statement in flight finish,
-// so no delete of the reaper's runs after stop returns, and may be called
-// more than once. StartReaper panics if interval is not positive. Several
-// instances may run reapers on one table: they skip each other's locked rows.
+// so no delete of the reaper's runs after stop returns, unless the
+// database does not answer it within 2 s: stop then cuts it short, as the
+// end of ctx does, and returns (the delete may still run on the server,
+// which changes nothing that a reader sees: expired rows count as absent).
+// stop may be called more than once. StartReaper panics if interval is not
+// positive. Several instances may run reapers on one table: they skip each
+// other's locked rows.
 func (s *Store) StartReaper(ctx context.Context, interval time.Duration) (stop func()) {
 	if interval <= 0 {
 		panic("pgstore: StartReaper: interval must be positive")
 	}
+	// rctx is ctx, which stop also ends once the database kept it waiting
+	// closeWait.
+	rctx, cut := context.WithCancel(ctx)
 	quit := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		defer cut()
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
 			select {
-			case <-ctx.Done():
+			case <-rctx.Done():
 				return
 			case <-quit:
 				return
 			case <-t.C:
-				s.reapOnce(ctx, quit)
+				s.reapOnce(rctx, quit)
 			}
 		}
 	}()
 	var once sync.Once
 	return func() {
 		once.Do(func() { close(quit) })
-		<-done
+		t := time.NewTimer(closeWait)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			cut() // the database does not answer
+			<-done
+		}
 	}
 }
 
