@@ -90,7 +90,8 @@ func (in *Inbox) CreateSchema(ctx context.Context) error {
 // when fn returns nil. When the pair is already recorded, it returns
 // duplicate true and does not run fn. When fn (or the commit) fails, it
 // returns the error and nothing of the attempt stays, so the message's
-// redelivery runs fn again. Concurrent deliveries of one message wait for
+// redelivery runs fn again (its rollback is given up to 5 s after ctx
+// ends, as the relay's statements that end a transaction are). Concurrent deliveries of one message wait for
 // each other on the pair's row: one runs fn, the others report duplicate
 // once it commits (or run fn, if it rolled back). fn must write its effect
 // through tx only, and not commit or roll it back.
@@ -115,7 +116,18 @@ func (in *Inbox) Process(ctx context.Context, consumer, messageID string, fn fun
 	if err != nil {
 		return false, fmt.Errorf("outbox: inbox begin: %w", err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	committed := false
+	defer func() {
+		if committed {
+			return
+		}
+		// It must reach the database also when ctx ends (Consume
+		// stopping), and must not wait for ever on one that stopped
+		// answering: settling bounds it, as the relay's.
+		sctx, cancel := settling(ctx)
+		defer cancel()
+		_ = tx.Rollback(sctx)
+	}()
 	tag, err := tx.Exec(ctx, `INSERT INTO `+in.quoted+` (consumer, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
 		pgtext.Encode(consumer), pgtext.Encode(messageID))
 	if err != nil {
@@ -130,6 +142,7 @@ func (in *Inbox) Process(ctx context.Context, consumer, messageID string, fn fun
 	if err := tx.Commit(ctx); err != nil {
 		return false, fmt.Errorf("outbox: inbox commit: %w", err)
 	}
+	committed = true
 	return false, nil
 }
 
