@@ -77,11 +77,15 @@
 // doubling to 25.6 s, plus the polls; for ever with a WithMaxAttempts that
 // never gives up). Unkeyed rows in backoff leave the window to the rest. A
 // batch whose first message the broker refuses for now (nothing of it
-// published: a full stream, a subject no stream takes, the broker down)
-// ends the relay's run of batches until the poll interval passes or a
-// message is enqueued, rather than hand the rest of the backlog to a broker
-// that refuses it, batch after batch; where one topic is refused among
-// others, each such batch it heads costs up to a poll interval. Published
+// published: a full stream, a subject no stream takes) leaves that
+// message's topic out of the relay's claims for a poll interval (its
+// Keys wait behind it), rather than hand the rest of the topic's backlog
+// to a broker that refuses it, batch after batch; the other topics'
+// messages go on being published (a broker that refuses every topic, as
+// a full stream that takes them all does, is handed one batch per topic
+// per poll interval). A batch that the Publisher fails as a whole (with
+// an error that is no *PublishError) ends the relay's run of batches
+// until the poll interval passes or a message is enqueued. Published
 // rows are deleted after the retention period (WithRetention), inbox rows
 // when the caller says (Inbox.DeleteProcessed).
 package outbox

@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,15 +36,15 @@ type claimed struct {
 // k+1 leaves out batch k's rows, and holds none of batch k-1's, which were
 // marked before it was claimed or are left out (held back in batch k-1,
 // so their Key's head in batch k is locked).
-func (r *Relay) pipeline(ctx context.Context, more func(n int) bool) (total int, err error) {
-	p := &pipe{r: r}
+func (r *Relay) pipeline(ctx context.Context, refused *refusals, more func(n int) bool) (total int, err error) {
+	p := &pipe{r: r, refused: refused}
 	defer p.release(ctx)
 	lone, err := p.acquire(ctx)
 	if err != nil {
 		return 0, err
 	}
 	if lone != nil {
-		return r.batchesOn(ctx, lone, more)
+		return r.batchesOn(ctx, lone, refused, more)
 	}
 	cur, err := p.claimFirst(ctx)
 	if err != nil {
@@ -52,7 +53,7 @@ func (r *Relay) pipeline(ctx context.Context, more func(n int) bool) (total int,
 	var last *outcome // batch k-1's, on the other connection
 	var blocked map[string]bool
 	for len(cur.msgs) > 0 {
-		seqs, msgs, held := holdBack(cur, blocked)
+		seqs, msgs, held := holdBack(cur, blocked, refused.topics())
 		next := more(len(cur.msgs))
 		done := make(chan claimResult, 1)
 		go func() { done <- p.settleAndClaim(ctx, 1-cur.conn, last, seqs, next) }()
@@ -76,6 +77,7 @@ func (r *Relay) pipeline(ctx context.Context, more func(n int) bool) (total int,
 			return total, ctx.Err()
 		}
 		last = r.outcome(seqs, perr)
+		goOn := refuse(refused, last, msgs)
 		blocked = blockedAfter(held, msgs, last)
 		if res.err != nil || !next {
 			if err := p.settle(ctx, cur.conn, last); err != nil {
@@ -86,7 +88,7 @@ func (r *Relay) pipeline(ctx context.Context, more func(n int) bool) (total int,
 			}
 			return total, res.err
 		}
-		if last.stalled() {
+		if !goOn {
 			// The next batch, claimed meanwhile, rolls back (release).
 			if err := p.settle(ctx, cur.conn, last); err != nil {
 				return total, err
@@ -101,9 +103,10 @@ func (r *Relay) pipeline(ctx context.Context, more func(n int) bool) (total int,
 // pipe is a pipeline's two connections and, for each, whether a
 // transaction is open on it (for release).
 type pipe struct {
-	r     *Relay
-	conns [2]*pgxpool.Conn
-	open  [2]bool
+	r       *Relay
+	refused *refusals // the topics its claims leave out
+	conns   [2]*pgxpool.Conn
+	open    [2]bool
 }
 
 // claimResult is what settleAndClaim leaves: the next batch, if claimed,
@@ -149,7 +152,7 @@ func (p *pipe) release(ctx context.Context) {
 // claims the batch.
 func (p *pipe) claimFirst(ctx context.Context) (claimed, error) {
 	var b pgx.Batch
-	p.r.queueClaim(&b, nil)
+	p.r.queueClaim(&b, nil, p.refused.topics())
 	p.open[0] = true
 	cur := claimed{conn: 0}
 	var err error
@@ -158,16 +161,19 @@ func (p *pipe) claimFirst(ctx context.Context) (claimed, error) {
 }
 
 // holdBack leaves out of cur the messages of the Keys in blocked (held
-// back from the batch before) and returns the rest, with the Keys it left
-// out.
-func holdBack(cur claimed, blocked map[string]bool) (seqs []int64, msgs []Message, held map[string]bool) {
+// back from the batch before) and those of the topics in skip (refused
+// since cur was claimed, see refusals) with their Keys' later ones, and
+// returns the rest, with the Keys it left out.
+func holdBack(cur claimed, blocked map[string]bool, skip []string) (seqs []int64, msgs []Message, held map[string]bool) {
 	held = map[string]bool{}
-	if len(blocked) == 0 {
+	if len(blocked) == 0 && len(skip) == 0 {
 		return cur.seqs, cur.msgs, held
 	}
 	for i, m := range cur.msgs {
-		if m.Key != "" && blocked[m.Key] {
-			held[m.Key] = true
+		if m.Key != "" && (blocked[m.Key] || held[m.Key]) || slices.Contains(skip, m.Topic) {
+			if m.Key != "" {
+				held[m.Key] = true
+			}
 			continue
 		}
 		seqs, msgs = append(seqs, cur.seqs[i]), append(msgs, m)
@@ -183,7 +189,7 @@ func (p *pipe) settleAndClaim(ctx context.Context, i int, last *outcome, seqs []
 	var b pgx.Batch
 	marks := p.r.queueMarks(&b, last)
 	if next {
-		p.r.queueClaim(&b, append([]int64{}, seqs...))
+		p.r.queueClaim(&b, append([]int64{}, seqs...), p.refused.topics())
 		p.open[i] = true
 	}
 	if b.Len() == 0 {

@@ -67,7 +67,10 @@ type Relay struct {
 	cfg        relayConfig
 	claim      string // SQL
 	claimAfter string // SQL: the claim of a pipelined relay's next batch
-	pipelined  bool   // whether the workers run pipeline
+	// claimSkip and claimAfterSkip are claim and claimAfter leaving out
+	// the topics of a refusals.
+	claimSkip, claimAfterSkip string
+	pipelined                 bool // whether the workers run pipeline
 }
 
 // Relay returns a Relay publishing o's messages through pub.
@@ -80,8 +83,10 @@ func (o *Outbox) Relay(pub Publisher, opts ...RelayOption) *Relay {
 	window := 4*int64(cfg.batchSize) + 64 // int64: no wrap on 32-bit platforms either
 	return &Relay{
 		o: o, pub: pub, cfg: cfg,
-		claim:      o.names.claimSQL(cfg.batchSize, window, false),
-		claimAfter: o.names.claimSQL(cfg.batchSize, window, true),
+		claim:          o.names.claimSQL(cfg.batchSize, window, false, false),
+		claimAfter:     o.names.claimSQL(cfg.batchSize, window, true, false),
+		claimSkip:      o.names.claimSQL(cfg.batchSize, window, false, true),
+		claimAfterSkip: o.names.claimSQL(cfg.batchSize, window, true, true),
 		// Two connections per worker, so that no worker waits for a
 		// connection another worker holds while it holds one.
 		pipelined: int(o.pool.Config().MaxConns) >= 2*cfg.workers,
@@ -120,6 +125,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	for i := range wakes {
 		wakes[i] = make(chan struct{}, 1)
 	}
+	refused := newRefusals(r.cfg.pollInterval)
 	var wg sync.WaitGroup
 	if r.cfg.listen {
 		wg.Add(1)
@@ -127,7 +133,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	for i, wake := range wakes {
 		wg.Add(1)
-		go func() { defer wg.Done(); r.work(ctx, wake, wakes, i == 0) }()
+		go func() { defer wg.Done(); r.work(ctx, wake, wakes, refused, i == 0) }()
 	}
 	wg.Wait()
 	return nil
@@ -136,8 +142,8 @@ func (r *Relay) Run(ctx context.Context) error {
 // work is one of Run's workers: batch after batch while batches come full
 // (waking the others, since there is more), then a wait for a wake-up or
 // the poll interval; the first worker also cleans up, between runs of
-// batches.
-func (r *Relay) work(ctx context.Context, wake <-chan struct{}, all []chan struct{}, cleans bool) {
+// batches. The workers share refused.
+func (r *Relay) work(ctx context.Context, wake <-chan struct{}, all []chan struct{}, refused *refusals, cleans bool) {
 	var lastCleanup time.Time
 	errWait := r.cfg.backoffMin
 	timer := time.NewTimer(time.Hour)
@@ -156,7 +162,7 @@ func (r *Relay) work(ctx context.Context, wake <-chan struct{}, all []chan struc
 		if r.pipelined {
 			run = r.pipeline
 		}
-		_, err := run(ctx, func(n int) bool {
+		_, err := run(ctx, refused, func(n int) bool {
 			full = n == r.cfg.batchSize
 			if full {
 				wakeAll(all)
@@ -207,7 +213,7 @@ func (r *Relay) work(ctx context.Context, wake <-chan struct{}, all []chan struc
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	ctx, cancel := r.withSettling(ctx)
 	defer cancel()
-	return r.batches(ctx, func(int) bool { return false })
+	return r.batches(ctx, nil, func(int) bool { return false })
 }
 
 // outcome is what a published batch leaves to write: the rows to mark
@@ -221,16 +227,37 @@ type outcome struct {
 // stalled reports whether o's batch failed for now before any of its
 // messages was published: the broker refuses what it is given (a full
 // stream, no stream for the subject, the broker down), and most likely
-// the rest of the backlog too. Only the failed message is put off; the
-// batch's others, pending still, would be claimed and handed to the
-// Publisher again at once, batch after batch, so the relay stops there
-// (errStalled) and waits for the poll interval.
+// the rest of the backlog of the failed message's topic too, if not all
+// of it. Only the failed message is put off; the batch's others, pending
+// still, would be claimed and handed to the Publisher again at once,
+// batch after batch. When the Publisher named the failed message (a
+// *PublishError: its first), the run leaves its topic out for a poll
+// interval (see refusals) and goes on with the other topics' messages;
+// when it failed the whole batch, the relay stops there (errStalled) and
+// waits for the poll interval.
 func (o *outcome) stalled() bool {
 	return o != nil && len(o.done) == 0 && len(o.failed) > 0 && !o.unpublishable
 }
 
-// errStalled ends a run of batches after a stalled one (see
-// outcome.stalled); it is no error of Run's.
+// refuse records in refused, when out is a stalled batch (see
+// outcome.stalled) of msgs whose first message the Publisher named as
+// failed, that message's topic, and reports whether the run of batches
+// may go on: false when out is stalled otherwise (the whole batch
+// failed). A nil refused (RunOnce: one batch) records nothing.
+func refuse(refused *refusals, out *outcome, msgs []Message) bool {
+	if refused == nil || !out.stalled() {
+		return true
+	}
+	var pe *PublishError
+	if !errors.As(out.perr, &pe) {
+		return false
+	}
+	refused.add(msgs[pe.Index].Topic) // 0: stalled
+	return true
+}
+
+// errStalled ends a run of batches after a stalled one that failed as a
+// whole (see outcome.stalled); it is no error of Run's.
 var errStalled = errors.New("outbox: a batch failed before any of it was published")
 
 // batches claims, publishes and marks batches on one connection for as
@@ -241,16 +268,18 @@ var errStalled = errors.New("outbox: a batch failed before any of it was publish
 // claim go to the database in one pipeline, so that a run of batches costs
 // one round trip per batch, not two. Nothing changes for the rows: the
 // next claim runs after the commit, as it would in a RunOnce of its own.
-func (r *Relay) batches(ctx context.Context, more func(n int) bool) (int, error) {
+// Its claims leave out the topics in refused, and add to it (see
+// outcome.stalled).
+func (r *Relay) batches(ctx context.Context, refused *refusals, more func(n int) bool) (int, error) {
 	conn, err := r.o.pool.Acquire(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: acquire: %w", err)
 	}
-	return r.batchesOn(ctx, conn, more)
+	return r.batchesOn(ctx, conn, refused, more)
 }
 
 // batchesOn is batches on conn, which it releases.
-func (r *Relay) batchesOn(ctx context.Context, conn *pgxpool.Conn, more func(n int) bool) (int, error) {
+func (r *Relay) batchesOn(ctx context.Context, conn *pgxpool.Conn, refused *refusals, more func(n int) bool) (int, error) {
 	open, stalled := false, false
 	defer func() { release(ctx, conn, open) }()
 	total := 0
@@ -258,7 +287,7 @@ func (r *Relay) batchesOn(ctx context.Context, conn *pgxpool.Conn, more func(n i
 	for {
 		var b pgx.Batch
 		marks := r.queueMarks(&b, last)
-		r.queueClaim(&b, nil)
+		r.queueClaim(&b, nil, refused.topics())
 		open = true
 		seqs, msgs, err := claim(sendMarked(ctx, conn, &b, marks), marks)
 		if err != nil {
@@ -287,10 +316,11 @@ func (r *Relay) batchesOn(ctx context.Context, conn *pgxpool.Conn, more func(n i
 			break
 		}
 		last = r.outcome(seqs, perr)
+		goOn := refuse(refused, last, msgs)
 		if !more(len(msgs)) {
 			break
 		}
-		if last.stalled() {
+		if !goOn {
 			stalled = true
 			break
 		}
@@ -382,8 +412,9 @@ func shutdownOutcome(seqs []int64, perr error) *outcome {
 }
 
 // queueClaim queues BEGIN and the claim of a batch; with published
-// non-nil, the claim takes those rows for published (see pipeline).
-func (r *Relay) queueClaim(b *pgx.Batch, published []int64) {
+// non-nil, the claim takes those rows for published (see pipeline); with
+// skip, it leaves those topics out (see refusals).
+func (r *Relay) queueClaim(b *pgx.Batch, published []int64, skip []string) {
 	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
 	// The claim must walk the pending rows in sequence order and stop at
 	// the window's end; on a table whose statistics lag behind (a burst of
@@ -391,9 +422,14 @@ func (r *Relay) queueClaim(b *pgx.Batch, published []int64) {
 	// every pending row into a bitmap and sort them, once per batch.
 	b.Queue(`SET LOCAL enable_bitmapscan = off`)
 	b.Queue(`SET LOCAL enable_seqscan = off`)
-	if published != nil {
+	switch {
+	case published != nil && skip != nil:
+		b.Queue(r.claimAfterSkip, published, skip)
+	case published != nil:
 		b.Queue(r.claimAfter, published)
-	} else {
+	case skip != nil:
+		b.Queue(r.claimSkip, skip)
+	default:
 		b.Queue(r.claim)
 	}
 }

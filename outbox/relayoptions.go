@@ -95,7 +95,9 @@ func WithWorkers(n int) RelayOption { return func(c *relayConfig) { c.workers = 
 
 // WithPollInterval sets how often the relay looks for messages when no
 // notification came; 0 means one second. It bounds the delay of a message
-// whose NOTIFY was lost (the listening connection down) and of a retry.
+// whose NOTIFY was lost (the listening connection down) and of a retry,
+// and is how long a topic the broker refused is left out of the claims
+// (see the package documentation, "Costs").
 func WithPollInterval(d time.Duration) RelayOption {
 	return func(c *relayConfig) { c.pollInterval = d }
 }

@@ -138,17 +138,32 @@ func (o *Outbox) CreateSchema(ctx context.Context) error {
 
 // claimSQL returns the claim of a relay with the given batch size, which
 // looks at the oldest window pending rows; with after, it takes the rows
-// whose seq is in $1 (the batch being published) for published. The limits are literals, not
+// whose seq is in $1 (the batch being published) for published; with
+// skip, it leaves out the heads of the topics in the next parameter ($2
+// with after, else $1: the topics the broker refuses for now, see
+// refusals). The limits are literals, not
 // parameters, so that the prepared statement's generic plan is made for
 // them (a generic plan blind to its limits was seen to take 300 ms a
 // claim over 1,000 rows), and no claim pays for planning.
-func (n names) claimSQL(batch int, window int64, after bool) string {
+func (n names) claimSQL(batch int, window int64, after, skip bool) string {
 	q := n.quoted
 	notIn := ""
 	if after {
 		// A hashed subplan: NOT (seq = ANY($1)) scans the array for each
 		// row in a generic plan, seven times slower over 1,000 rows.
 		notIn = ` AND seq NOT IN (SELECT unnest($1::bigint[]))`
+	}
+	// A skipped topic's rows are no heads, so their Keys are not claimed
+	// (a Key's later rows never pass its head); its unkeyed rows are no
+	// candidates either, as those waiting for their retry are not.
+	skipCandidate, skipHead := "", ""
+	if skip {
+		param := "$1"
+		if after {
+			param = "$2"
+		}
+		skipCandidate = ` AND (key <> '' OR topic <> ALL(` + param + `::text[]))`
+		skipHead = ` AND topic <> ALL(` + param + `::text[])`
 	}
 	// The claim: among the oldest window pending rows (a bound on the work of
 	// one claim, whatever the number of rows pending), those that are
@@ -183,14 +198,14 @@ func (n names) claimSQL(batch int, window int64, after bool) string {
 	// Key, and a window full of them (a topic the broker refuses) would
 	// hold up every row behind it.
 	return `WITH candidates AS (
-	SELECT seq, key FROM ` + q + ` WHERE state = 0 AND (key <> '' OR next_try_at <= now())` + notIn + ` ORDER BY seq LIMIT ` + strconv.FormatInt(window, 10) + `
+	SELECT seq, key FROM ` + q + ` WHERE state = 0 AND (key <> '' OR next_try_at <= now())` + skipCandidate + notIn + ` ORDER BY seq LIMIT ` + strconv.FormatInt(window, 10) + `
 ), heads AS (
 	SELECT min(seq) AS seq FROM candidates WHERE key <> '' GROUP BY key
 	UNION ALL
 	SELECT seq FROM candidates WHERE key = ''
 ), held AS (
 	SELECT seq, key FROM ` + q + `
-	WHERE seq IN (SELECT seq FROM heads) AND state = 0 AND next_try_at <= now()
+	WHERE seq IN (SELECT seq FROM heads) AND state = 0 AND next_try_at <= now()` + skipHead + `
 	ORDER BY seq
 	LIMIT ` + strconv.Itoa(batch) + `
 	FOR UPDATE SKIP LOCKED
