@@ -1,11 +1,14 @@
 package jetstream_test
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -27,42 +30,92 @@ type natsServer struct {
 	tb   testing.TB
 	conf string
 	port int
+	name string // server_name, which tells it from another test's
 	cmd  *exec.Cmd
 }
 
 // startNATS starts a nats-server whose configuration file holds conf plus
-// the listen address and the JetStream store directory (conf must not set
-// them), and skips tb when there is no nats-server binary.
+// the listen address, the server's name and the JetStream store directory
+// (conf must not set them), and skips tb when there is no nats-server
+// binary.
 func startNATS(tb testing.TB, conf string) *natsServer {
 	tb.Helper()
 	if _, err := os.Stat(natsBin); err != nil {
 		testenv.Unavailable(tb, "no "+natsBin+": install nats-server to run")
 	}
 	dir := tb.TempDir()
-	s := &natsServer{tb: tb, port: testenv.FreePorts(tb, 1, false), conf: filepath.Join(dir, "nats.conf")}
-	full := fmt.Sprintf("listen: \"127.0.0.1:%d\"\njetstream { store_dir: %q }\n%s\n", s.port, filepath.Join(dir, "store"), conf)
-	if err := os.WriteFile(s.conf, []byte(full), 0o600); err != nil {
-		tb.Fatal(err)
+	s := &natsServer{tb: tb, conf: filepath.Join(dir, "nats.conf")}
+	// A free port is not held: another test's server (of this process or
+	// of another package's, run at the same time) may take it first. Then
+	// this one does not come up, and a dial reaches the other: the name
+	// in the server's INFO tells them apart, and another port is tried.
+	for try := 0; ; try++ {
+		s.port = testenv.FreePorts(tb, 1, false)
+		s.name = fmt.Sprintf("saferetry-test-%d-%d", os.Getpid(), s.port)
+		full := fmt.Sprintf("listen: \"127.0.0.1:%d\"\nserver_name: %q\njetstream { store_dir: %q }\n%s\n",
+			s.port, s.name, filepath.Join(dir, "store"), conf)
+		if err := os.WriteFile(s.conf, []byte(full), 0o600); err != nil {
+			tb.Fatal(err)
+		}
+		err := s.tryStart()
+		if err == nil {
+			break
+		}
+		s.kill()
+		if try == 4 {
+			tb.Fatal(err)
+		}
 	}
-	s.start()
 	tb.Cleanup(s.kill)
 	return s
 }
 
 func (s *natsServer) start() {
 	s.tb.Helper()
+	if err := s.tryStart(); err != nil {
+		s.tb.Fatal(err)
+	}
+}
+
+// tryStart starts the server and waits until it answers on its port as
+// itself (its name in the INFO it greets a client with).
+func (s *natsServer) tryStart() error {
 	s.cmd = exec.Command(natsBin, "-c", s.conf)
 	if err := s.cmd.Start(); err != nil {
-		s.tb.Fatalf("start nats-server: %v", err)
+		return fmt.Errorf("start nats-server: %w", err)
 	}
 	for range 200 {
-		if c, err := net.Dial("tcp", s.addr()); err == nil {
-			c.Close()
-			return
+		if name, err := serverName(s.addr()); err == nil {
+			if name != s.name {
+				return fmt.Errorf("nats-server on %s is %q, another test's: the port was taken", s.addr(), name)
+			}
+			return nil
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
-	s.tb.Fatalf("nats-server on %s did not come up", s.addr())
+	return fmt.Errorf("nats-server on %s did not come up", s.addr())
+}
+
+// serverName returns the server_name of the NATS server at addr, read from
+// the INFO line it greets a client with.
+func serverName(addr string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	var info struct {
+		Name string `json:"server_name"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(strings.TrimSpace(line), "INFO ")), &info); err != nil {
+		return "", fmt.Errorf("INFO from %s: %w", addr, err)
+	}
+	return info.Name, nil
 }
 
 // kill kills the server with SIGKILL (a no-op when it is not running).
