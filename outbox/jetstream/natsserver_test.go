@@ -134,6 +134,21 @@ func (s *natsServer) freeze() {
 	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		s.tb.Fatal(err)
 	}
+	// The signal is delivered asynchronously: wait until the process is
+	// seen stopped (Linux's /proc; elsewhere the signal is trusted).
+	stat := fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid)
+	for range 200 {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			return
+		}
+		// "pid (comm) state ...": the state follows the last ")".
+		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't') {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	s.tb.Fatalf("nats-server %d not seen stopped after SIGSTOP", s.cmd.Process.Pid)
 }
 
 // thaw lets a frozen server go on (SIGCONT).
