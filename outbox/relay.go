@@ -249,10 +249,12 @@ func refuse(refused *refusals, out *outcome, msgs []Message) bool {
 		return true
 	}
 	var pe *PublishError
-	if !errors.As(out.perr, &pe) {
+	if !errors.As(out.perr, &pe) || pe.Index != 0 {
+		// Not a message of the batch (see outcome): the whole batch
+		// failed.
 		return false
 	}
-	refused.add(msgs[pe.Index].Topic) // 0: stalled
+	refused.add(msgs[0].Topic)
 	return true
 }
 
