@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/saferetry/saferetry/internal/testenv"
 	"github.com/saferetry/saferetry/internal/testkit"
 )
 
@@ -84,7 +85,7 @@ func TestFinalErrorClass(t *testing.T) {
 		{
 			name: "context cancelled during the dial (full accept queue)",
 			setup: func(t *testing.T) outcomeRun {
-				addr := fullQueueAddr(t)
+				addr := testenv.FullQueueAddr(t)
 				ctx, cancel := context.WithCancel(context.Background())
 				t.Cleanup(cancel)
 				time.AfterFunc(50*time.Millisecond, cancel)
@@ -96,7 +97,7 @@ func TestFinalErrorClass(t *testing.T) {
 		{
 			name: "deadline during the dial (full accept queue)",
 			setup: func(t *testing.T) outcomeRun {
-				addr := fullQueueAddr(t)
+				addr := testenv.FullQueueAddr(t)
 				ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 				t.Cleanup(cancel)
 				return outcomeRun{base: netBase(t), req: outcomePost(t, ctx, "http://"+addr, nil)}
@@ -107,7 +108,7 @@ func TestFinalErrorClass(t *testing.T) {
 		{
 			name: "attempt timeouts during the dial (full accept queue)",
 			setup: func(t *testing.T) outcomeRun {
-				return outcomeRun{base: netBase(t), req: outcomePost(t, context.Background(), "http://"+fullQueueAddr(t), nil)}
+				return outcomeRun{base: netBase(t), req: outcomePost(t, context.Background(), "http://"+testenv.FullQueueAddr(t), nil)}
 			},
 			opts: []Option{WithAttemptTimeout(50 * time.Millisecond)},
 			want: ErrNotSent, is: []error{context.DeadlineExceeded}, attempts: 2,

@@ -1,12 +1,12 @@
 //go:build !linux
 
-package saferetry
+package testenv
 
 import "testing"
 
-// fullQueueAddr skips: the full accept queue that makes a dial hang is
+// FullQueueAddr skips: the full accept queue that makes a dial hang is
 // Linux's behaviour (see the Linux version).
-func fullQueueAddr(t *testing.T) string {
+func FullQueueAddr(t testing.TB) string {
 	t.Skip("needs Linux's drop of a SYN to a full accept queue")
 	return ""
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package saferetry
+package testenv
 
 import (
 	"net"
@@ -10,12 +10,12 @@ import (
 	"time"
 )
 
-// fullQueueAddr returns a loopback address whose listener never accepts
+// FullQueueAddr returns a loopback address whose listener never accepts
 // and whose accept queue is full (a backlog of 0, one connection queued),
 // so that Linux drops every new SYN and a dial to it hangs until its
 // context or timeout ends it: a server too busy to take connections. The
 // listener and the queued connection are closed when t ends.
-func fullQueueAddr(t *testing.T) string {
+func FullQueueAddr(t testing.TB) string {
 	t.Helper()
 	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
