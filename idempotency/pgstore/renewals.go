@@ -63,6 +63,10 @@ func (s *Store) renewalPool() *pgxpool.Pool {
 			dial = (&net.Dialer{}).DialContext
 		}
 		cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			// A dial that has not connected yet (a host that drops SYNs)
+			// is cut too: pgxpool's Close waits for it.
+			ctx, stop := r.socks.dialing(ctx)
+			defer stop()
 			c, err := dial(ctx, network, addr)
 			if err != nil {
 				return nil, err
@@ -157,7 +161,8 @@ const closeWait = watchset.PingWait
 // Close waits for the connections it is opening (up to a minute, against
 // a database that accepts connections and does not answer), for those in
 // use, and for each broken one's Terminate (up to 15 s): past closeWait,
-// the database is taken for gone and every connection is cut, which ends
+// the database is taken for gone and every connection is cut, with the
+// dials that have not connected yet (a host that drops SYNs), which ends
 // those waits at once, so that a process shutting down while its
 // database stalls is not held past its orchestrator's grace period.
 func closePool(p *pgxpool.Pool, socks *sockets) {
@@ -182,6 +187,21 @@ type sockets struct {
 	mu     sync.Mutex
 	open   map[*socket]struct{}
 	closed bool // cut: connections dialled from then on are closed at once
+	cutCtx context.Context
+	cutAll context.CancelFunc // ends cutCtx, and the dials in progress
+}
+
+// dialing returns ctx, ended also by cut, for a dial.
+func (ss *sockets) dialing(ctx context.Context) (context.Context, context.CancelFunc) {
+	ss.mu.Lock()
+	if ss.cutCtx == nil {
+		ss.cutCtx, ss.cutAll = context.WithCancel(context.Background())
+	}
+	cutCtx := ss.cutCtx
+	ss.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(cutCtx, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 // socket is a connection of sockets, which its Close forgets.
@@ -213,12 +233,16 @@ func (k *socket) Close() error {
 	return k.Conn.Close()
 }
 
-// cut closes every connection, and those dialled from then on.
+// cut closes every connection, ends the dials in progress, and closes
+// the connections dialled from then on.
 func (ss *sockets) cut() {
 	ss.mu.Lock()
 	ss.closed = true
 	open := ss.open
 	ss.open = nil
+	if ss.cutAll != nil {
+		ss.cutAll()
+	}
 	ss.mu.Unlock()
 	for k := range open {
 		_ = k.Conn.Close()
