@@ -31,23 +31,7 @@ func TestOverMaxPayloadIsUnpublishable(t *testing.T) {
 	defer cancel()
 	big := outbox.Message{ID: "big", Topic: s.subject + "created", Key: "k", Payload: make([]byte, 70_000)}
 	after := outbox.Message{ID: "after", Topic: s.subject + "created", Key: "k"}
-	s.enqueue(t, true, big, after)
-	relay := s.o.Relay(jetstream.NewPublisher(js), outbox.WithMaxAttempts(math.MaxInt32), outbox.WithBackoff(time.Minute, time.Minute))
-	for range 3 {
-		if _, err := relay.RunOnce(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	failed, err := s.o.Failed(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(failed) != 1 || failed[0].ID != "big" || failed[0].Attempts != 1 {
-		t.Errorf("Failed = %+v, want big, failed after 1 attempt", failed)
-	}
-	if info, err := s.stream.Info(ctx); err != nil || info.State.Msgs != 1 {
-		t.Errorf("the stream holds %v messages (%v), want 1: the Key's next message, published", info.State.Msgs, err)
-	}
+	s.relayFailsAtOnce(t, ctx, jetstream.NewPublisher(js), big, after)
 }
 
 // TestPublisherCheckMessageSize: Publisher.CheckMessage refuses, before
@@ -106,25 +90,7 @@ func TestOverStreamMaxMsgSizeIsUnpublishable(t *testing.T) {
 	}
 	big := outbox.Message{ID: "big", Topic: s.subject + "created", Key: "k", Payload: make([]byte, 2000)}
 	after := outbox.Message{ID: "after", Topic: s.subject + "created", Key: "k"}
-	s.enqueue(t, true, big, after)
-	relay := s.o.Relay(jetstream.NewPublisher(s.js), outbox.WithMaxAttempts(math.MaxInt32), outbox.WithBackoff(time.Minute, time.Minute))
-	for range 3 {
-		if _, err := relay.RunOnce(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	failed, err := s.o.Failed(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(failed) != 1 || failed[0].ID != "big" || failed[0].Attempts != 1 {
-		t.Errorf("Failed = %+v, want big, failed after 1 attempt", failed)
-	}
-	// The stream may hold after already (sent in big's batch), but only its
-	// row says whether the relay counts it published.
-	if st, err := s.o.Stats(ctx); err != nil || st.Published != 1 {
-		t.Errorf("Stats = %+v (%v), want 1 published: the Key's next message", st, err)
-	}
+	s.relayFailsAtOnce(t, ctx, jetstream.NewPublisher(s.js), big, after)
 }
 
 // TestPublishEndsWhenItsConnectionCloses: nats.go leaves an asynchronous
@@ -194,23 +160,7 @@ func TestInvalidSubjectIsUnpublishable(t *testing.T) {
 			if err := pub.CheckMessage(after); err != nil {
 				t.Errorf("CheckMessage(after) = %v", err)
 			}
-			s.enqueue(t, true, bad, after)
-			relay := s.o.Relay(pub, outbox.WithMaxAttempts(math.MaxInt32), outbox.WithBackoff(time.Minute, time.Minute))
-			for range 3 {
-				if _, err := relay.RunOnce(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}
-			failed, err := s.o.Failed(ctx, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(failed) != 1 || failed[0].ID != "bad" || failed[0].Attempts != 1 {
-				t.Errorf("Failed = %+v, want bad, failed after 1 attempt", failed)
-			}
-			if st, err := s.o.Stats(ctx); err != nil || st.Published != 1 {
-				t.Errorf("Stats = %+v (%v), want 1 published: the Key's next message", st, err)
-			}
+			s.relayFailsAtOnce(t, ctx, pub, bad, after)
 		})
 	}
 }
@@ -230,29 +180,40 @@ func TestSubjectOverTheControlLineIsUnpublishable(t *testing.T) {
 	pub := jetstream.NewPublisher(js)
 	long := outbox.Message{ID: "long", Topic: s.subject + strings.Repeat("a", 5000), Key: "k"}
 	after := outbox.Message{ID: "after", Topic: s.subject + "created", Key: "k"}
-	s.enqueue(t, true, long, after)
+	s.relayFailsAtOnce(t, ctx, pub, long, after)
+	if nc.IsClosed() {
+		t.Errorf("the connection is closed for good")
+	}
+	// The longest subject the Publisher sends goes through.
+	longest := outbox.Message{ID: "longest", Topic: s.subject + strings.Repeat("a", 3840-len(s.subject))}
+	if err := pub.Publish(ctx, []outbox.Message{longest}); err != nil || nc.IsClosed() {
+		t.Errorf("Publish of a 3,840-byte subject = %v (connection closed: %v)", err, nc.IsClosed())
+	}
+}
+
+// relayFailsAtOnce enqueues bad and then after, of one Key, runs pub's
+// relay three times (a minute's backoff, attempts without limit) and
+// checks that bad was failed at its first attempt and after published: a
+// message the broker can never take as it is must not hold its Key.
+func (s *setup) relayFailsAtOnce(t *testing.T, ctx context.Context, pub outbox.Publisher, bad, after outbox.Message) {
+	t.Helper()
+	s.enqueue(t, true, bad, after)
 	relay := s.o.Relay(pub, outbox.WithMaxAttempts(math.MaxInt32), outbox.WithBackoff(time.Minute, time.Minute))
 	for range 3 {
 		if _, err := relay.RunOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if nc.IsClosed() {
-		t.Errorf("the connection is closed for good")
-	}
 	failed, err := s.o.Failed(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(failed) != 1 || failed[0].ID != "long" || failed[0].Attempts != 1 {
-		t.Errorf("Failed = %+v, want long, failed after 1 attempt", failed)
+	if len(failed) != 1 || failed[0].ID != bad.ID || failed[0].Attempts != 1 {
+		t.Errorf("Failed = %+v, want %s, failed after 1 attempt", failed, bad.ID)
 	}
+	// The stream may hold after already (sent in bad's batch), but only its
+	// row says whether the relay counts it published.
 	if st, err := s.o.Stats(ctx); err != nil || st.Published != 1 {
 		t.Errorf("Stats = %+v (%v), want 1 published: the Key's next message", st, err)
-	}
-	// The longest subject the Publisher sends goes through.
-	longest := outbox.Message{ID: "longest", Topic: s.subject + strings.Repeat("a", 3840-len(s.subject))}
-	if err := pub.Publish(ctx, []outbox.Message{longest}); err != nil || nc.IsClosed() {
-		t.Errorf("Publish of a 3,840-byte subject = %v (connection closed: %v)", err, nc.IsClosed())
 	}
 }
