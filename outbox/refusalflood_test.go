@@ -13,6 +13,41 @@ import (
 	"github.com/saferetry/saferetry/outbox"
 )
 
+// The run and the poll interval of the refusal flood tests.
+const floodRun, floodPoll = 2 * time.Second, 200 * time.Millisecond
+
+// refusedPublishCalls runs a relay of workers workers (batches of 10, a
+// minute's backoff) for floodRun over 300 pending messages of distinct
+// Keys, on a pool of maxConns connections, with a Publisher that refuses
+// every batch at its first message, and returns how many times it called
+// the Publisher.
+func refusedPublishCalls(t *testing.T, maxConns int32, workers int) int {
+	t.Helper()
+	pool := testenv.PostgresPool(t, func(c *pgxpool.Config) { c.MaxConns = maxConns })
+	o := outbox.New(pool, outbox.WithTable(testenv.PostgresTable(t, pool, "outbox_test_")))
+	if err := o.CreateSchema(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var msgs []outbox.Message
+	for i := range 300 {
+		msgs = append(msgs, msg("m"+strconv.Itoa(i), "k"+strconv.Itoa(i)))
+	}
+	enqueue(t, pool, o, msgs...)
+	rec := &recorder{fail: func(int, []outbox.Message) error {
+		return &outbox.PublishError{Index: 0, Err: errors.New("maximum messages exceeded")}
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), floodRun)
+	defer cancel()
+	relay := o.Relay(rec, outbox.WithPollInterval(floodPoll), outbox.WithBackoff(time.Minute, time.Minute),
+		outbox.WithBatchSize(10), outbox.WithWorkers(workers))
+	if err := relay.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return rec.calls
+}
+
 // TestFailedBatchesAreNotRetriedAtOnce: a broker that refuses every
 // message for now (a full stream, a subject no stream takes) fails each
 // batch at its first message, the rest of the batch unknown: the relay
@@ -27,31 +62,9 @@ func TestFailedBatchesAreNotRetriedAtOnce(t *testing.T) {
 		maxConns int32
 	}{{"pipelined", 4}, {"one connection", 1}} {
 		t.Run(tc.name, func(t *testing.T) {
-			pool := testenv.PostgresPool(t, func(c *pgxpool.Config) { c.MaxConns = tc.maxConns })
-			o := outbox.New(pool, outbox.WithTable(testenv.PostgresTable(t, pool, "outbox_test_")))
-			if err := o.CreateSchema(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			var msgs []outbox.Message
-			for i := range 300 {
-				msgs = append(msgs, msg("m"+strconv.Itoa(i), "k"+strconv.Itoa(i)))
-			}
-			enqueue(t, pool, o, msgs...)
-			rec := &recorder{fail: func(int, []outbox.Message) error {
-				return &outbox.PublishError{Index: 0, Err: errors.New("maximum messages exceeded")}
-			}}
-			const run, poll = 2 * time.Second, 200 * time.Millisecond
-			ctx, cancel := context.WithTimeout(context.Background(), run)
-			defer cancel()
-			relay := o.Relay(rec, outbox.WithPollInterval(poll), outbox.WithBackoff(time.Minute, time.Minute), outbox.WithBatchSize(10))
-			if err := relay.Run(ctx); err != nil {
-				t.Fatal(err)
-			}
-			rec.mu.Lock()
-			calls := rec.calls
-			rec.mu.Unlock()
-			if limit := int(run/poll) + 3; calls > limit {
-				t.Errorf("%d Publish calls in %v, each failing, want at most %d: one per poll interval", calls, run, limit)
+			calls := refusedPublishCalls(t, tc.maxConns, 1)
+			if limit := int(floodRun/floodPoll) + 3; calls > limit {
+				t.Errorf("%d Publish calls in %v, each failing, want at most %d: one per poll interval", calls, floodRun, limit)
 			}
 		})
 	}
@@ -71,32 +84,9 @@ func TestFailedBatchesAreNotRetriedAtOnceBySeveralWorkers(t *testing.T) {
 		maxConns int32
 	}{{"pipelined", 2 * workers}, {"one connection each", workers}} {
 		t.Run(tc.name, func(t *testing.T) {
-			pool := testenv.PostgresPool(t, func(c *pgxpool.Config) { c.MaxConns = tc.maxConns })
-			o := outbox.New(pool, outbox.WithTable(testenv.PostgresTable(t, pool, "outbox_test_")))
-			if err := o.CreateSchema(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			var msgs []outbox.Message
-			for i := range 300 {
-				msgs = append(msgs, msg("m"+strconv.Itoa(i), "k"+strconv.Itoa(i)))
-			}
-			enqueue(t, pool, o, msgs...)
-			rec := &recorder{fail: func(int, []outbox.Message) error {
-				return &outbox.PublishError{Index: 0, Err: errors.New("maximum messages exceeded")}
-			}}
-			const run, poll = 2 * time.Second, 200 * time.Millisecond
-			ctx, cancel := context.WithTimeout(context.Background(), run)
-			defer cancel()
-			relay := o.Relay(rec, outbox.WithPollInterval(poll), outbox.WithBackoff(time.Minute, time.Minute),
-				outbox.WithBatchSize(10), outbox.WithWorkers(workers))
-			if err := relay.Run(ctx); err != nil {
-				t.Fatal(err)
-			}
-			rec.mu.Lock()
-			calls := rec.calls
-			rec.mu.Unlock()
-			if limit := workers * (int(run/poll) + 1); calls > limit {
-				t.Errorf("%d Publish calls in %v by %d workers, each failing, want at most %d: one per worker and poll interval", calls, run, workers, limit)
+			calls := refusedPublishCalls(t, tc.maxConns, workers)
+			if limit := workers * (int(floodRun/floodPoll) + 1); calls > limit {
+				t.Errorf("%d Publish calls in %v by %d workers, each failing, want at most %d: one per worker and poll interval", calls, floodRun, workers, limit)
 			}
 		})
 	}
