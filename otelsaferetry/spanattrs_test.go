@@ -168,26 +168,8 @@ func TestURLFullRedactsEncodedSignatureName(t *testing.T) {
 // value alone: url.full keeps the other parameters as sent, in their
 // order, also one that Go's own query parser would drop (a ";" in it).
 func TestURLFullKeepsTheQuery(t *testing.T) {
-	r := newRig(t)
-	rt := otelsaferetry.NewTransport(roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
-	}), r.options()...)
 	req, _ := http.NewRequest(http.MethodGet, "http://api.test/v1/file?b=2&a=1;c=3&sig=secret&%53ignature=secret&z=%2F", nil)
-	resp, err := rt.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	const want = "http://api.test/v1/file?b=2&a=1;c=3&sig=REDACTED&%53ignature=REDACTED&z=%2F"
-	ended := r.spans.Ended()
-	if len(ended) != 2 {
-		t.Fatalf("%d spans ended, want 2", len(ended))
-	}
-	for _, sp := range ended {
-		if v, _ := attr(sp, "url.full"); v.AsString() != want {
-			t.Errorf("span %q: url.full %q, want %q", sp.Name(), v.AsString(), want)
-		}
-	}
+	wantURLFull(t, req, "http://api.test/v1/file?b=2&a=1;c=3&sig=REDACTED&%53ignature=REDACTED&z=%2F")
 }
 
 // TestURLFullRedactsSignatureAfterSemicolon: url.full keeps a parameter
@@ -203,26 +185,8 @@ func TestURLFullRedactsSignatureAfterSemicolon(t *testing.T) {
 		{"b=2&x;X-Goog-Signature=secret;AWSAccessKeyId=secret&c=3", "b=2&x;X-Goog-Signature=REDACTED;AWSAccessKeyId=REDACTED&c=3"},
 	} {
 		t.Run(tc.query, func(t *testing.T) {
-			r := newRig(t)
-			rt := otelsaferetry.NewTransport(roundTripFunc(func(req *http.Request) (*http.Response, error) {
-				return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
-			}), r.options()...)
 			req, _ := http.NewRequest(http.MethodGet, "http://api.test/v1/file?"+tc.query, nil)
-			resp, err := rt.RoundTrip(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			want := "http://api.test/v1/file?" + tc.want
-			ended := r.spans.Ended()
-			if len(ended) != 2 {
-				t.Fatalf("%d spans ended, want 2", len(ended))
-			}
-			for _, sp := range ended {
-				if v, _ := attr(sp, "url.full"); v.AsString() != want {
-					t.Errorf("span %q: url.full %q, want %q", sp.Name(), v.AsString(), want)
-				}
-			}
+			wantURLFull(t, req, "http://api.test/v1/file?"+tc.want)
 		})
 	}
 }
@@ -242,26 +206,34 @@ func TestURLFullRedactsOpaqueCredentials(t *testing.T) {
 		{"/v1/file", "http:/v1/file"},
 	} {
 		t.Run(tc.opaque, func(t *testing.T) {
-			r := newRig(t)
-			rt := otelsaferetry.NewTransport(roundTripFunc(func(req *http.Request) (*http.Response, error) {
-				return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
-			}), r.options()...)
 			req, _ := http.NewRequest(http.MethodGet, "http://api.test/", nil)
 			req.URL.Opaque = tc.opaque
-			resp, err := rt.RoundTrip(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			ended := r.spans.Ended()
-			if len(ended) != 2 {
-				t.Fatalf("%d spans ended, want 2", len(ended))
-			}
-			for _, sp := range ended {
-				if v, _ := attr(sp, "url.full"); v.AsString() != tc.want {
-					t.Errorf("span %q: url.full %q, want %q", sp.Name(), v.AsString(), tc.want)
-				}
-			}
+			wantURLFull(t, req, tc.want)
 		})
+	}
+}
+
+// wantURLFull sends req through an instrumented Transport over a base that
+// answers 200 and checks that both spans (operation and attempt) carry
+// want as url.full.
+func wantURLFull(t *testing.T, req *http.Request, want string) {
+	t.Helper()
+	r := newRig(t)
+	rt := otelsaferetry.NewTransport(roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+	}), r.options()...)
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	ended := r.spans.Ended()
+	if len(ended) != 2 {
+		t.Fatalf("%d spans ended, want 2", len(ended))
+	}
+	for _, sp := range ended {
+		if v, _ := attr(sp, "url.full"); v.AsString() != want {
+			t.Errorf("span %q: url.full %q, want %q", sp.Name(), v.AsString(), want)
+		}
 	}
 }
