@@ -102,20 +102,10 @@ func checkLeaks(t *testing.T) func(*cutRig) {
 	}
 }
 
-// wantReplayedOnce checks that resp, after the attempts' keys (want of
-// them, all one key), is the replayed 201 of body and that the server
-// executed the operation once, at execution (a path; "" for any).
+// wantReplayedOnce is testkit.WantReplayedOnce on r's server.
 func (r *cutRig) wantReplayedOnce(t *testing.T, resp *http.Response, attempts int, body, execution string) {
 	t.Helper()
-	b, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	key := testkit.OneKey(t, r.keys(), attempts)
-	if err != nil || resp.StatusCode != http.StatusCreated || resp.Header.Get(saferetry.HeaderReplayed) != "true" || string(b) != testkit.CutAnswer(body, key) {
-		t.Errorf("got %d %q (replayed %q, read error %v), want the replayed 201", resp.StatusCode, b, resp.Header.Get(saferetry.HeaderReplayed), err)
-	}
-	if ex := r.srv.Executions(); len(ex) != 1 || (execution != "" && ex[0] != execution+" "+key) {
-		t.Errorf("executions %q, want 1 of %q", ex, execution)
-	}
+	testkit.WantReplayedOnce(t, resp, r.keys(), attempts, body, r.srv.Executions, execution)
 }
 
 func viaName(viaClient bool) string {

@@ -50,15 +50,7 @@ func TestRetryableKilledBeforeAnswering(t *testing.T) {
 		if err != nil {
 			t.Fatalf("got %v, want the replay", err)
 		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		key := testkit.OneKey(t, *keys, 2)
-		if resp.StatusCode != http.StatusCreated || resp.Header.Get(saferetry.HeaderReplayed) != "true" || string(b) != testkit.CutAnswer("debit 1500", key) {
-			t.Errorf("got %d %q, want the replayed 201", resp.StatusCode, b)
-		}
-		if ex := (*srv).Executions(); len(ex) != 1 {
-			t.Errorf("executions %q, want 1", ex)
-		}
+		testkit.WantReplayedOnce(t, resp, *keys, 2, "debit 1500", (*srv).Executions, "")
 	})
 	t.Run("down", func(t *testing.T) {
 		c, srv, keys := cutClient(t, testkit.CutBeforeHead, false)
@@ -121,13 +113,8 @@ func TestRetryableCutRedirectHop(t *testing.T) {
 	if err != nil {
 		t.Fatalf("got %v, want the replay", err)
 	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	key := testkit.OneKey(t, *keys, 2)
-	if k, _ := saferetry.KeyFromResponse(resp); k != key || resp.StatusCode != http.StatusCreated || resp.Header.Get(saferetry.HeaderReplayed) != "true" || string(b) != testkit.CutAnswer("debit 1500", key) {
-		t.Errorf("got %d %q under key %q, want the replayed 201 under %q", resp.StatusCode, b, k, key)
-	}
-	if ex := (*srv).Executions(); len(ex) != 1 || ex[0] != "/second "+key {
-		t.Errorf("executions %q, want 1 of /second", ex)
+	key := testkit.WantReplayedOnce(t, resp, *keys, 2, "debit 1500", (*srv).Executions, "/second")
+	if k, _ := saferetry.KeyFromResponse(resp); k != key {
+		t.Errorf("KeyFromResponse = %q, want %q", k, key)
 	}
 }

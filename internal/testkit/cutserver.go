@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/saferetry/saferetry/internal/contract"
 )
 
 // The cut-answer server is a tiny idempotent server run in a child
@@ -254,4 +256,23 @@ func OneKey(t testing.TB, keys []string, want int) string {
 		}
 	}
 	return keys[0]
+}
+
+// WantReplayedOnce checks that resp, answered after attempts attempts
+// whose keys were keys (one key throughout), is the replayed 201 of body
+// under that key, whole, and that executions (the server's, see
+// CutChild.Executions) hold one, at execution (a path; "" for any). It
+// returns the key.
+func WantReplayedOnce(t testing.TB, resp *http.Response, keys []string, attempts int, body string, executions func() []string, execution string) string {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	key := OneKey(t, keys, attempts)
+	if err != nil || resp.StatusCode != http.StatusCreated || resp.Header.Get(contract.HeaderReplayed) != "true" || string(b) != CutAnswer(body, key) {
+		t.Errorf("got %d %q (replayed %q, read error %v), want the replayed 201", resp.StatusCode, b, resp.Header.Get(contract.HeaderReplayed), err)
+	}
+	if ex := executions(); len(ex) != 1 || (execution != "" && ex[0] != execution+" "+key) {
+		t.Errorf("executions %q, want 1 of %q", ex, execution)
+	}
+	return key
 }
