@@ -3,13 +3,10 @@ package outbox_test
 import (
 	"context"
 	"errors"
-	"net"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/saferetry/saferetry/internal/testenv"
 	"github.com/saferetry/saferetry/outbox"
@@ -28,20 +25,7 @@ func TestProcessReturnsAfterItsContextEndsWhileTheDatabaseStalls(t *testing.T) {
 	if err := outbox.NewInbox(admin, outbox.WithTable(table)).CreateSchema(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := pgxpool.ParseConfig(testenv.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := testenv.StartProxy(t, net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
-	host, port, _ := net.SplitHostPort(proxy.Addr())
-	p, _ := strconv.Atoi(port)
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = host, uint16(p), nil
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	t.Cleanup(func() { proxy.SetStall(false) }) // before the pool closes
+	pool, proxy := testenv.ProxiedPostgresPool(t)
 	stalled := outbox.NewInbox(pool, outbox.WithTable(table))
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -2,12 +2,8 @@ package pgstore
 
 import (
 	"context"
-	"net"
-	"strconv"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/internal/testenv"
@@ -32,20 +28,7 @@ func TestCloseReturnsWhileTheDatabaseStalls(t *testing.T) {
 			ctx := context.Background()
 			admin := testenv.PostgresPool(t)
 			table := testenv.PostgresTable(t, admin, "pgstore_test_")
-			cfg, err := pgxpool.ParseConfig(testenv.PostgresURL(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			proxy := testenv.StartProxy(t, net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
-			host, port, _ := net.SplitHostPort(proxy.Addr())
-			p, _ := strconv.Atoi(port)
-			cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = host, uint16(p), nil
-			pool, err := pgxpool.NewWithConfig(ctx, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(pool.Close)
-			t.Cleanup(func() { proxy.SetStall(false) }) // before the pool closes
+			pool, proxy := testenv.ProxiedPostgresPool(t)
 			s := New(pool, WithTable(table))
 			if err := s.CreateSchema(ctx); err != nil {
 				t.Fatal(err)

@@ -2,12 +2,8 @@ package pgstore_test
 
 import (
 	"context"
-	"net"
-	"strconv"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/saferetry/saferetry/idempotency/pgstore"
 	"github.com/saferetry/saferetry/internal/testenv"
@@ -23,20 +19,7 @@ func TestReaperStopReturnsWhileTheDatabaseStalls(t *testing.T) {
 	const bound = 3500 * time.Millisecond
 	ctx := context.Background()
 	table := uniqueTable(t, newPool(t))
-	cfg, err := pgxpool.ParseConfig(pgURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := testenv.StartProxy(t, net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
-	host, port, _ := net.SplitHostPort(proxy.Addr())
-	p, _ := strconv.Atoi(port)
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = host, uint16(p), nil
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	t.Cleanup(func() { proxy.SetStall(false) }) // before the pool closes
+	pool, proxy := testenv.ProxiedPostgresPool(t)
 	s := pgstore.New(pool, pgstore.WithTable(table))
 	t.Cleanup(func() { _ = s.Close() })
 	if err := s.CreateSchema(ctx); err != nil {

@@ -2,6 +2,8 @@ package testenv
 
 import (
 	"context"
+	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -34,6 +36,23 @@ func PostgresPoolAt(tb testing.TB, url string, mutate ...func(*pgxpool.Config)) 
 	}
 	tb.Cleanup(pool.Close)
 	return pool
+}
+
+// ProxiedPostgresPool is PostgresPool through a proxy of tb's own (see
+// StartProxy), which the test may stall or cut; the proxy stops stalling
+// before the pool closes, so that the pool's Close does not wait for it.
+func ProxiedPostgresPool(tb testing.TB, mutate ...func(*pgxpool.Config)) (*pgxpool.Pool, *Proxy) {
+	tb.Helper()
+	var proxy *Proxy
+	pool := PostgresPool(tb, append([]func(*pgxpool.Config){func(cfg *pgxpool.Config) {
+		cc := cfg.ConnConfig
+		proxy = StartProxy(tb, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))
+		host, port, _ := net.SplitHostPort(proxy.Addr())
+		p, _ := strconv.Atoi(port)
+		cc.Host, cc.Port, cc.Fallbacks = host, uint16(p), nil
+	}}, mutate...)...)
+	tb.Cleanup(func() { proxy.SetStall(false) }) // runs before the pool's Close
+	return pool, proxy
 }
 
 // PostgresTable returns a table name of tb's own, RandomName(prefix), and
