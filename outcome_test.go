@@ -46,9 +46,6 @@ func TestFinalErrorClass(t *testing.T) {
 		as       []any   // pointers to types errors.As must find
 		attempts int
 		reached  int32 // -1: not checked
-		// unfixed, when set, names a case still reported ErrOutcomeUnknown
-		// (the safe side): it is skipped with this reason while it is.
-		unfixed string
 	}{
 		{
 			name: "dial refused",
@@ -80,7 +77,6 @@ func TestFinalErrorClass(t *testing.T) {
 				return outcomeRun{base: base, req: outcomePost(t, ctx, "http://"+testkit.RefusedAddr(t), nil)}
 			},
 			want: ErrNotSent, is: []error{context.Canceled}, attempts: 1,
-			unfixed: noConnSign,
 		},
 		{
 			name: "context cancelled during the dial (full accept queue)",
@@ -92,7 +88,6 @@ func TestFinalErrorClass(t *testing.T) {
 				return outcomeRun{base: netBase(t), req: outcomePost(t, ctx, "http://"+addr, nil)}
 			},
 			want: ErrNotSent, is: []error{context.Canceled}, attempts: 1,
-			unfixed: noConnSign,
 		},
 		{
 			name: "deadline during the dial (full accept queue)",
@@ -103,7 +98,6 @@ func TestFinalErrorClass(t *testing.T) {
 				return outcomeRun{base: netBase(t), req: outcomePost(t, ctx, "http://"+addr, nil)}
 			},
 			want: ErrNotSent, is: []error{context.DeadlineExceeded}, attempts: 1,
-			unfixed: noConnSign,
 		},
 		{
 			name: "attempt timeouts during the dial (full accept queue)",
@@ -112,7 +106,6 @@ func TestFinalErrorClass(t *testing.T) {
 			},
 			opts: []Option{WithAttemptTimeout(50 * time.Millisecond)},
 			want: ErrNotSent, is: []error{context.DeadlineExceeded}, attempts: 2,
-			unfixed: noConnSign,
 		},
 		{
 			name: "TLS certificate refused",
@@ -124,6 +117,32 @@ func TestFinalErrorClass(t *testing.T) {
 				return outcomeRun{base: netBase(t), req: outcomePost(t, context.Background(), srv.URL, nil), reached: &n}
 			},
 			want: ErrNotSent, as: []any{new(*tls.CertificateVerificationError), new(x509.UnknownAuthorityError)}, attempts: 1,
+		},
+		{
+			// The server cuts the TLS handshake: the error is a reset or
+			// an EOF, yet only a ClientHello was sent.
+			name: "TLS handshake cut by the server",
+			setup: func(t *testing.T) outcomeRun {
+				return outcomeRun{base: netBase(t), req: outcomePost(t, context.Background(), "https://"+closingListener(t, false, nil), nil)}
+			},
+			want: ErrNotSent, attempts: 2,
+		},
+		{
+			// The server refuses the TLS version the client offers: an
+			// alert ends the handshake, before any of the request.
+			name: "TLS handshake refused by the server",
+			setup: func(t *testing.T) outcomeRun {
+				var n atomic.Int32
+				srv := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { n.Add(1) }))
+				srv.Config.ErrorLog = discardLog()
+				srv.TLS = &tls.Config{MinVersion: tls.VersionTLS13}
+				srv.StartTLS()
+				t.Cleanup(srv.Close)
+				base := netBase(t)
+				base.TLSClientConfig = &tls.Config{MaxVersion: tls.VersionTLS12, RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
+				return outcomeRun{base: base, req: outcomePost(t, context.Background(), srv.URL, nil), reached: &n}
+			},
+			want: ErrNotSent, attempts: 2,
 		},
 		{
 			name: "proxy refuses CONNECT",
@@ -139,7 +158,22 @@ func TestFinalErrorClass(t *testing.T) {
 				return outcomeRun{base: proxyBase(t, proxy.URL), req: outcomePost(t, context.Background(), "https://origin.invalid/payments", nil), reached: &forwarded}
 			},
 			want: ErrNotSent, attempts: 2,
-			unfixed: noConnSign,
+		},
+		{
+			name: "proxy asks for credentials on CONNECT (407)",
+			setup: func(t *testing.T) outcomeRun {
+				var forwarded atomic.Int32
+				proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.Method != http.MethodConnect {
+						forwarded.Add(1)
+					}
+					w.Header().Set("Proxy-Authenticate", `Basic realm="proxy"`)
+					w.WriteHeader(http.StatusProxyAuthRequired)
+				}))
+				t.Cleanup(proxy.Close)
+				return outcomeRun{base: proxyBase(t, proxy.URL), req: outcomePost(t, context.Background(), "https://origin.invalid/payments", nil), reached: &forwarded}
+			},
+			want: ErrNotSent, attempts: 2,
 		},
 		{
 			name: "proxy closes on CONNECT",
@@ -148,7 +182,6 @@ func TestFinalErrorClass(t *testing.T) {
 				return outcomeRun{base: proxyBase(t, "http://"+addr), req: outcomePost(t, context.Background(), "https://origin.invalid/payments", nil)}
 			},
 			want: ErrNotSent, attempts: 2,
-			unfixed: noConnSign,
 		},
 		{
 			name: "proxy dial refused",
@@ -336,9 +369,6 @@ func TestFinalErrorClass(t *testing.T) {
 				resp.Body.Close()
 				t.Fatalf("got a response (%d), want an error", resp.StatusCode)
 			}
-			if tt.unfixed != "" && errors.Is(err, ErrOutcomeUnknown) {
-				t.Skipf("%s (err = %v)", tt.unfixed, err)
-			}
 			other := ErrOutcomeUnknown
 			if tt.want == ErrOutcomeUnknown {
 				other = ErrNotSent
@@ -372,12 +402,6 @@ func TestFinalErrorClass(t *testing.T) {
 		})
 	}
 }
-
-// noConnSign is why an attempt that got no connection, whose error does
-// not say so (a context's, a proxy's answer to CONNECT), is still reported
-// ErrOutcomeUnknown: telling it takes a GetConn hook beside the trace's
-// GotConn, one more allocation on every RoundTrip.
-const noConnSign = "known: no connection, reported ErrOutcomeUnknown (the safe side); telling it costs a GetConn hook, one allocation per RoundTrip"
 
 // netBase is a net/http Transport of the test's own, its idle connections
 // closed when t ends.
