@@ -21,10 +21,14 @@ var (
 	// ErrNotSent means that no attempt reached the server (every one failed
 	// to connect, to the server or to its HTTP or SOCKS5 proxy, or the
 	// request was rejected before sending): the operation certainly did not
-	// happen. An attempt whose error does not show that it got no
-	// connection (a dial that its context or attempt timeout ended, an HTTP
-	// proxy that refused or dropped the CONNECT) counts as maybe
-	// sent: such an operation ends in ErrOutcomeUnknown, the safe side.
+	// happen. A failure to connect counts whatever its error: a dial that
+	// the context or the attempt timeout ended, a CONNECT that the proxy
+	// refused (403, 407) or dropped, a TLS handshake that failed. A base
+	// RoundTripper other than net/http's, which reports no connection
+	// through httptrace (GetConn, GotConn), is known not to have sent an
+	// attempt only by its error (a refused dial); otherwise the attempt
+	// counts as maybe sent, and the operation ends in ErrOutcomeUnknown,
+	// the safe side.
 	ErrNotSent = errors.New("saferetry: request not sent")
 
 	// ErrInvalidKey means that a supplied Idempotency-Key is not 1 to 255

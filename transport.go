@@ -145,7 +145,8 @@ type operation struct {
 	sent bool // some attempt may have reached the server
 	// written tells, through the connection trace in ctx, that the base
 	// may have written some of the current attempt's request, though its
-	// error says it was not sent (see retrypolicy.Written).
+	// error says it was not sent, or that it wrote none of it, though its
+	// error does not say so (see retrypolicy.Written).
 	written    retrypolicy.Written
 	timed      bool      // a hook or logger wants Attempt's durations
 	began      time.Time // when the first attempt was sent, when timed
@@ -170,6 +171,7 @@ type attempt struct {
 	err      error
 	timedOut bool               // the attempt's own timeout expired
 	wrote    bool               // the base may have written some of it (see operation.written)
+	noConn   bool               // the base wrote none of it: it got no connection (see operation.written)
 	cancel   context.CancelFunc // ends the attempt's timeout, if any
 	took     time.Duration      // the round trip, when the operation is timed
 }
@@ -320,7 +322,7 @@ func (op *operation) send(rc io.ReadCloser) attempt {
 		// caller, the drain and the attempt-timeout wrapper may close it.
 		resp.Body = http.NoBody
 	}
-	return attempt{req: r, resp: resp, err: err, timedOut: resp == nil && actx.Err() != nil, wrote: op.written.Load(), cancel: cancel, took: took}
+	return attempt{req: r, resp: resp, err: err, timedOut: resp == nil && actx.Err() != nil, wrote: op.written.Load(), noConn: op.written.NoConn(), cancel: cancel, took: took}
 }
 
 // decide records attempt n, asks the retry policy what comes next, prepares
@@ -335,7 +337,7 @@ func (op *operation) decide(n int, at *attempt) (retrypolicy.Verdict, io.ReadClo
 		op.lastStatus, op.lastErr, op.sent = at.resp.StatusCode, nil, true
 	} else {
 		op.lastErr = at.err
-		op.sent = op.sent || at.wrote || retrypolicy.Sent(at.err, at.timedOut)
+		op.sent = op.sent || retrypolicy.Sent(at.err, at.timedOut, at.wrote, at.noConn)
 	}
 	op.state.Attempt, op.state.Done = n, op.ctx.Err() != nil
 	p, clk := &op.t.policy, op.t.cfg.clock

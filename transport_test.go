@@ -644,18 +644,20 @@ func TestSharedHeaderValuesStayTheCallers(t *testing.T) {
 	}
 }
 
-// The Transport's own cost for a POST answered at once is at most five
+// The Transport's own cost for a POST answered at once is at most six
 // allocations beyond what the caller's request and the base cost, over a
 // canned base and over net/http's Transport (the canned base registered
 // for "http" in it): the operation (which holds the connection trace, is
 // the context that carries it, and holds the key header's value and a
-// generated key's text), the trace's hook, the attempt's request and its
-// header map (two). The trace tells a request written before a failed
+// generated key's text), the trace's two hooks, the attempt's request and
+// its header map (two). The trace tells a request written before a failed
 // re-dial from one never sent (see
-// TestWrittenThenRedialRefusedIsOutcomeUnknown); it cost two more
-// allocations when it had a context and the key a text of their own, and
-// a cheaper sign than the trace was tried and given up (see
-// retrypolicy.Written).
+// TestWrittenThenRedialRefusedIsOutcomeUnknown), by its GotConn hook, and
+// an attempt that got no connection from one that may have been sent,
+// whatever its error (see TestFinalErrorClass), by its GetConn hook; it
+// cost two more allocations when it had a context and the key a text of
+// their own, and a cheaper sign than the trace was tried and given up
+// (see retrypolicy.Written).
 func TestTransportOverheadAllocations(t *testing.T) {
 	resp := &http.Response{StatusCode: http.StatusCreated, Header: http.Header{}, Body: http.NoBody}
 	canned := roundTripFunc(func(*http.Request) (*http.Response, error) { return resp, nil })
@@ -670,7 +672,7 @@ func TestTransportOverheadAllocations(t *testing.T) {
 		name string
 		base http.RoundTripper
 		max  float64
-	}{{"net/http", netHTTP, 5}, {"a canned base", canned, 5}} {
+	}{{"net/http", netHTTP, 6}, {"a canned base", canned, 6}} {
 		tr := NewTransport(c.base)
 		direct := testing.AllocsPerRun(200, func() { _, _ = c.base.RoundTrip(newPost()) })
 		through := testing.AllocsPerRun(200, func() {

@@ -49,7 +49,9 @@ func (t *rhTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	// net/http retries a request with an Idempotency-Key on a new
 	// connection by itself when a reused one fails, so an attempt that
 	// wrote the request may end in a dial error of that second
-	// connection: written tells (see retrypolicy.Written).
+	// connection, and an attempt that got no connection may end in an
+	// error that does not say so (the context's, a proxy's refusal of the
+	// CONNECT): written tells (see retrypolicy.Written).
 	written := new(retrypolicy.Written)
 	r = r.WithContext(written.Trace(r.Context()))
 	resp, err := t.base.RoundTrip(r)
@@ -58,7 +60,7 @@ func (t *rhTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			retrypolicy.Drain(resp.Body)
 		}
 		err = retrypolicy.MarkRefused(r, err, written.Load())
-		sent := written.Load() || retrypolicy.Sent(err, false)
+		sent := retrypolicy.Sent(err, false, written.Load(), written.NoConn())
 		if st != nil {
 			st.sent = st.sent || sent
 		}

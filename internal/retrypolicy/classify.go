@@ -43,10 +43,19 @@ func ClassifyError(err error, timedOut bool) (retry bool, reason Reason) {
 }
 
 // Sent reports whether an attempt that failed with err may have reached the
-// server: it did not when it failed to connect (to the server or to its
-// proxy) or failed permanently (the request was refused before sending or
-// the TLS handshake failed).
-func Sent(err error, timedOut bool) bool {
+// server. It may when the base took a connection for it (wrote, see
+// [Written.Load]), whatever err says. It did not when the base looked for a
+// connection and took none (noConn, see [Written.NoConn]), or when err
+// shows that it failed to connect (to the server or to its proxy) or
+// failed permanently (the request was refused before sending or the TLS
+// handshake failed).
+func Sent(err error, timedOut, wrote, noConn bool) bool {
+	switch {
+	case wrote:
+		return true
+	case noConn:
+		return false
+	}
 	return timedOut || (!Permanent(err) && !dialError(err))
 }
 

@@ -17,6 +17,15 @@ import (
 // executed. The sign is that the base took a connection (httptrace's
 // GotConn, through [Written.Trace]).
 //
+// It also records the converse, for an attempt whose error does not show
+// that nothing was sent: a dial that the context or the attempt timeout
+// ended (the context's error), a CONNECT that the proxy refused (its
+// status text) or dropped, a TLS handshake that failed (an EOF, a reset,
+// an alert). net/http and its HTTP/2 transport report GetConn before they
+// look for a connection and GotConn as soon as they have one, before any
+// of the request is written to it: an attempt that reported GetConn and
+// no GotConn wrote nothing (see [Written.NoConn]).
+//
 // The trace travels in the request's context, so it reaches net/http
 // through any base that keeps that context, whatever that base does to
 // the body: a base that reads the body and sends a copy with a GetBody of
@@ -30,7 +39,7 @@ import (
 //
 // A Written is itself the context that [Written.Trace] returns: when the
 // context it is given holds no trace yet, the trace costs no allocation
-// but its hook's.
+// but its two hooks'.
 //
 // The zero Written is ready to use and must not be copied after its first
 // use. It is safe for concurrent use: the base may report from goroutines
@@ -46,19 +55,29 @@ type Written struct {
 	Hide     any
 	parent   context.Context // the context given to Trace
 	composed bool            // Context holds the trace, composed by httptrace
-	flag     atomic.Bool
+	flag     atomic.Bool     // GotConn: the base took a connection
+	asked    atomic.Bool     // GetConn: the base looked for a connection
 	trace    httptrace.ClientTrace
 }
 
 // Reset forgets what an earlier attempt reported, before the next is sent.
-func (w *Written) Reset() { w.flag.Store(false) }
+func (w *Written) Reset() {
+	w.flag.Store(false)
+	w.asked.Store(false)
+}
 
 // Load reports whether the base took a connection since the last Reset.
 func (w *Written) Load() bool { return w.flag.Load() }
 
-// Trace returns ctx with a client trace that marks w when the base takes a
-// connection. Call it once per Written: the trace takes in the hooks of a
-// trace already in ctx, and a second call would take them in twice.
+// NoConn reports whether, since the last Reset, the base looked for a
+// connection and took none: none of the attempt was written, whatever
+// error ended it. A base that reports neither leaves it false.
+func (w *Written) NoConn() bool { return w.asked.Load() && !w.flag.Load() }
+
+// Trace returns ctx with a client trace that marks w when the base looks
+// for a connection and when it takes one. Call it once per Written: the
+// trace takes in the hooks of a trace already in ctx, and a second call
+// would take them in twice.
 //
 // What it returns is w itself. When ctx holds no trace and the key of
 // httptrace's context value is known (see traceKey), w answers that key
@@ -66,6 +85,7 @@ func (w *Written) Load() bool { return w.flag.Load() }
 // traces into the context w passes other keys to, at the price of an
 // allocation.
 func (w *Written) Trace(ctx context.Context) context.Context {
+	w.trace.GetConn = func(string) { w.asked.Store(true) }
 	w.trace.GotConn = func(httptrace.GotConnInfo) { w.flag.Store(true) }
 	w.parent, w.Context = ctx, ctx
 	if traceKey == nil || httptrace.ContextClientTrace(ctx) != nil {
