@@ -28,6 +28,7 @@ type ConsumeOption func(*consumeConfig)
 type consumeConfig struct {
 	name      string
 	nakDelay  time.Duration
+	progress  time.Duration // see progressInterval
 	logger    *slog.Logger
 	beforeAck func(msg outbox.Message, duplicate bool)
 }
@@ -68,9 +69,12 @@ var ErrNotAckExplicit = errors.New("outbox/jetstream: Consume needs a consumer w
 // returns nil (or until cons's NATS connection is closed, which never
 // reconnects: then it returns ErrConnectionClosed), one message at a time: for each, h runs in Inbox.Process
 // under the message's Nats-Msg-Id (whatever its bytes), and the message is acknowledged only
-// after that commit (or when the inbox says duplicate). When h or the
-// commit fails the message is negatively acknowledged, and redelivered. A
-// crash between the commit and the acknowledgement makes JetStream
+// after that commit (or when the inbox says duplicate). While Process
+// runs, the message's AckWait is extended (InProgress every third of the
+// consumer's AckWait, or of its shortest BackOff step, as Consume read
+// them when called), so that JetStream does not redeliver a message whose
+// handler is slow but alive. When h or the commit fails the message is
+// negatively acknowledged, and redelivered. A crash between the commit and the acknowledgement makes JetStream
 // redeliver after the consumer's AckWait: the inbox then says duplicate,
 // and the message is acknowledged without a second effect. A message
 // without Nats-Msg-Id cannot be deduplicated: it is terminated (not
@@ -114,6 +118,7 @@ func Consume(ctx context.Context, cons natsjs.Consumer, in *outbox.Inbox, h Hand
 	if cfg.name == "" {
 		cfg.name = info.Name
 	}
+	cfg.progress = progressInterval(info.Config)
 	pull, err := pullOptions(info)
 	if err != nil {
 		return err
@@ -254,9 +259,11 @@ func handle(ctx context.Context, m natsjs.Msg, in *outbox.Inbox, h Handler, cfg 
 			msg.Headers[k] = m.Headers().Get(k)
 		}
 	}
+	stop := keepInProgress(m, cfg.progress, cfg.logger)
 	dup, err := in.Process(ctx, cfg.name, id, func(ctx context.Context, tx pgx.Tx) error {
 		return h(ctx, tx, msg)
 	})
+	stop()
 	if err != nil {
 		if ctx.Err() != nil {
 			return false // Consume stops: handed back with the rest

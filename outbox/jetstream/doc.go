@@ -44,9 +44,10 @@
 // back, and returns ErrConnectionClosed when the connection closes for
 // good. When its consumer is deleted it logs that and waits: it goes on
 // about 30 s (the pull's heartbeat) after a consumer of that name is
-// created again. It does not extend a message's AckWait while the handler
-// runs: a handler slower than AckWait gets its message redelivered
-// meanwhile, which the inbox reports as a duplicate once the first run
-// commits (one effect), but each such delivery counts towards the
-// consumer's MaxDeliver.
+// created again. While a handler runs, it extends its message's AckWait
+// (working acknowledgements every third of it), so a slow handler's
+// message is not redelivered meanwhile, nor its MaxDeliver spent. The
+// messages fetched ahead and waiting behind it are not extended: one that
+// waits longer than AckWait is redelivered, and the inbox makes the later
+// of its two runs a duplicate.
 package jetstream

@@ -17,10 +17,11 @@ import (
 
 // TestHandlerSlowerThanAckWaitTakesEffectOnce: two Consume calls share a
 // consumer whose AckWait (300 ms) is shorter than the handler (800 ms),
-// with MaxAckPending 2: each message is redelivered, to the other Consume
-// too, while its first run has not committed; the inbox makes the
-// redelivery wait for that run and report a duplicate, so each message
-// takes effect once and every one is acknowledged.
+// with MaxAckPending 2: a message in a handler keeps its delivery
+// (working acknowledgements), but one fetched ahead and waiting behind it
+// may be redelivered to the other Consume, and the inbox makes the later
+// of the two deliveries a duplicate: each message takes effect once and
+// every one is acknowledged.
 func TestHandlerSlowerThanAckWaitTakesEffectOnce(t *testing.T) {
 	s := newSetup(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -64,7 +65,7 @@ func TestHandlerSlowerThanAckWaitTakesEffectOnce(t *testing.T) {
 			t.Errorf("Consume = %v", err)
 		}
 	}
-	if c := s.count(t); c != n || runs.Load() != n || dups.Load() == 0 {
-		t.Errorf("%d effects, %d handler runs, %d duplicates; want %d, %d, some", c, runs.Load(), dups.Load(), n, n)
+	if c := s.count(t); c != n || runs.Load() != n {
+		t.Errorf("%d effects, %d handler runs (%d duplicates); want %d, %d", c, runs.Load(), dups.Load(), n, n)
 	}
 }

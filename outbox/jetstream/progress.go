@@ -1,0 +1,61 @@
+package jetstream
+
+import (
+	"log/slog"
+	"time"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+)
+
+// defaultAckWait is the AckWait nats-server gives a consumer configured
+// without one.
+const defaultAckWait = 30 * time.Second
+
+// progressInterval is how often Consume tells JetStream that a message's
+// handler still runs: a third of the shortest time the consumer waits for
+// an acknowledgement (its AckWait, or a step of its BackOff, which
+// replaces AckWait for redeliveries), so that one signal may be late or
+// lost without the message being redelivered.
+func progressInterval(cfg natsjs.ConsumerConfig) time.Duration {
+	d := cfg.AckWait
+	if d <= 0 {
+		d = defaultAckWait
+	}
+	for _, b := range cfg.BackOff {
+		if b > 0 && b < d {
+			d = b
+		}
+	}
+	return d / 3
+}
+
+// keepInProgress sends m's working acknowledgement (InProgress, which
+// restarts its AckWait) every interval until the returned function is
+// called, which returns once no more will be sent: call it before
+// settling m, so that no working acknowledgement follows the settling one.
+func keepInProgress(m natsjs.Msg, every time.Duration, logger *slog.Logger) (stop func()) {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if err := m.InProgress(); err != nil {
+					// The connection is down: the message may be
+					// redelivered meanwhile, and the inbox reports the
+					// second run's duplicate.
+					logger.Warn("outbox/jetstream: in progress", "subject", m.Subject(), "err", err)
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+	}
+}
