@@ -100,8 +100,12 @@ var ErrTooLarge = fmt.Errorf("outbox/jetstream: message too large for the server
 // whose subject (WithSubjectPrefix's prefix and its Topic) JetStream can
 // never take: it holds white space (nats.go refuses it), an empty token
 // (a leading, trailing or doubled dot: no stream takes it, not even one of
-// subject ">"), or is longer than 3,840 bytes (see maxSubject: the server
-// would close the connection). The Publisher does not send it. It wraps
+// subject ">"), a wildcard token ("*" or ">": no subject to publish to,
+// though a stream would store it), starts with $JS.API. or $JS.ACK.
+// (JetStream would take it for an API call or a consumer's
+// acknowledgement: see controlPrefixes), or is longer than 3,840 bytes
+// (see maxSubject: the server would close the connection). The Publisher
+// does not send it. It wraps
 // outbox.ErrUnpublishable, so the relay marks such a message failed at
 // once. Match it with errors.Is.
 var ErrInvalidSubject = fmt.Errorf("outbox/jetstream: not a subject JetStream takes: %w", outbox.ErrUnpublishable)
@@ -151,8 +155,25 @@ func checkSubject(subj string) error {
 	if subj == "" || subj[0] == '.' || subj[len(subj)-1] == '.' || strings.Contains(subj, "..") {
 		return fmt.Errorf("%w: %q has an empty token, which no stream takes", ErrInvalidSubject, subj)
 	}
+	for tok := range strings.SplitSeq(subj, ".") {
+		if tok == "*" || tok == ">" {
+			return fmt.Errorf("%w: %q has the wildcard token %q, which is no subject to publish to", ErrInvalidSubject, subj, tok)
+		}
+	}
+	for _, p := range controlPrefixes {
+		if strings.HasPrefix(subj, p) {
+			return fmt.Errorf("%w: %q is under %s, which JetStream reads as a command, not a message", ErrInvalidSubject, subj, p)
+		}
+	}
 	return nil
 }
+
+// controlPrefixes are the subjects' beginnings under which a publication
+// is a command to JetStream rather than a message for a stream: its API
+// (a message to $JS.API.STREAM.DELETE.<stream> deletes the stream, and
+// the relay would send it again on each retry) and its consumers'
+// acknowledgements (one would settle another consumer's message).
+var controlPrefixes = []string{"$JS.API.", "$JS.ACK."}
 
 // publishAsync sends m, or returns p.CheckMessage's error without sending
 // it.
