@@ -67,7 +67,8 @@ var ErrNotAckExplicit = errors.New("outbox/jetstream: Consume needs a consumer w
 
 // Consume processes cons's messages through in until ctx is done, then
 // returns nil (or until cons's NATS connection is closed, which never
-// reconnects: then it returns ErrConnectionClosed), one message at a time: for each, h runs in Inbox.Process
+// reconnects: then it returns ErrConnectionClosed; or until cons is
+// deleted: then it returns ErrConsumerDeleted), one message at a time: for each, h runs in Inbox.Process
 // under the message's Nats-Msg-Id (whatever its bytes), and the message is acknowledged only
 // after that commit (or when the inbox says duplicate). While Process
 // runs, the message's AckWait is extended (InProgress every third of the
@@ -140,8 +141,14 @@ func Consume(ctx context.Context, cons natsjs.Consumer, in *outbox.Inbox, h Hand
 			// A closed connection never reconnects: nothing would be
 			// consumed again.
 			return ErrConnectionClosed
+		case errors.Is(err, natsjs.ErrConsumerDeleted):
+			if consumerGone(ctx, cons) {
+				return ErrConsumerDeleted
+			}
+			// Stopped on its server but not deleted (a server's
+			// shutdown, a leader change): a new iterator.
 		case errors.Is(err, natsjs.ErrMsgIteratorClosed):
-			// Stopped (the consumer deleted): a new iterator.
+			// Stopped: a new iterator.
 		case err != nil:
 			cfg.logger.Warn("outbox/jetstream: messages", "err", err)
 			if !sleep(ctx, time.Second) {
@@ -176,6 +183,22 @@ func pullOptions(info *natsjs.ConsumerInfo) ([]natsjs.PullMessagesOpt, error) {
 // wraps nats.ErrConnectionClosed. Match it with errors.Is.
 var ErrConnectionClosed = fmt.Errorf("outbox/jetstream: consume: %w", nats.ErrConnectionClosed)
 
+// ErrConsumerDeleted is returned by Consume when its consumer was
+// deleted: it would consume nothing again, and a consumer made again
+// under that name is another one, whose configuration Consume did not
+// check (call Consume again with it). It wraps natsjs.ErrConsumerDeleted.
+// Match it with errors.Is.
+var ErrConsumerDeleted = fmt.Errorf("outbox/jetstream: consume: %w", natsjs.ErrConsumerDeleted)
+
+// consumerGone reports whether JetStream says that cons does not exist:
+// nats-server may also tell a pull request "consumer deleted" when it
+// only stops the consumer (as some versions do on shutdown or a leader
+// change), which a new pull request outlives.
+func consumerGone(ctx context.Context, cons natsjs.Consumer) bool {
+	_, err := cons.Info(ctx)
+	return errors.Is(err, natsjs.ErrConsumerNotFound)
+}
+
 // consumeIter handles iter's messages until ctx is done or iter closes
 // (it returns why). It returns the message that ctx's end left
 // unsettled, if any: taken from iter, or whose handling failed, as
@@ -189,7 +212,7 @@ func consumeIter(ctx context.Context, iter natsjs.MessagesContext, in *outbox.In
 				return m, nil
 			}
 			return nil, nil
-		case errors.Is(err, natsjs.ErrMsgIteratorClosed):
+		case errors.Is(err, natsjs.ErrMsgIteratorClosed) || errors.Is(err, natsjs.ErrConsumerDeleted):
 			return nil, err
 		case err != nil:
 			// Missed heartbeats (a server restart): the iterator goes on.

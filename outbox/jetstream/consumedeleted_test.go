@@ -28,8 +28,8 @@ func TestConsumeEndsWhenItsConsumerIsDeleted(t *testing.T) {
 	}
 	select {
 	case err := <-done:
-		if !errors.Is(err, natsjs.ErrConsumerDeleted) {
-			t.Errorf("Consume = %v, want an error wrapping natsjs.ErrConsumerDeleted", err)
+		if !errors.Is(err, jetstream.ErrConsumerDeleted) || !errors.Is(err, natsjs.ErrConsumerDeleted) {
+			t.Errorf("Consume = %v, want ErrConsumerDeleted", err)
 		}
 	case <-time.After(5 * time.Second):
 		t.Errorf("Consume still runs 5 s after its consumer was deleted")

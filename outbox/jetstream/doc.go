@@ -43,9 +43,8 @@
 //
 // Consume goes on after a NATS server restart once the connection is
 // back, and returns ErrConnectionClosed when the connection closes for
-// good. When its consumer is deleted it logs that and waits: it goes on
-// about 30 s (the pull's heartbeat) after a consumer of that name is
-// created again. While a handler runs, it extends its message's AckWait
+// good, and ErrConsumerDeleted when its consumer is deleted (a consumer
+// made again under that name is another: call Consume with it). While a handler runs, it extends its message's AckWait
 // (working acknowledgements every third of it), so a slow handler's
 // message is not redelivered meanwhile, nor its MaxDeliver spent. The
 // messages fetched ahead and waiting behind it are not extended: one that
