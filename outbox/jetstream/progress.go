@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"log/slog"
+	"sync"
 	"time"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
@@ -32,30 +33,34 @@ func progressInterval(cfg natsjs.ConsumerConfig) time.Duration {
 // keepInProgress sends m's working acknowledgement (InProgress, which
 // restarts its AckWait) every interval until the returned function is
 // called, which returns once no more will be sent: call it before
-// settling m, so that no working acknowledgement follows the settling one.
+// settling m, so that no working acknowledgement follows the settling one
+// (after a NakWithDelay it would make the delay AckWait). A handler
+// quicker than every costs a timer, not a goroutine.
 func keepInProgress(m natsjs.Msg, every time.Duration, logger *slog.Logger) (stop func()) {
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				if err := m.InProgress(); err != nil {
-					// The connection is down: the message may be
-					// redelivered meanwhile, and the inbox reports the
-					// second run's duplicate.
-					logger.Warn("outbox/jetstream: in progress", "subject", m.Subject(), "err", err)
-				}
-			}
+	var (
+		mu      sync.Mutex
+		stopped bool
+		timer   *time.Timer
+	)
+	mu.Lock() // the first tick sees timer set
+	defer mu.Unlock()
+	timer = time.AfterFunc(every, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
 		}
-	}()
+		if err := m.InProgress(); err != nil {
+			// The connection is down: the message may be redelivered
+			// meanwhile, and the inbox makes the later run a duplicate.
+			logger.Warn("outbox/jetstream: in progress", "subject", m.Subject(), "err", err)
+		}
+		timer.Reset(every)
+	})
 	return func() {
-		close(done)
-		<-stopped
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		timer.Stop()
 	}
 }
