@@ -16,7 +16,7 @@
 //	first-request         MUST    MUST    a request with a fresh key succeeds (2xx)
 //	replay                MUST    MUST    the same key and body get the same status and body, byte for byte
 //	replay-headers        MUST    MUST    ... and the first answer's Content-Type, Location, ETag, Last-Modified, Link and Content-Location (WARN: the same values written differently)
-//	replay-marker         INFO    SHOULD  the replay says so (Idempotent-Replayed: true)
+//	replay-marker         INFO    SHOULD  the replay says so (Idempotent-Replayed: true), and the first answer does not
 //	reuse-refused         MUST    MUST    the same key with another body, or one as long as the first, is refused (4xx), and not as the other body alone is
 //	reuse-status          SHOULD  SHOULD  ... with 422 (ietf), or 400, 409 or 422 (stripe)
 //	concurrent-once       MUST    MUST    a burst of requests with one fresh key executes once: every success names one resource, or at most one is unmarked
