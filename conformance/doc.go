@@ -23,7 +23,7 @@
 //	concurrent-409        SHOULD  SHOULD  every other answer of the burst is 409 (in progress)
 //	conflict-retry-after  SHOULD  INFO    every 409 carries a valid Retry-After
 //	missing-key           SHOULD  SHOULD  with KeyRequired, a request without a key gets 400
-//	malformed-key         SHOULD  INFO    a malformed key (an unterminated sf-string) gets 400
+//	malformed-key         SHOULD  INFO    a malformed key (an unterminated sf-string, an empty value, two values) gets 400
 //	long-key              SHOULD  SHOULD  a key over 255 bytes gets 400
 //	problem-json          SHOULD  INFO    those error answers are application/problem+json (RFC 9457)
 //	count-once            MUST    MUST    with CountURL, the server's own records grow by one per operation

@@ -14,6 +14,11 @@ func TestKeysAgainstTheGrammar(t *testing.T) {
 	if _, err := contract.ParseKey(malformedKey()); err == nil {
 		t.Error("malformedKey parses")
 	}
+	for _, mk := range malformedKeys() {
+		if _, err := contract.ParseKeyFields(mk.lines); err == nil {
+			t.Errorf("malformed key %s (%q) parses", mk.what, mk.lines)
+		}
+	}
 	long := longKey()
 	if len(long) != contract.MaxKeyLen+1 {
 		t.Errorf("longKey is %d bytes, want %d", len(long), contract.MaxKeyLen+1)

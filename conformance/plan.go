@@ -5,14 +5,15 @@ import "net/http"
 // plan is every request a run sends but the CountURL reads, with the keys
 // of this run.
 type plan struct {
-	first, replay, reuse     spec
-	otherAlone               spec // the other body with a key of its own: is it refused whatever the key?
-	sameLength               spec // the first key with a body as long as the first: is the key bound to the length alone? No body: not sent
-	missing, malformed, long spec
-	burst                    spec // sent Concurrency times at once, then until it settles
-	scopeA, scopeB           spec
-	scopeBAlone              spec // principal b's body with a key of its own: is b refused whatever the key?
-	ttl                      spec
+	first, replay, reuse spec
+	otherAlone           spec // the other body with a key of its own: is it refused whatever the key?
+	sameLength           spec // the first key with a body as long as the first: is the key bound to the length alone? No body: not sent
+	missing, long        spec
+	malformed            []malformedSpec
+	burst                spec // sent Concurrency times at once, then until it settles
+	scopeA, scopeB       spec
+	scopeBAlone          spec // principal b's body with a key of its own: is b refused whatever the key?
+	ttl                  spec
 }
 
 func (c *Checker) newPlan(t Target) plan {
@@ -30,7 +31,6 @@ func (c *Checker) newPlan(t Target) plan {
 		otherAlone: req(k4, other),
 		sameLength: req(k1, sameLengthBody(t.Body)),
 		missing:    req("", t.Body),
-		malformed:  req(malformedKey(), t.Body),
 		long:       req(longKey(), t.Body),
 		burst:      req(k2, t.Body),
 		scopeA:     req(k3, t.Body),
@@ -38,10 +38,21 @@ func (c *Checker) newPlan(t Target) plan {
 		ttl:        req(k1, t.Body),
 	}
 	p.scopeBAlone = req(k5, t.Body)
+	for _, mk := range malformedKeys() {
+		s := req("", t.Body)
+		s.keyLines = mk.lines
+		p.malformed = append(p.malformed, malformedSpec{what: mk.what, spec: s})
+	}
 	p.scopeA.principal, p.scopeA.auth = "a", c.AuthA
 	p.scopeB.principal, p.scopeB.auth = "b", c.AuthB
 	p.scopeBAlone.principal, p.scopeBAlone.auth = "b", c.AuthB
 	return p
+}
+
+// malformedSpec is one request of malformed-key, with what its key is.
+type malformedSpec struct {
+	what string
+	spec
 }
 
 // PlannedRequest is one request that Run would send, for a dry run. It is
@@ -69,10 +80,7 @@ func (c *Checker) Plan(t Target) ([]PlannedRequest, error) {
 	p := c.newPlan(t)
 	var out []PlannedRequest
 	add := func(check string, s spec, times int, note string) {
-		ex := Exchange{Method: s.method, URL: s.url, Key: s.key, Principal: s.principal}
-		if len(s.body) > 0 {
-			ex.RequestBody = excerpt(s.body)
-		}
+		ex := s.exchange()
 		out = append(out, PlannedRequest{Check: check, Times: times, Request: ex, Note: note})
 	}
 	count := func(note string) {
@@ -94,7 +102,9 @@ func (c *Checker) Plan(t Target) ([]PlannedRequest, error) {
 	if t.KeyRequired {
 		add(CheckMissingKey, p.missing, 1, "")
 	}
-	add(CheckMalformedKey, p.malformed, 1, "")
+	for _, m := range p.malformed {
+		add(CheckMalformedKey, m.spec, 1, "the key: "+m.what)
+	}
 	add(CheckLongKey, p.long, 1, "")
 	count("count before the burst")
 	add(CheckConcurrentOnce, p.burst, c.concurrency(), "all at once, then again while the answer is 409 (at most 10 times)")

@@ -121,7 +121,8 @@ func (d *Duration) UnmarshalText(b []byte) error {
 type Exchange struct {
 	Method string `json:"method"`
 	URL    string `json:"url"`
-	// Key is the Idempotency-Key value sent; "" when none was.
+	// Key is the Idempotency-Key value sent, its field lines joined by
+	// ", " when several were; "" when none was, or an empty one.
 	Key string `json:"idempotency_key,omitempty"`
 	// Principal is "a" or "b" for a request with AuthA's or AuthB's
 	// headers.

@@ -425,29 +425,50 @@ func joinInts(ns []int, sep string) string {
 // their 4xx answers for problem-json.
 func (r *run) checkKeys(ctx context.Context) []Exchange {
 	var errs []Exchange
-	one := func(id string, s spec, what string) {
+	// one sends s, whose key is what, and says why its answer fails the
+	// check ("" when it is the 400 wanted).
+	one := func(s spec, what string) (Exchange, string) {
 		ex := r.sd.send(ctx, s)
-		switch {
-		case !ex.answered():
-			r.set(id, Fail, "no answer: "+ex.Error, ex)
-		case ex.Status == http.StatusBadRequest:
-			r.set(id, Pass, "400", ex)
-		case ex.success():
-			r.set(id, Fail, fmt.Sprintf("answered %d: ran a request %s", ex.Status, what), ex)
-		default:
-			r.set(id, Fail, fmt.Sprintf("answered %d, want 400", ex.Status), ex)
-		}
 		if ex.clientError() {
 			errs = append(errs, ex)
 		}
+		switch {
+		case !ex.answered():
+			return ex, "no answer: " + ex.Error
+		case ex.Status == http.StatusBadRequest:
+			return ex, ""
+		case ex.success():
+			return ex, fmt.Sprintf("answered %d: ran a request with %s", ex.Status, what)
+		}
+		return ex, fmt.Sprintf("answered %d to %s, want 400", ex.Status, what)
+	}
+	single := func(id string, s spec, what string) {
+		if ex, why := one(s, what); why != "" {
+			r.set(id, Fail, why, ex)
+		} else {
+			r.set(id, Pass, "400", ex)
+		}
 	}
 	if r.t.KeyRequired {
-		one(CheckMissingKey, r.plan.missing, "without a key")
+		single(CheckMissingKey, r.plan.missing, "no key")
 	} else {
 		r.skip("the endpoint is not said to require a key (-key-required)", CheckMissingKey)
 	}
-	one(CheckMalformedKey, r.plan.malformed, "with a malformed key")
-	one(CheckLongKey, r.plan.long, "with a key over 255 bytes")
+	var sent, failed []Exchange
+	var whys []string
+	for _, m := range r.plan.malformed {
+		ex, why := one(m.spec, "a malformed key ("+m.what+")")
+		sent = append(sent, ex)
+		if why != "" {
+			failed, whys = append(failed, ex), append(whys, why)
+		}
+	}
+	if len(failed) > 0 {
+		r.set(CheckMalformedKey, Fail, strings.Join(whys, "; "), failed...)
+	} else {
+		r.set(CheckMalformedKey, Pass, "400", sent...)
+	}
+	single(CheckLongKey, r.plan.long, "a key over 255 bytes")
 	return errs
 }
 

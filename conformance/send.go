@@ -18,7 +18,8 @@ import (
 // spec is one request to send.
 type spec struct {
 	method, url string
-	key         string // "" sends no Idempotency-Key
+	key         string   // "" sends no Idempotency-Key
+	keyLines    []string // when set, the Idempotency-Key field lines sent instead of key, as they are
 	body        []byte
 	principal   string      // "a", "b" or ""
 	auth        http.Header // the principal's headers
@@ -41,10 +42,7 @@ type sender struct {
 // send sends s and reads its whole answer; a transport error is in the
 // Exchange's Error.
 func (sd *sender) send(ctx context.Context, s spec) Exchange {
-	ex := Exchange{Method: s.method, URL: s.url, Key: s.key, Principal: s.principal}
-	if len(s.body) > 0 {
-		ex.RequestBody = excerpt(s.body)
-	}
+	ex := s.exchange()
 	ctx, cancel := context.WithTimeout(ctx, sd.timeout)
 	defer cancel()
 	var body io.Reader
@@ -65,7 +63,10 @@ func (sd *sender) send(ctx context.Context, s spec) Exchange {
 	}
 	addHeader(req.Header, s.auth)
 	req.Header.Del(contract.HeaderKey)
-	if s.key != "" {
+	switch {
+	case s.keyLines != nil:
+		req.Header[contract.HeaderKey] = s.keyLines
+	case s.key != "":
 		req.Header.Set(contract.HeaderKey, s.key)
 	}
 	if req.Header.Get("Content-Type") == "" && len(s.body) > 0 && json.Valid(s.body) {
@@ -94,6 +95,18 @@ func (sd *sender) send(ctx context.Context, s spec) Exchange {
 			}
 			ex.Header[name] = strings.Join(v, ", ")
 		}
+	}
+	return ex
+}
+
+// exchange is the request part of the Exchange that records s.
+func (s spec) exchange() Exchange {
+	ex := Exchange{Method: s.method, URL: s.url, Key: s.key, Principal: s.principal}
+	if s.keyLines != nil {
+		ex.Key = strings.Join(s.keyLines, ", ")
+	}
+	if len(s.body) > 0 {
+		ex.RequestBody = excerpt(s.body)
 	}
 	return ex
 }
@@ -133,6 +146,24 @@ func newKey(purpose string) string { return "saferetry-check-" + purpose + "-" +
 // malformedKey is a key value that is no key: an sf-string without its
 // closing quote.
 func malformedKey() string { return `"` + newKey("malformed") }
+
+// malformedKeys are the malformed keys of malformed-key, each with what
+// it is for verdicts: an sf-string without its closing quote, an empty
+// value (which a layer may take for no key, and run unprotected), and two
+// field lines (which a layer may read as their first).
+func malformedKeys() []struct {
+	what  string
+	lines []string
+} {
+	return []struct {
+		what  string
+		lines []string
+	}{
+		{"an sf-string without its closing quote", []string{malformedKey()}},
+		{"an empty value", []string{""}},
+		{"two values", []string{newKey("malformed"), newKey("malformed")}},
+	}
+}
 
 // longKey is a key one byte over contract.MaxKeyLen, printable ASCII.
 func longKey() string {
