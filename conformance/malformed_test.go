@@ -71,3 +71,32 @@ func TestMalformedKeyVariants(t *testing.T) {
 		})
 	}
 }
+
+// TestProblemJSONNeedsAnObject: an error answered application/problem+json
+// with the body null (a nil document encoded) is no problem document: RFC
+// 9457 makes one a JSON object. problem-json fails it.
+func TestProblemJSONNeedsAnObject(t *testing.T) {
+	srv := plantedServer(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			if rec.Code >= 400 {
+				w.Header().Del("Content-Length")
+				w.WriteHeader(rec.Code)
+				_, _ = w.Write([]byte("null"))
+				return
+			}
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(rec.Body.Bytes())
+		})
+	})
+	c := &conformance.Checker{Concurrency: 2, Timeout: 5 * time.Second}
+	rep := runTarget(t, c, conformance.Target{URL: srv.URL + "/items", Body: []byte(body)})
+	if res, _ := rep.Result(conformance.CheckProblemJSON); res.Status != conformance.Fail {
+		logText(t, rep)
+		t.Fatalf("problem-json %s (%s), want FAIL", res.Status, res.Verdict)
+	}
+}
