@@ -726,7 +726,9 @@ func (r *run) checkProblems(errs []Exchange) {
 	var why []string
 	for _, ex := range errs {
 		var doc map[string]any
-		if !contract.DecodeProblem(ex.header, ex.body, &doc) {
+		// null decodes into a nil map without error, but a problem
+		// document is a JSON object (RFC 9457, section 3).
+		if !contract.DecodeProblem(ex.header, ex.body, &doc) || doc == nil {
 			bad = append(bad, ex)
 			why = append(why, fmt.Sprintf("%d %s", ex.Status, orNone(ex.header.Get("Content-Type"))))
 			continue
