@@ -288,3 +288,19 @@ func TestStoreWaitBoundsItsAttempts(t *testing.T) {
 		}
 	}
 }
+
+// TestRedissToPlainRedisSaysTLS: a rediss:// store URL that names a Redis
+// without TLS fails the start at once, saying that the TLS handshake
+// failed, rather than waiting out -store-wait on a handshake the server
+// never answers and then reporting a deadline.
+func TestRedissToPlainRedisSaysTLS(t *testing.T) {
+	u, err := url.Parse(testenv.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Scheme = "rediss"
+	stderr, err := runFails(t, 5*time.Second, "-store", u.String(), "-store-wait", "20s")
+	if msg := err.Error(); !strings.Contains(msg, "TLS handshake failed") || !strings.Contains(msg, "without TLS") || strings.Contains(stderr, "retrying") {
+		t.Errorf("-store %s: %v (stderr %q), want a failed TLS handshake, the server without TLS, and no retry", u, err, stderr)
+	}
+}
