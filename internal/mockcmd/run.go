@@ -325,7 +325,13 @@ func openBackend(ctx context.Context, u string, o backendOptions) (backend, erro
 			if err != nil {
 				return fmt.Errorf("mockserver: cannot reach redis: %w", err)
 			}
+			if probe.TLSConfig != nil {
+				err = refusePlainRedis(ctx, conn)
+			}
 			_ = conn.Close()
+			if err != nil {
+				return err
+			}
 			// A client per attempt: after as many failed dials as its pool
 			// has connections, a go-redis client fails fast with its last
 			// dial error and dials again once a second only.
