@@ -40,3 +40,7 @@ func (g Gate) Leave() { <-g }
 
 // Cap returns how many calls may pass at once.
 func (g Gate) Cap() int { return cap(g) }
+
+// InUse returns how many calls are in the gate: those that entered and
+// have not left yet.
+func (g Gate) InUse() int { return len(g) }

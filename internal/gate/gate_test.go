@@ -25,6 +25,9 @@ func TestEnterWaitsForAPlace(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if n := g.InUse(); n != 3 {
+		t.Fatalf("InUse on a full gate = %d, want 3", n)
+	}
 	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
 	if err := g.Enter(short); !errors.Is(err, context.DeadlineExceeded) {
