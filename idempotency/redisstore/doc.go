@@ -119,6 +119,19 @@
 // than every token issued before for the key even after the key expired and
 // was claimed anew, as long as the server's clock does not step back.
 //
+// The clock is that of the node that holds the entry, and a failover
+// changes it: the promoted replica judges the leases of the entries the
+// failed primary wrote by its own clock. If it runs ahead of the failed
+// primary's by d, every lease in progress lapses d early, so that a
+// duplicate may take over a claim whose handler still runs, and the
+// operation runs twice (the first holder's Complete then fails with
+// ErrStaleToken, and its outcome is not stored); entries may expire d
+// early too. If it runs behind, leases last d longer, and a key that
+// expired and is claimed anew may get a token smaller than one issued
+// before the failover. The Store cannot see the skew, as it never
+// compares two nodes' clocks: keep the clocks of every node that may
+// become a primary synchronized (NTP) to well within the shortest lease.
+//
 // # Required Redis settings
 //
 // Redis 5 or newer (scripts replicate their effects, which lets them read
