@@ -272,3 +272,64 @@ func BenchmarkInboxOverhead(b *testing.B) {
 	b.ReportMetric(us(plain), "plain_us")
 	b.ReportMetric(us(inbox-plain), "overhead_us")
 }
+
+// BenchmarkConsumePrefetch compares, in one run, Consume's throughput with
+// WithPrefetch(prefetch) against WithPrefetch(499), the buffer of
+// nats.go's default pull of 500 messages, with a handler that does
+// nothing (each message still an Inbox.Process transaction). It alternates
+// rounds of each (benchratio.RunTimed, 4 rounds of b.N/4 messages; run it
+// with -benchtime=4000x): each round publishes its messages (not timed) on
+// a subject of its own, then times a Consume, on a consumer of the round's
+// own, from its start until every message is handled.
+//
+// Metrics, medians of the rounds: msgs/s, default_msgs/s and
+// %_of_default (the median of the rounds' ratios).
+func BenchmarkConsumePrefetch(b *testing.B) {
+	for _, prefetch := range []int{0, 1, 10} {
+		b.Run("prefetch="+strconv.Itoa(prefetch), func(b *testing.B) {
+			s := newSetup(b)
+			round := 0
+			consume := func(prefetch int) func(n int) time.Duration {
+				return func(n int) time.Duration {
+					round++
+					subject := s.subject + "r" + strconv.Itoa(round) + "."
+					ctx, cancel := context.WithCancel(context.Background())
+					defer cancel()
+					for chunk := range slices.Chunk(benchMessages("r"+strconv.Itoa(round)+"-", subject, n), 1000) {
+						if err := jetstream.NewPublisher(s.js).Publish(ctx, chunk); err != nil {
+							b.Fatal(err)
+						}
+					}
+					cons, err := s.stream.CreateOrUpdateConsumer(ctx, natsjs.ConsumerConfig{
+						Durable: "r" + strconv.Itoa(round), AckPolicy: natsjs.AckExplicitPolicy, FilterSubject: subject + ">",
+					})
+					if err != nil {
+						b.Fatal(err)
+					}
+					var handled atomic.Int64
+					all := make(chan struct{})
+					start := time.Now()
+					done := make(chan struct{})
+					go func() {
+						defer close(done)
+						_ = jetstream.Consume(ctx, cons, s.in, func(context.Context, pgx.Tx, outbox.Message) error {
+							if handled.Add(1) == int64(n) {
+								close(all)
+							}
+							return nil
+						}, jetstream.WithPrefetch(prefetch))
+					}()
+					<-all
+					d := time.Since(start)
+					cancel()
+					<-done
+					return d
+				}
+			}
+			res := benchratio.RunTimed(b, 4, consume(prefetch), consume(natsjs.DefaultMaxMessages-1))
+			b.ReportMetric(1e9/res.VariantNs, "msgs/s")
+			b.ReportMetric(1e9/res.AnchorNs, "default_msgs/s")
+			b.ReportMetric(100/res.Ratio, "%_of_default")
+		})
+	}
+}

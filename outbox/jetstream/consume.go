@@ -29,6 +29,7 @@ type consumeConfig struct {
 	name      string
 	nakDelay  time.Duration
 	progress  time.Duration // see progressInterval
+	prefetch  int           // see WithPrefetch
 	logger    *slog.Logger
 	beforeAck func(msg outbox.Message, duplicate bool)
 }
@@ -74,7 +75,11 @@ var ErrNotAckExplicit = errors.New("outbox/jetstream: Consume needs a consumer w
 // runs, the message's AckWait is extended (InProgress every third of the
 // consumer's AckWait, or of its shortest BackOff step, as Consume read
 // them when called), so that JetStream does not redeliver a message whose
-// handler is slow but alive. When h or the commit fails the message is
+// handler is slow but alive. Consume asks for a message only once it is
+// ready to handle it (unless WithPrefetch says otherwise), so that no
+// message waits, not extended, behind a handler: a message's deliveries
+// (MaxDeliver) are spent by handlings and AckWaits that its handler
+// outlived, not by waiting in Consume. When h or the commit fails the message is
 // negatively acknowledged, and redelivered. A crash between the commit and the acknowledgement makes JetStream
 // redeliver after the consumer's AckWait: the inbox then says duplicate,
 // and the message is acknowledged without a second effect. A message
@@ -120,7 +125,7 @@ func Consume(ctx context.Context, cons natsjs.Consumer, in *outbox.Inbox, h Hand
 		cfg.name = info.Name
 	}
 	cfg.progress = progressInterval(info.Config)
-	pull, err := pullOptions(info)
+	pull, err := pullOptions(info, cfg.prefetch)
 	if err != nil {
 		return err
 	}
@@ -159,15 +164,17 @@ func Consume(ctx context.Context, cons natsjs.Consumer, in *outbox.Inbox, h Hand
 	return nil
 }
 
-// pullOptions sizes Consume's pull requests within the consumer's
-// MaxRequestBatch and MaxRequestExpires: JetStream refuses a larger
-// request, and nats.go's iterator then waits, without a message or an
-// error, for as long as it runs.
-func pullOptions(info *natsjs.ConsumerInfo) ([]natsjs.PullMessagesOpt, error) {
-	var opts []natsjs.PullMessagesOpt
-	if b := info.Config.MaxRequestBatch; b > 0 && b < natsjs.DefaultMaxMessages {
-		opts = append(opts, natsjs.PullMaxMessages(b))
+// pullOptions sizes Consume's pull requests for prefetch (see
+// WithPrefetch), within the consumer's MaxRequestBatch and
+// MaxRequestExpires: JetStream refuses a larger request, and nats.go's
+// iterator then waits, without a message or an error, for as long as it
+// runs.
+func pullOptions(info *natsjs.ConsumerInfo, prefetch int) ([]natsjs.PullMessagesOpt, error) {
+	n := pullMaxMessages(prefetch)
+	if b := info.Config.MaxRequestBatch; b > 0 && b < n {
+		n = b
 	}
+	opts := []natsjs.PullMessagesOpt{natsjs.PullMaxMessages(n)}
 	if e := info.Config.MaxRequestExpires; e > 0 && e < natsjs.DefaultExpires {
 		if e < time.Second {
 			return nil, fmt.Errorf("outbox/jetstream: consumer %q has MaxRequestExpires %v: nats.go's pull requests last 1 s at least", info.Name, e)
@@ -237,8 +244,9 @@ const handBackWait = time.Second
 const handBackDelay = time.Millisecond
 
 // handBack ends iter once Consume stops: left (see consumeIter), if not
-// nil, and the messages iter fetched ahead (a pull batch, up to 500 by
-// default) that Consume did not handle are negatively acknowledged, so
+// nil, and the messages iter fetched (ahead, see WithPrefetch, or for
+// the Next that ctx's end interrupted) that Consume did not handle are
+// negatively acknowledged, so
 // that JetStream redelivers them at once, to another instance or to this
 // one restarted, rather than after the consumer's AckWait (30 s by
 // default), during which nobody could have them.

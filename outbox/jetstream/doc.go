@@ -46,8 +46,12 @@
 // good, and ErrConsumerDeleted when its consumer is deleted (a consumer
 // made again under that name is another: call Consume with it). While a handler runs, it extends its message's AckWait
 // (working acknowledgements every third of it), so a slow handler's
-// message is not redelivered meanwhile, nor its MaxDeliver spent. The
-// messages fetched ahead and waiting behind it are not extended: one that
-// waits longer than AckWait is redelivered, and the inbox makes the later
-// of its two runs a duplicate.
+// message is not redelivered meanwhile, nor its MaxDeliver spent. Consume
+// fetches a message only once it is ready to handle it, so that no
+// message waits behind a handler, unextended, and is redelivered (one of
+// its MaxDeliver spent, and lost if that was its last and the process
+// dies) without having been handled. WithPrefetch lets it fetch ahead, for
+// throughput where a round trip to JetStream weighs against a handler's
+// transaction: that holds then as long as that many handlings take less
+// than AckWait.
 package jetstream

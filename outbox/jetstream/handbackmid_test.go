@@ -15,7 +15,7 @@ import (
 )
 
 // TestConsumeStopsMidHandlerQuickly: a Consume stopped while a handler
-// runs and 500 messages are buffered returns at once, and the next
+// runs and 499 messages are buffered (WithPrefetch) returns at once, and the next
 // Consume gets every message, each taking effect once.
 func TestConsumeStopsMidHandlerQuickly(t *testing.T) {
 	s := newSetup(t)
@@ -50,7 +50,7 @@ func TestConsumeStopsMidHandlerQuickly(t *testing.T) {
 		return nil
 	}
 	done := make(chan error, 1)
-	go func() { done <- jetstream.Consume(first, cons, s.in, blocking) }()
+	go func() { done <- jetstream.Consume(first, cons, s.in, blocking, jetstream.WithPrefetch(len(msgs)-1)) }()
 	<-entered
 	start := time.Now()
 	stop()

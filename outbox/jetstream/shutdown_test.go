@@ -15,12 +15,12 @@ import (
 )
 
 // A Consume that stops (its context ends: a shutdown, a rolling restart)
-// hands back the messages it fetched ahead and did not handle, so that the
-// next consumer (another instance, or this one restarted) gets them at
-// once. They were left unacknowledged instead, and nobody could have them
-// until the consumer's AckWait (30 s by default) had passed: every restart
-// stalled up to a pull batch (500 messages) for that long. Each message
-// still takes effect once.
+// hands back the messages it fetched ahead (WithPrefetch) and did not
+// handle, so that the next consumer (another instance, or this one
+// restarted) gets them at once. They were left unacknowledged instead, and
+// nobody could have them until the consumer's AckWait (30 s by default)
+// had passed: every restart stalled up to a pull batch (500 messages) for
+// that long. Each message still takes effect once.
 func TestConsumeShutdownHandsBackWhatItFetched(t *testing.T) {
 	const ackWait = 20 * time.Second // what the hand-back must not wait for
 	s := newSetup(t)
@@ -49,7 +49,7 @@ func TestConsumeShutdownHandsBackWhatItFetched(t *testing.T) {
 	}
 	first, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- jetstream.Consume(first, cons, s.in, handler) }()
+	go func() { done <- jetstream.Consume(first, cons, s.in, handler, jetstream.WithPrefetch(100)) }()
 	for handled.Load() < 10 {
 		time.Sleep(time.Millisecond)
 	}

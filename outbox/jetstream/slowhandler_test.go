@@ -18,8 +18,8 @@ import (
 // TestHandlerSlowerThanAckWaitTakesEffectOnce: two Consume calls share a
 // consumer whose AckWait (300 ms) is shorter than the handler (800 ms),
 // with MaxAckPending 2: a message in a handler keeps its delivery
-// (working acknowledgements), but one fetched ahead and waiting behind it
-// may be redelivered to the other Consume, and the inbox makes the later
+// (working acknowledgements), but one fetched ahead (WithPrefetch) and
+// waiting behind it may be redelivered to the other Consume, and the inbox makes the later
 // of the two deliveries a duplicate: each message takes effect once and
 // every one is acknowledged.
 func TestHandlerSlowerThanAckWaitTakesEffectOnce(t *testing.T) {
@@ -48,7 +48,7 @@ func TestHandlerSlowerThanAckWaitTakesEffectOnce(t *testing.T) {
 				runs.Add(1)
 				testenv.Pause(ctx, 800*time.Millisecond)
 				return s.effect(ctx, tx, m)
-			}, jetstream.WithBeforeAck(func(_ outbox.Message, dup bool) {
+			}, jetstream.WithPrefetch(1), jetstream.WithBeforeAck(func(_ outbox.Message, dup bool) {
 				if dup {
 					dups.Add(1)
 				}
