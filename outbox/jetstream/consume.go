@@ -26,12 +26,14 @@ type Handler func(ctx context.Context, tx pgx.Tx, msg outbox.Message) error
 type ConsumeOption func(*consumeConfig)
 
 type consumeConfig struct {
-	name      string
-	nakDelay  time.Duration
-	progress  time.Duration // see progressInterval
-	prefetch  int           // see WithPrefetch
-	logger    *slog.Logger
-	beforeAck func(msg outbox.Message, duplicate bool)
+	name       string
+	nakDelay   time.Duration
+	progress   time.Duration // see progressInterval
+	prefetch   int           // see WithPrefetch
+	lastWait   time.Duration // see handleLast
+	maxDeliver int           // the consumer's MaxDeliver; 0 or less: unbounded
+	logger     *slog.Logger
+	beforeAck  func(msg outbox.Message, duplicate bool)
 }
 
 // WithInboxConsumer names the consumer in the inbox; empty (the default)
@@ -85,8 +87,12 @@ var ErrNotAckExplicit = errors.New("outbox/jetstream: Consume needs a consumer w
 // and the message is acknowledged without a second effect. A message
 // without Nats-Msg-Id cannot be deduplicated: it is terminated (not
 // redelivered) and logged. When ctx ends, the messages Consume fetched
-// ahead and did not handle are negatively acknowledged, for JetStream to
-// redeliver at once rather than after AckWait. Run several Consume calls,
+// and did not handle are negatively acknowledged, for JetStream to
+// redeliver at once rather than after AckWait; those on their last
+// delivery (the consumer's MaxDeliver, as Consume read it when called),
+// which JetStream would not redeliver, are handled before Consume returns
+// instead, each under a context that ctx's end does not end, bounded by
+// the consumer's AckWait (or shortest BackOff step). Run several Consume calls,
 // in one process or many, for more throughput.
 //
 // cons must be a pull consumer (durable or named) whose AckPolicy is
@@ -105,7 +111,12 @@ var ErrNotAckExplicit = errors.New("outbox/jetstream: Consume needs a consumer w
 // once unless WithNakDelay says otherwise, each try a transaction opened
 // and rolled back: give the JetStream consumer a MaxDeliver (and a
 // BackOff), or WithNakDelay, and watch for such messages
-// (WithConsumeLogger logs each failure).
+// (WithConsumeLogger logs each failure, at level Error on the message's
+// last delivery). A message whose MaxDeliver is spent is not delivered
+// again, and Consume cannot tell it apart otherwise: JetStream publishes
+// an advisory on $JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.<stream>.<consumer>,
+// to subscribe to (or count the stream's messages the consumer never
+// acknowledged).
 func Consume(ctx context.Context, cons natsjs.Consumer, in *outbox.Inbox, h Handler, opts ...ConsumeOption) error {
 	cfg := consumeConfig{logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	for _, o := range opts {
@@ -125,6 +136,8 @@ func Consume(ctx context.Context, cons natsjs.Consumer, in *outbox.Inbox, h Hand
 		cfg.name = info.Name
 	}
 	cfg.progress = progressInterval(info.Config)
+	cfg.lastWait = shortestAckWait(info.Config)
+	cfg.maxDeliver = info.Config.MaxDeliver
 	pull, err := pullOptions(info, cfg.prefetch)
 	if err != nil {
 		return err
@@ -135,7 +148,7 @@ func Consume(ctx context.Context, cons natsjs.Consumer, in *outbox.Inbox, h Hand
 			var left natsjs.Msg
 			left, err = consumeIter(ctx, iter, in, h, cfg)
 			if ctx.Err() != nil {
-				handBack(iter, left, cfg)
+				handBack(ctx, iter, left, in, h, cfg)
 				return nil
 			}
 			iter.Stop()
@@ -249,8 +262,10 @@ const handBackDelay = time.Millisecond
 // negatively acknowledged, so
 // that JetStream redelivers them at once, to another instance or to this
 // one restarted, rather than after the consumer's AckWait (30 s by
-// default), during which nobody could have them.
-func handBack(iter natsjs.MessagesContext, left natsjs.Msg, cfg consumeConfig) {
+// default), during which nobody could have them. Those on their last
+// delivery, which JetStream would not redeliver, are handled instead
+// (see handleLast).
+func handBack(ctx context.Context, iter natsjs.MessagesContext, left natsjs.Msg, in *outbox.Inbox, h Handler, cfg consumeConfig) {
 	var back []natsjs.Msg
 	if left != nil {
 		back = append(back, left)
@@ -265,11 +280,45 @@ func handBack(iter natsjs.MessagesContext, left natsjs.Msg, cfg consumeConfig) {
 	}
 	// Only once the iterator's subscription ended: a message handed back
 	// before would be redelivered to its pull request, and wait there.
+	var last []natsjs.Msg
 	for _, m := range back {
+		if lastDelivery(m, cfg.maxDeliver) {
+			last = append(last, m)
+			continue
+		}
 		if err := m.NakWithDelay(handBackDelay); err != nil {
 			// Redelivered after AckWait all the same.
 			cfg.logger.Warn("outbox/jetstream: nak", "subject", m.Subject(), "err", err)
 		}
+	}
+	for _, m := range last {
+		handleLast(ctx, m, in, h, cfg)
+	}
+}
+
+// lastDelivery reports whether m is on the last of the consumer's
+// maxDeliver deliveries (never when maxDeliver is 0 or less, unbounded):
+// negatively acknowledged, or unacknowledged for AckWait, it is not
+// delivered again.
+func lastDelivery(m natsjs.Msg, maxDeliver int) bool {
+	if maxDeliver <= 0 {
+		return false
+	}
+	meta, err := m.Metadata()
+	return err == nil && meta.NumDelivered >= uint64(maxDeliver)
+}
+
+// handleLast handles m, on its last delivery, as Consume stops, rather
+// than hand it back to be lost: under a context that ctx's end does not
+// end, bounded by the consumer's AckWait (its shortest, see
+// shortestAckWait), so that a stuck handler does not hold Consume's
+// return for ever. A failure is logged, and the message then lost as any
+// whose last delivery failed.
+func handleLast(ctx context.Context, m natsjs.Msg, in *outbox.Inbox, h Handler, cfg consumeConfig) {
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.lastWait)
+	defer cancel()
+	if !handle(lctx, m, in, h, cfg) {
+		cfg.logger.Error("outbox/jetstream: message on its last delivery (MaxDeliver) not handled within AckWait as Consume stopped; JetStream will not redeliver it", "subject", m.Subject())
 	}
 }
 
@@ -299,7 +348,11 @@ func handle(ctx context.Context, m natsjs.Msg, in *outbox.Inbox, h Handler, cfg 
 		if ctx.Err() != nil {
 			return false // Consume stops: handed back with the rest
 		}
-		cfg.logger.Warn("outbox/jetstream: handler failed; redelivering", "id", id, "err", err)
+		if lastDelivery(m, cfg.maxDeliver) {
+			cfg.logger.Error("outbox/jetstream: handler failed on the message's last delivery (MaxDeliver); JetStream will not redeliver it", "id", id, "err", err)
+		} else {
+			cfg.logger.Warn("outbox/jetstream: handler failed; redelivering", "id", id, "err", err)
+		}
 		nak := m.Nak
 		if cfg.nakDelay > 0 {
 			nak = func() error { return m.NakWithDelay(cfg.nakDelay) }

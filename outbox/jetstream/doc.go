@@ -53,5 +53,10 @@
 // dies) without having been handled. WithPrefetch lets it fetch ahead, for
 // throughput where a round trip to JetStream weighs against a handler's
 // transaction: that holds then as long as that many handlings take less
-// than AckWait.
+// than AckWait. A Consume that stops hands back the messages it fetched
+// and did not handle, to be redelivered at once, but handles before
+// returning those on their last delivery (MaxDeliver), which JetStream
+// would not redeliver. A process that dies loses those it held on their
+// last delivery: without WithPrefetch, at most the one it was handling or
+// receiving.
 package jetstream

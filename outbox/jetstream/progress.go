@@ -13,11 +13,16 @@ import (
 const defaultAckWait = 30 * time.Second
 
 // progressInterval is how often Consume tells JetStream that a message's
-// handler still runs: a third of the shortest time the consumer waits for
-// an acknowledgement (its AckWait, or a step of its BackOff, which
-// replaces AckWait for redeliveries), so that one signal may be late or
-// lost without the message being redelivered.
+// handler still runs: a third of shortestAckWait, so that one signal may
+// be late or lost without the message being redelivered.
 func progressInterval(cfg natsjs.ConsumerConfig) time.Duration {
+	return shortestAckWait(cfg) / 3
+}
+
+// shortestAckWait is the shortest time the consumer waits for an
+// acknowledgement: its AckWait, or a step of its BackOff, which replaces
+// AckWait for redeliveries.
+func shortestAckWait(cfg natsjs.ConsumerConfig) time.Duration {
 	d := cfg.AckWait
 	if d <= 0 {
 		d = defaultAckWait
@@ -27,7 +32,7 @@ func progressInterval(cfg natsjs.ConsumerConfig) time.Duration {
 			d = b
 		}
 	}
-	return d / 3
+	return d
 }
 
 // keepInProgress sends m's working acknowledgement (InProgress, which
