@@ -108,24 +108,30 @@ func (q *request) run(h held, res ClaimResult) {
 	if oh := q.w.Header(); len(oh) > 0 {
 		q.outer = oh.Clone()
 	}
-	finished := false
+	ran, finished := false, false
 	defer func() {
-		if !finished {
-			// Nothing the handler buffered goes out, so neither do its
-			// headers: whatever answers in its place (net/http's abort,
-			// a recovery handler around the Middleware) finds the header
-			// map as it was before the handler ran, not a Set-Cookie or a
-			// Content-Length of a body never sent.
-			if q.rec.unsent() {
-				q.answerInPlace()
-			}
-			h.abort(q)
+		if finished {
+			return
+		}
+		// A panic in the handler, or after it returned in what finish
+		// calls before the answer goes out (the store's Complete or
+		// Commit, a hook, a logger): nothing the handler buffered goes
+		// out, so neither do its headers. Whatever answers in its place
+		// (net/http's abort, a recovery handler around the Middleware)
+		// finds the header map as it was before the handler ran, not a
+		// Set-Cookie or a Content-Length of a body never sent.
+		if q.rec.unsent() {
+			q.answerInPlace()
+		}
+		if !ran {
+			h.abort(q) // finish lets go of the claim itself when it panics
 		}
 	}()
 	q.claim.Context = parent
 	q.m.next.ServeHTTP(&q.rec, q.r.WithContext(h.handlerContext(&q.claim)))
-	finished = true
+	ran = true
 	h.finish(q)
+	finished = true
 }
 
 // event is the Event of the claim the request holds, for its mode to
