@@ -134,9 +134,10 @@ func serveLength(t *testing.T, c declaredLengthCase, wrap func(http.Handler) htt
 // it is sent under it (the client sees the answer cut short). Behind the
 // Middleware the handler must see what its writes would return without
 // it, the first answer must be what net/http would send without it, and
-// each replay must be a whole answer carrying what the handler's writes
-// would have taken without it: no more bytes than it was allowed, and,
-// when that first answer was whole, the same status and body.
+// each replay must be, when that first answer was whole, a whole answer
+// with the same status and body, and otherwise 410 (completed but not
+// replayable): a replay of the bytes written under their own length
+// passed an answer its client never got whole off as a good one.
 func TestDeclaredContentLength(t *testing.T) {
 	write := func(w http.ResponseWriter, parts ...string) {
 		for _, p := range parts {
@@ -286,6 +287,14 @@ func testDeclaredLength(t *testing.T, c declaredLengthCase, store idempotency.St
 	if c.limit > 0 && int64(len(accepted)) > c.limit {
 		if again.status != http.StatusGone {
 			t.Errorf("replay of an oversize answer: %+v, want 410", again)
+		}
+		return
+	}
+	if plainAnswer.broken != "" {
+		// The first client never got the answer whole: no replay may pass
+		// it off as a good one.
+		if again.status != http.StatusGone {
+			t.Errorf("replay of an answer cut short (%s without the Middleware): %+v, want 410", plainAnswer.broken, again)
 		}
 		return
 	}
