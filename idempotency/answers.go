@@ -76,7 +76,7 @@ func (q *request) replay(e Entry) {
 		m.emit(q.eventOf(Event{Outcome: OutcomeOversize, Key: k, Token: e.Token, Status: http.StatusGone}))
 		writeProblem(q.w, problem{Type: ProblemResponseTooLarge, Status: http.StatusGone, Key: k.Key,
 			OriginalStatus: resp.Status,
-			Detail:         "The operation with this Idempotency-Key completed, but its response was too large to keep. It will not run again."}, 0)
+			Detail:         "The operation with this Idempotency-Key completed, but its response could not be kept (too large, or not sent whole). It will not run again."}, 0)
 		return
 	}
 	encoded := len(resp.Header["Content-Encoding"]) > 0 // stored names are canonical (see storedHeaders)

@@ -120,8 +120,11 @@
 // counts, and a Write that would go past it returns http.ErrContentLength
 // and writes nothing, as does every later one, so that the body stored is
 // what net/http would send. A body shorter than its Content-Length reaches the first client
-// cut short, as net/http sends it; replays carry the bytes written, under
-// their own length. Trailers (declared in Trailer, or named with
+// cut short, as net/http sends it, and so does a Content-Length field no
+// client reads (several values that differ, a sign): that answer is
+// recorded as completed but not replayable, and retries get 410
+// ProblemResponseTooLarge, never a second execution nor a replay that
+// passes off as good an answer its client never got whole. Trailers (declared in Trailer, or named with
 // http.TrailerPrefix) go out after the body of the first answer, as
 // net/http sends them; they are not stored, so a replay carries none.
 // The handler's request body is the bytes the Middleware read, restored.

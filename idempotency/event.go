@@ -45,8 +45,9 @@ const (
 	OutcomeStoreError Outcome = "store_error"
 	// OutcomeTooLarge: the request body was over the limit; answered 413.
 	OutcomeTooLarge Outcome = "too_large"
-	// OutcomeOversize: the operation completed earlier with a response too
-	// large to store; answered 410 without running the handler.
+	// OutcomeOversize: the operation completed earlier with a response not
+	// replayable (too large to store, or not sent whole); answered 410
+	// without running the handler.
 	OutcomeOversize Outcome = "oversize"
 	// OutcomeMissingKey: a required key was absent; answered 400.
 	OutcomeMissingKey Outcome = "missing_key"

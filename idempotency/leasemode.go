@@ -111,7 +111,7 @@ func (c *leaseClaim) record(q *request) (ev Event, superseded bool) {
 	switch {
 	case superseded:
 	case storable(ev.Status):
-		resp, borrowed := m.outcome(&q.rec)
+		resp, borrowed := m.outcome(&q.rec, q.r)
 		superseded = m.complete(c.ctx, ev, resp)
 		if borrowed {
 			returnStoredHeaders(resp.Header)

@@ -107,6 +107,46 @@ func declaredLength(h http.Header) int64 {
 	return n
 }
 
+// notWhole reports whether the answer recorded reaches its client broken,
+// as net/http's writer sends it (see flush): under a Content-Length that
+// no client reads as one (several values that differ, or one with a sign,
+// which net/http's writer takes and sends), or, to a request other than
+// HEAD (head), with fewer body bytes than the length declared, where
+// net/http's writer ends the connection and the client reads a message
+// cut short. Such an answer is not replayed: a replay would pass off as
+// good an answer that its first client never got whole. It is read after
+// the handler returned and before flush, and looks at the field as
+// sendHeader leaves it.
+func (r *recorder) notWhole(head bool) bool {
+	if r.streaming {
+		return false // not recorded: the answer is oversize
+	}
+	h := r.w.Header()
+	length := r.length
+	if r.status == 0 {
+		length = declaredLength(h) // flush sends the field as the handler left it
+	} else if declaredLength(h) != length {
+		return false // sendHeader rewrites the field as one length, or drops it
+	}
+	status := r.statusCode()
+	if length < 0 || status == http.StatusNoContent || status == http.StatusNotModified {
+		return false // no length is sent (net/http's writer drops it for these)
+	}
+	if te := h.Get("Transfer-Encoding"); te != "" && te != "identity" {
+		return false // net/http's writer drops the length and sends the body chunked
+	}
+	v := h["Content-Length"]
+	for _, x := range v[1:] {
+		if textproto.TrimString(x) != textproto.TrimString(v[0]) {
+			return true
+		}
+	}
+	if strings.Trim(v[0], "0123456789") != "" {
+		return true
+	}
+	return !head && int64(len(r.buf)) < length
+}
+
 // Write buffers p. Like net/http's own writer, it refuses a body after a
 // status that has none (204, 304), but takes an empty one, and it refuses
 // p, whole, when it would take the body past the declared Content-Length.

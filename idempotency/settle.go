@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/saferetry/saferetry/internal/contract"
@@ -122,11 +123,12 @@ func (m *middleware) settledAs(ctx context.Context, ev Event, completed bool) bo
 	return !found || e.Token != ev.Token || e.State != StateInProgress
 }
 
-// outcome is the Response to store for what rec recorded. When borrowed,
-// its Header goes back with returnStoredHeaders once the store has
-// answered (see storedHeaders).
-func (m *middleware) outcome(rec *recorder) (resp Response, borrowed bool) {
-	if rec.oversize {
+// outcome is the Response to store for what rec recorded in answer to r:
+// not replayable when it is oversize or did not reach its client whole
+// (see recorder.notWhole). When borrowed, its Header goes back with
+// returnStoredHeaders once the store has answered (see storedHeaders).
+func (m *middleware) outcome(rec *recorder, r *http.Request) (resp Response, borrowed bool) {
+	if rec.oversize || rec.notWhole(r.Method == http.MethodHead) {
 		return Response{Status: rec.statusCode(), Oversize: true}, false
 	}
 	h, borrowed := m.cfg.storedHeaders(rec.w.Header())

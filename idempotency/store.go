@@ -76,9 +76,12 @@ type Response struct {
 	Header http.Header
 	// Body is the response body, byte for byte. It may be nil.
 	Body []byte
-	// Oversize reports that the handler completed but its response was larger
-	// than the storage cap, so Header and Body were not kept. Retries are
-	// answered with a problem instead of running the handler again.
+	// Oversize reports that the handler completed but its response is not
+	// replayable, so Header and Body were not kept: it was larger than the
+	// storage cap, the store could not keep it (ErrResponseNotStorable),
+	// or it did not reach its client whole (a body shorter than its
+	// Content-Length). Retries are answered with a problem instead of
+	// running the handler again.
 	Oversize bool
 }
 

@@ -96,7 +96,7 @@ func (c *txClaim) finish(q *request) {
 	}()
 	sctx, cancel := context.WithTimeout(detached, m.cfg.storeTimeout)
 	defer cancel()
-	resp, borrowed := m.outcome(&q.rec)
+	resp, borrowed := m.outcome(&q.rec, q.r)
 	err := c.tx.Complete(sctx, q.claim.key, q.claim.token, resp, m.cfg.ttl)
 	if borrowed {
 		returnStoredHeaders(resp.Header)
