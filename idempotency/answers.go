@@ -87,7 +87,12 @@ func (q *request) replay(e Entry) {
 			h[name] = values[i:len(values):len(values)] // a later Add must not write into the next name's values
 		}
 	}
-	if len(resp.Body) > 0 {
+	if length := resp.Header["Content-Length"]; len(length) == 1 && q.r.Method == http.MethodHead {
+		// The length the handler declared for HEAD (see middleware.outcome).
+		i := len(values)
+		values = append(values, length[0])
+		h["Content-Length"] = values[i:len(values):len(values)]
+	} else if len(resp.Body) > 0 {
 		// net/http's writer adds a Content-Length by itself only to a body
 		// that fits its few-KiB buffer, and sends a larger one chunked; the
 		// body is known whole, so every replay says how long it is, as the

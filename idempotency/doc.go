@@ -88,8 +88,9 @@
 // the header map ("ETag", "location"; a replay carries it under its
 // canonical name). Set-Cookie, Date, Retry-After, rate-limit headers,
 // hop-by-hop headers and Content-Length never are (a replay carries the
-// length of its stored body). The first response keeps every header the
-// handler set.
+// length of its stored body; to HEAD, the length its handler declared,
+// which is kept for it, as a GET would get it). The first response keeps
+// every header the handler set.
 //
 // Compression goes outside the Middleware (gzhttp.GzipHandler(mw(app))):
 // the plain answer is stored, and each answer, first or replay, is encoded

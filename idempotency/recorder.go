@@ -107,6 +107,17 @@ func declaredLength(h http.Header) int64 {
 	return n
 }
 
+// sentLength returns the Content-Length that the header of the answer
+// carries as flush sends it, -1 when none: the one its status was set
+// with, or, when the handler wrote nothing, the one it left. It is read
+// after the handler returned.
+func (r *recorder) sentLength() int64 {
+	if r.status == 0 {
+		return declaredLength(r.w.Header())
+	}
+	return r.length
+}
+
 // notWhole reports whether the answer recorded reaches its client broken,
 // as net/http's writer sends it (see flush): under a Content-Length that
 // no client reads as one (several values that differ, or one with a sign,
@@ -122,10 +133,8 @@ func (r *recorder) notWhole(head bool) bool {
 		return false // not recorded: the answer is oversize
 	}
 	h := r.w.Header()
-	length := r.length
-	if r.status == 0 {
-		length = declaredLength(h) // flush sends the field as the handler left it
-	} else if declaredLength(h) != length {
+	length := r.sentLength()
+	if declaredLength(h) != length {
 		return false // sendHeader rewrites the field as one length, or drops it
 	}
 	status := r.statusCode()

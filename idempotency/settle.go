@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/saferetry/saferetry/internal/contract"
@@ -132,6 +133,17 @@ func (m *middleware) outcome(rec *recorder, r *http.Request) (resp Response, bor
 		return Response{Status: rec.statusCode(), Oversize: true}, false
 	}
 	h, borrowed := m.cfg.storedHeaders(rec.w.Header())
+	if n := rec.sentLength(); n >= 0 && r.Method == http.MethodHead {
+		// The length of an answer to HEAD is the one its handler declared,
+		// what a GET would get, not that of the bytes it wrote (which no
+		// client sees): it is kept for the replays (see request.replay).
+		// A name that is never replayed is never in h as the handler's
+		// own map (see storedHeaders): h is borrowed, or nil.
+		if h == nil {
+			h, borrowed = storedHeaderMaps.Get().(http.Header), true
+		}
+		h["Content-Length"] = []string{strconv.FormatInt(n, 10)}
+	}
 	return Response{Status: rec.statusCode(), Header: h, Body: rec.buf}, borrowed
 }
 

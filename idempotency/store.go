@@ -70,7 +70,8 @@ type Response struct {
 	// Status is the HTTP status code the handler wrote.
 	Status int
 	// Header holds the allow-listed response headers only, and, when the
-	// body is encoded, its Content-Encoding and Vary. It may be nil. A
+	// body is encoded, its Content-Encoding and Vary, and, in an answer to
+	// HEAD, the Content-Length its handler declared. It may be nil. A
 	// name may have no values (a handler's Content-Type set to nil, so that
 	// net/http sniffs none): stores keep the name.
 	Header http.Header

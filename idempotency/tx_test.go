@@ -1,6 +1,7 @@
 package idempotency_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -82,6 +83,9 @@ func (tx *fakeTx) Complete(ctx context.Context, k idempotency.Key, token int64, 
 	if !tx.claimed || k != tx.k || token != tx.token {
 		return idempotency.ErrStaleToken
 	}
+	// Like a store, it copies what it keeps (TxStore.Complete): the
+	// Middleware hands the Header map back to a pool once Complete returns.
+	resp.Header, resp.Body = resp.Header.Clone(), bytes.Clone(resp.Body)
 	tx.resp, tx.ttl = &resp, ttl
 	return nil
 }
