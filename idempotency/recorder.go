@@ -1,6 +1,8 @@
 package idempotency
 
 import (
+	"errors"
+	"io"
 	"iter"
 	"maps"
 	"net/http"
@@ -19,6 +21,8 @@ import (
 // When the body grows past limit and streaming is allowed, the recorder
 // stops buffering: it sends the header, what it buffered and everything
 // after straight to the client, and the outcome is stored as oversize.
+// Its ReadFrom hands what is left of its source to the writer underneath
+// from then on, so that io.Copy from a file keeps net/http's sendfile path.
 //
 // Through http.ResponseController it passes SetReadDeadline and
 // SetWriteDeadline on to the writer underneath: they bound the connection,
@@ -54,7 +58,10 @@ type recorder struct {
 	overLength bool // a Write went past length: every later one is refused
 }
 
-var _ http.ResponseWriter = (*recorder)(nil)
+var (
+	_ http.ResponseWriter = (*recorder)(nil)
+	_ io.ReaderFrom       = (*recorder)(nil)
+)
 
 func (r *recorder) Header() http.Header { return r.w.Header() }
 
@@ -197,6 +204,41 @@ func (r *recorder) Write(p []byte) (int, error) {
 	}
 	r.buf = append(r.buf, p...)
 	return len(p), nil
+}
+
+// ReadFrom takes src's bytes as Write takes them, until the answer streams
+// (see Write): from then on nothing of it is recorded, and it hands the
+// rest of src to the writer underneath, whose own ReadFrom (net/http's
+// writer has one) may send a file without copying it through memory. So
+// io.Copy from an *os.File into the recorder keeps net/http's sendfile
+// path for an answer too large to record.
+func (r *recorder) ReadFrom(src io.Reader) (n int64, err error) {
+	if !r.streaming {
+		n, err = io.Copy(untilStreaming{r}, src)
+		if err != errStreaming {
+			return n, err
+		}
+	}
+	m, err := io.Copy(r.w, src)
+	return n + m, err
+}
+
+// errStreaming ends the part of a ReadFrom that the recorder takes (see
+// untilStreaming).
+var errStreaming = errors.New("idempotency: the answer streams")
+
+// untilStreaming writes to the recorder, and stops the io.Copy that calls
+// it once the answer streams, by returning errStreaming with the bytes
+// taken. It has no ReadFrom, so that io.Copy reads into a buffer of its
+// own, sized as it sizes them.
+type untilStreaming struct{ r *recorder }
+
+func (u untilStreaming) Write(p []byte) (int, error) {
+	n, err := u.r.Write(p)
+	if err == nil && u.r.streaming {
+		err = errStreaming
+	}
+	return n, err
 }
 
 // statusCode returns the status the handler set, 200 if it wrote nothing.
