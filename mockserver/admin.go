@@ -193,7 +193,8 @@ func (s *Server) adminExpireKeys(w http.ResponseWriter, _ *http.Request) {
 // adminReset answers 503 when the ledger could not be reset: its payments
 // would otherwise count in the next scenario as if made there. A reset
 // once started is not cut short by a client that goes away, which would
-// leave the ledger behind the rest.
+// leave the ledger behind the rest; a ledger that does not answer is given
+// up after the server's ledger bound (ledgerContext).
 func (s *Server) adminReset(w http.ResponseWriter, r *http.Request) {
 	if err := s.reset(context.WithoutCancel(r.Context())); err != nil {
 		s.log(r.Context(), "mockserver: resetting the ledger failed", "error", err)

@@ -84,7 +84,9 @@
 // Faults. Each endpoint takes only the method listed; another is 405.
 // An endpoint that reads or resets the ledger (keys, reset) answers 503
 // with a ProblemLedgerUnavailable problem when the ledger cannot be
-// reached; a failed reset has reset everything else and may be repeated.
+// reached, or has not answered within 5 seconds (as the payments API's
+// reads do); a failed reset has reset everything else and may be
+// repeated.
 // Anyone who can reach the port can use the admin API: New listens on
 // loopback only, and WithAdminAPI(false) turns the admin API off (every
 // path under AdminPrefix is then a 404 problem).

@@ -4,4 +4,6 @@ import "time"
 
 // WithLedgerTimeout exposes the bound on the ledger reads and reset to
 // the external tests, so that they wait a short while, not the default.
-func WithLedgerTimeout(time.Duration) Option { return nil }
+func WithLedgerTimeout(d time.Duration) Option {
+	return func(c *config) { c.ledgerTimeout = d }
+}

@@ -310,6 +310,8 @@ func (s *Server) keys(ctx context.Context) ([]KeyStats, error) {
 
 // paymentsByKey counts the ledger's payments per idempotency key.
 func (s *Server) paymentsByKey(ctx context.Context) (map[string]int, error) {
+	ctx, cancel := s.ledgerContext(ctx)
+	defer cancel()
 	ps, err := s.ledger.Payments(ctx)
 	if err != nil {
 		return nil, err
@@ -325,7 +327,9 @@ func (s *Server) paymentsByKey(ctx context.Context) (map[string]int, error) {
 // a shared ledger, those of every server sharing it), or nil when the ledger
 // cannot be read. It is safe for concurrent use.
 func (s *Server) Payments() []Payment {
-	ps, err := s.ledger.Payments(context.Background())
+	ctx, cancel := s.ledgerContext(context.Background())
+	defer cancel()
+	ps, err := s.ledger.Payments(ctx)
 	if err != nil {
 		s.log(context.Background(), "mockserver: reading the ledger failed", "error", err)
 		return nil
@@ -337,7 +341,9 @@ func (s *Server) Payments() []Payment {
 // units: its opening balance less the payments made in it, or 0 when the
 // ledger cannot be read. It is safe for concurrent use.
 func (s *Server) Balance(currency string) int64 {
-	b, err := s.ledger.Balance(context.Background(), upper(currency))
+	ctx, cancel := s.ledgerContext(context.Background())
+	defer cancel()
+	b, err := s.ledger.Balance(ctx, upper(currency))
 	if err != nil {
 		s.log(context.Background(), "mockserver: reading the ledger failed", "error", err)
 		return 0
@@ -361,6 +367,8 @@ func (s *Server) Reset() {
 func (s *Server) reset(ctx context.Context) error {
 	s.faults.clear()
 	s.ExpireKeys()
+	ctx, cancel := s.ledgerContext(ctx)
+	defer cancel()
 	err := s.ledger.Reset(ctx)
 	s.insp.reset()
 	return err

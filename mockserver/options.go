@@ -28,9 +28,10 @@ type config struct {
 	metrics     http.Handler                    // served at MetricsPath; nil: none
 	wrapHandler func(http.Handler) http.Handler // wraps the payment handler inside the Middleware; nil: none
 
-	admin       bool          // serve the admin API
-	readTimeout time.Duration // <= 0: no limit
-	idleTimeout time.Duration // <= 0: no limit
+	admin         bool          // serve the admin API
+	ledgerTimeout time.Duration // bounds each ledger call but Pay
+	readTimeout   time.Duration // <= 0: no limit
+	idleTimeout   time.Duration // <= 0: no limit
 }
 
 // DefaultReadTimeout is how long a request may take to arrive, headers and
@@ -47,7 +48,8 @@ const maxHeaderTimeout = 10 * time.Second
 
 // defaultConfig is the configuration the options of New change.
 func defaultConfig() config {
-	return config{admin: true, readTimeout: DefaultReadTimeout, idleTimeout: DefaultIdleTimeout}
+	return config{admin: true, readTimeout: DefaultReadTimeout, idleTimeout: DefaultIdleTimeout,
+		ledgerTimeout: defaultLedgerTimeout}
 }
 
 // WithStore makes the server keep its idempotency entries in st instead of

@@ -172,7 +172,9 @@ func describe(errs []FieldError) string {
 }
 
 func (s *Server) listPayments(w http.ResponseWriter, r *http.Request) {
-	ps, err := s.ledger.Payments(r.Context())
+	ctx, cancel := s.ledgerContext(r.Context())
+	defer cancel()
+	ps, err := s.ledger.Payments(ctx)
 	if err != nil {
 		ledgerFailed(w, err)
 		return
@@ -184,7 +186,9 @@ func (s *Server) listPayments(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getPayment(w http.ResponseWriter, r *http.Request) {
-	p, ok, err := s.ledger.Payment(r.Context(), r.PathValue("id"))
+	ctx, cancel := s.ledgerContext(r.Context())
+	defer cancel()
+	p, ok, err := s.ledger.Payment(ctx, r.PathValue("id"))
 	if err != nil {
 		ledgerFailed(w, err)
 		return
@@ -202,6 +206,8 @@ type balanceResponse struct {
 }
 
 func (s *Server) getBalance(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.ledgerContext(r.Context())
+	defer cancel()
 	if c := r.URL.Query().Get("currency"); c != "" {
 		if !isCurrency(c) {
 			writeProblem(w, problem{Type: ProblemValidation, Title: "Invalid currency", Status: http.StatusBadRequest,
@@ -209,7 +215,7 @@ func (s *Server) getBalance(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		c = strings.ToUpper(c)
-		b, err := s.ledger.Balance(r.Context(), c)
+		b, err := s.ledger.Balance(ctx, c)
 		if err != nil {
 			ledgerFailed(w, err)
 			return
@@ -217,7 +223,7 @@ func (s *Server) getBalance(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, balanceResponse{Balances: map[string]int64{c: b}})
 		return
 	}
-	bs, err := s.ledger.Balances(r.Context())
+	bs, err := s.ledger.Balances(ctx)
 	if err != nil {
 		ledgerFailed(w, err)
 		return

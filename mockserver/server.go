@@ -44,6 +44,7 @@ type Server struct {
 	insp    inspector
 	ledger  Ledger
 	refKeep time.Duration // the idempotency TTL: how long a payment's ref finds it (Ledger.Pay)
+	ledgerT time.Duration // bounds each ledger call but Pay (ledgerContext)
 	unkeyed bool
 	work    time.Duration
 	userSt  idempotency.Store // as given to WithStore
@@ -78,6 +79,7 @@ func New(opts ...Option) *Server {
 		namespace: c.namespace,
 		ledger:    c.ledger,
 		refKeep:   idempotencyTTL(c.idemOpts),
+		ledgerT:   c.ledgerTimeout,
 		unkeyed:   c.unkeyed,
 		work:      c.work,
 		userSt:    c.store,
