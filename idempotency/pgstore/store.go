@@ -370,7 +370,10 @@ WHERE t.scope = d.scope AND t.key = d.key AND t.expires_at <= statement_timestam
 // microseconds; a lease under a microsecond (which would round to a claim
 // lapsed at birth) or a ttl that is not positive is an error. The row
 // is kept a second longer than ttl (see the package documentation,
-// "Schema and cleanup").
+// "Schema and cleanup"). When ctx ends while a statement that may acquire
+// the key is in flight, Claim waits for its answer (at most the lease),
+// releases a claim it acquired, and returns ctx's error: a claim whose
+// answer was lost would hold the key for the whole lease.
 func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
 	if lease < time.Microsecond {
 		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w, got %v", errNonPositiveLease, lease)
@@ -398,25 +401,10 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 			return idempotency.ClaimResult{Entry: e}, nil
 		}
 	}
-	if s.upserts.ReadFirst() {
-		res, err := claimOnce(ctx, s.pool, s.sql.upsert, k, fingerprint, lease, ttlUS)
-		switch {
-		case err == nil:
-			s.upserts.Observe(true)
-			s.replay.Observe(false)
-			return res, nil
-		case !errors.Is(err, errLostRace) && !serializationFailure(err):
-			return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
-		}
-		// A row stands in the way, or changed after the upsert's
-		// snapshot: the claim statement answers (one round trip more).
-	}
-	res, err := claim(ctx, s.pool, s.sql.claim, k, fingerprint, lease, ttl, true)
+	res, err := s.acquire(ctx, k, fingerprint, lease, ttl, ttlUS)
 	if err != nil {
 		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
 	}
-	s.upserts.Observe(res.Acquired)
-	s.replay.Observe(!res.Acquired && res.Entry.State == idempotency.StateCompleted)
 	return res, nil
 }
 
