@@ -69,8 +69,10 @@ func (s *Server) adminRoutes() []route {
 }
 
 // readAdminBody decodes an admin request body into a T: one JSON object of
-// T's fields only, so that a misspelt field, or one of another endpoint, is
-// an error rather than a silent default. An empty body is an empty request.
+// T's fields only, and nothing after it but white space, so that a
+// misspelt field, or one of another endpoint, is an error rather than a
+// silent default. An empty body is an empty request; an endpoint that takes
+// no field reads a struct{}, which refuses every field.
 // It answers a body it refuses, one over maxAdminBody included, with a 400
 // problem and reports false.
 func readAdminBody[T any](w http.ResponseWriter, r *http.Request) (T, bool) {
@@ -83,7 +85,9 @@ func readAdminBody[T any](w http.ResponseWriter, r *http.Request) (T, bool) {
 	if err == nil && len(bytes.TrimSpace(body)) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.DisallowUnknownFields()
-		if err = dec.Decode(&fr); err == nil && dec.More() {
+		// Decode stops after the value; More would not see a stray '}'
+		// or ']' after it.
+		if err = dec.Decode(&fr); err == nil && len(bytes.TrimSpace(body[dec.InputOffset():])) > 0 {
 			err = errors.New("more than one JSON value")
 		}
 	}
@@ -176,6 +180,9 @@ func (s *Server) adminFaults(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) adminClearFaults(w http.ResponseWriter, r *http.Request) {
+	if _, ok := readAdminBody[struct{}](w, r); !ok {
+		return
+	}
 	s.faults.clear()
 	s.adminFaults(w, r)
 }
@@ -185,7 +192,10 @@ type epochResponse struct {
 	Epoch int64 `json:"epoch"`
 }
 
-func (s *Server) adminExpireKeys(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) adminExpireKeys(w http.ResponseWriter, r *http.Request) {
+	if _, ok := readAdminBody[struct{}](w, r); !ok {
+		return
+	}
 	s.ExpireKeys()
 	writeJSON(w, http.StatusOK, epochResponse{Epoch: s.epoch.Load()})
 }
@@ -196,6 +206,9 @@ func (s *Server) adminExpireKeys(w http.ResponseWriter, _ *http.Request) {
 // leave the ledger behind the rest; a ledger that does not answer is given
 // up after the server's ledger bound (ledgerContext).
 func (s *Server) adminReset(w http.ResponseWriter, r *http.Request) {
+	if _, ok := readAdminBody[struct{}](w, r); !ok {
+		return
+	}
 	if err := s.reset(context.WithoutCancel(r.Context())); err != nil {
 		s.log(r.Context(), "mockserver: resetting the ledger failed", "error", err)
 		ledgerFailed(w, err)

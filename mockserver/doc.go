@@ -78,9 +78,11 @@
 // 1 and may take the pending faults of its kind up to MaxFaultCount;
 // delay_ms and latency_ms go from 0 to 3600000 (one hour); status, when
 // given, from 400 to 599. Each endpoint takes only the fields listed for
-// it: unknown fields (a field of another endpoint too), out-of-range
-// values, malformed JSON and a body over 64 KiB are answered 400 with a
-// problem of type ProblemBadAdminRequest. Every fault endpoint answers the pending
+// it (expire-keys, reset and DELETE faults take none: an empty body or
+// {}): unknown fields (a field of another endpoint too), out-of-range
+// values, malformed JSON, anything after the JSON object and a body over
+// 64 KiB are answered 400 with a problem of type ProblemBadAdminRequest,
+// and change nothing. Every fault endpoint answers the pending
 // Faults. Each endpoint takes only the method listed; another is 405.
 // An endpoint that reads or resets the ledger (keys, reset) answers 503
 // with a ProblemLedgerUnavailable problem when the ledger cannot be
