@@ -62,6 +62,11 @@ const (
 	// claim was made with (an UPDATE that sets the outcome and not the
 	// expiry).
 	txKeepsClaimTTL bug = "txKeepsClaimTTL"
+	// tokensForgetExpired draws tokens from a counter per key that it
+	// keeps across a Release but forgets with the entry when it expires
+	// (a counter kept in the entry's own item, deleted with it), so that
+	// the first claim after an expiry gets the expired claim's token again.
+	tokensForgetExpired bug = "tokensForgetExpired"
 )
 
 // refStore is a small, plain, map-based Store written from the contract
@@ -71,6 +76,8 @@ type refStore struct {
 	mu     sync.Mutex
 	tokens int64
 	m      map[idempotency.Key]*refEntry
+	// counters are the tokens per key of tokensForgetExpired.
+	counters map[idempotency.Key]int64
 }
 
 type refEntry struct {
@@ -85,7 +92,7 @@ type refEntry struct {
 }
 
 func newRefStore(b bug) *refStore {
-	return &refStore{bug: b, m: make(map[idempotency.Key]*refEntry)}
+	return &refStore{bug: b, m: make(map[idempotency.Key]*refEntry), counters: make(map[idempotency.Key]int64)}
 }
 
 var errRefDuration = errors.New("refstore: lease and ttl must be positive")
@@ -103,9 +110,20 @@ func (s *refStore) live(k idempotency.Key, now time.Time) *refEntry {
 	e := s.m[s.mk(k)]
 	if e != nil && !now.Before(e.expiresAt) {
 		delete(s.m, s.mk(k))
+		delete(s.counters, s.mk(k))
 		return nil
 	}
 	return e
+}
+
+// next returns a new token for k; the lock must be held.
+func (s *refStore) next(k idempotency.Key) int64 {
+	if s.bug == tokensForgetExpired {
+		s.counters[s.mk(k)]++
+		return s.counters[s.mk(k)]
+	}
+	s.tokens++
+	return s.tokens
 }
 
 func addDur(t time.Time, d time.Duration) time.Time {
@@ -138,17 +156,17 @@ func (s *refStore) Claim(ctx context.Context, k idempotency.Key, fp string, leas
 	}
 	switch {
 	case e == nil:
-		s.tokens++
-		s.m[s.mk(k)] = &refEntry{state: idempotency.StateInProgress, fp: fp, token: s.tokens, claimed: now,
+		tok := s.next(k)
+		s.m[s.mk(k)] = &refEntry{state: idempotency.StateInProgress, fp: fp, token: tok, claimed: now,
 			leaseUntil: addDur(now, lease), expiresAt: addDur(now, ttl)}
-		return idempotency.ClaimResult{Acquired: true, Token: s.tokens, LeaseRemaining: left}, ctx.Err()
+		return idempotency.ClaimResult{Acquired: true, Token: tok, LeaseRemaining: left}, ctx.Err()
 	case e.state == idempotency.StateInProgress && e.fp == fp && !now.Before(e.leaseUntil):
-		s.tokens++
-		e.token, e.claimed, e.leaseUntil = s.tokens, now, addDur(now, lease)
+		tok := s.next(k)
+		e.token, e.claimed, e.leaseUntil = tok, now, addDur(now, lease)
 		if s.bug != takeoverKeepsTTL {
 			e.expiresAt = addDur(now, ttl)
 		}
-		return idempotency.ClaimResult{Acquired: true, Token: s.tokens, TookOver: true, LeaseRemaining: left}, ctx.Err()
+		return idempotency.ClaimResult{Acquired: true, Token: tok, TookOver: true, LeaseRemaining: left}, ctx.Err()
 	}
 	return idempotency.ClaimResult{Entry: s.export(e, now)}, ctx.Err()
 }
@@ -482,6 +500,10 @@ func TestSuiteRejects(t *testing.T) {
 		// Tx.Complete keeps the entry for its own ttl from then on, like
 		// Store.Complete.
 		{"TxCompleteKeepingTheClaimTTL", txKeepsClaimTTL, []string{"TxCompleteSetsTTL"}},
+		// A token is greater than every token issued before for the key,
+		// also after the key expired: the expired claim's holder, paused
+		// past the ttl, may still Complete or Release, and must be fenced.
+		{"TokensRestartAfterExpiry", tokensForgetExpired, []string{"TTLExpiryInProgress", "TTLExpiryCompleted"}},
 	} {
 		t.Run(m.name, func(t *testing.T) { wantRejected(t, m.bug, m.cases...) })
 	}
