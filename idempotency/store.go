@@ -141,9 +141,11 @@ type ClaimResult struct {
 // whose clocks disagree still agree on leases.
 //
 // Fencing tokens: every successful Claim returns a token greater than every
-// token previously issued for that Key while the store remembers the Key
-// (a takeover after a released claim included). A store may draw tokens from a
-// store-wide increasing source instead. Renew, Complete and Release act only
+// token previously issued for that Key, also after the Key was released or
+// expired: the holder of an expired claim may still be running, and its
+// Complete or Release must find its token stale, not the next claim's. A
+// store may draw tokens from a store-wide increasing source instead
+// (storetest checks this). Renew, Complete and Release act only
 // when the given token is the entry's current token and the entry is still in
 // progress; otherwise they return ErrStaleToken and change nothing.
 //

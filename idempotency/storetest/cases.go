@@ -488,7 +488,16 @@ func testTTLExpiryInProgress(t *testing.T, s idempotency.Store) {
 	// that is not a takeover.
 	r := mustClaim(t, s, k, "fp-b", longLease, longTTL)
 	if !r.Acquired || r.TookOver {
-		t.Errorf("Claim after expiry = %+v, want Acquired and not TookOver", r)
+		t.Fatalf("Claim after expiry = %+v, want Acquired and not TookOver", r)
+	}
+	// The expired claim's holder may still be running (paused past the
+	// ttl): its token must not fence in the new claim's.
+	if r.Token <= tok {
+		t.Errorf("token after expiry %d, want greater than the expired claim's %d", r.Token, tok)
+	}
+	wantStale(t, "Release with the expired claim's token after a new claim", s.Release(ctx, k, tok))
+	if e, found := mustGet(t, s, k); !found || e.Token != r.Token {
+		t.Errorf("after a stale Release Get = %+v, %v; want the new claim with token %d", e, found, r.Token)
 	}
 }
 
@@ -507,7 +516,10 @@ func testTTLExpiryCompleted(t *testing.T, s idempotency.Store) {
 	})
 	r := mustClaim(t, s, k, "fp-b", longLease, longTTL)
 	if !r.Acquired || r.TookOver {
-		t.Errorf("Claim after expiry = %+v, want Acquired and not TookOver", r)
+		t.Fatalf("Claim after expiry = %+v, want Acquired and not TookOver", r)
+	}
+	if r.Token <= tok {
+		t.Errorf("token after expiry %d, want greater than the expired entry's %d", r.Token, tok)
 	}
 }
 
