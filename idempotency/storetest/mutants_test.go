@@ -67,6 +67,9 @@ const (
 	// (a counter kept in the entry's own item, deleted with it), so that
 	// the first claim after an expiry gets the expired claim's token again.
 	tokensForgetExpired bug = "tokensForgetExpired"
+	// getSharesValues gives Get's reader a copy of the Response and of its
+	// Header map, but the stored header value slices themselves.
+	getSharesValues bug = "getSharesValues"
 )
 
 // refStore is a small, plain, map-based Store written from the contract
@@ -304,7 +307,14 @@ func (s *refStore) Get(ctx context.Context, k idempotency.Key) (idempotency.Entr
 	if e == nil {
 		return idempotency.Entry{}, false, nil
 	}
-	return s.export(e, now), true, nil
+	out := s.export(e, now)
+	if s.bug == getSharesValues && e.resp != nil && e.resp.Header != nil {
+		out.Response.Header = make(http.Header, len(e.resp.Header))
+		for name, vv := range e.resp.Header {
+			out.Response.Header[name] = vv
+		}
+	}
+	return out, true, nil
 }
 
 // refTxStore is refStore with transactions: a Tx holds a lock on each key
@@ -504,6 +514,9 @@ func TestSuiteRejects(t *testing.T) {
 		// also after the key expired: the expired claim's holder, paused
 		// past the ttl, may still Complete or Release, and must be fenced.
 		{"TokensRestartAfterExpiry", tokensForgetExpired, []string{"TTLExpiryInProgress", "TTLExpiryCompleted"}},
+		// Get's Response is the caller's to modify, its header values too:
+		// a reader that changes one changes no later replay.
+		{"GetSharingHeaderValues", getSharesValues, []string{"ResponseCopied"}},
 	} {
 		t.Run(m.name, func(t *testing.T) { wantRejected(t, m.bug, m.cases...) })
 	}
