@@ -70,6 +70,8 @@ const (
 	// getSharesValues gives Get's reader a copy of the Response and of its
 	// Header map, but the stored header value slices themselves.
 	getSharesValues bug = "getSharesValues"
+	// cancelledRenewApplies renews, then reports the cancelled context.
+	cancelledRenewApplies bug = "cancelledRenewApplies"
 )
 
 // refStore is a small, plain, map-based Store written from the contract
@@ -231,7 +233,7 @@ func (s *refStore) held(k idempotency.Key, token int64, renew bool, f func(e *re
 }
 
 func (s *refStore) Renew(ctx context.Context, k idempotency.Key, token int64, lease time.Duration) error {
-	if err := ctx.Err(); err != nil {
+	if err := ctx.Err(); err != nil && s.bug != cancelledRenewApplies {
 		return err
 	}
 	if lease <= 0 && s.bug != renewAnyLease {
@@ -244,7 +246,7 @@ func (s *refStore) Renew(ctx context.Context, k idempotency.Key, token int64, le
 		}
 		s.mu.Unlock()
 	}
-	return s.held(k, token, true, func(e *refEntry, now time.Time) {
+	err := s.held(k, token, true, func(e *refEntry, now time.Time) {
 		e.leaseUntil = addDur(now, lease)
 		switch {
 		case s.bug == renewSetsExpiry:
@@ -253,6 +255,10 @@ func (s *refStore) Renew(ctx context.Context, k idempotency.Key, token int64, le
 			e.expiresAt = e.leaseUntil
 		}
 	})
+	if err == nil {
+		err = ctx.Err()
+	}
+	return err
 }
 
 func (s *refStore) Complete(ctx context.Context, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {
@@ -517,6 +523,9 @@ func TestSuiteRejects(t *testing.T) {
 		// Get's Response is the caller's to modify, its header values too:
 		// a reader that changes one changes no later replay.
 		{"GetSharingHeaderValues", getSharesValues, []string{"ResponseCopied"}},
+		// A Renew refused for its cancelled context changes nothing: the
+		// holder's lease stays as it was.
+		{"CancelledRenewApplied", cancelledRenewApplies, []string{"ContextCancelled"}},
 	} {
 		t.Run(m.name, func(t *testing.T) { wantRejected(t, m.bug, m.cases...) })
 	}
