@@ -701,7 +701,9 @@ func testContextCancelled(t *testing.T, s idempotency.Store) {
 		other := key(t, "ctx-other-"+strings.ReplaceAll(c.name, " ", "-"))
 		_, err := s.Claim(c.ctx, other, "fp", longLease, longTTL)
 		check("Claim", err)
-		check("Renew", s.Renew(c.ctx, k, tok, longLease))
+		// A short lease, which the holder's would become if the
+		// refused Renew set it anyway.
+		check("Renew", s.Renew(c.ctx, k, tok, shortLease))
 		check("Complete", s.Complete(c.ctx, k, tok, sample(), longTTL))
 		check("Release", s.Release(c.ctx, k, tok))
 		_, _, err = s.Get(c.ctx, k)
@@ -710,7 +712,11 @@ func testContextCancelled(t *testing.T, s idempotency.Store) {
 			t.Errorf("Claim with a %s context failed but reserved the key: Get = %+v", c.name, e)
 		}
 	}
-	// A refused call changes nothing: the holder still holds its claim.
+	// A refused call changes nothing: the holder still holds its claim,
+	// with the lease it claimed.
+	if e, found := mustGet(t, s, k); !found || e.Token != tok || e.LeaseRemaining <= longLease/2 {
+		t.Errorf("after cancelled calls Get = %+v, %v; want the claim of token %d with about %v left", e, found, tok, longLease)
+	}
 	if err := s.Complete(live, k, tok, sample(), longTTL); err != nil {
 		t.Errorf("Complete by the holder after cancelled calls: %v", err)
 	}
