@@ -72,6 +72,11 @@ const (
 	getSharesValues bug = "getSharesValues"
 	// cancelledRenewApplies renews, then reports the cancelled context.
 	cancelledRenewApplies bug = "cancelledRenewApplies"
+	// completeCheckThenSet checks the token, then writes (Complete's
+	// outcome, Release's deletion) with the lock let go for a millisecond
+	// in between (a read, then an unconditional write), so that a takeover
+	// in between is completed or released.
+	completeCheckThenSet bug = "completeCheckThenSet"
 )
 
 // refStore is a small, plain, map-based Store written from the contract
@@ -227,6 +232,12 @@ func (s *refStore) held(k idempotency.Key, token int64, renew bool, f func(e *re
 	}
 	if s.bug == lapsedRefused && !renew && !now.Before(e.leaseUntil) {
 		return idempotency.ErrStaleToken
+	}
+	if s.bug == completeCheckThenSet && !renew {
+		s.mu.Unlock()
+		time.Sleep(time.Millisecond)
+		s.mu.Lock()
+		now = time.Now()
 	}
 	f(e, now)
 	return nil
@@ -526,6 +537,9 @@ func TestSuiteRejects(t *testing.T) {
 		// A Renew refused for its cancelled context changes nothing: the
 		// holder's lease stays as it was.
 		{"CancelledRenewApplied", cancelledRenewApplies, []string{"ContextCancelled"}},
+		// Complete acts only while the token is current: a takeover that
+		// comes between its check and its write is not completed.
+		{"CompleteCheckThenSet", completeCheckThenSet, []string{"LateCompleteRacesTakeover"}},
 	} {
 		t.Run(m.name, func(t *testing.T) { wantRejected(t, m.bug, m.cases...) })
 	}
