@@ -198,7 +198,7 @@ func testConcurrentClaims(t *testing.T, s idempotency.Store) {
 	const n = 50
 	k := key(t, "race")
 	ctx := ctxT(t)
-	results, errs := claimAtOnce(ctx, s, k, n, nil)
+	results, errs := claimAtOnce(ctx, s, k, n, 0, nil)
 	for _, err := range errs {
 		t.Errorf("concurrent Claim: %v", err)
 	}
@@ -434,9 +434,13 @@ func testReleaseThenReclaim(t *testing.T, s idempotency.Store) {
 
 // testLateCompleteRacesTakeover runs a dead holder's late Complete against
 // takeover attempts: either the Complete wins and nobody takes over, or one
-// takeover wins and the Complete is refused.
+// takeover wins and the Complete is refused. Claims released all at once
+// tend to run before the Complete, so in later rounds they are spread out,
+// one every round × 50µs after it starts: some then come while it is under
+// way, where a store that checks the token, then writes without holding
+// the entry between the two, lets them take over a claim it then completes.
 func testLateCompleteRacesTakeover(t *testing.T, s idempotency.Store) {
-	const rounds, claimers = 5, 8
+	const rounds, claimers = 8, 8
 	ctx := ctxT(t)
 	for round := range rounds {
 		k := key(t, "late-"+string(rune('a'+round)))
@@ -444,7 +448,8 @@ func testLateCompleteRacesTakeover(t *testing.T, s idempotency.Store) {
 		waitLapsed(t, s, k)
 		var won bool
 		var completeErr error
-		claims, errs := claimAtOnce(ctx, s, k, claimers, func() {
+		stagger := time.Duration(round) * 50 * time.Microsecond
+		claims, errs := claimAtOnce(ctx, s, k, claimers, stagger, func() {
 			completeErr = s.Complete(ctx, k, old, sample(), longTTL)
 			won = completeErr == nil
 		})
@@ -927,8 +932,9 @@ func bytesResponse() idempotency.Response {
 
 // claimAtOnce makes n Claims of k for "fp" at once, from goroutines of
 // their own released together, alongside along (when not nil) in one more,
-// and returns what they got once all are done.
-func claimAtOnce(ctx context.Context, s idempotency.Store, k idempotency.Key, n int, along func()) ([]idempotency.ClaimResult, []error) {
+// and returns what they got once all are done. With a stagger above zero,
+// the i-th Claim (from 0) waits i × stagger after the release.
+func claimAtOnce(ctx context.Context, s idempotency.Store, k idempotency.Key, n int, stagger time.Duration, along func()) ([]idempotency.ClaimResult, []error) {
 	var mu sync.Mutex
 	var results []idempotency.ClaimResult
 	var errs []error
@@ -937,9 +943,12 @@ func claimAtOnce(ctx context.Context, s idempotency.Store, k idempotency.Key, n 
 	if along != nil {
 		wg.Go(func() { <-start; along() })
 	}
-	for range n {
+	for i := range n {
 		wg.Go(func() {
 			<-start
+			if i > 0 && stagger > 0 {
+				pause(time.Duration(i) * stagger)
+			}
 			r, err := s.Claim(ctx, k, "fp", longLease, longTTL)
 			mu.Lock()
 			defer mu.Unlock()
