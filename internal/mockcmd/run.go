@@ -326,7 +326,9 @@ func openBackend(ctx context.Context, u string, o backendOptions) (backend, erro
 				return fmt.Errorf("mockserver: cannot reach redis: %w", err)
 			}
 			if probe.TLSConfig != nil {
-				err = refusePlainRedis(ctx, conn)
+				err = refusePlainRedis(ctx, conn, func(ctx context.Context) (net.Conn, error) {
+					return d.DialContext(ctx, probe.Network, probe.Addr)
+				}, probe.TLSConfig)
 			}
 			_ = conn.Close()
 			if err != nil {
