@@ -32,7 +32,6 @@ func TestFingerprint(t *testing.T) {
 		{"escapes", "POST", "/pay?x=1&y=2", "application/json", `{"\u0061ccount":"\u0061","amount":10,"tags":["x","y"]}`},
 		{"reordered query", "POST", "/pay?y=2&x=1", "application/json", `{"account":"a","amount":10,"tags":["x","y"]}`},
 		{"json media type parameters", "POST", "/pay?x=1&y=2", "application/json; charset=utf-8", `{"amount":10,"account":"a","tags":["x","y"]}`},
-		{"+json media type", "POST", "/pay?x=1&y=2", "application/merge-patch+json", `{"amount":10,"account":"a","tags":["x","y"]}`},
 	}
 	for _, tt := range same {
 		if got := fp(tt.method, tt.target, tt.ct, tt.body); got != base {
@@ -51,6 +50,7 @@ func TestFingerprint(t *testing.T) {
 		{"query value", "POST", "/pay?x=1&y=3", "application/json", `{"account":"a","amount":10,"tags":["x","y"]}`},
 		{"no query", "POST", "/pay", "application/json", `{"account":"a","amount":10,"tags":["x","y"]}`},
 		{"not JSON: raw bytes", "POST", "/pay?x=1&y=2", "text/plain", `{"account":"a","amount":10,"tags":["x","y"]}`},
+		{"+json media type", "POST", "/pay?x=1&y=2", "application/merge-patch+json", `{"account":"a","amount":10,"tags":["x","y"]}`},
 	}
 	seen := map[string]string{base: "base"}
 	for _, tt := range different {
