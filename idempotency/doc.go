@@ -48,10 +48,11 @@
 // sf-string are the key (spaces at its ends included), and RFC 9651
 // parameters after an sf-string are ignored when well formed and refused
 // when not. The fingerprint binds a key to one request: "v1:" and the
-// SHA-256 of the method, the path, the query with parameters sorted, and the
-// body, canonicalised when it is JSON, or the form a handler in front of
-// the Middleware parsed from it (see Fingerprint). The version prefix
-// lets a later recipe coexist with stored v1 entries without false matches.
+// SHA-256 of the method, the path, the query with parameters sorted, the
+// body's media type (application/json names none), and the body,
+// canonicalised when it is JSON, or the form a handler in front of the
+// Middleware parsed from it (see Fingerprint). The version prefix lets a
+// later recipe coexist with stored v1 entries without false matches.
 //
 // # Scope
 //
@@ -341,7 +342,7 @@
 //	                  authenticated caller has its own keys), "custom" (WithScope, not described), or
 //	                  the server's own word; scope.perRoute false: the route is in the fingerprint, so a
 //	                  key sent to another route is a mismatch (422); scope.description optional prose
-//	fingerprint       version "v1", covers ["method","path","query","body"], jsonBody "canonical"
+//	fingerprint       version "v1", covers ["method","path","query","mediaType","body"], jsonBody "canonical"
 //	                  (sorted members, no insignificant space), maxBodyBytes (larger: 413)
 //	replay            header "Idempotent-Replayed"; storedBelow 500 and notStored [307, 308, 408, 429]: the statuses
 //	                  stored and replayed (any other stores nothing, and a retry runs again); headers, the

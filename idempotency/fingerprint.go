@@ -5,10 +5,8 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"hash"
-	"mime"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 )
 
@@ -21,7 +19,8 @@ const fingerprintVersion = "v1:"
 // given body (r.Body itself is not read; the files of a multipart form
 // parsed before are, see below): "v1:" followed by the hex SHA-256
 // of the method, the escaped URL path, the canonical query (parameters sorted by
-// name, the order of repeated values kept) and the body. A body whose
+// name, the order of repeated values kept), the body's media type and the
+// body. A body whose
 // Content-Type is application/json or ends in +json, and that is valid JSON,
 // is canonicalised first (object members sorted, insignificant whitespace
 // dropped, strings re-escaped minimally, numbers kept as their literal text),
@@ -46,12 +45,16 @@ const fingerprintVersion = "v1:"
 //     by name, so the v1 fingerprint of every other body stays as it was.
 //   - Query parameters are compared decoded (a=%41 is a=A, and "a" is "a=");
 //     a query that does not decode is taken as it is.
-//   - The Content-Type only chooses JSON or bytes: the same valid JSON sent
-//     as application/json and as text/plain differs, while media type
-//     parameters (charset) do not matter. A body sent as JSON that does not
-//     parse as JSON (or nests deeper than the canonicaliser goes) is taken
-//     as bytes, so it has the fingerprint of the same bytes sent as
-//     text/plain; changing that would change stored v1 fingerprints.
+//   - The media type is part of it, as it decides how the application
+//     reads the same bytes: the same JSON sent as application/json, as
+//     application/merge-patch+json or as application/vnd.bank.v2+json
+//     differs, and so do parameters (version=2). Its spelling does not
+//     matter: the case of the type and of parameter names, the order of
+//     parameters, a charset's case, and charset=utf-8 on a JSON type. A
+//     missing Content-Type, an empty body and a parsed form (below) name
+//     none. A body sent as JSON that does not parse as JSON (or nests
+//     deeper than the canonicaliser goes) is taken as bytes, beside its
+//     media type.
 //   - A handler in front of the Middleware that parsed the body as a form
 //     (r.FormValue, r.ParseForm or r.ParseMultipartForm, leaving
 //     r.PostForm not empty or r.MultipartForm set) consumed it, and the
@@ -98,7 +101,8 @@ var fpPool = sync.Pool{New: func() any { return &fpState{hash: sha256.New()} }}
 // fingerprint hashes the stream of tagged, length-prefixed fields (see
 // appendField) that no two different requests share: the method, the path,
 // the canonical query if any, the form parsed from the body in front of the
-// Middleware if form is not nil (see appendParsedForm), and the body as
+// Middleware if form is not nil (see appendParsedForm), else the body's
+// media type if it names one (see bodyType), and the body as
 // canonical JSON ('j') or as bytes ('b'). The body is hashed where it lies, in the request's bytes or
 // the canonicaliser's buffer, and never copied to a stream of its own (the
 // short pieces of reordered objects pass through a 4 KiB buffer).
@@ -115,7 +119,17 @@ func fingerprint(method, path, rawQuery string, form *http.Request, contentType 
 	if form != nil {
 		f = appendParsedForm(f, form, st.chunk[:])
 	}
-	if len(body) > 0 && isJSONType(contentType) && st.canon.read(body) == nil {
+	var isJSON bool
+	if len(body) > 0 {
+		// The media type is part of it beside a body (see bodyType), not
+		// beside a parsed form, whose values the application reads
+		// whatever the form's media type (or multipart boundary) was.
+		var withType []byte
+		if isJSON, withType = bodyType(f, contentType); form == nil {
+			f = withType
+		}
+	}
+	if isJSON && st.canon.read(body) == nil {
 		h.Write(appendFieldHead(f, 'j', st.canon.canonicalLen()))
 		st.canon.emit(&sink{w: h, b: st.chunk[:0]})
 	} else {
@@ -155,18 +169,4 @@ func canonicalQuery(raw string) string {
 		return "!" + raw
 	}
 	return v.Encode()
-}
-
-func isJSONType(ct string) bool {
-	if ct == "" {
-		return false
-	}
-	if ct == "application/json" {
-		return true
-	}
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil {
-		return false
-	}
-	return mt == "application/json" || strings.HasSuffix(mt, "+json")
 }

@@ -19,7 +19,10 @@ var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/fingerpri
 
 // goldenFile holds v1 fingerprints computed by the implementation of
 // commit 55863a0, before the canonicaliser was rewritten to hash without a
-// stage copy: stored fingerprints must keep matching their retries.
+// stage copy: stored fingerprints must keep matching their retries. Those of
+// bodies sent as text/plain and application/merge-patch+json were computed
+// anew when the media type became part of the fingerprint (the same bytes
+// under another media type had shared one).
 const goldenFile = "testdata/fingerprint_golden.jsonl"
 
 // goldenCase is one request of the golden file; Body is base64, since

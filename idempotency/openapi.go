@@ -51,7 +51,7 @@ func OpenAPI(opts ...Option) *OpenAPIFragment {
 		Scope:        scope,
 		Fingerprint: OpenAPIFingerprint{
 			Version:      fingerprintVersion[:len(fingerprintVersion)-1],
-			Covers:       []string{"method", "path", "query", "body"},
+			Covers:       []string{"method", "path", "query", "mediaType", "body"},
 			JSONBody:     "canonical",
 			MaxBodyBytes: c.maxRequestBody,
 		},
@@ -181,7 +181,9 @@ type OpenAPIFingerprint struct {
 	// Version is the fingerprint recipe: "v1".
 	Version string `json:"version"`
 	// Covers are the parts of the request it digests: method, path, query
-	// (parameters sorted by name) and body. Headers are not among them.
+	// (parameters sorted by name), mediaType (the body's Content-Type,
+	// application/json naming none) and body. No other header is among
+	// them.
 	Covers []string `json:"covers"`
 	// JSONBody is "canonical": a JSON body (application/json or +json) is
 	// compared with its members sorted and insignificant whitespace
