@@ -1,0 +1,43 @@
+package idempotency_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/saferetry/saferetry/idempotency"
+)
+
+// TestFingerprintKeepsStrippedPrefix mounts the Middleware under
+// http.StripPrefix for two API versions that share a store: a key used on
+// /v1/pay and then sent with the same body to /v2/pay is another route,
+// a mismatch (422), not a replay of the v1 answer, although both handlers
+// see the path /pay.
+func TestFingerprintKeepsStrippedPrefix(t *testing.T) {
+	store := newStore(t)
+	version := func(v string) http.Handler {
+		return idempotency.Middleware(store)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, "charged by "+v+" at "+r.URL.Path)
+		}))
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", http.StripPrefix("/v1", version("v1")))
+	mux.Handle("/v2/", http.StripPrefix("/v2", version("v2")))
+	do := func(target string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, target, strings.NewReader(`{"amount":1500}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set(idempotency.HeaderIdempotencyKey, "k-prefix")
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, r)
+		return w
+	}
+	first := do("/v1/pay")
+	if first.Code != http.StatusCreated {
+		t.Fatalf("first = %d %s", first.Code, first.Body)
+	}
+	wantProblem(t, do("/v2/pay"), http.StatusUnprocessableEntity, idempotency.ProblemKeyReused)
+	wantReplay(t, do("/v1/pay"), first)
+}
