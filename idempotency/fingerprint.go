@@ -43,6 +43,10 @@ const fingerprintVersion = "v1:"
 //     folded decoded, with invalid UTF-8 and lone surrogates read as U+FFFD.
 //     Only an object holding such a pair is sorted by folded name rather than
 //     by name, so the v1 fingerprint of every other body stays as it was.
+//   - The path and query are those of r.URL, what the handler reads, and,
+//     when a handler in front of the Middleware changed them (as
+//     http.StripPrefix does), also those the client sent (r.RequestURI), so
+//     that /v1/pay and /v2/pay stay two routes behind their prefixes.
 //   - Query parameters are compared decoded (a=%41 is a=A, and "a" is "a=");
 //     a query that does not decode is taken as it is.
 //   - The media type is part of it, as it decides how the application
@@ -80,7 +84,8 @@ func Fingerprint(r *http.Request, body []byte) string {
 	if formParsed(r) {
 		form = r
 	}
-	return fingerprint(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, form, ct, body)
+	path := r.URL.EscapedPath()
+	return fingerprint(r.Method, path, r.URL.RawQuery, appendRequestTarget(nil, r, path), form, ct, body)
 }
 
 // fpState is the pooled state of one fingerprint: the hash, the
@@ -100,13 +105,14 @@ var fpPool = sync.Pool{New: func() any { return &fpState{hash: sha256.New()} }}
 
 // fingerprint hashes the stream of tagged, length-prefixed fields (see
 // appendField) that no two different requests share: the method, the path,
-// the canonical query if any, the form parsed from the body in front of the
+// the canonical query if any, the request target the client sent if a
+// handler in front changed it (target, see appendRequestTarget), the form parsed from the body in front of the
 // Middleware if form is not nil (see appendParsedForm), else the body's
 // media type if it names one (see bodyType), and the body as
 // canonical JSON ('j') or as bytes ('b'). The body is hashed where it lies, in the request's bytes or
 // the canonicaliser's buffer, and never copied to a stream of its own (the
 // short pieces of reordered objects pass through a 4 KiB buffer).
-func fingerprint(method, path, rawQuery string, form *http.Request, contentType string, body []byte) string {
+func fingerprint(method, path, rawQuery string, target []byte, form *http.Request, contentType string, body []byte) string {
 	st := fpPool.Get().(*fpState)
 	defer fpPool.Put(st)
 	h := st.hash
@@ -116,6 +122,7 @@ func fingerprint(method, path, rawQuery string, form *http.Request, contentType 
 	if rawQuery != "" {
 		f = appendField(f, 'q', canonicalQuery(rawQuery))
 	}
+	f = append(f, target...)
 	if form != nil {
 		f = appendParsedForm(f, form, st.chunk[:])
 	}

@@ -41,3 +41,23 @@ func TestFingerprintKeepsStrippedPrefix(t *testing.T) {
 	wantProblem(t, do("/v2/pay"), http.StatusUnprocessableEntity, idempotency.ProblemKeyReused)
 	wantReplay(t, do("/v1/pay"), first)
 }
+
+// TestFingerprintRequestTargetForms checks that the request target the
+// client sent only counts when a handler changed r.URL from it: its
+// absolute form and its spellings that parse to the same URL give the
+// fingerprint of a request built without one.
+func TestFingerprintRequestTargetForms(t *testing.T) {
+	for _, tt := range []struct{ target, url string }{
+		{"/pay?b=2&a=1", "/pay?b=2&a=1"},
+		{"http://api.example/pay?b=2&a=1", "/pay?b=2&a=1"},
+		{"/a{b}", "/a%7Bb%7D"},
+		{"/pay%2Fx?", "/pay%2Fx"},
+	} {
+		r := httptest.NewRequest(http.MethodPost, tt.target, nil)
+		bare := httptest.NewRequest(http.MethodPost, tt.url, nil)
+		bare.RequestURI = ""
+		if a, b := idempotency.Fingerprint(r, []byte("x")), idempotency.Fingerprint(bare, []byte("x")); a != b {
+			t.Errorf("target %s: fingerprint differs from that of %s without a RequestURI", tt.target, tt.url)
+		}
+	}
+}
