@@ -71,7 +71,7 @@ var ErrNotAckExplicit = errors.New("outbox/jetstream: Consume needs a consumer w
 // Consume processes cons's messages through in until ctx is done, then
 // returns nil (or until cons's NATS connection is closed, which never
 // reconnects: then it returns ErrConnectionClosed; or until cons is
-// deleted: then it returns ErrConsumerDeleted), one message at a time: for each, h runs in Inbox.Process
+// deleted, or its stream: then it returns ErrConsumerDeleted), one message at a time: for each, h runs in Inbox.Process
 // under the message's Nats-Msg-Id (whatever its bytes), and the message is acknowledged only
 // after that commit (or when the inbox says duplicate). While Process
 // runs, the message's AckWait is extended (InProgress every third of the
@@ -146,7 +146,7 @@ func Consume(ctx context.Context, cons natsjs.Consumer, in *outbox.Inbox, h Hand
 		iter, err := cons.Messages(pull...)
 		if err == nil {
 			var left natsjs.Msg
-			left, err = consumeIter(ctx, iter, in, h, cfg)
+			left, err = consumeIter(ctx, cons, iter, in, h, cfg)
 			if ctx.Err() != nil {
 				handBack(ctx, iter, left, in, h, cfg)
 				return nil
@@ -159,6 +159,9 @@ func Consume(ctx context.Context, cons natsjs.Consumer, in *outbox.Inbox, h Hand
 			// A closed connection never reconnects: nothing would be
 			// consumed again.
 			return ErrConnectionClosed
+		case errors.Is(err, ErrConsumerDeleted):
+			// consumeIter saw it gone (see consumerGone).
+			return ErrConsumerDeleted
 		case errors.Is(err, natsjs.ErrConsumerDeleted):
 			if consumerGone(ctx, cons) {
 				return ErrConsumerDeleted
@@ -204,26 +207,35 @@ func pullOptions(info *natsjs.ConsumerInfo, prefetch int) ([]natsjs.PullMessages
 var ErrConnectionClosed = fmt.Errorf("outbox/jetstream: consume: %w", nats.ErrConnectionClosed)
 
 // ErrConsumerDeleted is returned by Consume when its consumer was
-// deleted: it would consume nothing again, and a consumer made again
-// under that name is another one, whose configuration Consume did not
-// check (call Consume again with it). It wraps natsjs.ErrConsumerDeleted.
-// Match it with errors.Is.
+// deleted, by itself or with its stream: it would consume nothing again,
+// and a consumer made again under that name (or in a stream made again
+// under that name) is another one, whose configuration Consume did not
+// check (call Consume again with it). A deletion that Consume's pull
+// request is not told of (its connection was down meanwhile, or the
+// server does not tell of a stream's deletion) is seen once nats.go
+// reports a missed heartbeat: after the pull request's expiry, 30 s, or
+// the consumer's MaxRequestExpires if shorter. It wraps
+// natsjs.ErrConsumerDeleted. Match it with errors.Is.
 var ErrConsumerDeleted = fmt.Errorf("outbox/jetstream: consume: %w", natsjs.ErrConsumerDeleted)
 
-// consumerGone reports whether JetStream says that cons does not exist:
-// nats-server may also tell a pull request "consumer deleted" when it
-// only stops the consumer (as some versions do on shutdown or a leader
-// change), which a new pull request outlives.
+// consumerGone reports whether JetStream says that cons, or its stream,
+// does not exist: nats-server may also tell a pull request "consumer
+// deleted" when it only stops the consumer (as some versions do on
+// shutdown or a leader change), which a new pull request outlives, and
+// heartbeats are missed while a server restarts, or hangs, as well as
+// once the stream is deleted. A failed look-up (the server down, or not
+// answering) is not taken for a deletion.
 func consumerGone(ctx context.Context, cons natsjs.Consumer) bool {
 	_, err := cons.Info(ctx)
-	return errors.Is(err, natsjs.ErrConsumerNotFound)
+	return errors.Is(err, natsjs.ErrConsumerNotFound) || errors.Is(err, natsjs.ErrStreamNotFound)
 }
 
 // consumeIter handles iter's messages until ctx is done or iter closes
-// (it returns why). It returns the message that ctx's end left
-// unsettled, if any: taken from iter, or whose handling failed, as
+// (it returns why), or cons is found deleted after a missed heartbeat
+// (it returns ErrConsumerDeleted). It returns the message that ctx's end
+// left unsettled, if any: taken from iter, or whose handling failed, as
 // Consume stopped.
-func consumeIter(ctx context.Context, iter natsjs.MessagesContext, in *outbox.Inbox, h Handler, cfg consumeConfig) (left natsjs.Msg, err error) {
+func consumeIter(ctx context.Context, cons natsjs.Consumer, iter natsjs.MessagesContext, in *outbox.Inbox, h Handler, cfg consumeConfig) (left natsjs.Msg, err error) {
 	for {
 		m, err := iter.Next(natsjs.NextContext(ctx))
 		switch {
@@ -234,6 +246,10 @@ func consumeIter(ctx context.Context, iter natsjs.MessagesContext, in *outbox.In
 			return nil, nil
 		case errors.Is(err, natsjs.ErrMsgIteratorClosed) || errors.Is(err, natsjs.ErrConsumerDeleted):
 			return nil, err
+		case errors.Is(err, natsjs.ErrNoHeartbeat) && consumerGone(ctx, cons):
+			// A deletion no pull request was told of (see
+			// ErrConsumerDeleted): missed heartbeats are the only sign.
+			return nil, ErrConsumerDeleted
 		case err != nil:
 			// Missed heartbeats (a server restart): the iterator goes on.
 			cfg.logger.Warn("outbox/jetstream: next", "err", err)

@@ -43,8 +43,9 @@
 //
 // Consume goes on after a NATS server restart once the connection is
 // back, and returns ErrConnectionClosed when the connection closes for
-// good, and ErrConsumerDeleted when its consumer is deleted (a consumer
-// made again under that name is another: call Consume with it). While a handler runs, it extends its message's AckWait
+// good, and ErrConsumerDeleted when its consumer, or its stream, is
+// deleted (a consumer made again under that name is another: call
+// Consume with it). While a handler runs, it extends its message's AckWait
 // (working acknowledgements every third of it), so a slow handler's
 // message is not redelivered meanwhile, nor its MaxDeliver spent. Consume
 // fetches a message only once it is ready to handle it, so that no
