@@ -15,10 +15,12 @@ import (
 // message that subject filters and subscriptions misread), one under
 // $JS.API. is a JetStream API call, not a message ("$JS.API.STREAM.DELETE.
 // <stream>" deleted the stream, and the relay would call it again on each
-// retry), and one under $JS.ACK. a consumer's acknowledgement. The
-// Publisher must refuse them without sending them, and the relay fail
+// retry), as is one under $JS.<domain>.API. (the API of the JetStream
+// domain <domain>), and one under $JS.ACK. a consumer's acknowledgement.
+// The Publisher must refuse them without sending them, and the relay fail
 // them at once and go on with their Key; a token merely holding "*" or
-// ">" ("a*") is an ordinary subject.
+// ">" ("a*") is an ordinary subject, and so are those that merely look
+// alike ("$JSX.API.b", "$JS.hub.APIX.b", "$KV.b.c", "a.$JS.hub.API.b").
 func TestWildcardOrAPISubjectIsUnpublishable(t *testing.T) {
 	for name, topic := range map[string]func(stream string) string{
 		"star last":   func(st string) string { return st + ".created.*" },
@@ -26,6 +28,7 @@ func TestWildcardOrAPISubjectIsUnpublishable(t *testing.T) {
 		"gt":          func(st string) string { return st + ".>" },
 		"gt last":     func(st string) string { return st + ".created.>" },
 		"api":         func(st string) string { return "$JS.API.STREAM.DELETE." + st },
+		"domain api":  func(st string) string { return "$JS.hub.API.STREAM.DELETE." + st },
 		"ack":         func(st string) string { return "$JS.ACK." + st + ".c.1.1.1.0.0" },
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -53,13 +56,19 @@ func TestWildcardOrAPISubjectIsUnpublishable(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		pub := jetstream.NewPublisher(s.js)
-		for _, topic := range []string{"a*", "a>", "*a", ">a", "a.$JS.API.b"} {
+		for _, topic := range []string{"a*", "a>", "*a", ">a", "a.$JS.API.b", "a.$JS.hub.API.b"} {
 			m := outbox.Message{ID: topic, Topic: s.subject + topic}
 			if err := pub.CheckMessage(m); err != nil {
 				t.Errorf("CheckMessage(%q) = %v, want nil", m.Topic, err)
 			}
 			if err := pub.Publish(ctx, []outbox.Message{m}); err != nil {
 				t.Errorf("Publish(%q) = %v, want nil", m.Topic, err)
+			}
+		}
+		// No stream takes these here: checked, not published.
+		for _, topic := range []string{"$JSX.API.b", "$JS.hub.APIX.b", "$JS.hubAPI.b", "$KV.b.c", "$JS.EVENT.ADVISORY.b"} {
+			if err := pub.CheckMessage(outbox.Message{ID: topic, Topic: topic}); err != nil {
+				t.Errorf("CheckMessage(%q) = %v, want nil", topic, err)
 			}
 		}
 	})
