@@ -23,8 +23,8 @@
 // offending header named, while its Key's next messages are published.
 // A message larger than the server's max_payload, or than its stream's
 // MaxMsgSize (ErrTooLarge), or whose subject JetStream cannot take (white
-// space, an empty token, a wildcard token, a $JS.API. or $JS.ACK.
-// beginning, over 3,840 bytes: ErrInvalidSubject), is failed
+// space, an empty token, a wildcard token, a $JS.API., $JS.<domain>.API.
+// or $JS.ACK. beginning, over 3,840 bytes: ErrInvalidSubject), is failed
 // so too. Call the
 // Publisher's CheckMessage (or, without a Publisher, the package's, which
 // checks the headers alone) before Enqueue to refuse such messages in the

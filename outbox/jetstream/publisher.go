@@ -101,9 +101,10 @@ var ErrTooLarge = fmt.Errorf("outbox/jetstream: message too large for the server
 // never take: it holds white space (nats.go refuses it), an empty token
 // (a leading, trailing or doubled dot: no stream takes it, not even one of
 // subject ">"), a wildcard token ("*" or ">": no subject to publish to,
-// though a stream would store it), starts with $JS.API. or $JS.ACK.
-// (JetStream would take it for an API call or a consumer's
-// acknowledgement: see controlPrefixes), or is longer than 3,840 bytes
+// though a stream would store it), starts with $JS.API.,
+// $JS.<domain>.API. or $JS.ACK. (JetStream would take it for an API call
+// or a consumer's acknowledgement: see controlPrefixes), or is longer
+// than 3,840 bytes
 // (see maxSubject: the server would close the connection). The Publisher
 // does not send it. It wraps
 // outbox.ErrUnpublishable, so the relay marks such a message failed at
@@ -165,6 +166,9 @@ func checkSubject(subj string) error {
 			return fmt.Errorf("%w: %q is under %s, which JetStream reads as a command, not a message", ErrInvalidSubject, subj, p)
 		}
 	}
+	if t := strings.SplitN(subj, ".", 4); len(t) == 4 && t[0] == "$JS" && t[2] == "API" {
+		return fmt.Errorf("%w: %q is under $JS.%s.API., which JetStream reads as a command to its domain %q, not a message", ErrInvalidSubject, subj, t[1], t[1])
+	}
 	return nil
 }
 
@@ -172,7 +176,9 @@ func checkSubject(subj string) error {
 // is a command to JetStream rather than a message for a stream: its API
 // (a message to $JS.API.STREAM.DELETE.<stream> deletes the stream, and
 // the relay would send it again on each retry) and its consumers'
-// acknowledgements (one would settle another consumer's message).
+// acknowledgements (one would settle another consumer's message). The
+// API of a JetStream domain, $JS.<domain>.API., is one too, which
+// checkSubject refuses besides.
 var controlPrefixes = []string{"$JS.API.", "$JS.ACK."}
 
 // publishAsync sends m, or returns p.CheckMessage's error without sending
