@@ -106,11 +106,12 @@ var fpPool = sync.Pool{New: func() any { return &fpState{hash: sha256.New()} }}
 // fingerprint hashes the stream of tagged, length-prefixed fields (see
 // appendField) that no two different requests share: the method, the path,
 // the canonical query if any, the request target the client sent if a
-// handler in front changed it (target, see appendRequestTarget), the form parsed from the body in front of the
-// Middleware if form is not nil (see appendParsedForm), else the body's
-// media type if it names one (see bodyType), and the body as
-// canonical JSON ('j') or as bytes ('b'). The body is hashed where it lies, in the request's bytes or
-// the canonicaliser's buffer, and never copied to a stream of its own (the
+// handler in front changed it (target, see appendRequestTarget), the form
+// parsed from the body in front of the Middleware if form is not nil (see
+// appendParsedForm), else the body's media type if it names one (see
+// bodyType), and the body as canonical JSON ('j') or as bytes ('b'). The
+// body is hashed where it lies, in the request's bytes or the
+// canonicaliser's buffer, and never copied to a stream of its own (the
 // short pieces of reordered objects pass through a 4 KiB buffer).
 func fingerprint(method, path, rawQuery string, target []byte, form *http.Request, contentType string, body []byte) string {
 	st := fpPool.Get().(*fpState)

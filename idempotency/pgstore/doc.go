@@ -204,20 +204,21 @@
 // 90 % of a window's claims acquired. The answers are the same on both
 // paths.
 //
-// Choose transactional mode when every side effect of the handler is a write
-// to the same PostgreSQL database, made through the transaction from
+// Choose transactional mode when every side effect of the handler is a
+// write to the same PostgreSQL database, made through the transaction from
 // TxFromContext: it is then exactly-once without leases or half-done work.
 // Do not choose it when the handler has external side effects (payments
 // through another API, e-mails, messages to a broker, writes to another
-// database): those cannot be rolled back with the transaction, so a rollback
-// after they happened lets a retry repeat them. Use lease mode there, and make
-// the external calls idempotent themselves. Transactional mode also holds a
-// database connection and a row lock for the whole handler, and a waiting
-// duplicate holds a connection for up to the lock timeout for each
-// transaction it finds holding the key (a holder that rolls back hands the
-// key to the next waiting claim), so keep such
-// handlers short and size the pool for the requests in flight. Do not mix both modes on one table: a lease-mode Claim would
-// wait without a lock timeout behind an uncommitted transactional claim.
+// database): those cannot be rolled back with the transaction, so a
+// rollback after they happened lets a retry repeat them. Use lease mode
+// there, and make the external calls idempotent themselves. Transactional
+// mode also holds a database connection and a row lock for the whole
+// handler, and a waiting duplicate holds a connection for up to the lock
+// timeout for each transaction it finds holding the key (a holder that
+// rolls back hands the key to the next waiting claim), so keep such
+// handlers short and size the pool for the requests in flight. Do not mix
+// both modes on one table: a lease-mode Claim would wait without a lock
+// timeout behind an uncommitted transactional claim.
 //
 // # Exec modes and connection poolers
 //

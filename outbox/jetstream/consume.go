@@ -71,29 +71,31 @@ var ErrNotAckExplicit = errors.New("outbox/jetstream: Consume needs a consumer w
 // Consume processes cons's messages through in until ctx is done, then
 // returns nil (or until cons's NATS connection is closed, which never
 // reconnects: then it returns ErrConnectionClosed; or until cons is
-// deleted, or its stream: then it returns ErrConsumerDeleted), one message at a time: for each, h runs in Inbox.Process
-// under the message's Nats-Msg-Id (whatever its bytes), and the message is acknowledged only
-// after that commit (or when the inbox says duplicate). While Process
-// runs, the message's AckWait is extended (InProgress every third of the
-// consumer's AckWait, or of its shortest BackOff step, as Consume read
-// them when called), so that JetStream does not redeliver a message whose
+// deleted, or its stream: then it returns ErrConsumerDeleted), one message
+// at a time: for each, h runs in Inbox.Process under the message's
+// Nats-Msg-Id (whatever its bytes), and the message is acknowledged only
+// after that commit (or when the inbox says duplicate). While Process runs,
+// the message's AckWait is extended (InProgress every third of the
+// consumer's AckWait, or of its shortest BackOff step, as Consume read them
+// when called), so that JetStream does not redeliver a message whose
 // handler is slow but alive. Consume asks for a message only once it is
 // ready to handle it (unless WithPrefetch says otherwise), so that no
 // message waits, not extended, behind a handler: a message's deliveries
 // (MaxDeliver) are spent by handlings and AckWaits that its handler
-// outlived, not by waiting in Consume. When h or the commit fails the message is
-// negatively acknowledged, and redelivered. A crash between the commit and the acknowledgement makes JetStream
-// redeliver after the consumer's AckWait: the inbox then says duplicate,
-// and the message is acknowledged without a second effect. A message
-// without Nats-Msg-Id cannot be deduplicated: it is terminated (not
-// redelivered) and logged. When ctx ends, the messages Consume fetched
-// and did not handle are negatively acknowledged, for JetStream to
-// redeliver at once rather than after AckWait; those on their last
-// delivery (the consumer's MaxDeliver, as Consume read it when called),
-// which JetStream would not redeliver, are handled before Consume returns
-// instead, each under a context that ctx's end does not end, bounded by
-// the consumer's AckWait (or shortest BackOff step). Run several Consume calls,
-// in one process or many, for more throughput.
+// outlived, not by waiting in Consume. When h or the commit fails the
+// message is negatively acknowledged, and redelivered. A crash between the
+// commit and the acknowledgement makes JetStream redeliver after the
+// consumer's AckWait: the inbox then says duplicate, and the message is
+// acknowledged without a second effect. A message without Nats-Msg-Id
+// cannot be deduplicated: it is terminated (not redelivered) and logged.
+// When ctx ends, the messages Consume fetched and did not handle are
+// negatively acknowledged, for JetStream to redeliver at once rather than
+// after AckWait; those on their last delivery (the consumer's MaxDeliver,
+// as Consume read it when called), which JetStream would not redeliver, are
+// handled before Consume returns instead, each under a context that ctx's
+// end does not end, bounded by the consumer's AckWait (or shortest BackOff
+// step). Run several Consume calls, in one process or many, for more
+// throughput.
 //
 // cons must be a pull consumer (durable or named) whose AckPolicy is
 // explicit, the only policy under which a negative acknowledgement
