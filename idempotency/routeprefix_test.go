@@ -61,3 +61,48 @@ func TestFingerprintRequestTargetForms(t *testing.T) {
 		}
 	}
 }
+
+// TestFingerprintQueryRemovedInFront mounts the Middleware behind a handler
+// that checks a signed query (ts, sig) and removes it from r.URL before the
+// application sees it, alone and under http.StripPrefix. A client that signs
+// every attempt anew (a signing RoundTripper under the retrying one) sends
+// another ts and sig on its retry: the handler reads the same request, so
+// the retry is a replay of the first answer, not a key reused (422).
+func TestFingerprintQueryRemovedInFront(t *testing.T) {
+	unsign := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			q := r.URL.Query()
+			q.Del("ts")
+			q.Del("sig")
+			r.URL.RawQuery = q.Encode()
+			next.ServeHTTP(w, r)
+		})
+	}
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, "charged at "+r.URL.RequestURI())
+	})
+	for _, tt := range []struct {
+		name, prefix string
+	}{{"alone", ""}, {"under StripPrefix", "/v1"}} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := unsign(idempotency.Middleware(newStore(t))(app))
+			if tt.prefix != "" {
+				h = http.StripPrefix(tt.prefix, h)
+			}
+			do := func(ts string) *httptest.ResponseRecorder {
+				r := httptest.NewRequest(http.MethodPost, tt.prefix+"/pay?to=acct_1&ts="+ts+"&sig=s"+ts, strings.NewReader(`{"amount":1500}`))
+				r.Header.Set("Content-Type", "application/json")
+				r.Header.Set(idempotency.HeaderIdempotencyKey, "k-signed")
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				return w
+			}
+			first := do("1700000000")
+			if first.Code != http.StatusCreated {
+				t.Fatalf("first = %d %s", first.Code, first.Body)
+			}
+			wantReplay(t, do("1700000007"), first)
+		})
+	}
+}
