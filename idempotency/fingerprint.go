@@ -44,9 +44,11 @@ const fingerprintVersion = "v1:"
 //     Only an object holding such a pair is sorted by folded name rather than
 //     by name, so the v1 fingerprint of every other body stays as it was.
 //   - The path and query are those of r.URL, what the handler reads, and,
-//     when a handler in front of the Middleware changed them (as
-//     http.StripPrefix does), also those the client sent (r.RequestURI), so
-//     that /v1/pay and /v2/pay stay two routes behind their prefixes.
+//     when a handler in front of the Middleware changed the path (as
+//     http.StripPrefix does), also the path the client sent (r.RequestURI),
+//     so that /v1/pay and /v2/pay stay two routes behind their prefixes. The
+//     query the client sent is not taken: what a handler in front removed
+//     from it (a signature checked and dropped) may change on every attempt.
 //   - Query parameters are compared decoded (a=%41 is a=A, and "a" is "a=");
 //     a query that does not decode is taken as it is.
 //   - The media type is part of it, as it decides how the application
@@ -105,9 +107,9 @@ var fpPool = sync.Pool{New: func() any { return &fpState{hash: sha256.New()} }}
 
 // fingerprint hashes the stream of tagged, length-prefixed fields (see
 // appendField) that no two different requests share: the method, the path,
-// the canonical query if any, the request target the client sent if a
-// handler in front changed it (target, see appendRequestTarget), the form
-// parsed from the body in front of the Middleware if form is not nil (see
+// the canonical query if any, the path the client sent if a handler in
+// front changed it (target, see appendRequestTarget), the form parsed from
+// the body in front of the Middleware if form is not nil (see
 // appendParsedForm), else the body's media type if it names one (see
 // bodyType), and the body as canonical JSON ('j') or as bytes ('b'). The
 // body is hashed where it lies, in the request's bytes or the
