@@ -1,7 +1,12 @@
 package idempotency_test
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
+
+	"github.com/saferetry/saferetry/idempotency"
 )
 
 // TestFingerprintMediaType checks that the media type a body is sent with
@@ -45,5 +50,30 @@ func TestFingerprintMediaType(t *testing.T) {
 		if a != b {
 			t.Errorf("%s: %q and %q give different fingerprints for %s", tt.name, tt.ctA, tt.ctB, tt.body)
 		}
+	}
+}
+
+// TestKeyReusedNamesMediaType checks that the 422 answering a key sent again
+// with the same body under another media type says that the media type is
+// among what must match, so a client whose Content-Type changed between
+// attempts learns why.
+func TestKeyReusedNamesMediaType(t *testing.T) {
+	h := idempotency.Middleware(newStore(t))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+	}))
+	do := func(ct string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, "/pay", strings.NewReader(`{"amount":1500}`))
+		r.Header.Set("Content-Type", ct)
+		r.Header.Set(idempotency.HeaderIdempotencyKey, "k-type")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	if w := do("application/vnd.bank.v1+json"); w.Code != http.StatusCreated {
+		t.Fatalf("first = %d %s", w.Code, w.Body)
+	}
+	p := wantProblem(t, do("application/vnd.bank.v2+json"), http.StatusUnprocessableEntity, idempotency.ProblemKeyReused)
+	if !strings.Contains(p.Detail, "media type") {
+		t.Errorf("detail %q does not name the media type", p.Detail)
 	}
 }
