@@ -24,7 +24,7 @@ func (q *request) refused(e Entry) bool {
 	if e.Fingerprint != q.fp {
 		m.emit(q.eventOf(Event{Outcome: OutcomeMismatch, Key: k, Status: http.StatusUnprocessableEntity}))
 		writeProblem(q.w, problem{Type: ProblemKeyReused, Status: http.StatusUnprocessableEntity, Key: k.Key,
-			Detail: "This Idempotency-Key was used for a request with a different method, path, query or body."}, 0)
+			Detail: "This Idempotency-Key was used for a request with a different method, path, query, media type or body."}, 0)
 		return false
 	}
 	switch e.State {

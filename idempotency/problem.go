@@ -20,8 +20,8 @@ const (
 	// sf-string. The detail member says which.
 	ProblemMalformedKey = problemBase + "ProblemMalformedKey"
 	// ProblemKeyReused (422): the key was already used for a request with a
-	// different fingerprint (method, path, query or body). Never retry with
-	// this key; use a new key for a new operation.
+	// different fingerprint (method, path, query, media type or body).
+	// Never retry with this key; use a new key for a new operation.
 	ProblemKeyReused = problemBase + "ProblemKeyReused"
 	// ProblemInProgress (409): an earlier request with this key is still
 	// running. Retry after the Retry-After delay with the same key and body.
