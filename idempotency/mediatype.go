@@ -38,8 +38,13 @@ func bodyType(f []byte, ct string) (json bool, field []byte) {
 			params["charset"] = cs
 		}
 	}
-	if mt == "application/json" && len(params) == 0 {
-		return true, f
+	if len(params) == 0 {
+		if mt == "application/json" {
+			return true, f
+		}
+		// What mime.FormatMediaType gives for a type that parsed, without
+		// its allocations.
+		return json, appendField(f, 't', mt)
 	}
 	if s := mime.FormatMediaType(mt, params); s != "" {
 		return json, appendField(f, 't', s)
