@@ -68,6 +68,9 @@ func TestClaimHonoursTheCallersDeadline(t *testing.T) {
 				r, err := s.Claim(context.Background(), k, "fp", lease, time.Hour)
 				return err == nil && r.Acquired
 			})
+			testenv.Eventually(t, "the claim that outlived its caller leaves the gate", func() bool {
+				return s.gate.InUse() == 0
+			})
 		})
 	}
 }

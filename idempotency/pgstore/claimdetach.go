@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/saferetry/saferetry/idempotency"
 )
 
@@ -13,32 +15,66 @@ import (
 // also when ctx ends while they run. Cut short by ctx, a statement that
 // had committed its claim would lose the claim's token with its answer:
 // nobody could release it, and the key would stay held, every retry
-// answered 409, for the whole lease. Run to its answer, a claim that
-// acquired for a caller that left is released at once. The wait is
-// bounded by the lease, after which the claim has lapsed anyway; the
-// connection is had on ctx, so a caller that left waits for no
-// connection. When ctx ended, acquire returns its error and holds
-// nothing (unless the release failed: the claim then lapses with its
-// lease).
-func (s *Store) acquire(ctx context.Context, k idempotency.Key, fingerprint string, lease, ttl time.Duration, ttlUS int64) (idempotency.ClaimResult, error) {
+// answered 409, for the whole lease. So the statements run on a context
+// of their own, which ctx's end does not cancel, on a goroutine of their
+// own when ctx can end. acquire returns with ctx, as the Store contract
+// has it (its deadline, or its cancellation, is honoured), and handed
+// off (true) when it leaves the statements running: the goroutine then
+// waits for their answer (at most the lease from then, after which the
+// claim has lapsed anyway), releases a claim acquired for the caller that
+// left, and then lets go of the place in the gate that Claim entered
+// (Claim must not). The connection is had on ctx, so a caller that left
+// waits for no connection. A Release that fails leaves the claim to lapse
+// with its lease.
+func (s *Store) acquire(ctx context.Context, k idempotency.Key, fingerprint string, lease, ttl time.Duration, ttlUS int64) (res idempotency.ClaimResult, handedOff bool, err error) {
 	if err := ctx.Err(); err != nil {
-		return idempotency.ClaimResult{}, err
+		return idempotency.ClaimResult{}, false, err
 	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return idempotency.ClaimResult{}, err
+		return idempotency.ClaimResult{}, false, err
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease)
+	if ctx.Done() == nil {
+		// ctx never ends: no answer can be lost to it.
+		defer conn.Release()
+		res, err := s.acquireOn(ctx, conn, k, fingerprint, lease, ttl, ttlUS)
+		return res, false, err
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	answer := make(chan acquired) // unbuffered: the caller takes it, or left
+	go s.acquireDetached(ctx, sctx, cancel, answer, conn, k, fingerprint, lease, ttl, ttlUS)
+	select {
+	case a := <-answer:
+		return a.res, false, a.err
+	case <-ctx.Done():
+		time.AfterFunc(lease, cancel) // the claim has lapsed by then
+		return idempotency.ClaimResult{}, true, context.Cause(ctx)
+	}
+}
+
+// acquired is the answer of acquire's statements.
+type acquired struct {
+	res idempotency.ClaimResult
+	err error
+}
+
+// acquireDetached runs acquire's statements on conn under sctx and hands
+// their answer to the caller of acquire on answer, or, once ctx ended and
+// the caller left, releases what they acquired and leaves the gate. It
+// cancels sctx when done.
+func (s *Store) acquireDetached(ctx, sctx context.Context, cancel context.CancelFunc, answer chan<- acquired,
+	conn *pgxpool.Conn, k idempotency.Key, fingerprint string, lease, ttl time.Duration, ttlUS int64) {
 	defer cancel()
 	res, err := s.acquireOn(sctx, conn, k, fingerprint, lease, ttl, ttlUS)
 	conn.Release() // before the Release below, which takes a connection of its own
-	if ctx.Err() == nil {
-		return res, err
+	select {
+	case answer <- acquired{res, err}:
+	case <-ctx.Done():
+		if err == nil && res.Acquired {
+			_ = s.Release(sctx, k, res.Token) // it failed: the claim lapses with its lease
+		}
+		s.gate.Leave()
 	}
-	if err == nil && res.Acquired {
-		_ = s.Release(sctx, k, res.Token) // it failed: the claim lapses with its lease
-	}
-	return idempotency.ClaimResult{}, context.Cause(ctx)
 }
 
 // acquireOn runs the statements of acquire on q.

@@ -21,9 +21,9 @@
 // how much of its lease is left on the database clock after any wait for a
 // row lock, so that the middleware does not start a handler on a claim
 // that may have lapsed. A Claim whose context ends while its statement is
-// in flight waits for the answer (at most the lease) and releases the claim
-// it got, rather than leave the key held, for every retry a 409, until its
-// lease lapses.
+// in flight returns then, and leaves the statement to its answer (waited
+// for at most the lease), releasing the claim it got, rather than leave
+// the key held, for every retry a 409, until its lease lapses.
 //
 // Once at least 96 % of a window of 64 claims acquired their key (a load
 // of first executions, as a payments API mostly serves), a claim begins

@@ -371,9 +371,10 @@ WHERE t.scope = d.scope AND t.key = d.key AND t.expires_at <= statement_timestam
 // lapsed at birth) or a ttl that is not positive is an error. The row
 // is kept a second longer than ttl (see the package documentation,
 // "Schema and cleanup"). When ctx ends while a statement that may acquire
-// the key is in flight, Claim waits for its answer (at most the lease),
-// releases a claim it acquired, and returns ctx's error: a claim whose
-// answer was lost would hold the key for the whole lease.
+// the key is in flight, Claim returns ctx's error and leaves the statement
+// to its answer (waited for at most the lease), releasing a claim it
+// acquired: a claim whose answer was lost would hold the key for the whole
+// lease.
 func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
 	if lease < time.Microsecond {
 		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w, got %v", errNonPositiveLease, lease)
@@ -387,7 +388,12 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 	if err := s.gate.Enter(ctx); err != nil {
 		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
 	}
-	defer s.gate.Leave()
+	handedOff := false // to acquire's statements, which leave the gate (see acquire)
+	defer func() {
+		if !handedOff {
+			s.gate.Leave()
+		}
+	}()
 	if err := s.checkPool(ctx); err != nil {
 		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
 	}
@@ -401,7 +407,7 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 			return idempotency.ClaimResult{Entry: e}, nil
 		}
 	}
-	res, err := s.acquire(ctx, k, fingerprint, lease, ttl, ttlUS)
+	res, handedOff, err := s.acquire(ctx, k, fingerprint, lease, ttl, ttlUS)
 	if err != nil {
 		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: claim: %w", err)
 	}
