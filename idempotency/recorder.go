@@ -125,17 +125,20 @@ func (r *recorder) sentLength() int64 {
 	return r.length
 }
 
-// notWhole reports whether the answer recorded reaches its client broken,
-// as net/http's writer sends it (see flush): under a Content-Length that
-// no client reads as one (several values that differ, or one with a sign,
-// which net/http's writer takes and sends), or, to a request other than
-// HEAD (head), with fewer body bytes than the length declared, where
-// net/http's writer ends the connection and the client reads a message
-// cut short. Such an answer is not replayed: a replay would pass off as
-// good an answer that its first client never got whole. It is read after
-// the handler returned and before flush, and looks at the field as
-// sendHeader leaves it.
-func (r *recorder) notWhole(head bool) bool {
+// notWhole reports whether the answer recorded reaches the client of req
+// broken, as net/http's writer sends it (see flush): under a Content-Length
+// that no client reads as one (several values that differ, or one with a
+// sign, which net/http's writer takes and sends over HTTP/1), or, to a
+// request other than HEAD, with fewer body bytes than the length declared,
+// where net/http's writer ends the connection (HTTP/1) or the stream
+// (HTTP/2) and the client reads a message cut short. Over HTTP/2 and later
+// the writer sends the first value alone, and none when it is not digits
+// only: the body is then framed without it, and reaches the client whole.
+// Such an answer is not replayed: a replay would pass off as good an
+// answer that its first client never got whole. It is read after the
+// handler returned and before flush, and looks at the field as sendHeader
+// leaves it.
+func (r *recorder) notWhole(req *http.Request) bool {
 	if r.streaming {
 		return false // not recorded: the answer is oversize
 	}
@@ -152,15 +155,21 @@ func (r *recorder) notWhole(head bool) bool {
 		return false // net/http's writer drops the length and sends the body chunked
 	}
 	v := h["Content-Length"]
-	for _, x := range v[1:] {
-		if textproto.TrimString(x) != textproto.TrimString(v[0]) {
+	if req.ProtoMajor >= 2 {
+		if strings.Trim(v[0], "0123456789") != "" {
+			return false // not sent: the body is framed without it
+		}
+	} else {
+		for _, x := range v[1:] {
+			if textproto.TrimString(x) != textproto.TrimString(v[0]) {
+				return true
+			}
+		}
+		if strings.Trim(v[0], "0123456789") != "" {
 			return true
 		}
 	}
-	if strings.Trim(v[0], "0123456789") != "" {
-		return true
-	}
-	return !head && int64(len(r.buf)) < length
+	return req.Method != http.MethodHead && int64(len(r.buf)) < length
 }
 
 // Write buffers p. Like net/http's own writer, it refuses a body after a

@@ -129,7 +129,7 @@ func (m *middleware) settledAs(ctx context.Context, ev Event, completed bool) bo
 // (see recorder.notWhole). When borrowed, its Header goes back with
 // returnStoredHeaders once the store has answered (see storedHeaders).
 func (m *middleware) outcome(rec *recorder, r *http.Request) (resp Response, borrowed bool) {
-	if rec.oversize || rec.notWhole(r.Method == http.MethodHead) {
+	if rec.oversize || rec.notWhole(r) {
 		return Response{Status: rec.statusCode(), Oversize: true}, false
 	}
 	h, borrowed := m.cfg.storedHeaders(rec.w.Header())
