@@ -194,6 +194,18 @@ func TestDeclaredContentLength(t *testing.T) {
 			write(w, "abcde")
 			setLength(w, "2")
 		}},
+		{name: "changed after WriteHeader, shorter", status: http.StatusCreated, handle: func(w http.ResponseWriter) {
+			setLength(w, "10")
+			w.WriteHeader(http.StatusCreated)
+			setLength(w, "3")
+			write(w, "abc")
+		}},
+		{name: "removed after WriteHeader, shorter", status: http.StatusCreated, handle: func(w http.ResponseWriter) {
+			setLength(w, "10")
+			w.WriteHeader(http.StatusCreated)
+			w.Header().Del("Content-Length")
+			write(w, "abc")
+		}},
 		{name: "set after WriteHeader", status: http.StatusCreated, handle: func(w http.ResponseWriter) {
 			w.Header().Set("Content-Type", "text/plain")
 			w.WriteHeader(http.StatusCreated)
