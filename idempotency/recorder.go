@@ -144,9 +144,6 @@ func (r *recorder) notWhole(req *http.Request) bool {
 	}
 	h := r.w.Header()
 	length := r.sentLength()
-	if declaredLength(h) != length {
-		return false // sendHeader rewrites the field as one length, or drops it
-	}
 	status := r.statusCode()
 	if length < 0 || status == http.StatusNoContent || status == http.StatusNotModified {
 		return false // no length is sent (net/http's writer drops it for these)
@@ -154,22 +151,30 @@ func (r *recorder) notWhole(req *http.Request) bool {
 	if te := h.Get("Transfer-Encoding"); te != "" && te != "identity" {
 		return false // net/http's writer drops the length and sends the body chunked
 	}
-	v := h["Content-Length"]
-	if req.ProtoMajor >= 2 {
-		if strings.Trim(v[0], "0123456789") != "" {
+	// The field goes out as the handler left it, unless sendHeader
+	// rewrites it as the one length sent: then only the body can fall
+	// short of it.
+	if v := h["Content-Length"]; declaredLength(h) == length {
+		signed := strings.Trim(v[0], "0123456789") != ""
+		switch {
+		case req.ProtoMajor >= 2 && signed:
 			return false // not sent: the body is framed without it
-		}
-	} else {
-		for _, x := range v[1:] {
-			if textproto.TrimString(x) != textproto.TrimString(v[0]) {
-				return true
-			}
-		}
-		if strings.Trim(v[0], "0123456789") != "" {
+		case req.ProtoMajor < 2 && (signed || differing(v)):
 			return true
 		}
 	}
 	return req.Method != http.MethodHead && int64(len(r.buf)) < length
+}
+
+// differing reports whether the Content-Length values v differ, which no
+// client reads as a length.
+func differing(v []string) bool {
+	for _, x := range v[1:] {
+		if textproto.TrimString(x) != textproto.TrimString(v[0]) {
+			return true
+		}
+	}
+	return false
 }
 
 // Write buffers p. Like net/http's own writer, it refuses a body after a
