@@ -79,6 +79,15 @@ type reqOpt func(*http.Request)
 
 func withHeader(k, v string) reqOpt { return func(r *http.Request) { r.Header.Set(k, v) } }
 
+// atTarget sends the request to target (a path and query, as a client
+// sends them) instead of send's own.
+func atTarget(target string) reqOpt {
+	return func(r *http.Request) {
+		r.URL = httptest.NewRequest(r.Method, target, nil).URL
+		r.RequestURI = target
+	}
+}
+
 // send runs one request through h and returns the recorded response.
 func send(h http.Handler, method, key, body string, opts ...reqOpt) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(method, "/ops?b=2&a=1", strings.NewReader(body))

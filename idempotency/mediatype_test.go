@@ -62,12 +62,7 @@ func TestKeyReusedNamesMediaType(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 	}))
 	do := func(ct string) *httptest.ResponseRecorder {
-		r := httptest.NewRequest(http.MethodPost, "/pay", strings.NewReader(`{"amount":1500}`))
-		r.Header.Set("Content-Type", ct)
-		r.Header.Set(idempotency.HeaderIdempotencyKey, "k-type")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		return w
+		return post(h, "k-type", `{"amount":1500}`, withHeader("Content-Type", ct))
 	}
 	if w := do("application/vnd.bank.v1+json"); w.Code != http.StatusCreated {
 		t.Fatalf("first = %d %s", w.Code, w.Body)

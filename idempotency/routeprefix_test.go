@@ -4,7 +4,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 
 	"github.com/saferetry/saferetry/idempotency"
@@ -27,12 +26,7 @@ func TestFingerprintKeepsStrippedPrefix(t *testing.T) {
 	mux.Handle("/v1/", http.StripPrefix("/v1", version("v1")))
 	mux.Handle("/v2/", http.StripPrefix("/v2", version("v2")))
 	do := func(target string) *httptest.ResponseRecorder {
-		r := httptest.NewRequest(http.MethodPost, target, strings.NewReader(`{"amount":1500}`))
-		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set(idempotency.HeaderIdempotencyKey, "k-prefix")
-		w := httptest.NewRecorder()
-		mux.ServeHTTP(w, r)
-		return w
+		return post(mux, "k-prefix", `{"amount":1500}`, atTarget(target))
 	}
 	first := do("/v1/pay")
 	if first.Code != http.StatusCreated {
@@ -91,12 +85,7 @@ func TestFingerprintQueryRemovedInFront(t *testing.T) {
 				h = http.StripPrefix(tt.prefix, h)
 			}
 			do := func(ts string) *httptest.ResponseRecorder {
-				r := httptest.NewRequest(http.MethodPost, tt.prefix+"/pay?to=acct_1&ts="+ts+"&sig=s"+ts, strings.NewReader(`{"amount":1500}`))
-				r.Header.Set("Content-Type", "application/json")
-				r.Header.Set(idempotency.HeaderIdempotencyKey, "k-signed")
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, r)
-				return w
+				return post(h, "k-signed", `{"amount":1500}`, atTarget(tt.prefix+"/pay?to=acct_1&ts="+ts+"&sig=s"+ts))
 			}
 			first := do("1700000000")
 			if first.Code != http.StatusCreated {
