@@ -24,59 +24,15 @@ func TestPanicLeavesOnlyOuterHeaders(t *testing.T) {
 	app := &counter{}
 	app.before = func(w http.ResponseWriter, r *http.Request) int {
 		if app.calls.Load() == 1 {
-			h := w.Header()
-			h.Set("Set-Cookie", "session=handler")
-			h.Set("Location", "/ops/1")
-			h.Set("Content-Length", "64")
-			h.Set("X-Outer", "handler")
-			w.WriteHeader(http.StatusCreated)
-			_, _ = io.WriteString(w, strings.Repeat("x", 64))
+			writeHandlerAnswer(w)
 			panic("boom")
 		}
 		return 0
 	}
-	mw := idempotency.Middleware(newStore(t))(app)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-Outer", "outer")
-		defer func() {
-			if p := recover(); p != nil {
-				w.WriteHeader(http.StatusInternalServerError)
-				_, _ = io.WriteString(w, "internal error")
-			}
-		}()
-		mw.ServeHTTP(w, r)
-	}))
-	defer srv.Close()
-
-	send := func() (*http.Response, string, error) {
-		req, err := http.NewRequest(http.MethodPost, srv.URL+"/ops", strings.NewReader(`{}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set(idempotency.HeaderIdempotencyKey, "k-panic")
-		c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-		resp, err := c.Do(req)
-		if err != nil {
-			return nil, "", err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		return resp, string(b), err
-	}
-	resp, body, err := send()
-	if err != nil {
-		t.Fatalf("the recovery's answer did not arrive whole: %v (body so far %q)", err, body)
-	}
-	if resp.StatusCode != http.StatusInternalServerError || body != "internal error" {
-		t.Errorf("first answer: %d %q, want the recovery's 500", resp.StatusCode, body)
-	}
-	if got := resp.Header.Values("X-Outer"); len(got) != 1 || got[0] != "outer" {
-		t.Errorf("X-Outer = %q, want the outer handler's value alone", got)
-	}
-	if c, l := resp.Header.Get("Set-Cookie"), resp.Header.Get("Location"); c != "" || l != "" {
-		t.Errorf("the panicking handler's headers went with the recovery's answer: Set-Cookie %q, Location %q", c, l)
-	}
-	resp, body, err = send()
+	srv := recovering(t, idempotency.Middleware(newStore(t))(app))
+	resp, body, err := sendRecovered(t, srv)
+	wantRecoveryAnswer(t, resp, body, err)
+	resp, body, err = sendRecovered(t, srv)
 	if err != nil || resp.StatusCode != http.StatusCreated || app.calls.Load() != 2 || resp.Header.Get(idempotency.HeaderReplayed) != "" {
 		t.Fatalf("retry: %v %v %q after %d runs; want the handler run again", err, resp, body, app.calls.Load())
 	}
@@ -117,46 +73,78 @@ func TestPanicAfterTheHandlerLeavesOnlyOuterHeaders(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			mw := idempotency.Middleware(c.store(t), c.opts...)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				h := w.Header()
-				h.Set("Set-Cookie", "session=handler")
-				h.Set("Location", "/ops/1")
-				h.Set("Content-Length", "64")
-				h.Set("X-Outer", "handler")
-				w.WriteHeader(http.StatusCreated)
-				_, _ = io.WriteString(w, strings.Repeat("x", 64))
+				writeHandlerAnswer(w)
 			}))
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("X-Outer", "outer")
-				defer func() {
-					if p := recover(); p != nil {
-						w.WriteHeader(http.StatusInternalServerError)
-						_, _ = io.WriteString(w, "internal error")
-					}
-				}()
-				mw.ServeHTTP(w, r)
-			}))
-			defer srv.Close()
-			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/ops", strings.NewReader(`{}`))
-			req.Header.Set(idempotency.HeaderIdempotencyKey, "k-panic")
-			c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-			resp, err := c.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			b, err := io.ReadAll(resp.Body)
-			if err != nil {
-				t.Fatalf("the recovery's answer did not arrive whole: %v (body so far %q)", err, b)
-			}
-			if resp.StatusCode != http.StatusInternalServerError || string(b) != "internal error" {
-				t.Errorf("answer: %d %q, want the recovery's 500", resp.StatusCode, b)
-			}
-			if got := resp.Header.Values("X-Outer"); len(got) != 1 || got[0] != "outer" {
-				t.Errorf("X-Outer = %q, want the outer handler's value alone", got)
-			}
-			if c, l := resp.Header.Get("Set-Cookie"), resp.Header.Get("Location"); c != "" || l != "" {
-				t.Errorf("the handler's headers went with the recovery's answer: Set-Cookie %q, Location %q", c, l)
-			}
+			resp, body, err := sendRecovered(t, recovering(t, mw))
+			wantRecoveryAnswer(t, resp, body, err)
 		})
+	}
+}
+
+// writeHandlerAnswer sets the headers a handler's answer carries (a
+// cookie, a Location, a Content-Length, X-Outer over the outer handler's)
+// and writes its 201 and the 64 bytes its Content-Length frames.
+func writeHandlerAnswer(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Set-Cookie", "session=handler")
+	h.Set("Location", "/ops/1")
+	h.Set("Content-Length", "64")
+	h.Set("X-Outer", "handler")
+	w.WriteHeader(http.StatusCreated)
+	_, _ = io.WriteString(w, strings.Repeat("x", 64))
+}
+
+// recovering serves mw behind a handler that sets X-Outer before it and
+// answers a panic with a 500 "internal error", as a recovery middleware
+// does; the server is closed when t ends.
+func recovering(t *testing.T, mw http.Handler) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Outer", "outer")
+		defer func() {
+			if p := recover(); p != nil {
+				w.WriteHeader(http.StatusInternalServerError)
+				_, _ = io.WriteString(w, "internal error")
+			}
+		}()
+		mw.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// sendRecovered POSTs {} with the key k-panic to srv on a connection of
+// its own and returns the answer and as much of its body as arrived.
+func sendRecovered(t *testing.T, srv *httptest.Server) (*http.Response, string, error) {
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/ops", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(idempotency.HeaderIdempotencyKey, "k-panic")
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp, string(b), err
+}
+
+// wantRecoveryAnswer checks that the answer is the recovery's 500, whole,
+// with the outer handler's X-Outer alone and none of the handler's
+// Set-Cookie and Location.
+func wantRecoveryAnswer(t *testing.T, resp *http.Response, body string, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("the recovery's answer did not arrive whole: %v (body so far %q)", err, body)
+	}
+	if resp.StatusCode != http.StatusInternalServerError || body != "internal error" {
+		t.Errorf("answer: %d %q, want the recovery's 500", resp.StatusCode, body)
+	}
+	if got := resp.Header.Values("X-Outer"); len(got) != 1 || got[0] != "outer" {
+		t.Errorf("X-Outer = %q, want the outer handler's value alone", got)
+	}
+	if c, l := resp.Header.Get("Set-Cookie"), resp.Header.Get("Location"); c != "" || l != "" {
+		t.Errorf("the handler's headers went with the recovery's answer: Set-Cookie %q, Location %q", c, l)
 	}
 }
