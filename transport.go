@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/saferetry/saferetry/internal/clock"
 	"github.com/saferetry/saferetry/internal/retrypolicy"
@@ -153,13 +155,18 @@ type operation struct {
 	lastStatus int
 	lastErr    error   // the last attempt's error, if it got no response, else nil
 	keyText    keyText // the text of a generated key (key and wire share it)
+	// first is the first attempt's request (see attemptRequest): kept in
+	// op, it costs no allocation of its own.
+	first     http.Request
+	firstUsed bool
 }
 
 // release drops what op holds of the caller's request once the operation
 // is over. op itself may live on: it is the attempts' context (written),
-// which a response keeps in its Request, and a generated key is op's
-// keyText, which an [*Error] or a hook may keep. Neither should keep the
-// request or its buffered body in memory.
+// which a response keeps in its Request, and it holds the first attempt's
+// request (first), which a hook may keep, as it may keep a generated key,
+// op's keyText. What op holds should not keep the caller's request in
+// memory; an operation that failed does not keep op (see fail).
 func (op *operation) release() {
 	op.req, op.body, op.lastErr = nil, body{}, nil
 }
@@ -382,7 +389,15 @@ func (op *operation) end(n int, at *attempt) (*http.Response, error) {
 // attemptRequest clones the caller's request for one attempt: its own
 // context, header map (with the key) and body.
 func (op *operation) attemptRequest(ctx context.Context, rc io.ReadCloser) *http.Request {
-	r := op.req.WithContext(ctx)
+	var r *http.Request
+	if op.firstUsed {
+		r = op.req.WithContext(ctx)
+	} else {
+		// WithContext inlined: its copy does not escape, so the
+		// request's only allocation is op's.
+		op.first, op.firstUsed = *op.req.WithContext(ctx), true
+		r = &op.first
+	}
 	r.Header = cloneHeader(op.req.Header, op.wire[:])
 	op.body.apply(r, rc)
 	return r
@@ -448,6 +463,12 @@ func (op *operation) fail(n int, err error) error {
 	}
 	if cerr := op.ctx.Err(); cerr != nil && err != nil && !errors.Is(err, cerr) {
 		err = fmt.Errorf("%w (last attempt: %w)", cerr, err)
+	}
+	// A generated key is the text in op, which would keep op, and so the
+	// first attempt's request and its buffered body, for as long as the
+	// error is kept: the error gets a copy.
+	if op.key != "" && unsafe.StringData(op.key) == &op.keyText[0] {
+		op.key = strings.Clone(op.key)
 	}
 	e := &Error{Cause: cause, Key: op.key, Attempts: n, StatusCode: op.lastStatus, Err: err}
 	op.finish(n, e)
