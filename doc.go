@@ -26,7 +26,10 @@
 // it, and RFC 9651 parameters after an sf-string are ignored when well
 // formed and refused when not.
 //
-// Retried: transport errors, per-attempt timeouts, 408, 409, 429 and 5xx
+// Retried: transport errors (but not a bad URL, a server certificate that
+// does not verify, or a TLS alert by which the server refuses the client's
+// configuration: no common version or cipher suite, a client certificate
+// missing or refused), per-attempt timeouts, 408, 409, 429 and 5xx
 // except 501, unless the answer is a replay (Idempotent-Replayed: true), which
 // is the operation's recorded outcome and final whatever its status. A
 // Stripe-Should-Retry header of "true" or "false" overrides the status rule

@@ -46,7 +46,7 @@ const (
 	ReasonRetryAfter        Reason = "retry-after"               // retryable status; the wait comes from Retry-After
 	ReasonTransportError    Reason = "transport error"           // no response: refused, reset, EOF...
 	ReasonAttemptTimeout    Reason = "attempt timeout"           // the per-attempt timeout expired
-	ReasonPermanentError    Reason = "permanent error"           // TLS verification and similar
+	ReasonPermanentError    Reason = "permanent error"           // TLS verification, a TLS handshake refused for the client's configuration, and similar
 	ReasonNoKey             Reason = "unsafe method without key" // POST/PATCH/... without a key
 	ReasonBodyNotReplayable Reason = "body not replayable"       // body over the buffer limit, or GetBody failed
 	ReasonMaxAttempts       Reason = "max attempts"              // the attempt limit is reached

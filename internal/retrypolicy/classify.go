@@ -31,12 +31,13 @@ func ClassifyStatus(resp *http.Response) (retry bool, reason Reason) {
 
 // ClassifyError applies the contract's rules to an attempt that got no
 // response: every transport error is retried except a permanent one (see
-// [Permanent]); timedOut says that the attempt's own time limit expired.
+// [Permanent]) and a TLS alert refusing the client's configuration (see
+// refusedTLS); timedOut says that the attempt's own time limit expired.
 func ClassifyError(err error, timedOut bool) (retry bool, reason Reason) {
 	switch {
 	case timedOut:
 		return true, ReasonAttemptTimeout
-	case Permanent(err):
+	case Permanent(err), refusedTLS(err):
 		return false, ReasonPermanentError
 	}
 	return true, ReasonTransportError
