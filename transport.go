@@ -364,8 +364,40 @@ func (op *operation) decide(n int, at *attempt) (retrypolicy.Verdict, io.ReadClo
 	if op.timed {
 		a.Duration, a.Elapsed = at.took, clk.Now().Sub(op.began)
 	}
-	op.t.cfg.observe(op.ctx, &a, v.Retryable)
+	if op.timed {
+		op.report(&a, v, at, next)
+	}
 	return v, next
+}
+
+// report hands a, the attempt at and the decision v on it, to the hooks
+// and the logger. Should one of them panic, the panic goes on to the
+// caller as it is, but first the operation lets go of what the attempt
+// holds, which no one else would: the answer's body is closed, so that a
+// caller that recovers (net/http's server does, for a handler) is not left
+// with a connection held for good, the next attempt's body is closed, and
+// the retry planned, never to be made, goes back to the budget that the
+// Transport's other operations share.
+func (op *operation) report(a *Attempt, v retrypolicy.Verdict, at *attempt, next io.ReadCloser) {
+	reported := false
+	defer func() {
+		if reported {
+			return
+		}
+		op.t.policy.Forgo(v, &op.state)
+		if next != nil {
+			next.Close()
+		}
+		if at.resp != nil {
+			at.resp.Body.Close()
+		}
+		if at.cancel != nil {
+			at.cancel()
+		}
+		op.body.closeUnused()
+	}()
+	op.t.cfg.observe(op.ctx, a, v.Retryable)
+	reported = true
 }
 
 // end returns the outcome of the operation's last attempt, n.
