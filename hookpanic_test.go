@@ -9,7 +9,7 @@ import (
 	"github.com/saferetry/saferetry/internal/testkit"
 )
 
-// TestPanickingHookLetsGo: a hook or logger that panics sends the panic on
+// TestPanickingHookLetsGo: a hook, logger or classifier that panics sends the panic on
 // to the caller, as it was, and the Transport lets go of what the attempt
 // held first: the answer's body is closed (its connection is not held
 // forever by a caller that recovers, as net/http's server does for a
@@ -18,6 +18,7 @@ import (
 func TestPanickingHookLetsGo(t *testing.T) {
 	hook := WithHook(func(Attempt) { panic("hook") })
 	logger := WithLogger(slog.New(panickyHandler{}))
+	classifier := WithClassifier(func(*http.Request, *http.Response, error) Decision { panic("classifier") })
 	tests := []struct {
 		name   string
 		opt    Option
@@ -27,6 +28,8 @@ func TestPanickingHookLetsGo(t *testing.T) {
 		{"hook, final answer", hook, http.StatusCreated},
 		{"logger, retried answer", logger, http.StatusServiceUnavailable},
 		{"logger, final answer", logger, http.StatusCreated},
+		{"classifier, retryable answer", classifier, http.StatusServiceUnavailable},
+		{"classifier, final answer", classifier, http.StatusCreated},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
