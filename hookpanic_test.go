@@ -9,9 +9,9 @@ import (
 	"github.com/saferetry/saferetry/internal/testkit"
 )
 
-// TestPanickingHookLetsGo: a hook, logger or classifier that panics sends the panic on
-// to the caller, as it was, and the Transport lets go of what the attempt
-// held first: the answer's body is closed (its connection is not held
+// TestPanickingHookLetsGo: a hook, logger or classifier that panics sends
+// the panic on to the caller, as it was, and the Transport lets go of what
+// the attempt held first: the answer's body is closed (its connection is not held
 // forever by a caller that recovers, as net/http's server does for a
 // handler), and the retry that was planned, never made, is not paid from
 // the budget the Transport's other operations share.

@@ -335,7 +335,7 @@ func (op *operation) send(rc io.ReadCloser) attempt {
 // decide records attempt n, asks the retry policy what comes next, prepares
 // the next attempt's body for a retry, and reports the attempt to the hooks
 // and the logger.
-func (op *operation) decide(n int, at *attempt) (retrypolicy.Verdict, io.ReadCloser) {
+func (op *operation) decide(n int, at *attempt) (v retrypolicy.Verdict, next io.ReadCloser) {
 	if at.resp == nil && !at.timedOut {
 		at.err = retrypolicy.MarkRefused(at.req, at.err, at.wrote)
 	}
@@ -348,8 +348,23 @@ func (op *operation) decide(n int, at *attempt) (retrypolicy.Verdict, io.ReadClo
 	}
 	op.state.Attempt, op.state.Done = n, op.ctx.Err() != nil
 	p, clk := &op.t.policy, op.t.cfg.clock
-	v := p.Decide(o, &op.state, clk.Now)
-	var next io.ReadCloser
+	decided := false
+	if op.timed || p.Classify != nil {
+		// The classifier, the hooks and the logger are the caller's code.
+		// Should one panic, the panic goes on to the caller as it is, but
+		// first the operation lets go of what the attempt holds, which no
+		// one else would: the answer's body is closed, so that a caller
+		// that recovers (net/http's server does, for a handler) is not
+		// left with a connection held for good, and the retry planned,
+		// never to be made, goes back to the budget that the Transport's
+		// other operations share.
+		defer func() {
+			if !decided {
+				op.abandon(v, at, next)
+			}
+		}()
+	}
+	v = p.Decide(o, &op.state, clk.Now)
 	if v.Retry {
 		var err error
 		if next, err = op.body.next(); err != nil {
@@ -364,40 +379,26 @@ func (op *operation) decide(n int, at *attempt) (retrypolicy.Verdict, io.ReadClo
 	if op.timed {
 		a.Duration, a.Elapsed = at.took, clk.Now().Sub(op.began)
 	}
-	if op.timed {
-		op.report(&a, v, at, next)
-	}
+	op.t.cfg.observe(op.ctx, &a, v.Retryable)
+	decided = true
 	return v, next
 }
 
-// report hands a, the attempt at and the decision v on it, to the hooks
-// and the logger. Should one of them panic, the panic goes on to the
-// caller as it is, but first the operation lets go of what the attempt
-// holds, which no one else would: the answer's body is closed, so that a
-// caller that recovers (net/http's server does, for a handler) is not left
-// with a connection held for good, the next attempt's body is closed, and
-// the retry planned, never to be made, goes back to the budget that the
-// Transport's other operations share.
-func (op *operation) report(a *Attempt, v retrypolicy.Verdict, at *attempt, next io.ReadCloser) {
-	reported := false
-	defer func() {
-		if reported {
-			return
-		}
-		op.t.policy.Forgo(v, &op.state)
-		if next != nil {
-			next.Close()
-		}
-		if at.resp != nil {
-			at.resp.Body.Close()
-		}
-		if at.cancel != nil {
-			at.cancel()
-		}
-		op.body.closeUnused()
-	}()
-	op.t.cfg.observe(op.ctx, a, v.Retryable)
-	reported = true
+// abandon lets go of what attempt at holds when decide does not end (see
+// there): the retry v planned, the next attempt's body, the answer, the
+// attempt's timeout, and the request's body if no attempt took it.
+func (op *operation) abandon(v retrypolicy.Verdict, at *attempt, next io.ReadCloser) {
+	op.t.policy.Forgo(v, &op.state)
+	if next != nil {
+		next.Close()
+	}
+	if at.resp != nil {
+		at.resp.Body.Close()
+	}
+	if at.cancel != nil {
+		at.cancel()
+	}
+	op.body.closeUnused()
 }
 
 // end returns the outcome of the operation's last attempt, n.
