@@ -23,6 +23,7 @@ const (
 	logLastFailed = "outbox/jetstream: handler failed on the message's last delivery (MaxDeliver); JetStream will not redeliver it"
 	logRetrying   = "outbox/jetstream: handler failed; redelivering"
 	logNoID       = "outbox/jetstream: message without Nats-Msg-Id terminated"
+	logLastOnStop = "outbox/jetstream: message on its last delivery (MaxDeliver) not handled within AckWait as Consume stopped; JetStream will not redeliver it"
 )
 
 // TestHandlerFailureOnLastDeliveryIsLoggedAsError: a consumer with
@@ -98,5 +99,52 @@ func TestMessageWithoutIDIsLoggedAsError(t *testing.T) {
 	}
 	if n := s.count(t); n != 0 {
 		t.Errorf("%d effects, want none", n)
+	}
+}
+
+// TestLastDeliveryLostOnStopIsLoggedAsError: a consumer with MaxDeliver 1
+// (every delivery its last) and a handler that outlives its context: when
+// Consume stops, it handles the message in hand again, bounded by AckWait,
+// and when that fails too the message is never delivered again. The error
+// must name the message (its ID, as the other lines of a message do, and
+// its subject) and say why it failed, for an operator to find and redo
+// it.
+func TestLastDeliveryLostOnStopIsLoggedAsError(t *testing.T) {
+	s := newSetup(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	subject := s.subject + "created"
+	if err := jetstream.NewPublisher(s.js).Publish(ctx, []outbox.Message{{ID: "stuck", Topic: subject}}); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := s.stream.CreateOrUpdateConsumer(ctx, natsjs.ConsumerConfig{
+		Durable: "stoplog", AckPolicy: natsjs.AckExplicitPolicy, AckWait: time.Second, MaxDeliver: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs logRecords
+	entered := make(chan struct{}, 2)
+	done := make(chan error, 1)
+	go func() {
+		done <- jetstream.Consume(ctx, cons, s.in, func(ctx context.Context, tx pgx.Tx, m outbox.Message) error {
+			entered <- struct{}{}
+			<-ctx.Done()
+			return ctx.Err()
+		}, jetstream.WithConsumeLogger(logs.logger()))
+	}()
+	<-entered
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Consume = %v", err)
+	}
+	recs := logs.find(logLastOnStop)
+	if len(recs) != 1 {
+		t.Fatalf("%q logged %d times, want once; logged: %+v", logLastOnStop, len(recs), logs.all())
+	}
+	r := recs[0]
+	if r.level != slog.LevelError || r.str("id") != "stuck" || r.str("subject") != subject || !errors.Is(r.errAttr(), context.DeadlineExceeded) {
+		t.Errorf("logged at %v with id %q, subject %q, err %v; want %v, stuck, %q, context.DeadlineExceeded",
+			r.level, r.str("id"), r.str("subject"), r.errAttr(), slog.LevelError, subject)
 	}
 }
