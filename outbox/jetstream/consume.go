@@ -257,7 +257,7 @@ func consumeIter(ctx context.Context, cons natsjs.Consumer, iter natsjs.Messages
 			cfg.logger.Warn("outbox/jetstream: next", "err", err)
 			continue
 		}
-		if !handle(ctx, m, in, h, cfg) && ctx.Err() != nil {
+		if handle(ctx, m, in, h, cfg) != nil {
 			return m, nil
 		}
 	}
@@ -330,25 +330,28 @@ func lastDelivery(m natsjs.Msg, maxDeliver int) bool {
 // than hand it back to be lost: under a context that ctx's end does not
 // end, bounded by the consumer's AckWait (its shortest, see
 // shortestAckWait), so that a stuck handler does not hold Consume's
-// return for ever. A failure is logged, and the message then lost as any
-// whose last delivery failed.
+// return for ever. A failure is logged with the message's ID and the
+// failure, for an operator to redo its effect: the message is then lost
+// as any whose last delivery failed.
 func handleLast(ctx context.Context, m natsjs.Msg, in *outbox.Inbox, h Handler, cfg consumeConfig) {
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.lastWait)
 	defer cancel()
-	if !handle(lctx, m, in, h, cfg) {
-		cfg.logger.Error("outbox/jetstream: message on its last delivery (MaxDeliver) not handled within AckWait as Consume stopped; JetStream will not redeliver it", "subject", m.Subject())
+	if err := handle(lctx, m, in, h, cfg); err != nil {
+		cfg.logger.Error("outbox/jetstream: message on its last delivery (MaxDeliver) not handled within AckWait as Consume stopped; JetStream will not redeliver it",
+			"id", m.Headers().Get(natsjs.MsgIDHeader), "subject", m.Subject(), "err", err)
 	}
 }
 
-// handle processes m, and reports whether it settled it: acknowledged,
-// terminated, or negatively acknowledged after a failure. A failure as
-// ctx ends leaves m to the caller (see handBack).
-func handle(ctx context.Context, m natsjs.Msg, in *outbox.Inbox, h Handler, cfg consumeConfig) bool {
+// handle processes m and settles it: acknowledged, terminated, or
+// negatively acknowledged after a failure. A failure as ctx ends leaves m
+// unsettled, to the caller (see handBack): handle returns that failure,
+// and nil whenever it settled m.
+func handle(ctx context.Context, m natsjs.Msg, in *outbox.Inbox, h Handler, cfg consumeConfig) (unsettled error) {
 	id := m.Headers().Get(natsjs.MsgIDHeader)
 	if id == "" {
 		cfg.logger.Error("outbox/jetstream: message without Nats-Msg-Id terminated", "subject", m.Subject())
 		_ = m.Term()
-		return true
+		return nil
 	}
 	msg := outbox.Message{ID: id, Topic: m.Subject(), Key: m.Headers().Get(KeyHeader), Payload: m.Data()}
 	if len(m.Headers()) > 0 {
@@ -364,7 +367,7 @@ func handle(ctx context.Context, m natsjs.Msg, in *outbox.Inbox, h Handler, cfg 
 	stop()
 	if err != nil {
 		if ctx.Err() != nil {
-			return false // Consume stops: handed back with the rest
+			return err // Consume stops: handed back with the rest
 		}
 		if lastDelivery(m, cfg.maxDeliver) {
 			cfg.logger.Error("outbox/jetstream: handler failed on the message's last delivery (MaxDeliver); JetStream will not redeliver it", "id", id, "err", err)
@@ -379,7 +382,7 @@ func handle(ctx context.Context, m natsjs.Msg, in *outbox.Inbox, h Handler, cfg 
 			// Redelivered after AckWait all the same.
 			cfg.logger.Warn("outbox/jetstream: nak", "id", id, "err", err)
 		}
-		return true
+		return nil
 	}
 	if cfg.beforeAck != nil {
 		cfg.beforeAck(msg, dup)
@@ -388,7 +391,7 @@ func handle(ctx context.Context, m natsjs.Msg, in *outbox.Inbox, h Handler, cfg 
 		// Redelivered after AckWait, then acknowledged as a duplicate.
 		cfg.logger.Warn("outbox/jetstream: ack", "id", id, "err", err)
 	}
-	return true
+	return nil
 }
 
 // sleep waits d or until ctx is done, and reports whether ctx is still live.
