@@ -3,6 +3,7 @@ package jetstream_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -51,8 +52,11 @@ func TestConsumeEndsWhenItsStreamIsDeleted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			var logs logRecords
 			done := make(chan error, 1)
-			go func() { done <- jetstream.Consume(ctx, cons, s.in, s.effect) }()
+			go func() {
+				done <- jetstream.Consume(ctx, cons, s.in, s.effect, jetstream.WithConsumeLogger(logs.logger()))
+			}()
 			time.Sleep(200 * time.Millisecond) // Consume waits for messages
 			if how == "stream deleted" || how == "stream deleted while disconnected" {
 				if how == "stream deleted while disconnected" {
@@ -92,6 +96,18 @@ func TestConsumeEndsWhenItsStreamIsDeleted(t *testing.T) {
 			case err := <-done:
 				t.Fatalf("Consume = %v after a server restart, want it going on", err)
 			default:
+			}
+			// A hung server's missed heartbeats are a warning: the
+			// server, not the consumer, is in trouble (a restart's are
+			// not missed: nats.go stops their watch while disconnected).
+			var missed []logged
+			for _, r := range logs.find("outbox/jetstream: next") {
+				if errors.Is(r.errAttr(), natsjs.ErrNoHeartbeat) {
+					missed = append(missed, r)
+				}
+			}
+			if how == "server hung" && (len(missed) == 0 || missed[0].level != slog.LevelWarn) {
+				t.Errorf("missed heartbeats logged %+v, want a warning wrapping natsjs.ErrNoHeartbeat; logged: %+v", missed, logs.all())
 			}
 			if _, err := js.Publish(ctx, s.subject+"after", nil, natsjs.WithMsgID("after")); err != nil {
 				t.Fatal(err)
