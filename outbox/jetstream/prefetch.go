@@ -12,8 +12,9 @@ package jetstream
 // each) take less than the consumer's AckWait (or shortest BackOff step).
 // A prefetch saves the round trip to JetStream that each message
 // otherwise waits for (see BenchmarkConsumePrefetch); more Consume calls
-// save it too. Negative n means 0, and Consume stays within the
-// consumer's MaxRequestBatch (which, when lower, bounds n).
+// save it too. Negative n means 0. Consume stays within the consumer's
+// MaxRequestBatch: one pull request takes the message to handle and those
+// ahead, so a MaxRequestBatch of m bounds n at m-1.
 func WithPrefetch(n int) ConsumeOption {
 	return func(c *consumeConfig) { c.prefetch = max(n, 0) }
 }
