@@ -19,7 +19,8 @@ import (
 // (called from Consume's goroutine, one message at a time per Consume):
 // it commits with the record that the message was processed. It must not
 // commit or roll back tx. An error rolls both back and the message is
-// redelivered.
+// redelivered. A panic rolls both back and goes up through Consume, which
+// ends; the message is redelivered after AckWait.
 type Handler func(ctx context.Context, tx pgx.Tx, msg outbox.Message) error
 
 // ConsumeOption configures Consume; it may be shared between goroutines.
@@ -361,6 +362,10 @@ func handle(ctx context.Context, m natsjs.Msg, in *outbox.Inbox, h Handler, cfg 
 		}
 	}
 	stop := keepInProgress(m, cfg.progress, cfg.logger)
+	// Also when h panics: a caller that recovers the panic (a
+	// supervisor restarting Consume) must get m redelivered after
+	// AckWait, not extended for as long as the process lives.
+	defer stop()
 	dup, err := in.Process(ctx, cfg.name, id, func(ctx context.Context, tx pgx.Tx) error {
 		return h(ctx, tx, msg)
 	})

@@ -37,10 +37,10 @@ func shortestAckWait(cfg natsjs.ConsumerConfig) time.Duration {
 
 // keepInProgress sends m's working acknowledgement (InProgress, which
 // restarts its AckWait) every interval until the returned function is
-// called, which returns once no more will be sent: call it before
-// settling m, so that no working acknowledgement follows the settling one
-// (after a NakWithDelay it would make the delay AckWait). A handler
-// quicker than every costs a timer, not a goroutine.
+// called (more than once if need be), which returns once no more will be
+// sent: call it before settling m, so that no working acknowledgement
+// follows the settling one (after a NakWithDelay it would make the delay
+// AckWait). A handler quicker than every costs a timer, not a goroutine.
 func keepInProgress(m natsjs.Msg, every time.Duration, logger *slog.Logger) (stop func()) {
 	var (
 		mu      sync.Mutex
