@@ -452,6 +452,39 @@ func TestLogger(t *testing.T) {
 	mustRoundTrip(t, tr2, newReq(t, context.Background(), http.MethodPost, "x"))
 }
 
+// TestLoggerWarnsWhenALimitStopsARetry: an operation that a limit stops
+// on an outcome it would retry ends without success after a retryable
+// outcome, and its last attempt is logged at Warn, as WithLogger says,
+// also when the retry was the Classifier's: the operations that
+// otelsaferetry counts as given up are never only at Debug.
+func TestLoggerWarnsWhenALimitStopsARetry(t *testing.T) {
+	retryAll := func(*http.Request, *http.Response, error) Decision { return DecisionRetry }
+	for _, tc := range []struct {
+		name   string
+		status int
+		opts   []Option
+	}{
+		{name: "retryable status", status: 503},
+		{name: "classifier retries a 404", status: 404, opts: []Option{WithClassifier(retryAll)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			rc := testkit.NewRecorder(testkit.Status(tc.status))
+			tr, _, _ := testTransport(rc, append(tc.opts, WithLogger(logger), WithMaxAttempts(2))...)
+			mustRoundTrip(t, tr, newReq(t, WithKey(context.Background(), "k-limit"), http.MethodPost, "x"))
+			lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+			if len(lines) != 2 {
+				t.Fatalf("log lines %q, want 2", lines)
+			}
+			last := lines[1]
+			if !strings.Contains(last, `reason="max attempts"`) || !strings.Contains(last, "level=WARN") {
+				t.Errorf("last line %q, want the max attempts return at WARN", last)
+			}
+		})
+	}
+}
+
 func TestContextDoneBeforeSendIsNotSent(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
