@@ -379,7 +379,9 @@ func (op *operation) decide(n int, at *attempt) (v retrypolicy.Verdict, next io.
 	if op.timed {
 		a.Duration, a.Elapsed = at.took, clk.Now().Sub(op.began)
 	}
-	op.t.cfg.observe(op.ctx, &a, v.Retryable)
+	// A retry the classifier asked for and a limit stopped leaves an
+	// outcome as retryable as one the rules retry.
+	op.t.cfg.observe(op.ctx, &a, v.Retryable || v.GaveUp())
 	decided = true
 	return v, next
 }

@@ -122,6 +122,18 @@ type Verdict struct {
 	cost int64 // the tokens a retry took
 }
 
+// GaveUp reports whether v is a return that a limit imposed on a retry
+// that the rules or the classifier asked for: the operation ends on an
+// outcome it would have retried. A done context is not such a limit here:
+// it ends operations whatever their outcome.
+func (v Verdict) GaveUp() bool {
+	switch v.Reason {
+	case ReasonNoKey, ReasonBodyNotReplayable, ReasonMaxAttempts, ReasonBackoffStop, ReasonDeadline, ReasonBudgetExhausted:
+		return !v.Retry
+	}
+	return false
+}
+
 // Decide is the decision after one attempt: whether to retry, why, and how
 // long to wait. It applies, in order, the contract's classification of the
 // outcome, the done context, the classifier, and then for a retry the
