@@ -485,6 +485,38 @@ func TestLoggerWarnsWhenALimitStopsARetry(t *testing.T) {
 	}
 }
 
+// TestLoggerWarnsWhenTheWaitIsInterrupted: an operation whose context
+// ends while it waits to retry ends without success after a retryable
+// outcome: after the Info line of the retry, one Warn line says so, with
+// the reason otelsaferetry gives it, so that a log reader does not take
+// the retry for one that was made.
+func TestLoggerWarnsWhenTheWaitIsInterrupted(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	rc := testkit.NewRecorder(testkit.Status(503), testkit.Status(201))
+	clk := newFakeClock()
+	clk.hold = true
+	clk.armed = make(chan time.Duration, 1)
+	tr := NewTransport(mockBase(rc), withClock(clk), WithBackoff(constBackoff(time.Hour)), WithLogger(logger))
+	ctx, cancel := context.WithCancel(WithKey(context.Background(), "k-cut"))
+	go func() {
+		<-clk.armed // the Transport is waiting now
+		cancel()
+	}()
+	if _, err := tr.RoundTrip(newReq(t, ctx, http.MethodPost, "x")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("log lines %q, want the retry and the interruption", lines)
+	}
+	for _, want := range []string{"level=WARN", "key=k-cut", "attempts=1", `reason="context done"`, `error="context canceled`} {
+		if !strings.Contains(lines[1], want) {
+			t.Errorf("line 2 %q lacks %q", lines[1], want)
+		}
+	}
+}
+
 func TestContextDoneBeforeSendIsNotSent(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
