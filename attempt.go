@@ -59,14 +59,8 @@ func (c *config) observe(ctx context.Context, a *Attempt, retryableOutcome bool)
 	if !c.logger.Enabled(ctx, level) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 10)
-	attrs = append(attrs,
-		slog.String("method", a.Request.Method),
-		slog.String("host", a.Request.URL.Host),
-		slog.String("path", a.Request.URL.Path),
-		slog.String("key", a.Key),
-		slog.Int("attempt", a.Number),
-	)
+	attrs := appendOperation(make([]slog.Attr, 0, 10), a.Request, a.Key)
+	attrs = append(attrs, slog.Int("attempt", a.Number))
 	if a.Err != nil {
 		attrs = append(attrs, slog.String("error", a.Err.Error()))
 	} else {
@@ -80,4 +74,29 @@ func (c *config) observe(ctx context.Context, a *Attempt, retryableOutcome bool)
 		attrs = append(attrs, slog.Duration("wait", a.Wait))
 	}
 	c.logger.LogAttrs(ctx, level, "saferetry: attempt", attrs...)
+}
+
+// logInterrupted logs, at Warn, an operation whose context ended after its
+// attempt n was to be retried, during the wait or at its end: the retry
+// was logged, but not made. Nothing is logged for an operation whose
+// context ended before its first attempt (n == 0).
+func (c *config) logInterrupted(ctx context.Context, req *http.Request, key string, n int, err error) {
+	if c.logger == nil || n == 0 || !c.logger.Enabled(ctx, slog.LevelWarn) {
+		return
+	}
+	attrs := appendOperation(make([]slog.Attr, 0, 7), req, key)
+	attrs = append(attrs, slog.Int("attempts", n), slog.String("error", err.Error()),
+		slog.String("reason", string(ReasonContextDone)))
+	c.logger.LogAttrs(ctx, slog.LevelWarn, "saferetry: interrupted before retrying", attrs...)
+}
+
+// appendOperation appends what every log line of an operation says: its
+// method, host and path (never the query, the body or a header), and key.
+func appendOperation(attrs []slog.Attr, req *http.Request, key string) []slog.Attr {
+	return append(attrs,
+		slog.String("method", req.Method),
+		slog.String("host", req.URL.Host),
+		slog.String("path", req.URL.Path),
+		slog.String("key", key),
+	)
 }

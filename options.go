@@ -216,8 +216,11 @@ func WithRetryBudget(capacity, cost int) Option {
 }
 
 // WithLogger sets the logger for attempts and decisions: retries at Info,
-// operations that end without success after a retryable outcome at Warn,
-// everything else at Debug. nil, the default, logs nothing.
+// operations that end without success after a retryable outcome at Warn
+// (their last attempt, or, when the context ends while the operation
+// waits to retry, a line saying so), everything else at Debug. A line
+// names the request by method, host and path, never by its query, body
+// or headers. nil, the default, logs nothing.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) { c.logger = l }
 }

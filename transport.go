@@ -486,6 +486,7 @@ func (op *operation) interrupted(n int, err error, next io.ReadCloser) error {
 	if op.lastErr != nil {
 		err = fmt.Errorf("%w (last attempt: %w)", err, op.lastErr)
 	}
+	op.t.cfg.logInterrupted(op.ctx, op.req, op.key, n, err)
 	return op.fail(n, err)
 }
 
