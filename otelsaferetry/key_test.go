@@ -2,11 +2,15 @@ package otelsaferetry_test
 
 import (
 	"context"
+	"net/http"
+	"strings"
+	"syscall"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/saferetry/saferetry"
 	"github.com/saferetry/saferetry/otelsaferetry"
 )
 
@@ -66,4 +70,43 @@ func attributeSets(agg metricdata.Aggregation) []attribute.Set {
 		}
 	}
 	return out
+}
+
+// TestKeyNotInSpansUnlessAsked: without WithKeyAttribute, the key is in
+// no span, also not in the status of an operation that ends in an error,
+// whose text (saferetry.Error's) names the key.
+func TestKeyNotInSpansUnlessAsked(t *testing.T) {
+	const key = "customer-42-order-7"
+	r := newRig(t)
+	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, syscall.ECONNRESET
+	})
+	rt := otelsaferetry.NewTransport(base, r.options()...)
+	_, err := post(t, saferetry.WithKey(context.Background(), key), rt, "http://api.test/v1/debits")
+	if err == nil || !strings.Contains(err.Error(), key) {
+		t.Fatalf("err = %v, want an error naming the key (the premise of this test)", err)
+	}
+	if len(r.spans.Ended()) == 0 {
+		t.Fatal("no span ended")
+	}
+	for _, s := range r.spans.Ended() {
+		if strings.Contains(s.Status().Description, key) {
+			t.Errorf("span %s status %q has the key", s.Name(), s.Status().Description)
+		}
+		for _, kv := range s.Attributes() {
+			if strings.Contains(kv.Value.Emit(), key) {
+				t.Errorf("span %s attribute %v has the key", s.Name(), kv)
+			}
+		}
+		for _, ev := range s.Events() {
+			for _, kv := range ev.Attributes {
+				if strings.Contains(kv.Value.Emit(), key) {
+					t.Errorf("span %s event %s attribute %v has the key", s.Name(), ev.Name, kv)
+				}
+			}
+		}
+	}
 }
