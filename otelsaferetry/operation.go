@@ -207,13 +207,26 @@ func (op *operation) annotate(status int, reason saferetry.Reason, err error) {
 	switch {
 	case err != nil:
 		span.SetAttributes(errorType(err))
-		span.SetStatus(codes.Error, err.Error())
+		span.SetStatus(codes.Error, op.statusText(err))
 	case status >= 400:
 		span.SetAttributes(semconv.HTTPResponseStatusCode(status), semconv.ErrorTypeKey.String(strconv.Itoa(status)))
 		span.SetStatus(codes.Error, "")
 	default:
 		span.SetAttributes(semconv.HTTPResponseStatusCode(status))
 	}
+}
+
+// statusText is the description of the error status of an operation that
+// ended with err: its text, without the idempotency key that a
+// *saferetry.Error names, unless WithKeyAttribute lets the span carry it.
+func (op *operation) statusText(err error) string {
+	e, ok := err.(*saferetry.Error) // what the saferetry Transport returns
+	if !ok || e.Key == "" || op.tel.keyAttribute {
+		return err.Error()
+	}
+	anon := *e
+	anon.Key = ""
+	return anon.Error()
 }
 
 // gaveUp reports whether an operation that ended for reason stopped on a

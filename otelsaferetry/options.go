@@ -69,8 +69,10 @@ func WithPropagators(p propagation.TextMapPropagator) Option {
 
 // WithKeyAttribute makes the operation span carry the idempotency key in
 // the saferetry.idempotency_key attribute. Off by default: a key may be
-// chosen by the caller and tie an operation to a customer. The key is never
-// a metric attribute, whatever this option says.
+// chosen by the caller and tie an operation to a customer; without it, no
+// span carries the key, not even the description of an operation's error
+// status (the text of a [saferetry.Error], which names it). The key is
+// never a metric attribute, whatever this option says.
 func WithKeyAttribute(on bool) Option {
 	return func(c *config) { c.keyAttribute = on }
 }
