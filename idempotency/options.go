@@ -136,7 +136,9 @@ func WithLease(d time.Duration) Option {
 // nil f keeps the default: every request is in the scope "" (one tenant).
 // f runs on the request goroutine after the body was read; it should not
 // read the body (the handler would miss what it read) and must be safe for
-// concurrent use.
+// concurrent use. The scope is stored with each key and named in the
+// logger's lines (see WithLogger): return an identifier of the principal,
+// never a credential such as the Authorization header's value.
 func WithScope(f func(*http.Request) (string, error)) Option {
 	return func(c *config) { c.scope = f }
 }
@@ -252,7 +254,8 @@ func WithFailOpen(open bool) Option {
 
 // WithLogger sets the logger for lost leases, store failures and other
 // surprises. Nil (the default) logs nothing. Normal outcomes are not logged;
-// use WithHook to count them.
+// use WithHook to count them. A line names the request by its scope and
+// key (and fencing token), never by its body or headers.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) { c.logger = l }
 }
