@@ -37,7 +37,9 @@
 // ttl-expiry) say what it means: the server recorded the first answer as
 // completed but not replayable, usually as too large for its store, or as
 // a body it refuses to keep (saferetry's Middleware does so past
-// WithMaxResponseBody), so look at its limits on stored answers.
+// WithMaxResponseBody, and for a body shorter than its Content-Length,
+// which never reached its client whole), so look at its limits on stored
+// answers.
 //
 // count-once reads CountURL's count (see [Checker.CountURL]): a count of
 // records can fail it; an answer that is not JSON, counted by its size in

@@ -231,7 +231,7 @@ func goneNote(exs ...Exchange) string {
 	for _, ex := range exs {
 		if ex.answered() && ex.Status == http.StatusGone {
 			return " (410 Gone: the server recorded the first answer as not replayable, the operation completed but its answer was not kept: " +
-				"usually an answer too large for its store, or a body the server refuses to keep; look at its limits on stored answers)"
+				"usually an answer too large for its store, or a body the server refuses to keep, such as one not sent whole (shorter than its Content-Length); look at its limits on stored answers)"
 		}
 	}
 	return ""

@@ -35,7 +35,7 @@
 //	claim answered with under half its lease left  409 ProblemInProgress + Retry-After  no
 //	same key, other fingerprint                    422 ProblemKeyReused                 no
 //	previous holder's lease lapsed                 takeover with a higher token         yes
-//	completed with an oversize response            410 ProblemResponseTooLarge          no
+//	completed, response not replayable             410 ProblemResponseTooLarge          no
 //	store unreachable                              503 ProblemStoreUnavailable          no (fail closed)
 //	transaction not committed (transactional mode) 503 ProblemCommitFailed              yes, unless committed
 //
@@ -286,7 +286,7 @@
 //	ProblemRequestTooLarge   413     request body over the limit                     no
 //	ProblemKeyReused         422     key used with another fingerprint               never with this key
 //	ProblemInProgress        409     first request still running                     yes, after Retry-After
-//	ProblemResponseTooLarge  410     completed, response too large to replay         no, it happened
+//	ProblemResponseTooLarge  410     completed, answer too large or not sent whole   no, it happened
 //	ProblemScopeUnavailable  500     scope function failed                           server fix needed
 //	ProblemStoreUnavailable  503     store unreachable, nothing ran                  yes, same key
 //	ProblemCommitFailed      503     commit failed or not confirmed                  yes, same key

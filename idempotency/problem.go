@@ -48,10 +48,13 @@ const (
 	// key and body.
 	ProblemRequestTimeout = problemBase + "ProblemRequestTimeout"
 	// ProblemResponseTooLarge (410): the operation with this key completed,
-	// but its response was over the storage cap (WithMaxResponseBody), so
-	// it cannot be replayed. It will not run again. The "original_status"
-	// member carries the status it completed with. The answer carries
-	// Idempotent-Replayed: true.
+	// but its response is not replayable: it was too large (over the
+	// storage cap, WithMaxResponseBody, or for the store), or it was not
+	// sent whole (a body shorter than its Content-Length). It will not run
+	// again. The name is kept from when size was the only cause, since
+	// clients match on the type URI. The "original_status" member carries
+	// the status it completed with. The answer carries Idempotent-Replayed:
+	// true.
 	ProblemResponseTooLarge = problemBase + "ProblemResponseTooLarge"
 	// ProblemScopeUnavailable (500): the scope function set with WithScope
 	// returned an error, so the key's owner is unknown and the request was
@@ -87,7 +90,7 @@ var problemTitles = map[string]string{
 	ProblemRequestTooLarge:  "Request body too large",
 	ProblemBodyUnreadable:   "Request body could not be read",
 	ProblemRequestTimeout:   "Request body did not arrive in time",
-	ProblemResponseTooLarge: "The stored response is too large to replay",
+	ProblemResponseTooLarge: "The operation completed, but its response cannot be replayed",
 	ProblemScopeUnavailable: "Idempotency scope unavailable",
 }
 
