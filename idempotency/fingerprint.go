@@ -43,6 +43,11 @@ const fingerprintVersion = "v1:"
 //     folded decoded, with invalid UTF-8 and lone surrogates read as U+FFFD.
 //     Only an object holding such a pair is sorted by folded name rather than
 //     by name, so the v1 fingerprint of every other body stays as it was.
+//   - The path is taken escaped, so /pay/a%2Fb and /pay/a/b differ, as
+//     they do to routers that read the raw path; the hex digits of its
+//     escapes are compared without case (RFC 3986, section 6.2.2.1), so
+//     /pay/a%2fb is /pay/a%2Fb, and a retry re-encoded with the other
+//     case is the same request.
 //   - The path and query are those of r.URL, what the handler reads, and,
 //     when a handler in front of the Middleware changed the path (as
 //     http.StripPrefix does), also the path the client sent (r.RequestURI),
@@ -77,7 +82,8 @@ const fingerprintVersion = "v1:"
 // Fingerprint is safe for concurrent use.
 func Fingerprint(r *http.Request, body []byte) string {
 	// The escaped path keeps /a%2Fb apart from /a/b, as routers that look at
-	// the raw path do.
+	// the raw path do; the case of its escapes' hex digits is not kept (see
+	// upperEscapes).
 	var ct string
 	if v := r.Header["Content-Type"]; len(v) > 0 { // Header.Get, without canonicalising a canonical name
 		ct = v[0]
@@ -87,7 +93,7 @@ func Fingerprint(r *http.Request, body []byte) string {
 		form = r
 	}
 	path := r.URL.EscapedPath()
-	return fingerprint(r.Method, path, r.URL.RawQuery, appendRequestTarget(nil, r, path), form, ct, body)
+	return fingerprint(r.Method, upperEscapes(path), r.URL.RawQuery, appendRequestTarget(nil, r, path), form, ct, body)
 }
 
 // fpState is the pooled state of one fingerprint: the hash, the

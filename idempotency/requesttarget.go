@@ -12,7 +12,8 @@ import (
 // escaped path, or tag 's' and the target as it is when it does not parse.
 // The fingerprint takes r.URL, what the handler reads, and this too, so that
 // two routes the rewrite made alike (/v1/pay and /v2/pay, both /pay behind
-// their prefixes) are not one.
+// their prefixes) are not one. Both paths are compared, and the client's
+// taken, with their escapes' hex digits in upper case (see upperEscapes).
 //
 // The query the client sent is not taken: the handler reads r.URL's, which
 // the fingerprint has, and what a handler in front removed from it (a
@@ -32,7 +33,7 @@ func appendRequestTarget(f []byte, r *http.Request, path string) []byte {
 	if err != nil {
 		return appendField(f, 's', rt)
 	}
-	if p := u.EscapedPath(); p != path {
+	if p := upperEscapes(u.EscapedPath()); p != upperEscapes(path) {
 		return appendField(f, 'r', p)
 	}
 	return f
