@@ -52,6 +52,10 @@ var errClaimTooLate = errors.New("idempotency: the claim's answer came with less
 // The same timer bounds the store calls that record the outcome: once
 // settle is called, it cancels their context at the settle deadline, which
 // saves a second timer per request.
+//
+// The application's code that it calls on its timer (the logger, the
+// store's Renew) may panic where nothing would recover it: such a panic is
+// kept for the request, and the keeper goes on (see keeperPanic).
 type leaseKeeper struct {
 	q             *request // whose claim is kept; its key and token do not change
 	cancelHandler context.CancelCauseFunc
@@ -70,6 +74,7 @@ type leaseKeeper struct {
 	stopped         bool
 	settling        bool
 	settleCancelled bool
+	panicked        bool          // a panic is kept for the request (see keeperPanic)
 	timer           clock.Timer   // its own, once woken by its queue; nil until then
 	expires         time.Time     // the lease lasts at least until then
 	latest          time.Time     // and at most until then (the last answer's arrival plus a lease)
@@ -164,7 +169,7 @@ func (lk *leaseKeeper) tick() {
 	if !lk.cancelled && !lk.settling && !now.Before(lk.expires) {
 		lk.cancelled = true
 		lk.cancelHandler(errLeaseUnconfirmed)
-		lk.q.m.cfg.logger.LogAttrs(lk.detached(), slog.LevelWarn, "idempotency: no lease renewal was acknowledged in time; cancelling the handler",
+		lk.warn("idempotency: no lease renewal was acknowledged in time; cancelling the handler",
 			slog.String("scope", lk.q.claim.key.Scope), slog.String("key", lk.q.claim.key.Key), slog.Int64("token", lk.q.claim.token))
 	}
 	if lk.lost || lk.inflight >= maxInflight || now.Before(lk.nextRenew) {
@@ -186,7 +191,7 @@ func (lk *leaseKeeper) tick() {
 
 	sent := lk.now()
 	ctx, cancel := context.WithTimeout(lk.detached(), bound)
-	err := lk.q.m.store.Renew(ctx, lk.q.claim.key, lk.q.claim.token, lk.q.m.cfg.lease)
+	err := lk.renew(ctx)
 	cancel()
 	lk.renewed(sent, err)
 }
@@ -219,7 +224,7 @@ func (lk *leaseKeeper) renewed(sent time.Time, err error) {
 			// on the request's goroutine, once the handler returns.
 			lk.cancelled = true
 			lk.cancelHandler(errLeaseSuperseded)
-			lk.q.m.cfg.logger.LogAttrs(lk.detached(), slog.LevelWarn, "idempotency: a renewal found the claim taken over; cancelling the handler",
+			lk.warn("idempotency: a renewal found the claim taken over; cancelling the handler",
 				slog.String("scope", lk.q.claim.key.Scope), slog.String("key", lk.q.claim.key.Key), slog.Int64("token", lk.q.claim.token))
 		}
 		// While settling, the outcome may have just been recorded, which
@@ -227,7 +232,7 @@ func (lk *leaseKeeper) renewed(sent time.Time, err error) {
 	default:
 		// The lease may still be alive: try again soon enough to renew it
 		// before it lapses.
-		lk.q.m.cfg.logger.LogAttrs(lk.detached(), slog.LevelWarn, "idempotency: lease renewal failed",
+		lk.warn("idempotency: lease renewal failed",
 			slog.String("scope", lk.q.claim.key.Scope), slog.String("key", lk.q.claim.key.Key),
 			slog.Int64("token", lk.q.claim.token), slog.Any("error", err))
 		if retry := now.Add(retryDelay(lk.interval(), lk.expires.Sub(now))); retry.Before(lk.nextRenew) {
@@ -269,9 +274,10 @@ func (lk *leaseKeeper) settle(timeout time.Duration, cancel context.CancelFunc) 
 	return lk.lost, now
 }
 
-// stop ends the timer for good, or the wait in its queue. A renewal still
-// in flight finishes on its own; its answer is ignored.
-func (lk *leaseKeeper) stop() {
+// stop ends the timer for good, or the wait in its queue, and returns the
+// panic kept for the request, if any (see keeperPanic). A renewal still in
+// flight finishes on its own; its answer is ignored.
+func (lk *leaseKeeper) stop() *keeperPanic {
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
 	lk.stopped = true
@@ -279,4 +285,5 @@ func (lk *leaseKeeper) stop() {
 		lk.timer.Stop()
 	}
 	lk.queue().leave(lk)
+	return lk.kept()
 }

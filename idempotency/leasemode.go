@@ -92,9 +92,15 @@ func (c *leaseClaim) finish(q *request) {
 // record is finish's store call: it completes or releases the claim and
 // reports whether it was superseded, then ends the claim, also when a store
 // call or a hook panics: the keeper must not go on renewing a claim that
-// nobody will settle.
+// nobody will settle. Once the outcome is recorded, a panic the keeper
+// recovered on its timer goes on here (see keeperPanic).
 func (c *leaseClaim) record(q *request) (ev Event, superseded bool) {
-	defer c.end()
+	recorded := false
+	defer func() {
+		if p := c.end(); p != nil && recorded {
+			panic(p)
+		}
+	}()
 	m := q.m
 	// A handler cancelled because its lease could not be confirmed was
 	// asked to stop; if it wrote nothing, it did. One whose client left
@@ -123,11 +129,13 @@ func (c *leaseClaim) record(q *request) (ev Event, superseded bool) {
 		}
 		superseded = m.release(c.ctx, ev)
 	}
+	recorded = true
 	return ev, superseded
 }
 
 // abort releases the claim of a handler that panicked, so that a retry
-// runs it again.
+// runs it again. The handler's panic goes on, in place of any the keeper
+// recovered.
 func (c *leaseClaim) abort(q *request) {
 	defer c.end()
 	ev := q.event()
@@ -141,9 +149,11 @@ func (c *leaseClaim) abort(q *request) {
 	}
 }
 
-// end stops the keeper and ends the claim's contexts.
-func (c *leaseClaim) end() {
-	c.keeper.stop()
+// end stops the keeper and ends the claim's contexts. It returns the panic
+// the keeper recovered on its timer, if any.
+func (c *leaseClaim) end() *keeperPanic {
+	p := c.keeper.stop()
 	c.cancel()
 	c.keeper.cancelHandler(nil)
+	return p
 }

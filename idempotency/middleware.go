@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -62,6 +63,10 @@ type middleware struct {
 	waiters atomic.Int64 // requests waiting under WithWaitForResult
 	runs    runTimes     // how long the handler runs, per route
 	keepers [keeperShards]keeperQueue
+	// keeperPanics holds, per *leaseKeeper, the *keeperPanic it recovered
+	// on its timer until its request takes it: a rare thing, kept out of
+	// the keeper so that it costs the others no byte.
+	keeperPanics sync.Map
 	// epoch is the first reading of the clock at an admission that was
 	// not the zero time, from which requests count theirs (see since).
 	epoch atomic.Pointer[time.Time]

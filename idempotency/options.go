@@ -255,7 +255,12 @@ func WithFailOpen(open bool) Option {
 // WithLogger sets the logger for lost leases, store failures and other
 // surprises. Nil (the default) logs nothing. Normal outcomes are not logged;
 // use WithHook to count them. A line names the request by its scope and
-// key (and fencing token), never by its body or headers.
+// key (and fencing token), never by its body or headers. The logger is
+// called on the request's goroutine, where its panic fails the request as
+// a handler's would, and by the lease keeper on its timer: a panic there
+// is recovered, the lease is kept as before, and the request fails with
+// it once its outcome is recorded, so that it reaches whatever recovers
+// the request's panics rather than ending the process.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) { c.logger = l }
 }
