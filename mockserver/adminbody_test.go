@@ -2,6 +2,7 @@ package mockserver_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/saferetry/saferetry/mockserver"
@@ -43,6 +44,36 @@ func TestAdminRefusesBodiesItDoesNotTake(t *testing.T) {
 			}
 			if resp, b := mustSend(t, srv, "POST", "/payments", "k1", payBody); resp.Header.Get("Idempotent-Replayed") != "true" {
 				t.Errorf("k1 again after the refused request = %d %s, not a replay: its key expired", resp.StatusCode, b)
+			}
+		})
+	}
+}
+
+// TestAdminFieldNamesAreCaseSensitive: a fault endpoint takes its fields
+// by their names as documented, to the letter. encoding/json matches names
+// without case, so {"Count":5} or {"COUNT":5} was taken as count, and
+// {"Status":500} as status: a client that spells a field otherwise is
+// told, with a 400 problem naming the field as it sent it, and nothing is
+// injected, as for any field the endpoint does not take.
+func TestAdminFieldNamesAreCaseSensitive(t *testing.T) {
+	for _, tc := range []struct{ method, path, body, field string }{
+		{"POST", "/_mock/fail", `{"Count":5}`, `"Count"`},
+		{"POST", "/_mock/fail", `{"count":1,"STATUS":500}`, `"STATUS"`},
+		{"POST", "/_mock/drop-after-commit", `{"cOuNt":2}`, `"cOuNt"`},
+		{"POST", "/_mock/delay", `{"Delay_ms":5}`, `"Delay_ms"`},
+		{"POST", "/_mock/delay", `{"delay_ms":5,"count":1,"Count":3}`, `"Count"`},
+		{"PUT", "/_mock/latency", `{"LATENCY_MS":5}`, `"LATENCY_MS"`},
+	} {
+		t.Run(tc.path+" "+tc.body, func(t *testing.T) {
+			srv := mockserver.New()
+			defer srv.Close()
+			resp, b := mustSend(t, srv, tc.method, tc.path, "", tc.body)
+			wantProblem(t, resp, b, http.StatusBadRequest, mockserver.ProblemBadAdminRequest)
+			if detail := decodeJSON[struct{ Detail string }](t, b).Detail; !strings.Contains(detail, tc.field) {
+				t.Errorf("detail %q does not name the field %s", detail, tc.field)
+			}
+			if f := srv.Faults(); len(f.Fail) != 0 || f.DropAfterCommit != 0 || len(f.Delays) != 0 || f.LatencyMS != 0 {
+				t.Errorf("faults after the refused request = %+v, want none", f)
 			}
 		})
 	}
