@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -69,9 +72,9 @@ func (s *Server) adminRoutes() []route {
 }
 
 // readAdminBody decodes an admin request body into a T: one JSON object of
-// T's fields only, and nothing after it but white space, so that a
-// misspelt field, or one of another endpoint, is an error rather than a
-// silent default. An empty body is an empty request; an endpoint that takes
+// T's fields only, named to the letter, and nothing after it but white
+// space, so that a misspelt field, one in another case, or one of another
+// endpoint, is an error rather than a silent default. An empty body is an empty request; an endpoint that takes
 // no field reads a struct{}, which refuses every field.
 // It answers a body it refuses, one over maxAdminBody included, with a 400
 // problem and reports false.
@@ -81,6 +84,9 @@ func readAdminBody[T any](w http.ResponseWriter, r *http.Request) (T, bool) {
 	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
 		badAdmin(w, fmt.Sprintf("body is over %d bytes", maxAdminBody))
 		return fr, false
+	}
+	if err == nil && len(bytes.TrimSpace(body)) > 0 {
+		err = exactFieldNames(body, adminFields[T]())
 	}
 	if err == nil && len(bytes.TrimSpace(body)) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(body))
@@ -96,6 +102,46 @@ func readAdminBody[T any](w http.ResponseWriter, r *http.Request) (T, bool) {
 		return fr, false
 	}
 	return fr, true
+}
+
+// adminFields returns the JSON names of T's fields, as documented.
+func adminFields[T any]() []string {
+	t := reflect.TypeFor[T]()
+	names := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		names = append(names, name)
+	}
+	return names
+}
+
+// exactFieldNames refuses a member of the object in body whose name is
+// not one of fields to the letter. encoding/json matches a name to a
+// field whatever its case, and takes {"Count":5} or {"COUNT":5} for
+// count: a strict API says which name it does not know. A body that is no
+// object, or not JSON, passes, for Decode to say what is wrong with it.
+func exactFieldNames(body []byte, fields []string) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		if name, _ := tok.(string); !slices.Contains(fields, name) {
+			if len(fields) == 0 {
+				return fmt.Errorf("unknown field %q: this endpoint takes no field", name)
+			}
+			return fmt.Errorf("unknown field %q: the fields are %s, in lower case", name, strings.Join(fields, ", "))
+		}
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return nil
+		}
+	}
+	return nil
 }
 
 // requiredMillis converts the delay_ms or latency_ms field called name,

@@ -79,7 +79,8 @@
 // delay_ms and latency_ms go from 0 to 3600000 (one hour); status, when
 // given, from 400 to 599. Each endpoint takes only the fields listed for
 // it (expire-keys, reset and DELETE faults take none: an empty body or
-// {}): unknown fields (a field of another endpoint too), out-of-range
+// {}): unknown fields (a field of another endpoint too, or one named in
+// another case: names are case-sensitive, unlike encoding/json's), out-of-range
 // values, malformed JSON, anything after the JSON object and a body over
 // 64 KiB are answered 400 with a problem of type ProblemBadAdminRequest,
 // and change nothing. Every fault endpoint answers the pending
