@@ -78,3 +78,31 @@ func TestAdminFieldNamesAreCaseSensitive(t *testing.T) {
 		})
 	}
 }
+
+// TestAdminBodyByteOrderMark: a UTF-8 byte order mark before an admin
+// body's JSON is ignored, as RFC 8259 (section 8.1) lets a parser do: it
+// cannot change what the body says, and an editor or a shell that saves
+// UTF-8 with one (Windows PowerShell's -InFile of such a file) sends it.
+// encoding/json refused it as "invalid character 'ï'". A mark anywhere
+// else is no JSON, and is refused.
+func TestAdminBodyByteOrderMark(t *testing.T) {
+	const bom = "\ufeff"
+	srv := mockserver.New()
+	defer srv.Close()
+	if resp, b := mustSend(t, srv, "POST", "/_mock/fail", "", bom+`{"count":2,"status":502}`); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a body after a byte order mark: %d %s", resp.StatusCode, b)
+	}
+	if f := srv.Faults(); len(f.Fail) != 2 || f.Fail[0] != http.StatusBadGateway {
+		t.Errorf("faults = %+v, want two 502s", f)
+	}
+	if resp, b := mustSend(t, srv, "DELETE", "/_mock/faults", "", bom); resp.StatusCode != http.StatusOK {
+		t.Errorf("a byte order mark alone, an empty request: %d %s", resp.StatusCode, b)
+	}
+	for _, body := range []string{" " + bom + `{"count":1}`, `{"count":1}` + bom, bom + bom + `{"count":1}`} {
+		resp, b := mustSend(t, srv, "POST", "/_mock/fail", "", body)
+		wantProblem(t, resp, b, http.StatusBadRequest, mockserver.ProblemBadAdminRequest)
+	}
+	if f := srv.Faults(); len(f.Fail) != 0 {
+		t.Errorf("faults = %+v after the refused bodies, want none", f)
+	}
+}
