@@ -83,7 +83,8 @@
 // another case: names are case-sensitive, unlike encoding/json's), out-of-range
 // values, malformed JSON, anything after the JSON object and a body over
 // 64 KiB are answered 400 with a problem of type ProblemBadAdminRequest,
-// and change nothing. Every fault endpoint answers the pending
+// and change nothing. A UTF-8 byte order mark before the JSON is ignored
+// (RFC 8259, section 8.1). Every fault endpoint answers the pending
 // Faults. Each endpoint takes only the method listed; another is 405.
 // An endpoint that reads or resets the ledger (keys, reset) answers 503
 // with a ProblemLedgerUnavailable problem when the ledger cannot be
