@@ -70,7 +70,9 @@
 // how each attempt was answered, when it arrived and how long its answer
 // took), Payments, Balance, Faults, Store, Reset.
 // Counters are updated before the answer's first byte is sent, so a client
-// that got an answer finds its attempt counted.
+// that got an answer finds its attempt counted. They are kept for at most
+// MaxInspectedKeys keys: past that, the keys used least recently are
+// forgotten, so that a long run does not grow the server without end.
 //
 // # Admin API
 //

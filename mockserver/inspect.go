@@ -1,7 +1,9 @@
 package mockserver
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -74,7 +76,9 @@ func (a Attempt) timed(at time.Time) Attempt {
 // be read from several goroutines at once, but not changed while others
 // read it.
 type KeyStats struct {
-	// Key is the Idempotency-Key, "" for requests without one.
+	// Key is the Idempotency-Key, "" for requests without one. A value
+	// that is no valid key is counted as sent, under its first 256 bytes
+	// when it is longer (a valid key is at most 255).
 	Key string `json:"key"`
 	// Attempts counts the requests to POST /payments that carried the key,
 	// whatever their answer.
@@ -92,16 +96,44 @@ type KeyStats struct {
 	History []Attempt `json:"history"`
 }
 
-// inspector counts attempts and executions per key. It keeps a key's
-// counts and first attempt in a record without pointers, its string in a
-// byte slice of all the keys, and only the attempts after the first
-// elsewhere, so that the collector, which scans every pointer the server
-// keeps, has nothing to scan per key.
+// MaxInspectedKeys bounds the keys the server keeps counts of (see
+// KeyStats), so that a long run with a new key per request does not grow
+// it without end: past it, the server forgets the keys used least
+// recently, half of the limit at a time. A key is kept for at least
+// MaxInspectedKeys/2 new keys after its last attempt; a key forgotten and
+// seen again starts from zero counts. The payments of the ledger are never
+// forgotten (KeyStats.Payments, Payments).
+const MaxInspectedKeys = 1 << 16
+
+// maxCountedKey bounds the bytes of a key the server counts under: an
+// Idempotency-Key that is not a valid key is counted under the value as
+// sent, which could be as long as net/http lets a header be, and a value
+// longer than a valid key's 255 bytes is counted under its first 256.
+const maxCountedKey = 256
+
+// countedKey is the key that key is counted under (see maxCountedKey).
+func countedKey(key string) string { return key[:min(len(key), maxCountedKey)] }
+
+// inspector counts attempts and executions per key, of at most
+// MaxInspectedKeys keys: in two tables, the keys first seen or used since
+// the last turn (cur) and those of the turn before (old). A key of old
+// that is used again moves to cur; when cur holds half the limit, the
+// tables turn, and the keys of old that did not move are forgotten.
 type inspector struct {
-	mu    sync.Mutex
+	mu       sync.Mutex
+	cur, old keyTable
+	seen     int64 // keys first seen, to number them (keyRecord.seen)
+}
+
+// keyTable keeps a key's counts and first attempt in a record without
+// pointers, its string in a byte slice of all the keys, and only the
+// attempts after the first elsewhere, so that the collector, which scans
+// every pointer the server keeps, has nothing to scan per key. The zero
+// value is empty and ready.
+type keyTable struct {
 	index strIndex                  // a key's position in recs
 	text  textChunks                // the keys, a run each
-	recs  records[keyRecord]        // in the order the keys were first seen
+	recs  records[keyRecord]        // in the order the keys came in
 	more  map[int32][]attemptRecord // each key's attempts after its first, up to maxHistory
 }
 
@@ -109,6 +141,8 @@ type inspector struct {
 type keyRecord struct {
 	text                 textPos // the key is the n bytes of its run in the inspector's text
 	n                    int32
+	moved                bool  // the key moved to the newer table, which holds it now
+	seen                 int64 // when it was first seen, in order: Keys' order
 	attempts, executions int
 	first                attemptRecord // valid when history > 0
 	history              int           // attempts recorded, up to maxHistory
@@ -144,22 +178,72 @@ func (r attemptRecord) attempt() Attempt {
 		Duration: r.duration, DurationMS: float64(r.duration) / float64(time.Millisecond)}
 }
 
-// key returns the bytes of the key at i. The lock must be held.
-func (in *inspector) key(i int32) []byte {
-	r := in.recs.at(i)
-	return in.text.bytes(r.text, 0, int(r.n))
+// key returns the bytes of the key at i.
+func (t *keyTable) key(i int32) []byte {
+	r := t.recs.at(i)
+	return t.text.bytes(r.text, 0, int(r.n))
 }
 
-// holds reports whether the key at i is key. The lock must be held.
-func (in *inspector) holds(i int32, key string) bool { return string(in.key(i)) == key }
+// holds reports whether the key at i is key.
+func (t *keyTable) holds(i int32, key string) bool { return string(t.key(i)) == key }
 
-func (in *inspector) recordLocked(key string) (int32, *keyRecord) {
-	i, ok := in.index.get(key, in.holds)
-	if !ok {
-		i = in.recs.add(keyRecord{text: in.text.add(key), n: int32(len(key))})
-		in.index.set(key, i, in.holds)
+// find returns the position of key, if t holds it and it did not move.
+func (t *keyTable) find(key string) (int32, bool) {
+	i, ok := t.index.get(key, t.holds)
+	return i, ok && !t.recs.at(i).moved
+}
+
+// add adds key with r's counts and history more (its attempts after the
+// first).
+func (t *keyTable) add(key string, r keyRecord, more []attemptRecord) int32 {
+	r.text, r.n, r.moved = t.text.add(key), int32(len(key)), false
+	i := t.recs.add(r)
+	t.index.set(key, i, t.holds)
+	if len(more) > 0 {
+		if t.more == nil {
+			t.more = make(map[int32][]attemptRecord)
+		}
+		t.more[i] = more
 	}
-	return i, in.recs.at(i)
+	return i
+}
+
+// stats is the KeyStats of the key at i, without its payments.
+func (t *keyTable) stats(i int32) KeyStats {
+	r := t.recs.at(i)
+	ks := KeyStats{Key: string(t.key(i)), Attempts: r.attempts, Executions: r.executions, History: make([]Attempt, 0, r.history)}
+	if r.history > 0 {
+		ks.History = append(ks.History, r.first.attempt())
+		for _, a := range t.more[i] {
+			ks.History = append(ks.History, a.attempt())
+		}
+	}
+	return ks
+}
+
+// recordLocked returns the table and position of the record of key,
+// which it makes for a key not seen, or moves to cur from old. The lock
+// must be held.
+func (in *inspector) recordLocked(key string) (*keyTable, int32, *keyRecord) {
+	key = countedKey(key)
+	if i, ok := in.cur.find(key); ok {
+		return &in.cur, i, in.cur.recs.at(i)
+	}
+	var r keyRecord
+	var more []attemptRecord
+	if i, ok := in.old.find(key); ok {
+		old := in.old.recs.at(i)
+		r, more = *old, in.old.more[i]
+		old.moved = true
+	} else {
+		in.seen++
+		r.seen = in.seen
+	}
+	if in.cur.recs.len() >= MaxInspectedKeys/2 {
+		in.old, in.cur = in.cur, keyTable{}
+	}
+	i := in.cur.add(key, r, more)
+	return &in.cur, i, in.cur.recs.at(i)
 }
 
 // attempt counts a request on arrival, so a client that got an answer never
@@ -167,7 +251,7 @@ func (in *inspector) recordLocked(key string) (int32, *keyRecord) {
 func (in *inspector) attempt(key string) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	_, r := in.recordLocked(key)
+	_, _, r := in.recordLocked(key)
 	r.attempts++
 }
 
@@ -178,15 +262,15 @@ func (in *inspector) attempt(key string) {
 func (in *inspector) answered(key string, a Attempt) int {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	i, r := in.recordLocked(key)
+	t, i, r := in.recordLocked(key)
 	switch {
 	case r.history == 0:
 		r.first = recordAttempt(a)
 	case r.history < maxHistory:
-		if in.more == nil {
-			in.more = make(map[int32][]attemptRecord)
+		if t.more == nil {
+			t.more = make(map[int32][]attemptRecord)
 		}
-		in.more[i] = append(in.more[i], recordAttempt(a))
+		t.more[i] = append(t.more[i], recordAttempt(a))
 	default:
 		return -1
 	}
@@ -200,13 +284,13 @@ func (in *inspector) answered(key string, a Attempt) int {
 func (in *inspector) dropped(key string, n int) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	i, r := in.recordLocked(key)
+	t, i, r := in.recordLocked(key)
 	rec := &r.first
 	switch {
 	case n < 0 || n >= int(r.history):
 		return
 	case n > 0:
-		rec = &in.more[i][n-1]
+		rec = &t.more[i][n-1]
 	}
 	rec.outcome = recordAttempt(Attempt{Outcome: OutcomeDropped}).outcome
 }
@@ -214,39 +298,42 @@ func (in *inspector) dropped(key string, n int) {
 func (in *inspector) execution(key string) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	_, r := in.recordLocked(key)
+	_, _, r := in.recordLocked(key)
 	r.executions++
-}
-
-// statsLocked is the KeyStats of the key at i, without its payments.
-func (in *inspector) statsLocked(i int32) KeyStats {
-	r := in.recs.at(i)
-	ks := KeyStats{Key: string(in.key(i)), Attempts: r.attempts, Executions: r.executions, History: make([]Attempt, 0, r.history)}
-	if r.history > 0 {
-		ks.History = append(ks.History, r.first.attempt())
-		for _, a := range in.more[i] {
-			ks.History = append(ks.History, a.attempt())
-		}
-	}
-	return ks
 }
 
 func (in *inspector) stats(key string) KeyStats {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	i, ok := in.index.get(key, in.holds)
-	if !ok {
-		return KeyStats{Key: key, History: []Attempt{}}
+	counted := countedKey(key)
+	for _, t := range []*keyTable{&in.cur, &in.old} {
+		if i, ok := t.find(counted); ok {
+			return t.stats(i)
+		}
 	}
-	return in.statsLocked(i)
+	return KeyStats{Key: key, History: []Attempt{}}
 }
 
+// all returns the stats of every key kept, in the order first seen.
 func (in *inspector) all() []KeyStats {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	out := make([]KeyStats, 0, in.recs.len())
-	for i := range in.recs.len() {
-		out = append(out, in.statsLocked(i))
+	type kept struct {
+		t *keyTable
+		i int32
+	}
+	keys := make([]kept, 0, in.cur.recs.len()+in.old.recs.len())
+	for _, t := range []*keyTable{&in.old, &in.cur} {
+		for i := range t.recs.len() {
+			if !t.recs.at(i).moved {
+				keys = append(keys, kept{t, i})
+			}
+		}
+	}
+	slices.SortFunc(keys, func(a, b kept) int { return cmp.Compare(a.t.recs.at(a.i).seen, b.t.recs.at(b.i).seen) })
+	out := make([]KeyStats, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, k.t.stats(k.i))
 	}
 	return out
 }
@@ -254,7 +341,7 @@ func (in *inspector) all() []KeyStats {
 func (in *inspector) reset() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	in.index, in.text, in.recs, in.more = strIndex{}, textChunks{}, records[keyRecord]{}, nil
+	in.cur, in.old = keyTable{}, keyTable{}
 }
 
 // Executions reports how many times the payment handler ran for key. It is
@@ -286,7 +373,8 @@ func (s *Server) stats(ctx context.Context, key string) (KeyStats, error) {
 	return ks, err
 }
 
-// Keys reports the stats of every key this server saw, in the order first
+// Keys reports the stats of every key this server saw and keeps (at most
+// MaxInspectedKeys, the least recently used forgotten), in the order first
 // seen. Their Payments are 0 when the ledger cannot be read (the failure
 // is logged; GET /_mock/keys answers 503 then). It is safe for concurrent
 // use.

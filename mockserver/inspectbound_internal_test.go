@@ -8,7 +8,7 @@ import (
 )
 
 // inspectorLimit is the bound the inspector is documented to keep to.
-const inspectorLimit = 1 << 16
+const inspectorLimit = MaxInspectedKeys
 
 // TestInspectorIsBounded: a long run with a new key per request (a load
 // test, a client that makes a key per attempt) grew the inspector by a
@@ -30,8 +30,15 @@ func TestInspectorIsBounded(t *testing.T) {
 			in.answered(busy, Attempt{Status: 201, Outcome: OutcomeReplayed}.timed(at))
 		}
 	}
-	if n := len(in.all()); n > inspectorLimit {
+	all := in.all()
+	if n := len(all); n > inspectorLimit {
 		t.Errorf("the inspector keeps %d keys, want at most %d", n, inspectorLimit)
+	}
+	if n := in.cur.recs.len() + in.old.recs.len(); n > inspectorLimit {
+		t.Errorf("the inspector holds %d records, want at most %d", n, inspectorLimit)
+	}
+	if all[0].Key != busy {
+		t.Errorf("the first key listed is %q, want %q, the first seen", all[0].Key, busy)
 	}
 	want := 3 * 8 // one attempt every inspectorLimit/8 keys
 	if ks := in.stats(busy); ks.Attempts != want || len(ks.History) != want {
