@@ -5,9 +5,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/internal/detach"
 )
 
 // acquire runs Claim's statements that may acquire k (the upsert, then
@@ -17,15 +16,17 @@ import (
 // nobody could release it, and the key would stay held, every retry
 // answered 409, for the whole lease. So the statements run on a context
 // of their own, which ctx's end does not cancel, on a goroutine of their
-// own when ctx can end. acquire returns with ctx, as the Store contract
-// has it (its deadline, or its cancellation, is honoured), and handed
-// off (true) when it leaves the statements running: the goroutine then
-// waits for their answer (at most the lease from then, after which the
-// claim has lapsed anyway), releases a claim acquired for the caller that
-// left, and then lets go of the place in the gate that Claim entered
-// (Claim must not). The connection is had on ctx, so a caller that left
-// waits for no connection. A Release that fails leaves the claim to lapse
-// with its lease.
+// own when ctx can end (internal/detach). acquire returns with ctx, as
+// the Store contract has it (its deadline, or its cancellation, is
+// honoured), and handed off (true) when it leaves the statements running:
+// the goroutine then waits for their answer (at most the lease from then,
+// after which the claim has lapsed anyway), releases a claim acquired for
+// the caller that left, and then lets go of the place in the gate that
+// Claim entered (Claim must not). The connection is had on ctx, so a
+// caller that left waits for no connection. A Release that fails leaves
+// the claim to lapse with its lease. A panic in the statements (a pgx
+// tracer's) is raised again on the caller's goroutine, or, once it left,
+// dropped there, where no recover could reach it.
 func (s *Store) acquire(ctx context.Context, k idempotency.Key, fingerprint string, lease, ttl time.Duration, ttlUS int64) (res idempotency.ClaimResult, handedOff bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return idempotency.ClaimResult{}, false, err
@@ -41,40 +42,23 @@ func (s *Store) acquire(ctx context.Context, k idempotency.Key, fingerprint stri
 		return res, false, err
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	answer := make(chan acquired) // unbuffered: the caller takes it, or left
-	go s.acquireDetached(ctx, sctx, cancel, answer, conn, k, fingerprint, lease, ttl, ttlUS)
-	select {
-	case a := <-answer:
-		return a.res, false, a.err
-	case <-ctx.Done():
-		time.AfterFunc(lease, cancel) // the claim has lapsed by then
-		return idempotency.ClaimResult{}, true, context.Cause(ctx)
-	}
-}
-
-// acquired is the answer of acquire's statements.
-type acquired struct {
-	res idempotency.ClaimResult
-	err error
-}
-
-// acquireDetached runs acquire's statements on conn under sctx and hands
-// their answer to the caller of acquire on answer, or, once ctx ended and
-// the caller left, releases what they acquired and leaves the gate. It
-// cancels sctx when done.
-func (s *Store) acquireDetached(ctx, sctx context.Context, cancel context.CancelFunc, answer chan<- acquired,
-	conn *pgxpool.Conn, k idempotency.Key, fingerprint string, lease, ttl time.Duration, ttlUS int64) {
-	defer cancel()
-	res, err := s.acquireOn(sctx, conn, k, fingerprint, lease, ttl, ttlUS)
-	conn.Release() // before the Release below, which takes a connection of its own
-	select {
-	case answer <- acquired{res, err}:
-	case <-ctx.Done():
+	defer func() {
+		if handedOff {
+			time.AfterFunc(lease, cancel) // the claim has lapsed by then
+		} else {
+			cancel() // also when the statements panicked
+		}
+	}()
+	return detach.Call(ctx, func() (idempotency.ClaimResult, error) {
+		defer conn.Release() // before the Release below, which takes a connection of its own
+		return s.acquireOn(sctx, conn, k, fingerprint, lease, ttl, ttlUS)
+	}, func(res idempotency.ClaimResult, err error) {
+		defer cancel()
+		defer s.gate.Leave()
 		if err == nil && res.Acquired {
 			_ = s.Release(sctx, k, res.Token) // it failed: the claim lapses with its lease
 		}
-		s.gate.Leave()
-	}
+	})
 }
 
 // acquireOn runs the statements of acquire on q.
