@@ -139,39 +139,17 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 	if err := g.Enter(ctx); err != nil {
 		return idempotency.ClaimResult{}, wrap(ctx, "claim", err)
 	}
-	defer g.Leave()
-	if s.replay.ReadFirst() {
-		if e, ok, err := s.completedEntry(ctx, name); err != nil || ok {
-			if err != nil {
-				return idempotency.ClaimResult{}, wrap(ctx, "claim", err)
-			}
-			s.replay.Observe(true)
-			return idempotency.ClaimResult{Entry: e}, nil
+	handedOff := false // to acquire's script, which leaves the gate (see acquire)
+	defer func() {
+		if !handedOff {
+			g.Leave()
 		}
-	}
-	res, err := s.run(ctx, claimScript, name, isAcquired,
-		encodeFingerprint(fingerprint), micros(lease), millis(ttl))
-	if errors.Is(err, ErrNotReplicated) && isAcquired(res) {
-		s.undoClaim(ctx, k, res)
-	}
+	}()
+	res, handedOff, err := s.acquire(ctx, g, k, name, fingerprint, lease, ttl)
 	if err != nil {
 		return idempotency.ClaimResult{}, wrap(ctx, "claim", err)
 	}
-	if tok, took, ok := acquired(res); ok {
-		s.replay.Observe(false)
-		// The script runs atomically and answers at once: the whole lease
-		// is left when the answer leaves the server.
-		return idempotency.ClaimResult{Acquired: true, Token: tok, TookOver: took, LeaseRemaining: lease.Truncate(time.Microsecond)}, nil
-	}
-	e, found, err := decodeEntry(res)
-	if err != nil {
-		return idempotency.ClaimResult{}, wrap(ctx, "claim", err)
-	}
-	if !found {
-		return idempotency.ClaimResult{}, wrap(ctx, "claim", errUnexpected(res))
-	}
-	s.replay.Observe(e.State == idempotency.StateCompleted)
-	return idempotency.ClaimResult{Entry: e}, nil
+	return res, nil
 }
 
 // completedEntry is Claim's fast path (see replayEnter): the entry named
@@ -313,10 +291,17 @@ func (s *Store) fenced(ctx context.Context, op string, sc settled, k idempotency
 // the replicas' acknowledgement must be checked. An error matching
 // ErrNotReplicated comes with the script's result.
 func (s *Store) run(ctx context.Context, sc *redis.Script, key string, wrote func(any) bool, args ...any) (res any, err error) {
+	return s.runSent(ctx, ctx, sc, key, wrote, args...)
+}
+
+// runSent is run with the script, and what shares its round trip, sent
+// and read under sctx, and a WAIT of a round trip of its own under ctx
+// (see acquire).
+func (s *Store) runSent(ctx, sctx context.Context, sc *redis.Script, key string, wrote func(any) bool, args ...any) (res any, err error) {
 	if s.cfg.waitN <= 0 || wrote == nil {
-		res, err = sc.Run(ctx, s.rdb, []string{key}, args...).Result()
+		res, err = sc.Run(sctx, s.rdb, []string{key}, args...).Result()
 	} else {
-		res, err = s.runWait(ctx, sc, key, wrote, args...)
+		res, err = s.runWait(ctx, sctx, sc, key, wrote, args...)
 	}
 	s.reload.failed(err)
 	return res, err

@@ -36,18 +36,20 @@ type shortPrimaries struct{ m sync.Map }
 // goes, on the target) is followed: the pipeline goes again to the
 // target, after ASKING. When fewer replicas
 // acknowledge, or WAIT fails after the write, the error matches
-// ErrNotReplicated and the script's result comes with it.
-func (s *Store) runWait(ctx context.Context, sc *redis.Script, key string, wrote func(any) bool, args ...any) (any, error) {
+// ErrNotReplicated and the script's result comes with it. The pipeline is
+// sent and read under sctx; a WAIT sent after it, under ctx, whose end
+// then fails it as above (see Store.acquire).
+func (s *Store) runWait(ctx, sctx context.Context, sc *redis.Script, key string, wrote func(any) bool, args ...any) (any, error) {
 	cc, ok := s.rdb.(*redis.ClusterClient)
 	if !ok {
 		client, _ := s.rdb.(*redis.Client)
-		return s.runWaitOn(ctx, s.rdb, client, "", false, sc, key, wrote, args...)
+		return s.runWaitOn(ctx, sctx, s.rdb, client, "", false, sc, key, wrote, args...)
 	}
 	node, err := cc.MasterForKey(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.runWaitOn(ctx, node, node, node.Options().Addr, false, sc, key, wrote, args...)
+	res, err := s.runWaitOn(ctx, sctx, node, node, node.Options().Addr, false, sc, key, wrote, args...)
 	target, ok := askTarget(err)
 	if !ok {
 		return res, err
@@ -80,7 +82,7 @@ func (s *Store) runWait(ctx context.Context, sc *redis.Script, key string, wrote
 	opt.PoolSize, opt.MinIdleConns = 1, 0
 	at := redis.NewClient(&opt)
 	defer at.Close()
-	return s.runWaitOn(ctx, at, at, target, true, sc, key, wrote, args...)
+	return s.runWaitOn(ctx, sctx, at, at, target, true, sc, key, wrote, args...)
 }
 
 // askTarget returns the node that an ASK reply in err redirects to.
@@ -99,7 +101,7 @@ func askTarget(err error) (string, bool) {
 // rather than a failover client, at address addr: "" for a client that is
 // not a cluster); asking sends ASKING before the script, which an
 // importing node needs to take a key of a slot it does not own yet.
-func (s *Store) runWaitOn(ctx context.Context, c interface {
+func (s *Store) runWaitOn(ctx, sctx context.Context, c interface {
 	Pipeline() redis.Pipeliner
 	Do(ctx context.Context, args ...any) *redis.Cmd
 }, client *redis.Client, addr string, asking bool, sc *redis.Script, key string, wrote func(any) bool, args ...any) (any, error) {
@@ -122,21 +124,21 @@ func (s *Store) runWaitOn(ctx context.Context, c interface {
 		pipe := c.Pipeline()
 		var role, wait *redis.Cmd
 		if short {
-			role = pipe.Do(ctx, "ROLE")
+			role = pipe.Do(sctx, "ROLE")
 		}
 		if asking {
-			pipe.Do(ctx, "ASKING") // just before the script: ASKING holds for one command
+			pipe.Do(sctx, "ASKING") // just before the script: ASKING holds for one command
 		}
 		var cmd *redis.Cmd
 		if byHash {
-			cmd = sc.EvalSha(ctx, pipe, keys, args...)
+			cmd = sc.EvalSha(sctx, pipe, keys, args...)
 		} else {
-			cmd = sc.Eval(ctx, pipe, keys, args...)
+			cmd = sc.Eval(sctx, pipe, keys, args...)
 		}
 		if !short && !alone {
-			wait = pipe.Do(ctx, "WAIT", s.cfg.waitN, millis(s.cfg.waitTimeout))
+			wait = pipe.Do(sctx, "WAIT", s.cfg.waitN, millis(s.cfg.waitTimeout))
 		}
-		_, _ = pipe.Exec(ctx) // errors are read per command below
+		_, _ = pipe.Exec(sctx) // errors are read per command below
 		res, err := cmd.Result()
 		if byHash && isNoScript(err) {
 			// Nothing was written, but the WAIT after it waited for the

@@ -1,0 +1,90 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/internal/detach"
+	"github.com/saferetry/saferetry/internal/gate"
+)
+
+// acquire runs Claim's round trips that may acquire k (the replay fast
+// path's GET, then the claim script) to their answer, also when ctx ends
+// while the script is on its way. Cut short by ctx (a client with
+// ContextTimeoutEnabled reads under its deadline), a script that Redis ran
+// would lose the claim's token with its answer: nobody could release it,
+// and the key would stay held, every retry answered "in progress", for the
+// whole lease; and go-redis lets no cancellation cut a read short, so a
+// cancelled caller would wait for the answer all the same. So the script
+// is sent and read under a context of its own, which ctx's end does not
+// end, on a goroutine of its own when ctx can end (internal/detach).
+// acquire returns with ctx, as the Store contract has it, and handed off
+// (true) when it leaves the script running: the goroutine then waits for
+// its answer (as long as the client's ReadTimeout lets any read wait),
+// releases a claim acquired for the caller that left, and then lets go of
+// g, the place that Claim entered (Claim must not). A Release that fails
+// leaves the claim to lapse with its lease. Under WithWait, a WAIT sent
+// in a round trip of its own still waits under ctx (WithWait's own
+// failure, which gives the claim back); one that shares the script's
+// round trip cannot be told from it, and is read to its end. A panic in
+// the round trips (a go-redis hook's) is raised again on the caller's
+// goroutine, or, once it left, dropped there, where no recover could
+// reach it.
+func (s *Store) acquire(ctx context.Context, g gate.Gate, k idempotency.Key, name, fingerprint string, lease, ttl time.Duration) (idempotency.ClaimResult, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return idempotency.ClaimResult{}, false, err // sent, the script would acquire for nobody
+	}
+	if ctx.Done() == nil {
+		// ctx never ends: no answer can be lost to it.
+		res, err := s.acquireOn(ctx, ctx, k, name, fingerprint, lease, ttl)
+		return res, false, err
+	}
+	sctx := context.WithoutCancel(ctx)
+	return detach.Call(ctx, func() (idempotency.ClaimResult, error) {
+		return s.acquireOn(ctx, sctx, k, name, fingerprint, lease, ttl)
+	}, func(res idempotency.ClaimResult, err error) {
+		defer g.Leave()
+		if err == nil && res.Acquired {
+			_ = s.Release(sctx, k, res.Token) // it failed: the claim lapses with its lease
+		}
+	})
+}
+
+// acquireOn runs acquire's round trips, sent and read under sctx, with
+// ctx for a WAIT of its own (see runSent).
+func (s *Store) acquireOn(ctx, sctx context.Context, k idempotency.Key, name, fingerprint string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
+	if s.replay.ReadFirst() {
+		if e, ok, err := s.completedEntry(sctx, name); err != nil || ok {
+			if err != nil {
+				return idempotency.ClaimResult{}, err
+			}
+			s.replay.Observe(true)
+			return idempotency.ClaimResult{Entry: e}, nil
+		}
+	}
+	res, err := s.runSent(ctx, sctx, claimScript, name, isAcquired,
+		encodeFingerprint(fingerprint), micros(lease), millis(ttl))
+	if errors.Is(err, ErrNotReplicated) && isAcquired(res) {
+		s.undoClaim(sctx, k, res)
+	}
+	if err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	if tok, took, ok := acquired(res); ok {
+		s.replay.Observe(false)
+		// The script runs atomically and answers at once: the whole lease
+		// is left when the answer leaves the server.
+		return idempotency.ClaimResult{Acquired: true, Token: tok, TookOver: took, LeaseRemaining: lease.Truncate(time.Microsecond)}, nil
+	}
+	e, found, err := decodeEntry(res)
+	if err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	if !found {
+		return idempotency.ClaimResult{}, errUnexpected(res)
+	}
+	s.replay.Observe(e.State == idempotency.StateCompleted)
+	return idempotency.ClaimResult{Entry: e}, nil
+}
