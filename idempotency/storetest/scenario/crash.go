@@ -27,13 +27,14 @@ var errFrozen = errors.New("scenario: instance is frozen")
 // Crash runs one request into a handler on instance A that blocks, then
 // kills A (its server's connections are closed and its request contexts
 // cancelled) and freezes it: A's lease renewals stop reaching the store, as
-// a dead or paused process's would. It checks that a retry of the same
-// request on instance B answers 409 while A's lease lives, then takes the
-// key over (a greater fencing token, the handler runs on B), that when A's
-// handler wakes and returns while B's handler still holds the key, A's late
-// completion is refused by the store with idempotency.ErrStaleToken and
-// leaves B's claim alone, and that B then answers 201 and its outcome is the
-// one stored and replayed.
+// a dead or paused process's would. It checks that retries of the same
+// request on instance B, sent all through A's first lease and past it
+// (several between two renewals), answer 409 while A is alive, that one
+// then takes the key over once A is dead (a greater fencing token, the
+// handler runs on B), that when A's handler wakes and returns while B's
+// handler still holds the key, A's late completion is refused by the store
+// with idempotency.ErrStaleToken and leaves B's claim alone, and that B
+// then answers 201 and its outcome is the one stored and replayed.
 //
 // With a TxStore, the Middleware runs in transactional mode and there is no
 // lease: killing A rolls back A's transaction, as the database does when a
@@ -186,10 +187,18 @@ func (c *crash) runA() {
 	if c.transactional {
 		return
 	}
-	testenv.Pause(c.ctx, c.lease)
-	if r := c.send(c.b.srv.URL); r.err != nil || r.status != http.StatusConflict {
-		t.Fatalf("while A is alive and renewing past its first lease, B answered %d %q (err %v), want 409; "+
-			"A renews every lease/3, so a lease of %v may be too short for this machine", r.status, r.body, r.err, c.lease)
+	// Duplicates on B all through A's first lease and past it, a few
+	// between any two of A's renewals: a store that lets the claim lapse
+	// between renewals (one that keeps less of the lease than it reports)
+	// is caught whenever in the renewal cycle its lapse falls.
+	end := time.Now().Add(c.lease)
+	for past := false; !past; {
+		testenv.Pause(c.ctx, c.lease/20)
+		past = time.Now().After(end)
+		if r := c.send(c.b.srv.URL); r.err != nil || r.status != http.StatusConflict {
+			t.Fatalf("while A is alive and renewing, B answered %d %q (err %v), want 409; "+
+				"A renews every lease/3, so a lease of %v may be too short for this machine", r.status, r.body, r.err, c.lease)
+		}
 	}
 }
 
