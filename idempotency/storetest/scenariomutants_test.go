@@ -318,6 +318,7 @@ func TestScenariosCatchBrokenStores(t *testing.T) {
 		{"deafWatcher", []string{"WatchAcrossInstances"}},
 		{"renewsNothing", []string{"Crash"}},
 		{"shortLeases", []string{"Crash"}},
+		{"releasesAnyToken", []string{"Crash"}},
 		{"losesAnswers", []string{"ExactlyOnce", "Ledger", "Crash"}},
 		{"keepsNoBody", []string{"ExactlyOnce", "Ledger", "Crash"}},
 		{"ignoresFingerprints", []string{"FastPathAnswers"}},
