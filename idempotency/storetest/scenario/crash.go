@@ -34,12 +34,18 @@ var errFrozen = errors.New("scenario: instance is frozen")
 // handler runs on B), that when A's handler wakes and returns while B's
 // handler still holds the key, A's late completion is refused by the store
 // with idempotency.ErrStaleToken and leaves B's claim alone, and that B
-// then answers 201 and its outcome is the one stored and replayed.
+// then answers 201 and its outcome is the one stored and replayed. It does
+// so twice, in subtests: in LateComplete, A's handler answers 201 when it
+// wakes, so that A completes the claim; in LateRelease, it answers 503, so
+// that A releases it, and that Release must be refused likewise (a store
+// that released B's claim would let a third instance run the operation
+// beside B).
 //
 // With a TxStore, the Middleware runs in transactional mode and there is no
 // lease: killing A rolls back A's transaction, as the database does when a
 // client's connection dies, so B takes over at once, and A's late Complete
-// or Commit fails.
+// or Commit fails. There is no LateRelease then: a failed handler's
+// transaction rolls back, and releases nothing.
 //
 // lease is given to both instances through idempotency.WithLease after opts.
 // The scenario waits about two leases, so keep it short, but not so short
@@ -48,9 +54,19 @@ var errFrozen = errors.New("scenario: instance is frozen")
 // Crash adds its own idempotency.WithHook to opts.
 func Crash(t *testing.T, store idempotency.Store, lease time.Duration, opts ...idempotency.Option) {
 	t.Helper()
+	t.Run("LateComplete", func(t *testing.T) { crashOnce(t, store, lease, http.StatusCreated, opts) })
+	if _, transactional := store.(idempotency.TxStore); !transactional {
+		t.Run("LateRelease", func(t *testing.T) { crashOnce(t, store, lease, http.StatusServiceUnavailable, opts) })
+	}
+}
+
+// crashOnce runs Crash with A's handler answering late when it wakes.
+func crashOnce(t *testing.T, store idempotency.Store, lease time.Duration, late int, opts []idempotency.Option) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := newCrash(t, ctx, store, lease)
+	c.late = late
 	defer c.wakeA()
 	defer c.releaseB()
 	c.a = startInstance(t, c.storeA, c.handlerA(), append(opts[:len(opts):len(opts)], idempotency.WithLease(lease), c.hookA()))
@@ -63,7 +79,7 @@ func Crash(t *testing.T, store idempotency.Store, lease time.Duration, opts ...i
 	tookOver := time.Since(killed)
 	c.lateCompletionRefused()
 	c.finishB()
-	t.Logf("Crash: lease %v, B took over %v after the kill", lease, tookOver.Round(time.Millisecond))
+	t.Logf("Crash: lease %v, B took over %v after the kill; A's late %s refused", lease, tookOver.Round(time.Millisecond), c.lateCall())
 }
 
 // crash is the state of one Crash scenario: instance A, which freezes,
@@ -74,6 +90,7 @@ type crash struct {
 	store         idempotency.Store
 	lease         time.Duration
 	key           string
+	late          int // the status A's handler answers when it wakes
 	transactional bool
 	frozen        *freezable
 	storeA        idempotency.Store
@@ -103,7 +120,7 @@ func newCrash(t *testing.T, ctx context.Context, store idempotency.Store, lease 
 		eventsA: make(chan idempotency.Event, 16), enteredB: make(chan struct{}, 1),
 		proceedB: make(chan struct{}), answerB: make(chan answer, 1)}
 	_, c.transactional = store.(idempotency.TxStore)
-	c.frozen = &freezable{Store: store, completed: make(chan error, 1)}
+	c.frozen = &freezable{Store: store, settled: make(chan error, 1)}
 	c.storeA = c.frozen
 	if c.transactional {
 		c.storeA = &freezableTx{freezable: c.frozen}
@@ -113,6 +130,14 @@ func newCrash(t *testing.T, ctx context.Context, store idempotency.Store, lease 
 
 func (c *crash) wakeA()    { c.wakeOnce.Do(func() { close(c.wake) }) }
 func (c *crash) releaseB() { c.proceedOnce.Do(func() { close(c.proceedB) }) }
+
+// lateCall names the store call that A's late answer makes.
+func (c *crash) lateCall() string {
+	if c.late == http.StatusCreated {
+		return "Complete"
+	}
+	return "Release"
+}
 
 func (c *crash) send(url string) answer {
 	return postJSON(c.ctx, c.client, url+"/transfer", c.key, `{"amount":10}`)
@@ -128,7 +153,7 @@ func (c *crash) handlerA() http.Handler {
 		default: // a second run; B's checks report it
 		}
 		<-c.wake
-		w.WriteHeader(http.StatusCreated)
+		w.WriteHeader(c.late)
 		_, _ = io.WriteString(w, "from A")
 	})
 }
@@ -235,19 +260,19 @@ func (c *crash) takeOver(killed time.Time) {
 	}
 }
 
-// lateCompletionRefused wakes A while B holds the key: A's completion must
-// be refused and leave B's claim alone.
+// lateCompletionRefused wakes A while B holds the key: A's completion (its
+// Complete or Release) must be refused and leave B's claim alone.
 func (c *crash) lateCompletionRefused() {
 	t := c.t
 	c.wakeA()
 	select {
-	case err := <-c.frozen.completed:
+	case err := <-c.frozen.settled:
 		if c.transactional {
 			if err == nil {
 				t.Error("A's late Complete/Commit on its rolled-back transaction succeeded")
 			}
 		} else if !errors.Is(err, idempotency.ErrStaleToken) {
-			t.Errorf("A's late Complete = %v, want ErrStaleToken", err)
+			t.Errorf("A's late %s = %v, want ErrStaleToken", c.lateCall(), err)
 		}
 	case <-c.ctx.Done():
 		t.Fatal("scenario: A's late completion never reached the store")
@@ -326,12 +351,12 @@ func drainUntil(ctx context.Context, events <-chan idempotency.Event, o idempote
 
 // freezable is instance A's view of the store. Once frozen, its lease
 // renewals fail without reaching the store, as a dead or paused process's
-// would; its Complete still goes through, to show that the store itself
-// refuses it, and its result is reported on completed.
+// would; its Complete or Release still goes through, to show that the
+// store itself refuses it, and its result is reported on settled.
 type freezable struct {
 	idempotency.Store
-	frozen    atomic.Bool
-	completed chan error
+	frozen  atomic.Bool
+	settled chan error
 
 	mu  sync.Mutex
 	txs []idempotency.Tx // transactions begun by A, transactional mode only
@@ -352,10 +377,16 @@ func (f *freezable) Complete(ctx context.Context, k idempotency.Key, token int64
 	return err
 }
 
+func (f *freezable) Release(ctx context.Context, k idempotency.Key, token int64) error {
+	err := f.Store.Release(ctx, k, token)
+	f.report(err)
+	return err
+}
+
 func (f *freezable) report(err error) {
 	if f.frozen.Load() {
 		select {
-		case f.completed <- err:
+		case f.settled <- err:
 		default:
 		}
 	}

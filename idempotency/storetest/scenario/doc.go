@@ -13,7 +13,7 @@
 //     the sum of the distinct operations.
 //   - Crash: an instance freezes in the middle of a handler and is cut off;
 //     another instance takes the key over and the frozen one's late
-//     completion is refused.
+//     Complete, or Release after a failure, is refused.
 //   - StoreFaults: the store slow (latency of lease/10 and lease/5, and over
 //     the lease), a paused holder and its fenced write, a store cut during
 //     Complete, a thousand waiters on a small pool, through a TCP proxy
