@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -47,7 +48,13 @@ func KeyFromResponse(resp *http.Response) (string, bool) {
 		return "", false
 	}
 	k, err := contract.ParseKeyFields(resp.Request.Header.Values(HeaderIdempotencyKey))
-	return k, err == nil
+	if err != nil {
+		return "", false
+	}
+	// A copy: the header's value may be the text of a generated key that
+	// the Transport keeps in its operation, with the operation's first
+	// request and body, which a key kept for a later retry must not keep.
+	return strings.Clone(k), true
 }
 
 // NewKey returns a fresh random (version 4) UUID in its canonical text form.
@@ -63,7 +70,8 @@ func NewKey() (string, error) {
 }
 
 // keyText holds the canonical text of a UUID. The Transport keeps one in
-// each operation, so that a generated key costs no allocation of its own.
+// each operation, so that a generated key costs no allocation of its own
+// (unless a hook or a logger, which may keep the key, is set).
 type keyText [36]byte
 
 // generate fills t with the text of a fresh random (version 4) UUID.

@@ -85,7 +85,17 @@ func (t *Transport) RoundTrip(req *http.Request) (resp *http.Response, err error
 		followed := req.Response
 		defer func() { op.call.leave(followed, resp) }()
 	}
-	key, wire, _, err := cfg.resolveKey(req, op.call, &op.keyText)
+	op.timed = len(cfg.hooks) > 0 || cfg.logger != nil
+	// A generated key's text lives in op, which holds the first attempt's
+	// request: a key kept after the operation would keep that request and
+	// its buffered body. A hook or a logger's handler may keep the key,
+	// so it then gets a text of its own; the other ways out (an error, a
+	// Client's call, KeyFromResponse) copy it (see keptKey).
+	text := &op.keyText
+	if op.timed {
+		text = new(keyText)
+	}
+	key, wire, _, err := cfg.resolveKey(req, op.call, text)
 	if err == nil && req.Response != nil {
 		switch cfg.redirectHop(req, key) {
 		case retrypolicy.HopRefuse:
@@ -127,7 +137,6 @@ func (t *Transport) RoundTrip(req *http.Request) (resp *http.Response, err error
 		NotReplayable: !b.replayable,
 	}
 	op.state.Deadline, _ = op.ctx.Deadline()
-	op.timed = len(cfg.hooks) > 0 || cfg.logger != nil
 	resp, err = op.run()
 	op.release()
 	return resp, err
@@ -154,7 +163,7 @@ type operation struct {
 	began      time.Time // when the first attempt was sent, when timed
 	lastStatus int
 	lastErr    error   // the last attempt's error, if it got no response, else nil
-	keyText    keyText // the text of a generated key (key and wire share it)
+	keyText    keyText // the text of a generated key (key and wire share it), unless timed
 	// first is the first attempt's request (see attemptRequest): kept in
 	// op, it costs no allocation of its own.
 	first     http.Request
@@ -164,9 +173,9 @@ type operation struct {
 // release drops what op holds of the caller's request once the operation
 // is over. op itself may live on: it is the attempts' context (written),
 // which a response keeps in its Request, and it holds the first attempt's
-// request (first), which a hook may keep, as it may keep a generated key,
-// op's keyText. What op holds should not keep the caller's request in
-// memory; an operation that failed does not keep op (see fail).
+// request (first), which a hook may keep. What op holds should not keep
+// the caller's request in memory. A key kept on its own does not keep op
+// (see keptKey).
 func (op *operation) release() {
 	op.req, op.body, op.lastErr = nil, body{}, nil
 }
@@ -464,6 +473,7 @@ func cloneHeader(h http.Header, wire []string) http.Header {
 // attempt, for a Client waiting on it (see finish), and returns it.
 func (op *operation) refuse(e *Error) error {
 	op.key = e.Key
+	e.Key = op.keptKey()
 	op.finish(0, e)
 	return e
 }
@@ -472,7 +482,7 @@ func (op *operation) refuse(e *Error) error {
 // waiting on them.
 func (op *operation) finish(n int, err *Error) {
 	if call := op.call; call != nil {
-		call.attempts, call.key, call.err = n, op.key, err
+		call.attempts, call.key, call.err = n, op.keptKey(), err
 	}
 }
 
@@ -500,13 +510,18 @@ func (op *operation) fail(n int, err error) error {
 	if cerr := op.ctx.Err(); cerr != nil && err != nil && !errors.Is(err, cerr) {
 		err = fmt.Errorf("%w (last attempt: %w)", cerr, err)
 	}
-	// A generated key is the text in op, which would keep op, and so the
-	// first attempt's request and its buffered body, for as long as the
-	// error is kept: the error gets a copy.
+	e := &Error{Cause: cause, Key: op.keptKey(), Attempts: n, StatusCode: op.lastStatus, Err: err}
+	op.finish(n, e)
+	return e
+}
+
+// keptKey returns op's key for what may keep it after the operation (an
+// error, a Client's call): a generated key whose text is op's would keep
+// op, and so the first attempt's request and its buffered body, for as
+// long as the key is kept; it is copied then, once.
+func (op *operation) keptKey() string {
 	if op.key != "" && unsafe.StringData(op.key) == &op.keyText[0] {
 		op.key = strings.Clone(op.key)
 	}
-	e := &Error{Cause: cause, Key: op.key, Attempts: n, StatusCode: op.lastStatus, Err: err}
-	op.finish(n, e)
-	return e
+	return op.key
 }
