@@ -61,7 +61,7 @@ func (a *adapter) checkRetry(ctx context.Context, resp *http.Response, err error
 	s.UnsafeNoKey = o.Request.Header.Get(saferetry.HeaderIdempotencyKey) == "" &&
 		!retrypolicy.RetriedWithoutKey(o.Request.Method)
 	s.Done = ctx.Err() != nil
-	v := a.policy.Decide(o, s, time.Now)
+	v := a.decide(o, s)
 	if v.Retry && st != nil && v.Cost() > 0 {
 		// retryablehttp waits for the retry without telling us when the
 		// context cuts the wait short, and then returns: the retry is not
@@ -74,6 +74,28 @@ func (a *adapter) checkRetry(ctx context.Context, resp *http.Response, err error
 	// The error is kept by retryablehttp only if the retries end here; it
 	// then reaches ErrorHandler as the outcome.
 	return v.Retry, outcome
+}
+
+// decide is the policy's decision on o. The classifier is the caller's
+// code: should it panic, the panic goes on as it is, but the answer it
+// was given is closed first, as the Transport closes it, since
+// retryablehttp, which drains it after CheckRetry, does not (a caller
+// that recovers, as net/http's server does for a handler, would be left
+// with its connection held). The classifier runs before any cost is
+// spent, so the budget has nothing to refund.
+func (a *adapter) decide(o retrypolicy.Outcome, s *retrypolicy.State) retrypolicy.Verdict {
+	if a.policy.Classify != nil && o.Response != nil && o.Response.Body != nil {
+		decided := false
+		defer func() {
+			if !decided {
+				o.Response.Body.Close()
+			}
+		}()
+		v := a.policy.Decide(o, s, time.Now)
+		decided = true
+		return v
+	}
+	return a.policy.Decide(o, s, time.Now)
 }
 
 // retried is called before a retry that checkRetry allowed is sent: the
