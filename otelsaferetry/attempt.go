@@ -32,6 +32,7 @@ func (l *attemptLayer) RoundTrip(r *http.Request) (*http.Response, error) {
 	// The last attempt's answer, if it had a body, is the saferetry
 	// Transport's to drain and close now, which ends its span.
 	op.owed = nil
+	op.releaseHeld()
 	attrs := spanAttrs(op, r)
 	if op.started > 1 {
 		attrs = append(attrs, semconv.HTTPRequestResendCount(op.started-1))
@@ -72,7 +73,12 @@ func (l *attemptLayer) RoundTrip(r *http.Request) (*http.Response, error) {
 		op.endIt = true
 		return resp, nil
 	}
-	resp.Body = endOnClose(resp.Body, span)
+	// Held until the hook has seen the attempt (see spanBody.hold), and
+	// for a final answer until RoundTrip returns it.
+	var b *spanBody
+	resp.Body, b = newSpanBody(resp.Body, span)
+	b.hold()
+	op.held = b
 	return resp, nil
 }
 

@@ -14,9 +14,12 @@ import (
 // spanBody ends a span when its response body is read to the end or
 // closed, whichever comes first, as otelhttp's spans end: the request is
 // over when its answer is. A read error other than EOF marks the span.
+// While held (see hold), the end waits for release.
 type spanBody struct {
 	io.ReadCloser
 	span  trace.Span
+	held  atomic.Bool
+	done  atomic.Bool // read to the end or closed
 	ended atomic.Bool
 }
 
@@ -25,7 +28,7 @@ func (b *spanBody) Read(p []byte) (int, error) {
 	switch {
 	case err == nil:
 	case errors.Is(err, io.EOF):
-		b.end()
+		b.finish()
 	default:
 		b.span.SetAttributes(semconv.ErrorType(err))
 		b.span.SetStatus(codes.Error, err.Error())
@@ -37,8 +40,32 @@ func (b *spanBody) Read(p []byte) (int, error) {
 // attempt's, under the operation's) ends first.
 func (b *spanBody) Close() error {
 	err := b.ReadCloser.Close()
-	b.end()
+	b.finish()
 	return err
+}
+
+// hold keeps the span from ending with the body until release: the body
+// of an attempt's answer is closed by the saferetry Transport when a
+// panic goes through its decision (from the classifier, a hook or the
+// logger), and the span must then be left to operation.abandon, which
+// marks it, rather than end as if all went well.
+func (b *spanBody) hold() { b.held.Store(true) }
+
+// release lets the span end with the body, at once if the body is done.
+func (b *spanBody) release() {
+	b.held.Store(false)
+	if b.done.Load() {
+		b.end()
+	}
+}
+
+// finish ends the span of a body that is done, unless it is held. With
+// release, whichever of the two comes last ends it.
+func (b *spanBody) finish() {
+	b.done.Store(true)
+	if !b.held.Load() {
+		b.end()
+	}
 }
 
 func (b *spanBody) end() {
@@ -59,13 +86,20 @@ type spanBodyWriter struct {
 // http.NoBody: callers often leave the body of a HEAD, 204 or 304 answer
 // unclosed, and compare it with http.NoBody.
 func endOnClose(body io.ReadCloser, span trace.Span) io.ReadCloser {
+	rc, _ := newSpanBody(body, span)
+	return rc
+}
+
+// newSpanBody is endOnClose, which also returns the spanBody, nil for an
+// empty body (whose span has ended).
+func newSpanBody(body io.ReadCloser, span trace.Span) (io.ReadCloser, *spanBody) {
 	if body == nil || body == http.NoBody {
 		span.End()
-		return http.NoBody
+		return http.NoBody, nil
 	}
 	b := &spanBody{ReadCloser: body, span: span}
 	if w, ok := body.(io.Writer); ok {
-		return &spanBodyWriter{spanBody: b, Writer: w}
+		return &spanBodyWriter{spanBody: b, Writer: w}, b
 	}
-	return b
+	return b, b
 }

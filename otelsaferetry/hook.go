@@ -46,6 +46,11 @@ func (tel *telemetry) observe(a saferetry.Attempt) {
 			span.End()
 		} else {
 			op.owed = span
+			if a.Decision == saferetry.DecisionRetry {
+				// The saferetry Transport drains the answer during
+				// the wait, which ends the span.
+				op.releaseHeld()
+			}
 		}
 		op.attempt, op.endIt = nil, false
 	case !tel.attemptSpans && op.span.IsRecording():

@@ -32,6 +32,7 @@ type operation struct {
 	attempt trace.Span        // the attempt's span, from its start until the hook saw it
 	endIt   bool              // the hook ends attempt: it got no response, or one without a body
 	owed    trace.Span        // the attempt span the hook left to its response's body to end, until the next attempt
+	held    *spanBody         // the attempt's answer whose body may not end its span yet (see spanBody.hold)
 	last    saferetry.Attempt // the last attempt the hook saw
 
 	common  [4]attribute.KeyValue
@@ -128,6 +129,7 @@ func (l *operationLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	}()
 	resp, err := l.next.RoundTrip(req.WithContext(ctx))
 	returned = true
+	op.releaseHeld()
 	op.end(ctx, time.Since(start), resp, err)
 	if resp != nil {
 		resp.Body = endOnClose(resp.Body, span)
@@ -173,6 +175,16 @@ func (op *operation) end(ctx context.Context, took time.Duration, resp *http.Res
 	}
 	if op.span.IsRecording() {
 		op.annotate(status, reason, err)
+	}
+}
+
+// releaseHeld lets the held answer's body end its span (see
+// spanBody.hold): the hook saw a retry of it, the next attempt starts, or
+// RoundTrip returned it.
+func (op *operation) releaseHeld() {
+	if op.held != nil {
+		op.held.release()
+		op.held = nil
 	}
 }
 
