@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/internal/detach"
 	"github.com/saferetry/saferetry/internal/gate"
@@ -25,14 +27,20 @@ import (
 // its answer (as long as the client's ReadTimeout lets any read wait),
 // releases a claim acquired for the caller that left, and then lets go of
 // g, the place that Claim entered (Claim must not). A Release that fails
-// leaves the claim to lapse with its lease. Under WithWait, a WAIT sent
-// in a round trip of its own still waits under ctx (WithWait's own
-// failure, which gives the claim back); one that shares the script's
-// round trip cannot be told from it, and is read to its end. A panic in
-// the round trips (a go-redis hook's) is raised again on the caller's
-// goroutine, or, once it left, dropped there, where no recover could
-// reach it.
-func (s *Store) acquire(ctx context.Context, g gate.Gate, k idempotency.Key, name, fingerprint string, lease, ttl time.Duration) (idempotency.ClaimResult, bool, error) {
+// leaves the claim to lapse with its lease. On a client that reads under
+// the context's deadline (ContextTimeoutEnabled), the round trips are read
+// for a lease at most, after which a claim they made has lapsed: with no
+// ReadTimeout, a lost connection would otherwise keep the goroutine, and
+// g's place, for ever, where the caller's deadline used to end the read,
+// and a few such Claims would fill g for every later one. (Another client
+// reads under its ReadTimeout alone, as it did for the caller.) Under
+// WithWait, a WAIT sent in a round trip of its own still waits under ctx
+// (WithWait's own failure, which gives the claim back); one that shares
+// the script's round trip cannot be told from it, and is read to its end.
+// A panic in the round trips (a go-redis hook's) is raised again on the
+// caller's goroutine, or, once it left, dropped there, where no recover
+// could reach it.
+func (s *Store) acquire(ctx context.Context, g gate.Gate, k idempotency.Key, name, fingerprint string, lease, ttl time.Duration) (res idempotency.ClaimResult, handedOff bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return idempotency.ClaimResult{}, false, err // sent, the script would acquire for nobody
 	}
@@ -41,10 +49,19 @@ func (s *Store) acquire(ctx context.Context, g gate.Gate, k idempotency.Key, nam
 		res, err := s.acquireOn(ctx, ctx, k, name, fingerprint, lease, ttl)
 		return res, false, err
 	}
-	sctx := context.WithoutCancel(ctx)
+	sctx, cancel := context.WithoutCancel(ctx), func() {}
+	if s.deadlineReads {
+		sctx, cancel = context.WithTimeout(sctx, lease)
+	}
+	defer func() {
+		if !handedOff {
+			cancel() // also when the round trips panicked
+		}
+	}()
 	return detach.Call(ctx, func() (idempotency.ClaimResult, error) {
 		return s.acquireOn(ctx, sctx, k, name, fingerprint, lease, ttl)
 	}, func(res idempotency.ClaimResult, err error) {
+		defer cancel()
 		defer g.Leave()
 		if err == nil && res.Acquired {
 			_ = s.Release(sctx, k, res.Token) // it failed: the claim lapses with its lease
@@ -87,4 +104,17 @@ func (s *Store) acquireOn(ctx, sctx context.Context, k idempotency.Key, name, fi
 	}
 	s.replay.Observe(e.State == idempotency.StateCompleted)
 	return idempotency.ClaimResult{Entry: e}, nil
+}
+
+// readsUnderDeadline reports whether rdb reads under a context's deadline
+// (ContextTimeoutEnabled): go-redis reads under its ReadTimeout alone
+// otherwise. A client of another type is taken to.
+func readsUnderDeadline(rdb redis.UniversalClient) bool {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return true
 }

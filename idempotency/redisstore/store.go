@@ -56,6 +56,9 @@ type Store struct {
 	// replay chooses Claim's path: GET first, or the claim script
 	// straight away (see replayEnter).
 	replay *replaymix.Mix
+	// deadlineReads: rdb reads under a context's deadline (see
+	// readsUnderDeadline).
+	deadlineReads bool
 }
 
 // replayEnter and replayLeave are the shares of replays among the claims
@@ -102,6 +105,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Store {
 		replay: replaymix.New(cfg.replayPath, replayEnter, replayLeave)}
 	s.watch.store, s.watch.idle, s.watch.pingWait = s, watchset.Idle, watchset.PingWait
 	s.reload.cluster, _ = rdb.(*redis.ClusterClient)
+	s.deadlineReads = readsUnderDeadline(rdb)
 	return s
 }
 

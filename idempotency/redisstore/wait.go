@@ -107,7 +107,9 @@ func (s *Store) runWaitOn(ctx, sctx context.Context, c interface {
 }, client *redis.Client, addr string, asking bool, sc *redis.Script, key string, wrote func(any) bool, args ...any) (any, error) {
 	keys := []string{key}
 	var pinned *redis.Conn
-	alone := s.waitAlone(ctx, client)
+	// sctx, which the pipeline is read under, may end first (see
+	// Store.acquire).
+	alone := s.waitAlone(ctx, client) || s.waitAlone(sctx, client)
 	for _, byHash := range []bool{true, false} {
 		_, short := s.short.m.Load(addr)
 		if (short || alone) && client != nil && pinned == nil {
