@@ -47,7 +47,8 @@ func (lk *leaseKeeper) kept() *keeperPanic {
 		return nil
 	}
 	p, _ := lk.q.m.keeperPanics.LoadAndDelete(lk)
-	return p.(*keeperPanic)
+	kp, _ := p.(*keeperPanic) // nil when already taken
+	return kp
 }
 
 // warn logs msg on the keeper's timer; a panic of the logger is kept. The
