@@ -73,3 +73,64 @@ func TestHandlerPanicLeavesItsMessageToBeRedelivered(t *testing.T) {
 			n, 8*ackWait, ackWait, info.Delivered.Consumer, runs.Load())
 	}
 }
+
+// TestHandlerPanicEndsItsPullRequests: a handler panics while Consume
+// holds a message fetched ahead and a pull request open for more
+// (WithPrefetch); the caller recovers the panic and calls Consume again.
+// The dead Consume's iterator must end with it: the message it fetched
+// ahead, and one published after the panic, must reach the new Consume at
+// once, not sit in the dead one's subscription, which nobody reads, until
+// AckWait (each time a delivery spent against MaxDeliver).
+func TestHandlerPanicEndsItsPullRequests(t *testing.T) {
+	s := newSetup(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pub := jetstream.NewPublisher(s.js)
+	if err := pub.Publish(ctx, []outbox.Message{{ID: "boom", Topic: s.subject + "created"}, {ID: "ahead", Topic: s.subject + "created"}}); err != nil {
+		t.Fatal(err)
+	}
+	const ackWait = 20 * time.Second // never waited for
+	cons, err := s.stream.CreateOrUpdateConsumer(ctx, natsjs.ConsumerConfig{
+		Durable: "panicpull", AckPolicy: natsjs.AckExplicitPolicy, AckWait: ackWait,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler := func(ctx context.Context, tx pgx.Tx, m outbox.Message) error {
+		if m.ID == "boom" {
+			panic("handler bug")
+		}
+		return s.effect(ctx, tx, m)
+	}
+	supervised := func() (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("panic: %v", p)
+			}
+		}()
+		return jetstream.Consume(ctx, cons, s.in, handler, jetstream.WithPrefetch(4))
+	}
+	if err := supervised(); err == nil {
+		t.Fatal("Consume = nil, want the handler's panic")
+	}
+	if err := pub.Publish(ctx, []outbox.Message{{ID: "after", Topic: s.subject + "created"}}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- supervised() }()
+	const within = 5 * time.Second
+	deadline := time.Now().Add(within)
+	for s.count(t) < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	<-done
+	if n := s.count(t); n != 2 {
+		t.Errorf("the messages fetched ahead and published after the panic took effect %d times within %v (AckWait %v; %d deliveries, %d waiting pull requests); "+
+			"want one each, by the Consume called again", n, within, ackWait, info.Delivered.Consumer, info.NumWaiting)
+	}
+}
