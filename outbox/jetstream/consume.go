@@ -20,7 +20,8 @@ import (
 // it commits with the record that the message was processed. It must not
 // commit or roll back tx. An error rolls both back and the message is
 // redelivered. A panic rolls both back and goes up through Consume, which
-// ends; the message is redelivered after AckWait.
+// ends; the message is redelivered after AckWait, and those Consume
+// fetched ahead (WithPrefetch) at once.
 type Handler func(ctx context.Context, tx pgx.Tx, msg outbox.Message) error
 
 // ConsumeOption configures Consume; it may be shared between goroutines.
@@ -239,6 +240,19 @@ func consumerGone(ctx context.Context, cons natsjs.Consumer) bool {
 // left unsettled, if any: taken from iter, or whose handling failed, as
 // Consume stopped.
 func consumeIter(ctx context.Context, cons natsjs.Consumer, iter natsjs.MessagesContext, in *outbox.Inbox, h Handler, cfg consumeConfig) (left natsjs.Msg, err error) {
+	returned := false
+	defer func() {
+		if !returned {
+			abandon(iter, cfg)
+		}
+	}()
+	left, err = handleAll(ctx, cons, iter, in, h, cfg)
+	returned = true
+	return left, err
+}
+
+// handleAll is consumeIter's loop.
+func handleAll(ctx context.Context, cons natsjs.Consumer, iter natsjs.MessagesContext, in *outbox.Inbox, h Handler, cfg consumeConfig) (left natsjs.Msg, err error) {
 	for {
 		m, err := iter.Next(natsjs.NextContext(ctx))
 		switch {
@@ -289,14 +303,7 @@ func handBack(ctx context.Context, iter natsjs.MessagesContext, left natsjs.Msg,
 	if left != nil {
 		back = append(back, left)
 	}
-	iter.Drain()
-	for {
-		m, err := iter.Next(natsjs.NextMaxWait(handBackWait))
-		if err != nil {
-			break // the buffer is empty (ErrMsgIteratorClosed), or the connection is gone
-		}
-		back = append(back, m)
-	}
+	back = append(back, drain(iter)...)
 	// Only once the iterator's subscription ended: a message handed back
 	// before would be redelivered to its pull request, and wait there.
 	var last []natsjs.Msg
@@ -312,6 +319,43 @@ func handBack(ctx context.Context, iter natsjs.MessagesContext, left natsjs.Msg,
 	}
 	for _, m := range last {
 		handleLast(ctx, m, in, h, cfg)
+	}
+}
+
+// drain ends iter's subscription, and returns the messages that iter
+// fetched and Consume did not take: once it returns, JetStream sends
+// iter nothing more (its subscription's end waits for a round trip to the
+// server, which has then dropped its interest).
+func drain(iter natsjs.MessagesContext) []natsjs.Msg {
+	var back []natsjs.Msg
+	iter.Drain()
+	for {
+		m, err := iter.Next(natsjs.NextMaxWait(handBackWait))
+		if err != nil {
+			return back // the buffer is empty (ErrMsgIteratorClosed), or the connection is gone
+		}
+		back = append(back, m)
+	}
+}
+
+// abandon ends iter as a handler's panic goes up through Consume, which
+// nothing resumes: its subscription, which nobody would read any more,
+// would go on taking the messages that its pull request still asks for
+// (WithPrefetch), each held there until AckWait. The messages it fetched
+// ahead are negatively acknowledged, to be redelivered at once (those on
+// their last delivery, which JetStream would not redeliver, are logged as
+// lost); the one whose handler panicked is left to AckWait.
+func abandon(iter natsjs.MessagesContext, cfg consumeConfig) {
+	for _, m := range drain(iter) {
+		if lastDelivery(m, cfg.maxDeliver) {
+			cfg.logger.Error("outbox/jetstream: message on its last delivery (MaxDeliver) not handled as a handler's panic stopped Consume; JetStream will not redeliver it",
+				"id", m.Headers().Get(natsjs.MsgIDHeader), "subject", m.Subject())
+			continue
+		}
+		if err := m.NakWithDelay(handBackDelay); err != nil {
+			// Redelivered after AckWait all the same.
+			cfg.logger.Warn("outbox/jetstream: nak", "subject", m.Subject(), "err", err)
+		}
 	}
 }
 
