@@ -106,3 +106,31 @@ func TestAdminBodyByteOrderMark(t *testing.T) {
 		t.Errorf("faults = %+v after the refused bodies, want none", f)
 	}
 }
+
+// TestAdminRefusesDuplicateFields: a field given twice in one body is
+// ambiguous (RFC 8259 4: names SHOULD be unique, and parsers differ on
+// which value wins): encoding/json took the last, so {"count":1,"count":3}
+// injected three failures where a client reading the first meant one. It
+// is a 400 problem naming the field, and nothing is injected.
+func TestAdminRefusesDuplicateFields(t *testing.T) {
+	for _, tc := range []struct{ method, path, body, field string }{
+		{"POST", "/_mock/fail", `{"count":1,"count":3}`, `"count"`},
+		{"POST", "/_mock/fail", `{"status":500,"count":1,"status":502}`, `"status"`},
+		{"POST", "/_mock/delay", `{"delay_ms":5,"delay_ms":5}`, `"delay_ms"`},
+		{"POST", "/_mock/delay", `{"delay_ms":5,"\u0064elay_ms":7}`, `"delay_ms"`},
+		{"PUT", "/_mock/latency", `{"latency_ms":5,"latency_ms":0}`, `"latency_ms"`},
+	} {
+		t.Run(tc.path+" "+tc.body, func(t *testing.T) {
+			srv := mockserver.New()
+			defer srv.Close()
+			resp, b := mustSend(t, srv, tc.method, tc.path, "", tc.body)
+			wantProblem(t, resp, b, http.StatusBadRequest, mockserver.ProblemBadAdminRequest)
+			if detail := decodeJSON[struct{ Detail string }](t, b).Detail; !strings.Contains(detail, tc.field) {
+				t.Errorf("detail %q does not name the field %s", detail, tc.field)
+			}
+			if f := srv.Faults(); len(f.Fail) != 0 || f.DropAfterCommit != 0 || len(f.Delays) != 0 || f.LatencyMS != 0 {
+				t.Errorf("faults after the refused request = %+v, want none", f)
+			}
+		})
+	}
+}
