@@ -120,26 +120,35 @@ func adminFields[T any]() []string {
 }
 
 // exactFieldNames refuses a member of the object in body whose name is
-// not one of fields to the letter. encoding/json matches a name to a
-// field whatever its case, and takes {"Count":5} or {"COUNT":5} for
-// count: a strict API says which name it does not know. A body that is no
-// object, or not JSON, passes, for Decode to say what is wrong with it.
+// not one of fields to the letter, or that names a field already given.
+// encoding/json matches a name to a field whatever its case, and takes
+// {"Count":5} or {"COUNT":5} for count, and the last of a field given
+// twice, where another parser takes the first: a strict API says which
+// name it does not take. Names compare as JSON strings, escapes decoded.
+// A body that is no object, or not JSON, passes, for Decode to say what
+// is wrong with it.
 func exactFieldNames(body []byte, fields []string) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil
 	}
+	var given []string
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
 			return nil
 		}
-		if name, _ := tok.(string); !slices.Contains(fields, name) {
+		name, _ := tok.(string)
+		if !slices.Contains(fields, name) {
 			if len(fields) == 0 {
 				return fmt.Errorf("unknown field %q: this endpoint takes no field", name)
 			}
 			return fmt.Errorf("unknown field %q: the fields are %s, in lower case", name, strings.Join(fields, ", "))
 		}
+		if slices.Contains(given, name) {
+			return fmt.Errorf("field %q is given more than once", name)
+		}
+		given = append(given, name)
 		var value json.RawMessage
 		if err := dec.Decode(&value); err != nil {
 			return nil

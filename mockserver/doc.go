@@ -82,9 +82,9 @@
 // given, from 400 to 599. Each endpoint takes only the fields listed for
 // it (expire-keys, reset and DELETE faults take none: an empty body or
 // {}): unknown fields (a field of another endpoint too, or one named in
-// another case: names are case-sensitive, unlike encoding/json's), out-of-range
-// values, malformed JSON, anything after the JSON object and a body over
-// 64 KiB are answered 400 with a problem of type ProblemBadAdminRequest,
+// another case: names are case-sensitive, unlike encoding/json's), a
+// field given twice, out-of-range values, malformed JSON, anything after
+// the JSON object and a body over 64 KiB are answered 400 with a problem of type ProblemBadAdminRequest,
 // and change nothing. A UTF-8 byte order mark before the JSON is ignored
 // (RFC 8259, section 8.1). Every fault endpoint answers the pending
 // Faults. Each endpoint takes only the method listed; another is 405.
