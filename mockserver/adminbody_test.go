@@ -14,13 +14,16 @@ import (
 // field, yet took any body, garbage included: a tester asking
 // expire-keys for {"key": "k1"}, or reset to keep the payments, got a 200
 // and every key expired, every payment gone. A fault endpoint took a
-// valid object followed by a stray '}' or ']'.
+// valid object followed by a stray '}' or ']'. A JSON null, no object,
+// was taken for an empty body: reset, or a failure injected.
 func TestAdminRefusesBodiesItDoesNotTake(t *testing.T) {
 	for _, tc := range []struct{ method, path, body string }{
 		{"POST", "/_mock/reset", `{"keep_payments":true}`},
 		{"POST", "/_mock/reset", `garbage`},
 		{"POST", "/_mock/expire-keys", `{"key":"k1"}`},
 		{"POST", "/_mock/expire-keys", `[]`},
+		{"POST", "/_mock/reset", `null`},
+		{"POST", "/_mock/fail", "\ufeffnull"},
 		{"DELETE", "/_mock/faults", `{"count":1}`},
 		{"POST", "/_mock/fail", `{"count":1}}`},
 		{"POST", "/_mock/drop-after-commit", `{"count":1}]`},
