@@ -90,7 +90,13 @@ func readAdminBody[T any](w http.ResponseWriter, r *http.Request) (T, bool) {
 	// that save UTF-8 with one send it. One anywhere else is no JSON.
 	body = bytes.TrimPrefix(body, []byte("\ufeff"))
 	if err == nil && len(bytes.TrimSpace(body)) > 0 {
-		err = exactFieldNames(body, adminFields[T]())
+		// Decode takes a null for a T of zero fields, as if no body
+		// came: the body must be an object.
+		if bytes.Equal(bytes.TrimSpace(body), []byte("null")) {
+			err = errors.New("null is no JSON object")
+		} else {
+			err = exactFieldNames(body, adminFields[T]())
+		}
 	}
 	if err == nil && len(bytes.TrimSpace(body)) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(body))
