@@ -24,7 +24,8 @@ var _ pgx.Tx = (*handlerTx)(nil)
 // refused once the request's Tx ended like the transaction itself: pgx's
 // savepoint runs its statements through the pgx.Tx, which never learned
 // that the COMMIT ended it. It is used by one goroutine at a time, like
-// its Tx.
+// its Tx, with one exception: a statement that a goroutine of the handler
+// still runs when the request ends (see lock).
 type handlerTx struct {
 	t     *Tx
 	ended atomic.Bool // on the root: the request's transaction ended
@@ -55,7 +56,26 @@ func newHandlerTx(t *Tx) *handlerTx {
 	return h
 }
 
-// tx returns the savepoint, or the transaction block, begun now if need be.
+// lock holds the request's Tx for one statement of the handler, and
+// returns the function that lets it go. A handler may return while a
+// goroutine of its own still runs a statement on the transaction (an audit
+// write, fire and forget); the request's Commit or Rollback, which holds
+// the Tx too, then waits for that statement, which commits or rolls back
+// with the request, and every later one is refused with pgx.ErrTxClosed.
+// Without it the two ran on the connection at once, which a pgx.Conn does
+// not allow (the Commit failed "conn busy", and the request got 503), and
+// a statement that passed the check of ended just before the Tx released
+// its connection ran on it in the pool. The wait is the statement's: as
+// long as its context and statement_timeout let it run, as when the
+// handler itself runs it. Rows the goroutine is still reading are not
+// covered: they must be closed before the handler returns.
+func (h *handlerTx) lock() (unlock func()) {
+	h.t.mu.Lock()
+	return h.t.mu.Unlock
+}
+
+// tx returns the savepoint, or the transaction block, begun now if need
+// be. Its caller holds the lock.
 func (h *handlerTx) tx(ctx context.Context) (pgx.Tx, error) {
 	if h.root.ended.Load() {
 		return nil, pgx.ErrTxClosed
@@ -75,6 +95,7 @@ func (h *handlerTx) tx(ctx context.Context) (pgx.Tx, error) {
 
 // Begin begins a savepoint, refused like h once the request's Tx ended.
 func (h *handlerTx) Begin(ctx context.Context) (pgx.Tx, error) {
+	defer h.lock()()
 	tx, err := h.tx(ctx)
 	if err != nil {
 		return nil, err
@@ -113,6 +134,7 @@ func (h *handlerTx) Rollback(ctx context.Context) error {
 // or Rollback). The latter is marked ended before finish runs, so that h
 // refuses every later statement whether or not finish succeeds.
 func (h *handlerTx) end(ctx context.Context, finish func(pgx.Tx, context.Context) error) error {
+	defer h.lock()()
 	tx, err := h.tx(ctx)
 	if err != nil {
 		return err
@@ -124,6 +146,7 @@ func (h *handlerTx) end(ctx context.Context, finish func(pgx.Tx, context.Context
 }
 
 func (h *handlerTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
+	defer h.lock()()
 	tx, err := h.tx(ctx)
 	if err != nil {
 		return 0, err
@@ -132,6 +155,7 @@ func (h *handlerTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns 
 }
 
 func (h *handlerTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	defer h.lock()()
 	tx, err := h.tx(ctx)
 	if err != nil {
 		return pgx.FailedBatchResults(b, err)
@@ -145,6 +169,7 @@ func (h *handlerTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResult
 // after the request's end (pgx builds it on the transaction underneath),
 // so it must not outlive the handler.
 func (h *handlerTx) LargeObjects() pgx.LargeObjects {
+	defer h.lock()()
 	tx, err := h.tx(context.Background())
 	if err != nil {
 		return pgx.LargeObjects{}
@@ -153,6 +178,7 @@ func (h *handlerTx) LargeObjects() pgx.LargeObjects {
 }
 
 func (h *handlerTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+	defer h.lock()()
 	tx, err := h.tx(ctx)
 	if err != nil {
 		return nil, err
@@ -161,6 +187,7 @@ func (h *handlerTx) Prepare(ctx context.Context, name, sql string) (*pgconn.Stat
 }
 
 func (h *handlerTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	defer h.lock()()
 	tx, err := h.tx(ctx)
 	if err != nil {
 		return pgconn.CommandTag{}, err
@@ -169,6 +196,7 @@ func (h *handlerTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.C
 }
 
 func (h *handlerTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	defer h.lock()()
 	tx, err := h.tx(ctx)
 	if err != nil {
 		return failedRows{err}, err
@@ -177,6 +205,7 @@ func (h *handlerTx) Query(ctx context.Context, sql string, args ...any) (pgx.Row
 }
 
 func (h *handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	defer h.lock()()
 	tx, err := h.tx(ctx)
 	if err != nil {
 		return failedRows{err}
@@ -187,6 +216,7 @@ func (h *handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.R
 // Conn returns the connection of the request's transaction, nil once the
 // request's Tx returned it to the pool.
 func (h *handlerTx) Conn() *pgx.Conn {
+	defer h.lock()()
 	if h.root.ended.Load() || h.t.conn == nil {
 		return nil
 	}

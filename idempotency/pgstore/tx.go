@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -189,6 +190,10 @@ type Tx struct {
 	conn  *pgxpool.Conn // nil once released to the pool
 	tx    pgx.Tx        // the transaction block, once a claim acquired the key (or h began it)
 	h     *handlerTx    // what the handler gets: tx, refused once the Tx ended
+	// mu is held by each statement of the handler (handlerTx.lock) and by
+	// Commit and Rollback, so that a statement that a goroutine of the
+	// handler still runs ends before the transaction does.
+	mu sync.Mutex
 
 	claimed  idempotency.Key
 	token    int64
@@ -227,7 +232,11 @@ func (t *Tx) PgxTx() pgx.Tx {
 // its Conn. Handlers may also be served by
 // lease mode or a non-PostgreSQL store, in which case ok is false and they
 // should use their own connection. Once the request's transaction ended the
-// returned transaction refuses every statement with pgx.ErrTxClosed.
+// returned transaction refuses every statement with pgx.ErrTxClosed; a
+// statement that a goroutine of the handler still runs when the request
+// ends is waited for, and commits or rolls back with the request. Rows
+// must be closed before the handler returns: left open, they keep the
+// connection busy, the commit fails and the client gets 503.
 func TxFromContext(ctx context.Context) (tx pgx.Tx, ok bool) {
 	tx, ok = ctx.Value(txKey{}).(pgx.Tx)
 	return tx, ok
@@ -531,6 +540,8 @@ func (t *Tx) Complete(_ context.Context, k idempotency.Key, token int64, resp id
 // idempotency.ErrResponseNotStorable where that is the cause, and the
 // transaction must be rolled back.
 func (t *Tx) Commit(ctx context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.finished || (t.h != nil && t.h.ended.Load()) {
 		t.release()
 		return fmt.Errorf("pgstore: commit: %w", pgx.ErrTxClosed)
@@ -583,6 +594,8 @@ func (t *Tx) Commit(ctx context.Context) error {
 // Rollback implements idempotency.Tx. It returns nil after Commit or a
 // previous Rollback.
 func (t *Tx) Rollback(ctx context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.finished {
 		return nil
 	}
