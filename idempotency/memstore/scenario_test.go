@@ -30,3 +30,7 @@ func TestScenarioLedger(t *testing.T) {
 func TestScenarioCrash(t *testing.T) {
 	scenario.Crash(t, newShared(t), scenario.CrashLease)
 }
+
+func TestScenarioKeyReused(t *testing.T) {
+	scenario.KeyReused(t, newShared(t))
+}

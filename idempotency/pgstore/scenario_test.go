@@ -39,6 +39,14 @@ func TestScenarioLedgerTx(t *testing.T) {
 	scenario.Ledger(t, s, book)
 }
 
+func TestScenarioKeyReusedLease(t *testing.T) {
+	scenario.KeyReused(t, newStore(t, nil))
+}
+
+func TestScenarioKeyReusedTx(t *testing.T) {
+	scenario.KeyReused(t, newTxStore(t, scenarioPool(t)))
+}
+
 func TestScenarioCrashLease(t *testing.T) {
 	scenario.Crash(t, newStore(t, nil), scenario.CrashLease)
 }

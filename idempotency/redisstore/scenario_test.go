@@ -20,6 +20,14 @@ func TestLedger(t *testing.T) {
 	scenario.Ledger(t, s, scenario.NewMemBook())
 }
 
+// TestKeyReusedAcrossInstances: a key sent again with another body, to
+// every instance, in progress and completed, is answered 422 and never
+// runs.
+func TestKeyReusedAcrossInstances(t *testing.T) {
+	s, _, _ := newStore(t)
+	scenario.KeyReused(t, s)
+}
+
 // TestCrashScenario: the shared crash scenario (a frozen instance whose
 // renewals stop, takeover after scenario.CrashLease, the zombie's late Complete
 // refused) on Redis.

@@ -14,6 +14,9 @@
 //   - Crash: an instance freezes in the middle of a handler and is cut off;
 //     another instance takes the key over and the frozen one's late
 //     Complete, or Release after a failure, is refused.
+//   - KeyReused: a key sent again with another body, across instances,
+//     while the first request runs and after it completed: a 422 (or, from
+//     a TxStore while the first is uncommitted, a 409), never an execution.
 //   - StoreFaults: the store slow (latency of lease/10 and lease/5, and over
 //     the lease), a paused holder and its fenced write, a store cut during
 //     Complete, a thousand waiters on a small pool, through a TCP proxy
