@@ -85,6 +85,24 @@ func (s ignoresFingerprints) Claim(ctx context.Context, k idempotency.Key, fp st
 	return res, err
 }
 
+// echoesFingerprint reports the caller's fingerprint, not the stored one,
+// in the entry that stood in the way of a claim, when that entry is in
+// the state it breaks (in progress, or completed, as a replay fast path
+// that never compares would): the claim is answered as a 409 or a replay
+// of someone else's operation instead of a 422.
+type echoesFingerprint struct {
+	idempotency.Store
+	state idempotency.State
+}
+
+func (s echoesFingerprint) Claim(ctx context.Context, k idempotency.Key, fp string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
+	res, err := s.Store.Claim(ctx, k, fp, lease, ttl)
+	if err == nil && !res.Acquired && res.Entry.State == s.state {
+		res.Entry.Fingerprint = fp
+	}
+	return res, err
+}
+
 // completedAsAbsent is a replay fast path that takes a completed entry for
 // an absent one: it answers the claim of a completed key as acquired (with
 // a token that nothing holds), so that the operation runs again.
@@ -215,7 +233,13 @@ var scenarioBroken = map[string]func(idempotency.Store) idempotency.Store{
 	"losesAnswers":        func(s idempotency.Store) idempotency.Store { return losesAnswers{s} },
 	"keepsNoBody":         func(s idempotency.Store) idempotency.Store { return keepsNoBody{s} },
 	"ignoresFingerprints": func(s idempotency.Store) idempotency.Store { return ignoresFingerprints{s} },
-	"completedAsAbsent":   func(s idempotency.Store) idempotency.Store { return completedAsAbsent{s} },
+	"echoesFingerprintInProgress": func(s idempotency.Store) idempotency.Store {
+		return echoesFingerprint{s, idempotency.StateInProgress}
+	},
+	"echoesFingerprintCompleted": func(s idempotency.Store) idempotency.Store {
+		return echoesFingerprint{s, idempotency.StateCompleted}
+	},
+	"completedAsAbsent": func(s idempotency.Store) idempotency.Store { return completedAsAbsent{s} },
 	"staleReads": func(s idempotency.Store) idempotency.Store {
 		return &staleReads{Store: s, seen: make(map[idempotency.Key]idempotency.Entry)}
 	},
@@ -245,6 +269,7 @@ func TestScenarioMutantChild(t *testing.T) {
 	})
 	t.Run("Ledger", func(t *testing.T) { scenario.Ledger(t, wrap(newMem(t)), scenario.NewMemBook()) })
 	t.Run("Crash", func(t *testing.T) { scenario.Crash(t, wrap(newMem(t)), scenario.CrashLease) })
+	t.Run("KeyReused", func(t *testing.T) { scenario.KeyReused(t, wrap(newMem(t))) })
 	t.Run("WatchAcrossInstances", func(t *testing.T) {
 		s := newMem(t)
 		waiter := wrap(s)
@@ -307,7 +332,7 @@ func fastPathStates(s idempotency.Store) []scenario.KeyState {
 // loses an answer or lets a superseded holder write from a right one. The
 // plain memstore passes them all.
 func TestScenariosCatchBrokenStores(t *testing.T) {
-	all := []string{"ExactlyOnce", "ExactlyOnceWaitForResult", "Ledger", "Crash", "WatchAcrossInstances", "FastPathAnswers"}
+	all := []string{"ExactlyOnce", "ExactlyOnceWaitForResult", "Ledger", "Crash", "KeyReused", "WatchAcrossInstances", "FastPathAnswers"}
 	cases := []struct {
 		store     string
 		scenarios []string // scenarios that must fail
@@ -319,11 +344,13 @@ func TestScenariosCatchBrokenStores(t *testing.T) {
 		{"renewsNothing", []string{"Crash"}},
 		{"shortLeases", []string{"Crash"}},
 		{"releasesAnyToken", []string{"Crash"}},
-		{"losesAnswers", []string{"ExactlyOnce", "Ledger", "Crash"}},
-		{"keepsNoBody", []string{"ExactlyOnce", "Ledger", "Crash"}},
-		{"ignoresFingerprints", []string{"FastPathAnswers"}},
-		{"completedAsAbsent", []string{"ExactlyOnce", "Ledger", "FastPathAnswers"}},
-		{"staleReads", []string{"ExactlyOnce", "Ledger", "Crash"}},
+		{"losesAnswers", []string{"ExactlyOnce", "Ledger", "Crash", "KeyReused"}},
+		{"keepsNoBody", []string{"ExactlyOnce", "Ledger", "Crash", "KeyReused"}},
+		{"ignoresFingerprints", []string{"KeyReused", "FastPathAnswers"}},
+		{"echoesFingerprintInProgress", []string{"KeyReused"}},
+		{"echoesFingerprintCompleted", []string{"KeyReused", "FastPathAnswers"}},
+		{"completedAsAbsent", []string{"ExactlyOnce", "Ledger", "KeyReused", "FastPathAnswers"}},
+		{"staleReads", []string{"ExactlyOnce", "Ledger", "Crash", "KeyReused"}},
 		{"reusesTokens", []string{"Crash"}},
 	}
 	wait := make([]func(testing.TB) (string, bool), len(cases))
