@@ -282,6 +282,7 @@ func TestScenarioMutantChild(t *testing.T) {
 		}
 		scenario.WatchAcrossInstances(t, s, waiter)
 	})
+	t.Run("StoreFaults", func(t *testing.T) { storeFaultsOn(t, wrap) })
 	t.Run("FastPathAnswers", func(t *testing.T) {
 		s := newMem(t)
 		scenario.FastPathAnswers(t, s, wrap(s), "fast", fastPathStates(s), func(t *testing.T, s idempotency.Store, k idempotency.Key) idempotency.ClaimResult {
