@@ -18,7 +18,7 @@
 //     while the first request runs and after it completed: a 422 (or, from
 //     a TxStore while the first is uncommitted, a 409), never an execution.
 //   - StoreFaults: the store slow (latency of lease/10 and lease/5, and over
-//     the lease), a paused holder and its fenced write, a store cut during
+//     the lease, then fast again), a paused holder and its fenced write, a store cut during
 //     Complete, a thousand waiters on a small pool, through a TCP proxy
 //     between the instances and the store's server.
 //   - WatchAcrossInstances: a store's idempotency.Watcher wakes a waiter on
