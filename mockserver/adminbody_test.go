@@ -67,18 +67,7 @@ func TestAdminFieldNamesAreCaseSensitive(t *testing.T) {
 		{"POST", "/_mock/delay", `{"delay_ms":5,"count":1,"Count":3}`, `"Count"`},
 		{"PUT", "/_mock/latency", `{"LATENCY_MS":5}`, `"LATENCY_MS"`},
 	} {
-		t.Run(tc.path+" "+tc.body, func(t *testing.T) {
-			srv := mockserver.New()
-			defer srv.Close()
-			resp, b := mustSend(t, srv, tc.method, tc.path, "", tc.body)
-			wantProblem(t, resp, b, http.StatusBadRequest, mockserver.ProblemBadAdminRequest)
-			if detail := decodeJSON[struct{ Detail string }](t, b).Detail; !strings.Contains(detail, tc.field) {
-				t.Errorf("detail %q does not name the field %s", detail, tc.field)
-			}
-			if f := srv.Faults(); len(f.Fail) != 0 || f.DropAfterCommit != 0 || len(f.Delays) != 0 || f.LatencyMS != 0 {
-				t.Errorf("faults after the refused request = %+v, want none", f)
-			}
-		})
+		t.Run(tc.path+" "+tc.body, func(t *testing.T) { wantFieldRefused(t, tc.method, tc.path, tc.body, tc.field) })
 	}
 }
 
@@ -123,17 +112,22 @@ func TestAdminRefusesDuplicateFields(t *testing.T) {
 		{"POST", "/_mock/delay", `{"delay_ms":5,"\u0064elay_ms":7}`, `"delay_ms"`},
 		{"PUT", "/_mock/latency", `{"latency_ms":5,"latency_ms":0}`, `"latency_ms"`},
 	} {
-		t.Run(tc.path+" "+tc.body, func(t *testing.T) {
-			srv := mockserver.New()
-			defer srv.Close()
-			resp, b := mustSend(t, srv, tc.method, tc.path, "", tc.body)
-			wantProblem(t, resp, b, http.StatusBadRequest, mockserver.ProblemBadAdminRequest)
-			if detail := decodeJSON[struct{ Detail string }](t, b).Detail; !strings.Contains(detail, tc.field) {
-				t.Errorf("detail %q does not name the field %s", detail, tc.field)
-			}
-			if f := srv.Faults(); len(f.Fail) != 0 || f.DropAfterCommit != 0 || len(f.Delays) != 0 || f.LatencyMS != 0 {
-				t.Errorf("faults after the refused request = %+v, want none", f)
-			}
-		})
+		t.Run(tc.path+" "+tc.body, func(t *testing.T) { wantFieldRefused(t, tc.method, tc.path, tc.body, tc.field) })
+	}
+}
+
+// wantFieldRefused sends body to a new mock server's admin endpoint and
+// wants a 400 problem whose detail names field, and no fault injected.
+func wantFieldRefused(t *testing.T, method, path, body, field string) {
+	t.Helper()
+	srv := mockserver.New()
+	defer srv.Close()
+	resp, b := mustSend(t, srv, method, path, "", body)
+	wantProblem(t, resp, b, http.StatusBadRequest, mockserver.ProblemBadAdminRequest)
+	if detail := decodeJSON[struct{ Detail string }](t, b).Detail; !strings.Contains(detail, field) {
+		t.Errorf("detail %q does not name the field %s", detail, field)
+	}
+	if f := srv.Faults(); len(f.Fail) != 0 || f.DropAfterCommit != 0 || len(f.Delays) != 0 || f.LatencyMS != 0 {
+		t.Errorf("faults after the refused request = %+v, want none", f)
 	}
 }
