@@ -43,14 +43,7 @@ func TestHandlerPanicLeavesItsMessageToBeRedelivered(t *testing.T) {
 		}
 		return s.effect(ctx, tx, m)
 	}
-	supervised := func() (err error) {
-		defer func() {
-			if p := recover(); p != nil {
-				err = fmt.Errorf("panic: %v", p)
-			}
-		}()
-		return jetstream.Consume(ctx, cons, s.in, handler)
-	}
+	supervised := func() error { return consumeRecovering(ctx, cons, s.in, handler) }
 	if err := supervised(); err == nil {
 		t.Fatal("Consume = nil, want the handler's panic")
 	}
@@ -102,14 +95,7 @@ func TestHandlerPanicEndsItsPullRequests(t *testing.T) {
 		}
 		return s.effect(ctx, tx, m)
 	}
-	supervised := func() (err error) {
-		defer func() {
-			if p := recover(); p != nil {
-				err = fmt.Errorf("panic: %v", p)
-			}
-		}()
-		return jetstream.Consume(ctx, cons, s.in, handler, jetstream.WithPrefetch(4))
-	}
+	supervised := func() error { return consumeRecovering(ctx, cons, s.in, handler, jetstream.WithPrefetch(4)) }
 	if err := supervised(); err == nil {
 		t.Fatal("Consume = nil, want the handler's panic")
 	}
@@ -133,4 +119,15 @@ func TestHandlerPanicEndsItsPullRequests(t *testing.T) {
 		t.Errorf("the messages fetched ahead and published after the panic took effect %d times within %v (AckWait %v; %d deliveries, %d waiting pull requests); "+
 			"want one each, by the Consume called again", n, within, ackWait, info.Delivered.Consumer, info.NumWaiting)
 	}
+}
+
+// consumeRecovering runs Consume as a supervisor would: a handler's panic
+// is recovered and comes back as an error.
+func consumeRecovering(ctx context.Context, cons natsjs.Consumer, in *outbox.Inbox, handler jetstream.Handler, opts ...jetstream.ConsumeOption) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return jetstream.Consume(ctx, cons, in, handler, opts...)
 }
