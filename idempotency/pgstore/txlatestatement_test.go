@@ -1,11 +1,13 @@
 package pgstore_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // TestTxHandlerStatementInFlightAtCommit: a handler that hands its
@@ -28,21 +30,7 @@ func TestTxHandlerStatementInFlightAtCommit(t *testing.T) {
 		_, err := ptx.Exec(ctx, `INSERT INTO "`+biz+`" (id) SELECT 'late' FROM pg_sleep(0.2)`)
 		late <- err
 	}()
-	// Wait until the goroutine's statement runs on the server.
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		var n int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE state = 'active' AND pid <> pg_backend_pid() AND query LIKE '%' || $1 || '%pg_sleep%'`, biz).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the goroutine's statement never showed up in pg_stat_activity")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitActive(t, pool, biz)
 	commitOutcome(t, tx, k, r.Token)
 	if err := <-late; err != nil {
 		t.Fatalf("the statement in flight at the commit failed: %v", err)
@@ -52,5 +40,56 @@ func TestTxHandlerStatementInFlightAtCommit(t *testing.T) {
 	}
 	if n := bizRows(t, pool, biz); n != 1 {
 		t.Errorf("%d business rows; want 1, the statement in flight, committed with the request", n)
+	}
+}
+
+// TestTxHandlerQueryRowInFlightAtCommit: the same audit write as
+// TestTxHandlerStatementInFlightAtCommit, written as pgx's usual
+// QueryRow(...).Scan (an INSERT ... RETURNING). pgx's QueryRow returns
+// once the server described the row, before the statement ran, and Scan
+// reads the rest (with the end of the statement); the lock that QueryRow
+// held was let go in between, so the request's Commit ran on the
+// connection while Scan still read it: "conn busy", and 503.
+func TestTxHandlerQueryRowInFlightAtCommit(t *testing.T) {
+	pool, s, biz, ctx := newBizTxStore(t)
+	k := key("inflight-queryrow")
+	tx, r, ptx := acquire(t, s, k)
+	late := make(chan error, 1)
+	go func() {
+		var id string
+		// The INSERT's row, then a row large enough that the server
+		// sends what it has, then a sleep before the statement ends:
+		// Scan reads the first row and waits for the end.
+		late <- ptx.QueryRow(ctx, `WITH ins AS (INSERT INTO "`+biz+`" (id) VALUES ('late') RETURNING id)
+			SELECT id FROM ins UNION ALL SELECT string_agg(g::text, ',') FROM generate_series(1, 200000) g
+			UNION ALL SELECT pg_sleep(0.2)::text`).Scan(&id)
+	}()
+	waitActive(t, pool, biz)
+	commitOutcome(t, tx, k, r.Token)
+	if err := <-late; err != nil {
+		t.Fatalf("the QueryRow in flight at the commit failed: %v", err)
+	}
+	if n := bizRows(t, pool, biz); n != 1 {
+		t.Errorf("%d business rows; want 1, the statement in flight, committed with the request", n)
+	}
+}
+
+// waitActive waits until a statement of another session that sleeps and
+// names table runs on the server.
+func waitActive(t *testing.T, pool *pgxpool.Pool, table string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		var n int
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE state = 'active' AND pid <> pg_backend_pid() AND query LIKE '%' || $1 || '%pg_sleep%'`, table).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the goroutine's statement never showed up in pg_stat_activity")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
