@@ -210,7 +210,7 @@ func (h *handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.R
 	if err != nil {
 		return failedRows{err}
 	}
-	return tx.QueryRow(ctx, sql, args...)
+	return queryRow(ctx, tx, sql, args...)
 }
 
 // Conn returns the connection of the request's transaction, nil once the

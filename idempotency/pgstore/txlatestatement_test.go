@@ -93,3 +93,36 @@ func waitActive(t *testing.T, pool *pgxpool.Pool, table string) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestTxHandlerQueryRowScansAsPgx: the handler's QueryRow, which reads the
+// statement to its end before it returns, answers as pgx's does: no row,
+// an error after the first row, a pgx.RowScanner, NULL.
+func TestTxHandlerQueryRowScansAsPgx(t *testing.T) {
+	_, s, _, ctx := newBizTxStore(t)
+	_, _, ptx := acquire(t, s, key("queryrow-pgx"))
+	var n int
+	if err := ptx.QueryRow(ctx, `SELECT 1 WHERE false`).Scan(&n); !errors.Is(err, pgx.ErrNoRows) {
+		t.Errorf("no row: %v; want pgx.ErrNoRows", err)
+	}
+	if err := ptx.QueryRow(ctx, `SELECT g / (2 - g) FROM generate_series(1, 2) g`).Scan(&n); err == nil {
+		t.Error("a division by zero after the first row: no error")
+	}
+	// The transaction is failed: the rest in another.
+	_, _, ptx = acquire(t, s, key("queryrow-pgx2"))
+	var v rowValues
+	if err := ptx.QueryRow(ctx, `SELECT 7, NULL::text`).Scan(&v); err != nil || len(v) != 2 || v[0] != int32(7) || v[1] != nil {
+		t.Errorf("RowScanner: %v, %v; want [7 <nil>]", v, err)
+	}
+	var p *string
+	if err := ptx.QueryRow(ctx, `SELECT 7, NULL::text`).Scan(&n, &p); err != nil || n != 7 || p != nil {
+		t.Errorf("Scan: %d, %v, %v; want 7, nil", n, p, err)
+	}
+}
+
+// rowValues is a pgx.RowScanner that keeps the row's Values.
+type rowValues []any
+
+func (v *rowValues) ScanRow(rows pgx.Rows) (err error) {
+	*v, err = rows.Values()
+	return err
+}
