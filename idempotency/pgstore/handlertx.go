@@ -69,9 +69,67 @@ func newHandlerTx(t *Tx) *handlerTx {
 // long as its context and statement_timeout let it run, as when the
 // handler itself runs it. Rows the goroutine is still reading are not
 // covered: they must be closed before the handler returns.
-func (h *handlerTx) lock() (unlock func()) {
-	h.t.mu.Lock()
-	return h.t.mu.Unlock
+//
+// A CopyFrom holds the Tx while pgx reads its source, on a goroutine of
+// pgx's own; a statement that the source runs on the transaction is not
+// let wait for it (the CopyFrom waits for the source: neither would ever
+// return, nor the request), and ok is false: the connection is in the
+// COPY, and the statement is refused with errCopyBusy, as pgx refuses it
+// ("conn busy"). So is a statement of another goroutine that comes while
+// the source runs.
+func (h *handlerTx) lock() (unlock func(), ok bool) {
+	if h.t.copySource.Load() {
+		if !h.t.mu.TryLock() {
+			return nil, false
+		}
+	} else {
+		h.t.mu.Lock()
+	}
+	return h.t.mu.Unlock, true
+}
+
+// errCopyBusy refuses a statement on the handler's transaction while a
+// CopyFrom's source runs (see handlerTx.lock).
+var errCopyBusy = errors.New("pgstore: the transaction is in a CopyFrom, whose source runs (conn busy)")
+
+// lockedTx holds the lock (lock) and returns tx, and the function that
+// lets the lock go (a no-op when err is not nil).
+func (h *handlerTx) lockedTx(ctx context.Context) (tx pgx.Tx, unlock func(), err error) {
+	unlock, ok := h.lock()
+	if !ok {
+		return nil, func() {}, errCopyBusy
+	}
+	if tx, err = h.tx(ctx); err != nil {
+		unlock()
+		return nil, func() {}, err
+	}
+	return tx, unlock, nil
+}
+
+// copySource is the source of the handler's CopyFrom: while pgx reads it,
+// the Tx is marked (copySource) so that a statement that it runs on the
+// transaction is refused instead of waiting for the CopyFrom.
+type copySource struct {
+	src pgx.CopyFromSource
+	t   *Tx
+}
+
+func (c copySource) Next() bool {
+	c.t.copySource.Store(true)
+	defer c.t.copySource.Store(false)
+	return c.src.Next()
+}
+
+func (c copySource) Values() ([]any, error) {
+	c.t.copySource.Store(true)
+	defer c.t.copySource.Store(false)
+	return c.src.Values()
+}
+
+func (c copySource) Err() error {
+	c.t.copySource.Store(true)
+	defer c.t.copySource.Store(false)
+	return c.src.Err()
 }
 
 // tx returns the savepoint, or the transaction block, begun now if need
@@ -95,8 +153,8 @@ func (h *handlerTx) tx(ctx context.Context) (pgx.Tx, error) {
 
 // Begin begins a savepoint, refused like h once the request's Tx ended.
 func (h *handlerTx) Begin(ctx context.Context) (pgx.Tx, error) {
-	defer h.lock()()
-	tx, err := h.tx(ctx)
+	tx, unlock, err := h.lockedTx(ctx)
+	defer unlock()
 	if err != nil {
 		return nil, err
 	}
@@ -134,8 +192,8 @@ func (h *handlerTx) Rollback(ctx context.Context) error {
 // or Rollback). The latter is marked ended before finish runs, so that h
 // refuses every later statement whether or not finish succeeds.
 func (h *handlerTx) end(ctx context.Context, finish func(pgx.Tx, context.Context) error) error {
-	defer h.lock()()
-	tx, err := h.tx(ctx)
+	tx, unlock, err := h.lockedTx(ctx)
+	defer unlock()
 	if err != nil {
 		return err
 	}
@@ -146,17 +204,17 @@ func (h *handlerTx) end(ctx context.Context, finish func(pgx.Tx, context.Context
 }
 
 func (h *handlerTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
-	defer h.lock()()
-	tx, err := h.tx(ctx)
+	tx, unlock, err := h.lockedTx(ctx)
+	defer unlock()
 	if err != nil {
 		return 0, err
 	}
-	return tx.CopyFrom(ctx, table, columns, src)
+	return tx.CopyFrom(ctx, table, columns, copySource{src, h.t})
 }
 
 func (h *handlerTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	defer h.lock()()
-	tx, err := h.tx(ctx)
+	tx, unlock, err := h.lockedTx(ctx)
+	defer unlock()
 	if err != nil {
 		return pgx.FailedBatchResults(b, err)
 	}
@@ -169,8 +227,8 @@ func (h *handlerTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResult
 // after the request's end (pgx builds it on the transaction underneath),
 // so it must not outlive the handler.
 func (h *handlerTx) LargeObjects() pgx.LargeObjects {
-	defer h.lock()()
-	tx, err := h.tx(context.Background())
+	tx, unlock, err := h.lockedTx(context.Background())
+	defer unlock()
 	if err != nil {
 		return pgx.LargeObjects{}
 	}
@@ -178,8 +236,8 @@ func (h *handlerTx) LargeObjects() pgx.LargeObjects {
 }
 
 func (h *handlerTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
-	defer h.lock()()
-	tx, err := h.tx(ctx)
+	tx, unlock, err := h.lockedTx(ctx)
+	defer unlock()
 	if err != nil {
 		return nil, err
 	}
@@ -187,8 +245,8 @@ func (h *handlerTx) Prepare(ctx context.Context, name, sql string) (*pgconn.Stat
 }
 
 func (h *handlerTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	defer h.lock()()
-	tx, err := h.tx(ctx)
+	tx, unlock, err := h.lockedTx(ctx)
+	defer unlock()
 	if err != nil {
 		return pgconn.CommandTag{}, err
 	}
@@ -196,8 +254,8 @@ func (h *handlerTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.C
 }
 
 func (h *handlerTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	defer h.lock()()
-	tx, err := h.tx(ctx)
+	tx, unlock, err := h.lockedTx(ctx)
+	defer unlock()
 	if err != nil {
 		return failedRows{err}, err
 	}
@@ -205,8 +263,8 @@ func (h *handlerTx) Query(ctx context.Context, sql string, args ...any) (pgx.Row
 }
 
 func (h *handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	defer h.lock()()
-	tx, err := h.tx(ctx)
+	tx, unlock, err := h.lockedTx(ctx)
+	defer unlock()
 	if err != nil {
 		return failedRows{err}
 	}
@@ -216,7 +274,11 @@ func (h *handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.R
 // Conn returns the connection of the request's transaction, nil once the
 // request's Tx returned it to the pool.
 func (h *handlerTx) Conn() *pgx.Conn {
-	defer h.lock()()
+	unlock, ok := h.lock()
+	if !ok {
+		return nil
+	}
+	defer unlock()
 	if h.root.ended.Load() || h.t.conn == nil {
 		return nil
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -194,6 +195,9 @@ type Tx struct {
 	// Commit and Rollback, so that a statement that a goroutine of the
 	// handler still runs ends before the transaction does.
 	mu sync.Mutex
+	// copySource: a CopyFrom of the handler, holding mu, reads its source
+	// (see handlerTx.lock).
+	copySource atomic.Bool
 
 	claimed  idempotency.Key
 	token    int64
