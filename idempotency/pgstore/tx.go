@@ -237,10 +237,12 @@ func (t *Tx) PgxTx() pgx.Tx {
 // lease mode or a non-PostgreSQL store, in which case ok is false and they
 // should use their own connection. Once the request's transaction ended the
 // returned transaction refuses every statement with pgx.ErrTxClosed; a
-// statement that a goroutine of the handler still runs when the request
-// ends is waited for, and commits or rolls back with the request. Rows
-// must be closed before the handler returns: left open, they keep the
-// connection busy, the commit fails and the client gets 503.
+// statement (Exec, QueryRow and its Scan, CopyFrom) that a goroutine of
+// the handler still runs when the request ends is waited for, and commits
+// or rolls back with the request. Rows (Query) and a batch's results
+// (SendBatch) are read after that wait: they must be closed before the
+// handler returns, and not be read by a goroutine past it; left open, they
+// keep the connection busy, the commit fails and the client gets 503.
 func TxFromContext(ctx context.Context) (tx pgx.Tx, ok bool) {
 	tx, ok = ctx.Value(txKey{}).(pgx.Tx)
 	return tx, ok
