@@ -240,3 +240,16 @@ func TestPublishRefusedMessageWaitsForTheEarlierAcks(t *testing.T) {
 		t.Fatalf("Publish = %v, want a PublishError at index 1 (b was never acknowledged)", err)
 	}
 }
+
+// publishN publishes n messages to the setup's "created" subject through
+// the Publisher, with IDs m-0 to m-(n-1).
+func (s *setup) publishN(tb testing.TB, ctx context.Context, n int) {
+	tb.Helper()
+	msgs := make([]outbox.Message, n)
+	for i := range msgs {
+		msgs[i] = outbox.Message{ID: "m-" + strconv.Itoa(i), Topic: s.subject + "created"}
+	}
+	if err := jetstream.NewPublisher(s.js).Publish(ctx, msgs); err != nil {
+		tb.Fatal(err)
+	}
+}

@@ -30,13 +30,7 @@ func TestStopKeepsMessagesOnTheirLastDelivery(t *testing.T) {
 			s := newSetup(t)
 			ctx := context.Background()
 			const n = 30
-			msgs := make([]outbox.Message, n)
-			for i := range msgs {
-				msgs[i] = outbox.Message{ID: "m-" + strconv.Itoa(i), Topic: s.subject + "created"}
-			}
-			if err := jetstream.NewPublisher(s.js).Publish(ctx, msgs); err != nil {
-				t.Fatal(err)
-			}
+			s.publishN(t, ctx, n)
 			cons, err := s.stream.CreateOrUpdateConsumer(ctx, natsjs.ConsumerConfig{
 				Durable: "last", AckPolicy: natsjs.AckExplicitPolicy, AckWait: 20 * time.Second, MaxDeliver: 2,
 			})

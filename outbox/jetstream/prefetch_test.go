@@ -3,7 +3,6 @@ package jetstream_test
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,13 +31,7 @@ func TestFetchedAheadMessagesKeepTheirDeliveries(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const n = 100
-	msgs := make([]outbox.Message, n)
-	for i := range msgs {
-		msgs[i] = outbox.Message{ID: "m-" + strconv.Itoa(i), Topic: s.subject + "created"}
-	}
-	if err := jetstream.NewPublisher(s.js).Publish(ctx, msgs); err != nil {
-		t.Fatal(err)
-	}
+	s.publishN(t, ctx, n)
 	const name = "prefetch"
 	if _, err := s.stream.CreateOrUpdateConsumer(ctx, natsjs.ConsumerConfig{
 		Durable: name, AckPolicy: natsjs.AckExplicitPolicy, AckWait: time.Second, MaxDeliver: 2,

@@ -3,7 +3,6 @@ package jetstream_test
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"testing"
 	"time"
 
@@ -38,13 +37,7 @@ func TestPrefetchBounds(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			const n = 20
-			msgs := make([]outbox.Message, n)
-			for i := range msgs {
-				msgs[i] = outbox.Message{ID: "m-" + strconv.Itoa(i), Topic: s.subject + "created"}
-			}
-			if err := jetstream.NewPublisher(s.js).Publish(ctx, msgs); err != nil {
-				t.Fatal(err)
-			}
+			s.publishN(t, ctx, n)
 			cons, err := s.stream.CreateOrUpdateConsumer(ctx, natsjs.ConsumerConfig{
 				Durable: "cap", AckPolicy: natsjs.AckExplicitPolicy, AckWait: 10 * time.Second, MaxRequestBatch: c.maxBatch,
 			})

@@ -2,7 +2,6 @@ package jetstream_test
 
 import (
 	"context"
-	"strconv"
 	"testing"
 	"time"
 
@@ -28,13 +27,7 @@ func TestConsumeWithinTheConsumersRequestLimits(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			const n = 3
-			var msgs []outbox.Message
-			for i := range n {
-				msgs = append(msgs, outbox.Message{ID: "m-" + strconv.Itoa(i), Topic: s.subject + "created"})
-			}
-			if err := jetstream.NewPublisher(s.js).Publish(ctx, msgs); err != nil {
-				t.Fatal(err)
-			}
+			s.publishN(t, ctx, n)
 			cfg.AckPolicy = natsjs.AckExplicitPolicy
 			cons, err := s.stream.CreateOrUpdateConsumer(ctx, cfg)
 			if err != nil {

@@ -2,7 +2,6 @@ package jetstream_test
 
 import (
 	"context"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,13 +26,7 @@ func TestHandlerSlowerThanAckWaitTakesEffectOnce(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const n = 4
-	var msgs []outbox.Message
-	for i := range n {
-		msgs = append(msgs, outbox.Message{ID: "m-" + strconv.Itoa(i), Topic: s.subject + "created"})
-	}
-	if err := jetstream.NewPublisher(s.js).Publish(ctx, msgs); err != nil {
-		t.Fatal(err)
-	}
+	s.publishN(t, ctx, n)
 	cons, err := s.stream.CreateOrUpdateConsumer(ctx, natsjs.ConsumerConfig{
 		Durable: "slow", AckPolicy: natsjs.AckExplicitPolicy, AckWait: 300 * time.Millisecond, MaxAckPending: 2,
 	})
