@@ -90,6 +90,22 @@ var reasons = [retrypolicy.NumReasons]Reason{
 	retrypolicy.ReasonServerSaid:        ReasonServerSaid,
 }
 
+// IsLimit reports whether r names a limit that ended an operation on an
+// outcome that the built-in rules or the [Classifier] would have retried:
+// [ReasonNoKey], [ReasonBodyNotReplayable], [ReasonMaxAttempts],
+// [ReasonBackoffStop], [ReasonDeadline] or [ReasonBudgetExhausted]. An
+// [Attempt] whose Decision is DecisionReturn with such a Reason is a
+// give-up. [ReasonContextDone] is not among them: a done context ends an
+// operation whatever its outcome, a final answer included.
+func (r Reason) IsLimit() bool {
+	for i, name := range reasons {
+		if name == r {
+			return retrypolicy.Reason(i).Limit()
+		}
+	}
+	return false
+}
+
 // decision is the Decision of a verdict.
 func decision(retry bool) Decision {
 	if retry {

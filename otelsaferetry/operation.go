@@ -246,12 +246,5 @@ func (op *operation) statusText(err error) string {
 // left the operation without a response: it also ends an operation that
 // got a final answer, with that answer.
 func gaveUp(reason saferetry.Reason, noResponse bool) bool {
-	switch reason {
-	case saferetry.ReasonMaxAttempts, saferetry.ReasonBudgetExhausted, saferetry.ReasonDeadline,
-		saferetry.ReasonBackoffStop, saferetry.ReasonNoKey, saferetry.ReasonBodyNotReplayable:
-		return true
-	case saferetry.ReasonContextDone:
-		return noResponse
-	}
-	return false
+	return reason.IsLimit() || (reason == saferetry.ReasonContextDone && noResponse)
 }

@@ -126,10 +126,16 @@ type Verdict struct {
 // that the rules or the classifier asked for: the operation ends on an
 // outcome it would have retried. A done context is not such a limit here:
 // it ends operations whatever their outcome.
-func (v Verdict) GaveUp() bool {
-	switch v.Reason {
+func (v Verdict) GaveUp() bool { return !v.Retry && v.Reason.Limit() }
+
+// Limit reports whether r names a limit that stops a retry the rules or the
+// classifier asked for: an unsafe method without a key, a body that cannot
+// be sent again, the attempt limit, the backoff's stop, the deadline, the
+// budget. This is the one list of them (saferetry.Reason.IsLimit reads it).
+func (r Reason) Limit() bool {
+	switch r {
 	case ReasonNoKey, ReasonBodyNotReplayable, ReasonMaxAttempts, ReasonBackoffStop, ReasonDeadline, ReasonBudgetExhausted:
-		return !v.Retry
+		return true
 	}
 	return false
 }
