@@ -357,22 +357,22 @@ func (op *operation) decide(n int, at *attempt) (v retrypolicy.Verdict, next io.
 	}
 	op.state.Attempt, op.state.Done = n, op.ctx.Err() != nil
 	p, clk := &op.t.policy, op.t.cfg.clock
+	// Decide runs the caller's code (the classifier, the backoff factory
+	// and its schedule), and so do next (the request's GetBody), the
+	// hooks and the logger, all while the answer is open and, from the
+	// moment Decide spends it, with the retry's cost taken from the
+	// budget. Should one panic, the panic goes on to the caller as it is,
+	// but first the operation lets go of what the attempt holds, which no
+	// one else would: the answer's body is closed, so that a caller that
+	// recovers (net/http's server does, for a handler) is not left with a
+	// connection held for good, and the retry planned, never to be made,
+	// goes back to the budget that the Transport's other operations share.
 	decided := false
-	if op.timed || p.Classify != nil {
-		// The classifier, the hooks and the logger are the caller's code.
-		// Should one panic, the panic goes on to the caller as it is, but
-		// first the operation lets go of what the attempt holds, which no
-		// one else would: the answer's body is closed, so that a caller
-		// that recovers (net/http's server does, for a handler) is not
-		// left with a connection held for good, and the retry planned,
-		// never to be made, goes back to the budget that the Transport's
-		// other operations share.
-		defer func() {
-			if !decided {
-				op.abandon(v, at, next)
-			}
-		}()
-	}
+	defer func() {
+		if !decided {
+			op.abandon(v, at, next)
+		}
+	}()
 	v = p.Decide(o, &op.state, clk.Now)
 	if v.Retry {
 		var err error
