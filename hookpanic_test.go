@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 
@@ -119,3 +120,51 @@ type panickySchedule struct{}
 
 func (panickySchedule) NextBackOff() time.Duration { panic("backoff") }
 func (panickySchedule) Reset()                     {}
+
+// TestClientPanickingRedirectCodeLetsGo: net/http runs the caller's code
+// while the answer of a redirect hop is open, before it closes it and
+// sends the next hop: the http.Client's CheckRedirect and its Jar's
+// SetCookies (see WithHTTPClient), and the request's GetBody for the next
+// hop's body. Should one panic, Client.Do closes that answer before the
+// panic goes on, as it was, to the caller (who may recover, as net/http's
+// server does for a handler, and would be left with the connection held).
+func TestClientPanickingRedirectCodeLetsGo(t *testing.T) {
+	tests := []struct {
+		name    string
+		hc      *http.Client
+		getBody func() (io.ReadCloser, error)
+	}{
+		{name: "CheckRedirect", hc: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { panic("CheckRedirect") }}},
+		{name: "Jar.SetCookies", hc: &http.Client{Jar: panickyJar{}}},
+		{name: "GetBody", hc: &http.Client{}, getBody: func() (io.ReadCloser, error) { panic("GetBody") }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := testkit.NewRecorder(
+				testkit.StatusH(http.StatusTemporaryRedirect, "Location", "/v1/moved", "Set-Cookie", "session=1"),
+				testkit.Status(http.StatusCreated))
+			c := NewClient(WithBase(mockBase(rc)), WithHTTPClient(tt.hc), withClock(newFakeClock()))
+			req := newReq(t, context.Background(), http.MethodPost, `{"amount":1}`)
+			if tt.getBody != nil {
+				req.GetBody = tt.getBody
+			}
+			testkit.WantPanic(t, tt.name[:5], func() {
+				resp, _ := c.Do(req)
+				closeResp(resp)
+			})
+			bodies := rc.Bodies()
+			if len(bodies) != 1 {
+				t.Fatalf("%d attempts, want 1", len(bodies))
+			}
+			if !bodies[0].Closed() {
+				t.Error("the redirect's answer was left open")
+			}
+		})
+	}
+}
+
+// panickyJar is a cookie jar that panics when given cookies.
+type panickyJar struct{}
+
+func (panickyJar) SetCookies(*url.URL, []*http.Cookie) { panic("Jar.SetCookies") }
+func (panickyJar) Cookies(*url.URL) []*http.Cookie     { return nil }
