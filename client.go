@@ -92,7 +92,8 @@ func (c *Client) Do(req *http.Request) (*http.Response, error) {
 		retrypolicy.CloseBody(req)
 		return nil, err
 	}
-	defer call.end()
+	panicked := true // until net/http's Do returns (see callContext.end)
+	defer func() { call.end(panicked) }()
 	first := req.WithContext(call)
 	if c.hc.Jar != nil {
 		first.Header = req.Header.Clone()
@@ -101,6 +102,7 @@ func (c *Client) Do(req *http.Request) (*http.Response, error) {
 		redirectableBody(first, c.transport.cfg.maxBufferedBody, c.hc.Timeout)
 	}
 	resp, err := c.hc.Do(first)
+	panicked = false
 	if err != nil {
 		return nil, keepOutcome(err, call.err)
 	}

@@ -42,6 +42,15 @@ type callContext struct {
 	// request that CheckRedirect is given. One word, so that a request is
 	// let in by one compare-and-swap against what the last hop left.
 	hop atomic.Pointer[http.Response]
+	// answer is the response the last hop returned, from its end until
+	// the next hop enters: net/http holds its body open meanwhile, while
+	// it runs the caller's code (the Jar's SetCookies, CheckRedirect, the
+	// request's GetBody for the next hop's body) and until it closes it
+	// to follow it. Written by the hops, read by Do when net/http's Do
+	// does not return (see end). (A RoundTripper around the Transport that
+	// panics before the next hop enters gets it closed twice, which
+	// net/http's bodies allow.)
+	answer *http.Response
 }
 
 // The sentinels of callContext.hop.
@@ -63,7 +72,11 @@ var (
 // during a hop; one sent after the call. (A copy of the very request that
 // CheckRedirect is given, sent before that hop, is taken for the hop.)
 func (c *callContext) enter(t *Transport, req *http.Request) bool {
-	return c.t == t && c.hop.CompareAndSwap(req.Response, hopBusy)
+	if c.t != t || !c.hop.CompareAndSwap(req.Response, hopBusy) {
+		return false
+	}
+	c.answer = nil // net/http closed it before sending this hop
+	return true
 }
 
 // leave ends a hop that enter let in: followed is the Response the hop
@@ -75,11 +88,25 @@ func (c *callContext) leave(followed, resp *http.Response) {
 	if resp == nil {
 		next = followed
 	}
+	c.answer = resp
 	c.hop.CompareAndSwap(hopBusy, next)
 }
 
-// end marks the call over, when Do returns.
-func (c *callContext) end() { c.hop.Store(hopOver) }
+// end marks the call over, when Do returns. panicked says that net/http's
+// Do did not return: a panic goes through Do, from the caller's code
+// (CheckRedirect, the Jar, GetBody) or the Transport's. The panic goes on
+// to the caller as it is, but the answer of the last hop, which net/http
+// held open while that code ran, is closed first, so that a caller that
+// recovers (net/http's server does, for a handler) is not left with a
+// connection held for good. (A panic out of the Transport leaves no such
+// answer: it closes its own, and a hop that ends without a response
+// leaves none.)
+func (c *callContext) end(panicked bool) {
+	c.hop.Store(hopOver)
+	if panicked && c.answer != nil {
+		c.answer.Body.Close()
+	}
+}
 
 // String names the context for debugging, after its parent; Format prints
 // it for every verb, so that fmt reads none of the call's fields (its key
