@@ -16,7 +16,8 @@
 //	curl localhost:8082/orders
 //
 // The same key with another body answers 422; a POST without a key 400.
-// Stop an instance with Ctrl-C: it finishes the requests in flight first.
+// Stop an instance with Ctrl-C: it finishes the requests in flight first,
+// then drains the store, then closes its Redis client.
 package main
 
 import (
@@ -82,7 +83,18 @@ func run(ctx context.Context, addr, redisURL, prefix string, out io.Writer) erro
 	mux.HandleFunc("GET /orders", o.list)
 
 	fmt.Fprintf(out, "redis-server: listening on http://%s (redis %s, prefix %q)\n", ln.Addr(), opt.Addr, prefix)
-	return serve.UntilDone(ctx, ln, mux)
+	err = serve.UntilDone(ctx, ln, mux)
+	// The requests have ended, but on a client with ContextTimeoutEnabled
+	// (opt.ContextTimeoutEnabled = true) a claim whose request left while
+	// its script was on its way runs on: wait for it, and for the release
+	// of the claim it made, before the deferred rdb.Close, which would
+	// leave that key held until its lease lapsed.
+	drainCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if derr := store.Drain(drainCtx); err == nil {
+		err = derr
+	}
+	return err
 }
 
 // orders keeps orders in a Redis list shared by every instance.

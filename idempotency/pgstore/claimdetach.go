@@ -9,6 +9,27 @@ import (
 	"github.com/saferetry/saferetry/internal/detach"
 )
 
+// Drain waits until the Claims whose callers left while their statements
+// ran have had their answers, and have released the claims made for those
+// callers, and returns nil; or it returns context.Cause(ctx) when ctx ends
+// first. Call it at shutdown, after the server's Shutdown has returned
+// (the requests have ended) and before Close and closing the pool:
+//
+//	_ = srv.Shutdown(ctx)
+//	_ = store.Drain(ctx)
+//	_ = store.Close()
+//	pool.Close()
+//
+// Such a Claim's statements go on after Claim returned, and a claim they
+// made for nobody is released on the pool: closed before, the pool refuses
+// the release, and the key stays held, every retry answered 409, until its
+// lease lapses. Drain does not stop the Store: the Claims that start while
+// it waits are waited for too. It is safe to call concurrently with any
+// method, and more than once.
+func (s *Store) Drain(ctx context.Context) error {
+	return s.detached.Wait(ctx)
+}
+
 // acquire runs Claim's statements that may acquire k (the upsert, then
 // the claim statement, or the claim statement alone) to their answer,
 // also when ctx ends while they run. Cut short by ctx, a statement that
@@ -22,7 +43,7 @@ import (
 // the goroutine then waits for their answer (at most the lease from then,
 // after which the claim has lapsed anyway), releases a claim acquired for
 // the caller that left, and then lets go of the place in the gate that
-// Claim entered (Claim must not). The connection is had on ctx, so a
+// Claim entered (Claim must not); Drain waits for it. The connection is had on ctx, so a
 // caller that left waits for no connection. A Release that fails leaves
 // the claim to lapse with its lease. A panic in the statements (a pgx
 // tracer's) is raised again on the caller's goroutine, or, once it left,
@@ -49,7 +70,7 @@ func (s *Store) acquire(ctx context.Context, k idempotency.Key, fingerprint stri
 			cancel() // also when the statements panicked
 		}
 	}()
-	return detach.Call(ctx, func() (idempotency.ClaimResult, error) {
+	return detach.Call(ctx, &s.detached, func() (idempotency.ClaimResult, error) {
 		defer conn.Release() // before the Release below, which takes a connection of its own
 		return s.acquireOn(sctx, conn, k, fingerprint, lease, ttl, ttlUS)
 	}, func(res idempotency.ClaimResult, err error) {

@@ -23,7 +23,10 @@
 // that may have lapsed. A Claim whose context ends while its statement is
 // in flight returns then, and leaves the statement to its answer (waited
 // for at most the lease), releasing the claim it got, rather than leave
-// the key held, for every retry a 409, until its lease lapses.
+// the key held, for every retry a 409, until its lease lapses. That
+// release needs the pool: at shutdown, call Store.Drain, which waits for
+// such statements, after the server's Shutdown and before Close and the
+// pool's Close.
 //
 // Once at least 96 % of a window of 64 claims acquired their key (a load
 // of first executions, as a payments API mostly serves), a claim begins

@@ -16,6 +16,7 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/internal/clock"
+	"github.com/saferetry/saferetry/internal/detach"
 	"github.com/saferetry/saferetry/internal/gate"
 	"github.com/saferetry/saferetry/internal/headercodec"
 	"github.com/saferetry/saferetry/internal/pgtext"
@@ -39,7 +40,8 @@ const claimAttempts = 5
 // use by multiple goroutines and by multiple processes sharing the database.
 // Most callers create it once, call CreateSchema at start-up (or apply Schema
 // with their migration tool), start a reaper with StartReaper and hand it to
-// idempotency.Middleware.
+// idempotency.Middleware; at shutdown, they call Drain, then Close, before
+// closing the pool.
 type Store struct {
 	pool  *pgxpool.Pool
 	cfg   config
@@ -62,6 +64,9 @@ type Store struct {
 	// then costs a round trip more: the claim statement, which answers
 	// with the row in the way.
 	upserts *replaymix.Mix
+	// detached counts Claim's statements that run on a goroutine of their
+	// own (see acquire), for Drain.
+	detached detach.Group
 }
 
 // The shares of claims that acquired the key at which a store begins its

@@ -12,6 +12,28 @@ import (
 	"github.com/saferetry/saferetry/internal/gate"
 )
 
+// Drain waits until the Claims whose callers left while their script was
+// on its way have had their answers, and have released the claims made
+// for those callers, and returns nil; or it returns context.Cause(ctx)
+// when ctx ends first. Call it at shutdown, after the server's Shutdown
+// has returned (the requests have ended) and before closing the client:
+//
+//	_ = srv.Shutdown(ctx)
+//	_ = store.Drain(ctx)
+//	_ = rdb.Close()
+//
+// Such a Claim's script goes on after Claim returned, and a client closed
+// under it loses its answer: the claim it made for nobody would stay held,
+// every retry of its key answered "in progress", until its lease lapsed.
+// Only a client that reads under the context's deadline
+// (ContextTimeoutEnabled) leaves a script running behind its caller (see
+// acquire); with another, Drain returns at once. Drain does not stop the
+// Store: the Claims that start while it waits are waited for too. It is
+// safe to call concurrently with any method, and more than once.
+func (s *Store) Drain(ctx context.Context) error {
+	return s.detached.Wait(ctx)
+}
+
 // acquire runs Claim's round trips that may acquire k (the replay fast
 // path's GET, then the claim script) to their answer, also when ctx ends
 // while the script is on its way. Cut short by ctx (a client with
@@ -29,8 +51,8 @@ import (
 // (true) when it leaves the script running: the goroutine then waits for
 // its answer (as long as the client's ReadTimeout lets any read wait),
 // releases a claim acquired for the caller that left, and then lets go of
-// g, the place that Claim entered (Claim must not). A Release that fails
-// leaves the claim to lapse with its lease. On a client that reads under
+// g, the place that Claim entered (Claim must not); Drain waits for it. A
+// Release that fails leaves the claim to lapse with its lease. On a client that reads under
 // the context's deadline (ContextTimeoutEnabled), the round trips are read
 // for a lease at most, after which a claim they made has lapsed: with no
 // ReadTimeout, a lost connection would otherwise keep the goroutine, and
@@ -79,7 +101,7 @@ func (s *Store) acquire(ctx context.Context, g gate.Gate, k idempotency.Key, nam
 			cancel() // also when the round trips panicked
 		}
 	}()
-	return detach.Call(ctx, func() (idempotency.ClaimResult, error) {
+	return detach.Call(ctx, &s.detached, func() (idempotency.ClaimResult, error) {
 		return s.acquireOn(ctx, sctx, k, name, fingerprint, lease, ttl)
 	}, func(res idempotency.ClaimResult, err error) {
 		defer cancel()

@@ -104,6 +104,17 @@
 // forgot it) is replaced by a new one, whose start wakes every waiter to
 // look again; until then they poll once a second.
 //
+// # Shutdown
+//
+// On a client that reads under the context's deadline
+// (ContextTimeoutEnabled), a Claim whose caller leaves (its deadline, a
+// cancellation) while its script is on its way returns at once, and the
+// script runs on, on a goroutine of the Store's, which releases the claim
+// it made for nobody. Closing the client under it loses that answer, and
+// the key stays held until its lease lapses. So at shutdown, after the
+// server's Shutdown and before the client's Close, call Store.Drain, which
+// waits for them (examples/redis-server does).
+//
 // # Time and tokens
 //
 // Leases and the fencing tokens are decided by the Redis server's clock

@@ -55,7 +55,13 @@ func TestShutdownReleasesADetachedClaim(t *testing.T) {
 		t.Fatalf("Claim whose deadline came before its answer = %v; want the deadline's error", err)
 	}
 
-	// The server's Shutdown returned: the process closes its client.
+	// The server's Shutdown returned: the process drains the Store and
+	// closes its client.
+	dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer dcancel()
+	if err := s.Drain(dctx); err != nil {
+		t.Fatalf("Drain = %v; want nil once the detached claim was released", err)
+	}
 	if err := far.Close(); err != nil {
 		t.Fatal(err)
 	}

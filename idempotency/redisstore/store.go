@@ -14,6 +14,7 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/internal/clock"
+	"github.com/saferetry/saferetry/internal/detach"
 	"github.com/saferetry/saferetry/internal/replaymix"
 	"github.com/saferetry/saferetry/internal/watchset"
 )
@@ -39,7 +40,8 @@ var _ idempotency.Store = (*Store)(nil)
 //
 // Create it with New; the zero value is not usable. A Store is safe for
 // concurrent use by multiple goroutines, and any number of processes may
-// share one Redis through Stores with the same prefix.
+// share one Redis through Stores with the same prefix. At shutdown, call
+// Drain before closing the client.
 type Store struct {
 	// plainSettle: the server refused the allow-oom scripts (a Redis older
 	// than 7), so the plain ones settle claims (see settled).
@@ -59,6 +61,9 @@ type Store struct {
 	// deadlineReads: rdb reads under a context's deadline (see
 	// readsUnderDeadline).
 	deadlineReads bool
+	// detached counts Claim's round trips that run on a goroutine of
+	// their own (see acquire), for Drain.
+	detached detach.Group
 }
 
 // replayEnter and replayLeave are the shares of replays among the claims
@@ -78,7 +83,8 @@ const (
 
 // New returns a Store that keeps its entries in rdb, which must not be nil.
 // rdb may be a *redis.Client, a sentinel-backed failover client or a
-// *redis.ClusterClient. The Store does not close rdb. New panics when rdb
+// *redis.ClusterClient. The Store does not close rdb: Drain the Store
+// before closing it. New panics when rdb
 // is nil or a *redis.Ring, or WithWait was given a negative timeout. A Ring
 // takes a shard it finds down out of its hash and sends that shard's keys
 // to the others, so a key completed there would be claimed anew on

@@ -32,9 +32,14 @@ import (
 // (or ErrGoexit) as call's error, with T's zero value, and the panic goes
 // no further: no recover could reach it there, and it would end the
 // process.
-func Call[T any](ctx context.Context, call func() (T, error), left func(T, error)) (res T, handedOff bool, err error) {
+//
+// g, when not nil, counts the call until it ended and left returned, so
+// that g.Wait waits for it (a store's shutdown, before its client is
+// closed).
+func Call[T any](ctx context.Context, g *Group, call func() (T, error), left func(T, error)) (res T, handedOff bool, err error) {
 	answer := make(chan result[T]) // unbuffered: the caller takes it, or left
-	go run(ctx, answer, call, left)
+	g.add()
+	go run(ctx, g, answer, call, left)
 	select {
 	case a := <-answer:
 		switch {
@@ -60,8 +65,9 @@ type result[T any] struct {
 // run runs call and hands its result to Call's caller on answer, or to
 // left once ctx ended and the caller left. It hands it over in a deferred
 // function, which also runs when call panics or calls runtime.Goexit
-// (whose unwinding no recover stops).
-func run[T any](ctx context.Context, answer chan<- result[T], call func() (T, error), left func(T, error)) {
+// (whose unwinding no recover stops), and then counts the call done in g.
+func run[T any](ctx context.Context, g *Group, answer chan<- result[T], call func() (T, error), left func(T, error)) {
+	defer g.done() // last: after left
 	var a result[T]
 	returned := false
 	defer func() {

@@ -16,7 +16,7 @@ var errBug = errors.New("bug")
 func TestCallAnswers(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	res, handedOff, err := detach.Call(ctx, func() (int, error) { return 7, errBug },
+	res, handedOff, err := detach.Call(ctx, nil, func() (int, error) { return 7, errBug },
 		func(int, error) { t.Error("left called while the caller waited") })
 	if res != 7 || handedOff || err != errBug {
 		t.Fatalf("Call = %d, %v, %v; want call's 7, false, %v", res, handedOff, err, errBug)
@@ -28,7 +28,7 @@ func TestCallLeavesAtTheContextsEnd(t *testing.T) {
 	release := make(chan struct{})
 	got := make(chan int, 1)
 	time.AfterFunc(10*time.Millisecond, cancel)
-	_, handedOff, err := detach.Call(ctx, func() (int, error) { <-release; return 7, nil },
+	_, handedOff, err := detach.Call(ctx, nil, func() (int, error) { <-release; return 7, nil },
 		func(res int, err error) { got <- res })
 	if !handedOff || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Call whose context ended = %v, %v; want true, the context's error", handedOff, err)
@@ -44,7 +44,7 @@ func TestCallRaisesAPanicOnTheCaller(t *testing.T) {
 	defer cancel()
 	p := func() (p any) {
 		defer func() { p = recover() }()
-		detach.Call(ctx, func() (int, error) { panic(errBug) }, func(int, error) {})
+		detach.Call(ctx, nil, func() (int, error) { panic(errBug) }, func(int, error) {})
 		return nil
 	}()
 	pe, ok := p.(*detach.PanicError)
@@ -58,7 +58,7 @@ func TestCallDropsAPanicOnceTheCallerLeft(t *testing.T) {
 	cancel()
 	release := make(chan struct{})
 	got := make(chan error, 1)
-	if _, handedOff, _ := detach.Call(ctx, func() (int, error) { <-release; panic(errBug) },
+	if _, handedOff, _ := detach.Call(ctx, nil, func() (int, error) { <-release; panic(errBug) },
 		func(_ int, err error) { got <- err; panic("left's own") }); !handedOff {
 		t.Fatal("Call whose context had ended did not hand off")
 	}
@@ -75,10 +75,35 @@ func TestCallGoexitEndsTheCaller(t *testing.T) {
 	go func() {
 		ended := true
 		defer func() { returned <- ended }()
-		detach.Call(ctx, func() (int, error) { runtime.Goexit(); return 0, nil }, func(int, error) {})
+		detach.Call(ctx, nil, func() (int, error) { runtime.Goexit(); return 0, nil }, func(int, error) {})
 		ended = false
 	}()
 	if !<-returned {
 		t.Fatal("Call whose call called runtime.Goexit returned; want the caller's goroutine ended too")
+	}
+}
+
+func TestGroupWaitsForLeft(t *testing.T) {
+	var g detach.Group
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	release, leaving := make(chan struct{}), make(chan struct{})
+	left := false
+	if _, handedOff, _ := detach.Call(ctx, &g, func() (int, error) { <-release; return 7, nil },
+		func(int, error) { close(leaving); time.Sleep(10 * time.Millisecond); left = true }); !handedOff {
+		t.Fatal("Call whose context had ended did not hand off")
+	}
+	short, stop := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer stop()
+	if err := g.Wait(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait while the call runs = %v; want its context's end", err)
+	}
+	close(release)
+	<-leaving
+	if err := g.Wait(context.Background()); err != nil || !left {
+		t.Fatalf("Wait = %v, left returned %v; want nil once left returned", err, left)
+	}
+	if err := g.Wait(short); err != nil {
+		t.Fatalf("Wait with no call running = %v; want nil at once", err)
 	}
 }
