@@ -64,7 +64,8 @@ func (s *Store) Drain(ctx context.Context) error {
 // the script's round trip cannot be told from it, and is read to its end.
 // A panic in the round trips (a go-redis hook's) is raised again on the
 // caller's goroutine, or, once it left, dropped there, where no recover
-// could reach it.
+// could reach it; a claim whose answer came back before it is released
+// (see acquireOn).
 func (s *Store) acquire(ctx context.Context, g gate.Gate, k idempotency.Key, name, fingerprint string, lease, ttl time.Duration) (res idempotency.ClaimResult, handedOff bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return idempotency.ClaimResult{}, false, err // sent, the script would acquire for nobody
@@ -113,8 +114,24 @@ func (s *Store) acquire(ctx context.Context, g gate.Gate, k idempotency.Key, nam
 }
 
 // acquireOn runs acquire's round trips, sent and read under sctx, with
-// ctx for a WAIT of its own (see runSent).
+// ctx for a WAIT of its own (see runSent). A panic in them (a go-redis
+// hook's) after the claim script's answer came back releases the claim it
+// made (see releaseSent), and goes on.
 func (s *Store) acquireOn(ctx, sctx context.Context, k idempotency.Key, name, fingerprint string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
+	var sent sentScript
+	returned := false
+	defer func() {
+		if !returned {
+			s.releaseSent(sctx, k, &sent)
+		}
+	}()
+	res, err := s.claimOn(ctx, sctx, &sent, k, name, fingerprint, lease, ttl)
+	returned = true
+	return res, err
+}
+
+// claimOn is acquireOn, with the claim script's command kept in sent.
+func (s *Store) claimOn(ctx, sctx context.Context, sent *sentScript, k idempotency.Key, name, fingerprint string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
 	if s.replay.ReadFirst() {
 		if e, ok, err := s.completedEntry(sctx, name); err != nil || ok {
 			if err != nil {
@@ -124,7 +141,7 @@ func (s *Store) acquireOn(ctx, sctx context.Context, k idempotency.Key, name, fi
 			return idempotency.ClaimResult{Entry: e}, nil
 		}
 	}
-	res, err := s.runSent(ctx, sctx, claimScript, name, isAcquired,
+	res, err := s.runSent(ctx, sctx, sent, claimScript, name, isAcquired,
 		encodeFingerprint(fingerprint), micros(lease), millis(ttl))
 	if errors.Is(err, ErrNotReplicated) && isAcquired(res) {
 		s.undoClaim(sctx, k, res)

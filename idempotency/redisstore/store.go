@@ -301,17 +301,22 @@ func (s *Store) fenced(ctx context.Context, op string, sc settled, k idempotency
 // the replicas' acknowledgement must be checked. An error matching
 // ErrNotReplicated comes with the script's result.
 func (s *Store) run(ctx context.Context, sc *redis.Script, key string, wrote func(any) bool, args ...any) (res any, err error) {
-	return s.runSent(ctx, ctx, sc, key, wrote, args...)
+	return s.runSent(ctx, ctx, nil, sc, key, wrote, args...)
 }
 
 // runSent is run with the script, and what shares its round trip, sent
 // and read under sctx, and a WAIT of a round trip of its own under ctx
-// (see acquire).
-func (s *Store) runSent(ctx, sctx context.Context, sc *redis.Script, key string, wrote func(any) bool, args ...any) (res any, err error) {
+// (see acquire); the script's command is kept in sent, when not nil (see
+// sentScript).
+func (s *Store) runSent(ctx, sctx context.Context, sent *sentScript, sc *redis.Script, key string, wrote func(any) bool, args ...any) (res any, err error) {
 	if s.cfg.waitN <= 0 || wrote == nil {
-		res, err = sc.Run(sctx, s.rdb, []string{key}, args...).Result()
+		var c redis.Scripter = s.rdb
+		if sent != nil {
+			c = keeping{s.rdb, sent}
+		}
+		res, err = sc.Run(sctx, c, []string{key}, args...).Result()
 	} else {
-		res, err = s.runWait(ctx, sctx, sc, key, wrote, args...)
+		res, err = s.runWait(ctx, sctx, sent, sc, key, wrote, args...)
 	}
 	s.reload.failed(err)
 	return res, err

@@ -38,18 +38,19 @@ type shortPrimaries struct{ m sync.Map }
 // acknowledge, or WAIT fails after the write, the error matches
 // ErrNotReplicated and the script's result comes with it. The pipeline is
 // sent and read under sctx; a WAIT sent after it, under ctx, whose end
-// then fails it as above (see Store.acquire).
-func (s *Store) runWait(ctx, sctx context.Context, sc *redis.Script, key string, wrote func(any) bool, args ...any) (any, error) {
+// then fails it as above (see Store.acquire). The script's command is
+// kept in sent, when not nil (see sentScript).
+func (s *Store) runWait(ctx, sctx context.Context, sent *sentScript, sc *redis.Script, key string, wrote func(any) bool, args ...any) (any, error) {
 	cc, ok := s.rdb.(*redis.ClusterClient)
 	if !ok {
 		client, _ := s.rdb.(*redis.Client)
-		return s.runWaitOn(ctx, sctx, s.rdb, client, "", false, sc, key, wrote, args...)
+		return s.runWaitOn(ctx, sctx, sent, s.rdb, client, "", false, sc, key, wrote, args...)
 	}
 	node, err := cc.MasterForKey(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.runWaitOn(ctx, sctx, node, node, node.Options().Addr, false, sc, key, wrote, args...)
+	res, err := s.runWaitOn(ctx, sctx, sent, node, node, node.Options().Addr, false, sc, key, wrote, args...)
 	target, ok := askTarget(err)
 	if !ok {
 		return res, err
@@ -82,7 +83,7 @@ func (s *Store) runWait(ctx, sctx context.Context, sc *redis.Script, key string,
 	opt.PoolSize, opt.MinIdleConns = 1, 0
 	at := redis.NewClient(&opt)
 	defer at.Close()
-	return s.runWaitOn(ctx, sctx, at, at, target, true, sc, key, wrote, args...)
+	return s.runWaitOn(ctx, sctx, sent, at, at, target, true, sc, key, wrote, args...)
 }
 
 // askTarget returns the node that an ASK reply in err redirects to.
@@ -101,7 +102,7 @@ func askTarget(err error) (string, bool) {
 // rather than a failover client, at address addr: "" for a client that is
 // not a cluster); asking sends ASKING before the script, which an
 // importing node needs to take a key of a slot it does not own yet.
-func (s *Store) runWaitOn(ctx, sctx context.Context, c interface {
+func (s *Store) runWaitOn(ctx, sctx context.Context, sent *sentScript, c interface {
 	Pipeline() redis.Pipeliner
 	Do(ctx context.Context, args ...any) *redis.Cmd
 }, client *redis.Client, addr string, asking bool, sc *redis.Script, key string, wrote func(any) bool, args ...any) (any, error) {
@@ -137,6 +138,7 @@ func (s *Store) runWaitOn(ctx, sctx context.Context, c interface {
 		} else {
 			cmd = sc.Eval(sctx, pipe, keys, args...)
 		}
+		sent.keep(cmd)
 		if !short && !alone {
 			wait = pipe.Do(sctx, "WAIT", s.cfg.waitN, millis(s.cfg.waitTimeout))
 		}
