@@ -378,7 +378,10 @@ func openBackend(ctx context.Context, u string, o backendOptions) (backend, erro
 		warnRedisSettings(cctx, rs, o.warnings)
 		cancel()
 		led := redisledger.New(rdb, prefix, o.opening)
-		return backend{store: rs, ledger: led, name: "redis " + opt.Addr, kind: "redis", close: func() { _ = rdb.Close() }}, nil
+		return backend{store: rs, ledger: led, name: "redis " + opt.Addr, kind: "redis", close: func() {
+			drain(rs.Drain)
+			_ = rdb.Close()
+		}}, nil
 
 	case isPostgres(u):
 		pool, err := pgxpool.New(ctx, u)
@@ -414,6 +417,7 @@ func openBackend(ctx context.Context, u string, o backendOptions) (backend, erro
 		}
 		stopReaper := tx.StartReaper(context.Background(), time.Minute)
 		return backend{store: st, ledger: led, name: "postgres table " + tx.Table(), kind: "postgres", close: func() {
+			drain(tx.Drain)
 			stopReaper()
 			_ = tx.Close()
 			pool.Close()
@@ -478,4 +482,17 @@ func warnRedisSettings(ctx context.Context, rs *redisstore.Store, w io.Writer) {
 	for _, p := range problems {
 		fmt.Fprintf(w, "mockserver: warning: redis %s\n", p)
 	}
+}
+
+// drainTimeout bounds how long closing a backend waits for its store's
+// Claims that went on after their callers left (see drain).
+const drainTimeout = 5 * time.Second
+
+// drain waits, for up to drainTimeout, for a store's Claims whose callers
+// left to release the claims they made, before the backend closes the
+// client or pool those releases need (the stores' Drain).
+func drain(d func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	defer cancel()
+	_ = d(ctx)
 }
