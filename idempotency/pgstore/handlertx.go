@@ -25,7 +25,8 @@ var _ pgx.Tx = (*handlerTx)(nil)
 // savepoint runs its statements through the pgx.Tx, which never learned
 // that the COMMIT ended it. It is used by one goroutine at a time, like
 // its Tx, with one exception: a statement that a goroutine of the handler
-// still runs when the request ends (see lock).
+// still runs, or rows and batch results that it still reads, when the
+// request ends (see lock).
 type handlerTx struct {
 	t     *Tx
 	ended atomic.Bool // on the root: the request's transaction ended
@@ -56,48 +57,52 @@ func newHandlerTx(t *Tx) *handlerTx {
 	return h
 }
 
-// lock holds the request's Tx for one statement of the handler, and
-// returns the function that lets it go. A handler may return while a
+// lock holds the request's Tx (txLock) for one statement of the handler,
+// and returns the function that lets it go. A handler may return while a
 // goroutine of its own still runs a statement on the transaction (an audit
-// write, fire and forget); the request's Commit or Rollback, which holds
-// the Tx too, then waits for that statement, which commits or rolls back
-// with the request, and every later one is refused with pgx.ErrTxClosed.
-// Without it the two ran on the connection at once, which a pgx.Conn does
-// not allow (the Commit failed "conn busy", and the request got 503), and
-// a statement that passed the check of ended just before the Tx released
-// its connection ran on it in the pool. The wait is the statement's: as
-// long as its context and statement_timeout let it run, as when the
-// handler itself runs it. Rows the goroutine is still reading are not
-// covered: they must be closed before the handler returns.
+// write, fire and forget), or still reads its rows (Query) or a batch's
+// results (SendBatch); the request's Commit or Rollback, which holds the
+// Tx too, then waits for that statement, or until the rows or results are
+// closed, as long as the Commit's context lets it (the Middleware's store
+// timeout), and the statement commits or rolls back with the request;
+// every later one is refused with pgx.ErrTxClosed. Without it the two ran
+// on the connection at once, which a pgx.Conn does not allow (the Commit
+// failed "conn busy", and the request got 503), and a statement that
+// passed the check of ended just before the Tx released its connection
+// ran on it in the pool. The statement's own wait for the lock ends with
+// its context.
 //
-// A CopyFrom holds the Tx while pgx reads its source, on a goroutine of
-// pgx's own; a statement that the source runs on the transaction is not
-// let wait for it (the CopyFrom waits for the source: neither would ever
-// return, nor the request), and ok is false: the connection is in the
-// COPY, and the statement is refused with errCopyBusy, as pgx refuses it
-// ("conn busy"). So is a statement of another goroutine that comes while
-// the source runs.
-func (h *handlerTx) lock() (unlock func(), ok bool) {
-	if h.t.copySource.Load() {
-		if !h.t.mu.TryLock() {
-			return nil, false
-		}
-	} else {
-		h.t.mu.Lock()
+// Rows and batch results hold the lock until they are closed (pgx closes
+// rows read to their end, or whose Scan failed), as pgx's connection is
+// busy exactly that long, and mark it busy: a statement on the
+// transaction meanwhile, of the goroutine that reads them or of another,
+// is refused at once with errRowsOpen, as pgx refuses it ("conn busy"),
+// instead of waiting for a Close that may never come. So is one that a
+// CopyFrom's source runs, which pgx reads, holding the lock, on a
+// goroutine of pgx's own: the connection is in the COPY, and the
+// statement is refused with errCopyBusy, as pgx refuses it; so is a
+// statement of another goroutine that comes while the source runs.
+func (h *handlerTx) lock(ctx context.Context) (unlock func(), err error) {
+	if err := h.t.lk.lock(ctx, true); err != nil {
+		return nil, err
 	}
-	return h.t.mu.Unlock, true
+	return h.t.lk.unlock, nil
 }
 
 // errCopyBusy refuses a statement on the handler's transaction while a
 // CopyFrom's source runs (see handlerTx.lock).
 var errCopyBusy = errors.New("pgstore: the transaction is in a CopyFrom, whose source runs (conn busy)")
 
+// errRowsOpen refuses a statement on the handler's transaction while rows
+// of its Query or results of its SendBatch are open (see handlerTx.lock).
+var errRowsOpen = errors.New("pgstore: rows (Query) or batch results (SendBatch) of the transaction are open: close them first (conn busy)")
+
 // lockedTx holds the lock (lock) and returns tx, and the function that
 // lets the lock go (a no-op when err is not nil).
 func (h *handlerTx) lockedTx(ctx context.Context) (tx pgx.Tx, unlock func(), err error) {
-	unlock, ok := h.lock()
-	if !ok {
-		return nil, func() {}, errCopyBusy
+	unlock, err = h.lock(ctx)
+	if err != nil {
+		return nil, func() {}, err
 	}
 	if tx, err = h.tx(ctx); err != nil {
 		unlock()
@@ -107,28 +112,29 @@ func (h *handlerTx) lockedTx(ctx context.Context) (tx pgx.Tx, unlock func(), err
 }
 
 // copySource is the source of the handler's CopyFrom: while pgx reads it,
-// the Tx is marked (copySource) so that a statement that it runs on the
-// transaction is refused instead of waiting for the CopyFrom.
+// the lock that the CopyFrom holds is marked busy (errCopyBusy), so that
+// a statement that it runs on the transaction is refused instead of
+// waiting for the CopyFrom.
 type copySource struct {
 	src pgx.CopyFromSource
-	t   *Tx
+	lk  *txLock
 }
 
 func (c copySource) Next() bool {
-	c.t.copySource.Store(true)
-	defer c.t.copySource.Store(false)
+	c.lk.setBusy(errCopyBusy)
+	defer c.lk.setBusy(nil)
 	return c.src.Next()
 }
 
 func (c copySource) Values() ([]any, error) {
-	c.t.copySource.Store(true)
-	defer c.t.copySource.Store(false)
+	c.lk.setBusy(errCopyBusy)
+	defer c.lk.setBusy(nil)
 	return c.src.Values()
 }
 
 func (c copySource) Err() error {
-	c.t.copySource.Store(true)
-	defer c.t.copySource.Store(false)
+	c.lk.setBusy(errCopyBusy)
+	defer c.lk.setBusy(nil)
 	return c.src.Err()
 }
 
@@ -142,7 +148,7 @@ func (h *handlerTx) tx(ctx context.Context) (pgx.Tx, error) {
 		return h.sp, nil
 	}
 	if h.t.tx == nil {
-		tx, err := h.t.conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+		tx, err := h.t.pgxConn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 		if err != nil {
 			return nil, err
 		}
@@ -209,16 +215,19 @@ func (h *handlerTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns 
 	if err != nil {
 		return 0, err
 	}
-	return tx.CopyFrom(ctx, table, columns, copySource{src, h.t})
+	return tx.CopyFrom(ctx, table, columns, copySource{src, &h.t.lk})
 }
 
+// SendBatch returns results that hold the request's Tx until they are
+// closed (see lock).
 func (h *handlerTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	tx, unlock, err := h.lockedTx(ctx)
-	defer unlock()
 	if err != nil {
 		return pgx.FailedBatchResults(b, err)
 	}
-	return tx.SendBatch(ctx, b)
+	br := tx.SendBatch(ctx, b)
+	h.t.lk.setBusy(errRowsOpen)
+	return &heldBatch{BatchResults: br, unlock: unlock}
 }
 
 // LargeObjects begins the block, if need be, without a deadline; when that
@@ -253,13 +262,21 @@ func (h *handlerTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.C
 	return tx.Exec(ctx, sql, args...)
 }
 
+// Query returns rows that hold the request's Tx until they are closed
+// (see lock).
 func (h *handlerTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	tx, unlock, err := h.lockedTx(ctx)
-	defer unlock()
 	if err != nil {
 		return failedRows{err}, err
 	}
-	return tx.Query(ctx, sql, args...)
+	rows, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		rows.Close()
+		unlock()
+		return rows, err
+	}
+	h.t.lk.setBusy(errRowsOpen)
+	return &heldRows{Rows: rows, unlock: unlock}, nil
 }
 
 func (h *handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
@@ -273,16 +290,18 @@ func (h *handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.R
 
 // Conn returns the connection of the request's transaction, nil once the
 // request's Tx returned it to the pool.
+// It is nil too while rows or batch results of the transaction are open,
+// or a CopyFrom's source runs.
 func (h *handlerTx) Conn() *pgx.Conn {
-	unlock, ok := h.lock()
-	if !ok {
+	unlock, err := h.lock(context.Background())
+	if err != nil {
 		return nil
 	}
 	defer unlock()
-	if h.root.ended.Load() || h.t.conn == nil {
+	if h.root.ended.Load() {
 		return nil
 	}
-	return h.t.conn.Conn()
+	return h.t.pgxConn
 }
 
 // failedRows are the rows of a statement that could not run: err is why.

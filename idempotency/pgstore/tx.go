@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -160,7 +158,7 @@ func (s *TxStore) BeginTx(ctx context.Context) (idempotency.Tx, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: begin: %w", err)
 	}
-	return &Tx{store: s, conn: conn}, nil
+	return &Tx{store: s, conn: conn, pgxConn: conn.Conn()}, nil
 }
 
 // Tx is one transaction of a TxStore, created by BeginTx; the zero value is
@@ -189,15 +187,20 @@ func (s *TxStore) BeginTx(ctx context.Context) (idempotency.Tx, error) {
 type Tx struct {
 	store *TxStore
 	conn  *pgxpool.Conn // nil once released to the pool
-	tx    pgx.Tx        // the transaction block, once a claim acquired the key (or h began it)
-	h     *handlerTx    // what the handler gets: tx, refused once the Tx ended
-	// mu is held by each statement of the handler (handlerTx.lock) and by
-	// Commit and Rollback, so that a statement that a goroutine of the
-	// handler still runs ends before the transaction does.
-	mu sync.Mutex
-	// copySource: a CopyFrom of the handler, holding mu, reads its source
-	// (see handlerTx.lock).
-	copySource atomic.Bool
+	// pgxConn is conn's connection, which the handler's statements use:
+	// read from conn once, so that abandon, taking conn out of the pool,
+	// writes nothing that they read.
+	pgxConn *pgx.Conn
+	tx      pgx.Tx     // the transaction block, once a claim acquired the key (or h began it)
+	h       *handlerTx // what the handler gets: tx, refused once the Tx ended
+	// lk is held by each statement of the handler (handlerTx.lock), by
+	// its rows and batch results until they are closed, and by Commit and
+	// Rollback, so that what a goroutine of the handler still runs or
+	// reads ends before the transaction does.
+	lk txLock
+	// lockLost: Commit's wait for lk ended with its context; Rollback
+	// then does not wait again (see abandon).
+	lockLost bool
 
 	claimed  idempotency.Key
 	token    int64
@@ -236,13 +239,17 @@ func (t *Tx) PgxTx() pgx.Tx {
 // its Conn. Handlers may also be served by
 // lease mode or a non-PostgreSQL store, in which case ok is false and they
 // should use their own connection. Once the request's transaction ended the
-// returned transaction refuses every statement with pgx.ErrTxClosed; a
+// returned transaction refuses every statement with pgx.ErrTxClosed. A
 // statement (Exec, QueryRow and its Scan, CopyFrom) that a goroutine of
-// the handler still runs when the request ends is waited for, and commits
-// or rolls back with the request. Rows (Query) and a batch's results
-// (SendBatch) are read after that wait: they must be closed before the
-// handler returns, and not be read by a goroutine past it; left open, they
-// keep the connection busy, the commit fails and the client gets 503.
+// the handler still runs when the request ends is waited for, and so are
+// rows (Query) and a batch's results (SendBatch) that it still reads,
+// until they are closed (pgx closes rows read to their end): they commit
+// or roll back with the request. The wait is bounded by the Middleware's
+// store timeout (idempotency.DefaultStoreTimeout): rows or results never
+// closed then fail the commit, nothing is committed, the client gets 503
+// and the connection is closed. As pgx's connection, the transaction runs
+// no statement while its rows or a batch's results are open: such a
+// statement fails at once ("conn busy"), whichever goroutine runs it.
 func TxFromContext(ctx context.Context) (tx pgx.Tx, ok bool) {
 	tx, ok = ctx.Value(txKey{}).(pgx.Tx)
 	return tx, ok
@@ -545,9 +552,19 @@ func (t *Tx) Complete(_ context.Context, k idempotency.Key, token int64, resp id
 // committed; the error wraps idempotency.ErrStaleToken or
 // idempotency.ErrResponseNotStorable where that is the cause, and the
 // transaction must be rolled back.
+//
+// It first waits until no statement, rows or batch results of the handler
+// hold the transaction (see TxFromContext); when ctx ends first, it fails
+// with an error saying so, and commits nothing.
 func (t *Tx) Commit(ctx context.Context) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	if t.finished {
+		return fmt.Errorf("pgstore: commit: %w", pgx.ErrTxClosed)
+	}
+	if err := t.lk.lock(ctx, false); err != nil {
+		t.lockLost = true
+		return fmt.Errorf("pgstore: commit: %w: %w", errStillHeld, err)
+	}
+	defer t.lk.unlock()
 	if t.finished || (t.h != nil && t.h.ended.Load()) {
 		t.release()
 		return fmt.Errorf("pgstore: commit: %w", pgx.ErrTxClosed)
@@ -598,13 +615,24 @@ func (t *Tx) Commit(ctx context.Context) error {
 }
 
 // Rollback implements idempotency.Tx. It returns nil after Commit or a
-// previous Rollback.
+// previous Rollback. Like Commit it waits until no statement, rows or
+// batch results of the handler hold the transaction, unless the Commit's
+// wait already ended with its context; when that wait does not end in
+// time, it closes the connection under them (see abandon), and
+// PostgreSQL rolls the transaction back.
 func (t *Tx) Rollback(ctx context.Context) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.finished {
 		return nil
 	}
+	if t.lockLost {
+		t.abandon()
+		return nil // Commit reported it
+	}
+	if err := t.lk.lock(ctx, false); err != nil {
+		t.abandon()
+		return fmt.Errorf("pgstore: rollback: %w: %w", errStillHeld, err)
+	}
+	defer t.lk.unlock()
 	var err error
 	if t.tx != nil && (t.h == nil || !t.h.ended.Load()) {
 		err = t.tx.Rollback(ctx)
@@ -614,6 +642,31 @@ func (t *Tx) Rollback(ctx context.Context) error {
 		return fmt.Errorf("pgstore: rollback: %w", err)
 	}
 	return nil
+}
+
+// errStillHeld is the error of a Commit or Rollback whose wait for the
+// handler's statement, rows or batch results (see TxFromContext) ended
+// with its context.
+var errStillHeld = errors.New("pgstore: a statement, rows (Query) or batch results (SendBatch) of the handler still hold the transaction (rows and results must be closed)")
+
+// abandon ends the Tx while its lock is held, by rows that the handler
+// never closed or a goroutine that still reads them or runs a statement:
+// it takes the connection out of the pool and closes its network
+// connection, without touching the state of the pgx connection, which the
+// holder may still use (its next read fails, and its Close lets the lock
+// go); PostgreSQL rolls the transaction back. Waiting for the holder
+// might never end, and releasing the connection to the pool would hand it
+// to another request while the holder still uses it.
+func (t *Tx) abandon() {
+	t.finished = true
+	if t.h != nil {
+		t.h.ended.Store(true)
+	}
+	if t.conn != nil {
+		t.conn.Hijack()
+		t.conn = nil
+		_ = t.pgxConn.PgConn().Conn().Close()
+	}
 }
 
 // release ends the Tx and returns its connection to the pool (which closes

@@ -1,0 +1,70 @@
+package pgstore
+
+import "github.com/jackc/pgx/v5"
+
+// heldRows are the rows of the handler's Query: they hold the lock of the
+// request's Tx (handlerTx.lock) until they are closed, by Close, or by pgx
+// itself when Next reaches their end or Scan or Values fails, as pgx's
+// connection is busy exactly that long. Like pgx's rows, they are used by
+// one goroutine at a time.
+type heldRows struct {
+	pgx.Rows
+	unlock   func()
+	released bool
+}
+
+// release lets the lock go, once: the rows are closed.
+func (r *heldRows) release() {
+	if !r.released {
+		r.released = true
+		r.unlock()
+	}
+}
+
+func (r *heldRows) Close() {
+	r.Rows.Close()
+	r.release()
+}
+
+func (r *heldRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.Close() // pgx closed them
+	return false
+}
+
+func (r *heldRows) Scan(dest ...any) error {
+	err := r.Rows.Scan(dest...)
+	if err != nil {
+		r.Close() // pgx closed them
+	}
+	return err
+}
+
+func (r *heldRows) Values() ([]any, error) {
+	v, err := r.Rows.Values()
+	if err != nil {
+		r.Close() // pgx closed them
+	}
+	return v, err
+}
+
+// heldBatch are the results of the handler's SendBatch: they hold the
+// lock of the request's Tx (handlerTx.lock) until they are closed, as
+// pgx's connection is busy exactly that long. Like pgx's, they are used
+// by one goroutine at a time.
+type heldBatch struct {
+	pgx.BatchResults
+	unlock   func()
+	released bool
+}
+
+func (b *heldBatch) Close() error {
+	err := b.BatchResults.Close()
+	if !b.released {
+		b.released = true
+		b.unlock()
+	}
+	return err
+}
