@@ -1,29 +1,46 @@
 package pgstore
 
-import "github.com/jackc/pgx/v5"
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
 
 // heldRows are the rows of the handler's Query: they hold the lock of the
 // request's Tx (handlerTx.lock) until they are closed, by Close, or by pgx
 // itself when Next reaches their end or Scan or Values fails, as pgx's
-// connection is busy exactly that long. Like pgx's rows, they are used by
-// one goroutine at a time.
+// connection is busy exactly that long. Once closed, they check that the
+// statement left the transaction block open (Tx.checkBlock), and Err
+// reports ErrHandlerEndedTx if it did not. Like pgx's rows, they are used
+// by one goroutine at a time.
 type heldRows struct {
 	pgx.Rows
-	unlock   func()
+	ctx      context.Context // the Query's
+	t        *Tx
 	released bool
+	err      error // the block check's
 }
 
-// release lets the lock go, once: the rows are closed.
+// release checks the block and lets the lock go, once: the rows are
+// closed.
 func (r *heldRows) release() {
 	if !r.released {
 		r.released = true
-		r.unlock()
+		r.err = r.t.checkBlock(r.ctx, nil)
+		r.t.lk.unlock()
 	}
 }
 
 func (r *heldRows) Close() {
 	r.Rows.Close()
 	r.release()
+}
+
+func (r *heldRows) Err() error {
+	if err := r.Rows.Err(); err != nil {
+		return err
+	}
+	return r.err
 }
 
 func (r *heldRows) Next() bool {
@@ -52,11 +69,13 @@ func (r *heldRows) Values() ([]any, error) {
 
 // heldBatch are the results of the handler's SendBatch: they hold the
 // lock of the request's Tx (handlerTx.lock) until they are closed, as
-// pgx's connection is busy exactly that long. Like pgx's, they are used
-// by one goroutine at a time.
+// pgx's connection is busy exactly that long. Their Close checks that the
+// batch left the transaction block open (Tx.checkBlock). Like pgx's, they
+// are used by one goroutine at a time.
 type heldBatch struct {
 	pgx.BatchResults
-	unlock   func()
+	ctx      context.Context // the SendBatch's
+	t        *Tx
 	released bool
 }
 
@@ -64,7 +83,8 @@ func (b *heldBatch) Close() error {
 	err := b.BatchResults.Close()
 	if !b.released {
 		b.released = true
-		b.unlock()
+		err = b.t.checkBlock(b.ctx, err)
+		b.t.lk.unlock()
 	}
 	return err
 }

@@ -50,6 +50,24 @@ type handlerTx struct {
 // everything back). A savepoint's Commit (Begin) is not refused.
 var ErrHandlerCommit = errors.New("pgstore: a handler must not commit the request's transaction: the Middleware commits it with the stored answer (nothing was committed)")
 
+// ErrHandlerEndedTx is the error of a statement that the handler sent
+// through the transaction from TxFromContext and that ended the request's
+// transaction block: COMMIT, END, ROLLBACK or ABORT sent as SQL (Exec,
+// Query, SendBatch), which the Middleware's commit would otherwise have
+// followed outside any transaction, storing the handler's answer as if
+// its writes had committed with it. Every later statement of the handler
+// is refused with it, so that none commits on its own, and the request's
+// Commit fails with it: the client gets 503 (ProblemCommitFailed),
+// whatever the handler answers, unless it answers a status that is not
+// stored (500 on the error, say). What the statement committed is kept:
+// when it committed the claim (COMMIT, END), the key is recorded at once,
+// in a statement of its own, as completed with status 500 but not
+// replayable, and retries get 410 (ProblemResponseTooLarge): the
+// operation ran, at least in part, and must not run again. When it
+// rolled the claim back with the writes (ROLLBACK, ABORT), nothing is
+// recorded, and a retry runs the handler again.
+var ErrHandlerEndedTx = errors.New("pgstore: the handler's statement ended the request's transaction (COMMIT, END, ROLLBACK or ABORT sent as SQL): the Middleware commits it with the stored answer; what it committed is recorded as not replayable")
+
 // newHandlerTx returns the handlerTx of t's transaction.
 func newHandlerTx(t *Tx) *handlerTx {
 	h := &handlerTx{t: t}
@@ -144,6 +162,12 @@ func (h *handlerTx) tx(ctx context.Context) (pgx.Tx, error) {
 	if h.root.ended.Load() {
 		return nil, pgx.ErrTxClosed
 	}
+	if h.t.blockEnded {
+		return nil, ErrHandlerEndedTx
+	}
+	if err := h.t.checkBlock(ctx, nil); err != nil {
+		return nil, err // ended through its Conn (see TxFromContext)
+	}
 	if h.sp != nil {
 		return h.sp, nil
 	}
@@ -215,19 +239,20 @@ func (h *handlerTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns 
 	if err != nil {
 		return 0, err
 	}
-	return tx.CopyFrom(ctx, table, columns, copySource{src, &h.t.lk})
+	n, err := tx.CopyFrom(ctx, table, columns, copySource{src, &h.t.lk})
+	return n, h.t.checkBlock(ctx, err)
 }
 
 // SendBatch returns results that hold the request's Tx until they are
 // closed (see lock).
 func (h *handlerTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	tx, unlock, err := h.lockedTx(ctx)
+	tx, _, err := h.lockedTx(ctx)
 	if err != nil {
 		return pgx.FailedBatchResults(b, err)
 	}
 	br := tx.SendBatch(ctx, b)
 	h.t.lk.setBusy(errRowsOpen)
-	return &heldBatch{BatchResults: br, unlock: unlock}
+	return &heldBatch{BatchResults: br, ctx: ctx, t: h.t}
 }
 
 // LargeObjects begins the block, if need be, without a deadline; when that
@@ -259,7 +284,8 @@ func (h *handlerTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.C
 	if err != nil {
 		return pgconn.CommandTag{}, err
 	}
-	return tx.Exec(ctx, sql, args...)
+	tag, err := tx.Exec(ctx, sql, args...)
+	return tag, h.t.checkBlock(ctx, err)
 }
 
 // Query returns rows that hold the request's Tx until they are closed
@@ -272,11 +298,12 @@ func (h *handlerTx) Query(ctx context.Context, sql string, args ...any) (pgx.Row
 	rows, err := tx.Query(ctx, sql, args...)
 	if err != nil {
 		rows.Close()
+		err = h.t.checkBlock(ctx, err)
 		unlock()
-		return rows, err
+		return failedRows{err}, err
 	}
 	h.t.lk.setBusy(errRowsOpen)
-	return &heldRows{Rows: rows, unlock: unlock}, nil
+	return &heldRows{Rows: rows, ctx: ctx, t: h.t}, nil
 }
 
 func (h *handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
@@ -285,7 +312,11 @@ func (h *handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.R
 	if err != nil {
 		return failedRows{err}
 	}
-	return queryRow(ctx, tx, sql, args...)
+	row := queryRow(ctx, tx, sql, args...)
+	if err := h.t.checkBlock(ctx, nil); err != nil {
+		return failedRows{err}
+	}
+	return row
 }
 
 // Conn returns the connection of the request's transaction, nil once the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -112,7 +113,10 @@ func lockTimeoutSQL(ms int64) string {
 // NewTx returns a TxStore over pool. The options are those of New;
 // WithLockTimeout bounds how long a claim waits for a concurrent
 // transaction's uncommitted claim on the same key. NewTx panics when the
-// WithTable name is invalid.
+// WithTable name is invalid. What the handler may do with the
+// transaction it gets, and what its commit waits for (its goroutines'
+// statements, rows and batch results) or refuses (a COMMIT the handler
+// sent itself), is in TxFromContext.
 func NewTx(pool *pgxpool.Pool, opts ...Option) *TxStore {
 	s := New(pool, opts...)
 	s.watch.tx = true
@@ -202,10 +206,14 @@ type Tx struct {
 	// then does not wait again (see abandon).
 	lockLost bool
 
-	claimed  idempotency.Key
-	token    int64
-	outcome  []any // Complete's arguments to the txComplete statement
-	finished bool
+	claimed idempotency.Key
+	token   int64
+	ttl     time.Duration // the claim's
+	// blockEnded: a statement of the handler ended the transaction block
+	// (see checkBlock); endRecorded: recordEnded ran. Both are guarded by lk.
+	blockEnded, endRecorded bool
+	outcome                 []any // Complete's arguments to the txComplete statement
+	finished                bool
 }
 
 type txKey struct{}
@@ -230,13 +238,18 @@ func (t *Tx) PgxTx() pgx.Tx {
 // handler, and whether ctx carries one. Handlers write through it so that
 // their writes commit or roll back together with the idempotency record; they
 // must not commit or roll it back themselves (its Commit is refused with
-// ErrHandlerCommit, and commits nothing). Other ways of ending it are not
-// caught, and break the guarantee as a Commit would: a COMMIT statement
-// sent through it (Exec, SendBatch), or a transaction begun on the
-// connection from its Conn method (pgx.BeginFunc on it, code written for a
-// *pgx.Conn), whose BEGIN PostgreSQL ignores inside the open block and
-// whose COMMIT ends the request's. Pass the handler's code the pgx.Tx, not
-// its Conn. Handlers may also be served by
+// ErrHandlerCommit, and commits nothing). A statement sent through it
+// that ends the transaction block (COMMIT, END, ROLLBACK, ABORT) fails
+// with ErrHandlerEndedTx, which says what becomes of the request and its
+// key, and so does every later statement; the request's commit fails with
+// it too. That is caught after each statement, and at the commit, from
+// the transaction status that pgx keeps (no round trip). Statements run
+// on the connection from its Conn method are not: a transaction begun on
+// it (pgx.BeginFunc on it, code written for a *pgx.Conn), whose BEGIN
+// PostgreSQL ignores inside the open block, ends the request's with its
+// COMMIT, and what it runs after that commits on its own, before the next
+// statement on the transaction or the commit catches it. Pass the
+// handler's code the pgx.Tx, not its Conn. Handlers may also be served by
 // lease mode or a non-PostgreSQL store, in which case ok is false and they
 // should use their own connection. Once the request's transaction ended the
 // returned transaction refuses every statement with pgx.ErrTxClosed. A
@@ -316,7 +329,7 @@ func (t *Tx) Claim(ctx context.Context, k idempotency.Key, fingerprint string, t
 		return idempotency.ClaimResult{}, fmt.Errorf("pgstore: tx claim: %w", err)
 	}
 	if res.Acquired {
-		t.claimed, t.token = k, res.Token
+		t.claimed, t.token, t.ttl = k, res.Token, ttl
 	}
 	return res, nil
 }
@@ -542,9 +555,85 @@ func (t *Tx) Complete(_ context.Context, k idempotency.Key, token int64, resp id
 	if err := t.store.checkOutcomeSize(resp.Body, header, scope, key); err != nil {
 		return fmt.Errorf("pgstore: tx complete: %w", err)
 	}
-	t.outcome = []any{scope, key, token, int32(resp.Status), header, bytes.Clone(resp.Body), resp.Oversize, ttlUS,
-		t.store.watch.channel(), t.store.watch.payload(scope, key)}
+	t.outcome = t.completeArgs(scope, key, token, resp.Status, header, bytes.Clone(resp.Body), resp.Oversize, ttlUS)
 	return nil
+}
+
+// completeArgs returns the arguments of the complete and txComplete
+// statements.
+func (t *Tx) completeArgs(scope, key string, token int64, status int, header, body []byte, oversize bool, ttlUS int64) []any {
+	return []any{scope, key, token, int32(status), header, body, oversize, ttlUS,
+		t.store.watch.channel(), t.store.watch.payload(scope, key)}
+}
+
+// blockWasEnded reports whether the transaction block that the claim
+// began is no longer open, though neither the Tx nor the handler's
+// Rollback ended it: a statement of the handler did (COMMIT, END,
+// ROLLBACK, ABORT sent as SQL). It reads the transaction status that pgx
+// keeps from the server's last ReadyForQuery: no round trip. Its caller
+// holds lk.
+func (t *Tx) blockWasEnded() bool {
+	if t.blockEnded {
+		return true
+	}
+	if t.tx == nil || (t.h != nil && t.h.ended.Load()) || t.pgxConn.PgConn().TxStatus() != 'I' {
+		return false
+	}
+	t.blockEnded = true
+	return true
+}
+
+// checkBlock runs after each statement of the handler, which returned
+// err, with lk held: it returns err, or, when the statement ended the
+// transaction block (blockWasEnded), an error wrapping ErrHandlerEndedTx
+// and err, after recordEnded. Every later statement of the handler is
+// refused (handlerTx.tx), so that none runs outside the block, committed
+// on its own.
+func (t *Tx) checkBlock(ctx context.Context, err error) error {
+	if t.blockEnded || !t.blockWasEnded() {
+		return err
+	}
+	if rerr := t.recordEnded(ctx); rerr != nil {
+		err = errors.Join(err, rerr)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrHandlerEndedTx, err)
+	}
+	return ErrHandlerEndedTx
+}
+
+// recordEnded records, once, the outcome of a claim whose transaction
+// block a statement of the handler ended (see ErrHandlerEndedTx): in a
+// statement of its own, outside any block, the claim, if that statement
+// committed it, is completed with status 500 and not replayable, so that
+// no retry runs again what was committed. A claim rolled back with the
+// block is not there to complete: the statement changes nothing. Its
+// caller holds lk; a failure is returned, and Commit or Rollback try
+// again.
+func (t *Tx) recordEnded(ctx context.Context) error {
+	if t.endRecorded || t.token == 0 {
+		return nil
+	}
+	ttlUS, err := ttlMicros(t.ttl)
+	if err != nil {
+		return err
+	}
+	scope, key := pgtext.Encode(t.claimed.Scope), pgtext.Encode(t.claimed.Key)
+	if _, err := t.pgxConn.Exec(ctx, t.store.sql.complete,
+		t.completeArgs(scope, key, t.token, http.StatusInternalServerError, stampedHeader(t.token, nil), nil, true, ttlUS)...); err != nil {
+		return fmt.Errorf("pgstore: recording the claim that the handler's statement committed: %w", err)
+	}
+	t.endRecorded = true
+	return nil
+}
+
+// endedByHandler ends the Tx whose transaction block a statement of the
+// handler ended (blockWasEnded): it records the claim (recordEnded) and
+// returns the connection, now outside any block, to the pool.
+func (t *Tx) endedByHandler(ctx context.Context) error {
+	err := t.recordEnded(ctx)
+	t.release()
+	return err
 }
 
 // Commit implements idempotency.Tx: one round trip, the outcome kept by
@@ -572,6 +661,14 @@ func (t *Tx) Commit(ctx context.Context) error {
 	if t.tx == nil {
 		t.release() // no claim acquired: nothing to commit
 		return nil
+	}
+	if t.blockWasEnded() {
+		// Storing the outcome now would store it outside any block, as if
+		// the handler's writes had committed with it.
+		if err := t.endedByHandler(ctx); err != nil {
+			return fmt.Errorf("pgstore: commit: %w: %w", ErrHandlerEndedTx, err)
+		}
+		return fmt.Errorf("pgstore: commit: %w", ErrHandlerEndedTx)
 	}
 	b := &pgx.Batch{}
 	if t.outcome != nil {
@@ -633,6 +730,12 @@ func (t *Tx) Rollback(ctx context.Context) error {
 		return fmt.Errorf("pgstore: rollback: %w: %w", errStillHeld, err)
 	}
 	defer t.lk.unlock()
+	if t.blockWasEnded() {
+		if err := t.endedByHandler(ctx); err != nil {
+			return fmt.Errorf("pgstore: rollback: %w", err)
+		}
+		return nil
+	}
 	var err error
 	if t.tx != nil && (t.h == nil || !t.h.ended.Load()) {
 		err = t.tx.Rollback(ctx)
