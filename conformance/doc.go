@@ -19,7 +19,7 @@
 //	replay-marker         INFO    SHOULD  the replay says so (Idempotent-Replayed: true), and the first answer does not
 //	reuse-refused         MUST    MUST    the same key with another body, or one as long as the first, is refused (4xx), and not as the other body alone is
 //	reuse-status          SHOULD  SHOULD  ... with 422 (ietf), or 400, 409 or 422 (stripe)
-//	concurrent-once       MUST    MUST    a burst of requests with one fresh key executes once: every success names one resource, or at most one is unmarked
+//	concurrent-once       MUST    MUST    a burst of requests with one fresh key (the first's in upper case) executes once: every success names one resource, or at most one is unmarked
 //	concurrent-409        SHOULD  SHOULD  every other answer of the burst is 409 (in progress)
 //	conflict-retry-after  SHOULD  INFO    every 409 carries a valid Retry-After
 //	missing-key           SHOULD  SHOULD  with KeyRequired, a request without a key gets 400
@@ -107,6 +107,17 @@
 // another execution, for concurrent-once to report. A 409 marked
 // Idempotent-Replayed: true is no 409 in progress either: a client takes
 // a replayed 409 for the operation's final answer and stops retrying.
+// The burst's key is the first request's in upper case: another key,
+// since a key is compared byte for byte, but the first request's to a
+// server that compares keys in any case (a key column under a
+// case-insensitive collation, MySQL's default), which then runs an
+// operation whose key differs from another's only in case not at all and
+// answers it with the other's replay. When every request of the burst is
+// answered, every success is the first request's answer, and the server
+// marks its replays but none of them is unmarked, no request of the burst
+// ran: concurrent-once FAILs. A server that does not mark its replays and
+// answers the burst with the first request's answer, naming its resource,
+// gets a WARN: each run may name the same resource (an upsert).
 // The concurrent checks see a 409 only when the first request is still
 // running as the others arrive, so conflict-retry-after is SKIP against an
 // endpoint that answers faster than the burst arrives.
@@ -114,8 +125,9 @@
 // # What it guarantees
 //
 // Every request carries a key of its own, fresh (a UUIDv4 inside) for this
-// run: a key is sent twice only by the check that means to (the replay, the
-// burst, the principals, the re-send after TTL), so running the checker
+// run (the burst's is the first's in upper case, another key): a key is
+// sent twice only by the check that means to (the replay, the burst, the
+// principals, the re-send after TTL), so running the checker
 // twice, or against a live server, never replays or blocks another client's
 // operation. It does execute the operation: once for the first request,
 // once for the other body with a key of its own (when the reused key is

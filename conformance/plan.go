@@ -1,6 +1,9 @@
 package conformance
 
-import "net/http"
+import (
+	"net/http"
+	"strings"
+)
 
 // plan is every request a run sends but the CountURL reads, with the keys
 // of this run.
@@ -23,7 +26,11 @@ func (c *Checker) newPlan(t Target) plan {
 	if other == nil {
 		other = otherBody(t.Body)
 	}
-	k1, k2, k3, k4, k5 := newKey("first"), newKey("burst"), newKey("scope"), newKey("other"), newKey("scope-b")
+	k1, k3, k4, k5 := newKey("first"), newKey("scope"), newKey("other"), newKey("scope-b")
+	// The burst's key is the first's in upper case: another key to a
+	// server that compares keys byte for byte, as it must, and the first
+	// request's to one that folds their case.
+	k2 := strings.ToUpper(k1)
 	p := plan{
 		first:      req(k1, t.Body),
 		replay:     req(k1, t.Body),
@@ -107,7 +114,7 @@ func (c *Checker) Plan(t Target) ([]PlannedRequest, error) {
 	}
 	add(CheckLongKey, p.long, 1, "")
 	count("count before the burst")
-	add(CheckConcurrentOnce, p.burst, c.concurrency(), "all at once, then again while the answer is 409 (at most 10 times)")
+	add(CheckConcurrentOnce, p.burst, c.concurrency(), "all at once, then again while the answer is 409 (at most 10 times); the key is the first request's in upper case, another key")
 	count("count after the burst")
 	if len(c.AuthA) > 0 {
 		add(CheckScopeIsolation, p.scopeA, 1, "with -auth-a")

@@ -174,7 +174,7 @@ func (r *run) all(ctx context.Context) error {
 	var conflicts []Exchange
 	n3 := r.read(ctx, cs)
 	if ok {
-		conflicts = r.checkBurst(ctx)
+		conflicts = r.checkBurst(ctx, first)
 		errorAnswers = append(errorAnswers, conflicts...)
 	}
 	n4 := r.read(ctx, cs)
@@ -481,8 +481,9 @@ const (
 )
 
 // checkBurst runs concurrent-once, concurrent-409 and conflict-retry-after,
-// and returns the 409 answers it got.
-func (r *run) checkBurst(ctx context.Context) []Exchange {
+// and returns the 409 answers it got. first is the first request's
+// answer, whose key the burst's is in upper case.
+func (r *run) checkBurst(ctx context.Context, first Exchange) []Exchange {
 	n := r.c.concurrency()
 	answers := make([]Exchange, n)
 	var wg sync.WaitGroup
@@ -537,9 +538,27 @@ func (r *run) checkBurst(ctx context.Context) []Exchange {
 		}
 		identified = identified || s.identified()
 	}
+	// The burst's key differs from the first request's only in case: a
+	// server that compares keys in any case (a key column under a
+	// case-insensitive collation) answers every request of the burst
+	// with the first request's answer, and runs nothing.
+	firstsAnswer, allAnswered := len(succ) > 0, true
+	for _, s := range succ {
+		firstsAnswer = firstsAnswer && s.Status == first.Status && bytes.Equal(s.body, first.body)
+	}
+	for _, ex := range all {
+		allAnswered = allAnswered && ex.answered()
+	}
+	const folded = "the burst's key is the first request's in upper case, another key"
 	switch {
 	case len(reps) == 0:
 		r.set(CheckConcurrentOnce, Fail, fmt.Sprintf("no request with the key succeeded, during the burst of %d or after it: %s", n, tally(all))+goneNote(all...), all...)
+	case marks && firstsAnswer && allAnswered && len(unmarked) == 0:
+		// Every request was answered, and none of the successes is an
+		// execution: the key had run before the burst.
+		r.set(CheckConcurrentOnce, Fail, fmt.Sprintf("%d at once, %d after: %s, yet every one of its %d successes is marked %s: true and is the first request's answer, and none is an execution: the server compares keys in any case (a case-insensitive key column, say), so an operation whose key differs from another's only in case never runs (%s)", n, len(follow), folded, len(succ), contract.HeaderReplayed, tally(all)), append([]Exchange{first}, all...)...)
+	case !marks && firstsAnswer && identified:
+		r.set(CheckConcurrentOnce, Warn, fmt.Sprintf("%d at once, %d after: %s, yet its %d successes are all the first request's answer (%s), and replays are not marked: either the server compares keys in any case and ran nothing, or each run names the same resource; give a count (-count-url) to tell (%s)", n, len(follow), folded, len(succ), describeResource(first), tally(all)), append([]Exchange{first}, all...)...)
 	case len(reps) > 1:
 		var names []string
 		for i, rep := range reps {
