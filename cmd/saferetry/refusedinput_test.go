@@ -60,3 +60,26 @@ func TestBadHeaderIsInvalid(t *testing.T) {
 		t.Errorf("%d payments made; want none: a bad header is refused before anything is sent", n)
 	}
 }
+
+// TestHugeConcurrencyIsInvalid: a burst too large for one machine to send
+// (-concurrency 1099511627776: as many goroutines, connections and
+// answers) is refused as invalid (exit 2) before anything is sent, by the
+// run and by -dry-run alike, instead of crashing the command after the
+// operation ran.
+func TestHugeConcurrencyIsInvalid(t *testing.T) {
+	mock := mockserver.New()
+	defer mock.Close()
+	for _, dry := range []bool{false, true} {
+		args := []string{"check", "-url", mock.URL + "/payments", "-body", payBody, "-concurrency", "1099511627776"}
+		if dry {
+			args = append(args, "-dry-run")
+		}
+		code, stdout, stderr := runCLI(t, args...)
+		if code != 2 || !strings.Contains(stderr, "invalid") || !strings.Contains(stderr, "concurrency") {
+			t.Errorf("dry run %v: exit %d\nstdout:\n%.300s\nstderr:\n%s\nwant exit 2 and the concurrency reported as invalid", dry, code, stdout, stderr)
+		}
+	}
+	if n := len(mock.Payments()); n != 0 {
+		t.Errorf("%d payments made; want none: the burst's size is refused before anything is sent", n)
+	}
+}
