@@ -92,6 +92,11 @@ func (t Target) name() string {
 // says otherwise.
 const DefaultConcurrency = 20
 
+// MaxConcurrency is the largest burst Run sends: each of its requests
+// takes a goroutine and a connection of its own, and a burst larger than
+// one machine can open shows nothing more about one key.
+const MaxConcurrency = 1000
+
 // DefaultTimeout bounds each request unless Checker.Timeout says otherwise.
 const DefaultTimeout = 10 * time.Second
 
@@ -104,7 +109,8 @@ type Checker struct {
 	// Profile chooses levels and accepted statuses; "" means ProfileIETF.
 	Profile Profile
 	// Concurrency is the number of simultaneous requests with one key of
-	// concurrent-once; 0 means DefaultConcurrency. At least 2.
+	// concurrent-once; 0 means DefaultConcurrency. At least 2, at most
+	// MaxConcurrency (Run and Plan refuse another with ErrInvalid).
 	Concurrency int
 	// CountURL, when set, is a GET whose answer counts the endpoint's
 	// records, for count-once: with a fragment, the JSON value there (a
@@ -144,8 +150,8 @@ var ErrUnreachable = errors.New("conformance: target unreachable")
 
 // ErrInvalid is the cause of Run's and Plan's error when the Checker or
 // the Target is not usable (a bad URL, method or header, a negative
-// duration), or
-// CountURL's first answer holds no count.
+// duration, a burst over MaxConcurrency), or CountURL's first answer holds
+// no count.
 var ErrInvalid = errors.New("conformance: invalid configuration")
 
 // ErrInterrupted is the cause of Run's error when its context ended
@@ -206,8 +212,8 @@ func (c *Checker) validate(t Target) error {
 		return bad("%w", err)
 	}
 	switch {
-	case c.Concurrency < 0 || c.Concurrency == 1:
-		return bad("concurrency %d: want at least 2", c.Concurrency)
+	case c.Concurrency < 0 || c.Concurrency == 1 || c.Concurrency > MaxConcurrency:
+		return bad("concurrency %d: want at least 2 and at most %d", c.Concurrency, MaxConcurrency)
 	case c.TTL < 0 || c.Timeout < 0:
 		return bad("ttl and timeout must not be negative")
 	case (len(c.AuthA) == 0) != (len(c.AuthB) == 0):

@@ -23,7 +23,7 @@
 //	-body-file F      the request body, from a file
 //	-other-body JSON  a body that asks for another operation (default: the body with one more member)
 //	-header 'K: V'    a header sent on every request (repeatable)
-//	-concurrency N    the size of the burst with one key (default 20)
+//	-concurrency N    the size of the burst with one key (default 20, at most 1000)
 //	-profile P        ietf (default) or stripe: the levels and statuses to hold the answers to
 //	-key-required     the endpoint requires a key: check that a request without one gets 400
 //	-count-url U      a GET that counts the records (#/json/pointer or #dotted.path for a count inside; required for a JSON object; default a JSON array's length, a JSON number, or a non-JSON body's size, which can only warn)

@@ -93,7 +93,7 @@ func parseCheck(args []string, stderr io.Writer) (*checkFlags, error) {
 	fs.StringVar(&f.bodyFile, "body-file", "", "read the request body from this file")
 	fs.StringVar(&f.otherBody, "other-body", "", "a body asking for another operation (default: the body with one more member)")
 	fs.Var(&f.header, "header", "`'Name: value'` sent on every request (repeatable)")
-	fs.IntVar(&f.concurrency, "concurrency", conformance.DefaultConcurrency, "how many requests with one key are sent at once")
+	fs.IntVar(&f.concurrency, "concurrency", conformance.DefaultConcurrency, fmt.Sprintf("how many requests with one key are sent at once (at most %d)", conformance.MaxConcurrency))
 	fs.StringVar(&f.profile, "profile", "ietf", "ietf or stripe: the levels and statuses to hold the answers to")
 	fs.BoolVar(&f.keyRequired, "key-required", false, "the endpoint requires a key: check that a request without one gets 400")
 	fs.StringVar(&f.countURL, "count-url", "", "a GET that counts the endpoint's records: a JSON array, a number, or #/pointer or #dotted.path to a count in its JSON (needed for an object)")
