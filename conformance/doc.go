@@ -17,7 +17,7 @@
 //	replay                MUST    MUST    the same key and body get the same status and body, byte for byte
 //	replay-headers        MUST    MUST    ... and the first answer's Content-Type, Location, ETag, Last-Modified, Link and Content-Location (WARN: the same values written differently)
 //	replay-marker         INFO    SHOULD  the replay says so (Idempotent-Replayed: true), and the first answer does not
-//	reuse-refused         MUST    MUST    the same key with another body, or one as long as the first, is refused (4xx), and not as the other body alone is
+//	reuse-refused         MUST    MUST    the same key with another body, or one as long as the first, is refused (4xx), and not as the other body alone is; the key and body at another path are not replayed
 //	reuse-status          SHOULD  SHOULD  ... with 422 (ietf), or 400, 409 or 422 (stripe)
 //	concurrent-once       MUST    MUST    a burst of requests with one fresh key (the first's in upper case) executes once: every success names one resource, or at most one is unmarked
 //	concurrent-409        SHOULD  SHOULD  every other answer of the burst is 409 (in progress)
@@ -66,6 +66,18 @@
 // that validates the changed value before its key is not caught. A JSON
 // body without a number or a string with a letter or digit gets no such
 // request.
+//
+// reuse-refused also sends the first request's key and body to a path of
+// no endpoint, the URL's with a segment "saferetry-check-path-" and a UUID
+// added (its query kept): a key binds its method and path as well as its
+// body (CONTRACT.md: both are in the fingerprint). A server that keeps the
+// contract refuses it (404 for the route, or 422 for the key); a layer
+// whose fingerprint leaves the path out, in front of its routes, answers
+// it with the first request's replay (marked, or its status and bytes
+// naming its resource), and FAILs reuse-refused: a client that uses one
+// key for two endpoints (a payment and its refund, keyed by an order)
+// gets the first's answer for the second, which never runs. A layer that
+// runs after routing answers 404 and is not caught.
 //
 // scope-isolation sends principal a's key and body as principal b once
 // a's request has been answered: b's answer must be a run of its own. A

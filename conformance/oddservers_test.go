@@ -101,7 +101,7 @@ func newOddServer(t *testing.T, o oddServer) *httptest.Server {
 			contract.WriteProblem(w, http.StatusUnprocessableEntity, map[string]any{"type": "https://example.com/insufficient-funds", "title": "insufficient funds", "status": 422}, 0)
 			return
 		}
-		sk := who + "\x00" + key
+		sk := who + "\x00" + r.URL.Path + "\x00" + key // a key is bound to its principal and endpoint
 		mu.Lock()
 		if e, ok := keys[sk]; ok {
 			mu.Unlock()

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -11,6 +12,7 @@ type plan struct {
 	first, replay, reuse spec
 	otherAlone           spec // the other body with a key of its own: is it refused whatever the key?
 	sameLength           spec // the first key with a body as long as the first: is the key bound to the length alone? No body: not sent
+	otherPath            spec // the first key and body at a path below the URL's: is the key bound to its endpoint?
 	missing, long        spec
 	malformed            []malformedSpec
 	burst                spec // sent Concurrency times at once, then until it settles
@@ -37,6 +39,7 @@ func (c *Checker) newPlan(t Target) plan {
 		reuse:      req(k1, other),
 		otherAlone: req(k4, other),
 		sameLength: req(k1, sameLengthBody(t.Body)),
+		otherPath:  spec{method: m, url: otherPathURL(t.URL), key: k1, body: t.Body},
 		missing:    req("", t.Body),
 		long:       req(longKey(), t.Body),
 		burst:      req(k2, t.Body),
@@ -106,6 +109,7 @@ func (c *Checker) Plan(t Target) ([]PlannedRequest, error) {
 	}
 	count("count after the replay and the reuse")
 	add(CheckReuseRefused, p.otherAlone, 1, "another key, the other body: only when the reuse is refused, to tell a refused key from a refused body")
+	add(CheckReuseRefused, p.otherPath, 1, "the same key and body at a path of no endpoint: refused (404, or 422 for the key), not replayed, to catch a key not bound to its endpoint")
 	if t.KeyRequired {
 		add(CheckMissingKey, p.missing, 1, "")
 	}
@@ -127,4 +131,17 @@ func (c *Checker) Plan(t Target) ([]PlannedRequest, error) {
 		count("count after it")
 	}
 	return out, nil
+}
+
+// otherPathURL is u with a path segment of its own added, "saferetry-check-"
+// and a fresh UUID, its query kept: an endpoint no server has, where the
+// first request's key and body are another request.
+func otherPathURL(u string) string {
+	pu, err := url.Parse(u)
+	if err != nil {
+		return u // not reached: Plan and Run validate the URL first
+	}
+	pu.Path = strings.TrimSuffix(pu.Path, "/") + "/" + newKey("path")
+	pu.RawPath = ""
+	return pu.String()
 }

@@ -47,6 +47,7 @@ func strictServer(t *testing.T, fingerprint bool) *httptest.Server {
 			contract.WriteProblem(w, http.StatusBadRequest, map[string]any{"type": "about:blank", "title": "bad key", "status": 400}, 0)
 			return
 		}
+		key = r.URL.Path + "\x00" + key // a key is bound to its endpoint
 		mu.Lock()
 		defer mu.Unlock()
 		if a, ok := answers[key]; ok {

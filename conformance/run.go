@@ -164,6 +164,7 @@ func (r *run) all(ctx context.Context) error {
 			alone = r.sd.send(ctx, p.otherAlone)
 		}
 		r.checkReuse(first, reuse, alone, sameLength)
+		r.checkOtherPath(first, r.sd.send(ctx, p.otherPath))
 		if reuse.clientError() {
 			errorAnswers = append(errorAnswers, reuse)
 		}
@@ -391,6 +392,29 @@ func (r *run) checkReuse(first, reuse, alone Exchange, sameLength *Exchange) {
 		r.set(CheckReuseRefused, Fail, fmt.Sprintf("answered %d, want a 4xx refusal", reuse.Status), reuse)
 	}
 	r.checkReuseStatus(reuse)
+}
+
+// checkOtherPath fails reuse-refused when the first request's key and
+// body at another path (otherPath, an endpoint no server has) got the
+// first request's answer: marked as a replay, or its status and bytes when
+// they name its resource. A key binds its method and path too
+// (CONTRACT.md: they are in the fingerprint); a layer that leaves them out
+// answers one key's second endpoint with the first's answer, and that
+// request never runs. Any other answer (404, 405, a 422 for the key)
+// leaves reuse-refused as it is.
+func (r *run) checkOtherPath(first, otherPath Exchange) {
+	if !otherPath.answered() || r.results[CheckReuseRefused].Status == Fail {
+		return
+	}
+	firsts := otherPath.Status == first.Status && bytes.Equal(otherPath.body, first.body) && first.identified()
+	if !otherPath.replayed() && !firsts {
+		return
+	}
+	what := "the first request's answer"
+	if otherPath.replayed() {
+		what = "a replay (" + contract.HeaderReplayed + ": true)"
+	}
+	r.set(CheckReuseRefused, Fail, fmt.Sprintf("the same key and body at another path (%s), an endpoint of its own, answered %d with %s: the key is not bound to its endpoint, so one key used for two endpoints runs the second not at all", otherPath.URL, otherPath.Status, what), first, otherPath)
 }
 
 // checkReuseStatus runs reuse-status on the answer to the first request's
