@@ -23,6 +23,12 @@ import (
 // Configure. These tests share httpmock's default transport
 // and so do not run in parallel.
 func newRetryable(t *testing.T, rc *testkit.Recorder, opts ...Option) *retryablehttp.Client {
+	return newRetryableWith(t, rc, nil, opts...)
+}
+
+// newRetryableWith is newRetryable with setup, if not nil, run on the
+// client before Configure, to set what Configure wraps.
+func newRetryableWith(t *testing.T, rc *testkit.Recorder, setup func(*retryablehttp.Client), opts ...Option) *retryablehttp.Client {
 	c := retryablehttp.NewClient()
 	c.Logger = nil
 	c.RetryWaitMin = time.Millisecond
@@ -35,6 +41,9 @@ func newRetryable(t *testing.T, rc *testkit.Recorder, opts ...Option) *retryable
 		httpmock.DeactivateNonDefault(orig)
 		httpmock.Reset()
 	})
+	if setup != nil {
+		setup(c)
+	}
 	Configure(c, append([]Option{WithMaxRetryAfter(20 * time.Millisecond)}, opts...)...)
 	return c
 }
