@@ -66,7 +66,8 @@ func (a *adapter) checkRetry(ctx context.Context, resp *http.Response, err error
 		// retryablehttp waits for the retry without telling us when the
 		// context cuts the wait short, and then returns: the retry is not
 		// made, and a budget pays for retries made (as the Transport's
-		// Forgo has it). The next attempt's beforeAttempt stops this.
+		// Forgo has it). The next attempt's beforeAttempt stops this, and
+		// forgoRetry refunds at once when Do is seen to end before it.
 		cost := v.Cost()
 		st.forgone = cost
 		st.forgo = context.AfterFunc(ctx, func() { a.policy.Budget.Refund(cost) })
@@ -108,6 +109,22 @@ func (st *rhOp) retried() {
 	if !st.forgo() {
 		st.state.Spent -= st.forgone
 	}
+	st.forgo, st.forgone = nil, 0
+}
+
+// forgoRetry gives back the cost of the retry that checkRetry allowed for
+// st (nil: none known) when retryablehttp is not going to make it after
+// all, Do ending before it (PrepareRetry failed): a budget pays for
+// retries made. A retry already sent, or refunded by the context's end,
+// is left as it is.
+func (a *adapter) forgoRetry(st *rhOp) {
+	if st == nil || st.forgo == nil {
+		return
+	}
+	if st.forgo() {
+		a.policy.Budget.Refund(st.forgone)
+	}
+	st.state.Spent -= st.forgone
 	st.forgo, st.forgone = nil, 0
 }
 

@@ -53,12 +53,21 @@ import (
 //
 // It sets CheckRetry, Backoff and ErrorHandler, wraps RequestLogHook (the
 // previous hook still runs; replacing it afterwards loses the per-request
-// state), replaces HTTPClient by a copy whose Transport validates keys and
+// state) and PrepareRetry if set, replaces HTTPClient by a copy whose Transport validates keys and
 // records what each attempt did (nil HTTPClient or Transport means
 // http.DefaultTransport), and sets RetryMax as [WithMaxAttempts] says.
 // RetryWaitMin, RetryWaitMax, Logger, the log hooks and HTTPClient.Timeout
 // stay yours and are read when a request runs. Call it after setting
 // those fields yourself and before the client is used.
+//
+// A retry that CheckRetry allowed, and so paid from the retry budget, and
+// that retryablehttp then does not make, costs nothing: the cost goes
+// back when the request's context ends during the wait, and when
+// PrepareRetry fails. A PrepareRetry set after Configure is not wrapped:
+// its failure after an attempt that got no answer, like a request body's
+// ReaderFunc failing to rewind it, which retryablehttp returns without a
+// hook, gives the cost back only when the request's context ends (never,
+// for a context that cannot end).
 //
 // Its Backoff is not given the context, so CheckRetry refuses a retry when
 // the longest wait Backoff could choose would end past the context
@@ -93,9 +102,25 @@ func Configure(c *retryablehttp.Client, opts ...Option) {
 			prevHook(l, r, retry)
 		}
 	}
+	if prev := c.PrepareRetry; prev != nil {
+		c.PrepareRetry = func(r *http.Request) error {
+			// Do ends without the retry when PrepareRetry fails or
+			// panics; ErrorHandler, which a failure reaches, may not
+			// find the request (its last attempt got no answer).
+			made := false
+			defer func() {
+				if !made {
+					a.forgoRetry(rhOpFrom(r.Context()))
+				}
+			}()
+			err := prev(r)
+			made = err == nil
+			return err
+		}
+	}
 	c.CheckRetry = a.checkRetry
 	c.Backoff = a.backoff
-	c.ErrorHandler = errorHandler
+	c.ErrorHandler = a.errorHandler
 }
 
 // newClientRetryMax is the RetryMax that retryablehttp.NewClient sets (its
@@ -140,8 +165,14 @@ func (a *adapter) beforeAttempt(r *http.Request, retry int) {
 }
 
 // errorHandler is the client's ErrorHandler: the last response when there
-// is one, else the operation's [*saferetry.Error].
-func errorHandler(resp *http.Response, err error, attempts int) (*http.Response, error) {
+// is one, else the operation's [*saferetry.Error]. Do ends here, so a
+// retry that CheckRetry allowed is not made (a PrepareRetry set after
+// Configure failed): its cost goes back to the budget, when the last
+// answer tells the request.
+func (a *adapter) errorHandler(resp *http.Response, err error, attempts int) (*http.Response, error) {
+	if resp != nil && resp.Request != nil {
+		a.forgoRetry(rhOpFrom(resp.Request.Context()))
+	}
 	if err == nil && resp != nil {
 		return resp, nil
 	}
