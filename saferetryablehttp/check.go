@@ -66,8 +66,9 @@ func (a *adapter) checkRetry(ctx context.Context, resp *http.Response, err error
 		// retryablehttp waits for the retry without telling us when the
 		// context cuts the wait short, and then returns: the retry is not
 		// made, and a budget pays for retries made (as the Transport's
-		// Forgo has it). The next attempt's beforeAttempt stops this, and
-		// forgoRetry refunds at once when Do is seen to end before it.
+		// Forgo has it). The next attempt's RequestLogHook stops this
+		// (see retried), and forgoRetry refunds at once when Do is seen
+		// to end before it.
 		cost := v.Cost()
 		st.forgone = cost
 		st.forgo = context.AfterFunc(ctx, func() { a.policy.Budget.Refund(cost) })
@@ -99,7 +100,8 @@ func (a *adapter) decide(o retrypolicy.Outcome, s *retrypolicy.State) retrypolic
 	return a.policy.Decide(o, s, time.Now)
 }
 
-// retried is called before a retry that checkRetry allowed is sent: the
+// retried is called before a retry that checkRetry allowed is sent, once
+// the caller's RequestLogHook has let it go: the
 // cost of the retry stays spent, unless the context ended first and its
 // refund is made (and the retry, sent on a done context, fails unsent).
 func (st *rhOp) retried() {
@@ -114,8 +116,8 @@ func (st *rhOp) retried() {
 
 // forgoRetry gives back the cost of the retry that checkRetry allowed for
 // st (nil: none known) when retryablehttp is not going to make it after
-// all, Do ending before it (PrepareRetry failed): a budget pays for
-// retries made. A retry already sent, or refunded by the context's end,
+// all, Do ending before it (PrepareRetry failed, or a hook panicked; see
+// wrapHooks): a budget pays for retries made. A retry already sent, or refunded by the context's end,
 // is left as it is.
 func (a *adapter) forgoRetry(st *rhOp) {
 	if st == nil || st.forgo == nil {

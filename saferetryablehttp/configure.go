@@ -53,21 +53,27 @@ import (
 //
 // It sets CheckRetry, Backoff and ErrorHandler, wraps RequestLogHook (the
 // previous hook still runs; replacing it afterwards loses the per-request
-// state) and PrepareRetry if set, replaces HTTPClient by a copy whose Transport validates keys and
+// state), and ResponseLogHook and PrepareRetry if set (see below),
+// replaces HTTPClient by a copy whose Transport validates keys and
 // records what each attempt did (nil HTTPClient or Transport means
 // http.DefaultTransport), and sets RetryMax as [WithMaxAttempts] says.
-// RetryWaitMin, RetryWaitMax, Logger, the log hooks and HTTPClient.Timeout
-// stay yours and are read when a request runs. Call it after setting
-// those fields yourself and before the client is used.
+// RetryWaitMin, RetryWaitMax, Logger and HTTPClient.Timeout stay yours
+// and are read when a request runs. Call it after setting those fields,
+// the hooks and PrepareRetry yourself and before the client is used.
 //
 // A retry that CheckRetry allowed, and so paid from the retry budget, and
 // that retryablehttp then does not make, costs nothing: the cost goes
 // back when the request's context ends during the wait, and when
-// PrepareRetry fails. A PrepareRetry set after Configure is not wrapped:
-// its failure after an attempt that got no answer, like a request body's
-// ReaderFunc failing to rewind it, which retryablehttp returns without a
-// hook, gives the cost back only when the request's context ends (never,
-// for a context that cannot end).
+// PrepareRetry fails. A hook that Configure wraps and that panics
+// (ResponseLogHook, which gets the answer open, PrepareRetry,
+// RequestLogHook before a retry) sends its panic on to the caller as it
+// was, as the saferetry Transport does, once the answer is closed and the
+// retry's cost given back. What Configure does not wrap is not seen: a
+// hook or PrepareRetry set after Configure, the Logger, and a request
+// body's ReaderFunc failing to rewind it, which retryablehttp returns
+// without a hook; a retry they stop gives its cost back only when the
+// request's context ends (never, for a context that cannot end), and an
+// answer open when one of them panics stays open.
 //
 // Its Backoff is not given the context, so CheckRetry refuses a retry when
 // the longest wait Backoff could choose would end past the context
@@ -95,29 +101,7 @@ func Configure(c *retryablehttp.Client, opts ...Option) {
 		c.RetryMax = saferetry.DefaultMaxAttempts - 1
 	}
 
-	prevHook := c.RequestLogHook
-	c.RequestLogHook = func(l retryablehttp.Logger, r *http.Request, retry int) {
-		a.beforeAttempt(r, retry)
-		if prevHook != nil {
-			prevHook(l, r, retry)
-		}
-	}
-	if prev := c.PrepareRetry; prev != nil {
-		c.PrepareRetry = func(r *http.Request) error {
-			// Do ends without the retry when PrepareRetry fails or
-			// panics; ErrorHandler, which a failure reaches, may not
-			// find the request (its last attempt got no answer).
-			made := false
-			defer func() {
-				if !made {
-					a.forgoRetry(rhOpFrom(r.Context()))
-				}
-			}()
-			err := prev(r)
-			made = err == nil
-			return err
-		}
-	}
+	a.wrapHooks()
 	c.CheckRetry = a.checkRetry
 	c.Backoff = a.backoff
 	c.ErrorHandler = a.errorHandler
@@ -149,8 +133,9 @@ func newAdapter(c *retryablehttp.Client, cfg *config) *adapter {
 }
 
 // beforeAttempt runs before every attempt of a request, retry counting
-// from 0: the first one gets the key and the request's retry state.
-func (a *adapter) beforeAttempt(r *http.Request, retry int) {
+// from 0, and returns the request's retry state (nil if it has none): the
+// first one gets the key and the state.
+func (a *adapter) beforeAttempt(r *http.Request, retry int) *rhOp {
 	if retry == 0 {
 		st := &rhOp{}
 		st.keyErr = a.attachKey(r)
@@ -158,10 +143,11 @@ func (a *adapter) beforeAttempt(r *http.Request, retry int) {
 		// the operation's state travels there.
 		*r = *r.WithContext(context.WithValue(r.Context(), rhOpCtxKey{}, st))
 	}
-	if st := rhOpFrom(r.Context()); st != nil {
-		st.retried()
+	st := rhOpFrom(r.Context())
+	if st != nil {
 		st.state.Attempt = retry + 1
 	}
+	return st
 }
 
 // errorHandler is the client's ErrorHandler: the last response when there
@@ -170,9 +156,7 @@ func (a *adapter) beforeAttempt(r *http.Request, retry int) {
 // Configure failed): its cost goes back to the budget, when the last
 // answer tells the request.
 func (a *adapter) errorHandler(resp *http.Response, err error, attempts int) (*http.Response, error) {
-	if resp != nil && resp.Request != nil {
-		a.forgoRetry(rhOpFrom(resp.Request.Context()))
-	}
+	a.forgoRetry(respOp(resp))
 	if err == nil && resp != nil {
 		return resp, nil
 	}
