@@ -18,8 +18,9 @@ type rhOp struct {
 	state  retrypolicy.State // state.Attempt counts the attempts made
 	req    *http.Request     // the last attempt's request, as sent
 	key    string
-	keyErr error // the supplied key is invalid: nothing is sent
-	sent   bool  // some attempt may have reached the server
+	opKey  string // the first attempt's key, which its retries keep
+	keyErr error  // the supplied key is invalid: nothing is sent
+	sent   bool   // some attempt may have reached the server
 	// forgo, set while a retry waits, stops the refund of its cost that
 	// the request's context ending would make (see checkRetry); forgone
 	// is that cost.

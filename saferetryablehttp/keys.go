@@ -1,10 +1,12 @@
 package saferetryablehttp
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/saferetry/saferetry"
 	"github.com/saferetry/saferetry/internal/contract"
+	"github.com/saferetry/saferetry/internal/retrypolicy"
 )
 
 // attachKey puts the operation's key in r's header before its first
@@ -36,4 +38,23 @@ func (a *adapter) attachKey(r *http.Request) error {
 	h[saferetry.HeaderIdempotencyKey] = []string{saferetry.FormatKey(k, a.cfg.structuredKey)}
 	r.Header = h
 	return nil
+}
+
+// errKeyChanged is the error of a retry that is not sent because its
+// header lost the key of the request's first attempt or carries another
+// (the caller's PrepareRetry or RequestLogHook rewrote it): sent, it could
+// repeat an operation that may have been carried out as a new one. No
+// retry cures it, and nothing of it was sent.
+var errKeyChanged = fmt.Errorf("%w: the retry's Idempotency-Key is not the first attempt's", retrypolicy.ErrRefused)
+
+// keepsKey reports whether an attempt whose first hop carries key
+// (decoded, "" for none) may be sent: the first attempt's key is the
+// request's, which it records, and every retry must carry it when there
+// is one.
+func (st *rhOp) keepsKey(key string) bool {
+	if st.state.Attempt <= 1 {
+		st.opKey = key
+		return true
+	}
+	return st.opKey == "" || key == st.opKey
 }

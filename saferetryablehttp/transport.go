@@ -25,6 +25,10 @@ func (t *rhTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		retrypolicy.CloseBody(r)
 		return nil, &attemptError{req: r, err: err, invalidKey: true}
 	}
+	if st != nil && r.Response == nil && !st.keepsKey(key) {
+		retrypolicy.CloseBody(r)
+		return nil, &attemptError{req: r, key: st.opKey, err: errKeyChanged}
+	}
 	if r.Response != nil {
 		switch retrypolicy.RedirectHop(r, t.a.cfg.crossOrigin, t.a.cfg.keyMethods.Has, key != "") {
 		case retrypolicy.HopRefuse:
