@@ -135,7 +135,8 @@ func (a *adapter) forgoRetry(st *rhOp) {
 // reports as (resp, err). ok is false when there is nothing to decide: the
 // key is invalid (ErrorHandler returns its error) or err is not a round
 // trip's (a redirect limit, a bad URL or a CheckRedirect refusal, which
-// net/http returns with the last response), final as it is.
+// net/http returns with the last response, or the error a request's
+// ResponseHandler returned for the answer), final as it is.
 func attemptOutcome(st *rhOp, resp *http.Response, err error) (o retrypolicy.Outcome, ae *attemptError, ok bool) {
 	switch {
 	case err == nil && resp != nil:
@@ -145,9 +146,11 @@ func attemptOutcome(st *rhOp, resp *http.Response, err error) (o retrypolicy.Out
 			return o, nil, false
 		}
 		o = retrypolicy.Outcome{Request: ae.req, Err: err}
-	case st != nil && st.req != nil && isTimeout(err):
+	case resp == nil && st != nil && st.req != nil && isTimeout(err):
 		// net/http replaced the attempt's error by its own when
-		// http.Client.Timeout expired: an attempt timeout.
+		// http.Client.Timeout expired: an attempt timeout. With an
+		// answer, the error is the request's ResponseHandler's (its read
+		// of the body may time out), final as it is.
 		o = retrypolicy.Outcome{Request: st.req, Err: err, TimedOut: true}
 	default:
 		return o, nil, false
