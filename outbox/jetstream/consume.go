@@ -21,7 +21,10 @@ import (
 // commit or roll back tx. An error rolls both back and the message is
 // redelivered. A panic rolls both back and goes up through Consume, which
 // ends; the message is redelivered after AckWait, and those Consume
-// fetched ahead (WithPrefetch) at once.
+// fetched ahead (WithPrefetch) at once. A message on its last delivery
+// (MaxDeliver) whose handler panics is not redelivered: Consume logs it
+// at level Error. A panic as Consume stops, on one of the messages it
+// then handles (see Consume), goes up once it handled the others.
 type Handler func(ctx context.Context, tx pgx.Tx, msg outbox.Message) error
 
 // ConsumeOption configures Consume; it may be shared between goroutines.
@@ -96,8 +99,9 @@ var ErrNotAckExplicit = errors.New("outbox/jetstream: Consume needs a consumer w
 // as Consume read it when called), which JetStream would not redeliver, are
 // handled before Consume returns instead, each under a context that ctx's
 // end does not end, bounded by the consumer's AckWait (or shortest BackOff
-// step). Run several Consume calls, in one process or many, for more
-// throughput.
+// step); a handler's panic on one of them goes up through Consume after
+// the others are handled. Run several Consume calls, in one process or
+// many, for more throughput.
 //
 // cons must be a pull consumer (durable or named) whose AckPolicy is
 // explicit, the only policy under which a negative acknowledgement
@@ -297,7 +301,7 @@ const handBackDelay = time.Millisecond
 // one restarted, rather than after the consumer's AckWait (30 s by
 // default), during which nobody could have them. Those on their last
 // delivery, which JetStream would not redeliver, are handled instead
-// (see handleLast).
+// (see handleLasts).
 func handBack(ctx context.Context, iter natsjs.MessagesContext, left natsjs.Msg, in *outbox.Inbox, h Handler, cfg consumeConfig) {
 	var back []natsjs.Msg
 	if left != nil {
@@ -317,8 +321,25 @@ func handBack(ctx context.Context, iter natsjs.MessagesContext, left natsjs.Msg,
 			cfg.logger.Warn("outbox/jetstream: nak", "subject", m.Subject(), "err", err)
 		}
 	}
-	for _, m := range last {
-		handleLast(ctx, m, in, h, cfg)
+	handleLasts(ctx, last, in, h, cfg)
+}
+
+// handleLasts handles each of last (see handleLast). A handler's panic
+// on one of them goes up through Consume only once the others were
+// handled (JetStream would not redeliver them either): a deferred call
+// handles them as the panic unwinds, without recovering it, so that the
+// panic keeps its value and its stack.
+func handleLasts(ctx context.Context, last []natsjs.Msg, in *outbox.Inbox, h Handler, cfg consumeConfig) {
+	i := 0
+	defer func() {
+		if i < len(last) {
+			// last[i]'s handler panicked (or called runtime.Goexit):
+			// handle logged it as lost.
+			handleLasts(ctx, last[i+1:], in, h, cfg)
+		}
+	}()
+	for ; i < len(last); i++ {
+		handleLast(ctx, last[i], in, h, cfg)
 	}
 }
 
@@ -344,7 +365,8 @@ func drain(iter natsjs.MessagesContext) []natsjs.Msg {
 // (WithPrefetch), each held there until AckWait. The messages it fetched
 // ahead are negatively acknowledged, to be redelivered at once (those on
 // their last delivery, which JetStream would not redeliver, are logged as
-// lost); the one whose handler panicked is left to AckWait.
+// lost); the one whose handler panicked is left to AckWait (see handle
+// for one on its last delivery).
 func abandon(iter natsjs.MessagesContext, cfg consumeConfig) {
 	for _, m := range drain(iter) {
 		if lastDelivery(m, cfg.maxDeliver) {
@@ -410,9 +432,19 @@ func handle(ctx context.Context, m natsjs.Msg, in *outbox.Inbox, h Handler, cfg 
 	// supervisor restarting Consume) must get m redelivered after
 	// AckWait, not extended for as long as the process lives.
 	defer stop()
+	returned := false
+	defer func() {
+		if !returned && lastDelivery(m, cfg.maxDeliver) {
+			// h panicked (the panic goes on up): m is left to AckWait,
+			// after which JetStream does not deliver it again.
+			cfg.logger.Error("outbox/jetstream: handler panicked on the message's last delivery (MaxDeliver); JetStream will not redeliver it",
+				"id", id, "subject", m.Subject())
+		}
+	}()
 	dup, err := in.Process(ctx, cfg.name, id, func(ctx context.Context, tx pgx.Tx) error {
 		return h(ctx, tx, msg)
 	})
+	returned = true
 	stop()
 	if err != nil {
 		if ctx.Err() != nil {
