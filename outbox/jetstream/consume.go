@@ -44,7 +44,12 @@ type consumeConfig struct {
 // WithInboxConsumer names the consumer in the inbox; empty (the default)
 // means the JetStream consumer's name. Instances of one logical consumer
 // must share the name; two consumers that must each see every message
-// need names of their own.
+// need names of their own. A JetStream consumer's name is unique only
+// within its stream: durable consumers of the same name on two streams
+// that share one inbox table need names of their own here too, or a
+// message of one stream whose explicit ID (outbox.Message.ID) is also a
+// message ID of the other's is taken for a duplicate and acknowledged
+// without effect (derived IDs name their Topic and do not collide).
 func WithInboxConsumer(name string) ConsumeOption {
 	return func(c *consumeConfig) { c.name = name }
 }
