@@ -3,6 +3,8 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/pgstore"
 )
 
 // readLate is how long the goroutines of these tests keep their rows or
@@ -188,5 +191,53 @@ func TestTxHandlerRowsNeverClosed(t *testing.T) {
 	}
 	if err := tx2.Rollback(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTxHandlerRowsOpenAtRollback: a handler that leaves its rows open
+// and answers a status that is not stored (500, on an error path that
+// skips the Close), or panics with them open. Nothing is to be kept: the
+// request's Rollback waited for the rows, which nobody would ever close,
+// until the Middleware's store timeout (5 s), and the request and its
+// pool connection were held that long, where the Rollback had closed the
+// busy connection at once before the rows held the transaction. Rows
+// that are open when the Rollback comes are not waited for: whatever a
+// goroutine still reads is rolled back anyway. The pool's one connection
+// serves the next request.
+func TestTxHandlerRowsOpenAtRollback(t *testing.T) {
+	for _, panics := range []bool{false, true} {
+		t.Run(fmt.Sprintf("panics %v", panics), func(t *testing.T) {
+			pool := newPool(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
+			s := newTxStore(t, pool)
+			ctx := ctxT(t)
+			var closes atomic.Bool // the handler closes its rows
+			srv := instance(t, s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				tx, _ := pgstore.TxFromContext(r.Context())
+				rows, err := tx.Query(r.Context(), `SELECT g FROM generate_series(1, 3) g`)
+				if err != nil {
+					http.Error(w, err.Error(), http.StatusInternalServerError)
+					return
+				}
+				rows.Next()
+				if closes.Load() {
+					rows.Close()
+					w.WriteHeader(http.StatusCreated)
+					return
+				}
+				if panics {
+					panic("the handler fails with its rows open")
+				}
+				w.WriteHeader(http.StatusInternalServerError)
+			}))
+			start := time.Now()
+			first := post(ctx, srv.URL, "rows-open-rollback", `{}`)
+			if d := time.Since(start); d > time.Second {
+				t.Errorf("the request whose handler left its rows open took %v (%+v); want it answered at once: nothing is kept", d, first)
+			}
+			closes.Store(true)
+			if second := post(ctx, srv.URL, "rows-open-rollback", `{}`); second.Status != http.StatusCreated {
+				t.Errorf("the retry = %+v; want 201, run again on the pool's connection", second)
+			}
+		})
 	}
 }
