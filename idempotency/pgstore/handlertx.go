@@ -80,9 +80,11 @@ func newHandlerTx(t *Tx) *handlerTx {
 // goroutine of its own still runs a statement on the transaction (an audit
 // write, fire and forget), or still reads its rows (Query) or a batch's
 // results (SendBatch); the request's Commit or Rollback, which holds the
-// Tx too, then waits for that statement, or until the rows or results are
-// closed, as long as the Commit's context lets it (the Middleware's store
-// timeout), and the statement commits or rolls back with the request;
+// Tx too, then waits for that statement, and the Commit until the rows or
+// results are closed, as long as its context lets it (the Middleware's
+// store timeout), and the statement commits or rolls back with the
+// request (the Rollback closes the connection under open rows or results
+// at once: see Tx.Rollback);
 // every later one is refused with pgx.ErrTxClosed. Without it the two ran
 // on the connection at once, which a pgx.Conn does not allow (the Commit
 // failed "conn busy", and the request got 503), and a statement that

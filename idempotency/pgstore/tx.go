@@ -200,7 +200,8 @@ type Tx struct {
 	// lk is held by each statement of the handler (handlerTx.lock), by
 	// its rows and batch results until they are closed, and by Commit and
 	// Rollback, so that what a goroutine of the handler still runs or
-	// reads ends before the transaction does.
+	// reads ends before the transaction does (Rollback waits for
+	// statements only: see there).
 	lk txLock
 	// lockLost: Commit's wait for lk ended with its context; Rollback
 	// then does not wait again (see abandon).
@@ -257,10 +258,12 @@ func (t *Tx) PgxTx() pgx.Tx {
 // the handler still runs when the request ends is waited for, and so are
 // rows (Query) and a batch's results (SendBatch) that it still reads,
 // until they are closed (pgx closes rows read to their end): they commit
-// or roll back with the request. The wait is bounded by the Middleware's
-// store timeout (idempotency.DefaultStoreTimeout): rows or results never
-// closed then fail the commit, nothing is committed, the client gets 503
-// and the connection is closed. As pgx's connection, the transaction runs
+// or roll back with the request. The commit's wait is bounded by the
+// Middleware's store timeout (idempotency.DefaultStoreTimeout): rows or
+// results never closed then fail the commit, nothing is committed, the
+// client gets 503 and the connection is closed. A rollback (a status that
+// is not stored, a panic) does not wait for rows or results: it closes
+// the connection under them at once. As pgx's connection, the transaction runs
 // no statement while its rows or a batch's results are open: such a
 // statement fails at once ("conn busy"), whichever goroutine runs it.
 func TxFromContext(ctx context.Context) (tx pgx.Tx, ok bool) {
@@ -712,11 +715,15 @@ func (t *Tx) Commit(ctx context.Context) error {
 }
 
 // Rollback implements idempotency.Tx. It returns nil after Commit or a
-// previous Rollback. Like Commit it waits until no statement, rows or
-// batch results of the handler hold the transaction, unless the Commit's
-// wait already ended with its context; when that wait does not end in
-// time, it closes the connection under them (see abandon), and
-// PostgreSQL rolls the transaction back.
+// previous Rollback. Like Commit it waits until no statement of the
+// handler holds the transaction, unless the Commit's wait already ended
+// with its context; when that wait does not end in time, it closes the
+// connection under the statement (see abandon), and PostgreSQL rolls the
+// transaction back. It does not wait for rows or batch results of the
+// handler that are open, nor for a CopyFrom's source: a handler that
+// failed or panicked with them open may never close them, and what a
+// goroutine still reads is rolled back anyway. It closes the connection
+// under them at once, and returns an error saying so.
 func (t *Tx) Rollback(ctx context.Context) error {
 	if t.finished {
 		return nil
@@ -725,8 +732,11 @@ func (t *Tx) Rollback(ctx context.Context) error {
 		t.abandon()
 		return nil // Commit reported it
 	}
-	if err := t.lk.lock(ctx, false); err != nil {
+	if err := t.lk.lock(ctx, true); err != nil {
 		t.abandon()
+		if errors.Is(err, errRowsOpen) || errors.Is(err, errCopyBusy) {
+			return fmt.Errorf("pgstore: rollback: %w (the connection was closed)", err)
+		}
 		return fmt.Errorf("pgstore: rollback: %w: %w", errStillHeld, err)
 	}
 	defer t.lk.unlock()
