@@ -241,3 +241,36 @@ func TestTxHandlerRowsOpenAtRollback(t *testing.T) {
 		})
 	}
 }
+
+// TestTxHandlerConnWhileRowsOpen: a handler that asks its transaction for
+// its Conn while reading rows (for its type map, say: pgx's Tx.Conn never
+// returns nil) got nil, since the rows held the transaction, and code
+// that used it panicked. The connection is still the transaction's: Conn
+// returns it, and it is nil only once the request's Tx ended.
+func TestTxHandlerConnWhileRowsOpen(t *testing.T) {
+	_, s, _, ctx := newBizTxStore(t)
+	k := key("conn-rows-open")
+	tx, r, ptx := acquire(t, s, k)
+	before := ptx.Conn()
+	if before == nil {
+		t.Fatal("Conn() before any rows = nil")
+	}
+	rows, err := ptx.Query(ctx, `SELECT g FROM generate_series(1, 3) g`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for rows.Next() {
+		n++
+		if c := ptx.Conn(); c != before {
+			t.Fatalf("Conn() while the rows are open = %p; want the transaction's connection %p", c, before)
+		}
+	}
+	if err := rows.Err(); err != nil || n != 3 {
+		t.Fatalf("rows: %d, %v", n, err)
+	}
+	commitOutcome(t, tx, k, r.Token)
+	if c := ptx.Conn(); c != nil {
+		t.Errorf("Conn() after the request's commit = %p; want nil", c)
+	}
+}
