@@ -322,15 +322,17 @@ func (h *handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.R
 }
 
 // Conn returns the connection of the request's transaction, nil once the
-// request's Tx returned it to the pool.
-// It is nil too while rows or batch results of the transaction are open,
-// or a CopyFrom's source runs.
+// request's Tx ended (and returned it to the pool, or closed it). It
+// waits for a statement that another goroutine of the handler runs, but
+// not for rows or batch results that are open, or a CopyFrom's source
+// (see lock): the connection is still the transaction's, busy (pgx
+// refuses a statement on it), and its holder may be the goroutine that
+// asks.
 func (h *handlerTx) Conn() *pgx.Conn {
 	unlock, err := h.lock(context.Background())
-	if err != nil {
-		return nil
+	if err == nil {
+		defer unlock()
 	}
-	defer unlock()
 	if h.root.ended.Load() {
 		return nil
 	}
