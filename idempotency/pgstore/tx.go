@@ -259,9 +259,10 @@ func (t *Tx) PgxTx() pgx.Tx {
 // rows (Query) and a batch's results (SendBatch) that it still reads,
 // until they are closed (pgx closes rows read to their end): they commit
 // or roll back with the request. The commit's wait is bounded by the
-// Middleware's store timeout (idempotency.DefaultStoreTimeout): rows or
-// results never closed then fail the commit, nothing is committed, the
-// client gets 503 and the connection is closed. A rollback (a status that
+// Middleware's store timeout (idempotency.DefaultStoreTimeout): a
+// statement still running then, or rows or results not closed, fail the
+// commit, nothing is committed, the client gets 503 and the connection is
+// closed. A rollback (a status that
 // is not stored, a panic) does not wait for rows or results: it closes
 // the connection under them at once. As pgx's connection, the transaction runs
 // no statement while its rows or a batch's results are open: such a
@@ -647,7 +648,9 @@ func (t *Tx) endedByHandler(ctx context.Context) error {
 //
 // It first waits until no statement, rows or batch results of the handler
 // hold the transaction (see TxFromContext); when ctx ends first, it fails
-// with an error saying so, and commits nothing.
+// with an error saying so, and commits nothing. When a statement of the
+// handler ended the transaction block, it stores nothing and fails with
+// ErrHandlerEndedTx (see there).
 func (t *Tx) Commit(ctx context.Context) error {
 	if t.finished {
 		return fmt.Errorf("pgstore: commit: %w", pgx.ErrTxClosed)
