@@ -129,7 +129,11 @@
 // marks its replays but none of them is unmarked, no request of the burst
 // ran: concurrent-once FAILs. A server that does not mark its replays and
 // answers the burst with the first request's answer, naming its resource,
-// gets a WARN: each run may name the same resource (an upsert).
+// gets a WARN: each run may name the same resource (an upsert). It passes
+// when a request of the burst met the key in progress (a 409, which a key
+// folded into the first request's, completed before the burst, never
+// gets), or when CountURL grew during the burst by what the first request
+// added: either shows the burst's key ran.
 // The concurrent checks see a 409 only when the first request is still
 // running as the others arrive, so conflict-retry-after is SKIP against an
 // endpoint that answers faster than the burst arrives.

@@ -172,14 +172,19 @@ func (r *run) all(ctx context.Context) error {
 
 	errorAnswers = append(errorAnswers, r.checkKeys(ctx)...)
 
-	var conflicts []Exchange
+	var conflicts, burst, follow []Exchange
 	n3 := r.read(ctx, cs)
 	if ok {
-		conflicts = r.checkBurst(ctx, first)
-		errorAnswers = append(errorAnswers, conflicts...)
+		burst, follow = r.sendBurst(ctx)
 	}
 	n4 := r.read(ctx, cs)
 	if ok {
+		// A count that grew during the burst by what the first request
+		// added shows that the burst's key ran, which one folded into
+		// the first request's key does not.
+		ranByCount := cs.on && cs.err == nil && n1 > n0 && n4-n3 == n1-n0
+		conflicts = r.checkBurst(first, burst, follow, ranByCount)
+		errorAnswers = append(errorAnswers, conflicts...)
 		r.checkCounts(cs, n0, n1, n2, n3, n4)
 	}
 	r.checkProblems(errorAnswers)
@@ -504,12 +509,13 @@ const (
 	defaultFollowW = 100 * time.Millisecond
 )
 
-// checkBurst runs concurrent-once, concurrent-409 and conflict-retry-after,
-// and returns the 409 answers it got. first is the first request's
-// answer, whose key the burst's is in upper case.
-func (r *run) checkBurst(ctx context.Context, first Exchange) []Exchange {
+// sendBurst sends the burst, Concurrency requests with its key at once,
+// and then asks again while the answer is 409, so that the operation's one
+// success is seen even if every request of the burst met it in progress.
+// It returns the burst's answers and the follow-ups'.
+func (r *run) sendBurst(ctx context.Context) (answers, follow []Exchange) {
 	n := r.c.concurrency()
-	answers := make([]Exchange, n)
+	answers = make([]Exchange, n)
 	var wg sync.WaitGroup
 	gate := make(chan struct{})
 	for i := range n {
@@ -522,10 +528,6 @@ func (r *run) checkBurst(ctx context.Context, first Exchange) []Exchange {
 	}
 	close(gate)
 	wg.Wait()
-	// Once the burst is answered, ask again until the operation settles, so
-	// that its one success is seen even if every request of the burst met
-	// it in progress.
-	var follow []Exchange
 	for range maxFollowUps {
 		ex := r.sd.send(ctx, r.plan.burst)
 		follow = append(follow, ex)
@@ -536,6 +538,16 @@ func (r *run) checkBurst(ctx context.Context, first Exchange) []Exchange {
 			break
 		}
 	}
+	return answers, follow
+}
+
+// checkBurst runs concurrent-once, concurrent-409 and conflict-retry-after
+// on the burst's answers and follow-ups, and returns the 409 answers it
+// got. first is the first request's answer, whose key the burst's is in
+// upper case; ranByCount says that CountURL grew during the burst by what
+// the first request added.
+func (r *run) checkBurst(first Exchange, answers, follow []Exchange, ranByCount bool) []Exchange {
+	n := len(answers)
 	all := append(append([]Exchange(nil), answers...), follow...)
 
 	var succ, conflicts, others []Exchange
@@ -566,12 +578,24 @@ func (r *run) checkBurst(ctx context.Context, first Exchange) []Exchange {
 	// server that compares keys in any case (a key column under a
 	// case-insensitive collation) answers every request of the burst
 	// with the first request's answer, and runs nothing.
-	firstsAnswer, allAnswered := len(succ) > 0, true
+	// A 409 in progress shows the burst's key running, which a key folded
+	// into the first request's, completed before the burst, never is; so
+	// does a count that grew by one operation during the burst. Without
+	// either, a server that marks no replay and answers every run with
+	// the same bytes looks the same whether its keys fold or not.
+	firstsAnswer, allAnswered, inProgress := len(succ) > 0, true, false
 	for _, s := range succ {
 		firstsAnswer = firstsAnswer && s.Status == first.Status && bytes.Equal(s.body, first.body)
 	}
 	for _, ex := range all {
 		allAnswered = allAnswered && ex.answered()
+	}
+	for _, ex := range conflicts {
+		inProgress = inProgress || !ex.replayed()
+	}
+	countNote := "give a count (-count-url) to tell"
+	if r.c.CountURL != "" {
+		countNote = "the count does not show a run of the burst either (see count-once)"
 	}
 	const folded = "the burst's key is the first request's in upper case, another key"
 	switch {
@@ -581,8 +605,8 @@ func (r *run) checkBurst(ctx context.Context, first Exchange) []Exchange {
 		// Every request was answered, and none of the successes is an
 		// execution: the key had run before the burst.
 		r.set(CheckConcurrentOnce, Fail, fmt.Sprintf("%d at once, %d after: %s, yet every one of its %d successes is marked %s: true and is the first request's answer, and none is an execution: the server compares keys in any case (a case-insensitive key column, say), so an operation whose key differs from another's only in case never runs (%s)", n, len(follow), folded, len(succ), contract.HeaderReplayed, tally(all)), append([]Exchange{first}, all...)...)
-	case !marks && firstsAnswer && identified:
-		r.set(CheckConcurrentOnce, Warn, fmt.Sprintf("%d at once, %d after: %s, yet its %d successes are all the first request's answer (%s), and replays are not marked: either the server compares keys in any case and ran nothing, or each run names the same resource; give a count (-count-url) to tell (%s)", n, len(follow), folded, len(succ), describeResource(first), tally(all)), append([]Exchange{first}, all...)...)
+	case !marks && firstsAnswer && identified && !inProgress && !ranByCount:
+		r.set(CheckConcurrentOnce, Warn, fmt.Sprintf("%d at once, %d after: %s, yet its %d successes are all the first request's answer (%s), replays are not marked, and none met the key in progress (409): either the server compares keys in any case and ran nothing, or each run names the same resource; %s (%s)", n, len(follow), folded, len(succ), describeResource(first), countNote, tally(all)), append([]Exchange{first}, all...)...)
 	case len(reps) > 1:
 		var names []string
 		for i, rep := range reps {
