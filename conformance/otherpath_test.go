@@ -43,3 +43,29 @@ func TestKeyBoundToEndpoint(t *testing.T) {
 		})
 	}
 }
+
+// TestOtherPathBelowURL: the other path is the URL's own path, as written
+// (an escaped slash kept escaped), with one segment added and the query
+// kept: a path below the endpoint, not one beside it that a router may
+// send elsewhere.
+func TestOtherPathBelowURL(t *testing.T) {
+	for _, tc := range []struct{ url, prefix, suffix string }{
+		{"http://api.example/v1/files/a%2Fb/copy?x=1", "http://api.example/v1/files/a%2Fb/copy/saferetry-check-path-", "?x=1"},
+		{"http://api.example/v1/items/?x=%2F", "http://api.example/v1/items/saferetry-check-path-", "?x=%2F"},
+		{"http://api.example", "http://api.example/saferetry-check-path-", ""},
+	} {
+		plan, err := new(conformance.Checker).Plan(conformance.Target{URL: tc.url, Body: []byte(body)})
+		if err != nil {
+			t.Fatalf("%s: Plan: %v", tc.url, err)
+		}
+		var got []string
+		for _, p := range plan {
+			if p.Check == conformance.CheckReuseRefused && p.Request.URL != tc.url {
+				got = append(got, p.Request.URL)
+			}
+		}
+		if len(got) != 1 || !strings.HasPrefix(got[0], tc.prefix) || !strings.HasSuffix(got[0], tc.suffix) {
+			t.Errorf("URL %s: the other path's request goes to %q, want one URL %s<uuid>%s", tc.url, got, tc.prefix, tc.suffix)
+		}
+	}
+}
