@@ -135,13 +135,18 @@ func (c *Checker) Plan(t Target) ([]PlannedRequest, error) {
 
 // otherPathURL is u with a path segment of its own added, "saferetry-check-"
 // and a fresh UUID, its query kept: an endpoint no server has, where the
-// first request's key and body are another request.
+// first request's key and body are another request. The path stays as u
+// writes it (a%2Fb is not a/b), so that the segment goes below u's
+// endpoint and not beside it.
 func otherPathURL(u string) string {
 	pu, err := url.Parse(u)
 	if err != nil {
 		return u // not reached: Plan and Run validate the URL first
 	}
-	pu.Path = strings.TrimSuffix(pu.Path, "/") + "/" + newKey("path")
-	pu.RawPath = ""
+	seg := "/" + newKey("path") // unreserved characters only: the same escaped
+	pu.Path = strings.TrimSuffix(pu.Path, "/") + seg
+	if pu.RawPath != "" {
+		pu.RawPath = strings.TrimSuffix(pu.RawPath, "/") + seg
+	}
 	return pu.String()
 }
