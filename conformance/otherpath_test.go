@@ -69,3 +69,23 @@ func TestOtherPathBelowURL(t *testing.T) {
 		}
 	}
 }
+
+// TestOtherPathReported: the request at another path is part of what
+// reuse-refused rests on, so its verdict says what it got and its
+// evidence holds it (the -json and -junit reports show it), as they do
+// the other body's requests; before, a passing reuse-refused showed no
+// trace of it.
+func TestOtherPathReported(t *testing.T) {
+	srv := plantedServer(t, func(h http.Handler) http.Handler { return h })
+	c := &conformance.Checker{Concurrency: 2, Timeout: 5 * time.Second}
+	rep := runTarget(t, c, conformance.Target{URL: srv.URL + "/items", Body: []byte(body)})
+	res, _ := rep.Result(conformance.CheckReuseRefused)
+	var found bool
+	for _, ex := range res.Evidence {
+		found = found || strings.Contains(ex.URL, "/items/saferetry-check-path-") && ex.Status == http.StatusUnprocessableEntity
+	}
+	if res.Status != conformance.Pass || !found || !strings.Contains(res.Verdict, "another path, 422") {
+		logText(t, rep)
+		t.Fatalf("reuse-refused %s (%s), %d exchanges of evidence; want PASS, the other path's 422 in the verdict and in the evidence", res.Status, res.Verdict, len(res.Evidence))
+	}
+}
