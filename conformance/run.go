@@ -406,13 +406,18 @@ func (r *run) checkReuse(first, reuse, alone Exchange, sameLength *Exchange) {
 // (CONTRACT.md: they are in the fingerprint); a layer that leaves them out
 // answers one key's second endpoint with the first's answer, and that
 // request never runs. Any other answer (404, 405, a 422 for the key)
-// leaves reuse-refused as it is.
+// leaves reuse-refused's status as it is, and joins its verdict and
+// evidence.
 func (r *run) checkOtherPath(first, otherPath Exchange) {
-	if !otherPath.answered() || r.results[CheckReuseRefused].Status == Fail {
+	res := r.results[CheckReuseRefused]
+	if res.Status == Fail {
 		return
 	}
-	firsts := otherPath.Status == first.Status && bytes.Equal(otherPath.body, first.body) && first.identified()
+	firsts := otherPath.answered() && otherPath.Status == first.Status && bytes.Equal(otherPath.body, first.body) && first.identified()
 	if !otherPath.replayed() && !firsts {
+		res.Verdict += "; the key and body at another path, " + otherPath.outcome()
+		res.Evidence = append(res.Evidence, otherPath)
+		r.results[CheckReuseRefused] = res
 		return
 	}
 	what := "the first request's answer"
