@@ -71,13 +71,17 @@
 // no endpoint, the URL's with a segment "saferetry-check-path-" and a UUID
 // added (its query kept): a key binds its method and path as well as its
 // body (CONTRACT.md: both are in the fingerprint). A server that keeps the
-// contract refuses it (404 for the route, or 422 for the key); a layer
-// whose fingerprint leaves the path out, in front of its routes, answers
-// it with the first request's replay (marked, or its status and bytes
-// naming its resource), and FAILs reuse-refused: a client that uses one
-// key for two endpoints (a payment and its refund, keyed by an order)
-// gets the first's answer for the second, which never runs. A layer that
-// runs after routing answers 404 and is not caught.
+// contract refuses it (404 or 405 for the route, or 422 for the key; one
+// whose keys are scoped to their endpoint may run it as a key of its
+// own); a layer whose fingerprint leaves the path out, in front of its
+// routes, answers it with the first request's replay (marked, or its
+// status and bytes naming its resource and no other: the same bytes with
+// a Location of their own are a run of their own), and FAILs
+// reuse-refused: a client that uses one key for two endpoints (a payment
+// and its refund, keyed by an order) gets the first's answer for the
+// second, which never runs. A layer that runs after routing answers 404
+// and is not caught. Whatever it got joins reuse-refused's verdict and
+// evidence.
 //
 // scope-isolation sends principal a's key and body as principal b once
 // a's request has been answered: b's answer must be a run of its own. A
@@ -125,7 +129,8 @@
 // case-insensitive collation, MySQL's default), which then runs an
 // operation whose key differs from another's only in case not at all and
 // answers it with the other's replay. When every request of the burst is
-// answered, every success is the first request's answer, and the server
+// answered, every success is the first request's answer (its status and
+// bytes, and no other Location), and the server
 // marks its replays but none of them is unmarked, no request of the burst
 // ran: concurrent-once FAILs. A server that does not mark its replays and
 // answers the burst with the first request's answer, naming its resource,

@@ -56,6 +56,13 @@ func sameResource(a, b Exchange) bool {
 	return bytes.Equal(a.body, b.body)
 }
 
+// firstsAnswer reports whether ex got first's answer: its status and
+// bytes, and no other resource (a Location or id of its own tells another
+// run whose bytes are alike, a 202 "queued" with its own Location, say).
+func firstsAnswer(first, ex Exchange) bool {
+	return ex.answered() && ex.Status == first.Status && bytes.Equal(ex.body, first.body) && sameResource(first, ex)
+}
+
 // describeResource names ex's resource for a verdict.
 func describeResource(ex Exchange) string {
 	if l := ex.location(); l != "" {

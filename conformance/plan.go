@@ -109,7 +109,7 @@ func (c *Checker) Plan(t Target) ([]PlannedRequest, error) {
 	}
 	count("count after the replay and the reuse")
 	add(CheckReuseRefused, p.otherAlone, 1, "another key, the other body: only when the reuse is refused, to tell a refused key from a refused body")
-	add(CheckReuseRefused, p.otherPath, 1, "the same key and body at a path of no endpoint: refused (404, or 422 for the key), not replayed, to catch a key not bound to its endpoint")
+	add(CheckReuseRefused, p.otherPath, 1, "the same key and body at a path of no endpoint: anything but the first request's answer (404 or 405 for the route, 422 for the key), to catch a key not bound to its endpoint")
 	if t.KeyRequired {
 		add(CheckMissingKey, p.missing, 1, "")
 	}

@@ -413,7 +413,7 @@ func (r *run) checkOtherPath(first, otherPath Exchange) {
 	if res.Status == Fail {
 		return
 	}
-	firsts := otherPath.answered() && otherPath.Status == first.Status && bytes.Equal(otherPath.body, first.body) && first.identified()
+	firsts := firstsAnswer(first, otherPath) && first.identified()
 	if !otherPath.replayed() && !firsts {
 		res.Verdict += "; the key and body at another path, " + otherPath.outcome()
 		res.Evidence = append(res.Evidence, otherPath)
@@ -588,9 +588,9 @@ func (r *run) checkBurst(first Exchange, answers, follow []Exchange, ranByCount 
 	// does a count that grew by one operation during the burst. Without
 	// either, a server that marks no replay and answers every run with
 	// the same bytes looks the same whether its keys fold or not.
-	firstsAnswer, allAnswered, inProgress := len(succ) > 0, true, false
+	allFirsts, allAnswered, inProgress := len(succ) > 0, true, false
 	for _, s := range succ {
-		firstsAnswer = firstsAnswer && s.Status == first.Status && bytes.Equal(s.body, first.body)
+		allFirsts = allFirsts && firstsAnswer(first, s)
 	}
 	for _, ex := range all {
 		allAnswered = allAnswered && ex.answered()
@@ -606,11 +606,11 @@ func (r *run) checkBurst(first Exchange, answers, follow []Exchange, ranByCount 
 	switch {
 	case len(reps) == 0:
 		r.set(CheckConcurrentOnce, Fail, fmt.Sprintf("no request with the key succeeded, during the burst of %d or after it: %s", n, tally(all))+goneNote(all...), all...)
-	case marks && firstsAnswer && allAnswered && len(unmarked) == 0:
+	case marks && allFirsts && allAnswered && len(unmarked) == 0:
 		// Every request was answered, and none of the successes is an
 		// execution: the key had run before the burst.
 		r.set(CheckConcurrentOnce, Fail, fmt.Sprintf("%d at once, %d after: %s, yet every one of its %d successes is marked %s: true and is the first request's answer, and none is an execution: the server compares keys in any case (a case-insensitive key column, say), so an operation whose key differs from another's only in case never runs (%s)", n, len(follow), folded, len(succ), contract.HeaderReplayed, tally(all)), append([]Exchange{first}, all...)...)
-	case !marks && firstsAnswer && identified && !inProgress && !ranByCount:
+	case !marks && allFirsts && identified && !inProgress && !ranByCount:
 		r.set(CheckConcurrentOnce, Warn, fmt.Sprintf("%d at once, %d after: %s, yet its %d successes are all the first request's answer (%s), replays are not marked, and none met the key in progress (409): either the server compares keys in any case and ran nothing, or each run names the same resource; %s (%s)", n, len(follow), folded, len(succ), describeResource(first), countNote, tally(all)), append([]Exchange{first}, all...)...)
 	case len(reps) > 1:
 		var names []string
