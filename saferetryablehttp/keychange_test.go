@@ -19,8 +19,10 @@ import (
 // request that may have been carried out (the connection was reset after
 // it was written) sent again as a new one. The adapter refuses to send it;
 // the request ends in saferetry.ErrOutcomeUnknown with the first key, with
-// which the caller can ask again. A hook that leaves the key alone changes
-// nothing.
+// which the caller can ask again, also when the hook left the header with
+// a key that is not valid (a second value, an empty one): that is not the
+// caller's invalid key, which nothing was sent with. A hook that leaves
+// the key alone changes nothing.
 func TestRetryKeepsItsKey(t *testing.T) {
 	prepare := func(f func(*http.Request)) func(*retryablehttp.Client) {
 		return func(c *retryablehttp.Client) {
@@ -40,6 +42,12 @@ func TestRetryKeepsItsKey(t *testing.T) {
 	change := func(r *http.Request) { r.Header.Set(saferetry.HeaderIdempotencyKey, "another-key") }
 	anew := func(r *http.Request) { r.Header = http.Header{"X-Signature": {"sig"}} }
 	sign := func(r *http.Request) { r.Header.Set("X-Signature", "sig") }
+	// A key made invalid is not the first attempt's either: the retry
+	// is not sent, and the request's outcome is not an invalid key's
+	// (nothing sent) but its first attempt's.
+	second := func(r *http.Request) { r.Header.Add(saferetry.HeaderIdempotencyKey, "another-key") }
+	empty := func(r *http.Request) { r.Header.Set(saferetry.HeaderIdempotencyKey, "") }
+	lower := func(r *http.Request) { r.Header["idempotency-key"] = []string{"another-key"} }
 	for _, tt := range []struct {
 		name  string
 		setup func(*retryablehttp.Client)
@@ -50,6 +58,9 @@ func TestRetryKeepsItsKey(t *testing.T) {
 		{"PrepareRetry builds a header without it", prepare(anew), false},
 		{"RequestLogHook drops the key", hook(del), false},
 		{"RequestLogHook changes the key", hook(change), false},
+		{"PrepareRetry adds a second key", prepare(second), false},
+		{"PrepareRetry empties the key", prepare(empty), false},
+		{"RequestLogHook adds one under a non-canonical name", hook(lower), false},
 		{"PrepareRetry signs", prepare(sign), true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
