@@ -22,8 +22,9 @@ import (
 //     already in the header wins. Supplied keys are validated and an
 //     invalid one fails before sending. A retry whose header no longer
 //     carries the first attempt's key (a PrepareRetry or RequestLogHook
-//     of yours dropped or changed it) is not sent: the request ends as
-//     when its last attempt got no answer, with that key.
+//     of yours dropped or changed it, or left it invalid) is not sent:
+//     the request ends as when its last attempt got no answer, with that
+//     key, not in [saferetry.ErrInvalidKey].
 //   - classification: CheckRetry makes the saferetry Transport's decision
 //     (408, 409, 429 and 5xx except 501 retried, unless the answer is a
 //     replay, which is final whatever its status; Stripe-Should-Retry true

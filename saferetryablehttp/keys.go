@@ -41,8 +41,9 @@ func (a *adapter) attachKey(r *http.Request) error {
 }
 
 // errKeyChanged is the error of a retry that is not sent because its
-// header lost the key of the request's first attempt or carries another
-// (the caller's PrepareRetry or RequestLogHook rewrote it): sent, it could
+// header lost the key of the request's first attempt, or carries another
+// or an invalid one (the caller's PrepareRetry or RequestLogHook rewrote
+// it): sent, it could
 // repeat an operation that may have been carried out as a new one. No
 // retry cures it, and nothing of it was sent.
 var errKeyChanged = fmt.Errorf("%w: the retry's Idempotency-Key is not the first attempt's", retrypolicy.ErrRefused)

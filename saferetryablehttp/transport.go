@@ -21,11 +21,15 @@ var _ http.RoundTripper = (*rhTransport)(nil)
 func (t *rhTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	st := rhOpFrom(r.Context())
 	key, err := headerKey(r, st)
-	if err != nil {
+	switch {
+	case err != nil && (st == nil || st.state.Attempt <= 1):
 		retrypolicy.CloseBody(r)
 		return nil, &attemptError{req: r, err: err, invalidKey: true}
-	}
-	if st != nil && r.Response == nil && !st.keepsKey(key) {
+	case st != nil && (err != nil || r.Response == nil && !st.keepsKey(key)):
+		// A retry's key made invalid by a hook is not the first
+		// attempt's either: the request ends with its earlier
+		// attempts' outcome, not with an invalid key's, which says that
+		// nothing was sent.
 		retrypolicy.CloseBody(r)
 		return nil, &attemptError{req: r, key: st.opKey, err: errKeyChanged}
 	}
