@@ -41,3 +41,28 @@ func TestResponseHandlerErrorIsFinal(t *testing.T) {
 		})
 	}
 }
+
+// TestResponseHandlerAnswerRefillsOnce: retryablehttp asks CheckRetry a
+// second time about an answer it hands to the request's ResponseHandler
+// (with the handler's error, nil when it accepts the answer); that is
+// still one answer, which refills the retry budget once. It refilled it
+// twice, minting a token: of a budget of 3 at cost 1 drained by a
+// failing request, the next request's answer gave back 2 where 1 is
+// due, and the request after it got a second retry.
+func TestResponseHandlerAnswerRefillsOnce(t *testing.T) {
+	unavailable := testkit.Status(http.StatusServiceUnavailable)
+	rc := testkit.NewRecorder(unavailable, unavailable, unavailable, unavailable)
+	c := newRetryable(t, rc, WithRetryBudget(3, 1), WithMaxAttempts(10))
+	if resp := mustDo(t, c, rhReq(t, context.Background(), http.MethodPost, "x")); resp.StatusCode != http.StatusServiceUnavailable || len(rc.Seen()) != 4 {
+		t.Fatalf("draining request: status %d after %d attempts, want 503 after 4", resp.StatusCode, len(rc.Seen()))
+	}
+	rc.Restart(testkit.Status(http.StatusCreated))
+	req := rhReq(t, context.Background(), http.MethodPost, "x")
+	req.SetResponseHandler(func(*http.Response) error { return nil })
+	mustDo(t, c, req)
+	rc.Restart(unavailable, unavailable, testkit.Status(http.StatusCreated))
+	resp := mustDo(t, c, rhReq(t, context.Background(), http.MethodPost, "x"))
+	if resp.StatusCode != http.StatusServiceUnavailable || len(rc.Seen()) != 2 {
+		t.Fatalf("next request: status %d after %d attempts, want 503 after 2 (one token: one retry)", resp.StatusCode, len(rc.Seen()))
+	}
+}
