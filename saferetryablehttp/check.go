@@ -21,6 +21,10 @@ type rhOp struct {
 	opKey  string // the first attempt's key, which its retries keep
 	keyErr error  // the supplied key is invalid: nothing is sent
 	sent   bool   // some attempt may have reached the server
+	// final is the answer that checkRetry found final: retryablehttp
+	// asks about it again, with the error of the request's
+	// ResponseHandler, and one answer settles the budget once.
+	final *http.Response
 	// forgo, set while a retry waits, stops the refund of its cost that
 	// the request's context ending would make (see checkRetry); forgone
 	// is that cost.
@@ -39,6 +43,9 @@ func rhOpFrom(ctx context.Context) *rhOp {
 // Transport, on the attempt that retryablehttp reports.
 func (a *adapter) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
 	st := rhOpFrom(ctx)
+	if st != nil && resp != nil && resp == st.final {
+		return false, nil // the ResponseHandler's error is final as it is
+	}
 	o, ae, ok := attemptOutcome(st, resp, err)
 	if !ok {
 		return false, nil
@@ -63,6 +70,9 @@ func (a *adapter) checkRetry(ctx context.Context, resp *http.Response, err error
 		!retrypolicy.RetriedWithoutKey(o.Request.Method)
 	s.Done = ctx.Err() != nil
 	v := a.decide(o, s)
+	if !v.Retry && st != nil && err == nil {
+		st.final = resp
+	}
 	if v.Retry && st != nil && v.Cost() > 0 {
 		// retryablehttp waits for the retry without telling us when the
 		// context cuts the wait short, and then returns: the retry is not

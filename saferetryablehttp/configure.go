@@ -43,7 +43,9 @@ import (
 //     when retries are exhausted, instead of "giving up"; with no response
 //     it returns a [*saferetry.Error] with the key and attempt count,
 //     matching [saferetry.ErrOutcomeUnknown] if any attempt may have
-//     reached the server and [saferetry.ErrNotSent] otherwise.
+//     reached the server and [saferetry.ErrNotSent] otherwise. The
+//     error of a request's ResponseHandler is final and returned as it
+//     is; the answer it was given counts once, as any answer.
 //
 // The caller's request is modified, as retryablehttp itself does: on the
 // first attempt, the Header field of the *retryablehttp.Request's
