@@ -18,16 +18,21 @@ import (
 // context cuts short: the budget of 10 at cost 5 still affords the next
 // request its two retries. The cost stayed spent, for good with a context
 // that never ends, whether the failed attempt had an answer or an error,
-// and whether PrepareRetry was set before Configure or after it.
+// and whether PrepareRetry was set before Configure or after it. On a
+// client configured twice, the cost goes back to the budget that paid it,
+// the second Configure's, not to the first one's, which no request uses
+// any more.
 func TestRetryNotMadeIsRefunded(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
 		first testkit.Outcome
 		after bool // PrepareRetry set after Configure
+		twice bool // Configure called again
 	}{
-		{"after an answer", testkit.Status(http.StatusServiceUnavailable), false},
-		{"after a transport error", testkit.Fail(testkit.ErrReset), false},
-		{"after an answer, PrepareRetry set after Configure", testkit.Status(http.StatusServiceUnavailable), true},
+		{"after an answer", testkit.Status(http.StatusServiceUnavailable), false, false},
+		{"after a transport error", testkit.Fail(testkit.ErrReset), false, false},
+		{"after an answer, PrepareRetry set after Configure", testkit.Status(http.StatusServiceUnavailable), true, false},
+		{"after an answer, Configure called twice", testkit.Status(http.StatusServiceUnavailable), false, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rc := testkit.NewRecorder(tt.first)
@@ -47,6 +52,9 @@ func TestRetryNotMadeIsRefunded(t *testing.T) {
 			}, WithRetryBudget(10, 5), WithMaxAttempts(4))
 			if tt.after {
 				c.PrepareRetry = prepare
+			}
+			if tt.twice {
+				Configure(c, WithRetryBudget(10, 5), WithMaxAttempts(4))
 			}
 			if _, err := c.Do(rhReq(t, context.Background(), http.MethodPost, "x")); !errors.Is(err, errPrepare) {
 				t.Fatalf("Do: %v, want PrepareRetry's error", err)
