@@ -27,9 +27,12 @@ type rhOp struct {
 	final *http.Response
 	// forgo, set while a retry waits, stops the refund of its cost that
 	// the request's context ending would make (see checkRetry); forgone
-	// is that cost.
+	// is that cost and refund gives it back to the budget that paid it
+	// (a client configured twice has a hook of the first Configure's
+	// adapter refund what the second's spent).
 	forgo   func() bool
 	forgone int64
+	refund  func()
 }
 
 type rhOpCtxKey struct{}
@@ -82,7 +85,8 @@ func (a *adapter) checkRetry(ctx context.Context, resp *http.Response, err error
 		// to end before it.
 		cost := v.Cost()
 		st.forgone = cost
-		st.forgo = context.AfterFunc(ctx, func() { a.policy.Budget.Refund(cost) })
+		st.refund = func() { a.policy.Budget.Refund(cost) }
+		st.forgo = context.AfterFunc(ctx, st.refund)
 	}
 	// The error is kept by retryablehttp only if the retries end here; it
 	// then reaches ErrorHandler as the outcome.
@@ -122,23 +126,23 @@ func (st *rhOp) retried() {
 	if !st.forgo() {
 		st.state.Spent -= st.forgone
 	}
-	st.forgo, st.forgone = nil, 0
+	st.forgo, st.forgone, st.refund = nil, 0, nil
 }
 
 // forgoRetry gives back the cost of the retry that checkRetry allowed for
-// st (nil: none known) when retryablehttp is not going to make it after
+// st (nil: none known), to the budget that paid it, when retryablehttp is not going to make it after
 // all, Do ending before it (PrepareRetry failed, or a hook panicked; see
 // wrapHooks): a budget pays for retries made. A retry already sent, or refunded by the context's end,
 // is left as it is.
-func (a *adapter) forgoRetry(st *rhOp) {
+func (st *rhOp) forgoRetry() {
 	if st == nil || st.forgo == nil {
 		return
 	}
 	if st.forgo() {
-		a.policy.Budget.Refund(st.forgone)
+		st.refund()
 	}
 	st.state.Spent -= st.forgone
-	st.forgo, st.forgone = nil, 0
+	st.forgo, st.forgone, st.refund = nil, 0, nil
 }
 
 // attemptOutcome makes the outcome of the attempt that retryablehttp

@@ -66,6 +66,10 @@ import (
 // RetryWaitMin, RetryWaitMax, Logger and HTTPClient.Timeout stay yours
 // and are read when a request runs. Call it after setting those fields,
 // the hooks and PrepareRetry yourself and before the client is used.
+// Call it once per client: a second call wraps what the first set (its
+// hooks and Transport) and replaces the rest, so the key and redirect
+// rules of both apply, and the retry decisions and budget are the
+// second's.
 //
 // A retry that CheckRetry allowed, and so paid from the retry budget, and
 // that retryablehttp then does not make, costs nothing: the cost goes
@@ -110,7 +114,7 @@ func Configure(c *retryablehttp.Client, opts ...Option) {
 	a.wrapHooks()
 	c.CheckRetry = a.checkRetry
 	c.Backoff = a.backoff
-	c.ErrorHandler = a.errorHandler
+	c.ErrorHandler = errorHandler
 }
 
 // newClientRetryMax is the RetryMax that retryablehttp.NewClient sets (its
@@ -161,8 +165,8 @@ func (a *adapter) beforeAttempt(r *http.Request, retry int) *rhOp {
 // retry that CheckRetry allowed is not made (a PrepareRetry set after
 // Configure failed): its cost goes back to the budget, when the last
 // answer tells the request.
-func (a *adapter) errorHandler(resp *http.Response, err error, attempts int) (*http.Response, error) {
-	a.forgoRetry(respOp(resp))
+func errorHandler(resp *http.Response, err error, attempts int) (*http.Response, error) {
+	respOp(resp).forgoRetry()
 	if err == nil && resp != nil {
 		return resp, nil
 	}

@@ -21,7 +21,7 @@ func (a *adapter) wrapHooks() {
 	c.RequestLogHook = func(l retryablehttp.Logger, r *http.Request, retry int) {
 		st := a.beforeAttempt(r, retry)
 		if prevReq != nil {
-			a.guard(st, nil, func() { prevReq(l, r, retry) })
+			guard(st, nil, func() { prevReq(l, r, retry) })
 		}
 		if st != nil {
 			st.retried()
@@ -29,7 +29,7 @@ func (a *adapter) wrapHooks() {
 	}
 	if prev := c.ResponseLogHook; prev != nil {
 		c.ResponseLogHook = func(l retryablehttp.Logger, resp *http.Response) {
-			a.guard(respOp(resp), resp, func() { prev(l, resp) })
+			guard(respOp(resp), resp, func() { prev(l, resp) })
 		}
 	}
 	if prev := c.PrepareRetry; prev != nil {
@@ -38,9 +38,9 @@ func (a *adapter) wrapHooks() {
 			// ErrorHandler, which the failure reaches, may not find the
 			// request (its last attempt got no answer).
 			st := rhOpFrom(r.Context())
-			a.guard(st, nil, func() { err = prev(r) })
+			guard(st, nil, func() { err = prev(r) })
 			if err != nil {
-				a.forgoRetry(st)
+				st.forgoRetry()
 			}
 			return err
 		}
@@ -51,7 +51,7 @@ func (a *adapter) wrapHooks() {
 // unknown). Should f panic, the panic goes on as it was, once resp's
 // body, if resp is not nil, is closed and the retry pending for st, never
 // to be made, has given its cost back.
-func (a *adapter) guard(st *rhOp, resp *http.Response, f func()) {
+func guard(st *rhOp, resp *http.Response, f func()) {
 	done := false
 	defer func() {
 		if done {
@@ -60,7 +60,7 @@ func (a *adapter) guard(st *rhOp, resp *http.Response, f func()) {
 		if resp != nil && resp.Body != nil {
 			resp.Body.Close()
 		}
-		a.forgoRetry(st)
+		st.forgoRetry()
 	}()
 	f()
 	done = true
