@@ -57,7 +57,10 @@ import (
 // Do not do one request from several goroutines at once (retryablehttp
 // does not allow that either).
 //
-// It sets CheckRetry, Backoff and ErrorHandler, wraps RequestLogHook (the
+// It sets CheckRetry, Backoff and ErrorHandler, replacing any of yours
+// (an ErrorHandler you set afterwards replaces its own: it is given the
+// outcome above as its error, and the last answer to close), wraps
+// RequestLogHook (the
 // previous hook still runs; replacing it afterwards loses the per-request
 // state), and ResponseLogHook and PrepareRetry if set (see below),
 // replaces HTTPClient by a copy whose Transport validates keys and
@@ -82,8 +85,10 @@ import (
 // hook or PrepareRetry set after Configure, the Logger, and a request
 // body's ReaderFunc failing to rewind it, which retryablehttp returns
 // without a hook; a retry they stop gives its cost back only when the
-// request's context ends (never, for a context that cannot end), and an
-// answer open when one of them panics stays open.
+// request's context ends (never, for a context that cannot end), unless
+// it is a PrepareRetry failing after an answer, which Configure's
+// ErrorHandler sees, and an answer open when one of them panics stays
+// open.
 //
 // Its Backoff is not given the context, so CheckRetry refuses a retry when
 // the longest wait Backoff could choose would end past the context
