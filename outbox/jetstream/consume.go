@@ -21,10 +21,15 @@ import (
 // commit or roll back tx. An error rolls both back and the message is
 // redelivered. A panic rolls both back and goes up through Consume, which
 // ends; the message is redelivered after AckWait, and those Consume
-// fetched ahead (WithPrefetch) at once. A message on its last delivery
-// (MaxDeliver) whose handler panics is not redelivered: Consume logs it
-// at level Error. A panic as Consume stops, on one of the messages it
-// then handles (see Consume), goes up once it handled the others.
+// fetched ahead (WithPrefetch) at once, but for those on their last
+// delivery (MaxDeliver), which JetStream would not redeliver: Consume
+// handles them first, as when it stops (see Consume). A message on its
+// last delivery whose handler panics is not redelivered: Consume logs it
+// at level Error. A panic on one of the messages Consume handles as it
+// stops, or as a panic goes up, goes up once it handled the others; of
+// two panics, the later one reaches the caller (as Go has a panic in a
+// deferred call replace the one going up), and the messages of both are
+// logged.
 type Handler func(ctx context.Context, tx pgx.Tx, msg outbox.Message) error
 
 // ConsumeOption configures Consume; it may be shared between goroutines.
@@ -252,7 +257,14 @@ func consumeIter(ctx context.Context, cons natsjs.Consumer, iter natsjs.Messages
 	returned := false
 	defer func() {
 		if !returned {
-			abandon(iter, cfg)
+			// A handler's panic goes up through Consume, which nothing
+			// resumes: iter's subscription, which nobody would read any
+			// more, would go on taking the messages that its pull
+			// request still asks for (WithPrefetch), each held there
+			// until AckWait. It ends as when Consume stops; the message
+			// whose handler panicked is left to AckWait (see handle for
+			// one on its last delivery).
+			handBack(ctx, iter, nil, in, h, cfg)
 		}
 	}()
 	left, err = handleAll(ctx, cons, iter, in, h, cfg)
@@ -298,12 +310,12 @@ const handBackWait = time.Second
 // with one (a millisecond is enough) it goes to a consumer that listens.
 const handBackDelay = time.Millisecond
 
-// handBack ends iter once Consume stops: left (see consumeIter), if not
-// nil, and the messages iter fetched (ahead, see WithPrefetch, or for
-// the Next that ctx's end interrupted) that Consume did not handle are
-// negatively acknowledged, so
-// that JetStream redelivers them at once, to another instance or to this
-// one restarted, rather than after the consumer's AckWait (30 s by
+// handBack ends iter once Consume stops, or a handler's panic goes up
+// through it: left (see consumeIter), if not nil, and the messages iter
+// fetched (ahead, see WithPrefetch, or for the Next that ctx's end
+// interrupted) that Consume did not handle are negatively acknowledged,
+// so that JetStream redelivers them at once, to another instance or to
+// this one restarted, rather than after the consumer's AckWait (30 s by
 // default), during which nobody could have them. Those on their last
 // delivery, which JetStream would not redeliver, are handled instead
 // (see handleLasts).
@@ -333,7 +345,10 @@ func handBack(ctx context.Context, iter natsjs.MessagesContext, left natsjs.Msg,
 // on one of them goes up through Consume only once the others were
 // handled (JetStream would not redeliver them either): a deferred call
 // handles them as the panic unwinds, without recovering it, so that the
-// panic keeps its value and its stack.
+// panic keeps its value and its stack. A second panic, on one of those,
+// replaces the first going up (Go's rule for a panic in a deferred call),
+// and the rest are handled still: handle logs each message whose handler
+// panicked, so that none is lost unlogged.
 func handleLasts(ctx context.Context, last []natsjs.Msg, in *outbox.Inbox, h Handler, cfg consumeConfig) {
 	i := 0
 	defer func() {
@@ -364,28 +379,6 @@ func drain(iter natsjs.MessagesContext) []natsjs.Msg {
 	}
 }
 
-// abandon ends iter as a handler's panic goes up through Consume, which
-// nothing resumes: its subscription, which nobody would read any more,
-// would go on taking the messages that its pull request still asks for
-// (WithPrefetch), each held there until AckWait. The messages it fetched
-// ahead are negatively acknowledged, to be redelivered at once (those on
-// their last delivery, which JetStream would not redeliver, are logged as
-// lost); the one whose handler panicked is left to AckWait (see handle
-// for one on its last delivery).
-func abandon(iter natsjs.MessagesContext, cfg consumeConfig) {
-	for _, m := range drain(iter) {
-		if lastDelivery(m, cfg.maxDeliver) {
-			cfg.logger.Error("outbox/jetstream: message on its last delivery (MaxDeliver) not handled as a handler's panic stopped Consume; JetStream will not redeliver it",
-				"id", m.Headers().Get(natsjs.MsgIDHeader), "subject", m.Subject())
-			continue
-		}
-		if err := m.NakWithDelay(handBackDelay); err != nil {
-			// Redelivered after AckWait all the same.
-			cfg.logger.Warn("outbox/jetstream: nak", "subject", m.Subject(), "err", err)
-		}
-	}
-}
-
 // lastDelivery reports whether m is on the last of the consumer's
 // maxDeliver deliveries (never when maxDeliver is 0 or less, unbounded):
 // negatively acknowledged, or unacknowledged for AckWait, it is not
@@ -398,8 +391,8 @@ func lastDelivery(m natsjs.Msg, maxDeliver int) bool {
 	return err == nil && meta.NumDelivered >= uint64(maxDeliver)
 }
 
-// handleLast handles m, on its last delivery, as Consume stops, rather
-// than hand it back to be lost: under a context that ctx's end does not
+// handleLast handles m, on its last delivery, as Consume stops (or a
+// handler's panic goes up), rather than hand it back to be lost: under a context that ctx's end does not
 // end, bounded by the consumer's AckWait (its shortest, see
 // shortestAckWait), so that a stuck handler does not hold Consume's
 // return for ever. A failure is logged with the message's ID and the

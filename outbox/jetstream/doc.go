@@ -57,7 +57,8 @@
 // than AckWait. A Consume that stops hands back the messages it fetched
 // and did not handle, to be redelivered at once, but handles before
 // returning those on their last delivery (MaxDeliver), which JetStream
-// would not redeliver (all of them, though a handler panics on one). A
+// would not redeliver (all of them, though a handler panics on one); so
+// does a Consume that a handler's panic ends, before the panic goes up. A
 // process that dies loses those it held on their
 // last delivery: without WithPrefetch, at most the one it was handling or
 // receiving.
