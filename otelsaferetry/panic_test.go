@@ -53,6 +53,13 @@ func TestPanicEndsSpans(t *testing.T) {
 		{name: "logger panics after a retried attempt", base: roundTripFunc(func(req *http.Request) (*http.Response, error) {
 			return &http.Response{StatusCode: 503, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("busy")), Request: req}, nil
 		}), opts: []otelsaferetry.Option{otelsaferetry.WithRetryOptions(saferetry.WithLogger(slog.New(panickyHandler{})))}},
+		// A retried answer that is no error (a 202 the caller's
+		// classifier polls again): its span must not end as if all went
+		// well when the panic closes its body.
+		{name: "logger panics after a retried 2xx", base: roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 202, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("pending")), Request: req}, nil
+		}), opts: []otelsaferetry.Option{otelsaferetry.WithRetryOptions(saferetry.WithClassifier(retry202),
+			saferetry.WithLogger(slog.New(panickyHandler{})))}},
 		{name: "logger panics after the last attempt", base: roundTripFunc(func(req *http.Request) (*http.Response, error) {
 			return &http.Response{StatusCode: 201, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("ok")), Request: req}, nil
 		}), opts: []otelsaferetry.Option{otelsaferetry.WithRetryOptions(saferetry.WithLogger(slog.New(panickyHandler{})))}},
@@ -83,6 +90,15 @@ func TestPanicEndsSpans(t *testing.T) {
 			}
 		})
 	}
+}
+
+// retry202 is a classifier that retries a 202 Accepted, as a caller
+// polling for an operation's end may.
+func retry202(_ *http.Request, resp *http.Response, _ error) saferetry.Decision {
+	if resp != nil && resp.StatusCode == http.StatusAccepted {
+		return saferetry.DecisionRetry
+	}
+	return saferetry.DecisionDefault
 }
 
 // panickyHandler is a slog handler of the caller's whose Handle panics.
