@@ -17,13 +17,17 @@ import (
 // While held (see hold), the end waits for release.
 type spanBody struct {
 	io.ReadCloser
-	span  trace.Span
-	held  atomic.Bool
-	done  atomic.Bool // read to the end or closed
-	ended atomic.Bool
+	span   trace.Span
+	held   atomic.Bool
+	onRead atomic.Bool // the first Read releases the hold (see releaseOnRead)
+	done   atomic.Bool // read to the end or closed
+	ended  atomic.Bool
 }
 
 func (b *spanBody) Read(p []byte) (int, error) {
+	if b.onRead.CompareAndSwap(true, false) {
+		b.release()
+	}
 	n, err := b.ReadCloser.Read(p)
 	switch {
 	case err == nil:
@@ -50,6 +54,13 @@ func (b *spanBody) Close() error {
 // logger), and the span must then be left to operation.abandon, which
 // marks it, rather than end as if all went well.
 func (b *spanBody) hold() { b.held.Store(true) }
+
+// releaseOnRead lets the first Read release the hold: the saferetry
+// Transport's drain of a retried answer reads it before it closes it,
+// while the close of a panic going through the decision reads nothing,
+// so that the span of an answer that is no error status is not ended as
+// if all went well before operation.abandon marks it.
+func (b *spanBody) releaseOnRead() { b.onRead.Store(true) }
 
 // release lets the span end with the body, at once if the body is done.
 func (b *spanBody) release() {

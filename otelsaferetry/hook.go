@@ -46,10 +46,12 @@ func (tel *telemetry) observe(a saferetry.Attempt) {
 			span.End()
 		} else {
 			op.owed = span
-			if a.Decision == saferetry.DecisionRetry {
+			if a.Decision == saferetry.DecisionRetry && op.held != nil {
 				// The saferetry Transport drains the answer during
-				// the wait, which ends the span.
-				op.releaseHeld()
+				// the wait, which ends the span; a panic after the
+				// hook (the logger's) closes it unread, and leaves
+				// the span to operation.abandon.
+				op.held.releaseOnRead()
 			}
 		}
 		op.attempt, op.endIt = nil, false

@@ -179,8 +179,9 @@ func (op *operation) end(ctx context.Context, took time.Duration, resp *http.Res
 }
 
 // releaseHeld lets the held answer's body end its span (see
-// spanBody.hold): the hook saw a retry of it, the next attempt starts, or
-// RoundTrip returned it.
+// spanBody.hold): the next attempt starts, or RoundTrip returned it. (The
+// hook lets the drain of a retried answer release it before, with its
+// first read: see spanBody.releaseOnRead.)
 func (op *operation) releaseHeld() {
 	if op.held != nil {
 		op.held.release()
