@@ -249,8 +249,12 @@ func (t *Tx) PgxTx() pgx.Tx {
 // it (pgx.BeginFunc on it, code written for a *pgx.Conn), whose BEGIN
 // PostgreSQL ignores inside the open block, ends the request's with its
 // COMMIT, and what it runs after that commits on its own, before the next
-// statement on the transaction or the commit catches it. Pass the
-// handler's code the pgx.Tx, not its Conn. Handlers may also be served by
+// statement on the transaction or the commit catches it. Nor is a query
+// string that ends the block and begins another ("COMMIT; BEGIN", or a
+// batch of the two): the status is in a block again, the claim and the
+// writes before it are committed, and a retry may take over the key
+// while the request still runs. Pass the handler's code the pgx.Tx, not
+// its Conn, and never send transaction control through either. Handlers may also be served by
 // lease mode or a non-PostgreSQL store, in which case ok is false and they
 // should use their own connection. Once the request's transaction ended the
 // returned transaction refuses every statement with pgx.ErrTxClosed. A
