@@ -41,7 +41,11 @@
 //     Idempotency-Key parameter, the 400, 408, 409, 410, 413, 422 and 503
 //     problem responses with their type URIs, Retry-After,
 //     Idempotent-Replayed, and the x-idempotency policy (the TTL and wait
-//     given with WithIdempotencyOptions). The admin API is not in it.
+//     given with WithIdempotencyOptions); and beside them the failures
+//     that FailNext injects, of any status from 400 to 599 (the 4XX and
+//     5XX ranges, and each documented status of POST /payments, whose
+//     required headers an injected failure does not carry are optional
+//     there). The admin API is not in it.
 //
 // POST /payments sits behind idempotency.Middleware: the same key and body
 // replays the stored answer with Idempotent-Replayed: true, the same key with

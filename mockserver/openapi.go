@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/internal/contract"
@@ -64,7 +65,7 @@ func oaInfo() oaObj {
 		"title":   "saferetry mock payments API",
 		"version": "1",
 		"description": "The reference payments server of github.com/saferetry/saferetry/mockserver. POST /payments takes an Idempotency-Key (x-idempotency says how); " +
-			"every answer below 500 but 307, 308, 408 and 429 is stored and replayed for its key with Idempotent-Replayed: true. Every GET path answers HEAD too; " +
+			"every answer below 500 but 307, 308, 408 and 429 is stored and replayed for its key with Idempotent-Replayed: true, except a failure injected through the admin API, which may have any status from 400 to 599 and is never stored. Every GET path answers HEAD too; " +
 			"a method a path does not allow gets 405 with Allow, an unknown path 404, both as problems. The admin API under /_mock/ (fault injection, inspection) is described in the package documentation, not here.",
 	}
 }
@@ -127,12 +128,73 @@ func oaCreatePaymentResponses(frag *idempotency.OpenAPIFragment, op idempotency.
 		"content":     oaProblemContent(oaRef("MockProblemInsufficientFunds")),
 	}
 	create["503"] = oaObj{
-		"description": "Nothing stored: the idempotency store or the ledger was unavailable, the client left during an injected delay, or a failure was injected (FailNext, POST /_mock/fail, which may choose any status from 400 to 599). Nothing was paid, unless a ledger's answer was lost after its write; retry with the same key, which pays nothing twice.",
+		"description": "Nothing stored: the idempotency store or the ledger was unavailable, or the client left during an injected delay. Nothing was paid, unless a ledger's answer was lost after its write; retry with the same key, which pays nothing twice.",
 		"headers":     oaObj{"Retry-After": oaObj{"description": "Seconds to wait; sent with the idempotency Middleware's 503s.", "schema": oaObj{"type": "integer", "minimum": 1}}},
 		"content": oaProblemContent(append(frag.ProblemSchemas(http.StatusServiceUnavailable),
-			oaRef("MockProblemLedgerUnavailable"), oaRef("MockProblemAborted"), oaRef("MockProblemInjectedFailure"))...),
+			oaRef("MockProblemLedgerUnavailable"), oaRef("MockProblemAborted"))...),
 	}
-	return create
+	return oaWithInjected(frag, create)
+}
+
+// oaInjectedDescription says, in the description of each response of
+// POST /payments, that a failure may be injected with its status.
+const oaInjectedDescription = "Or a failure injected with this status (FailNext, POST /_mock/fail) before anything ran: a MockProblemInjectedFailure without Retry-After or Idempotent-Replayed; nothing stored, nothing paid."
+
+// oaWithInjected returns the responses of POST /payments with the
+// failures that FailNext injects, which may have any status from 400 to
+// 599, described beside them: MockProblemInjectedFailure joins the
+// problem schemas of each 4xx and 5xx response, whose required headers
+// (the Middleware's Retry-After with 409, Idempotent-Replayed with 410)
+// turn optional, since an injected failure carries none of them; and the
+// ranges 4XX and 5XX describe the statuses that nothing else answers.
+// The fragment's responses, references to its components, are copied
+// whole for the purpose: the components stay as the fragment has them.
+func oaWithInjected(frag *idempotency.OpenAPIFragment, responses oaObj) oaObj {
+	comps := frag.Components()
+	out := oaObj{}
+	for status, r := range responses {
+		if n, err := strconv.Atoi(status); err != nil || n < 400 || n > 599 {
+			out[status] = r
+			continue
+		}
+		resp := oaResolve(mustJSON(r), comps["responses"])
+		content := resp["content"].(oaObj)[contract.ContentTypeProblem].(oaObj)
+		schemas := []any{content["schema"]}
+		if list, ok := content["schema"].(oaObj)["anyOf"].([]any); ok {
+			schemas = list
+		}
+		content["schema"] = oaObj{"anyOf": append(schemas, oaRef("MockProblemInjectedFailure"))}
+		if headers, ok := resp["headers"].(oaObj); ok {
+			for name, h := range headers {
+				if h := oaResolve(mustJSON(h), comps["headers"]); h["required"] == true {
+					delete(h, "required")
+					headers[name] = h
+				}
+			}
+		}
+		resp["description"] = resp["description"].(string) + " " + oaInjectedDescription
+		out[status] = resp
+	}
+	injected := oaObj{
+		"description": "A failure injected with this status (FailNext, POST /_mock/fail, which may choose any status from 400 to 599) before anything ran: nothing stored, nothing paid.",
+		"content":     oaProblemContent(oaRef("MockProblemInjectedFailure")),
+	}
+	out["4XX"], out["5XX"] = injected, injected
+	return out
+}
+
+// oaResolve decodes the JSON object raw, or the component of comps that
+// it references ({"$ref": "#/components/SECTION/NAME"}), as a fresh
+// oaObj of its own.
+func oaResolve(raw json.RawMessage, comps map[string]json.RawMessage) oaObj {
+	var o oaObj
+	if err := json.Unmarshal(raw, &o); err != nil { // raw is mustJSON's
+		panic("mockserver: OpenAPI: " + err.Error())
+	}
+	if ref, ok := o["$ref"].(string); ok {
+		return oaResolve(comps[ref[strings.LastIndexByte(ref, '/')+1:]], comps)
+	}
+	return o
 }
 
 // oaLedgerDown is the 503 response of the reads.
