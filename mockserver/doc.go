@@ -18,7 +18,8 @@
 //
 //   - POST /payments with a JSON body {"amount": 1250, "currency": "EUR",
 //     "recipient": "alice"} executes a payment: amount is an integer > 0 in
-//     minor units, currency three letters (normalised to upper case),
+//     minor units, at most 2^63-1 and written without a fraction or an
+//     exponent (not 1250.0 or 1.25e3), currency three letters (normalised to upper case),
 //     recipient a non-blank string without U+0000 (which PostgreSQL's
 //     text cannot hold: refused alike over every ledger); other members
 //     are ignored. An

@@ -267,7 +267,7 @@ func oaPaymentSchemas() oaObj {
 			"type": "object", "required": []string{"amount", "currency", "recipient"},
 			"description": "A payment to make. Other members are ignored.",
 			"properties": oaObj{
-				"amount":    oaObj{"type": "integer", "minimum": 1, "maximum": int64(1<<63 - 1), "description": "In minor units of currency."},
+				"amount":    oaObj{"type": "integer", "minimum": 1, "maximum": int64(1<<63 - 1), "description": "In minor units of currency, written as an integer: 1250.0 and 1.25e3, integers by JSON Schema, are refused with 400."},
 				"currency":  oaObj{"type": "string", "pattern": "^[A-Za-z]{3}$", "description": "Three letters, in any case."},
 				"recipient": oaObj{"type": "string", "pattern": `^[^\x00]*[^\s\x00][^\x00]*$`, "description": "Not blank; no U+0000."},
 			},

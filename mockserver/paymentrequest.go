@@ -63,7 +63,7 @@ func decodePaymentMembers(body []byte,
 	} else {
 		n, err := intOf(raw)
 		if err != nil {
-			errs = append(errs, FieldError{Field: "amount", Detail: detailAmountInteger})
+			errs = append(errs, FieldError{Field: "amount", Detail: amountRefusal(raw)})
 		} else if n <= 0 {
 			errs = append(errs, FieldError{Field: "amount", Detail: detailAmountPositive})
 		} else {
@@ -105,12 +105,31 @@ func decodePaymentMembers(body []byte,
 // The details of a payment request's FieldErrors.
 const (
 	detailRequired       = "is required"
-	detailAmountInteger  = "must be an integer number of minor units"
+	detailAmountNumber   = "must be a JSON number: an integer of minor units, such as 1250"
+	detailAmountInteger  = "must be an integer of minor units, written without a fraction or exponent (1250, not 1250.0 or 1.25e3)"
+	detailAmountTooLarge = "must be at most 9223372036854775807"
 	detailAmountPositive = "must be greater than 0"
 	detailCurrency       = "must be a string of three letters"
 	detailRecipient      = "must be a non-empty string"
 	detailRecipientNUL   = "must not contain U+0000"
 )
+
+// amountRefusal is the detail of an amount whose JSON value lit, as
+// written, is not null and no int64: a value that is no number, a
+// number with a fraction or an exponent (an integer by JSON Schema, but
+// not in this API), or an integer past the range of int64, too large or,
+// below it, not greater than 0.
+func amountRefusal(lit []byte) string {
+	switch {
+	case len(lit) == 0 || lit[0] != '-' && !isDigit(lit[0]):
+		return detailAmountNumber
+	case bytes.ContainsAny(lit, ".eE"):
+		return detailAmountInteger
+	case lit[0] == '-':
+		return detailAmountPositive
+	}
+	return detailAmountTooLarge
+}
 
 // jsonInt is json.Unmarshal of raw, a valid JSON value, into an int64,
 // without reflection for the usual case: an integer literal.

@@ -76,14 +76,16 @@ func scanPaymentRequest(body []byte) (req paymentRequest, errs []FieldError, ok 
 		n, inRange := parseJSONInteger(amount.raw)
 		switch {
 		case !inRange:
-			errs = append(errs, FieldError{Field: "amount", Detail: detailAmountInteger})
+			errs = append(errs, FieldError{Field: "amount", Detail: amountRefusal(amount.raw)})
 		case n <= 0:
 			errs = append(errs, FieldError{Field: "amount", Detail: detailAmountPositive})
 		default:
 			req.Amount = n
 		}
+	case kindNumber:
+		errs = append(errs, FieldError{Field: "amount", Detail: amountRefusal(amount.raw)})
 	default:
-		errs = append(errs, FieldError{Field: "amount", Detail: detailAmountInteger})
+		errs = append(errs, FieldError{Field: "amount", Detail: detailAmountNumber})
 	}
 
 	var cur, rcp []byte // the valid ones
