@@ -53,6 +53,13 @@ func decodePaymentMembers(body []byte,
 		if dec.Decode(&v) == nil && v != nil && dec.More() {
 			return paymentRequest{}, []FieldError{{Field: "", Detail: "body must be a single JSON object"}}
 		}
+		// Not JSON at all (cut short, a stray character, nested past
+		// encoding/json's depth): say what and where, not that it must
+		// be the object it likely means to be.
+		if se := (*json.SyntaxError)(nil); errors.As(err, &se) {
+			return paymentRequest{}, []FieldError{{Field: "",
+				Detail: "body is not valid JSON: " + se.Error() + " (after " + strconv.FormatInt(se.Offset, 10) + " bytes)"}}
+		}
 		return paymentRequest{}, []FieldError{{Field: "", Detail: "body must be a JSON object"}}
 	}
 	var req paymentRequest
