@@ -23,9 +23,10 @@ import (
 // ends; the message is redelivered after AckWait, and those Consume
 // fetched ahead (WithPrefetch) at once, but for those on their last
 // delivery (MaxDeliver), which JetStream would not redeliver: Consume
-// handles them first, as when it stops (see Consume). A message on its
-// last delivery whose handler panics is not redelivered: Consume logs it
-// at level Error. A panic on one of the messages Consume handles as it
+// handles them first, as when it stops (see Consume). Consume logs the
+// message of every panic (or runtime.Goexit) of h with its ID: at level
+// Warn, or at level Error for one on its last delivery, which is not
+// redelivered. A panic on one of the messages Consume handles as it
 // stops, or as a panic goes up, goes up once it handled the others; of
 // two panics, the later one reaches the caller (as Go has a panic in a
 // deferred call replace the one going up), and the messages of both are
@@ -432,10 +433,18 @@ func handle(ctx context.Context, m natsjs.Msg, in *outbox.Inbox, h Handler, cfg 
 	defer stop()
 	returned := false
 	defer func() {
-		if !returned && lastDelivery(m, cfg.maxDeliver) {
+		switch {
+		case returned:
+		case lastDelivery(m, cfg.maxDeliver):
 			// h panicked (the panic goes on up): m is left to AckWait,
 			// after which JetStream does not deliver it again.
 			cfg.logger.Error("outbox/jetstream: handler panicked on the message's last delivery (MaxDeliver); JetStream will not redeliver it",
+				"id", id, "subject", m.Subject())
+		default:
+			// Logged too: a panic on a message that Consume handles
+			// as this one goes up replaces it (see Handler), and the
+			// caller never learns of this one.
+			cfg.logger.Warn("outbox/jetstream: handler panicked; JetStream redelivers the message after AckWait",
 				"id", id, "subject", m.Subject())
 		}
 	}()
