@@ -30,7 +30,10 @@ import (
 // stops, or as a panic goes up, goes up once it handled the others; of
 // two panics, the later one reaches the caller (as Go has a panic in a
 // deferred call replace the one going up), and the messages of both are
-// logged.
+// logged. So h runs again after a panic of its own, before that panic
+// reaches the caller: a lock it held when it panicked must be let go in a
+// deferred call, or that next run waits for it, and Consume with it, for
+// good.
 type Handler func(ctx context.Context, tx pgx.Tx, msg outbox.Message) error
 
 // ConsumeOption configures Consume; it may be shared between goroutines.
