@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/internal/detach"
 )
@@ -47,7 +49,8 @@ func (s *Store) Drain(ctx context.Context) error {
 // caller that left waits for no connection. A Release that fails leaves
 // the claim to lapse with its lease. A panic in the statements (a pgx
 // tracer's) is raised again on the caller's goroutine, or, once it left,
-// dropped there, where no recover could reach it.
+// dropped there, where no recover could reach it; a claim whose answer
+// came back before it is released (see acquireOn).
 func (s *Store) acquire(ctx context.Context, k idempotency.Key, fingerprint string, lease, ttl time.Duration, ttlUS int64) (res idempotency.ClaimResult, handedOff bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return idempotency.ClaimResult{}, false, err
@@ -58,7 +61,6 @@ func (s *Store) acquire(ctx context.Context, k idempotency.Key, fingerprint stri
 	}
 	if ctx.Done() == nil {
 		// ctx never ends: no answer can be lost to it.
-		defer conn.Release()
 		res, err := s.acquireOn(ctx, conn, k, fingerprint, lease, ttl, ttlUS)
 		return res, false, err
 	}
@@ -71,7 +73,6 @@ func (s *Store) acquire(ctx context.Context, k idempotency.Key, fingerprint stri
 		}
 	}()
 	return detach.Call(ctx, &s.detached, func() (idempotency.ClaimResult, error) {
-		defer conn.Release() // before the Release below, which takes a connection of its own
 		return s.acquireOn(sctx, conn, k, fingerprint, lease, ttl, ttlUS)
 	}, func(res idempotency.ClaimResult, err error) {
 		defer cancel()
@@ -82,10 +83,30 @@ func (s *Store) acquire(ctx context.Context, k idempotency.Key, fingerprint stri
 	})
 }
 
-// acquireOn runs the statements of acquire on q.
-func (s *Store) acquireOn(ctx context.Context, q queryRower, k idempotency.Key, fingerprint string, lease, ttl time.Duration, ttlUS int64) (idempotency.ClaimResult, error) {
+// acquireOn runs the statements of acquire on conn, and gives conn back
+// to the pool when they end: before a Release, which takes a connection
+// of its own. A panic in them (a pgx tracer's) after the claim
+// statement's answer came back releases the claim it made (see
+// releaseAnswered), and goes on.
+func (s *Store) acquireOn(ctx context.Context, conn *pgxpool.Conn, k idempotency.Key, fingerprint string, lease, ttl time.Duration, ttlUS int64) (idempotency.ClaimResult, error) {
+	var got claimAnswer
+	returned := false
+	defer func() {
+		conn.Release()
+		if !returned {
+			s.releaseAnswered(ctx, k, &got)
+		}
+	}()
+	res, err := s.claimOn(ctx, conn, &got, k, fingerprint, lease, ttl, ttlUS)
+	returned = true
+	return res, err
+}
+
+// claimOn is acquireOn on q, with each claim statement's answer kept in
+// got.
+func (s *Store) claimOn(ctx context.Context, q queryRower, got *claimAnswer, k idempotency.Key, fingerprint string, lease, ttl time.Duration, ttlUS int64) (idempotency.ClaimResult, error) {
 	if s.upserts.ReadFirst() {
-		res, err := claimOnce(ctx, q, s.sql.upsert, k, fingerprint, lease, ttlUS)
+		res, err := claimOnce(ctx, q, got, s.sql.upsert, k, fingerprint, lease, ttlUS)
 		switch {
 		case err == nil:
 			s.upserts.Observe(true)
@@ -97,7 +118,7 @@ func (s *Store) acquireOn(ctx context.Context, q queryRower, k idempotency.Key, 
 		// A row stands in the way, or changed after the upsert's
 		// snapshot: the claim statement answers (one round trip more).
 	}
-	res, err := claim(ctx, q, s.sql.claim, k, fingerprint, lease, ttl, true)
+	res, err := claim(ctx, q, got, s.sql.claim, k, fingerprint, lease, ttl, true)
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}

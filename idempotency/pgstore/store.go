@@ -427,13 +427,14 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 // the statement's snapshot, where read committed would have read that row
 // (an answer of 409, not an error). Inside a transaction (transactional
 // mode, which runs read committed), such a failure is the transaction's.
-func claim(ctx context.Context, q queryRower, sql string, k idempotency.Key, fingerprint string, lease, ttl time.Duration, alone bool) (idempotency.ClaimResult, error) {
+// Each answer is kept in got, when not nil (see claimAnswer).
+func claim(ctx context.Context, q queryRower, got *claimAnswer, sql string, k idempotency.Key, fingerprint string, lease, ttl time.Duration, alone bool) (idempotency.ClaimResult, error) {
 	ttlUS, err := ttlMicros(ttl)
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
 	for range claimAttempts {
-		res, err := claimOnce(ctx, q, sql, k, fingerprint, lease, ttlUS)
+		res, err := claimOnce(ctx, q, got, sql, k, fingerprint, lease, ttlUS)
 		if errors.Is(err, errLostRace) || (alone && serializationFailure(err)) {
 			continue // look again
 		}
@@ -450,9 +451,10 @@ func serializationFailure(err error) bool {
 }
 
 // claimOnce runs sql, the claim or the upsert statement, once; it returns
-// errLostRace when the statement returned no row.
-func claimOnce(ctx context.Context, q queryRower, sql string, k idempotency.Key, fingerprint string, lease time.Duration, ttlUS int64) (idempotency.ClaimResult, error) {
-	return scanClaim(q.QueryRow(ctx, sql, pgtext.Encode(k.Scope), pgtext.Encode(k.Key), pgtext.Encode(fingerprint), lease.Microseconds(), ttlUS))
+// errLostRace when the statement returned no row. Its answer is kept in
+// got, when not nil (see claimAnswer).
+func claimOnce(ctx context.Context, q queryRower, got *claimAnswer, sql string, k idempotency.Key, fingerprint string, lease time.Duration, ttlUS int64) (idempotency.ClaimResult, error) {
+	return scanClaim(q.QueryRow(ctx, sql, pgtext.Encode(k.Scope), pgtext.Encode(k.Key), pgtext.Encode(fingerprint), lease.Microseconds(), ttlUS), got)
 }
 
 // errLostRace is scanClaim's answer to a claim statement that returned no
@@ -460,14 +462,19 @@ func claimOnce(ctx context.Context, q queryRower, sql string, k idempotency.Key,
 // snapshot and its insert, and the statement must run again.
 var errLostRace = errors.New("pgstore: claim: lost a race with a concurrent writer")
 
-// scanClaim reads the answer of the claim statement from row.
-func scanClaim(row pgx.Row) (idempotency.ClaimResult, error) {
+// scanClaim reads the answer of the claim statement from row, scanning
+// whether it acquired and the token into got, when not nil (see
+// claimAnswer).
+func scanClaim(row pgx.Row, got *claimAnswer) (idempotency.ClaimResult, error) {
+	if got == nil {
+		got = new(claimAnswer)
+	}
+	*got = claimAnswer{} // an earlier statement's answer is not this one's
 	var (
-		acquired, tookOver bool
-		token              int64
-		r                  entryRow
+		tookOver bool
+		r        entryRow
 	)
-	err := row.Scan(&acquired, &token, &tookOver, &r.state, &r.fingerprint, &r.remainingUS,
+	err := row.Scan(&got.acquired, &got.token, &tookOver, &r.state, &r.fingerprint, &r.remainingUS,
 		&r.status, &r.header, &r.headerBin, &r.body, &r.oversize)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return idempotency.ClaimResult{}, errLostRace
@@ -475,14 +482,14 @@ func scanClaim(row pgx.Row) (idempotency.ClaimResult, error) {
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
-	if acquired {
+	if got.acquired {
 		left := time.Duration(r.remainingUS) * time.Microsecond
 		if left == 0 {
 			left = -time.Microsecond // lapsed to the microsecond: not "unknown"
 		}
-		return idempotency.ClaimResult{Acquired: true, Token: token, TookOver: tookOver, LeaseRemaining: left}, nil
+		return idempotency.ClaimResult{Acquired: true, Token: got.token, TookOver: tookOver, LeaseRemaining: left}, nil
 	}
-	r.token = token
+	r.token = got.token
 	e, err := r.entry()
 	if err != nil {
 		return idempotency.ClaimResult{}, err

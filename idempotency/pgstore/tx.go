@@ -303,7 +303,7 @@ func (t *Tx) Claim(ctx context.Context, k idempotency.Key, fingerprint string, t
 	var err error
 	if t.tx != nil {
 		// A second claim, inside the transaction block.
-		res, err = claim(ctx, txClaimer{t.tx, t.store.boundSQL}, t.store.sql.claim, k, fingerprint, 0, ttl, false)
+		res, err = claim(ctx, txClaimer{t.tx, t.store.boundSQL}, nil, t.store.sql.claim, k, fingerprint, 0, ttl, false)
 	} else {
 		if t.store.replay.ReadFirst() {
 			// The replay fast path (see the package documentation): a
@@ -393,7 +393,7 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 		}
 		claimErr = preludeErr
 		if preludeErr == nil {
-			res, claimErr = scanClaim(br.QueryRow())
+			res, claimErr = scanClaim(br.QueryRow(), nil)
 			if attempt == 0 && isInvalidTextOf(claimErr, notReadCommittedText) {
 				preludeErr = claimErr // the first attempt's read committed check
 			}
@@ -473,7 +473,7 @@ func (t *Tx) beginThenClaim(ctx context.Context, k idempotency.Key, fingerprint 
 		return idempotency.ClaimResult{}, err
 	}
 	t.tx = tx
-	return claim(ctx, txClaimer{tx, t.store.boundSQL}, t.store.sql.claim, k, fingerprint, 0, ttl, false)
+	return claim(ctx, txClaimer{tx, t.store.boundSQL}, nil, t.store.sql.claim, k, fingerprint, 0, ttl, false)
 }
 
 // isInvalidText reports whether err is one of the failures that the
