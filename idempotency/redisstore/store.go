@@ -312,9 +312,9 @@ func (s *Store) runSent(ctx, sctx context.Context, sent *sentScript, sc *redis.S
 	if s.cfg.waitN <= 0 || wrote == nil {
 		var c redis.Scripter = s.rdb
 		if sent != nil {
-			c = keeping{s.rdb, sent}
+			c = sent
 		}
-		res, err = sc.Run(sctx, c, []string{key}, args...).Result()
+		res, err = sc.Run(sctx, c, sent.keys(key), args...).Result()
 	} else {
 		res, err = s.runWait(ctx, sctx, sent, sc, key, wrote, args...)
 	}

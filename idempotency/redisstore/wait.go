@@ -106,7 +106,7 @@ func (s *Store) runWaitOn(ctx, sctx context.Context, sent *sentScript, c interfa
 	Pipeline() redis.Pipeliner
 	Do(ctx context.Context, args ...any) *redis.Cmd
 }, client *redis.Client, addr string, asking bool, sc *redis.Script, key string, wrote func(any) bool, args ...any) (any, error) {
-	keys := []string{key}
+	keys := sent.keys(key)
 	var pinned *redis.Conn
 	// sctx, which the pipeline is read under, may end first (see
 	// Store.acquire).
