@@ -13,6 +13,7 @@ import (
 
 	"github.com/saferetry/saferetry"
 	"github.com/saferetry/saferetry/internal/otelkit"
+	"github.com/saferetry/saferetry/internal/retrypolicy"
 )
 
 // Attributes of the package's own, as listed in the package documentation.
@@ -200,6 +201,17 @@ func isSignature(name string) bool {
 // share: the method and the server (at most 3).
 func appendRequest(dst []attribute.KeyValue, r *http.Request) []attribute.KeyValue {
 	return appendServer(appendMethod(dst, r.Method), r.URL)
+}
+
+// attemptErrorType is error.type for an attempt's error: saferetry.refused
+// for a request that net/http refused before sending any of it (an
+// invalid header, a scheme it does not serve), whose Go type is that of
+// the wrapper marking it; else the error's type.
+func attemptErrorType(err error) attribute.KeyValue {
+	if errors.Is(err, retrypolicy.ErrRefused) {
+		return semconv.ErrorTypeKey.String("saferetry.refused")
+	}
+	return semconv.ErrorType(err)
 }
 
 // errorType is error.type for an operation's error: the saferetry cause

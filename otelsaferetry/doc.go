@@ -77,7 +77,7 @@
 //	| url.full                   | string | spans                             | the URL, credentials and signature parameters REDACTED       |
 //	| http.request.resend_count  | int    | attempt spans, attempt events     | attempt number - 1, from the second attempt on (0 on events) |
 //	| http.response.status_code  | int    | spans, attempt events             | the status                                                   |
-//	| error.type                 | string | spans, attempt events             | the status for 400 and above; the error's type; saferetry.outcome_unknown, saferetry.not_sent or saferetry.invalid_key for an operation's error |
+//	| error.type                 | string | spans, attempt events             | the status for 400 and above; the error's type; saferetry.refused for an attempt net/http refused before sending; saferetry.outcome_unknown, saferetry.not_sent or saferetry.invalid_key for an operation's error |
 //	| saferetry.outcome          | string | attempts, operation.duration      | 1xx, 2xx, 3xx, 4xx, 5xx, or error when no response           |
 //	| saferetry.decision         | string | attempt spans and events, attempts | retry or return                                             |
 //	| saferetry.reason           | string | spans, attempt events, metrics    | a saferetry.Reason: "retryable status", "max attempts", ...  |

@@ -38,7 +38,7 @@ func (tel *telemetry) observe(a saferetry.Attempt) {
 		if span.IsRecording() {
 			span.SetAttributes(decided(a)...)
 			if op.endIt && a.Err != nil {
-				span.SetAttributes(semconv.ErrorType(a.Err))
+				span.SetAttributes(attemptErrorType(a.Err))
 				span.SetStatus(codes.Error, a.Err.Error())
 			}
 		}
@@ -95,7 +95,7 @@ func decided(a saferetry.Attempt) []attribute.KeyValue {
 func attemptEvent(a saferetry.Attempt) []attribute.KeyValue {
 	kv := append(decided(a), semconv.HTTPRequestResendCount(a.Number-1))
 	if a.Err != nil {
-		return append(kv, semconv.ErrorType(a.Err))
+		return append(kv, attemptErrorType(a.Err))
 	}
 	kv = append(kv, semconv.HTTPResponseStatusCode(a.StatusCode))
 	if a.StatusCode >= 400 {
