@@ -79,6 +79,10 @@ func runExecModeCell(t *testing.T, tg pgTarget) {
 	t.Run("ExactlyOnceTx", func(t *testing.T) {
 		scenario.ExactlyOnce(t, tg.txStore(t, tg.newPool(t, func(c *pgxpool.Config) { c.MaxConns = 16 })))
 	})
+	t.Run("KeyReusedLease", func(t *testing.T) { scenario.KeyReused(t, tg.store(t, nil)) })
+	t.Run("KeyReusedTx", func(t *testing.T) {
+		scenario.KeyReused(t, tg.txStore(t, tg.newPool(t, func(c *pgxpool.Config) { c.MaxConns = 16 })))
+	})
 	runMiddlewareTests(t, tg)
 }
 

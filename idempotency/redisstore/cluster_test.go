@@ -56,6 +56,19 @@ func TestClusterConformance(t *testing.T) {
 	}
 }
 
+// TestClusterKeyReused: the shared scenario of a used key sent with
+// another payload, over a cluster client, with and without WithWait.
+func TestClusterKeyReused(t *testing.T) {
+	addrs := testenv.RedisClusterAddrs(t)
+	for _, w := range waitOptions {
+		t.Run(w.name, func(t *testing.T) {
+			rdb := newClusterClient(t, addrs)
+			prefix := newPrefix(t, rdb)
+			scenario.KeyReused(t, redisstore.New(rdb, append([]redisstore.Option{redisstore.WithPrefix(prefix)}, w.opts...)...))
+		})
+	}
+}
+
 // TestClusterExactlyOnce: the shared exactly-once scenario (three
 // instances, each key's duplicates sent at once) over a cluster client,
 // with and without WithWait; the entries must spread over every primary,
