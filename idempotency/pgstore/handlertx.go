@@ -14,7 +14,8 @@ var _ pgx.Tx = (*handlerTx)(nil)
 
 // handlerTx is the transaction a handler gets in transactional mode: the
 // pgx.Tx of the request's transaction block, refusing every statement with
-// pgx.ErrTxClosed once the request's Tx committed or rolled back. The
+// pgx.ErrTxClosed once the request's Tx began to commit or roll back
+// (see lock). The
 // COMMIT goes in a batch with the stored outcome, so the pgx.Tx itself
 // never learns that it ended; without this guard a handler that kept it
 // would run statements on a connection back in the pool, in another
@@ -85,12 +86,16 @@ func newHandlerTx(t *Tx) *handlerTx {
 // store timeout), and the statement commits or rolls back with the
 // request (the Rollback closes the connection under open rows or results
 // at once: see Tx.Rollback);
-// every later one is refused with pgx.ErrTxClosed. Without it the two ran
-// on the connection at once, which a pgx.Conn does not allow (the Commit
-// failed "conn busy", and the request got 503), and a statement that
-// passed the check of ended just before the Tx released its connection
-// ran on it in the pool. The statement's own wait for the lock ends with
-// its context.
+// every later one is refused with pgx.ErrTxClosed: from the moment the
+// Commit or Rollback asks for the lock, a statement that asks for it, or
+// waits for it already (behind the one running), is refused at once, so
+// that a goroutine issuing statements in a loop neither delays the
+// request's end nor runs a statement that began after it. Without the
+// lock the two ran on the connection at once, which a pgx.Conn does not
+// allow (the Commit failed "conn busy", and the request got 503), and a
+// statement that passed the check of ended just before the Tx released
+// its connection ran on it in the pool. The statement's own wait for the
+// lock ends with its context.
 //
 // Rows and batch results hold the lock until they are closed (pgx closes
 // rows read to their end, or whose Scan failed), as pgx's connection is
@@ -103,7 +108,7 @@ func newHandlerTx(t *Tx) *handlerTx {
 // statement is refused with errCopyBusy, as pgx refuses it; so is a
 // statement of another goroutine that comes while the source runs.
 func (h *handlerTx) lock(ctx context.Context) (unlock func(), err error) {
-	if err := h.t.lk.lock(ctx, true); err != nil {
+	if err := h.t.lk.lock(ctx); err != nil {
 		return nil, err
 	}
 	return h.t.lk.unlock, nil
@@ -322,18 +327,19 @@ func (h *handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.R
 }
 
 // Conn returns the connection of the request's transaction, nil once the
-// request's Tx ended (and returned it to the pool, or closed it). It
-// waits for a statement that another goroutine of the handler runs, but
-// not for rows or batch results that are open, or a CopyFrom's source
-// (see lock): the connection is still the transaction's, busy (pgx
-// refuses a statement on it), and its holder may be the goroutine that
-// asks.
+// request's Tx ended (and returned it to the pool, or closed it), or its
+// Commit or Rollback asked for the transaction (see lock). It waits for a
+// statement that another goroutine of the handler runs, but not for rows
+// or batch results that are open, or a CopyFrom's source (see lock): the
+// connection is still the transaction's, busy (pgx refuses a statement
+// on it), and its holder may be the goroutine that asks; it is returned
+// then even while the request's Commit waits for them.
 func (h *handlerTx) Conn() *pgx.Conn {
 	unlock, err := h.lock(context.Background())
 	if err == nil {
 		defer unlock()
 	}
-	if h.root.ended.Load() {
+	if errors.Is(err, pgx.ErrTxClosed) || h.root.ended.Load() {
 		return nil
 	}
 	return h.t.pgxConn

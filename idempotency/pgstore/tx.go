@@ -201,7 +201,8 @@ type Tx struct {
 	// its rows and batch results until they are closed, and by Commit and
 	// Rollback, so that what a goroutine of the handler still runs or
 	// reads ends before the transaction does (Rollback waits for
-	// statements only: see there).
+	// statements only: see there); once Commit or Rollback asks for it,
+	// it refuses the handler's statements (txLock.lockEnd).
 	lk txLock
 	// lockLost: Commit's wait for lk ended with its context; Rollback
 	// then does not wait again (see abandon).
@@ -256,8 +257,10 @@ func (t *Tx) PgxTx() pgx.Tx {
 // while the request still runs. Pass the handler's code the pgx.Tx, not
 // its Conn, and never send transaction control through either. Handlers may also be served by
 // lease mode or a non-PostgreSQL store, in which case ok is false and they
-// should use their own connection. Once the request's transaction ended the
-// returned transaction refuses every statement with pgx.ErrTxClosed. A
+// should use their own connection. Once the request's commit or rollback
+// began the returned transaction refuses every statement with
+// pgx.ErrTxClosed, also one that was waiting for a statement of another
+// goroutine of the handler to end. A
 // statement (Exec, QueryRow and its Scan, CopyFrom) that a goroutine of
 // the handler still runs when the request ends is waited for, and so are
 // rows (Query) and a batch's results (SendBatch) that it still reads,
@@ -651,7 +654,8 @@ func (t *Tx) endedByHandler(ctx context.Context) error {
 // transaction must be rolled back.
 //
 // It first waits until no statement, rows or batch results of the handler
-// hold the transaction (see TxFromContext); when ctx ends first, it fails
+// hold the transaction (see TxFromContext), refusing from then on every
+// statement of the handler that asks for it, or waits; when ctx ends first, it fails
 // with an error saying so, and commits nothing. When a statement of the
 // handler ended the transaction block, it stores nothing and fails with
 // ErrHandlerEndedTx (see there).
@@ -659,7 +663,7 @@ func (t *Tx) Commit(ctx context.Context) error {
 	if t.finished {
 		return fmt.Errorf("pgstore: commit: %w", pgx.ErrTxClosed)
 	}
-	if err := t.lk.lock(ctx, false); err != nil {
+	if err := t.lk.lockEnd(ctx, false); err != nil {
 		t.lockLost = true
 		return fmt.Errorf("pgstore: commit: %w: %w", errStillHeld, err)
 	}
@@ -739,7 +743,7 @@ func (t *Tx) Rollback(ctx context.Context) error {
 		t.abandon()
 		return nil // Commit reported it
 	}
-	if err := t.lk.lock(ctx, true); err != nil {
+	if err := t.lk.lockEnd(ctx, true); err != nil {
 		t.abandon()
 		if errors.Is(err, errRowsOpen) || errors.Is(err, errCopyBusy) {
 			return fmt.Errorf("pgstore: rollback: %w (the connection was closed)", err)
