@@ -58,6 +58,19 @@ var parserOnlyTests = []struct {
 		want: paymentRequest{Amount: 7, Currency: "EUR", Recipient: "a\uFFFDb"}},
 	{name: "max int64 amount", body: `{"amount":9223372036854775807,"currency":"EUR","recipient":"a"}`,
 		want: paymentRequest{Amount: 9223372036854775807, Currency: "EUR", Recipient: "a"}},
+	// A member given twice is refused, whichever parser reads the body
+	// (the OpenAPI validator keeps one of them, as encoding/json does).
+	{name: "repeated amount", body: `{"amount":1,"amount":2,"currency":"EUR","recipient":"a"}`, wantFields: []string{"amount"}},
+	{name: "repeated amount, the same", body: `{"amount":1,"currency":"EUR","recipient":"a","amount":1}`, wantFields: []string{"amount"}},
+	{name: "repeated currency and recipient", body: `{"amount":0,"currency":"EUR","recipient":"a","recipient":"b","currency":"EUR"}`,
+		wantFields: []string{"amount", "currency", "recipient"}},
+	{name: "repeated amount, escaped", body: `{"amount":1,"am\u006funt":2,"currency":"EUR","recipient":"a"}`, wantFields: []string{"amount"}},
+	{name: "repeated recipient, nested member", body: `{"recipient":"a","memo":[{}],"amount":1,"currency":"EUR","recipient":"b"}`,
+		wantFields: []string{"recipient"}},
+	{name: "repeated ignored member", body: `{"amount":1,"currency":"EUR","recipient":"a","memo":1,"memo":2}`,
+		want: paymentRequest{Amount: 1, Currency: "EUR", Recipient: "a"}},
+	{name: "repeated member of a nested object", body: `{"amount":1,"currency":"EUR","recipient":"a","memo":{"amount":1,"amount":2}}`,
+		want: paymentRequest{Amount: 1, Currency: "EUR", Recipient: "a"}},
 }
 
 func TestParsePaymentRequest(t *testing.T) {
