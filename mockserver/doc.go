@@ -21,8 +21,10 @@
 //     minor units, at most 2^63-1 and written without a fraction or an
 //     exponent (not 1250.0 or 1.25e3), currency three letters (normalised to upper case),
 //     recipient a non-blank string without U+0000 (which PostgreSQL's
-//     text cannot hold: refused alike over every ledger); other members
-//     are ignored. An
+//     text cannot hold: refused alike over every ledger); each of them
+//     given once (one given twice is refused, whatever its values: JSON
+//     parsers differ on which they take, encoding/json the last, others
+//     the first); other members are ignored, given once or more. An
 //     Idempotency-Key is required. It answers 201 with the Payment (its "id"
 //     is new on every execution) and a Location header, 400
 //     (ProblemValidation, listing every bad field) for an invalid body, or

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -17,7 +18,11 @@ type paymentRequest struct {
 }
 
 // parsePaymentRequest validates a POST /payments body. It returns every
-// invalid field at once, so a client fixes its request in one round. A
+// invalid field at once, so a client fixes its request in one round. It
+// refuses a field given more than once, whatever its values: parsers
+// differ on which one counts, and a client's could have read the payment
+// as another than the server makes. Other members are ignored, given
+// once or more, and so are the members of nested values. A
 // request it accepts can be stored by every Ledger: its recipient has no
 // U+0000, which PostgreSQL's text refuses.
 //
@@ -62,11 +67,20 @@ func decodePaymentMembers(body []byte,
 		}
 		return paymentRequest{}, []FieldError{{Field: "", Detail: "body must be a JSON object"}}
 	}
+	// fields holds the last of a member given more than once.
+	var given [len(paymentFields)]int
+	for name := range memberNames(body) {
+		if i := slices.Index(paymentFields[:], name); i >= 0 {
+			given[i]++
+		}
+	}
 	var req paymentRequest
 	var errs []FieldError
 
 	if raw, ok := fields["amount"]; !ok {
 		errs = append(errs, FieldError{Field: "amount", Detail: detailRequired})
+	} else if given[0] > 1 {
+		errs = append(errs, FieldError{Field: "amount", Detail: detailRepeated})
 	} else {
 		n, err := intOf(raw)
 		if err != nil {
@@ -80,6 +94,8 @@ func decodePaymentMembers(body []byte,
 
 	if raw, ok := fields["currency"]; !ok {
 		errs = append(errs, FieldError{Field: "currency", Detail: detailRequired})
+	} else if given[1] > 1 {
+		errs = append(errs, FieldError{Field: "currency", Detail: detailRepeated})
 	} else {
 		c, err := stringOf(raw)
 		if err != nil || !isCurrency(c) {
@@ -91,6 +107,8 @@ func decodePaymentMembers(body []byte,
 
 	if raw, ok := fields["recipient"]; !ok {
 		errs = append(errs, FieldError{Field: "recipient", Detail: detailRequired})
+	} else if given[2] > 1 {
+		errs = append(errs, FieldError{Field: "recipient", Detail: detailRepeated})
 	} else {
 		r, err := stringOf(raw)
 		switch {
@@ -109,9 +127,14 @@ func decodePaymentMembers(body []byte,
 	return req, errs
 }
 
+// paymentFields are the members of a payment request, in the order their
+// FieldErrors are listed.
+var paymentFields = [...]string{"amount", "currency", "recipient"}
+
 // The details of a payment request's FieldErrors.
 const (
 	detailRequired       = "is required"
+	detailRepeated       = "is given more than once: JSON parsers differ on which value they take, so give it once"
 	detailAmountNumber   = "must be a JSON number: an integer of minor units, such as 1250"
 	detailAmountInteger  = "must be an integer of minor units, written without a fraction or exponent (1250, not 1250.0 or 1.25e3)"
 	detailAmountTooLarge = "must be at most 9223372036854775807"

@@ -13,8 +13,8 @@ import (
 // that is not UTF-8,
 // invalid JSON, anything after the object) it reports !ok and decides
 // nothing, and encoding/json takes the body. On the bodies it takes, it
-// answers as decodePaymentRequest does, the last of repeated members
-// included; TestScanPaymentRequestAgreesWithJSON holds it to that.
+// answers as decodePaymentRequest does, a field given more than once
+// refused; TestScanPaymentRequestAgreesWithJSON holds it to that.
 func scanPaymentRequest(body []byte) (req paymentRequest, errs []FieldError, ok bool) {
 	var amount, currency, recipient scannedValue
 	i := skipSpace(body, 0)
@@ -39,11 +39,11 @@ func scanPaymentRequest(body []byte) (req paymentRequest, errs []FieldError, ok 
 			}
 			switch string(key) {
 			case "amount":
-				amount = v
+				amount.set(v)
 			case "currency":
-				currency = v
+				currency.set(v)
 			case "recipient":
-				recipient = v
+				recipient.set(v)
 			}
 			if i = skipSpace(body, i); i == len(body) {
 				return req, nil, false
@@ -70,6 +70,8 @@ func scanPaymentRequest(body []byte) (req paymentRequest, errs []FieldError, ok 
 	switch amount.kind {
 	case kindAbsent:
 		errs = append(errs, FieldError{Field: "amount", Detail: detailRequired})
+	case kindRepeated:
+		errs = append(errs, FieldError{Field: "amount", Detail: detailRepeated})
 	case kindNull: // json.Unmarshal leaves the int64 at 0
 		errs = append(errs, FieldError{Field: "amount", Detail: detailAmountPositive})
 	case kindInteger:
@@ -92,6 +94,8 @@ func scanPaymentRequest(body []byte) (req paymentRequest, errs []FieldError, ok 
 	switch {
 	case currency.kind == kindAbsent:
 		errs = append(errs, FieldError{Field: "currency", Detail: detailRequired})
+	case currency.kind == kindRepeated:
+		errs = append(errs, FieldError{Field: "currency", Detail: detailRepeated})
 	case currency.kind != kindString || !isCurrency(currency.raw):
 		errs = append(errs, FieldError{Field: "currency", Detail: detailCurrency})
 	default:
@@ -100,6 +104,8 @@ func scanPaymentRequest(body []byte) (req paymentRequest, errs []FieldError, ok 
 	switch {
 	case recipient.kind == kindAbsent:
 		errs = append(errs, FieldError{Field: "recipient", Detail: detailRequired})
+	case recipient.kind == kindRepeated:
+		errs = append(errs, FieldError{Field: "recipient", Detail: detailRepeated})
 	case recipient.kind != kindString || len(bytes.TrimSpace(recipient.raw)) == 0:
 		errs = append(errs, FieldError{Field: "recipient", Detail: detailRecipient})
 	default:
@@ -133,7 +139,17 @@ const (
 	kindNumber                   // any other number
 	kindNull
 	kindBool
+	kindRepeated // given more than once, whatever the values
 )
+
+// set records v as the member's value, or that the member is repeated.
+func (m *scannedValue) set(v scannedValue) {
+	if m.kind != kindAbsent {
+		*m = scannedValue{kind: kindRepeated}
+		return
+	}
+	*m = v
+}
 
 // skipSpace returns the index of the first byte of b at or after i that is
 // not JSON whitespace, or len(b).

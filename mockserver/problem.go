@@ -21,7 +21,8 @@ const (
 	// whose body is not a valid payment: not JSON, an amount that is not a
 	// positive integer, a currency that is not three letters, an empty
 	// recipient or one that contains U+0000 (which no ledger could store
-	// in PostgreSQL). Its "errors" member lists the offending fields. The status is
+	// in PostgreSQL), a field given more than once. Its "errors" member
+	// lists the offending fields. The status is
 	// 400, not 422, because 422 is what the idempotency contract answers for a
 	// key reused with a different payload.
 	ProblemValidation = problemBase + "ProblemValidation"
