@@ -72,9 +72,11 @@ func (s *Server) adminRoutes() []route {
 }
 
 // readAdminBody decodes an admin request body into a T: one JSON object of
-// T's fields only, named to the letter, and nothing after it but white
+// T's fields only, named to the letter, each an integer in its range
+// (adminRanges), and nothing after it but white
 // space, so that a misspelt field, one in another case, or one of another
-// endpoint, is an error rather than a silent default. An empty body is an empty request; an endpoint that takes
+// endpoint, is an error rather than a silent default. Its details are in
+// the API's words, never Go's (adminDecodeDetail). An empty body is an empty request; an endpoint that takes
 // no field reads a struct{}, which refuses every field.
 // It answers a body it refuses, one over maxAdminBody included, with a 400
 // problem and reports false.
@@ -106,9 +108,17 @@ func readAdminBody[T any](w http.ResponseWriter, r *http.Request) (T, bool) {
 		if err = dec.Decode(&fr); err == nil && len(bytes.TrimSpace(body[dec.InputOffset():])) > 0 {
 			err = errors.New("more than one JSON value")
 		}
+		if err != nil {
+			badAdmin(w, adminDecodeDetail(err))
+			return fr, false
+		}
 	}
 	if err != nil {
 		badAdmin(w, "body must be a JSON object of the documented fields: "+err.Error())
+		return fr, false
+	}
+	if err := checkAdminRanges(fr); err != nil {
+		badAdmin(w, err.Error())
 		return fr, false
 	}
 	return fr, true
@@ -151,14 +161,11 @@ func exactFieldNames(body []byte, fields []string) error {
 }
 
 // requiredMillis converts the delay_ms or latency_ms field called name,
-// ms, to a duration. Its error, for a field that is absent or out of
-// range, is the detail of a 400 answer.
+// ms, in range (readAdminBody checked it), to a duration. Its error, for
+// a field that is absent, is the detail of a 400 answer.
 func requiredMillis(name string, ms *int64) (time.Duration, error) {
 	if ms == nil {
 		return 0, errors.New(name + " is required")
-	}
-	if *ms < 0 || *ms > maxAdminMS {
-		return 0, fmt.Errorf("%s must be between 0 and %d", name, maxAdminMS)
 	}
 	return time.Duration(*ms) * time.Millisecond, nil
 }

@@ -86,7 +86,9 @@
 // The same over HTTP under AdminPrefix, JSON in and out. A count defaults to
 // 1 and may take the pending faults of its kind up to MaxFaultCount;
 // delay_ms and latency_ms go from 0 to 3600000 (one hour); status, when
-// given, from 400 to 599. Each endpoint takes only the fields listed for
+// given, from 400 to 599; each is a JSON integer, written without a
+// fraction or an exponent, and a 400 answer to one of another type or out
+// of range says so in these words. Each endpoint takes only the fields listed for
 // it (expire-keys, reset and DELETE faults take none: an empty body or
 // {}): unknown fields (a field of another endpoint too, or one named in
 // another case: names are case-sensitive, unlike encoding/json's), a

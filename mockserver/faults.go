@@ -66,10 +66,10 @@ func (f *faults) snapshot() Faults {
 // faults of a kind past MaxFaultCount.
 func checkCount(n, pending int) error {
 	if n < 0 {
-		return fmt.Errorf("mockserver: negative count %d", n)
+		return fmt.Errorf("negative count %d", n)
 	}
 	if n > MaxFaultCount-pending {
-		return fmt.Errorf("mockserver: count %d would take the pending faults of this kind past %d (%d pending)", n, MaxFaultCount, pending)
+		return fmt.Errorf("count %d would take the pending faults of this kind past %d (%d pending)", n, MaxFaultCount, pending)
 	}
 	return nil
 }
@@ -96,7 +96,7 @@ func dequeue[T any](q *[]T) (v T, ok bool) {
 
 func (f *faults) addFail(n, status int) error {
 	if status < 400 || status > 599 {
-		return fmt.Errorf("mockserver: injected status %d is not in 400..599", status)
+		return fmt.Errorf("injected status %d is not in 400..599", status)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -115,7 +115,7 @@ func (f *faults) addDrop(n int) error {
 
 func (f *faults) addDelay(n int, d time.Duration) error {
 	if d < 0 {
-		return fmt.Errorf("mockserver: negative delay %v", d)
+		return fmt.Errorf("negative delay %v", d)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -124,7 +124,7 @@ func (f *faults) addDelay(n int, d time.Duration) error {
 
 func (f *faults) setLatency(d time.Duration) error {
 	if d < 0 {
-		return fmt.Errorf("mockserver: negative latency %v", d)
+		return fmt.Errorf("negative latency %v", d)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -176,7 +176,7 @@ func (f *faults) getLatency() time.Duration {
 // status is not in 400..599. It is safe for concurrent use.
 func (s *Server) FailNext(n, status int) {
 	if err := s.faults.addFail(n, status); err != nil {
-		panic(err)
+		panic(fmt.Errorf("mockserver: %w", err))
 	}
 }
 
@@ -196,7 +196,7 @@ func (s *Server) FailNext(n, status int) {
 // use.
 func (s *Server) DropAfterCommitNext(n int) {
 	if err := s.faults.addDrop(n); err != nil {
-		panic(err)
+		panic(fmt.Errorf("mockserver: %w", err))
 	}
 }
 
@@ -208,7 +208,7 @@ func (s *Server) DropAfterCommitNext(n int) {
 // take the pending delays past MaxFaultCount. It is safe for concurrent use.
 func (s *Server) DelayNext(n int, d time.Duration) {
 	if err := s.faults.addDelay(n, d); err != nil {
-		panic(err)
+		panic(fmt.Errorf("mockserver: %w", err))
 	}
 }
 
@@ -221,7 +221,7 @@ func (s *Server) DelayNext(n int, d time.Duration) {
 // concurrent use.
 func (s *Server) SetLatency(d time.Duration) {
 	if err := s.faults.setLatency(d); err != nil {
-		panic(err)
+		panic(fmt.Errorf("mockserver: %w", err))
 	}
 }
 
