@@ -93,6 +93,11 @@
 // middleware and are not counted there; GET /_mock/keys/{key} lists them.
 // Without -metrics, /metrics is a 404 problem like any unknown path.
 //
+// A command line it refuses is told on stderr in one line, with a hint for
+// the usual mistakes (a boolean flag takes its value after "=", as in
+// -admin=false; a duration needs a unit, as in -ttl 5s), and a line that
+// points at -h, which prints the flags; it then exits with status 2.
+//
 // It prints one line with its URL once it accepts connections. SIGINT or
 // SIGTERM stops it gracefully: no new connections, requests in flight are
 // answered, then it exits. A second signal exits at once.

@@ -39,7 +39,10 @@
 //
 // Exit status: 0 when every MUST check passed, 1 when one failed, 2 on a
 // usage error or when the endpoint could not be reached. A failed SHOULD
-// exits 0 unless -strict is given, which makes it exit 1 too.
+// exits 0 unless -strict is given, which makes it exit 1 too. A usage
+// error is told on stderr as cmd/mockserver tells it: in one line, with a
+// hint for the usual mistakes (-json=true, not -json true; -ttl 5s, not
+// -ttl 5), and a line that points at the subcommand's -h.
 package main
 
 import (

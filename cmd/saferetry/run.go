@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/saferetry/saferetry/conformance"
+	"github.com/saferetry/saferetry/internal/cliflag"
 	"github.com/saferetry/saferetry/internal/mockcmd"
 )
 
@@ -106,11 +107,8 @@ func parseCheck(args []string, stderr io.Writer) (*checkFlags, error) {
 	fs.StringVar(&f.junit, "junit", "", "also write a JUnit XML report to this `file`")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "print the requests it would send, and send none")
 	fs.BoolVar(&f.strict, "strict", false, "exit 1 when a SHOULD check fails too, not only a MUST (for CI); the report and -json's \"passed\" still count MUSTs only")
-	if err := fs.Parse(args); err != nil {
+	if err := cliflag.Parse(fs, args); err != nil {
 		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("saferetry check: unexpected arguments %q", fs.Args())
 	}
 	methodSet := false
 	fs.Visit(func(fl *flag.Flag) { methodSet = methodSet || fl.Name == "method" })

@@ -26,6 +26,7 @@ import (
 	"github.com/saferetry/saferetry/idempotency/memstore"
 	"github.com/saferetry/saferetry/idempotency/pgstore"
 	"github.com/saferetry/saferetry/idempotency/redisstore"
+	"github.com/saferetry/saferetry/internal/cliflag"
 	"github.com/saferetry/saferetry/mockserver"
 	"github.com/saferetry/saferetry/mockserver/pgledger"
 	"github.com/saferetry/saferetry/mockserver/redisledger"
@@ -135,7 +136,9 @@ type settings struct {
 	memoryOnly                          []string // the memory-store flags given
 }
 
-// parseFlags parses and checks the command line.
+// parseFlags parses and checks the command line. A command line that
+// cliflag.Parse refuses is told as it tells it: once, with a hint, and a
+// line pointing at -h, not with the whole usage.
 func parseFlags(name string, args []string, stderr io.Writer) (settings, error) {
 	st := settings{balances: balanceFlag{}}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
@@ -166,11 +169,8 @@ func parseFlags(name string, args []string, stderr io.Writer) (settings, error) 
 	fs.DurationVar(&st.work, "payment-work", 0, "how long the handler works after paying, before it answers (0: at once)")
 	fs.BoolVar(&st.metrics, "metrics", false, "serve Prometheus text of the idempotency metrics at "+mockserver.MetricsPath)
 	fs.BoolVar(&st.verbose, "v", false, "log executions and injected faults to stderr")
-	if err := fs.Parse(args); err != nil {
+	if err := cliflag.Parse(fs, args); err != nil {
 		return st, err
-	}
-	if fs.NArg() > 0 {
-		return st, fmt.Errorf("mockserver: unexpected arguments %q", fs.Args())
 	}
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "max-entries" || f.Name == "max-bytes" {
