@@ -46,3 +46,27 @@ func TestPaceHelpNamesAValue(t *testing.T) {
 		t.Errorf("-pace 0: %v", err)
 	}
 }
+
+// TestFlagErrorSaidOnce: a refused command line prints nothing of its
+// own (the caller prints the error once), and the error has the shared
+// CLIs' hint and the line that points at -h: package flag printed the
+// whole usage and the error, then main printed the error again.
+func TestFlagErrorSaidOnce(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-timeout", "5"}, "a duration needs a unit"},
+		{[]string{"-keep", "false"}, "-keep=false"},
+		{[]string{"long"}, `unexpected argument "long"`},
+	} {
+		var stderr bytes.Buffer
+		_, err := parseFlags(tt.args, &stderr)
+		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), `Run "chaos -h" for the flags.`) {
+			t.Errorf("parseFlags %q = %v; want an error saying %q and pointing at -h", tt.args, err, tt.want)
+		}
+		if stderr.Len() != 0 {
+			t.Errorf("parseFlags %q printed %q; want nothing (the caller prints the error once)", tt.args, stderr.String())
+		}
+	}
+}
