@@ -55,6 +55,7 @@ import (
 	"time"
 
 	"github.com/saferetry/saferetry/internal/chaos"
+	"github.com/saferetry/saferetry/internal/cliflag"
 )
 
 func main() {
@@ -162,11 +163,8 @@ func parseFlags(args []string, stderr io.Writer) (plan, error) {
 	pace := fs.Duration("pace", 0, "spread each cell's operations over at least this long (0: unpaced; not given: the profile's)")
 	timeout := fs.Duration("timeout", 0, "bound of the whole run (0: the profile's)")
 	keep := fs.Bool("keep", false, "keep the work directory")
-	if err := fs.Parse(args); err != nil {
+	if err := cliflag.Parse(fs, args); err != nil {
 		return plan{}, err
-	}
-	if fs.NArg() > 0 {
-		return plan{}, fmt.Errorf("chaos: unexpected arguments %q", fs.Args())
 	}
 	paceSet := false
 	fs.Visit(func(f *flag.Flag) { paceSet = paceSet || f.Name == "pace" })

@@ -16,8 +16,8 @@ func TestParseFlagsRefusesWhatItWouldIgnore(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"long"}, "unexpected arguments"},
-		{[]string{"-stores", "redis", "kill"}, "unexpected arguments"},
+		{[]string{"long"}, "unexpected argument"},
+		{[]string{"-stores", "redis", "kill"}, "unexpected argument"},
 		{[]string{"-ops", "-5"}, "-ops"},
 		{[]string{"-timeout", "-1m"}, "-timeout"},
 		{[]string{"-pace", "-2s"}, "-pace"},
