@@ -64,3 +64,34 @@ func TestParseHints(t *testing.T) {
 		t.Errorf("usage after a refused command line does not name the flags' types:\n%s", out.String())
 	}
 }
+
+// TestParseDurationHintParses: a duration's hint suggests only values
+// that the flag takes; a number that no unit makes a duration (1e3, Inf,
+// 0x10, which strconv.ParseFloat reads) gets the general hint.
+func TestParseDurationHintParses(t *testing.T) {
+	for _, v := range []string{"5", "1.5", "-5", ".5", "1e3", "Inf", "NaN", "0x10", "+2"} {
+		var out bytes.Buffer
+		err := Parse(newFlagSet(&out), []string{"-ttl", v})
+		if err == nil {
+			t.Errorf("-ttl %s taken", v)
+			continue
+		}
+		msg := err.Error()
+		_, hint, ok := strings.Cut(msg, "needs a unit, such as ")
+		if !ok {
+			if !strings.Contains(msg, "want a duration") {
+				t.Errorf("-ttl %s: %q gives no hint", v, msg)
+			}
+			continue
+		}
+		hint, _, _ = strings.Cut(hint, "\n")
+		for _, s := range strings.FieldsFunc(hint, func(r rune) bool { return r == ',' || r == ' ' }) {
+			if s == "or" {
+				continue
+			}
+			if _, err := time.ParseDuration(s); err != nil {
+				t.Errorf("-ttl %s: the hint %q suggests %q, which is no duration: %v", v, msg, s, err)
+			}
+		}
+	}
+}
