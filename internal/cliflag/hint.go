@@ -46,7 +46,9 @@ func (h hintedValue) Set(v string) error {
 	}
 	switch h.Get().(type) {
 	case time.Duration:
-		if _, nerr := strconv.ParseFloat(v, 64); nerr == nil {
+		// A number that a unit makes a duration: not every one that
+		// strconv.ParseFloat reads (1e3, Inf, NaN) is.
+		if _, derr := time.ParseDuration(v + "s"); derr == nil {
 			return fmt.Errorf("a duration needs a unit, such as %ss, %sms or %sm", v, v, v)
 		}
 		return errors.New("want a duration, such as 300ms, 5s, 1m or 1h30m")
