@@ -1,8 +1,8 @@
 // Package cliflag parses the command lines of the module's commands
-// (cmd/mockserver, and saferetry's check and mock) alike: a command line
-// refused is told in one error, with a hint for the usual mistakes, and a
-// line pointing at -h, rather than the whole usage followed by the error
-// a second time, as package flag prints them.
+// (cmd/mockserver, saferetry's check and mock, and cmd/chaos) alike: a
+// command line refused is told in one error, with a hint for the usual
+// mistakes, and a line pointing at -h, rather than the whole usage
+// followed by the error a second time, as package flag prints them.
 package cliflag
 
 import (
