@@ -88,7 +88,9 @@
 // delay_ms and latency_ms go from 0 to 3600000 (one hour); status, when
 // given, from 400 to 599; each is a JSON integer, written without a
 // fraction or an exponent, and a 400 answer to one of another type or out
-// of range says so in these words. Each endpoint takes only the fields listed for
+// of range says so in these words (a null is taken as the field left
+// out: {"count":null} is a count of 1, {"delay_ms":null} is refused as
+// missing). Each endpoint takes only the fields listed for
 // it (expire-keys, reset and DELETE faults take none: an empty body or
 // {}): unknown fields (a field of another endpoint too, or one named in
 // another case: names are case-sensitive, unlike encoding/json's), a
