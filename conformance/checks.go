@@ -32,7 +32,7 @@ var checks = []check{
 	{CheckReplay, "same key and body: same status and body, byte for byte", LevelMust, LevelMust},
 	{CheckReplayHeaders, "same key and body: the first answer's allow-listed headers", LevelMust, LevelMust},
 	{CheckReplayMarker, "the replay is marked Idempotent-Replayed: true", LevelInfo, LevelShould},
-	{CheckReuseRefused, "same key, another body: refused, neither run nor replayed", LevelMust, LevelMust},
+	{CheckReuseRefused, "same key, another body: refused, neither run nor replayed; at another path, not replayed", LevelMust, LevelMust},
 	{CheckReuseStatus, "same key, another body: 422 (stripe: 400, 409 or 422)", LevelShould, LevelShould},
 	{CheckConcurrentOnce, "concurrent requests with one key execute once", LevelMust, LevelMust},
 	{CheckConcurrent409, "the other concurrent requests get 409 in progress", LevelShould, LevelShould},
