@@ -91,3 +91,36 @@ func TestRetryKeepsItsKey(t *testing.T) {
 		})
 	}
 }
+
+// TestChangedKeyAfterKeylessHop: the refused retry's error carries the
+// request's first key also when the attempt before it ended on a hop sent
+// without the key (the GET after a 303 to another origin, answered 503):
+// the caller asks again with that key, not with none.
+func TestChangedKeyAfterKeylessHop(t *testing.T) {
+	rc := testkit.NewRecorder(
+		testkit.StatusH(http.StatusSeeOther, "Location", "http://cdn.test/receipts/7"),
+		testkit.Status(http.StatusServiceUnavailable),
+		testkit.Status(http.StatusCreated))
+	c := newRetryableWith(t, rc, func(c *retryablehttp.Client) {
+		c.PrepareRetry = func(r *http.Request) error {
+			r.Header.Set(saferetry.HeaderIdempotencyKey, "another-key")
+			return nil
+		}
+	})
+	resp, err := c.Do(rhReq(t, context.Background(), http.MethodPost, "x"))
+	s := rc.Seen()
+	if len(s) != 2 || len(s[0].Keys) != 1 || len(s[1].Keys) != 0 {
+		t.Fatalf("round trips %+v, want the POST with a key and the GET elsewhere without", s)
+	}
+	var e *saferetry.Error
+	if resp != nil || !errors.As(err, &e) || !errors.Is(err, saferetry.ErrOutcomeUnknown) || e.Key != s[0].Keys[0] {
+		t.Fatalf("resp %v, err %v (key %q); want saferetry.ErrOutcomeUnknown with key %q", resp, err, keyOf(e), s[0].Keys[0])
+	}
+}
+
+func keyOf(e *saferetry.Error) string {
+	if e == nil {
+		return ""
+	}
+	return e.Key
+}
