@@ -17,10 +17,10 @@ import (
 type rhOp struct {
 	state  retrypolicy.State // state.Attempt counts the attempts made
 	req    *http.Request     // the last attempt's request, as sent
-	key    string
-	opKey  string // the first attempt's key, which its retries keep
-	keyErr error  // the supplied key is invalid: nothing is sent
-	sent   bool   // some attempt may have reached the server
+	key    string            // the last attempt's key: its last hop's, or opKey for a retry refused for its key
+	opKey  string            // the first attempt's key, which its retries keep
+	keyErr error             // the supplied key is invalid: nothing is sent
+	sent   bool              // some attempt may have reached the server
 	// final is the answer that checkRetry found final: retryablehttp
 	// asks about it again, with the error of the request's
 	// ResponseHandler, and one answer settles the budget once.

@@ -29,8 +29,11 @@ func (t *rhTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		// A retry's key made invalid by a hook is not the first
 		// attempt's either: the request ends with its earlier
 		// attempts' outcome, not with an invalid key's, which says that
-		// nothing was sent.
+		// nothing was sent; its key is the request's, which the
+		// outcome names (the attempt before may have ended on a hop
+		// sent without it).
 		retrypolicy.CloseBody(r)
+		st.key = st.opKey
 		return nil, &attemptError{req: r, key: st.opKey, err: errKeyChanged}
 	}
 	if r.Response != nil {
