@@ -99,20 +99,13 @@ func (a *adapter) checkRetry(ctx context.Context, resp *http.Response, err error
 // retryablehttp, which drains it after CheckRetry, does not (a caller
 // that recovers, as net/http's server does for a handler, would be left
 // with its connection held). The classifier runs before any cost is
-// spent, so the budget has nothing to refund.
-func (a *adapter) decide(o retrypolicy.Outcome, s *retrypolicy.State) retrypolicy.Verdict {
-	if a.policy.Classify != nil && o.Response != nil && o.Response.Body != nil {
-		decided := false
-		defer func() {
-			if !decided {
-				o.Response.Body.Close()
-			}
-		}()
-		v := a.policy.Decide(o, s, time.Now)
-		decided = true
-		return v
+// spent, so the budget has nothing to refund (see guard).
+func (a *adapter) decide(o retrypolicy.Outcome, s *retrypolicy.State) (v retrypolicy.Verdict) {
+	if a.policy.Classify == nil {
+		return a.policy.Decide(o, s, time.Now)
 	}
-	return a.policy.Decide(o, s, time.Now)
+	guard(nil, o.Response, func() { v = a.policy.Decide(o, s, time.Now) })
+	return v
 }
 
 // retried is called before a retry that checkRetry allowed is sent, once
