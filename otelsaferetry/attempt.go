@@ -73,8 +73,9 @@ func (l *attemptLayer) RoundTrip(r *http.Request) (*http.Response, error) {
 		op.endIt = true
 		return resp, nil
 	}
-	// Held until the hook has seen the attempt (see spanBody.hold), and
-	// for a final answer until RoundTrip returns it.
+	// Held until the hook has seen the attempt (see spanBody.hold): a
+	// retried answer then until the Transport's drain reads it (see
+	// spanBody.releaseOnRead), a final one until RoundTrip returns it.
 	var b *spanBody
 	resp.Body, b = newSpanBody(resp.Body, span)
 	b.hold()
