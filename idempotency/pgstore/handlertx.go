@@ -253,13 +253,27 @@ func (h *handlerTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns 
 // SendBatch returns results that hold the request's Tx until they are
 // closed (see lock).
 func (h *handlerTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	tx, _, err := h.lockedTx(ctx)
+	tx, unlock, err := h.lockedTx(ctx)
 	if err != nil {
 		return pgx.FailedBatchResults(b, err)
 	}
+	held := false
+	defer unlockUnlessHeld(unlock, &held)
 	br := tx.SendBatch(ctx, b)
 	h.t.lk.setBusy(errRowsOpen)
+	held = true
 	return &heldBatch{BatchResults: br, ctx: ctx, t: h.t}
+}
+
+// unlockUnlessHeld lets the lock go unless *held: Query and SendBatch
+// defer it, so that a panic in pgx (a tracer's) before their rows or
+// results exist, which would hold it, lets it go, rather than leave every
+// later statement and the request's end waiting for a Close that cannot
+// come.
+func unlockUnlessHeld(unlock func(), held *bool) {
+	if !*held {
+		unlock()
+	}
 }
 
 // LargeObjects begins the block, if need be, without a deadline; when that
@@ -302,14 +316,16 @@ func (h *handlerTx) Query(ctx context.Context, sql string, args ...any) (pgx.Row
 	if err != nil {
 		return failedRows{err}, err
 	}
+	held := false
+	defer unlockUnlessHeld(unlock, &held)
 	rows, err := tx.Query(ctx, sql, args...)
 	if err != nil {
 		rows.Close()
 		err = h.t.checkBlock(ctx, err)
-		unlock()
 		return failedRows{err}, err
 	}
 	h.t.lk.setBusy(errRowsOpen)
+	held = true
 	return &heldRows{Rows: rows, ctx: ctx, t: h.t}, nil
 }
 
