@@ -45,8 +45,8 @@ func (s *Store) Drain(ctx context.Context) error {
 // the goroutine then waits for their answer (at most the lease from then,
 // after which the claim has lapsed anyway), releases a claim acquired for
 // the caller that left, and then lets go of the place in the gate that
-// Claim entered (Claim must not); Drain waits for it. The connection is had on ctx, so a
-// caller that left waits for no connection. A Release that fails leaves
+// Claim entered (Claim must not); Drain waits for it. The connection is
+// had on ctx, so a caller that left waits for no connection. A Release that fails leaves
 // the claim to lapse with its lease. A panic in the statements (a pgx
 // tracer's) is raised again on the caller's goroutine, or, once it left,
 // dropped there, where no recover could reach it; a claim whose answer

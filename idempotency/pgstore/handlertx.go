@@ -14,9 +14,8 @@ var _ pgx.Tx = (*handlerTx)(nil)
 
 // handlerTx is the transaction a handler gets in transactional mode: the
 // pgx.Tx of the request's transaction block, refusing every statement with
-// pgx.ErrTxClosed once the request's Tx began to commit or roll back
-// (see lock). The
-// COMMIT goes in a batch with the stored outcome, so the pgx.Tx itself
+// pgx.ErrTxClosed once the request's Tx began to commit or roll back (see
+// lock). The COMMIT goes in a batch with the stored outcome, so the pgx.Tx itself
 // never learns that it ended; without this guard a handler that kept it
 // would run statements on a connection back in the pool, in another
 // request's transaction. A Tx whose Context was taken before any claim
@@ -80,33 +79,33 @@ func newHandlerTx(t *Tx) *handlerTx {
 // and returns the function that lets it go. A handler may return while a
 // goroutine of its own still runs a statement on the transaction (an audit
 // write, fire and forget), or still reads its rows (Query) or a batch's
-// results (SendBatch); the request's Commit or Rollback, which holds the
-// Tx too, then waits for that statement, and the Commit until the rows or
-// results are closed, as long as its context lets it (the Middleware's
-// store timeout), and the statement commits or rolls back with the
-// request (the Rollback closes the connection under open rows or results
-// at once: see Tx.Rollback);
-// every later one is refused with pgx.ErrTxClosed: from the moment the
+// results (SendBatch). Without the lock that statement and the request's
+// Commit ran on the connection at once, which a pgx.Conn does not allow
+// (the Commit failed "conn busy", and the request got 503), and a
+// statement that passed the check of ended just before the Tx released its
+// connection ran on it in the pool. The request's Commit and Rollback take
+// the lock too (txLock.lockEnd): they wait for the statement running,
+// which commits or rolls back with the request, and the Commit waits for
+// rows or results until they are closed, while the Rollback closes the
+// connection under them at once (see Tx.Rollback). From the moment the
 // Commit or Rollback asks for the lock, a statement that asks for it, or
-// waits for it already (behind the one running), is refused at once, so
-// that a goroutine issuing statements in a loop neither delays the
-// request's end nor runs a statement that began after it. Without the
-// lock the two ran on the connection at once, which a pgx.Conn does not
-// allow (the Commit failed "conn busy", and the request got 503), and a
-// statement that passed the check of ended just before the Tx released
-// its connection ran on it in the pool. The statement's own wait for the
-// lock ends with its context.
+// waits for it already (behind the one running), is refused at once with
+// pgx.ErrTxClosed, so that a goroutine issuing statements in a loop
+// neither delays the request's end nor runs a statement that began after
+// it. Each wait ends with its context: the Commit's and Rollback's with
+// the Middleware's store timeout, a statement's with its own.
 //
 // Rows and batch results hold the lock until they are closed (pgx closes
 // rows read to their end, or whose Scan failed), as pgx's connection is
 // busy exactly that long, and mark it busy: a statement on the
 // transaction meanwhile, of the goroutine that reads them or of another,
 // is refused at once with errRowsOpen, as pgx refuses it ("conn busy"),
-// instead of waiting for a Close that may never come. So is one that a
-// CopyFrom's source runs, which pgx reads, holding the lock, on a
-// goroutine of pgx's own: the connection is in the COPY, and the
-// statement is refused with errCopyBusy, as pgx refuses it; so is a
-// statement of another goroutine that comes while the source runs.
+// instead of waiting for a Close that may never come; so is one asking
+// after the Commit or Rollback did. So is one that a CopyFrom's source
+// runs, which pgx reads, holding the lock, on a goroutine of pgx's own:
+// the connection is in the COPY, and the statement is refused with
+// errCopyBusy, as pgx refuses it; so is a statement of another goroutine
+// that comes while the source runs.
 func (h *handlerTx) lock(ctx context.Context) (unlock func(), err error) {
 	if err := h.t.lk.lock(ctx); err != nil {
 		return nil, err

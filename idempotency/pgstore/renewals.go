@@ -133,8 +133,8 @@ func connBroken(err error) bool {
 // renewals (see WithRenewalConns) and the LISTEN connection of waiting
 // requests (see Watch), whose goroutine has returned when Close does. It
 // does not close the pool given to New. Call it when done with the Store,
-// after Drain and before closing that pool. It waits up to 2 s for a database that does
-// not answer, then cuts those connections. The Store stays usable; later
+// after Drain and before closing that pool. It waits up to 2 s for a
+// database that does not answer, then cuts those connections. The Store stays usable; later
 // renewals use the main pool (so do those in flight that found the
 // renewal pool closed), and the requests waiting meanwhile are woken and
 // poll (Watch returns an error from then on). Close is safe to call more

@@ -238,42 +238,45 @@ func (t *Tx) PgxTx() pgx.Tx {
 
 // TxFromContext returns the transaction that transactional mode hands to the
 // handler, and whether ctx carries one. Handlers write through it so that
-// their writes commit or roll back together with the idempotency record; they
-// must not commit or roll it back themselves (its Commit is refused with
-// ErrHandlerCommit, and commits nothing). A statement sent through it
-// that ends the transaction block (COMMIT, END, ROLLBACK, ABORT) fails
-// with ErrHandlerEndedTx, which says what becomes of the request and its
-// key, and so does every later statement; the request's commit fails with
-// it too. That is caught after each statement, and at the commit, from
-// the transaction status that pgx keeps (no round trip). Statements run
-// on the connection from its Conn method are not: a transaction begun on
-// it (pgx.BeginFunc on it, code written for a *pgx.Conn), whose BEGIN
+// their writes commit or roll back together with the idempotency record.
+// Handlers may also be served by lease mode or a non-PostgreSQL store, in
+// which case ok is false and they should use their own connection.
+//
+// Handlers must not commit or roll it back themselves: its Commit is
+// refused with ErrHandlerCommit, and commits nothing. A statement sent
+// through it that ends the transaction block (COMMIT, END, ROLLBACK,
+// ABORT) fails with ErrHandlerEndedTx, which says what becomes of the
+// request and its key, and so do every later statement and the request's
+// commit. That is caught after each statement, and at the commit, from the
+// transaction status that pgx keeps (no round trip). Statements run on the
+// connection from its Conn method are not: a transaction begun on it
+// (pgx.BeginFunc on it, code written for a *pgx.Conn), whose BEGIN
 // PostgreSQL ignores inside the open block, ends the request's with its
 // COMMIT, and what it runs after that commits on its own, before the next
 // statement on the transaction or the commit catches it. Nor is a query
 // string that ends the block and begins another ("COMMIT; BEGIN", or a
 // batch of the two): the status is in a block again, the claim and the
-// writes before it are committed, and a retry may take over the key
-// while the request still runs. Pass the handler's code the pgx.Tx, not
-// its Conn, and never send transaction control through either. Handlers may also be served by
-// lease mode or a non-PostgreSQL store, in which case ok is false and they
-// should use their own connection. Once the request's commit or rollback
-// began the returned transaction refuses every statement with
-// pgx.ErrTxClosed, also one that was waiting for a statement of another
-// goroutine of the handler to end. A
-// statement (Exec, QueryRow and its Scan, CopyFrom) that a goroutine of
-// the handler still runs when the request ends is waited for, and so are
-// rows (Query) and a batch's results (SendBatch) that it still reads,
-// until they are closed (pgx closes rows read to their end): they commit
-// or roll back with the request. The commit's wait is bounded by the
-// Middleware's store timeout (idempotency.DefaultStoreTimeout): a
-// statement still running then, or rows or results not closed, fail the
-// commit, nothing is committed, the client gets 503 and the connection is
-// closed. A rollback (a status that
-// is not stored, a panic) does not wait for rows or results: it closes
-// the connection under them at once. As pgx's connection, the transaction runs
-// no statement while its rows or a batch's results are open: such a
-// statement fails at once ("conn busy"), whichever goroutine runs it.
+// writes before it are committed, and a retry may take over the key while
+// the request still runs. Pass the handler's code the pgx.Tx, not its
+// Conn, and never send transaction control through either.
+//
+// As on pgx's connection, one statement runs at a time (a statement of
+// another goroutine waits for it), and none while rows (Query) or a
+// batch's results (SendBatch) are open: such a statement fails at once
+// ("conn busy"), whichever goroutine runs it. A statement (Exec, QueryRow,
+// CopyFrom) that a goroutine of the handler still runs when the request
+// ends is waited for, and so are, by the commit, rows and batch results
+// that it still reads, until they are closed (pgx closes rows read to
+// their end): they commit or roll back with the request. From the moment
+// the request's commit or rollback begins, every statement is refused with
+// pgx.ErrTxClosed (or "conn busy" while rows or results are open), also
+// one that was waiting for a statement of another goroutine. The commit's
+// wait is bounded by the Middleware's store timeout
+// (idempotency.DefaultStoreTimeout): a statement still running then, or
+// rows or results not closed, fail the commit, nothing is committed, the
+// client gets 503 and the connection is closed. A rollback (a status that
+// is not stored, a panic) waits as long for a statement, but not for rows
+// or results: it closes the connection under them at once.
 func TxFromContext(ctx context.Context) (tx pgx.Tx, ok bool) {
 	tx, ok = ctx.Value(txKey{}).(pgx.Tx)
 	return tx, ok
@@ -655,8 +658,8 @@ func (t *Tx) endedByHandler(ctx context.Context) error {
 //
 // It first waits until no statement, rows or batch results of the handler
 // hold the transaction (see TxFromContext), refusing from then on every
-// statement of the handler that asks for it, or waits; when ctx ends first, it fails
-// with an error saying so, and commits nothing. When a statement of the
+// statement of the handler that asks for it, or waits; when ctx ends
+// first, it fails with an error saying so, and commits nothing. When a statement of the
 // handler ended the transaction block, it stores nothing and fails with
 // ErrHandlerEndedTx (see there).
 func (t *Tx) Commit(ctx context.Context) error {

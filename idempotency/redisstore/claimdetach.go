@@ -52,10 +52,10 @@ func (s *Store) Drain(ctx context.Context) error {
 // its answer (as long as the client's ReadTimeout lets any read wait),
 // releases a claim acquired for the caller that left, and then lets go of
 // g, the place that Claim entered (Claim must not); Drain waits for it. A
-// Release that fails leaves the claim to lapse with its lease. On a client that reads under
-// the context's deadline (ContextTimeoutEnabled), the round trips are read
-// for a lease at most, after which a claim they made has lapsed: with no
-// ReadTimeout, a lost connection would otherwise keep the goroutine, and
+// Release that fails leaves the claim to lapse with its lease. On a
+// client that reads under the context's deadline (ContextTimeoutEnabled),
+// the round trips are read for a lease at most, after which a claim they
+// made has lapsed: with no ReadTimeout, a lost connection would otherwise keep the goroutine, and
 // g's place, for ever, where the caller's deadline used to end the read,
 // and a few such Claims would fill g for every later one. (Another client
 // reads under its ReadTimeout alone, as it did for the caller.) Under
