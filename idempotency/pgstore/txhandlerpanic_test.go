@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/saferetry/saferetry/idempotency/pgstore"
 )
 
 // tracerPanicMarker marks the statements that markerTracer panics on.
@@ -88,5 +91,56 @@ func TestTxHandlerStatementPanicLetsTheTxGo(t *testing.T) {
 			}
 			commitOutcome(t, tx, k, r.Token)
 		})
+	}
+}
+
+// armedTracer is a pgx tracer with a bug: once armed, the next statement
+// panics in TraceQueryStart, before pgx sends it.
+type armedTracer struct{ armed atomic.Bool }
+
+func (a *armedTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	if a.armed.CompareAndSwap(true, false) {
+		panic(errMarkerTracer)
+	}
+	return ctx
+}
+
+func (*armedTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TestTxHandlerRowsClosePanicLetsTheTxGo: rows of a handler's Query that
+// ended the transaction block (END) record the claim when they are
+// closed (see ErrHandlerEndedTx); a panic in that statement (a tracer's)
+// lets the request's transaction go: the handler that recovers is told
+// ErrHandlerEndedTx by its next statement, rather than wait for a lock
+// that nobody holds any more.
+func TestTxHandlerRowsClosePanicLetsTheTxGo(t *testing.T) {
+	tracer := &armedTracer{}
+	pool := newPool(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = tracer })
+	s := newTxStore(t, pool)
+	ctx := ctxT(t)
+	k := key("rows-close-panic")
+	tx, _, ptx := acquire(t, s, k)
+	t.Cleanup(func() {
+		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = tx.Rollback(rctx)
+	})
+	rows, err := ptx.Query(ctx, "END")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracer.armed.Store(true)
+	func() {
+		defer func() {
+			if p := recover(); p != errMarkerTracer {
+				t.Fatalf("recovered %v; want the tracer's panic", p)
+			}
+		}()
+		rows.Close()
+	}()
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := ptx.Exec(sctx, `SELECT 1`); !errors.Is(err, pgstore.ErrHandlerEndedTx) {
+		t.Fatalf("a statement after the recovered panic: %v; want ErrHandlerEndedTx", err)
 	}
 }
