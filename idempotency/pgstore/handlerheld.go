@@ -26,8 +26,8 @@ type heldRows struct {
 func (r *heldRows) release() {
 	if !r.released {
 		r.released = true
+		defer r.t.lk.unlock() // also when the block check panics (a tracer)
 		r.err = r.t.checkBlock(r.ctx, nil)
-		r.t.lk.unlock()
 	}
 }
 
@@ -83,8 +83,8 @@ func (b *heldBatch) Close() error {
 	err := b.BatchResults.Close()
 	if !b.released {
 		b.released = true
+		defer b.t.lk.unlock() // also when the block check panics (a tracer)
 		err = b.t.checkBlock(b.ctx, err)
-		b.t.lk.unlock()
 	}
 	return err
 }
