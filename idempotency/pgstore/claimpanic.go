@@ -12,10 +12,15 @@ import (
 // the Claim short can be released (see releaseAnswered): pgx scans the
 // row, then closes it, which calls the tracer's TraceQueryEnd, whose
 // panic would lose the answer with scanClaim's frame. The zero value
-// holds no claim; it is used by one goroutine.
+// holds no claim; it is used by one goroutine. It holds the whole row
+// the statement answers, so that the row is scanned into one allocation
+// (pgx's Scan takes its targets as pointers in interfaces, which move
+// them to the heap).
 type claimAnswer struct {
 	acquired bool
 	token    int64
+	tookOver bool
+	row      entryRow // the entry in the way, when the statement did not acquire
 }
 
 // releaseAnswered releases the claim that got holds when a panic (or

@@ -470,11 +470,8 @@ func scanClaim(row pgx.Row, got *claimAnswer) (idempotency.ClaimResult, error) {
 		got = new(claimAnswer)
 	}
 	*got = claimAnswer{} // an earlier statement's answer is not this one's
-	var (
-		tookOver bool
-		r        entryRow
-	)
-	err := row.Scan(&got.acquired, &got.token, &tookOver, &r.state, &r.fingerprint, &r.remainingUS,
+	r := &got.row
+	err := row.Scan(&got.acquired, &got.token, &got.tookOver, &r.state, &r.fingerprint, &r.remainingUS,
 		&r.status, &r.header, &r.headerBin, &r.body, &r.oversize)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return idempotency.ClaimResult{}, errLostRace
@@ -487,7 +484,7 @@ func scanClaim(row pgx.Row, got *claimAnswer) (idempotency.ClaimResult, error) {
 		if left == 0 {
 			left = -time.Microsecond // lapsed to the microsecond: not "unknown"
 		}
-		return idempotency.ClaimResult{Acquired: true, Token: got.token, TookOver: tookOver, LeaseRemaining: left}, nil
+		return idempotency.ClaimResult{Acquired: true, Token: got.token, TookOver: got.tookOver, LeaseRemaining: left}, nil
 	}
 	r.token = got.token
 	e, err := r.entry()
