@@ -48,9 +48,10 @@ func (a *adapter) wrapHooks() {
 }
 
 // guard runs the caller's code f (a hook, PrepareRetry, the classifier)
-// for the request whose state is st (nil: unknown, or none to refund). Should f panic, the panic goes on as it was, once resp's
-// body, if resp is not nil, is closed and the retry pending for st, never
-// to be made, has given its cost back.
+// for the request whose state is st (nil: unknown, or none to refund).
+// Should f panic, the panic goes on as it was, once resp's body, if resp
+// is not nil, is closed and the retry pending for st, never to be made,
+// has given its cost back.
 func guard(st *rhOp, resp *http.Response, f func()) {
 	done := false
 	defer func() {
