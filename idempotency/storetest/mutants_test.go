@@ -73,8 +73,9 @@ const (
 	// cancelledRenewApplies renews, then reports the cancelled context.
 	cancelledRenewApplies bug = "cancelledRenewApplies"
 	// completeCheckThenSet checks the token, then writes (Complete's
-	// outcome, Release's deletion) with the lock let go for a millisecond
-	// in between (a read, then an unconditional write), so that a takeover
+	// outcome, Release's deletion) with the lock let go for 5 ms in
+	// between (1 ms escaped LateCompleteRacesTakeover's claims about one
+	// run in ten, whose short pauses a loaded machine stretches) (a read, then an unconditional write), so that a takeover
 	// in between is completed or released.
 	completeCheckThenSet bug = "completeCheckThenSet"
 )
@@ -235,7 +236,7 @@ func (s *refStore) held(k idempotency.Key, token int64, renew bool, f func(e *re
 	}
 	if s.bug == completeCheckThenSet && !renew {
 		s.mu.Unlock()
-		time.Sleep(time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 		s.mu.Lock()
 		now = time.Now()
 	}
