@@ -45,22 +45,30 @@ func TestPanickingHookLetsGo(t *testing.T) {
 				resp, _ := tr.RoundTrip(newReq(t, context.Background(), http.MethodPost, `{"amount":1}`))
 				closeResp(resp)
 			})
-			bodies := rc.Bodies()
-			if len(bodies) != 1 {
-				t.Fatalf("%d attempts, want 1", len(bodies))
-			}
-			if !bodies[0].Closed() {
-				t.Error("the answer's body was left open")
-			}
-			if n := tr.policy.Budget.Available(); n != 100 {
-				t.Errorf("budget = %d after the panic, want 100", n)
-			}
+			wantLetGo(t, rc, tr)
 		})
 	}
 }
 
 // panickyHandler is a slog handler that panics on every record.
 type panickyHandler struct{ slog.Handler }
+
+// wantLetGo checks what a panic through one attempt must leave behind:
+// the attempt's answer closed, and the Transport's budget (100 tokens) full
+// again, the planned retry's cost given back.
+func wantLetGo(t *testing.T, rc *testkit.Recorder, tr *Transport) {
+	t.Helper()
+	bodies := rc.Bodies()
+	if len(bodies) != 1 {
+		t.Fatalf("%d attempts, want 1", len(bodies))
+	}
+	if !bodies[0].Closed() {
+		t.Error("the answer's body was left open")
+	}
+	if n := tr.policy.Budget.Available(); n != 100 {
+		t.Errorf("budget = %d after the panic, want 100", n)
+	}
+}
 
 func (panickyHandler) Enabled(context.Context, slog.Level) bool  { return true }
 func (panickyHandler) Handle(context.Context, slog.Record) error { panic("logger") }
@@ -100,16 +108,7 @@ func TestPanickingCallerCodeLetsGo(t *testing.T) {
 					resp, _ := tr.RoundTrip(req)
 					closeResp(resp)
 				})
-				bodies := rc.Bodies()
-				if len(bodies) != 1 {
-					t.Fatalf("%d attempts, want 1", len(bodies))
-				}
-				if !bodies[0].Closed() {
-					t.Error("the answer's body was left open")
-				}
-				if n := tr.policy.Budget.Available(); n != 100 {
-					t.Errorf("budget = %d after the panic, want 100", n)
-				}
+				wantLetGo(t, rc, tr)
 			})
 		}
 	}
