@@ -135,3 +135,9 @@ func portsFree(base, n int, bus bool) bool {
 	}
 	return true
 }
+
+// ephemeralPorts returns the system's range of ephemeral ports, 32768-60999
+// (Linux's default) when it cannot be read.
+func ephemeralPorts() (lo, hi int) {
+	return 32768, 60999
+}

@@ -58,3 +58,43 @@ func TestFreePorts(t *testing.T) {
 		t.Errorf("9 ports in a range of 8: failed %v %q, want a failure", f.failed, f.msg)
 	}
 }
+
+// TestFreePortsOutsideEphemeral: unconfined, FreePorts picks ports, bus
+// ports included, outside the system's ephemeral range, which outgoing
+// connections take their local ports from: a port picked inside it could
+// be taken by any connection before the test's server binds it (a CI run
+// failed so, a cluster node's bus port "Address already in use").
+func TestFreePortsOutsideEphemeral(t *testing.T) {
+	lo, hi := ephemeralPorts()
+	for range 20 {
+		for _, c := range []struct {
+			n   int
+			bus bool
+		}{{1, false}, {6, true}, {1, true}} {
+			base := FreePorts(t, c.n, c.bus)
+			ports := []int{base, base + c.n - 1}
+			if c.bus {
+				ports = append(ports, base+10000, base+c.n-1+10000)
+			}
+			for _, p := range ports {
+				if p >= lo && p <= hi {
+					t.Fatalf("FreePorts(%d, bus %v) = %d: port %d is in the ephemeral range %d-%d", c.n, c.bus, base, p, lo, hi)
+				}
+			}
+		}
+	}
+}
+
+// TestEphemeralPorts: the range is read from the system and is sane.
+func TestEphemeralPorts(t *testing.T) {
+	lo, hi := ephemeralPorts()
+	if lo <= 0 || hi > 65535 || hi < lo {
+		t.Fatalf("ephemeralPorts() = %d, %d", lo, hi)
+	}
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		f := strings.Fields(string(b))
+		if len(f) == 2 && (f[0] != strconv.Itoa(lo) || f[1] != strconv.Itoa(hi)) {
+			t.Errorf("ephemeralPorts() = %d, %d, the system says %s", lo, hi, strings.Join(f, "-"))
+		}
+	}
+}
