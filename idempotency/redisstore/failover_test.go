@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -43,6 +44,13 @@ func startOwnCluster(t *testing.T) *ownCluster {
 // nodeTimeout: how long a node may not answer before it is failed over.
 func startOwnClusterTimeout(t *testing.T, nodeTimeout time.Duration) *ownCluster {
 	t.Helper()
+	return startOwnClusterPicking(t, nodeTimeout, func() int { return testenv.FreePorts(t, 6, true) })
+}
+
+// startOwnClusterPicking is startOwnClusterTimeout with the first of each
+// try's six ports from pick.
+func startOwnClusterPicking(t *testing.T, nodeTimeout time.Duration, pick func() int) *ownCluster {
+	t.Helper()
 	for _, bin := range []string{"bash", "redis-server", "redis-cli"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			testenv.Unavailable(t, bin+" is not on PATH; install it to run this test")
@@ -53,24 +61,53 @@ func startOwnClusterTimeout(t *testing.T, nodeTimeout time.Duration) *ownCluster
 		t.Fatal(err)
 	}
 	c := &ownCluster{t: t, script: script, dir: filepath.Join(t.TempDir(), "cluster"), nodeTimeout: nodeTimeout}
-	base := testenv.FreePorts(t, 6, true)
 	t.Cleanup(func() { c.run("stop", c.dir) })
-	c.addrs = strings.Split(c.run("start", c.dir, strconv.Itoa(base)), ",")
-	return c
+	// The ports are free when picked, not held: another process may bind
+	// one first (the script then stops what it started). Three picks.
+	for try := 1; ; try++ {
+		base := pick()
+		out, err := c.tryRun("start", c.dir, strconv.Itoa(base))
+		if err == nil {
+			c.addrs = strings.Split(out, ",")
+			return c
+		}
+		if try == 3 || !portTaken(err) {
+			t.Fatal(err)
+		}
+		t.Logf("a port of %d-%d was taken before its node bound it; picking others: %v", base, base+5, err)
+	}
 }
 
-// run runs the script with args and returns what it printed.
+// portTaken reports whether err, from redis-cluster.sh, says a port it
+// was to listen on was taken.
+func portTaken(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "Address already in use") || strings.Contains(s, "already listens on port")
+}
+
+// run runs the script with args and returns what it printed; it fails the
+// test when the script fails.
 func (c *ownCluster) run(args ...string) string {
 	c.t.Helper()
+	out, err := c.tryRun(args...)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return out
+}
+
+// tryRun runs the script with args and returns what it printed, or an
+// error that holds what it said on stderr.
+func (c *ownCluster) tryRun(args ...string) (string, error) {
 	cmd := exec.Command("bash", append([]string{c.script}, args...)...)
 	cmd.Env = append(os.Environ(), fmt.Sprintf("NODE_TIMEOUT=%d", c.nodeTimeout.Milliseconds()))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		c.t.Fatalf("redis-cluster.sh %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+		return "", fmt.Errorf("redis-cluster.sh %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
-	return strings.TrimSpace(string(out))
+	return strings.TrimSpace(string(out)), nil
 }
 
 // kill9 sends SIGKILL to the node at addr.
@@ -494,4 +531,37 @@ func newHTTPClientT(t *testing.T) *http.Client {
 	tr := &http.Transport{MaxIdleConns: 200, MaxIdleConnsPerHost: 100}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+}
+
+// TestOwnClusterPortTaken: a port taken between the pick and the node's
+// bind (here taken before, which the script finds the same way) makes the
+// test cluster start again on other ports, not fail the test.
+func TestOwnClusterPortTaken(t *testing.T) {
+	p := testenv.FreePorts(t, 1, true)
+	held, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	picks := 0
+	c := startOwnClusterPicking(t, time.Second, func() int {
+		if picks++; picks == 1 {
+			return p - 2 // its third node's port is held
+		}
+		return testenv.FreePorts(t, 6, true)
+	})
+	if picks != 2 {
+		t.Errorf("%d picks, want 2", picks)
+	}
+	if len(c.addrs) != 6 {
+		t.Fatalf("addrs %v, want 6", c.addrs)
+	}
+	for _, a := range c.addrs {
+		if a == "127.0.0.1:"+strconv.Itoa(p) {
+			t.Errorf("the cluster holds %s, the held port", a)
+		}
+		if got := replicationInfo(a, "role"); got == "" {
+			t.Errorf("node %s does not answer", a)
+		}
+	}
 }

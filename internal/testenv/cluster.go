@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"strings"
@@ -78,8 +79,11 @@ const EnvTestPorts = "SAFERETRY_TEST_PORTS"
 // FreePorts returns the first of n consecutive loopback ports that are free,
 // and whose cluster bus ports (each plus 10000) are free too when bus is
 // set: room for n servers of the test's own. The ports come from the range
-// in SAFERETRY_TEST_PORTS when it is set, from the system's ephemeral ports
-// otherwise. Nothing holds them: a server must take them soon.
+// in SAFERETRY_TEST_PORTS when it is set; otherwise they are picked at
+// random outside the system's ephemeral range (ephemeralPorts), where no
+// outgoing connection takes its local port: a port picked inside it could
+// be taken by any connection between the check and the server's bind.
+// Nothing holds them: a server must take them soon.
 func FreePorts(tb testing.TB, n int, bus bool) int {
 	tb.Helper()
 	var lo, hi int
@@ -91,12 +95,10 @@ func FreePorts(tb testing.TB, n int, bus bool) int {
 	for try := 0; try < 100; try++ {
 		base := lo + try*n
 		if lo == 0 {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				tb.Fatal(err)
+			var ok bool
+			if base, ok = randomBase(n, bus); !ok {
+				break
 			}
-			base = ln.Addr().(*net.TCPAddr).Port
-			ln.Close()
 		} else if base+n-1 > hi {
 			break
 		}
@@ -109,6 +111,25 @@ func FreePorts(tb testing.TB, n int, bus bool) int {
 	}
 	tb.Fatalf("testenv: no %d free consecutive loopback ports (bus ports too: %v; %s=%q)", n, bus, EnvTestPorts, os.Getenv(EnvTestPorts))
 	return 0
+}
+
+// randomBase picks the first of n ports at random among those whose ports,
+// and bus ports when bus is set, all lie in 10000-65535 and outside the
+// ephemeral range; false when a thousand picks found none.
+func randomBase(n int, bus bool) (int, bool) {
+	elo, ehi := ephemeralPorts()
+	outside := func(p int) bool { return p+n-1 < elo || p > ehi }
+	last := 65535 - (n - 1)
+	if bus {
+		last -= 10000
+	}
+	for range 1000 {
+		b := 10000 + rand.IntN(last-10000+1)
+		if outside(b) && (!bus || outside(b+10000)) {
+			return b, true
+		}
+	}
+	return 0, false
 }
 
 // portsFree reports whether base..base+n-1 (and each plus 10000 when bus is
@@ -136,8 +157,15 @@ func portsFree(base, n int, bus bool) bool {
 	return true
 }
 
-// ephemeralPorts returns the system's range of ephemeral ports, 32768-60999
-// (Linux's default) when it cannot be read.
+// ephemeralPorts returns the system's range of ephemeral ports
+// (/proc/sys/net/ipv4/ip_local_port_range), 32768-60999, Linux's default,
+// when it cannot be read.
 func ephemeralPorts() (lo, hi int) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err == nil {
+		if _, err := fmt.Sscanf(string(b), "%d %d", &lo, &hi); err == nil && lo > 0 && hi >= lo && hi <= 65535 {
+			return lo, hi
+		}
+	}
 	return 32768, 60999
 }
