@@ -39,7 +39,8 @@ const (
 // to what is being configured are ignored ([WithBase] and [WithHTTPClient]
 // by [NewTransport]). The zero Option (nil) is ignored too. Options are
 // applied in order, a later one overriding an earlier one of the same kind,
-// except [WithHook], whose hooks add up.
+// except [WithHook], whose hooks add up. An Option is a plain function:
+// one may be given to several Transports and Clients, from any goroutine.
 type Option func(*config)
 
 // config is the resolved set of options; it is read-only once built.

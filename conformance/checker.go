@@ -14,6 +14,7 @@ import (
 )
 
 // Profile says which convention the levels and accepted statuses follow.
+// It is a plain string value, safe to share.
 type Profile string
 
 // The profiles.

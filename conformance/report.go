@@ -5,7 +5,8 @@ import (
 	"time"
 )
 
-// Level is how binding a check is: MUST, SHOULD or INFO.
+// Level is how binding a check is: MUST, SHOULD or INFO. It is a plain
+// string value, safe to share.
 type Level string
 
 // The levels.
@@ -15,7 +16,7 @@ const (
 	LevelInfo   Level = "INFO"
 )
 
-// Status is a check's outcome.
+// Status is a check's outcome. It is a plain string value, safe to share.
 type Status string
 
 // The statuses.
@@ -99,7 +100,7 @@ func (r Report) Failed() []string {
 }
 
 // Duration is a time.Duration that marshals to JSON as its string form
-// ("1.5s").
+// ("1.5s"). It is a plain value, safe to share.
 type Duration time.Duration
 
 // MarshalText writes d as time.Duration's String does.

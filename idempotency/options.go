@@ -41,7 +41,9 @@ const (
 
 // Option configures the Middleware. Options are applied in order; a later
 // option overrides an earlier one of the same kind, except WithReplayHeaders
-// and WithHook, which add up. A nil Option is ignored.
+// and WithHook, which add up. A nil Option is ignored. An Option is a
+// plain function: one may be given to several Middlewares, from any
+// goroutine.
 type Option func(*config)
 
 type config struct {

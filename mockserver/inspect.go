@@ -9,7 +9,7 @@ import (
 )
 
 // Outcome says how the server answered one attempt; the zero value ("") is
-// none of the outcomes below.
+// none of the outcomes below. It is a plain string value, safe to share.
 type Outcome string
 
 // The outcomes an Attempt can have.

@@ -11,7 +11,8 @@ import (
 )
 
 // Option configures a Server in New. Options apply in order; a nil Option
-// is ignored.
+// is ignored. An Option is a plain function: one may be given to several
+// New calls, from any goroutine.
 type Option func(*config)
 
 type config struct {

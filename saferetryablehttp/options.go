@@ -10,7 +10,8 @@ import (
 
 // Option configures [Configure]. Every option applies; the zero Option
 // (nil) is ignored. Options are applied in order, a later one overriding an
-// earlier one of the same kind.
+// earlier one of the same kind. An Option is a plain function: one may be
+// given to several Configure calls, from any goroutine.
 type Option func(*config)
 
 // config is the resolved set of options; it is read-only once built.

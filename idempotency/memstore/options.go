@@ -21,7 +21,8 @@ const (
 )
 
 // Option configures a Store built by New. Options apply in order; a nil
-// Option is ignored.
+// Option is ignored. An Option is a plain function: one may be given to
+// several New calls, from any goroutine.
 type Option func(*config)
 
 type config struct {

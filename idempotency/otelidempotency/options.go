@@ -3,6 +3,8 @@ package otelidempotency
 import "go.opentelemetry.io/otel/metric"
 
 // Option configures an Instrumentation in New. A nil Option is ignored.
+// An Option is a plain function: one may be given to several New calls,
+// from any goroutine.
 type Option func(*config)
 
 type config struct {

@@ -22,7 +22,8 @@ const DefaultLockTimeout = 2 * time.Second
 const DefaultReapBatch = 1000
 
 // Option configures New and NewTx. Options apply in order; a nil Option is
-// ignored.
+// ignored. An Option is a plain function: one may be given to several New
+// and NewTx calls, from any goroutine.
 type Option func(*config)
 
 type config struct {

@@ -10,7 +10,8 @@ import (
 const DefaultPrefix = "saferetry:idem:"
 
 // Option configures a Store. Options are applied in order by New; a nil
-// Option is ignored.
+// Option is ignored. An Option is a plain function: one may be given to
+// several New calls, from any goroutine.
 type Option func(*config)
 
 type config struct {

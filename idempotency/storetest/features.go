@@ -13,7 +13,8 @@ import (
 // Feature is an optional capability of a store, beyond idempotency.Store.
 // Run checks a feature's contract whenever a store has it; declaring it
 // also makes Run fail when a store lacks it, so that a store that lost the
-// capability (a wrapper that hides it, a refactoring) is caught.
+// capability (a wrapper that hides it, a refactoring) is caught. It is a
+// plain string value, safe to share.
 type Feature string
 
 // The optional features.

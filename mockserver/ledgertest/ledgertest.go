@@ -28,6 +28,8 @@ import (
 
 // Opener prepares fresh records with the opening balances and returns a
 // function that opens a Ledger over them; see the package documentation.
+// Run calls an Opener, and the function it returns, from the test's
+// goroutine only; the Ledgers it opens are used from many at once.
 type Opener func(t *testing.T, opening map[string]int64) func() mockserver.Ledger
 
 // Run checks that the ledgers open gives behave as mockserver.Ledger says.

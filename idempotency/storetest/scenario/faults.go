@@ -44,6 +44,8 @@ func StoreFaults(t *testing.T, at StoreAt, target string) {
 // entries with every other store StoreAt builds in the same test (the same
 // table, the same key prefix). The store fault scenarios put a
 // testenv.Proxy in front of the real server and hand its address to StoreAt.
+// The scenarios call it from the test's goroutine only; the stores it
+// returns are used from many at once.
 type StoreAt func(t *testing.T, addr string, poolSize int) idempotency.Store
 
 // eventCounts counts a Middleware's events.
