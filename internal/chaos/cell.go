@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/saferetry/saferetry/internal/clock"
 	"github.com/saferetry/saferetry/internal/tcpproxy"
 	"github.com/saferetry/saferetry/mockserver"
 )
@@ -47,13 +48,15 @@ const paymentWork = 50 * time.Millisecond
 // Settle-time bounds.
 const (
 	settlePatience = 2 * time.Minute // the final round of retries
+	replayPatience = time.Minute     // the replay of every answered operation
 	readPatience   = time.Minute     // reading the ledger
 	readRetry      = 200 * time.Millisecond
 )
 
 // runCell sets a cell's service up, drives its operations under its
-// faults, heals it, retries what is open, reads the verdict, and takes
-// everything down again, on every path.
+// faults, heals it, retries what is open, replays every answered
+// operation, reads the verdict, and takes everything down again, on every
+// path.
 func runCell(ctx context.Context, cfg Config, cell Cell, logf func(string, ...any)) (res Result) {
 	res.Cell = cell
 	begin := time.Now()
@@ -104,9 +107,16 @@ func runCell(ctx context.Context, cfg Config, cell Cell, logf func(string, ...an
 	l.drive(ctx, ops, cfg.Workers, cfg.MinDuration, 0.25)
 	stopFaults()
 	faults.Wait()
+	faultsEnded := time.Now()
 	res.Faults, res.FaultCount = c.fired.String(), c.fired.total()
 	healErr := c.heal(ctx)
 	l.settle(ctx, ops, cfg.Workers, settlePatience)
+	if lapses(cell.Scenario) {
+		// A stale holder, resumed by the last pause or freed by the last
+		// store fault, completes within moments: the replay comes after.
+		_ = clock.Sleep(ctx, clock.Real, time.Until(faultsEnded.Add(cfg.Lease/2)))
+	}
+	l.replay(ctx, ops, cfg.Workers, replayPatience)
 
 	payments, balances, err := readLedger(ctx, c.addrs[0])
 	if err != nil {

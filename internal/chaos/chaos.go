@@ -7,13 +7,16 @@
 // pauses them (SIGSTOP) past their lease, kills and restarts Redis (which
 // runs with appendfsync always), cuts and slows the PostgreSQL
 // connections, and makes the servers drop answers after commit and fail
-// with 503. After a final round of retries with the same keys it reads the
-// verdict from the servers' shared ledger: per operation, how many
-// payments, and whether each holds the amount, currency and recipient the
-// operation asked for; which answers the client got that the ledger does
-// not hold; which operations are still unresolved, and which were refused
-// (a final 400 or 402, which no operation of the suite calls for); whether
-// the balance adds up.
+// with 503. After a final round of retries with the same keys, and one
+// more send of every answered operation (a replay, which must name the
+// payment its client was given), it reads the verdict from the servers'
+// shared ledger: per operation, how many payments, and whether each holds
+// the amount, currency and recipient the operation asked for; which
+// answers the client got that the ledger does not hold; which operations
+// were answered, after a payment, with an older one (a stale holder
+// overwrote the stored answer); which are still unresolved, and which were
+// refused (a final 400 or 402, which no operation of the suite calls
+// for); whether the balance adds up.
 //
 // It measures, and does not assume: a cell whose handler pays without a
 // key (mockserver.WithUnkeyedPayments, lease mode) shows what a lease alone
@@ -140,8 +143,8 @@ func Run(ctx context.Context, cfg Config) []Result {
 		if r.Err != nil {
 			logf("chaos: cell failed: %v", r.Err)
 		}
-		logf("chaos: cell done: %d operations, %d payments, faults %s: %d doubles, %d lost, %d unresolved, %d refused, %v",
-			r.Ops, r.Payments, r.Faults, r.Doubles, r.Lost, r.Unresolved, r.Refused, r.Took.Round(time.Second))
+		logf("chaos: cell done: %d operations, %d payments, faults %s: %d doubles, %d lost, %d unresolved, %d refused, %d overwritten, %v",
+			r.Ops, r.Payments, r.Faults, r.Doubles, r.Lost, r.Unresolved, r.Refused, r.Overwritten, r.Took.Round(time.Second))
 		results = append(results, r)
 	}
 	return results

@@ -31,9 +31,13 @@ type op struct {
 	currency  string
 	recipient string
 
-	mu       sync.Mutex
-	ids      map[string]bool // payment IDs the client was answered with
-	final    int             // a final client-error status, if one came
+	mu  sync.Mutex
+	ids map[string]bool // payment IDs the client was answered with
+	// answers are those IDs in the order the answers came (the replay
+	// after the cell's last), each one that differs from the one before:
+	// an ID that comes back after another is in it twice.
+	answers  []string
+	final    int // a final client-error status, if one came
 	resolved bool
 	lastErr  string
 }
@@ -48,6 +52,9 @@ func (o *op) outcome(id string, status int, err error) {
 			o.ids = map[string]bool{}
 		}
 		o.ids[id] = true
+		if n := len(o.answers); n == 0 || o.answers[n-1] != id {
+			o.answers = append(o.answers, id)
+		}
 		o.resolved = true
 	case status == http.StatusPaymentRequired || status == http.StatusBadRequest:
 		o.final, o.resolved = status, true
@@ -255,6 +262,25 @@ func (l *loader) settle(ctx context.Context, ops []*op, workers int, patience ti
 		}
 		l.drive(ctx, open, workers, 0, 0)
 	}
+}
+
+// replay sends, once more and with the same keys, every operation that
+// was answered with a payment, after the cell's faults and its final
+// round: each is answered from the stored outcome, which must still name
+// the payment its client was given (see Verdict.Overwritten). It returns
+// when every send has returned or patience runs out.
+func (l *loader) replay(ctx context.Context, ops []*op, workers int, patience time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, patience)
+	defer cancel()
+	var answered []*op
+	for _, o := range ops {
+		o.mu.Lock()
+		if len(o.ids) > 0 {
+			answered = append(answered, o)
+		}
+		o.mu.Unlock()
+	}
+	l.drive(ctx, answered, workers, 0, 0)
 }
 
 func (l *loader) close() { l.base.CloseIdleConnections() }

@@ -10,8 +10,9 @@ import (
 
 // PrintTable writes one row per result: store, mode, handler, scenario,
 // operations, faults fired, doubles, lost, unresolved, time; then a line
-// per cell that failed to run, fired no fault, or whose ledger did not add
-// up.
+// per cell that failed to run, fired no fault, or whose verdict is not
+// clean for a reason the columns do not show (a ledger that does not add
+// up, an answer overwritten, ...).
 func PrintTable(w io.Writer, results []Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "store\tmode\thandler\tscenario\tops\tpayments\tfaults fired\tdoubles\tlost\tunresolved\ttime\t")
@@ -36,6 +37,8 @@ func PrintTable(w io.Writer, results []Result) {
 			fmt.Fprintf(w, "%s: %d doubles though no fault let a lease lapse: a lease did not hold while its holder lived\n", name, r.Doubles)
 		case r.BalanceOff != 0:
 			fmt.Fprintf(w, "%s: the balance is off by %d from the payments\n", name, r.BalanceOff)
+		case r.Overwritten != 0:
+			fmt.Fprintf(w, "%s: %d operations answered, after a payment, with an older one: a stale holder overwrote the stored answer\n", name, r.Overwritten)
 		case r.Strays != 0:
 			fmt.Fprintf(w, "%s: %d payments under keys the client never used\n", name, r.Strays)
 		case r.Mismatched != 0:
@@ -49,7 +52,7 @@ func PrintTable(w io.Writer, results []Result) {
 // Summary returns the verdict line of a run, and whether it passed: every
 // keyed cell clean, every cell run and under at least one fault.
 func Summary(results []Result) (string, bool) {
-	var ops, doubles, lost, unresolved, refused, unkeyedDoubles, unkeyedOps, heldDoubles, heldOps, failed int
+	var ops, doubles, lost, unresolved, refused, overwritten, unkeyedDoubles, unkeyedOps, heldDoubles, heldOps, failed int
 	for _, r := range results {
 		if !r.OK() {
 			failed++
@@ -65,6 +68,7 @@ func Summary(results []Result) (string, bool) {
 			lost += r.Lost
 			unresolved += r.Unresolved
 			refused += r.Refused
+			overwritten += r.Overwritten
 			continue
 		}
 		ops += r.Ops
@@ -72,6 +76,7 @@ func Summary(results []Result) (string, bool) {
 		lost += r.Lost
 		unresolved += r.Unresolved
 		refused += r.Refused
+		overwritten += r.Overwritten
 	}
 	verdict := "PASS"
 	if failed > 0 {
@@ -80,6 +85,9 @@ func Summary(results []Result) (string, bool) {
 	line := fmt.Sprintf("chaos: %s: %d operations with keyed payments: %d doubles, %d lost, %d unresolved", verdict, ops, doubles, lost, unresolved)
 	if refused > 0 {
 		line += fmt.Sprintf(", %d refused", refused)
+	}
+	if overwritten > 0 {
+		line += fmt.Sprintf(", %d overwritten", overwritten)
 	}
 	if unkeyedOps > 0 {
 		line += fmt.Sprintf("; the unkeyed handler (lease mode without keyed side effects) paid twice %d times in %d operations", unkeyedDoubles, unkeyedOps)

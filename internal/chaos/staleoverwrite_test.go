@@ -45,6 +45,9 @@ func TestJudgeStaleOverwriteIsNotClean(t *testing.T) {
 	}
 	ops, payments, balances := history("pay_b", "pay_a")
 	v := judge(ops, payments, opening, balances)
+	if v.Overwritten != 1 {
+		t.Errorf("judge = %+v, want 1 overwritten", v)
+	}
 	for _, unkeyed := range []bool{true, false} {
 		if r := cell(unkeyed, v); r.OK() {
 			t.Errorf("unkeyed=%v: judge = %+v, OK, for a client answered pay_b and then, by a replay, pay_a, the older payment of a stale holder",
@@ -52,7 +55,7 @@ func TestJudgeStaleOverwriteIsNotClean(t *testing.T) {
 		}
 	}
 	ops, payments, balances = history("pay_a", "pay_b")
-	if r := cell(true, judge(ops, payments, opening, balances)); !r.OK() {
+	if r := cell(true, judge(ops, payments, opening, balances)); !r.OK() || r.Overwritten != 0 {
 		t.Errorf("judge = %+v, not OK, for an unkeyed operation that ran again after it was answered, under a pause", r.Verdict)
 	}
 }
@@ -91,8 +94,9 @@ func TestJudgeCatchesAStaleHoldersOverwrite(t *testing.T) {
 	if overwrites == 0 {
 		t.Fatal("the store overwrote no completed answer: the cell did not put the judge to the test")
 	}
-	if r.OK() {
-		t.Errorf("a cell whose store overwrote %d completed answers with a stale holder's passes: %+v", overwrites, r.Verdict)
+	if r.OK() || r.Overwritten == 0 {
+		t.Errorf("a cell whose store overwrote %d completed answers with a stale holder's: %+v, OK %v; want some overwritten, not OK",
+			overwrites, r.Verdict, r.OK())
 	}
 }
 

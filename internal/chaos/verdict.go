@@ -1,6 +1,10 @@
 package chaos
 
-import "github.com/saferetry/saferetry/mockserver"
+import (
+	"time"
+
+	"github.com/saferetry/saferetry/mockserver"
+)
 
 // Verdict is what a run's shared ledger and its client's answers show.
 type Verdict struct {
@@ -24,6 +28,16 @@ type Verdict struct {
 	// runs out, so a refusal is the service failing it (told no, it may
 	// have paid all the same), not an answer a run may end on.
 	Refused int
+	// Overwritten counts the operations whose client, once answered with
+	// a payment, was later answered (by a retry, a concurrent duplicate,
+	// or the replay of every answered operation after the cell) with a
+	// payment the ledger holds as made before it: the stored answer was
+	// overwritten by a stale holder, an instance whose claim was taken
+	// over (paused past its lease, say) and that completed it all the same
+	// after the newer holder had, so that a replay now contradicts what a
+	// client was told. A later answer naming a newer payment is an
+	// operation run again after it was answered, which Doubles counts.
+	Overwritten int
 	// Strays counts payments under keys the client never used.
 	Strays int
 	// Mismatched counts payments under an operation's key whose amount,
@@ -36,10 +50,10 @@ type Verdict struct {
 }
 
 // Clean reports whether the run shows exactly-once: no double, nothing
-// lost, nothing unresolved or refused, nothing stray, no payment other
+// lost, nothing unresolved, refused or overwritten, nothing stray, no payment other
 // than asked, and a balance that adds up.
 func (v Verdict) Clean() bool {
-	return v.Doubles == 0 && v.Lost == 0 && v.Unresolved == 0 && v.Refused == 0 && v.Strays == 0 && v.Mismatched == 0 && v.BalanceOff == 0
+	return v.Doubles == 0 && v.Lost == 0 && v.Unresolved == 0 && v.Refused == 0 && v.Overwritten == 0 && v.Strays == 0 && v.Mismatched == 0 && v.BalanceOff == 0
 }
 
 // judge compares the client's view of ops with the ledger's payments and
@@ -47,11 +61,13 @@ func (v Verdict) Clean() bool {
 func judge(ops []*op, payments []mockserver.Payment, opening int64, balances map[string]int64) Verdict {
 	v := Verdict{Ops: len(ops), Payments: len(payments)}
 	byKey := make(map[string]int, len(ops))
-	keyOf := make(map[string]string, len(payments)) // payment ID -> its key
+	keyOf := make(map[string]string, len(payments))   // payment ID -> its key
+	made := make(map[string]time.Time, len(payments)) // payment ID -> when it was made
 	paid := map[string]int64{}
 	for _, p := range payments {
 		byKey[p.IdempotencyKey]++
 		keyOf[p.ID] = p.IdempotencyKey
+		made[p.ID] = p.Created
 		paid[p.Currency] += p.Amount
 	}
 	known := make(map[string]*op, len(ops))
@@ -66,6 +82,9 @@ func judge(ops []*op, payments []mockserver.Payment, opening int64, balances map
 				v.Lost++
 				break
 			}
+		}
+		if overwritten(o.answers, made) {
+			v.Overwritten++
 		}
 		if !o.resolved {
 			v.Unresolved++
@@ -101,6 +120,24 @@ func judge(ops []*op, payments []mockserver.Payment, opening int64, balances map
 		}
 	}
 	return v
+}
+
+// overwritten reports whether an answer of answers (payment IDs in the
+// order they came) names a payment made before one an earlier answer
+// named. An ID the ledger does not hold (made lacks it) is Lost's.
+func overwritten(answers []string, made map[string]time.Time) bool {
+	for i, earlier := range answers {
+		e, ok := made[earlier]
+		if !ok {
+			continue
+		}
+		for _, later := range answers[i+1:] {
+			if l, ok := made[later]; ok && l.Before(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func abs(n int64) int64 {
