@@ -238,9 +238,22 @@ return 1
 
 // releaseScript: KEYS[1] entry; ARGV token, settled channel. The entry
 // stays, marked released and keeping its token, until its expiry, so the
-// next claim's token is greater. Returns 1 when released, 0 when stale.
-var releaseScript = settleScript(luaHolds + `
+// next claim's token is greater. Returns 1 when released, 0 when stale,
+// and 2 when the entry is already released by this token (a Release sent
+// again, after an answer lost or, under WithWait, not acknowledged by
+// enough replicas). Then, as completeScript does for a completion sent
+// again, it writes the entry's first byte again as it is, so that WAIT
+// checks the release's replication anew: otherwise the resend would write
+// nothing, and a release that no replica holds (a failover would bring
+// the claim back, every retry answered "in progress" until its lease
+// lapsed) would pass for settled.
+var releaseScript = settleScript(`
+local v = redis.pcall('GET', KEYS[1])
+if type(v) ~= 'string' then return 0 end
+local _, e, w, tok = string.find(v, ` + luaHeld + `)
+if tok ~= ARGV[1] then return 0 end
 redis.call('SETRANGE', KEYS[1], 0, 'r')
+if string.sub(v, 1, 1) == 'r' then return 2 end
 if w == '1' then redis.call('PUBLISH', ARGV[2], KEYS[1]) end
 return 1
 `)

@@ -290,7 +290,7 @@ func (s *Store) fenced(ctx context.Context, op string, sc settled, k idempotency
 	switch res {
 	case int64(1):
 		return nil
-	case int64(0), int64(2): // 2: the same completion again (completeScript)
+	case int64(0), int64(2): // 2: the same completion or release again (completeScript, releaseScript)
 		return fmt.Errorf("redisstore: %s: %w", op, idempotency.ErrStaleToken)
 	}
 	return wrap(ctx, op, errUnexpected(res))
@@ -375,7 +375,8 @@ func isAcquired(res any) bool {
 }
 
 // settledWrite tells whether a settling script wrote: 1, settled, or 2, a
-// completion sent again, which writes the entry anew for WAIT to check.
+// completion or release sent again, which writes the entry anew for WAIT
+// to check.
 func settledWrite(res any) bool { return res == int64(1) || res == int64(2) }
 
 // wrap prefixes err with the package and operation, and keeps ctx's own
