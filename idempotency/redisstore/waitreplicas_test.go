@@ -25,6 +25,12 @@ import (
 // reached the replica, the promoted replica lets the same key be claimed
 // again, a second execution.
 func TestWaitAfterReplicasReturnWaitsForTheWrite(t *testing.T) {
+	waitAfterReplicasReturn(t, func(c *redis.Client) redis.UniversalClient { return c })
+}
+
+// waitAfterReplicasReturn is TestWaitAfterReplicasReturnWaitsForTheWrite
+// with the Store on the client that wrap makes of the primary's.
+func waitAfterReplicasReturn(t *testing.T, wrap func(*redis.Client) redis.UniversalClient) {
 	primary := ownRedis(t)
 	replica := ownRedis(t, "--repl-ping-replica-period", "1")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -33,7 +39,7 @@ func TestWaitAfterReplicasReturnWaitsForTheWrite(t *testing.T) {
 	// under concurrent use may: not the one the last command used.
 	rdb := redis.NewClient(&redis.Options{Addr: primary.Options().Addr, PoolFIFO: true, MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })
-	store := redisstore.New(rdb, redisstore.WithWait(1, 300*time.Millisecond))
+	store := redisstore.New(wrap(rdb), redisstore.WithWait(1, 300*time.Millisecond))
 	const lease, ttl = 10 * time.Second, time.Minute
 
 	// No replica yet: the first claim waits out WAIT and marks the
