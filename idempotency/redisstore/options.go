@@ -56,7 +56,11 @@ func WithPrefix(prefix string) Option {
 // whose ACL denies ROLE, an @admin and @dangerous command, waits out WAIT
 // on every such write instead). See
 // "Failover on Redis Cluster" in the package documentation. It works with a *redis.Client, a failover client and a
-// *redis.ClusterClient (WAIT goes to the primary that owns the key).
+// *redis.ClusterClient (WAIT goes to the primary that owns the key), and
+// with no other client: WAIT answers for the connection it is sent on, so
+// the Store sends it on the write's own, which another UniversalClient
+// (go-redis's AutoPipeliner, say) does not let it choose, and New panics
+// when WithWait is given one.
 func WithWait(replicas int, timeout time.Duration) Option {
 	return func(c *config) {
 		c.waitN = replicas

@@ -85,7 +85,8 @@ const (
 // rdb may be a *redis.Client, a sentinel-backed failover client or a
 // *redis.ClusterClient. The Store does not close rdb: Drain the Store
 // before closing it. New panics when rdb
-// is nil or a *redis.Ring, or WithWait was given a negative timeout. A Ring
+// is nil or a *redis.Ring, or WithWait was given a negative timeout or a
+// client of another type than those three (see WithWait). A Ring
 // takes a shard it finds down out of its hash and sends that shard's keys
 // to the others, so a key completed there would be claimed anew on
 // another shard and its operation run twice: shard with a Redis Cluster
@@ -107,12 +108,30 @@ func New(rdb redis.UniversalClient, opts ...Option) *Store {
 	if cfg.waitN > 0 && cfg.waitTimeout < 0 {
 		panic(fmt.Sprintf("redisstore: WithWait(%d, %v): the timeout is negative (Redis refuses it, so every claim would fail)", cfg.waitN, cfg.waitTimeout))
 	}
+	if cfg.waitN > 0 && !waitable(rdb) {
+		panic(fmt.Sprintf("redisstore: WithWait(%d, %v) on a %T: WAIT answers for the connection it is sent on, and must go on the write's, "+
+			"to the primary that owns the key, which only a *redis.Client or a *redis.ClusterClient lets the Store choose "+
+			"(over another client it would report writes replicated that no replica holds); give New the client itself", cfg.waitN, cfg.waitTimeout, rdb))
+	}
 	s := &Store{rdb: rdb, cfg: cfg, gates: newGates(rdb),
 		replay: replaymix.New(cfg.replayPath, replayEnter, replayLeave)}
 	s.watch.store, s.watch.idle, s.watch.pingWait = s, watchset.Idle, watchset.PingWait
 	s.reload.cluster, _ = rdb.(*redis.ClusterClient)
 	s.deadlineReads = readsUnderDeadline(rdb)
 	return s
+}
+
+// waitable reports whether WithWait can send WAIT over rdb: a
+// *redis.Client (a failover client included) or a *redis.ClusterClient,
+// whose connections (Conn, Pipeline) and nodes (MasterForKey) the Store
+// picks itself (see runWait). go-redis's AutoPipeliner, say, sends Do on
+// any pooled connection and a keyless WAIT to any primary.
+func waitable(rdb redis.UniversalClient) bool {
+	switch rdb.(type) {
+	case *redis.Client, *redis.ClusterClient:
+		return true
+	}
+	return false
 }
 
 // poolSize returns the size of rdb's connection pool (per node for a

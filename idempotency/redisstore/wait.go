@@ -43,7 +43,7 @@ type shortPrimaries struct{ m sync.Map }
 func (s *Store) runWait(ctx, sctx context.Context, sent *sentScript, sc *redis.Script, key string, wrote func(any) bool, args ...any) (any, error) {
 	cc, ok := s.rdb.(*redis.ClusterClient)
 	if !ok {
-		client, _ := s.rdb.(*redis.Client)
+		client := s.rdb.(*redis.Client) // New takes no other client with WithWait (see waitable)
 		return s.runWaitOn(ctx, sctx, sent, s.rdb, client, "", false, sc, key, wrote, args...)
 	}
 	node, err := cc.MasterForKey(ctx, key)
