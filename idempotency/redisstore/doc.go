@@ -175,9 +175,10 @@
 // Replication: Redis replicates asynchronously. When a primary fails over,
 // claims and outcomes it acknowledged but had not yet sent to the promoted
 // replica are lost, and a retry may execute the operation a second time.
-// Enable WithWait to make each write wait for replica acknowledgement
-// (Redis WAIT) when that window matters; it narrows the window, it does not
-// make Redis a consensus system.
+// Enable WithWait to make claims, renewals, completions and releases wait
+// for replica acknowledgement (Redis WAIT) when that window matters (its
+// documentation lists the few writes it does not wait for); it narrows the
+// window, it does not make Redis a consensus system.
 //
 // # Failover on Redis Cluster
 //
@@ -232,7 +233,11 @@
 // Middleware retries one that failed so within its store timeout) writes
 // the same entry anew and waits for its replication again, so the
 // Middleware reports the outcome stored only once enough replicas hold it,
-// and an OutcomeStoreError otherwise. Only the first write finds out
+// and an OutcomeStoreError otherwise; a Release sent again likewise, so
+// that a release a failover would undo (the claim back, retries answered
+// "in progress" until its lease lapses) is not reported done. The release
+// that gives back a refused Claim's claim is not waited for (WithWait
+// says what is and is not). Only the first write finds out
 // by waiting out the WAIT timeout; later writes to that primary send ROLE
 // in the same round trip instead of WAIT, and fail at once while it lists
 // too few replicas (the slowest of them took 1 to 107 ms in the tests,

@@ -47,6 +47,23 @@ func WithPrefix(prefix string) Option {
 // fails after the write also ends in ErrNotReplicated.
 // replicas <= 0, the default, disables waiting.
 //
+// What is waited for, and what is not: a Complete or Release sent again
+// (the Middleware resends one that failed) writes its entry anew and waits
+// again, so it reports ErrNotReplicated for as long as the replicas lack
+// the first write. The releases that the Store makes itself, of a claim
+// acquired for a Claim whose caller left (or that a go-redis hook's panic
+// cut short), wait too, but their ErrNotReplicated reaches nobody. Not
+// waited for: the release that gives back a claim whose own WAIT failed
+// (it follows the claim in the primary's replication stream, so a replica
+// that got the claim gets it too, unless the primary fails between the
+// two); a Claim that does not acquire, which writes nothing; the mark of
+// a request that waits for an entry (see Store.Watch), whose loss only
+// makes its waiters poll. A release lost in a failover brings the claim
+// back on the promoted primary, every retry answered "in progress" until
+// its lease lapses (a delay, not a second execution); a completion lost so
+// (reported ErrNotReplicated, an OutcomeStoreError to the Middleware)
+// lets the operation run again once the lease lapses.
+//
 // It narrows the window in which a failover loses an acknowledged claim; it
 // does not close it. On a primary with fewer replicas than asked (the one
 // promoted in a failover, until a replica rejoins it), an acquiring Claim
