@@ -62,7 +62,10 @@ func (r *Relay) pipeline(ctx context.Context, refused *refusals, more func(n int
 		case ctx.Err() != nil:
 			perr = ctx.Err() // published nothing: the claim rolls back
 		case len(msgs) > 0:
-			perr = r.publish(ctx, msgs)
+			perr = r.publish(ctx, seqs, msgs, func(out *outcome) {
+				<-done // the other connection is the goroutine's until then
+				_ = p.settle(ctx, cur.conn, out)
+			})
 			total += len(msgs)
 		}
 		res := <-done // p.open[1-cur.conn] is the goroutine's no more

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +22,16 @@ import (
 // the broker, or the consumer's Inbox, deduplicates by Message.ID. A Relay
 // calls it from as many goroutines at once as it has workers
 // (WithWorkers).
+//
+// A Publish that panics (or calls runtime.Goexit) fails its whole batch
+// as an error would: each message counts a failed attempt (none is
+// counted published, though some may have reached the broker), its retry
+// put off with backoff, the panic's value kept as the messages' last
+// error (see Failed), and the panic logged at level Error with its stack;
+// then the panic goes on up (see RunOnce and Run). Counting the attempt
+// keeps a message that the Publisher panics on every time from being
+// handed to it again at once by every relay restarted after the panic:
+// after WithMaxAttempts it is failed, and its Key's next messages go on.
 type Publisher interface {
 	Publish(ctx context.Context, msgs []Message) error
 }
@@ -208,6 +219,12 @@ func (r *Relay) work(ctx context.Context, wake <-chan struct{}, all []chan struc
 // A Publisher error is no error of RunOnce's: it is recorded on the rows.
 // Run calls it in a loop; tests and tools may call it directly.
 //
+// RunOnce calls the Publisher on the caller's goroutine: a panic of
+// Publish goes up through RunOnce as it is, its value and stack
+// unchanged, once the batch is recorded as failed (see Publisher) and its
+// connection is back in the pool; a panic elsewhere (the relay's logger,
+// say) leaves the batch as a crash would, its transaction rolled back.
+//
 // The batch costs two round trips to the database: BEGIN and the claim in
 // one pipeline, the marks and COMMIT in another.
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
@@ -306,7 +323,12 @@ func (r *Relay) batchesOn(ctx context.Context, conn *pgxpool.Conn, refused *refu
 		if ctx.Err() != nil {
 			return total, ctx.Err() // the claim rolls back
 		}
-		perr := r.publish(ctx, msgs)
+		perr := r.publish(ctx, seqs, msgs, func(out *outcome) {
+			var b pgx.Batch
+			if sendMarked(ctx, conn, &b, r.queueMarks(&b, out)).Close() == nil {
+				open = false
+			}
+		})
 		total += len(msgs)
 		if perr != nil && ctx.Err() != nil {
 			// Shutting down is not the messages' fault: count no attempt,
@@ -451,11 +473,28 @@ func release(ctx context.Context, conn *pgxpool.Conn, open bool) {
 	conn.Release()
 }
 
-// publish hands msgs to the Publisher, within the publish timeout.
-func (r *Relay) publish(ctx context.Context, msgs []Message) error {
+// publish hands msgs, the rows seqs, to the Publisher, within the publish
+// timeout. When Publish does not return (it panics, or calls
+// runtime.Goexit), abandon gets the batch's outcome, each message's
+// attempt failed (see Publisher), to write before the panic goes on up
+// with its value, from within Publish's stack.
+func (r *Relay) publish(ctx context.Context, seqs []int64, msgs []Message, abandon func(*outcome)) error {
 	pctx, cancel := context.WithTimeout(ctx, r.cfg.publishTimeout)
 	defer cancel()
-	return r.pub.Publish(pctx, msgs)
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		v := recover() // nil: runtime.Goexit, which goes on by itself
+		abandon(&outcome{failed: seqs, perr: &publishPanic{value: v, stack: debug.Stack()}})
+		if v != nil {
+			panic(v)
+		}
+	}()
+	err := r.pub.Publish(pctx, msgs)
+	returned = true
+	return err
 }
 
 // outcome sorts a batch's rows by what Publish returned.
@@ -486,10 +525,15 @@ func (r *Relay) queueMarks(b *pgx.Batch, out *outcome) int {
 	}
 	if len(out.failed) > 0 {
 		limit := r.cfg.maxAttempts
-		if out.unpublishable {
+		var pp *publishPanic
+		switch {
+		case errors.As(out.perr, &pp):
+			r.cfg.logger.Error("outbox: the Publisher panicked; its messages count a failed attempt", "table", r.o.names.table,
+				"messages", len(out.failed), "err", out.perr, "stack", string(pp.stack))
+		case out.unpublishable:
 			limit = 1 // this attempt fails it
 			r.cfg.logger.Error("outbox: message cannot be published; marked failed", "table", r.o.names.table, "err", out.perr)
-		} else {
+		default:
 			r.cfg.logger.Warn("outbox: publish failed", "table", r.o.names.table, "messages", len(out.failed), "err", out.perr)
 		}
 		b.Queue(r.o.names.failSQL, out.failed, storableError(out.perr),
