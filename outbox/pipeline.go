@@ -56,19 +56,35 @@ func (r *Relay) pipeline(ctx context.Context, refused *refusals, more func(n int
 		seqs, msgs, held := holdBack(cur, blocked, refused.topics())
 		next := more(len(cur.msgs))
 		done := make(chan claimResult, 1)
-		go func() { done <- p.settleAndClaim(ctx, 1-cur.conn, last, seqs, next) }()
+		go p.settleAndClaimOn(ctx, done, 1-cur.conn, last, seqs, next)
 		var perr error
 		switch {
 		case ctx.Err() != nil:
 			perr = ctx.Err() // published nothing: the claim rolls back
 		case len(msgs) > 0:
 			perr = r.publish(ctx, seqs, msgs, func(out *outcome) {
-				<-done // the other connection is the goroutine's until then
+				// The other connection is the goroutine's until it
+				// answers; its panic, if any, goes no further.
+				if res := <-done; res.ended != nil {
+					logLost(r.cfg.logger, res.ended)
+				}
 				_ = p.settle(ctx, cur.conn, out)
 			})
 			total += len(msgs)
 		}
 		res := <-done // p.open[1-cur.conn] is the goroutine's no more
+		if res.ended != nil {
+			// The goroutine panicked: what Publish did is recorded
+			// first, then the panic goes on up from here.
+			out := r.outcome(seqs, perr)
+			if perr != nil && ctx.Err() != nil {
+				out = shutdownOutcome(seqs, perr)
+			}
+			if out != nil {
+				_ = p.settle(ctx, cur.conn, out)
+			}
+			res.ended.raise()
+		}
 		if perr != nil && ctx.Err() != nil {
 			// Shutting down is not the messages' fault: count no attempt,
 			// but mark what the Publisher says it published.
@@ -113,10 +129,12 @@ type pipe struct {
 }
 
 // claimResult is what settleAndClaim leaves: the next batch, if claimed,
-// or the error.
+// or the error; or, when it did not return, its panic (see
+// settleAndClaimOn).
 type claimResult struct {
 	claimed
-	err error
+	err   error
+	ended *carried
 }
 
 // acquire takes the pipeline's two connections; when the second is not
@@ -207,6 +225,23 @@ func (p *pipe) settleAndClaim(ctx context.Context, i int, last *outcome, seqs []
 		p.open[i] = false
 	}
 	return res
+}
+
+// settleAndClaimOn is settleAndClaim on a goroutine of its own, which
+// sends its result on done: also when it panics (the relay's logger, say)
+// or calls runtime.Goexit, which the result carries (ended) for the
+// pipeline's worker to raise on its goroutine, where Run recovers it.
+func (p *pipe) settleAndClaimOn(ctx context.Context, done chan<- claimResult, i int, last *outcome, seqs []int64, next bool) {
+	res := claimResult{}
+	returned := false
+	defer func() {
+		if !returned {
+			res = claimResult{ended: recovered(recover())}
+		}
+		done <- res
+	}()
+	res = p.settleAndClaim(ctx, i, last, seqs, next)
+	returned = true
 }
 
 // blockedAfter adds to held, the Keys held back from batch k, those batch

@@ -129,7 +129,27 @@ func (o *Outbox) Relay(pub Publisher, opts ...RelayOption) *Relay {
 // while batch k is published; batch k+1 goes to the Publisher after batch
 // k is published, without the Keys batch k did not publish. Otherwise a
 // batch's marks and the next claim share one round trip.
+//
+// Run calls the Publisher, and the relay's logger, on goroutines of its
+// own, where a panic would end the process whatever its caller did. A
+// panic there (or a call of runtime.Goexit) stops the relay instead, as
+// if ctx had ended: the panicking batch is recorded as failed (see
+// Publisher), the other workers' batches as at any stop, every connection
+// goes back to the pool; then Run panics, on its caller's goroutine, with
+// a *PanicError holding the first panic's value and the stack where it
+// happened (a later panic of another goroutine is logged at level Error),
+// or calls runtime.Goexit. This is the rule of RunOnce, Inbox.Process and
+// outbox/jetstream's Consume: a panic goes up to the caller, with nothing
+// left held. Run does not log a panic and go on: a Publisher that
+// panicked may have left itself broken (a lock held, a half-updated
+// state), and a bug that panics on every batch would be logged for ever
+// while nothing is published. A caller that wants the relay to go on
+// recovers the panic and calls Run again (a supervisor); the batch that
+// panicked is then tried again after its backoff, until WithMaxAttempts.
 func (r *Relay) Run(ctx context.Context) error {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	guard := &runGuard{stop: stop, logger: r.cfg.logger}
 	ctx, cancel := r.withSettling(ctx)
 	defer cancel()
 	wakes := make([]chan struct{}, r.cfg.workers)
@@ -140,13 +160,14 @@ func (r *Relay) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	if r.cfg.listen {
 		wg.Add(1)
-		go func() { defer wg.Done(); r.listen(ctx, wakes) }()
+		go func() { defer wg.Done(); guard.run(func() { r.listen(ctx, wakes) }) }()
 	}
 	for i, wake := range wakes {
 		wg.Add(1)
-		go func() { defer wg.Done(); r.work(ctx, wake, wakes, refused, i == 0) }()
+		go func() { defer wg.Done(); guard.run(func() { r.work(ctx, wake, wakes, refused, i == 0) }) }()
 	}
 	wg.Wait()
+	guard.raise()
 	return nil
 }
 
