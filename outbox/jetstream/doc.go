@@ -10,6 +10,21 @@
 // consumer's inbox drops it. Consume gives the inbox the message ID from
 // that same header, so the two deduplications agree.
 //
+// A consumer that reads the stream without an inbox (a plain JetStream
+// subscriber) sees a message twice whenever it is published again after
+// the window. The relay leaves pending, for the next relay that runs, a
+// batch whose marks it could not write (a relay killed, or its database
+// lost, after publishing), and, when its Run stops, the messages of the
+// batch in flight whose acknowledgements had not come (the Publisher
+// stops waiting when the relay's context ends, though the stream may
+// store them a moment later); when no relay runs again within the window
+// (a single instance down for longer than two minutes, say), the stream
+// stores them a second time. So it does with a message that failed on an
+// acknowledgement that never came (the stream had it) and is published
+// again after the window: retried after a backoff longer than the window
+// (WithBackoff), or redriven later (Outbox.Redrive). Such a consumer needs
+// a Duplicates window longer than any of these delays, or an inbox.
+//
 // A message's Headers travel as NATS headers, and Consume hands each name
 // and value back as it was enqueued (names differing only in case stay
 // distinct). NATS cannot carry every header so: nats.go trims a value's
