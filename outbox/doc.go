@@ -46,6 +46,7 @@
 //	relay killed between publish and mark       batch republished (broker dedup, inbox drops it)
 //	relay's database connection lost            batch rolled back, republished later
 //	publisher fails (broker down, timeouts)     backoff, attempts counted, failed after the limit
+//	publisher panics                            the same for its batch; the panic goes up through Run or RunOnce
 //	broker refuses for now (no stream, full)    the same, the message's Key held meanwhile
 //	broker can never take the message as it is  failed at once (ErrUnpublishable), its Key goes on
 //	two relays at once                          row locks: each message held by one relay

@@ -146,5 +146,6 @@ func WithRetention(d, cleanupEvery time.Duration, batch int) RelayOption {
 }
 
 // WithRelayLogger sets where the relay reports publisher and database
-// errors; nil means nowhere.
+// errors; nil means nowhere. A panic of the logger's handler stops Run as
+// the Publisher's does (see Run).
 func WithRelayLogger(l *slog.Logger) RelayOption { return func(c *relayConfig) { c.logger = l } }
