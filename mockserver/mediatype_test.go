@@ -1,0 +1,119 @@
+package mockserver_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/internal/openapitest"
+	"github.com/saferetry/saferetry/mockserver"
+)
+
+// sendTyped posts body to /payments with key and the Content-Type lines
+// ct (none when ct is nil), and returns the request sent, the answer and
+// its body.
+func sendTyped(t *testing.T, srv *mockserver.Server, key string, ct []string, body string) (*http.Request, *http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/payments", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Idempotency-Key", key)
+	if ct != nil {
+		req.Header["Content-Type"] = ct
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Body = io.NopCloser(strings.NewReader(body))
+	return req, resp, b
+}
+
+const problemUnsupportedMediaType = "https://pkg.go.dev/github.com/saferetry/saferetry/mockserver#ProblemUnsupportedMediaType"
+
+// TestPaymentMediaTypeRefused: a payment body declared as anything but
+// JSON in UTF-8 (a form, text, XML, another charset, a Content-Type that
+// does not parse, two of them) is refused with 415, a problem whose detail
+// names application/json, and an Accept header saying what is taken (RFC
+// 9110, section 15.5.16), as documented in the OpenAPI description. The
+// refusal comes before the key is claimed: nothing is paid or stored, so
+// the same key with the body sent as JSON executes (201, not a replayed
+// 415 nor a 422). JSON is taken as application/json in any case, with
+// charset=utf-8 or other parameters, as a +json type, or without a
+// Content-Type (RFC 9110, section 8.3, lets the server examine the data).
+func TestPaymentMediaTypeRefused(t *testing.T) {
+	srv := mockserver.New()
+	defer srv.Close()
+	doc := openapitest.Load(t, srv.OpenAPI())
+
+	for i, ct := range [][]string{
+		{"application/x-www-form-urlencoded"},
+		{"text/plain"},
+		{"text/plain; charset=utf-8"},
+		{"application/xml"},
+		{"multipart/form-data; boundary=x"},
+		{"application/octet-stream"},
+		{"application/json; charset=iso-8859-1"},
+		{"application/json; charset=utf-16"},
+		{"json"},
+		{"application/json; charset"},
+		{""},
+		{"application/json", "text/plain"},
+	} {
+		key := "refused-" + strconv.Itoa(i)
+		req, resp, b := sendTyped(t, srv, key, ct, payBody)
+		if resp.StatusCode != http.StatusUnsupportedMediaType {
+			t.Errorf("Content-Type %q: %d %s, want 415", ct, resp.StatusCode, b)
+			continue
+		}
+		// The type URI is stable: clients match on it.
+		wantProblem(t, resp, b, http.StatusUnsupportedMediaType, problemUnsupportedMediaType)
+		if p := decodeJSON[struct{ Title, Detail string }](t, b); p.Title == "" || !strings.Contains(p.Detail, "application/json") {
+			t.Errorf("Content-Type %q: problem %s, want a title and a detail naming application/json", ct, b)
+		}
+		if got := resp.Header.Get("Accept"); got != "application/json" {
+			t.Errorf("Content-Type %q: Accept %q, want application/json", ct, got)
+		}
+		if resp.Header.Get(idempotency.HeaderReplayed) != "" {
+			t.Errorf("Content-Type %q: a 415 with %s", ct, idempotency.HeaderReplayed)
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		for _, msg := range doc.Response(req, resp) {
+			t.Errorf("Content-Type %q: the 415 is not as documented: %s", ct, msg)
+		}
+
+		_, resp, b = sendTyped(t, srv, key, []string{"application/json"}, payBody)
+		if resp.StatusCode != http.StatusCreated || resp.Header.Get(idempotency.HeaderReplayed) != "" {
+			t.Errorf("Content-Type %q refused, then the same key as application/json: %d (%s %q) %s; want a first 201",
+				ct, resp.StatusCode, idempotency.HeaderReplayed, resp.Header.Get(idempotency.HeaderReplayed), b)
+		}
+	}
+	if n := len(srv.Payments()); n != 12 {
+		t.Errorf("%d payments, want the 12 sent as application/json", n)
+	}
+
+	for i, ct := range [][]string{
+		nil,
+		{"application/json"},
+		{"application/json; charset=utf-8"},
+		{"Application/JSON; Charset=UTF-8"},
+		{`application/json;charset="utf-8"`},
+		{"application/json; version=1"},
+		{"application/vnd.bank.payment+json"},
+	} {
+		_, resp, b := sendTyped(t, srv, "taken-"+strconv.Itoa(i), ct, payBody)
+		if resp.StatusCode != http.StatusCreated {
+			t.Errorf("Content-Type %q: %d %s, want 201", ct, resp.StatusCode, b)
+		}
+	}
+}
