@@ -30,7 +30,13 @@
 //     (ProblemValidation, listing every bad field) for an invalid body, or
 //     402 (ProblemInsufficientFunds) when the balance of the currency is too
 //     low. Validation errors are 400, not 422: in the contract 422 means "key
-//     reused with another payload", which a client must never retry.
+//     reused with another payload", which a client must never retry. The
+//     body must be JSON in UTF-8: declared as application/json (in any
+//     case, charset=utf-8 or no charset) or an application/*+json type, or
+//     not declared at all; any other Content-Type (a form, text/plain,
+//     another charset) is answered 415 (ProblemUnsupportedMediaType, with
+//     Accept: application/json) before the key is claimed, so that answer
+//     is neither stored nor replayed.
 //   - GET /payments answers the JSON array of every executed payment, oldest
 //     first; GET /payments/{id} one payment.
 //   - GET /balance answers {"balances": {"EUR": 998750, ...}} for the
@@ -42,7 +48,8 @@
 //     their request and response schemas, and for POST /payments the
 //     idempotency package's fragment (idempotency.OpenAPI): the
 //     Idempotency-Key parameter, the 400, 408, 409, 410, 413, 422 and 503
-//     problem responses with their type URIs, Retry-After,
+//     problem responses with their type URIs (and the server's own 400,
+//     402, 415 and 503), Retry-After,
 //     Idempotent-Replayed, and the x-idempotency policy (the TTL and wait
 //     given with WithIdempotencyOptions); and beside them the failures
 //     that FailNext injects, of any status from 400 to 599 (the 4XX and

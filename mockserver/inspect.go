@@ -33,9 +33,10 @@ const (
 	OutcomeKeyReused Outcome = "key_reused"
 	// OutcomeInjectedFailure: answered by FailNext before anything ran.
 	OutcomeInjectedFailure Outcome = "injected_failure"
-	// OutcomeRejected: answered by the idempotency middleware without
-	// running anything for another reason (missing or malformed key, store
-	// unavailable, request too large, ...); see Status.
+	// OutcomeRejected: answered without running anything for another
+	// reason, by the idempotency middleware (missing or malformed key,
+	// store unavailable, request too large, ...) or before it (a body
+	// that is not JSON, 415); see Status.
 	OutcomeRejected Outcome = "rejected"
 )
 

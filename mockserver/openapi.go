@@ -65,7 +65,7 @@ func oaInfo() oaObj {
 		"title":   "saferetry mock payments API",
 		"version": "1",
 		"description": "The reference payments server of github.com/saferetry/saferetry/mockserver. POST /payments takes an Idempotency-Key (x-idempotency says how); " +
-			"every answer below 500 but 307, 308, 408 and 429 is stored and replayed for its key with Idempotent-Replayed: true, except a failure injected through the admin API, which may have any status from 400 to 599 and is never stored. Every GET path answers HEAD too; " +
+			"every answer below 500 but 307, 308, 408 and 429 is stored and replayed for its key with Idempotent-Replayed: true, except a 415 to a body declared as another media type than JSON, answered before the key is claimed, and a failure injected through the admin API, which may have any status from 400 to 599; neither is ever stored. Every GET path answers HEAD too; " +
 			"a method a path does not allow gets 405 with Allow, an unknown path 404, both as problems. The admin API under /_mock/ (fault injection, inspection) is described in the package documentation, not here.",
 	}
 }
@@ -92,11 +92,13 @@ func oaPaths(frag *idempotency.OpenAPIFragment) oaObj {
 // Middleware the fragment describes.
 func oaCreatePayment(frag *idempotency.OpenAPIFragment) oaObj {
 	op := frag.Operation()
+	body := oaObj{"required": true, "content": oaObj{"application/json": oaObj{"schema": oaRef("PaymentRequest")}},
+		"description": "JSON in UTF-8: application/json, in any case, with charset=utf-8 or without a charset, or an application/*+json type; a body without Content-Type is read as JSON too. Any other Content-Type is refused with 415."}
 	return oaObj{
 		"operationId":   "createPayment",
 		"summary":       "Execute a payment, once per Idempotency-Key.",
 		"parameters":    op.Parameters,
-		"requestBody":   oaObj{"required": true, "content": oaObj{"application/json": oaObj{"schema": oaRef("PaymentRequest")}}},
+		"requestBody":   body,
 		"responses":     oaCreatePaymentResponses(frag, op),
 		"x-idempotency": op.Policy,
 	}
@@ -121,6 +123,11 @@ func oaCreatePaymentResponses(frag *idempotency.OpenAPIFragment, op idempotency.
 		"description": "The body is not a valid payment (stored and replayed for the key, like any answer below 500), or the Idempotency-Key is missing or malformed, or the body could not be read.",
 		"headers":     replayed,
 		"content":     oaProblemContent(append(frag.ProblemSchemas(http.StatusBadRequest), oaRef("MockProblemValidation"))...),
+	}
+	create["415"] = oaObj{
+		"description": "The body is declared as another media type than JSON in UTF-8 (a form, text/plain, a charset other than utf-8, a Content-Type that does not parse or is given twice). Answered before the Idempotency-Key is claimed: nothing stored, nothing paid; the same key may be sent again with the body as application/json.",
+		"headers":     oaObj{"Accept": oaObj{"required": true, "description": "The media type taken: application/json (RFC 9110, section 15.5.16).", "schema": oaObj{"const": acceptedMediaType}}},
+		"content":     oaProblemContent(oaRef("MockProblemUnsupportedMediaType")),
 	}
 	create["402"] = oaObj{
 		"description": "The amount exceeds the balance of its currency; stored and replayed for the key.",
@@ -328,6 +335,7 @@ func oaProblemSchemas() oaObj {
 		"MockProblemAborted":           problem(ProblemAborted, 503, "The client went away during an injected delay; the payment did not run.", nil),
 		"MockProblemInjectedFailure": mustJSON(oaObj{"description": "A failure injected before anything ran (any status from 400 to 599).",
 			"allOf": []any{oaRef("MockProblem")}, "properties": oaObj{"type": oaObj{"const": ProblemInjectedFailure}, "status": oaObj{"minimum": 400, "maximum": 599}}}),
+		"MockProblemUnsupportedMediaType": problem(ProblemUnsupportedMediaType, 415, "The payment body is declared as another media type than JSON in UTF-8; detail says which. Never stored.", nil),
 	}
 }
 

@@ -36,6 +36,14 @@ const (
 	// retry with the same key runs the payment, which finds a payment made
 	// under the key's DerivedKey and pays nothing twice (keyed payments).
 	ProblemLedgerUnavailable = problemBase + "ProblemLedgerUnavailable"
+	// ProblemUnsupportedMediaType is the type of a 415 answer to a payment
+	// whose Content-Type is not JSON in UTF-8: not application/json nor an
+	// application/*+json type, or with a charset other than utf-8. Its
+	// Accept header names application/json. It is answered before the
+	// Idempotency-Key is claimed, so, unlike the other answers below 500,
+	// it is neither stored nor replayed: the same key may be sent again
+	// with the body declared as JSON.
+	ProblemUnsupportedMediaType = problemBase + "ProblemUnsupportedMediaType"
 )
 
 // Problem type URIs of the answers to injected faults ([Server.FailNext],

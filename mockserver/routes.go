@@ -98,7 +98,7 @@ func extendReadDeadline(w http.ResponseWriter, r *http.Request, readTimeout time
 func (s *Server) apiRoutes(protected http.Handler) []route {
 	return []route{
 		{"/payments", methods{
-			http.MethodPost: s.observe(protected),
+			http.MethodPost: s.observe(requireJSON(protected)),
 			http.MethodGet:  http.HandlerFunc(s.listPayments),
 		}},
 		{"/payments/{id}", methods{http.MethodGet: http.HandlerFunc(s.getPayment)}},

@@ -1,0 +1,64 @@
+package mockserver
+
+import (
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// acceptedMediaType is the media type of the payment bodies that POST
+// /payments takes, the Accept header of its 415 answers.
+const acceptedMediaType = "application/json"
+
+// requireJSON answers a request whose body is declared as anything but
+// JSON in UTF-8 (see mediaTypeRefusal) with a 415 problem and an Accept
+// header naming what is taken (RFC 9110, section 15.5.16), and passes
+// the rest to next. In front of the idempotency Middleware, so the
+// refusal claims and stores nothing, like the Middleware's own 413: the
+// server never read the body as a payment, and a client that fixes its
+// Content-Type may send the same key again. Stored, the 415 would be
+// replayed to that client, whose fixed request has the same fingerprint
+// when it had no media type that the fingerprint names (see
+// idempotency.Fingerprint), or it would get 422.
+func requireJSON(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if why := mediaTypeRefusal(r.Header["Content-Type"]); why != "" {
+			w.Header().Set("Accept", acceptedMediaType)
+			writeProblem(w, problem{Type: ProblemUnsupportedMediaType, Title: "Unsupported Media Type", Status: http.StatusUnsupportedMediaType,
+				Detail: "POST /payments takes a JSON body, as " + acceptedMediaType + " (or a +json type) in UTF-8: " + why})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// mediaTypeRefusal says why a body with the Content-Type lines ct is not
+// one that POST /payments reads, or returns "" for one it reads:
+// application/json or an application/*+json type (as Spring's and ASP.NET
+// Core's JSON readers take), its type and parameter names in any case,
+// its charset, when given, utf-8 in any case (RFC 8259, section 8.1: JSON
+// is UTF-8), its other parameters ignored; or no Content-Type at all,
+// which RFC 9110 (section 8.3) lets the server take by examining the
+// data, as the idempotency fingerprint takes it for application/json.
+func mediaTypeRefusal(ct []string) string {
+	switch {
+	case len(ct) == 0:
+		return ""
+	case len(ct) > 1:
+		return "Content-Type is given " + strconv.Itoa(len(ct)) + " times; give it once"
+	case strings.TrimSpace(ct[0]) == "":
+		return "Content-Type is empty"
+	}
+	mt, params, err := mime.ParseMediaType(ct[0])
+	if err != nil {
+		return "Content-Type " + strconv.Quote(ct[0]) + " is not a media type (" + err.Error() + ")"
+	}
+	if sub, ok := strings.CutPrefix(mt, "application/"); !ok || sub != "json" && !strings.HasSuffix(sub, "+json") {
+		return "got " + mt
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return "got charset=" + cs + "; JSON is UTF-8 (RFC 8259, section 8.1)"
+	}
+	return ""
+}
