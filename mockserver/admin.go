@@ -87,10 +87,7 @@ func readAdminBody[T any](w http.ResponseWriter, r *http.Request) (T, bool) {
 		badAdmin(w, fmt.Sprintf("body is over %d bytes", maxAdminBody))
 		return fr, false
 	}
-	// A byte order mark before the JSON cannot change what it says, and
-	// RFC 8259 (section 8.1) lets a parser ignore it: editors and shells
-	// that save UTF-8 with one send it. One anywhere else is no JSON.
-	body = bytes.TrimPrefix(body, []byte("\ufeff"))
+	body = jsonText(body)
 	if err == nil && len(bytes.TrimSpace(body)) > 0 {
 		// Decode takes a null for a T of zero fields, as if no body
 		// came: the body must be an object.

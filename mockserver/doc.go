@@ -36,7 +36,8 @@
 //     not declared at all; any other Content-Type (a form, text/plain,
 //     another charset) is answered 415 (ProblemUnsupportedMediaType, with
 //     Accept: application/json) before the key is claimed, so that answer
-//     is neither stored nor replayed.
+//     is neither stored nor replayed. A UTF-8 byte order mark before the
+//     JSON is ignored, as in the admin API (RFC 8259, section 8.1).
 //   - GET /payments answers the JSON array of every executed payment, oldest
 //     first; GET /payments/{id} one payment.
 //   - GET /balance answers {"balances": {"EUR": 998750, ...}} for the

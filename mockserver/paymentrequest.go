@@ -26,14 +26,28 @@ type paymentRequest struct {
 // request it accepts can be stored by every Ledger: its recipient has no
 // U+0000, which PostgreSQL's text refuses.
 //
+// A UTF-8 byte order mark before the JSON is ignored (see jsonText).
+//
 // The bodies clients send are read by scanPaymentRequest, without
 // encoding/json; every other body by decodePaymentRequest, which defines
 // what parsePaymentRequest answers.
 func parsePaymentRequest(body []byte) (paymentRequest, []FieldError) {
+	body = jsonText(body)
 	if req, errs, ok := scanPaymentRequest(body); ok {
 		return req, errs
 	}
 	return decodePaymentRequest(body)
+}
+
+// jsonText returns the JSON text of body, a JSON body of the API: body
+// without a UTF-8 byte order mark it starts with. RFC 8259 (section 8.1)
+// forbids a sender to add one and lets a parser ignore it; it cannot
+// change what the body says, and an editor or a shell that saves UTF-8
+// with one (Windows PowerShell's -InFile of such a file) sends it. The
+// payments and the admin API ignore it alike. A mark anywhere else is no
+// JSON.
+func jsonText(body []byte) []byte {
+	return bytes.TrimPrefix(body, []byte("\ufeff"))
 }
 
 // decodePaymentRequest is parsePaymentRequest by encoding/json: it takes

@@ -10,9 +10,9 @@ import (
 )
 
 // reflectPaymentRequest is parsePaymentRequest as it was before any fast
-// path: json.Unmarshal of every member, by reflection.
+// path: json.Unmarshal of every member, by reflection, of the JSON text.
 func reflectPaymentRequest(body []byte) (paymentRequest, []FieldError) {
-	return decodePaymentMembers(body, unmarshalAs[int64], unmarshalAs[string])
+	return decodePaymentMembers(jsonText(body), unmarshalAs[int64], unmarshalAs[string])
 }
 
 // unmarshalAs is json.Unmarshal of raw into a T.
