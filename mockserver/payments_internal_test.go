@@ -67,8 +67,13 @@ var parserOnlyTests = []struct {
 	{name: "repeated amount, escaped", body: `{"amount":1,"am\u006funt":2,"currency":"EUR","recipient":"a"}`, wantFields: []string{"amount"}},
 	{name: "repeated recipient, nested member", body: `{"recipient":"a","memo":[{}],"amount":1,"currency":"EUR","recipient":"b"}`,
 		wantFields: []string{"recipient"}},
-	{name: "repeated ignored member", body: `{"amount":1,"currency":"EUR","recipient":"a","memo":1,"memo":2}`,
-		want: paymentRequest{Amount: 1, Currency: "EUR", Recipient: "a"}},
+	{name: "repeated ignored member", body: `{"amount":1,"currency":"EUR","recipient":"a","memo":1,"memo":2}`, wantFields: []string{"memo"}},
+	// The fields' errors come first, then the other members' in the
+	// order they first appear, each once.
+	{name: "repeated members, known and ignored", body: `{"b":1,"a":1,"amount":1,"a":2,"currency":"EUR","b":2,"recipient":"a","amount":2,"a":3}`,
+		wantFields: []string{"amount", "b", "a"}},
+	{name: "repeated ignored members, nested", body: `{"b":[1],"a":{},"amount":1,"a":2,"currency":"EUR","b":2,"recipient":"a"}`,
+		wantFields: []string{"b", "a"}},
 	{name: "repeated member of a nested object", body: `{"amount":1,"currency":"EUR","recipient":"a","memo":{"amount":1,"amount":2}}`,
 		want: paymentRequest{Amount: 1, Currency: "EUR", Recipient: "a"}},
 }

@@ -9,14 +9,16 @@ import (
 	"github.com/saferetry/saferetry/mockserver"
 )
 
-// TestRepeatedPaymentMemberRefused: a payment body that gives amount,
-// currency or recipient more than once is refused with a 400 naming the
-// member, and pays nothing. encoding/json keeps the last of repeated
-// members and other parsers the first, so a client could log a payment
-// of 1 that the server made of 2. Bodies the fast scanner takes and bodies
-// only encoding/json takes (an escape, a nested member) alike. A repeated
-// member the server ignores, at the top or in a nested object, changes
-// nothing.
+// TestRepeatedPaymentMemberRefused: a payment body that gives a member
+// more than once is refused with a 400 naming the member, and pays
+// nothing. encoding/json keeps the last of repeated members and other
+// parsers the first, so a client could log a payment of 1 that the server
+// made of 2. Bodies the fast scanner takes and bodies only encoding/json
+// takes (an escape, a nested member) alike. A member the server ignores
+// is refused too when repeated, as a known one is (it was taken): the
+// body is no I-JSON (RFC 7493), and what a gateway or the client's own
+// log reads from it is not known. Repeated members of a nested object
+// are not the payment's, and names differing in case are two names.
 func TestRepeatedPaymentMemberRefused(t *testing.T) {
 	srv := mockserver.New()
 	defer srv.Close()
@@ -31,6 +33,12 @@ func TestRepeatedPaymentMemberRefused(t *testing.T) {
 		{`{"amount":1,"amou\u006et":2,"currency":"EUR","recipient":"a"}`, "amount"},
 		{`{"memo":{"x":1},"amount":1,"currency":"EUR","recipient":"a","amount":2}`, "amount"},
 		{`{"amount":1,"currency":"EUR","recipient":"\u0061","recipient":"b"}`, "recipient"},
+		// A member the server ignores, by the scanner and by encoding/json.
+		{`{"amount":1,"currency":"EUR","recipient":"a","memo":"x","memo":"y"}`, "memo"},
+		{`{"memo":1,"amount":1,"currency":"EUR","recipient":"a","memo":1}`, "memo"},
+		{`{"amount":1,"currency":"EUR","recipient":"a","memo":{"x":1},"memo":null}`, "memo"},
+		{`{"amount":1,"currency":"EUR","recipient":"a","me\u006do":1,"memo":2}`, "memo"},
+		{`{"amount":1,"currency":"EUR","recipient":"a","":1,"":2}`, ""},
 	} {
 		resp, b := mustSend(t, srv, http.MethodPost, "/payments", "repeat-"+strconv.Itoa(i), tc.body)
 		p := wantProblem(t, resp, b, http.StatusBadRequest, mockserver.ProblemValidation)
@@ -43,7 +51,7 @@ func TestRepeatedPaymentMemberRefused(t *testing.T) {
 	}
 
 	for i, body := range []string{
-		`{"amount":1,"currency":"EUR","recipient":"a","memo":"x","memo":"y"}`,
+		`{"amount":1,"currency":"EUR","recipient":"a","memo":"x","Memo":"y"}`,
 		`{"amount":1,"currency":"EUR","recipient":"a","memo":{"amount":1,"amount":2}}`,
 		`{"amount":1,"currency":"EUR","recipient":"a","Amount":2}`,
 	} {
