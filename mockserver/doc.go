@@ -24,7 +24,8 @@
 //     text cannot hold: refused alike over every ledger); each of them
 //     given once (one given twice is refused, whatever its values: JSON
 //     parsers differ on which they take, encoding/json the last, others
-//     the first); other members are ignored, given once or more. An
+//     the first); other members are ignored, but refused alike when given
+//     more than once (the members of nested values are not checked). An
 //     Idempotency-Key is required. It answers 201 with the Payment (its "id"
 //     is new on every execution) and a Location header, 400
 //     (ProblemValidation, listing every bad field) for an invalid body, or

@@ -272,7 +272,7 @@ func oaPaymentSchemas() oaObj {
 	return oaObj{
 		"PaymentRequest": oaObj{
 			"type": "object", "required": []string{"amount", "currency", "recipient"},
-			"description": "A payment to make. amount, currency and recipient are each given once: one given twice is refused with 400, as JSON parsers differ on which value they take. Other members are ignored.",
+			"description": "A payment to make. Every member is given once: one given twice, amount, currency, recipient or another, is refused with 400, as JSON parsers differ on which value they take. Other members are ignored; so are the members of nested values, repeated or not.",
 			"properties": oaObj{
 				"amount":    oaObj{"type": "integer", "minimum": 1, "maximum": int64(1<<63 - 1), "description": "In minor units of currency, written as an integer: 1250.0 and 1.25e3, integers by JSON Schema, are refused with 400."},
 				"currency":  oaObj{"type": "string", "pattern": "^[A-Za-z]{3}$", "description": "Three letters, in any case."},

@@ -19,10 +19,12 @@ type paymentRequest struct {
 
 // parsePaymentRequest validates a POST /payments body. It returns every
 // invalid field at once, so a client fixes its request in one round. It
-// refuses a field given more than once, whatever its values: parsers
+// refuses a member given more than once, whatever its values: parsers
 // differ on which one counts, and a client's could have read the payment
-// as another than the server makes. Other members are ignored, given
-// once or more, and so are the members of nested values. A
+// as another than the server makes. That holds for the members it
+// ignores too, which the client, a gateway or a log may read: such a body
+// is no I-JSON (RFC 7493, section 2.3). The members of nested values are
+// not the payment's, and are ignored. A
 // request it accepts can be stored by every Ledger: its recipient has no
 // U+0000, which PostgreSQL's text refuses.
 //
@@ -83,9 +85,18 @@ func decodePaymentMembers(body []byte,
 	}
 	// fields holds the last of a member given more than once.
 	var given [len(paymentFields)]int
+	var others []string      // the other members, in the order they first appear
+	var times map[string]int // how often each of others is given
 	for name := range memberNames(body) {
 		if i := slices.Index(paymentFields[:], name); i >= 0 {
 			given[i]++
+			continue
+		}
+		if times == nil {
+			times = make(map[string]int)
+		}
+		if times[name]++; times[name] == 1 {
+			others = append(others, name)
 		}
 	}
 	var req paymentRequest
@@ -138,11 +149,18 @@ func decodePaymentMembers(body []byte,
 			req.Recipient = r
 		}
 	}
+
+	for _, name := range others {
+		if times[name] > 1 {
+			errs = append(errs, FieldError{Field: name, Detail: detailRepeated})
+		}
+	}
 	return req, errs
 }
 
 // paymentFields are the members of a payment request, in the order their
-// FieldErrors are listed.
+// FieldErrors are listed, before those of other members given more than
+// once, in the order they first appear.
 var paymentFields = [...]string{"amount", "currency", "recipient"}
 
 // The details of a payment request's FieldErrors.

@@ -12,11 +12,21 @@ import (
 // any other body (nested values, escapes, U+0000 among them, a recipient
 // that is not UTF-8,
 // invalid JSON, anything after the object) it reports !ok and decides
-// nothing, and encoding/json takes the body. On the bodies it takes, it
-// answers as decodePaymentRequest does, a field given more than once
-// refused; TestScanPaymentRequestAgreesWithJSON holds it to that.
+// nothing, and encoding/json takes the body; so it does for a body with
+// more than maxScannedOthers other members, or with two whose names have
+// invalid UTF-8 or U+FFFD (encoding/json reads invalid UTF-8 as U+FFFD,
+// and two such names may be one to it). On
+// the bodies it takes, it answers as decodePaymentRequest does, a member
+// given more than once refused; TestScanPaymentRequestAgreesWithJSON
+// holds it to that.
 func scanPaymentRequest(body []byte) (req paymentRequest, errs []FieldError, ok bool) {
 	var amount, currency, recipient scannedValue
+	var others [maxScannedOthers]struct {
+		name  []byte
+		times int
+	} // the other members, in the order they first appear
+	var nothers int
+	var oddName bool // a name of others has invalid UTF-8 or U+FFFD
 	i := skipSpace(body, 0)
 	if i == len(body) || body[i] != '{' {
 		return req, nil, false
@@ -44,6 +54,25 @@ func scanPaymentRequest(body []byte) (req paymentRequest, errs []FieldError, ok 
 				currency.set(v)
 			case "recipient":
 				recipient.set(v)
+			default:
+				if !utf8.Valid(key) || bytes.Contains(key, []byte("\ufffd")) {
+					if oddName {
+						return req, nil, false
+					}
+					oddName = true
+				}
+				j := 0
+				for j < nothers && !bytes.Equal(others[j].name, key) {
+					j++
+				}
+				if j == nothers {
+					if nothers == len(others) {
+						return req, nil, false
+					}
+					others[j].name = key
+					nothers++
+				}
+				others[j].times++
 			}
 			if i = skipSpace(body, i); i == len(body) {
 				return req, nil, false
@@ -111,6 +140,11 @@ func scanPaymentRequest(body []byte) (req paymentRequest, errs []FieldError, ok 
 	default:
 		rcp = recipient.raw
 	}
+	for _, o := range others[:nothers] {
+		if o.times > 1 {
+			errs = append(errs, FieldError{Field: string(o.name), Detail: detailRepeated})
+		}
+	}
 	// One allocation holds both strings, which live as long as each other
 	// in the ledger.
 	var sb strings.Builder
@@ -123,6 +157,11 @@ func scanPaymentRequest(body []byte) (req paymentRequest, errs []FieldError, ok 
 	req.Currency, req.Recipient = s[:len(cur)], s[len(cur):]
 	return req, errs, true
 }
+
+// maxScannedOthers is the most members other than amount, currency and
+// recipient that scanPaymentRequest takes in a body, comparing each name
+// to those before it without allocating.
+const maxScannedOthers = 8
 
 // scannedValue is a member's value as scanPaymentRequest read it.
 type scannedValue struct {

@@ -21,7 +21,7 @@ const (
 	// whose body is not a valid payment: not JSON, an amount that is not a
 	// positive integer, a currency that is not three letters, an empty
 	// recipient or one that contains U+0000 (which no ledger could store
-	// in PostgreSQL), a field given more than once. Its "errors" member
+	// in PostgreSQL), a member given more than once. Its "errors" member
 	// lists the offending fields. The status is
 	// 400, not 422, because 422 is what the idempotency contract answers for a
 	// key reused with a different payload.
@@ -78,7 +78,8 @@ const (
 // strings, safe to copy and to read from several goroutines at once.
 type FieldError struct {
 	// Field is the JSON member at fault ("amount", "currency",
-	// "recipient"); "" means the body as a whole.
+	// "recipient", or another member given more than once); "" means
+	// the body as a whole.
 	Field string `json:"field"`
 	// Detail says what is wrong with it, for a person to read.
 	Detail string `json:"detail"`
