@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,13 +29,17 @@ type paymentRequest struct {
 // request it accepts can be stored by every Ledger: its recipient has no
 // U+0000, which PostgreSQL's text refuses.
 //
-// A UTF-8 byte order mark before the JSON is ignored (see jsonText).
+// A UTF-8 byte order mark before the JSON is ignored (see jsonText); a
+// body that is not UTF-8 is refused (see paymentText).
 //
 // The bodies clients send are read by scanPaymentRequest, without
 // encoding/json; every other body by decodePaymentRequest, which defines
 // what parsePaymentRequest answers.
 func parsePaymentRequest(body []byte) (paymentRequest, []FieldError) {
-	body = jsonText(body)
+	body, errs := paymentText(body)
+	if errs != nil {
+		return paymentRequest{}, errs
+	}
 	if req, errs, ok := scanPaymentRequest(body); ok {
 		return req, errs
 	}
@@ -50,6 +55,28 @@ func parsePaymentRequest(body []byte) (paymentRequest, []FieldError) {
 // JSON.
 func jsonText(body []byte) []byte {
 	return bytes.TrimPrefix(body, []byte("\ufeff"))
+}
+
+// paymentText returns the JSON text of a payment body (see jsonText), or
+// the error of a body that is not UTF-8. JSON is UTF-8 (RFC 8259, section
+// 8.1), and encoding/json would read each bad byte as U+FFFD: a recipient
+// sent in ISO-8859-1 ("Jos\xe9") would be paid as another ("Jos\ufffd").
+// A byte anywhere counts, in a member the server ignores too: the body
+// is not the JSON text its sender meant.
+func paymentText(body []byte) ([]byte, []FieldError) {
+	body = jsonText(body)
+	if utf8.Valid(body) {
+		return body, nil
+	}
+	i := 0
+	for i < len(body) {
+		r, n := utf8.DecodeRune(body[i:])
+		if r == utf8.RuneError && n == 1 {
+			break
+		}
+		i += n
+	}
+	return nil, []FieldError{{Field: "", Detail: fmt.Sprintf("body is not valid UTF-8, which JSON is (RFC 8259, section 8.1): byte 0x%02X at offset %d", body[i], i)}}
 }
 
 // decodePaymentRequest is parsePaymentRequest by encoding/json: it takes

@@ -12,7 +12,11 @@ import (
 // reflectPaymentRequest is parsePaymentRequest as it was before any fast
 // path: json.Unmarshal of every member, by reflection, of the JSON text.
 func reflectPaymentRequest(body []byte) (paymentRequest, []FieldError) {
-	return decodePaymentMembers(jsonText(body), unmarshalAs[int64], unmarshalAs[string])
+	body, errs := paymentText(body)
+	if errs != nil {
+		return paymentRequest{}, errs
+	}
+	return decodePaymentMembers(body, unmarshalAs[int64], unmarshalAs[string])
 }
 
 // unmarshalAs is json.Unmarshal of raw into a T.

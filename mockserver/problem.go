@@ -18,12 +18,12 @@ const problemBase = "https://pkg.go.dev/github.com/saferetry/saferetry/mockserve
 // reused, in progress, ...) carry the idempotency package's type URIs.
 const (
 	// ProblemValidation is the type of a 400 answer to a payment request
-	// whose body is not a valid payment: not JSON, an amount that is not a
-	// positive integer, a currency that is not three letters, an empty
-	// recipient or one that contains U+0000 (which no ledger could store
-	// in PostgreSQL), a member given more than once. Its "errors" member
-	// lists the offending fields. The status is
-	// 400, not 422, because 422 is what the idempotency contract answers for a
+	// whose body is not a valid payment: not JSON, not UTF-8, an amount
+	// that is not a positive integer, a currency that is not three
+	// letters, an empty recipient or one that contains U+0000 (which no
+	// ledger could store in PostgreSQL), a member given more than once.
+	// Its "errors" member lists the offending fields. The status is 400,
+	// not 422, because 422 is what the idempotency contract answers for a
 	// key reused with a different payload.
 	ProblemValidation = problemBase + "ProblemValidation"
 	// ProblemInsufficientFunds is the type of a 402 answer to a payment whose
