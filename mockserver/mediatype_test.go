@@ -117,3 +117,62 @@ func TestPaymentMediaTypeRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestPaymentContentEncodingRefused: a payment body with a content coding
+// (gzip) is refused with 415, a problem saying so, and Accept-Encoding:
+// identity (RFC 9110, section 15.5.16), as documented, before the key is
+// claimed: the same key with the body sent plain executes. It was read
+// as JSON, still compressed, and refused with a 400 about its bytes,
+// stored for the key.
+func TestPaymentContentEncodingRefused(t *testing.T) {
+	srv := mockserver.New()
+	defer srv.Close()
+	doc := openapitest.Load(t, srv.OpenAPI())
+	gz := "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff" // a gzip header: what matters is Content-Encoding
+	for i, ce := range []string{"gzip", "br", "deflate, gzip"} {
+		key := "coded-" + strconv.Itoa(i)
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/payments", strings.NewReader(gz))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Idempotency-Key", key)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Encoding", ce)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnsupportedMediaType {
+			t.Errorf("Content-Encoding %s: %d %s, want 415", ce, resp.StatusCode, b)
+			continue
+		}
+		wantProblem(t, resp, b, http.StatusUnsupportedMediaType, problemUnsupportedMediaType)
+		if p := decodeJSON[struct{ Detail string }](t, b); !strings.Contains(p.Detail, "Content-Encoding") {
+			t.Errorf("Content-Encoding %s: detail %q, want one naming Content-Encoding", ce, p.Detail)
+		}
+		if got := resp.Header.Get("Accept-Encoding"); got != "identity" {
+			t.Errorf("Content-Encoding %s: Accept-Encoding %q, want identity", ce, got)
+		}
+		req.Body = io.NopCloser(strings.NewReader(gz))
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		for _, msg := range doc.Response(req, resp) {
+			t.Errorf("Content-Encoding %s: the 415 is not as documented: %s", ce, msg)
+		}
+		if _, resp, b := sendTyped(t, srv, key, []string{"application/json"}, payBody); resp.StatusCode != http.StatusCreated {
+			t.Errorf("Content-Encoding %s refused, then the same key sent plain: %d %s, want 201", ce, resp.StatusCode, b)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/payments", strings.NewReader(payBody))
+	req.Header.Set("Idempotency-Key", "identity")
+	req.Header.Set("Content-Encoding", "identity")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Errorf("Content-Encoding identity: %d, want 201", resp.StatusCode)
+	}
+}
