@@ -36,11 +36,12 @@
 //     case, charset=utf-8 or no charset) or an application/*+json type, or
 //     not declared at all; any other Content-Type (a form, text/plain,
 //     another charset) is answered 415 (ProblemUnsupportedMediaType, with
-//     Accept: application/json) before the key is claimed, so that answer
-//     is neither stored nor replayed. A UTF-8 byte order mark before the
-//     JSON is ignored, as in the admin API (RFC 8259, section 8.1); a body
-//     that is not UTF-8 (a recipient in ISO-8859-1) is refused with 400,
-//     not read with U+FFFD in place of its bad bytes.
+//     Accept: application/json), and so is a body with a content coding
+//     (gzip; with Accept-Encoding: identity), before the key is claimed,
+//     so that answer is neither stored nor replayed. A UTF-8 byte order
+//     mark before the JSON is ignored, as in the admin API (RFC 8259,
+//     section 8.1); a body that is not UTF-8 (a recipient in ISO-8859-1)
+//     is refused with 400, not read with U+FFFD in place of its bad bytes.
 //   - GET /payments answers the JSON array of every executed payment, oldest
 //     first; GET /payments/{id} one payment.
 //   - GET /balance answers {"balances": {"EUR": 998750, ...}} for the

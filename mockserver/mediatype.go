@@ -13,8 +13,9 @@ const acceptedMediaType = "application/json"
 
 // requireJSON answers a request whose body is declared as anything but
 // JSON in UTF-8 (see mediaTypeRefusal) with a 415 problem and an Accept
-// header naming what is taken (RFC 9110, section 15.5.16), and passes
-// the rest to next. In front of the idempotency Middleware, so the
+// header naming what is taken, one whose body has a content coding (see
+// codingRefusal) with a 415 problem and Accept-Encoding: identity (RFC
+// 9110, section 15.5.16), and passes the rest to next. In front of the idempotency Middleware, so the
 // refusal claims and stores nothing, like the Middleware's own 413: the
 // server never read the body as a payment, and a client that fixes its
 // Content-Type may send the same key again. Stored, the 415 would be
@@ -27,6 +28,12 @@ func requireJSON(next http.Handler) http.Handler {
 			w.Header().Set("Accept", acceptedMediaType)
 			writeProblem(w, problem{Type: ProblemUnsupportedMediaType, Title: "Unsupported Media Type", Status: http.StatusUnsupportedMediaType,
 				Detail: "POST /payments takes a JSON body, as " + acceptedMediaType + " (or a +json type) in UTF-8: " + why})
+			return
+		}
+		if why := codingRefusal(r.Header["Content-Encoding"]); why != "" {
+			w.Header().Set("Accept-Encoding", "identity")
+			writeProblem(w, problem{Type: ProblemUnsupportedMediaType, Title: "Unsupported Media Type", Status: http.StatusUnsupportedMediaType,
+				Detail: "POST /payments takes its " + acceptedMediaType + " body uncompressed: " + why})
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -59,6 +66,21 @@ func mediaTypeRefusal(ct []string) string {
 	}
 	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
 		return "got charset=" + cs + "; JSON is UTF-8 (RFC 8259, section 8.1)"
+	}
+	return ""
+}
+
+// codingRefusal says why a body with the Content-Encoding lines ce is not
+// one that POST /payments reads, or returns "" for one it reads: a body
+// without a content coding, or with identity alone. The server decodes
+// none (gzip, br, deflate), and read compressed the body is no JSON.
+func codingRefusal(ce []string) string {
+	for _, line := range ce {
+		for _, c := range strings.Split(line, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return "Content-Encoding " + strings.Join(ce, ", ") + " is not taken; send the body without a content coding"
+			}
+		}
 	}
 	return ""
 }

@@ -93,7 +93,7 @@ func oaPaths(frag *idempotency.OpenAPIFragment) oaObj {
 func oaCreatePayment(frag *idempotency.OpenAPIFragment) oaObj {
 	op := frag.Operation()
 	body := oaObj{"required": true, "content": oaObj{"application/json": oaObj{"schema": oaRef("PaymentRequest")}},
-		"description": "JSON in UTF-8: application/json, in any case, with charset=utf-8 or without a charset, or an application/*+json type; a body without Content-Type is read as JSON too. Any other Content-Type is refused with 415. A UTF-8 byte order mark before the JSON is ignored (RFC 8259, section 8.1); a body that is not UTF-8 is refused with 400."}
+		"description": "JSON in UTF-8: application/json, in any case, with charset=utf-8 or without a charset, or an application/*+json type; a body without Content-Type is read as JSON too. Any other Content-Type, and a Content-Encoding other than identity, is refused with 415. A UTF-8 byte order mark before the JSON is ignored (RFC 8259, section 8.1); a body that is not UTF-8 is refused with 400."}
 	return oaObj{
 		"operationId":   "createPayment",
 		"summary":       "Execute a payment, once per Idempotency-Key.",
@@ -125,9 +125,12 @@ func oaCreatePaymentResponses(frag *idempotency.OpenAPIFragment, op idempotency.
 		"content":     oaProblemContent(append(frag.ProblemSchemas(http.StatusBadRequest), oaRef("MockProblemValidation"))...),
 	}
 	create["415"] = oaObj{
-		"description": "The body is declared as another media type than JSON in UTF-8 (a form, text/plain, a charset other than utf-8, a Content-Type that does not parse or is given twice). Answered before the Idempotency-Key is claimed: nothing stored, nothing paid; the same key may be sent again with the body as application/json.",
-		"headers":     oaObj{"Accept": oaObj{"required": true, "description": "The media type taken: application/json (RFC 9110, section 15.5.16).", "schema": oaObj{"const": acceptedMediaType}}},
-		"content":     oaProblemContent(oaRef("MockProblemUnsupportedMediaType")),
+		"description": "The body is declared as another media type than JSON in UTF-8 (a form, text/plain, a charset other than utf-8, a Content-Type that does not parse or is given twice), or has a content coding (Content-Encoding: gzip). Answered before the Idempotency-Key is claimed: nothing stored, nothing paid; the same key may be sent again with the body as plain application/json.",
+		"headers": oaObj{
+			"Accept":          oaObj{"description": "With a refused media type: the one taken, application/json (RFC 9110, section 15.5.16).", "schema": oaObj{"const": acceptedMediaType}},
+			"Accept-Encoding": oaObj{"description": "With a refused content coding: the one taken, identity (RFC 9110, section 15.5.16).", "schema": oaObj{"const": "identity"}},
+		},
+		"content": oaProblemContent(oaRef("MockProblemUnsupportedMediaType")),
 	}
 	create["402"] = oaObj{
 		"description": "The amount exceeds the balance of its currency; stored and replayed for the key.",
@@ -335,7 +338,7 @@ func oaProblemSchemas() oaObj {
 		"MockProblemAborted":           problem(ProblemAborted, 503, "The client went away during an injected delay; the payment did not run.", nil),
 		"MockProblemInjectedFailure": mustJSON(oaObj{"description": "A failure injected before anything ran (any status from 400 to 599).",
 			"allOf": []any{oaRef("MockProblem")}, "properties": oaObj{"type": oaObj{"const": ProblemInjectedFailure}, "status": oaObj{"minimum": 400, "maximum": 599}}}),
-		"MockProblemUnsupportedMediaType": problem(ProblemUnsupportedMediaType, 415, "The payment body is declared as another media type than JSON in UTF-8; detail says which. Never stored.", nil),
+		"MockProblemUnsupportedMediaType": problem(ProblemUnsupportedMediaType, 415, "The payment body is declared as another media type than JSON in UTF-8, or has a content coding; detail says which. Never stored.", nil),
 	}
 }
 

@@ -38,8 +38,10 @@ const (
 	ProblemLedgerUnavailable = problemBase + "ProblemLedgerUnavailable"
 	// ProblemUnsupportedMediaType is the type of a 415 answer to a payment
 	// whose Content-Type is not JSON in UTF-8: not application/json nor an
-	// application/*+json type, or with a charset other than utf-8. Its
-	// Accept header names application/json. It is answered before the
+	// application/*+json type, or with a charset other than utf-8 (its
+	// Accept header names application/json), or to one whose body has a
+	// content coding, such as gzip (its Accept-Encoding header names
+	// identity). It is answered before the
 	// Idempotency-Key is claimed, so, unlike the other answers below 500,
 	// it is neither stored nor replayed: the same key may be sent again
 	// with the body declared as JSON.
