@@ -112,7 +112,10 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			m.cfg.logger.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: scope function failed",
 				slog.String("key", key), slog.Any("error", err))
 			m.emit(admissionEvent(r, Event{Outcome: OutcomeScopeError, Key: Key{Key: key}, Status: http.StatusInternalServerError, Err: err}))
-			writeProblem(w, problem{Type: ProblemScopeUnavailable, Status: http.StatusInternalServerError, Key: key}, 0)
+			// The scope function's error stays in the log: it may say
+			// more about the server than a client is to know.
+			writeProblem(w, problem{Type: ProblemScopeUnavailable, Status: http.StatusInternalServerError, Key: key,
+				Detail: "The owner of the Idempotency-Key could not be determined, so the request was not run. Retry with the same key."}, 0)
 			return
 		}
 	}
@@ -158,7 +161,8 @@ func (m *middleware) unreadableBody(w http.ResponseWriter, r *http.Request, key 
 		return
 	}
 	m.emit(admissionEvent(r, Event{Outcome: OutcomeBadRequest, Key: Key{Key: key}, Status: http.StatusBadRequest, Err: err}))
-	writeProblem(w, problem{Type: ProblemBodyUnreadable, Status: http.StatusBadRequest, Key: key}, 0)
+	writeProblem(w, problem{Type: ProblemBodyUnreadable, Status: http.StatusBadRequest, Key: key,
+		Detail: "The request body could not be read (" + err.Error() + "). Nothing was run."}, 0)
 }
 
 // firstRead is the most readBody reserves before a body's bytes arrive:
