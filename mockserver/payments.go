@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,10 +17,6 @@ import (
 // with unless WithBalance set another: 1,000,000 (10,000.00 in a currency
 // with two decimals).
 const DefaultBalance int64 = 1_000_000
-
-// maxPaymentBody bounds what the payment handler reads; the idempotency
-// middleware has its own, usually smaller, bound.
-const maxPaymentBody = 1 << 20
 
 // Payment is one executed payment, as POST /payments answers it and GET
 // /payments lists it. Two payments with the same IdempotencyKey are a double
@@ -88,15 +85,18 @@ func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
 
 	buf := getBuffer()
 	defer putBuffer(buf)
-	body, err := appendAll(*buf, r.Body, maxPaymentBody+1)
+	body, err := appendAll(*buf, r.Body, s.maxBody+1)
 	*buf = body
 	var req paymentRequest
 	var errs []FieldError
 	switch {
 	case err != nil:
 		errs = []FieldError{{Detail: "could not read the body"}}
-	case len(body) > maxPaymentBody:
-		errs = []FieldError{{Detail: "body is too large"}}
+	case int64(len(body)) > s.maxBody:
+		// Only a handler around this one (WithHandlerMiddleware) that
+		// gave it another body can pass it more than the Middleware
+		// read.
+		errs = []FieldError{{Detail: "body is over " + strconv.FormatInt(s.maxBody, 10) + " bytes"}}
 	default:
 		req, errs = parsePaymentRequest(body)
 	}

@@ -44,6 +44,7 @@ type Server struct {
 	insp    inspector
 	ledger  Ledger
 	refKeep time.Duration // the idempotency TTL: how long a payment's ref finds it (Ledger.Pay)
+	maxBody int64         // the largest payment body read: the Middleware's (WithMaxRequestBody), which read it first
 	ledgerT time.Duration // bounds each ledger call but Pay (ledgerContext)
 	unkeyed bool
 	work    time.Duration
@@ -79,6 +80,7 @@ func New(opts ...Option) *Server {
 		namespace: c.namespace,
 		ledger:    c.ledger,
 		refKeep:   idempotencyTTL(c.idemOpts),
+		maxBody:   idempotency.OpenAPI(c.idemOpts...).Policy.Fingerprint.MaxBodyBytes,
 		ledgerT:   c.ledgerTimeout,
 		unkeyed:   c.unkeyed,
 		work:      c.work,
