@@ -57,9 +57,18 @@ func mediaTypeRefusal(ct []string) string {
 	case strings.TrimSpace(ct[0]) == "":
 		return "Content-Type is empty"
 	}
-	mt, params, err := mime.ParseMediaType(ct[0])
+	if commonJSON(ct[0]) {
+		return ""
+	}
+	return parsedRefusal(ct[0])
+}
+
+// parsedRefusal is mediaTypeRefusal of one Content-Type line ct, read by
+// mime.ParseMediaType.
+func parsedRefusal(ct string) string {
+	mt, params, err := mime.ParseMediaType(ct)
 	if err != nil {
-		return "Content-Type " + strconv.Quote(ct[0]) + " is not a media type (" + err.Error() + ")"
+		return "Content-Type " + strconv.Quote(ct) + " is not a media type (" + err.Error() + ")"
 	}
 	if sub, ok := strings.CutPrefix(mt, "application/"); !ok || sub != "json" && !strings.HasSuffix(sub, "+json") {
 		return "got " + mt
@@ -68,6 +77,32 @@ func mediaTypeRefusal(ct []string) string {
 		return "got charset=" + cs + "; JSON is UTF-8 (RFC 8259, section 8.1)"
 	}
 	return ""
+}
+
+// commonJSON reports whether ct is what nearly every client sends for
+// JSON, in any case: application/json, alone or with charset=utf-8. It
+// takes them without mime.ParseMediaType, which allocates.
+func commonJSON(ct string) bool {
+	rest, ok := cutPrefixFold(ct, "application/json")
+	if !ok {
+		return false
+	}
+	if rest = strings.TrimLeft(rest, " \t"); rest == "" {
+		return true
+	}
+	if rest, ok = strings.CutPrefix(rest, ";"); !ok {
+		return false
+	}
+	rest, ok = cutPrefixFold(strings.TrimLeft(rest, " \t"), "charset=utf-8")
+	return ok && strings.TrimRight(rest, " \t") == ""
+}
+
+// cutPrefixFold is strings.CutPrefix with the prefix matched in any case.
+func cutPrefixFold(s, prefix string) (string, bool) {
+	if len(s) < len(prefix) || !strings.EqualFold(s[:len(prefix)], prefix) {
+		return s, false
+	}
+	return s[len(prefix):], true
 }
 
 // codingRefusal says why a body with the Content-Encoding lines ce is not

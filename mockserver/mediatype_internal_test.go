@@ -15,3 +15,23 @@ func TestMediaTypeAcceptedWithoutAllocating(t *testing.T) {
 		}
 	}
 }
+
+// TestCommonJSONAgreesWithParse: the allocation-free path takes exactly
+// what the full parse takes among the spellings it looks at.
+func TestCommonJSONAgreesWithParse(t *testing.T) {
+	for _, ct := range []string{
+		"application/json", "Application/JSON", "application/json ", "application/json;charset=utf-8",
+		"application/json; charset=UTF-8", "application/json ;  charset=utf-8  ", "application/json; charset=utf-8;",
+		"application/jsonx", "application/json; charset=utf-16", "application/json; charset=utf-8x",
+		"application/json; charset=\"utf-8\"", "application/json; foo=bar", "application/json;", "text/json",
+	} {
+		fast := commonJSON(ct)
+		full := ct != "" && parsedRefusal(ct) == ""
+		if fast && !full {
+			t.Errorf("commonJSON(%q) takes what the parse refuses", ct)
+		}
+		if got := mediaTypeRefusal([]string{ct}) == ""; got != full {
+			t.Errorf("mediaTypeRefusal(%q) takes it: %v, the parse alone: %v", ct, got, full)
+		}
+	}
+}
