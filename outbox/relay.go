@@ -135,12 +135,13 @@ func (o *Outbox) Relay(pub Publisher, opts ...RelayOption) *Relay {
 // panic there (or a call of runtime.Goexit) stops the relay instead, as
 // if ctx had ended: the panicking batch is recorded as failed (see
 // Publisher), the other workers' batches as at any stop, every connection
-// goes back to the pool; then Run panics, on its caller's goroutine, with
-// a *PanicError holding the first panic's value and the stack where it
-// happened (a later panic of another goroutine is logged at level Error),
-// or calls runtime.Goexit. This is the rule of RunOnce, Inbox.Process and
-// outbox/jetstream's Consume: a panic goes up to the caller, with nothing
-// left held. Run does not log a panic and go on: a Publisher that
+// goes back to the pool, all within the settle timeout counted from the
+// Publisher's panic (WithSettleTimeout); then Run panics, on its caller's
+// goroutine, with a *PanicError holding the first panic's value and the
+// stack where it happened (a later panic of another goroutine is logged
+// at level Error), or calls runtime.Goexit. This is the rule of RunOnce,
+// Inbox.Process and outbox/jetstream's Consume: a panic goes up to the
+// caller, with nothing left held. Run does not log a panic and go on: a Publisher that
 // panicked may have left itself broken (a lock held, a half-updated
 // state), and a bug that panics on every batch would be logged for ever
 // while nothing is published. A caller that wants the relay to go on
@@ -243,8 +244,10 @@ func (r *Relay) work(ctx context.Context, wake <-chan struct{}, all []chan struc
 // RunOnce calls the Publisher on the caller's goroutine: a panic of
 // Publish goes up through RunOnce as it is, its value and stack
 // unchanged, once the batch is recorded as failed (see Publisher) and its
-// connection is back in the pool; a panic elsewhere (the relay's logger,
-// say) leaves the batch as a crash would, its transaction rolled back.
+// connection is back in the pool, within the settle timeout counted from
+// the panic, as from the end of ctx (WithSettleTimeout); a panic
+// elsewhere (the relay's logger, say) leaves the batch as a crash would,
+// its transaction rolled back.
 //
 // The batch costs two round trips to the database: BEGIN and the claim in
 // one pipeline, the marks and COMMIT in another.
@@ -388,8 +391,17 @@ func (r *Relay) batchesOn(ctx context.Context, conn *pgxpool.Conn, refused *refu
 const defaultSettleTimeout = 5 * time.Second
 
 // settleKey is the context key under which Run and RunOnce pass their
-// settle context (see settling) to what they call.
+// settleScope to what they call.
 type settleKey struct{}
+
+// settleScope is what Run and RunOnce pass under settleKey: their settle
+// context (see settling), and stop, which ends their own context, so that
+// a panic of the Publisher ends the call as its context's end would, the
+// settle timeout counted from then on (see publish).
+type settleScope struct {
+	settle context.Context
+	stop   context.CancelFunc
+}
 
 // settleContext returns a context that carries ctx's values, not its
 // cancellation, and ends d after ctx does (or when cancel is called).
@@ -408,18 +420,29 @@ func settleContext(ctx context.Context, d time.Duration) (sctx context.Context, 
 // one bound for every such statement of the call; a ctx that carries no
 // settle context (none does today) gets the default bound of its own.
 func settling(ctx context.Context) (context.Context, context.CancelFunc) {
-	if s, ok := ctx.Value(settleKey{}).(context.Context); ok {
-		return context.WithCancel(s)
+	if s, ok := ctx.Value(settleKey{}).(settleScope); ok {
+		return context.WithCancel(s.settle)
 	}
 	return settleContext(ctx, defaultSettleTimeout)
 }
 
-// withSettling returns ctx carrying the settle context that settling hands
-// out under it, and the function that ends that context, for Run and
-// RunOnce to call when they return.
+// withSettling returns a context ending with ctx, or with stopCall, that
+// carries the settle context settling hands out under it; and the
+// function that ends both, for Run and RunOnce to call when they return.
 func (r *Relay) withSettling(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, stop := context.WithCancel(ctx)
 	settle, cancel := settleContext(ctx, r.cfg.settleTimeout)
-	return context.WithValue(ctx, settleKey{}, settle), cancel
+	return context.WithValue(ctx, settleKey{}, settleScope{settle, stop}), func() { cancel(); stop() }
+}
+
+// stopCall ends the context of the Run or RunOnce that ctx is under, if
+// any: the call is ending (its Publisher panicked), and what it still
+// writes is bounded by the settle timeout from now on, as after its
+// caller's context ended.
+func stopCall(ctx context.Context) {
+	if s, ok := ctx.Value(settleKey{}).(settleScope); ok {
+		s.stop()
+	}
 }
 
 // sendMarked sends b on conn; its first marks statements record a
@@ -496,9 +519,11 @@ func release(ctx context.Context, conn *pgxpool.Conn, open bool) {
 
 // publish hands msgs, the rows seqs, to the Publisher, within the publish
 // timeout. When Publish does not return (it panics, or calls
-// runtime.Goexit), abandon gets the batch's outcome, each message's
-// attempt failed (see Publisher), to write before the panic goes on up
-// with its value, from within Publish's stack.
+// runtime.Goexit), publish ends the context of the Run or RunOnce it is
+// under (stopCall), and abandon gets the batch's outcome, each message's
+// attempt failed (see Publisher), to write, under the settle timeout,
+// before the panic goes on up with its value, from within Publish's
+// stack.
 func (r *Relay) publish(ctx context.Context, seqs []int64, msgs []Message, abandon func(*outcome)) error {
 	pctx, cancel := context.WithTimeout(ctx, r.cfg.publishTimeout)
 	defer cancel()
@@ -508,6 +533,10 @@ func (r *Relay) publish(ctx context.Context, seqs []int64, msgs []Message, aband
 			return
 		}
 		v := recover() // nil: runtime.Goexit, which goes on by itself
+		// The call ends with the panic: its marks must not wait for ever
+		// on a database that stopped answering, nor its other workers go
+		// on meanwhile.
+		stopCall(ctx)
 		abandon(&outcome{failed: seqs, perr: &publishPanic{value: v, stack: debug.Stack()}})
 		if v != nil {
 			panic(v)

@@ -131,7 +131,9 @@ func WithPublishTimeout(d time.Duration) RelayOption {
 // without waiting for ever on a database that stopped answering. A batch
 // whose marks do not finish within it is published again later, as
 // at-least-once delivery allows. Nothing is bounded while the context is
-// live. 0 means 5 s.
+// live, unless the Publisher panicked: a panic ends the call as the end of
+// its context would, the bound counted from the panic (see Run). 0 means
+// 5 s.
 func WithSettleTimeout(d time.Duration) RelayOption {
 	return func(c *relayConfig) { c.settleTimeout = d }
 }
