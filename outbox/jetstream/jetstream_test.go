@@ -102,6 +102,30 @@ func (s *setup) count(tb testing.TB) int {
 	return n
 }
 
+// missing returns the IDs of msgs that have no effect.
+func (s *setup) missing(tb testing.TB, msgs []outbox.Message) []string {
+	tb.Helper()
+	rows, err := s.pool.Query(context.Background(), `SELECT DISTINCT message_id FROM `+s.effects)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	done := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		done[id] = true
+	}
+	var out []string
+	for _, m := range msgs {
+		if !done[m.ID] {
+			out = append(out, m.ID)
+		}
+	}
+	return out
+}
+
 func (s *setup) enqueue(tb testing.TB, commit bool, msgs ...outbox.Message) {
 	tb.Helper()
 	ctx := context.Background()
@@ -182,6 +206,11 @@ func TestEndToEndExactlyOnce(t *testing.T) {
 			}
 			return s.effect(ctx, tx, m)
 		})
+	}()
+	defer func() {
+		if t.Failed() {
+			t.Logf("messages without an effect: %v", s.missing(t, msgs))
+		}
 	}()
 	testenv.Eventually(t, "every message takes effect", func() bool { return s.count(t) >= n })
 	// Give redeliveries a moment to show a double, were there one.
