@@ -279,7 +279,7 @@ func consumeIter(ctx context.Context, cons natsjs.Consumer, iter natsjs.Messages
 // handleAll is consumeIter's loop.
 func handleAll(ctx context.Context, cons natsjs.Consumer, iter natsjs.MessagesContext, in *outbox.Inbox, h Handler, cfg consumeConfig) (left natsjs.Msg, err error) {
 	for {
-		m, err := iter.Next(natsjs.NextContext(ctx))
+		m, err := next(ctx, iter)
 		switch {
 		case ctx.Err() != nil:
 			if err == nil {
