@@ -28,7 +28,8 @@ func checkNATS(ctx context.Context, rawURL string) error {
 // creates a JetStream stream of tb's own, named RandomName(name) (name
 // must be a valid stream name), taking the subjects "<stream>.>"; it is
 // deleted and the connection closed when tb ends. It returns the
-// connection, its JetStream context and the stream.
+// connection, its JetStream context and the stream. A creation that the
+// server refuses for a race of its own is tried again (see createStream).
 func Stream(tb testing.TB, name string) (*nats.Conn, jetstream.JetStream, jetstream.Stream) {
 	tb.Helper()
 	url := NATSURL(tb)
@@ -44,7 +45,9 @@ func Stream(tb testing.TB, name string) (*nats.Conn, jetstream.JetStream, jetstr
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	sname := RandomName(name)
-	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: sname, Subjects: []string{sname + ".>"}})
+	s, err := createStream(ctx, tb, func() (jetstream.Stream, error) {
+		return js.CreateStream(ctx, jetstream.StreamConfig{Name: sname, Subjects: []string{sname + ".>"}})
+	})
 	if err != nil {
 		tb.Fatalf("testenv: create stream %s: %v", sname, err)
 	}
