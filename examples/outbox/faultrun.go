@@ -285,19 +285,30 @@ func supervise(ctx context.Context, args []string, crash []int, urlc chan<- stri
 	}
 }
 
+// natsStartWait bounds the wait for the fault run's nats-server to accept
+// connections.
+const natsStartWait = 5 * time.Second
+
 // natsServer is the fault run's own nats-server.
 type natsServer struct {
 	bin, dir string
 	port     int
+	wait     time.Duration // how long start waits for the server to accept connections
 	cmd      *exec.Cmd
 }
 
 func startNATS(bin string, port int) (*natsServer, error) {
+	return launchNATS(bin, port, natsStartWait)
+}
+
+// launchNATS is startNATS waiting up to wait for the server to accept
+// connections.
+func launchNATS(bin string, port int, wait time.Duration) (*natsServer, error) {
 	dir, err := os.MkdirTemp("", "outbox-example-nats-")
 	if err != nil {
 		return nil, err
 	}
-	s := &natsServer{bin: bin, dir: dir, port: port}
+	s := &natsServer{bin: bin, dir: dir, port: port, wait: wait}
 	return s, s.start()
 }
 
@@ -312,7 +323,7 @@ func (s *natsServer) start() error {
 	if err := s.cmd.Start(); err != nil {
 		return fmt.Errorf("start nats-server: %w", err)
 	}
-	for range 100 {
+	for deadline := time.Now().Add(s.wait); time.Now().Before(deadline); {
 		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", s.port)); err == nil {
 			c.Close()
 			return nil
