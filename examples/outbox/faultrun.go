@@ -294,9 +294,14 @@ type natsServer struct {
 	bin, dir string
 	port     int
 	wait     time.Duration // how long start waits for the server to accept connections
-	cmd      *exec.Cmd
+	cmd      *exec.Cmd     // the last process started
+	exited   chan struct{} // closed once cmd has exited and been waited for
+	exitErr  error         // what cmd's Wait returned, set before exited is closed
 }
 
+// startNATS starts a nats-server with JetStream on port, its store in a
+// temporary directory. When the server does not come up, nothing of it is
+// left: neither a process nor the directory.
 func startNATS(bin string, port int) (*natsServer, error) {
 	return launchNATS(bin, port, natsStartWait)
 }
@@ -309,9 +314,16 @@ func launchNATS(bin string, port int, wait time.Duration) (*natsServer, error) {
 		return nil, err
 	}
 	s := &natsServer{bin: bin, dir: dir, port: port, wait: wait}
-	return s, s.start()
+	if err := s.start(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	return s, nil
 }
 
+// start starts the process and waits until it accepts connections. A
+// process that exits first fails it at once; one that does not listen
+// within s.wait is killed.
 func (s *natsServer) start() error {
 	// Refuse a port that something already listens on: the run would talk
 	// to that server, and kill and restart only its own.
@@ -319,31 +331,54 @@ func (s *natsServer) start() error {
 		c.Close()
 		return fmt.Errorf("port %d is in use: the fault run needs a nats-server of its own (-nats-port)", s.port)
 	}
-	s.cmd = exec.Command(s.bin, "-a", "127.0.0.1", "-p", strconv.Itoa(s.port), "-js", "-sd", s.dir)
-	if err := s.cmd.Start(); err != nil {
+	cmd := exec.Command(s.bin, "-a", "127.0.0.1", "-p", strconv.Itoa(s.port), "-js", "-sd", s.dir)
+	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start nats-server: %w", err)
 	}
-	for deadline := time.Now().Add(s.wait); time.Now().Before(deadline); {
+	s.cmd, s.exited = cmd, make(chan struct{})
+	go func(exited chan struct{}) {
+		s.exitErr = cmd.Wait()
+		close(exited)
+	}(s.exited)
+
+	deadline := time.NewTimer(s.wait)
+	defer deadline.Stop()
+	poll := time.NewTicker(50 * time.Millisecond)
+	defer poll.Stop()
+	for {
 		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", s.port)); err == nil {
 			c.Close()
 			return nil
 		}
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-s.exited:
+			return fmt.Errorf("nats-server on port %d exited before it listened: %v", s.port, s.exitErr)
+		case <-deadline.C:
+			s.kill()
+			return fmt.Errorf("nats-server on port %d did not come up within %v", s.port, s.wait)
+		case <-poll.C:
+		}
 	}
-	return fmt.Errorf("nats-server on port %d did not come up", s.port)
+}
+
+// kill kills the last process started, if it still runs, and waits for it.
+func (s *natsServer) kill() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.exited
 }
 
 // restart kills the server with SIGKILL and starts it again on its store.
 func (s *natsServer) restart() error {
-	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
+	s.kill()
 	time.Sleep(300 * time.Millisecond)
 	return s.start()
 }
 
 func (s *natsServer) stop() {
-	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
+	s.kill()
 	_ = os.RemoveAll(s.dir)
 }
 
