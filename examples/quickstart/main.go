@@ -9,35 +9,39 @@
 //	go run ./examples/quickstart
 //
 // It exits with status 1 if any payment executed twice, went missing, or the
-// balance is off.
+// balance is off. It takes no flags and no arguments: -h prints this usage,
+// anything else is refused with status 2. Ctrl-C or SIGTERM stops it (status
+// 1).
 package main
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
-	"os/signal"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/saferetry/saferetry"
+	"github.com/saferetry/saferetry/examples/internal/serve"
 	"github.com/saferetry/saferetry/mockserver"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "quickstart:", err)
-		stop()
-		os.Exit(1)
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "Usage of quickstart: go run ./examples/quickstart\n"+
+			"Pays through the saferetry client against an in-process mock server that drops answers, fails\n"+
+			"and meets a duplicate, then checks from the server's records that every payment executed exactly\n"+
+			"once; exit status 1 if not. It takes no flags.\n")
 	}
+	flag.Parse()
+	serve.Main("quickstart", func(ctx context.Context) error { return run(ctx, os.Stdout) })
 }
 
 // currency is the currency of every payment of the demo.
