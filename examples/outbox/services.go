@@ -98,10 +98,15 @@ type conns struct {
 	stream natsjs.Stream
 }
 
-// connect opens the conns of a relay or a notification service.
+// connect opens the conns of a relay or a notification service, and
+// creates the tables if needed.
 func connect(ctx context.Context, dbURL, natsURL string) (*conns, error) {
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
+		return nil, err
+	}
+	if err := setupDB(ctx, pool); err != nil {
+		pool.Close()
 		return nil, err
 	}
 	nc, js, s, err := connectJS(ctx, natsURL)
@@ -133,7 +138,7 @@ func (c *crashCountdown) tick() {
 // runPayments serves POST /payments until ctx is done: in the middleware's
 // transaction it records the payment and enqueues payment.created, whose
 // ID is the request's derived key, so a retry (replayed) or a re-run after
-// a rollback adds no second event.
+// a rollback adds no second event. It creates the tables if needed.
 func runPayments(ctx context.Context, addr, dbURL string, out io.Writer) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -145,6 +150,9 @@ func runPayments(ctx context.Context, addr, dbURL string, out io.Writer) error {
 		return err
 	}
 	defer pool.Close()
+	if err := setupDB(ctx, pool); err != nil {
+		return err
+	}
 	store := pgstore.NewTx(pool, pgstore.WithTable(idemTable))
 	ob := outbox.New(pool, outbox.WithTable(outboxTbl))
 	idem := idempotency.Middleware(store, idempotency.WithKeyRequired(true), idempotency.WithLogger(logger()))
