@@ -7,8 +7,9 @@
 // ID); the notification service writes its e-mail row and its inbox row in
 // one transaction and acknowledges after that commit.
 //
-// Without -role it runs the fault run: a nats-server of its own (on
-// -nats-port, its store in a temporary directory), a PostgreSQL schema of
+// Without -role it runs the fault run: a nats-server of its own (the
+// -nats-server binary, by default the one on PATH, on -nats-port, its store
+// in a temporary directory), a PostgreSQL schema of
 // its own (dropped at the end), the payments service, two relays and two
 // notification services as child processes, and -payments client
 // operations that retry with dropped answers, while relays are killed
@@ -41,7 +42,7 @@ func main() {
 	crashAfter := fs.Int("crash-after", 0, "relay, notify: SIGKILL itself after this many batches or messages (0: never)")
 	payments := fs.Int("payments", 200, "fault run: client operations")
 	natsPort := fs.Int("nats-port", 14222, "fault run: port of its own nats-server")
-	natsBin := fs.String("nats-server", "/usr/sbin/nats-server", "fault run: the nats-server binary")
+	natsBin := fs.String("nats-server", "nats-server", "fault run: the nats-server binary (a name without a slash is looked up on PATH)")
 	verbose := fs.Bool("v", false, "fault run: print every payment's e-mail count")
 	_ = fs.Parse(os.Args[1:])
 	if fs.NArg() > 0 {

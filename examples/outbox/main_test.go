@@ -5,6 +5,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -28,12 +29,13 @@ func TestMain(m *testing.M) {
 // answers are dropped, relays and notification services are killed at
 // their worst moments and the nats-server restarts.
 func TestFaultRunSmall(t *testing.T) {
-	if _, err := os.Stat("/usr/sbin/nats-server"); err != nil {
-		testenv.Unavailable(t, "no /usr/sbin/nats-server: install nats-server to run")
+	natsBin, err := exec.LookPath("nats-server")
+	if err != nil {
+		testenv.Unavailable(t, "no nats-server on PATH: install nats-server to run")
 	}
 	var out bytes.Buffer
 	ok, err := faultRun(context.Background(), runConfig{db: testenv.PostgresURL(t), payments: 60, natsPort: testenv.FreePorts(t, 1, false),
-		natsBin: "/usr/sbin/nats-server"}, &out)
+		natsBin: natsBin}, &out)
 	t.Log("\n" + out.String())
 	if err != nil || !ok || !strings.Contains(out.String(), "VERDICT: PASS: 60 of 60 payments have exactly one e-mail") {
 		t.Fatalf("fault run = %v, %v; want a PASS verdict", ok, err)
