@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,10 +15,17 @@ import (
 	"github.com/saferetry/saferetry/internal/testenv"
 )
 
+// noPaymentsEnv makes a payments service started by this test binary as a
+// child of the fault run exit at once, as one that cannot start would.
+const noPaymentsEnv = "SAFERETRY_OUTBOX_TEST_NO_PAYMENTS"
+
 // TestMain runs the command itself when this test binary is started as a
 // child of the fault run; otherwise it checks the database once.
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
+		if os.Getenv(noPaymentsEnv) == "1" && slices.Contains(os.Args, "payments") {
+			os.Exit(1)
+		}
 		main()
 		os.Exit(0)
 	}
