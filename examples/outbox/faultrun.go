@@ -96,6 +96,8 @@ func faultRun(ctx context.Context, cfg runConfig, out io.Writer) (bool, error) {
 	var base string
 	select {
 	case base = <-payURL:
+	case <-ctx.Done():
+		return false, ctx.Err()
 	case <-time.After(30 * time.Second):
 		return false, errors.New("the payments service did not start")
 	}
