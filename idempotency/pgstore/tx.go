@@ -761,7 +761,11 @@ func (t *Tx) Rollback(ctx context.Context) error {
 		return nil
 	}
 	var err error
-	if t.tx != nil && (t.h == nil || !t.h.ended.Load()) {
+	// A connection pgx closed (a statement of the handler's cut short by
+	// its context: the client left) ended its session, which PostgreSQL
+	// rolled back: nothing is left to roll back, and pgx's Rollback would
+	// only fail with "conn closed".
+	if t.tx != nil && (t.h == nil || !t.h.ended.Load()) && !t.tx.Conn().IsClosed() {
 		err = t.tx.Rollback(ctx)
 	}
 	t.release()
