@@ -36,6 +36,18 @@ func ExampleNew() {
 		w.WriteHeader(http.StatusCreated)
 	})
 	http.Handle("/orders", idempotency.Middleware(store)(orders))
+
+	// At shutdown, after the server's Shutdown and before the pool closes
+	// (deferred): the store's detached releases (claims made for callers
+	// that left), then its renewals.
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := store.Drain(dctx); err != nil {
+			log.Print(err)
+		}
+		_ = store.Close()
+	}()
 }
 
 // Transactional mode: the handler writes through the transaction the

@@ -1,9 +1,14 @@
 package redisstore_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log"
 	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,5 +38,23 @@ func Example() {
 		Handler:           idempotency.Middleware(store, idempotency.WithLease(5*time.Second))(mux),
 		ReadHeaderTimeout: 5 * time.Second,
 	}
-	log.Fatal(srv.ListenAndServe())
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Fatal(err)
+		}
+	}()
+	<-ctx.Done()
+
+	// At shutdown: the server first, then the store's detached releases
+	// (claims made for callers that left), then the client (deferred).
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Print(err)
+	}
+	if err := store.Drain(sctx); err != nil {
+		log.Print(err)
+	}
 }
