@@ -43,7 +43,9 @@
 //     15s), no elapsed-time limit (the attempt count and the context bound
 //     the whole), see [WithBackoff] and [DefaultBackoff];
 //   - Retry-After on 409, 429 and 503: honoured, capped at 30s, with up to
-//     10% added jitter (never past the cap), see [WithMaxRetryAfter];
+//     10% added jitter (never past the cap), see [WithMaxRetryAfter]; it
+//     lengthens the backoff's wait, never shortens it (a Retry-After of 0
+//     or a date already past leaves the backoff's wait as it is);
 //   - retry budget: 500 tokens per Transport, a retry costs 5 tokens (10
 //     after a transport error or timeout); an operation that ends with an
 //     answer the rules do not retry (a success, but also a final 4xx such

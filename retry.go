@@ -43,7 +43,7 @@ const (
 	ReasonReplayed          Reason = "replayed"                  // any status with Idempotent-Replayed: true: the recorded outcome
 	ReasonServerSaid        Reason = "server said"               // Stripe-Should-Retry: true or false decided
 	ReasonRetryableStatus   Reason = "retryable status"          // 408, 409, 429, 5xx except 501
-	ReasonRetryAfter        Reason = "retry-after"               // retryable status; the wait comes from Retry-After
+	ReasonRetryAfter        Reason = "retry-after"               // retryable status; the wait honours Retry-After (at least the backoff's)
 	ReasonTransportError    Reason = "transport error"           // no response: refused, reset, EOF...
 	ReasonAttemptTimeout    Reason = "attempt timeout"           // the per-attempt timeout expired
 	ReasonPermanentError    Reason = "permanent error"           // TLS verification, a TLS handshake refused for the client's configuration, and similar

@@ -36,9 +36,10 @@ import (
 //     with the [saferetry.Classifier] if any, the attempt count (RetryMax)
 //     and the retry budget, which counts as the Transport's does (see
 //     [WithRetryBudget]).
-//   - waits: Backoff honours Retry-After on 409, 429 and 503, capped by
-//     [WithMaxRetryAfter] and jittered; otherwise it grows exponentially
-//     from RetryWaitMin to RetryWaitMax with jitter.
+//   - waits: Backoff grows exponentially from RetryWaitMin to
+//     RetryWaitMax with jitter; on 409, 429 and 503 it waits at least
+//     what Retry-After asks for, capped by [WithMaxRetryAfter] and
+//     jittered (a shorter Retry-After, such as 0, does not shorten it).
 //   - outcome: ErrorHandler returns the last response with a nil error
 //     when retries are exhausted, instead of "giving up"; with no response
 //     it returns a [*saferetry.Error] with the key and attempt count,
@@ -192,11 +193,12 @@ func errorHandler(resp *http.Response, err error, attempts int) (*http.Response,
 	return nil, e
 }
 
-// backoff is the client's Backoff: the wait Retry-After asks for, or an
-// exponential one.
+// backoff is the client's Backoff: an exponential wait, or the wait
+// Retry-After asks for when that is longer (see Policy.Decide).
 func (a *adapter) backoff(minWait, maxWait time.Duration, attempt int, resp *http.Response) time.Duration {
-	if d, _, ok := retrypolicy.RetryAfter(resp, time.Now(), a.cfg.maxRetryAfter, retrypolicy.Jitter); ok {
-		return d
+	d := exponentialWait(minWait, maxWait, attempt)
+	if ra, _, ok := retrypolicy.RetryAfter(resp, time.Now(), a.cfg.maxRetryAfter, retrypolicy.Jitter); ok {
+		d = max(d, ra)
 	}
-	return exponentialWait(minWait, maxWait, attempt)
+	return d
 }

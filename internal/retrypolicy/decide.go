@@ -200,7 +200,10 @@ func (p *Policy) plan(v *Verdict, o Outcome, st *State, now func() time.Time) bo
 	}
 	t := now()
 	if ra, asked, ok := RetryAfter(o.Response, t, p.MaxRetryAfter, p.Jitter); ok {
-		wait, v.RetryAfter = ra, asked
+		// Retry-After is a floor, not a replacement: one that asks for
+		// less than the schedule (0, a date already past) would make
+		// every retry immediate and unjittered.
+		wait, v.RetryAfter = max(wait, ra), asked
 		if v.Reason == ReasonRetryableStatus {
 			v.Reason = ReasonRetryAfter
 		}
