@@ -53,7 +53,8 @@ func TestRetriedAndStored(t *testing.T) {
 		value  string
 		want   bool
 	}{
-		{500, "false", false}, {503, "False", false}, {400, "true", true}, {409, "TRUE", true},
+		{500, "false", false}, {503, "False", false}, {404, "true", true}, {409, "TRUE", true},
+		{400, "true", false}, {422, "True", false}, // final always (client rule 3)
 		{500, "", true}, {400, "", false}, {500, "perhaps", true},
 	} {
 		if got := Retried(tt.status, http.Header{HeaderShouldRetry: {tt.value}}); got != tt.want {
