@@ -32,16 +32,25 @@ import (
 // recorded outcome, the same on every retry, so it is final whatever its
 // status: a 409 replayed is the handler's own, and a 5xx replayed (from a
 // server that stores 5xx) comes back as it is however often it is asked
-// for. A server's explicit say (Stripe-Should-Retry, see [ShouldRetry])
-// comes next, then the status.
+// for. A 400 or a 422 is final always (see [FinalAlways]). A server's
+// explicit say (Stripe-Should-Retry, see [ShouldRetry]) comes next, then
+// the status.
 func Retried(status int, h http.Header) bool {
-	if Replayed(h) {
+	if Replayed(h) || FinalAlways(status) {
 		return false
 	}
 	if retry, said := ShouldRetry(h); said {
 		return retry
 	}
 	return RetriedStatus(status)
+}
+
+// FinalAlways reports whether status is final whatever the server says
+// (CONTRACT.md, client rule 3): a 400 (the request is malformed) and a 422
+// (its key was used with another payload) come back the same to the same
+// key and body, so not even Stripe-Should-Retry: true makes them retried.
+func FinalAlways(status int) bool {
+	return status == http.StatusBadRequest || status == http.StatusUnprocessableEntity
 }
 
 // RetriedStatus is the status half of [Retried]: 408, 409, 429, and 5xx

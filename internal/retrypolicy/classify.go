@@ -20,6 +20,9 @@ func ClassifyStatus(resp *http.Response) (retry bool, reason Reason) {
 		// The recorded outcome: the same on every retry.
 		return false, ReasonReplayed
 	}
+	if contract.FinalAlways(resp.StatusCode) {
+		return false, ReasonFinalStatus
+	}
 	if retry, said := contract.ShouldRetry(resp.Header); said {
 		return retry, ReasonServerSaid
 	}
