@@ -2,6 +2,7 @@ package mockserver
 
 import (
 	"io"
+	"net/http"
 	"sync"
 )
 
@@ -38,4 +39,17 @@ func appendAll(b []byte, r io.Reader, n int64) ([]byte, error) {
 			return b, err
 		}
 	}
+}
+
+// bufferedLen is the length of what is left of r's body when it is
+// already in memory, as a body the idempotency Middleware read and put
+// back (a reader with Len), or -1. It sizes the buffer a large body is
+// read into at once, rather than grown by doubling, each step a copy and
+// garbage. The Content-Length a client sends is not taken: a body that
+// never comes would reserve it.
+func bufferedLen(r *http.Request) int64 {
+	if l, ok := r.Body.(interface{ Len() int }); ok {
+		return int64(l.Len())
+	}
+	return -1
 }

@@ -85,6 +85,9 @@ func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
 
 	buf := getBuffer()
 	defer putBuffer(buf)
+	if n := bufferedLen(r); n >= int64(cap(*buf)) && n <= s.maxBody {
+		*buf = make([]byte, 0, n+1) // +1 to see EOF without growing
+	}
 	body, err := appendAll(*buf, r.Body, s.maxBody+1)
 	*buf = body
 	var req paymentRequest
