@@ -33,7 +33,7 @@
 // except 501, unless the answer is a replay (Idempotent-Replayed: true), which
 // is the operation's recorded outcome and final whatever its status. A
 // Stripe-Should-Retry header of "true" or "false" overrides the status rule
-// ([ReasonServerSaid]).
+// ([ReasonServerSaid]), except for 400 and 422, which are final always.
 //
 // Defaults (each changeable by an [Option]):
 //

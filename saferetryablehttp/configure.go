@@ -28,8 +28,8 @@ import (
 //   - classification: CheckRetry makes the saferetry Transport's decision
 //     (408, 409, 429 and 5xx except 501 retried, unless the answer is a
 //     replay, which is final whatever its status; Stripe-Should-Retry true
-//     or false overriding the status rule; 400, 422 and other statuses
-//     final; TLS verification, a TLS handshake the server refuses for the
+//     or false overriding the status rule but for 400 and 422, final
+//     always; other statuses final; TLS verification, a TLS handshake the server refuses for the
 //     client's configuration, and client-side errors such as redirect
 //     limits or a redirect leaving the origin final; an attempt cut by http.Client.Timeout
 //     retried like a timeout; unsafe methods without a key never retried),
