@@ -148,7 +148,12 @@
 // shorter, so once for every transaction it finds holding the key) and then
 // replays the committed outcome, acquires the key if the first transaction
 // rolled back, or reports the operation in progress when the wait times
-// out.
+// out. The same holds, for shorter, when a client leaves while the handler's
+// statement runs: pgx's default context handling closes the connection,
+// but PostgreSQL notices only when the statement next reads or writes the
+// socket, so the statement runs to its end and the key stays held (409 to
+// a retry) until then; client_connection_check_interval (PostgreSQL 14 and
+// later) or pgx's CancelRequestContextWatcherHandler ends it sooner.
 //
 // A first execution costs two round trips, both pgx batches: the claim,
 // which begins the transaction, and the stored outcome with COMMIT. A
