@@ -27,8 +27,9 @@ type Attempt struct {
 	// Decision is [DecisionRetry] or [DecisionReturn].
 	Decision Decision
 	// Reason explains the decision; for a retry, whether the status or
-	// error was retryable or the wait came from Retry-After; for a return,
-	// what stopped retries.
+	// error was retryable or Retry-After was honoured ([ReasonRetryAfter]:
+	// the wait is then the longer of the server's and the backoff's); for
+	// a return, what stopped retries.
 	Reason Reason
 	// RetryAfter is the server's Retry-After, before capping and jitter;
 	// 0 when absent or not honoured.
