@@ -101,9 +101,8 @@ func newLoader(addrs []string, lease time.Duration) *loader {
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     30 * time.Second,
 	}
-	// Options, not fields set afterwards: NewExponentialBackOff starts
-	// its schedule at the InitialInterval it was made with (500 ms unless
-	// told), and the client does not Reset it before the first wait.
+	// Options, not fields set afterwards: the schedule a fresh
+	// operation starts from is the one built here.
 	newBackoff := func() backoff.BackOff {
 		return backoff.NewExponentialBackOff(backoff.WithInitialInterval(25*time.Millisecond),
 			backoff.WithMaxInterval(400*time.Millisecond), backoff.WithMaxElapsedTime(0))
