@@ -187,6 +187,49 @@ func TestWatchAnnounceError(t *testing.T) {
 	}
 }
 
+// TestFailedAnnounceWakesTheWaitersThatRelyOnIt: a key's second waiter
+// joins while the first one's announce is in flight, so it announces
+// nothing itself. When that announce then fails (the server refused it,
+// or the first waiter's client left and cut it short), nothing was asked
+// to announce k, yet the second waiter was left waiting on a channel
+// that no settlement would close: it, and every waiter that joined the
+// key after it, slept until its fallback poll. It must be woken instead,
+// to look again and watch anew, announcing k this time.
+func TestFailedAnnounceWakesTheWaitersThatRelyOnIt(t *testing.T) {
+	var s Set[string]
+	ctx := context.Background()
+	_, stopOther, _, _ := s.Add("other") // a listener runs, and listens
+	defer stopOther()
+	s.Listening()
+	inFlight, fail := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		_, _, err := s.Watch(ctx, "k", func(context.Context) error {
+			close(inFlight)
+			<-fail
+			return errors.New("refused")
+		}, func() {})
+		first <- err
+	}()
+	<-inFlight
+	announced := false
+	second, stop, err := s.Watch(ctx, "k", func(context.Context) error { announced = true; return nil }, func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if announced {
+		t.Fatal("the second waiter announced k while the first one's announce was in flight")
+	}
+	close(fail)
+	if err := <-first; err == nil {
+		t.Fatal("the first Watch did not fail")
+	}
+	if !closed(second) {
+		t.Fatal("the first waiter's announce failed, and the second waiter, which relied on it, was not woken: nothing will announce k's settlement")
+	}
+}
+
 // TestReadyMadeWithTheListener checks that the Add that asks for a new
 // listener also makes the channel that says it listens, under the same
 // lock: a Watch that runs between the two would otherwise read the last
