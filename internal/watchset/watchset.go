@@ -141,9 +141,10 @@ func (s *Set[K]) Retire() bool {
 // listens, Failed when it cannot, Fire for each settlement it hears of, and
 // returns when Retire says nobody waits. When k had no waiter, announce asks
 // the server to announce k's settlement (an error stops the watch and is
-// returned). Watch then waits, up to ReadyWait or until ctx ends, until the
-// listener listens or fails to; it does not wait when its last attempt
-// failed.
+// returned, and wakes the waiters of k that joined meanwhile, since
+// nothing announces k for them). Watch then waits, up to ReadyWait or
+// until ctx ends, until the listener listens or fails to; it does not wait
+// when its last attempt failed.
 func (s *Set[K]) Watch(ctx context.Context, k K, announce func(context.Context) error, listen func()) (<-chan struct{}, func(), error) {
 	s.mu.Lock()
 	ch, stop, first, start := s.add(k)
@@ -155,6 +156,11 @@ func (s *Set[K]) Watch(ctx context.Context, k K, announce func(context.Context) 
 	if first && announce != nil {
 		if err := announce(ctx); err != nil {
 			stop()
+			// The waiters of k that joined while announce ran did not
+			// announce k themselves: wake them, to look again and watch
+			// anew, one of them announcing k, rather than leave them
+			// waiting for a settlement nothing will announce.
+			s.Fire(k)
 			return nil, nil, err
 		}
 	}
