@@ -192,7 +192,10 @@ func WithWaitForResult(d time.Duration) Option {
 // WithMaxWaiters bounds how many requests of this Middleware wait at once
 // under WithWaitForResult, so that a burst of duplicates cannot tie up
 // goroutines and store capacity; a request over the bound gets 409 at once.
-// n <= 0 keeps DefaultMaxWaiters (100).
+// n <= 0 keeps DefaultMaxWaiters (100). It does not bound the duplicates
+// that wait inside the store's claim: in pgstore's transactional mode each
+// waits for the holder's row lock, holding a pool connection, up to the
+// lock timeout, whatever WithWaitForResult says.
 func WithMaxWaiters(n int) Option {
 	return func(c *config) {
 		if n > 0 {
