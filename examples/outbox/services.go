@@ -62,8 +62,18 @@ func setupDB(ctx context.Context, pool *pgxpool.Pool) error {
 	if err := outbox.NewInbox(pool, outbox.WithTable(inboxTbl)).CreateSchema(ctx); err != nil {
 		return err
 	}
-	_, err := pool.Exec(ctx, schema)
-	return err
+	// Concurrent CREATE TABLE IF NOT EXISTS of one table race in
+	// PostgreSQL (the loser fails with a unique_violation on pg_type), and
+	// the roles start together: one transaction holding an advisory lock
+	// makes them create the tables one after the other, as the stores'
+	// CreateSchema do.
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('saferetry/examples/outbox', 0))`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, schema)
+		return err
+	})
 }
 
 // connectJS connects to NATS, reconnecting for ever (the fault run
