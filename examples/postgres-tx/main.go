@@ -89,7 +89,7 @@ func run(ctx context.Context, addr, dbURL string, out io.Writer) error {
 	if err := store.CreateSchema(ctx); err != nil {
 		return err
 	}
-	if _, err := pool.Exec(ctx, schema); err != nil {
+	if err := createTables(ctx, pool); err != nil {
 		return fmt.Errorf("create the example's tables: %w", err)
 	}
 	stopReaper := store.StartReaper(context.Background(), time.Minute)
@@ -193,4 +193,10 @@ func problem(w http.ResponseWriter, status int, detail string) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]any{"type": "about:blank", "title": http.StatusText(status), "status": status, "detail": detail})
+}
+
+// createTables creates the example's tables if needed.
+func createTables(ctx context.Context, pool *pgxpool.Pool) error {
+	_, err := pool.Exec(ctx, schema)
+	return err
 }
