@@ -195,8 +195,17 @@ func problem(w http.ResponseWriter, status int, detail string) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"type": "about:blank", "title": http.StatusText(status), "status": status, "detail": detail})
 }
 
-// createTables creates the example's tables if needed.
+// createTables creates the example's tables if needed. Concurrent CREATE
+// TABLE IF NOT EXISTS of one table race in PostgreSQL (the loser fails
+// with a unique_violation on pg_type), and instances may start together:
+// one transaction holding an advisory lock makes them create the tables
+// one after the other, as pgstore's CreateSchema does.
 func createTables(ctx context.Context, pool *pgxpool.Pool) error {
-	_, err := pool.Exec(ctx, schema)
-	return err
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('saferetry/examples/postgres-tx', 0))`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, schema)
+		return err
+	})
 }
