@@ -1,0 +1,57 @@
+package conformance_test
+
+import (
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/saferetry/saferetry/conformance"
+)
+
+// TestFromOpenAPIRequiredParameters: the required query and header
+// parameters other than the key, as an ASP.NET API with versioning
+// declares them (api-version in the query, a version header), are sent
+// with their example (or their schema's default); without one the
+// operation is unusable and says which parameter, rather than being
+// checked with requests the API refuses with 400 and reported as failing
+// its MUSTs. An optional parameter is not sent, and neither is a header
+// OpenAPI says to ignore (Authorization, Content-Type, Accept).
+func TestFromOpenAPIRequiredParameters(t *testing.T) {
+	doc, err := os.ReadFile("testdata/openapi/swashbuckle-versioned.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := conformance.FromOpenAPI(doc, "", "")
+	if err != nil || len(ops) != 3 {
+		t.Fatalf("FromOpenAPI: %v, %d operations", err, len(ops))
+	}
+	byName := map[string]conformance.Operation{}
+	for _, o := range ops {
+		byName[o.Target.Name] = o
+	}
+
+	pay := byName["POST /payments"]
+	if pay.Unusable != "" {
+		t.Errorf("POST /payments unusable: %s", pay.Unusable)
+	}
+	if got, want := pay.Target.URL, "http://127.0.0.1:9/payments?api-version=1.0"; got != want {
+		t.Errorf("POST /payments URL %s, want %s (the required api-version, not the optional include)", got, want)
+	}
+	if got := pay.Target.Header.Get("X-Api-Version"); got != "2024-06-01" {
+		t.Errorf("POST /payments X-Api-Version %q, want the example 2024-06-01; header %v", got, pay.Target.Header)
+	}
+	if _, ok := pay.Target.Header[http.CanonicalHeaderKey("Authorization")]; ok {
+		t.Errorf("POST /payments sends Authorization from a parameter OpenAPI says to ignore: %v", pay.Target.Header)
+	}
+
+	capture := byName["capture"]
+	if !strings.Contains(capture.Unusable, "query parameter tenant") {
+		t.Errorf("capture: Unusable %q; want it to name the required query parameter tenant", capture.Unusable)
+	}
+
+	refund := byName["refund"]
+	if !strings.Contains(refund.Unusable, "header Tenant-Id") {
+		t.Errorf("refund: Unusable %q; want it to name the required header Tenant-Id", refund.Unusable)
+	}
+}
