@@ -26,15 +26,21 @@ type Operation struct {
 	Target Target
 	// Path is the operation's path as the document writes it.
 	Path string
-	// Unusable says why the operation cannot be checked as it stands: a
-	// path parameter without an example, or else a required request body
-	// without one. "" when it can.
+	// Unusable says why the operation cannot be checked as it stands,
+	// the first reason of: a path parameter without an example, a
+	// required query parameter without one, a required header without
+	// one, a required request body without one. "" when it can.
 	Unusable string
-	// NeedsBody reports that a body is all the operation lacks: Unusable
-	// is only about its required request body, which has no example, so a
-	// body given by the caller makes it usable. false when the operation
-	// is usable, or unusable for another reason too.
+	// NeedsBody reports that the operation lacks a body the caller can
+	// give: its required request body has no example. false when the
+	// operation is usable, or when it lacks a path or query parameter,
+	// which no body makes up for.
 	NeedsBody bool
+	// NeedsHeaders are the required header parameters without an
+	// example, canonical, which the caller can give (a tenant, a
+	// version): like NeedsBody, nil when the operation lacks a path or
+	// query parameter.
+	NeedsHeaders []string
 }
 
 // methods are the operation members of an OpenAPI path item.
@@ -170,23 +176,65 @@ func operation(root map[string]any, server, path, method string, op map[string]a
 		t.Name = t.Method + " " + path
 	}
 	filled, missing := fillPath(root, path, params)
+	query, missingQuery := requiredQuery(root, params)
 	t.URL = server + filled
-	if missing != "" {
+	if query != "" {
+		t.URL += "?" + query
+	}
+	header, missingHeaders := requiredHeaders(root, params)
+	if len(header) > 0 {
+		t.Header = header
+	}
+	hard := true // a reason the caller cannot make up for
+	switch {
+	case missing != "":
 		o.Unusable = "path parameter " + missing + " has no example"
+	case missingQuery != "":
+		o.Unusable = "required query parameter " + missingQuery
+	default:
+		hard = false
+		o.NeedsHeaders = missingHeaders
+		if len(missingHeaders) > 0 {
+			o.Unusable = MissingHeaderReason(missingHeaders[0])
+		}
 	}
 	if body, mediaType, required := requestExample(root, op); body != nil {
 		t.Body = body
-		t.Header = http.Header{"Content-Type": {mediaType}}
-	} else if required && o.Unusable == "" {
-		o.Unusable, o.NeedsBody = "its request body has no example: give -body", true
+		t = withHeader(t, "Content-Type", mediaType)
+	} else if required && !hard {
+		o.NeedsBody = true
+		if o.Unusable == "" {
+			o.Unusable = MissingBodyReason
+		}
 		// The caller's body is then sent as the type the document
 		// declares, not left to the JSON default.
 		if mediaType != "" {
-			t.Header = http.Header{"Content-Type": {mediaType}}
+			t = withHeader(t, "Content-Type", mediaType)
 		}
 	}
 	o.Target = t
 	return o
+}
+
+// MissingBodyReason is an Operation's Unusable when its required request
+// body has no example.
+const MissingBodyReason = "its request body has no example: give -body"
+
+// MissingHeaderReason is an Operation's Unusable when the required header
+// name has no example.
+func MissingHeaderReason(name string) string {
+	return "required header " + name + " has no example: give -header '" + name + ": ...'"
+}
+
+// withHeader is t with name set to value in a Header of its own.
+func withHeader(t Target, name, value string) Target {
+	h := t.Header.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	h.Set(name, value)
+	t.Header = h
+	return t
 }
 
 // fillPath replaces the path's {parameters} with their examples; missing

@@ -278,9 +278,19 @@ func (f *checkFlags) targets(ctx context.Context, stderr io.Writer) ([]conforman
 		t := op.Target
 		if body != nil {
 			t.Body = body
-			if op.NeedsBody {
-				op.Unusable = ""
+		}
+		if op.NeedsBody || len(op.NeedsHeaders) > 0 {
+			// Unusable for want of what the flags may give.
+			var lacks []string
+			for _, name := range op.NeedsHeaders {
+				if _, ok := f.header.h[name]; !ok {
+					lacks = append(lacks, conformance.MissingHeaderReason(name))
+				}
 			}
+			if op.NeedsBody && body == nil {
+				lacks = append(lacks, conformance.MissingBodyReason)
+			}
+			op.Unusable = strings.Join(lacks, "; ")
 		}
 		if op.Unusable != "" {
 			fmt.Fprintf(stderr, "saferetry check: skipping %s (%s %s): %s\n", t.Name, t.Method, op.Path, op.Unusable)

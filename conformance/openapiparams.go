@@ -1,0 +1,124 @@
+package conformance
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+
+	"github.com/saferetry/saferetry/internal/contract"
+)
+
+// ignoredHeaders are the header parameters OpenAPI says to ignore
+// (Accept, Content-Type, Authorization), and the key, which the checker
+// sends itself.
+var ignoredHeaders = map[string]bool{
+	"accept": true, "content-type": true, "authorization": true,
+	strings.ToLower(contract.HeaderKey): true,
+}
+
+// requiredQuery is the query string of the operation's required query
+// parameters, each with its example (or its schema's default), in name
+// order; missing describes the first one that has none a query can carry.
+func requiredQuery(root map[string]any, params map[paramID]map[string]any) (query, missing string) {
+	var names []string
+	for id, p := range params {
+		if req, _ := p["required"].(bool); req && id.in == "query" {
+			names = append(names, id.name)
+		}
+	}
+	sort.Strings(names)
+	var parts []string
+	for _, name := range names {
+		v, ok := paramValue(root, params[paramID{"query", name}])
+		if !ok {
+			return "", name + " has no example"
+		}
+		values, ok := scalars(v)
+		if !ok {
+			return "", name + " has an example that is an object: no query can carry it"
+		}
+		for _, s := range values {
+			parts = append(parts, url.QueryEscape(name)+"="+url.QueryEscape(s))
+		}
+	}
+	return strings.Join(parts, "&"), ""
+}
+
+// requiredHeaders are the operation's required header parameters with
+// their examples (or their schema's defaults); missing names, canonical
+// and sorted, those without one, or with one no header can carry.
+func requiredHeaders(root map[string]any, params map[paramID]map[string]any) (h http.Header, missing []string) {
+	for id, p := range params {
+		req, _ := p["required"].(bool)
+		if !req || id.in != "header" || ignoredHeaders[id.name] {
+			continue
+		}
+		name := http.CanonicalHeaderKey(id.name)
+		v, ok := paramValue(root, p)
+		values, scalar := scalars(v)
+		if !ok || !scalar {
+			missing = append(missing, name)
+			continue
+		}
+		if h == nil {
+			h = http.Header{}
+		}
+		h.Set(name, strings.Join(values, ","))
+	}
+	sort.Strings(missing)
+	return h, missing
+}
+
+// paramValue is the parameter's example, else its schema's default, else
+// the first value of its schema's enum.
+func paramValue(root map[string]any, p map[string]any) (any, bool) {
+	if ex, ok := exampleOf(root, p); ok {
+		return ex, true
+	}
+	schema, _ := resolve(root, p["schema"]).(map[string]any)
+	if def, ok := schema["default"]; ok {
+		return def, true
+	}
+	if enum, _ := schema["enum"].([]any); len(enum) > 0 {
+		return enum[0], true
+	}
+	return nil, false
+}
+
+// scalars is v as the strings a query or a header carries: a scalar's
+// text, or an array's scalars (the form style's exploded array); false
+// for an object, or an array holding one.
+func scalars(v any) ([]string, bool) {
+	if list, ok := v.([]any); ok {
+		out := make([]string, 0, len(list))
+		for _, e := range list {
+			s, ok := scalar(e)
+			if !ok {
+				return nil, false
+			}
+			out = append(out, s)
+		}
+		return out, true
+	}
+	s, ok := scalar(v)
+	if !ok {
+		return nil, false
+	}
+	return []string{s}, true
+}
+
+func scalar(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case nil:
+		return "", true
+	case map[string]any, []any:
+		return "", false
+	default: // json.Number, bool
+		raw, err := json.Marshal(x)
+		return string(raw), err == nil
+	}
+}
