@@ -50,10 +50,12 @@ var methods = []string{"get", "put", "post", "delete", "options", "head", "patch
 // whose parameters, or their path's, include a header named
 // Idempotency-Key (in any case), in path order, local $refs ("#/...")
 // resolved. An operation's URL is base followed by its path; base "" takes
-// the document's first server URL (its variables at their defaults),
+// the first server URL (its variables at their defaults) of the
+// operation's servers, else its path item's, else the document's,
 // resolved against docURL, the document's own URL (a relative server URL
 // and no docURL is an error). Path parameters are filled with their
-// examples. Examples are taken as the document writes them: a number
+// examples, and so are required query and header parameters (or with
+// their schema's default, or its enum's first value). Examples are taken as the document writes them: a number
 // keeps its digits, however large. It reads no other document.
 func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 	v, err := decodeJSON(doc) // its examples' numbers as written
@@ -63,10 +65,6 @@ func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 	root, _ := v.(map[string]any)
 	if v, _ := root["openapi"].(string); !strings.HasPrefix(v, "3.") {
 		return nil, fmt.Errorf("conformance: the document is not OpenAPI 3.x (openapi: %q)", v)
-	}
-	server, err := serverURL(root, docURL, base)
-	if err != nil {
-		return nil, err
 	}
 	paths, _ := root["paths"].(map[string]any)
 	names := make([]string, 0, len(paths))
@@ -91,19 +89,31 @@ func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 			if !ok {
 				continue
 			}
+			server, err := serverURL(base, docURL, op["servers"], item["servers"], root["servers"])
+			if err != nil {
+				return nil, err
+			}
 			ops = append(ops, operation(root, server, path, m, op, params, key))
 		}
 	}
 	return ops, nil
 }
 
-// serverURL is the base URL operations' paths go after.
-func serverURL(root map[string]any, docURL, base string) (string, error) {
+// serverURL is the base URL an operation's path goes after: base when
+// given, else the first server of the first of lists (the operation's,
+// its path item's, the document's) that has one.
+func serverURL(base, docURL string, lists ...any) (string, error) {
 	if base != "" {
 		return strings.TrimRight(base, "/"), nil
 	}
 	s := "/"
-	if servers, _ := root["servers"].([]any); len(servers) > 0 {
+	var servers []any
+	for _, l := range lists {
+		if servers, _ = l.([]any); len(servers) > 0 {
+			break
+		}
+	}
+	if len(servers) > 0 {
 		if first, _ := servers[0].(map[string]any); first != nil {
 			if u, _ := first["url"].(string); u != "" {
 				s = u
