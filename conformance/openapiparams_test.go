@@ -55,3 +55,23 @@ func TestFromOpenAPIRequiredParameters(t *testing.T) {
 		t.Errorf("refund: Unusable %q; want it to name the required header Tenant-Id", refund.Unusable)
 	}
 }
+
+// TestFromOpenAPIPathParameterDefault: a path parameter without an
+// example is filled with its schema's default, or its enum's first value
+// (FastAPI writes an Enum path parameter as a $ref to a schema with an
+// enum), before the operation is given up as unusable.
+func TestFromOpenAPIPathParameterDefault(t *testing.T) {
+	doc := `{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "http://127.0.0.1:9"}],
+		"components": {"schemas": {"Region": {"type": "string", "enum": ["eu", "us"], "title": "Region"}}},
+		"paths": {"/{region}/accounts/{account}/payments": {"post": {"operationId": "pay",
+			"parameters": [{"name": "Idempotency-Key", "in": "header"},
+				{"name": "region", "in": "path", "required": true, "schema": {"$ref": "#/components/schemas/Region"}},
+				{"name": "account", "in": "path", "required": true, "schema": {"type": "integer", "default": 7}}]}}}}`
+	ops, err := conformance.FromOpenAPI([]byte(doc), "", "")
+	if err != nil || len(ops) != 1 {
+		t.Fatalf("FromOpenAPI: %v, %d operations", err, len(ops))
+	}
+	if got, want := ops[0].Target.URL, "http://127.0.0.1:9/eu/accounts/7/payments"; got != want || ops[0].Unusable != "" {
+		t.Errorf("URL %s, Unusable %q; want %s, usable", got, ops[0].Unusable, want)
+	}
+}
