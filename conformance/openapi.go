@@ -247,7 +247,7 @@ func withHeader(t Target, name, value string) Target {
 	return t
 }
 
-// fillPath replaces the path's {parameters} with their examples; missing
+// fillPath replaces the path's {parameters} with their values (paramValue); missing
 // names the first one without.
 func fillPath(root map[string]any, path string, params map[paramID]map[string]any) (filled, missing string) {
 	var b strings.Builder
@@ -261,7 +261,7 @@ func fillPath(root map[string]any, path string, params map[paramID]map[string]an
 		}
 		b.WriteString(rest[:i])
 		name := rest[i+1 : j]
-		ex, ok := exampleOf(root, params[paramID{"path", name}])
+		ex, ok := paramValue(root, params[paramID{"path", name}])
 		s, isString := ex.(string)
 		switch {
 		case ok && isString:
