@@ -247,8 +247,8 @@ func withHeader(t Target, name, value string) Target {
 	return t
 }
 
-// fillPath replaces the path's {parameters} with their values (paramValue); missing
-// names the first one without.
+// fillPath replaces the path's {parameters} with their values
+// (paramValue); missing names the first one without.
 func fillPath(root map[string]any, path string, params map[paramID]map[string]any) (filled, missing string) {
 	var b strings.Builder
 	rest := path
