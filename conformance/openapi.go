@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,7 +50,8 @@ var methods = []string{"get", "put", "post", "delete", "options", "head", "patch
 // FromOpenAPI returns the operations of the OpenAPI 3.x JSON document doc
 // whose parameters, or their path's, include a header named
 // Idempotency-Key (in any case), in path order, local $refs ("#/...")
-// resolved. An operation's URL is base followed by its path; base "" takes
+// resolved (a UTF-8 byte order mark before it is skipped; YAML and
+// Swagger 2.0 are refused). An operation's URL is base followed by its path; base "" takes
 // the first server URL (its variables at their defaults) of the
 // operation's servers, else its path item's, else the document's,
 // resolved against docURL, the document's own URL (a relative server URL
@@ -58,13 +60,20 @@ var methods = []string{"get", "put", "post", "delete", "options", "head", "patch
 // their schema's default, or its enum's first value). Examples are taken as the document writes them: a number
 // keeps its digits, however large. It reads no other document.
 func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
-	v, err := decodeJSON(doc) // its examples' numbers as written
+	doc = bytes.TrimPrefix(doc, []byte("\ufeff")) // as Windows tools write it
+	v, err := decodeJSON(doc)                     // its examples' numbers as written
 	if err != nil {
+		if t := bytes.TrimLeft(doc, " \t\r\n"); len(t) > 0 && t[0] != '{' {
+			return nil, fmt.Errorf("conformance: the OpenAPI document is not JSON, the only form read (YAML is not: convert it to JSON): %w", err)
+		}
 		return nil, fmt.Errorf("conformance: the OpenAPI document is not JSON: %w", err)
 	}
 	root, _ := v.(map[string]any)
+	if sw, ok := root["swagger"].(string); ok {
+		return nil, fmt.Errorf("conformance: the document is Swagger %s: only OpenAPI 3.x, as JSON, is read (convert it to OpenAPI 3)", sw)
+	}
 	if v, _ := root["openapi"].(string); !strings.HasPrefix(v, "3.") {
-		return nil, fmt.Errorf("conformance: the document is not OpenAPI 3.x (openapi: %q)", v)
+		return nil, fmt.Errorf("conformance: the document is not OpenAPI 3.x, as JSON (openapi: %q)", v)
 	}
 	paths, _ := root["paths"].(map[string]any)
 	names := make([]string, 0, len(paths))

@@ -38,8 +38,11 @@ func (f *checkFlags) operations(ctx context.Context) ([]conformance.Operation, e
 		if resp.StatusCode != http.StatusOK {
 			return nil, fmt.Errorf("saferetry check: -openapi: GET %s answered %d", src, resp.StatusCode)
 		}
-		if doc, err = io.ReadAll(io.LimitReader(resp.Body, maxDocument)); err != nil {
+		if doc, err = io.ReadAll(io.LimitReader(resp.Body, maxDocument+1)); err != nil {
 			return nil, fmt.Errorf("saferetry check: -openapi: reading the document: %w", err)
+		}
+		if len(doc) > maxDocument {
+			return nil, fmt.Errorf("saferetry check: -openapi: the document at %s is larger than %d MiB, the most read from a URL: give it as a file", src, maxDocument>>20)
 		}
 	} else {
 		var err error
