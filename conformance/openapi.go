@@ -57,8 +57,10 @@ var methods = []string{"get", "put", "post", "delete", "options", "head", "patch
 // resolved against docURL, the document's own URL (a relative server URL
 // and no docURL is an error). Path parameters are filled with their
 // examples, and so are required query and header parameters (or with
-// their schema's default, or its enum's first value). Examples are taken as the document writes them: a number
-// keeps its digits, however large. It reads no other document.
+// their schema's default, or its enum's first value). Examples are taken
+// as the document writes them: a number keeps its digits, however large.
+// A UTF-8 byte order mark before the document is skipped; YAML and
+// Swagger 2.0 are refused, saying so. It reads no other document.
 func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 	doc = bytes.TrimPrefix(doc, []byte("\ufeff")) // as Windows tools write it
 	v, err := decodeJSON(doc)                     // its examples' numbers as written
