@@ -92,12 +92,18 @@ func (c *leaseClaim) finish(q *request) {
 // record is finish's store call: it completes or releases the claim and
 // reports whether it was superseded, then ends the claim, also when a store
 // call or a hook panics: the keeper must not go on renewing a claim that
-// nobody will settle. Once the outcome is recorded, a panic the keeper
-// recovered on its timer goes on here (see keeperPanic).
+// nobody will settle. A store call that panics is reported as
+// OutcomeStoreError (see request.storePanicked). Once the outcome is
+// recorded, a panic the keeper recovered on its timer goes on here (see
+// keeperPanic).
 func (c *leaseClaim) record(q *request) (ev Event, superseded bool) {
-	recorded := false
+	recorded, reported := false, false
 	defer func() {
-		if p := c.end(); p != nil && recorded {
+		p := c.end()
+		if !recorded && !reported {
+			q.storePanicked()
+		}
+		if p != nil && recorded {
 			panic(p)
 		}
 	}()
@@ -118,7 +124,7 @@ func (c *leaseClaim) record(q *request) (ev Event, superseded bool) {
 	case superseded:
 	case storable(ev.Status):
 		resp, borrowed := m.outcome(&q.rec, q.r)
-		superseded = m.complete(c.ctx, ev, resp)
+		superseded = m.complete(c.ctx, ev, resp, &reported)
 		if borrowed {
 			returnStoredHeaders(resp.Header)
 		}
@@ -127,7 +133,7 @@ func (c *leaseClaim) record(q *request) (ev Event, superseded bool) {
 		if cause := context.Cause(c.hctx); errors.Is(cause, ErrLeaseLost) {
 			ev.Err = cause
 		}
-		superseded = m.release(c.ctx, ev)
+		superseded = m.release(c.ctx, ev, &reported)
 	}
 	recorded = true
 	return ev, superseded
@@ -135,16 +141,24 @@ func (c *leaseClaim) record(q *request) (ev Event, superseded bool) {
 
 // abort releases the claim of a handler that panicked, so that a retry
 // runs it again. The handler's panic goes on, in place of any the keeper
-// recovered.
+// recovered; a panic of the store's Release goes on in its place, reported
+// as OutcomeStoreError (see request.storePanicked).
 func (c *leaseClaim) abort(q *request) {
-	defer c.end()
+	reported := false
+	defer func() {
+		c.end()
+		if !reported {
+			q.storePanicked()
+		}
+	}()
 	ev := q.event()
 	if lost, _ := c.keeper.settle(q.m.cfg.storeTimeout, c.cancel); lost {
+		reported = true
 		q.m.leaseLost(c.ctx, ev, 0, ErrStaleToken)
 		return // nothing of ours to release
 	}
 	ev.Outcome, ev.Err = OutcomeReleased, ErrHandlerPanicked
-	if q.m.release(c.ctx, ev) {
+	if q.m.release(c.ctx, ev, &reported) {
 		q.m.leaseLost(c.ctx, ev, 0, ErrStaleToken)
 	}
 }

@@ -25,7 +25,7 @@ const (
 // kept, so that a short outage does not leave the key in progress until
 // its lease lapses (and the next retry runs the handler again). A response
 // the store cannot keep is recorded as not replayable.
-func (m *middleware) complete(ctx context.Context, ev Event, resp Response) (superseded bool) {
+func (m *middleware) complete(ctx context.Context, ev Event, resp Response, reported *bool) (superseded bool) {
 	k, token := ev.Key, ev.Token
 	err, retried := m.retryStore(ctx, ev, "complete", func(ctx context.Context) error {
 		return m.store.Complete(ctx, k, token, resp, m.cfg.ttl)
@@ -41,18 +41,18 @@ func (m *middleware) complete(ctx context.Context, ev Event, resp Response) (sup
 		retried = retried || again
 	}
 	ev.Outcome = OutcomeNew // what settled reports if it is stored
-	return m.settled(ctx, ev, true, err, retried, "idempotency: storing the outcome failed; the response is sent anyway")
+	return m.settled(ctx, ev, true, err, retried, "idempotency: storing the outcome failed; the response is sent anyway", reported)
 }
 
 // release releases ev's claim and reports ev, or what went wrong instead,
 // retrying transient store errors like complete, and reporting like it
 // whether the claim was superseded.
-func (m *middleware) release(ctx context.Context, ev Event) (superseded bool) {
+func (m *middleware) release(ctx context.Context, ev Event, reported *bool) (superseded bool) {
 	k, token := ev.Key, ev.Token
 	err, retried := m.retryStore(ctx, ev, "release", func(ctx context.Context) error {
 		return m.store.Release(ctx, k, token)
 	})
-	return m.settled(ctx, ev, false, err, retried, "idempotency: releasing the claim failed; the key stays blocked until its lease lapses")
+	return m.settled(ctx, ev, false, err, retried, "idempotency: releasing the claim failed; the key stays blocked until its lease lapses", reported)
 }
 
 // settled ends complete and release (completed tells which), given the
@@ -60,11 +60,16 @@ func (m *middleware) release(ctx context.Context, ev Event) (superseded bool) {
 // it reports nothing and returns superseded, for the caller to report; on
 // any other error it reports the failure with the message failed. A
 // retry's ErrStaleToken is a success when the entry shows that an earlier
-// try took effect though its answer was lost (settledAs).
-func (m *middleware) settled(ctx context.Context, ev Event, completed bool, err error, retried bool, failed string) (superseded bool) {
+// try took effect though its answer was lost (settledAs). It sets
+// *reported once the store calls are over, when ev or its failure is
+// reported or superseded is returned for the caller to report: a panic
+// before that is the store's, which the caller reports (see
+// request.storePanicked).
+func (m *middleware) settled(ctx context.Context, ev Event, completed bool, err error, retried bool, failed string, reported *bool) (superseded bool) {
 	if errors.Is(err, ErrStaleToken) && retried && m.settledAs(ctx, ev, completed) {
 		err = nil
 	}
+	*reported = true
 	switch {
 	case err == nil:
 		m.emit(ev)
@@ -74,6 +79,19 @@ func (m *middleware) settled(ctx context.Context, ev Event, completed bool, err 
 		m.afterRunFailed(ctx, ev, failed, err)
 	}
 	return false
+}
+
+// storePanicked reports, with OutcomeStoreError, a request whose store
+// panicked while its outcome was recorded, so that it gives its one event
+// before the panic goes on: the claim is left to its lease. Its status is
+// the one sent, 0 when nothing was.
+func (q *request) storePanicked() {
+	ev := q.event()
+	ev.Outcome, ev.Err = OutcomeStoreError, errStorePanicked
+	if !q.rec.unsent() {
+		ev.Status = q.rec.statusCode()
+	}
+	q.m.emit(ev)
 }
 
 // retryStore runs call until it succeeds, answers ErrStaleToken or

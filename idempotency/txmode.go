@@ -8,8 +8,10 @@ import (
 	"time"
 )
 
-// errStorePanicked is the Err of the OutcomeStoreError event of a
-// transactional request whose Complete or Commit panicked.
+// errStorePanicked is the Err of the OutcomeStoreError event of a request
+// whose store panicked while its outcome was recorded: a transactional
+// request's Complete or Commit, a lease-mode request's Complete, Release or
+// Get.
 var errStorePanicked = errors.New("idempotency: store panicked while storing the outcome")
 
 // txMode runs each protected request in one transaction of a TxStore: the
