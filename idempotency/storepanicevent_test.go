@@ -60,3 +60,22 @@ func TestStorePanicWhileSettlingGivesOneEvent(t *testing.T) {
 		})
 	}
 }
+
+// TestTxStorePanicEventHasNoStatus checks that the OutcomeStoreError event
+// of a transactional request whose Commit panicked carries no status:
+// nothing of the buffered response was sent (Event.Status).
+func TestTxStorePanicEventHasNoStatus(t *testing.T) {
+	st := &fakeTxStore{Store: newStore(t), panicCommit: true}
+	var events []idempotency.Event
+	mw := idempotency.Middleware(st, idempotency.WithHook(func(e idempotency.Event) { events = append(events, e) }))(&counter{})
+	func() {
+		defer func() { _ = recover() }()
+		post(mw, "k", `{}`)
+	}()
+	if len(events) != 1 {
+		t.Fatalf("%d events %v, want 1", len(events), events)
+	}
+	if e := events[0]; e.Outcome != idempotency.OutcomeStoreError || e.Status != 0 {
+		t.Errorf("event %s status %d, want %s with no status (nothing was sent)", e.Outcome, e.Status, idempotency.OutcomeStoreError)
+	}
+}
