@@ -92,8 +92,7 @@ func (c *txClaim) finish(q *request) {
 			// The store panicked: roll back so that neither the transaction
 			// nor its connection outlives the request. The panic goes on.
 			m.rollback(detached, q.claim.key, c.tx)
-			ev.Outcome, ev.Err = OutcomeStoreError, errStorePanicked
-			m.emit(ev)
+			q.storePanicked() // nothing was sent: the response is buffered
 		}
 	}()
 	sctx, cancel := context.WithTimeout(detached, m.cfg.storeTimeout)
