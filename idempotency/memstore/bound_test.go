@@ -286,7 +286,8 @@ func liveHeap() uint64 {
 // little above the real heap; the factor allowed, 1.25, leaves room for the
 // test's own allocations and for a Go runtime whose maps or slices grow a
 // little differently. The per-entry overhead is where the estimate would go
-// wrong, so the second case stores many small entries.
+// wrong, so the second case stores many small entries; the last fills the
+// store with what released claims leave behind, their expiry queue items.
 func TestHeapWithinBound(t *testing.T) {
 	const (
 		bound  = 2 << 20
@@ -297,10 +298,14 @@ func TestHeapWithinBound(t *testing.T) {
 		name   string
 		resp   idempotency.Response
 		replay bool // each entry is replayed once, which gives it its shared view
+		// release: each claim is released instead of completed, and the
+		// store fills up with the expiry queue items it leaves behind.
+		release bool
 	}{
-		{"1 KiB bodies", idempotency.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: bytes.Repeat([]byte("b"), 1024)}, false},
-		{"small entries", small, false},
-		{"small entries replayed", small, true},
+		{"1 KiB bodies", idempotency.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: bytes.Repeat([]byte("b"), 1024)}, false, false},
+		{"small entries", small, false, false},
+		{"small entries replayed", small, true, false},
+		{"released claims", idempotency.Response{}, false, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -317,6 +322,12 @@ func TestHeapWithinBound(t *testing.T) {
 				if err != nil {
 					wantFull(t, err)
 					break
+				}
+				if c.release {
+					if err := s.Release(ctx, k, r.Token); err != nil {
+						t.Fatal(err)
+					}
+					continue
 				}
 				if err := s.Complete(ctx, k, r.Token, c.resp, time.Hour); err != nil {
 					if !errors.Is(err, idempotency.ErrResponseNotStorable) {
