@@ -293,28 +293,21 @@ func (sh *shard) expireAt(k idempotency.Key, e *entry, at int64) {
 	}
 }
 
-// ownKey returns k with strings of its own, for a queue item the store
-// keeps (see own).
-func ownKey(k idempotency.Key) idempotency.Key {
-	k, _ = own(k, "")
-	return k
-}
-
-// own returns k and fingerprint as strings of the store's own, in one
-// allocation, for what a new entry keeps: the caller's may be slices of a
-// larger string (the middleware's key is a slice of the header value,
-// whose sf-string parameters may run to the server's header limit), which
-// the store would keep whole while its byte bound counts only their
+// ownKey returns k with strings of its own, in one allocation, for what
+// the store keeps of it (the map key, queue items): the caller's may be
+// slices of a larger string (the middleware's key is a slice of the header
+// value, whose sf-string parameters may run to the server's header limit),
+// which the store would keep whole while its byte bound counts only their
 // length.
-func own(k idempotency.Key, fingerprint string) (idempotency.Key, string) {
+func ownKey(k idempotency.Key) idempotency.Key {
+	// Not k.Scope + k.Key, which returns the other string itself when one
+	// is empty.
 	var b strings.Builder
-	b.Grow(len(k.Scope) + len(k.Key) + len(fingerprint))
+	b.Grow(len(k.Scope) + len(k.Key))
 	b.WriteString(k.Scope)
 	b.WriteString(k.Key)
-	b.WriteString(fingerprint)
 	all := b.String()
-	s, rest := all[:len(k.Scope)], all[len(k.Scope):]
-	return idempotency.Key{Scope: s, Key: rest[:len(k.Key)]}, rest[len(k.Key):]
+	return idempotency.Key{Scope: all[:len(k.Scope)], Key: all[len(k.Scope):]}
 }
 
 // queues reports whether expireAt(k, e, at) pushes a queue item.
@@ -418,7 +411,11 @@ func (s *Store) claim(k idempotency.Key, fingerprint string, lease, ttl time.Dur
 		if !s.budget.take(1, e.size(k)+itemSize(k)) {
 			return idempotency.ClaimResult{}, true, nil
 		}
-		k, e.fingerprint = own(k, fingerprint) // the map key and the queue item share it
+		// The map key and the queue item share the key's bytes; the
+		// fingerprint has its own, or a queue item that outlives its
+		// entry (Release, a shorter ttl on completion) would keep them
+		// while the byte bound no longer counts them.
+		k, e.fingerprint = ownKey(k), strings.Clone(fingerprint)
 		sh.m[k] = e
 		e.token = s.tokens.Add(1)
 		e.leaseUntil = after(now, lease)
