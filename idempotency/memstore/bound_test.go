@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strconv"
 	"strings"
@@ -429,6 +430,48 @@ func TestConcurrentClaimsAtBound(t *testing.T) {
 	}
 	if full.Load() == 0 {
 		t.Error("no Claim was refused: the test did not reach the bound")
+	}
+	checkBudget(t, s)
+}
+
+// TestMiddlewareCompleteWithoutRoom: through the Middleware, a response
+// (here with a header of many values) that the byte bound has no room for
+// reaches its client; the claim is not released but completed as not
+// replayable, so that a retry gets the 410 problem and the handler runs
+// once.
+func TestMiddlewareCompleteWithoutRoom(t *testing.T) {
+	s, _ := newFake(t, WithMaxBytes(4000))
+	runs := 0
+	body := strings.Repeat("z", 5000)
+	h := idempotency.Middleware(s)(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		runs++
+		w.Header().Set("Content-Type", "text/plain")
+		for i := range 50 {
+			w.Header().Add("Link", "</p/"+strconv.Itoa(i)+">")
+		}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(body))
+	}))
+	do := func() *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":1}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "no-room-1")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	if rec := do(); rec.Code != http.StatusCreated || rec.Body.String() != body || len(rec.Header()["Link"]) != 50 {
+		t.Fatalf("first request = %d, %d bytes, %d Link values; want 201 and the handler's answer", rec.Code, rec.Body.Len(), len(rec.Header()["Link"]))
+	}
+	e, found, err := s.Get(context.Background(), idempotency.Key{Key: "no-room-1"})
+	if err != nil || !found || e.State != idempotency.StateCompleted || e.Response == nil || !e.Response.Oversize || e.Response.Status != http.StatusCreated {
+		t.Fatalf("entry = %+v, %v, %v; want completed as not replayable", e, found, err)
+	}
+	if rec := do(); rec.Code != http.StatusGone {
+		t.Errorf("retry = %d %q, want 410 (completed, not replayable)", rec.Code, rec.Body)
+	}
+	if runs != 1 {
+		t.Errorf("handler ran %d times, want 1", runs)
 	}
 	checkBudget(t, s)
 }
