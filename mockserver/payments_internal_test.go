@@ -75,6 +75,19 @@ var parserOnlyTests = []struct {
 		wantFields: []string{"b", "a"}},
 	{name: "repeated member of a nested object", body: `{"amount":1,"currency":"EUR","recipient":"a","memo":{"amount":1,"amount":2}}`,
 		want: paymentRequest{Amount: 1, Currency: "EUR", Recipient: "a"}},
+	// A known member's name in another case is refused, with the name
+	// spelled exactly or without it (a case-insensitive decoder reads
+	// it as the member; the OpenAPI validator ignores it).
+	{name: "amount in another case", body: `{"amount":1,"currency":"EUR","recipient":"a","Amount":1000}`, wantFields: []string{"Amount"}},
+	{name: "amount in another case alone", body: `{"AMOUNT":1000,"currency":"EUR","recipient":"a"}`, wantFields: []string{"AMOUNT"}},
+	{name: "every member in another case", body: `{"Recipient":"a","cUrrency":"EUR","amounT":1}`, wantFields: []string{"amounT", "cUrrency", "Recipient"}},
+	{name: "a variant given twice", body: `{"amount":1,"currency":"EUR","recipient":"a","Currency":"X","Currency":"Y"}`, wantFields: []string{"Currency"}},
+	{name: "variants after the member's error", body: `{"Amount":1,"a":1,"amount":0,"AMOUNT":1,"currency":"EUR","recipient":"a","a":2}`,
+		wantFields: []string{"amount", "Amount", "AMOUNT", "a"}},
+	{name: "amount in another case, escaped", body: `{"amount":1,"currency":"EUR","recipient":"a","\u0041mount":1000}`, wantFields: []string{"Amount"}},
+	{name: "amount in another case, nested value", body: `{"amount":1,"currency":"EUR","recipient":"a","Amount":{"x":1}}`, wantFields: []string{"Amount"}},
+	{name: "ignored members in two cases", body: `{"amount":1,"currency":"EUR","recipient":"a","memo":1,"Memo":2,"amounts":3}`,
+		want: paymentRequest{Amount: 1, Currency: "EUR", Recipient: "a"}},
 }
 
 func TestParsePaymentRequest(t *testing.T) {
@@ -104,8 +117,10 @@ func FuzzParsePaymentRequest(f *testing.F) {
 	f.Add([]byte(`{"amount":1e3,"currency":"usd","recipient":"x"}`))
 	f.Add([]byte(`[]`))
 	f.Add([]byte(`{"currency":"\u0045UR"}`))
+	f.Add([]byte(`{"amount":1,"currency":"EUR","recipient":"x","Amount":1000}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		scanAgrees(t, body)
+		structAgrees(t, body)
 		req, errs := parsePaymentRequest(body)
 		if len(errs) > 0 {
 			return

@@ -45,7 +45,7 @@ func edgeBodies() []string {
 		`"` + strings.Repeat("x", 70000) + `"`, `"` + strings.Repeat("é", 3000) + `"`, `"10"`, `"1e3"`, `"-1"`,
 		`{}`, `[]`, `{"amount":1}`, `[1]`, `"`, ``, `-`, `+1`, `.5`, `1.`, `1e`, `1e+`, `0x1`, `Infinity`, `NaN`,
 	}
-	keys := []string{`"amount"`, `"currency"`, `"recipient"`, `"Amount"`, `"AMOUNT"`, `"Currency"`, `"RECIPIENT"`, `"amount "`,
+	keys := []string{`"amount"`, `"currency"`, `"recipient"`, `"Amount"`, `"AMOUNT"`, `"Currency"`, `"RECIPIENT"`, `"aMOUNT"`, `"Recipient"`, `"\u0041mount"`, `"amount "`,
 		`"am\u006fount"`, "\"amount\xff\"", `"memo"`, `""`, "\"a\x00\""}
 	valid := map[string]string{`"amount"`: `1250`, `"currency"`: `"EUR"`, `"recipient"`: `"alice"`}
 	var bodies []string
@@ -107,7 +107,7 @@ func TestScanPaymentRequestEdges(t *testing.T) {
 func TestScanPaymentRequestRandomMembers(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	const alphabet = "0123456789-+.eE\"\\ \t\n\r\f{}[],:tfnulrsae\x00\x1f\x7f\x80\xbf\xc3\xa9\xed\xff"
-	keys := []string{"amount", "currency", "recipient", "Amount", "x"}
+	keys := []string{"amount", "currency", "recipient", "Amount", "CURRENCY", "Recipient", "x"}
 	var scanned int
 	for range 100000 {
 		var b []byte
@@ -137,6 +137,7 @@ func TestScanPaymentRequestRandomMembers(t *testing.T) {
 		if _, _, ok := scanPaymentRequest(b); ok {
 			scanned++
 		}
+		structAgrees(t, b)
 		req, errs := parsePaymentRequest(b)
 		wantReq, wantErrs := reflectPaymentRequest(b)
 		if req != wantReq || !reflect.DeepEqual(errs, wantErrs) {
@@ -160,5 +161,6 @@ func FuzzParsePaymentRequestReflect(f *testing.F) {
 		if req != wantReq || !reflect.DeepEqual(errs, wantErrs) {
 			t.Errorf("body %q:\nparse   %+v %+v\nreflect %+v %+v", body, req, errs, wantReq, wantErrs)
 		}
+		structAgrees(t, body)
 	})
 }

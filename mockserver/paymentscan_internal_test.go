@@ -26,7 +26,7 @@ func scanAgrees(t *testing.T, body []byte) bool {
 // decodePaymentRequest on bodies assembled from members that are valid,
 // invalid and almost valid, and on random mutations of them.
 func TestScanPaymentRequestAgreesWithJSON(t *testing.T) {
-	keys := []string{`"amount"`, `"currency"`, `"recipient"`, `"memo"`, `"Amount"`, `"amo\u0075nt"`, `"recipient "`, "\"amount\t\"", `""`, `amount`}
+	keys := []string{`"amount"`, `"currency"`, `"recipient"`, `"memo"`, `"Amount"`, `"CURRENCY"`, `"recipienT"`, `"amo\u0075nt"`, `"\u0041mount"`, `"recipient "`, "\"amount\t\"", `""`, `amount`}
 	values := []string{
 		`0`, `-0`, `1`, `1250`, `01`, `-`, `1.`, `1.5`, `-1.5`, `1e3`, `1E+3`, `1e-3`, `1e`, `.5`, `+1`, `-3`,
 		`9223372036854775807`, `9223372036854775808`, `-9223372036854775808`, `-9223372036854775809`,
@@ -96,6 +96,7 @@ func TestScanPaymentRequestAgreesWithJSON(t *testing.T) {
 
 	var scanned, accepted int
 	for _, body := range bodies {
+		structAgrees(t, []byte(body))
 		if scanAgrees(t, []byte(body)) {
 			scanned++
 			if _, errs, _ := scanPaymentRequest([]byte(body)); len(errs) == 0 {

@@ -18,7 +18,9 @@ import (
 // is refused too when repeated, as a known one is (it was taken): the
 // body is no I-JSON (RFC 7493), and what a gateway or the client's own
 // log reads from it is not known. Repeated members of a nested object
-// are not the payment's, and names differing in case are two names.
+// are not the payment's, and names of ignored members differing in case
+// are two names (a known member's name in another case is refused: see
+// TestCaseVariantPaymentMemberRefused).
 func TestRepeatedPaymentMemberRefused(t *testing.T) {
 	srv := mockserver.New()
 	defer srv.Close()
@@ -53,7 +55,6 @@ func TestRepeatedPaymentMemberRefused(t *testing.T) {
 	for i, body := range []string{
 		`{"amount":1,"currency":"EUR","recipient":"a","memo":"x","Memo":"y"}`,
 		`{"amount":1,"currency":"EUR","recipient":"a","memo":{"amount":1,"amount":2}}`,
-		`{"amount":1,"currency":"EUR","recipient":"a","Amount":2}`,
 	} {
 		resp, b := mustSend(t, srv, http.MethodPost, "/payments", "ignored-"+strconv.Itoa(i), body)
 		if resp.StatusCode != http.StatusCreated {
