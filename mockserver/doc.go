@@ -25,7 +25,13 @@
 //     given once (one given twice is refused, whatever its values: JSON
 //     parsers differ on which they take, encoding/json the last, others
 //     the first); other members are ignored, but refused alike when given
-//     more than once (the members of nested values are not checked). An
+//     more than once (the members of nested values are not checked). Member
+//     names are case-sensitive, and one that is amount, currency or
+//     recipient in another case ("Amount", with "amount" given too or
+//     not) is refused, naming it and the member it looks like: a decoder
+//     that ignores case (encoding/json into a struct, .NET's by default)
+//     takes it for that member, folding names as encoding/json does (the
+//     Kelvin sign K is a "k", the long s ſ an "s"). An
 //     Idempotency-Key is required. It answers 201 with the Payment (its "id"
 //     is new on every execution) and a Location header, 400
 //     (ProblemValidation, listing every bad field) for an invalid body, or

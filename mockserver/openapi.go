@@ -275,7 +275,7 @@ func oaPaymentSchemas() oaObj {
 	return oaObj{
 		"PaymentRequest": oaObj{
 			"type": "object", "required": []string{"amount", "currency", "recipient"},
-			"description": "A payment to make. Every member is given once: one given twice, amount, currency, recipient or another, is refused with 400, as JSON parsers differ on which value they take. Other members are ignored; so are the members of nested values, repeated or not.",
+			"description": "A payment to make. Every member is given once: one given twice, amount, currency, recipient or another, is refused with 400, as JSON parsers differ on which value they take. Member names are case-sensitive: a member named amount, currency or recipient in another case (\"Amount\"), whether the exact name is given too or not, is refused with 400 naming it, as a parser that ignores case (encoding/json into a struct, .NET's by default) takes it for that member; names are folded as encoding/json folds them (the Kelvin sign is a k, the long s an s). Other members are ignored; so are the members of nested values, repeated or not.",
 			"properties": oaObj{
 				"amount":    oaObj{"type": "integer", "minimum": 1, "maximum": int64(1<<63 - 1), "description": "In minor units of currency, written as an integer: 1250.0 and 1.25e3, integers by JSON Schema, are refused with 400."},
 				"currency":  oaObj{"type": "string", "pattern": "^[A-Za-z]{3}$", "description": "Three letters, in any case."},
@@ -306,7 +306,7 @@ func oaPaymentSchemas() oaObj {
 		},
 		"FieldError": oaObj{
 			"type": "object", "additionalProperties": false, "required": []string{"field", "detail"},
-			"properties": oaObj{"field": oaObj{"type": "string", "description": `The member at fault; "" is the body as a whole.`}, "detail": oaObj{"type": "string"}},
+			"properties": oaObj{"field": oaObj{"type": "string", "description": `The member at fault, named as in the body (a member named amount in another case, "Amount", is named so); "" is the body as a whole.`}, "detail": oaObj{"type": "string"}},
 		},
 	}
 }

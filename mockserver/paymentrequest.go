@@ -24,7 +24,11 @@ type paymentRequest struct {
 // differ on which one counts, and a client's could have read the payment
 // as another than the server makes. That holds for the members it
 // ignores too, which the client, a gateway or a log may read: such a body
-// is no I-JSON (RFC 7493, section 2.3). The members of nested values are
+// is no I-JSON (RFC 7493, section 2.3). It refuses, too, a member named
+// as amount, currency or recipient in another case ("Amount"), whether
+// the exact name is given or not: a decoder that ignores case
+// (encoding/json into a struct) takes it for that member, and the last
+// of them for its value (see caseVariantOf). The members of nested values are
 // not the payment's, and are ignored. A
 // request it accepts can be stored by every Ledger: its recipient has no
 // U+0000, which PostgreSQL's text refuses.
@@ -113,7 +117,9 @@ func decodePaymentMembers(body []byte,
 	// fields holds the last of a member given more than once.
 	var given [len(paymentFields)]int
 	var others []string      // the other members, in the order they first appear
+	var of []int             // caseVariantOf each of others
 	var times map[string]int // how often each of others is given
+	var cased [len(paymentFields)]bool
 	for name := range memberNames(body) {
 		if i := slices.Index(paymentFields[:], name); i >= 0 {
 			given[i]++
@@ -124,13 +130,29 @@ func decodePaymentMembers(body []byte,
 		}
 		if times[name]++; times[name] == 1 {
 			others = append(others, name)
+			i := caseVariantOf(name)
+			of = append(of, i)
+			if i >= 0 {
+				cased[i] = true
+			}
 		}
 	}
 	var req paymentRequest
 	var errs []FieldError
+	// A member named as a field in another case is refused, after the
+	// field's own error, for which it stands in if the field is missing.
+	variants := func(i int) {
+		for j, name := range others {
+			if of[j] == i {
+				errs = append(errs, FieldError{Field: name, Detail: detailCaseVariant[i]})
+			}
+		}
+	}
 
 	if raw, ok := fields["amount"]; !ok {
-		errs = append(errs, FieldError{Field: "amount", Detail: detailRequired})
+		if !cased[0] {
+			errs = append(errs, FieldError{Field: "amount", Detail: detailRequired})
+		}
 	} else if given[0] > 1 {
 		errs = append(errs, FieldError{Field: "amount", Detail: detailRepeated})
 	} else {
@@ -143,9 +165,12 @@ func decodePaymentMembers(body []byte,
 			req.Amount = n
 		}
 	}
+	variants(0)
 
 	if raw, ok := fields["currency"]; !ok {
-		errs = append(errs, FieldError{Field: "currency", Detail: detailRequired})
+		if !cased[1] {
+			errs = append(errs, FieldError{Field: "currency", Detail: detailRequired})
+		}
 	} else if given[1] > 1 {
 		errs = append(errs, FieldError{Field: "currency", Detail: detailRepeated})
 	} else {
@@ -156,9 +181,12 @@ func decodePaymentMembers(body []byte,
 			req.Currency = strings.ToUpper(c)
 		}
 	}
+	variants(1)
 
 	if raw, ok := fields["recipient"]; !ok {
-		errs = append(errs, FieldError{Field: "recipient", Detail: detailRequired})
+		if !cased[2] {
+			errs = append(errs, FieldError{Field: "recipient", Detail: detailRequired})
+		}
 	} else if given[2] > 1 {
 		errs = append(errs, FieldError{Field: "recipient", Detail: detailRepeated})
 	} else {
@@ -176,9 +204,10 @@ func decodePaymentMembers(body []byte,
 			req.Recipient = r
 		}
 	}
+	variants(2)
 
-	for _, name := range others {
-		if times[name] > 1 {
+	for j, name := range others {
+		if of[j] < 0 && times[name] > 1 {
 			errs = append(errs, FieldError{Field: name, Detail: detailRepeated})
 		}
 	}
@@ -186,8 +215,10 @@ func decodePaymentMembers(body []byte,
 }
 
 // paymentFields are the members of a payment request, in the order their
-// FieldErrors are listed, before those of other members given more than
-// once, in the order they first appear.
+// FieldErrors are listed, each followed by those of the members named as
+// it in another case (caseVariantOf), before those of other members given
+// more than once; the members named as one field, and the others, in the
+// order they first appear.
 var paymentFields = [...]string{"amount", "currency", "recipient"}
 
 // The details of a payment request's FieldErrors.
@@ -202,6 +233,15 @@ const (
 	detailRecipient      = "must be a non-empty string"
 	detailRecipientNUL   = "must not contain U+0000"
 )
+
+// detailCaseVariant is the detail of a member that is paymentFields[i]
+// in another case, by i.
+var detailCaseVariant = func() (d [len(paymentFields)]string) {
+	for i, name := range paymentFields {
+		d[i] = `did you mean "` + name + `"? member names are case-sensitive, and a parser that ignores case would take this member for "` + name + `"`
+	}
+	return d
+}()
 
 // amountRefusal is the detail of an amount whose JSON value lit, as
 // written, is not null and no int64: a value that is no number, a

@@ -17,14 +17,12 @@ import (
 // invalid UTF-8 or U+FFFD (encoding/json reads invalid UTF-8 as U+FFFD,
 // and two such names may be one to it). On
 // the bodies it takes, it answers as decodePaymentRequest does, a member
-// given more than once refused; TestScanPaymentRequestAgreesWithJSON
+// given more than once refused, and so is one named as a field in another
+// case (caseVariantOf); TestScanPaymentRequestAgreesWithJSON
 // holds it to that.
 func scanPaymentRequest(body []byte) (req paymentRequest, errs []FieldError, ok bool) {
 	var amount, currency, recipient scannedValue
-	var others [maxScannedOthers]struct {
-		name  []byte
-		times int
-	} // the other members, in the order they first appear
+	var others [maxScannedOthers]scannedName // the other members, in the order they first appear
 	var nothers int
 	var oddName bool // a name of others has invalid UTF-8 or U+FFFD
 	i := skipSpace(body, 0)
@@ -69,7 +67,7 @@ func scanPaymentRequest(body []byte) (req paymentRequest, errs []FieldError, ok 
 					if nothers == len(others) {
 						return req, nil, false
 					}
-					others[j].name = key
+					others[j] = scannedName{name: key, of: caseVariantOf(key)}
 					nothers++
 				}
 				others[j].times++
@@ -96,9 +94,20 @@ func scanPaymentRequest(body []byte) (req paymentRequest, errs []FieldError, ok 
 		return req, nil, false
 	}
 
+	// A member named as a field in another case is refused; it stands
+	// in for the field's "is required".
+	var cased [len(paymentFields)]bool
+	for _, o := range others[:nothers] {
+		if o.of >= 0 {
+			cased[o.of] = true
+		}
+	}
+
 	switch amount.kind {
 	case kindAbsent:
-		errs = append(errs, FieldError{Field: "amount", Detail: detailRequired})
+		if !cased[0] {
+			errs = append(errs, FieldError{Field: "amount", Detail: detailRequired})
+		}
 	case kindRepeated:
 		errs = append(errs, FieldError{Field: "amount", Detail: detailRepeated})
 	case kindNull: // json.Unmarshal leaves the int64 at 0
@@ -118,11 +127,14 @@ func scanPaymentRequest(body []byte) (req paymentRequest, errs []FieldError, ok 
 	default:
 		errs = append(errs, FieldError{Field: "amount", Detail: detailAmountNumber})
 	}
+	errs = appendCaseVariants(errs, others[:nothers], 0)
 
 	var cur, rcp []byte // the valid ones
 	switch {
 	case currency.kind == kindAbsent:
-		errs = append(errs, FieldError{Field: "currency", Detail: detailRequired})
+		if !cased[1] {
+			errs = append(errs, FieldError{Field: "currency", Detail: detailRequired})
+		}
 	case currency.kind == kindRepeated:
 		errs = append(errs, FieldError{Field: "currency", Detail: detailRepeated})
 	case currency.kind != kindString || !isCurrency(currency.raw):
@@ -130,9 +142,12 @@ func scanPaymentRequest(body []byte) (req paymentRequest, errs []FieldError, ok 
 	default:
 		cur = currency.raw
 	}
+	errs = appendCaseVariants(errs, others[:nothers], 1)
 	switch {
 	case recipient.kind == kindAbsent:
-		errs = append(errs, FieldError{Field: "recipient", Detail: detailRequired})
+		if !cased[2] {
+			errs = append(errs, FieldError{Field: "recipient", Detail: detailRequired})
+		}
 	case recipient.kind == kindRepeated:
 		errs = append(errs, FieldError{Field: "recipient", Detail: detailRepeated})
 	case recipient.kind != kindString || len(bytes.TrimSpace(recipient.raw)) == 0:
@@ -140,8 +155,9 @@ func scanPaymentRequest(body []byte) (req paymentRequest, errs []FieldError, ok 
 	default:
 		rcp = recipient.raw
 	}
+	errs = appendCaseVariants(errs, others[:nothers], 2)
 	for _, o := range others[:nothers] {
-		if o.times > 1 {
+		if o.of < 0 && o.times > 1 {
 			errs = append(errs, FieldError{Field: string(o.name), Detail: detailRepeated})
 		}
 	}
@@ -162,6 +178,25 @@ func scanPaymentRequest(body []byte) (req paymentRequest, errs []FieldError, ok 
 // recipient that scanPaymentRequest takes in a body, comparing each name
 // to those before it without allocating.
 const maxScannedOthers = 8
+
+// scannedName is a member other than amount, currency and recipient as
+// scanPaymentRequest read it.
+type scannedName struct {
+	name  []byte
+	times int // how often it is given
+	of    int // caseVariantOf(name)
+}
+
+// appendCaseVariants appends to errs the error of each of names that is
+// paymentFields[i] in another case, in their order.
+func appendCaseVariants(errs []FieldError, names []scannedName, i int) []FieldError {
+	for _, o := range names {
+		if o.of == i {
+			errs = append(errs, FieldError{Field: string(o.name), Detail: detailCaseVariant[i]})
+		}
+	}
+	return errs
+}
 
 // scannedValue is a member's value as scanPaymentRequest read it.
 type scannedValue struct {

@@ -80,8 +80,9 @@ const (
 // strings, safe to copy and to read from several goroutines at once.
 type FieldError struct {
 	// Field is the JSON member at fault ("amount", "currency",
-	// "recipient", or another member given more than once); "" means
-	// the body as a whole.
+	// "recipient", one of them named in another case, as "Amount", or
+	// another member given more than once); "" means the body as a
+	// whole.
 	Field string `json:"field"`
 	// Detail says what is wrong with it, for a person to read.
 	Detail string `json:"detail"`
