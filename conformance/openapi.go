@@ -28,9 +28,11 @@ type Operation struct {
 	// Path is the operation's path as the document writes it.
 	Path string
 	// Unusable says why the operation cannot be checked as it stands,
-	// the first reason of: a path parameter without an example, a
-	// required query parameter without one, a required header without
-	// one, a required request body without one. "" when it can.
+	// the first reason of: its own (or its path item's) server URL
+	// unusable (relative without the document's URL, a variable without
+	// a default), a path parameter without an example, a required query
+	// parameter without one, a required header without one, a required
+	// request body without one. "" when it can.
 	Unusable string
 	// NeedsBody reports that the operation lacks a body the caller can
 	// give: its required request body has no example. false when the
@@ -55,7 +57,9 @@ var methods = []string{"get", "put", "post", "delete", "options", "head", "patch
 // the first server URL (its variables at their defaults) of the
 // operation's servers, else its path item's, else the document's,
 // resolved against docURL, the document's own URL (a relative server URL
-// and no docURL is an error). Path parameters are filled with their
+// and no docURL, or a variable with neither a default nor an enum, is an
+// error for the document's server, and makes the operation Unusable for
+// its own). Path parameters are filled with their
 // examples, and so are required query and header parameters (or with
 // their schema's default, or its enum's first value). Examples are taken
 // as the document writes them: a number keeps its digits, however large.
@@ -101,18 +105,36 @@ func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 				continue
 			}
 			server, err := serverURL(base, docURL, op["servers"], item["servers"], root["servers"])
-			if err != nil {
-				return nil, err
+			if err != nil && !ownServers(op, item) {
+				// The document's: no operation could be sent.
+				return nil, fmt.Errorf("conformance: the document's %w", err)
 			}
-			ops = append(ops, operation(root, server, path, m, op, params, key))
+			o := operation(root, server, path, m, op, params, key)
+			if err != nil { // its own: the others may still be checked
+				o.Unusable, o.NeedsBody, o.NeedsHeaders = "its "+err.Error(), false, nil
+			}
+			ops = append(ops, o)
 		}
 	}
 	return ops, nil
 }
 
+// ownServers reports whether the operation or its path item has servers
+// of its own, which replace the document's.
+func ownServers(op, item map[string]any) bool {
+	for _, l := range []any{op["servers"], item["servers"]} {
+		if servers, _ := l.([]any); len(servers) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // serverURL is the base URL an operation's path goes after: base when
 // given, else the first server of the first of lists (the operation's,
-// its path item's, the document's) that has one.
+// its path item's, the document's) that has one, its variables at their
+// defaults (or their enum's first value); a variable without either is
+// an error.
 func serverURL(base, docURL string, lists ...any) (string, error) {
 	if base != "" {
 		return strings.TrimRight(base, "/"), nil
@@ -129,23 +151,33 @@ func serverURL(base, docURL string, lists ...any) (string, error) {
 			if u, _ := first["url"].(string); u != "" {
 				s = u
 			}
+			raw := s
 			vars, _ := first["variables"].(map[string]any)
 			for name, v := range vars {
 				spec, _ := v.(map[string]any) // malformed: left as written
-				if def, ok := spec["default"].(string); ok {
+				def, ok := spec["default"].(string)
+				if enum, _ := spec["enum"].([]any); !ok && len(enum) > 0 {
+					def, ok = enum[0].(string)
+				}
+				if ok {
 					s = strings.ReplaceAll(s, "{"+name+"}", def)
+				}
+			}
+			if i := strings.IndexByte(s, '{'); i >= 0 {
+				if j := strings.IndexByte(s[i:], '}'); j > 0 {
+					return "", fmt.Errorf("server URL %q: variable %s has no default: give the base URL (-url)", raw, s[i+1:i+j])
 				}
 			}
 		}
 	}
 	u, err := url.Parse(s)
 	if err != nil {
-		return "", fmt.Errorf("conformance: the document's server URL %q: %w", s, err)
+		return "", fmt.Errorf("server URL %q: %w", s, err)
 	}
 	if !u.IsAbs() {
 		d, err := url.Parse(docURL)
 		if docURL == "" || err != nil || !d.IsAbs() {
-			return "", fmt.Errorf("conformance: the document's server URL %q is relative: give the base URL (-url)", s)
+			return "", fmt.Errorf("server URL %q is relative: give the base URL (-url)", s)
 		}
 		u = d.ResolveReference(u)
 	}
