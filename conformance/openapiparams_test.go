@@ -75,3 +75,30 @@ func TestFromOpenAPIPathParameterDefault(t *testing.T) {
 		t.Errorf("URL %s, Unusable %q; want %s, usable", got, ops[0].Unusable, want)
 	}
 }
+
+// TestFromOpenAPIQueryArrayStyles: a required query array is sent as its
+// parameter's style and explode say: exploded (ids=a&ids=b) by default,
+// one comma-separated value with explode false (as openapi-generator and
+// Swashbuckle write a CSV list), space- or pipe-separated for those
+// styles; sent exploded, the API reads one value, or the list "a" alone.
+func TestFromOpenAPIQueryArrayStyles(t *testing.T) {
+	for _, tc := range []struct{ param, want string }{
+		{`"example": ["a b", "c,d"]`, "ids=a+b&ids=c%2Cd"},
+		{`"explode": true, "example": ["a", "b"]`, "ids=a&ids=b"},
+		{`"explode": false, "example": ["a b", "c,d"]`, "ids=a+b,c%2Cd"},
+		{`"style": "form", "explode": false, "schema": {"type": "array", "default": [1, 2]}`, "ids=1,2"},
+		{`"style": "spaceDelimited", "explode": false, "example": ["a", "b"]`, "ids=a%20b"},
+		{`"style": "pipeDelimited", "explode": false, "example": ["a", "b|c"]`, "ids=a%7Cb%7Cc"},
+	} {
+		doc := `{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "http://127.0.0.1:9"}],
+			"paths": {"/p": {"post": {"operationId": "pay", "parameters": [{"name": "Idempotency-Key", "in": "header"},
+				{"name": "ids", "in": "query", "required": true, ` + tc.param + `}]}}}}`
+		ops, err := conformance.FromOpenAPI([]byte(doc), "", "")
+		if err != nil || len(ops) != 1 {
+			t.Fatalf("%s: FromOpenAPI: %v, %d operations", tc.param, err, len(ops))
+		}
+		if got, want := ops[0].Target.URL, "http://127.0.0.1:9/p?"+tc.want; got != want || ops[0].Unusable != "" {
+			t.Errorf("%s: URL %s, Unusable %q; want %s", tc.param, got, ops[0].Unusable, want)
+		}
+	}
+}
