@@ -20,7 +20,7 @@ var ignoredHeaders = map[string]bool{
 
 // requiredQuery is the query string of the operation's required query
 // parameters, each with its example (or its schema's default), in name
-// order; missing describes the first one that has none a query can carry.
+// order, an array as its style and explode say (listSeparator); missing describes the first one that has none a query can carry.
 func requiredQuery(root map[string]any, params map[paramID]map[string]any) (query, missing string) {
 	var names []string
 	for id, p := range params {
@@ -39,11 +39,42 @@ func requiredQuery(root map[string]any, params map[paramID]map[string]any) (quer
 		if !ok {
 			return "", name + " has an example that is an object: no query can carry it"
 		}
+		if _, isList := v.([]any); isList && len(values) > 0 {
+			if sep := listSeparator(params[paramID{"query", name}]); sep != "" {
+				for i, s := range values {
+					values[i] = url.QueryEscape(s)
+				}
+				parts = append(parts, url.QueryEscape(name)+"="+strings.Join(values, sep))
+				continue
+			}
+		}
 		for _, s := range values {
 			parts = append(parts, url.QueryEscape(name)+"="+url.QueryEscape(s))
 		}
 	}
 	return strings.Join(parts, "&"), ""
+}
+
+// listSeparator is what separates an array's values in the one value of
+// the query parameter p ("," for the form style with explode false, "%20"
+// for spaceDelimited, "%7C" for pipeDelimited), or "" when the array is
+// exploded into one name=value each (form's default, explode true).
+func listSeparator(p map[string]any) string {
+	style, _ := p["style"].(string)
+	explode, set := p["explode"].(bool)
+	if !set {
+		explode = style == "" || style == "form" // the default for form only
+	}
+	if explode {
+		return ""
+	}
+	switch style {
+	case "spaceDelimited":
+		return "%20"
+	case "pipeDelimited":
+		return "%7C"
+	}
+	return ","
 }
 
 // requiredHeaders are the operation's required header parameters with
