@@ -102,3 +102,21 @@ func TestFromOpenAPIQueryArrayStyles(t *testing.T) {
 		}
 	}
 }
+
+// TestFromOpenAPIExampleAfterExternalValue: an examples entry with only an
+// externalValue (a document the checker does not read) is passed over for
+// the next entry that has a value, rather than taking the parameter for
+// one without an example.
+func TestFromOpenAPIExampleAfterExternalValue(t *testing.T) {
+	doc := `{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "http://127.0.0.1:9"}],
+		"paths": {"/p": {"post": {"operationId": "pay", "parameters": [{"name": "Idempotency-Key", "in": "header"},
+			{"name": "Tenant-Id", "in": "header", "required": true, "schema": {"type": "string"},
+				"examples": {"a-large": {"externalValue": "https://example.com/tenant.txt"}, "b-small": {"value": "t1"}}}]}}}}`
+	ops, err := conformance.FromOpenAPI([]byte(doc), "", "")
+	if err != nil || len(ops) != 1 {
+		t.Fatalf("FromOpenAPI: %v, %d operations", err, len(ops))
+	}
+	if got := ops[0].Target.Header.Get("Tenant-Id"); got != "t1" || ops[0].Unusable != "" {
+		t.Errorf("Tenant-Id %q, Unusable %q; want t1, usable", got, ops[0].Unusable)
+	}
+}
