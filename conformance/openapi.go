@@ -361,7 +361,8 @@ func requestExample(root map[string]any, op map[string]any) (body []byte, mediaT
 }
 
 // exampleOf returns the example of a parameter or media type object: its
-// example, its first examples entry's value, or its schema's example.
+// example, the value of its first examples entry (by name) that has one,
+// or its schema's example.
 func exampleOf(root map[string]any, v any) (any, bool) {
 	obj, _ := resolve(root, v).(map[string]any)
 	if obj == nil {
@@ -376,9 +377,11 @@ func exampleOf(root map[string]any, v any) (any, bool) {
 			names = append(names, n)
 		}
 		sort.Strings(names)
-		if e, _ := resolve(root, exs[names[0]]).(map[string]any); e != nil {
-			if val, ok := e["value"]; ok {
-				return val, true
+		for _, n := range names { // one with only an externalValue is not read
+			if e, _ := resolve(root, exs[n]).(map[string]any); e != nil {
+				if val, ok := e["value"]; ok {
+					return val, true
+				}
 			}
 		}
 	}
