@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"os"
+	"sort"
 	"strings"
 
 	"github.com/saferetry/saferetry/conformance"
@@ -319,7 +320,10 @@ func (f *checkFlags) targets(ctx context.Context, stderr io.Writer) ([]conforman
 // plan prints what -dry-run would send.
 func (f *checkFlags) plan(targets []conformance.Target, stdout, stderr io.Writer) int {
 	type planned struct {
-		Target   string                       `json:"target"`
+		Target string `json:"target"`
+		// Header is what every request carries besides the key: the
+		// document's header parameters, their Content-Type.
+		Header   map[string]string            `json:"header,omitempty"`
 		Requests []conformance.PlannedRequest `json:"requests"`
 	}
 	var all []planned
@@ -329,7 +333,7 @@ func (f *checkFlags) plan(targets []conformance.Target, stdout, stderr io.Writer
 			fmt.Fprintln(stderr, describe(err))
 			return exitUsage
 		}
-		all = append(all, planned{Target: t.Method + " " + t.URL, Requests: reqs})
+		all = append(all, planned{Target: t.Method + " " + t.URL, Header: f.shownHeader(t.Header), Requests: reqs})
 	}
 	if f.json {
 		if err := writeIndentedJSON(stdout, all); err != nil {
@@ -340,6 +344,14 @@ func (f *checkFlags) plan(targets []conformance.Target, stdout, stderr io.Writer
 	}
 	for _, p := range all {
 		fmt.Fprintf(stdout, "dry run: %s would get these requests, in order (nothing was sent):\n", p.Target)
+		if len(p.Header) > 0 {
+			lines := make([]string, 0, len(p.Header))
+			for name, v := range p.Header {
+				lines = append(lines, name+": "+v)
+			}
+			sort.Strings(lines)
+			fmt.Fprintf(stdout, "  every request with %s\n", strings.Join(lines, "; "))
+		}
 		for _, r := range p.Requests {
 			fmt.Fprintf(stdout, "  %3d× %-17s %s %s", r.Times, r.Check, r.Request.Method, r.Request.URL)
 			if r.Request.Principal != "" {
@@ -360,4 +372,21 @@ func (f *checkFlags) plan(targets []conformance.Target, stdout, stderr io.Writer
 		}
 	}
 	return exitPassed
+}
+
+// shownHeader is h as -dry-run shows it: a -header's value (a token,
+// perhaps) replaced by "(-header)".
+func (f *checkFlags) shownHeader(h http.Header) map[string]string {
+	if len(h) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(h))
+	for name, vs := range h {
+		if _, given := f.header.h[name]; given {
+			out[name] = "(-header)"
+			continue
+		}
+		out[name] = strings.Join(vs, ", ")
+	}
+	return out
 }
