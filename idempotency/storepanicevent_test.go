@@ -2,12 +2,19 @@ package idempotency_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/memstore"
+	"github.com/saferetry/saferetry/internal/clock"
+	"github.com/saferetry/saferetry/internal/testenv"
 )
 
 // TestStorePanicWhileSettlingGivesOneEvent checks that a request whose
@@ -77,5 +84,93 @@ func TestTxStorePanicEventHasNoStatus(t *testing.T) {
 	}
 	if e := events[0]; e.Outcome != idempotency.OutcomeStoreError || e.Status != 0 {
 		t.Errorf("event %s status %d, want %s with no status (nothing was sent)", e.Outcome, e.Status, idempotency.OutcomeStoreError)
+	}
+}
+
+// TestKeeperPanicWithSupersededClaimGivesOneEvent checks that a request
+// whose lease keeper recovered a panic (the store's Renew) and whose claim
+// turns out taken over, by the keeper's next renewal or by Complete, still
+// gives its one event, OutcomeLeaseLost, before the keeper's panic goes on:
+// record used to re-panic before finish reported the lost lease.
+func TestKeeperPanicWithSupersededClaimGivesOneEvent(t *testing.T) {
+	const lease = 9 * time.Second
+	for _, tc := range []struct {
+		name string
+		// byRenewal: the second renewal answers ErrStaleToken; otherwise
+		// Complete does.
+		byRenewal bool
+	}{
+		{"taken over, seen by a renewal", true},
+		{"taken over, seen by Complete", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clock.NewManual(fakeStart)
+			base := newStore(t, memstore.WithClock(clk.Now), memstore.WithCleanupInterval(0))
+			var renewals atomic.Int64
+			st := &faultyStore{Store: base,
+				renew: func(ctx context.Context, k idempotency.Key, tok int64, l time.Duration) error {
+					switch n := renewals.Add(1); {
+					case n == 1:
+						panic("renew broke")
+					case tc.byRenewal:
+						return idempotency.ErrStaleToken
+					}
+					return base.Renew(ctx, k, tok, l)
+				},
+				complete: func(context.Context, idempotency.Key, int64, idempotency.Response, time.Duration) error {
+					return idempotency.ErrStaleToken
+				},
+			}
+			var mu sync.Mutex
+			var events []idempotency.Event
+			hook := func(e idempotency.Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				events = append(events, e)
+			}
+			entered, release := make(chan struct{}), make(chan struct{})
+			app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				close(entered)
+				select {
+				case <-release:
+				case <-r.Context().Done():
+				}
+				w.WriteHeader(http.StatusCreated)
+			})
+			h := idempotency.Middleware(st, idempotency.WithLease(lease), idempotency.WithClock(clk), idempotency.WithHook(hook))(app)
+			panicked := make(chan any, 1)
+			go func() {
+				defer func() { panicked <- recover() }()
+				post(h, "k", `{}`)
+			}()
+			<-entered
+			want := int64(1)
+			if tc.byRenewal {
+				want = 2
+			}
+			for i := range want {
+				testenv.Eventually(t, "the lease keeper's timer is armed", func() bool { return clk.Pending() > 0 })
+				clk.Advance(lease / 3)
+				testenv.Eventually(t, fmt.Sprintf("renewal %d", i+1), func() bool { return renewals.Load() >= i+1 })
+			}
+			close(release)
+			var p any
+			select {
+			case p = <-panicked:
+			case <-time.After(testenv.Patience):
+				t.Fatal("the request never finished")
+			}
+			if got := fmt.Sprint(p); !strings.Contains(got, "renew broke") {
+				t.Errorf("the request went on with panic %q, want the keeper's", got)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(events) != 1 {
+				t.Fatalf("%d events %v, want 1", len(events), events)
+			}
+			if e := events[0]; e.Outcome != idempotency.OutcomeLeaseLost || !errors.Is(e.Err, idempotency.ErrLeaseLost) {
+				t.Errorf("event %s err %v, want %s", e.Outcome, e.Err, idempotency.OutcomeLeaseLost)
+			}
+		})
 	}
 }
