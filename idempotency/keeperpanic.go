@@ -11,10 +11,10 @@ import (
 // called on its timer, in a goroutine of its own where nothing would
 // recover it (the logger, or the store's Renew): the keeper recovers it
 // and goes on keeping the lease, and the request goes on panicking with it
-// once its outcome is recorded (see leaseClaim.record), as it would with a
-// panic of its logger or a hook on its own goroutine. Whatever recovers
-// the request's panics (net/http's, or the application's recovery
-// handler) then sees it, with the stack where it was raised.
+// once its outcome is recorded and reported (see leaseClaim.finish), as it
+// would with a panic of its logger or a hook on its own goroutine.
+// Whatever recovers the request's panics (net/http's, or the application's
+// recovery handler) then sees it, with the stack where it was raised.
 type keeperPanic struct {
 	value any
 	stack []byte

@@ -76,7 +76,20 @@ func (c *leaseClaim) handlerContext(cc *claimCtx) context.Context { return cc }
 // place of a storable response, since the record is the newer holder's.
 func (c *leaseClaim) finish(q *request) {
 	m := q.m
-	ev, superseded := c.record(q)
+	ev, superseded, kept := c.record(q)
+	if kept != nil {
+		// The keeper's panic goes on in place of the response, once the
+		// request has given its one event: a superseded claim's is ours
+		// to report, with the status sent, none unless it streamed.
+		if superseded {
+			status := 0
+			if !q.rec.unsent() {
+				status = ev.Status
+			}
+			m.leaseLost(c.ctx, ev, status, ErrStaleToken)
+		}
+		panic(kept)
+	}
 	if superseded && storable(ev.Status) && q.rec.unsent() {
 		ev.Status = http.StatusConflict
 		m.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken)
@@ -94,17 +107,18 @@ func (c *leaseClaim) finish(q *request) {
 // call or a hook panics: the keeper must not go on renewing a claim that
 // nobody will settle. A store call that panics is reported as
 // OutcomeStoreError (see request.storePanicked). Once the outcome is
-// recorded, a panic the keeper recovered on its timer goes on here (see
+// recorded, a panic the keeper recovered on its timer is returned as kept,
+// for finish to go on with once the request gave its event (see
 // keeperPanic).
-func (c *leaseClaim) record(q *request) (ev Event, superseded bool) {
+func (c *leaseClaim) record(q *request) (ev Event, superseded bool, kept *keeperPanic) {
 	recorded, reported := false, false
 	defer func() {
 		p := c.end()
 		if !recorded && !reported {
 			q.storePanicked()
 		}
-		if p != nil && recorded {
-			panic(p)
+		if recorded {
+			kept = p
 		}
 	}()
 	m := q.m
@@ -136,7 +150,7 @@ func (c *leaseClaim) record(q *request) (ev Event, superseded bool) {
 		superseded = m.release(c.ctx, ev, &reported)
 	}
 	recorded = true
-	return ev, superseded
+	return ev, superseded, nil
 }
 
 // abort releases the claim of a handler that panicked, so that a retry
