@@ -174,3 +174,50 @@ func TestKeeperPanicWithSupersededClaimGivesOneEvent(t *testing.T) {
 		})
 	}
 }
+
+// TestTxRollbackPanicGivesOneEvent checks that a transactional request
+// whose store's Rollback panics (after a Commit that panicked or failed, a
+// status that is not stored, or a handler's panic) still gives its one
+// event, OutcomeStoreError with no status, before the Rollback's panic
+// goes on: as lease mode reports a Release that panics. The event used to
+// be emitted after the rollback, so it was lost.
+func TestTxRollbackPanicGivesOneEvent(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		status      int  // the handler's
+		panics      bool // the handler panics
+		panicCommit bool
+		commitErr   error
+	}{
+		{name: "commit panicked", status: http.StatusCreated, panicCommit: true},
+		{name: "commit failed", status: http.StatusCreated, commitErr: errors.New("connection reset")},
+		{name: "status not stored", status: http.StatusBadGateway},
+		{name: "handler panicked", panics: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &fakeTxStore{Store: newStore(t), panicRollback: true, panicCommit: tc.panicCommit, commitErr: tc.commitErr}
+			var events []idempotency.Event
+			app := &counter{before: func(http.ResponseWriter, *http.Request) int {
+				if tc.panics {
+					panic("handler bug")
+				}
+				return tc.status
+			}}
+			mw := idempotency.Middleware(st, idempotency.WithHook(func(e idempotency.Event) { events = append(events, e) }))(app)
+			var p any
+			func() {
+				defer func() { p = recover() }()
+				post(mw, "k", `{}`)
+			}()
+			if got := fmt.Sprint(p); got != "driver bug in rollback" {
+				t.Errorf("the request went on with panic %q, want the Rollback's", got)
+			}
+			if len(events) != 1 {
+				t.Fatalf("%d events %v, want 1", len(events), events)
+			}
+			if e := events[0]; e.Outcome != idempotency.OutcomeStoreError || e.Status != 0 || e.Err == nil {
+				t.Errorf("event %s status %d err %v, want %s, no status, an error", e.Outcome, e.Status, e.Err, idempotency.OutcomeStoreError)
+			}
+		})
+	}
+}

@@ -26,6 +26,9 @@ type fakeTxStore struct {
 	hangCommit   bool
 	hangRollback bool
 	panicCommit  bool
+	// panicRollback makes Rollback panic, as a driver with a bug might
+	// after its Commit panicked.
+	panicRollback bool
 	// rollbackCtxErr records ctx.Err() as each Rollback was called.
 	rollbackCtxErr []error
 	begun          int
@@ -120,8 +123,11 @@ func (tx *fakeTx) Commit(ctx context.Context) error {
 func (tx *fakeTx) Rollback(ctx context.Context) error {
 	tx.s.mu.Lock()
 	tx.s.rollbackCtxErr = append(tx.s.rollbackCtxErr, ctx.Err())
-	hang := tx.s.hangRollback
+	hang, boom := tx.s.hangRollback, tx.s.panicRollback
 	tx.s.mu.Unlock()
+	if boom {
+		panic("driver bug in rollback")
+	}
 	if tx.done {
 		return nil
 	}
