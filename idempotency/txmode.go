@@ -10,8 +10,8 @@ import (
 
 // errStorePanicked is the Err of the OutcomeStoreError event of a request
 // whose store panicked while its outcome was recorded: a transactional
-// request's Complete or Commit, a lease-mode request's Complete, Release or
-// Get.
+// request's Complete, Commit or Rollback, a lease-mode request's Complete,
+// Release or Get.
 var errStorePanicked = errors.New("idempotency: store panicked while storing the outcome")
 
 // txMode runs each protected request in one transaction of a TxStore: the
@@ -58,9 +58,11 @@ func (c *txClaim) start(q *request, res ClaimResult) (context.Context, bool) {
 
 func (c *txClaim) handlerContext(cc *claimCtx) context.Context { return c.tx.Context(cc) }
 
-// abort rolls back the transaction of a handler that panicked.
+// abort rolls back the transaction of a handler that panicked. A panic of
+// the store's Rollback goes on in place of the handler's, reported as
+// OutcomeStoreError (see txClaim.rollback).
 func (c *txClaim) abort(q *request) {
-	q.m.rollback(context.WithoutCancel(q.r.Context()), q.claim.key, c.tx)
+	c.rollback(q)
 	ev := q.event()
 	ev.Outcome, ev.Err = OutcomeReleased, ErrHandlerPanicked
 	q.m.emit(ev)
@@ -80,7 +82,7 @@ func (c *txClaim) finish(q *request) {
 	ev := q.event()
 	ev.Status = q.rec.statusCode()
 	if !storable(ev.Status) {
-		m.rollback(detached, q.claim.key, c.tx)
+		c.rollback(q)
 		ev.Outcome = OutcomeReleased
 		m.emit(ev)
 		q.rec.flush()
@@ -90,9 +92,11 @@ func (c *txClaim) finish(q *request) {
 	defer func() {
 		if !settled {
 			// The store panicked: roll back so that neither the transaction
-			// nor its connection outlives the request. The panic goes on.
+			// nor its connection outlives the request. The panic goes on,
+			// the Rollback's if it panics too: the event goes first.
+			// Nothing was sent: the response is buffered.
+			defer q.storePanicked()
 			m.rollback(detached, q.claim.key, c.tx)
-			q.storePanicked() // nothing was sent: the response is buffered
 		}
 	}()
 	sctx, cancel := context.WithTimeout(detached, m.cfg.storeTimeout)
@@ -127,7 +131,7 @@ func (c *txClaim) finish(q *request) {
 // the retry with the same key then replays its outcome.
 func (c *txClaim) commitFailed(q *request, ev Event, err error) {
 	m := q.m
-	m.rollback(context.WithoutCancel(q.r.Context()), q.claim.key, c.tx)
+	c.rollback(q)
 	m.cfg.logger.LogAttrs(q.r.Context(), slog.LevelError, "idempotency: commit failed or not confirmed; the handler's work was rolled back unless the commit went through, and the client gets 503",
 		slog.String("scope", q.claim.key.Scope), slog.String("key", q.claim.key.Key), slog.Int64("token", q.claim.token),
 		slog.Int("status", ev.Status), slog.Any("error", err))
@@ -137,6 +141,21 @@ func (c *txClaim) commitFailed(q *request, ev Event, err error) {
 	m.emit(ev)
 	writeProblem(q.w, problem{Type: ProblemCommitFailed, Status: http.StatusServiceUnavailable, Key: q.claim.key.Key,
 		Detail: "The operation could not be committed, or its commit was not confirmed. Retry with the same key: a committed operation is replayed, one that was not runs again."}, storeRetryAfter)
+}
+
+// rollback rolls c's transaction back (see middleware.rollback). A panic of
+// the store's Rollback goes on, reported as OutcomeStoreError (see
+// request.storePanicked), so that the request gives its one event: the
+// caller reports it after the rollback.
+func (c *txClaim) rollback(q *request) {
+	done := false
+	defer func() {
+		if !done {
+			q.storePanicked()
+		}
+	}()
+	q.m.rollback(context.WithoutCancel(q.r.Context()), q.claim.key, c.tx)
+	done = true
 }
 
 // rollback rolls tx back, logging a failure: there is nothing else to do
