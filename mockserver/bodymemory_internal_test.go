@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/internal/testenv"
 )
 
 // TestLargePaymentBodyReadOnce: a payment body above the pooled buffers'
@@ -18,6 +19,9 @@ import (
 // 8.6 times its size per request (the Middleware's copy, the handler's
 // growth, the fingerprint), when the copies it needs cost about 3.5.
 func TestLargePaymentBodyReadOnce(t *testing.T) {
+	if testenv.RaceEnabled {
+		t.Skip("allocations differ under the race detector (its sync.Pool drops what is put back: 5 to 5.3 times the body); run without -race")
+	}
 	s := New(WithIdempotencyOptions(idempotency.WithMaxRequestBody(4 << 20)))
 	defer s.Close()
 	const size = 2 << 20
