@@ -37,6 +37,21 @@ func (s claimedAlready) Claim(ctx context.Context, k idempotency.Key, fp string,
 // though WithWait promises that an outcome is acknowledged only once the
 // replicas hold it. It must be reported as the store error it is.
 func TestCompleteNotReplicatedIsNotReportedStored(t *testing.T) {
+	ev := eventNotReplicated(t, http.StatusCreated, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, `{"ok":true}`)
+	})
+	if ev.Outcome != idempotency.OutcomeStoreError || !errors.Is(ev.Err, redisstore.ErrNotReplicated) {
+		t.Errorf("event of a request whose outcome no replica acknowledged = %s, Err %v; want %s matching ErrNotReplicated",
+			ev.Outcome, ev.Err, idempotency.OutcomeStoreError)
+	}
+}
+
+// eventNotReplicated sends one request to handler through a Middleware
+// over a claimedAlready store with WithWait on a Redis without replicas,
+// checks that it is answered want, and returns its one event.
+func eventNotReplicated(t *testing.T, want int, handler http.HandlerFunc) idempotency.Event {
+	t.Helper()
 	rdb := ownRedis(t) // no replica
 	s := claimedAlready{
 		Store: redisstore.New(rdb, redisstore.WithWait(1, 50*time.Millisecond)),
@@ -49,24 +64,17 @@ func TestCompleteNotReplicatedIsNotReportedStored(t *testing.T) {
 		defer mu.Unlock()
 		events = append(events, ev)
 	}))
-	srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusCreated)
-		fmt.Fprint(w, `{"ok":true}`)
-	})))
+	srv := httptest.NewServer(mw(handler))
 	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if got := post(ctx, srv.URL, "k1", `{}`); got.Status != http.StatusCreated {
-		t.Fatalf("POST = %d, want 201", got.Status)
+	if got := post(ctx, srv.URL, "k1", `{}`); got.Status != want {
+		t.Fatalf("POST = %d, want %d", got.Status, want)
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(events) != 1 {
 		t.Fatalf("events = %+v, want one", events)
 	}
-	ev := events[0]
-	if ev.Outcome != idempotency.OutcomeStoreError || !errors.Is(ev.Err, redisstore.ErrNotReplicated) {
-		t.Errorf("event of a request whose outcome no replica acknowledged = %s, Err %v; want %s matching ErrNotReplicated",
-			ev.Outcome, ev.Err, idempotency.OutcomeStoreError)
-	}
+	return events[0]
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -46,33 +44,9 @@ func TestReleaseSentAgainWaitsAgain(t *testing.T) {
 // error: a release that no replica held, which a failover undoes, passed
 // for done. It must be reported as the store error it is.
 func TestReleaseNotReplicatedIsNotReportedReleased(t *testing.T) {
-	rdb := ownRedis(t) // no replica
-	s := claimedAlready{
-		Store: redisstore.New(rdb, redisstore.WithWait(1, 50*time.Millisecond)),
-		plain: redisstore.New(rdb),
-	}
-	var mu sync.Mutex
-	var events []idempotency.Event
-	mw := idempotency.Middleware(s, idempotency.WithHook(func(ev idempotency.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		events = append(events, ev)
-	}))
-	srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	ev := eventNotReplicated(t, http.StatusInternalServerError, func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusInternalServerError) // not stored: the claim is released
-	})))
-	t.Cleanup(srv.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if got := post(ctx, srv.URL, "k1", `{}`); got.Status != http.StatusInternalServerError {
-		t.Fatalf("POST = %d, want 500", got.Status)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(events) != 1 {
-		t.Fatalf("events = %+v, want one", events)
-	}
-	ev := events[0]
+	})
 	if ev.Outcome != idempotency.OutcomeStoreError || !errors.Is(ev.Err, redisstore.ErrNotReplicated) {
 		t.Errorf("event of a request whose release no replica acknowledged = %s, Err %v; want %s matching ErrNotReplicated",
 			ev.Outcome, ev.Err, idempotency.OutcomeStoreError)
