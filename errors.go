@@ -71,11 +71,27 @@ type Error struct {
 	// StatusCode is the status of the last response received by an
 	// earlier attempt, or 0 when no attempt got a response.
 	StatusCode int
+	// Reason is what stopped the retries: the Reason of the last attempt's
+	// decision, the one its hooks got in [Attempt.Reason]. A limit that
+	// gave up on an outcome the rules or the [Classifier] would have
+	// retried names itself ([ReasonMaxAttempts], [ReasonBudgetExhausted],
+	// [ReasonDeadline], [ReasonBodyNotReplayable], [ReasonNoKey],
+	// [ReasonBackoffStop]: see [Reason.IsLimit]); an error that is not
+	// retried gives its own reason ([ReasonPermanentError],
+	// [ReasonClassifier]). It is [ReasonContextDone] when the context
+	// ended, during an attempt or in the wait before a retry, and empty
+	// when no attempt was made (Attempts is 0: a key or URL refused, a
+	// body that could not be read, a context done before the first
+	// attempt).
+	Reason Reason
 	// Err is the last underlying error; it may be nil.
 	Err error
 }
 
-// Error describes the failure with its cause, attempts, key and last error.
+// Error describes the failure with its cause, attempts, key, the limit
+// that gave up on retrying if one did (see [Reason.IsLimit]), and last
+// error: "saferetry: outcome unknown after 4 attempts (key "k"; gave up:
+// max attempts): EOF".
 func (e *Error) Error() string {
 	var b strings.Builder
 	if e.Cause != nil {
@@ -92,9 +108,20 @@ func (e *Error) Error() string {
 			b.WriteString(" attempts")
 		}
 	}
-	if e.Key != "" && e.Cause != ErrInvalidKey {
-		b.WriteString(" (key ")
-		b.WriteString(strconv.Quote(e.Key))
+	key, limit := e.Key != "" && e.Cause != ErrInvalidKey, e.Reason.IsLimit()
+	if key || limit {
+		b.WriteString(" (")
+		if key {
+			b.WriteString("key ")
+			b.WriteString(strconv.Quote(e.Key))
+		}
+		if key && limit {
+			b.WriteString("; ")
+		}
+		if limit {
+			b.WriteString("gave up: ")
+			b.WriteString(string(e.Reason))
+		}
 		b.WriteString(")")
 	}
 	if e.Err != nil {

@@ -163,6 +163,7 @@ type operation struct {
 	began      time.Time // when the first attempt was sent, when timed
 	lastStatus int
 	lastErr    error   // the last attempt's error, if it got no response, else nil
+	reason     Reason  // what the last decision gave as its reason, "" before the first
 	keyText    keyText // the text of a generated key (key and wire share it), unless timed
 	// first is the first attempt's request (see attemptRequest): kept in
 	// op, it costs no allocation of its own.
@@ -388,6 +389,7 @@ func (op *operation) decide(n int, at *attempt) (v retrypolicy.Verdict, next io.
 	if op.timed {
 		a.Duration, a.Elapsed = at.took, clk.Now().Sub(op.began)
 	}
+	op.reason = a.Reason
 	// A retry the classifier asked for and a limit stopped leaves an
 	// outcome as retryable as one the rules retry.
 	op.t.cfg.observe(op.ctx, &a, v.Retryable || v.GaveUp())
@@ -496,6 +498,9 @@ func (op *operation) interrupted(n int, err error, next io.ReadCloser) error {
 	if op.lastErr != nil {
 		err = fmt.Errorf("%w (last attempt: %w)", err, op.lastErr)
 	}
+	if n > 0 {
+		op.reason = ReasonContextDone // not the retry the last decision planned
+	}
 	op.t.cfg.logInterrupted(op.ctx, op.req, op.key, n, err)
 	return op.fail(n, err)
 }
@@ -510,7 +515,7 @@ func (op *operation) fail(n int, err error) error {
 	if cerr := op.ctx.Err(); cerr != nil && err != nil && !errors.Is(err, cerr) {
 		err = fmt.Errorf("%w (last attempt: %w)", cerr, err)
 	}
-	e := &Error{Cause: cause, Key: op.keptKey(), Attempts: n, StatusCode: op.lastStatus, Err: err}
+	e := &Error{Cause: cause, Key: op.keptKey(), Attempts: n, StatusCode: op.lastStatus, Reason: op.reason, Err: err}
 	op.finish(n, e)
 	return e
 }
