@@ -126,3 +126,52 @@ func TestClientErrorSaysWhyRetriesStopped(t *testing.T) {
 		t.Errorf("Error() = %q, does not tell the give-up", err.Error())
 	}
 }
+
+// TestAPIErrorSaysWhyRetriesStopped: the *APIError of a final status of
+// 400 or above carries the Reason of the last attempt's decision: the
+// limit that gave up on a retryable status, or why the status is final.
+func TestAPIErrorSaysWhyRetriesStopped(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		script   testkit.Outcome
+		opts     []Option
+		deadline time.Duration // 0: none
+		unbuffer bool          // a body too large to buffer
+		attempts int
+		want     Reason
+	}{
+		{name: "max attempts", script: testkit.Status(503), opts: []Option{WithMaxAttempts(2)}, attempts: 2, want: ReasonMaxAttempts},
+		{name: "budget exhausted", script: testkit.Status(503), opts: []Option{WithRetryBudget(5, 5)}, attempts: 2, want: ReasonBudgetExhausted},
+		{name: "deadline too close", script: testkit.StatusH(429, "Retry-After", "3600"), opts: []Option{WithMaxRetryAfter(2 * time.Hour)},
+			deadline: time.Minute, attempts: 1, want: ReasonDeadline},
+		{name: "body not replayable", script: testkit.Status(503), opts: []Option{WithMaxBufferedBody(4)}, unbuffer: true, attempts: 1, want: ReasonBodyNotReplayable},
+		{name: "final status", script: testkit.Status(404), attempts: 1, want: ReasonFinalStatus},
+		{name: "replayed", script: testkit.StatusH(503, HeaderReplayed, "true"), attempts: 1, want: ReasonReplayed},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			hl := &hookLog{}
+			c := testClient(testkit.NewRecorder(tt.script), append([]Option{WithHook(hl.hook)}, tt.opts...)...)
+			ctx := context.Background()
+			if tt.deadline > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tt.deadline)
+				defer cancel()
+			}
+			req := newReq(t, ctx, http.MethodPost, "x")
+			if tt.unbuffer {
+				req, _ = http.NewRequestWithContext(ctx, http.MethodPost, "http://api.test/v1/debits", &plainBody{r: strings.NewReader("0123456789")})
+			}
+			_, err := c.Do(req)
+			var ae *APIError
+			if !errors.As(err, &ae) || ae.StatusCode != tt.script.Status || ae.Attempts != tt.attempts {
+				t.Fatalf("err = %v, want an *APIError for %d after %d attempts", err, tt.script.Status, tt.attempts)
+			}
+			if ae.Reason != tt.want {
+				t.Errorf("Reason = %q, want %q", ae.Reason, tt.want)
+			}
+			if as := hl.Attempts(); as[len(as)-1].Reason != ae.Reason {
+				t.Errorf("Reason = %q, the last attempt's hook saw %q", ae.Reason, as[len(as)-1].Reason)
+			}
+		})
+	}
+}
