@@ -30,6 +30,7 @@ type callContext struct {
 	// What the last operation of the call ended with.
 	attempts int
 	key      string
+	reason   Reason // the reason of its last decision
 	err      *Error // the operation's error when it got no response
 
 	// t is the Client's Transport: only its RoundTrips are the call's hops.

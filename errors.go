@@ -175,6 +175,17 @@ type APIError struct {
 	Key string
 	// Attempts is the number of attempts the operation took.
 	Attempts int
+	// Reason is why the operation ended on this status: the Reason of the
+	// last attempt's decision, the one its hooks got in [Attempt.Reason].
+	// A status that the rules do not retry (a 400, a 404, a 422) gives
+	// [ReasonFinalStatus], as a success would; a replay [ReasonReplayed];
+	// Stripe-Should-Retry [ReasonServerSaid]; the [Classifier]
+	// [ReasonClassifier]. A retryable status (a 429, a 503) is returned
+	// because a limit gave up on it, which it names ([ReasonMaxAttempts],
+	// [ReasonBudgetExhausted], [ReasonDeadline], ...: see
+	// [Reason.IsLimit]), or because the context ended
+	// ([ReasonContextDone]).
+	Reason Reason
 	// Replayed is true when the server answered from its stored record.
 	Replayed bool
 	// Body holds the start of the response body, at most the Client's

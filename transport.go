@@ -484,7 +484,7 @@ func (op *operation) refuse(e *Error) error {
 // waiting on them.
 func (op *operation) finish(n int, err *Error) {
 	if call := op.call; call != nil {
-		call.attempts, call.key, call.err = n, op.keptKey(), err
+		call.attempts, call.key, call.reason, call.err = n, op.keptKey(), op.reason, err
 	}
 }
 
