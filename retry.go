@@ -70,25 +70,10 @@ type Classifier func(req *http.Request, resp *http.Response, err error) Decision
 // that the server answered from its stored record of an earlier attempt.
 const HeaderReplayed = contract.HeaderReplayed
 
-// reasons names the retry policy's reasons.
-var reasons = [retrypolicy.NumReasons]Reason{
-	retrypolicy.ReasonFinalStatus:       ReasonFinalStatus,
-	retrypolicy.ReasonReplayed:          ReasonReplayed,
-	retrypolicy.ReasonRetryableStatus:   ReasonRetryableStatus,
-	retrypolicy.ReasonRetryAfter:        ReasonRetryAfter,
-	retrypolicy.ReasonTransportError:    ReasonTransportError,
-	retrypolicy.ReasonAttemptTimeout:    ReasonAttemptTimeout,
-	retrypolicy.ReasonPermanentError:    ReasonPermanentError,
-	retrypolicy.ReasonNoKey:             ReasonNoKey,
-	retrypolicy.ReasonBodyNotReplayable: ReasonBodyNotReplayable,
-	retrypolicy.ReasonMaxAttempts:       ReasonMaxAttempts,
-	retrypolicy.ReasonBudgetExhausted:   ReasonBudgetExhausted,
-	retrypolicy.ReasonDeadline:          ReasonDeadline,
-	retrypolicy.ReasonContextDone:       ReasonContextDone,
-	retrypolicy.ReasonBackoffStop:       ReasonBackoffStop,
-	retrypolicy.ReasonClassifier:        ReasonClassifier,
-	retrypolicy.ReasonServerSaid:        ReasonServerSaid,
-}
+// reasonOf is the Reason that a retry policy reason stands for: its
+// name, which is the value of the constant above of the same name
+// (TestPolicyValuesMapOntoTheAPI holds them together).
+func reasonOf(r retrypolicy.Reason) Reason { return Reason(r.String()) }
 
 // IsLimit reports whether r names a limit that ended an operation on an
 // outcome that the built-in rules or the [Classifier] would have retried:
@@ -98,9 +83,9 @@ var reasons = [retrypolicy.NumReasons]Reason{
 // give-up. [ReasonContextDone] is not among them: a done context ends an
 // operation whatever its outcome, a final answer included.
 func (r Reason) IsLimit() bool {
-	for i, name := range reasons {
-		if name == r {
-			return retrypolicy.Reason(i).Limit()
+	for p := retrypolicy.Reason(1); p < retrypolicy.NumReasons; p++ {
+		if reasonOf(p) == r {
+			return p.Limit()
 		}
 	}
 	return false

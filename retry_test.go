@@ -211,15 +211,34 @@ func TestMaxAttempts(t *testing.T) {
 }
 
 // TestPolicyValuesMapOntoTheAPI checks that every reason of the retry
-// policy has its own Reason, and that a Decision converts to the policy's
-// classifier answer of the same meaning.
+// policy is named by the Reason constant of the same name, and that a
+// Decision converts to the policy's classifier answer of the same meaning.
 func TestPolicyValuesMapOntoTheAPI(t *testing.T) {
-	seen := map[Reason]bool{}
-	for r := retrypolicy.Reason(1); r < retrypolicy.NumReasons; r++ {
-		if reasons[r] == "" || seen[reasons[r]] {
-			t.Errorf("policy reason %d maps to %q", r, reasons[r])
+	want := map[retrypolicy.Reason]Reason{
+		retrypolicy.ReasonFinalStatus:       ReasonFinalStatus,
+		retrypolicy.ReasonReplayed:          ReasonReplayed,
+		retrypolicy.ReasonRetryableStatus:   ReasonRetryableStatus,
+		retrypolicy.ReasonRetryAfter:        ReasonRetryAfter,
+		retrypolicy.ReasonTransportError:    ReasonTransportError,
+		retrypolicy.ReasonAttemptTimeout:    ReasonAttemptTimeout,
+		retrypolicy.ReasonPermanentError:    ReasonPermanentError,
+		retrypolicy.ReasonNoKey:             ReasonNoKey,
+		retrypolicy.ReasonBodyNotReplayable: ReasonBodyNotReplayable,
+		retrypolicy.ReasonMaxAttempts:       ReasonMaxAttempts,
+		retrypolicy.ReasonBudgetExhausted:   ReasonBudgetExhausted,
+		retrypolicy.ReasonDeadline:          ReasonDeadline,
+		retrypolicy.ReasonContextDone:       ReasonContextDone,
+		retrypolicy.ReasonBackoffStop:       ReasonBackoffStop,
+		retrypolicy.ReasonClassifier:        ReasonClassifier,
+		retrypolicy.ReasonServerSaid:        ReasonServerSaid,
+	}
+	for r := retrypolicy.Reason(0); r <= retrypolicy.NumReasons; r++ {
+		if got := reasonOf(r); got != want[r] {
+			t.Errorf("policy reason %d maps to %q, want %q", r, got, want[r])
 		}
-		seen[reasons[r]] = true
+	}
+	if len(want) != int(retrypolicy.NumReasons)-1 {
+		t.Errorf("the test names %d policy reasons, the policy has %d", len(want), retrypolicy.NumReasons-1)
 	}
 	for d, o := range map[Decision]retrypolicy.Override{DecisionDefault: retrypolicy.Default, DecisionRetry: retrypolicy.Retry, DecisionReturn: retrypolicy.Return} {
 		if retrypolicy.Override(d) != o {

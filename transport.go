@@ -382,7 +382,7 @@ func (op *operation) decide(n int, at *attempt) (v retrypolicy.Verdict, next io.
 		}
 	}
 	a := Attempt{Request: at.req, Key: op.key, Number: n, Err: at.err, Decision: decision(v.Retry),
-		Reason: reasons[v.Reason], RetryAfter: v.RetryAfter, Wait: v.Wait}
+		Reason: reasonOf(v.Reason), RetryAfter: v.RetryAfter, Wait: v.Wait}
 	if at.resp != nil {
 		a.StatusCode = at.resp.StatusCode
 	}

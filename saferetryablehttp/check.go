@@ -54,8 +54,10 @@ func (a *adapter) checkRetry(ctx context.Context, resp *http.Response, err error
 		return false, nil
 	}
 	var outcome error // the operation's error if this attempt is the last
+	var oe *saferetry.Error
 	if o.Response == nil {
-		outcome = st.outcome(err, ae)
+		oe = st.outcome(err, ae)
+		outcome = oe
 	}
 	if o.Request == nil {
 		return false, outcome
@@ -73,6 +75,9 @@ func (a *adapter) checkRetry(ctx context.Context, resp *http.Response, err error
 		!retrypolicy.RetriedWithoutKey(o.Request.Method)
 	s.Done = ctx.Err() != nil
 	v := a.decide(o, s)
+	if oe != nil {
+		oe.Reason = saferetry.Reason(v.Reason.String())
+	}
 	if !v.Retry && st != nil && err == nil {
 		st.final = resp
 	}

@@ -42,9 +42,10 @@ import (
 //     jittered (a shorter Retry-After, such as 0, does not shorten it).
 //   - outcome: ErrorHandler returns the last response with a nil error
 //     when retries are exhausted, instead of "giving up"; with no response
-//     it returns a [*saferetry.Error] with the key and attempt count,
-//     matching [saferetry.ErrOutcomeUnknown] if any attempt may have
-//     reached the server and [saferetry.ErrNotSent] otherwise. The
+//     it returns a [*saferetry.Error] with the key, the attempt count and
+//     what stopped the retries (its Reason, as the Transport's errors
+//     have it), matching [saferetry.ErrOutcomeUnknown] if any attempt may
+//     have reached the server and [saferetry.ErrNotSent] otherwise. The
 //     error of a request's ResponseHandler is final and returned as it
 //     is; the answer it was given counts once, as any answer.
 //

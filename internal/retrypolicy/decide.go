@@ -44,6 +44,37 @@ const (
 	NumReasons
 )
 
+// String returns r's name, the value of the saferetry.Reason constant it
+// stands for ("max attempts"), or "" for the zero Reason and any value
+// not below NumReasons. This is the one table of the names: the
+// Transport's hooks, its errors and the go-retryablehttp adapter's
+// errors all read it.
+func (r Reason) String() string {
+	if r >= NumReasons {
+		return ""
+	}
+	return reasonNames[r]
+}
+
+var reasonNames = [NumReasons]string{
+	ReasonFinalStatus:       "final status",
+	ReasonReplayed:          "replayed",
+	ReasonRetryableStatus:   "retryable status",
+	ReasonRetryAfter:        "retry-after",
+	ReasonTransportError:    "transport error",
+	ReasonAttemptTimeout:    "attempt timeout",
+	ReasonPermanentError:    "permanent error",
+	ReasonNoKey:             "unsafe method without key",
+	ReasonBodyNotReplayable: "body not replayable",
+	ReasonMaxAttempts:       "max attempts",
+	ReasonBudgetExhausted:   "retry budget exhausted",
+	ReasonDeadline:          "wait would pass deadline",
+	ReasonContextDone:       "context done",
+	ReasonBackoffStop:       "backoff stopped",
+	ReasonClassifier:        "classifier",
+	ReasonServerSaid:        "server said",
+}
+
 // Override is a classifier's answer. Its values are those of
 // saferetry.Decision, so that one converts to the other.
 type Override uint8
