@@ -151,9 +151,38 @@ func ExampleError() {
 	var e *saferetry.Error
 	if errors.As(err, &e) {
 		fmt.Println(errors.Is(err, saferetry.ErrOutcomeUnknown), e.Key, e.Attempts)
+		fmt.Println("stopped by:", e.Reason) // what stopped the retries
 	}
 	// Output:
 	// true debit-7 2
+	// stopped by: max attempts
+}
+
+// ExampleAPIError_gaveUp tells a status the server meant as final from
+// one that a limit stopped retrying, by the APIError's Reason.
+func ExampleAPIError_gaveUp() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/missing" {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+
+	c := saferetry.NewClient(saferetry.WithMaxAttempts(3), saferetry.WithBackoff(fastBackoff))
+	for _, path := range []string{"/debits", "/missing"} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader("debit 1500"))
+		_, err := c.Do(req)
+		var apiErr *saferetry.APIError
+		if errors.As(err, &apiErr) {
+			fmt.Printf("%d (attempts: %d): %s, gave up: %v\n",
+				apiErr.StatusCode, apiErr.Attempts, apiErr.Reason, apiErr.Reason.IsLimit())
+		}
+	}
+	// Output:
+	// 503 (attempts: 3): max attempts, gave up: true
+	// 404 (attempts: 1): final status, gave up: false
 }
 
 // cutFirstAnswerServer executes each key once and keeps its answer, but
