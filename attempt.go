@@ -29,7 +29,8 @@ type Attempt struct {
 	// Reason explains the decision; for a retry, whether the status or
 	// error was retryable or Retry-After was honoured ([ReasonRetryAfter]:
 	// the wait is then the longer of the server's and the backoff's); for
-	// a return, what stopped retries.
+	// a return, what stopped retries, which the operation's [*Error] and
+	// [Client.Do]'s [*APIError] carry too, in their Reason.
 	Reason Reason
 	// RetryAfter is the server's Retry-After, before capping and jitter;
 	// 0 when absent or not honoured.
