@@ -120,7 +120,7 @@ func (c *Client) apiError(resp *http.Response, call *callContext) *APIError {
 		Header:     resp.Header,
 		Key:        call.key,
 		Attempts:   call.attempts,
-		Reason:     call.reason,
+		Reason:     reasonOf(call.reason),
 		Replayed:   contract.Replayed(resp.Header),
 		Body:       body,
 		BodyErr:    err,

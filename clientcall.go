@@ -26,11 +26,14 @@ type callContext struct {
 	// not send the POST's key with the GET.
 	pinned string
 	text   keyText // pinned's text, when pinned is a generated key
+	// reason is the reason of the last operation's last decision: one
+	// byte, which fits beside text, so that the call stays in its size
+	// class (see TestCallContextSizeClass).
+	reason retrypolicy.Reason
 
-	// What the last operation of the call ended with.
+	// What else the last operation of the call ended with.
 	attempts int
 	key      string
-	reason   Reason // the reason of its last decision
 	err      *Error // the operation's error when it got no response
 
 	// t is the Client's Transport: only its RoundTrips are the call's hops.

@@ -154,6 +154,9 @@ type operation struct {
 	state retrypolicy.State // what the retry decision knows
 
 	sent bool // some attempt may have reached the server
+	// reason is the last decision's reason, 0 before the first: a byte
+	// (reasonOf names it), as the Client's call keeps it.
+	reason retrypolicy.Reason
 	// written tells, through the connection trace in ctx, that the base
 	// may have written some of the current attempt's request, though its
 	// error says it was not sent, or that it wrote none of it, though its
@@ -163,7 +166,6 @@ type operation struct {
 	began      time.Time // when the first attempt was sent, when timed
 	lastStatus int
 	lastErr    error   // the last attempt's error, if it got no response, else nil
-	reason     Reason  // what the last decision gave as its reason, "" before the first
 	keyText    keyText // the text of a generated key (key and wire share it), unless timed
 	// first is the first attempt's request (see attemptRequest): kept in
 	// op, it costs no allocation of its own.
@@ -389,7 +391,7 @@ func (op *operation) decide(n int, at *attempt) (v retrypolicy.Verdict, next io.
 	if op.timed {
 		a.Duration, a.Elapsed = at.took, clk.Now().Sub(op.began)
 	}
-	op.reason = a.Reason
+	op.reason = v.Reason
 	// A retry the classifier asked for and a limit stopped leaves an
 	// outcome as retryable as one the rules retry.
 	op.t.cfg.observe(op.ctx, &a, v.Retryable || v.GaveUp())
@@ -499,7 +501,7 @@ func (op *operation) interrupted(n int, err error, next io.ReadCloser) error {
 		err = fmt.Errorf("%w (last attempt: %w)", err, op.lastErr)
 	}
 	if n > 0 {
-		op.reason = ReasonContextDone // not the retry the last decision planned
+		op.reason = retrypolicy.ReasonContextDone // not the retry the last decision planned
 	}
 	op.t.cfg.logInterrupted(op.ctx, op.req, op.key, n, err)
 	return op.fail(n, err)
@@ -515,7 +517,7 @@ func (op *operation) fail(n int, err error) error {
 	if cerr := op.ctx.Err(); cerr != nil && err != nil && !errors.Is(err, cerr) {
 		err = fmt.Errorf("%w (last attempt: %w)", cerr, err)
 	}
-	e := &Error{Cause: cause, Key: op.keptKey(), Attempts: n, StatusCode: op.lastStatus, Reason: op.reason, Err: err}
+	e := &Error{Cause: cause, Key: op.keptKey(), Attempts: n, StatusCode: op.lastStatus, Reason: reasonOf(op.reason), Err: err}
 	op.finish(n, e)
 	return e
 }
