@@ -61,3 +61,23 @@ func TestErrorSaysWhyRetriesStopped(t *testing.T) {
 		})
 	}
 }
+
+// TestErrorSaysRetryMaxGaveUp: without the per-request state (a
+// RequestLogHook set after Configure replaced its own), the decision
+// knows only the attempt in hand and asks for a retry, and retryablehttp
+// stops by itself at RetryMax: the *saferetry.Error says that the attempt
+// limit gave up, as the Transport's does, not the reason of a retry that
+// was never made.
+func TestErrorSaysRetryMaxGaveUp(t *testing.T) {
+	rc := testkit.NewRecorder(testkit.Fail(testkit.ErrReset))
+	c := newRetryable(t, rc, WithMaxAttempts(3))
+	c.RequestLogHook = func(retryablehttp.Logger, *http.Request, int) {}
+	_, err := c.Do(rhReq(t, context.Background(), http.MethodGet, ""))
+	var e *saferetry.Error
+	if !errors.As(err, &e) || e.Attempts != 3 || len(rc.Seen()) != 3 {
+		t.Fatalf("err = %v after %d attempts, want a *saferetry.Error after 3", err, len(rc.Seen()))
+	}
+	if e.Reason != saferetry.ReasonMaxAttempts || !strings.Contains(err.Error(), "gave up: max attempts") {
+		t.Errorf("Reason = %q, Error() = %q; want %q, told as a give-up", e.Reason, err.Error(), saferetry.ReasonMaxAttempts)
+	}
+}
