@@ -75,7 +75,10 @@ func (a *adapter) checkRetry(ctx context.Context, resp *http.Response, err error
 		!retrypolicy.RetriedWithoutKey(o.Request.Method)
 	s.Done = ctx.Err() != nil
 	v := a.decide(o, s)
-	if oe != nil {
+	if oe != nil && !v.Retry {
+		// A retry's reason did not stop anything: its error is the
+		// outcome only if retryablehttp gives up on it by itself (see
+		// errorHandler).
 		oe.Reason = saferetry.Reason(v.Reason.String())
 	}
 	if !v.Retry && st != nil && err == nil {

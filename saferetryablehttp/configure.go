@@ -121,7 +121,7 @@ func Configure(c *retryablehttp.Client, opts ...Option) {
 	a.wrapHooks()
 	c.CheckRetry = a.checkRetry
 	c.Backoff = a.backoff
-	c.ErrorHandler = errorHandler
+	c.ErrorHandler = a.errorHandler
 }
 
 // newClientRetryMax is the RetryMax that retryablehttp.NewClient sets (its
@@ -172,7 +172,13 @@ func (a *adapter) beforeAttempt(r *http.Request, retry int) *rhOp {
 // retry that CheckRetry allowed is not made (a PrepareRetry set after
 // Configure failed): its cost goes back to the budget, when the last
 // answer tells the request.
-func errorHandler(resp *http.Response, err error, attempts int) (*http.Response, error) {
+//
+// An Error without a Reason is that of an attempt that CheckRetry would
+// have retried (see checkRetry): past RetryMax attempts, retryablehttp
+// gave up on it by itself, which the Error names as the Transport names
+// its attempt limit ([saferetry.ReasonMaxAttempts]); otherwise a
+// CheckRetry set around Configure's stopped it, and no reason is given.
+func (a *adapter) errorHandler(resp *http.Response, err error, attempts int) (*http.Response, error) {
 	respOp(resp).forgoRetry()
 	if err == nil && resp != nil {
 		return resp, nil
@@ -190,6 +196,9 @@ func errorHandler(resp *http.Response, err error, attempts int) (*http.Response,
 	}
 	if e.Cause != saferetry.ErrInvalidKey {
 		e.Attempts = attempts
+		if e.Reason == "" && attempts > a.c.RetryMax {
+			e.Reason = saferetry.ReasonMaxAttempts
+		}
 	}
 	return nil, e
 }
