@@ -1,0 +1,87 @@
+package conformance_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/saferetry/saferetry/conformance"
+)
+
+// refDoc is a document whose path /p is pathItem, with components that
+// hold a cycle of parameters (A, B) and of path items (X, Y).
+func refDoc(pathItem string) []byte {
+	return []byte(`{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "http://127.0.0.1:9"}],
+		"components": {
+			"parameters": {
+				"Key": {"name": "Idempotency-Key", "in": "header", "required": true},
+				"A": {"$ref": "#/components/parameters/B"}, "B": {"$ref": "#/components/parameters/A"}
+			},
+			"pathItems": {"X": {"$ref": "#/components/pathItems/Y"}, "Y": {"$ref": "#/components/pathItems/X"}}
+		},
+		"paths": {"/p": ` + pathItem + `}}`)
+}
+
+// TestFromOpenAPIBrokenRefs: a $ref that does not resolve (no such
+// target, another document's, a cycle) is told, naming the ref and where
+// it was found, not taken for "absent". A path item's or an operation's
+// fails the document; a parameter's or a request body's makes its
+// operation unusable, saying why: the operation whose Idempotency-Key
+// parameter was such a ref was dropped as one that takes no key, one
+// whose other required parameter was was checked without it, and one
+// whose request body was was sent without a body.
+func TestFromOpenAPIBrokenRefs(t *testing.T) {
+	for _, tc := range []struct {
+		name, pathItem string
+		err            []string // FromOpenAPI's error says each
+		unusable       []string // else the one operation's Unusable says each
+	}{
+		{"path item, no target", `{"$ref": "#/components/pathItems/Nope"}`,
+			[]string{"/p", `"#/components/pathItems/Nope"`, `no member "Nope"`}, nil},
+		{"path item, external", `{"$ref": "paths.json#/p"}`,
+			[]string{"/p", `"paths.json#/p"`, "external"}, nil},
+		{"path item, cycle", `{"$ref": "#/components/pathItems/X"}`,
+			[]string{"/p", `"#/components/pathItems/X"`, "cycle"}, nil},
+		{"operation", `{"post": {"$ref": "#/components/operations/Nope"}}`,
+			[]string{"POST /p", `"#/components/operations/Nope"`}, nil},
+		{"the key parameter", `{"post": {"operationId": "pay", "parameters": [{"$ref": "#/components/parameters/Kay"}]}}`,
+			nil, []string{"parameter 1", `"#/components/parameters/Kay"`, `no member "Kay"`}},
+		{"the key parameter, external", `{"post": {"operationId": "pay", "parameters": [{"$ref": "common.json#/Key"}]}}`,
+			nil, []string{"parameter 1", `"common.json#/Key"`, "external"}},
+		{"another parameter", `{"post": {"operationId": "pay", "parameters": [{"$ref": "#/components/parameters/Key"},
+			{"$ref": "#/components/parameters/A"}]}}`,
+			nil, []string{"parameter 2", `"#/components/parameters/A"`, "cycle"}},
+		{"the path item's parameter", `{"parameters": [{"$ref": "#/components/parameters/Nope"}],
+			"post": {"operationId": "pay", "parameters": [{"$ref": "#/components/parameters/Key"}]}}`,
+			nil, []string{"path item's parameter 1", `"#/components/parameters/Nope"`}},
+		{"request body", `{"post": {"operationId": "pay", "parameters": [{"$ref": "#/components/parameters/Key"}],
+			"requestBody": {"$ref": "#/components/requestBodies/Nope"}}}`,
+			nil, []string{"request body", `"#/components/requestBodies/Nope"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ops, err := conformance.FromOpenAPI(refDoc(tc.pathItem), "", "")
+			if tc.err != nil {
+				if err == nil {
+					t.Fatalf("FromOpenAPI: no error, %d operations %+v; want an error saying %q", len(ops), ops, tc.err)
+				}
+				for _, want := range tc.err {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("FromOpenAPI: error %q does not say %s", err, want)
+					}
+				}
+				return
+			}
+			if err != nil || len(ops) != 1 {
+				t.Fatalf("FromOpenAPI: %v, %d operations %+v; want the one, unusable", err, len(ops), ops)
+			}
+			if ops[0].Unusable == "" || ops[0].NeedsBody || ops[0].NeedsHeaders != nil {
+				t.Errorf("pay: Unusable %q, NeedsBody %v, NeedsHeaders %v; want unusable for a broken $ref, not for what a flag gives",
+					ops[0].Unusable, ops[0].NeedsBody, ops[0].NeedsHeaders)
+			}
+			for _, want := range tc.unusable {
+				if !strings.Contains(ops[0].Unusable, want) {
+					t.Errorf("pay: Unusable %q does not say %s", ops[0].Unusable, want)
+				}
+			}
+		})
+	}
+}
