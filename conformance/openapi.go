@@ -3,7 +3,6 @@ package conformance
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -14,7 +13,8 @@ import (
 )
 
 // Operation is an operation of an OpenAPI document that takes an
-// Idempotency-Key, as FromOpenAPI finds it. It is a value: it may be read
+// Idempotency-Key, or may (one of its parameters is a $ref that does not
+// resolve, so it is Unusable), as FromOpenAPI finds it. It is a value: it may be read
 // from several goroutines at once, but not changed (its Target's Body and
 // Header included) while others read it.
 type Operation struct {
@@ -28,11 +28,14 @@ type Operation struct {
 	// Path is the operation's path as the document writes it.
 	Path string
 	// Unusable says why the operation cannot be checked as it stands,
-	// the first reason of: its own (or its path item's) server URL
+	// the first reason of: a $ref of its parameters (or its path
+	// item's) that does not resolve, named with its place ("its
+	// parameter 2: $ref ..."), its own (or its path item's) server URL
 	// unusable (relative without the document's URL, a variable without
-	// a default), a path parameter without an example, a required query
-	// parameter without one, a required header without one, a required
-	// request body without one. "" when it can.
+	// a default), its request body's $ref that does not resolve, a path
+	// parameter without an example, a required query parameter without
+	// one, a required header without one, a required request body
+	// without one. "" when it can.
 	Unusable string
 	// NeedsBody reports that the operation lacks a body the caller can
 	// give: its required request body has no example. false when the
@@ -52,19 +55,27 @@ var methods = []string{"get", "put", "post", "delete", "options", "head", "patch
 // FromOpenAPI returns the operations of the OpenAPI 3.x JSON document doc
 // whose parameters, or their path's, include a header named
 // Idempotency-Key (in any case), in path order, local $refs ("#/...")
-// resolved (a UTF-8 byte order mark before it is skipped; YAML and
-// Swagger 2.0 are refused). An operation's URL is base followed by its path; base "" takes
-// the first server URL (its variables at their defaults) of the
+// resolved. An operation's URL is base followed by its path; base ""
+// takes the first server URL (its variables at their defaults) of the
 // operation's servers, else its path item's, else the document's,
 // resolved against docURL, the document's own URL (a relative server URL
 // and no docURL, or a variable with neither a default nor an enum, is an
 // error for the document's server, and makes the operation Unusable for
-// its own). Path parameters are filled with their
-// examples, and so are required query and header parameters (or with
-// their schema's default, or its enum's first value). Examples are taken
-// as the document writes them: a number keeps its digits, however large.
+// its own). Path parameters are filled with their examples, and so are
+// required query and header parameters (or with their schema's default,
+// or its enum's first value). Examples are taken as the document writes
+// them: a number keeps its digits, however large.
+//
+// A $ref that does not resolve (to nothing, into a cycle, or into
+// another document: FromOpenAPI reads no other) is never taken for an
+// absent object. A path item's or an operation's is an error naming the
+// ref and its path. A parameter's or a request body's makes its
+// operation Unusable, naming the ref and its place ("its parameter 2:
+// $ref ..."); an operation with such a parameter is returned even when
+// no other parameter is the key, since that one may be.
+//
 // A UTF-8 byte order mark before the document is skipped; YAML and
-// Swagger 2.0 are refused, saying so. It reads no other document.
+// Swagger 2.0 are refused, saying so.
 func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 	doc = bytes.TrimPrefix(doc, []byte("\ufeff")) // as Windows tools write it
 	v, err := decodeJSON(doc)                     // its examples' numbers as written
@@ -89,19 +100,36 @@ func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 	sort.Strings(names)
 	var ops []Operation
 	for _, path := range names {
-		item, _ := resolve(root, paths[path]).(map[string]any)
+		v, err := resolve(root, paths[path])
+		if err != nil { // which operations it holds is unknown
+			return nil, fmt.Errorf("conformance: path %s: %w", path, err)
+		}
+		item, _ := v.(map[string]any)
 		if item == nil {
 			continue
 		}
-		shared := parameters(root, item["parameters"])
+		shared, sharedErr := parameters(root, item["parameters"])
+		if sharedErr != nil {
+			sharedErr = fmt.Errorf("its path item's %w", sharedErr)
+		}
 		for _, m := range methods {
-			op, _ := resolve(root, item[m]).(map[string]any)
+			v, err := resolve(root, item[m])
+			if err != nil { // whether it takes a key is unknown
+				return nil, fmt.Errorf("conformance: %s %s: %w", strings.ToUpper(m), path, err)
+			}
+			op, _ := v.(map[string]any)
 			if op == nil {
 				continue
 			}
-			params := mergeParams(shared, parameters(root, op["parameters"]))
+			own, refErr := parameters(root, op["parameters"])
+			if refErr != nil {
+				refErr = fmt.Errorf("its %w", refErr)
+			} else {
+				refErr = sharedErr
+			}
+			params := mergeParams(shared, own)
 			key, ok := params[paramID{"header", strings.ToLower(contract.HeaderKey)}]
-			if !ok {
+			if !ok && refErr == nil { // else the broken one may be the key
 				continue
 			}
 			server, err := serverURL(base, docURL, op["servers"], item["servers"], root["servers"])
@@ -110,7 +138,10 @@ func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 				return nil, fmt.Errorf("conformance: the document's %w", err)
 			}
 			o := operation(root, server, path, m, op, params, key)
-			if err != nil { // its own: the others may still be checked
+			switch {
+			case refErr != nil: // what it sends is unknown
+				o.Unusable, o.NeedsBody, o.NeedsHeaders = refErr.Error(), false, nil
+			case err != nil: // its own: the others may still be checked
 				o.Unusable, o.NeedsBody, o.NeedsHeaders = "its "+err.Error(), false, nil
 			}
 			ops = append(ops, o)
@@ -188,11 +219,18 @@ func serverURL(base, docURL string, lists ...any) (string, error) {
 // for a header, whose names are case-insensitive).
 type paramID struct{ in, name string }
 
-func parameters(root map[string]any, v any) map[paramID]map[string]any {
+// parameters are the parameter objects of the list v by their paramID;
+// err names the first whose $ref does not resolve ("parameter 2: $ref
+// ..."), whose place the others are returned without.
+func parameters(root map[string]any, v any) (_ map[paramID]map[string]any, err error) {
 	list, _ := v.([]any)
 	out := make(map[paramID]map[string]any, len(list))
-	for _, p := range list {
-		pm, _ := resolve(root, p).(map[string]any)
+	for i, p := range list {
+		r, rerr := resolve(root, p)
+		if rerr != nil && err == nil {
+			err = fmt.Errorf("parameter %d: %w", i+1, rerr)
+		}
+		pm, _ := r.(map[string]any)
 		if pm == nil {
 			continue
 		}
@@ -203,7 +241,7 @@ func parameters(root map[string]any, v any) map[paramID]map[string]any {
 		}
 		out[paramID{in, name}] = pm
 	}
-	return out
+	return out, err
 }
 
 // mergeParams is the path item's parameters overridden by the
@@ -251,10 +289,14 @@ func operation(root map[string]any, server, path, method string, op map[string]a
 			o.Unusable = MissingHeaderReason(missingHeaders[0])
 		}
 	}
-	if body, mediaType, required := requestExample(root, op); body != nil {
+	body, mediaType, required, err := requestExample(root, op)
+	switch {
+	case err != nil: // whether it takes a body, and which, is unknown
+		o.Unusable, o.NeedsHeaders = err.Error(), nil
+	case body != nil:
 		t.Body = body
 		t = withHeader(t, "Content-Type", mediaType)
-	} else if required && !hard {
+	case required && !hard:
 		o.NeedsBody = true
 		if o.Unusable == "" {
 			o.Unusable = MissingBodyReason
@@ -326,11 +368,16 @@ func fillPath(root map[string]any, path string, params map[paramID]map[string]an
 // type, and whether the body is required. Without an example, mediaType is
 // the type a body given instead should be sent as: the first JSON type the
 // body declares, else its first type, never a wildcard or a multipart type
-// (whose boundary only the body's maker knows; "" when none).
-func requestExample(root map[string]any, op map[string]any) (body []byte, mediaType string, required bool) {
-	rb, _ := resolve(root, op["requestBody"]).(map[string]any)
+// (whose boundary only the body's maker knows; "" when none). err names
+// the request body's $ref that does not resolve.
+func requestExample(root map[string]any, op map[string]any) (body []byte, mediaType string, required bool, err error) {
+	v, err := resolve(root, op["requestBody"])
+	if err != nil {
+		return nil, "", false, fmt.Errorf("its request body: %w", err)
+	}
+	rb, _ := v.(map[string]any)
 	if rb == nil {
-		return nil, "", false
+		return nil, "", false, nil
 	}
 	required, _ = rb["required"].(bool)
 	content, _ := rb["content"].(map[string]any)
@@ -353,18 +400,19 @@ func requestExample(root map[string]any, op map[string]any) (body []byte, mediaT
 		}
 		if ex, ok := exampleOf(root, content[mt]); ok {
 			if raw, err := json.Marshal(ex); err == nil {
-				return raw, mt, required
+				return raw, mt, required, nil
 			}
 		}
 	}
-	return nil, declared, required
+	return nil, declared, required, nil
 }
 
 // exampleOf returns the example of a parameter or media type object: its
 // example, the value of its first examples entry (by name) that has one,
 // or its schema's example.
 func exampleOf(root map[string]any, v any) (any, bool) {
-	obj, _ := resolve(root, v).(map[string]any)
+	r, _ := resolve(root, v)
+	obj, _ := r.(map[string]any)
 	if obj == nil {
 		return nil, false
 	}
@@ -378,14 +426,16 @@ func exampleOf(root map[string]any, v any) (any, bool) {
 		}
 		sort.Strings(names)
 		for _, n := range names { // one with only an externalValue is not read
-			if e, _ := resolve(root, exs[n]).(map[string]any); e != nil {
+			r, _ := resolve(root, exs[n])
+			if e, _ := r.(map[string]any); e != nil {
 				if val, ok := e["value"]; ok {
 					return val, true
 				}
 			}
 		}
 	}
-	if schema, _ := resolve(root, obj["schema"]).(map[string]any); schema != nil {
+	r, _ = resolve(root, obj["schema"])
+	if schema, _ := r.(map[string]any); schema != nil {
 		if ex, ok := schema["example"]; ok {
 			return ex, true
 		}
@@ -394,50 +444,4 @@ func exampleOf(root map[string]any, v any) (any, bool) {
 		}
 	}
 	return nil, false
-}
-
-// maxRefs bounds a chain of $refs, which could loop.
-const maxRefs = 16
-
-// resolve follows v's local $ref ("#/components/parameters/Key") to what
-// it points at; v without one is returned as it is, and a $ref that does
-// not resolve as nil.
-func resolve(root map[string]any, v any) any {
-	for range maxRefs {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return v
-		}
-		ref, ok := m["$ref"].(string)
-		if !ok {
-			return v
-		}
-		target, err := pointer(root, ref)
-		if err != nil {
-			return nil
-		}
-		v = target
-	}
-	return nil
-}
-
-var errNotLocal = errors.New("not a local reference")
-
-// pointer walks the JSON pointer of a local reference.
-func pointer(root map[string]any, ref string) (any, error) {
-	frag, ok := strings.CutPrefix(ref, "#")
-	if !ok {
-		return nil, errNotLocal
-	}
-	if f, err := url.PathUnescape(frag); err == nil {
-		frag = f
-	}
-	if frag == "" {
-		return root, nil
-	}
-	v, err := walk(root, pointerParts(frag))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", ref, err)
-	}
-	return v, nil
 }

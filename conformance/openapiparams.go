@@ -108,7 +108,8 @@ func paramValue(root map[string]any, p map[string]any) (any, bool) {
 	if ex, ok := exampleOf(root, p); ok {
 		return ex, true
 	}
-	schema, _ := resolve(root, p["schema"]).(map[string]any)
+	r, _ := resolve(root, p["schema"])
+	schema, _ := r.(map[string]any)
 	if def, ok := schema["default"]; ok {
 		return def, true
 	}

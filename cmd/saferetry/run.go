@@ -311,8 +311,11 @@ func (f *checkFlags) targets(ctx context.Context, stderr io.Writer) ([]conforman
 		}
 		ts = append(ts, t)
 	}
-	if len(ts) == 0 {
-		return nil, fmt.Errorf("saferetry check: -openapi %s: no operation to check (%d declare Idempotency-Key)", f.openapi, len(ops))
+	switch {
+	case len(ops) == 0:
+		return nil, fmt.Errorf("saferetry check: -openapi %s: no operation to check: none declares an Idempotency-Key header parameter", f.openapi)
+	case len(ts) == 0:
+		return nil, fmt.Errorf("saferetry check: -openapi %s: no operation to check: the %d that take Idempotency-Key (or may) were skipped, as said above", f.openapi, len(ops))
 	}
 	return ts, nil
 }
