@@ -9,7 +9,10 @@ import (
 
 // refDoc is a document whose path /p is pathItem, with components that
 // hold a cycle of parameters (A, B) and of path items (X, Y).
-func refDoc(pathItem string) []byte {
+func refDoc(pathItem string) []byte { return refDocAt("/p", pathItem) }
+
+// refDocAt is refDoc with path for /p.
+func refDocAt(path, pathItem string) []byte {
 	return []byte(`{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "http://127.0.0.1:9"}],
 		"components": {
 			"parameters": {
@@ -18,7 +21,7 @@ func refDoc(pathItem string) []byte {
 			},
 			"pathItems": {"X": {"$ref": "#/components/pathItems/Y"}, "Y": {"$ref": "#/components/pathItems/X"}}
 		},
-		"paths": {"/p": ` + pathItem + `}}`)
+		"paths": {"` + path + `": ` + pathItem + `}}`)
 }
 
 // TestFromOpenAPIBrokenRefs: a $ref that does not resolve (no such
@@ -80,6 +83,64 @@ func TestFromOpenAPIBrokenRefs(t *testing.T) {
 			for _, want := range tc.unusable {
 				if !strings.Contains(ops[0].Unusable, want) {
 					t.Errorf("pay: Unusable %q does not say %s", ops[0].Unusable, want)
+				}
+			}
+		})
+	}
+}
+
+// TestFromOpenAPIBrokenExampleRefs: a $ref that does not resolve on the
+// way to a value the operation sends (a parameter's schema or examples
+// entry, the request body's example) makes the operation unusable,
+// naming the ref and the parameter: it read as "has no example", or for a
+// header or the body as what a flag may give, which hid the ref. One the
+// operation does not read (an examples entry after one with a value, an
+// optional parameter) is no reason.
+func TestFromOpenAPIBrokenExampleRefs(t *testing.T) {
+	key := `{"$ref": "#/components/parameters/Key"}`
+	id := `{"name": "id", "in": "path", "required": true, "example": "1"}`
+	for _, tc := range []struct {
+		name, pathItem string
+		unusable       []string // nil for a usable operation
+	}{
+		{"path parameter's schema", `{"post": {"operationId": "pay", "parameters": [` + key + `,
+			{"name": "id", "in": "path", "required": true, "schema": {"$ref": "#/components/schemas/Nope"}}]}}`,
+			[]string{"path parameter id", `"#/components/schemas/Nope"`}},
+		{"required query parameter's examples entry", `{"post": {"operationId": "pay", "parameters": [` + key + `, ` + id + `,
+			{"name": "q", "in": "query", "required": true, "examples": {"a": {"$ref": "#/components/examples/Nope"}}}]}}`,
+			[]string{"query parameter q", `"#/components/examples/Nope"`}},
+		{"required header's schema", `{"post": {"operationId": "pay", "parameters": [` + key + `, ` + id + `,
+			{"name": "X-Tenant", "in": "header", "required": true, "schema": {"$ref": "common.json#/Tenant"}}]}}`,
+			[]string{"header X-Tenant", `"common.json#/Tenant"`, "external"}},
+		{"request body's example", `{"post": {"operationId": "pay", "parameters": [` + key + `, ` + id + `],
+			"requestBody": {"required": true, "content": {"application/json": {"examples": {"a": {"$ref": "#/components/examples/Nope"}}}}}}}`,
+			[]string{"request body", `"#/components/examples/Nope"`}},
+		{"an examples entry after the one taken", `{"post": {"operationId": "pay", "parameters": [` + key + `, ` + id + `],
+			"requestBody": {"content": {"application/json": {"examples": {"a": {"value": {"n": 1}}, "b": {"$ref": "#/nope"}}}}}}}`,
+			nil},
+		{"an optional parameter", `{"post": {"operationId": "pay", "parameters": [` + key + `, ` + id + `,
+			{"name": "q", "in": "query", "schema": {"$ref": "#/components/schemas/Nope"}}]}}`,
+			nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ops, err := conformance.FromOpenAPI(refDocAt("/p/{id}", tc.pathItem), "", "")
+			if err != nil || len(ops) != 1 {
+				t.Fatalf("FromOpenAPI: %v, %d operations %+v; want the one", err, len(ops), ops)
+			}
+			o := ops[0]
+			if tc.unusable == nil {
+				if o.Unusable != "" {
+					t.Errorf("pay: Unusable %q; want it usable", o.Unusable)
+				}
+				return
+			}
+			if o.Unusable == "" || o.NeedsBody || o.NeedsHeaders != nil {
+				t.Errorf("pay: Unusable %q, NeedsBody %v, NeedsHeaders %v; want unusable for a broken $ref, not for what a flag gives",
+					o.Unusable, o.NeedsBody, o.NeedsHeaders)
+			}
+			for _, want := range tc.unusable {
+				if !strings.Contains(o.Unusable, want) {
+					t.Errorf("pay: Unusable %q does not say %s", o.Unusable, want)
 				}
 			}
 		})
