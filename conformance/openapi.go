@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -32,7 +33,9 @@ type Operation struct {
 	// item's) that does not resolve, named with its place ("its
 	// parameter 2: $ref ..."), its own (or its path item's) server URL
 	// unusable (relative without the document's URL, a variable without
-	// a default), its request body's $ref that does not resolve, a path
+	// a default), a $ref that does not resolve on the way to a value it
+	// sends (a path, required query or required header parameter's
+	// example or schema, its request body or its example), a path
 	// parameter without an example, a required query parameter without
 	// one, a required header without one, a required request body
 	// without one. "" when it can.
@@ -69,10 +72,11 @@ var methods = []string{"get", "put", "post", "delete", "options", "head", "patch
 // A $ref that does not resolve (to nothing, into a cycle, or into
 // another document: FromOpenAPI reads no other) is never taken for an
 // absent object. A path item's or an operation's is an error naming the
-// ref and its path. A parameter's or a request body's makes its
-// operation Unusable, naming the ref and its place ("its parameter 2:
-// $ref ..."); an operation with such a parameter is returned even when
-// no other parameter is the key, since that one may be.
+// ref and its path. A parameter's, a request body's, or one on the way
+// to an example the operation sends makes its operation Unusable, naming
+// the ref and its place ("its parameter 2: $ref ..."); an operation with
+// such a parameter is returned even when no other parameter is the key,
+// since that one may be.
 //
 // A UTF-8 byte order mark before the document is skipped; YAML and
 // Swagger 2.0 are refused, saying so.
@@ -266,13 +270,13 @@ func operation(root map[string]any, server, path, method string, op map[string]a
 	} else {
 		t.Name = t.Method + " " + path
 	}
-	filled, missing := fillPath(root, path, params)
-	query, missingQuery := requiredQuery(root, params)
+	filled, missing, pathErr := fillPath(root, path, params)
+	query, missingQuery, queryErr := requiredQuery(root, params)
 	t.URL = server + filled
 	if query != "" {
 		t.URL += "?" + query
 	}
-	header, missingHeaders := requiredHeaders(root, params)
+	header, missingHeaders, headerErr := requiredHeaders(root, params)
 	if len(header) > 0 {
 		t.Header = header
 	}
@@ -289,10 +293,8 @@ func operation(root map[string]any, server, path, method string, op map[string]a
 			o.Unusable = MissingHeaderReason(missingHeaders[0])
 		}
 	}
-	body, mediaType, required, err := requestExample(root, op)
+	body, mediaType, required, bodyErr := requestExample(root, op)
 	switch {
-	case err != nil: // whether it takes a body, and which, is unknown
-		o.Unusable, o.NeedsHeaders = err.Error(), nil
 	case body != nil:
 		t.Body = body
 		t = withHeader(t, "Content-Type", mediaType)
@@ -306,6 +308,11 @@ func operation(root map[string]any, server, path, method string, op map[string]a
 		if mediaType != "" {
 			t = withHeader(t, "Content-Type", mediaType)
 		}
+	}
+	// A value behind a $ref that does not resolve is unknown: no flag
+	// stands in for it, as the document is to be mended.
+	if err := cmp.Or(pathErr, queryErr, headerErr, bodyErr); err != nil {
+		o.Unusable, o.NeedsBody, o.NeedsHeaders = err.Error(), false, nil
 	}
 	o.Target = t
 	return o
@@ -333,8 +340,9 @@ func withHeader(t Target, name, value string) Target {
 }
 
 // fillPath replaces the path's {parameters} with their values
-// (paramValue); missing names the first one without.
-func fillPath(root map[string]any, path string, params map[paramID]map[string]any) (filled, missing string) {
+// (paramValue); missing names the first one without, err the first whose
+// value is behind a $ref that does not resolve.
+func fillPath(root map[string]any, path string, params map[paramID]map[string]any) (filled, missing string, err error) {
 	var b strings.Builder
 	rest := path
 	for {
@@ -342,11 +350,14 @@ func fillPath(root map[string]any, path string, params map[paramID]map[string]an
 		j := strings.IndexByte(rest, '}')
 		if i < 0 || j < i {
 			b.WriteString(rest)
-			return b.String(), missing
+			return b.String(), missing, err
 		}
 		b.WriteString(rest[:i])
 		name := rest[i+1 : j]
-		ex, ok := paramValue(root, params[paramID{"path", name}])
+		ex, ok, verr := paramValue(root, params[paramID{"path", name}])
+		if verr != nil && err == nil {
+			err = fmt.Errorf("path parameter %s: %w", name, verr)
+		}
 		s, isString := ex.(string)
 		switch {
 		case ok && isString:
@@ -369,7 +380,8 @@ func fillPath(root map[string]any, path string, params map[paramID]map[string]an
 // the type a body given instead should be sent as: the first JSON type the
 // body declares, else its first type, never a wildcard or a multipart type
 // (whose boundary only the body's maker knows; "" when none). err names
-// the request body's $ref that does not resolve.
+// a $ref that does not resolve on the way: the request body's, or its
+// example's before one is found.
 func requestExample(root map[string]any, op map[string]any) (body []byte, mediaType string, required bool, err error) {
 	v, err := resolve(root, op["requestBody"])
 	if err != nil {
@@ -398,7 +410,11 @@ func requestExample(root map[string]any, op map[string]any) (body []byte, mediaT
 		if !isJSON {
 			continue
 		}
-		if ex, ok := exampleOf(root, content[mt]); ok {
+		ex, ok, err := exampleOf(root, content[mt])
+		if err != nil {
+			return nil, "", false, fmt.Errorf("its request body's example (%s): %w", mt, err)
+		}
+		if ok {
 			if raw, err := json.Marshal(ex); err == nil {
 				return raw, mt, required, nil
 			}
@@ -409,15 +425,19 @@ func requestExample(root map[string]any, op map[string]any) (body []byte, mediaT
 
 // exampleOf returns the example of a parameter or media type object: its
 // example, the value of its first examples entry (by name) that has one,
-// or its schema's example.
-func exampleOf(root map[string]any, v any) (any, bool) {
-	r, _ := resolve(root, v)
+// or its schema's example. A $ref that does not resolve before one is
+// found is an error: the example may be behind it.
+func exampleOf(root map[string]any, v any) (any, bool, error) {
+	r, err := resolve(root, v)
+	if err != nil {
+		return nil, false, err
+	}
 	obj, _ := r.(map[string]any)
 	if obj == nil {
-		return nil, false
+		return nil, false, nil
 	}
 	if ex, ok := obj["example"]; ok {
-		return ex, true
+		return ex, true, nil
 	}
 	if exs, _ := obj["examples"].(map[string]any); len(exs) > 0 {
 		names := make([]string, 0, len(exs))
@@ -426,22 +446,27 @@ func exampleOf(root map[string]any, v any) (any, bool) {
 		}
 		sort.Strings(names)
 		for _, n := range names { // one with only an externalValue is not read
-			r, _ := resolve(root, exs[n])
+			r, err := resolve(root, exs[n])
+			if err != nil {
+				return nil, false, fmt.Errorf("examples entry %q: %w", n, err)
+			}
 			if e, _ := r.(map[string]any); e != nil {
 				if val, ok := e["value"]; ok {
-					return val, true
+					return val, true, nil
 				}
 			}
 		}
 	}
-	r, _ = resolve(root, obj["schema"])
+	if r, err = resolve(root, obj["schema"]); err != nil {
+		return nil, false, fmt.Errorf("schema: %w", err)
+	}
 	if schema, _ := r.(map[string]any); schema != nil {
 		if ex, ok := schema["example"]; ok {
-			return ex, true
+			return ex, true, nil
 		}
 		if exs, _ := schema["examples"].([]any); len(exs) > 0 {
-			return exs[0], true
+			return exs[0], true, nil
 		}
 	}
-	return nil, false
+	return nil, false, nil
 }

@@ -1,9 +1,12 @@
 package conformance
 
 import (
+	"cmp"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 
@@ -20,8 +23,10 @@ var ignoredHeaders = map[string]bool{
 
 // requiredQuery is the query string of the operation's required query
 // parameters, each with its example (or its schema's default), in name
-// order, an array as its style and explode say (listSeparator); missing describes the first one that has none a query can carry.
-func requiredQuery(root map[string]any, params map[paramID]map[string]any) (query, missing string) {
+// order, an array as its style and explode say (listSeparator); missing
+// describes the first one that has none a query can carry, err the first
+// whose value is behind a $ref that does not resolve.
+func requiredQuery(root map[string]any, params map[paramID]map[string]any) (query, missing string, err error) {
 	var names []string
 	for id, p := range params {
 		if req, _ := p["required"].(bool); req && id.in == "query" {
@@ -31,13 +36,16 @@ func requiredQuery(root map[string]any, params map[paramID]map[string]any) (quer
 	sort.Strings(names)
 	var parts []string
 	for _, name := range names {
-		v, ok := paramValue(root, params[paramID{"query", name}])
+		v, ok, err := paramValue(root, params[paramID{"query", name}])
+		if err != nil {
+			return "", "", fmt.Errorf("required query parameter %s: %w", name, err)
+		}
 		if !ok {
-			return "", name + " has no example"
+			return "", name + " has no example", nil
 		}
 		values, ok := scalars(v)
 		if !ok {
-			return "", name + " has an example that is an object: no query can carry it"
+			return "", name + " has an example that is an object: no query can carry it", nil
 		}
 		if _, isList := v.([]any); isList && len(values) > 0 {
 			if sep := listSeparator(params[paramID{"query", name}]); sep != "" {
@@ -52,7 +60,7 @@ func requiredQuery(root map[string]any, params map[paramID]map[string]any) (quer
 			parts = append(parts, url.QueryEscape(name)+"="+url.QueryEscape(s))
 		}
 	}
-	return strings.Join(parts, "&"), ""
+	return strings.Join(parts, "&"), "", nil
 }
 
 // listSeparator is what separates an array's values in the one value of
@@ -79,15 +87,26 @@ func listSeparator(p map[string]any) string {
 
 // requiredHeaders are the operation's required header parameters with
 // their examples (or their schema's defaults); missing names, canonical
-// and sorted, those without one, or with one no header can carry.
-func requiredHeaders(root map[string]any, params map[paramID]map[string]any) (h http.Header, missing []string) {
-	for id, p := range params {
+// and sorted, those without one, or with one no header can carry; err
+// the first (by name) whose value is behind a $ref that does not
+// resolve.
+func requiredHeaders(root map[string]any, params map[paramID]map[string]any) (h http.Header, missing []string, err error) {
+	ids := make([]paramID, 0, len(params))
+	for id := range params {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b paramID) int { return cmp.Compare(a.name, b.name) })
+	for _, id := range ids {
+		p := params[id]
 		req, _ := p["required"].(bool)
 		if !req || id.in != "header" || ignoredHeaders[id.name] {
 			continue
 		}
 		name := http.CanonicalHeaderKey(id.name)
-		v, ok := paramValue(root, p)
+		v, ok, verr := paramValue(root, p)
+		if verr != nil && err == nil {
+			err = fmt.Errorf("required header %s: %w", name, verr)
+		}
 		values, scalar := scalars(v)
 		if !ok || !scalar {
 			missing = append(missing, name)
@@ -99,24 +118,26 @@ func requiredHeaders(root map[string]any, params map[paramID]map[string]any) (h 
 		h.Set(name, strings.Join(values, ","))
 	}
 	sort.Strings(missing)
-	return h, missing
+	return h, missing, err
 }
 
 // paramValue is the parameter's example, else its schema's default, else
-// the first value of its schema's enum.
-func paramValue(root map[string]any, p map[string]any) (any, bool) {
-	if ex, ok := exampleOf(root, p); ok {
-		return ex, true
+// the first value of its schema's enum; err names a $ref that does not
+// resolve on the way (exampleOf).
+func paramValue(root map[string]any, p map[string]any) (any, bool, error) {
+	ex, ok, err := exampleOf(root, p)
+	if ok || err != nil {
+		return ex, ok, err
 	}
-	r, _ := resolve(root, p["schema"])
+	r, _ := resolve(root, p["schema"]) // exampleOf resolved it
 	schema, _ := r.(map[string]any)
 	if def, ok := schema["default"]; ok {
-		return def, true
+		return def, true, nil
 	}
 	if enum, _ := schema["enum"].([]any); len(enum) > 0 {
-		return enum[0], true
+		return enum[0], true, nil
 	}
-	return nil, false
+	return nil, false, nil
 }
 
 // scalars is v as the strings a query or a header carries: a scalar's
