@@ -1,0 +1,88 @@
+package main
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/saferetry/saferetry/mockserver"
+)
+
+// TestOpenAPISkippedInReports: an operation -openapi skips is in the
+// -json report (under "skipped", with why) and in the -junit report (a
+// test case skipped, with why), not only on stderr: a CI job that reads
+// them showed green with an operation never checked. It fails neither
+// report nor the exit status.
+func TestOpenAPISkippedInReports(t *testing.T) {
+	mock := mockserver.New()
+	defer mock.Close()
+	doc := `{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "paths": {
+		"/payments": {"post": {"operationId": "createPayment",
+			"parameters": [{"name": "Idempotency-Key", "in": "header", "required": true}],
+			"requestBody": {"required": true, "content": {"application/json": {"example": ` + payBody + `}}}}},
+		"/refunds/{id}": {"post": {"operationId": "createRefund",
+			"parameters": [{"name": "Idempotency-Key", "in": "header"}, {"name": "id", "in": "path", "required": true}]}}}}`
+	dir := t.TempDir()
+	file, junit := filepath.Join(dir, "openapi.json"), filepath.Join(dir, "report.xml")
+	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "check", "-openapi", file, "-url", mock.URL, "-concurrency", "4", "-json", "-junit", junit)
+	if code != 0 || !strings.Contains(stderr, "skipping createRefund") {
+		t.Fatalf("exit %d, want 0 with createRefund skipped\nstdout:\n%.600s\nstderr:\n%s", code, stdout, stderr)
+	}
+	const why = "path parameter id has no example"
+
+	var js struct {
+		Passed  bool `json:"passed"`
+		Targets []struct {
+			Target string `json:"target"`
+		} `json:"targets"`
+		Errors  []json.RawMessage `json:"errors"`
+		Skipped []struct {
+			Target string `json:"target"`
+			Reason string `json:"reason"`
+		} `json:"skipped"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &js); err != nil {
+		t.Fatalf("-json output does not parse: %v\n%s", err, stdout)
+	}
+	if !js.Passed || len(js.Targets) != 1 || js.Targets[0].Target != "createPayment" || len(js.Errors) != 0 {
+		t.Errorf("-json: passed %v, targets %+v, errors %d; want true, createPayment checked, no error", js.Passed, js.Targets, len(js.Errors))
+	}
+	if len(js.Skipped) != 1 || js.Skipped[0].Target != "createRefund" || !strings.Contains(js.Skipped[0].Reason, why) {
+		t.Errorf("-json: skipped %+v; want createRefund, saying %q", js.Skipped, why)
+	}
+
+	raw, err := os.ReadFile(junit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ju struct {
+		Errors int `xml:"errors,attr"`
+		Suites []struct {
+			Name    string `xml:"name,attr"`
+			Skipped int    `xml:"skipped,attr"`
+			Cases   []struct {
+				Skipped *struct {
+					Message string `xml:"message,attr"`
+				} `xml:"skipped"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(raw, &ju); err != nil {
+		t.Fatalf("-junit file does not parse: %v\n%s", err, raw)
+	}
+	found := false
+	for _, s := range ju.Suites {
+		if s.Name == "createRefund" {
+			found = s.Skipped == 1 && len(s.Cases) == 1 && s.Cases[0].Skipped != nil && strings.Contains(s.Cases[0].Skipped.Message, why)
+		}
+	}
+	if !found || ju.Errors != 0 {
+		t.Errorf("-junit: want a suite createRefund of one test case skipped, saying %q, and no error:\n%s", why, raw)
+	}
+}
