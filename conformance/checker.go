@@ -160,13 +160,20 @@ var ErrInvalid = errors.New("conformance: invalid configuration")
 // error (context.Canceled or context.DeadlineExceeded).
 var ErrInterrupted = errors.New("conformance: run interrupted")
 
+// ErrSkipped is the cause of an Error that stands for a target left
+// unchecked on purpose, such as an Operation that is Unusable, its Err
+// saying why. Run and Plan never return it: a caller makes it, for
+// WriteJSON and WriteJUnit, which report such a target as skipped, not
+// as an error, and do not count it against the report's passing.
+var ErrSkipped = errors.New("conformance: target skipped")
+
 // Error is the error Run and Plan return, with the target it concerns.
 // errors.Is on it matches its Cause, ErrUnreachable, ErrInvalid or
-// ErrInterrupted, and its Err. Its methods only read it, so it is safe for
+// ErrInterrupted (or ErrSkipped, in one a caller made), and its Err. Its methods only read it, so it is safe for
 // concurrent use as long as nobody changes its fields.
 type Error struct {
 	Target string // the target's name
-	Cause  error  // ErrUnreachable, ErrInvalid or ErrInterrupted
+	Cause  error  // ErrUnreachable, ErrInvalid, ErrInterrupted or ErrSkipped
 	Err    error  // what happened; may be nil
 }
 

@@ -125,9 +125,17 @@ func shortURL(u, base string) string {
 
 // jsonDocument is what WriteJSON writes.
 type jsonDocument struct {
-	Passed  bool          `json:"passed"`
-	Targets []Report      `json:"targets"`
-	Errors  []targetError `json:"errors,omitempty"`
+	Passed  bool            `json:"passed"`
+	Targets []Report        `json:"targets"`
+	Errors  []targetError   `json:"errors,omitempty"`
+	Skipped []skippedTarget `json:"skipped,omitempty"`
+}
+
+// skippedTarget is a target left unchecked on purpose (ErrSkipped), in
+// the JSON report.
+type skippedTarget struct {
+	Target string `json:"target"`
+	Reason string `json:"reason"`
 }
 
 // targetError is a target that could not be checked, in the JSON and
@@ -139,9 +147,9 @@ type targetError struct {
 }
 
 // targetErrors describes errs, Run's errors: an *Error's Target and the
-// rest of its message.
-func targetErrors(errs []error) []targetError {
-	var out []targetError
+// rest of its message. Those whose cause is ErrSkipped are in skipped,
+// their Error only why, and not in failed.
+func targetErrors(errs []error) (failed, skipped []targetError) {
 	for _, err := range errs {
 		te := targetError{Error: err.Error(), kind: "error"}
 		var ce *Error
@@ -152,6 +160,13 @@ func targetErrors(errs []error) []targetError {
 			}
 		}
 		switch {
+		case ce != nil && errors.Is(ce.Cause, ErrSkipped):
+			te.Error = "skipped"
+			if ce.Err != nil {
+				te.Error = ce.Err.Error()
+			}
+			skipped = append(skipped, te)
+			continue
 		case errors.Is(err, ErrUnreachable):
 			te.kind = "unreachable"
 		case errors.Is(err, ErrInvalid):
@@ -159,23 +174,31 @@ func targetErrors(errs []error) []targetError {
 		case errors.Is(err, ErrInterrupted):
 			te.kind = "interrupted"
 		}
-		out = append(out, te)
+		failed = append(failed, te)
 	}
-	return out
+	return failed, skipped
 }
 
 // WriteJSON writes reports as one JSON document: {"passed": bool,
 // "targets": [Report, ...], "errors": [{"target": name, "error":
-// message}, ...]}. errs are the errors of the targets that could not be
-// checked (Run's, each an *Error naming its target); "errors" is left
-// out when there are none, and passed is Passed(reports) with no error.
+// message}, ...], "skipped": [{"target": name, "reason": why}, ...]}.
+// errs are the errors of the targets that could not be checked (Run's,
+// each an *Error naming its target), and of those skipped on purpose
+// (an *Error whose Cause is ErrSkipped, its Err the reason); "errors" and
+// "skipped" are left out when empty. passed is Passed(reports) with no
+// error: a skipped target does not make it false.
 func WriteJSON(w io.Writer, reports []Report, errs ...error) error {
 	if reports == nil {
 		reports = []Report{}
 	}
+	failed, skipped := targetErrors(errs)
+	doc := jsonDocument{Passed: Passed(reports) && len(failed) == 0, Targets: reports, Errors: failed}
+	for _, te := range skipped {
+		doc.Skipped = append(doc.Skipped, skippedTarget{Target: te.Target, Reason: te.Error})
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(jsonDocument{Passed: Passed(reports) && len(errs) == 0, Targets: reports, Errors: targetErrors(errs)})
+	return enc.Encode(doc)
 }
 
 // JUnit XML, as CI systems read it: a suite per target, a test case per
@@ -224,7 +247,8 @@ type (
 // system-out. errs are the errors of the targets that could not be
 // checked (Run's, each an *Error naming its target): each is a testsuite
 // of one testcase, "run", with an error whose type is "unreachable",
-// "invalid" or "error".
+// "invalid", "interrupted" or "error"; one whose Cause is ErrSkipped is
+// such a testsuite whose testcase is skipped, its message the reason.
 func WriteJUnit(w io.Writer, reports []Report, errs ...error) error {
 	doc := junitSuites{Name: "saferetry check"}
 	for _, r := range reports {
@@ -253,12 +277,20 @@ func WriteJUnit(w io.Writer, reports []Report, errs ...error) error {
 		doc.Skipped += s.Skipped
 		doc.Suites = append(doc.Suites, s)
 	}
-	for _, te := range targetErrors(errs) {
+	failed, skipped := targetErrors(errs)
+	for _, te := range failed {
 		doc.Suites = append(doc.Suites, junitSuite{Name: te.Target, Tests: 1, Errors: 1, Time: "0.000", Cases: []junitCase{{
 			Name: "run", Classname: "saferetry.check", Error: &junitFailure{Message: te.Error, Type: te.kind},
 		}}})
 		doc.Tests++
 		doc.Errors++
+	}
+	for _, te := range skipped {
+		doc.Suites = append(doc.Suites, junitSuite{Name: te.Target, Tests: 1, Skipped: 1, Time: "0.000", Cases: []junitCase{{
+			Name: "run", Classname: "saferetry.check", Skipped: &junitSkipped{Message: te.Error},
+		}}})
+		doc.Tests++
+		doc.Skipped++
 	}
 	ew := &errWriter{w: w}
 	_, _ = io.WriteString(ew, xml.Header)

@@ -155,6 +155,41 @@ func TestOutputsRecordTargetErrors(t *testing.T) {
 	}
 }
 
+// TestOutputsRecordSkippedTargets: a target skipped on purpose (an
+// *Error whose Cause is ErrSkipped) is listed under "skipped" with its
+// reason, and is a skipped test case in JUnit: neither an error nor a
+// failure, so passed stays true.
+func TestOutputsRecordSkippedTargets(t *testing.T) {
+	skipped := &conformance.Error{Target: "createRefund", Cause: conformance.ErrSkipped, Err: errors.New("path parameter id has no example")}
+
+	var js bytes.Buffer
+	if err := conformance.WriteJSON(&js, nil, skipped); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := js.String(), `"skipped": [
+    {
+      "target": "createRefund",
+      "reason": "path parameter id has no example"
+    }
+  ]`; !strings.Contains(got, want) || !strings.Contains(got, `"passed": true`) || strings.Contains(got, `"errors"`) {
+		t.Errorf("JSON report of a skipped target:\n%s\nwant passed true, no errors, and\n%s", got, want)
+	}
+
+	var xb bytes.Buffer
+	if err := conformance.WriteJUnit(&xb, nil, skipped); err != nil {
+		t.Fatal(err)
+	}
+	var ju junitDoc
+	if err := xml.Unmarshal(xb.Bytes(), &ju); err != nil {
+		t.Fatalf("JUnit report does not parse: %v\n%s", err, xb.String())
+	}
+	if ju.Tests != 1 || ju.Skipped != 1 || ju.Failures != 0 || len(ju.Suites) != 1 || ju.Suites[0].Name != "createRefund" ||
+		len(ju.Suites[0].Cases) != 1 || ju.Suites[0].Cases[0].Skipped == nil ||
+		ju.Suites[0].Cases[0].Skipped.Message != "path parameter id has no example" || strings.Contains(xb.String(), "<error") {
+		t.Errorf("JUnit report of a skipped target:\n%s", xb.String())
+	}
+}
+
 // TestWriteTextPrintable: the text report is valid UTF-8 and holds no
 // control character of a server's answer. An evidence body cut to fit a
 // line is cut at a character boundary (it was cut at byte 100, inside a

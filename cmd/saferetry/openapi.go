@@ -16,7 +16,7 @@ import (
 const maxDocument = 16 << 20
 
 // operations reads -openapi (a URL or a file) and returns the operations
-// that declare Idempotency-Key.
+// that declare Idempotency-Key, or may (conformance.FromOpenAPI).
 func (f *checkFlags) operations(ctx context.Context) ([]conformance.Operation, error) {
 	src := f.openapi
 	var doc []byte

@@ -148,7 +148,7 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
-	targets, err := f.targets(ctx, stderr)
+	targets, skipped, err := f.targets(ctx, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
@@ -170,8 +170,11 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		reports = append(reports, rep)
 	}
+	// The skipped targets are in the reports CI reads, as skipped: never
+	// checked is not passed, nor failed.
+	unchecked := append(failed, skipped...)
 	if f.json {
-		err = conformance.WriteJSON(stdout, reports, failed...)
+		err = conformance.WriteJSON(stdout, reports, unchecked...)
 	} else {
 		err = conformance.WriteText(stdout, reports)
 	}
@@ -180,7 +183,7 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if f.junit != "" {
-		if err := writeJUnit(f.junit, reports, failed); err != nil {
+		if err := writeJUnit(f.junit, reports, unchecked); err != nil {
 			fmt.Fprintln(stderr, "saferetry check: -junit:", err)
 			return exitUsage
 		}
@@ -250,14 +253,16 @@ func writeJUnit(path string, reports []conformance.Report, failed []error) error
 	return fh.Close()
 }
 
-// targets are the endpoints to check: -url's, or -openapi's operations.
-func (f *checkFlags) targets(ctx context.Context, stderr io.Writer) ([]conformance.Target, error) {
+// targets are the endpoints to check: -url's, or -openapi's operations;
+// skipped are the operations that cannot be checked, each told on stderr,
+// as errors whose cause is conformance.ErrSkipped, for -json and -junit.
+func (f *checkFlags) targets(ctx context.Context, stderr io.Writer) (ts []conformance.Target, skipped []error, err error) {
 	var body, other []byte
 	switch {
 	case f.bodyFile != "":
 		b, err := os.ReadFile(f.bodyFile)
 		if err != nil {
-			return nil, fmt.Errorf("saferetry check: -body-file: %w", err)
+			return nil, nil, fmt.Errorf("saferetry check: -body-file: %w", err)
 		}
 		body = b
 	case f.body != "":
@@ -268,13 +273,12 @@ func (f *checkFlags) targets(ctx context.Context, stderr io.Writer) ([]conforman
 	}
 	if f.openapi == "" {
 		return []conformance.Target{{Method: f.method, URL: f.url, Body: body, OtherBody: other,
-			Header: f.header.h, KeyRequired: f.keyRequired}}, nil
+			Header: f.header.h, KeyRequired: f.keyRequired}}, nil, nil
 	}
 	ops, err := f.operations(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var ts []conformance.Target
 	for _, op := range ops {
 		t := op.Target
 		if body != nil {
@@ -295,6 +299,7 @@ func (f *checkFlags) targets(ctx context.Context, stderr io.Writer) ([]conforman
 		}
 		if op.Unusable != "" {
 			fmt.Fprintf(stderr, "saferetry check: skipping %s (%s %s): %s\n", t.Name, t.Method, op.Path, op.Unusable)
+			skipped = append(skipped, &conformance.Error{Target: t.Name, Cause: conformance.ErrSkipped, Err: errors.New(op.Unusable)})
 			continue
 		}
 		t.OtherBody = other
@@ -313,11 +318,11 @@ func (f *checkFlags) targets(ctx context.Context, stderr io.Writer) ([]conforman
 	}
 	switch {
 	case len(ops) == 0:
-		return nil, fmt.Errorf("saferetry check: -openapi %s: no operation to check: none declares an Idempotency-Key header parameter", f.openapi)
+		return nil, nil, fmt.Errorf("saferetry check: -openapi %s: no operation to check: none declares an Idempotency-Key header parameter", f.openapi)
 	case len(ts) == 0:
-		return nil, fmt.Errorf("saferetry check: -openapi %s: no operation to check: the %d that take Idempotency-Key (or may) were skipped, as said above", f.openapi, len(ops))
+		return nil, nil, fmt.Errorf("saferetry check: -openapi %s: no operation to check: the %d that take Idempotency-Key (or may) were skipped, as said above", f.openapi, len(ops))
 	}
-	return ts, nil
+	return ts, skipped, nil
 }
 
 // plan prints what -dry-run would send.
