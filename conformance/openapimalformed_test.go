@@ -1,0 +1,60 @@
+package conformance_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/saferetry/saferetry/conformance"
+)
+
+// TestFromOpenAPIMalformedParameters: a parameters member that is no list
+// (an object, as a hand-written document may have it), or an entry of it
+// that is no object, makes its operation unusable, saying so: it was
+// passed over, and the operation whose key parameter it held was dropped
+// as one that takes no key. An operation or a path item that is no
+// object fails the document, as one whose $ref does not resolve does; an
+// extension member of paths ("x-...") is no path.
+func TestFromOpenAPIMalformedParameters(t *testing.T) {
+	for _, tc := range []struct {
+		name, pathItem string
+		err, unusable  []string
+	}{
+		{"parameters an object", `{"post": {"operationId": "pay", "parameters": {"name": "Idempotency-Key", "in": "header"}}}`,
+			nil, []string{"its parameters", "not an array"}},
+		{"the path item's parameters an object", `{"parameters": {"name": "Idempotency-Key", "in": "header"}, "post": {"operationId": "pay"}}`,
+			nil, []string{"its path item's parameters", "not an array"}},
+		{"a parameter a string", `{"post": {"operationId": "pay", "parameters": ["Idempotency-Key"]}}`,
+			nil, []string{"its parameter 1", "not an object"}},
+		{"an operation a string", `{"post": "Idempotency-Key"}`, []string{"POST /p", "not an object"}, nil},
+		{"a path item a list", `[{"post": {}}]`, []string{"path /p", "not an object"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ops, err := conformance.FromOpenAPI(refDoc(tc.pathItem), "", "")
+			if tc.err != nil {
+				if err == nil {
+					t.Fatalf("FromOpenAPI: no error, %d operations %+v; want an error saying %q", len(ops), ops, tc.err)
+				}
+				for _, want := range tc.err {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("FromOpenAPI: error %q does not say %s", err, want)
+					}
+				}
+				return
+			}
+			if err != nil || len(ops) != 1 || ops[0].Unusable == "" {
+				t.Fatalf("FromOpenAPI: %v, %d operations %+v; want the one, unusable", err, len(ops), ops)
+			}
+			for _, want := range tc.unusable {
+				if !strings.Contains(ops[0].Unusable, want) {
+					t.Errorf("pay: Unusable %q does not say %s", ops[0].Unusable, want)
+				}
+			}
+		})
+	}
+	doc := []byte(`{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "http://127.0.0.1:9"}],
+		"paths": {"x-internal": true, "/p": {"summary": "s", "x-owner": "me",
+			"post": {"operationId": "pay", "parameters": [{"name": "Idempotency-Key", "in": "header"}]}}}}`)
+	if ops, err := conformance.FromOpenAPI(doc, "", ""); err != nil || len(ops) != 1 || ops[0].Unusable != "" {
+		t.Errorf("FromOpenAPI with extension members: %v, %+v; want pay, usable", err, ops)
+	}
+}
