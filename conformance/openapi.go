@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -31,7 +32,8 @@ type Operation struct {
 	// Unusable says why the operation cannot be checked as it stands,
 	// the first reason of: a $ref of its parameters (or its path
 	// item's) that does not resolve, named with its place ("its
-	// parameter 2: $ref ..."), its own (or its path item's) server URL
+	// parameter 2: $ref ..."), or parameters that are no array or a
+	// parameter no object, its own (or its path item's) server URL
 	// unusable (relative without the document's URL, a variable without
 	// a default), a $ref that does not resolve on the way to a value it
 	// sends (a path, required query or required header parameter's
@@ -76,7 +78,9 @@ var methods = []string{"get", "put", "post", "delete", "options", "head", "patch
 // to an example the operation sends makes its operation Unusable, naming
 // the ref and its place ("its parameter 2: $ref ..."); an operation with
 // such a parameter is returned even when no other parameter is the key,
-// since that one may be.
+// since that one may be. So is one whose parameters are no array, or hold
+// an entry that is no object; a path item or an operation that is no
+// object is an error. Extension members of paths ("x-...") are no paths.
 //
 // A UTF-8 byte order mark before the document is skipped; YAML and
 // Swagger 2.0 are refused, saying so.
@@ -104,13 +108,16 @@ func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 	sort.Strings(names)
 	var ops []Operation
 	for _, path := range names {
+		if strings.HasPrefix(path, "x-") { // an extension, not a path
+			continue
+		}
 		v, err := resolve(root, paths[path])
 		if err != nil { // which operations it holds is unknown
 			return nil, fmt.Errorf("conformance: path %s: %w", path, err)
 		}
-		item, _ := v.(map[string]any)
-		if item == nil {
-			continue
+		item, ok := v.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("conformance: path %s: not an object (a path item)", path)
 		}
 		shared, sharedErr := parameters(root, item["parameters"])
 		if sharedErr != nil {
@@ -121,9 +128,12 @@ func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 			if err != nil { // whether it takes a key is unknown
 				return nil, fmt.Errorf("conformance: %s %s: %w", strings.ToUpper(m), path, err)
 			}
-			op, _ := v.(map[string]any)
-			if op == nil {
+			if v == nil {
 				continue
+			}
+			op, ok := v.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("conformance: %s %s: not an object (an operation)", strings.ToUpper(m), path)
 			}
 			own, refErr := parameters(root, op["parameters"])
 			if refErr != nil {
@@ -224,17 +234,24 @@ func serverURL(base, docURL string, lists ...any) (string, error) {
 type paramID struct{ in, name string }
 
 // parameters are the parameter objects of the list v by their paramID;
-// err names the first whose $ref does not resolve ("parameter 2: $ref
-// ..."), whose place the others are returned without.
+// err says that v is no list, or names the first entry whose $ref does
+// not resolve or that is no object ("parameter 2: $ref ..."), whose
+// place the others are returned without.
 func parameters(root map[string]any, v any) (_ map[paramID]map[string]any, err error) {
-	list, _ := v.([]any)
+	list, ok := v.([]any)
+	if !ok && v != nil {
+		return nil, errors.New("parameters: not an array (of parameter objects)")
+	}
 	out := make(map[paramID]map[string]any, len(list))
 	for i, p := range list {
 		r, rerr := resolve(root, p)
+		pm, _ := r.(map[string]any)
+		if rerr == nil && pm == nil {
+			rerr = errors.New("not an object")
+		}
 		if rerr != nil && err == nil {
 			err = fmt.Errorf("parameter %d: %w", i+1, rerr)
 		}
-		pm, _ := r.(map[string]any)
 		if pm == nil {
 			continue
 		}
