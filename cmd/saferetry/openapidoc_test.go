@@ -56,3 +56,18 @@ func TestOpenAPIRefusedFormats(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenAPIHTMLPage: -openapi given the URL of an API's documentation
+// page, not of its document, is told that it got HTML, not that its YAML
+// should be converted to JSON (there is no YAML).
+func TestOpenAPIHTMLPage(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write([]byte("\n<!DOCTYPE html>\n<html><head><title>API reference</title></head><body></body></html>\n"))
+	}))
+	defer srv.Close()
+	code, _, stderr := runCLI(t, "check", "-dry-run", "-openapi", srv.URL+"/docs")
+	if code != 2 || !strings.Contains(stderr, "HTML") || strings.Contains(stderr, "YAML") {
+		t.Errorf("exit %d, stderr %q; want 2, saying the document is HTML, not YAML", code, stderr)
+	}
+}
