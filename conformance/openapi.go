@@ -82,13 +82,17 @@ var methods = []string{"get", "put", "post", "delete", "options", "head", "patch
 // an entry that is no object; a path item or an operation that is no
 // object is an error. Extension members of paths ("x-...") are no paths.
 //
-// A UTF-8 byte order mark before the document is skipped; YAML and
-// Swagger 2.0 are refused, saying so.
+// A UTF-8 byte order mark before the document is skipped; YAML,
+// Swagger 2.0 and HTML (a page showing the document) are refused, saying
+// so.
 func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 	doc = bytes.TrimPrefix(doc, []byte("\ufeff")) // as Windows tools write it
 	v, err := decodeJSON(doc)                     // its examples' numbers as written
 	if err != nil {
-		if t := bytes.TrimLeft(doc, " \t\r\n"); len(t) > 0 && t[0] != '{' {
+		switch t := bytes.TrimLeft(doc, " \t\r\n"); {
+		case len(t) > 0 && t[0] == '<': // a documentation page, most likely
+			return nil, fmt.Errorf("conformance: the OpenAPI document is HTML or XML, not JSON, the only form read (give the URL or file of the JSON document, not of a page that shows it): %w", err)
+		case len(t) > 0 && t[0] != '{':
 			return nil, fmt.Errorf("conformance: the OpenAPI document is not JSON, the only form read (YAML is not: convert it to JSON): %w", err)
 		}
 		return nil, fmt.Errorf("conformance: the OpenAPI document is not JSON: %w", err)
