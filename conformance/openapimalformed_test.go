@@ -58,3 +58,14 @@ func TestFromOpenAPIMalformedParameters(t *testing.T) {
 		t.Errorf("FromOpenAPI with extension members: %v, %+v; want pay, usable", err, ops)
 	}
 }
+
+// TestFromOpenAPIPathsNotAnObject: a paths member that is no object is an
+// error saying so, not a document whose operations all lack the key.
+func TestFromOpenAPIPathsNotAnObject(t *testing.T) {
+	doc := `{"openapi": "3.1.0", "info": {"title": "t", "version": "1"},
+		"paths": [{"/p": {"post": {"parameters": [{"name": "Idempotency-Key", "in": "header"}]}}}]}`
+	ops, err := conformance.FromOpenAPI([]byte(doc), "", "http://127.0.0.1:9")
+	if err == nil || !strings.Contains(err.Error(), "paths") || !strings.Contains(err.Error(), "not an object") {
+		t.Errorf("FromOpenAPI: %v, %d operations; want an error saying paths is not an object", err, len(ops))
+	}
+}
