@@ -104,7 +104,10 @@ func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 	if v, _ := root["openapi"].(string); !strings.HasPrefix(v, "3.") {
 		return nil, fmt.Errorf("conformance: the document is not OpenAPI 3.x, as JSON (openapi: %q)", v)
 	}
-	paths, _ := root["paths"].(map[string]any)
+	paths, ok := root["paths"].(map[string]any)
+	if !ok && root["paths"] != nil { // absent: a document of webhooks or components only
+		return nil, errors.New("conformance: the document's paths is not an object (of paths to path items)")
+	}
 	names := make([]string, 0, len(paths))
 	for p := range paths {
 		names = append(names, p)
