@@ -69,3 +69,14 @@ func TestFromOpenAPIPathsNotAnObject(t *testing.T) {
 		t.Errorf("FromOpenAPI: %v, %d operations; want an error saying paths is not an object", err, len(ops))
 	}
 }
+
+// TestFromOpenAPIVersionAsWritten: an openapi member that is no string
+// (3.1, a number, as a hand-written document may have it) is refused
+// showing it as written and saying it must be a string, not as
+// `openapi: ""`, which reads as a missing member.
+func TestFromOpenAPIVersionAsWritten(t *testing.T) {
+	_, err := conformance.FromOpenAPI([]byte(`{"openapi": 3.1, "info": {"title": "t", "version": "1"}, "paths": {}}`), "", "http://127.0.0.1:9")
+	if err == nil || !strings.Contains(err.Error(), "3.1") || !strings.Contains(err.Error(), "string") {
+		t.Errorf("FromOpenAPI: %v; want an error showing 3.1 and saying the version is a string", err)
+	}
+}
