@@ -101,7 +101,11 @@ func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 	if sw, ok := root["swagger"].(string); ok {
 		return nil, fmt.Errorf("conformance: the document is Swagger %s: only OpenAPI 3.x, as JSON, is read (convert it to OpenAPI 3)", sw)
 	}
-	if v, _ := root["openapi"].(string); !strings.HasPrefix(v, "3.") {
+	switch v, isString := root["openapi"].(string); {
+	case !isString && root["openapi"] != nil:
+		raw, _ := json.Marshal(root["openapi"])
+		return nil, fmt.Errorf("conformance: the document's openapi is %s, not a string: write it as one (\"openapi\": \"3.1.0\")", raw)
+	case !strings.HasPrefix(v, "3."):
 		return nil, fmt.Errorf("conformance: the document is not OpenAPI 3.x, as JSON (openapi: %q)", v)
 	}
 	paths, ok := root["paths"].(map[string]any)
