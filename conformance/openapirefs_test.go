@@ -146,3 +146,14 @@ func TestFromOpenAPIBrokenExampleRefs(t *testing.T) {
 		})
 	}
 }
+
+// TestFromOpenAPIRefNotAString: a $ref that is no string is one that does
+// not resolve: the parameter holding it was read as a parameter without
+// a name, and the operation whose key it was dropped as one without.
+func TestFromOpenAPIRefNotAString(t *testing.T) {
+	ops, err := conformance.FromOpenAPI(refDoc(`{"post": {"operationId": "pay", "parameters": [{"$ref": 5}]}}`), "", "")
+	if err != nil || len(ops) != 1 || !strings.Contains(ops[0].Unusable, "parameter 1") ||
+		!strings.Contains(ops[0].Unusable, "$ref") || !strings.Contains(ops[0].Unusable, "not a string") {
+		t.Fatalf("FromOpenAPI: %v, %d operations %+v; want pay, unusable for its parameter 1's $ref that is not a string", err, len(ops), ops)
+	}
+}
