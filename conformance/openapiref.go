@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"slices"
@@ -13,8 +14,8 @@ const maxRefs = 16
 // resolve follows v's $ref ("#/components/parameters/Key"), and its
 // target's, to what they point at; v without one is returned as it is.
 // A $ref that does not resolve is an error naming it, and saying why: it
-// points into another document (none is read), at nothing, or into a
-// cycle or a chain of more than maxRefs. Its callers say where it was.
+// is no string, or points into another document (none is read), at
+// nothing, or into a cycle or a chain of more than maxRefs. Its callers say where it was.
 func resolve(root map[string]any, v any) (any, error) {
 	var chain []string
 	for {
@@ -22,9 +23,14 @@ func resolve(root map[string]any, v any) (any, error) {
 		if !ok {
 			return v, nil
 		}
-		ref, ok := m["$ref"].(string)
+		raw, ok := m["$ref"]
 		if !ok {
 			return v, nil
+		}
+		ref, ok := raw.(string)
+		if !ok {
+			js, _ := json.Marshal(raw)
+			return nil, fmt.Errorf("$ref %s is not a string (a reference such as \"#/components/...\")", js)
 		}
 		var why string
 		switch {
