@@ -15,7 +15,8 @@ const maxRefs = 16
 // target's, to what they point at; v without one is returned as it is.
 // A $ref that does not resolve is an error naming it, and saying why: it
 // is no string, or points into another document (none is read), at
-// nothing, or into a cycle or a chain of more than maxRefs. Its callers say where it was.
+// nothing, or into a cycle or a chain of more than maxRefs. Its callers
+// say where it was.
 func resolve(root map[string]any, v any) (any, error) {
 	var chain []string
 	for {
