@@ -86,3 +86,47 @@ func TestOpenAPISkippedInReports(t *testing.T) {
 		t.Errorf("-junit: want a suite createRefund of one test case skipped, saying %q, and no error:\n%s", why, raw)
 	}
 }
+
+// TestOpenAPIAllSkippedReports: when -openapi skips every operation, the
+// -json report and the -junit file are still written, each operation in
+// them as skipped, and -json's passed is false: a CI job that reads them
+// found nothing (no JSON to parse, no JUnit file) and could not tell
+// why. The exit status is 2, as nothing was checked.
+func TestOpenAPIAllSkippedReports(t *testing.T) {
+	doc := `{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "paths": {
+		"/refunds/{id}": {"post": {"operationId": "createRefund",
+			"parameters": [{"name": "Idempotency-Key", "in": "header"}, {"name": "id", "in": "path", "required": true}]}}}}`
+	dir := t.TempDir()
+	file, junit := filepath.Join(dir, "openapi.json"), filepath.Join(dir, "report.xml")
+	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "check", "-openapi", file, "-url", "http://127.0.0.1:1", "-json", "-junit", junit)
+	if code != 2 || !strings.Contains(stderr, "skipping createRefund") || !strings.Contains(stderr, "no operation to check") {
+		t.Errorf("exit %d, want 2, saying createRefund was skipped and no operation was checked\nstderr:\n%s", code, stderr)
+	}
+	var js struct {
+		Passed  *bool             `json:"passed"`
+		Targets []json.RawMessage `json:"targets"`
+		Skipped []struct {
+			Target string `json:"target"`
+		} `json:"skipped"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &js); err != nil {
+		t.Fatalf("-json output does not parse: %v\n%q", err, stdout)
+	}
+	if js.Passed == nil || *js.Passed || js.Targets == nil || len(js.Targets) != 0 || len(js.Skipped) != 1 || js.Skipped[0].Target != "createRefund" {
+		t.Errorf("-json: %s\nwant passed false, no target, createRefund skipped", stdout)
+	}
+	raw, err := os.ReadFile(junit)
+	if err != nil {
+		t.Fatalf("-junit: %v", err)
+	}
+	var ju struct {
+		Tests   int `xml:"tests,attr"`
+		Skipped int `xml:"skipped,attr"`
+	}
+	if err := xml.Unmarshal(raw, &ju); err != nil || ju.Tests != 1 || ju.Skipped != 1 {
+		t.Errorf("-junit (%v): want one test, skipped:\n%s", err, raw)
+	}
+}
