@@ -186,13 +186,15 @@ func targetErrors(errs []error) (failed, skipped []targetError) {
 // each an *Error naming its target), and of those skipped on purpose
 // (an *Error whose Cause is ErrSkipped, its Err the reason); "errors" and
 // "skipped" are left out when empty. passed is Passed(reports) with no
-// error: a skipped target does not make it false.
+// error: a skipped target does not make it false, unless every target
+// was skipped (no report): nothing checked is not passed.
 func WriteJSON(w io.Writer, reports []Report, errs ...error) error {
 	if reports == nil {
 		reports = []Report{}
 	}
 	failed, skipped := targetErrors(errs)
-	doc := jsonDocument{Passed: Passed(reports) && len(failed) == 0, Targets: reports, Errors: failed}
+	allSkipped := len(reports) == 0 && len(failed) == 0 && len(skipped) > 0
+	doc := jsonDocument{Passed: Passed(reports) && len(failed) == 0 && !allSkipped, Targets: reports, Errors: failed}
 	for _, te := range skipped {
 		doc.Skipped = append(doc.Skipped, skippedTarget{Target: te.Target, Reason: te.Error})
 	}

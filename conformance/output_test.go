@@ -158,12 +158,21 @@ func TestOutputsRecordTargetErrors(t *testing.T) {
 // TestOutputsRecordSkippedTargets: a target skipped on purpose (an
 // *Error whose Cause is ErrSkipped) is listed under "skipped" with its
 // reason, and is a skipped test case in JUnit: neither an error nor a
-// failure, so passed stays true.
+// failure, so passed stays true beside a target checked (and is false
+// when every target was skipped: nothing checked is not passed).
 func TestOutputsRecordSkippedTargets(t *testing.T) {
 	skipped := &conformance.Error{Target: "createRefund", Cause: conformance.ErrSkipped, Err: errors.New("path parameter id has no example")}
 
+	var none bytes.Buffer
+	if err := conformance.WriteJSON(&none, nil, skipped); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(none.String(), `"passed": false`) {
+		t.Errorf("JSON report of only a skipped target:\n%s\nwant passed false", none.String())
+	}
+
 	var js bytes.Buffer
-	if err := conformance.WriteJSON(&js, nil, skipped); err != nil {
+	if err := conformance.WriteJSON(&js, []conformance.Report{{Target: "createPayment"}}, skipped); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := js.String(), `"skipped": [

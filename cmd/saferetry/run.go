@@ -153,11 +153,18 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
+	status := exitPassed
+	if len(targets) == 0 { // every operation skipped: nothing is checked, but the reports say why
+		fmt.Fprintf(stderr, "saferetry check: -openapi %s: no operation to check: the %d that take Idempotency-Key (or may) were skipped, as said above\n", f.openapi, len(skipped))
+		status = exitUsage
+		if f.dryRun {
+			return status
+		}
+	}
 	if f.dryRun {
 		return f.plan(targets, stdout, stderr)
 	}
 
-	status := exitPassed
 	var reports []conformance.Report
 	var failed []error // the targets that could not be checked, for -json and -junit
 	for _, t := range targets {
@@ -256,6 +263,8 @@ func writeJUnit(path string, reports []conformance.Report, failed []error) error
 // targets are the endpoints to check: -url's, or -openapi's operations;
 // skipped are the operations that cannot be checked, each told on stderr,
 // as errors whose cause is conformance.ErrSkipped, for -json and -junit.
+// ts is empty when every operation is skipped: the reports are still
+// written, to say so.
 func (f *checkFlags) targets(ctx context.Context, stderr io.Writer) (ts []conformance.Target, skipped []error, err error) {
 	var body, other []byte
 	switch {
@@ -316,11 +325,8 @@ func (f *checkFlags) targets(ctx context.Context, stderr io.Writer) (ts []confor
 		}
 		ts = append(ts, t)
 	}
-	switch {
-	case len(ops) == 0:
+	if len(ops) == 0 {
 		return nil, nil, fmt.Errorf("saferetry check: -openapi %s: no operation to check: none declares an Idempotency-Key header parameter", f.openapi)
-	case len(ts) == 0:
-		return nil, nil, fmt.Errorf("saferetry check: -openapi %s: no operation to check: the %d that take Idempotency-Key (or may) were skipped, as said above", f.openapi, len(ops))
 	}
 	return ts, skipped, nil
 }
