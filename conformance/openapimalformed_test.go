@@ -80,3 +80,35 @@ func TestFromOpenAPIVersionAsWritten(t *testing.T) {
 		t.Errorf("FromOpenAPI: %v; want an error showing 3.1 and saying the version is a string", err)
 	}
 }
+
+// TestFromOpenAPIRequiredNotABoolean: a parameter's or a request body's
+// required written as a string ("true", as a hand-written document may
+// have it) makes its operation unusable, naming the parameter and showing
+// the value: it was read as not required, so the key was not checked as
+// required, and a required query parameter was not sent.
+func TestFromOpenAPIRequiredNotABoolean(t *testing.T) {
+	for _, tc := range []struct {
+		name, pathItem string
+		want           []string
+	}{
+		{"the key", `{"post": {"operationId": "pay", "parameters": [{"name": "Idempotency-Key", "in": "header", "required": "true"}]}}`,
+			[]string{"header parameter Idempotency-Key", `required is "true"`, "boolean"}},
+		{"a query parameter", `{"post": {"operationId": "pay", "parameters": [{"$ref": "#/components/parameters/Key"}, {"name": "q", "in": "query", "required": "true", "example": "x"}]}}`,
+			[]string{"query parameter q", `required is "true"`, "boolean"}},
+		{"the request body", `{"post": {"operationId": "pay", "parameters": [{"$ref": "#/components/parameters/Key"}],
+			"requestBody": {"required": "yes", "content": {"application/json": {"schema": {"type": "object"}}}}}}`,
+			[]string{"its request body", `required is "yes"`, "boolean"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ops, err := conformance.FromOpenAPI(refDoc(tc.pathItem), "", "")
+			if err != nil || len(ops) != 1 {
+				t.Fatalf("FromOpenAPI: %v, %+v; want pay", err, ops)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(ops[0].Unusable, want) {
+					t.Errorf("pay: Unusable %q does not say %s", ops[0].Unusable, want)
+				}
+			}
+		})
+	}
+}
