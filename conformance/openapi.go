@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 
@@ -35,9 +36,10 @@ type Operation struct {
 	// parameter 2: $ref ..."), or parameters that are no array or a
 	// parameter no object, its own (or its path item's) server URL
 	// unusable (relative without the document's URL, a variable without
-	// a default), a $ref that does not resolve on the way to a value it
-	// sends (a path, required query or required header parameter's
-	// example or schema, its request body or its example), a path
+	// a default), a parameter's or its request body's required that is
+	// no boolean ("true"), a $ref that does not resolve on the way to a
+	// value it sends (a path, required query or required header
+	// parameter's example or schema, its request body or its example), a path
 	// parameter without an example, a required query parameter without
 	// one, a required header without one, a required request body
 	// without one. "" when it can.
@@ -321,6 +323,7 @@ func operation(root map[string]any, server, path, method string, op map[string]a
 			o.Unusable = MissingHeaderReason(missingHeaders[0])
 		}
 	}
+	reqErr := requiredErrors(params)
 	body, mediaType, required, bodyErr := requestExample(root, op)
 	switch {
 	case body != nil:
@@ -339,11 +342,44 @@ func operation(root map[string]any, server, path, method string, op map[string]a
 	}
 	// A value behind a $ref that does not resolve is unknown: no flag
 	// stands in for it, as the document is to be mended.
-	if err := cmp.Or(pathErr, queryErr, headerErr, bodyErr); err != nil {
+	if err := cmp.Or(reqErr, pathErr, queryErr, headerErr, bodyErr); err != nil {
 		o.Unusable, o.NeedsBody, o.NeedsHeaders = err.Error(), false, nil
 	}
 	o.Target = t
 	return o
+}
+
+// requiredOf is the required member of a parameter or request body
+// object, false when absent; one that is no boolean ("true") is an error
+// showing it, as what the document means by it is unknown.
+func requiredOf(obj map[string]any) (bool, error) {
+	v, ok := obj["required"]
+	if !ok {
+		return false, nil
+	}
+	b, ok := v.(bool)
+	if !ok {
+		raw, _ := json.Marshal(v)
+		return false, fmt.Errorf("required is %s, not a boolean: write true or false", raw)
+	}
+	return b, nil
+}
+
+// requiredErrors names the first parameter, by location and name, whose
+// required is no boolean (requiredOf).
+func requiredErrors(params map[paramID]map[string]any) error {
+	ids := make([]paramID, 0, len(params))
+	for id := range params {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b paramID) int { return cmp.Or(cmp.Compare(a.in, b.in), cmp.Compare(a.name, b.name)) })
+	for _, id := range ids {
+		if _, err := requiredOf(params[id]); err != nil {
+			name, _ := params[id]["name"].(string)
+			return fmt.Errorf("its %s parameter %s: %w", id.in, name, err)
+		}
+	}
+	return nil
 }
 
 // MissingBodyReason is an Operation's Unusable when its required request
@@ -419,7 +455,9 @@ func requestExample(root map[string]any, op map[string]any) (body []byte, mediaT
 	if rb == nil {
 		return nil, "", false, nil
 	}
-	required, _ = rb["required"].(bool)
+	if required, err = requiredOf(rb); err != nil {
+		return nil, "", false, fmt.Errorf("its request body: %w", err)
+	}
 	content, _ := rb["content"].(map[string]any)
 	types := make([]string, 0, len(content))
 	for mt := range content {
