@@ -112,3 +112,32 @@ func TestFromOpenAPIRequiredNotABoolean(t *testing.T) {
 		})
 	}
 }
+
+// TestFromOpenAPIMalformedRequestBody: a request body, its content, or
+// a media type of it that is no object makes its operation unusable,
+// saying so: it was read as no body, so a required body with an example
+// was sent empty, as parameters that are no array once were.
+func TestFromOpenAPIMalformedRequestBody(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		want       []string
+	}{
+		{"the request body a string", `"application/json"`, []string{"its request body", "not an object"}},
+		{"its content a list", `{"required": true, "content": [{"application/json": {"example": {"a": 1}}}]}`,
+			[]string{"its request body's content", "not an object"}},
+		{"a media type a string", `{"required": true, "content": {"application/json": "{\"a\": 1}"}}`,
+			[]string{"its request body's content (application/json)", "not an object"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ops, err := conformance.FromOpenAPI(refDoc(`{"post": {"operationId": "pay", "parameters": [{"$ref": "#/components/parameters/Key"}], "requestBody": `+tc.body+`}}`), "", "")
+			if err != nil || len(ops) != 1 {
+				t.Fatalf("FromOpenAPI: %v, %+v; want pay", err, ops)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(ops[0].Unusable, want) {
+					t.Errorf("pay: Unusable %q does not say %s", ops[0].Unusable, want)
+				}
+			}
+		})
+	}
+}
