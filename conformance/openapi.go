@@ -37,9 +37,10 @@ type Operation struct {
 	// parameter no object, its own (or its path item's) server URL
 	// unusable (relative without the document's URL, a variable without
 	// a default), a parameter's or its request body's required that is
-	// no boolean ("true"), a $ref that does not resolve on the way to a
-	// value it sends (a path, required query or required header
-	// parameter's example or schema, its request body or its example), a path
+	// no boolean ("true"), its request body, content or a media type no
+	// object, a $ref that does not resolve on the way to a value it
+	// sends (a path, required query or required header parameter's
+	// example or schema, its request body or its example), a path
 	// parameter without an example, a required query parameter without
 	// one, a required header without one, a required request body
 	// without one. "" when it can.
@@ -445,25 +446,37 @@ func fillPath(root map[string]any, path string, params map[paramID]map[string]an
 // body declares, else its first type, never a wildcard or a multipart type
 // (whose boundary only the body's maker knows; "" when none). err names
 // a $ref that does not resolve on the way: the request body's, or its
-// example's before one is found.
+// example's before one is found; or the request body, its content, or
+// a media type of it that is no object.
 func requestExample(root map[string]any, op map[string]any) (body []byte, mediaType string, required bool, err error) {
 	v, err := resolve(root, op["requestBody"])
 	if err != nil {
 		return nil, "", false, fmt.Errorf("its request body: %w", err)
 	}
-	rb, _ := v.(map[string]any)
-	if rb == nil {
+	if v == nil {
 		return nil, "", false, nil
+	}
+	rb, ok := v.(map[string]any)
+	if !ok {
+		return nil, "", false, errors.New("its request body: not an object")
 	}
 	if required, err = requiredOf(rb); err != nil {
 		return nil, "", false, fmt.Errorf("its request body: %w", err)
 	}
-	content, _ := rb["content"].(map[string]any)
+	content, ok := rb["content"].(map[string]any)
+	if !ok && rb["content"] != nil {
+		return nil, "", false, errors.New("its request body's content: not an object (of media types)")
+	}
 	types := make([]string, 0, len(content))
 	for mt := range content {
 		types = append(types, mt)
 	}
 	sort.Strings(types)
+	for _, mt := range types { // the first in name order, whichever is read
+		if _, ok := content[mt].(map[string]any); !ok {
+			return nil, "", false, fmt.Errorf("its request body's content (%s): not an object (a media type)", mt)
+		}
+	}
 	var declared string
 	for _, mt := range types {
 		isJSON := strings.Contains(strings.ToLower(mt), "json")
