@@ -157,3 +157,31 @@ func TestFromOpenAPIRefNotAString(t *testing.T) {
 		t.Fatalf("FromOpenAPI: %v, %d operations %+v; want pay, unusable for its parameter 1's $ref that is not a string", err, len(ops), ops)
 	}
 }
+
+// TestFromOpenAPIRefSiblingExample: a schema whose $ref has an example
+// (or a default) beside it, as OpenAPI 3.1 writes a schema, is filled
+// with it: the sibling was dropped for the target's, so the operation
+// lacked a body or a path parameter, or was unusable when the $ref did
+// not resolve though the value was right there.
+func TestFromOpenAPIRefSiblingExample(t *testing.T) {
+	doc := []byte(`{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "http://h"}],
+		"components": {"schemas": {"Payment": {"type": "object"}, "Id": {"type": "string"}}},
+		"paths": {
+			"/a/{id}": {"post": {"operationId": "a",
+				"parameters": [{"name": "Idempotency-Key", "in": "header"},
+					{"name": "id", "in": "path", "required": true, "schema": {"$ref": "#/components/schemas/Id", "default": "p1"}}],
+				"requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Payment", "example": {"amount": 1}}}}}}},
+			"/b": {"post": {"operationId": "b",
+				"parameters": [{"name": "Idempotency-Key", "in": "header"}],
+				"requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Gone", "examples": [{"amount": 2}]}}}}}}}}`)
+	ops, err := conformance.FromOpenAPI(doc, "", "")
+	if err != nil || len(ops) != 2 {
+		t.Fatalf("FromOpenAPI: %v, %+v; want a and b", err, ops)
+	}
+	if a := ops[0]; a.Unusable != "" || a.Target.URL != "http://h/a/p1" || string(a.Target.Body) != `{"amount":1}` {
+		t.Errorf("a: unusable %q, URL %s, body %s; want http://h/a/p1 with {\"amount\":1}", a.Unusable, a.Target.URL, a.Target.Body)
+	}
+	if b := ops[1]; b.Unusable != "" || string(b.Target.Body) != `{"amount":2}` {
+		t.Errorf("b: unusable %q, body %s; want {\"amount\":2}", b.Unusable, b.Target.Body)
+	}
+}
