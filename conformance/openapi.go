@@ -504,7 +504,7 @@ func requestExample(root map[string]any, op map[string]any) (body []byte, mediaT
 
 // exampleOf returns the example of a parameter or media type object: its
 // example, the value of its first examples entry (by name) that has one,
-// or its schema's example. A $ref that does not resolve before one is
+// or its schema's example (one beside the schema's $ref first). A $ref that does not resolve before one is
 // found is an error: the example may be behind it.
 func exampleOf(root map[string]any, v any) (any, bool, error) {
 	r, err := resolve(root, v)
@@ -536,16 +536,26 @@ func exampleOf(root map[string]any, v any) (any, bool, error) {
 			}
 		}
 	}
+	beside, _ := obj["schema"].(map[string]any)
+	if ex, ok := schemaExample(beside); ok { // beside its $ref, as 3.1 writes a schema
+		return ex, true, nil
+	}
 	if r, err = resolve(root, obj["schema"]); err != nil {
 		return nil, false, fmt.Errorf("schema: %w", err)
 	}
-	if schema, _ := r.(map[string]any); schema != nil {
-		if ex, ok := schema["example"]; ok {
-			return ex, true, nil
-		}
-		if exs, _ := schema["examples"].([]any); len(exs) > 0 {
-			return exs[0], true, nil
-		}
+	schema, _ := r.(map[string]any)
+	ex, ok := schemaExample(schema)
+	return ex, ok, nil
+}
+
+// schemaExample is the schema's example, else the first of its examples;
+// the schema is taken as it is, its $ref not followed.
+func schemaExample(schema map[string]any) (any, bool) {
+	if ex, ok := schema["example"]; ok {
+		return ex, true
 	}
-	return nil, false, nil
+	if exs, _ := schema["examples"].([]any); len(exs) > 0 {
+		return exs[0], true
+	}
+	return nil, false
 }

@@ -122,20 +122,23 @@ func requiredHeaders(root map[string]any, params map[paramID]map[string]any) (h 
 }
 
 // paramValue is the parameter's example, else its schema's default, else
-// the first value of its schema's enum; err names a $ref that does not
-// resolve on the way (exampleOf).
+// the first value of its schema's enum (those beside the schema's $ref
+// first); err names a $ref that does not resolve on the way (exampleOf).
 func paramValue(root map[string]any, p map[string]any) (any, bool, error) {
 	ex, ok, err := exampleOf(root, p)
 	if ok || err != nil {
 		return ex, ok, err
 	}
-	r, _ := resolve(root, p["schema"]) // exampleOf resolved it
-	schema, _ := r.(map[string]any)
-	if def, ok := schema["default"]; ok {
-		return def, true, nil
-	}
-	if enum, _ := schema["enum"].([]any); len(enum) > 0 {
-		return enum[0], true, nil
+	beside, _ := p["schema"].(map[string]any) // as 3.1 writes a schema: beside its $ref
+	r, _ := resolve(root, p["schema"])        // exampleOf resolved it
+	target, _ := r.(map[string]any)
+	for _, schema := range []map[string]any{beside, target} {
+		if def, ok := schema["default"]; ok {
+			return def, true, nil
+		}
+		if enum, _ := schema["enum"].([]any); len(enum) > 0 {
+			return enum[0], true, nil
+		}
 	}
 	return nil, false, nil
 }
