@@ -185,3 +185,17 @@ func TestFromOpenAPIRefSiblingExample(t *testing.T) {
 		t.Errorf("b: unusable %q, body %s; want {\"amount\":2}", b.Unusable, b.Target.Body)
 	}
 }
+
+// TestFromOpenAPIPathItemRefSiblings: a path item whose $ref has
+// members beside it (an operation, parameters), as OpenAPI 3.0 allows,
+// is read with them, over its target's: an operation beside the $ref,
+// taking the key, was dropped silently.
+func TestFromOpenAPIPathItemRefSiblings(t *testing.T) {
+	doc := []byte(`{"openapi": "3.0.3", "info": {"title": "t", "version": "1"}, "servers": [{"url": "http://h"}],
+		"components": {"x-items": {"Read": {"get": {"operationId": "read"}, "parameters": [{"name": "Idempotency-Key", "in": "header"}]}}},
+		"paths": {"/p": {"$ref": "#/components/x-items/Read", "post": {"operationId": "pay"}}}}`)
+	ops, err := conformance.FromOpenAPI(doc, "", "")
+	if err != nil || len(ops) != 2 || ops[0].Target.Name != "read" || ops[1].Target.Name != "pay" {
+		t.Fatalf("FromOpenAPI: %v, %+v; want read and pay, which its path item's parameters give the key", err, ops)
+	}
+}
