@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -84,6 +85,7 @@ var methods = []string{"get", "put", "post", "delete", "options", "head", "patch
 // since that one may be. So is one whose parameters are no array, or hold
 // an entry that is no object; a path item or an operation that is no
 // object is an error. Extension members of paths ("x-...") are no paths.
+// Members beside a path item's $ref are read over its target's.
 //
 // A UTF-8 byte order mark before the document is skipped; YAML,
 // Swagger 2.0 and HTML (a page showing the document) are refused, saying
@@ -133,6 +135,7 @@ func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 		if !ok {
 			return nil, fmt.Errorf("conformance: path %s: not an object (a path item)", path)
 		}
+		item = withSiblings(paths[path], item)
 		shared, sharedErr := parameters(root, item["parameters"])
 		if sharedErr != nil {
 			sharedErr = fmt.Errorf("its path item's %w", sharedErr)
@@ -176,6 +179,23 @@ func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 		}
 	}
 	return ops, nil
+}
+
+// withSiblings is target, what the object written's $ref resolved to,
+// with the members written beside that $ref over its own, as OpenAPI 3.0
+// allows beside a path item's; target itself when there are none.
+func withSiblings(written any, target map[string]any) map[string]any {
+	w, _ := written.(map[string]any)
+	if _, isRef := w["$ref"]; !isRef || len(w) == 1 {
+		return target
+	}
+	out := maps.Clone(target)
+	for k, v := range w {
+		if k != "$ref" {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // ownServers reports whether the operation or its path item has servers
