@@ -45,7 +45,9 @@
 // Exit status: 0 when every MUST check passed, 1 when one failed, 2 on a
 // usage error or when the endpoint could not be reached. A skipped
 // operation changes none of these, but when every operation is skipped
-// there is nothing to check, a usage error. A failed SHOULD
+// there is nothing to check, which exits 2 (the -json and -junit reports
+// are still written, every operation in them skipped and -json's
+// "passed" false). A failed SHOULD
 // exits 0 unless -strict is given, which makes it exit 1 too. A usage
 // error is told on stderr as cmd/mockserver tells it: in one line, with a
 // hint for the usual mistakes (-json=true, not -json true; -ttl 5s, not
