@@ -230,7 +230,7 @@ const (
 	detailAmountTooLarge = "must be at most 9223372036854775807"
 	detailAmountPositive = "must be greater than 0"
 	detailCurrency       = "must be a string of three letters"
-	detailRecipient      = "must be a non-empty string"
+	detailRecipient      = "must be a non-blank string: not empty, nor white space alone"
 	detailRecipientNUL   = "must not contain U+0000"
 )
 
