@@ -235,10 +235,11 @@ const (
 )
 
 // detailCaseVariant is the detail of a member that is paymentFields[i]
-// in another case, by i.
+// in another case, by i. Like every detail of a named field, it follows
+// the member's name in the problem's detail ("Amount is ...").
 var detailCaseVariant = func() (d [len(paymentFields)]string) {
 	for i, name := range paymentFields {
-		d[i] = `did you mean "` + name + `"? member names are case-sensitive, and a parser that ignores case would take this member for "` + name + `"`
+		d[i] = `is "` + name + `" in another case (did you mean "` + name + `"?): member names are case-sensitive, and a parser that ignores case would take this member for "` + name + `"`
 	}
 	return d
 }()

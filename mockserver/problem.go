@@ -84,7 +84,10 @@ type FieldError struct {
 	// another member given more than once); "" means the body as a
 	// whole.
 	Field string `json:"field"`
-	// Detail says what is wrong with it, for a person to read.
+	// Detail says what is wrong with it, for a person to read. For a
+	// named Field it goes on from the name ("must be greater than 0"), as
+	// the problem's detail, which joins them, reads: "amount must be
+	// greater than 0".
 	Detail string `json:"detail"`
 }
 
