@@ -1,10 +1,16 @@
 // Package idempotency is server middleware that makes state-changing HTTP
 // requests safe to retry: a request carrying an Idempotency-Key runs its
-// handler at most once per (scope, key), however many times and to however
-// many instances of the application it is delivered, and every repeat gets
-// the first outcome back byte for byte. It follows the IETF draft "The
-// Idempotency-Key HTTP Header Field" and stays compatible with Stripe-style
-// APIs.
+// handler once per (scope, key), however many times and to however many
+// instances of the application it is delivered, and every repeat gets the
+// first outcome back byte for byte. Once, that is, while the instance that
+// runs it lives and reaches the store: in lease mode, one that dies or
+// freezes before it records the outcome holds the key for its lease, and
+// then a retry takes the key over and runs the handler again (see "Lease
+// and TTL"). Side effects happen once all the same when the handler keys
+// them with DerivedKey, or writes them in transactional mode
+// (pgstore.NewTx), where they commit with the claim and the stored answer
+// or not at all. It follows the IETF draft "The Idempotency-Key HTTP
+// Header Field" and stays compatible with Stripe-style APIs.
 //
 // Wrap a handler with Middleware and a Store every instance reaches:
 //
