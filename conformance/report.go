@@ -127,7 +127,9 @@ type Exchange struct {
 	Key string `json:"idempotency_key,omitempty"`
 	// Principal is "a" or "b" for a request with AuthA's or AuthB's
 	// headers.
-	Principal   string `json:"principal,omitempty"`
+	Principal string `json:"principal,omitempty"`
+	// RequestBody is an excerpt of the body sent, as Body is of the
+	// answer's; "" when none was.
 	RequestBody string `json:"request_body,omitempty"`
 	// Status is the answer's status; 0 when none came (see Error).
 	Status int `json:"status,omitempty"`
@@ -140,7 +142,10 @@ type Exchange struct {
 	// Go-style when they are not UTF-8.
 	Body string `json:"body,omitempty"`
 	// Error says why no answer came.
-	Error   string   `json:"error,omitempty"`
+	Error string `json:"error,omitempty"`
+	// Elapsed is the time from sending the request to having read the
+	// answer's body (up to the excerpt's limit), or to the error that
+	// ended it.
 	Elapsed Duration `json:"elapsed"`
 
 	body   []byte      // the whole answer body
