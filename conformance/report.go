@@ -144,8 +144,8 @@ type Exchange struct {
 	// Error says why no answer came.
 	Error string `json:"error,omitempty"`
 	// Elapsed is the time from sending the request to having read the
-	// answer's body (up to the excerpt's limit), or to the error that
-	// ended it.
+	// answer's body (its first 4 MiB at most), or to the error that ended
+	// it.
 	Elapsed Duration `json:"elapsed"`
 
 	body   []byte      // the whole answer body
