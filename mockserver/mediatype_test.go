@@ -176,3 +176,66 @@ func TestPaymentContentEncodingRefused(t *testing.T) {
 		t.Errorf("Content-Encoding identity: %d, want 201", resp.StatusCode)
 	}
 }
+
+// sendHeaders posts body to /payments with the header lines h, and returns
+// the answer and its body.
+func sendHeaders(t *testing.T, srv *mockserver.Server, h http.Header, body string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/payments", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = h
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, b
+}
+
+// TestPaymentKeyJudgedBeforeMediaType: a payment without an
+// Idempotency-Key, or with a malformed one, is answered the contract's 400
+// (missing key, malformed key) whatever its Content-Type or
+// Content-Encoding, as every other payment without a valid key is: the
+// key's presence and syntax are judged first, then the media type. It was
+// answered 415, which hid the contract's answer from a client that sends
+// both mistakes.
+func TestPaymentKeyJudgedBeforeMediaType(t *testing.T) {
+	srv := mockserver.New()
+	defer srv.Close()
+	for _, bad := range []http.Header{
+		{"Content-Type": {"text/plain"}},
+		{"Content-Type": {""}},
+		{"Content-Type": {"application/json"}, "Content-Encoding": {"gzip"}},
+	} {
+		for _, tc := range []struct {
+			name string
+			key  []string
+			typ  string
+		}{
+			{"no key", nil, idempotency.ProblemMissingKey},
+			{"empty key", []string{""}, idempotency.ProblemMalformedKey},
+			{"two keys", []string{"a", "b"}, idempotency.ProblemMalformedKey},
+			{"key with a comma", []string{"a,b"}, idempotency.ProblemMalformedKey},
+		} {
+			h := bad.Clone()
+			if tc.key != nil {
+				h["Idempotency-Key"] = tc.key
+			}
+			resp, b := sendHeaders(t, srv, h, payBody)
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Errorf("%s, %v: %d %s, want 400", tc.name, bad, resp.StatusCode, b)
+				continue
+			}
+			wantProblem(t, resp, b, http.StatusBadRequest, tc.typ)
+		}
+	}
+	if n := len(srv.Payments()); n != 0 {
+		t.Errorf("%d payments, want none", n)
+	}
+}
