@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/saferetry/saferetry/idempotency"
 )
 
 // acceptedMediaType is the media type of the payment bodies that POST
@@ -22,21 +24,35 @@ const acceptedMediaType = "application/json"
 // replayed to that client, whose fixed request has the same fingerprint
 // when it had no media type that the fingerprint names (see
 // idempotency.Fingerprint), or it would get 422.
+//
+// A request without an Idempotency-Key, or with one that does not parse
+// (idempotency.KeyFromHeader, the Middleware's own parser), goes to next
+// whatever its media type: the Middleware answers it the contract's 400
+// before it reads the body or claims anything, as it answers every other
+// payment without a valid key.
 func requireJSON(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if why := mediaTypeRefusal(r.Header["Content-Type"]); why != "" {
+		typeWhy := mediaTypeRefusal(r.Header["Content-Type"])
+		codingWhy := codingRefusal(r.Header["Content-Encoding"])
+		if typeWhy == "" && codingWhy == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		// Parsed on the refusals' path only, which keeps the key's parse
+		// off the path of every payment taken.
+		if _, err := idempotency.KeyFromHeader(r.Header); err != nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if typeWhy != "" {
 			w.Header().Set("Accept", acceptedMediaType)
 			writeProblem(w, problem{Type: ProblemUnsupportedMediaType, Title: "Unsupported Media Type", Status: http.StatusUnsupportedMediaType,
-				Detail: "POST /payments takes a JSON body, as " + acceptedMediaType + " (or a +json type) in UTF-8: " + why})
+				Detail: "POST /payments takes a JSON body, as " + acceptedMediaType + " (or a +json type) in UTF-8: " + typeWhy})
 			return
 		}
-		if why := codingRefusal(r.Header["Content-Encoding"]); why != "" {
-			w.Header().Set("Accept-Encoding", "identity")
-			writeProblem(w, problem{Type: ProblemUnsupportedMediaType, Title: "Unsupported Media Type", Status: http.StatusUnsupportedMediaType,
-				Detail: "POST /payments takes its " + acceptedMediaType + " body uncompressed: " + why})
-			return
-		}
-		next.ServeHTTP(w, r)
+		w.Header().Set("Accept-Encoding", "identity")
+		writeProblem(w, problem{Type: ProblemUnsupportedMediaType, Title: "Unsupported Media Type", Status: http.StatusUnsupportedMediaType,
+			Detail: "POST /payments takes its " + acceptedMediaType + " body uncompressed: " + codingWhy})
 	})
 }
 
