@@ -1,0 +1,197 @@
+package mockserver_test
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/memstore"
+	"github.com/saferetry/saferetry/mockserver"
+)
+
+// refusedRetries are the ways a retry of a payment first sent with the
+// Content-Type lines first (none when nil) may be refused with 415, by its
+// Content-Type or its Content-Encoding, and whether its fingerprint is the
+// first request's: the fingerprint takes the first Content-Type line, an
+// empty one as none (and then the body as bytes, not as JSON), and no
+// Content-Encoding (the body's bytes are the same).
+var refusedRetries = []struct {
+	name   string
+	first  []string
+	h      http.Header
+	sameFP bool
+}{
+	{"empty Content-Type after none", nil, http.Header{"Content-Type": {""}}, true},
+	{"empty Content-Type after JSON", []string{"application/json"}, http.Header{"Content-Type": {""}}, false},
+	{"two Content-Types", []string{"application/json"}, http.Header{"Content-Type": {"application/json", "text/plain"}}, true},
+	{"gzip", []string{"application/json"}, http.Header{"Content-Type": {"application/json"}, "Content-Encoding": {"gzip"}}, true},
+	{"text/plain", []string{"application/json"}, http.Header{"Content-Type": {"text/plain"}}, false},
+	{"a form", []string{"application/json"}, http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}, false},
+}
+
+// TestPaymentMediaTypeRetryOfPaidKey: a retry of a payment that executed,
+// with the same key but a Content-Type or Content-Encoding that the server
+// refuses, is answered from the key's record, as the contract answers a
+// retry: the stored 201, replayed, when the fingerprint is the first
+// request's; 422 when it is not. It was answered 415, and a client that
+// takes 415 as final believed that a payment made was not. Nothing runs
+// again, and a key never used is still answered 415 and stores nothing.
+func TestPaymentMediaTypeRetryOfPaidKey(t *testing.T) {
+	srv := mockserver.New()
+	defer srv.Close()
+	for _, tc := range refusedRetries {
+		key := "paid-" + tc.name
+		_, first, firstBody := sendTyped(t, srv, key, tc.first, payBody)
+		if first.StatusCode != http.StatusCreated {
+			t.Fatalf("%s: first attempt %d %s", tc.name, first.StatusCode, firstBody)
+		}
+		h := tc.h.Clone()
+		h.Set("Idempotency-Key", key)
+		resp, b := sendHeaders(t, srv, h, payBody)
+		switch {
+		case tc.sameFP:
+			if resp.StatusCode != http.StatusCreated || resp.Header.Get(idempotency.HeaderReplayed) != "true" || string(b) != string(firstBody) {
+				t.Errorf("%s, key paid: %d (%s %q) %s; want the first 201 replayed: %s",
+					tc.name, resp.StatusCode, idempotency.HeaderReplayed, resp.Header.Get(idempotency.HeaderReplayed), b, firstBody)
+			}
+		default:
+			if resp.StatusCode != http.StatusUnprocessableEntity {
+				t.Errorf("%s, key paid: %d %s, want 422", tc.name, resp.StatusCode, b)
+			} else {
+				wantProblem(t, resp, b, http.StatusUnprocessableEntity, idempotency.ProblemKeyReused)
+			}
+		}
+		if n := srv.Executions(key); n != 1 {
+			t.Errorf("%s: %d executions, want 1", tc.name, n)
+		}
+
+		fresh := "fresh-" + tc.name
+		h.Set("Idempotency-Key", fresh)
+		if resp, b := sendHeaders(t, srv, h, payBody); resp.StatusCode != http.StatusUnsupportedMediaType {
+			t.Errorf("%s, key never used: %d %s, want 415", tc.name, resp.StatusCode, b)
+		}
+		if _, resp, b := sendTyped(t, srv, fresh, []string{"application/json"}, payBody); resp.StatusCode != http.StatusCreated || resp.Header.Get(idempotency.HeaderReplayed) != "" {
+			t.Errorf("%s, key refused with 415, then sent as application/json: %d (%s %q) %s; want a first 201",
+				tc.name, resp.StatusCode, idempotency.HeaderReplayed, resp.Header.Get(idempotency.HeaderReplayed), b)
+		}
+	}
+	if n := len(srv.Payments()); n != 2*len(refusedRetries) {
+		t.Errorf("%d payments, want %d", n, 2*len(refusedRetries))
+	}
+}
+
+// TestPaymentMediaTypeRetryInProgress: a retry with a refused media type
+// of a payment still running is answered as any retry then: 409 in
+// progress with the same fingerprint, 422 with another; not 415. The
+// payment executes once.
+func TestPaymentMediaTypeRetryInProgress(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	srv := mockserver.New(mockserver.WithHandlerMiddleware(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			once.Do(func() { close(entered); <-release })
+			next.ServeHTTP(w, r)
+		})
+	}))
+	defer srv.Close()
+	done := make(chan int)
+	go func() {
+		resp, _, err := send(t, srv, http.MethodPost, "/payments", "running", payBody)
+		if err != nil {
+			t.Error(err)
+			done <- 0
+			return
+		}
+		done <- resp.StatusCode
+	}()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		close(release)
+		t.Fatal("the first attempt never reached the handler")
+	}
+	for _, tc := range refusedRetries {
+		if tc.first == nil {
+			continue // sameFP is about a first request without Content-Type; this one is application/json
+		}
+		h := tc.h.Clone()
+		h.Set("Idempotency-Key", "running")
+		resp, b := sendHeaders(t, srv, h, payBody)
+		want, typ := http.StatusConflict, idempotency.ProblemInProgress
+		if !tc.sameFP {
+			want, typ = http.StatusUnprocessableEntity, idempotency.ProblemKeyReused
+		}
+		if resp.StatusCode != want {
+			t.Errorf("%s, key in progress: %d %s, want %d", tc.name, resp.StatusCode, b, want)
+			continue
+		}
+		wantProblem(t, resp, b, want, typ)
+	}
+	close(release)
+	if status := <-done; status != http.StatusCreated {
+		t.Errorf("first attempt: %d, want 201", status)
+	}
+	if n := srv.Executions("running"); n != 1 {
+		t.Errorf("%d executions, want 1", n)
+	}
+}
+
+const problemKeyChanged = "https://pkg.go.dev/github.com/saferetry/saferetry/mockserver#ProblemKeyChanged"
+
+// getHookStore is a Store that calls hook after each Get, which returns
+// what the store held before hook ran.
+type getHookStore struct {
+	idempotency.Store
+	hook func()
+}
+
+func (s getHookStore) Get(ctx context.Context, k idempotency.Key) (idempotency.Entry, bool, error) {
+	e, found, err := s.Store.Get(ctx, k)
+	s.hook()
+	return e, found, err
+}
+
+// TestPaymentMediaTypeRetryKeyGoneMeanwhile: a retry with a refused
+// media type whose key's record was found but is gone when the idempotency
+// Middleware claims the key (it expired in between: ExpireKeys, the
+// TTL) is not run as a payment: it is answered 503 with Retry-After, which
+// stores nothing, and its retry is answered 415; the key sent as
+// application/json then executes for the first time.
+func TestPaymentMediaTypeRetryKeyGoneMeanwhile(t *testing.T) {
+	var srv *mockserver.Server
+	var expire atomic.Bool
+	st := memstore.New()
+	defer st.Close()
+	srv = mockserver.New(mockserver.WithStore(getHookStore{Store: st, hook: func() {
+		if expire.CompareAndSwap(true, false) {
+			srv.ExpireKeys()
+		}
+	}}))
+	defer srv.Close()
+	if _, resp, b := sendTyped(t, srv, "gone", []string{"application/json"}, payBody); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("first attempt: %d %s", resp.StatusCode, b)
+	}
+	expire.Store(true)
+	h := http.Header{"Idempotency-Key": {"gone"}, "Content-Type": {""}}
+	resp, b := sendHeaders(t, srv, h, payBody)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("key expired between its lookup and its claim: %d (Retry-After %q) %s; want 503 with Retry-After",
+			resp.StatusCode, resp.Header.Get("Retry-After"), b)
+	} else {
+		wantProblem(t, resp, b, http.StatusServiceUnavailable, problemKeyChanged)
+	}
+	if resp, b := sendHeaders(t, srv, h, payBody); resp.StatusCode != http.StatusUnsupportedMediaType {
+		t.Errorf("its retry: %d %s, want 415", resp.StatusCode, b)
+	}
+	if _, resp, b := sendTyped(t, srv, "gone", []string{"application/json"}, payBody); resp.StatusCode != http.StatusCreated || resp.Header.Get(idempotency.HeaderReplayed) != "" {
+		t.Errorf("then as application/json: %d (%s %q) %s; want a first 201",
+			resp.StatusCode, idempotency.HeaderReplayed, resp.Header.Get(idempotency.HeaderReplayed), b)
+	}
+	if n := len(srv.Payments()); n != 2 {
+		t.Errorf("%d payments, want 2 (one per key epoch)", n)
+	}
+}
