@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/internal/contract"
 )
 
 // acceptedMediaType is the media type of the payment bodies that POST
@@ -17,20 +18,30 @@ const acceptedMediaType = "application/json"
 // JSON in UTF-8 (see mediaTypeRefusal) with a 415 problem and an Accept
 // header naming what is taken, one whose body has a content coding (see
 // codingRefusal) with a 415 problem and Accept-Encoding: identity (RFC
-// 9110, section 15.5.16), and passes the rest to next. In front of the idempotency Middleware, so the
-// refusal claims and stores nothing, like the Middleware's own 413: the
-// server never read the body as a payment, and a client that fixes its
-// Content-Type may send the same key again. Stored, the 415 would be
-// replayed to that client, whose fixed request has the same fingerprint
-// when it had no media type that the fingerprint names (see
+// 9110, section 15.5.16), and passes the rest to next, the idempotency
+// Middleware. The refusal claims and stores nothing, like the Middleware's
+// own 413: the server never read the body as a payment, and a client that
+// fixes its Content-Type may send the same key again. Stored, the 415
+// would be replayed to that client, whose fixed request has the same
+// fingerprint when it had no media type that the fingerprint names (see
 // idempotency.Fingerprint), or it would get 422.
 //
-// A request without an Idempotency-Key, or with one that does not parse
-// (idempotency.KeyFromHeader, the Middleware's own parser), goes to next
-// whatever its media type: the Middleware answers it the contract's 400
-// before it reads the body or claims anything, as it answers every other
-// payment without a valid key.
-func requireJSON(next http.Handler) http.Handler {
+// Only a request that the Middleware would run is refused so: one with a
+// valid Idempotency-Key (idempotency.KeyFromHeader, the Middleware's own
+// parser) that the store holds no entry for. A request without a key, or
+// with one that does not parse, goes to next, which answers it the
+// contract's 400 before it reads the body or claims anything. So does one
+// whose key the store holds (completed, or in progress), or whose lookup
+// failed: the Middleware answers it from the entry, as any retry, with
+// the stored answer replayed, a 422 when its fingerprint differs, or a
+// 409 while the first request runs (or 503 when the store is down), so
+// that a client that takes 415 as final does not take a payment that was
+// made for one that was not. The lookup is a Store.Get, which changes
+// nothing; the answer comes from the Middleware's Claim, refused by the
+// entry. An entry that went in between (it expired, or a claim in
+// progress was released or lapsed) lets the Claim through: see
+// refuseUnderClaim.
+func (s *Server) requireJSON(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		typeWhy := mediaTypeRefusal(r.Header["Content-Type"])
 		codingWhy := codingRefusal(r.Header["Content-Encoding"])
@@ -38,21 +49,56 @@ func requireJSON(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		// Parsed on the refusals' path only, which keeps the key's parse
-		// off the path of every payment taken.
-		if _, err := idempotency.KeyFromHeader(r.Header); err != nil {
+		// Parsed and looked up on the refusals' path only, which keeps
+		// both off the path of every payment taken.
+		key, err := idempotency.KeyFromHeader(r.Header)
+		if err != nil || s.keyHeld(r, key) {
 			next.ServeHTTP(w, r)
 			return
 		}
 		if typeWhy != "" {
 			w.Header().Set("Accept", acceptedMediaType)
 			writeProblem(w, problem{Type: ProblemUnsupportedMediaType, Title: "Unsupported Media Type", Status: http.StatusUnsupportedMediaType,
-				Detail: "POST /payments takes a JSON body, as " + acceptedMediaType + " (or a +json type) in UTF-8: " + typeWhy})
+				Detail: "POST /payments takes a JSON body, as " + acceptedMediaType + " (or a +json type) in UTF-8: " + typeWhy + unheldKey})
 			return
 		}
 		w.Header().Set("Accept-Encoding", "identity")
 		writeProblem(w, problem{Type: ProblemUnsupportedMediaType, Title: "Unsupported Media Type", Status: http.StatusUnsupportedMediaType,
-			Detail: "POST /payments takes its " + acceptedMediaType + " body uncompressed: " + codingWhy})
+			Detail: "POST /payments takes its " + acceptedMediaType + " body uncompressed: " + codingWhy + unheldKey})
+	})
+}
+
+// unheldKey ends the detail of a 415: what it says of the key.
+const unheldKey = ". The store holds no record of this Idempotency-Key: this request was neither run nor stored, and the same key may be sent again with the body as JSON."
+
+// keyHeld reports whether the store holds an entry for the Idempotency-Key
+// key of r in the server's scope, or could not tell.
+func (s *Server) keyHeld(r *http.Request, key string) bool {
+	scope, err := s.scope(r)
+	if err != nil {
+		return true // the Middleware answers a scope that fails
+	}
+	_, found, err := s.store.Get(r.Context(), idempotency.Key{Scope: scope, Key: key})
+	return found || err != nil
+}
+
+// refuseUnderClaim answers, in place of next, the payment handler, a
+// request that requireJSON refuses but passed on because its key's entry
+// was there, when the Middleware's Claim found the entry gone (it expired
+// or was released, or its lease lapsed, after requireJSON looked) and ran
+// the handler: 503 with Retry-After, ProblemKeyChanged, which the
+// Middleware does not store (it releases the claim), so that the retry
+// meets requireJSON again and is answered 415, or from whatever the key
+// holds by then. A 415 here would be stored under the key, and the body,
+// which the server does not read, is not run as a payment.
+func refuseUnderClaim(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if mediaTypeRefusal(r.Header["Content-Type"]) == "" && codingRefusal(r.Header["Content-Encoding"]) == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		contract.WriteProblem(w, http.StatusServiceUnavailable, problem{Type: ProblemKeyChanged, Title: "Service Unavailable", Status: http.StatusServiceUnavailable,
+			Detail: "the body is not " + acceptedMediaType + " and the record of this Idempotency-Key went away while the request was answered from it; nothing was run or stored: retry with the same key"}, 1)
 	})
 }
 

@@ -178,7 +178,7 @@ func TestPaymentContentEncodingRefused(t *testing.T) {
 }
 
 // sendHeaders posts body to /payments with the header lines h, and returns
-// the answer and its body.
+// the answer and its body, ready to be read again.
 func sendHeaders(t *testing.T, srv *mockserver.Server, h http.Header, body string) (*http.Response, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, srv.URL+"/payments", strings.NewReader(body))
@@ -195,6 +195,7 @@ func sendHeaders(t *testing.T, srv *mockserver.Server, h http.Header, body strin
 	if err != nil {
 		t.Fatal(err)
 	}
+	resp.Body = io.NopCloser(bytes.NewReader(b))
 	return resp, b
 }
 

@@ -3,6 +3,7 @@ package mockserver_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/memstore"
+	"github.com/saferetry/saferetry/internal/openapitest"
 	"github.com/saferetry/saferetry/mockserver"
 )
 
@@ -172,6 +174,15 @@ func TestPaymentMediaTypeRetryKeyGoneMeanwhile(t *testing.T) {
 		}
 	}}))
 	defer srv.Close()
+	doc := openapitest.Load(t, srv.OpenAPI())
+	documented := func(h http.Header, resp *http.Response) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/payments", strings.NewReader(payBody))
+		req.Header = h
+		for _, msg := range doc.Response(req, resp) {
+			t.Errorf("the %d is not as documented: %s", resp.StatusCode, msg)
+		}
+	}
 	if _, resp, b := sendTyped(t, srv, "gone", []string{"application/json"}, payBody); resp.StatusCode != http.StatusCreated {
 		t.Fatalf("first attempt: %d %s", resp.StatusCode, b)
 	}
@@ -183,9 +194,12 @@ func TestPaymentMediaTypeRetryKeyGoneMeanwhile(t *testing.T) {
 			resp.StatusCode, resp.Header.Get("Retry-After"), b)
 	} else {
 		wantProblem(t, resp, b, http.StatusServiceUnavailable, problemKeyChanged)
+		documented(h, resp)
 	}
 	if resp, b := sendHeaders(t, srv, h, payBody); resp.StatusCode != http.StatusUnsupportedMediaType {
 		t.Errorf("its retry: %d %s, want 415", resp.StatusCode, b)
+	} else {
+		documented(h, resp)
 	}
 	if _, resp, b := sendTyped(t, srv, "gone", []string{"application/json"}, payBody); resp.StatusCode != http.StatusCreated || resp.Header.Get(idempotency.HeaderReplayed) != "" {
 		t.Errorf("then as application/json: %d (%s %q) %s; want a first 201",

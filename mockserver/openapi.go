@@ -65,7 +65,7 @@ func oaInfo() oaObj {
 		"title":   "saferetry mock payments API",
 		"version": "1",
 		"description": "The reference payments server of github.com/saferetry/saferetry/mockserver. POST /payments takes an Idempotency-Key (x-idempotency says how); " +
-			"every answer below 500 but 307, 308, 408 and 429 is stored and replayed for its key with Idempotent-Replayed: true, except a 415 to a body declared as another media type than JSON, answered before the key is claimed, and a failure injected through the admin API, which may have any status from 400 to 599; neither is ever stored. Every GET path answers HEAD too; " +
+			"every answer below 500 but 307, 308, 408 and 429 is stored and replayed for its key with Idempotent-Replayed: true, except a 415 to a body declared as another media type than JSON, answered before the key is claimed (to a key of which the store holds no record; a retry of a key that has one is answered from it), and a failure injected through the admin API, which may have any status from 400 to 599; neither is ever stored. Every GET path answers HEAD too; " +
 			"a method a path does not allow gets 405 with Allow, an unknown path 404, both as problems. The admin API under /_mock/ (fault injection, inspection) is described in the package documentation, not here.",
 	}
 }
@@ -125,7 +125,7 @@ func oaCreatePaymentResponses(frag *idempotency.OpenAPIFragment, op idempotency.
 		"content":     oaProblemContent(append(frag.ProblemSchemas(http.StatusBadRequest), oaRef("MockProblemValidation"))...),
 	}
 	create["415"] = oaObj{
-		"description": "The body is declared as another media type than JSON in UTF-8 (a form, text/plain, a charset other than utf-8, a Content-Type that does not parse or is given twice), or has a content coding (Content-Encoding: gzip). Answered before the Idempotency-Key is looked up: this request was not run and its answer is not stored (an earlier request with the same key may have been: send the same key again with the body as plain application/json to get its answer).",
+		"description": "The body is declared as another media type than JSON in UTF-8 (a form, text/plain, a charset other than utf-8, a Content-Type that does not parse or is given twice), or has a content coding (Content-Encoding: gzip). Answered only to a request with a valid Idempotency-Key of which the store holds no record, before the key is claimed: this request was not run and its answer is not stored, and the key paid nothing (but for a transactional claim still running, not seen until it commits). A missing or malformed key gets 400 instead, and a retry of a key that executed or is running is answered from its record, as any retry: the stored answer replayed, 422 for another fingerprint, 409 while the first runs (or 503 MockProblemKeyChanged when the record went meanwhile).",
 		"headers": oaObj{
 			"Accept":          oaObj{"description": "With a refused media type: the one taken, application/json (RFC 9110, section 15.5.16).", "schema": oaObj{"const": acceptedMediaType}},
 			"Accept-Encoding": oaObj{"description": "With a refused content coding: the one taken, identity (RFC 9110, section 15.5.16).", "schema": oaObj{"const": "identity"}},
@@ -138,10 +138,10 @@ func oaCreatePaymentResponses(frag *idempotency.OpenAPIFragment, op idempotency.
 		"content":     oaProblemContent(oaRef("MockProblemInsufficientFunds")),
 	}
 	create["503"] = oaObj{
-		"description": "Nothing stored: the idempotency store or the ledger was unavailable, or the client left during an injected delay. Nothing was paid, unless a ledger's answer was lost after its write; retry with the same key, which pays nothing twice.",
-		"headers":     oaObj{"Retry-After": oaObj{"description": "Seconds to wait; sent with the idempotency Middleware's 503s.", "schema": oaObj{"type": "integer", "minimum": 1}}},
+		"description": "Nothing stored: the idempotency store or the ledger was unavailable, or the client left during an injected delay, or a body refused with 415 was to be answered from its key's record, which went meanwhile. Nothing was paid, unless a ledger's answer was lost after its write; retry with the same key, which pays nothing twice.",
+		"headers":     oaObj{"Retry-After": oaObj{"description": "Seconds to wait; sent with the idempotency Middleware's 503s and MockProblemKeyChanged.", "schema": oaObj{"type": "integer", "minimum": 1}}},
 		"content": oaProblemContent(append(frag.ProblemSchemas(http.StatusServiceUnavailable),
-			oaRef("MockProblemLedgerUnavailable"), oaRef("MockProblemAborted"))...),
+			oaRef("MockProblemLedgerUnavailable"), oaRef("MockProblemAborted"), oaRef("MockProblemKeyChanged"))...),
 	}
 	return oaWithInjected(frag, create)
 }
@@ -338,7 +338,8 @@ func oaProblemSchemas() oaObj {
 		"MockProblemAborted":           problem(ProblemAborted, 503, "The client went away during an injected delay; the payment did not run.", nil),
 		"MockProblemInjectedFailure": mustJSON(oaObj{"description": "A failure injected before anything ran (any status from 400 to 599).",
 			"allOf": []any{oaRef("MockProblem")}, "properties": oaObj{"type": oaObj{"const": ProblemInjectedFailure}, "status": oaObj{"minimum": 400, "maximum": 599}}}),
-		"MockProblemUnsupportedMediaType": problem(ProblemUnsupportedMediaType, 415, "The payment body is declared as another media type than JSON in UTF-8, or has a content coding; detail says which. Never stored.", nil),
+		"MockProblemUnsupportedMediaType": problem(ProblemUnsupportedMediaType, 415, "The payment body is declared as another media type than JSON in UTF-8, or has a content coding; detail says which. Answered to a key of which the store holds no record; never stored.", nil),
+		"MockProblemKeyChanged":           problem(ProblemKeyChanged, 503, "A body that would be refused with 415 was to be answered from its key's record, which went (expired, released, lapsed) before the key was claimed; nothing was paid or stored.", nil),
 	}
 }
 

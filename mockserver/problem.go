@@ -44,8 +44,23 @@ const (
 	// identity). It is answered before the
 	// Idempotency-Key is claimed, so, unlike the other answers below 500,
 	// it is neither stored nor replayed: the same key may be sent again
-	// with the body declared as JSON.
+	// with the body declared as JSON. It is answered only to a request
+	// with a valid key of which the store holds no record: a missing or
+	// malformed key gets the idempotency Middleware's 400, and a retry of
+	// a key that executed or is running is answered from its record, as
+	// any retry (replayed, 422, 409), so a 415 says that this key paid
+	// nothing (but for a transactional claim still running, not seen
+	// until it commits).
 	ProblemUnsupportedMediaType = problemBase + "ProblemUnsupportedMediaType"
+	// ProblemKeyChanged is the type of a 503 answer, with Retry-After, to
+	// a payment that would be answered 415 (ProblemUnsupportedMediaType)
+	// but whose Idempotency-Key the store held, and so was passed to the
+	// idempotency Middleware to be answered from the key's record, when
+	// that record went away in between (it expired, or the claim in
+	// progress was released or its lease lapsed): nothing was paid or
+	// stored, and a retry with the same key is answered 415, or from the
+	// key's record if it has one again.
+	ProblemKeyChanged = problemBase + "ProblemKeyChanged"
 )
 
 // Problem type URIs of the answers to injected faults ([Server.FailNext],

@@ -25,7 +25,7 @@ type route struct {
 // c says so, and 404 and 405 problems for the rest.
 func (s *Server) routes(c config) http.Handler {
 	idemOpts := s.idempotencyOptions(c)
-	var payment http.Handler = http.HandlerFunc(s.createPayment)
+	payment := refuseUnderClaim(http.HandlerFunc(s.createPayment))
 	if c.wrapHandler != nil {
 		payment = c.wrapHandler(payment)
 	}
@@ -98,7 +98,7 @@ func extendReadDeadline(w http.ResponseWriter, r *http.Request, readTimeout time
 func (s *Server) apiRoutes(protected http.Handler) []route {
 	return []route{
 		{"/payments", methods{
-			http.MethodPost: s.observe(requireJSON(protected)),
+			http.MethodPost: s.observe(s.requireJSON(protected)),
 			http.MethodGet:  http.HandlerFunc(s.listPayments),
 		}},
 		{"/payments/{id}", methods{http.MethodGet: http.HandlerFunc(s.getPayment)}},
