@@ -11,8 +11,12 @@ import (
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/memstore"
+	"github.com/saferetry/saferetry/idempotency/pgstore"
+	"github.com/saferetry/saferetry/idempotency/redisstore"
 	"github.com/saferetry/saferetry/internal/openapitest"
+	"github.com/saferetry/saferetry/internal/testenv"
 	"github.com/saferetry/saferetry/mockserver"
+	"github.com/saferetry/saferetry/mockserver/pgledger"
 )
 
 // refusedRetries are the ways a retry of a payment first sent with the
@@ -42,9 +46,60 @@ var refusedRetries = []struct {
 // request's; 422 when it is not. It was answered 415, and a client that
 // takes 415 as final believed that a payment made was not. Nothing runs
 // again, and a key never used is still answered 415 and stores nothing.
+// It holds over every store (each has the read-only Store.Get that the
+// lookup takes), and in transactional mode, whose completed entries are
+// committed.
 func TestPaymentMediaTypeRetryOfPaidKey(t *testing.T) {
-	srv := mockserver.New()
-	defer srv.Close()
+	for _, tc := range []struct {
+		name string
+		opts func(t *testing.T) []mockserver.Option
+	}{
+		{"memstore", func(*testing.T) []mockserver.Option { return nil }},
+		{"redisstore", func(t *testing.T) []mockserver.Option {
+			rdb := redisClient(t)
+			return []mockserver.Option{mockserver.WithStore(redisstore.New(rdb, redisstore.WithPrefix(testenv.RedisPrefix(t, rdb, "saferetry-mockserver-test:"))))}
+		}},
+		{"pgstore", func(t *testing.T) []mockserver.Option {
+			pool := testenv.PostgresPool(t)
+			st := pgstore.New(pool, pgstore.WithTable(testenv.PostgresTable(t, pool, "mock_mediatype_")))
+			t.Cleanup(func() { _ = st.Close() })
+			if err := st.CreateSchema(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			return []mockserver.Option{mockserver.WithStore(st)}
+		}},
+		{"pgstore transactional", func(t *testing.T) []mockserver.Option {
+			pool := testenv.PostgresPool(t)
+			table := testenv.PostgresTable(t, pool, "mock_mediatype_")
+			st := pgstore.NewTx(pool, pgstore.WithTable(table))
+			led := pgledger.New(pool, table, nil)
+			t.Cleanup(func() {
+				_ = st.Close()
+				if err := led.DropSchema(context.Background()); err != nil {
+					t.Errorf("DropSchema: %v", err)
+				}
+			})
+			for _, create := range []func(context.Context) error{st.CreateSchema, led.CreateSchema} {
+				if err := create(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return []mockserver.Option{mockserver.WithStore(st), mockserver.WithLedger(led)}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := mockserver.New(tc.opts(t)...)
+			defer srv.Close()
+			if tc.name == "pgstore transactional" && !srv.Transactional() {
+				t.Fatal("not in transactional mode")
+			}
+			paidKeyRetries(t, srv)
+		})
+	}
+}
+
+// paidKeyRetries checks TestPaymentMediaTypeRetryOfPaidKey on srv.
+func paidKeyRetries(t *testing.T, srv *mockserver.Server) {
 	for _, tc := range refusedRetries {
 		key := "paid-" + tc.name
 		_, first, firstBody := sendTyped(t, srv, key, tc.first, payBody)
