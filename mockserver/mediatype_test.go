@@ -240,3 +240,33 @@ func TestPaymentKeyJudgedBeforeMediaType(t *testing.T) {
 		t.Errorf("%d payments, want none", n)
 	}
 }
+
+// TestPaymentMediaRangeRefused: a Content-Type that is a media range
+// (application/*+json, copied from an Accept header or a server's list of
+// what it reads) or a +json suffix without a name (application/+json, a
+// vendor name left out of a template) names no media type (RFC 9110,
+// section 8.3; RFC 6838, section 4.2.8), and is refused with 415 like any
+// other Content-Type that is not JSON, before the key is claimed: a
+// client that sends it has a bug that a server reading the type would
+// meet. It was taken as a +json type and paid.
+func TestPaymentMediaRangeRefused(t *testing.T) {
+	srv := mockserver.New()
+	defer srv.Close()
+	for i, ct := range []string{"application/*+json", "application/vnd.*+json", "application/+json", "application/+json; charset=utf-8"} {
+		key := "range-" + strconv.Itoa(i)
+		_, resp, b := sendTyped(t, srv, key, []string{ct}, payBody)
+		if resp.StatusCode != http.StatusUnsupportedMediaType {
+			t.Errorf("Content-Type %q: %d %s, want 415", ct, resp.StatusCode, b)
+			continue
+		}
+		wantProblem(t, resp, b, http.StatusUnsupportedMediaType, problemUnsupportedMediaType)
+		if _, resp, b := sendTyped(t, srv, key, []string{"application/json"}, payBody); resp.StatusCode != http.StatusCreated || resp.Header.Get(idempotency.HeaderReplayed) != "" {
+			t.Errorf("Content-Type %q refused, then the same key as application/json: %d %s; want a first 201", ct, resp.StatusCode, b)
+		}
+	}
+	for i, ct := range []string{"application/merchant+json", "application/vnd.api+json", "application/merge-patch+json", "application/problem+json; charset=utf-8"} {
+		if _, resp, b := sendTyped(t, srv, "suffix-"+strconv.Itoa(i), []string{ct}, payBody); resp.StatusCode != http.StatusCreated {
+			t.Errorf("Content-Type %q: %d %s, want 201 (a +json type)", ct, resp.StatusCode, b)
+		}
+	}
+}
