@@ -39,7 +39,9 @@
 //     low. Validation errors are 400, not 422: in the contract 422 means "key
 //     reused with another payload", which a client must never retry. The
 //     body must be JSON in UTF-8: declared as application/json (in any
-//     case, charset=utf-8 or no charset) or an application/*+json type, or
+//     case, charset=utf-8 or no charset) or an application/*+json type
+//     (application/vnd.api+json; not the range application/*+json itself,
+//     nor application/+json), or
 //     not declared at all; any other Content-Type (a form, text/plain,
 //     another charset) is answered 415 (ProblemUnsupportedMediaType, with
 //     Accept: application/json), and so is a body with a content coding

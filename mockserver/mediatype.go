@@ -105,7 +105,9 @@ func refuseUnderClaim(next http.Handler) http.Handler {
 // mediaTypeRefusal says why a body with the Content-Type lines ct is not
 // one that POST /payments reads, or returns "" for one it reads:
 // application/json or an application/*+json type (as Spring's and ASP.NET
-// Core's JSON readers take), its type and parameter names in any case,
+// Core's JSON readers take), but not a range ("*" in the subtype, which
+// only an Accept header may hold) nor a suffix without a name
+// (application/+json), its type and parameter names in any case,
 // its charset, when given, utf-8 in any case (RFC 8259, section 8.1: JSON
 // is UTF-8), its other parameters ignored; or no Content-Type at all,
 // which RFC 9110 (section 8.3) lets the server take by examining the
@@ -132,8 +134,14 @@ func parsedRefusal(ct string) string {
 	if err != nil {
 		return "Content-Type " + strconv.Quote(ct) + " is not a media type (" + err.Error() + ")"
 	}
-	if sub, ok := strings.CutPrefix(mt, "application/"); !ok || sub != "json" && !strings.HasSuffix(sub, "+json") {
+	sub, ok := strings.CutPrefix(mt, "application/")
+	switch {
+	case !ok || sub != "json" && !strings.HasSuffix(sub, "+json"):
 		return "got " + mt
+	case strings.Contains(sub, "*"):
+		return "got " + mt + ", a media range, which names no media type"
+	case sub == "+json":
+		return "got " + mt + ", a +json suffix without a name before it"
 	}
 	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
 		return "got charset=" + cs + "; JSON is UTF-8 (RFC 8259, section 8.1)"

@@ -93,7 +93,7 @@ func oaPaths(frag *idempotency.OpenAPIFragment) oaObj {
 func oaCreatePayment(frag *idempotency.OpenAPIFragment) oaObj {
 	op := frag.Operation()
 	body := oaObj{"required": true, "content": oaObj{"application/json": oaObj{"schema": oaRef("PaymentRequest")}},
-		"description": "JSON in UTF-8: application/json, in any case, with charset=utf-8 or without a charset, or an application/*+json type; a body without Content-Type is read as JSON too. Any other Content-Type, and a Content-Encoding other than identity, is refused with 415. A UTF-8 byte order mark before the JSON is ignored (RFC 8259, section 8.1); a body that is not UTF-8 is refused with 400."}
+		"description": "JSON in UTF-8: application/json, in any case, with charset=utf-8 or without a charset, or an application/*+json type (application/vnd.api+json; not a media range such as application/*+json itself, nor application/+json); a body without Content-Type is read as JSON too. Any other Content-Type, and a Content-Encoding other than identity, is refused with 415. A UTF-8 byte order mark before the JSON is ignored (RFC 8259, section 8.1); a body that is not UTF-8 is refused with 400."}
 	return oaObj{
 		"operationId":   "createPayment",
 		"summary":       "Execute a payment, once per Idempotency-Key.",
