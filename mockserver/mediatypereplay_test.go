@@ -2,6 +2,8 @@ package mockserver_test
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -262,5 +264,44 @@ func TestPaymentMediaTypeRetryKeyGoneMeanwhile(t *testing.T) {
 	}
 	if n := len(srv.Payments()); n != 2 {
 		t.Errorf("%d payments, want 2 (one per key epoch)", n)
+	}
+}
+
+// downStore is a Store that cannot be reached.
+type downStore struct{ idempotency.Store }
+
+var errDown = errors.New("store down")
+
+func (downStore) Get(context.Context, idempotency.Key) (idempotency.Entry, bool, error) {
+	return idempotency.Entry{}, false, errDown
+}
+
+func (downStore) Claim(context.Context, idempotency.Key, string, time.Duration, time.Duration) (idempotency.ClaimResult, error) {
+	return idempotency.ClaimResult{}, errDown
+}
+
+// TestPaymentMediaTypeStoreDown: a payment with a refused media type whose
+// key cannot be looked up, the store being down, is answered as the
+// Middleware answers a store that is down: 503 ProblemStoreUnavailable
+// (fail closed), or, with WithFailOpen, the handler's own answer, 415,
+// since it runs unprotected and nothing is stored; not a 503 saying that
+// the key's record went away.
+func TestPaymentMediaTypeStoreDown(t *testing.T) {
+	for _, open := range []bool{false, true} {
+		st := memstore.New()
+		srv := mockserver.New(mockserver.WithStore(downStore{st}),
+			mockserver.WithIdempotencyOptions(idempotency.WithFailOpen(open), idempotency.WithLogger(slog.New(slog.DiscardHandler))))
+		resp, b := sendHeaders(t, srv, http.Header{"Idempotency-Key": {"down"}, "Content-Type": {"text/plain"}}, payBody)
+		switch {
+		case !open:
+			wantProblem(t, resp, b, http.StatusServiceUnavailable, idempotency.ProblemStoreUnavailable)
+		case resp.StatusCode != http.StatusUnsupportedMediaType:
+			t.Errorf("fail open: %d %s, want 415", resp.StatusCode, b)
+		}
+		if n := len(srv.Payments()); n != 0 {
+			t.Errorf("fail open %v: %d payments, want none", open, n)
+		}
+		srv.Close()
+		st.Close()
 	}
 }
