@@ -56,20 +56,30 @@ func (s *Server) requireJSON(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if typeWhy != "" {
-			w.Header().Set("Accept", acceptedMediaType)
-			writeProblem(w, problem{Type: ProblemUnsupportedMediaType, Title: "Unsupported Media Type", Status: http.StatusUnsupportedMediaType,
-				Detail: "POST /payments takes a JSON body, as " + acceptedMediaType + " (or a +json type) in UTF-8: " + typeWhy + unheldKey})
-			return
-		}
-		w.Header().Set("Accept-Encoding", "identity")
-		writeProblem(w, problem{Type: ProblemUnsupportedMediaType, Title: "Unsupported Media Type", Status: http.StatusUnsupportedMediaType,
-			Detail: "POST /payments takes its " + acceptedMediaType + " body uncompressed: " + codingWhy + unheldKey})
+		refuseMediaType(w, typeWhy, codingWhy, unheldKey)
 	})
 }
 
-// unheldKey ends the detail of a 415: what it says of the key.
-const unheldKey = ". The store holds no record of this Idempotency-Key: this request was neither run nor stored, and the same key may be sent again with the body as JSON."
+// What the detail of a 415 says of the key, at its end.
+const (
+	unheldKey   = ". The store holds no record of this Idempotency-Key: this request was neither run nor stored, and the same key may be sent again with the body as JSON."
+	unlookedKey = ". The idempotency store could not be reached, so the record of this Idempotency-Key was not looked up (a payment made under it is not answered here): this request was neither run nor stored; send the same key again with the body as JSON."
+)
+
+// refuseMediaType answers 415 for the media type (typeWhy, see
+// mediaTypeRefusal) or, when that is taken, for the content coding
+// (codingWhy, see codingRefusal), its detail ending with keyTail.
+func refuseMediaType(w http.ResponseWriter, typeWhy, codingWhy, keyTail string) {
+	if typeWhy != "" {
+		w.Header().Set("Accept", acceptedMediaType)
+		writeProblem(w, problem{Type: ProblemUnsupportedMediaType, Title: "Unsupported Media Type", Status: http.StatusUnsupportedMediaType,
+			Detail: "POST /payments takes a JSON body, as " + acceptedMediaType + " (or a +json type) in UTF-8: " + typeWhy + keyTail})
+		return
+	}
+	w.Header().Set("Accept-Encoding", "identity")
+	writeProblem(w, problem{Type: ProblemUnsupportedMediaType, Title: "Unsupported Media Type", Status: http.StatusUnsupportedMediaType,
+		Detail: "POST /payments takes its " + acceptedMediaType + " body uncompressed: " + codingWhy + keyTail})
+}
 
 // keyHeld reports whether the store holds an entry for the Idempotency-Key
 // key of r in the server's scope, or could not tell.
@@ -90,11 +100,19 @@ func (s *Server) keyHeld(r *http.Request, key string) bool {
 // Middleware does not store (it releases the claim), so that the retry
 // meets requireJSON again and is answered 415, or from whatever the key
 // holds by then. A 415 here would be stored under the key, and the body,
-// which the server does not read, is not run as a payment.
+// which the server does not read, is not run as a payment. A request run
+// without a claim, as the Middleware runs one under WithFailOpen when the
+// store cannot be reached, stores nothing: it is answered 415.
 func refuseUnderClaim(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if mediaTypeRefusal(r.Header["Content-Type"]) == "" && codingRefusal(r.Header["Content-Encoding"]) == "" {
+		typeWhy := mediaTypeRefusal(r.Header["Content-Type"])
+		codingWhy := codingRefusal(r.Header["Content-Encoding"])
+		if typeWhy == "" && codingWhy == "" {
 			next.ServeHTTP(w, r)
+			return
+		}
+		if _, claimed := idempotency.TokenFromContext(r.Context()); !claimed {
+			refuseMediaType(w, typeWhy, codingWhy, unlookedKey)
 			return
 		}
 		contract.WriteProblem(w, http.StatusServiceUnavailable, problem{Type: ProblemKeyChanged, Title: "Service Unavailable", Status: http.StatusServiceUnavailable,

@@ -50,7 +50,9 @@ const (
 	// a key that executed or is running is answered from its record, as
 	// any retry (replayed, 422, 409), so a 415 says that this key paid
 	// nothing (but for a transactional claim still running, not seen
-	// until it commits).
+	// until it commits, and for a store that could not be reached under
+	// idempotency.WithFailOpen, whose 415 says that the key was not
+	// looked up).
 	ProblemUnsupportedMediaType = problemBase + "ProblemUnsupportedMediaType"
 	// ProblemKeyChanged is the type of a 503 answer, with Retry-After, to
 	// a payment that would be answered 415 (ProblemUnsupportedMediaType)
