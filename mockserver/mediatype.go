@@ -40,7 +40,10 @@ const acceptedMediaType = "application/json"
 // nothing; the answer comes from the Middleware's Claim, refused by the
 // entry. An entry that went in between (it expired, or a claim in
 // progress was released or lapsed) lets the Claim through: see
-// refuseUnderClaim.
+// refuseUnderClaim. In transactional mode a claim in progress is a row
+// not yet committed, which Get does not see: a retry while the first
+// request runs is answered 415 (and its retry after the commit, from the
+// record).
 func (s *Server) requireJSON(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		typeWhy := mediaTypeRefusal(r.Header["Content-Type"])
