@@ -21,6 +21,8 @@ type fakeTxStore struct {
 	ledger    []string // committed handler writes
 	commitErr error
 	claimErr  error
+	// completeErr, if set, is what every Complete of a transaction answers.
+	completeErr error
 	// hangCommit and hangRollback make Commit and Rollback block until
 	// their context is done, like a database that stopped answering.
 	hangCommit   bool
@@ -83,6 +85,12 @@ func (tx *fakeTx) Claim(ctx context.Context, k idempotency.Key, fp string, ttl t
 }
 
 func (tx *fakeTx) Complete(ctx context.Context, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {
+	tx.s.mu.Lock()
+	err := tx.s.completeErr
+	tx.s.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	if !tx.claimed || k != tx.k || token != tx.token {
 		return idempotency.ErrStaleToken
 	}
