@@ -15,7 +15,10 @@ const (
 	// OutcomeNew: the handler ran and its outcome was stored.
 	OutcomeNew Outcome = "new"
 	// OutcomeReleased: the handler ran but its outcome is not stored (a 5xx,
-	// 307, 308, 408 or 429 status, or a panic), so a retry runs it again.
+	// 307, 308, 408 or 429 status, or a panic), so a retry runs it again. A
+	// panic while the outcome was recorded that is not the store's (the
+	// logger's) counts as the handler's: the claim is then left to its
+	// lease, which the retry waits out.
 	OutcomeReleased Outcome = "released"
 	// OutcomeReplay: a stored outcome was replayed; the handler did not run.
 	OutcomeReplay Outcome = "replay"
@@ -96,7 +99,9 @@ type Event struct {
 	// Err is the underlying error for OutcomeStoreError, OutcomeLeaseLost,
 	// OutcomeScopeError, OutcomeMalformedKey and OutcomeBadRequest. It is
 	// ErrHandlerPanicked for OutcomeReleased after a handler panic (the
-	// panic itself goes on, with its own value), the cause matching
+	// panic itself goes on, with its own value), an error saying so for
+	// OutcomeReleased after a panic that is not the store's while the
+	// outcome was recorded, the cause matching
 	// ErrLeaseLost for OutcomeReleased after the Middleware cancelled the
 	// handler for its lease, and an error saying so for the
 	// OutcomeInProgress of a claim answered with under half its lease left

@@ -105,17 +105,18 @@ func (c *leaseClaim) finish(q *request) {
 // record is finish's store call: it completes or releases the claim and
 // reports whether it was superseded, then ends the claim, also when a store
 // call or a hook panics: the keeper must not go on renewing a claim that
-// nobody will settle. A store call that panics is reported as
-// OutcomeStoreError (see request.storePanicked). Once the outcome is
+// nobody will settle. A panic before the request's event is given is
+// reported as request.settlePanicked says. Once the outcome is
 // recorded, a panic the keeper recovered on its timer is returned as kept,
 // for finish to go on with once the request gave its event (see
 // keeperPanic).
 func (c *leaseClaim) record(q *request) (ev Event, superseded bool, kept *keeperPanic) {
-	recorded, reported := false, false
+	recorded := false
+	var s settling
 	defer func() {
 		p := c.end()
-		if !recorded && !reported {
-			q.storePanicked()
+		if !recorded && !s.reported {
+			q.settlePanicked(s.inStore)
 		}
 		if recorded {
 			kept = p
@@ -138,7 +139,7 @@ func (c *leaseClaim) record(q *request) (ev Event, superseded bool, kept *keeper
 	case superseded:
 	case storable(ev.Status):
 		resp, borrowed := m.outcome(&q.rec, q.r)
-		superseded = m.complete(c.ctx, ev, resp, &reported)
+		superseded = m.complete(c.ctx, ev, resp, &s)
 		if borrowed {
 			returnStoredHeaders(resp.Header)
 		}
@@ -147,7 +148,7 @@ func (c *leaseClaim) record(q *request) (ev Event, superseded bool, kept *keeper
 		if cause := context.Cause(c.hctx); errors.Is(cause, ErrLeaseLost) {
 			ev.Err = cause
 		}
-		superseded = m.release(c.ctx, ev, &reported)
+		superseded = m.release(c.ctx, ev, &s)
 	}
 	recorded = true
 	return ev, superseded, nil
@@ -155,24 +156,24 @@ func (c *leaseClaim) record(q *request) (ev Event, superseded bool, kept *keeper
 
 // abort releases the claim of a handler that panicked, so that a retry
 // runs it again. The handler's panic goes on, in place of any the keeper
-// recovered; a panic of the store's Release goes on in its place, reported
-// as OutcomeStoreError (see request.storePanicked).
+// recovered; a panic while it releases (the store's Release, the logger)
+// goes on in its place, reported as request.settlePanicked says.
 func (c *leaseClaim) abort(q *request) {
-	reported := false
+	var s settling
 	defer func() {
 		c.end()
-		if !reported {
-			q.storePanicked()
+		if !s.reported {
+			q.settlePanicked(s.inStore)
 		}
 	}()
 	ev := q.event()
 	if lost, _ := c.keeper.settle(q.m.cfg.storeTimeout, c.cancel); lost {
-		reported = true
+		s.reported = true
 		q.m.leaseLost(c.ctx, ev, 0, ErrStaleToken)
 		return // nothing of ours to release
 	}
 	ev.Outcome, ev.Err = OutcomeReleased, ErrHandlerPanicked
-	if q.m.release(c.ctx, ev, &reported) {
+	if q.m.release(c.ctx, ev, &s) {
 		q.m.leaseLost(c.ctx, ev, 0, ErrStaleToken)
 	}
 }

@@ -25,9 +25,9 @@ const (
 // kept, so that a short outage does not leave the key in progress until
 // its lease lapses (and the next retry runs the handler again). A response
 // the store cannot keep is recorded as not replayable.
-func (m *middleware) complete(ctx context.Context, ev Event, resp Response, reported *bool) (superseded bool) {
+func (m *middleware) complete(ctx context.Context, ev Event, resp Response, s *settling) (superseded bool) {
 	k, token := ev.Key, ev.Token
-	err, retried := m.retryStore(ctx, ev, "complete", func(ctx context.Context) error {
+	err, retried := m.retryStore(ctx, ev, "complete", s, func(ctx context.Context) error {
 		return m.store.Complete(ctx, k, token, resp, m.cfg.ttl)
 	})
 	if errors.Is(err, ErrResponseNotStorable) && !resp.Oversize {
@@ -35,24 +35,24 @@ func (m *middleware) complete(ctx context.Context, ev Event, resp Response, repo
 			slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Int64("token", token), slog.Any("error", err))
 		marker := Response{Status: resp.Status, Oversize: true}
 		var again bool
-		err, again = m.retryStore(ctx, ev, "complete", func(ctx context.Context) error {
+		err, again = m.retryStore(ctx, ev, "complete", s, func(ctx context.Context) error {
 			return m.store.Complete(ctx, k, token, marker, m.cfg.ttl)
 		})
 		retried = retried || again
 	}
 	ev.Outcome = OutcomeNew // what settled reports if it is stored
-	return m.settled(ctx, ev, true, err, retried, "idempotency: storing the outcome failed; the response is sent anyway", reported)
+	return m.settled(ctx, ev, true, err, retried, "idempotency: storing the outcome failed; the response is sent anyway", s)
 }
 
 // release releases ev's claim and reports ev, or what went wrong instead,
 // retrying transient store errors like complete, and reporting like it
 // whether the claim was superseded.
-func (m *middleware) release(ctx context.Context, ev Event, reported *bool) (superseded bool) {
+func (m *middleware) release(ctx context.Context, ev Event, s *settling) (superseded bool) {
 	k, token := ev.Key, ev.Token
-	err, retried := m.retryStore(ctx, ev, "release", func(ctx context.Context) error {
+	err, retried := m.retryStore(ctx, ev, "release", s, func(ctx context.Context) error {
 		return m.store.Release(ctx, k, token)
 	})
-	return m.settled(ctx, ev, false, err, retried, "idempotency: releasing the claim failed; the key stays blocked until its lease lapses", reported)
+	return m.settled(ctx, ev, false, err, retried, "idempotency: releasing the claim failed; the key stays blocked until its lease lapses", s)
 }
 
 // settled ends complete and release (completed tells which), given the
@@ -61,15 +61,14 @@ func (m *middleware) release(ctx context.Context, ev Event, reported *bool) (sup
 // any other error it reports the failure with the message failed. A
 // retry's ErrStaleToken is a success when the entry shows that an earlier
 // try took effect though its answer was lost (settledAs). It sets
-// *reported once the store calls are over, when ev or its failure is
+// s.reported once the store calls are over, when ev or its failure is
 // reported or superseded is returned for the caller to report: a panic
-// before that is the store's, which the caller reports (see
-// request.storePanicked).
-func (m *middleware) settled(ctx context.Context, ev Event, completed bool, err error, retried bool, failed string, reported *bool) (superseded bool) {
-	if errors.Is(err, ErrStaleToken) && retried && m.settledAs(ctx, ev, completed) {
+// before that is the caller's to report (see request.settlePanicked).
+func (m *middleware) settled(ctx context.Context, ev Event, completed bool, err error, retried bool, failed string, s *settling) (superseded bool) {
+	if errors.Is(err, ErrStaleToken) && retried && m.settledAs(ctx, ev, completed, s) {
 		err = nil
 	}
-	*reported = true
+	s.reported = true
 	switch {
 	case err == nil:
 		m.emit(ev)
@@ -81,13 +80,54 @@ func (m *middleware) settled(ctx context.Context, ev Event, completed bool, err 
 	return false
 }
 
-// storePanicked reports, with OutcomeStoreError, a request whose store
-// panicked while its outcome was recorded, so that it gives its one event
-// before the panic goes on: the claim is left to its lease. Its status is
-// the one sent, 0 when nothing was.
-func (q *request) storePanicked() {
+// settling is what the recording of a request's outcome (complete,
+// release, a transaction's commit or rollback) leaves for the deferred
+// code that sees a panic go through it: whether the request's event was
+// given, and whether the panic is the store's (see
+// request.settlePanicked). It lives on its request's goroutine only.
+type settling struct {
+	// reported: the store calls are over and the event was given, or is
+	// left to the caller to give (a claim found superseded).
+	reported bool
+	// inStore: a store call is running; a panic now is the store's.
+	inStore bool
+}
+
+// call runs f, a store call: a panic while it runs is the store's. A nil
+// s only runs f.
+func (s *settling) call(f func() error) error {
+	if s == nil {
+		return f()
+	}
+	s.inStore = true
+	err := f()
+	s.inStore = false
+	return err
+}
+
+// errRecordPanicked is the Err of the OutcomeReleased event of a request
+// whose recording of its outcome panicked in code that is not the store's
+// (the Middleware's logger, say; see request.settlePanicked).
+var errRecordPanicked = errors.New("idempotency: panicked while recording the outcome; the outcome is not stored")
+
+// settlePanicked reports a request whose recording of its outcome panicked
+// before its event was given, so that it gives its one event before the
+// panic goes on: the claim is left to its lease, or the transaction rolled
+// back. A panic of the store's (byStore) is OutcomeStoreError. Any other,
+// a panic of the application's code that the Middleware calls meanwhile
+// (its logger), is reported as a handler's panic is, OutcomeReleased with
+// the Err errRecordPanicked: as after a handler's panic, the request failed
+// with a panic that is not the store's, and its outcome is not stored, so
+// a retry runs the handler again (once the lease lapses, unless an earlier
+// Complete whose answer was lost took effect: the retry then replays it).
+// Labelling it store_error would send whoever reads the metrics to a store
+// that answered. Its status is the one sent, 0 when nothing was.
+func (q *request) settlePanicked(byStore bool) {
 	ev := q.event()
-	ev.Outcome, ev.Err = OutcomeStoreError, errStorePanicked
+	ev.Outcome, ev.Err = OutcomeReleased, errRecordPanicked
+	if byStore {
+		ev.Outcome, ev.Err = OutcomeStoreError, errStorePanicked
+	}
 	if !q.rec.unsent() {
 		ev.Status = q.rec.statusCode()
 	}
@@ -95,12 +135,13 @@ func (q *request) storePanicked() {
 }
 
 // retryStore runs call until it succeeds, answers ErrStaleToken or
-// ErrResponseNotStorable (final answers), or ctx ends. retried reports that
-// an earlier try failed after it may have reached the store.
-func (m *middleware) retryStore(ctx context.Context, ev Event, op string, call func(context.Context) error) (err error, retried bool) {
+// ErrResponseNotStorable (final answers), or ctx ends, each try as a store
+// call of s. retried reports that an earlier try failed after it may have
+// reached the store.
+func (m *middleware) retryStore(ctx context.Context, ev Event, op string, s *settling, call func(context.Context) error) (err error, retried bool) {
 	delay := settleRetryFirst
 	for {
-		err = call(ctx)
+		err = s.call(func() error { return call(ctx) })
 		if err == nil || errors.Is(err, ErrStaleToken) || errors.Is(err, ErrResponseNotStorable) || ctx.Err() != nil {
 			return err, retried
 		}
@@ -126,10 +167,10 @@ func (m *middleware) retryStore(ctx context.Context, ev Event, op string, call f
 // call it checks, until ctx ends: a blip of the store that lost an answer
 // often fails the next call too. An entry it cannot read by then counts as
 // not settled: the claim is taken for taken over (see OutcomeLeaseLost).
-func (m *middleware) settledAs(ctx context.Context, ev Event, completed bool) bool {
+func (m *middleware) settledAs(ctx context.Context, ev Event, completed bool, s *settling) bool {
 	var e Entry
 	var found bool
-	err, _ := m.retryStore(ctx, ev, "get", func(ctx context.Context) (err error) {
+	err, _ := m.retryStore(ctx, ev, "get", s, func(ctx context.Context) (err error) {
 		e, found, err = m.store.Get(ctx, ev.Key)
 		return err
 	})

@@ -30,13 +30,13 @@ func (t txMode) claim(q *request) (held, ClaimResult, error) {
 	}
 	res, err := tx.Claim(q.r.Context(), q.claim.key, q.fp, t.m.cfg.ttl)
 	if err != nil {
-		t.m.rollback(q.r.Context(), q.claim.key, tx)
+		t.m.rollback(q.r.Context(), q.claim.key, tx, nil)
 		return nil, ClaimResult{}, err
 	}
 	if !res.Acquired {
 		// Never hold a transaction (and its locks) while answering or
 		// waiting.
-		t.m.rollback(q.r.Context(), q.claim.key, tx)
+		t.m.rollback(q.r.Context(), q.claim.key, tx, nil)
 		return nil, res, nil
 	}
 	q.tx = &txClaim{tx: tx, sent: sent}
@@ -58,9 +58,9 @@ func (c *txClaim) start(q *request, res ClaimResult) (context.Context, bool) {
 
 func (c *txClaim) handlerContext(cc *claimCtx) context.Context { return c.tx.Context(cc) }
 
-// abort rolls back the transaction of a handler that panicked. A panic of
-// the store's Rollback goes on in place of the handler's, reported as
-// OutcomeStoreError (see txClaim.rollback).
+// abort rolls back the transaction of a handler that panicked. A panic
+// while it rolls back goes on in place of the handler's, reported as
+// txClaim.rollback says.
 func (c *txClaim) abort(q *request) {
 	c.rollback(q)
 	ev := q.event()
@@ -88,21 +88,23 @@ func (c *txClaim) finish(q *request) {
 		q.rec.flush()
 		return
 	}
-	settled := false
+	var s settling
 	defer func() {
-		if !settled {
-			// The store panicked: roll back so that neither the transaction
-			// nor its connection outlives the request. The panic goes on,
-			// the Rollback's if it panics too: the event goes first.
-			// Nothing was sent: the response is buffered.
-			defer q.storePanicked()
-			m.rollback(detached, q.claim.key, c.tx)
+		if !s.reported {
+			// The store or the logger panicked: roll back so that neither
+			// the transaction nor its connection outlives the request. The
+			// panic goes on, the Rollback's if it panics too, reported as
+			// request.settlePanicked says: the event goes first. Nothing
+			// was sent: the response is buffered.
+			byStore := s.inStore
+			defer func() { q.settlePanicked(byStore || s.inStore) }()
+			m.rollback(detached, q.claim.key, c.tx, &s)
 		}
 	}()
 	sctx, cancel := context.WithTimeout(detached, m.cfg.storeTimeout)
 	defer cancel()
 	resp, borrowed := m.outcome(&q.rec, q.r)
-	err := c.tx.Complete(sctx, q.claim.key, q.claim.token, resp, m.cfg.ttl)
+	err := s.call(func() error { return c.tx.Complete(sctx, q.claim.key, q.claim.token, resp, m.cfg.ttl) })
 	if borrowed {
 		returnStoredHeaders(resp.Header)
 	}
@@ -111,12 +113,14 @@ func (c *txClaim) finish(q *request) {
 		// retries answer 410, rather than roll back for ever.
 		m.cfg.logger.LogAttrs(sctx, slog.LevelWarn, "idempotency: the store cannot keep this response; recording the operation as completed but not replayable",
 			slog.String("scope", q.claim.key.Scope), slog.String("key", q.claim.key.Key), slog.Int64("token", q.claim.token), slog.Any("error", err))
-		err = c.tx.Complete(sctx, q.claim.key, q.claim.token, Response{Status: resp.Status, Oversize: true}, m.cfg.ttl)
+		err = s.call(func() error {
+			return c.tx.Complete(sctx, q.claim.key, q.claim.token, Response{Status: resp.Status, Oversize: true}, m.cfg.ttl)
+		})
 	}
 	if err == nil {
-		err = c.tx.Commit(sctx)
+		err = s.call(func() error { return c.tx.Commit(sctx) })
 	}
-	settled = true
+	s.reported = true
 	if err != nil {
 		c.commitFailed(q, ev, err)
 		return
@@ -143,18 +147,19 @@ func (c *txClaim) commitFailed(q *request, ev Event, err error) {
 		Detail: "The operation could not be committed, or its commit was not confirmed. Retry with the same key: a committed operation is replayed, one that was not runs again."}, storeRetryAfter)
 }
 
-// rollback rolls c's transaction back (see middleware.rollback). A panic of
-// the store's Rollback goes on, reported as OutcomeStoreError (see
-// request.storePanicked), so that the request gives its one event: the
-// caller reports it after the rollback.
+// rollback rolls c's transaction back (see middleware.rollback). A panic
+// while it does (the store's Rollback, the logger) goes on, reported as
+// request.settlePanicked says, so that the request gives its one event:
+// the caller reports it after the rollback.
 func (c *txClaim) rollback(q *request) {
 	done := false
+	var s settling
 	defer func() {
 		if !done {
-			q.storePanicked()
+			q.settlePanicked(s.inStore)
 		}
 	}()
-	q.m.rollback(context.WithoutCancel(q.r.Context()), q.claim.key, c.tx)
+	q.m.rollback(context.WithoutCancel(q.r.Context()), q.claim.key, c.tx, &s)
 	done = true
 }
 
@@ -163,11 +168,12 @@ func (c *txClaim) rollback(q *request) {
 // context of its own, detached from parent's cancellation (a client that left
 // must not keep the transaction and its connection open) and bounded by the
 // store timeout (a hung database must not hold the request), and fresh: a
-// Commit that used up its own time must not leave the Rollback none.
-func (m *middleware) rollback(parent context.Context, k Key, tx Tx) {
+// Commit that used up its own time must not leave the Rollback none. The
+// Rollback is a store call of s (see settling), which may be nil.
+func (m *middleware) rollback(parent context.Context, k Key, tx Tx, s *settling) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), m.cfg.storeTimeout)
 	defer cancel()
-	if err := tx.Rollback(ctx); err != nil {
+	if err := s.call(func() error { return tx.Rollback(ctx) }); err != nil {
 		m.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: rollback failed",
 			slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Any("error", err))
 	}
