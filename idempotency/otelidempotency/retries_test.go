@@ -1,9 +1,11 @@
 package otelidempotency_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 
@@ -77,5 +79,37 @@ func TestRetriesOffByDefault(t *testing.T) {
 		if strings.Contains(a, "acme") {
 			t.Errorf("attribute %s names the scope", a)
 		}
+	}
+}
+
+// lateStore is a Store whose claims come back with almost none of their
+// lease left, as after a long stall on the way back from the store.
+type lateStore struct{ idempotency.Store }
+
+func (s lateStore) Claim(ctx context.Context, k idempotency.Key, fp string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
+	res, err := s.Store.Claim(ctx, k, fp, lease, ttl)
+	if res.Acquired {
+		res.LeaseRemaining = time.Nanosecond
+	}
+	return res, err
+}
+
+// TestClaimTooLateIsNoRetry: a request whose own claim came back with too
+// little of its lease left is answered 409 (OutcomeInProgress) without
+// running, but it found the key free: it is no repeat of an operation
+// already claimed or completed, and saferetry.server.retries does not
+// count it, while saferetry.server.requests does.
+func TestClaimTooLateIsNoRetry(t *testing.T) {
+	m := newMeter(t)
+	in := otelidempotency.New(otelidempotency.WithMeterProvider(m.provider),
+		otelidempotency.WithRetriesByScope(func(string) string { return "all" }))
+	h := serve(in, lateStore{newStore(t)}, app{})
+	expect(t, post(h, "op-1", body), 409)
+	got := m.collect(t)
+	if n := got.sum(otelidempotency.MetricRequests, outcome(idempotency.OutcomeInProgress)); n != 1 {
+		t.Errorf("requests in progress = %d, want 1", n)
+	}
+	if n := got.sum(otelidempotency.MetricRetries, outcome(idempotency.OutcomeInProgress)); n != 0 {
+		t.Errorf("retries in progress = %d, want 0: the request claimed the key itself", n)
 	}
 }
