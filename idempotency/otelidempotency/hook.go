@@ -36,7 +36,7 @@ func (in *Instrumentation) observe(ev idempotency.Event) {
 	if ev.TookOver {
 		in.takeovers.Add(ctx, 1, in.routes.Get(routeAttrs{ev.Method, ev.Route}, routeAttrs.opts).Add...)
 	}
-	if in.retries != nil && isRetry(ev.Outcome) {
+	if in.retries != nil && isRetry(ev) {
 		k := scopeAttrs{in.scopeLabel(ev.Key.Scope), ev.Outcome}
 		in.retries.Add(ctx, 1, in.scopes.Get(k, scopeAttrs.opts).Add...)
 	}
@@ -53,10 +53,20 @@ func decidedOnAdmission(o idempotency.Outcome) bool {
 	return false
 }
 
-// isRetry reports the outcomes of a request that found its operation
+// isRetry reports the events of a request that found its operation
 // already claimed or completed with the same fingerprint: a repeat of it.
-func isRetry(o idempotency.Outcome) bool {
-	return o == idempotency.OutcomeReplay || o == idempotency.OutcomeInProgress || o == idempotency.OutcomeOversize
+// An OutcomeInProgress with an Err is not one: the request claimed the key
+// itself, but its claim came back with too little of its lease left to run
+// the handler (see idempotency.Event.Err), so it may be the operation's
+// first attempt.
+func isRetry(ev idempotency.Event) bool {
+	switch ev.Outcome {
+	case idempotency.OutcomeReplay, idempotency.OutcomeOversize:
+		return true
+	case idempotency.OutcomeInProgress:
+		return ev.Err == nil
+	}
+	return false
 }
 
 // outcomeAttrs are the attributes of saferetry.server.requests and
