@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +65,78 @@ func TestNonStorePanicWhileRecordingIsNotAStoreError(t *testing.T) {
 			e := ev.got[0]
 			if e.Outcome != idempotency.OutcomeReleased || e.Status != 0 || e.Err == nil {
 				t.Errorf("event %s status %d err %v, want %s, no status, an error", e.Outcome, e.Status, e.Err, idempotency.OutcomeReleased)
+			}
+		})
+	}
+}
+
+// lateClaims is a Store whose claims come back with almost none of their
+// lease left, too late for the Middleware to run the handler.
+type lateClaims struct{ idempotency.Store }
+
+func (s lateClaims) Claim(ctx context.Context, k idempotency.Key, fp string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
+	res, err := s.Store.Claim(ctx, k, fp, lease, ttl)
+	if res.Acquired {
+		res.LeaseRemaining = time.Nanosecond
+	}
+	return res, err
+}
+
+// TestPanickingLoggerStillGivesOneEvent checks that a request whose
+// Middleware's logger panics where the Middleware logs before it gives the
+// event (a store failure, a claim too late, a lease lost, a failed commit,
+// a scope error) still gives its one event, with its outcome and no status
+// (the answer it describes is not sent), before the panic goes on, as a
+// handler's panic does: metrics fed by the hook would otherwise miss it.
+func TestPanickingLoggerStillGivesOneEvent(t *testing.T) {
+	down := errors.New("store down")
+	for _, tc := range []struct {
+		name  string
+		store func(t *testing.T) idempotency.Store
+		opts  []idempotency.Option
+		want  idempotency.Outcome
+	}{
+		{"claim failed", func(t *testing.T) idempotency.Store {
+			return &faultyStore{Store: newStore(t), claim: func(context.Context, idempotency.Key, string, time.Duration, time.Duration) (idempotency.ClaimResult, error) {
+				return idempotency.ClaimResult{}, down
+			}}
+		}, nil, idempotency.OutcomeStoreError},
+		{"claim failed, fail open", func(t *testing.T) idempotency.Store {
+			return &faultyStore{Store: newStore(t), claim: func(context.Context, idempotency.Key, string, time.Duration, time.Duration) (idempotency.ClaimResult, error) {
+				return idempotency.ClaimResult{}, down
+			}}
+		}, []idempotency.Option{idempotency.WithFailOpen(true)}, idempotency.OutcomeStoreError},
+		{"claim too late", func(t *testing.T) idempotency.Store { return lateClaims{newStore(t)} }, nil, idempotency.OutcomeInProgress},
+		{"lease lost on Complete", func(t *testing.T) idempotency.Store {
+			return &faultyStore{Store: newStore(t), complete: func(context.Context, idempotency.Key, int64, idempotency.Response, time.Duration) error {
+				return idempotency.ErrStaleToken
+			}}
+		}, nil, idempotency.OutcomeLeaseLost},
+		{"commit failed", func(t *testing.T) idempotency.Store {
+			return &fakeTxStore{Store: newStore(t), commitErr: down}
+		}, nil, idempotency.OutcomeStoreError},
+		{"scope error", func(t *testing.T) idempotency.Store { return newStore(t) },
+			[]idempotency.Option{idempotency.WithScope(func(*http.Request) (string, error) { return "", down })}, idempotency.OutcomeScopeError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ev events
+			opts := append([]idempotency.Option{idempotency.WithHook(ev.hook), idempotency.WithLogger(slog.New(panickingLog{}))}, tc.opts...)
+			h := idempotency.Middleware(tc.store(t), opts...)(&counter{})
+			var p any
+			func() {
+				defer func() { p = recover() }()
+				post(h, "k", `{}`)
+			}()
+			if s, _ := p.(string); !strings.HasPrefix(s, "log handler broke on: ") {
+				t.Fatalf("the request went on with panic %v, want the logger's", p)
+			}
+			ev.mu.Lock()
+			defer ev.mu.Unlock()
+			if len(ev.got) != 1 {
+				t.Fatalf("%d events %v, want 1", len(ev.got), ev.got)
+			}
+			if e := ev.got[0]; e.Outcome != tc.want || e.Status != 0 {
+				t.Errorf("event %s status %d, want %s with no status (nothing was sent)", e.Outcome, e.Status, tc.want)
 			}
 		})
 	}
