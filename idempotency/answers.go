@@ -155,10 +155,11 @@ func (q *request) answerInPlace() {
 // progress, since it is held until the lease lapses.
 func (q *request) claimTooLate(token int64, left time.Duration) {
 	m, k := q.m, q.claim.key
-	m.cfg.logger.LogAttrs(q.r.Context(), slog.LevelWarn, "idempotency: claim acquired too late to start the handler; answering 409",
-		slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Int64("token", token),
-		slog.Duration("lease_left", left), slog.Duration("lease", m.cfg.lease))
-	m.emit(q.eventOf(Event{Outcome: OutcomeInProgress, Key: k, Token: token, Status: http.StatusConflict, Err: errClaimTooLate}))
+	m.emitAfterLog(q.eventOf(Event{Outcome: OutcomeInProgress, Key: k, Token: token, Status: http.StatusConflict, Err: errClaimTooLate}), 0, func() {
+		m.cfg.logger.LogAttrs(q.r.Context(), slog.LevelWarn, "idempotency: claim acquired too late to start the handler; answering 409",
+			slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Int64("token", token),
+			slog.Duration("lease_left", left), slog.Duration("lease", m.cfg.lease))
+	})
 	writeProblem(q.w, problem{Type: ProblemInProgress, Status: http.StatusConflict, Key: k.Key,
 		Detail: "A request with this Idempotency-Key is being processed. Retry later with the same key."}, retryAfterSeconds(left))
 }
@@ -173,9 +174,10 @@ func (q *request) storeFailed(err error) {
 		q.storeUnavailable(err)
 		return
 	}
-	m.cfg.logger.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: store failed; running the handler unprotected (fail open)",
-		slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Any("error", err))
-	m.emit(q.eventOf(Event{Outcome: OutcomeStoreError, Key: k, Err: err}))
+	m.emitAfterLog(q.eventOf(Event{Outcome: OutcomeStoreError, Key: k, Err: err}), 0, func() {
+		m.cfg.logger.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: store failed; running the handler unprotected (fail open)",
+			slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Any("error", err))
+	})
 	m.next.ServeHTTP(q.w, r)
 }
 
@@ -186,28 +188,41 @@ func (q *request) storeUnavailable(err error) {
 	if r.Context().Err() != nil {
 		level = slog.LevelDebug // the client left; the store call was cut short
 	}
-	m.cfg.logger.LogAttrs(r.Context(), level, "idempotency: store failed; answering 503",
-		slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Any("error", err))
-	m.emit(q.eventOf(Event{Outcome: OutcomeStoreError, Key: k, Status: http.StatusServiceUnavailable, Err: err}))
+	m.emitAfterLog(q.eventOf(Event{Outcome: OutcomeStoreError, Key: k, Status: http.StatusServiceUnavailable, Err: err}), 0, func() {
+		m.cfg.logger.LogAttrs(r.Context(), level, "idempotency: store failed; answering 503",
+			slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Any("error", err))
+	})
 	writeProblem(q.w, problem{Type: ProblemStoreUnavailable, Status: http.StatusServiceUnavailable, Key: k.Key,
 		Detail: "The idempotency store is unavailable, so the request was not processed. Retry with the same key."}, storeRetryAfter)
 }
 
 // afterRunFailed reports a store failure after the handler ran: the
-// response is still sent.
-func (m *middleware) afterRunFailed(ctx context.Context, ev Event, msg string, err error) {
+// response is still sent. It sets s.reported once it is logged: should the
+// logger panic, the caller reports the failure (see
+// request.settlePanicked), with the status sent by then.
+func (m *middleware) afterRunFailed(ctx context.Context, ev Event, msg string, err error, s *settling) {
+	s.failed = err
 	m.cfg.logger.LogAttrs(ctx, slog.LevelError, msg,
 		slog.String("scope", ev.Key.Scope), slog.String("key", ev.Key.Key),
 		slog.Int64("token", ev.Token), slog.Int("status", ev.Status), slog.Any("error", err))
+	s.reported = true
 	ev.Outcome, ev.Err = OutcomeStoreError, err
 	m.emit(ev)
 }
 
 // leaseLost reports a claim found taken over: its outcome is not stored.
-// ev is the request's event (see request.event), status what was sent.
-func (m *middleware) leaseLost(ctx context.Context, ev Event, status int, err error) {
-	m.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: lease lost; another request took the key over and this outcome is not stored",
-		slog.String("scope", ev.Key.Scope), slog.String("key", ev.Key.Key), slog.Int64("token", ev.Token), slog.Any("error", err))
+// ev is the request's event (see request.event), status what is sent (or
+// was, when the response streamed). Should the logger panic, the answer is
+// not sent, and ev carries the status sent before it (see emitAfterLog).
+func (q *request) leaseLost(ctx context.Context, ev Event, status int, err error) {
+	m := q.m
 	ev.Outcome, ev.Status, ev.Err = OutcomeLeaseLost, status, fmt.Errorf("%w: %w", ErrLeaseLost, err)
-	m.emit(ev)
+	sent := 0
+	if !q.rec.unsent() {
+		sent = status
+	}
+	m.emitAfterLog(ev, sent, func() {
+		m.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: lease lost; another request took the key over and this outcome is not stored",
+			slog.String("scope", ev.Key.Scope), slog.String("key", ev.Key.Key), slog.Int64("token", ev.Token), slog.Any("error", err))
+	})
 }

@@ -75,7 +75,6 @@ func (c *leaseClaim) handlerContext(cc *claimCtx) context.Context { return cc }
 // A claim that was taken over meanwhile gets the answer of superseded in
 // place of a storable response, since the record is the newer holder's.
 func (c *leaseClaim) finish(q *request) {
-	m := q.m
 	ev, superseded, kept := c.record(q)
 	if kept != nil {
 		// The keeper's panic goes on in place of the response, once the
@@ -86,18 +85,18 @@ func (c *leaseClaim) finish(q *request) {
 			if !q.rec.unsent() {
 				status = ev.Status
 			}
-			m.leaseLost(c.ctx, ev, status, ErrStaleToken)
+			q.leaseLost(c.ctx, ev, status, ErrStaleToken)
 		}
 		panic(kept)
 	}
 	if superseded && storable(ev.Status) && q.rec.unsent() {
 		ev.Status = http.StatusConflict
-		m.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken)
+		q.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken)
 		q.superseded()
 		return
 	}
 	if superseded {
-		m.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken)
+		q.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken)
 	}
 	q.rec.flush()
 }
@@ -116,7 +115,7 @@ func (c *leaseClaim) record(q *request) (ev Event, superseded bool, kept *keeper
 	defer func() {
 		p := c.end()
 		if !recorded && !s.reported {
-			q.settlePanicked(s.inStore)
+			q.settlePanicked(s.inStore, s.failed)
 		}
 		if recorded {
 			kept = p
@@ -163,18 +162,18 @@ func (c *leaseClaim) abort(q *request) {
 	defer func() {
 		c.end()
 		if !s.reported {
-			q.settlePanicked(s.inStore)
+			q.settlePanicked(s.inStore, s.failed)
 		}
 	}()
 	ev := q.event()
 	if lost, _ := c.keeper.settle(q.m.cfg.storeTimeout, c.cancel); lost {
 		s.reported = true
-		q.m.leaseLost(c.ctx, ev, 0, ErrStaleToken)
+		q.leaseLost(c.ctx, ev, 0, ErrStaleToken)
 		return // nothing of ours to release
 	}
 	ev.Outcome, ev.Err = OutcomeReleased, ErrHandlerPanicked
 	if q.m.release(c.ctx, ev, &s) {
-		q.m.leaseLost(c.ctx, ev, 0, ErrStaleToken)
+		q.leaseLost(c.ctx, ev, 0, ErrStaleToken)
 	}
 }
 

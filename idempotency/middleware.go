@@ -109,9 +109,10 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var scope string
 	if m.cfg.scope != nil {
 		if scope, err = m.cfg.scope(r); err != nil {
-			m.cfg.logger.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: scope function failed",
-				slog.String("key", key), slog.Any("error", err))
-			m.emit(admissionEvent(r, Event{Outcome: OutcomeScopeError, Key: Key{Key: key}, Status: http.StatusInternalServerError, Err: err}))
+			m.emitAfterLog(admissionEvent(r, Event{Outcome: OutcomeScopeError, Key: Key{Key: key}, Status: http.StatusInternalServerError, Err: err}), 0, func() {
+				m.cfg.logger.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: scope function failed",
+					slog.String("key", key), slog.Any("error", err))
+			})
 			// The scope function's error stays in the log: it may say
 			// more about the server than a client is to know.
 			writeProblem(w, problem{Type: ProblemScopeUnavailable, Status: http.StatusInternalServerError, Key: key,
@@ -257,6 +258,24 @@ func (m *middleware) emit(ev Event) {
 		ev.Duration = m.cfg.clock.Now().Sub(ev.began)
 	}
 	m.cfg.hooks.Call(&ev)
+}
+
+// emitAfterLog gives ev once log, a call of the Middleware's logger made
+// before ev is given, returned. Should the logger panic, ev is given before
+// the panic goes on, with the status sent by then (sent: 0 when nothing
+// was, since the answer ev describes never is), so that the request still
+// gives its one event, as after a handler's panic.
+func (m *middleware) emitAfterLog(ev Event, sent int, log func()) {
+	logged := false
+	defer func() {
+		if !logged {
+			ev.Status = sent
+			m.emit(ev)
+		}
+	}()
+	log()
+	logged = true
+	m.emit(ev)
 }
 
 // admissionEvent is ev about r, answered on admission (no Duration).

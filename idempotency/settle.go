@@ -68,14 +68,15 @@ func (m *middleware) settled(ctx context.Context, ev Event, completed bool, err 
 	if errors.Is(err, ErrStaleToken) && retried && m.settledAs(ctx, ev, completed, s) {
 		err = nil
 	}
-	s.reported = true
 	switch {
 	case err == nil:
+		s.reported = true
 		m.emit(ev)
 	case errors.Is(err, ErrStaleToken):
+		s.reported = true
 		return true
 	default:
-		m.afterRunFailed(ctx, ev, failed, err)
+		m.afterRunFailed(ctx, ev, failed, err, s)
 	}
 	return false
 }
@@ -91,6 +92,9 @@ type settling struct {
 	reported bool
 	// inStore: a store call is running; a panic now is the store's.
 	inStore bool
+	// failed is the store's error when the store calls failed and the
+	// failure is being reported (see middleware.afterRunFailed).
+	failed error
 }
 
 // call runs f, a store call: a panic while it runs is the store's. A nil
@@ -113,7 +117,9 @@ var errRecordPanicked = errors.New("idempotency: panicked while recording the ou
 // settlePanicked reports a request whose recording of its outcome panicked
 // before its event was given, so that it gives its one event before the
 // panic goes on: the claim is left to its lease, or the transaction rolled
-// back. A panic of the store's (byStore) is OutcomeStoreError. Any other,
+// back. A panic of the store's (byStore) is OutcomeStoreError, and so is
+// one while a failure of the store's (failed, non-nil) was being reported,
+// with that failure as Err. Any other,
 // a panic of the application's code that the Middleware calls meanwhile
 // (its logger), is reported as a handler's panic is, OutcomeReleased with
 // the Err errRecordPanicked: as after a handler's panic, the request failed
@@ -122,11 +128,15 @@ var errRecordPanicked = errors.New("idempotency: panicked while recording the ou
 // Complete whose answer was lost took effect: the retry then replays it).
 // Labelling it store_error would send whoever reads the metrics to a store
 // that answered. Its status is the one sent, 0 when nothing was.
-func (q *request) settlePanicked(byStore bool) {
+func (q *request) settlePanicked(byStore bool, failed error) {
 	ev := q.event()
-	ev.Outcome, ev.Err = OutcomeReleased, errRecordPanicked
-	if byStore {
+	switch {
+	case byStore:
 		ev.Outcome, ev.Err = OutcomeStoreError, errStorePanicked
+	case failed != nil:
+		ev.Outcome, ev.Err = OutcomeStoreError, failed
+	default:
+		ev.Outcome, ev.Err = OutcomeReleased, errRecordPanicked
 	}
 	if !q.rec.unsent() {
 		ev.Status = q.rec.statusCode()

@@ -97,7 +97,7 @@ func (c *txClaim) finish(q *request) {
 			// request.settlePanicked says: the event goes first. Nothing
 			// was sent: the response is buffered.
 			byStore := s.inStore
-			defer func() { q.settlePanicked(byStore || s.inStore) }()
+			defer func() { q.settlePanicked(byStore || s.inStore, nil) }()
 			m.rollback(detached, q.claim.key, c.tx, &s)
 		}
 	}()
@@ -136,13 +136,15 @@ func (c *txClaim) finish(q *request) {
 func (c *txClaim) commitFailed(q *request, ev Event, err error) {
 	m := q.m
 	c.rollback(q)
-	m.cfg.logger.LogAttrs(q.r.Context(), slog.LevelError, "idempotency: commit failed or not confirmed; the handler's work was rolled back unless the commit went through, and the client gets 503",
-		slog.String("scope", q.claim.key.Scope), slog.String("key", q.claim.key.Key), slog.Int64("token", q.claim.token),
-		slog.Int("status", ev.Status), slog.Any("error", err))
+	handlerStatus := ev.Status
 	// The handler's headers describe a response that is not sent.
 	q.answerInPlace()
 	ev.Outcome, ev.Status, ev.Err = OutcomeStoreError, http.StatusServiceUnavailable, err
-	m.emit(ev)
+	m.emitAfterLog(ev, 0, func() {
+		m.cfg.logger.LogAttrs(q.r.Context(), slog.LevelError, "idempotency: commit failed or not confirmed; the handler's work was rolled back unless the commit went through, and the client gets 503",
+			slog.String("scope", q.claim.key.Scope), slog.String("key", q.claim.key.Key), slog.Int64("token", q.claim.token),
+			slog.Int("status", handlerStatus), slog.Any("error", err))
+	})
 	writeProblem(q.w, problem{Type: ProblemCommitFailed, Status: http.StatusServiceUnavailable, Key: q.claim.key.Key,
 		Detail: "The operation could not be committed, or its commit was not confirmed. Retry with the same key: a committed operation is replayed, one that was not runs again."}, storeRetryAfter)
 }
@@ -156,7 +158,7 @@ func (c *txClaim) rollback(q *request) {
 	var s settling
 	defer func() {
 		if !done {
-			q.settlePanicked(s.inStore)
+			q.settlePanicked(s.inStore, nil)
 		}
 	}()
 	q.m.rollback(context.WithoutCancel(q.r.Context()), q.claim.key, c.tx, &s)
