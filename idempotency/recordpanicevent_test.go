@@ -141,3 +141,25 @@ func TestPanickingLoggerStillGivesOneEvent(t *testing.T) {
 		})
 	}
 }
+
+// TestPanickingHookLeavesTheOthersTheirEvent checks that every hook gets a
+// request's event though a hook given before it panics (the application's
+// own hook beside the metrics, say), as WithHook promises: the panic goes
+// on once every hook had the event, and the metrics count the request.
+func TestPanickingHookLeavesTheOthersTheirEvent(t *testing.T) {
+	var ev events
+	h := idempotency.Middleware(newStore(t),
+		idempotency.WithHook(func(idempotency.Event) { panic("app hook broke") }),
+		idempotency.WithHook(ev.hook))(&counter{})
+	var p any
+	func() {
+		defer func() { p = recover() }()
+		post(h, "k", `{}`)
+	}()
+	if p != "app hook broke" {
+		t.Fatalf("the request went on with panic %v, want the hook's", p)
+	}
+	if got := ev.outcomes(); len(got) != 1 || got[0] != idempotency.OutcomeNew {
+		t.Fatalf("the second hook got %v, want one %s", got, idempotency.OutcomeNew)
+	}
+}
