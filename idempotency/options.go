@@ -274,8 +274,9 @@ func WithLogger(l *slog.Logger) Option {
 // given several times (instrumentation beside the application's own hook,
 // say): every hook is called, in the order given. A hook runs synchronously
 // on the request's goroutine, so it must be quick and safe for concurrent
-// use; a hook that panics fails that request, as a handler's panic would. A nil f adds nothing; there is no hook by
-// default.
+// use; a hook that panics fails that request, as a handler's panic would,
+// once the hooks given after it had the event. A nil f adds nothing; there
+// is no hook by default.
 func WithHook(f func(Event)) Option {
 	return func(c *config) { c.hooks.Add(f) }
 }

@@ -18,9 +18,26 @@ func (l *List[E]) Add(f func(E)) {
 }
 
 // Call calls every hook with a copy of *e, in order. It takes a pointer
-// so that a caller with no hooks copies nothing.
+// so that a caller with no hooks copies nothing. A hook that panics does
+// not keep the hooks after it from their call (instrumentation beside the
+// caller's own hook still counts the event): they are called while its
+// panic goes on, which then reaches Call's caller (the last one's, should
+// several panic).
 func (l List[E]) Call(e *E) {
-	for _, f := range l {
-		f(*e)
+	for i := range l {
+		l.callAt(i, e)
 	}
+}
+
+// callAt calls the hook at i with a copy of *e; should it panic, the hooks
+// after it are called before the panic goes on.
+func (l List[E]) callAt(i int, e *E) {
+	done := false
+	defer func() {
+		if !done {
+			l[i+1:].Call(e)
+		}
+	}()
+	l[i](*e)
+	done = true
 }
