@@ -163,3 +163,50 @@ func TestPanickingHookLeavesTheOthersTheirEvent(t *testing.T) {
 		t.Fatalf("the second hook got %v, want one %s", got, idempotency.OutcomeNew)
 	}
 }
+
+// TestStorePanicWhileClaimingGivesOneEvent checks that a request whose
+// store panics while it claims the key (lease mode's Claim, a
+// transaction's Claim) gives its one event, OutcomeStoreError with no
+// status, before the panic goes on, as one whose store panics while its
+// outcome is recorded does: metrics fed by the hook would otherwise miss
+// it.
+func TestStorePanicWhileClaimingGivesOneEvent(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		store func(t *testing.T) idempotency.Store
+	}{
+		{"lease mode", func(t *testing.T) idempotency.Store {
+			return &faultyStore{Store: newStore(t), claim: func(context.Context, idempotency.Key, string, time.Duration, time.Duration) (idempotency.ClaimResult, error) {
+				panic("store bug in claim")
+			}}
+		}},
+		{"transactional mode", func(t *testing.T) idempotency.Store {
+			return &fakeTxStore{Store: newStore(t), panicClaim: true}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ev events
+			app := &counter{}
+			h := idempotency.Middleware(tc.store(t), idempotency.WithHook(ev.hook))(app)
+			var p any
+			func() {
+				defer func() { p = recover() }()
+				post(h, "k", `{}`)
+			}()
+			if s, _ := p.(string); !strings.Contains(s, "bug in claim") {
+				t.Fatalf("the request went on with panic %v, want the store's", p)
+			}
+			if n := app.calls.Load(); n != 0 {
+				t.Fatalf("the handler ran %d times, want none", n)
+			}
+			ev.mu.Lock()
+			defer ev.mu.Unlock()
+			if len(ev.got) != 1 {
+				t.Fatalf("%d events %v, want 1", len(ev.got), ev.got)
+			}
+			if e := ev.got[0]; e.Outcome != idempotency.OutcomeStoreError || e.Status != 0 || e.Err == nil {
+				t.Errorf("event %s status %d err %v, want %s, no status, an error", e.Outcome, e.Status, e.Err, idempotency.OutcomeStoreError)
+			}
+		})
+	}
+}

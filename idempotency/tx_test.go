@@ -23,6 +23,9 @@ type fakeTxStore struct {
 	claimErr  error
 	// completeErr, if set, is what every Complete of a transaction answers.
 	completeErr error
+	// panicClaim makes a transaction's Claim panic, as a driver with a bug
+	// might.
+	panicClaim bool
 	// hangCommit and hangRollback make Commit and Rollback block until
 	// their context is done, like a database that stopped answering.
 	hangCommit   bool
@@ -72,8 +75,11 @@ func (tx *fakeTx) Context(ctx context.Context) context.Context {
 
 func (tx *fakeTx) Claim(ctx context.Context, k idempotency.Key, fp string, ttl time.Duration) (idempotency.ClaimResult, error) {
 	tx.s.mu.Lock()
-	err := tx.s.claimErr
+	err, boom := tx.s.claimErr, tx.s.panicClaim
 	tx.s.mu.Unlock()
+	if boom {
+		panic("driver bug in claim")
+	}
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
