@@ -76,7 +76,7 @@ func (q *request) serve() {
 		}
 	}()
 	for {
-		h, res, err := q.m.mode.claim(q)
+		h, res, err := q.claimKey()
 		if q.wait != nil && (err != nil || res.Acquired) {
 			// It waited, and won the key or lost the store: its waiting
 			// slot and watch are not needed while the handler runs
@@ -95,6 +95,23 @@ func (q *request) serve() {
 			return
 		}
 	}
+}
+
+// claimKey asks the store for q's key (see mode). Should the store panic,
+// the request gives its one event first, OutcomeStoreError with no status
+// (nothing was sent) and no token (nothing is held), and the panic goes
+// on. The only code of another's that runs meanwhile is the logger, on a
+// transaction's Rollback that failed: a store failure as well.
+func (q *request) claimKey() (h held, res ClaimResult, err error) {
+	claimed := false
+	defer func() {
+		if !claimed {
+			q.m.emit(q.eventOf(Event{Outcome: OutcomeStoreError, Key: q.claim.key, Err: errStorePanicked}))
+		}
+	}()
+	h, res, err = q.m.mode.claim(q)
+	claimed = true
+	return h, res, err
 }
 
 // run runs the handler under the claim h holds.
