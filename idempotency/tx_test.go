@@ -371,3 +371,24 @@ func TestTransactionalMode(t *testing.T) {
 		}
 	})
 }
+
+// TestTxClaimPanicRollsBack checks that a transaction whose Claim panics is
+// rolled back before the panic goes on, as one whose Commit panics is:
+// neither the transaction nor its connection outlives the request.
+func TestTxClaimPanicRollsBack(t *testing.T) {
+	st := &fakeTxStore{Store: newStore(t), panicClaim: true}
+	mw := idempotency.Middleware(st)(&counter{})
+	var p any
+	func() {
+		defer func() { p = recover() }()
+		post(mw, "k", `{}`)
+	}()
+	if p != "driver bug in claim" {
+		t.Fatalf("the request went on with panic %v, want the Claim's", p)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.begun != 1 || st.open != 0 {
+		t.Fatalf("%d transactions begun, %d left open; want 1 begun, none open", st.begun, st.open)
+	}
+}
