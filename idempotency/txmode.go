@@ -28,7 +28,17 @@ func (t txMode) claim(q *request) (held, ClaimResult, error) {
 	if err != nil {
 		return nil, ClaimResult{}, err
 	}
+	claimed := false
+	defer func() {
+		if !claimed {
+			// The store's Claim panicked: as after a Commit that panics,
+			// neither the transaction nor its connection outlives the
+			// request. The panic goes on, the Rollback's if it panics too.
+			t.m.rollback(q.r.Context(), q.claim.key, tx, nil)
+		}
+	}()
 	res, err := tx.Claim(q.r.Context(), q.claim.key, q.fp, t.m.cfg.ttl)
+	claimed = true
 	if err != nil {
 		t.m.rollback(q.r.Context(), q.claim.key, tx, nil)
 		return nil, ClaimResult{}, err
