@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/memstore"
 )
 
 // TestNonStorePanicWhileRecordingIsNotAStoreError checks that a panic
@@ -208,5 +209,47 @@ func TestStorePanicWhileClaimingGivesOneEvent(t *testing.T) {
 				t.Errorf("event %s status %d err %v, want %s, no status, an error", e.Outcome, e.Status, e.Err, idempotency.OutcomeStoreError)
 			}
 		})
+	}
+}
+
+// panickingWatch is a memstore whose Watch panics, as a store with a bug
+// might.
+type panickingWatch struct{ *memstore.Store }
+
+func (panickingWatch) Watch(context.Context, idempotency.Key) (<-chan struct{}, func(), error) {
+	panic("store bug in watch")
+}
+
+// TestStorePanicWhileWaitingGivesOneEvent checks that a duplicate that
+// waits for the key's holder (WithWaitForResult) and whose store panics
+// while it sets up its watch gives its one event, OutcomeStoreError with
+// no status, before the panic goes on; the holder gives its own.
+func TestStorePanicWhileWaitingGivesOneEvent(t *testing.T) {
+	var ev events
+	app, started, release := blockFirst()
+	h := idempotency.Middleware(panickingWatch{newStore(t)}, idempotency.WithHook(ev.hook),
+		idempotency.WithWaitForResult(time.Minute))(app)
+	first := make(chan int, 1)
+	go func() { first <- post(h, "k", `{}`).Code }()
+	<-started
+	var p any
+	func() {
+		defer func() { p = recover() }()
+		post(h, "k", `{}`)
+	}()
+	close(release)
+	if c := <-first; c != http.StatusCreated {
+		t.Fatalf("the holder got %d, want 201", c)
+	}
+	if s, _ := p.(string); s != "store bug in watch" {
+		t.Fatalf("the duplicate went on with panic %v, want the store's", p)
+	}
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	if len(ev.got) != 2 {
+		t.Fatalf("%d events %v, want 2 (the duplicate's and the holder's)", len(ev.got), ev.got)
+	}
+	if e := ev.got[0]; e.Outcome != idempotency.OutcomeStoreError || e.Status != 0 || e.Err == nil {
+		t.Errorf("the duplicate's event %s status %d err %v, want %s, no status, an error", e.Outcome, e.Status, e.Err, idempotency.OutcomeStoreError)
 	}
 }
