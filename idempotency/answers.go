@@ -36,7 +36,7 @@ func (q *request) refused(e Entry) bool {
 		q.storeUnavailable(errors.New("idempotency: store returned an entry in an unknown state"))
 		return false
 	}
-	if m.cfg.wait > 0 && q.waiter().pause(q.r.Context(), m, k, e) {
+	if m.cfg.wait > 0 && q.pause(e) {
 		return true
 	}
 	m.emit(q.eventOf(Event{Outcome: OutcomeInProgress, Key: k, Token: e.Token, Status: http.StatusConflict}))

@@ -98,20 +98,44 @@ func (q *request) serve() {
 }
 
 // claimKey asks the store for q's key (see mode). Should the store panic,
-// the request gives its one event first, OutcomeStoreError with no status
-// (nothing was sent) and no token (nothing is held), and the panic goes
-// on. The only code of another's that runs meanwhile is the logger, on a
-// transaction's Rollback that failed: a store failure as well.
+// the request gives its one event first (see askPanicked), and the panic
+// goes on.
 func (q *request) claimKey() (h held, res ClaimResult, err error) {
 	claimed := false
 	defer func() {
 		if !claimed {
-			q.m.emit(q.eventOf(Event{Outcome: OutcomeStoreError, Key: q.claim.key, Err: errStorePanicked}))
+			q.askPanicked()
 		}
 	}()
 	h, res, err = q.m.mode.claim(q)
 	claimed = true
 	return h, res, err
+}
+
+// pause waits for the entry e in the way to settle (see waiter.pause), and
+// reports whether to claim again. Should the store panic meanwhile (its
+// Watch), the request gives its one event first (see askPanicked), and
+// the panic goes on.
+func (q *request) pause(e Entry) bool {
+	paused := false
+	defer func() {
+		if !paused {
+			q.askPanicked()
+		}
+	}()
+	again := q.waiter().pause(q.r.Context(), q.m, q.claim.key, e)
+	paused = true
+	return again
+}
+
+// askPanicked gives the one event of a request whose store panicked while
+// it asked about its key, before it held a claim or answered:
+// OutcomeStoreError with no status (nothing was sent) and no token
+// (nothing is held). The only code of another's that runs meanwhile is
+// the logger, after a store call that failed (a transaction's Rollback, a
+// Watch): a store failure as well, which the label tells true.
+func (q *request) askPanicked() {
+	q.m.emit(q.eventOf(Event{Outcome: OutcomeStoreError, Key: q.claim.key, Err: errStorePanicked}))
 }
 
 // run runs the handler under the claim h holds.

@@ -9,9 +9,10 @@ import (
 )
 
 // errStorePanicked is the Err of the OutcomeStoreError event of a request
-// whose store panicked: while it claimed the key (see request.claimKey), or
-// while its outcome was recorded (a transactional request's Complete,
-// Commit or Rollback, a lease-mode request's Complete, Release or Get).
+// whose store panicked: while it asked about its key (see
+// request.askPanicked), or while its outcome was recorded (a transactional
+// request's Complete, Commit or Rollback, a lease-mode request's Complete,
+// Release or Get).
 var errStorePanicked = errors.New("idempotency: store panicked")
 
 // txMode runs each protected request in one transaction of a TxStore: the
