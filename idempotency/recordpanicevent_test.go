@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -251,5 +252,38 @@ func TestStorePanicWhileWaitingGivesOneEvent(t *testing.T) {
 	}
 	if e := ev.got[0]; e.Outcome != idempotency.OutcomeStoreError || e.Status != 0 || e.Err == nil {
 		t.Errorf("the duplicate's event %s status %d err %v, want %s, no status, an error", e.Outcome, e.Status, e.Err, idempotency.OutcomeStoreError)
+	}
+}
+
+// TestHandlerPanicAfterStreamingReportsTheStatusSent checks that the event
+// of a handler that panics after its response began to stream (it outgrew
+// what the Middleware records) carries the status that went out, as
+// Event.Status promises and as the event of a store's panic at that point
+// does: the client did get that status line.
+func TestHandlerPanicAfterStreamingReportsTheStatusSent(t *testing.T) {
+	var ev events
+	h := idempotency.Middleware(newStore(t), idempotency.WithHook(ev.hook), idempotency.WithMaxResponseBody(16))(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusAccepted)
+			_, _ = w.Write([]byte(strings.Repeat("x", 64)))
+			panic("handler bug after streaming")
+		}))
+	w := httptest.NewRecorder()
+	func() {
+		defer func() { _ = recover() }()
+		r := httptest.NewRequest(http.MethodPost, "/ops", strings.NewReader(`{}`))
+		r.Header.Set(idempotency.HeaderIdempotencyKey, "k")
+		h.ServeHTTP(w, r)
+	}()
+	if w.Code != http.StatusAccepted {
+		t.Fatalf("the client got %d, want the streamed 202; the test proves nothing", w.Code)
+	}
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	if len(ev.got) != 1 {
+		t.Fatalf("%d events %v, want 1", len(ev.got), ev.got)
+	}
+	if e := ev.got[0]; e.Outcome != idempotency.OutcomeReleased || e.Status != http.StatusAccepted {
+		t.Errorf("event %s status %d, want %s with the status sent, %d", e.Outcome, e.Status, idempotency.OutcomeReleased, http.StatusAccepted)
 	}
 }
