@@ -217,11 +217,7 @@ func (m *middleware) afterRunFailed(ctx context.Context, ev Event, msg string, e
 func (q *request) leaseLost(ctx context.Context, ev Event, status int, err error) {
 	m := q.m
 	ev.Outcome, ev.Status, ev.Err = OutcomeLeaseLost, status, fmt.Errorf("%w: %w", ErrLeaseLost, err)
-	sent := 0
-	if !q.rec.unsent() {
-		sent = status
-	}
-	m.emitAfterLog(ev, sent, func() {
+	m.emitAfterLog(ev, q.sentStatus(), func() {
 		m.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: lease lost; another request took the key over and this outcome is not stored",
 			slog.String("scope", ev.Key.Scope), slog.String("key", ev.Key.Key), slog.Int64("token", ev.Token), slog.Any("error", err))
 	})

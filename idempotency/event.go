@@ -83,8 +83,8 @@ type Event struct {
 	// whose lease had lapsed.
 	TookOver bool
 	// Status is the HTTP status sent to the client; 0 when none was sent
-	// (the handler panicked) or when WithFailOpen handed the request to the
-	// handler unprotected.
+	// (a panic before the response began to stream) or when WithFailOpen
+	// handed the request to the handler unprotected.
 	Status int
 	// Method is the request's method, and Route the ServeMux pattern it
 	// matched (Request.Pattern; "" when the Middleware wraps the mux, or

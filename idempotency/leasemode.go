@@ -81,11 +81,7 @@ func (c *leaseClaim) finish(q *request) {
 		// request has given its one event: a superseded claim's is ours
 		// to report, with the status sent, none unless it streamed.
 		if superseded {
-			status := 0
-			if !q.rec.unsent() {
-				status = ev.Status
-			}
-			q.leaseLost(c.ctx, ev, status, ErrStaleToken)
+			q.leaseLost(c.ctx, ev, q.sentStatus(), ErrStaleToken)
 		}
 		panic(kept)
 	}
@@ -154,7 +150,8 @@ func (c *leaseClaim) record(q *request) (ev Event, superseded bool, kept *keeper
 }
 
 // abort releases the claim of a handler that panicked, so that a retry
-// runs it again. The handler's panic goes on, in place of any the keeper
+// runs it again. Its event carries the status sent, the handler's if its
+// response streamed before the panic, 0 otherwise. The handler's panic goes on, in place of any the keeper
 // recovered; a panic while it releases (the store's Release, the logger)
 // goes on in its place, reported as request.settlePanicked says.
 func (c *leaseClaim) abort(q *request) {
@@ -166,14 +163,15 @@ func (c *leaseClaim) abort(q *request) {
 		}
 	}()
 	ev := q.event()
+	ev.Status = q.sentStatus()
 	if lost, _ := c.keeper.settle(q.m.cfg.storeTimeout, c.cancel); lost {
 		s.reported = true
-		q.leaseLost(c.ctx, ev, 0, ErrStaleToken)
+		q.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken)
 		return // nothing of ours to release
 	}
 	ev.Outcome, ev.Err = OutcomeReleased, ErrHandlerPanicked
 	if q.m.release(c.ctx, ev, &s) {
-		q.leaseLost(c.ctx, ev, 0, ErrStaleToken)
+		q.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken)
 	}
 }
 

@@ -138,10 +138,17 @@ func (q *request) settlePanicked(byStore bool, failed error) {
 	default:
 		ev.Outcome, ev.Err = OutcomeReleased, errRecordPanicked
 	}
-	if !q.rec.unsent() {
-		ev.Status = q.rec.statusCode()
-	}
+	ev.Status = q.sentStatus()
 	q.m.emit(ev)
+}
+
+// sentStatus is the status that went out to the client: the handler's
+// once its response streamed (see recorder.unsent), 0 before.
+func (q *request) sentStatus() int {
+	if q.rec.unsent() {
+		return 0
+	}
+	return q.rec.statusCode()
 }
 
 // retryStore runs call until it succeeds, answers ErrStaleToken or

@@ -64,8 +64,8 @@
 //	                            when the Middleware wraps the mux, except on
 //	                            handler.duration and claims.active when Handler wraps
 //	                            a route's handler inside the mux, where the pattern is known
-//	http.response.status_code   the status sent; absent when none was (a panic, or          requests, request.duration
-//	                            fail-open handing the request on)
+//	http.response.status_code   the status sent; absent when none was (a panic before the   requests, request.duration
+//	                            response streamed, or fail-open handing the request on)
 //	saferetry.store.operation   claim, renew, complete, release, get, watch, begin_tx,      store.duration
 //	                            commit, rollback (a Tx's claim and complete are claim and
 //	                            complete)
@@ -75,7 +75,9 @@
 //	saferetry.scope             the label WithRetriesByScope makes of the scope             retries
 //
 // No attribute carries the Idempotency-Key, whose values are unbounded. A
-// panic shows as released without a status code.
+// panic shows as released without a status code, unless the response had
+// begun to stream (it outgrew what the Middleware records): then with the
+// status that went out.
 //
 // # Retries as analytics
 //
