@@ -221,3 +221,50 @@ func TestTxRollbackPanicGivesOneEvent(t *testing.T) {
 		})
 	}
 }
+
+// TestKeeperPanicEventHasTheStatusSent checks that a request whose lease
+// keeper recovered a panic (the store's Renew) and whose outcome was then
+// stored gives its event with the status that went out, none: the
+// keeper's panic goes on in place of the buffered response, so the
+// handler's 201 never reaches the client (a retry replays it).
+func TestKeeperPanicEventHasTheStatusSent(t *testing.T) {
+	const lease = 9 * time.Second
+	clk := clock.NewManual(fakeStart)
+	base := newStore(t, memstore.WithClock(clk.Now), memstore.WithCleanupInterval(0))
+	var renewals atomic.Int64
+	st := &faultyStore{Store: base, renew: func(ctx context.Context, k idempotency.Key, tok int64, l time.Duration) error {
+		if renewals.Add(1) == 1 {
+			panic("renew broke")
+		}
+		return base.Renew(ctx, k, tok, l)
+	}}
+	var ev events
+	app, entered, release := blockFirst()
+	h := idempotency.Middleware(st, idempotency.WithLease(lease), idempotency.WithClock(clk), idempotency.WithHook(ev.hook))(app)
+	panicked := make(chan any, 1)
+	go func() {
+		defer func() { panicked <- recover() }()
+		post(h, "k", `{}`)
+	}()
+	<-entered
+	testenv.Eventually(t, "the lease keeper's timer is armed", func() bool { return clk.Pending() > 0 })
+	clk.Advance(lease / 3)
+	testenv.Eventually(t, "the first renewal", func() bool { return renewals.Load() >= 1 })
+	close(release)
+	var p any
+	select {
+	case p = <-panicked:
+	case <-time.After(testenv.Patience):
+		t.Fatal("the request never finished")
+	}
+	if got := fmt.Sprint(p); !strings.Contains(got, "renew broke") {
+		t.Fatalf("the request went on with panic %q, want the keeper's", got)
+	}
+	got := ev.outcomes()
+	if len(got) != 1 || got[0] != idempotency.OutcomeNew {
+		t.Fatalf("events %v, want one %s (the outcome is stored)", got, idempotency.OutcomeNew)
+	}
+	if e, _ := ev.find(idempotency.OutcomeNew); e.Status != 0 {
+		t.Errorf("event status %d, want none: the response was not sent", e.Status)
+	}
+}
