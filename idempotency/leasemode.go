@@ -107,9 +107,12 @@ func (c *leaseClaim) finish(q *request) {
 // keeperPanic).
 func (c *leaseClaim) record(q *request) (ev Event, superseded bool, kept *keeperPanic) {
 	recorded := false
-	var s settling
+	s := settling{keeper: &c.keeper, sent: q.sentStatus()}
 	defer func() {
 		p := c.end()
+		if s.kept != nil { // the keeper was stopped before the event
+			p = s.kept
+		}
 		if !recorded && !s.reported {
 			q.settlePanicked(s.inStore, s.failed)
 		}

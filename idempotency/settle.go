@@ -70,12 +70,14 @@ func (m *middleware) settled(ctx context.Context, ev Event, completed bool, err 
 	}
 	switch {
 	case err == nil:
+		s.over(&ev)
 		s.reported = true
 		m.emit(ev)
 	case errors.Is(err, ErrStaleToken):
 		s.reported = true
 		return true
 	default:
+		s.over(&ev)
 		m.afterRunFailed(ctx, ev, failed, err, s)
 	}
 	return false
@@ -95,6 +97,26 @@ type settling struct {
 	// failed is the store's error when the store calls failed and the
 	// failure is being reported (see middleware.afterRunFailed).
 	failed error
+	// keeper is, in lease mode, the claim's lease keeper, stopped by over
+	// once the store calls are done, before the event is given; kept is
+	// the panic it kept, which goes on in place of the response (see
+	// keeperPanic), so that the event has the status sent before (sent).
+	keeper *leaseKeeper
+	kept   *keeperPanic
+	sent   int
+}
+
+// over ends the store calls: the keeper, if any, is stopped, and ev's
+// status is the one sent before when a panic it kept goes on in place of
+// the response.
+func (s *settling) over(ev *Event) {
+	if s.keeper == nil {
+		return
+	}
+	s.kept, s.keeper = s.keeper.stop(), nil
+	if s.kept != nil {
+		ev.Status = s.sent
+	}
 }
 
 // call runs f, a store call: a panic while it runs is the store's. A nil
