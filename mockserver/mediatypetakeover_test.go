@@ -1,0 +1,71 @@
+package mockserver_test
+
+import (
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/memstore"
+	"github.com/saferetry/saferetry/mockserver"
+)
+
+// TestPaymentMediaTypeRetryDoesNotTakeOver: a retry with a refused media
+// type (the same body and Content-Type, with a Content-Encoding, so the
+// same fingerprint) of a payment whose claim is in progress with a lapsed
+// lease (its instance paused, its keeper late) must not take the claim
+// over: taken over and released, it left the first request's token stale,
+// so the payment that request made was never recorded, and the next retry
+// of the paid key was answered 415. The refused retry is answered without
+// a claim, the first request's 201 is stored, and the retry after it is
+// the 201 replayed.
+func TestPaymentMediaTypeRetryDoesNotTakeOver(t *testing.T) {
+	var skew atomic.Int64 // how far the store's clock is ahead
+	st := memstore.New(memstore.WithClock(func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }))
+	defer st.Close()
+	entered, release := make(chan struct{}), make(chan struct{})
+	var began atomic.Bool
+	srv := mockserver.New(mockserver.WithStore(st), mockserver.WithHandlerMiddleware(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if began.CompareAndSwap(false, true) {
+				close(entered)
+				<-release
+			}
+			next.ServeHTTP(w, r)
+		})
+	}))
+	defer srv.Close()
+	done := make(chan []byte, 1)
+	go func() {
+		_, resp, b := sendTyped(t, srv, "lapsed", []string{"application/json"}, payBody)
+		if resp.StatusCode != http.StatusCreated {
+			t.Errorf("first attempt: %d %s, want 201", resp.StatusCode, b)
+		}
+		done <- b
+	}()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		close(release)
+		t.Fatal("the first attempt never reached the handler")
+	}
+	skew.Store(int64(time.Minute)) // past the lease (10 s), within the TTL
+	h := http.Header{"Idempotency-Key": {"lapsed"}, "Content-Type": {"application/json"}, "Content-Encoding": {"gzip"}}
+	resp, b := sendHeaders(t, srv, h, payBody)
+	if resp.StatusCode < 400 || resp.StatusCode == http.StatusUnsupportedMediaType {
+		t.Errorf("refused retry while the claim's lease lapsed: %d %s; want an error that is not 415", resp.StatusCode, b)
+	}
+	close(release)
+	first := <-done
+	if resp, b := sendHeaders(t, srv, h, payBody); resp.StatusCode != http.StatusCreated || resp.Header.Get(idempotency.HeaderReplayed) != "true" || string(b) != string(first) {
+		t.Errorf("refused retry of the paid key: %d (%s %q) %s; want the first 201 replayed: %s",
+			resp.StatusCode, idempotency.HeaderReplayed, resp.Header.Get(idempotency.HeaderReplayed), b, first)
+	}
+	if n := srv.Executions("lapsed"); n != 1 {
+		t.Errorf("%d executions, want 1", n)
+	}
+	if n := len(srv.Payments()); n != 1 {
+		t.Errorf("%d payments, want 1", n)
+	}
+}
