@@ -38,7 +38,11 @@ const acceptedMediaType = "application/json"
 // that a client that takes 415 as final does not take a payment that was
 // made for one that was not. The lookup is a Store.Get, which changes
 // nothing; the answer comes from the Middleware's Claim, refused by the
-// entry. An entry that went in between (it expired, or a claim in
+// entry. An entry in progress whose lease has lapsed is not passed on:
+// the Claim would take it over, and its release would leave the holder,
+// which may still be paying, unable to record its outcome; it is answered
+// 503 ProblemKeyChanged, and its retry from the record that the holder
+// stores. An entry that went in between (it expired, or a claim in
 // progress was released or lapsed) lets the Claim through: see
 // refuseUnderClaim. In transactional mode a claim in progress is a row
 // not yet committed, which Get does not see: a retry while the first
@@ -55,11 +59,21 @@ func (s *Server) requireJSON(next http.Handler) http.Handler {
 		// Parsed and looked up on the refusals' path only, which keeps
 		// both off the path of every payment taken.
 		key, err := idempotency.KeyFromHeader(r.Header)
-		if err != nil || s.keyHeld(r, key) {
+		if err != nil {
 			next.ServeHTTP(w, r)
 			return
 		}
-		refuseMediaType(w, typeWhy, codingWhy, unheldKey)
+		switch e, held := s.keyHeld(r, key); {
+		case !held:
+			refuseMediaType(w, typeWhy, codingWhy, unheldKey)
+		case e.State == idempotency.StateInProgress && e.LeaseRemaining <= 0:
+			// The Middleware's Claim would take the lapsed claim over
+			// and, releasing it, leave its holder, which may still be
+			// paying, unable to record its outcome.
+			refuseKeyChanged(w, lapsedKey)
+		default:
+			next.ServeHTTP(w, r)
+		}
 	})
 }
 
@@ -85,14 +99,29 @@ func refuseMediaType(w http.ResponseWriter, typeWhy, codingWhy, keyTail string) 
 }
 
 // keyHeld reports whether the store holds an entry for the Idempotency-Key
-// key of r in the server's scope, or could not tell.
-func (s *Server) keyHeld(r *http.Request, key string) bool {
+// key of r in the server's scope, and returns it, or could not tell (held
+// with the zero Entry).
+func (s *Server) keyHeld(r *http.Request, key string) (e idempotency.Entry, held bool) {
 	scope, err := s.scope(r)
 	if err != nil {
-		return true // the Middleware answers a scope that fails
+		return idempotency.Entry{}, true // the Middleware answers a scope that fails
 	}
-	_, found, err := s.store.Get(r.Context(), idempotency.Key{Scope: scope, Key: key})
-	return found || err != nil
+	e, found, err := s.store.Get(r.Context(), idempotency.Key{Scope: scope, Key: key})
+	return e, found || err != nil
+}
+
+// What the detail of a 503 ProblemKeyChanged says of the key's record.
+const (
+	goneKey   = "the record of this Idempotency-Key went away while the request was answered from it"
+	lapsedKey = "the claim in progress on this Idempotency-Key has lapsed (the request that holds it may still be running), and a request refused so does not take it over"
+)
+
+// refuseKeyChanged answers a request that requireJSON refuses, whose key's
+// record is not one to answer it from (why, one of the constants above),
+// with 503 ProblemKeyChanged and Retry-After: nothing is run or stored.
+func refuseKeyChanged(w http.ResponseWriter, why string) {
+	contract.WriteProblem(w, http.StatusServiceUnavailable, problem{Type: ProblemKeyChanged, Title: "Service Unavailable", Status: http.StatusServiceUnavailable,
+		Detail: "the body is not " + acceptedMediaType + " and " + why + "; nothing was run or stored: retry with the same key"}, 1)
 }
 
 // refuseUnderClaim answers, in place of next, the payment handler, a
@@ -118,8 +147,7 @@ func refuseUnderClaim(next http.Handler) http.Handler {
 			refuseMediaType(w, typeWhy, codingWhy, unlookedKey)
 			return
 		}
-		contract.WriteProblem(w, http.StatusServiceUnavailable, problem{Type: ProblemKeyChanged, Title: "Service Unavailable", Status: http.StatusServiceUnavailable,
-			Detail: "the body is not " + acceptedMediaType + " and the record of this Idempotency-Key went away while the request was answered from it; nothing was run or stored: retry with the same key"}, 1)
+		refuseKeyChanged(w, goneKey)
 	})
 }
 

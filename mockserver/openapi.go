@@ -125,7 +125,7 @@ func oaCreatePaymentResponses(frag *idempotency.OpenAPIFragment, op idempotency.
 		"content":     oaProblemContent(append(frag.ProblemSchemas(http.StatusBadRequest), oaRef("MockProblemValidation"))...),
 	}
 	create["415"] = oaObj{
-		"description": "The body is declared as another media type than JSON in UTF-8 (a form, text/plain, a charset other than utf-8, a Content-Type that does not parse or is given twice), or has a content coding (Content-Encoding: gzip). Answered only to a request with a valid Idempotency-Key of which the store holds no record, before the key is claimed: this request was not run and its answer is not stored, and the key paid nothing (but for a transactional claim still running, not seen until it commits). A missing or malformed key gets 400 instead, and a retry of a key that executed or is running is answered from its record, as any retry: the stored answer replayed, 422 for another fingerprint, 409 while the first runs (or 503 MockProblemKeyChanged when the record went meanwhile).",
+		"description": "The body is declared as another media type than JSON in UTF-8 (a form, text/plain, a charset other than utf-8, a Content-Type that does not parse or is given twice), or has a content coding (Content-Encoding: gzip). Answered only to a request with a valid Idempotency-Key of which the store holds no record, before the key is claimed: this request was not run and its answer is not stored, and the key paid nothing (but for a transactional claim still running, not seen until it commits). A missing or malformed key gets 400 instead, and a retry of a key that executed or is running is answered from its record, as any retry: the stored answer replayed, 422 for another fingerprint, 409 while the first runs (or 503 MockProblemKeyChanged when the record went meanwhile, or is a claim whose lease lapsed, which such a request does not take over).",
 		"headers": oaObj{
 			"Accept":          oaObj{"description": "With a refused media type: the one taken, application/json (RFC 9110, section 15.5.16).", "schema": oaObj{"const": acceptedMediaType}},
 			"Accept-Encoding": oaObj{"description": "With a refused content coding: the one taken, identity (RFC 9110, section 15.5.16).", "schema": oaObj{"const": "identity"}},
@@ -339,7 +339,7 @@ func oaProblemSchemas() oaObj {
 		"MockProblemInjectedFailure": mustJSON(oaObj{"description": "A failure injected before anything ran (any status from 400 to 599).",
 			"allOf": []any{oaRef("MockProblem")}, "properties": oaObj{"type": oaObj{"const": ProblemInjectedFailure}, "status": oaObj{"minimum": 400, "maximum": 599}}}),
 		"MockProblemUnsupportedMediaType": problem(ProblemUnsupportedMediaType, 415, "The payment body is declared as another media type than JSON in UTF-8, or has a content coding; detail says which. Answered to a key of which the store holds no record; never stored.", nil),
-		"MockProblemKeyChanged":           problem(ProblemKeyChanged, 503, "A body that would be refused with 415 was to be answered from its key's record, which went (expired, released, lapsed) before the key was claimed; nothing was paid or stored.", nil),
+		"MockProblemKeyChanged":           problem(ProblemKeyChanged, 503, "A body that would be refused with 415 was to be answered from its key's record, which went (expired, released, lapsed) before the key was claimed, or is a claim in progress whose lease lapsed, which it does not take over; nothing was paid or stored.", nil),
 	}
 }
 

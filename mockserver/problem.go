@@ -59,9 +59,11 @@ const (
 	// but whose Idempotency-Key the store held, and so was passed to the
 	// idempotency Middleware to be answered from the key's record, when
 	// that record went away in between (it expired, or the claim in
-	// progress was released or its lease lapsed): nothing was paid or
-	// stored, and a retry with the same key is answered 415, or from the
-	// key's record if it has one again.
+	// progress was released or its lease lapsed), or when the record is
+	// a claim in progress whose lease has lapsed, which such a request
+	// does not take over (its holder may still be paying): nothing was
+	// paid or stored, and a retry with the same key is answered 415, or
+	// from the key's record if it has one.
 	ProblemKeyChanged = problemBase + "ProblemKeyChanged"
 )
 
