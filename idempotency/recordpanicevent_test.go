@@ -86,10 +86,11 @@ func (s lateClaims) Claim(ctx context.Context, k idempotency.Key, fp string, lea
 
 // TestPanickingLoggerStillGivesOneEvent checks that a request whose
 // Middleware's logger panics where the Middleware logs before it gives the
-// event (a store failure, a claim too late, a lease lost, a failed commit,
-// a scope error) still gives its one event, with its outcome and no status
-// (the answer it describes is not sent), before the panic goes on, as a
-// handler's panic does: metrics fed by the hook would otherwise miss it.
+// event (a store failure, a claim too late, a claim taken over, a lease
+// lost, a failed commit, a scope error) still gives its one event, with its
+// outcome and no status (the answer it describes is not sent), before the
+// panic goes on, as a handler's panic does: metrics fed by the hook would
+// otherwise miss it.
 func TestPanickingLoggerStillGivesOneEvent(t *testing.T) {
 	down := errors.New("store down")
 	for _, tc := range []struct {
@@ -109,6 +110,16 @@ func TestPanickingLoggerStillGivesOneEvent(t *testing.T) {
 			}}
 		}, []idempotency.Option{idempotency.WithFailOpen(true)}, idempotency.OutcomeStoreError},
 		{"claim too late", func(t *testing.T) idempotency.Store { return lateClaims{newStore(t)} }, nil, idempotency.OutcomeInProgress},
+		// The handler does not run: the claim is left to its lease, as
+		// after a logger's panic while the outcome is recorded.
+		{"claim taken over", func(t *testing.T) idempotency.Store {
+			base := newStore(t)
+			return &faultyStore{Store: base, claim: func(ctx context.Context, k idempotency.Key, fp string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
+				res, err := base.Claim(ctx, k, fp, lease, ttl)
+				res.TookOver = true
+				return res, err
+			}}
+		}, nil, idempotency.OutcomeReleased},
 		{"lease lost on Complete", func(t *testing.T) idempotency.Store {
 			return &faultyStore{Store: newStore(t), complete: func(context.Context, idempotency.Key, int64, idempotency.Response, time.Duration) error {
 				return idempotency.ErrStaleToken
