@@ -101,7 +101,7 @@ type Event struct {
 	// ErrHandlerPanicked for OutcomeReleased after a handler panic (the
 	// panic itself goes on, with its own value), an error saying so for
 	// OutcomeReleased after a panic that is not the store's while the
-	// outcome was recorded, the cause matching
+	// outcome was recorded or a lapsed claim taken over, the cause matching
 	// ErrLeaseLost for OutcomeReleased after the Middleware cancelled the
 	// handler for its lease, and an error saying so for the
 	// OutcomeInProgress of a claim answered with under half its lease left

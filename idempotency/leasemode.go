@@ -56,8 +56,20 @@ func (c *leaseClaim) start(q *request, res ClaimResult) (context.Context, bool) 
 		return nil, false
 	}
 	if res.TookOver {
+		// Should the logger panic, the request holds the claim and has
+		// given no event: it gives its one event first, as after a
+		// logger's panic while its outcome is recorded (see
+		// request.settlePanicked), and the claim, which no keeper renews
+		// yet, is left to its lease.
+		logged := false
+		defer func() {
+			if !logged {
+				q.settlePanicked(false, nil)
+			}
+		}()
 		m.cfg.logger.LogAttrs(q.r.Context(), slog.LevelInfo, "idempotency: took over a claim whose lease lapsed",
 			slog.String("scope", q.claim.key.Scope), slog.String("key", q.claim.key.Key), slog.Int64("token", res.Token))
+		logged = true
 	}
 	q.rec = recorder{w: q.w, limit: m.cfg.maxResponse, canStream: true}
 	detached := context.WithoutCancel(q.r.Context())

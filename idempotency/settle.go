@@ -132,14 +132,17 @@ func (s *settling) call(f func() error) error {
 }
 
 // errRecordPanicked is the Err of the OutcomeReleased event of a request
-// whose recording of its outcome panicked in code that is not the store's
-// (the Middleware's logger, say; see request.settlePanicked).
-var errRecordPanicked = errors.New("idempotency: panicked while recording the outcome; the outcome is not stored")
+// that panicked in code that is not the store's while it held its claim,
+// outside its handler: while its outcome was recorded (the Middleware's
+// logger, say), or on taking over a lapsed claim (see
+// request.settlePanicked).
+var errRecordPanicked = errors.New("idempotency: panicked while holding the claim, outside the handler and the store; the outcome is not stored")
 
 // settlePanicked reports a request whose recording of its outcome panicked
-// before its event was given, so that it gives its one event before the
-// panic goes on: the claim is left to its lease, or the transaction rolled
-// back. A panic of the store's (byStore) is OutcomeStoreError, and so is
+// before its event was given (or, in lease mode, whose logger panicked on
+// taking over a lapsed claim, before its handler ran), so that it gives its
+// one event before the panic goes on: the claim is left to its lease, or
+// the transaction rolled back. A panic of the store's (byStore) is OutcomeStoreError, and so is
 // one while a failure of the store's (failed, non-nil) was being reported,
 // with that failure as Err. Any other,
 // a panic of the application's code that the Middleware calls meanwhile
