@@ -18,11 +18,12 @@ func (l *List[E]) Add(f func(E)) {
 }
 
 // Call calls every hook with a copy of *e, in order. It takes a pointer
-// so that a caller with no hooks copies nothing. A hook that panics does
-// not keep the hooks after it from their call (instrumentation beside the
-// caller's own hook still counts the event): they are called while its
-// panic goes on, which then reaches Call's caller (the last one's, should
-// several panic).
+// so that a caller with no hooks copies nothing. A hook that panics (or
+// calls runtime.Goexit) does not keep the hooks after it from their call
+// (instrumentation beside the caller's own hook still counts the event):
+// each is called once, in order, while its panic goes on, which then
+// reaches Call's caller as it was. Should a hook after it panic too, that
+// later panic is dropped: the first tells what broke.
 func (l List[E]) Call(e *E) {
 	for i := range l {
 		l.callAt(i, e)
@@ -30,14 +31,28 @@ func (l List[E]) Call(e *E) {
 }
 
 // callAt calls the hook at i with a copy of *e; should it panic, the hooks
-// after it are called before the panic goes on.
+// after it are called (see rest) before the panic goes on.
 func (l List[E]) callAt(i int, e *E) {
 	done := false
 	defer func() {
 		if !done {
-			l[i+1:].Call(e)
+			l[i+1:].rest(e)
 		}
 	}()
 	l[i](*e)
 	done = true
+}
+
+// rest calls every hook with a copy of *e, in order, while the panic of
+// a hook before them goes on: a panic of theirs is recovered and dropped,
+// so that the first one is what Call's caller recovers. The recover is
+// in a call of rest's own, which the first panic does not unwind, so it
+// never stops that one.
+func (l List[E]) rest(e *E) {
+	for _, f := range l {
+		func() {
+			defer func() { _ = recover() }()
+			f(*e)
+		}()
+	}
 }
