@@ -392,3 +392,25 @@ func TestTxClaimPanicRollsBack(t *testing.T) {
 		t.Fatalf("%d transactions begun, %d left open; want 1 begun, none open", st.begun, st.open)
 	}
 }
+
+// TestTxClaimPanicKeepsItsPanic checks that a transaction whose Claim
+// panics, and whose Rollback panics too (a driver with a bug in both),
+// goes on with the Claim's panic, as it did before the Middleware rolled
+// such a transaction back: the rollback's own panic must not replace the
+// one that tells what broke first. The request still gives its one event.
+func TestTxClaimPanicKeepsItsPanic(t *testing.T) {
+	st := &fakeTxStore{Store: newStore(t), panicClaim: true, panicRollback: true}
+	var ev events
+	mw := idempotency.Middleware(st, idempotency.WithHook(ev.hook))(&counter{})
+	var p any
+	func() {
+		defer func() { p = recover() }()
+		post(mw, "k", `{}`)
+	}()
+	if p != "driver bug in claim" {
+		t.Fatalf("the request went on with panic %v, want the Claim's", p)
+	}
+	if got := ev.outcomes(); len(got) != 1 || got[0] != idempotency.OutcomeStoreError {
+		t.Fatalf("events %v, want one %s", got, idempotency.OutcomeStoreError)
+	}
+}
