@@ -34,8 +34,9 @@ func (t txMode) claim(q *request) (held, ClaimResult, error) {
 		if !claimed {
 			// The store's Claim panicked: as after a Commit that panics,
 			// neither the transaction nor its connection outlives the
-			// request. The panic goes on, the Rollback's if it panics too.
-			t.m.rollback(q.r.Context(), q.claim.key, tx, nil)
+			// request. The Claim's panic goes on as it was (see
+			// rollbackUnwinding).
+			t.m.rollbackUnwinding(q.r.Context(), q.claim.key, tx)
 		}
 	}()
 	res, err := tx.Claim(q.r.Context(), q.claim.key, q.fp, t.m.cfg.ttl)
@@ -190,4 +191,15 @@ func (m *middleware) rollback(parent context.Context, k Key, tx Tx, s *settling)
 		m.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: rollback failed",
 			slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Any("error", err))
 	}
+}
+
+// rollbackUnwinding rolls tx back (see rollback) while a panic of the
+// store's goes on, one that it did not raise: a panic of the rollback's
+// own (the store's Rollback, the logger) is recovered and dropped, so that
+// the first, which tells what broke, reaches whatever recovers the
+// request's panics as it was. The recover is in a call of its own, which
+// the first panic does not unwind, so it never stops that one.
+func (m *middleware) rollbackUnwinding(parent context.Context, k Key, tx Tx) {
+	defer func() { _ = recover() }()
+	m.rollback(parent, k, tx, nil)
 }
