@@ -298,3 +298,56 @@ func TestHandlerPanicAfterStreamingReportsTheStatusSent(t *testing.T) {
 		t.Errorf("event %s status %d, want %s with the status sent, %d", e.Outcome, e.Status, idempotency.OutcomeReleased, http.StatusAccepted)
 	}
 }
+
+// TestPanickingHookKeepsThePanicInFlight checks that a hook that panics on
+// the event the Middleware gives while a panic is in flight (the store's,
+// while the key is claimed or the outcome recorded; the logger's before an
+// answer) does not replace that panic: the one that tells what broke goes
+// on as it was, as it did before such requests gave an event, and every
+// hook still gets the event once.
+func TestPanickingHookKeepsThePanicInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		store func(t *testing.T) idempotency.Store
+		opts  []idempotency.Option
+		want  string // the panic that goes on
+	}{
+		{"store panics in Claim", func(t *testing.T) idempotency.Store {
+			return &faultyStore{Store: newStore(t), claim: func(context.Context, idempotency.Key, string, time.Duration, time.Duration) (idempotency.ClaimResult, error) {
+				panic("store bug in claim")
+			}}
+		}, nil, "store bug in claim"},
+		{"store panics in Complete", func(t *testing.T) idempotency.Store {
+			return &faultyStore{Store: newStore(t), complete: func(context.Context, idempotency.Key, int64, idempotency.Response, time.Duration) error {
+				panic("store bug in complete")
+			}}
+		}, nil, "store bug in complete"},
+		{"Commit panics", func(t *testing.T) idempotency.Store {
+			return &fakeTxStore{Store: newStore(t), panicCommit: true}
+		}, nil, "driver bug"},
+		{"logger panics on a store failure", func(t *testing.T) idempotency.Store {
+			return &faultyStore{Store: newStore(t), claim: func(context.Context, idempotency.Key, string, time.Duration, time.Duration) (idempotency.ClaimResult, error) {
+				return idempotency.ClaimResult{}, errors.New("store down")
+			}}
+		}, []idempotency.Option{idempotency.WithLogger(slog.New(panickingLog{}))}, "log handler broke on: idempotency: store failed; answering 503"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ev events
+			opts := append([]idempotency.Option{
+				idempotency.WithHook(func(idempotency.Event) { panic("hook broke") }),
+				idempotency.WithHook(ev.hook)}, tc.opts...)
+			h := idempotency.Middleware(tc.store(t), opts...)(&counter{})
+			var p any
+			func() {
+				defer func() { p = recover() }()
+				post(h, "k", `{}`)
+			}()
+			if p != tc.want {
+				t.Errorf("the request went on with panic %v, want %q", p, tc.want)
+			}
+			if got := ev.outcomes(); len(got) != 1 {
+				t.Errorf("the second hook got %v, want one event", got)
+			}
+		})
+	}
+}
