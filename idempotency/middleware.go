@@ -264,17 +264,29 @@ func (m *middleware) emit(ev Event) {
 // before ev is given, returned. Should the logger panic, ev is given before
 // the panic goes on, with the status sent by then (sent: 0 when nothing
 // was, since the answer ev describes never is), so that the request still
-// gives its one event, as after a handler's panic.
+// gives its one event, as after a handler's panic; a hook's panic then
+// does not replace the logger's (see emitUnwinding).
 func (m *middleware) emitAfterLog(ev Event, sent int, log func()) {
 	logged := false
 	defer func() {
 		if !logged {
 			ev.Status = sent
-			m.emit(ev)
+			m.emitUnwinding(ev)
 		}
 	}()
 	log()
 	logged = true
+	m.emit(ev)
+}
+
+// emitUnwinding gives ev (see emit) while a panic goes on (or a
+// runtime.Goexit), one that the hooks did not raise: a hook's panic is
+// recovered and dropped, after every hook had ev, so that the first
+// panic, which tells what broke, reaches whatever recovers the request's
+// panics as it was. The recover is in a call of its own, which the first
+// panic does not unwind, so it never stops that one.
+func (m *middleware) emitUnwinding(ev Event) {
+	defer func() { _ = recover() }()
 	m.emit(ev)
 }
 

@@ -133,9 +133,10 @@ func (q *request) pause(e Entry) bool {
 // OutcomeStoreError with no status (nothing was sent) and no token
 // (nothing is held). The only code of another's that runs meanwhile is
 // the logger, after a store call that failed (a transaction's Rollback, a
-// Watch): a store failure as well, which the label tells true.
+// Watch): a store failure as well, which the label tells true. A hook's
+// panic does not replace the store's (see middleware.emitUnwinding).
 func (q *request) askPanicked() {
-	q.m.emit(q.eventOf(Event{Outcome: OutcomeStoreError, Key: q.claim.key, Err: errStorePanicked}))
+	q.m.emitUnwinding(q.eventOf(Event{Outcome: OutcomeStoreError, Key: q.claim.key, Err: errStorePanicked}))
 }
 
 // run runs the handler under the claim h holds.

@@ -152,7 +152,9 @@ var errRecordPanicked = errors.New("idempotency: panicked while holding the clai
 // a retry runs the handler again (once the lease lapses, unless an earlier
 // Complete whose answer was lost took effect: the retry then replays it).
 // Labelling it store_error would send whoever reads the metrics to a store
-// that answered. Its status is the one sent, 0 when nothing was.
+// that answered. Its status is the one sent, 0 when nothing was. A hook's
+// panic does not replace the one in flight (see
+// middleware.emitUnwinding).
 func (q *request) settlePanicked(byStore bool, failed error) {
 	ev := q.event()
 	switch {
@@ -164,7 +166,7 @@ func (q *request) settlePanicked(byStore bool, failed error) {
 		ev.Outcome, ev.Err = OutcomeReleased, errRecordPanicked
 	}
 	ev.Status = q.sentStatus()
-	q.m.emit(ev)
+	q.m.emitUnwinding(ev)
 }
 
 // sentStatus is the status that went out to the client: the handler's
