@@ -300,9 +300,9 @@ func TestHandlerPanicAfterStreamingReportsTheStatusSent(t *testing.T) {
 }
 
 // TestPanickingHookKeepsThePanicInFlight checks that a hook that panics on
-// the event the Middleware gives while a panic is in flight (the store's,
-// while the key is claimed or the outcome recorded; the logger's before an
-// answer) does not replace that panic: the one that tells what broke goes
+// the event the Middleware gives while a panic is in flight (the
+// handler's; the store's, while the key is claimed or the outcome
+// recorded; the logger's before an answer) does not replace that panic: the one that tells what broke goes
 // on as it was, as it did before such requests gave an event, and every
 // hook still gets the event once.
 func TestPanickingHookKeepsThePanicInFlight(t *testing.T) {
@@ -325,6 +325,10 @@ func TestPanickingHookKeepsThePanicInFlight(t *testing.T) {
 		{"Commit panics", func(t *testing.T) idempotency.Store {
 			return &fakeTxStore{Store: newStore(t), panicCommit: true}
 		}, nil, "driver bug"},
+		{"handler panics", func(t *testing.T) idempotency.Store { return newStore(t) }, nil, "handler bug"},
+		{"handler panics, transactional mode", func(t *testing.T) idempotency.Store {
+			return &fakeTxStore{Store: newStore(t)}
+		}, nil, "handler bug"},
 		{"logger panics on a store failure", func(t *testing.T) idempotency.Store {
 			return &faultyStore{Store: newStore(t), claim: func(context.Context, idempotency.Key, string, time.Duration, time.Duration) (idempotency.ClaimResult, error) {
 				return idempotency.ClaimResult{}, errors.New("store down")
@@ -336,7 +340,13 @@ func TestPanickingHookKeepsThePanicInFlight(t *testing.T) {
 			opts := append([]idempotency.Option{
 				idempotency.WithHook(func(idempotency.Event) { panic("hook broke") }),
 				idempotency.WithHook(ev.hook)}, tc.opts...)
-			h := idempotency.Middleware(tc.store(t), opts...)(&counter{})
+			app := &counter{before: func(http.ResponseWriter, *http.Request) int {
+				if tc.want == "handler bug" {
+					panic("handler bug")
+				}
+				return http.StatusCreated
+			}}
+			h := idempotency.Middleware(tc.store(t), opts...)(app)
 			var p any
 			func() {
 				defer func() { p = recover() }()
