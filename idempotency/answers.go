@@ -207,7 +207,7 @@ func (m *middleware) afterRunFailed(ctx context.Context, ev Event, msg string, e
 		slog.Int64("token", ev.Token), slog.Int("status", ev.Status), slog.Any("error", err))
 	s.reported = true
 	ev.Outcome, ev.Err = OutcomeStoreError, err
-	m.emit(ev)
+	s.emit(m, ev)
 }
 
 // leaseLost reports a claim found taken over: its outcome is not stored.

@@ -168,9 +168,10 @@ func (c *leaseClaim) record(q *request) (ev Event, superseded bool, kept *keeper
 // runs it again. Its event carries the status sent, the handler's if its
 // response streamed before the panic, 0 otherwise. The handler's panic goes on, in place of any the keeper
 // recovered; a panic while it releases (the store's Release, the logger)
-// goes on in its place, reported as request.settlePanicked says.
+// goes on in its place, reported as request.settlePanicked says, but a
+// hook's panic on the event does not (see settling.emit).
 func (c *leaseClaim) abort(q *request) {
-	var s settling
+	s := settling{unwinding: true}
 	defer func() {
 		c.end()
 		if !s.reported {

@@ -72,7 +72,7 @@ func (m *middleware) settled(ctx context.Context, ev Event, completed bool, err 
 	case err == nil:
 		s.over(&ev)
 		s.reported = true
-		m.emit(ev)
+		s.emit(m, ev)
 	case errors.Is(err, ErrStaleToken):
 		s.reported = true
 		return true
@@ -94,6 +94,9 @@ type settling struct {
 	reported bool
 	// inStore: a store call is running; a panic now is the store's.
 	inStore bool
+	// unwinding: the handler's panic is in flight (see leaseClaim.abort),
+	// which a hook's panic on the event must not replace (see emit).
+	unwinding bool
 	// failed is the store's error when the store calls failed and the
 	// failure is being reported (see middleware.afterRunFailed).
 	failed error
@@ -117,6 +120,17 @@ func (s *settling) over(ev *Event) {
 	if s.kept != nil {
 		ev.Status = s.sent
 	}
+}
+
+// emit gives ev (see middleware.emit); while the handler's panic is in
+// flight (unwinding), as middleware.emitUnwinding does, so that the
+// handler's panic goes on, not a hook's.
+func (s *settling) emit(m *middleware, ev Event) {
+	if s.unwinding {
+		m.emitUnwinding(ev)
+		return
+	}
+	m.emit(ev)
 }
 
 // call runs f, a store call: a panic while it runs is the store's. A nil

@@ -72,12 +72,13 @@ func (c *txClaim) handlerContext(cc *claimCtx) context.Context { return c.tx.Con
 
 // abort rolls back the transaction of a handler that panicked. A panic
 // while it rolls back goes on in place of the handler's, reported as
-// txClaim.rollback says.
+// txClaim.rollback says; a hook's panic on the event does not (see
+// middleware.emitUnwinding).
 func (c *txClaim) abort(q *request) {
 	c.rollback(q)
 	ev := q.event()
 	ev.Outcome, ev.Err = OutcomeReleased, ErrHandlerPanicked
-	q.m.emit(ev)
+	q.m.emitUnwinding(ev) // the handler's panic goes on, not a hook's
 }
 
 // finish stores the outcome and commits, or rolls back after a status that
