@@ -275,8 +275,11 @@ func WithLogger(l *slog.Logger) Option {
 // say): every hook is called, in the order given. A hook runs synchronously
 // on the request's goroutine, so it must be quick and safe for concurrent
 // use; a hook that panics fails that request, as a handler's panic would,
-// once the hooks given after it had the event. A nil f adds nothing; there
-// is no hook by default.
+// once the hooks given after it had the event. A hook's panic never
+// replaces one already in flight (the handler's, the store's, the
+// logger's, or an earlier hook's on the same event): that one goes on as
+// it was, and the hook's is dropped. A nil f adds nothing; there is no
+// hook by default.
 func WithHook(f func(Event)) Option {
 	return func(c *config) { c.hooks.Add(f) }
 }
