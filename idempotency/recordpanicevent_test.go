@@ -326,6 +326,11 @@ func TestPanickingHookKeepsThePanicInFlight(t *testing.T) {
 			return &fakeTxStore{Store: newStore(t), panicCommit: true}
 		}, nil, "driver bug"},
 		{"handler panics", func(t *testing.T) idempotency.Store { return newStore(t) }, nil, "handler bug"},
+		{"handler panics, claim taken over", func(t *testing.T) idempotency.Store {
+			return &faultyStore{Store: newStore(t), release: func(context.Context, idempotency.Key, int64) error {
+				return idempotency.ErrStaleToken
+			}}
+		}, nil, "handler bug"},
 		{"handler panics, transactional mode", func(t *testing.T) idempotency.Store {
 			return &fakeTxStore{Store: newStore(t)}
 		}, nil, "handler bug"},
