@@ -155,7 +155,7 @@ func (q *request) answerInPlace() {
 // progress, since it is held until the lease lapses.
 func (q *request) claimTooLate(token int64, left time.Duration) {
 	m, k := q.m, q.claim.key
-	m.emitAfterLog(q.eventOf(Event{Outcome: OutcomeInProgress, Key: k, Token: token, Status: http.StatusConflict, Err: errClaimTooLate}), 0, func() {
+	m.emitAfterLog(q.eventOf(Event{Outcome: OutcomeInProgress, Key: k, Token: token, Status: http.StatusConflict, Err: errClaimTooLate}), 0, nil, func() {
 		m.cfg.logger.LogAttrs(q.r.Context(), slog.LevelWarn, "idempotency: claim acquired too late to start the handler; answering 409",
 			slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Int64("token", token),
 			slog.Duration("lease_left", left), slog.Duration("lease", m.cfg.lease))
@@ -174,7 +174,7 @@ func (q *request) storeFailed(err error) {
 		q.storeUnavailable(err)
 		return
 	}
-	m.emitAfterLog(q.eventOf(Event{Outcome: OutcomeStoreError, Key: k, Err: err}), 0, func() {
+	m.emitAfterLog(q.eventOf(Event{Outcome: OutcomeStoreError, Key: k, Err: err}), 0, nil, func() {
 		m.cfg.logger.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: store failed; running the handler unprotected (fail open)",
 			slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Any("error", err))
 	})
@@ -188,7 +188,7 @@ func (q *request) storeUnavailable(err error) {
 	if r.Context().Err() != nil {
 		level = slog.LevelDebug // the client left; the store call was cut short
 	}
-	m.emitAfterLog(q.eventOf(Event{Outcome: OutcomeStoreError, Key: k, Status: http.StatusServiceUnavailable, Err: err}), 0, func() {
+	m.emitAfterLog(q.eventOf(Event{Outcome: OutcomeStoreError, Key: k, Status: http.StatusServiceUnavailable, Err: err}), 0, nil, func() {
 		m.cfg.logger.LogAttrs(r.Context(), level, "idempotency: store failed; answering 503",
 			slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Any("error", err))
 	})
@@ -214,10 +214,12 @@ func (m *middleware) afterRunFailed(ctx context.Context, ev Event, msg string, e
 // ev is the request's event (see request.event), status what is sent (or
 // was, when the response streamed). Should the logger panic, the answer is
 // not sent, and ev carries the status sent before it (see emitAfterLog).
-func (q *request) leaseLost(ctx context.Context, ev Event, status int, err error) {
+// s is the settling of a handler's panic (see leaseClaim.abort), nil
+// otherwise.
+func (q *request) leaseLost(ctx context.Context, ev Event, status int, err error, s *settling) {
 	m := q.m
 	ev.Outcome, ev.Status, ev.Err = OutcomeLeaseLost, status, fmt.Errorf("%w: %w", ErrLeaseLost, err)
-	m.emitAfterLog(ev, q.sentStatus(), func() {
+	m.emitAfterLog(ev, q.sentStatus(), s, func() {
 		m.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: lease lost; another request took the key over and this outcome is not stored",
 			slog.String("scope", ev.Key.Scope), slog.String("key", ev.Key.Key), slog.Int64("token", ev.Token), slog.Any("error", err))
 	})

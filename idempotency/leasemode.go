@@ -93,18 +93,18 @@ func (c *leaseClaim) finish(q *request) {
 		// request has given its one event: a superseded claim's is ours
 		// to report, with the status sent, none unless it streamed.
 		if superseded {
-			q.leaseLost(c.ctx, ev, q.sentStatus(), ErrStaleToken)
+			q.leaseLost(c.ctx, ev, q.sentStatus(), ErrStaleToken, nil)
 		}
 		panic(kept)
 	}
 	if superseded && storable(ev.Status) && q.rec.unsent() {
 		ev.Status = http.StatusConflict
-		q.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken)
+		q.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken, nil)
 		q.superseded()
 		return
 	}
 	if superseded {
-		q.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken)
+		q.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken, nil)
 	}
 	q.rec.flush()
 }
@@ -182,12 +182,12 @@ func (c *leaseClaim) abort(q *request) {
 	ev.Status = q.sentStatus()
 	if lost, _ := c.keeper.settle(q.m.cfg.storeTimeout, c.cancel); lost {
 		s.reported = true
-		q.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken)
+		q.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken, &s)
 		return // nothing of ours to release
 	}
 	ev.Outcome, ev.Err = OutcomeReleased, ErrHandlerPanicked
 	if q.m.release(c.ctx, ev, &s) {
-		q.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken)
+		q.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken, &s)
 	}
 }
 

@@ -109,7 +109,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var scope string
 	if m.cfg.scope != nil {
 		if scope, err = m.cfg.scope(r); err != nil {
-			m.emitAfterLog(admissionEvent(r, Event{Outcome: OutcomeScopeError, Key: Key{Key: key}, Status: http.StatusInternalServerError, Err: err}), 0, func() {
+			m.emitAfterLog(admissionEvent(r, Event{Outcome: OutcomeScopeError, Key: Key{Key: key}, Status: http.StatusInternalServerError, Err: err}), 0, nil, func() {
 				m.cfg.logger.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: scope function failed",
 					slog.String("key", key), slog.Any("error", err))
 			})
@@ -265,8 +265,9 @@ func (m *middleware) emit(ev Event) {
 // the panic goes on, with the status sent by then (sent: 0 when nothing
 // was, since the answer ev describes never is), so that the request still
 // gives its one event, as after a handler's panic; a hook's panic then
-// does not replace the logger's (see emitUnwinding).
-func (m *middleware) emitAfterLog(ev Event, sent int, log func()) {
+// does not replace the logger's (see emitUnwinding). ev is given as s
+// says (see settling.emit); s is nil outside the recording of an outcome.
+func (m *middleware) emitAfterLog(ev Event, sent int, s *settling, log func()) {
 	logged := false
 	defer func() {
 		if !logged {
@@ -276,7 +277,7 @@ func (m *middleware) emitAfterLog(ev Event, sent int, log func()) {
 	}()
 	log()
 	logged = true
-	m.emit(ev)
+	s.emit(m, ev)
 }
 
 // emitUnwinding gives ev (see emit) while a panic goes on (or a

@@ -124,9 +124,9 @@ func (s *settling) over(ev *Event) {
 
 // emit gives ev (see middleware.emit); while the handler's panic is in
 // flight (unwinding), as middleware.emitUnwinding does, so that the
-// handler's panic goes on, not a hook's.
+// handler's panic goes on, not a hook's. A nil s only gives ev.
 func (s *settling) emit(m *middleware, ev Event) {
-	if s.unwinding {
+	if s != nil && s.unwinding {
 		m.emitUnwinding(ev)
 		return
 	}

@@ -153,7 +153,7 @@ func (c *txClaim) commitFailed(q *request, ev Event, err error) {
 	// The handler's headers describe a response that is not sent.
 	q.answerInPlace()
 	ev.Outcome, ev.Status, ev.Err = OutcomeStoreError, http.StatusServiceUnavailable, err
-	m.emitAfterLog(ev, 0, func() {
+	m.emitAfterLog(ev, 0, nil, func() {
 		m.cfg.logger.LogAttrs(q.r.Context(), slog.LevelError, "idempotency: commit failed or not confirmed; the handler's work was rolled back unless the commit went through, and the client gets 503",
 			slog.String("scope", q.claim.key.Scope), slog.String("key", q.claim.key.Key), slog.Int64("token", q.claim.token),
 			slog.Int("status", handlerStatus), slog.Any("error", err))
