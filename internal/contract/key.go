@@ -103,11 +103,13 @@ func ParseKey(value string) (string, error) {
 	if v[0] == '"' {
 		return parseSFString(v)
 	}
-	if i := strings.IndexAny(v, `",`); i >= 0 {
-		if v[i] == ',' {
+	for i := 0; i < len(v); i++ { // strings.IndexAny(v, `",`), without its call per byte of a short key
+		switch v[i] {
+		case ',':
 			return "", errList
+		case '"':
+			return "", errRawQuote
 		}
-		return "", errRawQuote
 	}
 	if err := ValidKey(v); err != nil {
 		return "", err
