@@ -63,12 +63,12 @@ func (q *request) replay(e Entry) {
 		return
 	}
 	// The stored values may be shared with other replays (see Store.Claim):
-	// the writer gets copies, in one array, which it may change at will.
-	n := 2 // Idempotent-Replayed and Content-Length
-	for _, v := range resp.Header {
-		n += len(v)
-	}
-	values := make([]string, 1, n)
+	// the writer gets copies, which it may change at will, in one array
+	// when every name has one value (sized without a pass over the map to
+	// count them, whose start costs as much as the copying pass); a name
+	// with more may grow it into a second, the slices already set keeping
+	// the first.
+	values := make([]string, 1, len(resp.Header)+2) // and Idempotent-Replayed, Content-Length
 	values[0] = "true"
 	h := q.w.Header()
 	h[HeaderReplayed] = values[:1:1] // the name is canonical: no Set needed
@@ -79,15 +79,21 @@ func (q *request) replay(e Entry) {
 			Detail:         "The operation with this Idempotency-Key completed, but its response could not be kept (too large, or not sent whole). It will not run again."}, 0)
 		return
 	}
-	encoded := len(resp.Header["Content-Encoding"]) > 0 // stored names are canonical (see storedHeaders)
 	for name, v := range resp.Header {
-		if m.cfg.keeps(name, encoded) {
+		// Whether the body is encoded decides only for the coding's own
+		// names, so it is looked up (stored names are canonical, see
+		// storedHeaders) for those alone.
+		if m.cfg.keeps(name, codingHeader(name) && len(resp.Header["Content-Encoding"]) > 0) {
 			i := len(values)
 			values = append(values, v...)
 			h[name] = values[i:len(values):len(values)] // a later Add must not write into the next name's values
 		}
 	}
-	if length := resp.Header["Content-Length"]; len(length) == 1 && q.r.Method == http.MethodHead {
+	var length []string
+	if q.r.Method == http.MethodHead {
+		length = resp.Header["Content-Length"]
+	}
+	if len(length) == 1 {
 		// The length the handler declared for HEAD (see middleware.outcome).
 		i := len(values)
 		values = append(values, length[0])

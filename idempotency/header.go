@@ -50,8 +50,12 @@ func encodedBody(h http.Header) bool {
 // would be undecodable bytes labelled identity, and without Vary caches
 // would not know the coding was negotiated.
 func (c *config) keeps(k string, encoded bool) bool {
-	return c.replayHeaders[k] || encoded && (k == "Content-Encoding" || k == "Vary")
+	return c.replayHeaders[k] || encoded && codingHeader(k)
 }
+
+// codingHeader reports whether k is one of the names an encoded body keeps
+// whatever the allow-list (see keeps): Content-Encoding and Vary.
+func codingHeader(k string) bool { return k == "Content-Encoding" || k == "Vary" }
 
 // storedHeaders returns the headers of h that are kept (see keeps), or nil;
 // a kept name without values too (Content-Type set to nil, which tells

@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -96,6 +97,53 @@ func TestStoredHeadersNotCarriedOver(t *testing.T) {
 				t.Errorf("replay of %s: %s = %q; want %q", k, name, got, "v-"+name)
 			case name != want && got != "":
 				t.Errorf("replay of %s carries %s = %q from another answer", k, name, got)
+			}
+		}
+	}
+}
+
+// TestReplayMultiValuedHeaders: a kept header with several values is
+// replayed with all of them, in order, beside the single-valued ones, and
+// every name's values are its own: appending to one name's slice changes
+// no other name's values, on this replay or the next.
+func TestReplayMultiValuedHeaders(t *testing.T) {
+	links := []string{`</a>; rel="a"`, `</b>; rel="b"`, `</c>; rel="c"`}
+	h := idempotency.Middleware(newStore(t))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		for _, l := range links {
+			w.Header().Add("Link", l)
+		}
+		w.Header().Set("Location", "/ops/1")
+		w.Header().Add("Etag", `"1"`)
+		w.Header().Add("Etag", `"2"`)
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{}`))
+	}))
+	want := map[string][]string{
+		"Content-Type": {"application/json"}, "Link": links, "Location": {"/ops/1"},
+		"Etag": {`"1"`, `"2"`}, idempotency.HeaderReplayed: {"true"}, "Content-Length": {"2"},
+	}
+	post(h, "k", `{}`)
+	for i := range 2 {
+		w := post(h, "k", `{}`)
+		if w.Code != http.StatusCreated {
+			t.Fatalf("replay %d: %d", i, w.Code)
+		}
+		got := w.Header()
+		for name, vv := range want {
+			if !slices.Equal(got[name], vv) {
+				t.Errorf("replay %d: %s = %q; want %q", i, name, got[name], vv)
+			}
+		}
+		for name, vv := range got {
+			if _, ok := want[name]; !ok {
+				t.Errorf("replay %d carries %s = %q", i, name, vv)
+			}
+			_ = append(vv, "appended") // would write into the next name's values if not capped
+		}
+		for name, vv := range want {
+			if !slices.Equal(got[name], vv) {
+				t.Errorf("replay %d: after appending to every name, %s = %q; want %q", i, name, got[name], vv)
 			}
 		}
 	}
