@@ -22,7 +22,7 @@ const storeRetryAfter = 1
 func (q *request) refused(e Entry) bool {
 	m, k := q.m, q.claim.key
 	if e.Fingerprint != q.fp {
-		m.emit(q.eventOf(Event{Outcome: OutcomeMismatch, Key: k, Status: http.StatusUnprocessableEntity}))
+		q.emit(Event{Outcome: OutcomeMismatch, Key: k, Status: http.StatusUnprocessableEntity})
 		writeProblem(q.w, problem{Type: ProblemKeyReused, Status: http.StatusUnprocessableEntity, Key: k.Key,
 			Detail: "This Idempotency-Key was used for a request with a different method, path, query, media type or body."}, 0)
 		return false
@@ -39,7 +39,7 @@ func (q *request) refused(e Entry) bool {
 	if m.cfg.wait > 0 && q.pause(e) {
 		return true
 	}
-	m.emit(q.eventOf(Event{Outcome: OutcomeInProgress, Key: k, Token: e.Token, Status: http.StatusConflict}))
+	q.emit(Event{Outcome: OutcomeInProgress, Key: k, Token: e.Token, Status: http.StatusConflict})
 	writeProblem(q.w, problem{Type: ProblemInProgress, Status: http.StatusConflict, Key: k.Key,
 		Detail: "A request with this Idempotency-Key is still being processed. Retry later with the same key."}, inProgressRetryAfter(m.runs.estimate(q.r), e.LeaseRemaining))
 	return false
@@ -73,7 +73,7 @@ func (q *request) replay(e Entry) {
 	h := q.w.Header()
 	h[HeaderReplayed] = values[:1:1] // the name is canonical: no Set needed
 	if resp.Oversize {
-		m.emit(q.eventOf(Event{Outcome: OutcomeOversize, Key: k, Token: e.Token, Status: http.StatusGone}))
+		q.emit(Event{Outcome: OutcomeOversize, Key: k, Token: e.Token, Status: http.StatusGone})
 		writeProblem(q.w, problem{Type: ProblemResponseTooLarge, Status: http.StatusGone, Key: k.Key,
 			OriginalStatus: resp.Status,
 			Detail:         "The operation with this Idempotency-Key completed, but its response could not be kept (too large, or not sent whole). It will not run again."}, 0)
@@ -107,7 +107,7 @@ func (q *request) replay(e Entry) {
 		values = append(values, strconv.Itoa(len(resp.Body)))
 		h["Content-Length"] = values[i:len(values):len(values)]
 	}
-	m.emit(q.eventOf(Event{Outcome: OutcomeReplay, Key: k, Token: e.Token, Status: resp.Status}))
+	q.emit(Event{Outcome: OutcomeReplay, Key: k, Token: e.Token, Status: resp.Status})
 	q.w.WriteHeader(resp.Status)
 	if len(resp.Body) > 0 {
 		_, _ = q.w.Write(resp.Body)

@@ -182,6 +182,18 @@ func (q *request) event() Event {
 	return q.eventOf(Event{Key: q.claim.key, Token: q.claim.token, TookOver: q.tookOver})
 }
 
+// emit hands ev about q (see eventOf) to the hooks, if any. Without hooks
+// it builds nothing: a replay, a 409 or a 422 does not pay for an event
+// nobody reads.
+func (q *request) emit(ev Event) {
+	if len(q.m.cfg.hooks) > 0 {
+		q.emitHooked(ev)
+	}
+}
+
+// emitHooked is emit with hooks, out of line so that emit is inlined.
+func (q *request) emitHooked(ev Event) { q.m.emit(q.eventOf(ev)) }
+
 // eventOf is ev about q.
 func (q *request) eventOf(ev Event) Event {
 	ev = admissionEvent(q.r, ev)
