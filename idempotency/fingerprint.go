@@ -3,7 +3,6 @@ package idempotency
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"hash"
 	"net/http"
 	"net/url"
@@ -160,10 +159,21 @@ func fingerprint(method, path, rawQuery string, target []byte, form *http.Reques
 		st.canon = canonicaliser{}
 	}
 	h.Sum(st.sum[:0])
-	n := copy(st.out[:], fingerprintVersion)
-	hex.Encode(st.out[n:], st.sum[:])
+	hexSum := st.out[copy(st.out[:], fingerprintVersion):]
+	for i, b := range st.sum {
+		binary.BigEndian.PutUint16(hexSum[2*i:], hexPairs[b]) // hex.Encode, a store a byte
+	}
 	return string(st.out[:])
 }
+
+// hexPairs holds the two lower-case hex digits of each byte, the first in
+// the high byte.
+var hexPairs = func() (t [256]uint16) {
+	for b := range t {
+		t[b] = uint16(hexDigits[b>>4])<<8 | uint16(hexDigits[b&0xf])
+	}
+	return t
+}()
 
 // appendField appends a tagged, length-prefixed field to the hashed stream
 // b, so that no two different requests give the same stream.
