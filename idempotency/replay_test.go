@@ -1,8 +1,10 @@
 package idempotency_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -146,5 +148,57 @@ func TestReplayMultiValuedHeaders(t *testing.T) {
 				t.Errorf("replay %d: after appending to every name, %s = %q; want %q", i, name, got[name], vv)
 			}
 		}
+	}
+}
+
+// TestStoredHeadersCodingNames: Content-Encoding and Vary, which the
+// default allow-list leaves out, are stored and replayed exactly when the
+// answer labels its body with a coding, under a name in any case, and
+// never for a body without one (an empty Content-Encoding names none).
+func TestStoredHeadersCodingNames(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		set  http.Header
+		want http.Header
+	}{
+		{"no coding", http.Header{"Content-Type": {"text/plain"}, "Vary": {"Accept-Encoding"}},
+			http.Header{"Content-Type": {"text/plain"}}},
+		{"empty coding", http.Header{"Vary": {"Accept-Encoding"}, "Content-Encoding": {}},
+			http.Header{}},
+		{"coding", http.Header{"Content-Type": {"text/plain"}, "Vary": {"Accept-Encoding"}, "Content-Encoding": {"gzip"}},
+			http.Header{"Content-Type": {"text/plain"}, "Vary": {"Accept-Encoding"}, "Content-Encoding": {"gzip"}}},
+		{"coding only", http.Header{"Content-Encoding": {"gzip"}},
+			http.Header{"Content-Encoding": {"gzip"}}},
+		{"coding in lower case", http.Header{"Vary": {"Accept-Encoding"}, "content-encoding": {"gzip"}},
+			http.Header{"Vary": {"Accept-Encoding"}, "Content-Encoding": {"gzip"}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store := newStore(t)
+			h := idempotency.Middleware(store)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				for k, v := range c.set {
+					w.Header()[k] = v
+				}
+				w.WriteHeader(http.StatusCreated)
+				_, _ = w.Write([]byte("body"))
+			}))
+			post(h, "k", `{}`)
+			e, ok, err := store.Get(context.Background(), idempotency.Key{Key: "k"})
+			if err != nil || !ok || e.Response == nil {
+				t.Fatalf("stored entry: %v, %v, %v", e, ok, err)
+			}
+			if stored := e.Response.Header; len(stored) != len(c.want) || (len(stored) > 0 && !reflect.DeepEqual(stored, c.want)) {
+				t.Errorf("stored headers %v; want %v", stored, c.want)
+			}
+			w := post(h, "k", `{}`)
+			if w.Header().Get(idempotency.HeaderReplayed) != "true" {
+				t.Fatalf("second answer is not a replay: %d %v", w.Code, w.Header())
+			}
+			got := w.Header().Clone()
+			delete(got, idempotency.HeaderReplayed)
+			delete(got, "Content-Length")
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("replay's headers %v; want %v", got, c.want)
+			}
+		})
 	}
 }
