@@ -32,15 +32,11 @@ func neverReplayed(k string) bool {
 	return strings.HasPrefix(k, "Ratelimit") || strings.HasPrefix(k, "X-Ratelimit")
 }
 
-// encodedBody reports whether h labels its body with a content coding,
-// under a name in any case (see keeps).
-func encodedBody(h http.Header) bool {
-	for k, v := range h {
-		if len(v) > 0 && len(k) == len("Content-Encoding") && strings.EqualFold(k, "Content-Encoding") {
-			return true
-		}
-	}
-	return false
+// labelsCoding reports whether the field k: v of a header labels its body
+// with a content coding, under a name in any case (see keeps): a body
+// is encoded when one of its header's fields does.
+func labelsCoding(k string, v []string) bool {
+	return len(v) > 0 && len(k) == len("Content-Encoding") && strings.EqualFold(k, "Content-Encoding")
 }
 
 // keeps reports whether the header k (a canonical name) of an answer is
@@ -71,15 +67,21 @@ func codingHeader(k string) bool { return k == "Content-Encoding" || k == "Vary"
 // borrows from storedHeaderMaps, and reports borrowed: the caller hands it
 // back with returnStoredHeaders once the store has answered.
 func (c *config) storedHeaders(h http.Header) (out http.Header, borrowed bool) {
-	encoded := encodedBody(h)
-	all := true
-	for k := range h {
-		if !c.keeps(k, encoded) { // a name not in canonical form is never in the allow-list
-			all = false
-			break
+	// One pass tells whether the body is encoded (labelsCoding) and whether
+	// every name is kept: a name is, whatever the coding, or only with an
+	// encoded body (ifEncoded), or not at all (notKept).
+	encoded, ifEncoded, notKept := false, false, false
+	for k, v := range h {
+		encoded = encoded || labelsCoding(k, v)
+		if !c.keeps(k, false) { // a name not in canonical form is never in the allow-list
+			if c.keeps(k, true) {
+				ifEncoded = true
+			} else {
+				notKept = true
+			}
 		}
 	}
-	if all {
+	if !notKept && (!ifEncoded || encoded) {
 		return h, false // with no Trailer header, which is never kept
 	}
 	trailers := len(h["Trailer"]) > 0
