@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math"
-	"math/bits"
 	"net/http"
 
 	"github.com/saferetry/saferetry/idempotency"
@@ -42,42 +41,39 @@ var maxBodyLen = math.MaxInt32
 func newResponse(r *idempotency.Response) *response {
 	out := &response{status: int32(r.Status), oversize: r.Oversize, nilBody: r.Body == nil,
 		bodyLen: int32(len(r.Body)), fields: -1}
-	n := len(r.Body)
+	// The header's fields are encoded in the one pass over the map that
+	// also counts them, on the stack unless the header is long, and then
+	// copied after the body: a second pass to size data first would cost
+	// more than the copy.
+	var stack [256]byte
+	fields := stack[:0]
 	if r.Header != nil {
 		out.fields = int32(len(r.Header))
 		for name, vv := range r.Header {
-			n += uvarintLen(len(name)) + len(name) + uvarintLen(len(vv)+1)
+			fields = binary.AppendUvarint(fields, uint64(len(name)))
+			fields = append(fields, name...)
+			count := uint64(0)
+			if vv != nil {
+				count = uint64(len(vv)) + 1
+			}
+			fields = binary.AppendUvarint(fields, count)
 			for _, v := range vv {
-				n += uvarintLen(len(v)) + len(v)
+				fields = binary.AppendUvarint(fields, uint64(len(v)))
+				fields = append(fields, v...)
 			}
 			out.values += int32(len(vv))
 		}
 	}
+	n := len(r.Body) + len(fields)
 	if n == 0 {
 		return out
 	}
 	// Grown by append, the slice's capacity is its size class, the heap it
 	// takes, which size charges.
 	b := append(append([]byte(nil), make([]byte, n)...)[:0], r.Body...)
-	for name, vv := range r.Header {
-		b = binary.AppendUvarint(b, uint64(len(name)))
-		b = append(b, name...)
-		count := uint64(0)
-		if vv != nil {
-			count = uint64(len(vv)) + 1
-		}
-		b = binary.AppendUvarint(b, count)
-		for _, v := range vv {
-			b = binary.AppendUvarint(b, uint64(len(v)))
-			b = append(b, v...)
-		}
-	}
-	out.data = b
+	out.data = append(b, fields...)
 	return out
 }
-
-// uvarintLen is the length of n as binary.AppendUvarint writes it.
-func uvarintLen(n int) int { return (bits.Len64(uint64(n)|1) + 6) / 7 }
 
 // readUvarint reads a uvarint that binary.AppendUvarint wrote at the start
 // of s, and returns it and the rest of s.
