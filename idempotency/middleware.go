@@ -77,7 +77,7 @@ var _ http.Handler = (*middleware)(nil)
 // ServeHTTP admits a protected request (method, key, body, scope) and
 // serves it under its claim; anything else passes through.
 func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !m.cfg.methods[r.Method] {
+	if !m.cfg.protects(r.Method) {
 		m.next.ServeHTTP(w, r)
 		return
 	}

@@ -32,7 +32,7 @@ const OpenAPIPolicyVersion = 1
 func OpenAPI(opts ...Option) *OpenAPIFragment {
 	c := newConfig(opts)
 	replay := slices.Sorted(maps.Keys(c.replayHeaders))
-	methods := slices.Sorted(maps.Keys(c.methods))
+	methods := c.methods // sorted; c is this call's own
 	scope := OpenAPIScope{By: ScopeGlobal}
 	if c.scope != nil {
 		scope.By = ScopeCustom
