@@ -117,7 +117,7 @@ func (t *Transport) RoundTrip(req *http.Request) (resp *http.Response, err error
 	if err != nil {
 		return nil, op.refuse(&Error{Cause: ErrNotSent, Key: key, Err: err})
 	}
-	op.req, op.key, op.body = req, key, b
+	op.key, op.body = key, b // op.body holds req: see op.req
 	// A hop sent again after a try that may have reached the server (by a
 	// RoundTripper around the Transport that retries) is that operation
 	// still: its outcome stays unknown, whatever this try does.
@@ -130,48 +130,61 @@ func (t *Transport) RoundTrip(req *http.Request) (resp *http.Response, err error
 	// A request made on an attempt's context is no hop of a Client.Do
 	// call the operation is one of (see callContext.enter).
 	op.written.Hide = callCtxKey{}
-	op.ctx = op.written.Trace(req.Context())
+	op.written.Trace(req.Context()) // it returns &op.written: see ctx
 	op.state = retrypolicy.State{
 		MaxAttempts:   cfg.maxAttempts,
 		UnsafeNoKey:   key == "" && !retrypolicy.RetriedWithoutKey(req.Method),
 		NotReplayable: !b.replayable,
 	}
-	op.state.Deadline, _ = op.ctx.Deadline()
+	op.state.Deadline, _ = op.ctx().Deadline()
 	resp, err = op.run()
 	op.release()
 	return resp, err
 }
 
-// operation is the state of one RoundTrip call.
+// operation is the state of one RoundTrip call. Its fields are laid out
+// so that it stays in the 768-byte size class with the 8-byte header that
+// the runtime puts before an object of over 512 bytes with pointers (see
+// TestOperationSizeClass): the flags fill the bytes after keyText.
 type operation struct {
 	t     *Transport
 	call  *callContext // the Client.Do call this operation is a hop of, or nil
-	req   *http.Request
-	ctx   context.Context
 	key   string
-	wire  [1]string // the key header's value, "" for none: every attempt's header shares it
-	body  body
+	wire  [1]string         // the key header's value, "" for none: every attempt's header shares it
+	body  body              // the body of the caller's request, which it holds (see req)
 	state retrypolicy.State // what the retry decision knows
 
-	sent bool // some attempt may have reached the server
-	// reason is the last decision's reason, 0 before the first: a byte
-	// (reasonOf names it), as the Client's call keeps it.
-	reason retrypolicy.Reason
-	// written tells, through the connection trace in ctx, that the base
-	// may have written some of the current attempt's request, though its
-	// error says it was not sent, or that it wrote none of it, though its
-	// error does not say so (see retrypolicy.Written).
+	// written tells, through the connection trace in the attempts'
+	// context (see ctx), that the base may have written some of the
+	// current attempt's request, though its error says it was not sent,
+	// or that it wrote none of it, though its error does not say so (see
+	// retrypolicy.Written).
 	written    retrypolicy.Written
-	timed      bool      // a hook or logger wants Attempt's durations
 	began      time.Time // when the first attempt was sent, when timed
 	lastStatus int
 	lastErr    error   // the last attempt's error, if it got no response, else nil
 	keyText    keyText // the text of a generated key (key and wire share it), unless timed
+
+	sent bool // some attempt may have reached the server
+	// reason is the last decision's reason, 0 before the first: a byte
+	// (reasonOf names it), as the Client's call keeps it.
+	reason    retrypolicy.Reason
+	timed     bool // a hook or logger wants Attempt's durations
+	firstUsed bool // first holds the first attempt's request
+
 	// first is the first attempt's request (see attemptRequest): kept in
 	// op, it costs no allocation of its own.
-	first     http.Request
-	firstUsed bool
+	first http.Request
 }
+
+// req returns the caller's request, which op.body holds from newBody
+// until release: one pointer, not two, keeps op in its size class.
+func (op *operation) req() *http.Request { return op.body.req }
+
+// ctx returns the operation's context, which its attempts' contexts are
+// made from: written, once RoundTrip has made it carry the connection
+// trace (retrypolicy.Written.Trace returns the Written itself).
+func (op *operation) ctx() context.Context { return &op.written }
 
 // release drops what op holds of the caller's request once the operation
 // is over. op itself may live on: it is the attempts' context (written),
@@ -180,7 +193,7 @@ type operation struct {
 // the caller's request in memory. A key kept on its own does not keep op
 // (see keptKey).
 func (op *operation) release() {
-	op.req, op.body, op.lastErr = nil, body{}, nil
+	op.body, op.lastErr = body{}, nil // and so op.req()
 }
 
 // attempt is one try on the wire and what it got.
@@ -214,7 +227,7 @@ func (op *operation) run() (*http.Response, error) {
 		}
 	}()
 	for n := 1; ; n++ {
-		if err := op.ctx.Err(); err != nil {
+		if err := op.ctx().Err(); err != nil {
 			// This attempt is not sent: with a done context the base
 			// would fail it, and it would count as maybe sent. The retry
 			// it was to be costs the budget nothing.
@@ -243,7 +256,7 @@ func (op *operation) run() (*http.Response, error) {
 			}(at.resp.Body)
 			drained = done
 		}
-		err := clock.Sleep(op.ctx, op.t.cfg.clock, v.Wait)
+		err := clock.Sleep(op.ctx(), op.t.cfg.clock, v.Wait)
 		if drained != nil && err == nil {
 			op.endDrain(drained)
 		}
@@ -284,7 +297,7 @@ func (op *operation) endDrain(drained <-chan struct{}) {
 	select {
 	case <-drained:
 	case <-t.C:
-	case <-op.ctx.Done():
+	case <-op.ctx().Done():
 	}
 }
 
@@ -299,9 +312,9 @@ func (op *operation) endDrain(drained <-chan struct{}) {
 // wait for the server, or up to the deadline, on an answer that was not
 // kept.
 func (op *operation) awaitDrains(drained <-chan struct{}) {
-	if op.ctx.Err() == nil && op.t.cfg.attemptTimeout <= 0 {
+	if op.ctx().Err() == nil && op.t.cfg.attemptTimeout <= 0 {
 		op.endDrain(drained)
-		if op.ctx.Err() == nil {
+		if op.ctx().Err() == nil {
 			return
 		}
 	}
@@ -311,9 +324,9 @@ func (op *operation) awaitDrains(drained <-chan struct{}) {
 // send makes one attempt with body rc, under the per-attempt timeout if
 // one is set, and keeps the RoundTripper contract when the base breaks it.
 func (op *operation) send(rc io.ReadCloser) attempt {
-	actx, cancel := op.ctx, context.CancelFunc(nil)
+	actx, cancel := op.ctx(), context.CancelFunc(nil)
 	if d := op.t.cfg.attemptTimeout; d > 0 {
-		actx, cancel = context.WithTimeout(op.ctx, d)
+		actx, cancel = context.WithTimeout(op.ctx(), d)
 	}
 	r := op.attemptRequest(actx, rc)
 	var start time.Time
@@ -358,7 +371,7 @@ func (op *operation) decide(n int, at *attempt) (v retrypolicy.Verdict, next io.
 		op.lastErr = at.err
 		op.sent = op.sent || retrypolicy.Sent(at.err, at.timedOut, at.wrote, at.noConn)
 	}
-	op.state.Attempt, op.state.Done = n, op.ctx.Err() != nil
+	op.state.Attempt, op.state.Done = n, op.ctx().Err() != nil
 	p, clk := &op.t.policy, op.t.cfg.clock
 	// Decide runs the caller's code (the classifier, the backoff factory
 	// and its schedule), and so do next (the request's GetBody), the
@@ -394,7 +407,7 @@ func (op *operation) decide(n int, at *attempt) (v retrypolicy.Verdict, next io.
 	op.reason = v.Reason
 	// A retry the classifier asked for and a limit stopped leaves an
 	// outcome as retryable as one the rules retry.
-	op.t.cfg.observe(op.ctx, &a, v.Retryable || v.GaveUp())
+	op.t.cfg.observe(op.ctx(), &a, v.Retryable || v.GaveUp())
 	decided = true
 	return v, next
 }
@@ -439,14 +452,14 @@ func (op *operation) end(n int, at *attempt) (*http.Response, error) {
 func (op *operation) attemptRequest(ctx context.Context, rc io.ReadCloser) *http.Request {
 	var r *http.Request
 	if op.firstUsed {
-		r = op.req.WithContext(ctx)
+		r = op.req().WithContext(ctx)
 	} else {
 		// WithContext inlined: its copy does not escape, so the
 		// request's only allocation is op's.
-		op.first, op.firstUsed = *op.req.WithContext(ctx), true
+		op.first, op.firstUsed = *op.req().WithContext(ctx), true
 		r = &op.first
 	}
-	r.Header = cloneHeader(op.req.Header, op.wire[:])
+	r.Header = cloneHeader(op.req().Header, op.wire[:])
 	op.body.apply(r, rc)
 	return r
 }
@@ -503,7 +516,7 @@ func (op *operation) interrupted(n int, err error, next io.ReadCloser) error {
 	if n > 0 {
 		op.reason = retrypolicy.ReasonContextDone // not the retry the last decision planned
 	}
-	op.t.cfg.logInterrupted(op.ctx, op.req, op.key, n, err)
+	op.t.cfg.logInterrupted(op.ctx(), op.req(), op.key, n, err)
 	return op.fail(n, err)
 }
 
@@ -514,7 +527,7 @@ func (op *operation) fail(n int, err error) error {
 	if op.sent {
 		cause = ErrOutcomeUnknown
 	}
-	if cerr := op.ctx.Err(); cerr != nil && err != nil && !errors.Is(err, cerr) {
+	if cerr := op.ctx().Err(); cerr != nil && err != nil && !errors.Is(err, cerr) {
 		err = fmt.Errorf("%w (last attempt: %w)", cerr, err)
 	}
 	e := &Error{Cause: cause, Key: op.keptKey(), Attempts: n, StatusCode: op.lastStatus, Reason: reasonOf(op.reason), Err: err}
