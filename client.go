@@ -87,14 +87,18 @@ func (c *Client) Transport() *Transport { return c.transport }
 // the request it sends; Do gives it a copy of req's header then, so that
 // req is not modified.
 func (c *Client) Do(req *http.Request) (*http.Response, error) {
-	call, err := c.transport.cfg.newCall(c.transport, req)
+	d, err := c.transport.cfg.newCall(c.transport, req)
 	if err != nil {
 		retrypolicy.CloseBody(req)
 		return nil, err
 	}
+	call := &d.callContext
 	panicked := true // until net/http's Do returns (see callContext.end)
 	defer func() { call.end(panicked) }()
-	first := req.WithContext(call)
+	// WithContext inlined: its copy does not escape, so the request's only
+	// allocation is the call's (see doCall).
+	d.req = *req.WithContext(call)
+	first := &d.req
 	if c.hc.Jar != nil {
 		first.Header = req.Header.Clone()
 	}
