@@ -67,12 +67,17 @@ func TestWrittenIsTheTraceContext(t *testing.T) {
 }
 
 // TestWrittenComposesATraceAlreadyThere: a caller's own trace in the
-// context keeps running, once per event, beside the Written's.
+// context keeps running, once per event, beside the Written's; the
+// context Trace returns is the Written all the same (the Transport's
+// operation takes its Written for its context).
 func TestWrittenComposesATraceAlreadyThere(t *testing.T) {
 	var callers int
 	parent := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { callers++ }})
 	w := new(Written)
 	ctx := w.Trace(parent)
+	if ctx != context.Context(w) {
+		t.Fatalf("Trace returned %T, want the Written itself", ctx)
+	}
 	httptrace.ContextClientTrace(ctx).GotConn(httptrace.GotConnInfo{})
 	if callers != 1 || !w.Load() {
 		t.Fatalf("the caller's hook ran %d times, Written marked %v; want 1, true", callers, w.Load())
