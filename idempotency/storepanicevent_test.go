@@ -178,9 +178,11 @@ func TestKeeperPanicWithSupersededClaimGivesOneEvent(t *testing.T) {
 // TestTxRollbackPanicGivesOneEvent checks that a transactional request
 // whose store's Rollback panics (after a Commit that panicked or failed, a
 // status that is not stored, or a handler's panic) still gives its one
-// event, OutcomeStoreError with no status, before the Rollback's panic
-// goes on: as lease mode reports a Release that panics. The event used to
-// be emitted after the rollback, so it was lost.
+// event, OutcomeStoreError with no status, before the first panic goes on:
+// the Rollback's when nothing panicked before it, but the Commit's or the
+// handler's when the Rollback cleans up after one, since that one tells
+// what broke (the Rollback's is dropped). The event used to be emitted
+// after the rollback, so it was lost.
 func TestTxRollbackPanicGivesOneEvent(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
@@ -188,11 +190,12 @@ func TestTxRollbackPanicGivesOneEvent(t *testing.T) {
 		panics      bool // the handler panics
 		panicCommit bool
 		commitErr   error
+		want        string // the panic that goes on
 	}{
-		{name: "commit panicked", status: http.StatusCreated, panicCommit: true},
-		{name: "commit failed", status: http.StatusCreated, commitErr: errors.New("connection reset")},
-		{name: "status not stored", status: http.StatusBadGateway},
-		{name: "handler panicked", panics: true},
+		{name: "commit panicked", status: http.StatusCreated, panicCommit: true, want: "driver bug"},
+		{name: "commit failed", status: http.StatusCreated, commitErr: errors.New("connection reset"), want: "driver bug in rollback"},
+		{name: "status not stored", status: http.StatusBadGateway, want: "driver bug in rollback"},
+		{name: "handler panicked", panics: true, want: "handler bug"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := &fakeTxStore{Store: newStore(t), panicRollback: true, panicCommit: tc.panicCommit, commitErr: tc.commitErr}
@@ -209,8 +212,8 @@ func TestTxRollbackPanicGivesOneEvent(t *testing.T) {
 				defer func() { p = recover() }()
 				post(mw, "k", `{}`)
 			}()
-			if got := fmt.Sprint(p); got != "driver bug in rollback" {
-				t.Errorf("the request went on with panic %q, want the Rollback's", got)
+			if got := fmt.Sprint(p); got != tc.want {
+				t.Errorf("the request went on with panic %q, want %q", got, tc.want)
 			}
 			if len(events) != 1 {
 				t.Fatalf("%d events %v, want 1", len(events), events)
