@@ -282,13 +282,27 @@ func (m *middleware) emitAfterLog(ev Event, sent int, s *settling, log func()) {
 
 // emitUnwinding gives ev (see emit) while a panic goes on (or a
 // runtime.Goexit), one that the hooks did not raise: a hook's panic is
-// recovered and dropped, after every hook had ev, so that the first
-// panic, which tells what broke, reaches whatever recovers the request's
-// panics as it was. The recover is in a call of its own, which the first
-// panic does not unwind, so it never stops that one.
+// dropped (see unwinding), after every hook had ev.
 func (m *middleware) emitUnwinding(ev Event) {
-	defer func() { _ = recover() }()
-	m.emit(ev)
+	unwinding(func() { m.emit(ev) })
+}
+
+// unwinding runs cleanup while a panic goes on (or a runtime.Goexit), one
+// that cleanup did not raise: a panic of cleanup's own is recovered and
+// dropped, so that the first panic, which tells what broke, reaches
+// whatever recovers the request's panics as it was; the later one is a
+// consequence of it. It reports whether cleanup panicked. The recover is
+// in a call of its own, which the first panic does not unwind, so it
+// never stops that one.
+func unwinding(cleanup func()) (panicked bool) {
+	panicked = true
+	defer func() {
+		if panicked {
+			_ = recover()
+		}
+	}()
+	cleanup()
+	return false
 }
 
 // admissionEvent is ev about r, answered on admission (no Duration).

@@ -36,7 +36,7 @@ func (t txMode) claim(q *request) (held, ClaimResult, error) {
 			// neither the transaction nor its connection outlives the
 			// request. The Claim's panic goes on as it was (see
 			// rollbackUnwinding).
-			t.m.rollbackUnwinding(q.r.Context(), q.claim.key, tx)
+			t.m.rollbackUnwinding(q.r.Context(), q.claim.key, tx, nil)
 		}
 	}()
 	res, err := tx.Claim(q.r.Context(), q.claim.key, q.fp, t.m.cfg.ttl)
@@ -70,12 +70,18 @@ func (c *txClaim) start(q *request, res ClaimResult) (context.Context, bool) {
 
 func (c *txClaim) handlerContext(cc *claimCtx) context.Context { return c.tx.Context(cc) }
 
-// abort rolls back the transaction of a handler that panicked. A panic
-// while it rolls back goes on in place of the handler's, reported as
-// txClaim.rollback says; a hook's panic on the event does not (see
+// abort rolls back the transaction of a handler that panicked. The
+// handler's panic goes on as it was: a panic while it rolls back (the
+// store's Rollback, the logger) is dropped (see
+// middleware.rollbackUnwinding), the request's one event then reported as
+// request.settlePanicked says, and so is a hook's panic on the event (see
 // middleware.emitUnwinding).
 func (c *txClaim) abort(q *request) {
-	c.rollback(q)
+	var s settling
+	if q.m.rollbackUnwinding(q.r.Context(), q.claim.key, c.tx, &s) {
+		q.settlePanicked(s.inStore, nil)
+		return
+	}
 	ev := q.event()
 	ev.Outcome, ev.Err = OutcomeReleased, ErrHandlerPanicked
 	q.m.emitUnwinding(ev) // the handler's panic goes on, not a hook's
@@ -105,13 +111,14 @@ func (c *txClaim) finish(q *request) {
 	defer func() {
 		if !s.reported {
 			// The store or the logger panicked: roll back so that neither
-			// the transaction nor its connection outlives the request. The
-			// panic goes on, the Rollback's if it panics too, reported as
+			// the transaction nor its connection outlives the request. That
+			// panic goes on as it was, not one of the rollback's, which is
+			// dropped (see middleware.rollbackUnwinding), reported as
 			// request.settlePanicked says: the event goes first. Nothing
 			// was sent: the response is buffered.
 			byStore := s.inStore
-			defer func() { q.settlePanicked(byStore || s.inStore, nil) }()
-			m.rollback(detached, q.claim.key, c.tx, &s)
+			m.rollbackUnwinding(detached, q.claim.key, c.tx, &s)
+			q.settlePanicked(byStore || s.inStore, nil)
 		}
 	}()
 	sctx, cancel := context.WithTimeout(detached, m.cfg.storeTimeout)
@@ -162,9 +169,10 @@ func (c *txClaim) commitFailed(q *request, ev Event, err error) {
 		Detail: "The operation could not be committed, or its commit was not confirmed. Retry with the same key: a committed operation is replayed, one that was not runs again."}, storeRetryAfter)
 }
 
-// rollback rolls c's transaction back (see middleware.rollback). A panic
-// while it does (the store's Rollback, the logger) goes on, reported as
-// request.settlePanicked says, so that the request gives its one event:
+// rollback rolls c's transaction back (see middleware.rollback) where no
+// panic is in flight (after a panic, see middleware.rollbackUnwinding). A
+// panic while it does (the store's Rollback, the logger) goes on, reported
+// as request.settlePanicked says, so that the request gives its one event:
 // the caller reports it after the rollback.
 func (c *txClaim) rollback(q *request) {
 	done := false
@@ -194,13 +202,12 @@ func (m *middleware) rollback(parent context.Context, k Key, tx Tx, s *settling)
 	}
 }
 
-// rollbackUnwinding rolls tx back (see rollback) while a panic of the
-// store's goes on, one that it did not raise: a panic of the rollback's
-// own (the store's Rollback, the logger) is recovered and dropped, so that
-// the first, which tells what broke, reaches whatever recovers the
-// request's panics as it was. The recover is in a call of its own, which
-// the first panic does not unwind, so it never stops that one.
-func (m *middleware) rollbackUnwinding(parent context.Context, k Key, tx Tx) {
-	defer func() { _ = recover() }()
-	m.rollback(parent, k, tx, nil)
+// rollbackUnwinding rolls tx back (see rollback) while a panic goes on
+// (the store's, the logger's, the handler's), one that it did not raise: a
+// panic of the rollback's own (the store's Rollback, the logger) is
+// dropped (see unwinding). It reports whether the rollback panicked; s,
+// the settling of the rollback's store call (see rollback), then tells by
+// inStore whether the panic was the store's.
+func (m *middleware) rollbackUnwinding(parent context.Context, k Key, tx Tx, s *settling) (panicked bool) {
+	return unwinding(func() { m.rollback(parent, k, tx, s) })
 }
