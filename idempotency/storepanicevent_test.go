@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -269,5 +270,66 @@ func TestKeeperPanicEventHasTheStatusSent(t *testing.T) {
 	}
 	if e, _ := ev.find(idempotency.OutcomeNew); e.Status != 0 {
 		t.Errorf("event status %d, want none: the response was not sent", e.Status)
+	}
+}
+
+// TestLeaseAbortKeepsTheHandlersPanic checks that a lease-mode request
+// whose handler panicked goes on with the handler's panic though the
+// release that follows panics too (the store's Release, or the logger as
+// it reports a Release that failed): the handler's bug is what broke, the
+// later panic a consequence of it, dropped. The request still gives its
+// one event, OutcomeStoreError when the store's call panicked, with the
+// status that went out: none, or the handler's when its response
+// streamed before the panic.
+func TestLeaseAbortKeepsTheHandlersPanic(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		release func(context.Context, idempotency.Key, int64) error
+		logger  *slog.Logger
+		stream  bool // the handler's response streams before its panic
+		want    idempotency.Outcome
+		status  int
+	}{
+		{name: "release panics",
+			release: func(context.Context, idempotency.Key, int64) error { panic("store bug") },
+			want:    idempotency.OutcomeStoreError},
+		{name: "release panics after the response streamed", stream: true,
+			release: func(context.Context, idempotency.Key, int64) error { panic("store bug") },
+			want:    idempotency.OutcomeStoreError, status: http.StatusCreated},
+		{name: "logger panics on a failed release",
+			release: func(context.Context, idempotency.Key, int64) error { return errors.New("connection reset") },
+			logger:  slog.New(panickingLog{}),
+			want:    idempotency.OutcomeReleased},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &faultyStore{Store: newStore(t), release: tc.release}
+			var ev events
+			opts := []idempotency.Option{idempotency.WithHook(ev.hook), idempotency.WithMaxResponseBody(8)}
+			if tc.logger != nil {
+				opts = append(opts, idempotency.WithLogger(tc.logger))
+			}
+			h := idempotency.Middleware(st, opts...)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tc.stream {
+					w.WriteHeader(http.StatusCreated)
+					_, _ = w.Write([]byte("more than eight bytes"))
+				}
+				panic("handler bug")
+			}))
+			var p any
+			func() {
+				defer func() { p = recover() }()
+				post(h, "k", `{}`)
+			}()
+			if got := fmt.Sprint(p); got != "handler bug" {
+				t.Errorf("the request went on with panic %q, want the handler's", got)
+			}
+			got := ev.outcomes()
+			if len(got) != 1 || got[0] != tc.want {
+				t.Fatalf("events %v, want one %s", got, tc.want)
+			}
+			if e, _ := ev.find(tc.want); e.Status != tc.status || e.Err == nil {
+				t.Errorf("event status %d err %v, want status %d and an error", e.Status, e.Err, tc.status)
+			}
+		})
 	}
 }
