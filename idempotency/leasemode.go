@@ -166,10 +166,12 @@ func (c *leaseClaim) record(q *request) (ev Event, superseded bool, kept *keeper
 
 // abort releases the claim of a handler that panicked, so that a retry
 // runs it again. Its event carries the status sent, the handler's if its
-// response streamed before the panic, 0 otherwise. The handler's panic goes on, in place of any the keeper
-// recovered; a panic while it releases (the store's Release, the logger)
-// goes on in its place, reported as request.settlePanicked says, but a
-// hook's panic on the event does not (see settling.emit).
+// response streamed before the panic, 0 otherwise. The handler's panic
+// goes on as it was, in place of any the keeper recovered: a panic while
+// it releases (the store's Release, the logger) is dropped (see
+// unwinding), the request's one event then reported as
+// request.settlePanicked says, and so is a hook's panic on the event (see
+// settling.emit).
 func (c *leaseClaim) abort(q *request) {
 	s := settling{unwinding: true}
 	defer func() {
@@ -178,16 +180,21 @@ func (c *leaseClaim) abort(q *request) {
 			q.settlePanicked(s.inStore, s.failed)
 		}
 	}()
+	unwinding(func() { c.release(q, &s) })
+}
+
+// release is abort's release of the claim, as a store call of s.
+func (c *leaseClaim) release(q *request, s *settling) {
 	ev := q.event()
 	ev.Status = q.sentStatus()
 	if lost, _ := c.keeper.settle(q.m.cfg.storeTimeout, c.cancel); lost {
 		s.reported = true
-		q.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken, &s)
+		q.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken, s)
 		return // nothing of ours to release
 	}
 	ev.Outcome, ev.Err = OutcomeReleased, ErrHandlerPanicked
-	if q.m.release(c.ctx, ev, &s) {
-		q.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken, &s)
+	if q.m.release(c.ctx, ev, s) {
+		q.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken, s)
 	}
 }
 

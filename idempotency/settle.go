@@ -95,7 +95,8 @@ type settling struct {
 	// inStore: a store call is running; a panic now is the store's.
 	inStore bool
 	// unwinding: the handler's panic is in flight (see leaseClaim.abort),
-	// which a hook's panic on the event must not replace (see emit).
+	// which no later panic replaces: not a hook's on the event (see emit),
+	// nor the store's or the logger's (see unwinding).
 	unwinding bool
 	// failed is the store's error when the store calls failed and the
 	// failure is being reported (see middleware.afterRunFailed).
