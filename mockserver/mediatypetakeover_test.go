@@ -2,12 +2,14 @@ package mockserver_test
 
 import (
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/memstore"
+	"github.com/saferetry/saferetry/internal/openapitest"
 	"github.com/saferetry/saferetry/mockserver"
 )
 
@@ -63,6 +65,93 @@ func TestPaymentMediaTypeRetryDoesNotTakeOver(t *testing.T) {
 			resp.StatusCode, idempotency.HeaderReplayed, resp.Header.Get(idempotency.HeaderReplayed), b, first)
 	}
 	if n := srv.Executions("lapsed"); n != 1 {
+		t.Errorf("%d executions, want 1", n)
+	}
+	if n := len(srv.Payments()); n != 1 {
+		t.Errorf("%d payments, want 1", n)
+	}
+}
+
+// TestPaymentMediaTypeWaiterDoesNotTakeOver: under
+// idempotency.WithWaitForResult, a retry with a refused media type of a
+// payment in progress (its lease live when the retry came) must not wait
+// for it in the idempotency Middleware, whose wait claims the key again
+// as it polls: when the lease lapsed during the wait, that claim took the
+// key over, the mock released it with 503, the first request, which paid,
+// could not record its 201 (its token stale, it was answered 409), and
+// the next retry of the paid key was answered 415, "neither run nor
+// stored". The refused retry is answered 409 in progress, with
+// Retry-After, as documented, without a claim; the first request's 201 is
+// stored, and the retry after it is the 201 replayed.
+func TestPaymentMediaTypeWaiterDoesNotTakeOver(t *testing.T) {
+	var skew atomic.Int64 // how far the store's clock is ahead
+	st := memstore.New(memstore.WithClock(func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }))
+	defer st.Close()
+	entered, release := make(chan struct{}), make(chan struct{})
+	var began atomic.Bool
+	srv := mockserver.New(mockserver.WithStore(st),
+		mockserver.WithIdempotencyOptions(idempotency.WithWaitForResult(5*time.Second)),
+		mockserver.WithHandlerMiddleware(func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if began.CompareAndSwap(false, true) {
+					close(entered)
+					<-release
+				}
+				next.ServeHTTP(w, r)
+			})
+		}))
+	defer srv.Close()
+	doc := openapitest.Load(t, srv.OpenAPI())
+	done := make(chan []byte, 1)
+	go func() {
+		_, resp, b := sendTyped(t, srv, "waited", []string{"application/json"}, payBody)
+		if resp.StatusCode != http.StatusCreated {
+			t.Errorf("first attempt: %d %s, want 201", resp.StatusCode, b)
+		}
+		done <- b
+	}()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		close(release)
+		t.Fatal("the first attempt never reached the handler")
+	}
+	h := http.Header{"Idempotency-Key": {"waited"}, "Content-Type": {"application/json"}, "Content-Encoding": {"gzip"}}
+	type answer struct {
+		resp *http.Response
+		body []byte
+	}
+	waiter := make(chan answer, 1)
+	go func() {
+		resp, b := sendHeaders(t, srv, h, payBody)
+		waiter <- answer{resp, b}
+	}()
+	var got answer
+	select {
+	case got = <-waiter: // answered at once, without waiting
+	case <-time.After(100 * time.Millisecond): // waiting in the Middleware
+		skew.Store(int64(time.Minute)) // past the lease (10 s), within the TTL
+		got = <-waiter                 // it wakes and claims again, within the Middleware's poll
+	}
+	if got.resp.StatusCode != http.StatusConflict || got.resp.Header.Get("Retry-After") == "" {
+		t.Errorf("refused retry of a payment in progress: %d (Retry-After %q) %s; want 409 with Retry-After",
+			got.resp.StatusCode, got.resp.Header.Get("Retry-After"), got.body)
+	} else {
+		wantProblem(t, got.resp, got.body, http.StatusConflict, idempotency.ProblemInProgress)
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/payments", strings.NewReader(payBody))
+		req.Header = h
+		for _, msg := range doc.Response(req, got.resp) {
+			t.Errorf("the 409 is not as documented: %s", msg)
+		}
+	}
+	skew.Store(int64(time.Minute)) // the lease lapses while the first request pays
+	close(release)
+	first := <-done
+	if resp, b := sendHeaders(t, srv, h, payBody); resp.StatusCode != http.StatusCreated || resp.Header.Get(idempotency.HeaderReplayed) != "true" || string(b) != string(first) {
+		t.Errorf("refused retry of the paid key: %d (%s %q) %s; want the first 201 replayed: %s",
+			resp.StatusCode, idempotency.HeaderReplayed, resp.Header.Get(idempotency.HeaderReplayed), b, first)
+	}
+	if n := srv.Executions("waited"); n != 1 {
 		t.Errorf("%d executions, want 1", n)
 	}
 	if n := len(srv.Payments()); n != 1 {
