@@ -31,23 +31,37 @@ const acceptedMediaType = "application/json"
 // parser) that the store holds no entry for. A request without a key, or
 // with one that does not parse, goes to next, which answers it the
 // contract's 400 before it reads the body or claims anything. So does one
-// whose key the store holds (completed, or in progress), or whose lookup
-// failed: the Middleware answers it from the entry, as any retry, with
-// the stored answer replayed, a 422 when its fingerprint differs, or a
-// 409 while the first request runs (or 503 when the store is down), so
-// that a client that takes 415 as final does not take a payment that was
-// made for one that was not. The lookup is a Store.Get, which changes
-// nothing; the answer comes from the Middleware's Claim, refused by the
-// entry. An entry in progress whose lease has lapsed is not passed on:
-// the Claim would take it over, and its release would leave the holder,
-// which may still be paying, unable to record its outcome; it is answered
-// 503 ProblemKeyChanged, and its retry from the record that the holder
-// stores. An entry that went in between (it expired, or a claim in
-// progress was released or lapsed) lets the Claim through: see
-// refuseUnderClaim. In transactional mode a claim in progress is a row
-// not yet committed, which Get does not see: a retry while the first
-// request runs is answered 415 (and its retry after the commit, from the
-// record).
+// whose key's entry is completed, or whose lookup failed: the Middleware
+// answers it from the entry, as any retry, with the stored answer
+// replayed or a 422 when its fingerprint differs (or 503 when the store
+// is down), so that a client that takes 415 as final does not take a
+// payment that was made for one that was not. The lookup is a Store.Get,
+// which changes nothing; the answer comes from the Middleware's Claim,
+// refused by the completed entry, which no Claim takes over. One that
+// expired in between lets the Claim through: see refuseUnderClaim.
+//
+// A request whose key's entry is in progress, its lease live or lapsed,
+// is not passed on: it is answered 409 ProblemInProgress with Retry-After
+// (see refuseInProgress), without a claim. Passed on, it would meet a
+// Claim that takes a lapsed claim over (at once, or, under
+// idempotency.WithWaitForResult, as the Middleware claims again while it
+// waits, during which the lease may lapse), and the release of that claim
+// would leave its holder, which may still be paying, unable to record its
+// outcome, and the next refused retry answered 415, "neither run nor
+// stored", for a paid key. 409 rather than 503 ProblemKeyChanged: the
+// entry is there, and in progress, which is the contract's 409 (a client
+// retries it, with the same key, after Retry-After, and is answered from
+// the record then, replayed or 422); the lease, read at the lookup, may
+// lapse or be renewed a moment later, and a request that is not run
+// takes nothing over, so a lapsed one gets the same answer; and
+// ProblemKeyChanged keeps its meaning, a record that went away. The
+// Middleware would answer a retry with another fingerprint 422 at once;
+// without reading the body, which the Middleware reads, the fingerprint
+// is not known here, so such a retry gets the 409 and its 422 after the
+// first request completes. In transactional mode a claim in progress is
+// a row not yet committed, which Get does not see: a retry while the
+// first request runs is answered 415 (and its retry after the commit,
+// from the record).
 func (s *Server) requireJSON(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		typeWhy := mediaTypeRefusal(r.Header["Content-Type"])
@@ -66,11 +80,11 @@ func (s *Server) requireJSON(next http.Handler) http.Handler {
 		switch e, held := s.keyHeld(r, key); {
 		case !held:
 			refuseMediaType(w, typeWhy, codingWhy, unheldKey)
-		case e.State == idempotency.StateInProgress && e.LeaseRemaining <= 0:
-			// The Middleware's Claim would take the lapsed claim over
-			// and, releasing it, leave its holder, which may still be
-			// paying, unable to record its outcome.
-			refuseKeyChanged(w, lapsedKey)
+		case e.State == idempotency.StateInProgress:
+			// The Middleware's Claim, or its wait's, could take the
+			// claim over and, releasing it, leave its holder, which may
+			// still be paying, unable to record its outcome.
+			refuseInProgress(w, key)
 		default:
 			next.ServeHTTP(w, r)
 		}
@@ -110,26 +124,34 @@ func (s *Server) keyHeld(r *http.Request, key string) (e idempotency.Entry, held
 	return e, found || err != nil
 }
 
-// What the detail of a 503 ProblemKeyChanged says of the key's record.
-const (
-	goneKey   = "the record of this Idempotency-Key went away while the request was answered from it"
-	lapsedKey = "the claim in progress on this Idempotency-Key has lapsed (the request that holds it may still be running), and a request refused so does not take it over"
-)
+// refuseInProgress answers a request that requireJSON refuses, whose
+// Idempotency-Key key has a claim in progress, as the Middleware answers
+// a retry while the first request runs: 409 with the idempotency
+// package's ProblemInProgress, titled as the Middleware titles it, the
+// key in its idempotency_key member, and a Retry-After of 1 s, which the
+// contract gives when the holder's finish is not known (the Middleware's
+// estimate of the route's run is its own). Nothing is claimed, run or
+// stored, and the claim is not waited for.
+func refuseInProgress(w http.ResponseWriter, key string) {
+	contract.WriteProblem(w, http.StatusConflict, problem{Type: idempotency.ProblemInProgress, Title: "A request with this Idempotency-Key is in progress", Status: http.StatusConflict,
+		Detail: "A request with this Idempotency-Key is still being processed, and this one, whose body is not uncompressed JSON, " +
+			"was not run, nor does it wait for that one or take its claim over. Retry later with the same key: it is answered from the key's record then.",
+		Key: key}, 1)
+}
 
-// refuseKeyChanged answers a request that requireJSON refuses, whose key's
-// record is not one to answer it from (why, one of the constants above),
-// with 503 ProblemKeyChanged and Retry-After: nothing is run or stored.
-func refuseKeyChanged(w http.ResponseWriter, why string) {
+// refuseKeyChanged answers a request that requireJSON refuses and passed
+// on, whose key's record went away before it was answered from it, with
+// 503 ProblemKeyChanged and Retry-After: nothing is run or stored.
+func refuseKeyChanged(w http.ResponseWriter) {
 	contract.WriteProblem(w, http.StatusServiceUnavailable, problem{Type: ProblemKeyChanged, Title: "Service Unavailable", Status: http.StatusServiceUnavailable,
-		Detail: "the body is not " + acceptedMediaType + " and " + why + "; nothing was run or stored: retry with the same key"}, 1)
+		Detail: "the body is not " + acceptedMediaType + " and the record of this Idempotency-Key went away while the request was answered from it; nothing was run or stored: retry with the same key"}, 1)
 }
 
 // refuseUnderClaim answers, in place of next, the payment handler, a
 // request that requireJSON refuses but passed on because its key's entry
-// was there, when the Middleware's Claim found the entry gone (it expired
-// or was released, or its lease lapsed, after requireJSON looked) and ran
-// the handler: 503 with Retry-After, ProblemKeyChanged, which the
-// Middleware does not store (it releases the claim), so that the retry
+// was there, completed, when the Middleware's Claim found the entry gone
+// (it expired after requireJSON looked) and ran the handler: 503 with
+// Retry-After, ProblemKeyChanged, which the Middleware does not store (it releases the claim), so that the retry
 // meets requireJSON again and is answered 415, or from whatever the key
 // holds by then. A 415 here would be stored under the key, and the body,
 // which the server does not read, is not run as a payment. A request run
@@ -147,7 +169,7 @@ func refuseUnderClaim(next http.Handler) http.Handler {
 			refuseMediaType(w, typeWhy, codingWhy, unlookedKey)
 			return
 		}
-		refuseKeyChanged(w, goneKey)
+		refuseKeyChanged(w)
 	})
 }
 

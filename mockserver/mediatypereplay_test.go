@@ -144,8 +144,10 @@ func paidKeyRetries(t *testing.T, srv *mockserver.Server) {
 }
 
 // TestPaymentMediaTypeRetryInProgress: a retry with a refused media type
-// of a payment still running is answered as any retry then: 409 in
-// progress with the same fingerprint, 422 with another; not 415. The
+// of a payment still running is answered 409 in progress, with
+// Retry-After, whatever its fingerprint (the mock does not read its
+// body); not 415. After the payment, its retry is answered as any retry:
+// the 201 replayed with the same fingerprint, 422 with another. The
 // payment executes once.
 func TestPaymentMediaTypeRetryInProgress(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
@@ -180,19 +182,33 @@ func TestPaymentMediaTypeRetryInProgress(t *testing.T) {
 		h := tc.h.Clone()
 		h.Set("Idempotency-Key", "running")
 		resp, b := sendHeaders(t, srv, h, payBody)
-		want, typ := http.StatusConflict, idempotency.ProblemInProgress
-		if !tc.sameFP {
-			want, typ = http.StatusUnprocessableEntity, idempotency.ProblemKeyReused
-		}
-		if resp.StatusCode != want {
-			t.Errorf("%s, key in progress: %d %s, want %d", tc.name, resp.StatusCode, b, want)
+		if resp.StatusCode != http.StatusConflict || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("%s, key in progress: %d (Retry-After %q) %s, want 409 with Retry-After", tc.name, resp.StatusCode, resp.Header.Get("Retry-After"), b)
 			continue
 		}
-		wantProblem(t, resp, b, want, typ)
+		if p := wantProblem(t, resp, b, http.StatusConflict, idempotency.ProblemInProgress); p.Key != "running" {
+			t.Errorf("%s, key in progress: idempotency_key %q, want running", tc.name, p.Key)
+		}
 	}
 	close(release)
 	if status := <-done; status != http.StatusCreated {
 		t.Errorf("first attempt: %d, want 201", status)
+	}
+	for _, tc := range refusedRetries {
+		if tc.first == nil {
+			continue
+		}
+		h := tc.h.Clone()
+		h.Set("Idempotency-Key", "running")
+		resp, b := sendHeaders(t, srv, h, payBody)
+		switch {
+		case !tc.sameFP:
+			if resp.StatusCode != http.StatusUnprocessableEntity {
+				t.Errorf("%s, key paid: %d %s, want 422", tc.name, resp.StatusCode, b)
+			}
+		case resp.StatusCode != http.StatusCreated || resp.Header.Get(idempotency.HeaderReplayed) != "true":
+			t.Errorf("%s, key paid: %d %s, want the 201 replayed", tc.name, resp.StatusCode, b)
+		}
 	}
 	if n := srv.Executions("running"); n != 1 {
 		t.Errorf("%d executions, want 1", n)

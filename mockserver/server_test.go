@@ -64,6 +64,7 @@ type problemBody struct {
 	Type   string                  `json:"type"`
 	Status int                     `json:"status"`
 	Errors []mockserver.FieldError `json:"errors"`
+	Key    string                  `json:"idempotency_key"`
 }
 
 func decodeJSON[T any](t *testing.T, b []byte) T {
