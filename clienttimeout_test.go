@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,5 +45,31 @@ func TestClientTimeoutBoundsBodyBuffering(t *testing.T) {
 		pw.CloseWithError(errors.New("test over"))
 		<-done
 		t.Fatal("Do still buffering a stalled body 3 s into a 100 ms Client.Timeout")
+	}
+}
+
+// TestDoneContextBufferingReadsItsOwnBody: Client.Do on a context already
+// done, with a body without GetBody, gives up buffering it at once, while
+// the read it started may not have begun: that read must take the body
+// it was given, not read the field of the request Do goes on to write
+// (the body it marks as failed, then the emptied request of the call, see
+// doCall.end), which is a data race and, once the request is emptied, a
+// nil body read in a goroutine of its own. Run it with -race.
+func TestDoneContextBufferingReadsItsOwnBody(t *testing.T) {
+	rc := testkit.NewRecorder(testkit.Status(201))
+	c := NewClient(WithBase(mockBase(rc)))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 100 {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://api.test/v1/charges", io.MultiReader(strings.NewReader(`{"amount":1500}`)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Do(req); !errors.Is(err, ErrNotSent) {
+			t.Fatalf("Do: err = %v, want not sent", err)
+		}
+	}
+	if len(rc.Seen()) != 0 {
+		t.Fatalf("round trips %+v, want none", rc.Seen())
 	}
 }
