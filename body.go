@@ -70,9 +70,11 @@ func readPrefix(req *http.Request, n int64) ([]byte, error) {
 		buf []byte
 		err error
 	}
-	done := make(chan result, 1)
+	// The read takes the body now: once readPrefix gave up, the caller of
+	// newBody may write req.Body (see redirectableBody and doCall.end).
+	done, rb := make(chan result, 1), req.Body
 	go func() {
-		buf, err := io.ReadAll(io.LimitReader(req.Body, n))
+		buf, err := io.ReadAll(io.LimitReader(rb, n))
 		done <- result{buf, err}
 	}()
 	select {
