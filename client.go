@@ -87,18 +87,14 @@ func (c *Client) Transport() *Transport { return c.transport }
 // the request it sends; Do gives it a copy of req's header then, so that
 // req is not modified.
 func (c *Client) Do(req *http.Request) (*http.Response, error) {
-	d, err := c.transport.cfg.newCall(c.transport, req)
+	call, err := c.transport.cfg.newCall(c.transport, req)
 	if err != nil {
 		retrypolicy.CloseBody(req)
 		return nil, err
 	}
-	call := &d.callContext
 	panicked := true // until net/http's Do returns (see callContext.end)
 	defer func() { call.end(panicked) }()
-	// WithContext inlined: its copy does not escape, so the request's only
-	// allocation is the call's (see doCall).
-	d.req = *req.WithContext(call)
-	first := &d.req
+	first := req.WithContext(call)
 	if c.hc.Jar != nil {
 		first.Header = req.Header.Clone()
 	}

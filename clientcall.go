@@ -148,36 +148,21 @@ func hopOf(t *Transport, req *http.Request) *callContext {
 // of the logical operation up front, for a request that would otherwise
 // get one generated per RoundTrip, so that every hop of a 307/308 redirect
 // (each a separate RoundTrip) carries the same key.
-//
-// The call's context and the copy of req that carries it, which Do hands
-// to net/http, come in one allocation (a doCall): the copy lives as long
-// as the context, which every attempt's context and so every response's
-// Request reaches, and it keeps nothing of req that those attempts'
-// requests do not keep but the header map and the Body value.
-func (c *config) newCall(t *Transport, req *http.Request) (*doCall, error) {
+func (c *config) newCall(t *Transport, req *http.Request) (*callContext, error) {
 	ctx := req.Context()
-	d := &doCall{callContext: callContext{Context: ctx, t: t}}
-	call := &d.callContext
+	call := &callContext{Context: ctx, t: t}
 	if req.Response != nil { // a request made from an earlier one's
 		call.hop.Store(req.Response)
 	}
 	if len(req.Header[HeaderIdempotencyKey]) > 0 || !c.keyMethods.Has(req.Method) {
-		return d, nil
+		return call, nil
 	}
 	if _, ok := KeyFromContext(ctx); ok {
-		return d, nil
+		return call, nil
 	}
 	if err := call.text.generate(); err != nil {
 		return nil, &Error{Cause: ErrNotSent, Err: err}
 	}
 	call.pinned = call.text.string()
-	return d, nil
-}
-
-// doCall is what a Client.Do call allocates: its context and the request
-// that Do gives net/http, which carries that context (see newCall). It
-// stays in the 448-byte size class (see TestCallContextSizeClass).
-type doCall struct {
-	callContext
-	req http.Request
+	return call, nil
 }
