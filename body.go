@@ -71,7 +71,7 @@ func readPrefix(req *http.Request, n int64) ([]byte, error) {
 		err error
 	}
 	// The read takes the body now: once readPrefix gave up, the caller of
-	// newBody may write req.Body (see redirectableBody and doCall.end).
+	// newBody may write req.Body (see redirectableBody).
 	done, rb := make(chan result, 1), req.Body
 	go func() {
 		buf, err := io.ReadAll(io.LimitReader(rb, n))

@@ -52,9 +52,7 @@ func TestClientTimeoutBoundsBodyBuffering(t *testing.T) {
 // done, with a body without GetBody, gives up buffering it at once, while
 // the read it started may not have begun: that read must take the body
 // it was given, not read the field of the request Do goes on to write
-// (the body it marks as failed, then the emptied request of the call, see
-// doCall.end), which is a data race and, once the request is emptied, a
-// nil body read in a goroutine of its own. Run it with -race.
+// (the body it marks as failed), which is a data race. Run it with -race.
 func TestDoneContextBufferingReadsItsOwnBody(t *testing.T) {
 	rc := testkit.NewRecorder(testkit.Status(201))
 	c := NewClient(WithBase(mockBase(rc)))
