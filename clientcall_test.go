@@ -1,6 +1,7 @@
 package saferetry
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/saferetry/saferetry/internal/testkit"
 )
@@ -648,5 +650,73 @@ func TestRefusedHopIsTheCallsResult(t *testing.T) {
 	}
 	if call.err == nil || !errors.Is(call.err, ErrCrossOriginRedirect) || call.key != call.pinned || call.key == "" {
 		t.Errorf("the call ended with %v, key %q; want the refusal, under the pinned key %q", call.err, call.key, call.pinned)
+	}
+}
+
+// TestCallKeepsNoCallersBody: what outlives a Client.Do call (the
+// response, whose Request's context leads to the call's context, and an
+// attempt's request a hook keeps) must not keep the caller's body in
+// memory when the attempts do not: here a RoundTripper around the
+// Transport sends a body of its own, as one that compresses or signs the
+// body does. The request Do hands net/http shares the call's allocation
+// (see doCall), and so lived as long as the call's context, with the
+// caller's Body and GetBody. A response whose Request is that request
+// itself (a RoundTripper around the Transport that answers on its own)
+// keeps it whole.
+func TestCallKeepsNoCallersBody(t *testing.T) {
+	type payload struct{ b [1 << 16]byte }
+	for _, flow := range []string{"201", "303", "error", "own answer"} {
+		t.Run(flow, func(t *testing.T) {
+			n := 0
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				n++
+				if r.Body != nil {
+					_, _ = io.Copy(io.Discard, r.Body)
+					r.Body.Close()
+				}
+				switch {
+				case flow == "error":
+					return nil, errors.New("connection reset")
+				case flow == "303" && n == 1:
+					return &http.Response{StatusCode: http.StatusSeeOther, Header: http.Header{"Location": {"/v1/debits/1"}}, Body: http.NoBody, Request: r}, nil
+				}
+				return &http.Response{StatusCode: http.StatusCreated, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+			})
+			var kept *http.Request // the last attempt's request, kept by a hook
+			c := NewClient(WithBase(base), WithMaxAttempts(1), WithHook(func(a Attempt) { kept = a.Request }))
+			hc := c.HTTPClient()
+			inner := hc.Transport
+			hc.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				if flow == "own answer" {
+					return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+				}
+				r2 := r.Clone(r.Context())
+				if r.Body != nil {
+					_, _ = io.Copy(io.Discard, r.Body)
+					r.Body.Close()
+					r2.Body, r2.ContentLength = io.NopCloser(strings.NewReader(`{}`)), 2
+					r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(`{}`)), nil }
+				}
+				return inner.RoundTrip(r2)
+			})
+			p := new(payload)
+			callers := weak.Make(p)
+			req, _ := http.NewRequest(http.MethodPost, "http://api.test/v1/debits", bytes.NewReader(p.b[:]))
+			resp, err := c.Do(req)
+			if (err != nil) != (flow == "error") {
+				t.Fatalf("err = %v", err)
+			}
+			req, p = nil, nil
+			runtime.GC()
+			if flow == "own answer" {
+				if callers.Value() == nil || resp.Request.GetBody == nil {
+					t.Error("the request the answer carries lost its body")
+				}
+			} else if callers.Value() != nil {
+				t.Error("the caller's body is still in memory after the call, which the attempts do not keep")
+			}
+			runtime.KeepAlive(resp)
+			runtime.KeepAlive(kept)
+		})
 	}
 }
