@@ -64,8 +64,7 @@ const acceptedMediaType = "application/json"
 // from the record).
 func (s *Server) requireJSON(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		typeWhy := mediaTypeRefusal(r.Header["Content-Type"])
-		codingWhy := codingRefusal(r.Header["Content-Encoding"])
+		typeWhy, codingWhy := refusals(r)
 		if typeWhy == "" && codingWhy == "" {
 			next.ServeHTTP(w, r)
 			return
@@ -147,6 +146,12 @@ func refuseKeyChanged(w http.ResponseWriter) {
 		Detail: "the body is not " + acceptedMediaType + " and the record of this Idempotency-Key went away while the request was answered from it; nothing was run or stored: retry with the same key"}, 1)
 }
 
+// refusals says why a payment's media type and content coding are
+// refused, "" for each that is not.
+func refusals(r *http.Request) (typeWhy, codingWhy string) {
+	return mediaTypeRefusal(r.Header["Content-Type"]), codingRefusal(r.Header["Content-Encoding"])
+}
+
 // refuseUnderClaim answers, in place of next, the payment handler, a
 // request that requireJSON refuses but passed on because its key's entry
 // was there, completed, when the Middleware's Claim found the entry gone
@@ -159,8 +164,7 @@ func refuseKeyChanged(w http.ResponseWriter) {
 // store cannot be reached, stores nothing: it is answered 415.
 func refuseUnderClaim(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		typeWhy := mediaTypeRefusal(r.Header["Content-Type"])
-		codingWhy := codingRefusal(r.Header["Content-Encoding"])
+		typeWhy, codingWhy := refusals(r)
 		if typeWhy == "" && codingWhy == "" {
 			next.ServeHTTP(w, r)
 			return
