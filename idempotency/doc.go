@@ -81,9 +81,11 @@
 // the handler again (a panic goes on after the release, with the response
 // headers as they were before the handler ran, for whatever answers in its
 // place, such as a recovery handler around the Middleware). Such a panic,
-// or a store's, goes on as it was: one that follows it while the
-// Middleware cleans up (the store's Release or Rollback, the logger, a
-// hook) is dropped, since the first tells what broke. A 307 or 308
+// or a store's, goes on as it was, and so does a handler's
+// runtime.Goexit: a panic that follows it while the Middleware cleans up
+// (the store's Release or Rollback, the logger, a hook) is dropped, since
+// the first tells what broke, and logged at the error level with the
+// stack where it was raised (see WithLogger). A 307 or 308
 // sends the request to another URI, where the client carries the key:
 // stored, it made that request a reuse of the key with another payload
 // (422). The handler must therefore not leave half-done side effects behind

@@ -180,7 +180,7 @@ func (c *leaseClaim) abort(q *request) {
 			q.settlePanicked(s.inStore, s.failed)
 		}
 	}()
-	unwinding(func() { c.release(q, &s) })
+	q.m.unwinding(c.ctx, q.claim.key, func() { c.release(q, &s) })
 }
 
 // release is abort's release of the claim, as a store call of s.

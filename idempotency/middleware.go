@@ -1,12 +1,14 @@
 package idempotency
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"math"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -284,25 +286,44 @@ func (m *middleware) emitAfterLog(ev Event, sent int, s *settling, log func()) {
 // runtime.Goexit), one that the hooks did not raise: a hook's panic is
 // dropped (see unwinding), after every hook had ev.
 func (m *middleware) emitUnwinding(ev Event) {
-	unwinding(func() { m.emit(ev) })
+	m.unwinding(ev.Context(), ev.Key, func() { m.emit(ev) })
 }
 
-// unwinding runs cleanup while a panic goes on (or a runtime.Goexit), one
-// that cleanup did not raise: a panic of cleanup's own is recovered and
-// dropped, so that the first panic, which tells what broke, reaches
-// whatever recovers the request's panics as it was; the later one is a
-// consequence of it. It reports whether cleanup panicked. The recover is
-// in a call of its own, which the first panic does not unwind, so it
-// never stops that one.
-func unwinding(cleanup func()) (panicked bool) {
+// unwinding runs cleanup, for the request with key k, while a panic goes
+// on (or a runtime.Goexit), one that cleanup did not raise: a panic of
+// cleanup's own is recovered and dropped, so that the first panic, which
+// tells what broke, reaches whatever recovers the request's panics as it
+// was; the later one is a consequence of it. The dropped panic is logged
+// (see logDropped), since nothing else will show it. It reports whether
+// cleanup panicked. The recover is in a call of its own, which the first
+// panic does not unwind, so it never stops that one.
+func (m *middleware) unwinding(ctx context.Context, k Key, cleanup func()) (panicked bool) {
 	panicked = true
 	defer func() {
 		if panicked {
-			_ = recover()
+			if p := recover(); p != nil {
+				m.logDropped(ctx, k, p)
+			}
 		}
 	}()
 	cleanup()
 	return false
+}
+
+// logDropped logs p, a panic that unwinding dropped, at the error level
+// with the stack where it was raised: the bug behind it (the store's, a
+// hook's) is found from this line, since no recovery handler sees the
+// panic. It is called while p unwinds, so the stack still holds the frame
+// that raised it. A panic of the logger's meanwhile is dropped as well:
+// the logger cannot report its own.
+func (m *middleware) logDropped(ctx context.Context, k Key, p any) {
+	defer func() { _ = recover() }()
+	l := m.cfg.logger
+	if !l.Enabled(ctx, slog.LevelError) {
+		return
+	}
+	l.LogAttrs(ctx, slog.LevelError, "idempotency: a panic while cleaning up after an earlier panic (or runtime.Goexit) was dropped; the earlier one goes on",
+		slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 }
 
 // admissionEvent is ev about r, answered on admission (no Duration).

@@ -274,7 +274,10 @@ func WithFailOpen(open bool) Option {
 // a handler's would, and by the lease keeper on its timer: a panic there
 // is recovered, the lease is kept as before, and the request fails with
 // it once its outcome is recorded, so that it reaches whatever recovers
-// the request's panics rather than ending the process.
+// the request's panics rather than ending the process. A panic that the
+// Middleware drops because another is in flight (see WithHook, and the
+// package documentation on a handler's panic) is logged at the error
+// level, with its value and stack, unless it is the logger's own.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) { c.logger = l }
 }
@@ -287,7 +290,7 @@ func WithLogger(l *slog.Logger) Option {
 // once the hooks given after it had the event. A hook's panic never
 // replaces one already in flight (the handler's, the store's, the
 // logger's, or an earlier hook's on the same event): that one goes on as
-// it was, and the hook's is dropped. A nil f adds nothing; there is no
+// it was, and the hook's is dropped (and logged, see WithLogger). A nil f adds nothing; there is no
 // hook by default.
 func WithHook(f func(Event)) Option {
 	return func(c *config) { c.hooks.Add(f) }

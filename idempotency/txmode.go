@@ -209,5 +209,5 @@ func (m *middleware) rollback(parent context.Context, k Key, tx Tx, s *settling)
 // the settling of the rollback's store call (see rollback), then tells by
 // inStore whether the panic was the store's.
 func (m *middleware) rollbackUnwinding(parent context.Context, k Key, tx Tx, s *settling) (panicked bool) {
-	return unwinding(func() { m.rollback(parent, k, tx, s) })
+	return m.unwinding(parent, k, func() { m.rollback(parent, k, tx, s) })
 }
