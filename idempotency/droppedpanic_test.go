@@ -7,10 +7,13 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/memstore"
+	"github.com/saferetry/saferetry/internal/clock"
 	"github.com/saferetry/saferetry/internal/testenv"
 	"github.com/saferetry/saferetry/internal/testkit"
 )
@@ -93,6 +96,73 @@ func TestDroppedPanicIsLogged(t *testing.T) {
 			if !found {
 				t.Errorf("the dropped panic %q was not logged; the log:\n%s", tc.want, buf.String())
 			}
+		})
+	}
+}
+
+// TestKeeperPanicDroppedAfterHandlerPanicIsLogged checks that a panic the
+// lease keeper recovered on its timer (the store's Renew) while the
+// handler ran, which a later panic goes on in place of (the handler's, or
+// the store's Complete), is logged at the error level with its value and
+// the stack where it was raised, as any panic the Middleware drops. It
+// used to be dropped without a trace.
+func TestKeeperPanicDroppedAfterHandlerPanicIsLogged(t *testing.T) {
+	for _, tc := range []struct{ name, want string }{
+		{"the handler panics", "handler bug"},
+		{"Complete panics", "store bug"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const lease = 9 * time.Second
+			clk := clock.NewManual(fakeStart)
+			base := newStore(t, memstore.WithClock(clk.Now), memstore.WithCleanupInterval(0))
+			var renewals atomic.Int64
+			st := &faultyStore{Store: base, renew: func(ctx context.Context, k idempotency.Key, tok int64, l time.Duration) error {
+				if renewals.Add(1) == 1 {
+					panic("renew broke")
+				}
+				return base.Renew(ctx, k, tok, l)
+			}, complete: func(context.Context, idempotency.Key, int64, idempotency.Response, time.Duration) error {
+				panic("store bug")
+			}}
+			var buf testkit.SyncBuffer
+			entered, release := make(chan struct{}), make(chan struct{})
+			h := idempotency.Middleware(st, idempotency.WithLease(lease), idempotency.WithClock(clk),
+				idempotency.WithLogger(slog.New(slog.NewJSONHandler(&buf, nil))))(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				close(entered)
+				<-release
+				if tc.want == "handler bug" {
+					panic("handler bug")
+				}
+				w.WriteHeader(http.StatusCreated)
+			}))
+			panicked := make(chan any, 1)
+			go func() {
+				defer func() { panicked <- recover() }()
+				post(h, "k", `{}`)
+			}()
+			<-entered
+			testenv.Eventually(t, "the lease keeper's timer is armed", func() bool { return clk.Pending() > 0 })
+			clk.Advance(lease / 3)
+			testenv.Eventually(t, "the first renewal", func() bool { return renewals.Load() >= 1 })
+			close(release)
+			select {
+			case p := <-panicked:
+				if p != tc.want {
+					t.Fatalf("the request went on with panic %v, want %q", p, tc.want)
+				}
+			case <-time.After(testenv.Patience):
+				t.Fatal("the request never finished")
+			}
+			for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+				var rec struct{ Level, Panic, Stack string }
+				if json.Unmarshal([]byte(line), &rec) == nil && rec.Panic == "renew broke" {
+					if rec.Level != "ERROR" || !strings.Contains(rec.Stack, "TestKeeperPanicDroppedAfterHandlerPanicIsLogged") {
+						t.Errorf("the dropped panic was logged at %s with a stack without the Renew that raised it:\n%s", rec.Level, line)
+					}
+					return
+				}
+			}
+			t.Errorf("the keeper's panic, dropped, was not logged; the log:\n%s", buf.String())
 		})
 	}
 }
