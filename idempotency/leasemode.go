@@ -116,8 +116,10 @@ func (c *leaseClaim) finish(q *request) {
 // reported as request.settlePanicked says. Once the outcome is
 // recorded, a panic the keeper recovered on its timer is returned as kept,
 // for finish to go on with once the request gave its event (see
-// keeperPanic).
+// keeperPanic); before, one that a panic of the store's or the logger's
+// goes on in place of is logged (see middleware.logDropped).
 func (c *leaseClaim) record(q *request) (ev Event, superseded bool, kept *keeperPanic) {
+	m := q.m
 	recorded := false
 	s := settling{keeper: &c.keeper, sent: q.sentStatus()}
 	defer func() {
@@ -130,9 +132,11 @@ func (c *leaseClaim) record(q *request) (ev Event, superseded bool, kept *keeper
 		}
 		if recorded {
 			kept = p
+		} else if p != nil {
+			// The store's or the logger's panic goes on in its place.
+			m.logDropped(c.ctx, q.claim.key, p)
 		}
 	}()
-	m := q.m
 	// A handler cancelled because its lease could not be confirmed was
 	// asked to stop; if it wrote nothing, it did. One whose client left
 	// may have done its work and answered with the implicit 200: that is
@@ -167,7 +171,8 @@ func (c *leaseClaim) record(q *request) (ev Event, superseded bool, kept *keeper
 // abort releases the claim of a handler that panicked, so that a retry
 // runs it again. Its event carries the status sent, the handler's if its
 // response streamed before the panic, 0 otherwise. The handler's panic
-// goes on as it was, in place of any the keeper recovered: a panic while
+// goes on as it was, in place of any the keeper recovered, which is
+// logged (see middleware.logDropped): a panic while
 // it releases (the store's Release, the logger) is dropped (see
 // unwinding), the request's one event then reported as
 // request.settlePanicked says, and so is a hook's panic on the event (see
@@ -175,7 +180,9 @@ func (c *leaseClaim) record(q *request) (ev Event, superseded bool, kept *keeper
 func (c *leaseClaim) abort(q *request) {
 	s := settling{unwinding: true}
 	defer func() {
-		c.end()
+		if p := c.end(); p != nil {
+			q.m.logDropped(c.ctx, q.claim.key, p)
+		}
 		if !s.reported {
 			q.settlePanicked(s.inStore, s.failed)
 		}

@@ -310,20 +310,27 @@ func (m *middleware) unwinding(ctx context.Context, k Key, cleanup func()) (pani
 	return false
 }
 
-// logDropped logs p, a panic that unwinding dropped, at the error level
-// with the stack where it was raised: the bug behind it (the store's, a
-// hook's) is found from this line, since no recovery handler sees the
-// panic. It is called while p unwinds, so the stack still holds the frame
-// that raised it. A panic of the logger's meanwhile is dropped as well:
-// the logger cannot report its own.
+// logDropped logs p, a panic that the Middleware dropped for an earlier
+// one, at the error level with the stack where it was raised: the bug
+// behind it (the store's, a hook's) is found from this line, since no
+// recovery handler sees the panic. p is a panic that unwinding recovered,
+// still unwinding, so that the stack holds the frame that raised it, or a
+// keeperPanic, with the stack it was kept with. A panic of the logger's
+// meanwhile is dropped as well: the logger cannot report its own.
 func (m *middleware) logDropped(ctx context.Context, k Key, p any) {
 	defer func() { _ = recover() }()
 	l := m.cfg.logger
 	if !l.Enabled(ctx, slog.LevelError) {
 		return
 	}
-	l.LogAttrs(ctx, slog.LevelError, "idempotency: a panic while cleaning up after an earlier panic (or runtime.Goexit) was dropped; the earlier one goes on",
-		slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+	var stack []byte
+	if kp, ok := p.(*keeperPanic); ok {
+		p, stack = kp.value, kp.stack
+	} else {
+		stack = debug.Stack()
+	}
+	l.LogAttrs(ctx, slog.LevelError, "idempotency: a panic was dropped: another panic, or a runtime.Goexit, goes on in its place",
+		slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Any("panic", p), slog.String("stack", string(stack)))
 }
 
 // admissionEvent is ev about r, answered on admission (no Duration).
