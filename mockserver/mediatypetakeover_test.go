@@ -23,53 +23,14 @@ import (
 // a claim, the first request's 201 is stored, and the retry after it is
 // the 201 replayed.
 func TestPaymentMediaTypeRetryDoesNotTakeOver(t *testing.T) {
-	var skew atomic.Int64 // how far the store's clock is ahead
-	st := memstore.New(memstore.WithClock(func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }))
-	defer st.Close()
-	entered, release := make(chan struct{}), make(chan struct{})
-	var began atomic.Bool
-	srv := mockserver.New(mockserver.WithStore(st), mockserver.WithHandlerMiddleware(func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if began.CompareAndSwap(false, true) {
-				close(entered)
-				<-release
-			}
-			next.ServeHTTP(w, r)
-		})
-	}))
-	defer srv.Close()
-	done := make(chan []byte, 1)
-	go func() {
-		_, resp, b := sendTyped(t, srv, "lapsed", []string{"application/json"}, payBody)
-		if resp.StatusCode != http.StatusCreated {
-			t.Errorf("first attempt: %d %s, want 201", resp.StatusCode, b)
-		}
-		done <- b
-	}()
-	select {
-	case <-entered:
-	case <-time.After(10 * time.Second):
-		close(release)
-		t.Fatal("the first attempt never reached the handler")
-	}
-	skew.Store(int64(time.Minute)) // past the lease (10 s), within the TTL
+	p := startHeldPayment(t, "lapsed")
+	p.skew.Store(int64(time.Minute)) // past the lease (10 s), within the TTL
 	h := http.Header{"Idempotency-Key": {"lapsed"}, "Content-Type": {"application/json"}, "Content-Encoding": {"gzip"}}
-	resp, b := sendHeaders(t, srv, h, payBody)
+	resp, b := sendHeaders(t, p.srv, h, payBody)
 	if resp.StatusCode < 400 || resp.StatusCode == http.StatusUnsupportedMediaType {
 		t.Errorf("refused retry while the claim's lease lapsed: %d %s; want an error that is not 415", resp.StatusCode, b)
 	}
-	close(release)
-	first := <-done
-	if resp, b := sendHeaders(t, srv, h, payBody); resp.StatusCode != http.StatusCreated || resp.Header.Get(idempotency.HeaderReplayed) != "true" || string(b) != string(first) {
-		t.Errorf("refused retry of the paid key: %d (%s %q) %s; want the first 201 replayed: %s",
-			resp.StatusCode, idempotency.HeaderReplayed, resp.Header.Get(idempotency.HeaderReplayed), b, first)
-	}
-	if n := srv.Executions("lapsed"); n != 1 {
-		t.Errorf("%d executions, want 1", n)
-	}
-	if n := len(srv.Payments()); n != 1 {
-		t.Errorf("%d payments, want 1", n)
-	}
+	p.finish(t, h)
 }
 
 // TestPaymentMediaTypeWaiterDoesNotTakeOver: under
@@ -84,38 +45,8 @@ func TestPaymentMediaTypeRetryDoesNotTakeOver(t *testing.T) {
 // Retry-After, as documented, without a claim; the first request's 201 is
 // stored, and the retry after it is the 201 replayed.
 func TestPaymentMediaTypeWaiterDoesNotTakeOver(t *testing.T) {
-	var skew atomic.Int64 // how far the store's clock is ahead
-	st := memstore.New(memstore.WithClock(func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }))
-	defer st.Close()
-	entered, release := make(chan struct{}), make(chan struct{})
-	var began atomic.Bool
-	srv := mockserver.New(mockserver.WithStore(st),
-		mockserver.WithIdempotencyOptions(idempotency.WithWaitForResult(5*time.Second)),
-		mockserver.WithHandlerMiddleware(func(next http.Handler) http.Handler {
-			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if began.CompareAndSwap(false, true) {
-					close(entered)
-					<-release
-				}
-				next.ServeHTTP(w, r)
-			})
-		}))
-	defer srv.Close()
-	doc := openapitest.Load(t, srv.OpenAPI())
-	done := make(chan []byte, 1)
-	go func() {
-		_, resp, b := sendTyped(t, srv, "waited", []string{"application/json"}, payBody)
-		if resp.StatusCode != http.StatusCreated {
-			t.Errorf("first attempt: %d %s, want 201", resp.StatusCode, b)
-		}
-		done <- b
-	}()
-	select {
-	case <-entered:
-	case <-time.After(10 * time.Second):
-		close(release)
-		t.Fatal("the first attempt never reached the handler")
-	}
+	p := startHeldPayment(t, "waited", mockserver.WithIdempotencyOptions(idempotency.WithWaitForResult(5*time.Second)))
+	doc := openapitest.Load(t, p.srv.OpenAPI())
 	h := http.Header{"Idempotency-Key": {"waited"}, "Content-Type": {"application/json"}, "Content-Encoding": {"gzip"}}
 	type answer struct {
 		resp *http.Response
@@ -123,38 +54,92 @@ func TestPaymentMediaTypeWaiterDoesNotTakeOver(t *testing.T) {
 	}
 	waiter := make(chan answer, 1)
 	go func() {
-		resp, b := sendHeaders(t, srv, h, payBody)
+		resp, b := sendHeaders(t, p.srv, h, payBody)
 		waiter <- answer{resp, b}
 	}()
 	var got answer
 	select {
 	case got = <-waiter: // answered at once, without waiting
 	case <-time.After(100 * time.Millisecond): // waiting in the Middleware
-		skew.Store(int64(time.Minute)) // past the lease (10 s), within the TTL
-		got = <-waiter                 // it wakes and claims again, within the Middleware's poll
+		p.skew.Store(int64(time.Minute)) // past the lease (10 s), within the TTL
+		got = <-waiter                   // it wakes and claims again, within the Middleware's poll
 	}
 	if got.resp.StatusCode != http.StatusConflict || got.resp.Header.Get("Retry-After") == "" {
 		t.Errorf("refused retry of a payment in progress: %d (Retry-After %q) %s; want 409 with Retry-After",
 			got.resp.StatusCode, got.resp.Header.Get("Retry-After"), got.body)
 	} else {
 		wantProblem(t, got.resp, got.body, http.StatusConflict, idempotency.ProblemInProgress)
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/payments", strings.NewReader(payBody))
+		req, _ := http.NewRequest(http.MethodPost, p.srv.URL+"/payments", strings.NewReader(payBody))
 		req.Header = h
 		for _, msg := range doc.Response(req, got.resp) {
 			t.Errorf("the 409 is not as documented: %s", msg)
 		}
 	}
-	skew.Store(int64(time.Minute)) // the lease lapses while the first request pays
-	close(release)
-	first := <-done
-	if resp, b := sendHeaders(t, srv, h, payBody); resp.StatusCode != http.StatusCreated || resp.Header.Get(idempotency.HeaderReplayed) != "true" || string(b) != string(first) {
+	p.skew.Store(int64(time.Minute)) // the lease lapses while the first request pays
+	p.finish(t, h)
+}
+
+// heldPayment is a payment of key whose first request is held in the
+// handler until finish, on a mock server over a memstore whose clock
+// skew puts ahead.
+type heldPayment struct {
+	key     string
+	skew    *atomic.Int64 // how far the store's clock is ahead
+	srv     *mockserver.Server
+	release chan struct{}
+	done    chan []byte // the first request's 201 body
+}
+
+// startHeldPayment starts the mock server with opts and the first request
+// of key, and returns once that request is in the handler.
+func startHeldPayment(t *testing.T, key string, opts ...mockserver.Option) *heldPayment {
+	t.Helper()
+	p := &heldPayment{key: key, skew: new(atomic.Int64), release: make(chan struct{}), done: make(chan []byte, 1)}
+	st := memstore.New(memstore.WithClock(func() time.Time { return time.Now().Add(time.Duration(p.skew.Load())) }))
+	t.Cleanup(func() { st.Close() })
+	entered := make(chan struct{})
+	var began atomic.Bool
+	opts = append(opts, mockserver.WithStore(st), mockserver.WithHandlerMiddleware(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if began.CompareAndSwap(false, true) {
+				close(entered)
+				<-p.release
+			}
+			next.ServeHTTP(w, r)
+		})
+	}))
+	p.srv = mockserver.New(opts...)
+	t.Cleanup(p.srv.Close)
+	go func() {
+		_, resp, b := sendTyped(t, p.srv, key, []string{"application/json"}, payBody)
+		if resp.StatusCode != http.StatusCreated {
+			t.Errorf("first attempt: %d %s, want 201", resp.StatusCode, b)
+		}
+		p.done <- b
+	}()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		close(p.release)
+		t.Fatal("the first attempt never reached the handler")
+	}
+	return p
+}
+
+// finish lets the first request pay and checks that a retry with header h
+// is its 201 replayed, and that key paid once.
+func (p *heldPayment) finish(t *testing.T, h http.Header) {
+	t.Helper()
+	close(p.release)
+	first := <-p.done
+	if resp, b := sendHeaders(t, p.srv, h, payBody); resp.StatusCode != http.StatusCreated || resp.Header.Get(idempotency.HeaderReplayed) != "true" || string(b) != string(first) {
 		t.Errorf("refused retry of the paid key: %d (%s %q) %s; want the first 201 replayed: %s",
 			resp.StatusCode, idempotency.HeaderReplayed, resp.Header.Get(idempotency.HeaderReplayed), b, first)
 	}
-	if n := srv.Executions("waited"); n != 1 {
+	if n := p.srv.Executions(p.key); n != 1 {
 		t.Errorf("%d executions, want 1", n)
 	}
-	if n := len(srv.Payments()); n != 1 {
+	if n := len(p.srv.Payments()); n != 1 {
 		t.Errorf("%d payments, want 1", n)
 	}
 }
