@@ -107,6 +107,14 @@ func post(h http.Handler, key, body string, opts ...reqOpt) *httptest.ResponseRe
 	return send(h, http.MethodPost, key, body, opts...)
 }
 
+// postPanicking posts {} under the key "k" to h, which is to panic, and
+// returns the panic that went on (nil if none did).
+func postPanicking(h http.Handler) (p any) {
+	defer func() { p = recover() }()
+	post(h, "k", `{}`)
+	return nil
+}
+
 type problemDoc struct {
 	Type           string `json:"type"`
 	Title          string `json:"title"`

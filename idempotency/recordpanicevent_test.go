@@ -51,11 +51,7 @@ func TestNonStorePanicWhileRecordingIsNotAStoreError(t *testing.T) {
 			var ev events
 			h := idempotency.Middleware(tc.store(t), idempotency.WithHook(ev.hook),
 				idempotency.WithLogger(slog.New(panickingLog{})))(&counter{})
-			var p any
-			func() {
-				defer func() { p = recover() }()
-				post(h, "k", `{}`)
-			}()
+			p := postPanicking(h)
 			if s, _ := p.(string); !strings.HasPrefix(s, "log handler broke on: ") {
 				t.Fatalf("the request went on with panic %v, want the logger's", p)
 			}
@@ -135,11 +131,7 @@ func TestPanickingLoggerStillGivesOneEvent(t *testing.T) {
 			var ev events
 			opts := append([]idempotency.Option{idempotency.WithHook(ev.hook), idempotency.WithLogger(slog.New(panickingLog{}))}, tc.opts...)
 			h := idempotency.Middleware(tc.store(t), opts...)(&counter{})
-			var p any
-			func() {
-				defer func() { p = recover() }()
-				post(h, "k", `{}`)
-			}()
+			p := postPanicking(h)
 			if s, _ := p.(string); !strings.HasPrefix(s, "log handler broke on: ") {
 				t.Fatalf("the request went on with panic %v, want the logger's", p)
 			}
@@ -164,11 +156,7 @@ func TestPanickingHookLeavesTheOthersTheirEvent(t *testing.T) {
 	h := idempotency.Middleware(newStore(t),
 		idempotency.WithHook(func(idempotency.Event) { panic("app hook broke") }),
 		idempotency.WithHook(ev.hook))(&counter{})
-	var p any
-	func() {
-		defer func() { p = recover() }()
-		post(h, "k", `{}`)
-	}()
+	p := postPanicking(h)
 	if p != "app hook broke" {
 		t.Fatalf("the request went on with panic %v, want the hook's", p)
 	}
@@ -201,11 +189,7 @@ func TestStorePanicWhileClaimingGivesOneEvent(t *testing.T) {
 			var ev events
 			app := &counter{}
 			h := idempotency.Middleware(tc.store(t), idempotency.WithHook(ev.hook))(app)
-			var p any
-			func() {
-				defer func() { p = recover() }()
-				post(h, "k", `{}`)
-			}()
+			p := postPanicking(h)
 			if s, _ := p.(string); !strings.Contains(s, "bug in claim") {
 				t.Fatalf("the request went on with panic %v, want the store's", p)
 			}
@@ -244,11 +228,7 @@ func TestStorePanicWhileWaitingGivesOneEvent(t *testing.T) {
 	first := make(chan int, 1)
 	go func() { first <- post(h, "k", `{}`).Code }()
 	<-started
-	var p any
-	func() {
-		defer func() { p = recover() }()
-		post(h, "k", `{}`)
-	}()
+	p := postPanicking(h)
 	close(release)
 	if c := <-first; c != http.StatusCreated {
 		t.Fatalf("the holder got %d, want 201", c)
@@ -352,11 +332,7 @@ func TestPanickingHookKeepsThePanicInFlight(t *testing.T) {
 				return http.StatusCreated
 			}}
 			h := idempotency.Middleware(tc.store(t), opts...)(app)
-			var p any
-			func() {
-				defer func() { p = recover() }()
-				post(h, "k", `{}`)
-			}()
+			p := postPanicking(h)
 			if p != tc.want {
 				t.Errorf("the request went on with panic %v, want %q", p, tc.want)
 			}

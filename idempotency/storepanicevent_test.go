@@ -208,11 +208,7 @@ func TestTxRollbackPanicGivesOneEvent(t *testing.T) {
 				return tc.status
 			}}
 			mw := idempotency.Middleware(st, idempotency.WithHook(func(e idempotency.Event) { events = append(events, e) }))(app)
-			var p any
-			func() {
-				defer func() { p = recover() }()
-				post(mw, "k", `{}`)
-			}()
+			p := postPanicking(mw)
 			if got := fmt.Sprint(p); got != tc.want {
 				t.Errorf("the request went on with panic %q, want %q", got, tc.want)
 			}
@@ -315,11 +311,7 @@ func TestLeaseAbortKeepsTheHandlersPanic(t *testing.T) {
 				}
 				panic("handler bug")
 			}))
-			var p any
-			func() {
-				defer func() { p = recover() }()
-				post(h, "k", `{}`)
-			}()
+			p := postPanicking(h)
 			if got := fmt.Sprint(p); got != "handler bug" {
 				t.Errorf("the request went on with panic %q, want the handler's", got)
 			}

@@ -378,11 +378,7 @@ func TestTransactionalMode(t *testing.T) {
 func TestTxClaimPanicRollsBack(t *testing.T) {
 	st := &fakeTxStore{Store: newStore(t), panicClaim: true}
 	mw := idempotency.Middleware(st)(&counter{})
-	var p any
-	func() {
-		defer func() { p = recover() }()
-		post(mw, "k", `{}`)
-	}()
+	p := postPanicking(mw)
 	if p != "driver bug in claim" {
 		t.Fatalf("the request went on with panic %v, want the Claim's", p)
 	}
@@ -402,11 +398,7 @@ func TestTxClaimPanicKeepsItsPanic(t *testing.T) {
 	st := &fakeTxStore{Store: newStore(t), panicClaim: true, panicRollback: true}
 	var ev events
 	mw := idempotency.Middleware(st, idempotency.WithHook(ev.hook))(&counter{})
-	var p any
-	func() {
-		defer func() { p = recover() }()
-		post(mw, "k", `{}`)
-	}()
+	p := postPanicking(mw)
 	if p != "driver bug in claim" {
 		t.Fatalf("the request went on with panic %v, want the Claim's", p)
 	}
