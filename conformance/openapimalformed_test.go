@@ -34,21 +34,13 @@ func TestFromOpenAPIMalformedParameters(t *testing.T) {
 				if err == nil {
 					t.Fatalf("FromOpenAPI: no error, %d operations %+v; want an error saying %q", len(ops), ops, tc.err)
 				}
-				for _, want := range tc.err {
-					if !strings.Contains(err.Error(), want) {
-						t.Errorf("FromOpenAPI: error %q does not say %s", err, want)
-					}
-				}
+				saysAll(t, "FromOpenAPI: error", err.Error(), tc.err)
 				return
 			}
 			if err != nil || len(ops) != 1 || ops[0].Unusable == "" {
 				t.Fatalf("FromOpenAPI: %v, %d operations %+v; want the one, unusable", err, len(ops), ops)
 			}
-			for _, want := range tc.unusable {
-				if !strings.Contains(ops[0].Unusable, want) {
-					t.Errorf("pay: Unusable %q does not say %s", ops[0].Unusable, want)
-				}
-			}
+			saysAll(t, "pay: Unusable", ops[0].Unusable, tc.unusable)
 		})
 	}
 	doc := []byte(`{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "http://127.0.0.1:9"}],
@@ -104,11 +96,7 @@ func TestFromOpenAPIRequiredNotABoolean(t *testing.T) {
 			if err != nil || len(ops) != 1 {
 				t.Fatalf("FromOpenAPI: %v, %+v; want pay", err, ops)
 			}
-			for _, want := range tc.want {
-				if !strings.Contains(ops[0].Unusable, want) {
-					t.Errorf("pay: Unusable %q does not say %s", ops[0].Unusable, want)
-				}
-			}
+			saysAll(t, "pay: Unusable", ops[0].Unusable, tc.want)
 		})
 	}
 }
@@ -133,11 +121,7 @@ func TestFromOpenAPIMalformedRequestBody(t *testing.T) {
 			if err != nil || len(ops) != 1 {
 				t.Fatalf("FromOpenAPI: %v, %+v; want pay", err, ops)
 			}
-			for _, want := range tc.want {
-				if !strings.Contains(ops[0].Unusable, want) {
-					t.Errorf("pay: Unusable %q does not say %s", ops[0].Unusable, want)
-				}
-			}
+			saysAll(t, "pay: Unusable", ops[0].Unusable, tc.want)
 		})
 	}
 }

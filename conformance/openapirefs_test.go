@@ -24,6 +24,16 @@ func refDocAt(path, pathItem string) []byte {
 		"paths": {"` + path + `": ` + pathItem + `}}`)
 }
 
+// saysAll reports each of wants that got, what label names, does not say.
+func saysAll(t *testing.T, label, got string, wants []string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(got, want) {
+			t.Errorf("%s %q does not say %s", label, got, want)
+		}
+	}
+}
+
 // TestFromOpenAPIBrokenRefs: a $ref that does not resolve (no such
 // target, another document's, a cycle) is told, naming the ref and where
 // it was found, not taken for "absent". A path item's or an operation's
@@ -66,11 +76,7 @@ func TestFromOpenAPIBrokenRefs(t *testing.T) {
 				if err == nil {
 					t.Fatalf("FromOpenAPI: no error, %d operations %+v; want an error saying %q", len(ops), ops, tc.err)
 				}
-				for _, want := range tc.err {
-					if !strings.Contains(err.Error(), want) {
-						t.Errorf("FromOpenAPI: error %q does not say %s", err, want)
-					}
-				}
+				saysAll(t, "FromOpenAPI: error", err.Error(), tc.err)
 				return
 			}
 			if err != nil || len(ops) != 1 {
@@ -80,11 +86,7 @@ func TestFromOpenAPIBrokenRefs(t *testing.T) {
 				t.Errorf("pay: Unusable %q, NeedsBody %v, NeedsHeaders %v; want unusable for a broken $ref, not for what a flag gives",
 					ops[0].Unusable, ops[0].NeedsBody, ops[0].NeedsHeaders)
 			}
-			for _, want := range tc.unusable {
-				if !strings.Contains(ops[0].Unusable, want) {
-					t.Errorf("pay: Unusable %q does not say %s", ops[0].Unusable, want)
-				}
-			}
+			saysAll(t, "pay: Unusable", ops[0].Unusable, tc.unusable)
 		})
 	}
 }
@@ -138,11 +140,7 @@ func TestFromOpenAPIBrokenExampleRefs(t *testing.T) {
 				t.Errorf("pay: Unusable %q, NeedsBody %v, NeedsHeaders %v; want unusable for a broken $ref, not for what a flag gives",
 					o.Unusable, o.NeedsBody, o.NeedsHeaders)
 			}
-			for _, want := range tc.unusable {
-				if !strings.Contains(o.Unusable, want) {
-					t.Errorf("pay: Unusable %q does not say %s", o.Unusable, want)
-				}
-			}
+			saysAll(t, "pay: Unusable", o.Unusable, tc.unusable)
 		})
 	}
 }
