@@ -98,3 +98,6 @@ func decision(retry bool) Decision {
 	}
 	return DecisionReturn
 }
+
+// ReasonFromResponse is not written yet: the test of it comes first.
+func ReasonFromResponse(*http.Response) (Reason, bool) { return "", false }
