@@ -252,3 +252,32 @@ func ExampleKeyFromResponse() {
 	// 201 unexpected EOF
 	// 201 true {"debit":"debit 1500","status":"paid"}
 }
+
+// A plain http.Client over the Transport returns a final 503 as an
+// answer, not an error: ReasonFromResponse tells whether a limit gave up
+// on it (here the attempt limit) or it was final.
+func ExampleReasonFromResponse() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/missing" {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+
+	client := &http.Client{Transport: saferetry.NewTransport(nil, saferetry.WithMaxAttempts(3), saferetry.WithBackoff(fastBackoff))}
+	for _, path := range []string{"/debits", "/missing"} {
+		resp, err := client.Post(srv.URL+path, "text/plain", strings.NewReader("debit 1500"))
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
+		reason, _ := saferetry.ReasonFromResponse(resp)
+		fmt.Printf("%d: %s, gave up: %v\n", resp.StatusCode, reason, reason.IsLimit())
+	}
+	// Output:
+	// 503: max attempts, gave up: true
+	// 404: final status, gave up: false
+}

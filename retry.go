@@ -99,5 +99,32 @@ func decision(retry bool) Decision {
 	return DecisionReturn
 }
 
-// ReasonFromResponse is not written yet: the test of it comes first.
-func ReasonFromResponse(*http.Response) (Reason, bool) { return "", false }
+// ReasonFromResponse returns why the operation that got resp ended on it:
+// the Reason of its last attempt's decision, the one the hooks got in
+// [Attempt.Reason] and that [APIError.Reason] carries. A status the rules
+// do not retry gives [ReasonFinalStatus], a replay [ReasonReplayed]; a
+// retryable status (a 503, a 429) is returned because a limit gave up on
+// it, which it names ([ReasonMaxAttempts], [ReasonBudgetExhausted],
+// [ReasonDeadline], ...: see [Reason.IsLimit]). It is for a caller of a
+// plain [http.Client] over the [Transport], whose answers carry no
+// [*APIError]; an operation that ended without an answer tells its Reason
+// in its [*Error] (see errors.As).
+//
+// It reads the context of resp's Request, which the Transport's answers
+// carry: it reports false when resp or its Request is nil, or when that
+// context is no Transport's (a base that answers with a request of its
+// own). Under several Transports it is the innermost one's operation; a
+// request sent elsewhere on the context of an operation's attempt (from
+// a hook) gets that operation's Reason. It allocates nothing and may be
+// called from any goroutine.
+func ReasonFromResponse(resp *http.Response) (Reason, bool) {
+	if resp == nil || resp.Request == nil {
+		return "", false
+	}
+	w := retrypolicy.Of(resp.Request.Context())
+	if w == nil {
+		return "", false
+	}
+	r := reasonOf(w.Reason())
+	return r, r != ""
+}

@@ -22,8 +22,9 @@ import (
 //
 // It keeps the RoundTripper contract: the caller's request is never
 // modified (each attempt sends a clone), its body is closed on every path,
-// a final response is returned with a nil error whatever its status, and
-// an error comes without a response. An operation that ends without a
+// a final response is returned with a nil error whatever its status
+// ([ReasonFromResponse] tells why the operation ended on it), and an
+// error comes without a response. An operation that ends without a
 // response returns an [*Error] matching [ErrOutcomeUnknown] (or
 // [ErrNotSent] when no attempt reached the server, as for a done context
 // or an http(s) URL without a host, rejected before sending).
@@ -158,17 +159,16 @@ type operation struct {
 	// context (see ctx), that the base may have written some of the
 	// current attempt's request, though its error says it was not sent,
 	// or that it wrote none of it, though its error does not say so (see
-	// retrypolicy.Written).
+	// retrypolicy.Written). It keeps the last decision's reason, 0 before
+	// the first, where the answer's Request finds it (see
+	// ReasonFromResponse).
 	written    retrypolicy.Written
 	began      time.Time // when the first attempt was sent, when timed
 	lastStatus int
 	lastErr    error   // the last attempt's error, if it got no response, else nil
 	keyText    keyText // the text of a generated key (key and wire share it), unless timed
 
-	sent bool // some attempt may have reached the server
-	// reason is the last decision's reason, 0 before the first: a byte
-	// (reasonOf names it), as the Client's call keeps it.
-	reason    retrypolicy.Reason
+	sent      bool // some attempt may have reached the server
 	timed     bool // a hook or logger wants Attempt's durations
 	firstUsed bool // first holds the first attempt's request
 
@@ -404,7 +404,7 @@ func (op *operation) decide(n int, at *attempt) (v retrypolicy.Verdict, next io.
 	if op.timed {
 		a.Duration, a.Elapsed = at.took, clk.Now().Sub(op.began)
 	}
-	op.reason = v.Reason
+	op.written.SetReason(v.Reason)
 	// A retry the classifier asked for and a limit stopped leaves an
 	// outcome as retryable as one the rules retry.
 	op.t.cfg.observe(op.ctx(), &a, v.Retryable || v.GaveUp())
@@ -499,7 +499,7 @@ func (op *operation) refuse(e *Error) error {
 // waiting on them.
 func (op *operation) finish(n int, err *Error) {
 	if call := op.call; call != nil {
-		call.attempts, call.key, call.reason, call.err = n, op.keptKey(), op.reason, err
+		call.attempts, call.key, call.reason, call.err = n, op.keptKey(), op.written.Reason(), err
 	}
 }
 
@@ -514,7 +514,7 @@ func (op *operation) interrupted(n int, err error, next io.ReadCloser) error {
 		err = fmt.Errorf("%w (last attempt: %w)", err, op.lastErr)
 	}
 	if n > 0 {
-		op.reason = retrypolicy.ReasonContextDone // not the retry the last decision planned
+		op.written.SetReason(retrypolicy.ReasonContextDone) // not the retry the last decision planned
 	}
 	op.t.cfg.logInterrupted(op.ctx(), op.req(), op.key, n, err)
 	return op.fail(n, err)
@@ -530,7 +530,7 @@ func (op *operation) fail(n int, err error) error {
 	if cerr := op.ctx().Err(); cerr != nil && err != nil && !errors.Is(err, cerr) {
 		err = fmt.Errorf("%w (last attempt: %w)", cerr, err)
 	}
-	e := &Error{Cause: cause, Key: op.keptKey(), Attempts: n, StatusCode: op.lastStatus, Reason: reasonOf(op.reason), Err: err}
+	e := &Error{Cause: cause, Key: op.keptKey(), Attempts: n, StatusCode: op.lastStatus, Reason: reasonOf(op.written.Reason()), Err: err}
 	op.finish(n, e)
 	return e
 }

@@ -39,7 +39,10 @@ import (
 //
 // A Written is itself the context that [Written.Trace] returns: when the
 // context it is given holds no trace yet, the trace costs no allocation
-// but its two hooks'.
+// but its two hooks'. Being the context of every attempt of its operation,
+// and so of the Request of the answer the operation returns, it also
+// keeps the reason of the operation's last decision (see
+// [Written.SetReason]), for whoever holds that answer.
 //
 // The zero Written is ready to use and must not be copied after its first
 // use. It is safe for concurrent use: the base may report from goroutines
@@ -57,6 +60,7 @@ type Written struct {
 	composed bool            // Context holds the trace, composed by httptrace
 	flag     atomic.Bool     // GotConn: the base took a connection
 	asked    atomic.Bool     // GetConn: the base looked for a connection
+	reason   atomic.Uint32   // the last decision's Reason: it fills what asked leaves of a word
 	trace    httptrace.ClientTrace
 }
 
@@ -65,6 +69,13 @@ func (w *Written) Reset() {
 	w.flag.Store(false)
 	w.asked.Store(false)
 }
+
+// SetReason records r, the reason of the operation's last decision.
+func (w *Written) SetReason(r Reason) { w.reason.Store(uint32(r)) }
+
+// Reason returns the reason SetReason recorded last, 0 before the first.
+// It may be called from any goroutine.
+func (w *Written) Reason() Reason { return Reason(w.reason.Load()) }
 
 // Load reports whether the base took a connection since the last Reset.
 func (w *Written) Load() bool { return w.flag.Load() }
