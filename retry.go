@@ -54,7 +54,7 @@ const (
 	ReasonDeadline          Reason = "wait would pass deadline"  // the wait would end after the context deadline
 	ReasonContextDone       Reason = "context done"              // the request context is canceled or expired
 	ReasonBackoffStop       Reason = "backoff stopped"           // the backoff schedule returned backoff.Stop
-	ReasonClassifier        Reason = "classifier"                // the user's Classifier decided
+	ReasonClassifier        Reason = "classifier"                // the user's Classifier decided (or, in saferetryablehttp, a CheckRetry of the user's around its own)
 )
 
 // Classifier overrides the built-in retry rules for one attempt. It gets

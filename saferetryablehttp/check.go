@@ -25,14 +25,7 @@ type rhOp struct {
 	// asks about it again, with the error of the request's
 	// ResponseHandler, and one answer settles the budget once.
 	final *http.Response
-	// forgo, set while a retry waits, stops the refund of its cost that
-	// the request's context ending would make (see checkRetry); forgone
-	// is that cost and refund gives it back to the budget that paid it
-	// (a client configured twice has a hook of the first Configure's
-	// adapter refund what the second's spent).
-	forgo   func() bool
-	forgone int64
-	refund  func()
+	retry pendingRetry // the retry checkRetry allowed and paid, until it is made
 }
 
 type rhOpCtxKey struct{}
@@ -46,6 +39,10 @@ func rhOpFrom(ctx context.Context) *rhOp {
 // Transport, on the attempt that retryablehttp reports.
 func (a *adapter) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
 	st := rhOpFrom(ctx)
+	// A retry still held was not made: retryablehttp asks again about
+	// the same answer (for a ResponseHandler) only when it is not
+	// retrying it.
+	st.forgoRetry()
 	if st != nil && resp != nil && resp == st.final {
 		return false, nil // the ResponseHandler's error is final as it is
 	}
@@ -85,16 +82,12 @@ func (a *adapter) checkRetry(ctx context.Context, resp *http.Response, err error
 		st.final = resp
 	}
 	if v.Retry && st != nil && v.Cost() > 0 {
-		// retryablehttp waits for the retry without telling us when the
-		// context cuts the wait short, and then returns: the retry is not
-		// made, and a budget pays for retries made (as the Transport's
-		// Forgo has it). The next attempt's RequestLogHook stops this
-		// (see retried), and forgoRetry refunds at once when Do is seen
-		// to end before it.
-		cost := v.Cost()
-		st.forgone = cost
-		st.refund = func() { a.policy.Budget.Refund(cost) }
-		st.forgo = context.AfterFunc(ctx, st.refund)
+		// retryablehttp may not make the retry: the cost is held until
+		// it does (see pendingRetry).
+		st.retry.hold(ctx, a.policy.Budget, v.Cost(), &st.state)
+		if resp != nil {
+			resp.Body = &heldBody{ReadCloser: resp.Body, st: st}
+		}
 	}
 	// The error is kept by retryablehttp only if the retries end here; it
 	// then reaches ErrorHandler as the outcome.
@@ -114,36 +107,6 @@ func (a *adapter) decide(o retrypolicy.Outcome, s *retrypolicy.State) (v retrypo
 	}
 	guard(nil, o.Response, func() { v = a.policy.Decide(o, s, time.Now) })
 	return v
-}
-
-// retried is called before a retry that checkRetry allowed is sent, once
-// the caller's RequestLogHook has let it go: the
-// cost of the retry stays spent, unless the context ended first and its
-// refund is made (and the retry, sent on a done context, fails unsent).
-func (st *rhOp) retried() {
-	if st.forgo == nil {
-		return
-	}
-	if !st.forgo() {
-		st.state.Spent -= st.forgone
-	}
-	st.forgo, st.forgone, st.refund = nil, 0, nil
-}
-
-// forgoRetry gives back the cost of the retry that checkRetry allowed for
-// st (nil: none known), to the budget that paid it, when retryablehttp is not going to make it after
-// all, Do ending before it (PrepareRetry failed, or a hook panicked; see
-// wrapHooks): a budget pays for retries made. A retry already sent, or refunded by the context's end,
-// is left as it is.
-func (st *rhOp) forgoRetry() {
-	if st == nil || st.forgo == nil {
-		return
-	}
-	if st.forgo() {
-		st.refund()
-	}
-	st.state.Spent -= st.forgone
-	st.forgo, st.forgone, st.refund = nil, 0, nil
 }
 
 // attemptOutcome makes the outcome of the attempt that retryablehttp

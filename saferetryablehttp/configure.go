@@ -44,8 +44,10 @@ import (
 //     when retries are exhausted, instead of "giving up"; with no response
 //     it returns a [*saferetry.Error] with the key, the attempt count and
 //     what stopped the retries (its Reason, as the Transport's errors
-//     have it), matching [saferetry.ErrOutcomeUnknown] if any attempt may
-//     have reached the server and [saferetry.ErrNotSent] otherwise. The
+//     have it: [saferetry.ReasonClassifier] when a CheckRetry of yours
+//     set around Configure's stopped them), matching
+//     [saferetry.ErrOutcomeUnknown] if any attempt may have reached the
+//     server and [saferetry.ErrNotSent] otherwise. The
 //     error of a request's ResponseHandler is final and returned as it
 //     is; the answer it was given counts once, as any answer.
 //
@@ -78,8 +80,12 @@ import (
 //
 // A retry that CheckRetry allowed, and so paid from the retry budget, and
 // that retryablehttp then does not make, costs nothing: the cost goes
-// back when the request's context ends during the wait, and when
-// PrepareRetry fails. A hook that Configure wraps and that panics
+// back when the request's context ends during the wait, when
+// PrepareRetry fails, and when a CheckRetry of yours set around
+// Configure's stops the retry (when Do ends: its answer, which it then
+// returns, is closed, or its ErrorHandler runs; after an attempt cut by
+// HTTPClient.Timeout, whose error net/http replaced by its own, only
+// when the request's context ends). A hook that Configure wraps and that panics
 // (ResponseLogHook, which gets the answer open, PrepareRetry,
 // RequestLogHook before a retry) sends its panic on to the caller as it
 // was, as the saferetry Transport does, once the answer is closed and the
@@ -169,17 +175,27 @@ func (a *adapter) beforeAttempt(r *http.Request, retry int) *rhOp {
 
 // errorHandler is the client's ErrorHandler: the last response when there
 // is one, else the operation's [*saferetry.Error]. Do ends here, so a
-// retry that CheckRetry allowed is not made (a PrepareRetry set after
-// Configure failed): its cost goes back to the budget, when the last
-// answer tells the request.
+// retry that CheckRetry allowed is not made (a CheckRetry set around
+// Configure's stopped it, or a PrepareRetry set after Configure failed):
+// its cost goes back to the budget, when the last answer or the last
+// attempt's error tells the request.
 //
 // An Error without a Reason is that of an attempt that CheckRetry would
 // have retried (see checkRetry): past RetryMax attempts, retryablehttp
 // gave up on it by itself, which the Error names as the Transport names
 // its attempt limit ([saferetry.ReasonMaxAttempts]); otherwise a
-// CheckRetry set around Configure's stopped it, and no reason is given.
+// CheckRetry set around Configure's stopped it, the caller's own
+// decision, which the Error names as it names a [saferetry.Classifier]'s
+// ([saferetry.ReasonClassifier]). Such a CheckRetry may return the
+// attempt's error rather than Configure's CheckRetry's: the Error is
+// made from it.
 func (a *adapter) errorHandler(resp *http.Response, err error, attempts int) (*http.Response, error) {
-	respOp(resp).forgoRetry()
+	st := respOp(resp)
+	var ae *attemptError
+	if resp == nil && errors.As(err, &ae) {
+		st = rhOpFrom(ae.req.Context())
+	}
+	st.forgoRetry()
 	if err == nil && resp != nil {
 		return resp, nil
 	}
@@ -191,13 +207,20 @@ func (a *adapter) errorHandler(resp *http.Response, err error, attempts int) (*h
 	// CheckRetry made the outcome of an attempt without a response an
 	// *Error; an invalid key comes as one from rhTransport.
 	var e *saferetry.Error
-	if !errors.As(err, &e) {
+	switch {
+	case errors.As(err, &e):
+	case ae != nil:
+		e = st.outcome(err, ae)
+	default:
 		return nil, err
 	}
 	if e.Cause != saferetry.ErrInvalidKey {
 		e.Attempts = attempts
-		if e.Reason == "" && attempts > a.c.RetryMax {
-			e.Reason = saferetry.ReasonMaxAttempts
+		if e.Reason == "" {
+			e.Reason = saferetry.ReasonClassifier
+			if attempts > a.c.RetryMax {
+				e.Reason = saferetry.ReasonMaxAttempts
+			}
 		}
 	}
 	return nil, e
@@ -205,7 +228,13 @@ func (a *adapter) errorHandler(resp *http.Response, err error, attempts int) (*h
 
 // backoff is the client's Backoff: an exponential wait, or the wait
 // Retry-After asks for when that is longer (see Policy.Decide).
+// retryablehttp calls it once it goes on to a retry, after it closed the
+// answer: the retry's cost, given back then, is paid again (see
+// pendingRetry).
 func (a *adapter) backoff(minWait, maxWait time.Duration, attempt int, resp *http.Response) time.Duration {
+	if st := respOp(resp); st != nil {
+		st.retry.pay()
+	}
 	d := exponentialWait(minWait, maxWait, attempt)
 	if ra, _, ok := retrypolicy.RetryAfter(resp, time.Now(), a.cfg.maxRetryAfter, retrypolicy.Jitter); ok {
 		d = max(d, ra)

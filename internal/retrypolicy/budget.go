@@ -87,6 +87,18 @@ func (b *Budget) Refund(n int64) {
 	}
 }
 
+// Take takes n tokens however many are left, the bucket going below zero
+// if need be, for a retry that Spend paid, whose cost went back to the
+// bucket meanwhile, and that is made after all (see the go-retryablehttp
+// adapter). A bucket below zero pays no retry until refills bring it
+// back up.
+func (b *Budget) Take(n int64) {
+	if b == nil || n <= 0 {
+		return
+	}
+	b.tokens.Add(-n)
+}
+
 // Succeeded refills the bucket after an operation ended with an answer that
 // is not a failure: 1 token if it took no retry, else what its retries cost.
 func (b *Budget) Succeeded(spent int64) {

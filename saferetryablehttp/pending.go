@@ -1,0 +1,124 @@
+package saferetryablehttp
+
+import (
+	"context"
+	"io"
+
+	"github.com/saferetry/saferetry/internal/retrypolicy"
+)
+
+// pendingRetry is the cost of the retry that checkRetry allowed for one
+// request, and so paid from the budget, from the decision until
+// retryablehttp makes the retry or is seen not to. A budget pays for
+// retries made, as the Transport's Forgo has it, but retryablehttp tells
+// neither when the request's context cuts its wait short nor when a
+// CheckRetry of the caller's around Configure's stops the retry. The cost
+// goes back:
+//
+//   - when the context ends first (an AfterFunc of it);
+//   - when Do is seen to end before the retry (see rhOp.forgoRetry): its
+//     ErrorHandler runs, PrepareRetry fails, a hook panics, or
+//     retryablehttp asks CheckRetry about the answer again;
+//   - when the answer is closed before the retry (see heldBody), which is
+//     all that is seen of a Do that returns it as the outcome (a
+//     CheckRetry around Configure's stopped the retry without an error).
+//     retryablehttp closes an answer it retries too, before its Backoff
+//     chooses the wait: the Backoff pays the cost again (see pay), or,
+//     with a Backoff of the caller's, the retry's RequestLogHook.
+//
+// It is kept in the request's rhOp, one attempt after another.
+type pendingRetry struct {
+	budget *retrypolicy.Budget // what paid: a client configured twice has a hook of the first adapter see the second's payments
+	cost   int64               // what the retry cost
+	state  *retrypolicy.State  // the request's, whose Spent counts cost
+	ctx    context.Context     // the request's context, whose end gives cost back
+	// forgo, while cost is held, stops the refund that ctx's end makes,
+	// and reports whether it did (false: the refund was made).
+	forgo func() bool
+	owed  bool // cost was given back on the answer's Close: pay takes it again
+}
+
+// hold keeps cost, which the decision took from b and counted in st,
+// until the retry is made or is seen not to be.
+func (p *pendingRetry) hold(ctx context.Context, b *retrypolicy.Budget, cost int64, st *retrypolicy.State) {
+	*p = pendingRetry{budget: b, cost: cost, state: st, ctx: ctx}
+	p.forgo = context.AfterFunc(ctx, func() { b.Refund(cost) })
+}
+
+// giveBack returns the cost held, if any, to the budget that paid it and
+// takes it off the request's Spent; it reports whether some was held.
+func (p *pendingRetry) giveBack() bool {
+	if p.forgo == nil {
+		return false
+	}
+	if p.forgo() {
+		p.budget.Refund(p.cost)
+	}
+	p.state.Spent -= p.cost
+	p.forgo = nil
+	return true
+}
+
+// pay takes again the cost that the answer's Close gave back, now that
+// retryablehttp goes on to the retry. The decision found it in the
+// budget; only the drain of the answer ran since, so it is taken even if
+// other requests spent the bucket meanwhile, rather than the retry going
+// unpaid. A context already done makes no retry and is not charged.
+func (p *pendingRetry) pay() {
+	if !p.owed {
+		return
+	}
+	p.owed = false
+	if p.ctx.Err() != nil {
+		return
+	}
+	p.budget.Take(p.cost)
+	p.state.Spent += p.cost
+	p.hold(p.ctx, p.budget, p.cost, p.state)
+}
+
+// retried is called before a retry that checkRetry allowed is sent, once
+// the caller's RequestLogHook has let it go: the cost of the retry stays
+// spent, unless the context ended first and its refund is made (and the
+// retry, sent on a done context, fails unsent).
+func (st *rhOp) retried() {
+	p := &st.retry
+	p.pay() // a Backoff of the caller's did not
+	if p.forgo == nil {
+		return
+	}
+	if !p.forgo() {
+		p.state.Spent -= p.cost
+	}
+	p.forgo = nil
+}
+
+// forgoRetry gives back the cost of the retry that checkRetry allowed for
+// st (nil: none known), to the budget that paid it, when retryablehttp is
+// not going to make it after all (see pendingRetry). A retry already
+// sent, or refunded by the context's end, is left as it is.
+func (st *rhOp) forgoRetry() {
+	if st == nil {
+		return
+	}
+	st.retry.giveBack()
+	st.retry.owed = false
+}
+
+// heldBody is the body of an answer whose retry's cost is held: its Close
+// gives the cost back (see pendingRetry).
+type heldBody struct {
+	io.ReadCloser
+	st     *rhOp
+	closed bool
+}
+
+func (b *heldBody) Close() error {
+	if !b.closed {
+		b.closed = true
+		if b.st.retry.giveBack() {
+			b.st.retry.owed = true
+		}
+	}
+	return b.ReadCloser.Close()
+}
