@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/saferetry/saferetry/internal/retrypolicy"
 )
 
 // body hands out the request body for each attempt of one operation, the
@@ -81,7 +83,7 @@ func readPrefix(req *http.Request, n int64) ([]byte, error) {
 	case r := <-done:
 		return r.buf, r.err
 	case <-ctx.Done():
-		return nil, context.Cause(ctx)
+		return nil, retrypolicy.ContextErr(ctx)
 	}
 }
 

@@ -227,7 +227,7 @@ func (op *operation) run() (*http.Response, error) {
 		}
 	}()
 	for n := 1; ; n++ {
-		if err := op.ctx().Err(); err != nil {
+		if err := retrypolicy.ContextErr(op.ctx()); err != nil {
 			// This attempt is not sent: with a done context the base
 			// would fail it, and it would count as maybe sent. The retry
 			// it was to be costs the budget nothing.
@@ -265,7 +265,7 @@ func (op *operation) run() (*http.Response, error) {
 		}
 		if err != nil {
 			op.t.policy.Forgo(v, &op.state)
-			return nil, op.interrupted(n, err, next)
+			return nil, op.interrupted(n, retrypolicy.ContextErr(op.ctx()), next)
 		}
 		rc, planned = next, v
 	}

@@ -52,7 +52,7 @@ func (t *rhTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		retrypolicy.CloseBody(r)
 		return nil, &attemptError{req: r, key: key, err: err}
 	}
-	if err := r.Context().Err(); err != nil {
+	if err := retrypolicy.ContextErr(r.Context()); err != nil {
 		// Nothing is sent with a done context.
 		retrypolicy.CloseBody(r)
 		return nil, &attemptError{req: r, key: key, err: err}
