@@ -84,7 +84,9 @@ type Error struct {
 	// body that could not be read, a context done before the first
 	// attempt).
 	Reason Reason
-	// Err is the last underlying error; it may be nil.
+	// Err is the last underlying error; it may be nil. When the last
+	// attempt's retry was given up because the request's GetBody failed
+	// ([ReasonBodyNotReplayable]), it holds that error too.
 	Err error
 }
 

@@ -390,9 +390,9 @@ func (op *operation) decide(n int, at *attempt) (v retrypolicy.Verdict, next io.
 		}
 	}()
 	v = p.Decide(o, &op.state, clk.Now)
+	var bodyErr error // why the next attempt's body could not be made
 	if v.Retry {
-		var err error
-		if next, err = op.body.next(); err != nil {
+		if next, bodyErr = op.body.next(); bodyErr != nil {
 			v = p.Veto(v, o, &op.state, retrypolicy.ReasonBodyNotReplayable)
 		}
 	}
@@ -409,6 +409,11 @@ func (op *operation) decide(n int, at *attempt) (v retrypolicy.Verdict, next io.
 	// outcome as retryable as one the rules retry.
 	op.t.cfg.observe(op.ctx(), &a, v.Retryable || v.GaveUp())
 	decided = true
+	if bodyErr != nil && at.resp == nil {
+		// The operation's error, not the attempt's (the hooks had that):
+		// it ends on this attempt because of bodyErr.
+		at.err = fmt.Errorf("%w (next attempt's body: %w)", at.err, bodyErr)
+	}
 	return v, next
 }
 
