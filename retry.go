@@ -107,7 +107,8 @@ func decision(retry bool) Decision {
 // it, which it names ([ReasonMaxAttempts], [ReasonBudgetExhausted],
 // [ReasonDeadline], ...: see [Reason.IsLimit]). It is for a caller of a
 // plain [http.Client] over the [Transport], whose answers carry no
-// [*APIError]; an operation that ended without an answer tells its Reason
+// [*APIError], and of a go-retryablehttp client configured by package
+// saferetryablehttp; an operation that ended without an answer tells its Reason
 // in its [*Error] (see errors.As).
 //
 // It reads the context of resp's Request, which the Transport's answers

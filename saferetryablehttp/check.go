@@ -26,6 +26,10 @@ type rhOp struct {
 	// ResponseHandler, and one answer settles the budget once.
 	final *http.Response
 	retry pendingRetry // the retry checkRetry allowed and paid, until it is made
+	// written is the context of the last attempt's last hop, which its
+	// answer's Request carries: checkRetry records there why the request
+	// ends on the answer (see saferetry.ReasonFromResponse).
+	written *retrypolicy.Written
 }
 
 type rhOpCtxKey struct{}
@@ -81,6 +85,9 @@ func (a *adapter) checkRetry(ctx context.Context, resp *http.Response, err error
 	if !v.Retry && st != nil && err == nil {
 		st.final = resp
 	}
+	if st != nil && o.Response != nil {
+		st.answered(resp, v)
+	}
 	if v.Retry && st != nil && v.Cost() > 0 {
 		// retryablehttp may not make the retry: the cost is held until
 		// it does (see pendingRetry).
@@ -92,6 +99,24 @@ func (a *adapter) checkRetry(ctx context.Context, resp *http.Response, err error
 	// The error is kept by retryablehttp only if the retries end here; it
 	// then reaches ErrorHandler as the outcome.
 	return v.Retry, outcome
+}
+
+// answered records, for saferetry.ReasonFromResponse, why the request
+// ends on resp if it does: the decision's Reason, or, for an answer the
+// decision retries, that a CheckRetry of the caller's around Configure's
+// kept it from the retry (the caller's own decision, as a Classifier's
+// is), since retryablehttp returns such an answer only then. It writes to
+// the adapter's own context only, not to that of a saferetry Transport
+// under it, which keeps its operation's.
+func (st *rhOp) answered(resp *http.Response, v retrypolicy.Verdict) {
+	if st.written == nil || resp.Request == nil || retrypolicy.Of(resp.Request.Context()) != st.written {
+		return
+	}
+	r := v.Reason
+	if v.Retry {
+		r = retrypolicy.ReasonClassifier
+	}
+	st.written.SetReason(r)
 }
 
 // decide is the policy's decision on o. The classifier is the caller's

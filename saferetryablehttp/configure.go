@@ -41,7 +41,10 @@ import (
 //     what Retry-After asks for, capped by [WithMaxRetryAfter] and
 //     jittered (a shorter Retry-After, such as 0, does not shorten it).
 //   - outcome: ErrorHandler returns the last response with a nil error
-//     when retries are exhausted, instead of "giving up"; with no response
+//     when retries are exhausted, instead of "giving up" (as for any
+//     answer, [saferetry.ReasonFromResponse] tells why the request ended
+//     on it: the limit that gave up, a final status, a CheckRetry of
+//     yours set around Configure's); with no response
 //     it returns a [*saferetry.Error] with the key, the attempt count and
 //     what stopped the retries (its Reason, as the Transport's errors
 //     have it: [saferetry.ReasonClassifier] when a CheckRetry of yours

@@ -65,6 +65,9 @@ func (t *rhTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	// CONNECT): written tells (see retrypolicy.Written).
 	written := new(retrypolicy.Written)
 	r = r.WithContext(written.Trace(r.Context()))
+	if st != nil {
+		st.written = written
+	}
 	resp, err := t.base.RoundTrip(r)
 	if err != nil {
 		if resp != nil {
