@@ -14,8 +14,8 @@ import (
 // operation's last hook saw it: a 503 returned because a limit gave up
 // on it names the limit, a final answer says so. It does through the
 // attempts' own contexts (WithAttemptTimeout) and after a redirect (the
-// last hop's operation), and says nothing for a response that no
-// Transport made.
+// last hop's operation), without allocating, and says nothing for a
+// response that no Transport made.
 func TestReasonFromResponse(t *testing.T) {
 	unavailable := testkit.Status(http.StatusServiceUnavailable)
 	for _, tt := range []struct {
@@ -51,6 +51,9 @@ func TestReasonFromResponse(t *testing.T) {
 			got, ok := ReasonFromResponse(resp)
 			if !ok || got != tt.want {
 				t.Errorf("ReasonFromResponse = %q, %v; want %q, true", got, ok, tt.want)
+			}
+			if n := testing.AllocsPerRun(10, func() { _, _ = ReasonFromResponse(resp) }); n != 0 {
+				t.Errorf("ReasonFromResponse allocates %.0f times, want none", n)
 			}
 			as := hl.Attempts()
 			if last := as[len(as)-1].Reason; got != last {
