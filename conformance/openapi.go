@@ -27,13 +27,15 @@ type Operation struct {
 	// the body's media type in Header's Content-Type (with the example, or
 	// the declared type when NeedsBody), KeyRequired when the header
 	// parameter is required, and its operationId (or "METHOD path") as
-	// Name.
+	// Name. One standing for the operations of a path item whose $ref
+	// does not resolve has no Method, and its path as Name.
 	Target Target
 	// Path is the operation's path as the document writes it.
 	Path string
 	// Unusable says why the operation cannot be checked as it stands,
-	// the first reason of: a $ref of its parameters (or its path
-	// item's) that does not resolve, named with its place ("its
+	// the first reason of: its own $ref or its path item's that does not
+	// resolve ("its path item's $ref ..."), a $ref of its parameters (or
+	// its path item's) that does not resolve, named with its place ("its
 	// parameter 2: $ref ..."), or parameters that are no array or a
 	// parameter no object, its own (or its path item's) server URL
 	// unusable (relative without the document's URL, a variable without
@@ -76,15 +78,17 @@ var methods = []string{"get", "put", "post", "delete", "options", "head", "patch
 // them: a number keeps its digits, however large.
 //
 // A $ref that does not resolve (to nothing, into a cycle, or into
-// another document: FromOpenAPI reads no other) is never taken for an
-// absent object. A path item's or an operation's is an error naming the
-// ref and its path. A parameter's, a request body's, or one on the way
-// to an example the operation sends makes its operation Unusable, naming
-// the ref and its place ("its parameter 2: $ref ..."); an operation with
-// such a parameter is returned even when no other parameter is the key,
-// since that one may be. So is one whose parameters are no array, or hold
-// an entry that is no object; a path item or an operation that is no
-// object is an error. Extension members of paths ("x-...") are no paths.
+// another document, as a split document's path items are: FromOpenAPI
+// reads no other) is never taken for an absent object. It makes Unusable
+// the operations it hides, and only those, naming the ref and its place
+// ("its parameter 2: $ref ..."): an operation's own $ref that operation;
+// a path item's one Operation standing for all of the path's, without a
+// Method; a parameter's, a request body's, or one on the way to an
+// example the operation sends, its operation. Such an operation is
+// returned even when no parameter is known to be the key, since the
+// hidden one may be. So is one whose parameters are no array, or hold an
+// entry that is no object; a path item or an operation that is no object
+// is an error. Extension members of paths ("x-...") are no paths.
 // Members beside a path item's $ref are read over its target's.
 //
 // A UTF-8 byte order mark before the document is skipped; YAML,
@@ -128,8 +132,13 @@ func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 			continue
 		}
 		v, err := resolve(root, paths[path])
-		if err != nil { // which operations it holds is unknown
-			return nil, fmt.Errorf("conformance: path %s: %w", path, err)
+		if err != nil { // which operations it holds is unknown: it stands for them
+			o, derr := unresolved(base, docURL, root, paths[path], path, "", "its path item's "+err.Error())
+			if derr != nil {
+				return nil, derr
+			}
+			ops = append(ops, o)
+			continue
 		}
 		item, ok := v.(map[string]any)
 		if !ok {
@@ -143,7 +152,12 @@ func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 		for _, m := range methods {
 			v, err := resolve(root, item[m])
 			if err != nil { // whether it takes a key is unknown
-				return nil, fmt.Errorf("conformance: %s %s: %w", strings.ToUpper(m), path, err)
+				o, derr := unresolved(base, docURL, root, item, path, m, "its "+err.Error())
+				if derr != nil {
+					return nil, derr
+				}
+				ops = append(ops, o)
+				continue
 			}
 			if v == nil {
 				continue
@@ -179,6 +193,24 @@ func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 		}
 	}
 	return ops, nil
+}
+
+// unresolved is the Operation standing for what a $ref that does not
+// resolve hides: the operation method of path, or with method "" every
+// operation of the path item, Unusable for why, its URL the path after
+// the server of the path item as written (item); derr is the error of a
+// document whose own server no operation could be sent to.
+func unresolved(base, docURL string, root map[string]any, item any, path, method, why string) (_ Operation, derr error) {
+	written, _ := item.(map[string]any)
+	server, err := serverURL(base, docURL, written["servers"], root["servers"])
+	if err != nil && !ownServers(nil, written) {
+		return Operation{}, fmt.Errorf("conformance: the document's %w", err)
+	}
+	t := Target{Method: strings.ToUpper(method), URL: server + path, Name: path}
+	if method != "" {
+		t.Name = t.Method + " " + path
+	}
+	return Operation{Target: t, Path: path, Unusable: why}, nil
 }
 
 // withSiblings is target, what the object written's $ref resolved to,

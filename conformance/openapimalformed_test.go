@@ -12,8 +12,8 @@ import (
 // that is no object, makes its operation unusable, saying so: it was
 // passed over, and the operation whose key parameter it held was dropped
 // as one that takes no key. An operation or a path item that is no
-// object fails the document, as one whose $ref does not resolve does; an
-// extension member of paths ("x-...") is no path.
+// object fails the document; an extension member of paths ("x-...") is
+// no path.
 func TestFromOpenAPIMalformedParameters(t *testing.T) {
 	for _, tc := range []struct {
 		name, pathItem string
