@@ -130,3 +130,50 @@ func TestOpenAPIAllSkippedReports(t *testing.T) {
 		t.Errorf("-junit (%v): want one test, skipped:\n%s", err, raw)
 	}
 }
+
+// TestOpenAPISplitDocumentSkipsPath: a split document's path item that
+// is a $ref to another file skips the operations of that path, saying so
+// once, naming the path and the ref, on stderr, in -json and in -junit;
+// the other paths are checked. It failed the whole run.
+func TestOpenAPISplitDocumentSkipsPath(t *testing.T) {
+	mock := mockserver.New()
+	defer mock.Close()
+	doc := `{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "paths": {
+		"/payments": {"post": {"operationId": "createPayment",
+			"parameters": [{"name": "Idempotency-Key", "in": "header", "required": true}],
+			"requestBody": {"required": true, "content": {"application/json": {"example": ` + payBody + `}}}}},
+		"/refunds": {"$ref": "./paths/refunds.yaml"}}}`
+	dir := t.TempDir()
+	file, junit := filepath.Join(dir, "openapi.json"), filepath.Join(dir, "report.xml")
+	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "check", "-openapi", file, "-url", mock.URL, "-concurrency", "4", "-json", "-junit", junit)
+	const line = `saferetry check: skipping the operations of path /refunds: its path item's $ref "./paths/refunds.yaml" is external`
+	if code != 0 || !strings.Contains(stderr, line) {
+		t.Fatalf("exit %d, want 0 with /refunds skipped, saying %q\nstdout:\n%.600s\nstderr:\n%s", code, line, stdout, stderr)
+	}
+	var js struct {
+		Targets []struct {
+			Target string `json:"target"`
+		} `json:"targets"`
+		Skipped []struct {
+			Target string `json:"target"`
+			Reason string `json:"reason"`
+		} `json:"skipped"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &js); err != nil {
+		t.Fatalf("-json output does not parse: %v\n%s", err, stdout)
+	}
+	if len(js.Targets) != 1 || js.Targets[0].Target != "createPayment" || len(js.Skipped) != 1 ||
+		js.Skipped[0].Target != "/refunds" || !strings.Contains(js.Skipped[0].Reason, `"./paths/refunds.yaml"`) {
+		t.Errorf("-json: targets %+v, skipped %+v; want createPayment checked, /refunds skipped naming its $ref", js.Targets, js.Skipped)
+	}
+	raw, err := os.ReadFile(junit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `<testsuite name="/refunds"`) || !strings.Contains(string(raw), `./paths/refunds.yaml`) {
+		t.Errorf("-junit: want a suite /refunds, skipped naming its $ref:\n%s", raw)
+	}
+}
