@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -175,5 +176,35 @@ func TestOpenAPISplitDocumentSkipsPath(t *testing.T) {
 	}
 	if !strings.Contains(string(raw), `<testsuite name="/refunds"`) || !strings.Contains(string(raw), `./paths/refunds.yaml`) {
 		t.Errorf("-junit: want a suite /refunds, skipped naming its $ref:\n%s", raw)
+	}
+}
+
+// TestOpenAPISkippedMethodAndPath: a skipped operation in -json has its
+// method and its path as the document writes it in fields of their own,
+// beside its name, which is its operationId when it has one: a CI job
+// matched them out of the name, or could not. One standing for a path
+// item's operations has its path and no method.
+func TestOpenAPISkippedMethodAndPath(t *testing.T) {
+	doc := `{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "paths": {
+		"/refunds/{id}": {"post": {"operationId": "createRefund",
+			"parameters": [{"name": "Idempotency-Key", "in": "header"}, {"name": "id", "in": "path", "required": true}]}},
+		"/transfers": {"$ref": "./paths/transfers.json"}}}`
+	file := filepath.Join(t.TempDir(), "openapi.json")
+	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, stdout, stderr := runCLI(t, "check", "-openapi", file, "-url", "http://127.0.0.1:1", "-json")
+	var js struct {
+		Skipped []map[string]string `json:"skipped"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &js); err != nil {
+		t.Fatalf("-json output does not parse: %v\n%q\nstderr:\n%s", err, stdout, stderr)
+	}
+	want := []map[string]string{
+		{"target": "createRefund", "method": "POST", "path": "/refunds/{id}", "reason": "path parameter id has no example"},
+		{"target": "/transfers", "path": "/transfers", "reason": `its path item's $ref "./paths/transfers.json" is external: only $refs into the document itself ("#/...") are read`},
+	}
+	if !reflect.DeepEqual(js.Skipped, want) {
+		t.Errorf("-json skipped:\n%v\nwant\n%v", js.Skipped, want)
 	}
 }
