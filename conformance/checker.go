@@ -175,6 +175,12 @@ type Error struct {
 	Target string // the target's name
 	Cause  error  // ErrUnreachable, ErrInvalid, ErrInterrupted or ErrSkipped
 	Err    error  // what happened; may be nil
+	// Method and Path are, in one a caller made for an Operation it
+	// skips (ErrSkipped), the operation's method and its path as the
+	// document writes it, which WriteJSON reports beside Target; ""
+	// when unknown (a path item's operations have no method). Run and
+	// Plan leave them "".
+	Method, Path string
 }
 
 func (e *Error) Error() string {

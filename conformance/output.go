@@ -135,6 +135,8 @@ type jsonDocument struct {
 // the JSON report.
 type skippedTarget struct {
 	Target string `json:"target"`
+	Method string `json:"method,omitempty"`
+	Path   string `json:"path,omitempty"`
 	Reason string `json:"reason"`
 }
 
@@ -144,6 +146,8 @@ type targetError struct {
 	Target string `json:"target"`
 	Error  string `json:"error"`
 	kind   string // "unreachable", "invalid", "interrupted" or "error"
+	method string // a skipped Operation's, as its Error has it
+	path   string
 }
 
 // targetErrors describes errs, Run's errors: an *Error's Target and the
@@ -155,6 +159,7 @@ func targetErrors(errs []error) (failed, skipped []targetError) {
 		var ce *Error
 		if errors.As(err, &ce) {
 			te.Target, te.Error = ce.Target, ce.Cause.Error()
+			te.method, te.path = ce.Method, ce.Path
 			if ce.Err != nil {
 				te.Error += ": " + ce.Err.Error()
 			}
@@ -181,11 +186,13 @@ func targetErrors(errs []error) (failed, skipped []targetError) {
 
 // WriteJSON writes reports as one JSON document: {"passed": bool,
 // "targets": [Report, ...], "errors": [{"target": name, "error":
-// message}, ...], "skipped": [{"target": name, "reason": why}, ...]}.
-// errs are the errors of the targets that could not be checked (Run's,
-// each an *Error naming its target), and of those skipped on purpose
-// (an *Error whose Cause is ErrSkipped, its Err the reason); "errors" and
-// "skipped" are left out when empty. passed is Passed(reports) with no
+// message}, ...], "skipped": [{"target": name, "method": method,
+// "path": path, "reason": why}, ...]}. errs are the errors of the
+// targets that could not be checked (Run's, each an *Error naming its
+// target), and of those skipped on purpose (an *Error whose Cause is
+// ErrSkipped, its Err the reason, its Method and Path the skipped
+// operation's, each left out when ""); "errors" and "skipped" are left
+// out when empty. passed is Passed(reports) with no
 // error: a skipped target does not make it false, unless every target
 // was skipped (no report): nothing checked is not passed.
 func WriteJSON(w io.Writer, reports []Report, errs ...error) error {
@@ -196,7 +203,7 @@ func WriteJSON(w io.Writer, reports []Report, errs ...error) error {
 	allSkipped := len(reports) == 0 && len(failed) == 0 && len(skipped) > 0
 	doc := jsonDocument{Passed: Passed(reports) && len(failed) == 0 && !allSkipped, Targets: reports, Errors: failed}
 	for _, te := range skipped {
-		doc.Skipped = append(doc.Skipped, skippedTarget{Target: te.Target, Reason: te.Error})
+		doc.Skipped = append(doc.Skipped, skippedTarget{Target: te.Target, Method: te.method, Path: te.path, Reason: te.Error})
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

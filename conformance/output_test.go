@@ -183,6 +183,20 @@ func TestOutputsRecordSkippedTargets(t *testing.T) {
   ]`; !strings.Contains(got, want) || !strings.Contains(got, `"passed": true`) || strings.Contains(got, `"errors"`) {
 		t.Errorf("JSON report of a skipped target:\n%s\nwant passed true, no errors, and\n%s", got, want)
 	}
+	op := &conformance.Error{Target: "createRefund", Cause: conformance.ErrSkipped, Err: errors.New("path parameter id has no example"),
+		Method: "POST", Path: "/refunds/{id}"}
+	js.Reset()
+	if err := conformance.WriteJSON(&js, nil, op); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := js.String(), `{
+      "target": "createRefund",
+      "method": "POST",
+      "path": "/refunds/{id}",
+      "reason": "path parameter id has no example"
+    }`; !strings.Contains(got, want) {
+		t.Errorf("JSON report of a skipped operation:\n%s\nwant\n%s", got, want)
+	}
 
 	var xb bytes.Buffer
 	if err := conformance.WriteJUnit(&xb, nil, skipped); err != nil {

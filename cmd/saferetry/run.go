@@ -312,7 +312,8 @@ func (f *checkFlags) targets(ctx context.Context, stderr io.Writer) (ts []confor
 			} else {
 				fmt.Fprintf(stderr, "saferetry check: skipping %s (%s %s): %s\n", t.Name, t.Method, op.Path, op.Unusable)
 			}
-			skipped = append(skipped, &conformance.Error{Target: t.Name, Cause: conformance.ErrSkipped, Err: errors.New(op.Unusable)})
+			skipped = append(skipped, &conformance.Error{Target: t.Name, Cause: conformance.ErrSkipped, Err: errors.New(op.Unusable),
+				Method: t.Method, Path: op.Path})
 			continue
 		}
 		t.OtherBody = other
