@@ -1,6 +1,7 @@
 package conformance_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -220,4 +221,34 @@ func TestFromOpenAPIPathItemRefSiblings(t *testing.T) {
 	if err != nil || len(ops) != 2 || ops[0].Target.Name != "read" || ops[1].Target.Name != "pay" {
 		t.Fatalf("FromOpenAPI: %v, %+v; want read and pay, which its path item's parameters give the key", err, ops)
 	}
+}
+
+// TestFromOpenAPILongRefChains: a legal chain of $refs is followed
+// however long (a generated document aliases parameters through many
+// components): one of 40 was refused as "a chain of more than 16". A
+// cycle, however long, is still refused, saying so and naming the ref
+// written at the operation.
+func TestFromOpenAPILongRefChains(t *testing.T) {
+	chain := func(n int, last string) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, `"P%d": {"$ref": "#/components/parameters/P%d"}, `, i, i+1)
+		}
+		fmt.Fprintf(&b, `"P%d": %s`, n, last)
+		return b.String()
+	}
+	doc := func(params string) []byte {
+		return []byte(`{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "http://h"}],
+			"components": {"parameters": {` + params + `}},
+			"paths": {"/p": {"post": {"operationId": "pay", "parameters": [{"$ref": "#/components/parameters/P0"}]}}}}`)
+	}
+	ops, err := conformance.FromOpenAPI(doc(chain(40, `{"name": "Idempotency-Key", "in": "header", "required": true}`)), "", "")
+	if err != nil || len(ops) != 1 || ops[0].Unusable != "" || !ops[0].Target.KeyRequired {
+		t.Errorf("a chain of 40 $refs: %v, %+v; want pay, usable, its key required", err, ops)
+	}
+	ops, err = conformance.FromOpenAPI(doc(chain(40, `{"$ref": "#/components/parameters/P3"}`)), "", "")
+	if err != nil || len(ops) != 1 {
+		t.Fatalf("a cycle of 38 $refs: %v, %+v; want pay, unusable", err, ops)
+	}
+	saysAll(t, "a cycle: Unusable", ops[0].Unusable, []string{"parameter 1", `"#/components/parameters/P0"`, "a cycle of $refs"})
 }
