@@ -4,21 +4,22 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"slices"
 	"strings"
 )
 
-// maxRefs bounds a chain of $refs.
-const maxRefs = 16
-
 // resolve follows v's $ref ("#/components/parameters/Key"), and its
-// target's, to what they point at; v without one is returned as it is.
-// A $ref that does not resolve is an error naming it, and saying why: it
-// is no string, or points into another document (none is read), at
-// nothing, or into a cycle or a chain of more than maxRefs. Its callers
-// say where it was.
+// target's, to what they point at, however long the chain; v without one
+// is returned as it is. A $ref that does not resolve is an error naming
+// it, and saying why: it is no string, or points into another document
+// (none is read), at nothing, or into a cycle. Its callers say where it
+// was.
+//
+// Every link of a chain is the $ref of an object of the document, so a
+// chain that never comes back to a $ref it followed ends: no bound on its
+// length is needed to stop.
 func resolve(root map[string]any, v any) (any, error) {
-	var chain []string
+	var first string
+	var seen map[string]bool
 	for {
 		m, ok := v.(map[string]any)
 		if !ok {
@@ -33,21 +34,17 @@ func resolve(root map[string]any, v any) (any, error) {
 			js, _ := json.Marshal(raw)
 			return nil, fmt.Errorf("$ref %s is not a string (a reference such as \"#/components/...\")", js)
 		}
-		var why string
-		switch {
-		case slices.Contains(chain, ref):
-			why = "a cycle of $refs"
-		case len(chain) == maxRefs:
-			why = fmt.Sprintf("a chain of more than %d $refs", maxRefs)
+		if seen[ref] {
+			return nil, fmt.Errorf("$ref %q does not resolve: a cycle of $refs (back to %q)", first, ref)
 		}
-		if why != "" {
-			return nil, fmt.Errorf("$ref %q does not resolve: %s", chain[0], why)
+		if seen == nil {
+			first, seen = ref, make(map[string]bool)
 		}
-		chain = append(chain, ref)
+		seen[ref] = true
 		target, err := pointer(root, ref)
 		if err != nil {
-			if len(chain) > 1 { // the one written here, then the one that failed
-				return nil, fmt.Errorf("$ref %q does not resolve: %w", chain[0], err)
+			if ref != first { // the one written here, then the one that failed
+				return nil, fmt.Errorf("$ref %q does not resolve: %w", first, err)
 			}
 			return nil, err
 		}
