@@ -252,3 +252,37 @@ func TestFromOpenAPILongRefChains(t *testing.T) {
 	}
 	saysAll(t, "a cycle: Unusable", ops[0].Unusable, []string{"parameter 1", `"#/components/parameters/P0"`, "a cycle of $refs"})
 }
+
+// TestFromOpenAPIOptionalBodyBrokenRef: an optional request body whose
+// example is behind a $ref that does not resolve (its schema's, an
+// examples entry's) leaves the operation usable, sent without a body, as
+// one without an example is: the operation was unusable for a body it
+// does not need. A required one still makes it unusable, naming the ref.
+func TestFromOpenAPIOptionalBodyBrokenRef(t *testing.T) {
+	key := `{"$ref": "#/components/parameters/Key"}`
+	for _, tc := range []struct {
+		name, media string
+		required    bool
+	}{
+		{"schema", `{"schema": {"$ref": "#/components/schemas/Nope"}}`, false},
+		{"examples entry", `{"examples": {"a": {"$ref": "./examples/pay.json"}}}`, false},
+		{"schema, required", `{"schema": {"$ref": "#/components/schemas/Nope"}}`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ops, err := conformance.FromOpenAPI(refDoc(fmt.Sprintf(`{"post": {"operationId": "pay", "parameters": [%s],
+				"requestBody": {"required": %v, "content": {"application/json": %s}}}}`, key, tc.required, tc.media)), "", "")
+			if err != nil || len(ops) != 1 {
+				t.Fatalf("FromOpenAPI: %v, %+v; want pay", err, ops)
+			}
+			o := ops[0]
+			if tc.required {
+				saysAll(t, "pay: Unusable", o.Unusable, []string{"request body", `"#/components/schemas/Nope"`})
+				return
+			}
+			if o.Unusable != "" || o.Target.Body != nil || o.Target.Header.Get("Content-Type") != "" {
+				t.Errorf("pay: Unusable %q, body %q, Content-Type %q; want it usable, sent without a body",
+					o.Unusable, o.Target.Body, o.Target.Header.Get("Content-Type"))
+			}
+		})
+	}
+}
