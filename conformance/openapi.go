@@ -43,7 +43,8 @@ type Operation struct {
 	// no boolean ("true"), its request body, content or a media type no
 	// object, a $ref that does not resolve on the way to a value it
 	// sends (a path, required query or required header parameter's
-	// example or schema, its request body or its example), a path
+	// example or schema, its request body or a required one's
+	// example), a path
 	// parameter without an example, a required query parameter without
 	// one, a required header without one, a required request body
 	// without one. "" when it can.
@@ -497,9 +498,10 @@ func fillPath(root map[string]any, path string, params map[paramID]map[string]an
 // the type a body given instead should be sent as: the first JSON type the
 // body declares, else its first type, never a wildcard or a multipart type
 // (whose boundary only the body's maker knows; "" when none). err names
-// a $ref that does not resolve on the way: the request body's, or its
-// example's before one is found; or the request body, its content, or
-// a media type of it that is no object.
+// a $ref that does not resolve on the way: the request body's, or a
+// required body's example's before one is found (an optional body's is
+// passed over: the operation can be sent without one); or the request
+// body, its content, or a media type of it that is no object.
 func requestExample(root map[string]any, op map[string]any) (body []byte, mediaType string, required bool, err error) {
 	v, err := resolve(root, op["requestBody"])
 	if err != nil {
@@ -542,6 +544,9 @@ func requestExample(root map[string]any, op map[string]any) (body []byte, mediaT
 			continue
 		}
 		ex, ok, err := exampleOf(root, content[mt])
+		if err != nil && !required { // sent without, as one that has none
+			continue
+		}
 		if err != nil {
 			return nil, "", false, fmt.Errorf("its request body's example (%s): %w", mt, err)
 		}
