@@ -2,6 +2,7 @@ package conformance_test
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -233,4 +234,47 @@ func TestFromOpenAPINeedsBodyKeepsItsMediaType(t *testing.T) {
 			t.Errorf("%s: Content-Type %q; want %q", o.Target.Name, got, want[o.Target.Name])
 		}
 	}
+}
+
+// TestFromOpenAPIMethods32: OpenAPI 3.2's query operation, and the
+// operations of its additionalOperations (methods without a field of
+// their own, written as sent), are read like the others, after them, in
+// method order: they were passed over. An additionalOperations entry for
+// a method that has its own field, which 3.2 does not allow, is unusable,
+// saying so; additionalOperations that is no object fails the document,
+// as a path item that is no object does.
+func TestFromOpenAPIMethods32(t *testing.T) {
+	key := `"parameters": [{"name": "Idempotency-Key", "in": "header"}]`
+	doc := []byte(`{"openapi": "3.2.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "http://h"}], "paths": {
+		"/search": {"query": {"operationId": "search", ` + key + `}},
+		"/links": {"post": {"operationId": "create", ` + key + `},
+			"additionalOperations": {"UNLINK": {` + key + `}, "LINK": {"operationId": "link", ` + key + `},
+				"PURGE": {"operationId": "purge"}, "Post": {"operationId": "again", ` + key + `}}}}}`)
+	ops, err := conformance.FromOpenAPI(doc, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range ops {
+		got = append(got, o.Target.Method+" "+o.Target.URL+" "+o.Target.Name)
+	}
+	want := []string{"POST http://h/links create", "LINK http://h/links link", "Post http://h/links again", "UNLINK http://h/links UNLINK /links",
+		"QUERY http://h/search search"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("operations\n%q\nwant\n%q", got, want)
+	}
+	for _, o := range ops {
+		if o.Target.Name == "again" {
+			saysAll(t, "again: Unusable", o.Unusable, []string{`additionalOperations entry "Post"`, "post"})
+		} else if o.Unusable != "" {
+			t.Errorf("%s: Unusable %q; want it usable", o.Target.Name, o.Unusable)
+		}
+	}
+
+	_, err = conformance.FromOpenAPI([]byte(`{"openapi": "3.2.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "http://h"}],
+		"paths": {"/links": {"additionalOperations": [{"LINK": {}}]}}}`), "", "")
+	if err == nil {
+		t.Fatal("additionalOperations a list: no error")
+	}
+	saysAll(t, "error", err.Error(), []string{"/links", "additionalOperations", "not an object"})
 }
