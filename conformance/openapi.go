@@ -33,7 +33,8 @@ type Operation struct {
 	// Path is the operation's path as the document writes it.
 	Path string
 	// Unusable says why the operation cannot be checked as it stands,
-	// the first reason of: its own $ref or its path item's that does not
+	// the first reason of: being an additionalOperations entry for a
+	// method with a field of its own (as OpenAPI forbids), its own $ref or its path item's that does not
 	// resolve ("its path item's $ref ..."), a $ref of its parameters (or
 	// its path item's) that does not resolve, named with its place ("its
 	// parameter 2: $ref ..."), or parameters that are no array or a
@@ -61,15 +62,15 @@ type Operation struct {
 	NeedsHeaders []string
 }
 
-// methods are the operation members of an OpenAPI path item.
-var methods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"}
-
 // FromOpenAPI returns the operations of the OpenAPI 3.x JSON document doc
 // whose parameters, or their path's, include a header named
 // Idempotency-Key (in any case), in path order, local $refs ("#/...")
-// resolved. An operation's URL is base followed by its path; base ""
-// takes the first server URL (its variables at their defaults) of the
-// operation's servers, else its path item's, else the document's,
+// resolved. Its operations are those of a path item's method members,
+// OpenAPI 3.2's query included, then of its additionalOperations (3.2),
+// whose names are the methods as sent ("LINK"). An operation's URL is
+// base followed by its path; base "" takes the first server URL (its
+// variables at their defaults) of the operation's servers, else its path
+// item's, else the document's,
 // resolved against docURL, the document's own URL (a relative server URL
 // and no docURL, or a variable with neither a default nor an enum, is an
 // error for the document's server, and makes the operation Unusable for
@@ -150,22 +151,24 @@ func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 		if sharedErr != nil {
 			sharedErr = fmt.Errorf("its path item's %w", sharedErr)
 		}
-		for _, m := range methods {
-			v, err := resolve(root, item[m])
+		members, err := itemOperations(item)
+		if err != nil {
+			return nil, fmt.Errorf("conformance: path %s: %w", path, err)
+		}
+		for _, mo := range members {
+			m := mo.method
+			v, err := resolve(root, mo.op)
 			if err != nil { // whether it takes a key is unknown
-				o, derr := unresolved(base, docURL, root, item, path, m, "its "+err.Error())
+				o, derr := unresolved(base, docURL, root, item, path, m, cmp.Or(mo.forbidden, "its "+err.Error()))
 				if derr != nil {
 					return nil, derr
 				}
 				ops = append(ops, o)
 				continue
 			}
-			if v == nil {
-				continue
-			}
 			op, ok := v.(map[string]any)
 			if !ok {
-				return nil, fmt.Errorf("conformance: %s %s: not an object (an operation)", strings.ToUpper(m), path)
+				return nil, fmt.Errorf("conformance: %s %s: not an object (an operation)", m, path)
 			}
 			own, refErr := parameters(root, op["parameters"])
 			if refErr != nil {
@@ -185,6 +188,8 @@ func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 			}
 			o := operation(root, server, path, m, op, params, key)
 			switch {
+			case mo.forbidden != "": // which of the two is meant is unknown
+				o.Unusable, o.NeedsBody, o.NeedsHeaders = mo.forbidden, false, nil
 			case refErr != nil: // what it sends is unknown
 				o.Unusable, o.NeedsBody, o.NeedsHeaders = refErr.Error(), false, nil
 			case err != nil: // its own: the others may still be checked
@@ -197,7 +202,7 @@ func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 }
 
 // unresolved is the Operation standing for what a $ref that does not
-// resolve hides: the operation method of path, or with method "" every
+// resolve hides: the operation method (as sent) of path, or with method "" every
 // operation of the path item, Unusable for why, its URL the path after
 // the server of the path item as written (item); derr is the error of a
 // document whose own server no operation could be sent to.
@@ -207,7 +212,7 @@ func unresolved(base, docURL string, root map[string]any, item any, path, method
 	if err != nil && !ownServers(nil, written) {
 		return Operation{}, fmt.Errorf("conformance: the document's %w", err)
 	}
-	t := Target{Method: strings.ToUpper(method), URL: server + path, Name: path}
+	t := Target{Method: method, URL: server + path, Name: path}
 	if method != "" {
 		t.Name = t.Method + " " + path
 	}
@@ -347,7 +352,7 @@ func mergeParams(shared, own map[paramID]map[string]any) map[paramID]map[string]
 
 func operation(root map[string]any, server, path, method string, op map[string]any, params map[paramID]map[string]any, key map[string]any) Operation {
 	o := Operation{Path: path}
-	t := Target{Method: strings.ToUpper(method)}
+	t := Target{Method: method}
 	t.KeyRequired, _ = key["required"].(bool)
 	if id, _ := op["operationId"].(string); id != "" {
 		t.Name = id
