@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/saferetry/saferetry/internal/contract"
 )
@@ -173,5 +174,28 @@ func TestSameLengthBodyChangesTheValue(t *testing.T) {
 		if string(a) == string(b) {
 			t.Errorf("sameLengthBody(%s) = %s: the same JSON, %s, with numbers read as doubles", body, got, a)
 		}
+	}
+}
+
+// evidenceTime spans concurrent exchanges from the first sent to the
+// last ended, rather than adding their times up; without their starts,
+// as decoded from JSON, it adds them up.
+func TestEvidenceTime(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	sec := Duration(time.Second)
+	ev := []Exchange{
+		{began: t0.Add(200 * time.Millisecond), Elapsed: sec},
+		{began: t0, Elapsed: sec},
+		{began: t0.Add(100 * time.Millisecond), Elapsed: sec / 2},
+	}
+	if got := evidenceTime(ev); got != 1200*time.Millisecond {
+		t.Errorf("overlapping exchanges: %v, want 1.2s", got)
+	}
+	ev[0].began = time.Time{}
+	if got := evidenceTime(ev); got != 2500*time.Millisecond {
+		t.Errorf("an exchange without its start: %v, want the sum, 2.5s", got)
+	}
+	if got := evidenceTime(nil); got != 0 {
+		t.Errorf("no exchange: %v, want 0", got)
 	}
 }

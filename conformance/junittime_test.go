@@ -46,7 +46,8 @@ func TestWriteJUnitTimes(t *testing.T) {
 	if err != nil || host == "" {
 		host = "localhost"
 	}
-	rep := conformance.Report{Target: "pay", URL: "http://h/p", Elapsed: conformance.Duration(2 * time.Second),
+	started := time.Date(2026, 3, 1, 12, 30, 45, 500, time.Local)
+	rep := conformance.Report{Target: "pay", URL: "http://h/p", Started: started, Elapsed: conformance.Duration(2 * time.Second),
 		Results: []conformance.Result{
 			{ID: conformance.CheckReplay, Level: conformance.LevelMust, Status: conformance.Pass, Evidence: []conformance.Exchange{
 				{Method: "POST", URL: "http://h/p", Status: 201, Elapsed: conformance.Duration(1500 * time.Millisecond)},
@@ -75,8 +76,8 @@ func TestWriteJUnitTimes(t *testing.T) {
 		}
 	}
 	pay := ju.Suites[0]
-	if pay.Time != "2.000" {
-		t.Errorf("suite pay: time %q; want 2.000", pay.Time)
+	if pay.Timestamp != "2026-03-01T12:30:45" || pay.Time != "2.000" {
+		t.Errorf("suite pay: timestamp %q, time %q; want 2026-03-01T12:30:45 (when it started) and 2.000", pay.Timestamp, pay.Time)
 	}
 	if got := caseTimes(pay.Cases); got != "1.750 0.000" {
 		t.Errorf("suite pay: case times %q; want 1.750 (its exchanges') and 0.000 (none)", got)
@@ -99,4 +100,16 @@ func caseTimes(cases []junitTimedCase) string {
 		out = append(out, *c.Time)
 	}
 	return strings.Join(out, " ")
+}
+
+// TestRunReportStarted: Run's Report says when its checks started, which
+// the JUnit suite's timestamp is.
+func TestRunReportStarted(t *testing.T) {
+	srv := newNaive(flaws{}, longRetention)
+	defer srv.Close()
+	before := time.Now()
+	rep := check(t, fullChecker(srv.URL+"/items"), srv.URL+"/items")
+	if rep.Started.Before(before) || rep.Started.After(time.Now()) {
+		t.Errorf("Started %v; want it within the run, from %v", rep.Started, before)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -223,17 +224,20 @@ type (
 		Suites   []junitSuite `xml:"testsuite"`
 	}
 	junitSuite struct {
-		Name     string      `xml:"name,attr"`
-		Tests    int         `xml:"tests,attr"`
-		Failures int         `xml:"failures,attr"`
-		Errors   int         `xml:"errors,attr"`
-		Skipped  int         `xml:"skipped,attr"`
-		Time     string      `xml:"time,attr"`
-		Cases    []junitCase `xml:"testcase"`
+		Name      string      `xml:"name,attr"`
+		Tests     int         `xml:"tests,attr"`
+		Failures  int         `xml:"failures,attr"`
+		Errors    int         `xml:"errors,attr"`
+		Skipped   int         `xml:"skipped,attr"`
+		Time      string      `xml:"time,attr"`
+		Timestamp string      `xml:"timestamp,attr"`
+		Hostname  string      `xml:"hostname,attr"`
+		Cases     []junitCase `xml:"testcase"`
 	}
 	junitCase struct {
 		Name      string        `xml:"name,attr"`
 		Classname string        `xml:"classname,attr"`
+		Time      string        `xml:"time,attr"`
 		Failure   *junitFailure `xml:"failure,omitempty"`
 		Error     *junitFailure `xml:"error,omitempty"`
 		Skipped   *junitSkipped `xml:"skipped,omitempty"`
@@ -258,12 +262,41 @@ type (
 // of one testcase, "run", with an error whose type is "unreachable",
 // "invalid", "interrupted" or "error"; one whose Cause is ErrSkipped is
 // such a testsuite whose testcase is skipped, its message the reason.
+// As the Ant JUnit schema requires, a testsuite has the time its checks
+// took, a timestamp (the Report's Started, in local time without a zone;
+// the time of writing for one without, and for a target not checked) and
+// the hostname of the machine writing it; a testcase has the time its
+// check's exchanges took, from the first sent to the last answered
+// (0.000 for a target not checked).
 func WriteJUnit(w io.Writer, reports []Report, errs ...error) error {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost" // as Ant writes it then
+	}
+	return writeJUnit(w, time.Now(), host, reports, errs)
+}
+
+// junitTimestamp is the layout of a suite's timestamp in the Ant JUnit
+// schema (its ISO8601_DATETIME_PATTERN): local time, without a fraction
+// or a zone, as Ant writes it.
+const junitTimestamp = "2006-01-02T15:04:05"
+
+// junitSeconds is d as a time attribute: seconds, to the millisecond.
+func junitSeconds(d time.Duration) string { return fmt.Sprintf("%.3f", d.Seconds()) }
+
+// writeJUnit is WriteJUnit at now, on host.
+func writeJUnit(w io.Writer, now time.Time, host string, reports []Report, errs []error) error {
 	doc := junitSuites{Name: "saferetry check"}
 	for _, r := range reports {
-		s := junitSuite{Name: r.Target, Time: fmt.Sprintf("%.3f", time.Duration(r.Elapsed).Seconds())}
+		started := r.Started
+		if started.IsZero() { // a Report not made by Run: it was written now
+			started = now
+		}
+		s := junitSuite{Name: r.Target, Time: junitSeconds(time.Duration(r.Elapsed)),
+			Timestamp: started.Local().Format(junitTimestamp), Hostname: host}
 		for _, res := range r.Results {
-			c := junitCase{Name: fmt.Sprintf("%s (%s)", res.ID, res.Level), Classname: "saferetry.check." + string(r.Profile)}
+			c := junitCase{Name: fmt.Sprintf("%s (%s)", res.ID, res.Level), Classname: "saferetry.check." + string(r.Profile),
+				Time: junitSeconds(evidenceTime(res.Evidence))}
 			switch res.Status {
 			case Fail:
 				var ev strings.Builder
@@ -287,16 +320,18 @@ func WriteJUnit(w io.Writer, reports []Report, errs ...error) error {
 		doc.Suites = append(doc.Suites, s)
 	}
 	failed, skipped := targetErrors(errs)
+	// Their times are unknown: they took none that counts.
+	stamp := now.Local().Format(junitTimestamp)
 	for _, te := range failed {
-		doc.Suites = append(doc.Suites, junitSuite{Name: te.Target, Tests: 1, Errors: 1, Time: "0.000", Cases: []junitCase{{
-			Name: "run", Classname: "saferetry.check", Error: &junitFailure{Message: te.Error, Type: te.kind},
+		doc.Suites = append(doc.Suites, junitSuite{Name: te.Target, Tests: 1, Errors: 1, Time: "0.000", Timestamp: stamp, Hostname: host, Cases: []junitCase{{
+			Name: "run", Classname: "saferetry.check", Time: "0.000", Error: &junitFailure{Message: te.Error, Type: te.kind},
 		}}})
 		doc.Tests++
 		doc.Errors++
 	}
 	for _, te := range skipped {
-		doc.Suites = append(doc.Suites, junitSuite{Name: te.Target, Tests: 1, Skipped: 1, Time: "0.000", Cases: []junitCase{{
-			Name: "run", Classname: "saferetry.check", Skipped: &junitSkipped{Message: te.Error},
+		doc.Suites = append(doc.Suites, junitSuite{Name: te.Target, Tests: 1, Skipped: 1, Time: "0.000", Timestamp: stamp, Hostname: host, Cases: []junitCase{{
+			Name: "run", Classname: "saferetry.check", Time: "0.000", Skipped: &junitSkipped{Message: te.Error},
 		}}})
 		doc.Tests++
 		doc.Skipped++

@@ -64,6 +64,9 @@ type Report struct {
 	// Results holds one Result per check, in the order of the package
 	// documentation's table.
 	Results []Result `json:"results"`
+	// Started is when the checks began; the zero time when unknown (a
+	// Report not made by Run).
+	Started time.Time `json:"started,omitzero"`
 	// Elapsed is how long the checks took.
 	Elapsed Duration `json:"elapsed"`
 }
@@ -151,4 +154,5 @@ type Exchange struct {
 	body   []byte      // the whole answer body
 	header http.Header // the whole answer header
 	sent   time.Time   // when the answer was read
+	began  time.Time   // when the request was sent
 }

@@ -57,7 +57,7 @@ func (c *Checker) Run(ctx context.Context, t Target) (Report, error) {
 		}
 		return Report{}, err
 	}
-	rep := Report{Target: t.name(), Method: t.method(), URL: t.URL, Profile: r.profile, Elapsed: Duration(time.Since(start))}
+	rep := Report{Target: t.name(), Method: t.method(), URL: t.URL, Profile: r.profile, Started: start, Elapsed: Duration(time.Since(start))}
 	for _, ch := range checks {
 		res, ok := r.results[ch.id]
 		if !ok {

@@ -73,6 +73,7 @@ func (sd *sender) send(ctx context.Context, s spec) Exchange {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	start := time.Now()
+	ex.began = start
 	resp, err := sd.client.Do(req)
 	if err != nil {
 		ex.Error = err.Error()
