@@ -1,6 +1,7 @@
 package conformance_test
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -67,9 +68,9 @@ func TestFromOpenAPIServerVariableWithoutDefault(t *testing.T) {
 	if err != nil || len(ops) != 4 {
 		t.Fatalf("FromOpenAPI: %v, %d operations; want the 4, those on a server with a variable without default unusable", err, len(ops))
 	}
-	for _, o := range ops[:2] {
-		if !strings.Contains(o.Unusable, "server URL") || !strings.Contains(o.Unusable, "no default") {
-			t.Errorf("%s: URL %s, Unusable %q; want it unusable for its server's variable without default", o.Target.Name, o.Target.URL, o.Unusable)
+	for i, why := range []string{"variable region is not declared", "variable base has no default"} {
+		if o := ops[i]; !strings.Contains(o.Unusable, "server URL") || !strings.Contains(o.Unusable, why) {
+			t.Errorf("%s: URL %s, Unusable %q; want it unusable for its server's variable: %s", o.Target.Name, o.Target.URL, o.Unusable, why)
 		}
 	}
 	if got, want := ops[2].Target.URL, "https://eu.example.com/c"; got != want || ops[2].Unusable != "" {
@@ -78,4 +79,36 @@ func TestFromOpenAPIServerVariableWithoutDefault(t *testing.T) {
 	if got, want := ops[3].Target.URL, "http://127.0.0.1:9/d"; got != want || ops[3].Unusable != "" {
 		t.Errorf("d: URL %s, Unusable %q; want %s, usable", got, ops[3].Unusable, want)
 	}
+}
+
+// TestFromOpenAPIServerVariableMessages: a server variable's default
+// written as a number (a port, as hand-written documents have it) is
+// taken as its digits, where it was said to have "no default"; a
+// variable the server does not declare is said to be undeclared, not to
+// lack a default; a document without servers, read from a file, is said
+// to name none, not to have the relative server URL "/" it never wrote.
+func TestFromOpenAPIServerVariableMessages(t *testing.T) {
+	key := `"post": {"operationId": "%s", "parameters": [{"name": "Idempotency-Key", "in": "header"}]}`
+	doc := fmt.Sprintf(`{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "http://127.0.0.1:9"}],
+		"paths": {
+			"/a": {"servers": [{"url": "https://h:{port}/v1", "variables": {"port": {"default": 8443}}}], `+key+`},
+			"/b": {"servers": [{"url": "https://{region}.example.com", "variables": {"zone": {"default": "z"}}}], `+key+`},
+			"/c": {"servers": [{"url": "https://{region}.example.com", "variables": {"region": {"default": {"eu": 1}}}}], `+key+`}}}`,
+		"a", "b", "c")
+	ops, err := conformance.FromOpenAPI([]byte(doc), "", "")
+	if err != nil || len(ops) != 3 {
+		t.Fatalf("FromOpenAPI: %v, %d operations; want a, b, c", err, len(ops))
+	}
+	if a := ops[0]; a.Target.URL != "https://h:8443/v1/a" || a.Unusable != "" {
+		t.Errorf("a: URL %s, Unusable %q; want https://h:8443/v1/a, usable", a.Target.URL, a.Unusable)
+	}
+	saysAll(t, "b: Unusable", ops[1].Unusable, []string{`"https://{region}.example.com"`, "variable region is not declared", "-url"})
+	saysAll(t, "c: Unusable", ops[2].Unusable, []string{`"https://{region}.example.com"`, `variable region's default {"eu":1} is not a string`, "-url"})
+
+	_, err = conformance.FromOpenAPI([]byte(`{"openapi": "3.1.0", "info": {"title": "t", "version": "1"},
+		"paths": {"/d": {`+fmt.Sprintf(key, "d")+`}}}`), "", "")
+	if err == nil {
+		t.Fatal("a document without servers, no base URL: no error")
+	}
+	saysAll(t, "error", err.Error(), []string{"the document names no server", "-url"})
 }
