@@ -184,7 +184,7 @@ func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 			server, err := serverURL(base, docURL, op["servers"], item["servers"], root["servers"])
 			if err != nil && !ownServers(op, item) {
 				// The document's: no operation could be sent.
-				return nil, fmt.Errorf("conformance: the document's %w", err)
+				return nil, documentServerError(err)
 			}
 			o := operation(root, server, path, m, op, params, key)
 			switch {
@@ -210,7 +210,7 @@ func unresolved(base, docURL string, root map[string]any, item any, path, method
 	written, _ := item.(map[string]any)
 	server, err := serverURL(base, docURL, written["servers"], root["servers"])
 	if err != nil && !ownServers(nil, written) {
-		return Operation{}, fmt.Errorf("conformance: the document's %w", err)
+		return Operation{}, documentServerError(err)
 	}
 	t := Target{Method: method, URL: server + path, Name: path}
 	if method != "" {
@@ -234,71 +234,6 @@ func withSiblings(written any, target map[string]any) map[string]any {
 		}
 	}
 	return out
-}
-
-// ownServers reports whether the operation or its path item has servers
-// of its own, which replace the document's.
-func ownServers(op, item map[string]any) bool {
-	for _, l := range []any{op["servers"], item["servers"]} {
-		if servers, _ := l.([]any); len(servers) > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// serverURL is the base URL an operation's path goes after: base when
-// given, else the first server of the first of lists (the operation's,
-// its path item's, the document's) that has one, its variables at their
-// defaults (or their enum's first value); a variable without either is
-// an error.
-func serverURL(base, docURL string, lists ...any) (string, error) {
-	if base != "" {
-		return strings.TrimRight(base, "/"), nil
-	}
-	s := "/"
-	var servers []any
-	for _, l := range lists {
-		if servers, _ = l.([]any); len(servers) > 0 {
-			break
-		}
-	}
-	if len(servers) > 0 {
-		if first, _ := servers[0].(map[string]any); first != nil {
-			if u, _ := first["url"].(string); u != "" {
-				s = u
-			}
-			raw := s
-			vars, _ := first["variables"].(map[string]any)
-			for name, v := range vars {
-				spec, _ := v.(map[string]any) // malformed: left as written
-				def, ok := spec["default"].(string)
-				if enum, _ := spec["enum"].([]any); !ok && len(enum) > 0 {
-					def, ok = enum[0].(string)
-				}
-				if ok {
-					s = strings.ReplaceAll(s, "{"+name+"}", def)
-				}
-			}
-			if i := strings.IndexByte(s, '{'); i >= 0 {
-				if j := strings.IndexByte(s[i:], '}'); j > 0 {
-					return "", fmt.Errorf("server URL %q: variable %s has no default: give the base URL (-url)", raw, s[i+1:i+j])
-				}
-			}
-		}
-	}
-	u, err := url.Parse(s)
-	if err != nil {
-		return "", fmt.Errorf("server URL %q: %w", s, err)
-	}
-	if !u.IsAbs() {
-		d, err := url.Parse(docURL)
-		if docURL == "" || err != nil || !d.IsAbs() {
-			return "", fmt.Errorf("server URL %q is relative: give the base URL (-url)", s)
-		}
-		u = d.ResolveReference(u)
-	}
-	return strings.TrimRight(u.String(), "/"), nil
 }
 
 // paramID identifies a parameter: its location and its name (lower case

@@ -206,7 +206,7 @@ func TestOpenAPI(t *testing.T) {
 		t.Error("checked an operation without the key")
 	}
 	code, _, stderr = runCLI(t, "check", "-openapi", file)
-	if code != 2 || !strings.Contains(stderr, "relative: give the base URL") {
+	if code != 2 || !strings.Contains(stderr, "names no server (servers), and was not read from a URL: give the base URL (-url)") {
 		t.Errorf("without -url: exit %d, stderr %s", code, stderr)
 	}
 
