@@ -125,3 +125,17 @@ func TestFromOpenAPIMalformedRequestBody(t *testing.T) {
 		})
 	}
 }
+
+// TestFromOpenAPIPathWithoutSlash: a path that does not begin with "/"
+// (which OpenAPI requires) makes its operations unusable, naming it: it
+// was glued to the server URL, "https://h/v1p", and the checks sent to
+// an endpoint that does not exist.
+func TestFromOpenAPIPathWithoutSlash(t *testing.T) {
+	doc := `{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "https://h/v1"}],
+		"paths": {"payments": {"post": {"operationId": "pay", "parameters": [{"name": "Idempotency-Key", "in": "header"}]}}}}`
+	ops, err := conformance.FromOpenAPI([]byte(doc), "", "")
+	if err != nil || len(ops) != 1 {
+		t.Fatalf("FromOpenAPI: %v, %+v; want pay, unusable", err, ops)
+	}
+	saysAll(t, "pay: Unusable", ops[0].Unusable, []string{`its path "payments" does not begin with "/"`})
+}
