@@ -33,8 +33,9 @@ type Operation struct {
 	// Path is the operation's path as the document writes it.
 	Path string
 	// Unusable says why the operation cannot be checked as it stands,
-	// the first reason of: being an additionalOperations entry for a
-	// method with a field of its own (as OpenAPI forbids), its own $ref or its path item's that does not
+	// the first reason of: a path not beginning with "/", being an
+	// additionalOperations entry for a method with a field of its own
+	// (as OpenAPI forbids), its own $ref or its path item's that does not
 	// resolve ("its path item's $ref ..."), a $ref of its parameters (or
 	// its path item's) that does not resolve, named with its place ("its
 	// parameter 2: $ref ..."), or parameters that are no array or a
@@ -133,6 +134,10 @@ func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 		if strings.HasPrefix(path, "x-") { // an extension, not a path
 			continue
 		}
+		var badPath string // a reason for each of its operations
+		if !strings.HasPrefix(path, "/") {
+			badPath = fmt.Sprintf("its path %q does not begin with \"/\", as OpenAPI requires: no URL is made of it", path)
+		}
 		v, err := resolve(root, paths[path])
 		if err != nil { // which operations it holds is unknown: it stands for them
 			o, derr := unresolved(base, docURL, root, paths[path], path, "", "its path item's "+err.Error())
@@ -188,6 +193,8 @@ func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 			}
 			o := operation(root, server, path, m, op, params, key)
 			switch {
+			case badPath != "":
+				o.Unusable, o.NeedsBody, o.NeedsHeaders = badPath, false, nil
 			case mo.forbidden != "": // which of the two is meant is unknown
 				o.Unusable, o.NeedsBody, o.NeedsHeaders = mo.forbidden, false, nil
 			case refErr != nil: // what it sends is unknown
