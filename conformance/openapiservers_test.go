@@ -112,3 +112,38 @@ func TestFromOpenAPIServerVariableMessages(t *testing.T) {
 	}
 	saysAll(t, "error", err.Error(), []string{"the document names no server", "-url"})
 }
+
+// TestFromOpenAPIBaseWithQuery: a base URL (-url) or a server URL with a
+// query or a fragment, after which no path can go, is refused, saying
+// so, and so is a base URL that is not absolute: the path was glued
+// after the query ("http://h/api?x=1/p"), or every operation refused
+// one by one at run time. A path item's server makes only its
+// operations unusable.
+func TestFromOpenAPIBaseWithQuery(t *testing.T) {
+	doc := func(servers string) []byte {
+		return []byte(`{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}` + servers + `,
+			"paths": {"/p": {"post": {"operationId": "pay", "parameters": [{"name": "Idempotency-Key", "in": "header"}]}},
+				"/q": {"servers": [{"url": "https://h/v1#top"}], "post": {"operationId": "q", "parameters": [{"name": "Idempotency-Key", "in": "header"}]}}}}`)
+	}
+	for _, tc := range []struct {
+		servers, base string
+		err           []string
+	}{
+		{"", "http://127.0.0.1:9/api?x=1", []string{`base URL "http://127.0.0.1:9/api?x=1" (-url)`, "query"}},
+		{"", "http://127.0.0.1:9/api#x", []string{`base URL "http://127.0.0.1:9/api#x" (-url)`, "fragment"}},
+		{"", "/api", []string{`base URL "/api" (-url)`, "not an absolute http or https URL"}},
+		{`, "servers": [{"url": "https://h/v1?tenant=a"}]`, "", []string{`the document's server URL "https://h/v1?tenant=a"`, "query"}},
+	} {
+		ops, err := conformance.FromOpenAPI(doc(tc.servers), "", tc.base)
+		if err == nil {
+			t.Errorf("base %q, servers %s: no error, %+v", tc.base, tc.servers, ops)
+			continue
+		}
+		saysAll(t, "error", err.Error(), tc.err)
+	}
+	ops, err := conformance.FromOpenAPI(doc(`, "servers": [{"url": "https://h/v1"}]`), "", "")
+	if err != nil || len(ops) != 2 || ops[0].Unusable != "" {
+		t.Fatalf("FromOpenAPI: %v, %+v; want pay usable, q unusable", err, ops)
+	}
+	saysAll(t, "q: Unusable", ops[1].Unusable, []string{`server URL "https://h/v1#top"`, "fragment"})
+}
