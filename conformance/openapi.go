@@ -73,9 +73,11 @@ type Operation struct {
 // variables at their defaults) of the operation's servers, else its path
 // item's, else the document's,
 // resolved against docURL, the document's own URL (a relative server URL
-// and no docURL, or a variable with neither a default nor an enum, is an
-// error for the document's server, and makes the operation Unusable for
-// its own). Path parameters are filled with their examples, and so are
+// and no docURL, a variable with neither a default nor an enum, or a
+// query or a fragment, which no path can go after, is an error for the
+// document's server, and makes the operation Unusable for its own). A
+// base that is not an absolute http or https URL, or has a query or a
+// fragment, is an error. Path parameters are filled with their examples, and so are
 // required query and header parameters (or with their schema's default,
 // or its enum's first value). Examples are taken as the document writes
 // them: a number keeps its digits, however large.
@@ -119,6 +121,11 @@ func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 		return nil, fmt.Errorf("conformance: the document's openapi is %s, not a string: write it as one (\"openapi\": \"3.1.0\")", raw)
 	case !strings.HasPrefix(v, "3."):
 		return nil, fmt.Errorf("conformance: the document is not OpenAPI 3.x, as JSON (openapi: %q)", v)
+	}
+	if base != "" {
+		if err := checkBase(base); err != nil {
+			return nil, err
+		}
 	}
 	paths, ok := root["paths"].(map[string]any)
 	if !ok && root["paths"] != nil { // absent: a document of webhooks or components only

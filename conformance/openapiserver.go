@@ -66,6 +66,9 @@ func serverURL(base, docURL string, lists ...any) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("server URL %q: %w", s, err)
 	}
+	if err := noQuery(s); err != nil {
+		return "", fmt.Errorf("server URL %q %w: give the base URL (-url)", s, err)
+	}
 	if !u.IsAbs() {
 		d, err := url.Parse(docURL)
 		switch {
@@ -77,6 +80,34 @@ func serverURL(base, docURL string, lists ...any) (string, error) {
 		u = d.ResolveReference(u)
 	}
 	return strings.TrimRight(u.String(), "/"), nil
+}
+
+// checkBase refuses a base URL (-url) that no path can go after: one
+// not absolute http or https, or with a query or a fragment.
+func checkBase(base string) error {
+	u, err := url.Parse(base)
+	if err == nil && (u.Scheme != "http" && u.Scheme != "https" || u.Host == "") {
+		err = errors.New("is not an absolute http or https URL")
+	}
+	if err == nil {
+		err = noQuery(base)
+	}
+	if err != nil {
+		return fmt.Errorf("conformance: the base URL %q (-url) %w", base, err)
+	}
+	return nil
+}
+
+// noQuery refuses the URL s with a query or a fragment, even an empty
+// one ("?", "#"), which no path can go after.
+func noQuery(s string) error {
+	switch {
+	case strings.Contains(s, "?"):
+		return errors.New("has a query, which no path can go after")
+	case strings.Contains(s, "#"):
+		return errors.New("has a fragment, which no path can go after")
+	}
+	return nil
 }
 
 // fillServerVariables replaces the {variables} of the server URL s with
