@@ -120,3 +120,24 @@ func TestFromOpenAPIExampleAfterExternalValue(t *testing.T) {
 		t.Errorf("Tenant-Id %q, Unusable %q; want t1, usable", got, ops[0].Unusable)
 	}
 }
+
+// TestFromOpenAPIParameterContent: a parameter described by content (a
+// media type) instead of a schema is filled with its media type's
+// example, as that type writes it (a JSON one as JSON text): the
+// operation was said to lack an example it had, and was skipped.
+func TestFromOpenAPIParameterContent(t *testing.T) {
+	doc := `{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "https://h"}],
+		"paths": {"/a/{id}": {"post": {"operationId": "pay", "parameters": [{"name": "Idempotency-Key", "in": "header"},
+			{"name": "id", "in": "path", "required": true, "content": {"text/plain": {"example": "x1"}}},
+			{"name": "filter", "in": "query", "required": true, "content": {"application/json": {"schema": {"type": "object", "example": {"a": 1}}}}},
+			{"name": "X-Tenant", "in": "header", "required": true, "content": {"application/json": {"examples": {"t": {"value": {"t": "eu"}}}}}}]}}}}`
+	ops, err := conformance.FromOpenAPI([]byte(doc), "", "")
+	if err != nil || len(ops) != 1 {
+		t.Fatalf("FromOpenAPI: %v, %+v; want pay", err, ops)
+	}
+	o := ops[0]
+	if o.Unusable != "" || o.Target.URL != "https://h/a/x1?filter=%7B%22a%22%3A1%7D" || o.Target.Header.Get("X-Tenant") != `{"t":"eu"}` {
+		t.Errorf("pay: Unusable %q, URL %s, X-Tenant %q; want it usable at https://h/a/x1?filter=%%7B%%22a%%22%%3A1%%7D with X-Tenant {\"t\":\"eu\"}",
+			o.Unusable, o.Target.URL, o.Target.Header.Get("X-Tenant"))
+	}
+}
