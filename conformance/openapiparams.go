@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -121,12 +122,16 @@ func requiredHeaders(root map[string]any, params map[paramID]map[string]any) (h 
 	return h, missing, err
 }
 
-// paramValue is the parameter's example, else its schema's default, else
-// the first value of its schema's enum (those beside the schema's $ref
-// first); err names a $ref that does not resolve on the way (exampleOf).
+// paramValue is the parameter's example, else that of the media type of
+// its content (contentValue), else its schema's default, else the first
+// value of its schema's enum (those beside the schema's $ref first); err
+// names a $ref that does not resolve on the way (exampleOf).
 func paramValue(root map[string]any, p map[string]any) (any, bool, error) {
 	ex, ok, err := exampleOf(root, p)
 	if ok || err != nil {
+		return ex, ok, err
+	}
+	if ex, ok, err := contentValue(root, p["content"]); ok || err != nil {
 		return ex, ok, err
 	}
 	beside, _ := p["schema"].(map[string]any) // as 3.1 writes a schema: beside its $ref
@@ -141,6 +146,29 @@ func paramValue(root map[string]any, p map[string]any) (any, bool, error) {
 		}
 	}
 	return nil, false, nil
+}
+
+// contentValue is the example of the media type of a parameter's
+// content (the first by name, as OpenAPI allows one), as that type
+// serializes it: for a JSON type its JSON text, else as it is.
+func contentValue(root map[string]any, v any) (any, bool, error) {
+	content, _ := v.(map[string]any)
+	if len(content) == 0 {
+		return nil, false, nil
+	}
+	mt := slices.Min(slices.Collect(maps.Keys(content)))
+	ex, ok, err := exampleOf(root, content[mt])
+	if !ok || err != nil {
+		return nil, false, err
+	}
+	if strings.Contains(strings.ToLower(mt), "json") {
+		raw, err := json.Marshal(ex)
+		if err != nil {
+			return nil, false, nil
+		}
+		return string(raw), true, nil
+	}
+	return ex, true, nil
 }
 
 // scalars is v as the strings a query or a header carries: a scalar's
