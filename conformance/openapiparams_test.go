@@ -3,6 +3,7 @@ package conformance_test
 import (
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -139,5 +140,31 @@ func TestFromOpenAPIParameterContent(t *testing.T) {
 	if o.Unusable != "" || o.Target.URL != "https://h/a/x1?filter=%7B%22a%22%3A1%7D" || o.Target.Header.Get("X-Tenant") != `{"t":"eu"}` {
 		t.Errorf("pay: Unusable %q, URL %s, X-Tenant %q; want it usable at https://h/a/x1?filter=%%7B%%22a%%22%%3A1%%7D with X-Tenant {\"t\":\"eu\"}",
 			o.Unusable, o.Target.URL, o.Target.Header.Get("X-Tenant"))
+	}
+}
+
+// TestFromOpenAPIRequiredCookies: required cookie parameters are sent,
+// in one Cookie header, with their examples (or defaults); one without
+// makes the operation need a Cookie header (-header), as a required
+// header without an example does: they were left out, and the checks
+// sent requests the API refuses.
+func TestFromOpenAPIRequiredCookies(t *testing.T) {
+	doc := `{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "https://h"}],
+		"paths": {
+			"/a": {"post": {"operationId": "a", "parameters": [{"name": "Idempotency-Key", "in": "header"},
+				{"name": "sid", "in": "cookie", "required": true, "example": "s1"},
+				{"name": "lang", "in": "cookie", "required": true, "schema": {"enum": ["en", "fr"]}},
+				{"name": "theme", "in": "cookie", "example": "dark"}]}},
+			"/b": {"post": {"operationId": "b", "parameters": [{"name": "Idempotency-Key", "in": "header"},
+				{"name": "sid", "in": "cookie", "required": true}]}}}}`
+	ops, err := conformance.FromOpenAPI([]byte(doc), "", "")
+	if err != nil || len(ops) != 2 {
+		t.Fatalf("FromOpenAPI: %v, %+v; want a and b", err, ops)
+	}
+	if a := ops[0]; a.Unusable != "" || a.Target.Header.Get("Cookie") != "lang=en; sid=s1" {
+		t.Errorf("a: Unusable %q, Cookie %q; want it usable with Cookie: lang=en; sid=s1", a.Unusable, a.Target.Header.Get("Cookie"))
+	}
+	if b := ops[1]; b.Unusable != conformance.MissingHeaderReason("Cookie") || !slices.Equal(b.NeedsHeaders, []string{"Cookie"}) {
+		t.Errorf("b: Unusable %q, NeedsHeaders %v; want it to need a Cookie header", b.Unusable, b.NeedsHeaders)
 	}
 }
