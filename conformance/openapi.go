@@ -58,8 +58,9 @@ type Operation struct {
 	NeedsBody bool
 	// NeedsHeaders are the required header parameters without an
 	// example, canonical, which the caller can give (a tenant, a
-	// version): like NeedsBody, nil when the operation lacks a path or
-	// query parameter.
+	// version), and Cookie when a required cookie parameter has none:
+	// like NeedsBody, nil when the operation lacks a path or query
+	// parameter.
 	NeedsHeaders []string
 }
 
@@ -78,8 +79,8 @@ type Operation struct {
 // document's server, and makes the operation Unusable for its own). A
 // base that is not an absolute http or https URL, or has a query or a
 // fragment, is an error. Path parameters are filled with their examples, and so are
-// required query and header parameters (or with their schema's default,
-// or its enum's first value). Examples are taken as the document writes
+// required query, header and cookie parameters, the cookies in one Cookie
+// header (or with their schema's default, or its enum's first value). Examples are taken as the document writes
 // them: a number keeps its digits, however large.
 //
 // A $ref that does not resolve (to nothing, into a cycle, or into
@@ -315,6 +316,17 @@ func operation(root map[string]any, server, path, method string, op map[string]a
 		t.URL += "?" + query
 	}
 	header, missingHeaders, headerErr := requiredHeaders(root, params)
+	cookie, missingCookie, cookieErr := requiredCookies(root, params)
+	switch {
+	case missingCookie: // the caller's -header gives them all
+		missingHeaders = append(missingHeaders, "Cookie")
+		slices.Sort(missingHeaders)
+	case cookie != "":
+		if header == nil {
+			header = http.Header{}
+		}
+		header.Set("Cookie", cookie)
+	}
 	if len(header) > 0 {
 		t.Header = header
 	}
@@ -350,7 +362,7 @@ func operation(root map[string]any, server, path, method string, op map[string]a
 	}
 	// A value behind a $ref that does not resolve is unknown: no flag
 	// stands in for it, as the document is to be mended.
-	if err := cmp.Or(reqErr, pathErr, queryErr, headerErr, bodyErr); err != nil {
+	if err := cmp.Or(reqErr, pathErr, queryErr, headerErr, cookieErr, bodyErr); err != nil {
 		o.Unusable, o.NeedsBody, o.NeedsHeaders = err.Error(), false, nil
 	}
 	o.Target = t

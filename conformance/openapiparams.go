@@ -122,6 +122,35 @@ func requiredHeaders(root map[string]any, params map[paramID]map[string]any) (h 
 	return h, missing, err
 }
 
+// requiredCookies is the Cookie header of the operation's required
+// cookie parameters, "name=value" each with its example (or its schema's
+// default), in name order; missing reports one without, or with one no
+// cookie can carry; err names the first whose value is behind a $ref
+// that does not resolve.
+func requiredCookies(root map[string]any, params map[paramID]map[string]any) (cookie string, missing bool, err error) {
+	var names []string
+	for id, p := range params {
+		if req, _ := p["required"].(bool); req && id.in == "cookie" {
+			names = append(names, id.name)
+		}
+	}
+	sort.Strings(names)
+	var pairs []string
+	for _, name := range names {
+		v, ok, verr := paramValue(root, params[paramID{"cookie", name}])
+		if verr != nil {
+			return "", false, fmt.Errorf("required cookie %s: %w", name, verr)
+		}
+		values, scalar := scalars(v)
+		if !ok || !scalar {
+			missing = true
+			continue
+		}
+		pairs = append(pairs, name+"="+strings.Join(values, ","))
+	}
+	return strings.Join(pairs, "; "), missing, nil
+}
+
 // paramValue is the parameter's example, else that of the media type of
 // its content (contentValue), else its schema's default, else the first
 // value of its schema's enum (those beside the schema's $ref first); err
