@@ -168,3 +168,29 @@ func TestFromOpenAPIRequiredCookies(t *testing.T) {
 		t.Errorf("b: Unusable %q, NeedsHeaders %v; want it to need a Cookie header", b.Unusable, b.NeedsHeaders)
 	}
 }
+
+// TestFromOpenAPIRequiredQuerystring: OpenAPI 3.2's querystring
+// parameter, the whole query described by one media type, is sent with
+// its example when required (a form's object encoded as a form, a
+// string as written); without one the operation is unusable, naming it:
+// it was left out, and the checks sent requests the API refuses.
+func TestFromOpenAPIRequiredQuerystring(t *testing.T) {
+	param := func(media string) string {
+		return `"parameters": [{"name": "Idempotency-Key", "in": "header"}, {"name": "q", "in": "querystring", "required": true, "content": ` + media + `}]`
+	}
+	doc := `{"openapi": "3.2.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "https://h"}],
+		"paths": {
+			"/a": {"post": {"operationId": "a", ` + param(`{"application/x-www-form-urlencoded": {"example": {"b": "2", "a": "x y"}}}`) + `}},
+			"/b": {"post": {"operationId": "b", ` + param(`{"text/plain": {"example": "x=1&y=2"}}`) + `}},
+			"/c": {"post": {"operationId": "c", ` + param(`{"application/x-www-form-urlencoded": {"schema": {"type": "object"}}}`) + `}}}}`
+	ops, err := conformance.FromOpenAPI([]byte(doc), "", "")
+	if err != nil || len(ops) != 3 {
+		t.Fatalf("FromOpenAPI: %v, %+v; want a, b, c", err, ops)
+	}
+	for i, want := range []string{"https://h/a?a=x+y&b=2", "https://h/b?x=1&y=2"} {
+		if o := ops[i]; o.Unusable != "" || o.Target.URL != want {
+			t.Errorf("%s: Unusable %q, URL %s; want it usable at %s", o.Target.Name, o.Unusable, o.Target.URL, want)
+		}
+	}
+	saysAll(t, "c: Unusable", ops[2].Unusable, []string{"required querystring parameter q has no example"})
+}
