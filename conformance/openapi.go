@@ -47,7 +47,7 @@ type Operation struct {
 	// sends (a path, required query or required header parameter's
 	// example or schema, its request body or a required one's
 	// example), a path
-	// parameter without an example, a required query parameter without
+	// parameter without an example, a required query (or querystring) parameter without
 	// one, a required header without one, a required request body
 	// without one. "" when it can.
 	Unusable string
@@ -80,7 +80,8 @@ type Operation struct {
 // base that is not an absolute http or https URL, or has a query or a
 // fragment, is an error. Path parameters are filled with their examples, and so are
 // required query, header and cookie parameters, the cookies in one Cookie
-// header (or with their schema's default, or its enum's first value). Examples are taken as the document writes
+// header (or with their schema's default, or its enum's first value), and
+// a required querystring parameter (OpenAPI 3.2's, the whole query). Examples are taken as the document writes
 // them: a number keeps its digits, however large.
 //
 // A $ref that does not resolve (to nothing, into a cycle, or into
@@ -335,7 +336,7 @@ func operation(root map[string]any, server, path, method string, op map[string]a
 	case missing != "":
 		o.Unusable = "path parameter " + missing + " has no example"
 	case missingQuery != "":
-		o.Unusable = "required query parameter " + missingQuery
+		o.Unusable = missingQuery
 	default:
 		hard = false
 		o.NeedsHeaders = missingHeaders

@@ -24,17 +24,24 @@ var ignoredHeaders = map[string]bool{
 
 // requiredQuery is the query string of the operation's required query
 // parameters, each with its example (or its schema's default), in name
-// order, an array as its style and explode say (listSeparator); missing
-// describes the first one that has none a query can carry, err the first
+// order, an array as its style and explode say (listSeparator), then of
+// its required querystring parameter (OpenAPI 3.2: the whole query;
+// querystring); missing says which is the first that has none a query
+// can carry ("required query parameter q has no example"), err the first
 // whose value is behind a $ref that does not resolve.
 func requiredQuery(root map[string]any, params map[paramID]map[string]any) (query, missing string, err error) {
-	var names []string
+	var names, whole []string
 	for id, p := range params {
-		if req, _ := p["required"].(bool); req && id.in == "query" {
+		req, _ := p["required"].(bool)
+		switch {
+		case req && id.in == "query":
 			names = append(names, id.name)
+		case req && id.in == "querystring":
+			whole = append(whole, id.name)
 		}
 	}
 	sort.Strings(names)
+	sort.Strings(whole)
 	var parts []string
 	for _, name := range names {
 		v, ok, err := paramValue(root, params[paramID{"query", name}])
@@ -42,11 +49,11 @@ func requiredQuery(root map[string]any, params map[paramID]map[string]any) (quer
 			return "", "", fmt.Errorf("required query parameter %s: %w", name, err)
 		}
 		if !ok {
-			return "", name + " has no example", nil
+			return "", "required query parameter " + name + " has no example", nil
 		}
 		values, ok := scalars(v)
 		if !ok {
-			return "", name + " has an example that is an object: no query can carry it", nil
+			return "", "required query parameter " + name + " has an example that is an object: no query can carry it", nil
 		}
 		if _, isList := v.([]any); isList && len(values) > 0 {
 			if sep := listSeparator(params[paramID{"query", name}]); sep != "" {
@@ -61,7 +68,61 @@ func requiredQuery(root map[string]any, params map[paramID]map[string]any) (quer
 			parts = append(parts, url.QueryEscape(name)+"="+url.QueryEscape(s))
 		}
 	}
+	for _, name := range whole {
+		q, why, err := querystring(root, params[paramID{"querystring", name}])
+		if err != nil {
+			return "", "", fmt.Errorf("required querystring parameter %s: %w", name, err)
+		}
+		if why != "" {
+			return "", "required querystring parameter " + name + " " + why, nil
+		}
+		if q != "" {
+			parts = append(parts, q)
+		}
+	}
 	return strings.Join(parts, "&"), "", nil
+}
+
+// querystring is the query OpenAPI 3.2's querystring parameter p
+// describes with the example of its content's media type: a JSON type's
+// as escaped JSON text, a string as written, a form's object encoded as
+// a form (its keys in order); why says it has none a query can carry
+// ("has no example").
+func querystring(root map[string]any, p map[string]any) (q, why string, err error) {
+	content, _ := p["content"].(map[string]any)
+	if len(content) == 0 {
+		return "", "has no content (a media type and its example)", nil
+	}
+	mt := firstMedia(content)
+	ex, ok, err := exampleOf(root, content[mt])
+	switch {
+	case err != nil:
+		return "", "", err
+	case !ok:
+		return "", "has no example", nil
+	}
+	mt = strings.ToLower(mt)
+	s, isString := ex.(string)
+	form, isObject := ex.(map[string]any)
+	switch {
+	case strings.Contains(mt, "json"):
+		if raw, err := json.Marshal(ex); err == nil {
+			return url.QueryEscape(string(raw)), "", nil
+		}
+	case isString:
+		return strings.TrimPrefix(s, "?"), "", nil
+	case isObject && mt == "application/x-www-form-urlencoded":
+		values := url.Values{}
+		for k, v := range form {
+			vs, ok := scalars(v)
+			if !ok {
+				return "", "has an example no query can carry", nil
+			}
+			values[k] = vs
+		}
+		return values.Encode(), "", nil
+	}
+	return "", "has an example no query can carry", nil
 }
 
 // listSeparator is what separates an array's values in the one value of
@@ -178,14 +239,14 @@ func paramValue(root map[string]any, p map[string]any) (any, bool, error) {
 }
 
 // contentValue is the example of the media type of a parameter's
-// content (the first by name, as OpenAPI allows one), as that type
+// content (firstMedia), as that type
 // serializes it: for a JSON type its JSON text, else as it is.
 func contentValue(root map[string]any, v any) (any, bool, error) {
 	content, _ := v.(map[string]any)
 	if len(content) == 0 {
 		return nil, false, nil
 	}
-	mt := slices.Min(slices.Collect(maps.Keys(content)))
+	mt := firstMedia(content)
 	ex, ok, err := exampleOf(root, content[mt])
 	if !ok || err != nil {
 		return nil, false, err
@@ -198,6 +259,12 @@ func contentValue(root map[string]any, v any) (any, bool, error) {
 		return string(raw), true, nil
 	}
 	return ex, true, nil
+}
+
+// firstMedia is the media type of a parameter's content that is read,
+// the first by name: OpenAPI allows it one.
+func firstMedia(content map[string]any) string {
+	return slices.Min(slices.Collect(maps.Keys(content)))
 }
 
 // scalars is v as the strings a query or a header carries: a scalar's
