@@ -44,12 +44,12 @@ type Operation struct {
 	// a default), a parameter's or its request body's required that is
 	// no boolean ("true"), its request body, content or a media type no
 	// object, a $ref that does not resolve on the way to a value it
-	// sends (a path, required query or required header parameter's
-	// example or schema, its request body or a required one's
-	// example), a path
-	// parameter without an example, a required query (or querystring) parameter without
-	// one, a required header without one, a required request body
-	// without one. "" when it can.
+	// sends (a path, required query, header or cookie parameter's
+	// example or schema, its request body or a required one's example),
+	// a path parameter without an example, a required query (or
+	// querystring) parameter without one, a required header (or
+	// cookie) without one, a required request body without one. ""
+	// when it can.
 	Unusable string
 	// NeedsBody reports that the operation lacks a body the caller can
 	// give: its required request body has no example. false when the
