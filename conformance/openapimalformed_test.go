@@ -139,3 +139,26 @@ func TestFromOpenAPIPathWithoutSlash(t *testing.T) {
 	}
 	saysAll(t, "pay: Unusable", ops[0].Unusable, []string{`its path "payments" does not begin with "/"`})
 }
+
+// TestFromOpenAPINotADocument: JSON that is no object (an array, a
+// string, null), or an object without an openapi member, is refused
+// saying what it is, not as a document whose version is "": `openapi:
+// ""` named a member it never had.
+func TestFromOpenAPINotADocument(t *testing.T) {
+	for _, tc := range []struct {
+		doc  string
+		want string
+	}{
+		{`[{"openapi": "3.1.0"}]`, "the document is a JSON array, not an object (an OpenAPI document)"},
+		{`"openapi"`, "the document is a JSON string, not an object (an OpenAPI document)"},
+		{`null`, "the document is JSON null, not an object (an OpenAPI document)"},
+		{`{"info": {"title": "t"}, "paths": {}}`, "the document has no openapi member (its version, such as \"3.1.0\"): only OpenAPI 3.x, as JSON, is read"},
+	} {
+		_, err := conformance.FromOpenAPI([]byte(tc.doc), "", "")
+		if err == nil {
+			t.Errorf("%s: no error", tc.doc)
+			continue
+		}
+		saysAll(t, tc.doc+": error", err.Error(), []string{tc.want})
+	}
+}
