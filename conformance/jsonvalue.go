@@ -59,3 +59,20 @@ func walk(v any, parts []string) (any, error) {
 	}
 	return v, nil
 }
+
+// jsonKind names the kind of the decoded JSON value v ("a JSON array").
+func jsonKind(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "a JSON object"
+	case []any:
+		return "a JSON array"
+	case string:
+		return "a JSON string"
+	case json.Number:
+		return "a JSON number"
+	case bool:
+		return "a JSON boolean"
+	}
+	return "JSON null"
+}

@@ -113,12 +113,17 @@ func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 		}
 		return nil, fmt.Errorf("conformance: the OpenAPI document is not JSON: %w", err)
 	}
-	root, _ := v.(map[string]any)
+	root, isObject := v.(map[string]any)
+	if !isObject {
+		return nil, fmt.Errorf("conformance: the document is %s, not an object (an OpenAPI document)", jsonKind(v))
+	}
 	if sw, ok := root["swagger"].(string); ok {
 		return nil, fmt.Errorf("conformance: the document is Swagger %s: only OpenAPI 3.x, as JSON, is read (convert it to OpenAPI 3)", sw)
 	}
 	switch v, isString := root["openapi"].(string); {
-	case !isString && root["openapi"] != nil:
+	case root["openapi"] == nil:
+		return nil, errors.New("conformance: the document has no openapi member (its version, such as \"3.1.0\"): only OpenAPI 3.x, as JSON, is read")
+	case !isString:
 		raw, _ := json.Marshal(root["openapi"])
 		return nil, fmt.Errorf("conformance: the document's openapi is %s, not a string: write it as one (\"openapi\": \"3.1.0\")", raw)
 	case !strings.HasPrefix(v, "3."):
