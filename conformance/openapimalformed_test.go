@@ -1,8 +1,10 @@
 package conformance_test
 
 import (
+	"encoding/binary"
 	"strings"
 	"testing"
+	"unicode/utf16"
 
 	"github.com/saferetry/saferetry/conformance"
 )
@@ -160,5 +162,24 @@ func TestFromOpenAPINotADocument(t *testing.T) {
 			continue
 		}
 		saysAll(t, tc.doc+": error", err.Error(), []string{tc.want})
+	}
+}
+
+// TestFromOpenAPIUTF16: a document in UTF-16 with a byte order mark, as
+// Windows PowerShell's redirection writes it, is read as the JSON it
+// is: it was refused as "not JSON", with a hint about YAML.
+func TestFromOpenAPIUTF16(t *testing.T) {
+	doc := `{"openapi": "3.1.0", "info": {"title": "t€", "version": "1"}, "servers": [{"url": "https://h"}],
+		"paths": {"/p": {"post": {"operationId": "pay", "parameters": [{"name": "Idempotency-Key", "in": "header"}]}}}}`
+	units := utf16.Encode([]rune("\ufeff" + doc))
+	for _, order := range []binary.AppendByteOrder{binary.LittleEndian, binary.BigEndian} {
+		b := make([]byte, 0, 2*len(units))
+		for _, u := range units {
+			b = order.AppendUint16(b, u)
+		}
+		ops, err := conformance.FromOpenAPI(b, "", "")
+		if err != nil || len(ops) != 1 || ops[0].Target.URL != "https://h/p" {
+			t.Errorf("UTF-16 (%v): %v, %+v; want pay at https://h/p", order, err, ops)
+		}
 	}
 }
