@@ -98,12 +98,15 @@ type Operation struct {
 // is an error. Extension members of paths ("x-...") are no paths.
 // Members beside a path item's $ref are read over its target's.
 //
-// A UTF-8 byte order mark before the document is skipped; YAML,
-// Swagger 2.0 and HTML (a page showing the document) are refused, saying
-// so.
+// A UTF-8 byte order mark before the document is skipped, and a
+// document in UTF-16 with one is decoded; YAML, Swagger 2.0 and HTML (a
+// page showing the document) are refused, saying so.
 func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
-	doc = bytes.TrimPrefix(doc, []byte("\ufeff")) // as Windows tools write it
-	v, err := decodeJSON(doc)                     // its examples' numbers as written
+	doc, err := documentText(doc)
+	if err != nil {
+		return nil, err
+	}
+	v, err := decodeJSON(doc) // its examples' numbers as written
 	if err != nil {
 		switch t := bytes.TrimLeft(doc, " \t\r\n"); {
 		case len(t) > 0 && t[0] == '<': // a documentation page, most likely
