@@ -194,3 +194,32 @@ func TestFromOpenAPIRequiredQuerystring(t *testing.T) {
 	}
 	saysAll(t, "c: Unusable", ops[2].Unusable, []string{"required querystring parameter q has no example"})
 }
+
+// TestFromOpenAPIPathParameterStyles: a path parameter is written as its
+// style says (OpenAPI's simple by default, label, matrix), an array's or
+// an object's example too: an array was sent as escaped JSON text
+// ("%5B%22a%22..."), and label and matrix without their prefixes.
+func TestFromOpenAPIPathParameterStyles(t *testing.T) {
+	param := func(extra string) string {
+		return `"parameters": [{"name": "Idempotency-Key", "in": "header"}, {"name": "v", "in": "path", "required": true` + extra + `}]`
+	}
+	doc := `{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "https://h"}], "paths": {
+		"/a/{v}": {"post": {"operationId": "a", ` + param(`, "example": ["x", "y z"]`) + `}},
+		"/b/{v}": {"post": {"operationId": "b", ` + param(`, "example": {"r": "1", "g": "2"}`) + `}},
+		"/c/{v}": {"post": {"operationId": "c", ` + param(`, "explode": true, "example": {"r": "1", "g": "2"}`) + `}},
+		"/d/{v}": {"post": {"operationId": "d", ` + param(`, "style": "label", "example": "5"`) + `}},
+		"/e/{v}": {"post": {"operationId": "e", ` + param(`, "style": "matrix", "example": "5"`) + `}},
+		"/f/{v}": {"post": {"operationId": "f", ` + param(`, "style": "matrix", "example": ["x", "y"]`) + `}},
+		"/g/{v}": {"post": {"operationId": "g", ` + param(`, "example": "a/b"`) + `}}}}`
+	ops, err := conformance.FromOpenAPI([]byte(doc), "", "")
+	if err != nil || len(ops) != 7 {
+		t.Fatalf("FromOpenAPI: %v, %+v", err, ops)
+	}
+	want := []string{"https://h/a/x,y%20z", "https://h/b/g,2,r,1", "https://h/c/g=2,r=1", "https://h/d/.5", "https://h/e/;v=5",
+		"https://h/f/;v=x,y", "https://h/g/a%2Fb"}
+	for i, o := range ops {
+		if o.Unusable != "" || o.Target.URL != want[i] {
+			t.Errorf("%s: Unusable %q, URL %s; want %s", o.Target.Name, o.Unusable, o.Target.URL, want[i])
+		}
+	}
+}
