@@ -433,7 +433,7 @@ func withHeader(t Target, name, value string) Target {
 }
 
 // fillPath replaces the path's {parameters} with their values
-// (paramValue); missing names the first one without, err the first whose
+// (paramValue), as their styles write them (pathSegment); missing names the first one without, err the first whose
 // value is behind a $ref that does not resolve.
 func fillPath(root map[string]any, path string, params map[paramID]map[string]any) (filled, missing string, err error) {
 	var b strings.Builder
@@ -451,11 +451,11 @@ func fillPath(root map[string]any, path string, params map[paramID]map[string]an
 		if verr != nil && err == nil {
 			err = fmt.Errorf("path parameter %s: %w", name, verr)
 		}
-		s, isString := ex.(string)
+		seg, styled := pathSegment(params[paramID{"path", name}], name, ex)
 		switch {
-		case ok && isString:
-			b.WriteString(url.PathEscape(s))
-		case ok:
+		case ok && styled:
+			b.WriteString(seg)
+		case ok: // no style writes it: as JSON text
 			raw, _ := json.Marshal(ex)
 			b.WriteString(url.PathEscape(string(raw)))
 		default:
