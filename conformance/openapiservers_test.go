@@ -147,3 +147,24 @@ func TestFromOpenAPIBaseWithQuery(t *testing.T) {
 	}
 	saysAll(t, "q: Unusable", ops[1].Unusable, []string{`server URL "https://h/v1#top"`, "fragment"})
 }
+
+// TestFromOpenAPISelf: OpenAPI 3.2's $self, the document's own URI, is
+// the base a relative server URL resolves against (itself resolved
+// against the URL the document was read from): a document read from a
+// file with "$self" and a relative server was refused as relative.
+func TestFromOpenAPISelf(t *testing.T) {
+	doc := func(self string) []byte {
+		return []byte(`{"openapi": "3.2.0", "$self": "` + self + `", "info": {"title": "t", "version": "1"}, "servers": [{"url": "/v1"}],
+			"paths": {"/p": {"post": {"operationId": "pay", "parameters": [{"name": "Idempotency-Key", "in": "header"}]}}}}`)
+	}
+	for _, tc := range []struct{ self, docURL, want string }{
+		{"https://api.example.com/specs/openapi.json", "", "https://api.example.com/v1/p"},
+		{"https://api.example.com/specs/openapi.json", "https://mirror.example.org/openapi.json", "https://api.example.com/v1/p"},
+		{"/other/openapi.json", "https://docs.example.com/openapi.json", "https://docs.example.com/v1/p"},
+	} {
+		ops, err := conformance.FromOpenAPI(doc(tc.self), tc.docURL, "")
+		if err != nil || len(ops) != 1 || ops[0].Target.URL != tc.want {
+			t.Errorf("$self %s, read from %q: %v, %+v; want pay at %s", tc.self, tc.docURL, err, ops, tc.want)
+		}
+	}
+}
