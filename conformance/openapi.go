@@ -72,16 +72,19 @@ type Operation struct {
 // whose names are the methods as sent ("LINK"). An operation's URL is
 // base followed by its path; base "" takes the first server URL (its
 // variables at their defaults) of the operation's servers, else its path
-// item's, else the document's,
-// resolved against docURL, the document's own URL (a relative server URL
-// and no docURL, a variable with neither a default nor an enum, or a
-// query or a fragment, which no path can go after, is an error for the
-// document's server, and makes the operation Unusable for its own). A
-// base that is not an absolute http or https URL, or has a query or a
-// fragment, is an error. Path parameters are filled with their examples, and so are
-// required query, header and cookie parameters, the cookies in one Cookie
-// header (or with their schema's default, or its enum's first value), and
-// a required querystring parameter (OpenAPI 3.2's, the whole query). Examples are taken as the document writes
+// item's, else the document's, resolved against docURL, the document's
+// own URL, or its $self (OpenAPI 3.2's, itself resolved against docURL)
+// when it has one. A relative server URL and no such URL, a variable
+// with neither a default nor an enum, or a query or a fragment, which no
+// path can go after, is an error for the document's server, and makes
+// the operation Unusable for its own. A base that is not an absolute
+// http or https URL, or has a query or a fragment, is an error.
+//
+// Path parameters are filled with their examples, as their styles write
+// them, and so are required query, header and cookie parameters, the
+// cookies in one Cookie header (or with their schema's default, or its
+// enum's first value), and a required querystring parameter (OpenAPI
+// 3.2's, the whole query). Examples are taken as the document writes
 // them: a number keeps its digits, however large.
 //
 // A $ref that does not resolve (to nothing, into a cycle, or into
@@ -132,6 +135,8 @@ func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 	case !strings.HasPrefix(v, "3."):
 		return nil, fmt.Errorf("conformance: the document is not OpenAPI 3.x, as JSON (openapi: %q)", v)
 	}
+	self, _ := root["$self"].(string) // OpenAPI 3.2's
+	docURL = selfURL(docURL, self)
 	if base != "" {
 		if err := checkBase(base); err != nil {
 			return nil, err

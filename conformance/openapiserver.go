@@ -19,6 +19,25 @@ func ownServers(op, item map[string]any) bool {
 	return false
 }
 
+// selfURL is the URL relative server URLs resolve against: OpenAPI
+// 3.2's $self, self, resolved against docURL (the URL the document was
+// read from), as a base URI the document states comes before the one it
+// was retrieved from; docURL when self is "" or resolves to no absolute
+// URL.
+func selfURL(docURL, self string) string {
+	s, err := url.Parse(self)
+	if self == "" || err != nil {
+		return docURL
+	}
+	if d, err := url.Parse(docURL); err == nil && d.IsAbs() {
+		s = d.ResolveReference(s)
+	}
+	if !s.IsAbs() {
+		return docURL
+	}
+	return s.String()
+}
+
 // errNoServer is serverURL's error when no list names a server and the
 // default, "/", has no document URL to resolve against.
 var errNoServer = errors.New("names no server (servers), and was not read from a URL: give the base URL (-url)")
