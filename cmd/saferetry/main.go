@@ -32,8 +32,8 @@
 //	-auth-b 'K: V'    a header of principal b (repeatable)
 //	-openapi SRC      an OpenAPI 3.x JSON document (URL or file): check each operation that declares the key
 //	-timeout D        bound on each request (default 10s)
-//	-json             print one JSON document instead of the table; a target that could not be checked is under "errors", and "passed" is false; an -openapi operation skipped is under "skipped", with why
-//	-junit FILE       also write a JUnit XML report to FILE; a target that could not be checked is a test case in error, an -openapi operation skipped a test case skipped
+//	-json             print one JSON document instead of the table; a target that could not be checked is under "errors", and "passed" is false; an -openapi operation skipped is under "skipped", with its method, path and why
+//	-junit FILE       also write a JUnit XML report to FILE (times, timestamps and hostname as the Ant schema asks); a target that could not be checked is a test case in error, an -openapi operation skipped a test case skipped
 //	-dry-run          print the requests it would send, and send none
 //	-strict           exit 1 when a SHOULD check fails too (for CI), naming the failed SHOULDs on stderr; the report and -json's "passed" still count MUSTs only
 //
