@@ -23,8 +23,11 @@ import (
 //     all that is seen of a Do that returns it as the outcome (a
 //     CheckRetry around Configure's stopped the retry without an error).
 //     retryablehttp closes an answer it retries too, before its Backoff
-//     chooses the wait: the Backoff pays the cost again (see pay), or,
-//     with a Backoff of the caller's, the retry's RequestLogHook.
+//     chooses the wait: the Backoff takes again what the Close gave back
+//     (see pay), or, with a Backoff of the caller's, the retry's
+//     RequestLogHook. What went back is what the bucket took of the cost,
+//     less when it filled up meanwhile: taking the whole cost again would
+//     charge the retry twice.
 //
 // It is kept in the request's rhOp, one attempt after another.
 type pendingRetry struct {
@@ -35,7 +38,8 @@ type pendingRetry struct {
 	// forgo, while cost is held, stops the refund that ctx's end makes,
 	// and reports whether it did (false: the refund was made).
 	forgo func() bool
-	owed  bool // cost was given back on the answer's Close: pay takes it again
+	owed  bool  // cost was given back on the answer's Close: pay takes it again
+	lent  int64 // what of cost the budget took back on that Close (see Budget.Refund)
 }
 
 // hold keeps cost, which the decision took from b and counted in st,
@@ -46,20 +50,22 @@ func (p *pendingRetry) hold(ctx context.Context, b *retrypolicy.Budget, cost int
 }
 
 // giveBack returns the cost held, if any, to the budget that paid it and
-// takes it off the request's Spent; it reports whether some was held.
-func (p *pendingRetry) giveBack() bool {
+// takes it off the request's Spent; it reports whether some was held, and
+// how many tokens the budget took back (0 when the context's end made the
+// refund).
+func (p *pendingRetry) giveBack() (held bool, back int64) {
 	if p.forgo == nil {
-		return false
+		return false, 0
 	}
 	if p.forgo() {
-		p.budget.Refund(p.cost)
+		back = p.budget.Refund(p.cost)
 	}
 	p.state.Spent -= p.cost
 	p.forgo = nil
-	return true
+	return true, back
 }
 
-// pay takes again the cost that the answer's Close gave back, now that
+// pay takes again what the answer's Close gave back of the cost, now that
 // retryablehttp goes on to the retry. The decision found it in the
 // budget; only the drain of the answer ran since, so it is taken even if
 // other requests spent the bucket meanwhile, rather than the retry going
@@ -68,11 +74,12 @@ func (p *pendingRetry) pay() {
 	if !p.owed {
 		return
 	}
-	p.owed = false
+	lent := p.lent
+	p.owed, p.lent = false, 0
 	if p.ctx.Err() != nil {
 		return
 	}
-	p.budget.Take(p.cost)
+	p.budget.Take(lent)
 	p.state.Spent += p.cost
 	p.hold(p.ctx, p.budget, p.cost, p.state)
 }
@@ -102,7 +109,7 @@ func (st *rhOp) forgoRetry() {
 		return
 	}
 	st.retry.giveBack()
-	st.retry.owed = false
+	st.retry.owed, st.retry.lent = false, 0
 }
 
 // heldBody is the body of an answer whose retry's cost is held: its Close
@@ -116,8 +123,8 @@ type heldBody struct {
 func (b *heldBody) Close() error {
 	if !b.closed {
 		b.closed = true
-		if b.st.retry.giveBack() {
-			b.st.retry.owed = true
+		if held, back := b.st.retry.giveBack(); held {
+			b.st.retry.owed, b.st.retry.lent = true, back
 		}
 	}
 	return b.ReadCloser.Close()

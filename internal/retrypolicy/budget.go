@@ -70,28 +70,29 @@ func (b *Budget) Spend(n int64) bool {
 }
 
 // Refund returns n tokens, never filling past capacity (have+n could
-// pass the int64 range; what is missing from capacity cannot).
-func (b *Budget) Refund(n int64) {
+// pass the int64 range; what is missing from capacity cannot), and
+// reports how many went back: fewer than n when the bucket filled up.
+func (b *Budget) Refund(n int64) int64 {
 	if b == nil || n <= 0 {
-		return
+		return 0
 	}
 	for {
 		have := b.tokens.Load()
 		if have >= b.capacity {
-			return
+			return 0
 		}
-		next := have + min(n, b.capacity-have)
-		if b.tokens.CompareAndSwap(have, next) {
-			return
+		back := min(n, b.capacity-have)
+		if b.tokens.CompareAndSwap(have, have+back) {
+			return back
 		}
 	}
 }
 
 // Take takes n tokens however many are left, the bucket going below zero
-// if need be, for a retry that Spend paid, whose cost went back to the
-// bucket meanwhile, and that is made after all (see the go-retryablehttp
-// adapter). A bucket below zero pays no retry until refills bring it
-// back up.
+// if need be, for a retry that Spend paid, whose cost Refund gave back
+// meanwhile (n being what it gave back), and that is made after all (see
+// the go-retryablehttp adapter). A bucket below zero pays no retry until
+// refills bring it back up.
 func (b *Budget) Take(n int64) {
 	if b == nil || n <= 0 {
 		return
