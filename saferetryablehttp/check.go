@@ -30,6 +30,11 @@ type rhOp struct {
 	// answer's Request carries: checkRetry records there why the request
 	// ends on the answer (see saferetry.ReasonFromResponse).
 	written *retrypolicy.Written
+	// stopped is the Reason of the last decision when it retried
+	// nothing, 0 when it retried: a CheckRetry of the caller's around
+	// Configure's may end the request on it without Configure's error,
+	// which names it (see errorHandler).
+	stopped retrypolicy.Reason
 }
 
 type rhOpCtxKey struct{}
@@ -76,6 +81,12 @@ func (a *adapter) checkRetry(ctx context.Context, resp *http.Response, err error
 		!retrypolicy.RetriedWithoutKey(o.Request.Method)
 	s.Done = ctx.Err() != nil
 	v := a.decide(o, s)
+	if st != nil {
+		st.stopped = 0
+		if !v.Retry {
+			st.stopped = v.Reason
+		}
+	}
 	if oe != nil && !v.Retry {
 		// A retry's reason did not stop anything: its error is the
 		// outcome only if retryablehttp gives up on it by itself (see

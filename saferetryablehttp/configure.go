@@ -190,8 +190,10 @@ func (a *adapter) beforeAttempt(r *http.Request, retry int) *rhOp {
 // CheckRetry set around Configure's stopped it, the caller's own
 // decision, which the Error names as it names a [saferetry.Classifier]'s
 // ([saferetry.ReasonClassifier]). Such a CheckRetry may return the
-// attempt's error rather than Configure's CheckRetry's: the Error is
-// made from it.
+// attempt's error, or none, rather than Configure's CheckRetry's: the
+// Error is made from the attempt's, and names the Reason of Configure's
+// decision when that decision retried nothing (the wrapper stopped
+// nothing).
 func (a *adapter) errorHandler(resp *http.Response, err error, attempts int) (*http.Response, error) {
 	st := respOp(resp)
 	var ae *attemptError
@@ -219,11 +221,14 @@ func (a *adapter) errorHandler(resp *http.Response, err error, attempts int) (*h
 	}
 	if e.Cause != saferetry.ErrInvalidKey {
 		e.Attempts = attempts
-		if e.Reason == "" {
+		switch {
+		case e.Reason != "":
+		case st != nil && st.stopped != 0:
+			e.Reason = saferetry.Reason(st.stopped.String())
+		case attempts > a.c.RetryMax:
+			e.Reason = saferetry.ReasonMaxAttempts
+		default:
 			e.Reason = saferetry.ReasonClassifier
-			if attempts > a.c.RetryMax {
-				e.Reason = saferetry.ReasonMaxAttempts
-			}
 		}
 	}
 	return nil, e
