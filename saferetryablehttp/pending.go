@@ -3,6 +3,7 @@ package saferetryablehttp
 import (
 	"context"
 	"io"
+	"sync/atomic"
 
 	"github.com/saferetry/saferetry/internal/retrypolicy"
 )
@@ -112,17 +113,18 @@ func (st *rhOp) forgoRetry() {
 	st.retry.owed, st.retry.lent = false, 0
 }
 
-// heldBody is the body of an answer whose retry's cost is held: its Close
-// gives the cost back (see pendingRetry).
+// heldBody is the body of an answer whose retry's cost is held: its
+// first Close gives the cost back (see pendingRetry). Like net/http's
+// bodies, it may be closed from several goroutines at once (a Close that
+// cuts a read short beside the reader's own).
 type heldBody struct {
 	io.ReadCloser
 	st     *rhOp
-	closed bool
+	closed atomic.Bool
 }
 
 func (b *heldBody) Close() error {
-	if !b.closed {
-		b.closed = true
+	if b.closed.CompareAndSwap(false, true) {
 		if held, back := b.st.retry.giveBack(); held {
 			b.st.retry.owed, b.st.retry.lent = true, back
 		}
