@@ -70,8 +70,10 @@ func (b *Budget) Spend(n int64) bool {
 }
 
 // Refund returns n tokens, never filling past capacity (have+n could
-// pass the int64 range; what is missing from capacity cannot), and
-// reports how many went back: fewer than n when the bucket filled up.
+// pass the int64 range; what is missing from capacity cannot, but for a
+// bucket that Take left below zero, which n cannot take past capacity
+// then), and reports how many went back: fewer than n when the bucket
+// filled up.
 func (b *Budget) Refund(n int64) int64 {
 	if b == nil || n <= 0 {
 		return 0
@@ -81,7 +83,10 @@ func (b *Budget) Refund(n int64) int64 {
 		if have >= b.capacity {
 			return 0
 		}
-		back := min(n, b.capacity-have)
+		back := n
+		if have >= 0 || b.capacity <= math.MaxInt64+have {
+			back = min(n, b.capacity-have)
+		}
 		if b.tokens.CompareAndSwap(have, have+back) {
 			return back
 		}
