@@ -21,6 +21,12 @@ type rhOp struct {
 	opKey  string            // the first attempt's key, which its retries keep
 	keyErr error             // the supplied key is invalid: nothing is sent
 	sent   bool              // some attempt may have reached the server
+	// stopped is the Reason of the last decision when it retried
+	// nothing, 0 when it retried: a CheckRetry of the caller's around
+	// Configure's may end the request on it without Configure's error,
+	// which names it (see errorHandler). It fills what sent leaves of a
+	// word, which keeps rhOp in its size class.
+	stopped retrypolicy.Reason
 	// final is the answer that checkRetry found final: retryablehttp
 	// asks about it again, with the error of the request's
 	// ResponseHandler, and one answer settles the budget once.
@@ -30,11 +36,6 @@ type rhOp struct {
 	// answer's Request carries: checkRetry records there why the request
 	// ends on the answer (see saferetry.ReasonFromResponse).
 	written *retrypolicy.Written
-	// stopped is the Reason of the last decision when it retried
-	// nothing, 0 when it retried: a CheckRetry of the caller's around
-	// Configure's may end the request on it without Configure's error,
-	// which names it (see errorHandler).
-	stopped retrypolicy.Reason
 }
 
 type rhOpCtxKey struct{}

@@ -35,12 +35,16 @@ type pendingRetry struct {
 	budget *retrypolicy.Budget // what paid: a client configured twice has a hook of the first adapter see the second's payments
 	cost   int64               // what the retry cost
 	state  *retrypolicy.State  // the request's, whose Spent counts cost
-	ctx    context.Context     // the request's context, whose end gives cost back
+	// ctx is the request's context, whose end gives cost back, from hold
+	// until the retry is made or is seen not to be; nil otherwise.
+	ctx context.Context
 	// forgo, while cost is held, stops the refund that ctx's end makes,
-	// and reports whether it did (false: the refund was made).
+	// and reports whether it did (false: the refund was made). A nil
+	// forgo with a ctx is a cost that the answer's Close gave back: pay
+	// takes again lent, what of it the budget took back (see
+	// Budget.Refund).
 	forgo func() bool
-	owed  bool  // cost was given back on the answer's Close: pay takes it again
-	lent  int64 // what of cost the budget took back on that Close (see Budget.Refund)
+	lent  int64
 }
 
 // hold keeps cost, which the decision took from b and counted in st,
@@ -51,19 +55,17 @@ func (p *pendingRetry) hold(ctx context.Context, b *retrypolicy.Budget, cost int
 }
 
 // giveBack returns the cost held, if any, to the budget that paid it and
-// takes it off the request's Spent; it reports whether some was held, and
-// how many tokens the budget took back (0 when the context's end made the
-// refund).
-func (p *pendingRetry) giveBack() (held bool, back int64) {
+// takes it off the request's Spent, keeping in lent how many tokens the
+// budget took back (0 when the context's end made the refund), for pay.
+func (p *pendingRetry) giveBack() {
 	if p.forgo == nil {
-		return false, 0
+		return
 	}
 	if p.forgo() {
-		back = p.budget.Refund(p.cost)
+		p.lent = p.budget.Refund(p.cost)
 	}
 	p.state.Spent -= p.cost
 	p.forgo = nil
-	return true, back
 }
 
 // pay takes again what the answer's Close gave back of the cost, now that
@@ -72,12 +74,12 @@ func (p *pendingRetry) giveBack() (held bool, back int64) {
 // other requests spent the bucket meanwhile, rather than the retry going
 // unpaid. A context already done makes no retry and is not charged.
 func (p *pendingRetry) pay() {
-	if !p.owed {
-		return
+	if p.ctx == nil || p.forgo != nil {
+		return // nothing given back
 	}
 	lent := p.lent
-	p.owed, p.lent = false, 0
 	if p.ctx.Err() != nil {
+		*p = pendingRetry{}
 		return
 	}
 	p.budget.Take(lent)
@@ -92,13 +94,10 @@ func (p *pendingRetry) pay() {
 func (st *rhOp) retried() {
 	p := &st.retry
 	p.pay() // a Backoff of the caller's did not
-	if p.forgo == nil {
-		return
-	}
-	if !p.forgo() {
+	if p.forgo != nil && !p.forgo() {
 		p.state.Spent -= p.cost
 	}
-	p.forgo = nil
+	*p = pendingRetry{}
 }
 
 // forgoRetry gives back the cost of the retry that checkRetry allowed for
@@ -110,7 +109,7 @@ func (st *rhOp) forgoRetry() {
 		return
 	}
 	st.retry.giveBack()
-	st.retry.owed, st.retry.lent = false, 0
+	st.retry = pendingRetry{}
 }
 
 // heldBody is the body of an answer whose retry's cost is held: its
@@ -125,9 +124,7 @@ type heldBody struct {
 
 func (b *heldBody) Close() error {
 	if b.closed.CompareAndSwap(false, true) {
-		if held, back := b.st.retry.giveBack(); held {
-			b.st.retry.owed, b.st.retry.lent = true, back
-		}
+		b.st.retry.giveBack()
 	}
 	return b.ReadCloser.Close()
 }
