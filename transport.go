@@ -532,9 +532,7 @@ func (op *operation) fail(n int, err error) error {
 	if op.sent {
 		cause = ErrOutcomeUnknown
 	}
-	if cerr := op.ctx().Err(); cerr != nil && err != nil && !errors.Is(err, cerr) {
-		err = fmt.Errorf("%w (last attempt: %w)", cerr, err)
-	}
+	err = retrypolicy.UnderContextErr(op.ctx(), err)
 	e := &Error{Cause: cause, Key: op.keptKey(), Attempts: n, StatusCode: op.lastStatus, Reason: reasonOf(op.written.Reason()), Err: err}
 	op.finish(n, e)
 	return e

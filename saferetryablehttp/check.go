@@ -63,7 +63,7 @@ func (a *adapter) checkRetry(ctx context.Context, resp *http.Response, err error
 	var outcome error // the operation's error if this attempt is the last
 	var oe *saferetry.Error
 	if o.Response == nil {
-		oe = st.outcome(err, ae)
+		oe = st.outcome(retrypolicy.UnderContextErr(ctx, err), ae)
 		outcome = oe
 	}
 	if o.Request == nil {

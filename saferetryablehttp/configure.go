@@ -215,7 +215,7 @@ func (a *adapter) errorHandler(resp *http.Response, err error, attempts int) (*h
 	switch {
 	case errors.As(err, &e):
 	case ae != nil:
-		e = st.outcome(err, ae)
+		e = st.outcome(retrypolicy.UnderContextErr(ae.req.Context(), err), ae)
 	default:
 		return nil, err
 	}
