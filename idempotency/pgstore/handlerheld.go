@@ -10,7 +10,7 @@ import (
 // request's Tx (handlerTx.lock) until they are closed, by Close, or by pgx
 // itself when Next reaches their end or Scan or Values fails, as pgx's
 // connection is busy exactly that long. Once closed, they check that the
-// statement left the transaction block open (Tx.checkBlock), and Err
+// statement left the transaction block open (Tx.checkTag), and Err
 // reports ErrHandlerEndedTx if it did not. Like pgx's rows, they are used
 // by one goroutine at a time.
 type heldRows struct {
@@ -27,7 +27,7 @@ func (r *heldRows) release() {
 	if !r.released {
 		r.released = true
 		defer r.t.lk.unlock() // also when the block check panics (a tracer)
-		r.err = r.t.checkBlock(r.ctx, nil)
+		r.err = r.t.checkTag(r.ctx, r.Rows.CommandTag(), nil)
 	}
 }
 

@@ -65,7 +65,10 @@ var ErrHandlerCommit = errors.New("pgstore: a handler must not commit the reques
 // replayable, and retries get 410 (ProblemResponseTooLarge): the
 // operation ran, at least in part, and must not run again. When it
 // rolled the claim back with the writes (ROLLBACK, ABORT), nothing is
-// recorded, and a retry runs the handler again.
+// recorded, and a retry runs the handler again. A statement that ended the
+// block and began another ("COMMIT; BEGIN", COMMIT AND CHAIN) is treated
+// the same way, once caught (see TxFromContext), the block it began rolled
+// back.
 var ErrHandlerEndedTx = errors.New("pgstore: the handler's statement ended the request's transaction (COMMIT, END, ROLLBACK or ABORT sent as SQL): the Middleware commits it with the stored answer; what it committed is recorded as not replayable")
 
 // newHandlerTx returns the handlerTx of t's transaction.
@@ -305,7 +308,7 @@ func (h *handlerTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.C
 		return pgconn.CommandTag{}, err
 	}
 	tag, err := tx.Exec(ctx, sql, args...)
-	return tag, h.t.checkBlock(ctx, err)
+	return tag, h.t.checkTag(ctx, tag, err)
 }
 
 // Query returns rows that hold the request's Tx until they are closed
@@ -335,7 +338,11 @@ func (h *handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.R
 		return failedRows{err}
 	}
 	row := queryRow(ctx, tx, sql, args...)
-	if err := h.t.checkBlock(ctx, nil); err != nil {
+	var tag pgconn.CommandTag
+	if r, ok := row.(*readRow); ok {
+		tag = r.tag
+	}
+	if err := h.t.checkTag(ctx, tag, nil); err != nil {
 		return failedRows{err}
 	}
 	return row

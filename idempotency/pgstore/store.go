@@ -94,7 +94,7 @@ type statements struct {
 	claim, upsert, get, completed, renew, complete, release, watch, deleteExpired string
 	// Transactional mode's own (see tx.go); txClaimNew and txInsert have
 	// the $BOUND placeholder that NewTx fills in.
-	txClaim, txClaimNew, txInsert, txAcquired, txComplete string
+	txClaim, txClaimNew, txInsert, txAcquired, txComplete, txHeld string
 }
 
 // New returns a Store over pool, which must not be nil; the Store does not
@@ -341,8 +341,16 @@ WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND state = 1 A
 	CAST(CASE WHEN current_setting('pgstore.acquired', true) IS DISTINCT FROM 'on' THEN '` + notAcquiredText + `' END AS integer)`,
 		// txComplete is complete, failing when it changed no row so that
 		// the COMMIT queued after it does not run.
-		txComplete: "WITH u AS (\n\t" + txCompleteUpdate + "\n\tRETURNING watched\n) " + strings.Replace(notify(notifySettled, "$9::text", "$10::text"), " FROM u",
-			`, CAST(CASE WHEN count(*) = 0 THEN '`+staleText+`' END AS integer) FROM u`, 1),
+		// It changes the claim's row only where this transaction wrote it
+		// (its xmin, the transaction's own id: see Tx.blockSwitched); a row
+		// of the claim's token that another transaction wrote fails it
+		// with switchedText instead of staleText.
+		txComplete: "WITH u AS (\n\t" + txCompleteUpdate + " AND " + writtenHereSQL + "\n\tRETURNING watched\n) " + strings.Replace(notify(notifySettled, "$9::text", "$10::text"), " FROM u",
+			`, CAST(CASE WHEN count(*) = 0 THEN CASE WHEN EXISTS (`+r.Replace(`SELECT 1 FROM $TABLE WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND NOT `)+writtenHereSQL+`)
+		THEN '`+switchedText+`' ELSE '`+staleText+`' END END AS integer) FROM u`, 1),
+		// txHeld answers whether the claim of token is a row that the
+		// transaction running it wrote (see Tx.blockSwitched).
+		txHeld: r.Replace(`SELECT EXISTS (SELECT 1 FROM $TABLE WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND `) + writtenHereSQL + `)`,
 		release: r.Replace(`DELETE FROM $TABLE
 WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND state = 1 AND expires_at > statement_timestamp()`) + notify(notifyReturning, "$4::text", "$5::text"),
 		// watch marks an entry in progress as awaited, so that its

@@ -248,17 +248,25 @@ func (t *Tx) PgxTx() pgx.Tx {
 // ABORT) fails with ErrHandlerEndedTx, which says what becomes of the
 // request and its key, and so do every later statement and the request's
 // commit. That is caught after each statement, and at the commit, from the
-// transaction status that pgx keeps (no round trip). Statements run on the
-// connection from its Conn method are not: a transaction begun on it
-// (pgx.BeginFunc on it, code written for a *pgx.Conn), whose BEGIN
-// PostgreSQL ignores inside the open block, ends the request's with its
-// COMMIT, and what it runs after that commits on its own, before the next
-// statement on the transaction or the commit catches it. Nor is a query
-// string that ends the block and begins another ("COMMIT; BEGIN", or a
-// batch of the two): the status is in a block again, the claim and the
-// writes before it are committed, and a retry may take over the key while
-// the request still runs. Pass the handler's code the pgx.Tx, not its
-// Conn, and never send transaction control through either.
+// transaction status that pgx keeps (no round trip). So is a statement
+// that ends the block and begins another in one go ("COMMIT; BEGIN" in
+// one query string, COMMIT AND CHAIN), which leaves the status in a
+// block: after a statement whose tag (the last, for a query string of
+// several) is COMMIT, ROLLBACK, BEGIN or START TRANSACTION, one round trip
+// checks that the claim's row is still the open transaction's (its xmin),
+// and the commit checks it with the stored answer, which catches every
+// other form (a batch of the two, a query string ending with another
+// statement, the Conn below); the block begun then is rolled back, with
+// whatever ran in it. Statements run on the connection from its Conn
+// method are caught late: a transaction begun on it (pgx.BeginFunc on it,
+// code written for a *pgx.Conn), whose BEGIN PostgreSQL ignores inside
+// the open block, ends the request's with its COMMIT, and what it runs
+// after that commits on its own, before the next statement on the
+// transaction or the commit catches it. Whatever a switch caught late
+// committed (the claim, in progress, and the writes before it), a retry
+// may take the key over meanwhile and run again. Pass the handler's code
+// the pgx.Tx, not its Conn, and never send transaction control through
+// either.
 //
 // As on pgx's connection, one statement runs at a time (a statement of
 // another goroutine waits for it), and none while rows (Query) or a
@@ -702,6 +710,13 @@ func (t *Tx) Commit(ctx context.Context) error {
 		// error does not: a stale claim fails it.
 		_, err = br.Exec()
 		switch {
+		case isInvalidTextOf(err, switchedText):
+			// The handler's statement ended the block and began another
+			// (see writtenHereSQL): the outcome is not stored in it.
+			_ = br.Close()
+			err = t.endSwitched(ctx, nil)
+			t.release()
+			return fmt.Errorf("pgstore: commit: %w", err)
 		case isTooLarge(err):
 			err = fmt.Errorf("%w: %w", idempotency.ErrResponseNotStorable, err)
 		case isInvalidText(err):

@@ -1,0 +1,86 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/saferetry/saferetry/internal/pgtext"
+)
+
+// writtenHereSQL holds for a row of the table that the transaction
+// running the statement wrote last, at its top level: the claim's row,
+// inserted (or taken over) by the claim in the transaction that the
+// handler continues. A handler that ended that transaction and began
+// another in one go ("COMMIT; BEGIN" in one query string, COMMIT AND
+// CHAIN, a batch of the two, the two through the transaction's Conn)
+// leaves the transaction status in a block, so that nothing in it tells
+// the switch, but the row's xmin is then another transaction's id.
+// pg_current_xact_id is PostgreSQL 13's.
+const writtenHereSQL = `xmin = pg_catalog.pg_current_xact_id()::xid`
+
+// switchedText is what the txComplete statement casts to integer, to fail
+// (see sqlstateInvalidText), when the claim's row was written by another
+// transaction than the one completing it (see writtenHereSQL).
+const switchedText = "pgstore: the claim was committed or rolled back by the handler, in another transaction than the one completing it"
+
+// switchingTag reports whether tag, the tag of the last statement that a
+// handler sent through its transaction, is one of the statements that end
+// a transaction block (COMMIT, END, ROLLBACK, ABORT; with AND CHAIN, the
+// status stays in a block) or begin one (BEGIN, START TRANSACTION: inside
+// the request's block PostgreSQL ignores them, after a COMMIT in the same
+// query string they begin another). ROLLBACK TO SAVEPOINT has the tag
+// ROLLBACK too.
+func switchingTag(tag pgconn.CommandTag) bool {
+	return tag.String() == "COMMIT" || tag.String() == "ROLLBACK" || tag.String() == "BEGIN" || tag.String() == "START TRANSACTION"
+}
+
+// checkTag runs after a statement of the handler that returned tag and
+// err, with lk held, and returns err or what checkBlock makes of it; a tag
+// of transaction control (switchingTag) on a block still open costs a
+// round trip: blockSwitched. A switch is treated as a statement that ended
+// the block (see ErrHandlerEndedTx): the new block, with what ran in it,
+// is rolled back, what the first committed is recorded, and every later
+// statement is refused.
+func (t *Tx) checkTag(ctx context.Context, tag pgconn.CommandTag, err error) error {
+	if err != nil || t.blockEnded || !switchingTag(tag) || t.pgxConn.PgConn().TxStatus() != 'T' {
+		return t.checkBlock(ctx, err)
+	}
+	switched, serr := t.blockSwitched(ctx)
+	if serr != nil {
+		return serr
+	}
+	if !switched {
+		return nil
+	}
+	return t.endSwitched(ctx, nil)
+}
+
+// blockSwitched reports whether the transaction block open on the Tx's
+// connection is not the one that holds its claim (see writtenHereSQL), in
+// one round trip. A Tx without a claim (its Context was taken before any)
+// has nothing to tell it by: it answers false.
+func (t *Tx) blockSwitched(ctx context.Context) (bool, error) {
+	if t.token == 0 {
+		return false, nil
+	}
+	var held bool
+	err := t.pgxConn.QueryRow(ctx, t.store.sql.txHeld, pgtext.Encode(t.claimed.Scope), pgtext.Encode(t.claimed.Key), t.token).Scan(&held)
+	if err != nil {
+		return false, fmt.Errorf("pgstore: checking the transaction after the handler's transaction control: %w", err)
+	}
+	return !held, nil
+}
+
+// endSwitched ends the Tx whose block a statement of the handler ended and
+// replaced by another (see writtenHereSQL): it rolls the new block back,
+// with whatever ran in it, and treats the rest as a block the handler
+// ended (checkBlock): the claim, if the handler's statement committed it,
+// is recorded as completed but not replayable, and the error wraps
+// ErrHandlerEndedTx and err. Its caller holds lk.
+func (t *Tx) endSwitched(ctx context.Context, err error) error {
+	if rerr := t.tx.Rollback(ctx); rerr != nil {
+		return fmt.Errorf("%w: rolling back the transaction it began: %w", ErrHandlerEndedTx, rerr)
+	}
+	return t.checkBlock(ctx, err)
+}
