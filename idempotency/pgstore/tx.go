@@ -369,6 +369,7 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 		return idempotency.ClaimResult{}, err
 	}
 	args := []any{scope, key, pgtext.Encode(fingerprint), int64(0), ttlUS}
+	reprepared := false
 	for attempt := range claimAttempts {
 		// The first attempt claims with insertSQL or claimNewSQL, which
 		// bound the wait themselves (no prelude); the others with the
@@ -422,6 +423,19 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 		closeErr := br.Close()
 		tx := br.Tx()
 		switch {
+		case !reprepared && isUnprepared(preludeErr, claimErr, closeErr) && t.conn.Conn().PgConn().TxStatus() == 'I':
+			// A DEALLOCATE that pgx did not send (a handler's, through its
+			// Conn, in an earlier request) dropped the statements: the
+			// batch failed as a whole, and claims again once they are
+			// prepared anew.
+			reprepared = true
+			if err := t.forgetPrepared(ctx); err != nil {
+				return idempotency.ClaimResult{}, err
+			}
+			if err := t.prepare(ctx, t.store.claimNewSQL, t.store.insertSQL, t.store.preludeSQL, t.store.sql.txClaim, t.store.sql.txAcquired, "BEGIN"); err != nil {
+				return idempotency.ClaimResult{}, err
+			}
+			continue
 		case attempt == 0 && insert && errors.Is(claimErr, errLostRace) && closeErr == nil:
 			continue // the key has a row: txClaim decides, after a ROLLBACK
 		case isInvalidText(preludeErr):
@@ -734,7 +748,10 @@ func (t *Tx) Commit(ctx context.Context) error {
 		err = pgx.ErrTxCommitRollback // the handler left the transaction failed
 	}
 	if err != nil {
-		if t.conn.Conn().PgConn().TxStatus() == 'I' {
+		switch {
+		case isUnprepared(err):
+			t.discardConn() // see there: nothing was committed
+		case t.conn.Conn().PgConn().TxStatus() == 'I':
 			t.release() // the transaction is over: nothing to roll back
 		}
 		return fmt.Errorf("pgstore: commit: %w", err)

@@ -41,8 +41,12 @@ func switchingTag(tag pgconn.CommandTag) bool {
 // round trip: blockSwitched. A switch is treated as a statement that ended
 // the block (see ErrHandlerEndedTx): the new block, with what ran in it,
 // is rolled back, what the first committed is recorded, and every later
-// statement is refused.
+// statement is refused. After a DEALLOCATE, the prepared statements are
+// forgotten (see forgetPrepared).
 func (t *Tx) checkTag(ctx context.Context, tag pgconn.CommandTag, err error) error {
+	if err == nil && deallocatingTag(tag) {
+		err = t.forgetPrepared(ctx)
+	}
 	if err != nil || t.blockEnded || !switchingTag(tag) || t.pgxConn.PgConn().TxStatus() != 'T' {
 		return t.checkBlock(ctx, err)
 	}
