@@ -17,6 +17,7 @@ type heldRows struct {
 	pgx.Rows
 	ctx      context.Context // the Query's
 	t        *Tx
+	sql      string // the Query's
 	released bool
 	err      error // the block check's
 }
@@ -27,7 +28,7 @@ func (r *heldRows) release() {
 	if !r.released {
 		r.released = true
 		defer r.t.lk.unlock() // also when the block check panics (a tracer)
-		r.err = r.t.checkTag(r.ctx, r.Rows.CommandTag(), nil)
+		r.err = r.t.checkTag(r.ctx, r.Rows.CommandTag(), r.t.settleCutShort(r.ctx, r.Rows.Err(), r.sql))
 	}
 }
 
@@ -37,10 +38,10 @@ func (r *heldRows) Close() {
 }
 
 func (r *heldRows) Err() error {
-	if err := r.Rows.Err(); err != nil {
-		return err
+	if r.err != nil {
+		return r.err // holds the rows' own error, if any
 	}
-	return r.err
+	return r.Rows.Err()
 }
 
 func (r *heldRows) Next() bool {
@@ -76,6 +77,7 @@ type heldBatch struct {
 	pgx.BatchResults
 	ctx      context.Context // the SendBatch's
 	t        *Tx
+	b        *pgx.Batch
 	released bool
 }
 
@@ -84,7 +86,11 @@ func (b *heldBatch) Close() error {
 	if !b.released {
 		b.released = true
 		defer b.t.lk.unlock() // also when the block check panics (a tracer)
-		err = b.t.checkBlock(b.ctx, err)
+		sqls := make([]string, len(b.b.QueuedQueries))
+		for i, q := range b.b.QueuedQueries {
+			sqls[i] = q.SQL
+		}
+		err = b.t.checkBlock(b.ctx, b.t.settleCutShort(b.ctx, err, sqls...))
 	}
 	return err
 }

@@ -68,7 +68,7 @@ var ErrHandlerCommit = errors.New("pgstore: a handler must not commit the reques
 // recorded, and a retry runs the handler again. A statement that ended the
 // block and began another ("COMMIT; BEGIN", COMMIT AND CHAIN) is treated
 // the same way, once caught (see TxFromContext), the block it began rolled
-// back.
+// back, and so is one that committed after its context cut it short.
 var ErrHandlerEndedTx = errors.New("pgstore: the handler's statement ended the request's transaction (COMMIT, END, ROLLBACK or ABORT sent as SQL): the Middleware commits it with the stored answer; what it committed is recorded as not replayable")
 
 // newHandlerTx returns the handlerTx of t's transaction.
@@ -264,7 +264,7 @@ func (h *handlerTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResult
 	br := tx.SendBatch(ctx, b)
 	h.t.lk.setBusy(errRowsOpen)
 	held = true
-	return &heldBatch{BatchResults: br, ctx: ctx, t: h.t}
+	return &heldBatch{BatchResults: br, ctx: ctx, t: h.t, b: b}
 }
 
 // unlockUnlessHeld lets the lock go unless *held: Query and SendBatch
@@ -308,7 +308,7 @@ func (h *handlerTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.C
 		return pgconn.CommandTag{}, err
 	}
 	tag, err := tx.Exec(ctx, sql, args...)
-	return tag, h.t.checkTag(ctx, tag, err)
+	return tag, h.t.checkTag(ctx, tag, h.t.settleCutShort(ctx, err, sql))
 }
 
 // Query returns rows that hold the request's Tx until they are closed
@@ -323,12 +323,12 @@ func (h *handlerTx) Query(ctx context.Context, sql string, args ...any) (pgx.Row
 	rows, err := tx.Query(ctx, sql, args...)
 	if err != nil {
 		rows.Close()
-		err = h.t.checkBlock(ctx, err)
+		err = h.t.checkBlock(ctx, h.t.settleCutShort(ctx, err, sql))
 		return failedRows{err}, err
 	}
 	h.t.lk.setBusy(errRowsOpen)
 	held = true
-	return &heldRows{Rows: rows, ctx: ctx, t: h.t}, nil
+	return &heldRows{Rows: rows, ctx: ctx, t: h.t, sql: sql}, nil
 }
 
 func (h *handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
@@ -339,10 +339,14 @@ func (h *handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.R
 	}
 	row := queryRow(ctx, tx, sql, args...)
 	var tag pgconn.CommandTag
-	if r, ok := row.(*readRow); ok {
+	var rowErr error
+	switch r := row.(type) {
+	case *readRow:
 		tag = r.tag
+	case failedRows:
+		rowErr = r.err
 	}
-	if err := h.t.checkTag(ctx, tag, nil); err != nil {
+	if err := h.t.checkTag(ctx, tag, h.t.settleCutShort(ctx, rowErr, sql)); err != nil {
 		return failedRows{err}
 	}
 	return row

@@ -95,6 +95,8 @@ type statements struct {
 	// Transactional mode's own (see tx.go); txClaimNew and txInsert have
 	// the $BOUND placeholder that NewTx fills in.
 	txClaim, txClaimNew, txInsert, txAcquired, txComplete, txHeld string
+	// txWait and txWaitRow are Tx.claimCommitted's.
+	txWait, txWaitRow string
 }
 
 // New returns a Store over pool, which must not be nil; the Store does not
@@ -348,6 +350,15 @@ WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND state = 1 A
 		txComplete: "WITH u AS (\n\t" + txCompleteUpdate + " AND " + writtenHereSQL + "\n\tRETURNING watched\n) " + strings.Replace(notify(notifySettled, "$9::text", "$10::text"), " FROM u",
 			`, CAST(CASE WHEN count(*) = 0 THEN CASE WHEN EXISTS (`+r.Replace(`SELECT 1 FROM $TABLE WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND NOT `)+writtenHereSQL+`)
 		THEN '`+switchedText+`' ELSE '`+staleText+`' END END AS integer) FROM u`, 1),
+		// txWait inserts a row of the key unless one stands in the way,
+		// waiting for a transaction that inserted one and has not ended;
+		// its caller rolls the row back.
+		txWait: r.Replace(`INSERT INTO $TABLE (scope, key, state, fingerprint, lease_until, expires_at)
+VALUES ($1::text, $2::text, 1::smallint, '', statement_timestamp(), statement_timestamp())
+ON CONFLICT (scope, key) DO NOTHING`),
+		// txWaitRow reads the key's row, waiting for a transaction that
+		// changed it and has not ended.
+		txWaitRow: r.Replace(`SELECT state, token FROM $TABLE WHERE scope = $1::text AND key = $2::text FOR UPDATE`),
 		// txHeld answers whether the claim of token is a row that the
 		// transaction running it wrote (see Tx.blockSwitched).
 		txHeld: r.Replace(`SELECT EXISTS (SELECT 1 FROM $TABLE WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND `) + writtenHereSQL + `)`,

@@ -264,9 +264,14 @@ func (t *Tx) PgxTx() pgx.Tx {
 // after that commits on its own, before the next statement on the
 // transaction or the commit catches it. Whatever a switch caught late
 // committed (the claim, in progress, and the writes before it), a retry
-// may take the key over meanwhile and run again. Pass the handler's code
-// the pgx.Tx, not its Conn, and never send transaction control through
-// either.
+// may take the key over meanwhile and run again. A statement that may
+// have committed (one naming COMMIT or END) and that its context cut
+// short, pgx closing the connection, may commit without the client: the
+// Tx then waits, on another connection and bounded by the lock timeout,
+// for that session's transaction to end, and treats a claim it committed
+// as above; when the wait fails, that is not known, and a retry may run
+// again if it did. Pass the handler's code the pgx.Tx, not its Conn, and
+// never send transaction control through either.
 //
 // As on pgx's connection, one statement runs at a time (a statement of
 // another goroutine waits for it), and none while rows (Query) or a
@@ -474,7 +479,7 @@ func (t *Tx) prepare(ctx context.Context, sqls ...string) error {
 	if !t.store.cacheStatements {
 		return nil
 	}
-	conn := t.conn.Conn()
+	conn := t.pgxConn
 	for _, sql := range sqls {
 		if _, err := conn.Prepare(ctx, sql, sql); err != nil {
 			return err
@@ -751,7 +756,7 @@ func (t *Tx) Commit(ctx context.Context) error {
 		switch {
 		case isUnprepared(err):
 			t.discardConn() // see there: nothing was committed
-		case t.conn.Conn().PgConn().TxStatus() == 'I':
+		case t.pgxConn.PgConn().TxStatus() == 'I':
 			t.release() // the transaction is over: nothing to roll back
 		}
 		return fmt.Errorf("pgstore: commit: %w", err)
