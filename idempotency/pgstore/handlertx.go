@@ -278,18 +278,24 @@ func unlockUnlessHeld(unlock func(), held *bool) {
 	}
 }
 
-// LargeObjects begins the block, if need be, without a deadline; when that
-// fails the returned LargeObjects must not be used. Like any pgx
-// LargeObjects it is only valid within the transaction: it is not refused
-// after the request's end (pgx builds it on the transaction underneath),
-// so it must not outlive the handler.
+// LargeObjects begins the block, if need be, and a savepoint the first
+// time, without a deadline; when that fails the returned LargeObjects must
+// not be used. Its statements, and those of the large objects it opens,
+// run on the transaction until the request ends, and are refused with
+// pgx.ErrTxClosed after that (see Tx.largeObjects). Unlike the
+// transaction's own statements they are not waited for (see lock): they
+// must end before the handler returns.
 func (h *handlerTx) LargeObjects() pgx.LargeObjects {
 	tx, unlock, err := h.lockedTx(context.Background())
 	defer unlock()
 	if err != nil {
 		return pgx.LargeObjects{}
 	}
-	return tx.LargeObjects()
+	lo, err := h.t.largeObjects(context.Background(), tx)
+	if err != nil {
+		return pgx.LargeObjects{}
+	}
+	return lo
 }
 
 func (h *handlerTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {

@@ -214,8 +214,11 @@ type Tx struct {
 	// blockEnded: a statement of the handler ended the transaction block
 	// (see checkBlock); endRecorded: recordEnded ran. Both are guarded by lk.
 	blockEnded, endRecorded bool
-	outcome                 []any // Complete's arguments to the txComplete statement
-	finished                bool
+	// lo is the savepoint that the handler's LargeObjects are built on
+	// (see largeObjects), nil until it asks for them. Guarded by lk.
+	lo       pgx.Tx
+	outcome  []any // Complete's arguments to the txComplete statement
+	finished bool
 }
 
 type txKey struct{}
@@ -628,12 +631,14 @@ func (t *Tx) blockWasEnded() bool {
 // err, with lk held: it returns err, or, when the statement ended the
 // transaction block (blockWasEnded), an error wrapping ErrHandlerEndedTx
 // and err, after recordEnded. Every later statement of the handler is
-// refused (handlerTx.tx), so that none runs outside the block, committed
-// on its own.
+// refused (handlerTx.tx), and so is every statement of its LargeObjects
+// (closeLargeObjects), so that none runs outside the block, committed on
+// its own.
 func (t *Tx) checkBlock(ctx context.Context, err error) error {
 	if t.blockEnded || !t.blockWasEnded() {
 		return err
 	}
+	t.closeLargeObjects()
 	if rerr := t.recordEnded(ctx); rerr != nil {
 		err = errors.Join(err, rerr)
 	}
@@ -844,6 +849,7 @@ func (t *Tx) release() {
 	if t.h != nil {
 		t.h.ended.Store(true)
 	}
+	t.closeLargeObjects()
 	if t.conn != nil {
 		t.conn.Release()
 		t.conn = nil

@@ -86,6 +86,7 @@ func (t *Tx) settleCutShort(ctx context.Context, err error, sqls ...string) erro
 		return err
 	}
 	t.blockEnded, t.endRecorded = true, true
+	t.closeLargeObjects()
 	return fmt.Errorf("%w: %w", ErrHandlerEndedTx, err)
 }
 
