@@ -29,7 +29,8 @@ import (
 // request gets a problem, the writes after the switch are rolled back,
 // and the key is recorded as completed but not replayable (410) when the
 // claim was committed, or left free (the retry runs) when it was rolled
-// back.
+// back. Every case runs in every exec mode, directly and through
+// PgBouncer (SAFERETRY_PGBOUNCER_URL) in the modes it allows.
 func TestTxHandlerSwitchesTheBlock(t *testing.T) {
 	execSQL := func(sql string) func(context.Context, pgx.Tx) error {
 		return func(ctx context.Context, tx pgx.Tx) error {
@@ -60,54 +61,64 @@ func TestTxHandlerSwitchesTheBlock(t *testing.T) {
 			return err
 		}, true, false},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			pool, s, biz, ctx := newBizTxStore(t)
-			var runs atomic.Int64
-			h := idempotency.Middleware(s)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				n := runs.Add(1)
-				tx, _ := pgstore.TxFromContext(r.Context())
-				if _, err := tx.Exec(r.Context(), `INSERT INTO "`+biz+`" (id) VALUES ($1)`, fmt.Sprint("before-", n)); err != nil {
-					t.Error(err)
-				}
-				if n == 1 {
-					err := c.end(r.Context(), tx)
-					_, afterErr := tx.Exec(r.Context(), `INSERT INTO "`+biz+`" (id) VALUES ('after')`)
-					if c.atOnce && !errors.Is(err, pgstore.ErrHandlerEndedTx) {
-						t.Errorf("the handler's %s = %v; want ErrHandlerEndedTx", c.name, err)
-					}
-					if c.atOnce && afterErr == nil {
-						t.Errorf("a statement after the handler's %s succeeded", c.name)
-					}
-				}
-				w.WriteHeader(http.StatusCreated)
-			}))
-			send := func() *httptest.ResponseRecorder {
-				r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":1}`)).WithContext(ctx)
-				r.Header.Set("Content-Type", "application/json")
-				r.Header.Set(idempotency.HeaderIdempotencyKey, "handler-switches-block")
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, r)
-				return w
+		for target, tg := range execTargets(t) {
+			t.Run(c.name+"/"+target, func(t *testing.T) {
+				testTxHandlerSwitchesTheBlock(t, tg, c.end, c.committed, c.atOnce)
+			})
+		}
+	}
+}
+
+// testTxHandlerSwitchesTheBlock runs a case of TestTxHandlerSwitchesTheBlock
+// on tg.
+func testTxHandlerSwitchesTheBlock(t *testing.T, tg pgTarget, end func(context.Context, pgx.Tx) error, committed, atOnce bool) {
+	pool := tg.newPool(t)
+	s := tg.txStore(t, pool)
+	biz, ctx := bizTable(t, pool, s), ctxT(t)
+	var runs atomic.Int64
+	h := idempotency.Middleware(s)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := runs.Add(1)
+		tx, _ := pgstore.TxFromContext(r.Context())
+		if _, err := tx.Exec(r.Context(), `INSERT INTO "`+biz+`" (id) VALUES ($1)`, fmt.Sprint("before-", n)); err != nil {
+			t.Error(err)
+		}
+		if n == 1 {
+			err := end(r.Context(), tx)
+			_, afterErr := tx.Exec(r.Context(), `INSERT INTO "`+biz+`" (id) VALUES ('after')`)
+			if atOnce && !errors.Is(err, pgstore.ErrHandlerEndedTx) {
+				t.Errorf("the handler's %s = %v; want ErrHandlerEndedTx", "its statement", err)
 			}
-			first := send()
-			if first.Code < 500 || first.Header().Get("Content-Type") != "application/problem+json" {
-				t.Errorf("the request whose handler sent %s answered %d (%q); want a problem (5xx)", c.name, first.Code, first.Header().Get("Content-Type"))
+			if atOnce && afterErr == nil {
+				t.Errorf("a statement after the handler's %s succeeded", "its statement")
 			}
-			retry := send()
-			if c.committed {
-				if runs.Load() != 1 || retry.Code != http.StatusGone {
-					t.Errorf("the retry answered %d after %d runs; want 410 and one run: the first run's write was committed", retry.Code, runs.Load())
-				}
-			} else if runs.Load() != 2 || retry.Code != http.StatusCreated {
-				t.Errorf("the retry answered %d after %d runs; want 201 and a second run: nothing of the first was committed", retry.Code, runs.Load())
-			}
-			var after int
-			if err := pool.QueryRow(ctx, `SELECT count(*) FROM "`+biz+`" WHERE id = 'after'`).Scan(&after); err != nil {
-				t.Fatal(err)
-			}
-			if n := bizRows(t, pool, biz); n != 1 || after != 0 {
-				t.Errorf("%d business rows (%d written after the switch); want 1, the write before it (or the second run's)", n, after)
-			}
-		})
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	send := func() *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":1}`)).WithContext(ctx)
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set(idempotency.HeaderIdempotencyKey, "handler-switches-block")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	first := send()
+	if first.Code < 500 || first.Header().Get("Content-Type") != "application/problem+json" {
+		t.Errorf("the request whose handler sent %s answered %d (%q); want a problem (5xx)", "its statement", first.Code, first.Header().Get("Content-Type"))
+	}
+	retry := send()
+	if committed {
+		if runs.Load() != 1 || retry.Code != http.StatusGone {
+			t.Errorf("the retry answered %d after %d runs; want 410 and one run: the first run's write was committed", retry.Code, runs.Load())
+		}
+	} else if runs.Load() != 2 || retry.Code != http.StatusCreated {
+		t.Errorf("the retry answered %d after %d runs; want 201 and a second run: nothing of the first was committed", retry.Code, runs.Load())
+	}
+	var after int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM "`+biz+`" WHERE id = 'after'`).Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	if n := bizRows(t, pool, biz); n != 1 || after != 0 {
+		t.Errorf("%d business rows (%d written after the switch); want 1, the write before it (or the second run's)", n, after)
 	}
 }

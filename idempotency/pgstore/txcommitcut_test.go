@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/pgstore"
 )
@@ -27,77 +29,91 @@ import (
 // END) and that closed the connection is settled: the Tx waits, on
 // another connection, for that session's transaction to end, and records
 // the claim it committed as completed but not replayable (retries get
-// 410), as for a COMMIT that was not cut short.
+// 410), as for a COMMIT that was not cut short. It runs directly and
+// through PgBouncer.
 func TestTxHandlerCommitCutShort(t *testing.T) {
 	for _, answers500 := range []bool{false, true} {
-		t.Run(fmt.Sprint("answers 500 on the error ", answers500), func(t *testing.T) {
-			pool, s, biz, ctx := newBizTxStore(t)
-			// A deferred trigger that makes each COMMIT of a business row
-			// take a while, and goes on when pgx's cancel request comes (it
-			// sends one as it closes the connection): the COMMIT commits
-			// 300 ms after the cancel, as one whose cancel came too late
-			// would.
-			fn := biz + "_slow"
-			for _, sql := range []string{
-				`CREATE FUNCTION "` + fn + `"() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN BEGIN PERFORM pg_sleep(0.5); EXCEPTION WHEN query_canceled THEN PERFORM pg_sleep(0.3); END; RETURN NULL; END $$`,
-				`CREATE CONSTRAINT TRIGGER slow AFTER INSERT ON "` + biz + `" DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "` + fn + `"()`,
-			} {
-				if _, err := pool.Exec(ctx, sql); err != nil {
-					t.Fatal(err)
-				}
+		for target, tg := range execTargets(t) {
+			if target != "direct/"+modeName(pgx.QueryExecModeCacheStatement) && target != "pgbouncer/"+modeName(pgx.QueryExecModeExec) {
+				continue
 			}
-			t.Cleanup(func() { pool.Exec(context.Background(), `DROP FUNCTION IF EXISTS "`+fn+`" CASCADE`) })
-			var runs atomic.Int64
-			h := idempotency.Middleware(s)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				n := runs.Add(1)
-				tx, _ := pgstore.TxFromContext(r.Context())
-				if _, err := tx.Exec(r.Context(), `INSERT INTO "`+biz+`" (id) VALUES ($1)`, fmt.Sprint("payment-", n)); err != nil {
-					t.Error(err)
-				}
-				if n == 1 {
-					cctx, cancel := context.WithTimeout(r.Context(), 100*time.Millisecond)
-					_, err := tx.Exec(cctx, "COMMIT")
-					cancel()
-					if err == nil {
-						t.Fatal("the handler's COMMIT was not cut short; the test's premise is gone")
-					}
-					if !errors.Is(err, pgstore.ErrHandlerEndedTx) {
-						t.Errorf("the handler's COMMIT cut short = %v; want ErrHandlerEndedTx (it committed)", err)
-					}
-					if answers500 {
-						w.WriteHeader(http.StatusInternalServerError)
-						return
-					}
-				}
-				w.WriteHeader(http.StatusCreated)
-			}))
-			send := func() *httptest.ResponseRecorder {
-				r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":1}`)).WithContext(ctx)
-				r.Header.Set("Content-Type", "application/json")
-				r.Header.Set(idempotency.HeaderIdempotencyKey, "commit-cut-short")
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, r)
-				return w
+			t.Run(fmt.Sprint("answers 500 on the error ", answers500, "/", target), func(t *testing.T) {
+				testTxHandlerCommitCutShort(t, tg, answers500)
+			})
+		}
+	}
+}
+
+// testTxHandlerCommitCutShort runs a case of TestTxHandlerCommitCutShort
+// on tg.
+func testTxHandlerCommitCutShort(t *testing.T, tg pgTarget, answers500 bool) {
+	pool := tg.newPool(t)
+	s := tg.txStore(t, pool)
+	biz, ctx := bizTable(t, pool, s), ctxT(t)
+	// A deferred trigger that makes each COMMIT of a business row
+	// take a while, and goes on when pgx's cancel request comes (it
+	// sends one as it closes the connection): the COMMIT commits
+	// 300 ms after the cancel, as one whose cancel came too late
+	// would.
+	fn := biz + "_slow"
+	for _, sql := range []string{
+		`CREATE FUNCTION "` + fn + `"() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN BEGIN PERFORM pg_sleep(0.5); EXCEPTION WHEN query_canceled THEN PERFORM pg_sleep(0.3); END; RETURN NULL; END $$`,
+		`CREATE CONSTRAINT TRIGGER slow AFTER INSERT ON "` + biz + `" DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "` + fn + `"()`,
+	} {
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { pool.Exec(context.Background(), `DROP FUNCTION IF EXISTS "`+fn+`" CASCADE`) })
+	var runs atomic.Int64
+	h := idempotency.Middleware(s)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := runs.Add(1)
+		tx, _ := pgstore.TxFromContext(r.Context())
+		if _, err := tx.Exec(r.Context(), `INSERT INTO "`+biz+`" (id) VALUES ($1)`, fmt.Sprint("payment-", n)); err != nil {
+			t.Error(err)
+		}
+		if n == 1 {
+			cctx, cancel := context.WithTimeout(r.Context(), 100*time.Millisecond)
+			_, err := tx.Exec(cctx, "COMMIT")
+			cancel()
+			if err == nil {
+				t.Fatal("the handler's COMMIT was not cut short; the test's premise is gone")
 			}
-			first := send()
-			if first.Code < 500 || !answers500 && first.Header().Get("Content-Type") != "application/problem+json" {
-				t.Errorf("the request whose COMMIT was cut short answered %d (%q); want a problem (5xx)", first.Code, first.Header().Get("Content-Type"))
+			if !errors.Is(err, pgstore.ErrHandlerEndedTx) {
+				t.Errorf("the handler's COMMIT cut short = %v; want ErrHandlerEndedTx (it committed)", err)
 			}
-			// The COMMIT goes on without the client: wait for its end.
-			deadline := time.Now().Add(5 * time.Second)
-			for bizRows(t, pool, biz) == 0 {
-				if time.Now().After(deadline) {
-					t.Fatal("the COMMIT cut short never committed; the test's premise is gone")
-				}
-				time.Sleep(20 * time.Millisecond)
+			if answers500 {
+				w.WriteHeader(http.StatusInternalServerError)
+				return
 			}
-			retry := send()
-			if runs.Load() != 1 || retry.Code != http.StatusGone {
-				t.Errorf("the retry answered %d after %d runs; want 410 and one run: the first run's write was committed", retry.Code, runs.Load())
-			}
-			if n := bizRows(t, pool, biz); n != 1 {
-				t.Errorf("%d business rows; want 1", n)
-			}
-		})
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	send := func() *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":1}`)).WithContext(ctx)
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set(idempotency.HeaderIdempotencyKey, "commit-cut-short")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	first := send()
+	if first.Code < 500 || !answers500 && first.Header().Get("Content-Type") != "application/problem+json" {
+		t.Errorf("the request whose COMMIT was cut short answered %d (%q); want a problem (5xx)", first.Code, first.Header().Get("Content-Type"))
+	}
+	// The COMMIT goes on without the client: wait for its end.
+	deadline := time.Now().Add(5 * time.Second)
+	for bizRows(t, pool, biz) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the COMMIT cut short never committed; the test's premise is gone")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	retry := send()
+	if runs.Load() != 1 || retry.Code != http.StatusGone {
+		t.Errorf("the retry answered %d after %d runs; want 410 and one run: the first run's write was committed", retry.Code, runs.Load())
+	}
+	if n := bizRows(t, pool, biz); n != 1 {
+		t.Errorf("%d business rows; want 1", n)
 	}
 }
