@@ -183,10 +183,13 @@
 // to describe its statements again: then a first execution costs three, a
 // replay two. QueryExecModeDescribeExec describes every batch (two round
 // trips each). A session that does not default to read committed (the
-// claim batch fails on its first statement, also logged) begins the
-// transaction in a round trip of its own and claims inside it, so that the
-// handler always runs at read committed: four round trips for a first
-// execution, and four for a replay (the transaction is rolled back).
+// claim batch fails on its first statement, also logged), or that defaults
+// to read only (the claim fails; a handler's SET SESSION CHARACTERISTICS
+// committed with its request may have left its connection so), begins the
+// transaction in a round trip of its own, READ COMMITTED and READ WRITE,
+// and claims inside it, so that the handler always runs at read committed:
+// four round trips for a first execution, and four for a replay (the
+// transaction is rolled back).
 //
 // Those are the counts of the claim path. The replay fast path (see above)
 // applies to transactional mode too: while it reads first, a completed

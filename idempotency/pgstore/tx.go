@@ -446,9 +446,12 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 			continue
 		case attempt == 0 && insert && errors.Is(claimErr, errLostRace) && closeErr == nil:
 			continue // the key has a row: txClaim decides, after a ROLLBACK
-		case isInvalidText(preludeErr):
-			// A session that defaults to another isolation level: begin
-			// the transaction block first, as READ COMMITTED, and claim in it.
+		case isInvalidText(preludeErr), isReadOnly(preludeErr, claimErr):
+			// A session that defaults to another isolation level, or to
+			// read only (a handler's SET SESSION CHARACTERISTICS, committed
+			// with its request, may have left it so): begin the
+			// transaction block first, as READ COMMITTED and READ WRITE,
+			// and claim in it.
 			return t.beginThenClaim(ctx, k, fingerprint, ttl)
 		case preludeErr != nil:
 			return idempotency.ClaimResult{}, preludeErr
@@ -501,10 +504,11 @@ func (t *Tx) leftIdle(ctx context.Context, tx pgx.Tx) error {
 }
 
 // beginThenClaim is the claim of a session whose default isolation level
-// is not read committed: BEGIN ISOLATION LEVEL READ COMMITTED in a round
-// trip of its own, then the claim inside the transaction block.
+// is not read committed, or that defaults to read only: BEGIN ISOLATION
+// LEVEL READ COMMITTED READ WRITE in a round trip of its own, then the
+// claim inside the transaction block.
 func (t *Tx) beginThenClaim(ctx context.Context, k idempotency.Key, fingerprint string, ttl time.Duration) (idempotency.ClaimResult, error) {
-	tx, err := t.conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	tx, err := t.conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadWrite})
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
@@ -517,6 +521,20 @@ func (t *Tx) beginThenClaim(ctx context.Context, k idempotency.Key, fingerprint 
 // sqlstateInvalidText).
 func isInvalidText(err error) bool {
 	return isSQLState(err, sqlstateInvalidText)
+}
+
+// sqlstateReadOnly is PostgreSQL's read_only_sql_transaction.
+const sqlstateReadOnly = "25006"
+
+// isReadOnly reports whether one of errs is a write refused in a read-only
+// transaction.
+func isReadOnly(errs ...error) bool {
+	for _, err := range errs {
+		if isSQLState(err, sqlstateReadOnly) {
+			return true
+		}
+	}
+	return false
 }
 
 // isSQLState reports whether err is a PostgreSQL error with SQLSTATE code.
