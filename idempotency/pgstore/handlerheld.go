@@ -86,11 +86,14 @@ func (b *heldBatch) Close() error {
 	if !b.released {
 		b.released = true
 		defer b.t.lk.unlock() // also when the block check panics (a tracer)
-		sqls := make([]string, len(b.b.QueuedQueries))
-		for i, q := range b.b.QueuedQueries {
-			sqls[i] = q.SQL
+		if err != nil {
+			sqls := make([]string, len(b.b.QueuedQueries))
+			for i, q := range b.b.QueuedQueries {
+				sqls[i] = q.SQL
+			}
+			err = b.t.settleCutShort(b.ctx, err, sqls...)
 		}
-		err = b.t.checkBlock(b.ctx, b.t.settleCutShort(b.ctx, err, sqls...))
+		err = b.t.checkBlock(b.ctx, err)
 	}
 	return err
 }
