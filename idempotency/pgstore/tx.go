@@ -276,6 +276,14 @@ func (t *Tx) PgxTx() pgx.Tx {
 // again if it did. Pass the handler's code the pgx.Tx, not its Conn, and
 // never send transaction control through either.
 //
+// A DEALLOCATE (of one prepared statement, or ALL) drops the statements
+// that the Tx prepares on its connection in pgx's default exec mode, pgx
+// still counting them prepared: sent through the transaction it is
+// followed by one round trip that forgets them all on both sides (they
+// are prepared again on their next use); sent through Conn, the next
+// claim on the connection does that, and a commit that finds them gone
+// fails, nothing committed, and closes the connection.
+//
 // As on pgx's connection, one statement runs at a time (a statement of
 // another goroutine waits for it), and none while rows (Query) or a
 // batch's results (SendBatch) are open: such a statement fails at once
