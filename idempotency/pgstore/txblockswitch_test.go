@@ -29,7 +29,9 @@ import (
 // request gets a problem, the writes after the switch are rolled back,
 // and the key is recorded as completed but not replayable (410) when the
 // claim was committed, or left free (the retry runs) when it was rolled
-// back. Every case runs in every exec mode, directly and through
+// back; so is a request whose handler answers 500 after a switch caught
+// late, whose rollback left the claim committed in progress, for a retry
+// to take over and run again. Every case runs in every exec mode, directly and through
 // PgBouncer (SAFERETRY_PGBOUNCER_URL) in the modes it allows.
 func TestTxHandlerSwitchesTheBlock(t *testing.T) {
 	execSQL := func(sql string) func(context.Context, pgx.Tx) error {
@@ -38,40 +40,47 @@ func TestTxHandlerSwitchesTheBlock(t *testing.T) {
 			return err
 		}
 	}
-	for _, c := range []struct {
-		name      string
-		end       func(context.Context, pgx.Tx) error
-		committed bool
-		// atOnce: the handler's statement itself fails with
-		// ErrHandlerEndedTx, and the write after it is refused.
-		atOnce bool
-	}{
-		{"COMMIT; BEGIN in one Exec", execSQL("COMMIT; BEGIN"), true, true},
-		{"COMMIT AND CHAIN", execSQL("COMMIT AND CHAIN"), true, true},
-		{"END; START TRANSACTION in one Exec", execSQL("END; START TRANSACTION"), true, true},
-		{"ROLLBACK; BEGIN in one Exec", execSQL("ROLLBACK; BEGIN"), false, true},
-		{"COMMIT and BEGIN as a batch", func(ctx context.Context, tx pgx.Tx) error {
-			b := &pgx.Batch{}
-			b.Queue("COMMIT")
-			b.Queue("BEGIN")
-			return tx.SendBatch(ctx, b).Close()
-		}, true, false},
-		{"COMMIT; BEGIN through Conn", func(ctx context.Context, tx pgx.Tx) error {
-			_, err := tx.Conn().Exec(ctx, "COMMIT; BEGIN")
-			return err
-		}, true, false},
+	batch := func(ctx context.Context, tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		b.Queue("COMMIT")
+		b.Queue("BEGIN")
+		return tx.SendBatch(ctx, b).Close()
+	}
+	throughConn := func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Conn().Exec(ctx, "COMMIT; BEGIN")
+		return err
+	}
+	for _, c := range []switchCase{
+		{"COMMIT; BEGIN in one Exec", execSQL("COMMIT; BEGIN"), true, true, false},
+		{"COMMIT AND CHAIN", execSQL("COMMIT AND CHAIN"), true, true, false},
+		{"END; START TRANSACTION in one Exec", execSQL("END; START TRANSACTION"), true, true, false},
+		{"ROLLBACK; BEGIN in one Exec", execSQL("ROLLBACK; BEGIN"), false, true, false},
+		{"COMMIT and BEGIN as a batch", batch, true, false, false},
+		{"COMMIT and BEGIN as a batch, answers 500", batch, true, false, true},
+		{"COMMIT; BEGIN through Conn", throughConn, true, false, false},
+		{"COMMIT; BEGIN through Conn, answers 500", throughConn, true, false, true},
 	} {
 		for target, tg := range execTargets(t) {
-			t.Run(c.name+"/"+target, func(t *testing.T) {
-				testTxHandlerSwitchesTheBlock(t, tg, c.end, c.committed, c.atOnce)
-			})
+			t.Run(c.name+"/"+target, func(t *testing.T) { testTxHandlerSwitchesTheBlock(t, tg, c) })
 		}
 	}
 }
 
-// testTxHandlerSwitchesTheBlock runs a case of TestTxHandlerSwitchesTheBlock
-// on tg.
-func testTxHandlerSwitchesTheBlock(t *testing.T, tg pgTarget, end func(context.Context, pgx.Tx) error, committed, atOnce bool) {
+// switchCase is a case of TestTxHandlerSwitchesTheBlock.
+type switchCase struct {
+	name      string
+	end       func(context.Context, pgx.Tx) error
+	committed bool
+	// atOnce: the handler's statement itself fails with
+	// ErrHandlerEndedTx, and the write after it is refused.
+	atOnce bool
+	// answers500: the handler answers 500 after the statement, so that
+	// the request's transaction is rolled back rather than committed.
+	answers500 bool
+}
+
+// testTxHandlerSwitchesTheBlock runs c on tg.
+func testTxHandlerSwitchesTheBlock(t *testing.T, tg pgTarget, c switchCase) {
 	pool := tg.newPool(t)
 	s := tg.txStore(t, pool)
 	biz, ctx := bizTable(t, pool, s), ctxT(t)
@@ -83,13 +92,17 @@ func testTxHandlerSwitchesTheBlock(t *testing.T, tg pgTarget, end func(context.C
 			t.Error(err)
 		}
 		if n == 1 {
-			err := end(r.Context(), tx)
+			err := c.end(r.Context(), tx)
 			_, afterErr := tx.Exec(r.Context(), `INSERT INTO "`+biz+`" (id) VALUES ('after')`)
-			if atOnce && !errors.Is(err, pgstore.ErrHandlerEndedTx) {
-				t.Errorf("the handler's %s = %v; want ErrHandlerEndedTx", "its statement", err)
+			if c.atOnce && !errors.Is(err, pgstore.ErrHandlerEndedTx) {
+				t.Errorf("the handler's statement = %v; want ErrHandlerEndedTx", err)
 			}
-			if atOnce && afterErr == nil {
-				t.Errorf("a statement after the handler's %s succeeded", "its statement")
+			if c.atOnce && afterErr == nil {
+				t.Error("a statement after the handler's succeeded")
+			}
+			if c.answers500 {
+				w.WriteHeader(http.StatusInternalServerError)
+				return
 			}
 		}
 		w.WriteHeader(http.StatusCreated)
@@ -103,11 +116,11 @@ func testTxHandlerSwitchesTheBlock(t *testing.T, tg pgTarget, end func(context.C
 		return w
 	}
 	first := send()
-	if first.Code < 500 || first.Header().Get("Content-Type") != "application/problem+json" {
-		t.Errorf("the request whose handler sent %s answered %d (%q); want a problem (5xx)", "its statement", first.Code, first.Header().Get("Content-Type"))
+	if first.Code < 500 || !c.answers500 && first.Header().Get("Content-Type") != "application/problem+json" {
+		t.Errorf("the request answered %d (%q); want a problem (5xx)", first.Code, first.Header().Get("Content-Type"))
 	}
 	retry := send()
-	if committed {
+	if c.committed {
 		if runs.Load() != 1 || retry.Code != http.StatusGone {
 			t.Errorf("the retry answered %d after %d runs; want 410 and one run: the first run's write was committed", retry.Code, runs.Load())
 		}
