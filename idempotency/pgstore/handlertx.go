@@ -261,6 +261,7 @@ func (h *handlerTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResult
 	}
 	held := false
 	defer unlockUnlessHeld(unlock, &held)
+	h.t.suspect.Store(true)
 	br := tx.SendBatch(ctx, b)
 	h.t.lk.setBusy(errRowsOpen)
 	held = true
@@ -313,6 +314,7 @@ func (h *handlerTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.C
 	if err != nil {
 		return pgconn.CommandTag{}, err
 	}
+	h.t.suspectSQL(sql)
 	tag, err := tx.Exec(ctx, sql, args...)
 	return tag, h.t.checkTag(ctx, tag, h.t.settleCutShort(ctx, err, sql))
 }
@@ -326,6 +328,7 @@ func (h *handlerTx) Query(ctx context.Context, sql string, args ...any) (pgx.Row
 	}
 	held := false
 	defer unlockUnlessHeld(unlock, &held)
+	h.t.suspectSQL(sql)
 	rows, err := tx.Query(ctx, sql, args...)
 	if err != nil {
 		rows.Close()
@@ -343,6 +346,7 @@ func (h *handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.R
 	if err != nil {
 		return failedRows{err}
 	}
+	h.t.suspectSQL(sql)
 	row := queryRow(ctx, tx, sql, args...)
 	var tag pgconn.CommandTag
 	var rowErr error
@@ -374,6 +378,7 @@ func (h *handlerTx) Conn() *pgx.Conn {
 	if errors.Is(err, pgx.ErrTxClosed) || h.root.ended.Load() {
 		return nil
 	}
+	h.t.suspect.Store(true) // see Tx.suspect
 	return h.t.pgxConn
 }
 

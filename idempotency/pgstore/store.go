@@ -95,8 +95,9 @@ type statements struct {
 	// Transactional mode's own (see tx.go); txClaimNew and txInsert have
 	// the $BOUND placeholder that NewTx fills in.
 	txClaim, txClaimNew, txInsert, txAcquired, txComplete, txHeld string
-	// txWait and txWaitRow are Tx.claimCommitted's.
-	txWait, txWaitRow string
+	// txWait and txWaitRow are Tx.claimCommitted's, txLeft
+	// Tx.rollbackChecked's.
+	txWait, txWaitRow, txLeft string
 }
 
 // New returns a Store over pool, which must not be nil; the Store does not
@@ -359,6 +360,9 @@ ON CONFLICT (scope, key) DO NOTHING`),
 		// txWaitRow reads the key's row, waiting for a transaction that
 		// changed it and has not ended.
 		txWaitRow: r.Replace(`SELECT state, token FROM $TABLE WHERE scope = $1::text AND key = $2::text FOR UPDATE`),
+		// txLeft answers whether the claim of token stands committed in
+		// progress, after the ROLLBACK of its transaction.
+		txLeft: r.Replace(`SELECT EXISTS (SELECT 1 FROM $TABLE WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND state = 1)`),
 		// txHeld answers whether the claim of token is a row that the
 		// transaction running it wrote (see Tx.blockSwitched).
 		txHeld: r.Replace(`SELECT EXISTS (SELECT 1 FROM $TABLE WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND `) + writtenHereSQL + `)`,

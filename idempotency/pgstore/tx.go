@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -216,7 +217,12 @@ type Tx struct {
 	blockEnded, endRecorded bool
 	// lo is the savepoint that the handler's LargeObjects are built on
 	// (see largeObjects), nil until it asks for them. Guarded by lk.
-	lo       pgx.Tx
+	lo pgx.Tx
+	// suspect: the handler sent something that may have ended the block
+	// and begun another unseen (a query string with a semicolon, a batch,
+	// or it took the Conn), so that Rollback looks (rollbackChecked).
+	// Atomic: Conn sets it also while rows hold lk.
+	suspect  atomic.Bool
 	outcome  []any // Complete's arguments to the txComplete statement
 	finished bool
 }
@@ -260,7 +266,9 @@ func (t *Tx) PgxTx() pgx.Tx {
 // and the commit checks it with the stored answer, which catches every
 // other form (a batch of the two, a query string ending with another
 // statement, the Conn below); the block begun then is rolled back, with
-// whatever ran in it. Statements run on the connection from its Conn
+// whatever ran in it. So does the rollback of a request (a status that is
+// not stored, a panic) whose handler sent a batch or a query string with a
+// semicolon, or took the Conn, in one round trip more. Statements run on the connection from its Conn
 // method are caught late: a transaction begun on it (pgx.BeginFunc on it,
 // code written for a *pgx.Conn), whose BEGIN PostgreSQL ignores inside
 // the open block, ends the request's with its COMMIT, and what it runs
@@ -833,7 +841,11 @@ func (t *Tx) Rollback(ctx context.Context) error {
 	// its context: the client left) ended its session, which PostgreSQL
 	// rolled back: nothing is left to roll back, and pgx's Rollback would
 	// only fail with "conn closed".
-	if t.tx != nil && (t.h == nil || !t.h.ended.Load()) && !t.tx.Conn().IsClosed() {
+	switch {
+	case t.tx == nil || t.h != nil && t.h.ended.Load() || t.tx.Conn().IsClosed():
+	case t.token != 0 && t.suspect.Load():
+		err = t.rollbackChecked(ctx) // see there
+	default:
 		err = t.tx.Rollback(ctx)
 	}
 	t.release()

@@ -3,8 +3,10 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/saferetry/saferetry/internal/pgtext"
 )
 
@@ -87,4 +89,37 @@ func (t *Tx) endSwitched(ctx context.Context, err error) error {
 		return fmt.Errorf("%w: rolling back the transaction it began: %w", ErrHandlerEndedTx, rerr)
 	}
 	return t.checkBlock(ctx, err)
+}
+
+// rollbackChecked rolls the transaction block back, then looks whether the
+// claim stands committed in progress all the same (one round trip more): a
+// statement of the handler that ended the block and began another, and was
+// not caught (a batch of the two, a query string ending with another
+// statement, the Conn: see TxFromContext), committed it, and the rollback
+// undid only the block it began. Such a claim is recorded as completed but
+// not replayable (see ErrHandlerEndedTx), rather than left for a retry to
+// take over and run again. Rollback asks it only of a Tx whose handler
+// sent something that may have done that (see Tx.suspect). Its caller
+// holds lk.
+func (t *Tx) rollbackChecked(ctx context.Context) error {
+	if err := t.tx.Rollback(ctx); err != nil {
+		return err
+	}
+	var left bool
+	if err := t.pgxConn.QueryRow(ctx, t.store.sql.txLeft, pgtext.Encode(t.claimed.Scope), pgtext.Encode(t.claimed.Key), t.token).Scan(&left); err != nil {
+		return fmt.Errorf("pgstore: checking the claim after the handler's transaction control: %w", err)
+	}
+	if !left {
+		return nil
+	}
+	t.blockEnded = true
+	return t.recordEnded(ctx)
+}
+
+// suspectSQL marks the Tx suspect (see Tx.suspect) when sql may hold
+// several statements.
+func (t *Tx) suspectSQL(sql string) {
+	if strings.IndexByte(sql, ';') >= 0 {
+		t.suspect.Store(true)
+	}
 }
