@@ -117,7 +117,8 @@ func lockTimeoutSQL(ms int64) string {
 // WithTable name is invalid. What the handler may do with the
 // transaction it gets, and what its commit waits for (its goroutines'
 // statements, rows and batch results) or refuses (a COMMIT the handler
-// sent itself), is in TxFromContext.
+// sent itself), is in TxFromContext. Transactional mode needs PostgreSQL
+// 13 or later (its completion reads pg_current_xact_id).
 func NewTx(pool *pgxpool.Pool, opts ...Option) *TxStore {
 	s := New(pool, opts...)
 	s.watch.tx = true
