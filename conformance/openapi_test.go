@@ -1,6 +1,7 @@
 package conformance_test
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -277,4 +278,30 @@ func TestFromOpenAPIMethods32(t *testing.T) {
 		t.Fatal("additionalOperations a list: no error")
 	}
 	saysAll(t, "error", err.Error(), []string{"/links", "additionalOperations", "not an object"})
+}
+
+// TestFromOpenAPIAdditionalOperationNotAMethod: an additionalOperations
+// entry whose name is no HTTP method (an RFC 9110 token: "BAD METHOD",
+// "") is unusable, naming it: it was returned usable, so -dry-run
+// stopped at it, refusing every operation, and one named "" was sent as
+// a POST.
+func TestFromOpenAPIAdditionalOperationNotAMethod(t *testing.T) {
+	key := `"parameters": [{"name": "Idempotency-Key", "in": "header"}]`
+	doc := []byte(`{"openapi": "3.2.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "http://h"}], "paths": {
+		"/links": {"additionalOperations": {"BAD METHOD": {` + key + `}, "": {` + key + `}, "LINK": {` + key + `}}}}}`)
+	ops, err := conformance.FromOpenAPI(doc, "", "")
+	if err != nil || len(ops) != 3 {
+		t.Fatalf("FromOpenAPI: %v, %+v", err, ops)
+	}
+	for _, o := range ops {
+		switch o.Target.Method {
+		case "LINK":
+			if o.Unusable != "" {
+				t.Errorf("LINK: Unusable %q; want it usable", o.Unusable)
+			}
+		default:
+			saysAll(t, fmt.Sprintf("%q: Unusable", o.Target.Method), o.Unusable,
+				[]string{fmt.Sprintf("additionalOperations entry %q", o.Target.Method), "not an HTTP method"})
+		}
+	}
 }
