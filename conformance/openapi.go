@@ -34,8 +34,9 @@ type Operation struct {
 	Path string
 	// Unusable says why the operation cannot be checked as it stands,
 	// the first reason of: a path not beginning with "/", being an
-	// additionalOperations entry for a method with a field of its own
-	// (as OpenAPI forbids), its own $ref or its path item's that does not
+	// additionalOperations entry whose name is no HTTP method, or is
+	// that of a method with a field of its own (as OpenAPI forbids), its
+	// own $ref or its path item's that does not
 	// resolve ("its path item's $ref ..."), a $ref of its parameters (or
 	// its path item's) that does not resolve, named with its place ("its
 	// parameter 2: $ref ..."), or parameters that are no array or a

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/saferetry/saferetry/internal/contract"
 )
 
 // methods are the operation members of an OpenAPI path item, query's
@@ -24,7 +26,8 @@ type methodOperation struct {
 // itemOperations are the operation members of the path item item that
 // are present: those of methods, in that order, then the entries of
 // OpenAPI 3.2's additionalOperations in name order, whose names are the
-// methods as sent (LINK), an entry for a method with a field of its own
+// methods as sent (LINK), an entry whose name is no HTTP method (an RFC
+// 9110 token), or is that of a method with a field of its own,
 // forbidden. additionalOperations that is no object is an error.
 func itemOperations(item map[string]any) ([]methodOperation, error) {
 	var out []methodOperation
@@ -48,7 +51,10 @@ func itemOperations(item map[string]any) ([]methodOperation, error) {
 	slices.Sort(names)
 	for _, name := range names {
 		mo := methodOperation{method: name, op: extra[name]}
-		if field := strings.ToLower(name); slices.Contains(methods, field) {
+		switch field := strings.ToLower(name); {
+		case !contract.ValidToken(name):
+			mo.forbidden = fmt.Sprintf("its additionalOperations entry %q is not an HTTP method (an RFC 9110 token, such as LINK): no request can be sent with it", name)
+		case slices.Contains(methods, field):
 			mo.forbidden = fmt.Sprintf("its additionalOperations entry %q is for a method with a field of its own (%s): OpenAPI allows none, write the operation there", name, field)
 		}
 		out = append(out, mo)
