@@ -223,3 +223,32 @@ func TestFromOpenAPIPathParameterStyles(t *testing.T) {
 		}
 	}
 }
+
+// TestFromOpenAPICookieValueEncoding: a required cookie's example is
+// percent-encoded, as the form style (a cookie's default) writes it, so
+// that one holding "; " or a space or a quote (a JSON content example)
+// is one cookie's value: it was written as it is, and "a b; admin=1"
+// sent a second cookie, admin. One of OpenAPI 3.2's cookie style, which
+// is sent as it is, that no cookie can carry makes the operation need a
+// Cookie header, as one without an example does.
+func TestFromOpenAPICookieValueEncoding(t *testing.T) {
+	doc := `{"openapi": "3.2.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "https://h"}],
+		"paths": {
+			"/a": {"post": {"operationId": "a", "parameters": [{"name": "Idempotency-Key", "in": "header"},
+				{"name": "sid", "in": "cookie", "required": true, "example": "a b; admin=1"},
+				{"name": "j", "in": "cookie", "required": true, "content": {"application/json": {"example": {"x": "y"}}}},
+				{"name": "raw", "in": "cookie", "required": true, "style": "cookie", "example": "v1.2"}]}},
+			"/b": {"post": {"operationId": "b", "parameters": [{"name": "Idempotency-Key", "in": "header"},
+				{"name": "sid", "in": "cookie", "required": true, "style": "cookie", "example": "a; admin=1"}]}}}}`
+	ops, err := conformance.FromOpenAPI([]byte(doc), "", "")
+	if err != nil || len(ops) != 2 {
+		t.Fatalf("FromOpenAPI: %v, %+v; want a and b", err, ops)
+	}
+	want := "j=%7B%22x%22%3A%22y%22%7D; raw=v1.2; sid=a%20b%3B%20admin%3D1"
+	if a := ops[0]; a.Unusable != "" || a.Target.Header.Get("Cookie") != want {
+		t.Errorf("a: Unusable %q, Cookie %q; want it usable with Cookie: %s", a.Unusable, a.Target.Header.Get("Cookie"), want)
+	}
+	if b := ops[1]; !slices.Equal(b.NeedsHeaders, []string{"Cookie"}) || b.Target.Header.Get("Cookie") != "" {
+		t.Errorf("b: NeedsHeaders %v, Cookie %q; want it to need a Cookie header, and send none", b.NeedsHeaders, b.Target.Header.Get("Cookie"))
+	}
+}
