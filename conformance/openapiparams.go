@@ -185,8 +185,11 @@ func requiredHeaders(root map[string]any, params map[paramID]map[string]any) (h 
 
 // requiredCookies is the Cookie header of the operation's required
 // cookie parameters, "name=value" each with its example (or its schema's
-// default), in name order; missing reports one without, or with one no
-// cookie can carry; err names the first whose value is behind a $ref
+// default), in name order, the value percent-encoded as the form style
+// (the default) says (escapeUnreserved), or as it is for OpenAPI 3.2's
+// cookie style; missing reports one without, or with one no cookie can
+// carry (of the cookie style, one holding a space or a ";"), or whose
+// name is no token; err names the first whose value is behind a $ref
 // that does not resolve.
 func requiredCookies(root map[string]any, params map[paramID]map[string]any) (cookie string, missing bool, err error) {
 	var names []string
@@ -203,11 +206,22 @@ func requiredCookies(root map[string]any, params map[paramID]map[string]any) (co
 			return "", false, fmt.Errorf("required cookie %s: %w", name, verr)
 		}
 		values, scalar := scalars(v)
-		if !ok || !scalar {
+		if !ok || !scalar || !contract.ValidToken(name) {
 			missing = true
 			continue
 		}
-		pairs = append(pairs, name+"="+strings.Join(values, ","))
+		style, _ := params[paramID{"cookie", name}]["style"].(string)
+		for i, s := range values {
+			switch {
+			case style != "cookie": // form's, the default: encoded
+				values[i] = escapeUnreserved(s)
+			case !cookieValue(s): // OpenAPI 3.2's cookie style: as it is
+				missing = true
+			}
+		}
+		if !missing {
+			pairs = append(pairs, name+"="+strings.Join(values, ","))
+		}
 	}
 	return strings.Join(pairs, "; "), missing, nil
 }
