@@ -230,21 +230,23 @@ func TestFromOpenAPIPathParameterStyles(t *testing.T) {
 // is one cookie's value: it was written as it is, and "a b; admin=1"
 // sent a second cookie, admin. One of OpenAPI 3.2's cookie style, which
 // is sent as it is, that no cookie can carry makes the operation need a
-// Cookie header, as one without an example does.
+// Cookie header, as one without an example does. An array's values are
+// each encoded, joined by commas.
 func TestFromOpenAPICookieValueEncoding(t *testing.T) {
 	doc := `{"openapi": "3.2.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "https://h"}],
 		"paths": {
 			"/a": {"post": {"operationId": "a", "parameters": [{"name": "Idempotency-Key", "in": "header"},
 				{"name": "sid", "in": "cookie", "required": true, "example": "a b; admin=1"},
 				{"name": "j", "in": "cookie", "required": true, "content": {"application/json": {"example": {"x": "y"}}}},
-				{"name": "raw", "in": "cookie", "required": true, "style": "cookie", "example": "v1.2"}]}},
+				{"name": "raw", "in": "cookie", "required": true, "style": "cookie", "example": "v1.2"},
+				{"name": "l", "in": "cookie", "required": true, "example": ["x", "y z"]}]}},
 			"/b": {"post": {"operationId": "b", "parameters": [{"name": "Idempotency-Key", "in": "header"},
 				{"name": "sid", "in": "cookie", "required": true, "style": "cookie", "example": "a; admin=1"}]}}}}`
 	ops, err := conformance.FromOpenAPI([]byte(doc), "", "")
 	if err != nil || len(ops) != 2 {
 		t.Fatalf("FromOpenAPI: %v, %+v; want a and b", err, ops)
 	}
-	want := "j=%7B%22x%22%3A%22y%22%7D; raw=v1.2; sid=a%20b%3B%20admin%3D1"
+	want := "j=%7B%22x%22%3A%22y%22%7D; l=x,y%20z; raw=v1.2; sid=a%20b%3B%20admin%3D1"
 	if a := ops[0]; a.Unusable != "" || a.Target.Header.Get("Cookie") != want {
 		t.Errorf("a: Unusable %q, Cookie %q; want it usable with Cookie: %s", a.Unusable, a.Target.Header.Get("Cookie"), want)
 	}
