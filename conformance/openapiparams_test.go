@@ -254,3 +254,30 @@ func TestFromOpenAPICookieValueEncoding(t *testing.T) {
 		t.Errorf("b: NeedsHeaders %v, Cookie %q; want it to need a Cookie header, and send none", b.NeedsHeaders, b.Target.Header.Get("Cookie"))
 	}
 }
+
+// TestFromOpenAPIPathParameterStyleEdges: a path parameter's empty value
+// is written as OpenAPI's style table (RFC 6570's ifemp) says, matrix's
+// ";v" without "=", and a reserved character of a name or value ("=",
+// "&", "+") is percent-encoded, as RFC 6570 does, so that an exploded
+// object's key=value pairs are read back as written: ";v=" was sent,
+// and {"k=x": "a=b"} as ";k=x=a=b".
+func TestFromOpenAPIPathParameterStyleEdges(t *testing.T) {
+	param := func(extra string) string {
+		return `"parameters": [{"name": "Idempotency-Key", "in": "header"}, {"name": "v", "in": "path", "required": true` + extra + `}]`
+	}
+	doc := `{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "https://h"}], "paths": {
+		"/a/{v}": {"post": {"operationId": "a", ` + param(`, "style": "matrix", "example": ""`) + `}},
+		"/b/{v}": {"post": {"operationId": "b", ` + param(`, "style": "matrix", "explode": true, "example": {"k=x": "a=b", "e": ""}`) + `}},
+		"/c/{v}": {"post": {"operationId": "c", ` + param(`, "style": "label", "example": ""`) + `}},
+		"/d/{v}": {"post": {"operationId": "d", ` + param(`, "example": "a&b+c"`) + `}}}}`
+	ops, err := conformance.FromOpenAPI([]byte(doc), "", "")
+	if err != nil || len(ops) != 4 {
+		t.Fatalf("FromOpenAPI: %v, %+v", err, ops)
+	}
+	want := []string{"https://h/a/;v", "https://h/b/;e;k%3Dx=a%3Db", "https://h/c/.", "https://h/d/a%26b%2Bc"}
+	for i, o := range ops {
+		if o.Unusable != "" || o.Target.URL != want[i] {
+			t.Errorf("%s: Unusable %q, URL %s; want %s", o.Target.Name, o.Unusable, o.Target.URL, want[i])
+		}
+	}
+}
