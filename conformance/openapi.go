@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -463,7 +462,7 @@ func fillPath(root map[string]any, path string, params map[paramID]map[string]an
 			b.WriteString(seg)
 		case ok: // no style writes it: as JSON text
 			raw, _ := json.Marshal(ex)
-			b.WriteString(url.PathEscape(string(raw)))
+			b.WriteString(escapeUnreserved(string(raw)))
 		default:
 			if missing == "" {
 				missing = name
