@@ -281,3 +281,32 @@ func TestFromOpenAPIPathParameterStyleEdges(t *testing.T) {
 		}
 	}
 }
+
+// TestFromOpenAPIQuerystringEncoding: OpenAPI 3.2's querystring is sent
+// as a query a server reads back as written: a JSON example's space as
+// %20, which RFC 3986 readers do not take for a "+" (it was "+"); a
+// string example's space or "#" percent-encoded, where they were written
+// as they are, a space making the request line malformed and "#" cutting
+// the query into a fragment; and a form with a charset parameter
+// ("application/x-www-form-urlencoded; charset=utf-8") encoded as a form,
+// where it was refused as carrying no query.
+func TestFromOpenAPIQuerystringEncoding(t *testing.T) {
+	param := func(media string) string {
+		return `"parameters": [{"name": "Idempotency-Key", "in": "header"}, {"name": "q", "in": "querystring", "required": true, "content": ` + media + `}]`
+	}
+	doc := `{"openapi": "3.2.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "https://h"}],
+		"paths": {
+			"/a": {"post": {"operationId": "a", ` + param(`{"application/json": {"example": {"q": "a b+c"}}}`) + `}},
+			"/b": {"post": {"operationId": "b", ` + param(`{"text/plain": {"example": "q=a b#c&r=%41&s=50%"}}`) + `}},
+			"/c": {"post": {"operationId": "c", ` + param(`{"application/x-www-form-urlencoded; charset=utf-8": {"example": {"q": "x"}}}`) + `}}}}`
+	ops, err := conformance.FromOpenAPI([]byte(doc), "", "")
+	if err != nil || len(ops) != 3 {
+		t.Fatalf("FromOpenAPI: %v, %+v; want a, b, c", err, ops)
+	}
+	want := []string{"https://h/a?%7B%22q%22%3A%22a%20b%2Bc%22%7D", "https://h/b?q=a%20b%23c&r=%41&s=50%25", "https://h/c?q=x"}
+	for i, o := range ops {
+		if o.Unusable != "" || o.Target.URL != want[i] {
+			t.Errorf("%s: Unusable %q, URL %s; want it usable at %s", o.Target.Name, o.Unusable, o.Target.URL, want[i])
+		}
+	}
+}
