@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"mime"
 	"net/http"
 	"net/url"
 	"slices"
@@ -85,8 +86,10 @@ func requiredQuery(root map[string]any, params map[paramID]map[string]any) (quer
 
 // querystring is the query OpenAPI 3.2's querystring parameter p
 // describes with the example of its content's media type: a JSON type's
-// as escaped JSON text, a string as written, a form's object encoded as
-// a form (its keys in order); why says it has none a query can carry
+// as JSON text, every reserved character escaped (escapeUnreserved), a
+// string as written, but for what no query may hold (escapeQuery), a
+// form's object encoded as a form (its keys in order), whatever the
+// type's parameters (charset); why says it has none a query can carry
 // ("has no example").
 func querystring(root map[string]any, p map[string]any) (q, why string, err error) {
 	content, _ := p["content"].(map[string]any)
@@ -102,15 +105,18 @@ func querystring(root map[string]any, p map[string]any) (q, why string, err erro
 		return "", "has no example", nil
 	}
 	mt = strings.ToLower(mt)
+	if t, _, err := mime.ParseMediaType(mt); err == nil { // without its parameters (charset)
+		mt = t
+	}
 	s, isString := ex.(string)
 	form, isObject := ex.(map[string]any)
 	switch {
 	case strings.Contains(mt, "json"):
 		if raw, err := json.Marshal(ex); err == nil {
-			return url.QueryEscape(string(raw)), "", nil
+			return escapeUnreserved(string(raw)), "", nil
 		}
 	case isString:
-		return strings.TrimPrefix(s, "?"), "", nil
+		return escapeQuery(strings.TrimPrefix(s, "?")), "", nil
 	case isObject && mt == "application/x-www-form-urlencoded":
 		values := url.Values{}
 		for k, v := range form {

@@ -38,3 +38,29 @@ func cookieValue(s string) bool {
 	}
 	return true
 }
+
+// escapeQuery is the query s, written by hand, with what no query may
+// hold percent-encoded (a space, "#", a quote, a byte beyond ASCII, a "%"
+// that begins no escape), and RFC 3986's query characters, its escapes
+// included, as they are.
+func escapeQuery(s string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]),
+			c != '%' && (unreserved(c) || strings.IndexByte("!$&'()*+,;=:@/?", c) >= 0):
+			b.WriteByte(c)
+		default:
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+		}
+	}
+	return b.String()
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
