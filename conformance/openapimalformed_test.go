@@ -142,6 +142,23 @@ func TestFromOpenAPIPathWithoutSlash(t *testing.T) {
 	saysAll(t, "pay: Unusable", ops[0].Unusable, []string{`its path "payments" does not begin with "/"`})
 }
 
+// TestFromOpenAPIPathWithQuery: a path holding a query or a fragment
+// ("/payments?type=card"), which OpenAPI's paths never hold (query
+// parameters say them), makes its operations unusable, naming it: it was
+// glued to the server URL and a required query after it with a second
+// "?", "https://h/payments?type=card?q=1".
+func TestFromOpenAPIPathWithQuery(t *testing.T) {
+	op := `{"post": {"parameters": [{"name": "Idempotency-Key", "in": "header"}, {"name": "q", "in": "query", "required": true, "example": "1"}]}}`
+	doc := `{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "https://h"}],
+		"paths": {"/payments?type=card": ` + op + `, "/refunds#x": ` + op + `}}`
+	ops, err := conformance.FromOpenAPI([]byte(doc), "", "")
+	if err != nil || len(ops) != 2 {
+		t.Fatalf("FromOpenAPI: %v, %+v; want two, unusable", err, ops)
+	}
+	saysAll(t, "payments: Unusable", ops[0].Unusable, []string{`its path "/payments?type=card" has a query`})
+	saysAll(t, "refunds: Unusable", ops[1].Unusable, []string{`its path "/refunds#x" has a fragment`})
+}
+
 // TestFromOpenAPINotADocument: JSON that is no object (an array, a
 // string, null), or an object without an openapi member, is refused
 // saying what it is, not as a document whose version is "": `openapi:
