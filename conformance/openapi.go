@@ -31,25 +31,23 @@ type Operation struct {
 	Target Target
 	// Path is the operation's path as the document writes it.
 	Path string
-	// Unusable says why the operation cannot be checked as it stands,
-	// the first reason of: a path not beginning with "/", being an
-	// additionalOperations entry whose name is no HTTP method, or is
-	// that of a method with a field of its own (as OpenAPI forbids), its
-	// own $ref or its path item's that does not
-	// resolve ("its path item's $ref ..."), a $ref of its parameters (or
-	// its path item's) that does not resolve, named with its place ("its
-	// parameter 2: $ref ..."), or parameters that are no array or a
-	// parameter no object, its own (or its path item's) server URL
-	// unusable (relative without the document's URL, a variable without
-	// a default), a parameter's or its request body's required that is
-	// no boolean ("true"), its request body, content or a media type no
-	// object, a $ref that does not resolve on the way to a value it
-	// sends (a path, required query, header or cookie parameter's
-	// example or schema, its request body or a required one's example),
-	// a path parameter without an example, a required query (or
-	// querystring) parameter without one, a required header (or
-	// cookie) without one, a required request body without one. ""
-	// when it can.
+	// Unusable says why the operation cannot be checked as it stands, the
+	// first reason of: a path not beginning with "/" or holding a query or a
+	// fragment, being an additionalOperations entry whose name is no HTTP
+	// method, or is that of a method with a field of its own (as OpenAPI
+	// forbids), its own $ref or its path item's that does not resolve ("its
+	// path item's $ref ..."), a $ref of its parameters (or its path item's)
+	// that does not resolve, named with its place ("its parameter 2: $ref
+	// ..."), or parameters that are no array or a parameter no object, its
+	// own (or its path item's) server URL unusable (relative without the
+	// document's URL, a variable without a default), a parameter's or its
+	// request body's required that is no boolean ("true"), its request body,
+	// content or a media type no object, a $ref that does not resolve on the
+	// way to a value it sends (a path, required query, header or cookie
+	// parameter's example or schema, its request body or a required one's
+	// example), a path parameter without an example, a required query (or
+	// querystring) parameter without one, a required header (or cookie)
+	// without one, a required request body without one. "" when it can.
 	Unusable string
 	// NeedsBody reports that the operation lacks a body the caller can
 	// give: its required request body has no example. false when the
@@ -157,8 +155,13 @@ func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 			continue
 		}
 		var badPath string // a reason for each of its operations
-		if !strings.HasPrefix(path, "/") {
+		switch {
+		case !strings.HasPrefix(path, "/"):
 			badPath = fmt.Sprintf("its path %q does not begin with \"/\", as OpenAPI requires: no URL is made of it", path)
+		case strings.Contains(path, "?"):
+			badPath = fmt.Sprintf("its path %q has a query, which OpenAPI's paths never hold (query parameters describe it): no URL is made of it", path)
+		case strings.Contains(path, "#"):
+			badPath = fmt.Sprintf("its path %q has a fragment, which OpenAPI's paths never hold: no URL is made of it", path)
 		}
 		v, err := resolve(root, paths[path])
 		if err != nil { // which operations it holds is unknown: it stands for them
