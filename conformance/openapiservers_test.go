@@ -168,3 +168,34 @@ func TestFromOpenAPISelf(t *testing.T) {
 		}
 	}
 }
+
+// TestFromOpenAPIServerNotHTTP: a server URL that is, or resolves to, no
+// http or https URL (an ftp one, or a relative one against a $self that
+// is a URN, as 3.2 allows) is refused, saying so, for the document's
+// server, and makes an operation with it of its own unusable: it was
+// returned as the operation's URL ("urn:///v1/p"), which Run and Plan
+// then refused, so that -dry-run stopped at it.
+func TestFromOpenAPIServerNotHTTP(t *testing.T) {
+	key := `"parameters": [{"name": "Idempotency-Key", "in": "header"}]`
+	for _, tc := range []struct{ self, server string }{
+		{"", "ftp://files.example.com/v1"},
+		{"urn:example:payments-api", "/v1"},
+	} {
+		doc := `{"openapi": "3.2.0", "$self": "` + tc.self + `", "info": {"title": "t", "version": "1"}, "servers": [{"url": "` + tc.server + `"}],
+			"paths": {"/p": {"post": {"operationId": "pay", ` + key + `}}}}`
+		ops, err := conformance.FromOpenAPI([]byte(doc), "", "")
+		if err == nil {
+			t.Errorf("server %s, $self %q: no error; operations %+v", tc.server, tc.self, ops)
+			continue
+		}
+		saysAll(t, "error", err.Error(), []string{fmt.Sprintf("server URL %q", tc.server), "not an http or https URL", "-url"})
+	}
+
+	doc := `{"openapi": "3.2.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "https://h"}],
+		"paths": {"/p": {"post": {"operationId": "pay", "servers": [{"url": "ftp://h/v1"}], ` + key + `}}}}`
+	ops, err := conformance.FromOpenAPI([]byte(doc), "", "")
+	if err != nil || len(ops) != 1 {
+		t.Fatalf("FromOpenAPI: %v, %+v; want pay, unusable", err, ops)
+	}
+	saysAll(t, "pay: Unusable", ops[0].Unusable, []string{`server URL "ftp://h/v1"`, "not an http or https URL"})
+}
