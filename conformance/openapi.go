@@ -73,10 +73,11 @@ type Operation struct {
 // item's, else the document's, resolved against docURL, the document's
 // own URL, or its $self (OpenAPI 3.2's, itself resolved against docURL)
 // when it has one. A relative server URL and no such URL, a variable
-// with neither a default nor an enum, or a query or a fragment, which no
-// path can go after, is an error for the document's server, and makes
-// the operation Unusable for its own. A base that is not an absolute
-// http or https URL, or has a query or a fragment, is an error.
+// with neither a default nor an enum, a query or a fragment, which no
+// path can go after, or a URL that is or resolves to no http or https
+// one, is an error for the document's server, and makes the operation
+// Unusable for its own. A base that is not an absolute http or https
+// URL, or has a query or a fragment, is an error.
 //
 // Path parameters are filled with their examples, as their styles write
 // them, and so are required query, header and cookie parameters, the

@@ -56,7 +56,8 @@ func documentServerError(err error) error {
 // its path item's, the document's) that has one, its variables at their
 // values (serverVariable), resolved against docURL when relative; "/"
 // when none has one (errNoServer without docURL). A variable without a
-// value, or a relative URL without docURL, is an error.
+// value, a relative URL without docURL, or a URL that is or resolves to
+// no http or https one (ftp://..., against a URN), is an error.
 func serverURL(base, docURL string, lists ...any) (string, error) {
 	if base != "" {
 		return strings.TrimRight(base, "/"), nil
@@ -97,15 +98,27 @@ func serverURL(base, docURL string, lists ...any) (string, error) {
 			return "", fmt.Errorf("server URL %q is relative: give the base URL (-url)", s)
 		}
 		u = d.ResolveReference(u)
+		if !httpURL(u) { // against a $self that is a URN, say
+			return "", fmt.Errorf("server URL %q resolves to %q, not an http or https URL: give the base URL (-url)", s, u)
+		}
+	}
+	if !httpURL(u) {
+		return "", fmt.Errorf("server URL %q is not an http or https URL: give the base URL (-url)", s)
 	}
 	return strings.TrimRight(u.String(), "/"), nil
+}
+
+// httpURL reports whether u is an absolute http or https URL, with a
+// host: one a request can be sent to.
+func httpURL(u *url.URL) bool {
+	return (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
 // checkBase refuses a base URL (-url) that no path can go after: one
 // not absolute http or https, or with a query or a fragment.
 func checkBase(base string) error {
 	u, err := url.Parse(base)
-	if err == nil && (u.Scheme != "http" && u.Scheme != "https" || u.Host == "") {
+	if err == nil && !httpURL(u) {
 		err = errors.New("is not an absolute http or https URL")
 	}
 	if err == nil {
