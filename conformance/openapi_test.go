@@ -305,3 +305,16 @@ func TestFromOpenAPIAdditionalOperationNotAMethod(t *testing.T) {
 		}
 	}
 }
+
+// TestFromOpenAPIAdditionalOperationNull: an additionalOperations entry
+// that is null is no operation, as a method member that is null is
+// none: it failed the whole document ("LINK /links: not an object").
+func TestFromOpenAPIAdditionalOperationNull(t *testing.T) {
+	key := `"parameters": [{"name": "Idempotency-Key", "in": "header"}]`
+	doc := []byte(`{"openapi": "3.2.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "http://h"}], "paths": {
+		"/links": {"post": null, "additionalOperations": {"LINK": null, "UNLINK": {` + key + `}}}}}`)
+	ops, err := conformance.FromOpenAPI(doc, "", "")
+	if err != nil || len(ops) != 1 || ops[0].Target.Method != "UNLINK" {
+		t.Fatalf("FromOpenAPI: %v, %+v; want UNLINK only", err, ops)
+	}
+}
