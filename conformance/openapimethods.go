@@ -24,11 +24,11 @@ type methodOperation struct {
 }
 
 // itemOperations are the operation members of the path item item that
-// are present: those of methods, in that order, then the entries of
-// OpenAPI 3.2's additionalOperations in name order, whose names are the
-// methods as sent (LINK), an entry whose name is no HTTP method (an RFC
-// 9110 token), or is that of a method with a field of its own,
-// forbidden. additionalOperations that is no object is an error.
+// are present (not null): those of methods, in that order, then the
+// entries of OpenAPI 3.2's additionalOperations in name order, whose
+// names are the methods as sent (LINK), an entry whose name is no HTTP
+// method (an RFC 9110 token), or is that of a method with a field of its
+// own, forbidden. additionalOperations that is no object is an error.
 func itemOperations(item map[string]any) ([]methodOperation, error) {
 	var out []methodOperation
 	for _, m := range methods {
@@ -45,8 +45,10 @@ func itemOperations(item map[string]any) ([]methodOperation, error) {
 		return nil, errors.New("additionalOperations: not an object (of methods to operations)")
 	}
 	names := make([]string, 0, len(extra))
-	for name := range extra {
-		names = append(names, name)
+	for name, op := range extra {
+		if op != nil { // none, as a method member that is null
+			names = append(names, name)
+		}
 	}
 	slices.Sort(names)
 	for _, name := range names {
