@@ -2,6 +2,7 @@ package conformance_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf16"
@@ -198,5 +199,19 @@ func TestFromOpenAPIUTF16(t *testing.T) {
 		if err != nil || len(ops) != 1 || ops[0].Target.URL != "https://h/p" {
 			t.Errorf("UTF-16 (%v): %v, %+v; want pay at https://h/p", order, err, ops)
 		}
+	}
+}
+
+// TestFromOpenAPIEmpty: a document that is empty, or holds only a byte
+// order mark (PowerShell's redirection of nothing) or white space, is
+// refused saying it is empty: it was said to be "not JSON: EOF".
+func TestFromOpenAPIEmpty(t *testing.T) {
+	for _, doc := range []string{"", " \r\n", "\xff\xfe", "\xfe\xff", "\xef\xbb\xbf", "\xff\xfe \x00\n\x00"} {
+		_, err := conformance.FromOpenAPI([]byte(doc), "", "")
+		if err == nil {
+			t.Errorf("%q: no error", doc)
+			continue
+		}
+		saysAll(t, fmt.Sprintf("%q: error", doc), err.Error(), []string{"the OpenAPI document is empty"})
 	}
 }
