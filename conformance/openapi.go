@@ -108,6 +108,9 @@ func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(bytes.TrimSpace(doc)) == 0 { // a file written from nothing, a byte order mark at most
+		return nil, errors.New("conformance: the OpenAPI document is empty")
+	}
 	v, err := decodeJSON(doc) // its examples' numbers as written
 	if err != nil {
 		switch t := bytes.TrimLeft(doc, " \t\r\n"); {
