@@ -310,3 +310,18 @@ func TestFromOpenAPIQuerystringEncoding(t *testing.T) {
 		}
 	}
 }
+
+// TestMissingCookieReason: an operation that needs a Cookie header (a
+// required cookie parameter without an example) says a required cookie
+// lacks one, and how to give it: it said "required header Cookie has no
+// example", naming a header the document never declares.
+func TestMissingCookieReason(t *testing.T) {
+	why := conformance.MissingHeaderReason("Cookie")
+	if strings.Contains(why, "required header Cookie") {
+		t.Errorf("MissingHeaderReason(Cookie) = %q; want it to name a cookie, not a header", why)
+	}
+	saysAll(t, "MissingHeaderReason(Cookie)", why, []string{"required cookie", "-header 'Cookie: name=value"})
+	if got, want := conformance.MissingHeaderReason("Tenant-Id"), "required header Tenant-Id has no example: give -header 'Tenant-Id: ...'"; got != want {
+		t.Errorf("MissingHeaderReason(Tenant-Id) = %q; want %q", got, want)
+	}
+}
