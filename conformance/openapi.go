@@ -428,8 +428,12 @@ func requiredErrors(params map[paramID]map[string]any) error {
 const MissingBodyReason = "its request body has no example: give -body"
 
 // MissingHeaderReason is an Operation's Unusable when the required header
-// name has no example.
+// name has no example; for Cookie, which stands for the required cookie
+// parameters, when one of them has none (or one no cookie can carry).
 func MissingHeaderReason(name string) string {
+	if name == "Cookie" {
+		return "a required cookie has no example a cookie can carry: give -header 'Cookie: name=value; ...'"
+	}
 	return "required header " + name + " has no example: give -header '" + name + ": ...'"
 }
 
