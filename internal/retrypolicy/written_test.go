@@ -3,6 +3,8 @@ package retrypolicy
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"net/http/httptrace"
 	"testing"
 	"time"
@@ -144,5 +146,37 @@ func TestWrittenHidesItsKey(t *testing.T) {
 			t.Errorf("%s: another key shows %v, want v", name, v)
 		}
 		cancel()
+	}
+}
+
+// TestWrittenKeepsTheCallersDialHooks: a caller's trace in the context
+// with hooks of the net package's dial (ConnectStart, ConnectDone) keeps
+// them through a Written, whose context does not keep the one that
+// httptrace composes (Trace): a real dial over loopback runs each once,
+// and the caller's GotConn and the Written's mark too.
+func TestWrittenKeepsTheCallersDialHooks(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	var starts, dones, gots int
+	parent := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		ConnectStart: func(string, string) { starts++ },
+		ConnectDone:  func(string, string, error) { dones++ },
+		GotConn:      func(httptrace.GotConnInfo) { gots++ },
+	})
+	w := new(Written)
+	req, err := http.NewRequestWithContext(w.Trace(parent), http.MethodGet, srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if starts != 1 || dones != 1 || gots != 1 || !w.Load() {
+		t.Fatalf("ConnectStart ran %d times, ConnectDone %d, the caller's GotConn %d, Written marked %v; want 1, 1, 1, true",
+			starts, dones, gots, w.Load())
 	}
 }
