@@ -71,7 +71,7 @@ var (
 // operation of its own, which must neither send the call's pinned key
 // nor overwrite what the call ended with: one built on the context of an
 // attempt (from a hook, at once or from a goroutine it started) or of the
-// call's response, which hides the call (retrypolicy.Written.Hide); one
+// call's response, which hides the call (retrypolicy.CallKey); one
 // built on the context of the request CheckRedirect is given; one sent
 // during a hop; one sent after the call. (A copy of the very request that
 // CheckRedirect is given, sent before that hop, is taken for the hop.)
@@ -122,8 +122,9 @@ func (c *callContext) String() string {
 // Format implements fmt.Formatter; see String.
 func (c *callContext) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, c.String()) }
 
-// callCtxKey finds the callContext of a request's context.
-type callCtxKey struct{}
+// callCtxKey finds the callContext of a request's context. The attempts'
+// contexts (retrypolicy.Written) hide it.
+type callCtxKey = retrypolicy.CallKey
 
 // Value implements context.Context.
 func (c *callContext) Value(key any) any {

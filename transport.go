@@ -129,8 +129,8 @@ func (t *Transport) RoundTrip(req *http.Request) (resp *http.Response, err error
 		op.wire[0] = wire
 	}
 	// A request made on an attempt's context is no hop of a Client.Do
-	// call the operation is one of (see callContext.enter).
-	op.written.Hide = callCtxKey{}
+	// call the operation is one of (see callContext.enter): op.written
+	// hides the call (retrypolicy.CallKey).
 	op.written.Trace(req.Context()) // it returns &op.written: see ctx
 	op.state = retrypolicy.State{
 		MaxAttempts:   cfg.maxAttempts,
@@ -144,9 +144,10 @@ func (t *Transport) RoundTrip(req *http.Request) (resp *http.Response, err error
 }
 
 // operation is the state of one RoundTrip call. Its fields are laid out
-// so that it stays in the 768-byte size class with the 8-byte header that
+// so that it stays in the 704-byte size class with the 8-byte header that
 // the runtime puts before an object of over 512 bytes with pointers (see
-// TestOperationSizeClass): the flags fill the bytes after keyText.
+// TestOperationSizeClass): the flags fill the bytes after keyText, and
+// what only one attempt needs (when it was sent) stays in run's frame.
 type operation struct {
 	t     *Transport
 	call  *callContext // the Client.Do call this operation is a hop of, or nil
@@ -163,7 +164,6 @@ type operation struct {
 	// the first, where the answer's Request finds it (see
 	// ReasonFromResponse).
 	written    retrypolicy.Written
-	began      time.Time // when the first attempt was sent, when timed
 	lastStatus int
 	lastErr    error   // the last attempt's error, if it got no response, else nil
 	keyText    keyText // the text of a generated key (key and wire share it), unless timed
@@ -205,6 +205,7 @@ type attempt struct {
 	wrote    bool               // the base may have written some of it (see operation.written)
 	noConn   bool               // the base wrote none of it: it got no connection (see operation.written)
 	cancel   context.CancelFunc // ends the attempt's timeout, if any
+	start    time.Time          // when it was sent, when the operation is timed
 	took     time.Duration      // the round trip, when the operation is timed
 }
 
@@ -214,6 +215,7 @@ func (op *operation) run() (*http.Response, error) {
 		return nil, op.fail(0, err)
 	}
 	var planned retrypolicy.Verdict // the retry about to be made, if any
+	var began time.Time             // when the first attempt was sent, when timed
 	// drained is closed when the drains of the retried answers are over;
 	// every return waits for it (see awaitDrains): to its end when a
 	// context ends their reads, so that the caller then never gets an
@@ -235,7 +237,10 @@ func (op *operation) run() (*http.Response, error) {
 			return nil, op.interrupted(n-1, err, rc)
 		}
 		at := op.send(rc)
-		v, next := op.decide(n, &at)
+		if n == 1 {
+			began = at.start
+		}
+		v, next := op.decide(n, &at, began)
 		if !v.Retry {
 			return op.end(n, &at)
 		}
@@ -332,9 +337,6 @@ func (op *operation) send(rc io.ReadCloser) attempt {
 	var start time.Time
 	if op.timed {
 		start = op.t.cfg.clock.Now()
-		if op.began.IsZero() {
-			op.began = start
-		}
 	}
 	op.written.Reset()
 	resp, err := op.t.base.RoundTrip(r)
@@ -354,13 +356,13 @@ func (op *operation) send(rc io.ReadCloser) attempt {
 		// caller, the drain and the attempt-timeout wrapper may close it.
 		resp.Body = http.NoBody
 	}
-	return attempt{req: r, resp: resp, err: err, timedOut: resp == nil && actx.Err() != nil, wrote: op.written.Load(), noConn: op.written.NoConn(), cancel: cancel, took: took}
+	return attempt{req: r, resp: resp, err: err, timedOut: resp == nil && actx.Err() != nil, wrote: op.written.Load(), noConn: op.written.NoConn(), cancel: cancel, start: start, took: took}
 }
 
 // decide records attempt n, asks the retry policy what comes next, prepares
 // the next attempt's body for a retry, and reports the attempt to the hooks
-// and the logger.
-func (op *operation) decide(n int, at *attempt) (v retrypolicy.Verdict, next io.ReadCloser) {
+// and the logger; began is when the first attempt was sent, when timed.
+func (op *operation) decide(n int, at *attempt, began time.Time) (v retrypolicy.Verdict, next io.ReadCloser) {
 	if at.resp == nil && !at.timedOut {
 		at.err = retrypolicy.MarkRefused(at.req, at.err, at.wrote)
 	}
@@ -402,7 +404,7 @@ func (op *operation) decide(n int, at *attempt) (v retrypolicy.Verdict, next io.
 		a.StatusCode = at.resp.StatusCode
 	}
 	if op.timed {
-		a.Duration, a.Elapsed = at.took, clk.Now().Sub(op.began)
+		a.Duration, a.Elapsed = at.took, clk.Now().Sub(began)
 	}
 	op.written.SetReason(v.Reason)
 	// A retry the classifier asked for and a limit stopped leaves an

@@ -48,21 +48,21 @@ import (
 // use. It is safe for concurrent use: the base may report from goroutines
 // of its own.
 type Written struct {
-	// Context is what w passes the keys it does not answer to, once
-	// Trace returned w: the context given to Trace, or that context with
-	// the trace composed into one already there.
+	// Context is the context given to Trace, which w passes the keys it
+	// does not answer to (and, when httptrace's key could not be learnt,
+	// that context with the trace composed into it: see Parent).
 	context.Context
-	// Hide, when set before Trace, is a context key whose value in the
-	// context given to Trace the returned context does not show: requests
-	// made on it (by hooks, or later on a response's context) see none.
-	Hide     any
-	parent   context.Context // the context given to Trace
-	composed bool            // Context holds the trace, composed by httptrace
-	flag     atomic.Bool     // GotConn: the base took a connection
-	asked    atomic.Bool     // GetConn: the base looked for a connection
-	reason   atomic.Uint32   // the last decision's Reason: it fills what asked leaves of a word
-	trace    httptrace.ClientTrace
+	flag   atomic.Bool   // GotConn: the base took a connection
+	asked  atomic.Bool   // GetConn: the base looked for a connection
+	reason atomic.Uint32 // the last decision's Reason: it fills what asked leaves of a word
+	trace  httptrace.ClientTrace
 }
+
+// CallKey is the context key under which saferetry's Client keeps the
+// state of a Client.Do call. A Written hides it: the context that Trace
+// returns shows no value under it, so that requests made on that context
+// (by hooks, or later on a response's context) see none.
+type CallKey struct{}
 
 // Reset forgets what an earlier attempt reported, before the next is sent.
 func (w *Written) Reset() {
@@ -90,31 +90,43 @@ func (w *Written) NoConn() bool { return w.asked.Load() && !w.flag.Load() }
 // trace takes in the hooks of a trace already in ctx, and a second call
 // would take them in twice.
 //
-// What it returns is w itself. When ctx holds no trace and the key of
-// httptrace's context value is known (see traceKey), w answers that key
-// with its trace; otherwise [httptrace.WithClientTrace] composes the two
-// traces into the context w passes other keys to, at the price of an
-// allocation.
+// What it returns is w itself, which answers the key of httptrace's
+// context value (see traceKey) with its trace. When ctx holds a trace
+// already, [httptrace.WithClientTrace] composes that trace's hooks into
+// w's, at the price of an allocation; the context it returns is not
+// kept: what it holds beyond ctx is the composed trace, which w answers
+// with, and the net package's dial hooks, which it makes of the same
+// hooks as those ctx holds already (w adds none).
 func (w *Written) Trace(ctx context.Context) context.Context {
 	w.trace.GetConn = func(string) { w.asked.Store(true) }
 	w.trace.GotConn = func(httptrace.GotConnInfo) { w.flag.Store(true) }
-	w.parent, w.Context = ctx, ctx
-	if traceKey == nil || httptrace.ContextClientTrace(ctx) != nil {
-		w.Context, w.composed = httptrace.WithClientTrace(ctx, &w.trace), true
+	w.Context = ctx
+	switch {
+	case traceKey == nil:
+		w.Context = &tracedContext{httptrace.WithClientTrace(ctx, &w.trace), ctx}
+	case httptrace.ContextClientTrace(ctx) != nil:
+		httptrace.WithClientTrace(ctx, &w.trace)
 	}
 	return w
 }
 
+// tracedContext is the context a Written passes keys to when httptrace's
+// key could not be learnt: the given context (parent) with the trace
+// composed into it.
+type tracedContext struct {
+	context.Context
+	parent context.Context
+}
+
 // Value returns w itself for the key of [Of], w's trace for httptrace's
-// key (unless composed), nil for w.Hide, and what w's Context holds for
-// any other key.
+// key, nil for [CallKey], and what w's Context holds for any other key.
 func (w *Written) Value(key any) any {
 	switch {
 	case key == (writtenKey{}):
 		return w
-	case w.Hide != nil && key == w.Hide:
+	case key == (CallKey{}):
 		return nil
-	case !w.composed && key == traceKey:
+	case traceKey != nil && key == traceKey:
 		return &w.trace
 	}
 	return w.Context.Value(key)
@@ -131,11 +143,16 @@ func Of(ctx context.Context) *Written {
 }
 
 // Parent returns the context given to Trace.
-func (w *Written) Parent() context.Context { return w.parent }
+func (w *Written) Parent() context.Context {
+	if t, ok := w.Context.(*tracedContext); ok {
+		return t.parent
+	}
+	return w.Context
+}
 
 // String names the context for debugging, after its parent, as the
 // context package's own contexts do.
-func (w *Written) String() string { return ContextName(w.parent) + ".WithClientTrace(saferetry)" }
+func (w *Written) String() string { return ContextName(w.Parent()) + ".WithClientTrace(saferetry)" }
 
 // ContextName names ctx for debugging, as the context package names a
 // parent: its String when it has one, else its type.

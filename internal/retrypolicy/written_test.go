@@ -128,18 +128,16 @@ func TestWrittenPrintsWithoutReadingItsMark(t *testing.T) {
 	<-done
 }
 
-type hiddenKey struct{}
-
 // TestWrittenHidesItsKey: a context made on the Written shows nothing
-// under Hide, whether the Written is the context or, with a trace already
+// under CallKey, whether the Written is the context or, with a trace already
 // in the parent, the trace is composed; other values still show.
 func TestWrittenHidesItsKey(t *testing.T) {
-	parent := context.WithValue(context.WithValue(context.Background(), hiddenKey{}, "call"), ctxKey{}, "v")
+	parent := context.WithValue(context.WithValue(context.Background(), CallKey{}, "call"), ctxKey{}, "v")
 	withTrace := httptrace.WithClientTrace(parent, &httptrace.ClientTrace{})
 	for name, p := range map[string]context.Context{"plain": parent, "traced": withTrace} {
-		w := &Written{Hide: hiddenKey{}}
+		w := new(Written)
 		ctx, cancel := context.WithCancel(w.Trace(p))
-		if v := ctx.Value(hiddenKey{}); v != nil {
+		if v := ctx.Value(CallKey{}); v != nil {
 			t.Errorf("%s: the hidden key shows %v", name, v)
 		}
 		if v := ctx.Value(ctxKey{}); v != "v" {
