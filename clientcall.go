@@ -20,16 +20,16 @@ import (
 type callContext struct {
 	context.Context
 
-	// pinned is the key generated up front for the whole call, or "".
-	// Unlike a key from [WithKey] it is used only for methods that would
-	// get a generated key, so that a 303 turning a POST into a GET does
-	// not send the POST's key with the GET.
-	pinned string
-	text   keyText // pinned's text, when pinned is a generated key
+	// text is the key generated up front for the whole call, when pinned
+	// (see pinnedKey). Unlike a key from [WithKey] it is used only for
+	// methods that would get a generated key, so that a 303 turning a
+	// POST into a GET does not send the POST's key with the GET.
+	text keyText
 	// reason is the reason of the last operation's last decision: one
-	// byte, which fits beside text, so that the call stays in its size
-	// class (see TestCallContextSizeClass).
+	// byte, which fits beside text with pinned, so that the call stays in
+	// its size class (see TestCallContextSizeClass).
 	reason retrypolicy.Reason
+	pinned bool // text holds the call's key
 
 	// What else the last operation of the call ended with.
 	attempts int
@@ -55,6 +55,15 @@ type callContext struct {
 	// panics before the next hop enters gets it closed twice, which
 	// net/http's bodies allow.)
 	answer *http.Response
+}
+
+// pinnedKey returns the key generated up front for the whole call (its
+// text, not a copy), or "".
+func (c *callContext) pinnedKey() string {
+	if !c.pinned {
+		return ""
+	}
+	return c.text.string()
 }
 
 // The sentinels of callContext.hop.
@@ -164,6 +173,6 @@ func (c *config) newCall(t *Transport, req *http.Request) (*callContext, error) 
 	if err := call.text.generate(); err != nil {
 		return nil, &Error{Cause: ErrNotSent, Err: err}
 	}
-	call.pinned = call.text.string()
+	call.pinned = true
 	return call, nil
 }

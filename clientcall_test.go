@@ -648,8 +648,8 @@ func TestRefusedHopIsTheCallsResult(t *testing.T) {
 	if !errors.Is(err, ErrCrossOriginRedirect) {
 		t.Fatalf("RoundTrip = %v, want ErrCrossOriginRedirect", err)
 	}
-	if call.err == nil || !errors.Is(call.err, ErrCrossOriginRedirect) || call.key != call.pinned || call.key == "" {
-		t.Errorf("the call ended with %v, key %q; want the refusal, under the pinned key %q", call.err, call.key, call.pinned)
+	if call.err == nil || !errors.Is(call.err, ErrCrossOriginRedirect) || call.key != call.pinnedKey() || call.key == "" {
+		t.Errorf("the call ended with %v, key %q; want the refusal, under the pinned key %q", call.err, call.key, call.pinnedKey())
 	}
 }
 

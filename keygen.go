@@ -222,8 +222,8 @@ func (c *config) resolveKey(req *http.Request, call *callContext, text *keyText)
 		return "", "", keyNone, nil
 	}
 	var k string
-	if call != nil && call.pinned != "" {
-		k = call.pinned
+	if call != nil && call.pinned {
+		k = call.pinnedKey()
 	} else {
 		if err := text.generate(); err != nil {
 			return "", "", keyGenerated, err
