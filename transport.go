@@ -132,29 +132,24 @@ func (t *Transport) RoundTrip(req *http.Request) (resp *http.Response, err error
 	// call the operation is one of (see callContext.enter): op.written
 	// hides the call (retrypolicy.CallKey).
 	op.written.Trace(req.Context()) // it returns &op.written: see ctx
-	op.state = retrypolicy.State{
-		MaxAttempts:   cfg.maxAttempts,
-		UnsafeNoKey:   key == "" && !retrypolicy.RetriedWithoutKey(req.Method),
-		NotReplayable: !b.replayable,
-	}
-	op.state.Deadline, _ = op.ctx().Deadline()
 	resp, err = op.run()
 	op.release()
 	return resp, err
 }
 
 // operation is the state of one RoundTrip call. Its fields are laid out
-// so that it stays in the 704-byte size class with the 8-byte header that
+// so that it stays in the 640-byte size class with the 8-byte header that
 // the runtime puts before an object of over 512 bytes with pointers (see
-// TestOperationSizeClass): the flags fill the bytes after keyText, and
-// what only one attempt needs (when it was sent) stays in run's frame.
+// TestOperationSizeClass): the flags fill the bytes after keyText, what
+// run's loop alone needs stays in its frame (see tried), and each retry
+// decision's State is made from op's fields but its Progress (see decide).
 type operation struct {
-	t     *Transport
-	call  *callContext // the Client.Do call this operation is a hop of, or nil
-	key   string
-	wire  [1]string         // the key header's value, "" for none: every attempt's header shares it
-	body  body              // the body of the caller's request, which it holds (see req)
-	state retrypolicy.State // what the retry decision knows
+	t        *Transport
+	call     *callContext // the Client.Do call this operation is a hop of, or nil
+	key      string
+	wire     [1]string            // the key header's value, "" for none: every attempt's header shares it
+	body     body                 // the body of the caller's request, which it holds (see req)
+	progress retrypolicy.Progress // what the retry decisions carry from one to the next
 
 	// written tells, through the connection trace in the attempts'
 	// context (see ctx), that the base may have written some of the
@@ -163,10 +158,8 @@ type operation struct {
 	// retrypolicy.Written). It keeps the last decision's reason, 0 before
 	// the first, where the answer's Request finds it (see
 	// ReasonFromResponse).
-	written    retrypolicy.Written
-	lastStatus int
-	lastErr    error   // the last attempt's error, if it got no response, else nil
-	keyText    keyText // the text of a generated key (key and wire share it), unless timed
+	written retrypolicy.Written
+	keyText keyText // the text of a generated key (key and wire share it), unless timed
 
 	sent      bool // some attempt may have reached the server
 	timed     bool // a hook or logger wants Attempt's durations
@@ -193,7 +186,15 @@ func (op *operation) ctx() context.Context { return &op.written }
 // the caller's request in memory. A key kept on its own does not keep op
 // (see keptKey).
 func (op *operation) release() {
-	op.body, op.lastErr = body{}, nil // and so op.req()
+	op.body = body{} // and so op.req()
+}
+
+// tried is what an operation's attempts so far got, which run keeps in its
+// frame rather than in the operation (see operation).
+type tried struct {
+	began      time.Time // when the first attempt was sent, when timed
+	lastStatus int       // the status of the last attempt that got a response, else 0
+	lastErr    error     // the last attempt's error, if it got no response, else nil
 }
 
 // attempt is one try on the wire and what it got.
@@ -212,10 +213,10 @@ type attempt struct {
 func (op *operation) run() (*http.Response, error) {
 	rc, err := op.body.next()
 	if err != nil {
-		return nil, op.fail(0, err)
+		return nil, op.fail(0, err, 0)
 	}
 	var planned retrypolicy.Verdict // the retry about to be made, if any
-	var began time.Time             // when the first attempt was sent, when timed
+	var tr tried
 	// drained is closed when the drains of the retried answers are over;
 	// every return waits for it (see awaitDrains): to its end when a
 	// context ends their reads, so that the caller then never gets an
@@ -233,16 +234,16 @@ func (op *operation) run() (*http.Response, error) {
 			// This attempt is not sent: with a done context the base
 			// would fail it, and it would count as maybe sent. The retry
 			// it was to be costs the budget nothing.
-			op.t.policy.Forgo(planned, &op.state)
-			return nil, op.interrupted(n-1, err, rc)
+			op.t.policy.Forgo(planned, &op.progress)
+			return nil, op.interrupted(n-1, err, rc, &tr)
 		}
 		at := op.send(rc)
 		if n == 1 {
-			began = at.start
+			tr.began = at.start
 		}
-		v, next := op.decide(n, &at, began)
+		v, next := op.decide(n, &at, &tr)
 		if !v.Retry {
-			return op.end(n, &at)
+			return op.end(n, &at, tr.lastStatus)
 		}
 		// The answer is drained during the wait, not before it: an error
 		// body that trickles in must not push the wait past the deadline
@@ -269,8 +270,8 @@ func (op *operation) run() (*http.Response, error) {
 			at.cancel()
 		}
 		if err != nil {
-			op.t.policy.Forgo(v, &op.state)
-			return nil, op.interrupted(n, retrypolicy.ContextErr(op.ctx()), next)
+			op.t.policy.Forgo(v, &op.progress)
+			return nil, op.interrupted(n, retrypolicy.ContextErr(op.ctx()), next, &tr)
 		}
 		rc, planned = next, v
 	}
@@ -361,19 +362,27 @@ func (op *operation) send(rc io.ReadCloser) attempt {
 
 // decide records attempt n, asks the retry policy what comes next, prepares
 // the next attempt's body for a retry, and reports the attempt to the hooks
-// and the logger; began is when the first attempt was sent, when timed.
-func (op *operation) decide(n int, at *attempt, began time.Time) (v retrypolicy.Verdict, next io.ReadCloser) {
+// and the logger; tr is what the attempts so far got, to which it adds.
+func (op *operation) decide(n int, at *attempt, tr *tried) (v retrypolicy.Verdict, next io.ReadCloser) {
 	if at.resp == nil && !at.timedOut {
 		at.err = retrypolicy.MarkRefused(at.req, at.err, at.wrote)
 	}
 	o := retrypolicy.Outcome{Request: at.req, Response: at.resp, Err: at.err, TimedOut: at.timedOut}
 	if at.resp != nil {
-		op.lastStatus, op.lastErr, op.sent = at.resp.StatusCode, nil, true
+		tr.lastStatus, tr.lastErr, op.sent = at.resp.StatusCode, nil, true
 	} else {
-		op.lastErr = at.err
+		tr.lastErr = at.err
 		op.sent = op.sent || retrypolicy.Sent(at.err, at.timedOut, at.wrote, at.noConn)
 	}
-	op.state.Attempt, op.state.Done = n, op.ctx().Err() != nil
+	st := retrypolicy.State{
+		Attempt:       n,
+		MaxAttempts:   op.t.cfg.maxAttempts,
+		UnsafeNoKey:   op.key == "" && !retrypolicy.RetriedWithoutKey(op.req().Method),
+		NotReplayable: !op.body.replayable,
+		Done:          op.ctx().Err() != nil,
+		Progress:      op.progress,
+	}
+	st.Deadline, _ = op.ctx().Deadline()
 	p, clk := &op.t.policy, op.t.cfg.clock
 	// Decide runs the caller's code (the classifier, the backoff factory
 	// and its schedule), and so do next (the request's GetBody), the
@@ -391,11 +400,12 @@ func (op *operation) decide(n int, at *attempt, began time.Time) (v retrypolicy.
 			op.abandon(v, at, next)
 		}
 	}()
-	v = p.Decide(o, &op.state, clk.Now)
+	v = p.Decide(o, &st, clk.Now)
+	op.progress = st.Progress
 	var bodyErr error // why the next attempt's body could not be made
 	if v.Retry {
 		if next, bodyErr = op.body.next(); bodyErr != nil {
-			v = p.Veto(v, o, &op.state, retrypolicy.ReasonBodyNotReplayable)
+			v = p.Veto(v, o, &op.progress, retrypolicy.ReasonBodyNotReplayable)
 		}
 	}
 	a := Attempt{Request: at.req, Key: op.key, Number: n, Err: at.err, Decision: decision(v.Retry),
@@ -404,7 +414,7 @@ func (op *operation) decide(n int, at *attempt, began time.Time) (v retrypolicy.
 		a.StatusCode = at.resp.StatusCode
 	}
 	if op.timed {
-		a.Duration, a.Elapsed = at.took, clk.Now().Sub(began)
+		a.Duration, a.Elapsed = at.took, clk.Now().Sub(tr.began)
 	}
 	op.written.SetReason(v.Reason)
 	// A retry the classifier asked for and a limit stopped leaves an
@@ -423,7 +433,7 @@ func (op *operation) decide(n int, at *attempt, began time.Time) (v retrypolicy.
 // there): the retry v planned, the next attempt's body, the answer, the
 // attempt's timeout, and the request's body if no attempt took it.
 func (op *operation) abandon(v retrypolicy.Verdict, at *attempt, next io.ReadCloser) {
-	op.t.policy.Forgo(v, &op.state)
+	op.t.policy.Forgo(v, &op.progress)
 	if next != nil {
 		next.Close()
 	}
@@ -436,13 +446,14 @@ func (op *operation) abandon(v retrypolicy.Verdict, at *attempt, next io.ReadClo
 	op.body.closeUnused()
 }
 
-// end returns the outcome of the operation's last attempt, n.
-func (op *operation) end(n int, at *attempt) (*http.Response, error) {
+// end returns the outcome of the operation's last attempt, n;
+// lastStatus is the status of the last attempt that got a response.
+func (op *operation) end(n int, at *attempt, lastStatus int) (*http.Response, error) {
 	if at.resp == nil {
 		if at.cancel != nil {
 			at.cancel()
 		}
-		return nil, op.fail(n, at.err)
+		return nil, op.fail(n, at.err, lastStatus)
 	}
 	op.finish(n, nil)
 	if at.resp.Request == nil {
@@ -512,30 +523,32 @@ func (op *operation) finish(n int, err *Error) {
 
 // interrupted ends an operation whose context is done between attempts,
 // after n attempts: it closes the body prepared for the next one and keeps
-// the last attempt's transport error, if any, next to the context's.
-func (op *operation) interrupted(n int, err error, next io.ReadCloser) error {
+// the last attempt's transport error, if any, next to the context's; tr
+// is what the attempts got.
+func (op *operation) interrupted(n int, err error, next io.ReadCloser, tr *tried) error {
 	if next != nil {
 		next.Close()
 	}
-	if op.lastErr != nil {
-		err = fmt.Errorf("%w (last attempt: %w)", err, op.lastErr)
+	if tr.lastErr != nil {
+		err = fmt.Errorf("%w (last attempt: %w)", err, tr.lastErr)
 	}
 	if n > 0 {
 		op.written.SetReason(retrypolicy.ReasonContextDone) // not the retry the last decision planned
 	}
 	op.t.cfg.logInterrupted(op.ctx(), op.req(), op.key, n, err)
-	return op.fail(n, err)
+	return op.fail(n, err, tr.lastStatus)
 }
 
-// fail builds the error for an operation that ends without a response.
-func (op *operation) fail(n int, err error) error {
+// fail builds the error for an operation that ends without a response
+// after n attempts; lastStatus is the status of the last that got one.
+func (op *operation) fail(n int, err error, lastStatus int) error {
 	op.body.closeUnused()
 	cause := ErrNotSent
 	if op.sent {
 		cause = ErrOutcomeUnknown
 	}
 	err = retrypolicy.UnderContextErr(op.ctx(), err)
-	e := &Error{Cause: cause, Key: op.keptKey(), Attempts: n, StatusCode: op.lastStatus, Reason: reasonOf(op.written.Reason()), Err: err}
+	e := &Error{Cause: cause, Key: op.keptKey(), Attempts: n, StatusCode: lastStatus, Reason: reasonOf(op.written.Reason()), Err: err}
 	op.finish(n, e)
 	return e
 }

@@ -123,9 +123,10 @@ type Outcome struct {
 	TimedOut bool           // the attempt's own time limit expired
 }
 
-// State is what the decision knows of the operation. The caller keeps one
-// per operation and sets the exported fields before each decision; Decide
-// adds to Spent and keeps the backoff schedule.
+// State is what the decision knows of the operation. The caller sets the
+// fields other than Progress before each decision; Decide adds to
+// Progress, which the caller keeps from one decision of the operation to
+// the next (with the rest of the State, or apart from it).
 type State struct {
 	Attempt       int       // the attempt just made, counted from 1
 	MaxAttempts   int       // the attempt limit, the first included
@@ -133,7 +134,16 @@ type State struct {
 	NotReplayable bool      // the body cannot be sent again
 	Done          bool      // the operation's context is done
 	Deadline      time.Time // the operation's deadline; zero means none
-	Spent         int64     // budget tokens the operation's retries took
+	Progress
+}
+
+// Progress is what the decisions of one operation carry from one to the
+// next: the budget tokens its retries took and its backoff schedule. The
+// Transport keeps it in its operation and makes the rest of each
+// decision's State from what the operation knows anyway, so that the
+// operation holds no copy of it (see TestOperationSizeClass).
+type Progress struct {
+	Spent int64 // budget tokens the operation's retries took
 
 	backoff backoff.BackOff
 }
@@ -199,7 +209,7 @@ func (p *Policy) Decide(o Outcome, st *State, now func() time.Time) Verdict {
 		v.Retry = true
 		return v
 	}
-	p.settle(v, o, st)
+	p.settle(v, o, &st.Progress)
 	return v
 }
 
@@ -256,18 +266,18 @@ func (p *Policy) plan(v *Verdict, o Outcome, st *State, now func() time.Time) bo
 // settle refills the budget when the operation ends with an answer below
 // 500 that the rules do not retry: the server is up. A 5xx that is final
 // (a replay, or Stripe-Should-Retry: false) does not show that.
-func (p *Policy) settle(v Verdict, o Outcome, st *State) {
+func (p *Policy) settle(v Verdict, o Outcome, pr *Progress) {
 	if o.Response != nil && !v.Retryable && o.Response.StatusCode < 500 {
-		p.Budget.Succeeded(st.Spent)
+		p.Budget.Succeeded(pr.Spent)
 	}
 }
 
 // Forgo gives back the cost of a retry that Decide allowed and that was
 // not made after all, because the operation's context ended during the
 // wait: a retry budget pays for retries sent, not for waits cut short.
-func (p *Policy) Forgo(v Verdict, st *State) {
+func (p *Policy) Forgo(v Verdict, pr *Progress) {
 	p.Budget.Refund(v.cost)
-	st.Spent -= v.cost
+	pr.Spent -= v.cost
 }
 
 // Cost is the budget tokens that v, a retry Decide allowed, took from the
@@ -280,10 +290,10 @@ func (v Verdict) Cost() int64 { return v.cost }
 // caller cannot make it after all (the next attempt's body could not be
 // prepared): the retry's cost goes back to the budget, and the return
 // refills it as Decide's own returns do.
-func (p *Policy) Veto(v Verdict, o Outcome, st *State, reason Reason) Verdict {
+func (p *Policy) Veto(v Verdict, o Outcome, pr *Progress, reason Reason) Verdict {
 	p.Budget.Refund(v.cost)
-	st.Spent -= v.cost
+	pr.Spent -= v.cost
 	v.Retry, v.Reason, v.Wait, v.cost = false, reason, 0, 0
-	p.settle(v, o, st)
+	p.settle(v, o, pr)
 	return v
 }

@@ -54,7 +54,7 @@ func TestDecide(t *testing.T) {
 		retryAfter time.Duration
 		after      int64 // tokens left after the decision
 	}{
-		{name: "201 final, refills what was spent", o: answer(201), st: State{Spent: 10}, tokens: 10,
+		{name: "201 final, refills what was spent", o: answer(201), st: State{Progress: Progress{Spent: 10}}, tokens: 10,
 			reason: ReasonFinalStatus, after: 20},
 		{name: "201 without retries refills one", o: answer(201), tokens: 10, reason: ReasonFinalStatus, after: 11},
 		{name: "404 final refills", o: answer(404), tokens: 10, reason: ReasonFinalStatus, after: 11},
@@ -218,7 +218,7 @@ func TestVeto(t *testing.T) {
 		if !v.Retry || p.Budget.Available() != 10 || st.Spent != 5 {
 			t.Fatalf("%d: verdict %+v, %d tokens, spent %d", tt.o.Response.StatusCode, v, p.Budget.Available(), st.Spent)
 		}
-		v = p.Veto(v, tt.o, &st, ReasonBodyNotReplayable)
+		v = p.Veto(v, tt.o, &st.Progress, ReasonBodyNotReplayable)
 		if v.Retry || v.Reason != ReasonBodyNotReplayable || v.Wait != 0 || st.Spent != 0 || p.Budget.Available() != tt.want {
 			t.Errorf("%d: after the veto %+v, spent %d, %d tokens; want %d", tt.o.Response.StatusCode, v, st.Spent, p.Budget.Available(), tt.want)
 		}
