@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+
+	"github.com/saferetry/saferetry/internal/contract"
 )
 
 // fingerprintVersion prefixes every fingerprint so that a future change of
@@ -161,19 +163,10 @@ func fingerprint(method, path, rawQuery string, target []byte, form *http.Reques
 	h.Sum(st.sum[:0])
 	hexSum := st.out[copy(st.out[:], fingerprintVersion):]
 	for i, b := range st.sum {
-		binary.BigEndian.PutUint16(hexSum[2*i:], hexPairs[b]) // hex.Encode, a store a byte
+		binary.BigEndian.PutUint16(hexSum[2*i:], contract.HexPairs[b]) // hex.Encode, a store a byte
 	}
 	return string(st.out[:])
 }
-
-// hexPairs holds the two lower-case hex digits of each byte, the first in
-// the high byte.
-var hexPairs = func() (t [256]uint16) {
-	for b := range t {
-		t[b] = uint16(hexDigits[b>>4])<<8 | uint16(hexDigits[b&0xf])
-	}
-	return t
-}()
 
 // appendField appends a tagged, length-prefixed field to the hashed stream
 // b, so that no two different requests give the same stream.
