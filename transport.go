@@ -162,7 +162,7 @@ type operation struct {
 	keyText keyText // the text of a generated key (key and wire share it), unless timed
 
 	sent      bool // some attempt may have reached the server
-	timed     bool // a hook or logger wants Attempt's durations
+	timed     bool // a hook or logger is set: attempts are reported (see report), with their durations
 	firstUsed bool // first holds the first attempt's request
 
 	// first is the first attempt's request (see attemptRequest): kept in
@@ -408,18 +408,10 @@ func (op *operation) decide(n int, at *attempt, tr *tried) (v retrypolicy.Verdic
 			v = p.Veto(v, o, &op.progress, retrypolicy.ReasonBodyNotReplayable)
 		}
 	}
-	a := Attempt{Request: at.req, Key: op.key, Number: n, Err: at.err, Decision: decision(v.Retry),
-		Reason: reasonOf(v.Reason), RetryAfter: v.RetryAfter, Wait: v.Wait}
-	if at.resp != nil {
-		a.StatusCode = at.resp.StatusCode
-	}
-	if op.timed {
-		a.Duration, a.Elapsed = at.took, clk.Now().Sub(tr.began)
-	}
 	op.written.SetReason(v.Reason)
-	// A retry the classifier asked for and a limit stopped leaves an
-	// outcome as retryable as one the rules retry.
-	op.t.cfg.observe(op.ctx(), &a, v.Retryable || v.GaveUp())
+	if op.timed { // timed is what observe needs: a hook or a logger
+		op.report(n, at, tr, v)
+	}
 	decided = true
 	if bodyErr != nil && at.resp == nil {
 		// The operation's error, not the attempt's (the hooks had that):
@@ -427,6 +419,20 @@ func (op *operation) decide(n int, at *attempt, tr *tried) (v retrypolicy.Verdic
 		at.err = fmt.Errorf("%w (next attempt's body: %w)", at.err, bodyErr)
 	}
 	return v, next
+}
+
+// report hands attempt n, after which v was decided, to the hooks and the
+// logger (see observe); tr is what the attempts so far got.
+func (op *operation) report(n int, at *attempt, tr *tried, v retrypolicy.Verdict) {
+	a := Attempt{Request: at.req, Key: op.key, Number: n, Err: at.err, Decision: decision(v.Retry),
+		Reason: reasonOf(v.Reason), RetryAfter: v.RetryAfter, Wait: v.Wait,
+		Duration: at.took, Elapsed: op.t.cfg.clock.Now().Sub(tr.began)}
+	if at.resp != nil {
+		a.StatusCode = at.resp.StatusCode
+	}
+	// A retry the classifier asked for and a limit stopped leaves an
+	// outcome as retryable as one the rules retry.
+	op.t.cfg.observe(op.ctx(), &a, v.Retryable || v.GaveUp())
 }
 
 // abandon lets go of what attempt at holds when decide does not end (see
