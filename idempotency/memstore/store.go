@@ -407,15 +407,14 @@ func (s *Store) claim(k idempotency.Key, fingerprint string, lease, ttl time.Dur
 	}
 	switch {
 	case e == nil:
-		e = &entry{state: idempotency.StateInProgress, fingerprint: fingerprint}
-		if !s.budget.take(1, e.size(k)+itemSize(k)) {
+		if !s.budget.take(1, (&entry{fingerprint: fingerprint}).size(k)+itemSize(k)) {
 			return idempotency.ClaimResult{}, true, nil
 		}
 		// The map key and the queue item share the key's bytes; the
-		// fingerprint has its own, or a queue item that outlives its
-		// entry (Release, a shorter ttl on completion) would keep them
-		// while the byte bound no longer counts them.
-		k, e.fingerprint = ownKey(k), strings.Clone(fingerprint)
+		// fingerprint has its own (see newEntry), or a queue item that
+		// outlives its entry (Release, a shorter ttl on completion) would
+		// keep them while the byte bound no longer counts them.
+		k, e = ownKey(k), newEntry(fingerprint)
 		sh.m[k] = e
 		e.token = s.tokens.Add(1)
 		e.leaseUntil = after(now, lease)
