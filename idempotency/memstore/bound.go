@@ -71,9 +71,13 @@ func reserveSize(k idempotency.Key) int64 {
 }
 
 // size is what r costs: its struct and its bytes, body and header; and its
-// view, once made.
+// view, once made. Packed with its bytes, the struct takes its own size
+// where apart it takes a 64-byte class (see allocResponse).
 func (r *response) size() int64 {
 	n := responseOverhead + int64(cap(r.data))
+	if r.packed {
+		n -= 64 - int64(responseSize)
+	}
 	if r.view != nil {
 		n += r.viewSize()
 	}

@@ -31,6 +31,7 @@ type response struct {
 	status   int32                 // an HTTP status, 100 to 999
 	nilBody  bool                  // the Body was nil rather than empty
 	oversize bool
+	packed   bool // data shares the struct's allocation (see allocResponse)
 }
 
 // maxBodyLen is the longest body a response keeps: its length is kept as
@@ -39,39 +40,39 @@ var maxBodyLen = math.MaxInt32
 
 // newResponse returns the store's copy of r.
 func newResponse(r *idempotency.Response) *response {
-	out := &response{status: int32(r.Status), oversize: r.Oversize, nilBody: r.Body == nil,
-		bodyLen: int32(len(r.Body)), fields: -1}
 	// The header's fields are encoded in the one pass over the map that
 	// also counts them, on the stack unless the header is long, and then
 	// copied after the body: a second pass to size data first would cost
 	// more than the copy.
 	var stack [256]byte
 	fields := stack[:0]
+	count, values := int32(-1), int32(0)
 	if r.Header != nil {
-		out.fields = int32(len(r.Header))
+		count = int32(len(r.Header))
 		for name, vv := range r.Header {
 			fields = binary.AppendUvarint(fields, uint64(len(name)))
 			fields = append(fields, name...)
-			count := uint64(0)
+			n := uint64(0)
 			if vv != nil {
-				count = uint64(len(vv)) + 1
+				n = uint64(len(vv)) + 1
 			}
-			fields = binary.AppendUvarint(fields, count)
+			fields = binary.AppendUvarint(fields, n)
 			for _, v := range vv {
 				fields = binary.AppendUvarint(fields, uint64(len(v)))
 				fields = append(fields, v...)
 			}
-			out.values += int32(len(vv))
+			values += int32(len(vv))
 		}
 	}
-	n := len(r.Body) + len(fields)
-	if n == 0 {
-		return out
+	var out *response
+	if n := len(r.Body) + len(fields); n == 0 {
+		out = &response{}
+	} else {
+		out = allocResponse(n)
+		out.data = append(append(out.data, r.Body...), fields...)
 	}
-	// Grown by append, the slice's capacity is its size class, the heap it
-	// takes, which size charges.
-	b := append(append([]byte(nil), make([]byte, n)...)[:0], r.Body...)
-	out.data = append(b, fields...)
+	out.status, out.oversize, out.nilBody = int32(r.Status), r.Oversize, r.Body == nil
+	out.bodyLen, out.fields, out.values = int32(len(r.Body)), count, values
 	return out
 }
 
