@@ -18,8 +18,8 @@ func TestPackedResponseSizes(t *testing.T) {
 		return 0
 	}
 	for i, p := range packedSizes {
-		if size := int(responseSize) + p.room; class(size) != size || (i > 0 && p.room <= packedSizes[i-1].room) {
-			t.Errorf("packedSizes[%d]: room %d, %d bytes in all: not a size class, or not larger than the last", i, p.room, size)
+		if size := int(responseSize) + p.room; class(size) != size || (i > 0 && p.room != packedSizes[i-1].room+16) {
+			t.Errorf("packedSizes[%d]: room %d, %d bytes in all: not a size class 16 bytes above the last", i, p.room, size)
 		}
 	}
 	last := packedSizes[len(packedSizes)-1].room
