@@ -300,6 +300,9 @@ func (sh *shard) expireAt(k idempotency.Key, e *entry, at int64) {
 // which the store would keep whole while its byte bound counts only their
 // length.
 func ownKey(k idempotency.Key) idempotency.Key {
+	if k.Scope == "" { // the common case: one string to copy
+		return idempotency.Key{Key: strings.Clone(k.Key)}
+	}
 	// Not k.Scope + k.Key, which returns the other string itself when one
 	// is empty.
 	var b strings.Builder
