@@ -53,7 +53,10 @@ type Store struct {
 	shards [shardCount]shard
 	tokens atomic.Int64
 	now    func() time.Time
-	budget budget
+	// monotonic: now is clock.MonotonicNow (no WithClock), which
+	// readOffset reads without building its time.Time.
+	monotonic bool
+	budget    budget
 
 	watching atomic.Int64                  // requests watching, across all keys
 	watchers watchset.Set[idempotency.Key] // their channels, by key
@@ -111,12 +114,23 @@ var errClockRange = errors.New("memstore: the clock reads more than 292 years aw
 func (s *Store) locked(k idempotency.Key) (sh *shard, e *entry, now int64, err error) {
 	sh = s.shardFor(k)
 	sh.mu.Lock()
-	t := s.now()
-	now, ok := sh.offset(t)
+	now, ok := s.readOffset(sh)
 	if !ok {
-		return sh, nil, 0, fmt.Errorf("%w: %v, against %v", errClockRange, t, sh.base)
+		return sh, nil, 0, fmt.Errorf("%w: %v, against %v", errClockRange, s.now(), sh.base)
 	}
 	return sh, sh.live(k, now), now, nil
+}
+
+// readOffset reads the store's clock as an offset of sh (see
+// shard.offset). The default clock is read as the time since sh.base,
+// which is what offset gives for clock.MonotonicNow's reading (both
+// count the monotonic clock), without the time.Time in between.
+func (s *Store) readOffset(sh *shard) (int64, bool) {
+	if !s.monotonic {
+		return sh.offset(s.now())
+	}
+	d := time.Since(sh.base)
+	return int64(d), d != math.MaxInt64 && d != math.MinInt64
 }
 
 // between returns the time from offset a to offset b, as Sub would:
@@ -163,13 +177,16 @@ type entry struct {
 // of zero or less, it starts one goroutine that sweeps expired entries; Close
 // stops it.
 func New(opts ...Option) *Store {
-	c := config{now: clock.MonotonicNow, interval: DefaultCleanupInterval}
+	c := config{interval: DefaultCleanupInterval}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
 		}
 	}
 	s := &Store{now: c.now, stop: make(chan struct{}), done: make(chan struct{})}
+	if s.now == nil {
+		s.now, s.monotonic = clock.MonotonicNow, true
+	}
 	s.budget.maxEntries, s.budget.maxBytes = int64(DefaultMaxEntries), int64(DefaultMaxBytes)
 	if c.maxEntries > 0 {
 		s.budget.maxEntries = int64(c.maxEntries)
