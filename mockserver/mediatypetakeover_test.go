@@ -1,6 +1,7 @@
 package mockserver_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -79,6 +80,44 @@ func TestPaymentMediaTypeWaiterDoesNotTakeOver(t *testing.T) {
 	p.finish(t, h)
 }
 
+// flakyGetStore is a Store whose Get fails once fail is set (clearing it),
+// and answers otherwise.
+type flakyGetStore struct {
+	idempotency.Store
+	fail *atomic.Bool
+}
+
+func (s flakyGetStore) Get(ctx context.Context, k idempotency.Key) (idempotency.Entry, bool, error) {
+	if s.fail.CompareAndSwap(true, false) {
+		return idempotency.Entry{}, false, errDown
+	}
+	return s.Store.Get(ctx, k)
+}
+
+// TestPaymentMediaTypeRetryUnlookedDoesNotTakeOver: a retry with a refused
+// media type whose key could not be looked up (the store failed that Get
+// and answers the next call) must not take over the claim of the payment
+// in progress whose lease lapsed: passed to the Middleware, whose Claim
+// took it over, it was answered 503 and its claim released, so the first
+// request, which paid, could not record its 201, and the next retry of the
+// paid key was answered 415, "neither run nor stored". The retry is
+// answered without a claim, and the first request's 201 is stored.
+func TestPaymentMediaTypeRetryUnlookedDoesNotTakeOver(t *testing.T) {
+	fail := new(atomic.Bool)
+	p := startHeldPaymentOver(t, "unlooked", func(st idempotency.Store) idempotency.Store { return flakyGetStore{st, fail} })
+	p.skew.Store(int64(time.Minute)) // past the lease (10 s), within the TTL
+	h := http.Header{"Idempotency-Key": {"unlooked"}, "Content-Type": {"application/json"}, "Content-Encoding": {"gzip"}}
+	fail.Store(true)
+	resp, b := sendHeaders(t, p.srv, h, payBody)
+	if resp.StatusCode < 400 || resp.StatusCode == http.StatusUnsupportedMediaType {
+		t.Errorf("refused retry, its lookup failed, while the claim's lease lapsed: %d %s; want an error that is not 415", resp.StatusCode, b)
+	}
+	if fail.Load() {
+		t.Error("the store's Get was not called")
+	}
+	p.finish(t, h)
+}
+
 // heldPayment is a payment of key whose first request is held in the
 // handler until finish, on a mock server over a memstore whose clock
 // skew puts ahead.
@@ -94,9 +133,20 @@ type heldPayment struct {
 // of key, and returns once that request is in the handler.
 func startHeldPayment(t *testing.T, key string, opts ...mockserver.Option) *heldPayment {
 	t.Helper()
+	return startHeldPaymentOver(t, key, nil, opts...)
+}
+
+// startHeldPaymentOver is startHeldPayment with the server's memstore
+// given to it through wrap, when not nil.
+func startHeldPaymentOver(t *testing.T, key string, wrap func(idempotency.Store) idempotency.Store, opts ...mockserver.Option) *heldPayment {
+	t.Helper()
 	p := &heldPayment{key: key, skew: new(atomic.Int64), release: make(chan struct{}), done: make(chan []byte, 1)}
-	st := memstore.New(memstore.WithClock(func() time.Time { return time.Now().Add(time.Duration(p.skew.Load())) }))
-	t.Cleanup(func() { st.Close() })
+	ms := memstore.New(memstore.WithClock(func() time.Time { return time.Now().Add(time.Duration(p.skew.Load())) }))
+	t.Cleanup(func() { ms.Close() })
+	var st idempotency.Store = ms
+	if wrap != nil {
+		st = wrap(ms)
+	}
 	entered := make(chan struct{})
 	var began atomic.Bool
 	opts = append(opts, mockserver.WithStore(st), mockserver.WithHandlerMiddleware(func(next http.Handler) http.Handler {
