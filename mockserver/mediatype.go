@@ -36,9 +36,12 @@ const acceptedMediaType = "application/json"
 // replayed or a 422 when its fingerprint differs (or 503 when the store
 // is down), so that a client that takes 415 as final does not take a
 // payment that was made for one that was not. The lookup is a Store.Get,
-// which changes nothing; the answer comes from the Middleware's Claim,
-// refused by the completed entry, which no Claim takes over. One that
-// expired in between lets the Claim through: see refuseUnderClaim.
+// which changes nothing. Passed on, the request is marked (refusing) so
+// that the Middleware's Claim of it claims nothing in lease mode: it looks
+// the key up again and answers from the entry found, and never takes a
+// claim over, also when the first lookup failed and the entry it would
+// have seen is a claim whose lease lapsed (see refusalGuard). A record
+// gone in between gets a claim that holds nothing: see refuseUnderClaim.
 //
 // A request whose key's entry is in progress, its lease live or lapsed,
 // is not passed on: it is answered 409 ProblemInProgress with Retry-After
@@ -85,7 +88,7 @@ func (s *Server) requireJSON(next http.Handler) http.Handler {
 			// still be paying, unable to record its outcome.
 			refuseInProgress(w, key)
 		default:
-			next.ServeHTTP(w, r)
+			next.ServeHTTP(w, refusing(r)) // answered from the record, never claimed: see refusalGuard
 		}
 	})
 }
@@ -154,9 +157,12 @@ func refusals(r *http.Request) (typeWhy, codingWhy string) {
 
 // refuseUnderClaim answers, in place of next, the payment handler, a
 // request that requireJSON refuses but passed on because its key's entry
-// was there, completed, when the Middleware's Claim found the entry gone
-// (it expired after requireJSON looked) and ran the handler: 503 with
-// Retry-After, ProblemKeyChanged, which the Middleware does not store (it releases the claim), so that the retry
+// was there (or its lookup failed), when the Middleware's Claim found the
+// entry gone (it expired, or its holder released it, after requireJSON
+// looked) and ran the handler, under refusalGuard's phantom claim in lease
+// mode, under a transaction's claim in transactional mode: 503 with
+// Retry-After, ProblemKeyChanged, which the Middleware does not store (it
+// releases the claim, or rolls it back), so that the retry
 // meets requireJSON again and is answered 415, or from whatever the key
 // holds by then. A 415 here would be stored under the key, and the body,
 // which the server does not read, is not run as a payment. A request run
