@@ -49,14 +49,15 @@
 //     so that answer is neither stored nor replayed. Only a request with a
 //     valid Idempotency-Key that the store holds no record of is refused
 //     so: one without a key, or with a malformed one, gets the contract's
-//     400, and a retry of a key that executed is answered from its
-//     record, as any retry (the stored answer replayed when its
-//     fingerprint is the first request's, 422 when not), and one of a
-//     key whose first request runs gets 409 in progress with
-//     Retry-After, whatever its fingerprint, without waiting for it
-//     (under idempotency.WithWaitForResult too) or taking its claim over
-//     (when its lease lapsed), so that a client that takes 415 as final
-//     never takes a payment made for one not made. (In transactional
+//     400, and a retry of a key that executed, or whose first request
+//     runs, is answered from its record by the idempotency Middleware,
+//     as any retry (the stored answer replayed when its fingerprint is
+//     the first request's, 422 when not, 409 in progress with the
+//     Middleware's Retry-After, or under idempotency.WithWaitForResult
+//     the answer it waited for), but never takes the key's claim over
+//     (when its lease lapsed), nor claims it at all, so that a client
+//     that takes 415 as final never takes a payment made for one not
+//     made. (In transactional
 //     mode a claim in progress is not seen until it commits: a retry
 //     while the first runs may get the 415.) A UTF-8 byte order
 //     mark before the JSON is ignored, as in the admin API (RFC 8259,

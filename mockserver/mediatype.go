@@ -31,40 +31,25 @@ const acceptedMediaType = "application/json"
 // parser) that the store holds no entry for. A request without a key, or
 // with one that does not parse, goes to next, which answers it the
 // contract's 400 before it reads the body or claims anything. So does one
-// whose key's entry is completed, or whose lookup failed: the Middleware
-// answers it from the entry, as any retry, with the stored answer
-// replayed or a 422 when its fingerprint differs (or 503 when the store
-// is down), so that a client that takes 415 as final does not take a
-// payment that was made for one that was not. The lookup is a Store.Get,
+// whose key has an entry, or whose lookup failed: the Middleware answers
+// it from the entry, as any retry, so that a client that takes 415 as
+// final does not take a payment that was made for one that was not: the
+// stored answer replayed, or 422 when its fingerprint differs; 409
+// ProblemInProgress, with the Middleware's Retry-After, while the first
+// request runs (or, under idempotency.WithWaitForResult, the answer it
+// waited for); 503 when the store is down. The lookup is a Store.Get,
 // which changes nothing. Passed on, the request is marked (refusing) so
 // that the Middleware's Claim of it claims nothing in lease mode: it looks
 // the key up again and answers from the entry found, and never takes a
-// claim over, also when the first lookup failed and the entry it would
-// have seen is a claim whose lease lapsed (see refusalGuard). A record
-// gone in between gets a claim that holds nothing: see refuseUnderClaim.
-//
-// A request whose key's entry is in progress, its lease live or lapsed,
-// is not passed on: it is answered 409 ProblemInProgress with Retry-After
-// (see refuseInProgress), without a claim. Passed on, it would meet a
-// Claim that takes a lapsed claim over (at once, or, under
-// idempotency.WithWaitForResult, as the Middleware claims again while it
-// waits, during which the lease may lapse), and the release of that claim
-// would leave its holder, which may still be paying, unable to record its
-// outcome, and the next refused retry answered 415, "neither run nor
-// stored", for a paid key. 409 rather than 503 ProblemKeyChanged: the
-// entry is there, and in progress, which is the contract's 409 (a client
-// retries it, with the same key, after Retry-After, and is answered from
-// the record then, replayed or 422); the lease, read at the lookup, may
-// lapse or be renewed a moment later, and a request that is not run
-// takes nothing over, so a lapsed one gets the same answer; and
-// ProblemKeyChanged keeps its meaning, a record that went away. The
-// Middleware would answer a retry with another fingerprint 422 at once;
-// without reading the body, which the Middleware reads, the fingerprint
-// is not known here, so such a retry gets the 409 and its 422 after the
-// first request completes. In transactional mode a claim in progress is
-// a row not yet committed, which Get does not see: a retry while the
-// first request runs is answered 415 (and its retry after the commit,
-// from the record).
+// claim over, its lease live or lapsed (at once, when the first lookup
+// failed, or as the Middleware claims again while it waits), whose
+// release would leave its holder, which may still be paying, unable to
+// record its outcome, and the next refused retry answered 415, "neither
+// run nor stored", for a paid key (see refusalGuard). A record gone in
+// between gets a claim that holds nothing: see refuseUnderClaim. In
+// transactional mode a claim in progress is a row not yet committed,
+// which Get does not see: a retry while the first request runs is
+// answered 415 (and its retry after the commit, from the record).
 func (s *Server) requireJSON(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		typeWhy, codingWhy := refusals(r)
@@ -79,17 +64,11 @@ func (s *Server) requireJSON(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		switch e, held := s.keyHeld(r, key); {
-		case !held:
+		if !s.keyHeld(r, key) {
 			refuseMediaType(w, typeWhy, codingWhy, unheldKey)
-		case e.State == idempotency.StateInProgress:
-			// The Middleware's Claim, or its wait's, could take the
-			// claim over and, releasing it, leave its holder, which may
-			// still be paying, unable to record its outcome.
-			refuseInProgress(w, key)
-		default:
-			next.ServeHTTP(w, refusing(r)) // answered from the record, never claimed: see refusalGuard
+			return
 		}
+		next.ServeHTTP(w, refusing(r)) // answered from the record, never claimed: see refusalGuard
 	})
 }
 
@@ -115,30 +94,14 @@ func refuseMediaType(w http.ResponseWriter, typeWhy, codingWhy, keyTail string) 
 }
 
 // keyHeld reports whether the store holds an entry for the Idempotency-Key
-// key of r in the server's scope, and returns it, or could not tell (held
-// with the zero Entry).
-func (s *Server) keyHeld(r *http.Request, key string) (e idempotency.Entry, held bool) {
+// key of r in the server's scope, or could not tell (held).
+func (s *Server) keyHeld(r *http.Request, key string) bool {
 	scope, err := s.scope(r)
 	if err != nil {
-		return idempotency.Entry{}, true // the Middleware answers a scope that fails
+		return true // the Middleware answers a scope that fails
 	}
-	e, found, err := s.store.Get(r.Context(), idempotency.Key{Scope: scope, Key: key})
-	return e, found || err != nil
-}
-
-// refuseInProgress answers a request that requireJSON refuses, whose
-// Idempotency-Key key has a claim in progress, as the Middleware answers
-// a retry while the first request runs: 409 with the idempotency
-// package's ProblemInProgress, titled as the Middleware titles it, the
-// key in its idempotency_key member, and a Retry-After of 1 s, which the
-// contract gives when the holder's finish is not known (the Middleware's
-// estimate of the route's run is its own). Nothing is claimed, run or
-// stored, and the claim is not waited for.
-func refuseInProgress(w http.ResponseWriter, key string) {
-	contract.WriteProblem(w, http.StatusConflict, problem{Type: idempotency.ProblemInProgress, Title: "A request with this Idempotency-Key is in progress", Status: http.StatusConflict,
-		Detail: "A request with this Idempotency-Key is still being processed, and this one, whose body is not uncompressed JSON, " +
-			"was not run, nor does it wait for that one or take its claim over. Retry later with the same key: it is answered from the key's record then.",
-		Key: key}, 1)
+	_, found, err := s.store.Get(r.Context(), idempotency.Key{Scope: scope, Key: key})
+	return found || err != nil
 }
 
 // refuseKeyChanged answers a request that requireJSON refuses and passed

@@ -144,11 +144,11 @@ func paidKeyRetries(t *testing.T, srv *mockserver.Server) {
 }
 
 // TestPaymentMediaTypeRetryInProgress: a retry with a refused media type
-// of a payment still running is answered 409 in progress, with
-// Retry-After, whatever its fingerprint (the mock does not read its
-// body); not 415. After the payment, its retry is answered as any retry:
-// the 201 replayed with the same fingerprint, 422 with another. The
-// payment executes once.
+// of a payment still running is answered by the idempotency Middleware,
+// as any retry: 409 in progress, with Retry-After, with the first
+// request's fingerprint, 422 with another; not 415. After the payment,
+// its retry is answered likewise: the 201 replayed with the same
+// fingerprint, 422 with another. The payment executes once.
 func TestPaymentMediaTypeRetryInProgress(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -182,6 +182,10 @@ func TestPaymentMediaTypeRetryInProgress(t *testing.T) {
 		h := tc.h.Clone()
 		h.Set("Idempotency-Key", "running")
 		resp, b := sendHeaders(t, srv, h, payBody)
+		if !tc.sameFP {
+			wantProblem(t, resp, b, http.StatusUnprocessableEntity, idempotency.ProblemKeyReused)
+			continue
+		}
 		if resp.StatusCode != http.StatusConflict || resp.Header.Get("Retry-After") == "" {
 			t.Errorf("%s, key in progress: %d (Retry-After %q) %s, want 409 with Retry-After", tc.name, resp.StatusCode, resp.Header.Get("Retry-After"), b)
 			continue

@@ -47,10 +47,11 @@ const (
 	// with the body declared as JSON. It is answered only to a request
 	// with a valid key of which the store holds no record: a missing or
 	// malformed key gets the idempotency Middleware's 400, a retry of a
-	// key that executed is answered from its record, as any retry
-	// (replayed, 422), and one of a key that is running is answered 409
-	// idempotency.ProblemInProgress with Retry-After (without waiting for
-	// it or taking its claim over), so a 415 says that this key paid
+	// key that executed or is running is answered from its record by the
+	// Middleware, as any retry (replayed, 422, 409
+	// idempotency.ProblemInProgress with Retry-After, or under
+	// idempotency.WithWaitForResult the answer waited for), without ever
+	// taking its claim over, so a 415 says that this key paid
 	// nothing (but for a transactional claim still running, not seen
 	// until it commits, and for a store that could not be reached under
 	// idempotency.WithFailOpen, whose 415 says that the key was not
@@ -58,13 +59,13 @@ const (
 	ProblemUnsupportedMediaType = problemBase + "ProblemUnsupportedMediaType"
 	// ProblemKeyChanged is the type of a 503 answer, with Retry-After, to
 	// a payment that would be answered 415 (ProblemUnsupportedMediaType)
-	// but whose Idempotency-Key the store held, completed, and so was
-	// passed to the idempotency Middleware to be answered from the key's
-	// record, when that record went away in between (it expired): nothing
-	// was paid or stored, and a retry with the same key is answered 415,
-	// or from the key's record if it has one by then. (A key whose record
-	// is in progress is answered 409 idempotency.ProblemInProgress
-	// instead, without a claim: see ProblemUnsupportedMediaType.)
+	// but whose Idempotency-Key the store held (or could not be looked
+	// up), and so was passed to the idempotency Middleware to be answered
+	// from the key's record, when that record went away in between (it
+	// expired, or the request that held it failed and released it, also
+	// while this one waited for it under idempotency.WithWaitForResult):
+	// nothing was paid or stored, and a retry with the same key is
+	// answered 415, or from the key's record if it has one by then.
 	ProblemKeyChanged = problemBase + "ProblemKeyChanged"
 )
 
@@ -118,10 +119,6 @@ type problem struct {
 	Status int          `json:"status"`
 	Detail string       `json:"detail,omitempty"`
 	Errors []FieldError `json:"errors,omitempty"`
-	// Key is the request's Idempotency-Key, in the member that the
-	// idempotency Middleware's problems carry it in, for a problem of
-	// that package's type (see refuseInProgress).
-	Key string `json:"idempotency_key,omitempty"`
 }
 
 // writeProblem answers with p, as every problem of the module is written
