@@ -55,11 +55,12 @@
 //     the first request's, 422 when not, 409 in progress with the
 //     Middleware's Retry-After, or under idempotency.WithWaitForResult
 //     the answer it waited for), but never takes the key's claim over
-//     (when its lease lapsed), nor claims it at all, so that a client
+//     (when its lease lapsed), nor keeps a claim of it, so that a client
 //     that takes 415 as final never takes a payment made for one not
-//     made. (In transactional
-//     mode a claim in progress is not seen until it commits: a retry
-//     while the first runs may get the 415.) A UTF-8 byte order
+//     made. (In transactional mode a claim in progress is a row not yet
+//     committed: the lookup waits for it, up to the store's lock
+//     timeout, and then the Middleware, which answers 409 or from the
+//     record.) A UTF-8 byte order
 //     mark before the JSON is ignored, as in the admin API (RFC 8259,
 //     section 8.1); a body that is not UTF-8 (a recipient in ISO-8859-1)
 //     is refused with 400, not read with U+FFFD in place of its bad bytes.

@@ -38,7 +38,8 @@ const acceptedMediaType = "application/json"
 // ProblemInProgress, with the Middleware's Retry-After, while the first
 // request runs (or, under idempotency.WithWaitForResult, the answer it
 // waited for); 503 when the store is down. The lookup is a Store.Get,
-// which changes nothing. Passed on, the request is marked (refusing) so
+// which changes nothing (in transactional mode, a claim rolled back: see
+// txHeld). Passed on, the request is marked (refusing) so
 // that the Middleware's Claim of it claims nothing in lease mode: it looks
 // the key up again and answers from the entry found, and never takes a
 // claim over, its lease live or lapsed (at once, when the first lookup
@@ -48,8 +49,10 @@ const acceptedMediaType = "application/json"
 // run nor stored", for a paid key (see refusalGuard). A record gone in
 // between gets a claim that holds nothing: see refuseUnderClaim. In
 // transactional mode a claim in progress is a row not yet committed,
-// which Get does not see: a retry while the first request runs is
-// answered 415 (and its retry after the commit, from the record).
+// which Get does not see; the lookup's claim waits for it, up to the
+// store's lock timeout, and so, after it, does the Middleware's, which
+// answers 409 when the row is still held then, or from the record once it
+// commits.
 func (s *Server) requireJSON(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		typeWhy, codingWhy := refusals(r)
@@ -94,13 +97,19 @@ func refuseMediaType(w http.ResponseWriter, typeWhy, codingWhy, keyTail string) 
 }
 
 // keyHeld reports whether the store holds an entry for the Idempotency-Key
-// key of r in the server's scope, or could not tell (held).
+// key of r in the server's scope, or could not tell (held). In
+// transactional mode it asks with a claim rolled back (see txHeld), which
+// sees a claim in progress.
 func (s *Server) keyHeld(r *http.Request, key string) bool {
 	scope, err := s.scope(r)
 	if err != nil {
 		return true // the Middleware answers a scope that fails
 	}
-	_, found, err := s.store.Get(r.Context(), idempotency.Key{Scope: scope, Key: key})
+	k := idempotency.Key{Scope: scope, Key: key}
+	if txs, ok := s.store.(idempotency.TxStore); ok {
+		return txHeld(r.Context(), txs, k, s.refKeep)
+	}
+	_, found, err := s.store.Get(r.Context(), k)
 	return found || err != nil
 }
 

@@ -52,8 +52,7 @@ const (
 	// idempotency.ProblemInProgress with Retry-After, or under
 	// idempotency.WithWaitForResult the answer waited for), without ever
 	// taking its claim over, so a 415 says that this key paid
-	// nothing (but for a transactional claim still running, not seen
-	// until it commits, and for a store that could not be reached under
+	// nothing (but for a store that could not be reached under
 	// idempotency.WithFailOpen, whose 415 says that the key was not
 	// looked up).
 	ProblemUnsupportedMediaType = problemBase + "ProblemUnsupportedMediaType"
