@@ -58,8 +58,12 @@ const (
 	OutcomeMalformedKey Outcome = "malformed_key"
 	// OutcomeBadRequest: the request body could not be read; answered 400,
 	// or 408 when it did not arrive before the server's read deadline.
+	// When reading it (or a file of a form parsed before) panicked, the
+	// request is not answered (Status 0) and the panic goes on.
 	OutcomeBadRequest Outcome = "bad_request"
-	// OutcomeScopeError: the scope function failed; answered 500.
+	// OutcomeScopeError: the scope function failed; answered 500. When it
+	// panicked, the request is not answered (Status 0) and the panic goes
+	// on.
 	OutcomeScopeError Outcome = "scope_error"
 )
 
@@ -97,7 +101,9 @@ type Event struct {
 	// malformed key, body too large or unreadable, scope error).
 	Duration time.Duration
 	// Err is the underlying error for OutcomeStoreError, OutcomeLeaseLost,
-	// OutcomeScopeError, OutcomeMalformedKey and OutcomeBadRequest. It is
+	// OutcomeScopeError, OutcomeMalformedKey and OutcomeBadRequest (an
+	// error saying so when the scope function or reading the body
+	// panicked). It is
 	// ErrHandlerPanicked for OutcomeReleased after a handler panic (the
 	// panic itself goes on, with its own value), an error saying so for
 	// OutcomeReleased after a panic that is not the store's while the

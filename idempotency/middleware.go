@@ -103,28 +103,78 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(m.cfg.hooks) > 0 {
 		q.began, q.timed = m.since(m.cfg.clock.Now())
 	}
+	if q.admit(key) {
+		q.serve()
+	}
+}
+
+// Steps of admission, for the event of one that panics (see admitPanicked).
+const (
+	admitBody  = iota // reading the body, or fingerprinting what it holds
+	admitScope        // the scope function
+	admitDone         // admitted, or answered
+)
+
+// admit reads q's body, names the scope of its key and fingerprints it,
+// or answers a body or scope that fails; it reports whether q is to be
+// served. Should one of them panic (a body's Read, the scope function, a
+// file of a parsed form), the request gives its one event first (see
+// admitPanicked), and the panic goes on.
+func (q *request) admit(key string) bool {
+	m, r := q.m, q.r
+	step := admitBody
+	defer func() {
+		if step != admitDone {
+			q.admitPanicked(key, step)
+		}
+	}()
 	body, err := q.readBody()
 	if err != nil {
-		m.unreadableBody(w, r, key, err)
-		return
+		step = admitDone
+		m.unreadableBody(q.w, r, key, err)
+		return false
 	}
 	var scope string
 	if m.cfg.scope != nil {
-		if scope, err = m.cfg.scope(r); err != nil {
+		step = admitScope
+		scope, err = m.cfg.scope(r)
+		if err != nil {
+			step = admitDone
 			m.emitAfterLog(admissionEvent(r, Event{Outcome: OutcomeScopeError, Key: Key{Key: key}, Status: http.StatusInternalServerError, Err: err}), 0, nil, func() {
 				m.cfg.logger.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: scope function failed",
 					slog.String("key", key), slog.Any("error", err))
 			})
 			// The scope function's error stays in the log: it may say
 			// more about the server than a client is to know.
-			writeProblem(w, problem{Type: ProblemScopeUnavailable, Status: http.StatusInternalServerError, Key: key,
+			writeProblem(q.w, problem{Type: ProblemScopeUnavailable, Status: http.StatusInternalServerError, Key: key,
 				Detail: "The owner of the Idempotency-Key could not be determined, so the request was not run. Retry with the same key."}, 0)
-			return
+			return false
 		}
+		step = admitBody
 	}
 	q.claim.key = Key{Scope: scope, Key: key}
 	q.fp = Fingerprint(r, body)
-	q.serve()
+	step = admitDone
+	return true
+}
+
+// Errs of the events of an admission that panicked (see admitPanicked).
+var (
+	errBodyPanicked  = errors.New("idempotency: reading the request body panicked")
+	errScopePanicked = errors.New("idempotency: the scope function panicked")
+)
+
+// admitPanicked gives the one event of a request whose admission panicked
+// at step, before any store call, labelled as a failure of that step is
+// (OutcomeBadRequest for the body, OutcomeScopeError for the scope
+// function), with no status: nothing was sent. A hook's panic does not
+// replace the one in flight (see middleware.emitUnwinding).
+func (q *request) admitPanicked(key string, step int) {
+	ev := Event{Outcome: OutcomeBadRequest, Key: Key{Key: key}, Err: errBodyPanicked}
+	if step == admitScope {
+		ev.Outcome, ev.Err = OutcomeScopeError, errScopePanicked
+	}
+	q.m.emitUnwinding(admissionEvent(q.r, ev))
 }
 
 // malformedKey answers a key that does not parse.

@@ -139,7 +139,8 @@ func WithLease(d time.Duration) Option {
 // nil f keeps the default: every request is in the scope "" (one tenant).
 // f runs on the request goroutine after the body was read; it should not
 // read the body (the handler would miss what it read) and must be safe for
-// concurrent use. The scope is stored with each key and named in the
+// concurrent use. A panic of f goes on, after the request gave its
+// OutcomeScopeError event with no status. The scope is stored with each key and named in the
 // logger's lines (see WithLogger): return an identifier of the principal,
 // never a credential such as the Authorization header's value.
 func WithScope(f func(*http.Request) (string, error)) Option {
