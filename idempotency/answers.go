@@ -22,9 +22,10 @@ const storeRetryAfter = 1
 func (q *request) refused(e Entry) bool {
 	m, k := q.m, q.claim.key
 	if e.Fingerprint != q.fp {
-		q.emit(Event{Outcome: OutcomeMismatch, Key: k, Status: http.StatusUnprocessableEntity})
-		writeProblem(q.w, problem{Type: ProblemKeyReused, Status: http.StatusUnprocessableEntity, Key: k.Key,
-			Detail: "This Idempotency-Key was used for a request with a different method, path, query, media type or body."}, 0)
+		q.answer(Event{Outcome: OutcomeMismatch, Key: k, Status: http.StatusUnprocessableEntity}, func() {
+			writeProblem(q.w, problem{Type: ProblemKeyReused, Status: http.StatusUnprocessableEntity, Key: k.Key,
+				Detail: "This Idempotency-Key was used for a request with a different method, path, query, media type or body."}, 0)
+		})
 		return false
 	}
 	switch e.State {
@@ -39,9 +40,10 @@ func (q *request) refused(e Entry) bool {
 	if m.cfg.wait > 0 && q.pause(e) {
 		return true
 	}
-	q.emit(Event{Outcome: OutcomeInProgress, Key: k, Token: e.Token, Status: http.StatusConflict})
-	writeProblem(q.w, problem{Type: ProblemInProgress, Status: http.StatusConflict, Key: k.Key,
-		Detail: "A request with this Idempotency-Key is still being processed. Retry later with the same key."}, inProgressRetryAfter(m.runs.estimate(q.r), e.LeaseRemaining))
+	q.answer(Event{Outcome: OutcomeInProgress, Key: k, Token: e.Token, Status: http.StatusConflict}, func() {
+		writeProblem(q.w, problem{Type: ProblemInProgress, Status: http.StatusConflict, Key: k.Key,
+			Detail: "A request with this Idempotency-Key is still being processed. Retry later with the same key."}, inProgressRetryAfter(m.runs.estimate(q.r), e.LeaseRemaining))
+	})
 	return false
 }
 
@@ -73,10 +75,11 @@ func (q *request) replay(e Entry) {
 	h := q.w.Header()
 	h[HeaderReplayed] = values[:1:1] // the name is canonical: no Set needed
 	if resp.Oversize {
-		q.emit(Event{Outcome: OutcomeOversize, Key: k, Token: e.Token, Status: http.StatusGone})
-		writeProblem(q.w, problem{Type: ProblemResponseTooLarge, Status: http.StatusGone, Key: k.Key,
-			OriginalStatus: resp.Status,
-			Detail:         "The operation with this Idempotency-Key completed, but its response could not be kept (too large, or not sent whole). It will not run again."}, 0)
+		q.answer(Event{Outcome: OutcomeOversize, Key: k, Token: e.Token, Status: http.StatusGone}, func() {
+			writeProblem(q.w, problem{Type: ProblemResponseTooLarge, Status: http.StatusGone, Key: k.Key,
+				OriginalStatus: resp.Status,
+				Detail:         "The operation with this Idempotency-Key completed, but its response could not be kept (too large, or not sent whole). It will not run again."}, 0)
+		})
 		return
 	}
 	for name, v := range resp.Header {
@@ -107,11 +110,12 @@ func (q *request) replay(e Entry) {
 		values = append(values, strconv.Itoa(len(resp.Body)))
 		h["Content-Length"] = values[i:len(values):len(values)]
 	}
-	q.emit(Event{Outcome: OutcomeReplay, Key: k, Token: e.Token, Status: resp.Status})
-	q.w.WriteHeader(resp.Status)
-	if len(resp.Body) > 0 {
-		_, _ = q.w.Write(resp.Body)
-	}
+	q.answer(Event{Outcome: OutcomeReplay, Key: k, Token: e.Token, Status: resp.Status}, func() {
+		q.w.WriteHeader(resp.Status)
+		if len(resp.Body) > 0 {
+			_, _ = q.w.Write(resp.Body)
+		}
+	})
 }
 
 // superseded answers, in place of the storable response of a handler whose
@@ -120,6 +124,7 @@ func (q *request) replay(e Entry) {
 // gets only that one (by retrying with the same key). The handler's
 // headers are dropped (see answerInPlace).
 func (q *request) superseded() {
+	q.answered = true
 	q.answerInPlace()
 	writeProblem(q.w, problem{Type: ProblemInProgress, Status: http.StatusConflict, Key: q.claim.key.Key,
 		Detail: "Another request took this Idempotency-Key over while this one ran. Retry with the same key for the recorded outcome."}, 1)
@@ -165,9 +170,10 @@ func (q *request) claimTooLate(token int64, left time.Duration) {
 		m.cfg.logger.LogAttrs(q.r.Context(), slog.LevelWarn, "idempotency: claim acquired too late to start the handler; answering 409",
 			slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Int64("token", token),
 			slog.Duration("lease_left", left), slog.Duration("lease", m.cfg.lease))
+	}, func() {
+		writeProblem(q.w, problem{Type: ProblemInProgress, Status: http.StatusConflict, Key: k.Key,
+			Detail: "A request with this Idempotency-Key is being processed. Retry later with the same key."}, retryAfterSeconds(left))
 	})
-	writeProblem(q.w, problem{Type: ProblemInProgress, Status: http.StatusConflict, Key: k.Key,
-		Detail: "A request with this Idempotency-Key is being processed. Retry later with the same key."}, retryAfterSeconds(left))
 }
 
 // storeFailed handles a store failure before the handler ran: 503, or, with
@@ -183,7 +189,7 @@ func (q *request) storeFailed(err error) {
 	m.emitAfterLog(q.eventOf(Event{Outcome: OutcomeStoreError, Key: k, Err: err}), 0, nil, func() {
 		m.cfg.logger.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: store failed; running the handler unprotected (fail open)",
 			slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Any("error", err))
-	})
+	}, nil)
 	m.next.ServeHTTP(q.w, r)
 }
 
@@ -197,9 +203,10 @@ func (q *request) storeUnavailable(err error) {
 	m.emitAfterLog(q.eventOf(Event{Outcome: OutcomeStoreError, Key: k, Status: http.StatusServiceUnavailable, Err: err}), 0, nil, func() {
 		m.cfg.logger.LogAttrs(r.Context(), level, "idempotency: store failed; answering 503",
 			slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Any("error", err))
+	}, func() {
+		writeProblem(q.w, problem{Type: ProblemStoreUnavailable, Status: http.StatusServiceUnavailable, Key: k.Key,
+			Detail: "The idempotency store is unavailable, so the request was not processed. Retry with the same key."}, storeRetryAfter)
 	})
-	writeProblem(q.w, problem{Type: ProblemStoreUnavailable, Status: http.StatusServiceUnavailable, Key: k.Key,
-		Detail: "The idempotency store is unavailable, so the request was not processed. Retry with the same key."}, storeRetryAfter)
 }
 
 // afterRunFailed reports a store failure after the handler ran: the
@@ -217,16 +224,16 @@ func (m *middleware) afterRunFailed(ctx context.Context, ev Event, msg string, e
 }
 
 // leaseLost reports a claim found taken over: its outcome is not stored.
-// ev is the request's event (see request.event), status what is sent (or
-// was, when the response streamed). Should the logger panic, the answer is
-// not sent, and ev carries the status sent before it (see emitAfterLog).
-// s is the settling of a handler's panic (see leaseClaim.abort), nil
-// otherwise.
-func (q *request) leaseLost(ctx context.Context, ev Event, status int, err error, s *settling) {
+// ev is the request's event (see request.event), status what send sends
+// (or, with a nil send, what was sent, when the response streamed; see
+// middleware.answer). Should the logger panic, the answer is not sent, and
+// ev carries the status sent before it (see emitAfterLog). s is the
+// settling of a handler's panic (see leaseClaim.abort), nil otherwise.
+func (q *request) leaseLost(ctx context.Context, ev Event, status int, err error, s *settling, send func()) {
 	m := q.m
 	ev.Outcome, ev.Status, ev.Err = OutcomeLeaseLost, status, fmt.Errorf("%w: %w", ErrLeaseLost, err)
 	m.emitAfterLog(ev, q.sentStatus(), s, func() {
 		m.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: lease lost; another request took the key over and this outcome is not stored",
 			slog.String("scope", ev.Key.Scope), slog.String("key", ev.Key.Key), slog.Int64("token", ev.Token), slog.Any("error", err))
-	})
+	}, send)
 }

@@ -93,20 +93,18 @@ func (c *leaseClaim) finish(q *request) {
 		// request has given its one event: a superseded claim's is ours
 		// to report, with the status sent, none unless it streamed.
 		if superseded {
-			q.leaseLost(c.ctx, ev, q.sentStatus(), ErrStaleToken, nil)
+			q.leaseLost(c.ctx, ev, q.sentStatus(), ErrStaleToken, nil, nil)
 		}
 		panic(kept)
 	}
-	if superseded && storable(ev.Status) && q.rec.unsent() {
-		ev.Status = http.StatusConflict
-		q.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken, nil)
-		q.superseded()
-		return
+	switch {
+	case superseded && storable(ev.Status) && q.rec.unsent():
+		q.leaseLost(c.ctx, ev, http.StatusConflict, ErrStaleToken, nil, q.superseded)
+	case superseded:
+		q.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken, nil, q.send)
+	default:
+		q.send()
 	}
-	if superseded {
-		q.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken, nil)
-	}
-	q.rec.flush()
 }
 
 // record is finish's store call: it completes or releases the claim and
@@ -129,6 +127,11 @@ func (c *leaseClaim) record(q *request) (ev Event, superseded bool, kept *keeper
 		}
 		if !recorded && !s.reported {
 			q.settlePanicked(s.inStore, s.failed)
+		}
+		if !recorded && s.reported && s.kept == nil {
+			// A hook panicked on the event, which the response it
+			// describes follows all the same (see middleware.answer).
+			m.unwinding(c.ctx, q.claim.key, q.send)
 		}
 		if recorded {
 			kept = p
@@ -196,12 +199,12 @@ func (c *leaseClaim) release(q *request, s *settling) {
 	ev.Status = q.sentStatus()
 	if lost, _ := c.keeper.settle(q.m.cfg.storeTimeout, c.cancel); lost {
 		s.reported = true
-		q.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken, s)
+		q.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken, s, nil)
 		return // nothing of ours to release
 	}
 	ev.Outcome, ev.Err = OutcomeReleased, ErrHandlerPanicked
 	if q.m.release(c.ctx, ev, s) {
-		q.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken, s)
+		q.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken, s, nil)
 	}
 }
 

@@ -89,9 +89,10 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			m.next.ServeHTTP(w, r)
 			return
 		}
-		m.emit(admissionEvent(r, Event{Outcome: OutcomeMissingKey, Status: http.StatusBadRequest}))
-		writeProblem(w, problem{Type: ProblemMissingKey, Status: http.StatusBadRequest,
-			Detail: "This request must carry an Idempotency-Key header."}, 0)
+		m.answer(admissionEvent(r, Event{Outcome: OutcomeMissingKey, Status: http.StatusBadRequest}), nil, func() {
+			writeProblem(w, problem{Type: ProblemMissingKey, Status: http.StatusBadRequest,
+				Detail: "This request must carry an Idempotency-Key header."}, 0)
+		})
 		return
 	}
 	key, err := keyFromFields(values)
@@ -143,11 +144,12 @@ func (q *request) admit(key string) bool {
 			m.emitAfterLog(admissionEvent(r, Event{Outcome: OutcomeScopeError, Key: Key{Key: key}, Status: http.StatusInternalServerError, Err: err}), 0, nil, func() {
 				m.cfg.logger.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: scope function failed",
 					slog.String("key", key), slog.Any("error", err))
+			}, func() {
+				// The scope function's error stays in the log: it may say
+				// more about the server than a client is to know.
+				writeProblem(q.w, problem{Type: ProblemScopeUnavailable, Status: http.StatusInternalServerError, Key: key,
+					Detail: "The owner of the Idempotency-Key could not be determined, so the request was not run. Retry with the same key."}, 0)
 			})
-			// The scope function's error stays in the log: it may say
-			// more about the server than a client is to know.
-			writeProblem(q.w, problem{Type: ProblemScopeUnavailable, Status: http.StatusInternalServerError, Key: key,
-				Detail: "The owner of the Idempotency-Key could not be determined, so the request was not run. Retry with the same key."}, 0)
 			return false
 		}
 		step = admitBody
@@ -184,8 +186,9 @@ func (m *middleware) malformedKey(w http.ResponseWriter, r *http.Request, err er
 	if errors.As(err, &ke) {
 		detail = "The Idempotency-Key header is malformed: " + ke.Reason + "."
 	}
-	m.emit(admissionEvent(r, Event{Outcome: OutcomeMalformedKey, Status: http.StatusBadRequest, Err: err}))
-	writeProblem(w, problem{Type: ProblemMalformedKey, Status: http.StatusBadRequest, Detail: detail}, 0)
+	m.answer(admissionEvent(r, Event{Outcome: OutcomeMalformedKey, Status: http.StatusBadRequest, Err: err}), nil, func() {
+		writeProblem(w, problem{Type: ProblemMalformedKey, Status: http.StatusBadRequest, Detail: detail}, 0)
+	})
 }
 
 // unreadableBody answers a body over the limit (413), one that did not
@@ -198,24 +201,27 @@ func (m *middleware) unreadableBody(w http.ResponseWriter, r *http.Request, key 
 		limit, err = mbe.Limit, errRequestTooLarge
 	}
 	if errors.Is(err, errRequestTooLarge) {
-		m.emit(admissionEvent(r, Event{Outcome: OutcomeTooLarge, Key: Key{Key: key}, Status: http.StatusRequestEntityTooLarge}))
-		writeProblem(w, problem{Type: ProblemRequestTooLarge, Status: http.StatusRequestEntityTooLarge,
-			Detail: "The request body is larger than " + strconv.FormatInt(limit, 10) + " bytes.",
-			Key:    key}, 0)
+		m.answer(admissionEvent(r, Event{Outcome: OutcomeTooLarge, Key: Key{Key: key}, Status: http.StatusRequestEntityTooLarge}), nil, func() {
+			writeProblem(w, problem{Type: ProblemRequestTooLarge, Status: http.StatusRequestEntityTooLarge,
+				Detail: "The request body is larger than " + strconv.FormatInt(limit, 10) + " bytes.",
+				Key:    key}, 0)
+		})
 		return
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		// The server's read deadline passed while the body was on its way:
 		// the request may be valid, the server only stopped waiting, so the
 		// answer is one the client retries (408), not a final 400.
-		m.emit(admissionEvent(r, Event{Outcome: OutcomeBadRequest, Key: Key{Key: key}, Status: http.StatusRequestTimeout, Err: err}))
-		writeProblem(w, problem{Type: ProblemRequestTimeout, Status: http.StatusRequestTimeout, Key: key,
-			Detail: "The request body did not arrive before the server's read deadline. Retry with the same key and body."}, 0)
+		m.answer(admissionEvent(r, Event{Outcome: OutcomeBadRequest, Key: Key{Key: key}, Status: http.StatusRequestTimeout, Err: err}), nil, func() {
+			writeProblem(w, problem{Type: ProblemRequestTimeout, Status: http.StatusRequestTimeout, Key: key,
+				Detail: "The request body did not arrive before the server's read deadline. Retry with the same key and body."}, 0)
+		})
 		return
 	}
-	m.emit(admissionEvent(r, Event{Outcome: OutcomeBadRequest, Key: Key{Key: key}, Status: http.StatusBadRequest, Err: err}))
-	writeProblem(w, problem{Type: ProblemBodyUnreadable, Status: http.StatusBadRequest, Key: key,
-		Detail: "The request body could not be read (" + err.Error() + "). Nothing was run."}, 0)
+	m.answer(admissionEvent(r, Event{Outcome: OutcomeBadRequest, Key: Key{Key: key}, Status: http.StatusBadRequest, Err: err}), nil, func() {
+		writeProblem(w, problem{Type: ProblemBodyUnreadable, Status: http.StatusBadRequest, Key: key,
+			Detail: "The request body could not be read (" + err.Error() + "). Nothing was run."}, 0)
+	})
 }
 
 // firstRead is the most readBody reserves before a body's bytes arrive:
@@ -312,14 +318,37 @@ func (m *middleware) emit(ev Event) {
 	m.cfg.hooks.Call(&ev)
 }
 
-// emitAfterLog gives ev once log, a call of the Middleware's logger made
-// before ev is given, returned. Should the logger panic, ev is given before
-// the panic goes on, with the status sent by then (sent: 0 when nothing
-// was, since the answer ev describes never is), so that the request still
-// gives its one event, as after a handler's panic; a hook's panic then
-// does not replace the logger's (see emitUnwinding). ev is given as s
-// says (see settling.emit); s is nil outside the recording of an outcome.
-func (m *middleware) emitAfterLog(ev Event, sent int, s *settling, log func()) {
+// answer gives ev, then writes the answer ev describes with write. Should
+// a hook panic on ev (or call runtime.Goexit), write writes it all the
+// same before that panic goes on, so that the status the hooks had, the
+// hooks after the panicking one included, is the status sent, as with a
+// handler that panics after its response went out; a panic of write's own
+// meanwhile is dropped (see unwinding). A nil write writes nothing: the
+// answer, if any, is not the Middleware's to write (Status 0). ev is given
+// as s says (see settling.emit); s is nil outside the recording of an
+// outcome.
+func (m *middleware) answer(ev Event, s *settling, write func()) {
+	given := false
+	defer func() {
+		if !given && write != nil {
+			m.unwinding(ev.Context(), ev.Key, write)
+		}
+	}()
+	s.emit(m, ev)
+	given = true
+	if write != nil {
+		write()
+	}
+}
+
+// emitAfterLog answers with write as ev says (see answer) once log, a call
+// of the Middleware's logger made before ev is given, returned. Should the
+// logger panic, ev is given before the panic goes on, with the status sent
+// by then (sent: 0 when nothing was, since the answer ev describes never
+// is), so that the request still gives its one event, as after a
+// handler's panic; a hook's panic then does not replace the logger's (see
+// emitUnwinding).
+func (m *middleware) emitAfterLog(ev Event, sent int, s *settling, log, write func()) {
 	logged := false
 	defer func() {
 		if !logged {
@@ -329,7 +358,7 @@ func (m *middleware) emitAfterLog(ev Event, sent int, s *settling, log func()) {
 	}()
 	log()
 	logged = true
-	s.emit(m, ev)
+	m.answer(ev, s, write)
 }
 
 // emitUnwinding gives ev (see emit) while a panic goes on (or a

@@ -286,13 +286,17 @@ func WithLogger(l *slog.Logger) Option {
 // WithHook adds a function called with each Event, for metrics. It may be
 // given several times (instrumentation beside the application's own hook,
 // say): every hook is called, in the order given. A hook runs synchronously
-// on the request's goroutine, so it must be quick and safe for concurrent
-// use; a hook that panics fails that request, as a handler's panic would,
-// once the hooks given after it had the event. A hook's panic never
-// replaces one already in flight (the handler's, the store's, the
-// logger's, or an earlier hook's on the same event): that one goes on as
-// it was, and the hook's is dropped (and logged, see WithLogger). A nil f adds nothing; there is no
-// hook by default.
+// on the request's goroutine, before the answer the event describes is
+// written, so it must be quick and safe for concurrent use. A hook that
+// panics fails that request as a handler's panic after its response went
+// out would: the panic goes on once the hooks given after it had the event
+// and that answer was written all the same, so that the event's Status is
+// the status sent (after a run, the answer is the outcome recorded, which
+// a retry replays). A hook's panic never replaces one already in flight
+// (the handler's, the store's, the logger's, or an earlier hook's on the
+// same event): that one goes on as it was, and the hook's is dropped (and
+// logged, see WithLogger). A nil f adds nothing; there is no hook by
+// default.
 func WithHook(f func(Event)) Option {
 	return func(c *config) { c.hooks.Add(f) }
 }

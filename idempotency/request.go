@@ -29,6 +29,7 @@ type request struct {
 	claim    claimCtx // the request's key (from admission), and the handler's context and the token of the claim it runs under
 	tookOver bool     // the claim was taken over from a holder whose lease lapsed
 	timed    bool     // began is set
+	answered bool     // the handler's response, or an answer in its place, was written to w
 	tx       *txClaim // transactional mode's hold of the claim, made when needed
 	// outer is a copy of the response headers set before the handler ran
 	// (by handlers around the Middleware), nil when there were none: an
@@ -157,12 +158,14 @@ func (q *request) run(h held, res ClaimResult) {
 		}
 		// A panic in the handler, or after it returned in what finish
 		// calls before the answer goes out (the store's Complete or
-		// Commit, a hook, a logger): nothing the handler buffered goes
-		// out, so neither do its headers. Whatever answers in its place
+		// Commit, a logger): nothing the handler buffered goes out, so
+		// neither do its headers. (A hook's panic on the event comes
+		// after the answer the event describes went out: see
+		// middleware.answer.) Whatever answers in its place
 		// (net/http's abort, a recovery handler around the Middleware)
 		// finds the header map as it was before the handler ran, not a
 		// Set-Cookie or a Content-Length of a body never sent.
-		if q.rec.unsent() {
+		if q.rec.unsent() && !q.answered {
 			q.answerInPlace()
 		}
 		if !ran {
@@ -182,17 +185,22 @@ func (q *request) event() Event {
 	return q.eventOf(Event{Key: q.claim.key, Token: q.claim.token, TookOver: q.tookOver})
 }
 
-// emit hands ev about q (see eventOf) to the hooks, if any. Without hooks
-// it builds nothing: a replay, a 409 or a 422 does not pay for an event
-// nobody reads.
-func (q *request) emit(ev Event) {
-	if len(q.m.cfg.hooks) > 0 {
-		q.emitHooked(ev)
+// answer answers with write as ev about q (see eventOf) says (see
+// middleware.answer). Without hooks it builds no event: a replay, a 409 or
+// a 422 does not pay for an event nobody reads.
+func (q *request) answer(ev Event, write func()) {
+	if len(q.m.cfg.hooks) == 0 {
+		write()
+		return
 	}
+	q.m.answer(q.eventOf(ev), nil, write)
 }
 
-// emitHooked is emit with hooks, out of line so that emit is inlined.
-func (q *request) emitHooked(ev Event) { q.m.emit(q.eventOf(ev)) }
+// send sends the handler's response as recorded (see recorder.flush).
+func (q *request) send() {
+	q.answered = true
+	q.rec.flush()
+}
 
 // eventOf is ev about q.
 func (q *request) eventOf(ev Event) Event {

@@ -103,8 +103,7 @@ func (c *txClaim) finish(q *request) {
 	if !storable(ev.Status) {
 		c.rollback(q)
 		ev.Outcome = OutcomeReleased
-		m.emit(ev)
-		q.rec.flush()
+		m.answer(ev, nil, q.send)
 		return
 	}
 	var s settling
@@ -146,8 +145,7 @@ func (c *txClaim) finish(q *request) {
 		return
 	}
 	ev.Outcome = OutcomeNew
-	m.emit(ev)
-	q.rec.flush()
+	m.answer(ev, nil, q.send)
 }
 
 // commitFailed rolls back and answers 503: the client never sees a success
@@ -164,9 +162,11 @@ func (c *txClaim) commitFailed(q *request, ev Event, err error) {
 		m.cfg.logger.LogAttrs(q.r.Context(), slog.LevelError, "idempotency: commit failed or not confirmed; the handler's work was rolled back unless the commit went through, and the client gets 503",
 			slog.String("scope", q.claim.key.Scope), slog.String("key", q.claim.key.Key), slog.Int64("token", q.claim.token),
 			slog.Int("status", handlerStatus), slog.Any("error", err))
+	}, func() {
+		q.answered = true
+		writeProblem(q.w, problem{Type: ProblemCommitFailed, Status: http.StatusServiceUnavailable, Key: q.claim.key.Key,
+			Detail: "The operation could not be committed, or its commit was not confirmed. Retry with the same key: a committed operation is replayed, one that was not runs again."}, storeRetryAfter)
 	})
-	writeProblem(q.w, problem{Type: ProblemCommitFailed, Status: http.StatusServiceUnavailable, Key: q.claim.key.Key,
-		Detail: "The operation could not be committed, or its commit was not confirmed. Retry with the same key: a committed operation is replayed, one that was not runs again."}, storeRetryAfter)
 }
 
 // rollback rolls c's transaction back (see middleware.rollback) where no
