@@ -79,6 +79,11 @@ func TestHookPanicAnswerIsTheEvents(t *testing.T) {
 		{name: "oversize", first: `{}`, opts: []idempotency.Option{idempotency.WithMaxResponseBody(8)}},
 		{name: "new", status: http.StatusCreated},
 		{name: "released", status: http.StatusBadGateway},
+		{name: "store error after the run", status: http.StatusCreated, store: func(t *testing.T) idempotency.Store {
+			return &faultyStore{Store: newStore(t), complete: func(context.Context, idempotency.Key, int64, idempotency.Response, time.Duration) error {
+				return idempotency.ErrResponseNotStorable // also for the marker: a failure Complete does not retry
+			}}
+		}},
 		{name: "superseded", status: http.StatusCreated, store: func(t *testing.T) idempotency.Store {
 			return &faultyStore{Store: newStore(t), complete: func(context.Context, idempotency.Key, int64, idempotency.Response, time.Duration) error {
 				return idempotency.ErrStaleToken
