@@ -113,3 +113,42 @@ func TestClaimTooLateIsNoRetry(t *testing.T) {
 		t.Errorf("retries in progress = %d, want 0: the request claimed the key itself", n)
 	}
 }
+
+// heldThenLateStore is a Store whose first Claim finds the key held by
+// another request with the same fingerprint, and whose later claims are
+// acquired with almost none of their lease left: a duplicate that waits
+// for the holder, which lets the key go, and then claims it too late.
+type heldThenLateStore struct {
+	idempotency.Store
+	claims int
+}
+
+func (s *heldThenLateStore) Claim(ctx context.Context, k idempotency.Key, fp string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
+	s.claims++
+	if s.claims == 1 {
+		return idempotency.ClaimResult{Entry: idempotency.Entry{State: idempotency.StateInProgress, Fingerprint: fp, Token: 1, LeaseRemaining: lease}}, nil
+	}
+	return lateStore{s.Store}.Claim(ctx, k, fp, lease, ttl)
+}
+
+// TestWaiterClaimingTooLateIsRetry: a request that found its key held by
+// the same request, waited for it (WithWaitForResult), and then claimed
+// the key with too little of its lease left is answered 409 like any
+// duplicate that came while the first ran: it is a repeat of an operation
+// already claimed, and saferetry.server.retries counts it, as it does
+// the duplicate that did not wait.
+func TestWaiterClaimingTooLateIsRetry(t *testing.T) {
+	m := newMeter(t)
+	in := otelidempotency.New(otelidempotency.WithMeterProvider(m.provider),
+		otelidempotency.WithRetriesByScope(func(string) string { return "all" }))
+	st := &heldThenLateStore{Store: newStore(t)}
+	h := serve(in, st, app{}, idempotency.WithWaitForResult(time.Second))
+	expect(t, post(h, "op-1", body), 409)
+	if st.claims != 2 {
+		t.Fatalf("%d claims, want 2: the request waited and claimed again", st.claims)
+	}
+	got := m.collect(t)
+	if n := got.sum(otelidempotency.MetricRetries, outcome(idempotency.OutcomeInProgress)); n != 1 {
+		t.Errorf("retries in progress = %d, want 1: the request found its key held by the same request", n)
+	}
+}
