@@ -28,6 +28,7 @@ func (q *request) refused(e Entry) bool {
 		})
 		return false
 	}
+	q.repeat = true
 	switch e.State {
 	case StateCompleted:
 		q.replay(e)

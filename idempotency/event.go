@@ -86,6 +86,17 @@ type Event struct {
 	// TookOver reports that the claim was taken over from an earlier holder
 	// whose lease had lapsed.
 	TookOver bool
+	// Repeat reports that the request found its key claimed or completed
+	// by a request with the same fingerprint: a client's retry of an
+	// operation under way or done, or a duplicate sent beside it. It is
+	// true for every OutcomeReplay and OutcomeOversize, for an
+	// OutcomeInProgress answered for another request's claim, and for
+	// whatever became of a request that waited for one (WithWaitForResult):
+	// a replay, a run once the key was let go, or a claim acquired too late
+	// to run (OutcomeInProgress with an Err). It is false for a request
+	// that found its key free, such as one whose own claim came back too
+	// late, or used by another request (OutcomeMismatch).
+	Repeat bool
 	// Status is the HTTP status sent to the client; 0 when none was sent
 	// (a panic before the response began to stream) or when WithFailOpen
 	// handed the request to the handler unprotected.

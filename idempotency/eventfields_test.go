@@ -81,3 +81,43 @@ func TestEventContextIsTheRequests(t *testing.T) {
 		t.Fatal("the zero Event has a nil context")
 	}
 }
+
+// TestEventRepeat: Repeat is set on the events of requests that found
+// their key claimed or completed by the same request (a replay), and not
+// on those that found it free (a first run, a claim of its own that came
+// back too late) or used by another request (a mismatch).
+func TestEventRepeat(t *testing.T) {
+	var ev events
+	late := false
+	base := newStore(t)
+	st := &faultyStore{Store: base, claim: func(ctx context.Context, k idempotency.Key, fp string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
+		res, err := base.Claim(ctx, k, fp, lease, ttl)
+		if late {
+			res.LeaseRemaining = time.Nanosecond
+		}
+		return res, err
+	}}
+	h := idempotency.Middleware(st, idempotency.WithHook(ev.hook))(&counter{})
+	post(h, "k", `{}`)
+	post(h, "k", `{}`)
+	post(h, "k", `{"a":1}`)
+	late = true
+	post(h, "k2", `{}`)
+	want := []struct {
+		outcome idempotency.Outcome
+		repeat  bool
+	}{
+		{idempotency.OutcomeNew, false},
+		{idempotency.OutcomeReplay, true},
+		{idempotency.OutcomeMismatch, false},
+		{idempotency.OutcomeInProgress, false},
+	}
+	if len(ev.got) != len(want) {
+		t.Fatalf("events %v, want %d", ev.outcomes(), len(want))
+	}
+	for i, w := range want {
+		if e := ev.got[i]; e.Outcome != w.outcome || e.Repeat != w.repeat {
+			t.Errorf("event %d: %s Repeat %v, want %s Repeat %v", i, e.Outcome, e.Repeat, w.outcome, w.repeat)
+		}
+	}
+}

@@ -30,6 +30,7 @@ type request struct {
 	tookOver bool     // the claim was taken over from a holder whose lease lapsed
 	timed    bool     // began is set
 	answered bool     // the handler's response, or an answer in its place, was written to w
+	repeat   bool     // the key was found claimed or completed with q's fingerprint (see Event.Repeat)
 	tx       *txClaim // transactional mode's hold of the claim, made when needed
 	// outer is a copy of the response headers set before the handler ran
 	// (by handlers around the Middleware), nil when there were none: an
@@ -205,6 +206,7 @@ func (q *request) send() {
 // eventOf is ev about q.
 func (q *request) eventOf(ev Event) Event {
 	ev = admissionEvent(q.r, ev)
+	ev.Repeat = q.repeat
 	if q.timed {
 		ev.began = q.m.epoch.Load().Add(q.began)
 	}

@@ -85,10 +85,12 @@
 // find its key: replay (the first answer was lost on the way back: a
 // timeout, a dropped connection), in_progress (the retry came while the
 // first still ran: a client timeout shorter than the handler, or an
-// eager duplicate) and oversize. An in_progress answered to a request
-// that claimed the key itself, too late to run the handler (its claim came
-// back with under half its lease left), is no retry and is not counted as
-// one. With WithRetriesByScope they are counted
+// eager duplicate) and oversize (idempotency.Event.Repeat tells them). An
+// in_progress answered to a request that found the key free and claimed
+// it itself, too late to run the handler (its claim came back with under
+// half its lease left), is no retry and is not counted as one; one that
+// found the key held, waited for it (idempotency.WithWaitForResult) and
+// then claimed it too late is. With WithRetriesByScope they are counted
 // per scope in saferetry.server.retries, so that
 //
 //	sum by (saferetry_scope, saferetry_outcome) (rate(saferetry_server_retries_total[5m]))

@@ -54,17 +54,16 @@ func decidedOnAdmission(o idempotency.Outcome) bool {
 }
 
 // isRetry reports the events of a request that found its operation
-// already claimed or completed with the same fingerprint: a repeat of it.
-// An OutcomeInProgress with an Err is not one: the request claimed the key
-// itself, but its claim came back with too little of its lease left to run
-// the handler (see idempotency.Event.Err), so it may be the operation's
-// first attempt.
+// already claimed or completed with the same fingerprint (a repeat of it,
+// see idempotency.Event.Repeat) and was answered with the outcome of the
+// first: replayed, or answered 409 or 410. An OutcomeInProgress of a
+// request whose own claim came back too late to run the handler is one
+// only when the request had found the key held and waited first: without
+// that, it may be the operation's first attempt.
 func isRetry(ev idempotency.Event) bool {
 	switch ev.Outcome {
-	case idempotency.OutcomeReplay, idempotency.OutcomeOversize:
-		return true
-	case idempotency.OutcomeInProgress:
-		return ev.Err == nil
+	case idempotency.OutcomeReplay, idempotency.OutcomeOversize, idempotency.OutcomeInProgress:
+		return ev.Repeat
 	}
 	return false
 }
