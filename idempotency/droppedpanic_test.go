@@ -102,14 +102,17 @@ func TestDroppedPanicIsLogged(t *testing.T) {
 
 // TestKeeperPanicDroppedAfterHandlerPanicIsLogged checks that a panic the
 // lease keeper recovered on its timer (the store's Renew) while the
-// handler ran, which a later panic goes on in place of (the handler's, or
-// the store's Complete), is logged at the error level with its value and
-// the stack where it was raised, as any panic the Middleware drops. It
-// used to be dropped without a trace.
+// handler ran, which a later panic goes on in place of (the handler's, the
+// store's Complete, a hook's on the request's event, also the lease_lost
+// event of a claim found superseded), is logged at the error level with
+// its value and the stack where it was raised, as any panic the Middleware
+// drops. It used to be dropped without a trace.
 func TestKeeperPanicDroppedAfterHandlerPanicIsLogged(t *testing.T) {
 	for _, tc := range []struct{ name, want string }{
 		{"the handler panics", "handler bug"},
 		{"Complete panics", "store bug"},
+		{"a hook panics", "hook bug"},
+		{"a hook panics on a superseded claim's event", "hook bug"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const lease = 9 * time.Second
@@ -121,13 +124,23 @@ func TestKeeperPanicDroppedAfterHandlerPanicIsLogged(t *testing.T) {
 					panic("renew broke")
 				}
 				return base.Renew(ctx, k, tok, l)
-			}, complete: func(context.Context, idempotency.Key, int64, idempotency.Response, time.Duration) error {
+			}, complete: func(ctx context.Context, k idempotency.Key, tok int64, resp idempotency.Response, ttl time.Duration) error {
+				switch tc.name {
+				case "a hook panics":
+					return base.Complete(ctx, k, tok, resp, ttl)
+				case "a hook panics on a superseded claim's event":
+					return idempotency.ErrStaleToken
+				}
 				panic("store bug")
 			}}
 			var buf testkit.SyncBuffer
 			entered, release := make(chan struct{}), make(chan struct{})
-			h := idempotency.Middleware(st, idempotency.WithLease(lease), idempotency.WithClock(clk),
-				idempotency.WithLogger(slog.New(slog.NewJSONHandler(&buf, nil))))(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			opts := []idempotency.Option{idempotency.WithLease(lease), idempotency.WithClock(clk),
+				idempotency.WithLogger(slog.New(slog.NewJSONHandler(&buf, nil)))}
+			if tc.want == "hook bug" {
+				opts = append(opts, idempotency.WithHook(func(idempotency.Event) { panic("hook bug") }))
+			}
+			h := idempotency.Middleware(st, opts...)(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 				close(entered)
 				<-release
 				if tc.want == "handler bug" {
