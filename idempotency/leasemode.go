@@ -89,13 +89,7 @@ func (c *leaseClaim) handlerContext(cc *claimCtx) context.Context { return cc }
 func (c *leaseClaim) finish(q *request) {
 	ev, superseded, kept := c.record(q)
 	if kept != nil {
-		// The keeper's panic goes on in place of the response, once the
-		// request has given its one event: a superseded claim's is ours
-		// to report, with the status sent, none unless it streamed.
-		if superseded {
-			q.leaseLost(c.ctx, ev, q.sentStatus(), ErrStaleToken, nil, nil)
-		}
-		panic(kept)
+		c.goOn(q, ev, superseded, kept)
 	}
 	switch {
 	case superseded && storable(ev.Status) && q.rec.unsent():
@@ -105,6 +99,26 @@ func (c *leaseClaim) finish(q *request) {
 	default:
 		q.send()
 	}
+}
+
+// goOn goes on with kept, the panic the keeper recovered, in place of the
+// response, once the request has given its one event: a superseded
+// claim's is ours to report, with the status sent, none unless it
+// streamed. Should a hook panic on it, that panic goes on in kept's place,
+// as a panic while the outcome is recorded does (see record), and kept is
+// logged (see middleware.logDropped).
+func (c *leaseClaim) goOn(q *request, ev Event, superseded bool, kept *keeperPanic) {
+	if superseded {
+		given := false
+		defer func() {
+			if !given {
+				q.m.logDropped(c.ctx, q.claim.key, kept)
+			}
+		}()
+		q.leaseLost(c.ctx, ev, q.sentStatus(), ErrStaleToken, nil, nil)
+		given = true
+	}
+	panic(kept)
 }
 
 // record is finish's store call: it completes or releases the claim and
