@@ -57,14 +57,30 @@ func retryAfterSeconds(d time.Duration) int {
 	return int(clock.CeilUnits(d, time.Second))
 }
 
-// replay answers with the stored outcome of e.
+// replay answers with the stored outcome of e. The answer's headers are
+// set once the event was given (see request.answer), so that a writer that
+// panics as they are set leaves the request its one event.
 func (q *request) replay(e Entry) {
-	m, k := q.m, q.claim.key
+	k := q.claim.key
 	resp := e.Response
 	if resp == nil {
 		q.storeUnavailable(errors.New("idempotency: store returned a completed entry without a response"))
 		return
 	}
+	if resp.Oversize {
+		q.answer(Event{Outcome: OutcomeOversize, Key: k, Token: e.Token, Status: http.StatusGone}, func() {
+			q.w.Header()[HeaderReplayed] = []string{"true"} // the name is canonical: no Set needed
+			writeProblem(q.w, problem{Type: ProblemResponseTooLarge, Status: http.StatusGone, Key: k.Key,
+				OriginalStatus: resp.Status,
+				Detail:         "The operation with this Idempotency-Key completed, but its response could not be kept (too large, or not sent whole). It will not run again."}, 0)
+		})
+		return
+	}
+	q.answer(Event{Outcome: OutcomeReplay, Key: k, Token: e.Token, Status: resp.Status}, func() { q.writeReplay(resp) })
+}
+
+// writeReplay writes resp, a stored outcome that is replayable.
+func (q *request) writeReplay(resp *Response) {
 	// The stored values may be shared with other replays (see Store.Claim):
 	// the writer gets copies, which it may change at will, in one array
 	// when every name has one value (sized without a pass over the map to
@@ -75,19 +91,11 @@ func (q *request) replay(e Entry) {
 	values[0] = "true"
 	h := q.w.Header()
 	h[HeaderReplayed] = values[:1:1] // the name is canonical: no Set needed
-	if resp.Oversize {
-		q.answer(Event{Outcome: OutcomeOversize, Key: k, Token: e.Token, Status: http.StatusGone}, func() {
-			writeProblem(q.w, problem{Type: ProblemResponseTooLarge, Status: http.StatusGone, Key: k.Key,
-				OriginalStatus: resp.Status,
-				Detail:         "The operation with this Idempotency-Key completed, but its response could not be kept (too large, or not sent whole). It will not run again."}, 0)
-		})
-		return
-	}
 	for name, v := range resp.Header {
 		// Whether the body is encoded decides only for the coding's own
 		// names, so it is looked up (stored names are canonical, see
 		// storedHeaders) for those alone.
-		if m.cfg.keeps(name, codingHeader(name) && len(resp.Header["Content-Encoding"]) > 0) {
+		if q.m.cfg.keeps(name, codingHeader(name) && len(resp.Header["Content-Encoding"]) > 0) {
 			i := len(values)
 			values = append(values, v...)
 			h[name] = values[i:len(values):len(values)] // a later Add must not write into the next name's values
@@ -111,12 +119,10 @@ func (q *request) replay(e Entry) {
 		values = append(values, strconv.Itoa(len(resp.Body)))
 		h["Content-Length"] = values[i:len(values):len(values)]
 	}
-	q.answer(Event{Outcome: OutcomeReplay, Key: k, Token: e.Token, Status: resp.Status}, func() {
-		q.w.WriteHeader(resp.Status)
-		if len(resp.Body) > 0 {
-			_, _ = q.w.Write(resp.Body)
-		}
-	})
+	q.w.WriteHeader(resp.Status)
+	if len(resp.Body) > 0 {
+		_, _ = q.w.Write(resp.Body)
+	}
 }
 
 // superseded answers, in place of the storable response of a handler whose
