@@ -70,13 +70,27 @@ type held interface {
 }
 
 // serve claims the key, runs the handler under the claim, or answers from
-// the entry in the way (waiting for it to settle, with WithWaitForResult).
+// the entry in the way (waiting for it to settle, with WithWaitForResult),
+// and ends its wait, if any. Should a panic go on meanwhile (the store's,
+// a hook's, the handler's), the end of the wait is cleanup after it: a
+// panic of the store's there (its Watch's stop) is dropped (see unwinding).
 func (q *request) serve() {
+	served := false
 	defer func() {
-		if q.wait != nil {
+		switch {
+		case q.wait == nil:
+		case served:
 			q.wait.done(q.m)
+		default:
+			q.m.unwinding(q.r.Context(), q.claim.key, func() { q.wait.done(q.m) })
 		}
 	}()
+	q.claimAndServe()
+	served = true
+}
+
+// claimAndServe is serve's work, for serve to end the wait after it.
+func (q *request) claimAndServe() {
 	for {
 		h, res, err := q.claimKey()
 		if q.wait != nil && (err != nil || res.Acquired) {
