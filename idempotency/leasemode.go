@@ -125,7 +125,9 @@ func (c *leaseClaim) goOn(q *request, ev Event, superseded bool, kept *keeperPan
 // reports whether it was superseded, then ends the claim, also when a store
 // call or a hook panics: the keeper must not go on renewing a claim that
 // nobody will settle. A panic before the request's event is given is
-// reported as request.settlePanicked says. Once the outcome is
+// reported as request.settlePanicked says; a hook's panic on the event
+// lets the response go out first (see middleware.answer), unless a panic
+// the keeper kept was to go on in its place. Once the outcome is
 // recorded, a panic the keeper recovered on its timer is returned as kept,
 // for finish to go on with once the request gave its event (see
 // keeperPanic); before, one that a panic of the store's or the logger's
