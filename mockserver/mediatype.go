@@ -221,8 +221,13 @@ func commonJSON(ct string) bool {
 }
 
 // cutPrefixFold is strings.CutPrefix with the prefix matched in any case.
+// The prefix as given, the usual case, is compared first: a plain
+// comparison costs a fraction of strings.EqualFold.
 func cutPrefixFold(s, prefix string) (string, bool) {
-	if len(s) < len(prefix) || !strings.EqualFold(s[:len(prefix)], prefix) {
+	if len(s) < len(prefix) {
+		return s, false
+	}
+	if head := s[:len(prefix)]; head != prefix && !strings.EqualFold(head, prefix) {
 		return s, false
 	}
 	return s[len(prefix):], true
