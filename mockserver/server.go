@@ -229,7 +229,9 @@ func arrival(ctx context.Context) time.Time {
 // executions of one operation meet under one key whatever its wire form,
 // or the header's first value as it came when it is not a valid key.
 func counterKey(r *http.Request) string {
-	vals := r.Header.Values(idempotency.HeaderIdempotencyKey)
+	// The name is canonical: indexed as Header.Values would after
+	// canonicalising it, without that work.
+	vals := r.Header[idempotency.HeaderIdempotencyKey]
 	if k, err := contract.ParseKeyFields(vals); err == nil {
 		return k
 	}
