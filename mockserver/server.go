@@ -204,6 +204,27 @@ type reqState struct {
 
 type stateKey struct{}
 
+// observed is what observe keeps of one request, in one allocation: its
+// state, the writer its answer goes through, and the context that carries
+// the state to the handler (stateFrom), where context.WithValue and two
+// more allocations would do the same. Context is the request's own, which
+// a context derived from observed is canceled with as from it (observed
+// hides none of its methods but Value).
+type observed struct {
+	context.Context
+	st reqState
+	w  attemptWriter
+}
+
+// Value returns the request's state for stateKey{}, and what the
+// request's own context holds for any other key.
+func (o *observed) Value(key any) any {
+	if key == (stateKey{}) {
+		return &o.st
+	}
+	return o.Context.Value(key)
+}
+
 func stateFrom(ctx context.Context) *reqState {
 	if st, ok := ctx.Value(stateKey{}).(*reqState); ok {
 		return st
@@ -247,9 +268,12 @@ func counterKey(r *http.Request) string {
 // outcomeSettled).
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		st := &reqState{key: counterKey(r), arrived: arrival(r.Context())}
+		o := &observed{Context: r.Context()}
+		st := &o.st
+		st.key, st.arrived = counterKey(r), arrival(r.Context())
 		s.insp.attempt(st.key)
-		aw := &attemptWriter{ResponseWriter: w, s: s, st: st}
+		o.w = attemptWriter{ResponseWriter: w, s: s, st: st}
+		aw := &o.w
 
 		if status := s.faults.takeFail(); status != 0 {
 			st.injected.Store(true)
@@ -259,7 +283,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			return
 		}
 
-		next.ServeHTTP(aw, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
+		next.ServeHTTP(aw, r.WithContext(o))
 
 		if st.drop.Load() {
 			if st.sent.Load() {
