@@ -60,7 +60,7 @@ func appendPaymentJSON(b []byte, p *Payment) ([]byte, bool) {
 	b = append(b, p.Ref...)
 	b = append(b, `","created":"`...)
 	// time.Time.MarshalJSON is AppendText quoted.
-	t, err := p.Created.AppendText(b)
+	t, err := appendTimeText(b, p.Created)
 	if err != nil {
 		return b, false
 	}
