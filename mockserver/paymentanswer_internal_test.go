@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -87,5 +88,21 @@ func TestAppendPaymentJSONAllocations(t *testing.T) {
 	buf := make([]byte, 0, 512)
 	if n := testing.AllocsPerRun(100, func() { appendPaymentJSON(buf, &p) }); n != 0 {
 		t.Errorf("appendPaymentJSON allocates %v times, want 0", n)
+	}
+}
+
+// TestPlainJSONIsMarshal: plainJSON takes the printable ASCII bytes but
+// '"', '\\' and the three that json.Marshal escapes for HTML, and
+// json.Marshal writes every byte it takes as it is between quotes.
+func TestPlainJSONIsMarshal(t *testing.T) {
+	for c := range 256 {
+		s := string([]byte{byte(c)})
+		want := 0x20 <= c && c <= 0x7e && !strings.Contains(`"\<>&`, s)
+		if plainJSON(s) != want || plainJSON("ab"+s+"cd") != want {
+			t.Errorf("plainJSON(%q) = %v, want %v", s, plainJSON(s), want)
+		}
+		if out, err := json.Marshal(s); want && (err != nil || string(out) != `"`+s+`"`) {
+			t.Errorf("plainJSON takes %q, which json.Marshal writes %s (%v)", s, out, err)
+		}
 	}
 }
