@@ -123,7 +123,17 @@ func countedKey(key string) string { return key[:min(len(key), maxCountedKey)] }
 type inspector struct {
 	mu       sync.Mutex
 	cur, old keyTable
-	seen     int64 // keys first seen, to number them (keyRecord.seen)
+	seen     int64  // keys first seen, to number them (keyRecord.seen)
+	turns    uint64 // the tables' turns and resets, which end every keyPos
+}
+
+// keyPos is where attempt put a key's record, for the calls on the same
+// request after it, which find the record there rather than by its key: a
+// position in the inspector's newer table, valid while that table has not
+// turned old, nor been reset, since. The zero value is no position.
+type keyPos struct {
+	turn uint64 // the inspector's turns + 1 when it was taken
+	i    int32
 }
 
 // keyTable keeps a key's counts and first attempt in a record without
@@ -242,28 +252,42 @@ func (in *inspector) recordLocked(key string) (*keyTable, int32, *keyRecord) {
 	}
 	if in.cur.recs.len() >= MaxInspectedKeys/2 {
 		in.old, in.cur = in.cur, keyTable{}
+		in.turns++
 	}
 	i := in.cur.add(key, r, more)
 	return &in.cur, i, in.cur.recs.at(i)
 }
 
+// recordAtLocked is recordLocked(key) for a key whose record attempt put
+// at pos, which it returns without a lookup while pos is valid. The lock
+// must be held.
+func (in *inspector) recordAtLocked(key string, pos keyPos) (*keyTable, int32, *keyRecord) {
+	if pos.turn == in.turns+1 {
+		return &in.cur, pos.i, in.cur.recs.at(pos.i)
+	}
+	return in.recordLocked(key)
+}
+
 // attempt counts a request on arrival, so a client that got an answer never
-// observes a count that misses its own attempt.
-func (in *inspector) attempt(key string) {
+// observes a count that misses its own attempt. It returns where the key's
+// record is, for the request's calls after it.
+func (in *inspector) attempt(key string) keyPos {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	_, _, r := in.recordLocked(key)
+	_, i, r := in.recordLocked(key)
 	r.attempts++
+	return keyPos{turn: in.turns + 1, i: i}
 }
 
 // answered records how an attempt was answered; it runs before the answer's
 // first byte is written.
 // It returns the attempt's place in the key's history, -1 when the history
-// is full, for dropped.
-func (in *inspector) answered(key string, a Attempt) int {
+// is full, for dropped. pos is what attempt returned for key, or the zero
+// keyPos.
+func (in *inspector) answered(key string, pos keyPos, a Attempt) int {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	t, i, r := in.recordLocked(key)
+	t, i, r := in.recordAtLocked(key, pos)
 	switch {
 	case r.history == 0:
 		r.first = recordAttempt(a)
@@ -296,10 +320,12 @@ func (in *inspector) dropped(key string, n int) {
 	rec.outcome = recordAttempt(Attempt{Outcome: OutcomeDropped}).outcome
 }
 
-func (in *inspector) execution(key string) {
+// execution counts a run of the payment handler. pos is what attempt
+// returned for key, or the zero keyPos.
+func (in *inspector) execution(key string, pos keyPos) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	_, _, r := in.recordLocked(key)
+	_, _, r := in.recordAtLocked(key, pos)
 	r.executions++
 }
 
@@ -343,6 +369,7 @@ func (in *inspector) reset() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.cur, in.old = keyTable{}, keyTable{}
+	in.turns++
 }
 
 // Executions reports how many times the payment handler ran for key. It is

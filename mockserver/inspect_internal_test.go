@@ -27,12 +27,12 @@ func TestInspectorHistory(t *testing.T) {
 	for i := range maxHistory + 3 {
 		in.attempt("k")
 		a := Attempt{Status: 200 + i, Outcome: OutcomeReplayed}.timed(at)
-		in.answered("k", a)
+		in.answered("k", keyPos{}, a)
 		if i < maxHistory {
 			want = append(want, a)
 		}
 	}
-	in.execution("k")
+	in.execution("k", keyPos{})
 	in.attempt("other")
 	got := in.stats("k")
 	if got.Key != "k" || got.Attempts != maxHistory+3 || got.Executions != 1 || !reflect.DeepEqual(got.History, want) {
@@ -62,7 +62,7 @@ func TestInspectorKeys(t *testing.T) {
 			in.attempt(k)
 		}
 	}
-	in.execution("k-10")
+	in.execution("k-10", keyPos{})
 	all := in.all()
 	if len(all) != len(keys) {
 		t.Fatalf("%d keys, want %d", len(all), len(keys))

@@ -27,7 +27,7 @@ func TestInspectorIsBounded(t *testing.T) {
 		in.attempt("k-" + strconv.Itoa(i))
 		if i%(inspectorLimit/8) == 0 {
 			in.attempt(busy)
-			in.answered(busy, Attempt{Status: 201, Outcome: OutcomeReplayed}.timed(at))
+			in.answered(busy, keyPos{}, Attempt{Status: 201, Outcome: OutcomeReplayed}.timed(at))
 		}
 	}
 	all := in.all()

@@ -86,7 +86,11 @@ func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
 	}
 
 	st.executed.Store(true)
-	s.insp.execution(key)
+	pos := st.pos
+	if key != st.key {
+		pos = keyPos{} // the record attempt made is another key's
+	}
+	s.insp.execution(key, pos)
 
 	buf := getBuffer()
 	defer putBuffer(buf)

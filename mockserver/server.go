@@ -194,6 +194,7 @@ type epochScope struct {
 // the handler and back.
 type reqState struct {
 	key      string    // the Idempotency-Key as received
+	pos      keyPos    // where the inspector keeps key's record
 	arrived  time.Time // when the request arrived, for the attempt's timing
 	injected atomic.Bool
 	executed atomic.Bool
@@ -271,7 +272,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		o := &observed{Context: r.Context()}
 		st := &o.st
 		st.key, st.arrived = counterKey(r), arrival(r.Context())
-		s.insp.attempt(st.key)
+		st.pos = s.insp.attempt(st.key)
 		o.w = attemptWriter{ResponseWriter: w, s: s, st: st}
 		aw := &o.w
 
@@ -293,7 +294,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 				s.log(r.Context(), "mockserver: cut the answer short after commit", "key", st.key)
 				panic(http.ErrAbortHandler)
 			}
-			s.insp.answered(st.key, Attempt{Status: 0, Outcome: OutcomeDropped}.timed(st.arrived))
+			s.insp.answered(st.key, st.pos, Attempt{Status: 0, Outcome: OutcomeDropped}.timed(st.arrived))
 			s.log(r.Context(), "mockserver: dropped the answer after commit", "key", st.key)
 			if hj, ok := w.(http.Hijacker); ok {
 				if conn, _, err := hj.Hijack(); err == nil {
@@ -329,7 +330,7 @@ func (w *attemptWriter) WriteHeader(code int) {
 		return
 	}
 	w.st.sent.Store(true)
-	w.st.place = w.s.insp.answered(w.st.key, Attempt{Status: code, Outcome: w.classify(code)}.timed(w.st.arrived))
+	w.st.place = w.s.insp.answered(w.st.key, w.st.pos, Attempt{Status: code, Outcome: w.classify(code)}.timed(w.st.arrived))
 	w.ResponseWriter.WriteHeader(code)
 }
 
