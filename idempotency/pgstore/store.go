@@ -345,9 +345,10 @@ WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND state = 1 A
 		// txComplete is complete, failing when it changed no row so that
 		// the COMMIT queued after it does not run.
 		// It changes the claim's row only where this transaction wrote it
-		// (its xmin, the transaction's own id: see Tx.blockSwitched); a row
-		// of the claim's token that another transaction wrote fails it
-		// with switchedText instead of staleText.
+		// (its xmin, the transaction's or one of its subtransactions' id:
+		// see writtenHereSQL); a row of the claim's token that another
+		// transaction wrote fails it with switchedText instead of
+		// staleText.
 		txComplete: "WITH u AS (\n\t" + txCompleteUpdate + " AND " + writtenHereSQL + "\n\tRETURNING watched\n) " + strings.Replace(notify(notifySettled, "$9::text", "$10::text"), " FROM u",
 			`, CAST(CASE WHEN count(*) = 0 THEN CASE WHEN EXISTS (`+r.Replace(`SELECT 1 FROM $TABLE WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND NOT `)+writtenHereSQL+`)
 		THEN '`+switchedText+`' ELSE '`+staleText+`' END END AS integer) FROM u`, 1),

@@ -11,15 +11,29 @@ import (
 )
 
 // writtenHereSQL holds for a row of the table that the transaction
-// running the statement wrote last, at its top level: the claim's row,
-// inserted (or taken over) by the claim in the transaction that the
-// handler continues. A handler that ended that transaction and began
-// another in one go ("COMMIT; BEGIN" in one query string, COMMIT AND
-// CHAIN, a batch of the two, the two through the transaction's Conn)
-// leaves the transaction status in a block, so that nothing in it tells
-// the switch, but the row's xmin is then another transaction's id.
-// pg_current_xact_id is PostgreSQL 13's.
-const writtenHereSQL = `xmin = pg_catalog.pg_current_xact_id()::xid`
+// running the statement wrote last: the claim's row, inserted (or taken
+// over) by the claim in the transaction that the handler continues. A
+// handler that ended that transaction and began another in one go
+// ("COMMIT; BEGIN" in one query string, COMMIT AND CHAIN, a batch of the
+// two, the two through the transaction's Conn) leaves the transaction
+// status in a block, so that nothing in it tells the switch, but the
+// row's xmin is then another transaction's id. That id is the
+// transaction's own (pg_current_xact_id, PostgreSQL 13's) for a claim
+// made at its top level, as the Middleware's is; a claim made while a
+// savepoint was open (a Tx whose Context was taken first, with a
+// savepoint of the handler's or its LargeObjects') has a subtransaction's
+// id, which stays the row's xmin after the savepoint's release. So a row
+// whose xmin is not the transaction's own is still this transaction's
+// when that xmin is in progress (pg_xact_status, given the xid with the
+// epoch of the transaction's own, within 2^31 of which every xmin lies):
+// a row that the statement sees, written by a transaction in progress,
+// was written by its own transaction or one of its subtransactions. The
+// row of a switch was written by a transaction that committed, and so is
+// the row that another's statement changed since (a waiting retry's
+// watch). xmin 1 and 2 (bootstrap, frozen) are committed. The second
+// test runs only where the first fails.
+const writtenHereSQL = `(xmin = pg_catalog.pg_current_xact_id()::xid OR xmin::text::bigint > 2 AND pg_catalog.pg_xact_status((pg_catalog.pg_current_xact_id()::text::bigint
+		+ (xmin::text::bigint - pg_catalog.pg_current_xact_id()::xid::text::bigint + 6442450944) % 4294967296 - 2147483648)::text::xid8) = 'in progress')`
 
 // switchedText is what the txComplete statement casts to integer, to fail
 // (see sqlstateInvalidText), when the claim's row was written by another
