@@ -688,8 +688,11 @@ func (t *Tx) checkBlock(ctx context.Context, err error) error {
 // statement of its own, outside any block, the claim, if that statement
 // committed it, is completed with status 500 and not replayable, so that
 // no retry runs again what was committed. A claim rolled back with the
-// block is not there to complete: the statement changes nothing. Its
-// caller holds lk; a failure is returned, and Commit or Rollback try
+// block is not there to complete: the statement changes nothing. The
+// statement runs in a READ WRITE transaction block of its own (two round
+// trips more, on this path only): the session may default to read only
+// (see beginThenClaim), where it would fail alone. Its caller holds lk; a
+// failure is returned (the block rolled back), and Commit or Rollback try
 // again.
 func (t *Tx) recordEnded(ctx context.Context) error {
 	if t.endRecorded || t.token == 0 {
@@ -700,8 +703,12 @@ func (t *Tx) recordEnded(ctx context.Context) error {
 		return err
 	}
 	scope, key := pgtext.Encode(t.claimed.Scope), pgtext.Encode(t.claimed.Key)
-	if _, err := t.pgxConn.Exec(ctx, t.store.sql.complete,
-		t.completeArgs(scope, key, t.token, http.StatusInternalServerError, stampedHeader(t.token, nil), nil, true, ttlUS)...); err != nil {
+	err = pgx.BeginTxFunc(ctx, t.pgxConn, pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadWrite}, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, t.store.sql.complete,
+			t.completeArgs(scope, key, t.token, http.StatusInternalServerError, stampedHeader(t.token, nil), nil, true, ttlUS)...)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("pgstore: recording the claim that the handler's statement committed: %w", err)
 	}
 	t.endRecorded = true

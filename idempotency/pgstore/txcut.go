@@ -96,7 +96,9 @@ func (t *Tx) settleCutShort(ctx context.Context, err error, sqls ...string) erro
 // status 500 but not replayable, in the same transaction. The wait for an
 // uncommitted row of the key is an insert of the key (ON CONFLICT DO
 // NOTHING), rolled back, and for a row the claim took over a lock on it
-// (FOR UPDATE); each is bounded by the lock timeout (boundSQL).
+// (FOR UPDATE); each is bounded by the lock timeout (boundSQL). Its
+// transaction is READ WRITE: the pool's sessions may default to read
+// only (see Tx.beginThenClaim).
 func (t *Tx) claimCommitted(ctx context.Context) (committed bool, err error) {
 	conn, err := t.store.pool.Acquire(ctx)
 	if err != nil {
@@ -104,7 +106,7 @@ func (t *Tx) claimCommitted(ctx context.Context) (committed bool, err error) {
 	}
 	defer conn.Release()
 	scope, key := pgtext.Encode(t.claimed.Scope), pgtext.Encode(t.claimed.Key)
-	err = pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+	err = pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadWrite}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, t.store.boundSQL); err != nil {
 			return err
 		}
