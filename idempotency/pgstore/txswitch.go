@@ -57,8 +57,14 @@ func switchingTag(tag pgconn.CommandTag) bool {
 // round trip: blockSwitched. A switch is treated as a statement that ended
 // the block (see ErrHandlerEndedTx): the new block, with what ran in it,
 // is rolled back, what the first committed is recorded, and every later
-// statement is refused. After a DEALLOCATE, the prepared statements are
-// forgotten (see forgetPrepared).
+// statement is refused. The check and what follows run under ctx without
+// its cancellation, bounded by twice the lock timeout (as settleCutShort's
+// wait): the handler's context, ending just after its statement, would
+// fail the check unsent, or cut it short and close the connection, and
+// leave a claim that the statement committed for a retry to take over and
+// run again. Should the check fail all the same, the Tx is marked suspect,
+// so that its Rollback looks (rollbackChecked). After a DEALLOCATE, the
+// prepared statements are forgotten (see forgetPrepared).
 func (t *Tx) checkTag(ctx context.Context, tag pgconn.CommandTag, err error) error {
 	if err == nil && deallocatingTag(tag) {
 		err = t.forgetPrepared(ctx)
@@ -66,8 +72,11 @@ func (t *Tx) checkTag(ctx context.Context, tag pgconn.CommandTag, err error) err
 	if err != nil || t.blockEnded || !switchingTag(tag) || t.pgxConn.PgConn().TxStatus() != 'T' {
 		return t.checkBlock(ctx, err)
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*t.store.cfg.lockTimeout)
+	defer cancel()
 	switched, serr := t.blockSwitched(ctx)
 	if serr != nil {
+		t.suspect.Store(true)
 		return serr
 	}
 	if !switched {
