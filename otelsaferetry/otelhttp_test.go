@@ -2,8 +2,10 @@ package otelsaferetry_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/propagation"
@@ -19,15 +21,21 @@ import (
 // http.client.request.duration measurement, never two; the operation span
 // has an event per attempt with its resend count. A base that wraps
 // otelhttp needs WithAttemptSpans(false); without it, each attempt has two
-// client spans, which is why the option exists.
+// client spans, which is why the option exists. otelhttp ends the span of
+// a retried answer when the Transport's drain of it ends, which may be
+// after RoundTrip returned (a drain is waited for a few milliseconds at
+// most): as on a loaded machine, where it failed, "slow drains" makes those
+// drains last longer than that.
 func TestOtelhttpBase(t *testing.T) {
 	cases := []struct {
 		name        string
 		wrap        bool // hide otelhttp under a RoundTripper of our own
+		slow        bool // the bodies of the answers retried are read slowly
 		opts        []otelsaferetry.Option
 		clientSpans int
 	}{
 		{name: "otelhttp", clientSpans: 3},
+		{name: "otelhttp, slow drains", slow: true, clientSpans: 3},
 		{name: "wrapped, WithAttemptSpans(false)", wrap: true,
 			opts: []otelsaferetry.Option{otelsaferetry.WithAttemptSpans(false)}, clientSpans: 3},
 		{name: "wrapped, not told", wrap: true, clientSpans: 6},
@@ -36,7 +44,17 @@ func TestOtelhttpBase(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRig(t)
 			srv := newScript(t, 503, 503, 201)
-			var base http.RoundTripper = otelhttp.NewTransport(http.DefaultTransport,
+			var wire http.RoundTripper = http.DefaultTransport
+			if c.slow {
+				wire = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					resp, err := http.DefaultTransport.RoundTrip(r)
+					if err == nil && resp.StatusCode == http.StatusServiceUnavailable {
+						resp.Body = slowBody{resp.Body}
+					}
+					return resp, err
+				})
+			}
+			var base http.RoundTripper = otelhttp.NewTransport(wire,
 				otelhttp.WithTracerProvider(r.tp), otelhttp.WithMeterProvider(r.mp),
 				otelhttp.WithPropagators(propagation.TraceContext{}))
 			if c.wrap {
@@ -75,6 +93,14 @@ func TestOtelhttpBase(t *testing.T) {
 			}
 		})
 	}
+}
+
+// slowBody is a body each read of which takes 20 ms more.
+type slowBody struct{ io.ReadCloser }
+
+func (b slowBody) Read(p []byte) (int, error) {
+	time.Sleep(20 * time.Millisecond)
+	return b.ReadCloser.Read(p)
 }
 
 // checkEvents checks the attempt events of an operation span: present
