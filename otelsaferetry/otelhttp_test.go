@@ -65,9 +65,10 @@ func TestOtelhttpBase(t *testing.T) {
 			if status, err := post(t, context.Background(), rt, srv.URL); err != nil || status != 201 {
 				t.Fatalf("got %d, %v; want 201", status, err)
 			}
+			ended := endedClientSpans(r, c.clientSpans)
 			var op trace.SpanContext
 			clients := 0
-			for _, s := range r.spans.Ended() {
+			for _, s := range ended {
 				switch s.SpanKind() {
 				case trace.SpanKindInternal:
 					op = s.SpanContext()
@@ -79,7 +80,7 @@ func TestOtelhttpBase(t *testing.T) {
 			if clients != c.clientSpans {
 				t.Errorf("%d client spans, want %d", clients, c.clientSpans)
 			}
-			for _, s := range r.spans.Ended() {
+			for _, s := range ended {
 				if c.clientSpans == 3 && s.InstrumentationScope().Name == otelhttp.ScopeName && s.Parent().SpanID() != op.SpanID() {
 					t.Errorf("otelhttp span %s is under %v, not under the operation span", s.Name(), s.Parent().SpanID())
 				}
@@ -92,6 +93,27 @@ func TestOtelhttpBase(t *testing.T) {
 				t.Errorf("%s = %d, want 3", otelsaferetry.MetricAttempts, got)
 			}
 		})
+	}
+}
+
+// endedClientSpans returns the spans r recorded as ended once want client
+// spans are among them, or once a few seconds passed. otelhttp ends a
+// span, and records its http.client.request.duration, when the body of
+// its answer is read to its end or closed: for an answer retried, by the
+// Transport's drain, which RoundTrip waits for a few milliseconds at most.
+func endedClientSpans(r *rig, want int) []sdktrace.ReadOnlySpan {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ended, clients := r.spans.Ended(), 0
+		for _, s := range ended {
+			if s.SpanKind() == trace.SpanKindClient {
+				clients++
+			}
+		}
+		if clients >= want || time.Now().After(deadline) {
+			return ended
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
