@@ -20,9 +20,16 @@ func refusing(r *http.Request) *http.Request {
 }
 
 // phantomToken is the fencing token of the claim that refusalGuard gives
-// a refused request without claiming anything. No store issues it: tokens
-// grow from the first one issued, which is above it.
+// a refused request without claiming anything. A store may issue it too
+// (the Store contract only has tokens grow), so refusalGuard tells the
+// phantom claim by the request's mark, never by its token.
 const phantomToken = math.MinInt64
+
+// refused reports whether ctx is the context of a request marked by
+// refusing, or derived from it, as the contexts of the Middleware's store
+// calls for that request are: such a request holds no claim but the
+// phantom one.
+func refused(ctx context.Context) bool { return ctx.Value(refusedKey{}) != nil }
 
 // refusalGuard is the Store that the idempotency Middleware is given in
 // lease mode: its store, but for a request that requireJSON refuses and
@@ -60,7 +67,7 @@ func guardRefused(st idempotency.Store) idempotency.Store {
 }
 
 func (g refusalGuard) Claim(ctx context.Context, k idempotency.Key, fingerprint string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
-	if ctx.Value(refusedKey{}) == nil {
+	if !refused(ctx) {
 		return g.Store.Claim(ctx, k, fingerprint, lease, ttl)
 	}
 	switch e, found, err := g.Store.Get(ctx, k); {
@@ -73,14 +80,21 @@ func (g refusalGuard) Claim(ctx context.Context, k idempotency.Key, fingerprint 
 }
 
 func (g refusalGuard) Renew(ctx context.Context, k idempotency.Key, token int64, lease time.Duration) error {
-	if token == phantomToken {
+	if refused(ctx) {
 		return nil
 	}
 	return g.Store.Renew(ctx, k, token, lease)
 }
 
+func (g refusalGuard) Complete(ctx context.Context, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {
+	if refused(ctx) {
+		return idempotency.ErrStaleToken // the phantom claim holds nothing to complete
+	}
+	return g.Store.Complete(ctx, k, token, resp, ttl)
+}
+
 func (g refusalGuard) Release(ctx context.Context, k idempotency.Key, token int64) error {
-	if token == phantomToken {
+	if refused(ctx) {
 		return nil
 	}
 	return g.Store.Release(ctx, k, token)
