@@ -71,7 +71,7 @@ func (s *Server) requireJSON(next http.Handler) http.Handler {
 			refuseMediaType(w, typeWhy, codingWhy, unheldKey)
 			return
 		}
-		next.ServeHTTP(w, refusing(r)) // answered from the record, never claimed: see refusalGuard
+		next.ServeHTTP(w, refusing(r, typeWhy, codingWhy)) // answered from the record, never claimed: see refusalGuard
 	})
 }
 
@@ -139,16 +139,18 @@ func refusals(r *http.Request) (typeWhy, codingWhy string) {
 // holds by then. A 415 here would be stored under the key, and the body,
 // which the server does not read, is not run as a payment. A request run
 // without a claim, as the Middleware runs one under WithFailOpen when the
-// store cannot be reached, stores nothing: it is answered 415.
+// store cannot be reached, stores nothing: it is answered 415. The request
+// is told by requireJSON's mark (see refusing), not by its headers, which a
+// handler middleware (WithHandlerMiddleware) may have changed.
 func refuseUnderClaim(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		typeWhy, codingWhy := refusals(r)
-		if typeWhy == "" && codingWhy == "" {
+		rf := refusalOf(r.Context())
+		if rf == nil {
 			next.ServeHTTP(w, r)
 			return
 		}
 		if _, claimed := idempotency.TokenFromContext(r.Context()); !claimed {
-			refuseMediaType(w, typeWhy, codingWhy, unlookedKey)
+			refuseMediaType(w, rf.typeWhy, rf.codingWhy, unlookedKey)
 			return
 		}
 		refuseKeyChanged(w)

@@ -10,13 +10,27 @@ import (
 )
 
 // refusedKey is the context key that marks a request which requireJSON
-// refuses and passes on to the idempotency Middleware (see refusing).
+// refuses and passes on to the idempotency Middleware (see refusing). Its
+// value is the *refusal.
 type refusedKey struct{}
 
-// refusing returns r marked for refusalGuard: its body is refused, and
-// its key is answered from its record, never claimed.
-func refusing(r *http.Request) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), refusedKey{}, true))
+// refusal is why requireJSON refuses a request it passes on: the reasons
+// that refuseMediaType is given.
+type refusal struct{ typeWhy, codingWhy string }
+
+// refusing returns r marked for refusalGuard and refuseUnderClaim, with
+// why its body is refused (see refusals): its key is answered from its
+// record, never claimed, and it is never run as a payment, whatever its
+// headers become meanwhile (a handler middleware may change them).
+func refusing(r *http.Request, typeWhy, codingWhy string) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), refusedKey{}, &refusal{typeWhy, codingWhy}))
+}
+
+// refusalOf returns the refusal that ctx was marked with (see refusing),
+// nil when it was not.
+func refusalOf(ctx context.Context) *refusal {
+	rf, _ := ctx.Value(refusedKey{}).(*refusal)
+	return rf
 }
 
 // phantomToken is the fencing token of the claim that refusalGuard gives
@@ -29,7 +43,7 @@ const phantomToken = math.MinInt64
 // refusing, or derived from it, as the contexts of the Middleware's store
 // calls for that request are: such a request holds no claim but the
 // phantom one.
-func refused(ctx context.Context) bool { return ctx.Value(refusedKey{}) != nil }
+func refused(ctx context.Context) bool { return refusalOf(ctx) != nil }
 
 // refusalGuard is the Store that the idempotency Middleware is given in
 // lease mode: its store, but for a request that requireJSON refuses and
