@@ -105,18 +105,24 @@ func (wt *waiter) watch(ctx context.Context, m *middleware, k Key) bool {
 	return true
 }
 
+// stopWatch ends the watch, if any. The watch is let go of before its
+// stop runs, so that a stop that panics is never called again.
 func (wt *waiter) stopWatch() {
-	if wt.stop != nil {
-		wt.stop()
-	}
+	stop := wt.stop
 	wt.settled, wt.stop = nil, nil
+	if stop != nil {
+		stop()
+	}
 }
 
-// done gives back the waiter's slot and ends its watch.
+// done ends the waiter's watch and gives back its slot, also when the
+// stop panics (the store's): the slot is not kept for good.
 func (wt *waiter) done(m *middleware) {
+	defer func() {
+		if wt.slot {
+			m.waiters.Add(-1)
+			wt.slot = false
+		}
+	}()
 	wt.stopWatch()
-	if wt.slot {
-		m.waiters.Add(-1)
-		wt.slot = false
-	}
 }
