@@ -369,7 +369,9 @@ func (m *middleware) emitUnwinding(ev Event) {
 }
 
 // unwinding runs cleanup, for the request with key k, while a panic goes
-// on (or a runtime.Goexit), one that cleanup did not raise: a panic of
+// on (or a runtime.Goexit), one that cleanup did not raise, or where a
+// panic of cleanup's would leave the request with no event (the end of a
+// wait before its handler runs, see request.claimAndServe): a panic of
 // cleanup's own is recovered and dropped, so that the first panic, which
 // tells what broke, reaches whatever recovers the request's panics as it
 // was; the later one is a consequence of it. The dropped panic is logged

@@ -96,8 +96,12 @@ func (q *request) claimAndServe() {
 		if q.wait != nil && (err != nil || res.Acquired) {
 			// It waited, and won the key or lost the store: its waiting
 			// slot and watch are not needed while the handler runs
-			// (unprotected, under WithFailOpen).
-			q.wait.done(q.m)
+			// (unprotected, under WithFailOpen). Ending them is cleanup
+			// of the wait: a panic of the store's there (its Watch's
+			// stop) is dropped (see unwinding), since going on with it
+			// would leave the request no event, and a claim it holds
+			// (a transaction, in transactional mode) never let go of.
+			q.m.unwinding(q.r.Context(), q.claim.key, func() { q.wait.done(q.m) })
 		}
 		if err != nil {
 			q.storeFailed(err)
