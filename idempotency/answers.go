@@ -22,6 +22,9 @@ const storeRetryAfter = 1
 func (q *request) refused(e Entry) bool {
 	m, k := q.m, q.claim.key
 	if e.Fingerprint != q.fp {
+		// Used by another request, also when the request had found it
+		// held by its own on an earlier look, before it waited.
+		q.repeat = false
 		q.answer(Event{Outcome: OutcomeMismatch, Key: k, Status: http.StatusUnprocessableEntity}, func() {
 			writeProblem(q.w, problem{Type: ProblemKeyReused, Status: http.StatusUnprocessableEntity, Key: k.Key,
 				Detail: "This Idempotency-Key was used for a request with a different method, path, query, media type or body."}, 0)
