@@ -89,8 +89,12 @@ func TestPanicWhileSettlingStopsRenewals(t *testing.T) {
 // TestPanickingHookOnALostLease checks that a hook that panics on
 // OutcomeLeaseLost fails only its request: it runs on the request's
 // goroutine, where net/http recovers it, never on the renewal's, where a
-// panic would end the process.
+// panic would end the process. The lease is on fake time: on the wall
+// clock, a claim slowed by a loaded machine came back with too little of
+// a short lease left and was answered 409 before the handler ran.
 func TestPanickingHookOnALostLease(t *testing.T) {
+	const lease = 15 * time.Millisecond
+	clk := clock.NewManual(fakeStart)
 	stale := &faultyStore{Store: newStore(t), renew: func(context.Context, idempotency.Key, int64, time.Duration) error {
 		return idempotency.ErrStaleToken
 	}}
@@ -99,14 +103,28 @@ func TestPanickingHookOnALostLease(t *testing.T) {
 			panic("metrics bug")
 		}
 	}
-	h := idempotency.Middleware(stale, idempotency.WithLease(15*time.Millisecond), idempotency.WithHook(hook))(newHonouring())
+	app := newHonouring()
+	h := idempotency.Middleware(stale, idempotency.WithClock(clk), idempotency.WithLease(lease), idempotency.WithHook(hook))(app)
 	srv := httptest.NewUnstartedServer(h)
 	srv.Config.ErrorLog = slog.NewLogLogger(slog.DiscardHandler, slog.LevelError) // the recovered panic's stack
 	srv.Start()
 	defer srv.Close()
 	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/ops", strings.NewReader(`{}`))
 	req.Header.Set(idempotency.HeaderIdempotencyKey, "k")
-	resp, err := srv.Client().Do(req)
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := srv.Client().Do(req)
+		done <- result{resp, err}
+	}()
+	<-app.started
+	testenv.Eventually(t, "the lease keeper's timer", func() bool { return clk.Pending() > 0 })
+	clk.Advance(lease) // the renewal finds the claim taken over
+	r := <-done
+	resp, err := r.resp, r.err
 	if err == nil {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
