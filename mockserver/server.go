@@ -373,6 +373,22 @@ func (w *attemptWriter) Flush() {
 	}
 }
 
+// SetReadDeadline sets the read deadline of the connection underneath, as
+// http.ResponseController.SetReadDeadline does: the idempotency
+// Middleware's writer passes it on to this one, for the handler under the
+// claim.
+func (w *attemptWriter) SetReadDeadline(t time.Time) error {
+	return http.NewResponseController(w.ResponseWriter).SetReadDeadline(t)
+}
+
+// SetWriteDeadline sets the write deadline of the connection underneath,
+// as http.ResponseController.SetWriteDeadline does (see SetReadDeadline).
+// attemptWriter has no Unwrap method, which would let
+// http.ResponseController reach past it to Hijack or EnableFullDuplex.
+func (w *attemptWriter) SetWriteDeadline(t time.Time) error {
+	return http.NewResponseController(w.ResponseWriter).SetWriteDeadline(t)
+}
+
 var _ http.Flusher = (*attemptWriter)(nil)
 
 func (s *Server) log(ctx context.Context, msg string, args ...any) {
