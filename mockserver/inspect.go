@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -124,7 +125,7 @@ type inspector struct {
 	mu       sync.Mutex
 	cur, old keyTable
 	seen     int64  // keys first seen, to number them (keyRecord.seen)
-	turns    uint64 // the tables' turns and resets, which end every keyPos
+	turn     uint64 // cur's number from tableNumbers, 0 until a position in it is taken (turnLocked)
 }
 
 // keyPos is where attempt put a key's record, for the calls on the same
@@ -132,8 +133,25 @@ type inspector struct {
 // position in the inspector's newer table, valid while that table has not
 // turned old, nor been reset, since. The zero value is no position.
 type keyPos struct {
-	turn uint64 // the inspector's turns + 1 when it was taken
+	turn uint64 // the number of the table it is in (inspector.turn)
 	i    int32
+}
+
+// tableNumbers numbers the newer tables of every inspector in the
+// process, from 1, so that a keyPos names its table: a request's position
+// is none in another server's inspector, which a request reaches through
+// a handler middleware (WithHandlerMiddleware) that hands it on to
+// another server's payment handler.
+var tableNumbers atomic.Uint64
+
+// turnLocked returns the number of the inspector's newer table, which it
+// takes from tableNumbers when the table has none yet. The lock must be
+// held.
+func (in *inspector) turnLocked() uint64 {
+	if in.turn == 0 {
+		in.turn = tableNumbers.Add(1)
+	}
+	return in.turn
 }
 
 // keyTable keeps a key's counts and first attempt in a record without
@@ -252,7 +270,7 @@ func (in *inspector) recordLocked(key string) (*keyTable, int32, *keyRecord) {
 	}
 	if in.cur.recs.len() >= MaxInspectedKeys/2 {
 		in.old, in.cur = in.cur, keyTable{}
-		in.turns++
+		in.turn = 0
 	}
 	i := in.cur.add(key, r, more)
 	return &in.cur, i, in.cur.recs.at(i)
@@ -262,7 +280,7 @@ func (in *inspector) recordLocked(key string) (*keyTable, int32, *keyRecord) {
 // at pos, which it returns without a lookup while pos is valid. The lock
 // must be held.
 func (in *inspector) recordAtLocked(key string, pos keyPos) (*keyTable, int32, *keyRecord) {
-	if pos.turn == in.turns+1 {
+	if pos.turn != 0 && pos.turn == in.turn {
 		return &in.cur, pos.i, in.cur.recs.at(pos.i)
 	}
 	return in.recordLocked(key)
@@ -276,7 +294,7 @@ func (in *inspector) attempt(key string) keyPos {
 	defer in.mu.Unlock()
 	_, i, r := in.recordLocked(key)
 	r.attempts++
-	return keyPos{turn: in.turns + 1, i: i}
+	return keyPos{turn: in.turnLocked(), i: i}
 }
 
 // answered records how an attempt was answered; it runs before the answer's
@@ -369,7 +387,7 @@ func (in *inspector) reset() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.cur, in.old = keyTable{}, keyTable{}
-	in.turns++
+	in.turn = 0
 }
 
 // Executions reports how many times the payment handler ran for key. It is
