@@ -545,9 +545,12 @@ const sqlstateReadOnly = "25006"
 
 // isReadOnly reports whether one of errs is a write refused in a read-only
 // transaction.
-func isReadOnly(errs ...error) bool {
+func isReadOnly(errs ...error) bool { return anySQLState(sqlstateReadOnly, errs) }
+
+// anySQLState reports whether one of errs is a PostgreSQL error of code.
+func anySQLState(code string, errs []error) bool {
 	for _, err := range errs {
-		if isSQLState(err, sqlstateReadOnly) {
+		if isSQLState(err, code) {
 			return true
 		}
 	}

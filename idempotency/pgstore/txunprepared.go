@@ -15,14 +15,7 @@ import (
 const sqlstateUnprepared = "26000"
 
 // isUnprepared reports whether one of errs is sqlstateUnprepared.
-func isUnprepared(errs ...error) bool {
-	for _, err := range errs {
-		if isSQLState(err, sqlstateUnprepared) {
-			return true
-		}
-	}
-	return false
-}
+func isUnprepared(errs ...error) bool { return anySQLState(sqlstateUnprepared, errs) }
 
 // deallocatingTag reports whether tag is DEALLOCATE's: of one prepared
 // statement, or of all.
