@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -121,14 +120,7 @@ func testTxHandlerSwitchesTheBlock(t *testing.T, tg pgTarget, c switchCase) {
 		}
 		w.WriteHeader(http.StatusCreated)
 	}))
-	send := func() *httptest.ResponseRecorder {
-		r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":1}`)).WithContext(ctx)
-		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set(idempotency.HeaderIdempotencyKey, "handler-switches-block")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		return w
-	}
+	send := func() *httptest.ResponseRecorder { return postPayment(ctx, h, "handler-switches-block") }
 	first := send()
 	if first.Code < 500 || !c.answers500 && first.Header().Get("Content-Type") != "application/problem+json" {
 		t.Errorf("the request answered %d (%q); want a problem (5xx)", first.Code, first.Header().Get("Content-Type"))

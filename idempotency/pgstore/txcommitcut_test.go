@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -88,14 +87,7 @@ func testTxHandlerCommitCutShort(t *testing.T, tg pgTarget, answers500 bool) {
 		}
 		w.WriteHeader(http.StatusCreated)
 	}))
-	send := func() *httptest.ResponseRecorder {
-		r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":1}`)).WithContext(ctx)
-		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set(idempotency.HeaderIdempotencyKey, "commit-cut-short")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		return w
-	}
+	send := func() *httptest.ResponseRecorder { return postPayment(ctx, h, "commit-cut-short") }
 	first := send()
 	if first.Code < 500 || !answers500 && first.Header().Get("Content-Type") != "application/problem+json" {
 		t.Errorf("the request whose COMMIT was cut short answered %d (%q); want a problem (5xx)", first.Code, first.Header().Get("Content-Type"))

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -79,14 +78,7 @@ func TestTxHandlerDeallocates(t *testing.T) {
 				}
 				w.WriteHeader(http.StatusCreated)
 			}))
-			send := func(key string) *httptest.ResponseRecorder {
-				r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":1}`)).WithContext(ctx)
-				r.Header.Set("Content-Type", "application/json")
-				r.Header.Set(idempotency.HeaderIdempotencyKey, key)
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, r)
-				return w
-			}
+			send := func(key string) *httptest.ResponseRecorder { return postPayment(ctx, h, key) }
 			if w := send("warm"); !c.cold && w.Code != http.StatusCreated {
 				t.Fatalf("the first request answered %d: %s", w.Code, w.Body)
 			}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -78,14 +77,7 @@ func TestTxHandlerEndsTheBlock(t *testing.T) {
 					}
 					w.WriteHeader(http.StatusCreated)
 				}))
-				send := func() *httptest.ResponseRecorder {
-					r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":1}`)).WithContext(ctx)
-					r.Header.Set("Content-Type", "application/json")
-					r.Header.Set(idempotency.HeaderIdempotencyKey, "handler-ends-block")
-					w := httptest.NewRecorder()
-					h.ServeHTTP(w, r)
-					return w
-				}
+				send := func() *httptest.ResponseRecorder { return postPayment(ctx, h, "handler-ends-block") }
 				first := send()
 				if first.Code < 500 {
 					t.Errorf("the request whose handler sent %s answered %d; want an error (5xx)", c.name, first.Code)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -72,14 +71,7 @@ func testTxHandlerEndsBlockOnReadOnlySession(t *testing.T, cut bool) {
 		}
 		w.WriteHeader(http.StatusCreated)
 	}))
-	send := func() *httptest.ResponseRecorder {
-		r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":1}`)).WithContext(ctx)
-		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set(idempotency.HeaderIdempotencyKey, "ends-block-read-only")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		return w
-	}
+	send := func() *httptest.ResponseRecorder { return postPayment(ctx, h, "ends-block-read-only") }
 	if first := send(); first.Code != http.StatusServiceUnavailable {
 		t.Errorf("the request whose handler sent COMMIT answered %d: %s; want 503", first.Code, first.Body)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -62,14 +61,7 @@ func TestTxHandlerSavepointsAsSQL(t *testing.T) {
 				}
 				w.WriteHeader(http.StatusCreated)
 			}))
-			send := func() *httptest.ResponseRecorder {
-				r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":1}`)).WithContext(ctx)
-				r.Header.Set("Content-Type", "application/json")
-				r.Header.Set(idempotency.HeaderIdempotencyKey, "savepoints")
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, r)
-				return w
-			}
+			send := func() *httptest.ResponseRecorder { return postPayment(ctx, h, "savepoints") }
 			first, retry := send(), send()
 			wantFirst, wantRuns := http.StatusCreated, int64(1)
 			if !c.kept {

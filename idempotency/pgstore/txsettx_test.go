@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -58,14 +57,7 @@ func TestTxHandlerSetsTransaction(t *testing.T) {
 				}
 				w.WriteHeader(http.StatusCreated)
 			}))
-			send := func(key string) *httptest.ResponseRecorder {
-				r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":1}`)).WithContext(ctx)
-				r.Header.Set("Content-Type", "application/json")
-				r.Header.Set(idempotency.HeaderIdempotencyKey, key)
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, r)
-				return w
-			}
+			send := func(key string) *httptest.ResponseRecorder { return postPayment(ctx, h, key) }
 			first := send("sets")
 			if c.kept != (first.Code == http.StatusCreated) {
 				t.Errorf("the request that sent %q answered %d: %s", c.sql, first.Code, first.Body)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -73,14 +72,7 @@ func TestTxHandlerSwitchCheckCut(t *testing.T) {
 				}
 				w.WriteHeader(http.StatusCreated)
 			}))
-			send := func() *httptest.ResponseRecorder {
-				r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":1}`)).WithContext(ctx)
-				r.Header.Set("Content-Type", "application/json")
-				r.Header.Set(idempotency.HeaderIdempotencyKey, "switch-check-cut")
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, r)
-				return w
-			}
+			send := func() *httptest.ResponseRecorder { return postPayment(ctx, h, "switch-check-cut") }
 			if first := send(); first.Code < 500 {
 				t.Errorf("the request answered %d; want 5xx", first.Code)
 			}
