@@ -212,36 +212,38 @@ func WriteJSON(w io.Writer, reports []Report, errs ...error) error {
 }
 
 // JUnit XML, as CI systems read it: a suite per target, a test case per
-// check.
+// check, in the element structure and with the attributes of the strict
+// Ant JUnit schema (which Jenkins' also allows).
 type (
 	junitSuites struct {
-		XMLName  xml.Name     `xml:"testsuites"`
-		Name     string       `xml:"name,attr"`
-		Tests    int          `xml:"tests,attr"`
-		Failures int          `xml:"failures,attr"`
-		Errors   int          `xml:"errors,attr"`
-		Skipped  int          `xml:"skipped,attr"`
-		Suites   []junitSuite `xml:"testsuite"`
+		XMLName xml.Name     `xml:"testsuites"` // without attributes: the Ant schema declares none
+		Suites  []junitSuite `xml:"testsuite"`
 	}
 	junitSuite struct {
-		Name      string      `xml:"name,attr"`
-		Tests     int         `xml:"tests,attr"`
-		Failures  int         `xml:"failures,attr"`
-		Errors    int         `xml:"errors,attr"`
-		Skipped   int         `xml:"skipped,attr"`
-		Time      string      `xml:"time,attr"`
-		Timestamp string      `xml:"timestamp,attr"`
-		Hostname  string      `xml:"hostname,attr"`
-		Cases     []junitCase `xml:"testcase"`
+		Name       string          `xml:"name,attr"`
+		Package    string          `xml:"package,attr"`
+		ID         int             `xml:"id,attr"`
+		Tests      int             `xml:"tests,attr"`
+		Failures   int             `xml:"failures,attr"`
+		Errors     int             `xml:"errors,attr"`
+		Skipped    int             `xml:"skipped,attr"`
+		Time       string          `xml:"time,attr"`
+		Timestamp  string          `xml:"timestamp,attr"`
+		Hostname   string          `xml:"hostname,attr"`
+		Properties junitProperties `xml:"properties"`
+		Cases      []junitCase     `xml:"testcase"`
+		SystemOut  string          `xml:"system-out"`
+		SystemErr  string          `xml:"system-err"`
 	}
-	junitCase struct {
+	// junitProperties are none: the schema requires the element.
+	junitProperties struct{}
+	junitCase       struct {
 		Name      string        `xml:"name,attr"`
 		Classname string        `xml:"classname,attr"`
 		Time      string        `xml:"time,attr"`
 		Failure   *junitFailure `xml:"failure,omitempty"`
 		Error     *junitFailure `xml:"error,omitempty"`
 		Skipped   *junitSkipped `xml:"skipped,omitempty"`
-		SystemOut string        `xml:"system-out,omitempty"`
 	}
 	junitFailure struct {
 		Message string `xml:"message,attr"`
@@ -253,21 +255,30 @@ type (
 	}
 )
 
+// junitPackage is the package attribute of every suite.
+const junitPackage = "saferetry.check"
+
 // WriteJUnit writes reports as JUnit XML: a testsuite per target, a
 // testcase per check named "id (LEVEL)". A FAIL is a failure, whatever
 // its level (the type attribute holds the level), with the evidence as its
-// text; a SKIP is skipped; a PASS or WARN passes with its verdict in
-// system-out. errs are the errors of the targets that could not be
-// checked (Run's, each an *Error naming its target): each is a testsuite
-// of one testcase, "run", with an error whose type is "unreachable",
-// "invalid", "interrupted" or "error"; one whose Cause is ErrSkipped is
-// such a testsuite whose testcase is skipped, its message the reason.
-// As the Ant JUnit schema requires, a testsuite has the time its checks
-// took, a timestamp (the Report's Started, in local time without a zone;
-// the time of writing for one without, and for a target not checked) and
-// the hostname of the machine writing it; a testcase has the time its
-// check's exchanges took, from the first sent to the last answered
-// (0.000 for a target not checked).
+// text; a SKIP is skipped; a PASS or WARN passes. The suite's system-out
+// holds a line per check, "STATUS LEVEL id: verdict". errs are the errors
+// of the targets that could not be checked (Run's, each an *Error naming
+// its target): each is a testsuite of one testcase, "run", with an error
+// whose type is "unreachable", "invalid", "interrupted" or "error"; one
+// whose Cause is ErrSkipped is such a testsuite whose testcase is
+// skipped, its message the reason.
+//
+// It is valid against the strict Ant JUnit schema (and so against
+// Jenkins'): testsuites has no attributes, the counts are each
+// testsuite's; a testsuite has package "saferetry.check", an id (0 for
+// the first, then one more for each), properties (none), system-out and
+// system-err, the time its checks took, a timestamp (the Report's
+// Started, in local time without a zone; the time of writing for one
+// without, and for a target not checked) and the hostname of the machine
+// writing it; a testcase has the time its check's exchanges took, from
+// the first sent to the last answered (0.000 for a target not checked),
+// and at most one of failure, error and skipped.
 func WriteJUnit(w io.Writer, reports []Report, errs ...error) error {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
@@ -286,7 +297,7 @@ func junitSeconds(d time.Duration) string { return fmt.Sprintf("%.3f", d.Seconds
 
 // writeJUnit is WriteJUnit at now, on host.
 func writeJUnit(w io.Writer, now time.Time, host string, reports []Report, errs []error) error {
-	doc := junitSuites{Name: "saferetry check"}
+	var doc junitSuites
 	for _, r := range reports {
 		started := r.Started
 		if started.IsZero() { // a Report not made by Run: it was written now
@@ -294,8 +305,9 @@ func writeJUnit(w io.Writer, now time.Time, host string, reports []Report, errs 
 		}
 		s := junitSuite{Name: r.Target, Time: junitSeconds(time.Duration(r.Elapsed)),
 			Timestamp: started.Local().Format(junitTimestamp), Hostname: host}
+		var out strings.Builder
 		for _, res := range r.Results {
-			c := junitCase{Name: fmt.Sprintf("%s (%s)", res.ID, res.Level), Classname: "saferetry.check." + string(r.Profile),
+			c := junitCase{Name: fmt.Sprintf("%s (%s)", res.ID, res.Level), Classname: junitPackage + "." + string(r.Profile),
 				Time: junitSeconds(evidenceTime(res.Evidence))}
 			switch res.Status {
 			case Fail:
@@ -308,15 +320,12 @@ func writeJUnit(w io.Writer, now time.Time, host string, reports []Report, errs 
 			case Skip:
 				c.Skipped = &junitSkipped{Message: res.Verdict}
 				s.Skipped++
-			default:
-				c.SystemOut = string(res.Status) + ": " + res.Verdict
 			}
+			fmt.Fprintf(&out, "%s %s %s: %s\n", res.Status, res.Level, res.ID, res.Verdict)
 			s.Cases = append(s.Cases, c)
 			s.Tests++
 		}
-		doc.Tests += s.Tests
-		doc.Failures += s.Failures
-		doc.Skipped += s.Skipped
+		s.SystemOut = out.String()
 		doc.Suites = append(doc.Suites, s)
 	}
 	failed, skipped := targetErrors(errs)
@@ -324,17 +333,16 @@ func writeJUnit(w io.Writer, now time.Time, host string, reports []Report, errs 
 	stamp := now.Local().Format(junitTimestamp)
 	for _, te := range failed {
 		doc.Suites = append(doc.Suites, junitSuite{Name: te.Target, Tests: 1, Errors: 1, Time: "0.000", Timestamp: stamp, Hostname: host, Cases: []junitCase{{
-			Name: "run", Classname: "saferetry.check", Time: "0.000", Error: &junitFailure{Message: te.Error, Type: te.kind},
+			Name: "run", Classname: junitPackage, Time: "0.000", Error: &junitFailure{Message: te.Error, Type: te.kind},
 		}}})
-		doc.Tests++
-		doc.Errors++
 	}
 	for _, te := range skipped {
 		doc.Suites = append(doc.Suites, junitSuite{Name: te.Target, Tests: 1, Skipped: 1, Time: "0.000", Timestamp: stamp, Hostname: host, Cases: []junitCase{{
-			Name: "run", Classname: "saferetry.check", Time: "0.000", Skipped: &junitSkipped{Message: te.Error},
+			Name: "run", Classname: junitPackage, Time: "0.000", Skipped: &junitSkipped{Message: te.Error},
 		}}})
-		doc.Tests++
-		doc.Skipped++
+	}
+	for i := range doc.Suites {
+		doc.Suites[i].Package, doc.Suites[i].ID = junitPackage, i
 	}
 	ew := &errWriter{w: w}
 	_, _ = io.WriteString(ew, xml.Header)
