@@ -1,12 +1,62 @@
 package conformance_test
 
 import (
+	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/saferetry/saferetry/conformance"
 )
+
+// TestAdditionalOperationSentAsWritten: an OpenAPI 3.2
+// additionalOperations entry's name is the method as it is sent, its
+// case included (RFC 9110's methods are case-sensitive): every request
+// of a run, and its plan, carry "Link" as written. They were sent as
+// "LINK", another method.
+func TestAdditionalOperationSentAsWritten(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.Method]++
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	doc := []byte(`{"openapi": "3.2.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "` + srv.URL + `"}], "paths": {
+		"/links": {"additionalOperations": {"Link": {"operationId": "link",
+			"parameters": [{"name": "Idempotency-Key", "in": "header"}]}}}}}`)
+	ops, err := conformance.FromOpenAPI(doc, "", "")
+	if err != nil || len(ops) != 1 || ops[0].Unusable != "" {
+		t.Fatalf("FromOpenAPI: %v, %+v; want one usable operation", err, ops)
+	}
+	c := &conformance.Checker{Concurrency: 2, Timeout: 5 * time.Second}
+	planned, err := c.Plan(ops[0].Target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range planned {
+		if p.Request.Method != "Link" && p.Request.Method != http.MethodGet {
+			t.Errorf("planned %s: method %q; want %q", p.Check, p.Request.Method, "Link")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := c.Run(ctx, ops[0].Target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if rep.Method != "Link" || seen["Link"] == 0 || len(seen) != 1 {
+		t.Errorf("report method %q, methods received %v; want every request sent as Link", rep.Method, seen)
+	}
+}
 
 // TestFromOpenAPIAdditionalOperationToken: an additionalOperations
 // entry is sendable exactly when its name is an RFC 9110 token (one or
