@@ -46,7 +46,8 @@ func ParseProfile(s string) (Profile, error) {
 // as long as nobody changes it, or what it refers to, meanwhile.
 type Target struct {
 	// Method is the request method, an RFC 9110 token (Run and Plan
-	// refuse another with ErrInvalid); "" means POST.
+	// refuse another with ErrInvalid), sent as written: methods are
+	// case-sensitive, "link" is not "LINK". "" means POST.
 	Method string
 	// URL is the endpoint's absolute http or https URL.
 	URL string
@@ -79,7 +80,7 @@ func (t Target) method() string {
 	if t.Method == "" {
 		return http.MethodPost
 	}
-	return strings.ToUpper(t.Method)
+	return t.Method
 }
 
 func (t Target) name() string {

@@ -90,7 +90,7 @@ func parseCheck(args []string, stderr io.Writer) (*checkFlags, error) {
 	fs := flag.NewFlagSet("saferetry check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.url, "url", "", "the endpoint's URL (with -openapi: the base URL its paths go after)")
-	fs.StringVar(&f.method, "method", "POST", "the request method (not with -openapi, whose operations have their own)")
+	fs.StringVar(&f.method, "method", "POST", "the request method, in any case: sent upper case (not with -openapi, whose operations have their own)")
 	fs.StringVar(&f.body, "body", "", "the request body (JSON)")
 	fs.StringVar(&f.bodyFile, "body-file", "", "read the request body from this file")
 	fs.StringVar(&f.otherBody, "other-body", "", "a body asking for another operation (default: the body with one more member)")
@@ -111,6 +111,9 @@ func parseCheck(args []string, stderr io.Writer) (*checkFlags, error) {
 	if err := cliflag.Parse(fs, args); err != nil {
 		return nil, err
 	}
+	// Typed at a shell, "post" means POST; a document's method, which
+	// the checker sends as written, is never a flag's.
+	f.method = strings.ToUpper(f.method)
 	methodSet := false
 	fs.Visit(func(fl *flag.Flag) { methodSet = methodSet || fl.Name == "method" })
 	switch {
