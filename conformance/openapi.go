@@ -27,15 +27,21 @@ type Operation struct {
 	// the declared type when NeedsBody), KeyRequired when the header
 	// parameter is required, and its operationId (or "METHOD path") as
 	// Name. One standing for the operations of a path item whose $ref
-	// does not resolve has no Method, and its path as Name.
+	// does not resolve (PathItem) has no Method, and its path as Name;
+	// one of an additionalOperations entry named "" has no Method either,
+	// and is named `"" path` (or by its operationId).
 	Target Target
+	// PathItem reports that the Operation stands for every operation of
+	// its path item, whose $ref does not resolve: which they are is
+	// unknown. false for an operation of its own.
+	PathItem bool
 	// Path is the operation's path as the document writes it.
 	Path string
 	// Unusable says why the operation cannot be checked as it stands, the
 	// first reason of: a path not beginning with "/" or holding a query or a
-	// fragment, being an additionalOperations entry whose name is no HTTP
-	// method, or is that of a method with a field of its own (as OpenAPI
-	// forbids), its own $ref or its path item's that does not resolve ("its
+	// fragment, being an additionalOperations entry whose name is empty,
+	// is no HTTP method, or is that of a method with a field of its own
+	// (as OpenAPI forbids), its own $ref or its path item's that does not resolve ("its
 	// path item's $ref ..."), a $ref of its parameters (or its path item's)
 	// that does not resolve, named with its place ("its parameter 2: $ref
 	// ..."), or parameters that are no array or a parameter no object, its
@@ -173,6 +179,7 @@ func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 			if derr != nil {
 				return nil, derr
 			}
+			o.PathItem, o.Target.Name = true, path
 			ops = append(ops, o)
 			continue
 		}
@@ -238,20 +245,18 @@ func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 }
 
 // unresolved is the Operation standing for what a $ref that does not
-// resolve hides: the operation method (as sent) of path, or with method "" every
-// operation of the path item, Unusable for why, its URL the path after
-// the server of the path item as written (item); derr is the error of a
-// document whose own server no operation could be sent to.
+// resolve hides, the operation method (as sent) of path, Unusable for
+// why, its URL the path after the server of the path item as written
+// (item); the caller makes one standing for every operation of the path
+// item a PathItem. derr is the error of a document whose own server no
+// operation could be sent to.
 func unresolved(base, docURL string, root map[string]any, item any, path, method, why string) (_ Operation, derr error) {
 	written, _ := item.(map[string]any)
 	server, err := serverURL(base, docURL, written["servers"], root["servers"])
 	if err != nil && !ownServers(nil, written) {
 		return Operation{}, documentServerError(err)
 	}
-	t := Target{Method: method, URL: server + path, Name: path}
-	if method != "" {
-		t.Name = t.Method + " " + path
-	}
+	t := Target{Method: method, URL: server + path, Name: opName(method, path)}
 	return Operation{Target: t, Path: path, Unusable: why}, nil
 }
 
@@ -328,7 +333,7 @@ func operation(root map[string]any, server, path, method string, op map[string]a
 	if id, _ := op["operationId"].(string); id != "" {
 		t.Name = id
 	} else {
-		t.Name = t.Method + " " + path
+		t.Name = opName(method, path)
 	}
 	filled, missing, pathErr := fillPath(root, path, params)
 	query, missingQuery, queryErr := requiredQuery(root, params)

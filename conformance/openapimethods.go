@@ -26,9 +26,9 @@ type methodOperation struct {
 // itemOperations are the operation members of the path item item that
 // are present (not null): those of methods, in that order, then the
 // entries of OpenAPI 3.2's additionalOperations in name order, whose
-// names are the methods as sent (LINK), an entry whose name is no HTTP
-// method (an RFC 9110 token), or is that of a method with a field of its
-// own, forbidden. additionalOperations that is no object is an error.
+// names are the methods as sent (LINK), an entry whose name is empty,
+// is no HTTP method (an RFC 9110 token), or is that of a method with a
+// field of its own, forbidden. additionalOperations that is no object is an error.
 func itemOperations(item map[string]any) ([]methodOperation, error) {
 	var out []methodOperation
 	for _, m := range methods {
@@ -54,6 +54,8 @@ func itemOperations(item map[string]any) ([]methodOperation, error) {
 	for _, name := range names {
 		mo := methodOperation{method: name, op: extra[name]}
 		switch field := strings.ToLower(name); {
+		case name == "":
+			mo.forbidden = `its additionalOperations entry "" has an empty method name (not an HTTP method): no request can be sent with it; name the entry for its method, such as LINK`
 		case !contract.ValidToken(name):
 			mo.forbidden = fmt.Sprintf("its additionalOperations entry %q is not an HTTP method (an RFC 9110 token, such as LINK): no request can be sent with it", name)
 		case slices.Contains(methods, field):
@@ -62,4 +64,14 @@ func itemOperations(item map[string]any) ([]methodOperation, error) {
 		out = append(out, mo)
 	}
 	return out, nil
+}
+
+// opName is the name of an operation without an operationId: its method
+// and its path, an empty method (an additionalOperations entry named "")
+// written "" so that it shows.
+func opName(method, path string) string {
+	if method == "" {
+		method = `""`
+	}
+	return method + " " + path
 }

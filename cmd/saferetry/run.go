@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -310,10 +311,11 @@ func (f *checkFlags) targets(ctx context.Context, stderr io.Writer) (ts []confor
 			op.Unusable = strings.Join(lacks, "; ")
 		}
 		if op.Unusable != "" {
-			if t.Method == "" { // it stands for the path's operations, which are unknown
+			if op.PathItem { // it stands for the path's operations, which are unknown
 				fmt.Fprintf(stderr, "saferetry check: skipping the operations of path %s: %s\n", op.Path, op.Unusable)
 			} else {
-				fmt.Fprintf(stderr, "saferetry check: skipping %s (%s %s): %s\n", t.Name, t.Method, op.Path, op.Unusable)
+				method := cmp.Or(t.Method, `""`) // an additionalOperations entry named ""
+				fmt.Fprintf(stderr, "saferetry check: skipping %s (%s %s): %s\n", t.Name, method, op.Path, op.Unusable)
 			}
 			skipped = append(skipped, &conformance.Error{Target: t.Name, Cause: conformance.ErrSkipped, Err: errors.New(op.Unusable),
 				Method: t.Method, Path: op.Path})
