@@ -182,6 +182,10 @@ type Error struct {
 	// when unknown (a path item's operations have no method). Run and
 	// Plan leave them "".
 	Method, Path string
+	// Webhook is, in the same, the name of the webhook the operation is
+	// of (Operation.Webhook), which WriteJSON reports; "" for an
+	// operation of the document's paths.
+	Webhook string
 }
 
 func (e *Error) Error() string {

@@ -31,6 +31,11 @@ type Operation struct {
 	// one of an additionalOperations entry named "" has no Method either,
 	// and is named `"" path` (or by its operationId).
 	Target Target
+	// Webhook is the name of the webhook (of the document's webhooks,
+	// OpenAPI 3.1's) the operation is of; "" for one of its paths. Such
+	// an operation is always Unusable, saying why: the API sends it, to a
+	// consumer, so the checker cannot. It has no Path and no URL.
+	Webhook string
 	// PathItem reports that the Operation stands for every operation of
 	// its path item, whose $ref does not resolve: which they are is
 	// unknown. false for an operation of its own.
@@ -73,7 +78,9 @@ type Operation struct {
 // Idempotency-Key (in any case), in path order, local $refs ("#/...")
 // resolved. Its operations are those of a path item's method members,
 // OpenAPI 3.2's query included, then of its additionalOperations (3.2),
-// whose names are the methods as sent ("LINK"). An operation's URL is
+// whose names are the methods as sent ("LINK"), then those of the
+// document's webhooks (3.1), by name, Unusable as the checker cannot
+// send them (Webhook). An operation's URL is
 // base followed by its path; base "" takes the first server URL (its
 // variables at their defaults) of the operation's servers, else its path
 // item's, else the document's, resolved against docURL, the document's
@@ -241,7 +248,7 @@ func FromOpenAPI(doc []byte, docURL, base string) ([]Operation, error) {
 			ops = append(ops, o)
 		}
 	}
-	return ops, nil
+	return append(ops, webhookOperations(root)...), nil
 }
 
 // unresolved is the Operation standing for what a $ref that does not

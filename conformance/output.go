@@ -135,10 +135,11 @@ type jsonDocument struct {
 // skippedTarget is a target left unchecked on purpose (ErrSkipped), in
 // the JSON report.
 type skippedTarget struct {
-	Target string `json:"target"`
-	Method string `json:"method,omitempty"`
-	Path   string `json:"path,omitempty"`
-	Reason string `json:"reason"`
+	Target  string `json:"target"`
+	Method  string `json:"method,omitempty"`
+	Path    string `json:"path,omitempty"`
+	Webhook string `json:"webhook,omitempty"`
+	Reason  string `json:"reason"`
 }
 
 // targetError is a target that could not be checked, in the JSON and
@@ -149,6 +150,7 @@ type targetError struct {
 	kind   string // "unreachable", "invalid", "interrupted" or "error"
 	method string // a skipped Operation's, as its Error has it
 	path   string
+	hook   string
 }
 
 // targetErrors describes errs, Run's errors: an *Error's Target and the
@@ -160,7 +162,7 @@ func targetErrors(errs []error) (failed, skipped []targetError) {
 		var ce *Error
 		if errors.As(err, &ce) {
 			te.Target, te.Error = ce.Target, ce.Cause.Error()
-			te.method, te.path = ce.Method, ce.Path
+			te.method, te.path, te.hook = ce.Method, ce.Path, ce.Webhook
 			if ce.Err != nil {
 				te.Error += ": " + ce.Err.Error()
 			}
@@ -188,11 +190,12 @@ func targetErrors(errs []error) (failed, skipped []targetError) {
 // WriteJSON writes reports as one JSON document: {"passed": bool,
 // "targets": [Report, ...], "errors": [{"target": name, "error":
 // message}, ...], "skipped": [{"target": name, "method": method,
-// "path": path, "reason": why}, ...]}. errs are the errors of the
-// targets that could not be checked (Run's, each an *Error naming its
-// target), and of those skipped on purpose (an *Error whose Cause is
-// ErrSkipped, its Err the reason, its Method and Path the skipped
-// operation's, each left out when ""); "errors" and "skipped" are left
+// "path": path, "webhook": name, "reason": why}, ...]}. errs are the
+// errors of the targets that could not be checked (Run's, each an
+// *Error naming its target), and of those skipped on purpose (an *Error
+// whose Cause is ErrSkipped, its Err the reason, its Method, Path and
+// Webhook the skipped operation's, each left out when ""); "errors" and
+// "skipped" are left
 // out when empty. passed is Passed(reports) with no
 // error: a skipped target does not make it false, unless every target
 // was skipped (no report): nothing checked is not passed.
@@ -204,7 +207,7 @@ func WriteJSON(w io.Writer, reports []Report, errs ...error) error {
 	allSkipped := len(reports) == 0 && len(failed) == 0 && len(skipped) > 0
 	doc := jsonDocument{Passed: Passed(reports) && len(failed) == 0 && !allSkipped, Targets: reports, Errors: failed}
 	for _, te := range skipped {
-		doc.Skipped = append(doc.Skipped, skippedTarget{Target: te.Target, Method: te.method, Path: te.path, Reason: te.Error})
+		doc.Skipped = append(doc.Skipped, skippedTarget{Target: te.Target, Method: te.method, Path: te.path, Webhook: te.hook, Reason: te.Error})
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

@@ -311,14 +311,17 @@ func (f *checkFlags) targets(ctx context.Context, stderr io.Writer) (ts []confor
 			op.Unusable = strings.Join(lacks, "; ")
 		}
 		if op.Unusable != "" {
-			if op.PathItem { // it stands for the path's operations, which are unknown
+			method := cmp.Or(t.Method, `""`) // an additionalOperations entry named ""
+			switch {
+			case op.PathItem: // it stands for the path's operations, which are unknown
 				fmt.Fprintf(stderr, "saferetry check: skipping the operations of path %s: %s\n", op.Path, op.Unusable)
-			} else {
-				method := cmp.Or(t.Method, `""`) // an additionalOperations entry named ""
+			case op.Webhook != "":
+				fmt.Fprintf(stderr, "saferetry check: skipping %s (%s, webhook %q): %s\n", t.Name, method, op.Webhook, op.Unusable)
+			default:
 				fmt.Fprintf(stderr, "saferetry check: skipping %s (%s %s): %s\n", t.Name, method, op.Path, op.Unusable)
 			}
 			skipped = append(skipped, &conformance.Error{Target: t.Name, Cause: conformance.ErrSkipped, Err: errors.New(op.Unusable),
-				Method: t.Method, Path: op.Path})
+				Method: t.Method, Path: op.Path, Webhook: op.Webhook})
 			continue
 		}
 		t.OtherBody = other
