@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -18,13 +19,8 @@ import (
 // it takes a key is unknown, and it could not be checked anyway.
 func webhookOperations(root map[string]any) []Operation {
 	hooks, _ := root["webhooks"].(map[string]any)
-	names := make([]string, 0, len(hooks))
-	for name := range hooks {
-		names = append(names, name)
-	}
-	slices.Sort(names)
 	var ops []Operation
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(hooks)) {
 		v, err := resolve(root, hooks[name])
 		item, _ := v.(map[string]any)
 		if err != nil || item == nil {

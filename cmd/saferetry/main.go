@@ -32,15 +32,16 @@
 //	-auth-b 'K: V'    a header of principal b (repeatable)
 //	-openapi SRC      an OpenAPI 3.x JSON document (URL or file): check each operation that declares the key
 //	-timeout D        bound on each request (default 10s)
-//	-json             print one JSON document instead of the table; a target that could not be checked is under "errors", and "passed" is false; an -openapi operation skipped is under "skipped", with its method, path and why
-//	-junit FILE       also write a JUnit XML report to FILE (times, timestamps and hostname as the Ant schema asks); a target that could not be checked is a test case in error, an -openapi operation skipped a test case skipped
+//	-json             print one JSON document instead of the table; a target that could not be checked is under "errors", and "passed" is false; an -openapi operation skipped is under "skipped", with its method, path (or webhook) and why
+//	-junit FILE       also write a JUnit XML report to FILE (valid against the strict Ant JUnit schema); a target that could not be checked is a test case in error, an -openapi operation skipped a test case skipped
 //	-dry-run          print the requests it would send, and send none
 //	-strict           exit 1 when a SHOULD check fails too (for CI), naming the failed SHOULDs on stderr; the report and -json's "passed" still count MUSTs only
 //
 // With -openapi, an operation that cannot be checked as its document
 // stands (a path parameter without an example, a $ref that does not
-// resolve; see conformance.FromOpenAPI) is skipped, saying why on stderr
-// and in the -json and -junit reports; the others are checked.
+// resolve; see conformance.FromOpenAPI), and a webhook's that declares
+// the key, which the API sends rather than takes, is skipped, saying why
+// on stderr and in the -json and -junit reports; the others are checked.
 //
 // Exit status: 0 when every MUST check passed, 1 when one failed, 2 on a
 // usage error or when the endpoint could not be reached. A skipped
