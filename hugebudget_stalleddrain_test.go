@@ -9,11 +9,13 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/saferetry/saferetry/internal/clock"
 	"github.com/saferetry/saferetry/internal/testkit"
 )
 
@@ -65,6 +67,59 @@ func TestStalledRetriedAnswerDoesNotHoldTheOutcome(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatalf("RoundTrip has not returned 5s after the server answered attempt %d; it waits for the drain of the stalled 503", attempts.Load())
 	}
+}
+
+// TestStalledRetriedAnswerIsLetGo: the drain of a retried answer whose
+// body stops arriving, with no deadline on the request and no per-attempt
+// timeout, which the operation leaves behind when it returns, still ends
+// once its time limit has passed: the body is closed, so that the server sees
+// the connection go, and the drain's goroutine ends. Time is fake: only
+// the clock's Advance passes the limit.
+func TestStalledRetriedAnswerIsLetGo(t *testing.T) {
+	var attempts atomic.Int32
+	letGo := make(chan struct{}) // closed when the stalled answer's connection is gone
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if attempts.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, "overloa")
+			w.(http.Flusher).Flush()
+			select { // the rest of the body never comes
+			case <-r.Context().Done():
+				close(letGo)
+			case <-release:
+			}
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	defer close(release)
+	clk := clock.NewManual(time.Now())
+	tr := NewTransport(nil, withClock(clk), WithBackoff(constBackoff(0)))
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{"amount":1500}`))
+	if resp := mustRoundTrip(t, tr, req); resp.StatusCode != http.StatusCreated || attempts.Load() != 2 {
+		t.Fatalf("status %d after %d attempts; want 201 after 2", resp.StatusCode, attempts.Load())
+	}
+	clk.Advance(time.Minute) // well past the drain's limit
+	select {
+	case <-letGo:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stalled 503's connection is still held a minute (of fake time) later")
+	}
+	for deadline := time.Now().Add(5 * time.Second); drainRunning(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the drain of the stalled 503 still runs 5s after its body was closed")
+		}
+	}
+}
+
+// drainRunning reports whether a goroutine is in retrypolicy.Drain.
+func drainRunning() bool {
+	buf := make([]byte, 1<<20)
+	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "retrypolicy.Drain(")
 }
 
 // TestHugeRetryCostIsNeverAfforded: a retry after a transport error costs
