@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
+	"github.com/saferetry/saferetry/internal/clock"
 	"github.com/saferetry/saferetry/internal/retrypolicy"
 )
 
@@ -198,4 +200,45 @@ func withCancel(body io.ReadCloser, cancel func()) io.ReadCloser {
 		return &cancelOnCloseWriter{cancelOnClose: c, Writer: w}
 	}
 	return &c
+}
+
+// drainLimit is how long the drain of a retried answer may go on before
+// its body is closed under the read: long enough for an error body the
+// server is sending to arrive, so that the connection can be reused; a
+// body that stalls longer is worth less than a new connection.
+const drainLimit = time.Second
+
+// drainAnswer drains body, that of a retried answer, in a goroutine of its
+// own, and returns a channel closed once that drain and the earlier ones
+// (earlier, nil for none) are over. The drain reads a little of the body
+// and closes it (see retrypolicy.Drain); a read that has not returned
+// after drainLimit on clk (the server sent the header, then nothing) is
+// ended by closing the body beside it, which net/http's bodies allow (the
+// connection is dropped): with no context to end it (no deadline, no
+// attempt timeout), the drain, its goroutine and its connection would
+// otherwise be held for as long as the server keeps the body open.
+func drainAnswer(clk clock.Clock, body io.ReadCloser, earlier <-chan struct{}) chan struct{} {
+	done, rc := make(chan struct{}), &onceCloser{ReadCloser: body}
+	cut := clk.AfterFunc(drainLimit, func() { rc.Close() })
+	go func() {
+		retrypolicy.Drain(rc)
+		cut.Stop()
+		if earlier != nil {
+			<-earlier
+		}
+		close(done)
+	}()
+	return done
+}
+
+// onceCloser closes its body once, whoever calls Close first (see
+// drainAnswer).
+type onceCloser struct {
+	io.ReadCloser
+	once sync.Once
+}
+
+func (c *onceCloser) Close() error {
+	c.once.Do(func() { c.ReadCloser.Close() })
+	return nil
 }

@@ -46,7 +46,10 @@ type Transport struct {
 var _ http.RoundTripper = (*Transport)(nil)
 
 // NewTransport returns a Transport sending attempts through base; nil base
-// means [http.DefaultTransport].
+// means [http.DefaultTransport]. The body of an answer that is retried is
+// read a little and closed in a goroutine of its own, and closed beside
+// that read if it has not ended within a second: base's response bodies
+// must allow a Close beside a Read, as net/http's do.
 func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	return newTransport(base, newConfig(opts))
 }
@@ -222,7 +225,8 @@ func (op *operation) run() (*http.Response, error) {
 	// context ends their reads, so that the caller then never gets an
 	// answer or an error while an intermediate body is still open, and
 	// for drainGrace otherwise, after which a body still being read (one
-	// that trickles in or stalls) may be open when the caller gets it.
+	// that trickles in or stalls) may be open when the caller gets it,
+	// until drainLimit closes it.
 	var drained chan struct{}
 	defer func() {
 		if drained != nil {
@@ -249,18 +253,10 @@ func (op *operation) run() (*http.Response, error) {
 		// body that trickles in must not push the wait past the deadline
 		// the decision kept to. The attempt's own context (with
 		// WithAttemptTimeout), ended right after the wait, or the
-		// operation's, ends a drain that net/http is still reading.
+		// operation's, ends a drain that net/http is still reading, and
+		// drainLimit one that nothing else ends.
 		if at.resp != nil {
-			// done closes once this drain and every earlier one are over.
-			earlier, done := drained, make(chan struct{})
-			go func(rc io.ReadCloser) {
-				retrypolicy.Drain(rc)
-				if earlier != nil {
-					<-earlier
-				}
-				close(done)
-			}(at.resp.Body)
-			drained = done
+			drained = drainAnswer(op.t.cfg.clock, at.resp.Body, drained)
 		}
 		err := clock.Sleep(op.ctx(), op.t.cfg.clock, v.Wait)
 		if drained != nil && err == nil {
@@ -286,10 +282,9 @@ const drainGrace = 5 * time.Millisecond
 
 // endDrain waits for the drain of a retried answer (see run) until it
 // finishes, drainGrace passes or the context ends, whichever comes first,
-// before the next attempt. It never touches the body itself: the drain's
-// goroutine alone reads and closes it (a base's body need not allow a
-// Close beside a Read), and a drain still blocked goes on until its read
-// returns, which the attempt's context ending, or the server, brings
+// before the next attempt. It never touches the body itself: a drain
+// still blocked goes on until its read returns, which the attempt's
+// context ending, the server, or drainLimit (see drainAnswer) brings
 // about; the operation waits for it, or for drainGrace when no context
 // ends its read, before it returns (see awaitDrains).
 func (op *operation) endDrain(drained <-chan struct{}) {
@@ -311,12 +306,12 @@ func (op *operation) endDrain(drained <-chan struct{}) {
 // retried answers (see run). A drain whose read a context ends (the
 // operation's, done, or the attempts' own, which WithAttemptTimeout gives
 // them and run ends after each wait) is waited for to its end. Otherwise
-// nothing but the server, or the operation's deadline if it has one, ends
-// the read of a body that trickles in or stopped arriving, so a drain is
-// waited for drainGrace at most and then left to its goroutine, which
-// closes the body once the read returns: the outcome in hand must not
-// wait for the server, or up to the deadline, on an answer that was not
-// kept.
+// nothing but the server, the operation's deadline if it has one, or
+// drainLimit ends the read of a body that trickles in or stopped
+// arriving, so a drain is waited for drainGrace at most and then left to
+// its goroutine, which closes the body once the read returns: the outcome
+// in hand must not wait for the server, or up to the deadline or the
+// limit, on an answer that was not kept.
 func (op *operation) awaitDrains(drained <-chan struct{}) {
 	if op.ctx().Err() == nil && op.t.cfg.attemptTimeout <= 0 {
 		op.endDrain(drained)
