@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/saferetry/saferetry"
 	"github.com/saferetry/saferetry/internal/testkit"
@@ -74,3 +78,63 @@ func TestWrappedCheckRetryStops(t *testing.T) {
 		})
 	}
 }
+
+// TestWrappedCheckRetryStopsAfterClientTimeout: as TestWrappedCheckRetryStops,
+// after an attempt that HTTPClient.Timeout cut, whose error net/http made
+// its own: the retry that Configure's CheckRetry allowed (and paid, twice
+// the cost after a timeout: the whole budget of 10) and a CheckRetry of the
+// caller's around it stopped leaves no cost spent, with a context that
+// never ends, whatever error the wrapper returns with it (Configure's,
+// net/http's, or none): the next request still gets its two retries.
+func TestWrappedCheckRetryStopsAfterClientTimeout(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		ret  func(checkErr, attemptErr error) error // what the wrapper returns when it stops
+	}{
+		{"Configure's error returned", func(checkErr, _ error) error { return checkErr }},
+		{"the attempt's error returned", func(_, attemptErr error) error { return attemptErr }},
+		{"no error returned", func(error, error) error { return nil }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := testkit.NewRecorder(testkit.Status(http.StatusCreated))
+			var stop atomic.Bool
+			stop.Store(true)
+			c := newRetryableWith(t, rc, func(c *retryablehttp.Client) {
+				mock := c.HTTPClient.Transport
+				c.HTTPClient.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					if !stop.Load() {
+						return mock.RoundTrip(r)
+					}
+					// net/http closes Cancel, for a base it does not
+					// know, once it has taken the timeout for its own
+					// (the request's context may end first): it then
+					// replaces the attempt's error by its own.
+					<-r.Cancel
+					return nil, context.DeadlineExceeded
+				})
+			}, WithRetryBudget(10, 5), WithMaxAttempts(4))
+			c.HTTPClient.Timeout = 30 * time.Millisecond
+			inner := c.CheckRetry
+			c.CheckRetry = func(ctx context.Context, resp *http.Response, err error) (bool, error) {
+				retry, checkErr := inner(ctx, resp, err)
+				if !stop.Load() {
+					return retry, checkErr
+				}
+				if !retry || !strings.Contains(err.Error(), "Client.Timeout exceeded") {
+					t.Errorf("CheckRetry(%v): retry %v; want net/http's timeout, retried", err, retry)
+				}
+				return false, tt.ret(checkErr, err)
+			}
+			if _, err := c.Do(rhReq(t, context.Background(), http.MethodPost, "x")); err == nil {
+				t.Fatal("Do: no error, want the cut attempt's")
+			}
+			stop.Store(false)
+			c.HTTPClient.Timeout = 0
+			wantTwoRetries(t, c, rc)
+		})
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
