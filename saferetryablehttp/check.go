@@ -104,8 +104,13 @@ func (a *adapter) checkRetry(ctx context.Context, resp *http.Response, err error
 		// retryablehttp may not make the retry: the cost is held until
 		// it does (see pendingRetry).
 		st.retry.hold(ctx, a.policy.Budget, v.Cost(), &st.state)
-		if resp != nil {
+		switch {
+		case resp != nil:
 			resp.Body = &heldBody{ReadCloser: resp.Body, st: st}
+		case ae == nil:
+			// net/http's error of an attempt it cut: errorHandler
+			// finds the request by it (see cutAttempts).
+			a.cut.link(err, st)
 		}
 	}
 	// The error is kept by retryablehttp only if the retries end here; it

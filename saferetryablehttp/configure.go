@@ -86,9 +86,9 @@ import (
 // back when the request's context ends during the wait, when
 // PrepareRetry fails, and when a CheckRetry of yours set around
 // Configure's stops the retry (when Do ends: its answer, which it then
-// returns, is closed, or its ErrorHandler runs; after an attempt cut by
-// HTTPClient.Timeout, whose error net/http replaced by its own, only
-// when the request's context ends). A hook that Configure wraps and that panics
+// returns, is closed, or its ErrorHandler runs, given the attempt's
+// error, Configure's, or one that wraps either; given another, only when
+// the request's context ends). A hook that Configure wraps and that panics
 // (ResponseLogHook, which gets the answer open, PrepareRetry,
 // RequestLogHook before a retry) sends its panic on to the caller as it
 // was, as the saferetry Transport does, once the answer is closed and the
@@ -142,6 +142,7 @@ type adapter struct {
 	c      *retryablehttp.Client
 	cfg    *config
 	policy retrypolicy.Policy
+	cut    cutAttempts // the requests of attempts cut by HTTPClient.Timeout, whose retry is paid
 }
 
 func newAdapter(c *retryablehttp.Client, cfg *config) *adapter {
@@ -199,6 +200,9 @@ func (a *adapter) errorHandler(resp *http.Response, err error, attempts int) (*h
 	var ae *attemptError
 	if resp == nil && errors.As(err, &ae) {
 		st = rhOpFrom(ae.req.Context())
+	}
+	if st == nil && resp == nil {
+		st = a.cut.take(err)
 	}
 	st.forgoRetry()
 	if err == nil && resp != nil {
