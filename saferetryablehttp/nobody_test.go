@@ -27,6 +27,35 @@ func noBodyFirst(first *bool) func(*retryablehttp.Client) {
 	}
 }
 
+// TestStoppedAnswerKeepsNoBody: the answer without a body (http.NoBody)
+// that a CheckRetry of the caller's around Configure's kept from its retry
+// comes back with http.NoBody as its Body, which callers compare against,
+// not a wrapper of it, and its retry's cost goes back all the same: the
+// budget of 10 at cost 5 still pays the next request's two retries.
+func TestStoppedAnswerKeepsNoBody(t *testing.T) {
+	rc := testkit.NewRecorder(testkit.Status(http.StatusCreated))
+	first := true
+	c := newRetryableWith(t, rc, noBodyFirst(&first), WithRetryBudget(10, 5), WithMaxAttempts(4))
+	inner := c.CheckRetry
+	c.CheckRetry = func(ctx context.Context, resp *http.Response, err error) (bool, error) {
+		retry, checkErr := inner(ctx, resp, err)
+		if first {
+			return false, checkErr
+		}
+		return retry, checkErr
+	}
+	resp, err := c.Do(rhReq(t, context.Background(), http.MethodPost, "x"))
+	if err != nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("Do: %v, %v; want the 503", resp, err)
+	}
+	if resp.Body != http.NoBody {
+		t.Errorf("Body = %T, want http.NoBody", resp.Body)
+	}
+	resp.Body.Close()
+	first = false
+	wantTwoRetries(t, c, rc)
+}
+
 // TestRetriedNoBodyAnswerIsPaid: the retry of an answer without a body
 // (http.NoBody) is paid as that of any answer (see TestRetriedAnswerIsPaid):
 // a budget of 10 at cost 5 pays two retries, not a third, whether
