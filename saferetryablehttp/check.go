@@ -105,6 +105,13 @@ func (a *adapter) checkRetry(ctx context.Context, resp *http.Response, err error
 		// it does (see pendingRetry).
 		st.retry.hold(ctx, a.policy.Budget, v.Cost(), &st.state)
 		switch {
+		case resp != nil && resp.Body == http.NoBody:
+			// An answer without a body keeps http.NoBody, which
+			// callers compare its Body against, and so tells nothing
+			// when it is closed: the cost goes back at once, as a
+			// held body's Close gives it back, and is paid again if
+			// retryablehttp goes on to the retry (see pendingRetry).
+			st.retry.giveBack()
 		case resp != nil:
 			resp.Body = &heldBody{ReadCloser: resp.Body, st: st}
 		case ae == nil:

@@ -28,7 +28,9 @@ import (
 //     (see pay), or, with a Backoff of the caller's, the retry's
 //     RequestLogHook. What went back is what the bucket took of the cost,
 //     less when it filled up meanwhile: taking the whole cost again would
-//     charge the retry twice.
+//     charge the retry twice. An answer without a body (http.NoBody),
+//     which is not wrapped, gives the cost back as soon as it is decided,
+//     as if closed then.
 //
 // It is kept in the request's rhOp, one attempt after another.
 type pendingRetry struct {
