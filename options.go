@@ -101,6 +101,8 @@ func DefaultBackoff() backoff.BackOff {
 
 // WithMaxAttempts sets the number of attempts per logical operation, the
 // first included; 1 disables retries. n < 1 is taken as 1. The default is 4.
+// net/http's own sends of an attempt again (see the package doc) are not
+// attempts.
 func WithMaxAttempts(n int) Option {
 	return func(c *config) { c.maxAttempts = max(n, 1) }
 }
