@@ -25,24 +25,7 @@ import (
 // deadline on the request and no per-attempt timeout either: the drain is
 // ended once its wait is over.
 func TestStalledRetriedAnswerDoesNotHoldTheOutcome(t *testing.T) {
-	var attempts atomic.Int32
-	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		if attempts.Add(1) == 1 {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = io.WriteString(w, "overloa")
-			w.(http.Flusher).Flush()
-			select { // the rest of the body never comes
-			case <-release:
-			case <-r.Context().Done():
-			}
-			return
-		}
-		w.WriteHeader(http.StatusCreated)
-	}))
-	defer srv.Close()
-	defer close(release)
+	srv, attempts, _ := stalledFirst(t)
 	tr := NewTransport(nil, WithBackoff(constBackoff(time.Millisecond)))
 	defer tr.CloseIdleConnections()
 	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{"amount":1500}`))
@@ -76,26 +59,7 @@ func TestStalledRetriedAnswerDoesNotHoldTheOutcome(t *testing.T) {
 // the connection go, and the drain's goroutine ends. Time is fake: only
 // the clock's Advance passes the limit.
 func TestStalledRetriedAnswerIsLetGo(t *testing.T) {
-	var attempts atomic.Int32
-	letGo := make(chan struct{}) // closed when the stalled answer's connection is gone
-	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		if attempts.Add(1) == 1 {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = io.WriteString(w, "overloa")
-			w.(http.Flusher).Flush()
-			select { // the rest of the body never comes
-			case <-r.Context().Done():
-				close(letGo)
-			case <-release:
-			}
-			return
-		}
-		w.WriteHeader(http.StatusCreated)
-	}))
-	defer srv.Close()
-	defer close(release)
+	srv, attempts, letGo := stalledFirst(t)
 	clk := clock.NewManual(time.Now())
 	tr := NewTransport(nil, withClock(clk), WithBackoff(constBackoff(0)))
 	defer tr.CloseIdleConnections()
@@ -114,6 +78,33 @@ func TestStalledRetriedAnswerIsLetGo(t *testing.T) {
 			t.Fatal("the drain of the stalled 503 still runs 5s after its body was closed")
 		}
 	}
+}
+
+// stalledFirst starts a server, closed at the end of t, that answers its
+// first request with a 503 whose body stops after a few bytes, and the
+// next ones with a 201; it returns the count of requests so far, and a
+// channel closed when the 503's connection is gone.
+func stalledFirst(t *testing.T) (srv *httptest.Server, attempts *atomic.Int32, gone <-chan struct{}) {
+	attempts = new(atomic.Int32)
+	letGo, release := make(chan struct{}), make(chan struct{})
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if attempts.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, "overloa")
+			w.(http.Flusher).Flush()
+			select { // the rest of the body never comes
+			case <-r.Context().Done():
+				close(letGo)
+			case <-release:
+			}
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) }) // first: srv.Close waits for the handler
+	return srv, attempts, letGo
 }
 
 // drainRunning reports whether a goroutine is in retrypolicy.Drain.
