@@ -216,18 +216,19 @@ func (t *keyTable) key(i int32) []byte {
 // holds reports whether the key at i is key.
 func (t *keyTable) holds(i int32, key string) bool { return string(t.key(i)) == key }
 
-// find returns the position of key, if t holds it and it did not move.
-func (t *keyTable) find(key string) (int32, bool) {
-	i, ok := t.index.get(key, t.holds)
+// find returns the position of key, whose strHash is h, if t holds it
+// and it did not move.
+func (t *keyTable) find(h uint64, key string) (int32, bool) {
+	i, ok := t.index.get(h, key, t.holds)
 	return i, ok && !t.recs.at(i).moved
 }
 
-// add adds key with r's counts and history more (its attempts after the
-// first).
-func (t *keyTable) add(key string, r keyRecord, more []attemptRecord) int32 {
+// add adds key, whose strHash is h, with r's counts and history more (its
+// attempts after the first).
+func (t *keyTable) add(h uint64, key string, r keyRecord, more []attemptRecord) int32 {
 	r.text, r.n, r.moved = t.text.add(key), int32(len(key)), false
 	i := t.recs.add(r)
-	t.index.set(key, i, t.holds)
+	t.index.set(h, key, i, t.holds)
 	if len(more) > 0 {
 		if t.more == nil {
 			t.more = make(map[int32][]attemptRecord)
@@ -255,12 +256,13 @@ func (t *keyTable) stats(i int32) KeyStats {
 // must be held.
 func (in *inspector) recordLocked(key string) (*keyTable, int32, *keyRecord) {
 	key = countedKey(key)
-	if i, ok := in.cur.find(key); ok {
+	h := strHash(key) // one hash for both tables, and for the key's new record
+	if i, ok := in.cur.find(h, key); ok {
 		return &in.cur, i, in.cur.recs.at(i)
 	}
 	var r keyRecord
 	var more []attemptRecord
-	if i, ok := in.old.find(key); ok {
+	if i, ok := in.old.find(h, key); ok {
 		old := in.old.recs.at(i)
 		r, more = *old, in.old.more[i]
 		old.moved = true
@@ -272,7 +274,7 @@ func (in *inspector) recordLocked(key string) (*keyTable, int32, *keyRecord) {
 		in.old, in.cur = in.cur, keyTable{}
 		in.turn = 0
 	}
-	i := in.cur.add(key, r, more)
+	i := in.cur.add(h, key, r, more)
 	return &in.cur, i, in.cur.recs.at(i)
 }
 
@@ -351,8 +353,9 @@ func (in *inspector) stats(key string) KeyStats {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	counted := countedKey(key)
+	h := strHash(counted)
 	for _, t := range []*keyTable{&in.cur, &in.old} {
-		if i, ok := t.find(counted); ok {
+		if i, ok := t.find(h, counted); ok {
 			return t.stats(i)
 		}
 	}

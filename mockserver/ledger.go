@@ -165,8 +165,9 @@ func (l *memLedger) balanceLocked(currency string) int64 {
 	return OpeningBalance(l.opening, currency)
 }
 
-// add records p as the newest payment. The lock must be held.
-func (l *memLedger) add(p *Payment) {
+// add records p as the newest payment; h is strHash(p.Ref). The lock
+// must be held.
+func (l *memLedger) add(p *Payment, h uint64) {
 	i := l.payments.len()
 	strs := paymentStrings(p)
 	r := paymentRecord{text: l.text.add(strs[:]...), amount: p.Amount, created: p.Created.UnixNano()}
@@ -183,7 +184,7 @@ func (l *memLedger) add(p *Payment) {
 		l.oddTimes[i] = p.Created
 	}
 	l.payments.add(r)
-	l.byRef.set(p.Ref, i, l.hasRef)
+	l.byRef.set(h, p.Ref, i, l.hasRef)
 }
 
 // field returns the bytes of the j-th string (see paymentStrings) of the
@@ -233,9 +234,10 @@ func (l *memLedger) Pay(ctx context.Context, ref string, keep time.Duration, p P
 	if p.Amount <= 0 {
 		return Payment{}, false, fmt.Errorf("mockserver: pay: amount %d is not positive", p.Amount)
 	}
+	h := strHash(ref)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if i, ok := l.byRef.get(ref, l.hasRef); ok && kept(l.createdAt(i), p.Created, keep) {
+	if i, ok := l.byRef.get(h, ref, l.hasRef); ok && kept(l.createdAt(i), p.Created, keep) {
 		return l.payment(i), true, nil
 	}
 	bal := l.balanceLocked(p.Currency)
@@ -244,7 +246,7 @@ func (l *memLedger) Pay(ctx context.Context, ref string, keep time.Duration, p P
 	}
 	p.Ref = ref
 	l.balances[p.Currency] = bal - p.Amount
-	l.add(&p)
+	l.add(&p, h)
 	return p, false, nil
 }
 

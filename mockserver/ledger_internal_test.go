@@ -59,26 +59,27 @@ func TestMemoryLedgerKeepsPaymentsAsGiven(t *testing.T) {
 func TestStrIndexSharedHash(t *testing.T) {
 	held := map[int32]string{0: "a", 1: "b", 2: "b", 3: "a", 4: "c"}
 	holds := func(i int32, s string) bool { return held[i] == s }
-	x := strIndex{sum: func(string) uint64 { return 7 }}
-	x.set("a", 0, holds)
-	x.set("b", 1, holds)
+	var x strIndex
+	const h = 7 // every string's hash
+	x.set(h, "a", 0, holds)
+	x.set(h, "b", 1, holds)
 	want := map[string]int32{"a": 0, "b": 1}
 	check := func() {
 		t.Helper()
 		for s, w := range want {
-			if i, ok := x.get(s, holds); !ok || i != w {
+			if i, ok := x.get(h, s, holds); !ok || i != w {
 				t.Errorf("get(%s) = %d, %v; want %d", s, i, ok, w)
 			}
 		}
-		if _, ok := x.get("c", holds); ok {
+		if _, ok := x.get(h, "c", holds); ok {
 			t.Error("get(c) found a string never set")
 		}
 	}
 	check()
-	x.set("b", 2, holds)
+	x.set(h, "b", 2, holds)
 	want["b"] = 2
 	check()
-	x.set("a", 3, holds)
+	x.set(h, "a", 3, holds)
 	want["a"] = 3
 	check()
 }
