@@ -248,3 +248,34 @@ func TestJUnitSchemaCheckFails(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteJUnitSchemaBlankName: a suite whose target has no name, or
+// one of XML whitespace only (the schema's name is a token of at least
+// one character, after its whitespace collapses), is still valid: a
+// Report without Target, a Target named " ", an error that is no
+// *Error, a skipped *Error without Target. Each was written name="",
+// or name=" &#xA;", and a validating CI step refused the whole file.
+func TestWriteJUnitSchemaBlankName(t *testing.T) {
+	res := []conformance.Result{{ID: conformance.CheckReplay, Level: conformance.LevelMust, Status: conformance.Pass, Verdict: "ok"}}
+	for _, tc := range []struct {
+		name    string
+		reports []conformance.Report
+		errs    []error
+	}{
+		{"report without target", []conformance.Report{{URL: "http://h/p", Results: res}}, nil},
+		{"report of blank target", []conformance.Report{{Target: " \t\r\n", Method: "POST", URL: "http://h/p", Results: res}}, nil},
+		{"plain error", nil, []error{errors.New("boom")}},
+		{"error without target", nil, []error{&conformance.Error{Cause: conformance.ErrUnreachable, Err: errors.New("refused")}}},
+		{"skipped without target", nil, []error{&conformance.Error{Target: " ", Cause: conformance.ErrSkipped, Err: errors.New("why")}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := conformance.WriteJUnit(&b, tc.reports, tc.errs...); err != nil {
+				t.Fatal(err)
+			}
+			if errs := junitSchemaErrors(b.Bytes()); len(errs) > 0 {
+				t.Errorf("the JUnit report breaks the schemas:\n%s\n\n%s", strings.Join(errs, "\n"), b.String())
+			}
+		})
+	}
+}
