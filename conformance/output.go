@@ -261,6 +261,19 @@ type (
 // junitPackage is the package attribute of every suite.
 const junitPackage = "saferetry.check"
 
+// junitUnnamed is the name of a suite whose target has none.
+const junitUnnamed = "(unnamed)"
+
+// junitName is name as a suite's name, which the Ant schema makes a
+// token of at least one character once its XML whitespace collapses:
+// junitUnnamed for a name of XML whitespace only, or none.
+func junitName(name string) string {
+	if strings.Trim(name, " \t\r\n") == "" {
+		return junitUnnamed
+	}
+	return name
+}
+
 // WriteJUnit writes reports as JUnit XML: a testsuite per target, a
 // testcase per check named "id (LEVEL)". A FAIL is a failure, whatever
 // its level (the type attribute holds the level), with the evidence as its
@@ -274,7 +287,8 @@ const junitPackage = "saferetry.check"
 //
 // It is valid against the strict Ant JUnit schema (and so against
 // Jenkins'): testsuites has no attributes, the counts are each
-// testsuite's; a testsuite has package "saferetry.check", an id (0 for
+// testsuite's; a testsuite has a name ("(unnamed)" for a target of
+// none, or of whitespace only), package "saferetry.check", an id (0 for
 // the first, then one more for each), properties (none), system-out and
 // system-err, the time its checks took, a timestamp (the Report's
 // Started, in local time without a zone; the time of writing for one
@@ -346,6 +360,7 @@ func writeJUnit(w io.Writer, now time.Time, host string, reports []Report, errs 
 	}
 	for i := range doc.Suites {
 		doc.Suites[i].Package, doc.Suites[i].ID = junitPackage, i
+		doc.Suites[i].Name = junitName(doc.Suites[i].Name)
 	}
 	ew := &errWriter{w: w}
 	_, _ = io.WriteString(ew, xml.Header)
