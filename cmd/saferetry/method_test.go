@@ -23,3 +23,16 @@ func TestMethodFlagAnyCase(t *testing.T) {
 		}
 	}
 }
+
+// TestMethodFlagNotAToken: a -method that is no RFC 9110 token is
+// refused, named as typed, whatever upper-casing would make of it:
+// "ıtem" (a dotless i) was upper-cased to ITEM, a token, and sent; "po
+// st" was refused as "PO ST", which nobody typed.
+func TestMethodFlagNotAToken(t *testing.T) {
+	for _, method := range []string{"ıtem", "ſend", "po st"} {
+		code, _, stderr := runCLI(t, "check", "-dry-run", "-url", "http://127.0.0.1:9/p", "-method", method, "-body", payBody)
+		if want := `method "` + method + `": not an HTTP method`; code != 2 || !strings.Contains(stderr, want) {
+			t.Errorf("-method %q: exit %d, stderr:\n%s\nwant 2, saying %q", method, code, stderr, want)
+		}
+	}
+}
