@@ -15,6 +15,7 @@ import (
 
 	"github.com/saferetry/saferetry/conformance"
 	"github.com/saferetry/saferetry/internal/cliflag"
+	"github.com/saferetry/saferetry/internal/contract"
 	"github.com/saferetry/saferetry/internal/mockcmd"
 )
 
@@ -113,8 +114,12 @@ func parseCheck(args []string, stderr io.Writer) (*checkFlags, error) {
 		return nil, err
 	}
 	// Typed at a shell, "post" means POST; a document's method, which
-	// the checker sends as written, is never a flag's.
-	f.method = strings.ToUpper(f.method)
+	// the checker sends as written, is never a flag's. One that is no
+	// token is left as typed, for Plan and Run to refuse: upper-cased,
+	// "ıtem" would be ITEM.
+	if contract.ValidToken(f.method) {
+		f.method = strings.ToUpper(f.method)
+	}
 	methodSet := false
 	fs.Visit(func(fl *flag.Flag) { methodSet = methodSet || fl.Name == "method" })
 	switch {
