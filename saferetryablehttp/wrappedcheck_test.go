@@ -85,7 +85,9 @@ func TestWrappedCheckRetryStops(t *testing.T) {
 // the cost after a timeout: the whole budget of 10) and a CheckRetry of the
 // caller's around it stopped leaves no cost spent, with a context that
 // never ends, whatever error the wrapper returns with it (Configure's,
-// net/http's, or none): the next request still gets its two retries.
+// net/http's, or none): the next request still gets its two retries. The
+// request ends, as after a transport error, in a *saferetry.Error that
+// says the caller's code stopped it, not in net/http's bare error.
 func TestWrappedCheckRetryStopsAfterClientTimeout(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -125,8 +127,16 @@ func TestWrappedCheckRetryStopsAfterClientTimeout(t *testing.T) {
 				}
 				return false, tt.ret(checkErr, err)
 			}
-			if _, err := c.Do(rhReq(t, context.Background(), http.MethodPost, "x")); err == nil {
-				t.Fatal("Do: no error, want the cut attempt's")
+			_, err := c.Do(rhReq(t, context.Background(), http.MethodPost, "x"))
+			var e *saferetry.Error
+			if !errors.As(err, &e) || !errors.Is(err, saferetry.ErrOutcomeUnknown) || e.Attempts != 1 || e.Key == "" {
+				t.Fatalf("Do: %v; want a *saferetry.Error, outcome unknown after 1 attempt, with the key", err)
+			}
+			if e.Reason != saferetry.ReasonClassifier {
+				t.Errorf("Reason = %q, want %q", e.Reason, saferetry.ReasonClassifier)
+			}
+			if !strings.Contains(err.Error(), "Client.Timeout exceeded") {
+				t.Errorf("Do: %v; want net/http's timeout under it", err)
 			}
 			stop.Store(false)
 			c.HTTPClient.Timeout = 0
