@@ -192,7 +192,8 @@ func (a *adapter) beforeAttempt(r *http.Request, retry int) *rhOp {
 // decision, which the Error names as it names a [saferetry.Classifier]'s
 // ([saferetry.ReasonClassifier]). Such a CheckRetry may return the
 // attempt's error, or none, rather than Configure's CheckRetry's: the
-// Error is made from the attempt's, and names the Reason of Configure's
+// Error is made from the attempt's (net/http's, after an attempt that
+// HTTPClient.Timeout cut: see cutAttempts), and names the Reason of Configure's
 // decision when that decision retried nothing (the wrapper stopped
 // nothing).
 func (a *adapter) errorHandler(resp *http.Response, err error, attempts int) (*http.Response, error) {
@@ -201,8 +202,10 @@ func (a *adapter) errorHandler(resp *http.Response, err error, attempts int) (*h
 	if resp == nil && errors.As(err, &ae) {
 		st = rhOpFrom(ae.req.Context())
 	}
+	var cut *rhOp // the request of an attempt that HTTPClient.Timeout cut
 	if st == nil && resp == nil {
-		st = a.cut.take(err)
+		cut = a.cut.take(err)
+		st = cut
 	}
 	st.forgoRetry()
 	if err == nil && resp != nil {
@@ -220,6 +223,10 @@ func (a *adapter) errorHandler(resp *http.Response, err error, attempts int) (*h
 	case errors.As(err, &e):
 	case ae != nil:
 		e = st.outcome(retrypolicy.UnderContextErr(ae.req.Context(), err), ae)
+	case cut != nil:
+		// net/http's error of the attempt, as checkRetry would have
+		// made the outcome of it.
+		e = cut.outcome(retrypolicy.UnderContextErr(cut.req.Context(), err), nil)
 	default:
 		return nil, err
 	}
