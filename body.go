@@ -216,7 +216,11 @@ const drainLimit = time.Second
 // ended by closing the body beside it, which net/http's bodies allow (the
 // connection is dropped): with no context to end it (no deadline, no
 // attempt timeout), the drain, its goroutine and its connection would
-// otherwise be held for as long as the server keeps the body open.
+// otherwise be held for as long as the server keeps the body open. One
+// read that Close does not end: that of the gzip header of an answer
+// net/http decompresses (Content-Encoding: gzip, the request having no
+// Accept-Encoding), whose Close waits for the read; only the attempt's
+// context, or the server, ends that drain, and the Close waits with it.
 func drainAnswer(clk clock.Clock, body io.ReadCloser, earlier <-chan struct{}) chan struct{} {
 	done, rc := make(chan struct{}), &onceCloser{ReadCloser: body}
 	cut := clk.AfterFunc(drainLimit, func() { rc.Close() })

@@ -40,18 +40,21 @@
 // net/http's Transport may send an attempt more than once by itself, on
 // another connection, with the same key and body, and none of them counts
 // those sends. It does so only for a request with no body or with a
-// GetBody (the Transport gives a buffered body one). Over HTTP/1: when a
-// reused connection fails before any of the answer arrives, if nothing of
-// the request was written, or if the request is one it may replay (GET,
-// HEAD, OPTIONS, TRACE, or one carrying an Idempotency-Key). Over HTTP/2,
-// whatever the method: when the server's GOAWAY shows that it never
-// received the request (unless the GOAWAY carries an error and the request
-// was its connection's first), or it refused the stream (REFUSED_STREAM)
-// or reset it with PROTOCOL_ERROR; up to 7 sends more, the first at once, the
-// next after 1s, 2s, 4s, and so on up to 32s (each up to 10% longer),
-// waits that the retry decision does not see and that only the request's
-// context, or the per-attempt timeout (see [WithAttemptTimeout]), cuts
-// short.
+// GetBody (the Transport gives a buffered body one), but for the first
+// HTTP/2 case below. Over HTTP/1: when a reused connection fails before
+// any of the answer arrives, if nothing of the request was written, or if
+// the request is one it may replay (GET, HEAD, OPTIONS, TRACE, or one
+// carrying an Idempotency-Key or X-Idempotency-Key). Over HTTP/2,
+// whatever the method: when the connection it picked can take no new
+// stream (it closed, or got a GOAWAY, before the request began: a body
+// not yet read is sent as it is), when the server's GOAWAY shows that it
+// never received the request (unless the GOAWAY carries an error and the
+// request was its connection's first), or it refused the stream
+// (REFUSED_STREAM) or reset it with PROTOCOL_ERROR; up to 7 sends more,
+// the first at once, the next after 1s, 2s, 4s, and so on up to 32s (each
+// up to 10% longer), waits that the retry decision does not see and that
+// only the request's context, or the per-attempt timeout (see
+// [WithAttemptTimeout]), cuts short.
 //
 // Defaults (each changeable by an [Option]):
 //
