@@ -375,9 +375,17 @@ func (sh *shard) live(k idempotency.Key, now int64) *entry {
 // remove deletes e, the entry of k, and gives its slot and bytes back. Its
 // queue items stay charged until the sweep pops them. The shard lock must be
 // held.
+//
+// e lets go of its response: a caller may hold the Fingerprint of an Entry
+// the store returned for as long as it likes, and that string may lie in
+// e's own allocation (see newEntry), which it keeps alive; it must not keep
+// the response too, which may be as large as the byte bound. Nothing reads
+// e's response once e is out of the map (the views handed to replays are
+// theirs to hold).
 func (sh *shard) remove(k idempotency.Key, e *entry) {
 	delete(sh.m, k)
 	sh.b.give(1, e.size(k))
+	e.resp = nil
 }
 
 func ctxErr(ctx context.Context) error {
