@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"math/bits"
 	"slices"
 	"unicode"
 	"unicode/utf16"
@@ -327,9 +328,31 @@ func (c *canonicaliser) str() error {
 
 // plainRun returns the index of the first byte from s[i] that str cannot
 // copy as it is (see strStop), and the union of the classes of the bytes
-// before it.
+// before it. It reads 8 bytes at a time while they are ASCII, and looks
+// at the rest, and at a word with a non-ASCII byte, a byte at a time.
 func plainRun(s []byte, i int) (int, uint8) {
 	var class uint8
+	for i+8 <= len(s) {
+		w := binary.LittleEndian.Uint64(s[i:])
+		if w&wordHigh != 0 {
+			break // a non-ASCII byte: nameSpecial, taken below
+		}
+		// Every byte is below 0x80, so that adding to each byte carries
+		// into none of the others: a byte's high bit tells its class.
+		stop := (^(w + (0x80-0x20)*wordLow) | wordEq(w, '"') | wordEq(w, '\\')) & wordHigh
+		upper := (w + (0x80-'A')*wordLow) &^ (w + (0x80-'Z'-1)*wordLow) & wordHigh
+		if stop != 0 {
+			n := bits.TrailingZeros64(stop) / 8 // the bytes before the first stop
+			if upper&(1<<(8*n)-1) != 0 {
+				class |= nameUpper
+			}
+			return i + n, class
+		}
+		if upper != 0 {
+			class |= nameUpper
+		}
+		i += 8
+	}
 	for i < len(s) {
 		b := strByte[s[i]]
 		if b&strStop != 0 {
@@ -339,6 +362,19 @@ func plainRun(s []byte, i int) (int, uint8) {
 		i++
 	}
 	return i, class
+}
+
+// Each byte of a word of 8 (see plainRun).
+const (
+	wordLow  = 0x0101010101010101 // its lowest bit
+	wordHigh = 0x8080808080808080 // its highest
+)
+
+// wordEq returns w with the high bit of each byte set where that byte is
+// c and clear elsewhere, for w's bytes and c below 0x80.
+func wordEq(w uint64, c byte) uint64 {
+	x := w ^ uint64(c)*wordLow // 0 where equal, below 0x80 everywhere
+	return ^(x + 0x7f*wordLow)
 }
 
 // escape decodes the escape at src[i] (a backslash) and appends its
