@@ -49,21 +49,8 @@ func testTxHandlerCommitCutShort(t *testing.T, tg pgTarget, answers500 bool) {
 	pool := tg.newPool(t)
 	s := tg.txStore(t, pool)
 	biz, ctx := bizTable(t, pool, s), ctxT(t)
-	// A deferred trigger that makes each COMMIT of a business row
-	// take a while, and goes on when pgx's cancel request comes (it
-	// sends one as it closes the connection): the COMMIT commits
-	// 300 ms after the cancel, as one whose cancel came too late
-	// would.
-	fn := biz + "_slow"
-	for _, sql := range []string{
-		`CREATE FUNCTION "` + fn + `"() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN BEGIN PERFORM pg_sleep(0.5); EXCEPTION WHEN query_canceled THEN PERFORM pg_sleep(0.3); END; RETURN NULL; END $$`,
-		`CREATE CONSTRAINT TRIGGER slow AFTER INSERT ON "` + biz + `" DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "` + fn + `"()`,
-	} {
-		if _, err := pool.Exec(ctx, sql); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() { pool.Exec(context.Background(), `DROP FUNCTION IF EXISTS "`+fn+`" CASCADE`) })
+	// The COMMIT commits 300 ms after pgx's cancel request.
+	slowCommits(t, pool, biz, 0.5, 0.3)
 	var runs atomic.Int64
 	var commitErr error // the handler's COMMIT's, read once the first request ended
 	h := idempotency.Middleware(s)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

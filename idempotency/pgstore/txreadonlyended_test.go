@@ -42,16 +42,7 @@ func testTxHandlerEndsBlockOnReadOnlySession(t *testing.T, cut bool) {
 	if cut {
 		// As in TestTxHandlerCommitCutShort: the COMMIT commits 300 ms
 		// after pgx's cancel request.
-		fn := biz + "_slow"
-		for _, sql := range []string{
-			`CREATE FUNCTION "` + fn + `"() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN BEGIN PERFORM pg_sleep(0.5); EXCEPTION WHEN query_canceled THEN PERFORM pg_sleep(0.3); END; RETURN NULL; END $$`,
-			`CREATE CONSTRAINT TRIGGER slow AFTER INSERT ON "` + biz + `" DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "` + fn + `"()`,
-		} {
-			if _, err := setup.Exec(ctx, sql); err != nil {
-				t.Fatal(err)
-			}
-		}
-		t.Cleanup(func() { setup.Exec(context.Background(), `DROP FUNCTION IF EXISTS "`+fn+`" CASCADE`) })
+		slowCommits(t, setup, biz, 0.5, 0.3)
 	}
 	var runs atomic.Int64
 	var commitErr error // the handler's COMMIT's, read once the first request ended
