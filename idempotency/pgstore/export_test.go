@@ -36,3 +36,8 @@ func SetMaxOutcomeBytes(tb testing.TB, n int) {
 // server, and d, not watchset.PingWait, for the ping's answer. Call it
 // before the first Watch.
 func SetWatchIdle(s *Store, d time.Duration) { s.watch.idle, s.watch.pingWait = d, d }
+
+// ErrStillHeld is the error that Commit and Rollback wrap when their wait
+// for the handler's statement, rows or batch results ended with their
+// context.
+var ErrStillHeld = errStillHeld
