@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -193,6 +194,10 @@ func (s *TxStore) BeginTx(ctx context.Context) (idempotency.Tx, error) {
 type Tx struct {
 	store *TxStore
 	conn  *pgxpool.Conn // nil once released to the pool
+	// connMu guards conn where it goes (takeConn): abandon takes it
+	// while a statement of the handler holds lk, whose settleCutShort
+	// may be releasing it.
+	connMu sync.Mutex
 	// pgxConn is conn's connection, which the handler's statements use:
 	// read from conn once, so that abandon, taking conn out of the pool,
 	// writes nothing that they read.
@@ -884,11 +889,20 @@ func (t *Tx) abandon() {
 	if t.h != nil {
 		t.h.ended.Store(true)
 	}
-	if t.conn != nil {
-		t.conn.Hijack()
-		t.conn = nil
+	if c := t.takeConn(); c != nil {
+		c.Hijack()
 		_ = t.pgxConn.PgConn().Conn().Close()
 	}
+}
+
+// takeConn returns the Tx's connection, nil once it went back to the pool
+// or was taken, and leaves the Tx without it.
+func (t *Tx) takeConn() *pgxpool.Conn {
+	t.connMu.Lock()
+	defer t.connMu.Unlock()
+	c := t.conn
+	t.conn = nil
+	return c
 }
 
 // release ends the Tx and returns its connection to the pool (which closes
@@ -899,8 +913,7 @@ func (t *Tx) release() {
 		t.h.ended.Store(true)
 	}
 	t.closeLargeObjects()
-	if t.conn != nil {
-		t.conn.Release()
-		t.conn = nil
+	if c := t.takeConn(); c != nil {
+		c.Release()
 	}
 }

@@ -72,9 +72,8 @@ func (t *Tx) settleCutShort(ctx context.Context, err error, sqls ...string) erro
 	if err == nil || t.blockEnded || t.token == 0 || t.tx == nil || !t.pgxConn.IsClosed() || !mayCommit(sqls...) {
 		return err
 	}
-	if t.conn != nil {
-		t.conn.Release()
-		t.conn = nil
+	if c := t.takeConn(); c != nil {
+		c.Release()
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*t.store.cfg.lockTimeout)
 	defer cancel()

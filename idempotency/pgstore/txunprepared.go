@@ -47,11 +47,11 @@ func (t *Tx) discardConn() {
 	if t.h != nil {
 		t.h.ended.Store(true)
 	}
-	if t.conn == nil {
+	pc := t.takeConn()
+	if pc == nil {
 		return
 	}
-	c := t.conn.Hijack()
-	t.conn = nil
+	c := pc.Hijack()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_ = c.Close(ctx) // PostgreSQL rolls back what it had open
