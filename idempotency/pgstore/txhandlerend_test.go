@@ -2,9 +2,11 @@ package pgstore_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -84,6 +86,19 @@ func TestTxHandlerEndsTheBlock(t *testing.T) {
 				}
 				if ct := first.Header().Get("Content-Type"); !answers500 && ct != "application/problem+json" {
 					t.Errorf("the first answer's Content-Type = %q; want application/problem+json", ct)
+				}
+				if !answers500 {
+					// The problem says what a retry gets: 410 when the claim
+					// was committed and recorded as not replayable (it said
+					// "a committed operation is replayed"), a new run when
+					// nothing was committed.
+					var p struct{ Detail string }
+					if err := json.Unmarshal(first.Body.Bytes(), &p); err != nil {
+						t.Fatal(err)
+					}
+					if says410 := strings.Contains(p.Detail, "410"); says410 != c.committed {
+						t.Errorf("the first answer's detail is %q; want it to say that retries get 410: %v", p.Detail, c.committed)
+					}
 				}
 				retry := send()
 				switch {
