@@ -34,7 +34,9 @@ const (
 	// its transaction was not committed (it was rolled back), or its COMMIT
 	// got no answer, so whether it was kept is not known. Retry with the
 	// same key: a committed operation is replayed, one rolled back runs
-	// again.
+	// again. When part of it was committed some other way and the store
+	// recorded it as not replayable, the detail member says so, and the
+	// retry gets ProblemResponseTooLarge (410).
 	ProblemCommitFailed = problemBase + "ProblemCommitFailed"
 	// ProblemRequestTooLarge (413): the request body is over the limit set
 	// with WithMaxRequestBody. Nothing was run.

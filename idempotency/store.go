@@ -23,6 +23,16 @@ var ErrStaleToken = errors.New("idempotency: claim is no longer held by this tok
 // Match it with errors.Is.
 var ErrResponseNotStorable = errors.New("idempotency: the store cannot keep this response")
 
+// ErrRecordedNotReplayable is returned (wrapped) by Tx.Commit when the
+// transaction was not committed as a whole, but part of the operation was
+// committed some other way (in pgstore, a handler that committed the
+// request's transaction itself), and the store recorded the key as
+// completed but not replayable in its stead: retries get a 410 problem
+// (ProblemResponseTooLarge) and the operation does not run again. The
+// Middleware's 503 answer then says so, rather than that a retry is
+// replayed or runs again. Match it with errors.Is.
+var ErrRecordedNotReplayable = errors.New("idempotency: the operation was recorded as completed but not replayable")
+
 // Key names one logical operation in a store: the scope that owns it and the
 // client's Idempotency-Key value. Two keys with different scopes never share
 // an entry. Key is comparable; stores may use it as a map key. The zero Key

@@ -164,8 +164,11 @@ func (c *txClaim) commitFailed(q *request, ev Event, err error) {
 			slog.Int("status", handlerStatus), slog.Any("error", err))
 	}, func() {
 		q.answered = true
-		writeProblem(q.w, problem{Type: ProblemCommitFailed, Status: http.StatusServiceUnavailable, Key: q.claim.key.Key,
-			Detail: "The operation could not be committed, or its commit was not confirmed. Retry with the same key: a committed operation is replayed, one that was not runs again."}, storeRetryAfter)
+		detail := "The operation could not be committed, or its commit was not confirmed. Retry with the same key: a committed operation is replayed, one that was not runs again."
+		if errors.Is(err, ErrRecordedNotReplayable) {
+			detail = "The operation could not be committed as a whole: part of it was committed, and it is recorded as completed but not replayable. A retry with the same key gets 410 (ProblemResponseTooLarge); the operation will not run again."
+		}
+		writeProblem(q.w, problem{Type: ProblemCommitFailed, Status: http.StatusServiceUnavailable, Key: q.claim.key.Key, Detail: detail}, storeRetryAfter)
 	})
 }
 

@@ -63,7 +63,9 @@ var ErrHandlerCommit = errors.New("pgstore: a handler must not commit the reques
 // when it committed the claim (COMMIT, END), the key is recorded at once,
 // in a statement of its own, as completed with status 500 but not
 // replayable, and retries get 410 (ProblemResponseTooLarge): the
-// operation ran, at least in part, and must not run again. When it
+// operation ran, at least in part, and must not run again (the Commit's
+// error wraps idempotency.ErrRecordedNotReplayable then, and the 503's
+// detail says so). When it
 // rolled the claim back with the writes (ROLLBACK, ABORT), nothing is
 // recorded, and a retry runs the handler again. A statement that ended the
 // block and began another ("COMMIT; BEGIN", COMMIT AND CHAIN) is treated

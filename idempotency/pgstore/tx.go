@@ -219,8 +219,11 @@ type Tx struct {
 	token   int64
 	ttl     time.Duration // the claim's
 	// blockEnded: a statement of the handler ended the transaction block
-	// (see checkBlock); endRecorded: recordEnded ran. Both are guarded by lk.
-	blockEnded, endRecorded bool
+	// (see checkBlock); endRecorded: recordEnded ran; notReplayable: the
+	// claim, which that statement committed, was recorded as completed but
+	// not replayable (by recordEnded or settleCutShort). All are guarded
+	// by lk.
+	blockEnded, endRecorded, notReplayable bool
 	// lo is the savepoint that the handler's LargeObjects are built on
 	// (see largeObjects), nil until it asks for them. Guarded by lk.
 	lo pgx.Tx
@@ -711,16 +714,29 @@ func (t *Tx) recordEnded(ctx context.Context) error {
 		return err
 	}
 	scope, key := pgtext.Encode(t.claimed.Scope), pgtext.Encode(t.claimed.Key)
+	var tag pgconn.CommandTag
 	err = pgx.BeginTxFunc(ctx, t.pgxConn, pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadWrite}, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, t.store.sql.complete,
+		tag, err = tx.Exec(ctx, t.store.sql.complete,
 			t.completeArgs(scope, key, t.token, http.StatusInternalServerError, stampedHeader(t.token, nil), nil, true, ttlUS)...)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("pgstore: recording the claim that the handler's statement committed: %w", err)
 	}
-	t.endRecorded = true
+	t.endRecorded, t.notReplayable = true, tag.RowsAffected() == 1
 	return nil
+}
+
+// endedErr returns the error of a Commit that found the transaction block
+// ended by a statement of the handler (see ErrHandlerEndedTx): err, which
+// wraps ErrHandlerEndedTx, wrapping idempotency.ErrRecordedNotReplayable
+// too when the claim was recorded so, so that the Middleware tells the
+// client that retries get 410. Its caller holds lk.
+func (t *Tx) endedErr(err error) error {
+	if t.notReplayable {
+		return fmt.Errorf("pgstore: commit: %w (%w)", err, idempotency.ErrRecordedNotReplayable)
+	}
+	return fmt.Errorf("pgstore: commit: %w", err)
 }
 
 // endedByHandler ends the Tx whose transaction block a statement of the
@@ -765,9 +781,9 @@ func (t *Tx) Commit(ctx context.Context) error {
 		// Storing the outcome now would store it outside any block, as if
 		// the handler's writes had committed with it.
 		if err := t.endedByHandler(ctx); err != nil {
-			return fmt.Errorf("pgstore: commit: %w: %w", ErrHandlerEndedTx, err)
+			return t.endedErr(fmt.Errorf("%w: %w", ErrHandlerEndedTx, err))
 		}
-		return fmt.Errorf("pgstore: commit: %w", ErrHandlerEndedTx)
+		return t.endedErr(ErrHandlerEndedTx)
 	}
 	b := &pgx.Batch{}
 	if t.outcome != nil {
@@ -790,7 +806,7 @@ func (t *Tx) Commit(ctx context.Context) error {
 			_ = br.Close()
 			err = t.endSwitched(ctx, nil)
 			t.release()
-			return fmt.Errorf("pgstore: commit: %w", err)
+			return t.endedErr(err)
 		case isTooLarge(err):
 			err = fmt.Errorf("%w: %w", idempotency.ErrResponseNotStorable, err)
 		case isInvalidText(err):

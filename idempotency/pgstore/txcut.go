@@ -84,7 +84,7 @@ func (t *Tx) settleCutShort(ctx context.Context, err error, sqls ...string) erro
 	case !committed:
 		return err
 	}
-	t.blockEnded, t.endRecorded = true, true
+	t.blockEnded, t.endRecorded, t.notReplayable = true, true, true
 	t.closeLargeObjects()
 	return fmt.Errorf("%w: %w", ErrHandlerEndedTx, err)
 }
