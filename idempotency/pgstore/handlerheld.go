@@ -28,7 +28,7 @@ func (r *heldRows) release() {
 	if !r.released {
 		r.released = true
 		defer r.t.lk.unlock() // also when the block check panics (a tracer)
-		r.err = r.t.checkTag(r.ctx, r.Rows.CommandTag(), r.t.settleCutShort(r.ctx, r.Rows.Err(), r.sql))
+		r.err = r.t.checkTag(r.ctx, r.Rows.CommandTag(), r.sql, r.t.settleCutShort(r.ctx, r.Rows.Err(), r.sql))
 	}
 }
 

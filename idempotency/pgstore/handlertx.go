@@ -264,6 +264,11 @@ func (h *handlerTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResult
 	held := false
 	defer unlockUnlessHeld(unlock, &held)
 	h.t.suspect.Store(true)
+	for _, q := range b.QueuedQueries {
+		if setsSession(pgconn.CommandTag{}, q.SQL) {
+			h.t.sessionSet = true
+		}
+	}
 	br := tx.SendBatch(ctx, b)
 	h.t.lk.setBusy(errRowsOpen)
 	held = true
@@ -318,7 +323,7 @@ func (h *handlerTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.C
 	}
 	h.t.suspectSQL(sql)
 	tag, err := tx.Exec(ctx, sql, args...)
-	return tag, h.t.checkTag(ctx, tag, h.t.settleCutShort(ctx, err, sql))
+	return tag, h.t.checkTag(ctx, tag, sql, h.t.settleCutShort(ctx, err, sql))
 }
 
 // Query returns rows that hold the request's Tx until they are closed
@@ -358,7 +363,7 @@ func (h *handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.R
 	case failedRows:
 		rowErr = r.err
 	}
-	if err := h.t.checkTag(ctx, tag, h.t.settleCutShort(ctx, rowErr, sql)); err != nil {
+	if err := h.t.checkTag(ctx, tag, sql, h.t.settleCutShort(ctx, rowErr, sql)); err != nil {
 		return failedRows{err}
 	}
 	return row

@@ -227,6 +227,10 @@ type Tx struct {
 	// lo is the savepoint that the handler's LargeObjects are built on
 	// (see largeObjects), nil until it asks for them. Guarded by lk.
 	lo pgx.Tx
+	// sessionSet: a statement of the handler may have changed a setting
+	// of the session beyond the transaction (see setsSession), so that
+	// release closes the connection. Guarded by lk.
+	sessionSet bool
 	// suspect: the handler sent something that may have ended the block
 	// and begun another unseen (a query string with a semicolon, a batch,
 	// or it took the Conn), so that Rollback looks (rollbackChecked).
@@ -300,6 +304,15 @@ func (t *Tx) PgxTx() pgx.Tx {
 // are prepared again on their next use); sent through Conn, the next
 // claim on the connection does that, and a commit that finds them gone
 // fails, nothing committed, and closes the connection.
+//
+// A setting of the session changed through the transaction (SET or SET
+// SESSION without LOCAL, RESET, seen by its tag or first word) would
+// outlive the request, committed with it, on the connection back in the
+// pool: the connection is closed at the request's end instead, and the
+// pool's next user gets a new session, at the cost of a new connection.
+// Use SET LOCAL (or set_config with is_local true), which ends with the
+// transaction. A set_config(..., false), a SET inside a function, and
+// anything sent through Conn are not seen.
 //
 // As on pgx's connection, one statement runs at a time (a statement of
 // another goroutine waits for it), and none while rows (Query) or a
@@ -922,14 +935,22 @@ func (t *Tx) takeConn() *pgxpool.Conn {
 }
 
 // release ends the Tx and returns its connection to the pool (which closes
-// a connection left inside a transaction block).
+// a connection left inside a transaction block), or closes it when a
+// statement of the handler may have changed a setting of its session
+// (sessionSet): the pool's next user then gets a new session, set up as
+// the pool sets them up.
 func (t *Tx) release() {
 	t.finished = true
 	if t.h != nil {
 		t.h.ended.Store(true)
 	}
 	t.closeLargeObjects()
-	if c := t.takeConn(); c != nil {
+	c := t.takeConn()
+	switch {
+	case c == nil:
+	case t.sessionSet:
+		closeConn(c)
+	default:
 		c.Release()
 	}
 }

@@ -64,10 +64,15 @@ func switchingTag(tag pgconn.CommandTag) bool {
 // leave a claim that the statement committed for a retry to take over and
 // run again. Should the check fail all the same, the Tx is marked suspect,
 // so that its Rollback looks (rollbackChecked). After a DEALLOCATE, the
-// prepared statements are forgotten (see forgetPrepared).
-func (t *Tx) checkTag(ctx context.Context, tag pgconn.CommandTag, err error) error {
+// prepared statements are forgotten (see forgetPrepared); after a SET of
+// the session, sql, the connection is marked to be closed at the end
+// (see setsSession).
+func (t *Tx) checkTag(ctx context.Context, tag pgconn.CommandTag, sql string, err error) error {
 	if err == nil && deallocatingTag(tag) {
 		err = t.forgetPrepared(ctx)
+	}
+	if err == nil && setsSession(tag, sql) {
+		t.sessionSet = true
 	}
 	if err != nil || t.blockEnded || !switchingTag(tag) || t.pgxConn.PgConn().TxStatus() != 'T' {
 		return t.checkBlock(ctx, err)

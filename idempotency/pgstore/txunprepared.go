@@ -3,7 +3,6 @@ package pgstore
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -47,12 +46,7 @@ func (t *Tx) discardConn() {
 	if t.h != nil {
 		t.h.ended.Store(true)
 	}
-	pc := t.takeConn()
-	if pc == nil {
-		return
+	if c := t.takeConn(); c != nil {
+		closeConn(c)
 	}
-	c := pc.Hijack()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = c.Close(ctx) // PostgreSQL rolls back what it had open
 }
