@@ -1,0 +1,79 @@
+package pgstore_test
+
+import (
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/idempotency/pgstore"
+)
+
+// TestTxHandlerDeallocatesOne: a handler's DEALLOCATE of one statement,
+// through the transaction, made the Tx forget every prepared statement of
+// the connection, on both sides (DEALLOCATE ALL): the handler's others, a
+// pgx one (Prepare) and an SQL one (PREPARE), were gone, and their next
+// use failed. Only the one named is forgotten now.
+func TestTxHandlerDeallocatesOne(t *testing.T) {
+	_, s, _, ctx := newBizTxStore(t)
+	h := idempotency.Middleware(s)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tx, _ := pgstore.TxFromContext(r.Context())
+		ctx := r.Context()
+		for _, name := range []string{"dropped", "kept"} {
+			if _, err := tx.Prepare(ctx, name, "SELECT $1::int + 1"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := tx.Exec(ctx, "PREPARE kept_sql AS SELECT 2"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, "DEALLOCATE dropped"); err != nil {
+			t.Fatalf("the handler's DEALLOCATE: %v", err)
+		}
+		var n int
+		if err := tx.QueryRow(ctx, "kept", 1).Scan(&n); err != nil || n != 2 {
+			t.Errorf("the handler's other statement, prepared through pgx = %d, %v; want 2", n, err)
+		}
+		if err := tx.QueryRow(ctx, "EXECUTE kept_sql").Scan(&n); err != nil || n != 2 {
+			t.Errorf("the handler's statement prepared with PREPARE = %d, %v; want 2", n, err)
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	if w := postPayment(ctx, h, "deallocates-one"); w.Code != http.StatusCreated {
+		t.Errorf("the request answered %d: %s; want 201", w.Code, w.Body)
+	}
+}
+
+// TestTxHandlerDeallocatesOneOfTheStore: a handler's DEALLOCATE of one of
+// the statements that the Tx prepared on its connection (named as pgx
+// names them, here read from pg_prepared_statements), on the connection's
+// second request, is forgotten on the pgx side too: the request commits,
+// and so does the next on the connection. A pin: it passed when every
+// statement was forgotten.
+func TestTxHandlerDeallocatesOneOfTheStore(t *testing.T) {
+	pool := newPool(t, func(cfg *pgxpool.Config) { cfg.MaxConns = 1 })
+	s := newTxStore(t, pool)
+	ctx := ctxT(t)
+	var runs atomic.Int64
+	h := idempotency.Middleware(s)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if runs.Add(1) == 2 {
+			tx, _ := pgstore.TxFromContext(r.Context())
+			var name string
+			if err := tx.QueryRow(r.Context(), "SELECT name FROM pg_prepared_statements WHERE statement = 'COMMIT'").Scan(&name); err != nil {
+				t.Fatalf("the store's COMMIT statement: %v", err)
+			}
+			if _, err := tx.Exec(r.Context(), `DEALLOCATE "`+name+`"`); err != nil {
+				t.Fatalf("the handler's DEALLOCATE: %v", err)
+			}
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	for i := range 3 {
+		if w := postPayment(ctx, h, fmt.Sprint("deallocates-the-store's-", i)); w.Code != http.StatusCreated {
+			t.Errorf("request %d answered %d: %s; want 201", i, w.Code, w.Body)
+		}
+	}
+}
