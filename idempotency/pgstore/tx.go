@@ -73,6 +73,10 @@ type TxStore struct {
 	// insertSQL is txInsertSQL, bounded likewise, for the first attempt
 	// while firsts says that nearly every claim acquires.
 	insertSQL string
+	// claimStatements and commitStatements are the statements that the
+	// Tx prepares on its connection (see Tx.prepare) for the claim batch
+	// and for the commit's.
+	claimStatements, commitStatements []string
 	// firsts counts the claims that acquired the key among those Claim
 	// answered: while at least firstsEnter of a window's did, the claim
 	// batch is insertSQL and BEGIN, until fewer than firstsLeave do. A
@@ -125,7 +129,7 @@ func NewTx(pool *pgxpool.Pool, opts ...Option) *TxStore {
 	s.watch.tx = true
 	ms := clock.CeilUnits(s.cfg.lockTimeout, time.Millisecond)
 	bound := boundReadCommittedSQL(ms)
-	return &TxStore{
+	ts := &TxStore{
 		Store:    s,
 		boundSQL: boundLockTimeoutSQL(ms, ""),
 		preludeSQL: boundLockTimeoutSQL(ms, `,
@@ -135,6 +139,9 @@ func NewTx(pool *pgxpool.Pool, opts ...Option) *TxStore {
 		firsts:          replaymix.New(replaymix.Adaptive, firstsEnter, firstsLeave),
 		cacheStatements: pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement,
 	}
+	ts.claimStatements = []string{ts.claimNewSQL, ts.insertSQL, ts.preludeSQL, s.sql.txClaim, s.sql.txAcquired, "BEGIN"}
+	ts.commitStatements = []string{s.sql.txComplete, "COMMIT"}
+	return ts
 }
 
 // readCommittedCheckSQL is NULL in a transaction that is read committed,
@@ -300,8 +307,10 @@ func (t *Tx) PgxTx() pgx.Tx {
 // A DEALLOCATE (of one prepared statement, or ALL) drops the statements
 // that the Tx prepares on its connection in pgx's default exec mode, pgx
 // still counting them prepared: sent through the transaction it is
-// followed by one round trip that forgets them all on both sides (they
-// are prepared again on their next use); sent through Conn, the next
+// followed by one round trip that makes pgx forget the statement it names
+// (the handler's others stay), or, after a DEALLOCATE ALL or one whose
+// name it does not read, forgets them all on both sides (they are
+// prepared again on their next use); sent through Conn, the next
 // claim on the connection does that, and a commit that finds them gone
 // fails, nothing committed, and closes the connection.
 //
@@ -411,7 +420,7 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 	}
 	scope, key := pgtext.Encode(k.Scope), pgtext.Encode(k.Key)
 	insert := t.store.firsts.ReadFirst()
-	if err := t.prepare(ctx, t.store.claimNewSQL, t.store.insertSQL, t.store.preludeSQL, t.store.sql.txClaim, t.store.sql.txAcquired, "BEGIN"); err != nil {
+	if err := t.prepare(ctx, t.store.claimStatements...); err != nil {
 		return idempotency.ClaimResult{}, err
 	}
 	args := []any{scope, key, pgtext.Encode(fingerprint), int64(0), ttlUS}
@@ -475,10 +484,10 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 			// batch failed as a whole, and claims again once they are
 			// prepared anew.
 			reprepared = true
-			if err := t.forgetPrepared(ctx); err != nil {
+			if err := t.forgetPrepared(ctx, ""); err != nil {
 				return idempotency.ClaimResult{}, err
 			}
-			if err := t.prepare(ctx, t.store.claimNewSQL, t.store.insertSQL, t.store.preludeSQL, t.store.sql.txClaim, t.store.sql.txAcquired, "BEGIN"); err != nil {
+			if err := t.prepare(ctx, t.store.claimStatements...); err != nil {
 				return idempotency.ClaimResult{}, err
 			}
 			continue
@@ -800,7 +809,7 @@ func (t *Tx) Commit(ctx context.Context) error {
 	}
 	b := &pgx.Batch{}
 	if t.outcome != nil {
-		if err := t.prepare(ctx, t.store.sql.txComplete, "COMMIT"); err != nil {
+		if err := t.prepare(ctx, t.store.commitStatements...); err != nil {
 			return fmt.Errorf("pgstore: commit: %w", err)
 		}
 		b.Queue(t.store.sql.txComplete, t.outcome...)

@@ -35,17 +35,20 @@ func setsSession(tag pgconn.CommandTag, sql string) bool {
 // leadingWords returns the first two words of sql, in lower case, past
 // white space and comments; "" for one that is not there.
 func leadingWords(sql string) (first, second string) {
-	var words [2]string
-	for i := range words {
-		sql = skipSpaceAndComments(sql)
-		n := 0
-		for n < len(sql) && isWordByte(sql[n]) {
-			n++
-		}
-		words[i] = strings.ToLower(sql[:n])
-		sql = sql[n:]
+	first, sql = nextWord(sql)
+	second, _ = nextWord(sql)
+	return strings.ToLower(first), strings.ToLower(second)
+}
+
+// nextWord returns the word that sql begins with, past white space and
+// comments ("" for none), as it is written, and the rest of sql.
+func nextWord(sql string) (word, rest string) {
+	sql = skipSpaceAndComments(sql)
+	n := 0
+	for n < len(sql) && isWordByte(sql[n]) {
+		n++
 	}
-	return words[0], words[1]
+	return sql[:n], sql[n:]
 }
 
 // skipSpaceAndComments returns sql past its leading white space and

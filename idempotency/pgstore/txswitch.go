@@ -64,12 +64,16 @@ func switchingTag(tag pgconn.CommandTag) bool {
 // leave a claim that the statement committed for a retry to take over and
 // run again. Should the check fail all the same, the Tx is marked suspect,
 // so that its Rollback looks (rollbackChecked). After a DEALLOCATE, the
-// prepared statements are forgotten (see forgetPrepared); after a SET of
+// prepared statement it names, or all, are forgotten (see forgetPrepared); after a SET of
 // the session, sql, the connection is marked to be closed at the end
 // (see setsSession).
 func (t *Tx) checkTag(ctx context.Context, tag pgconn.CommandTag, sql string, err error) error {
 	if err == nil && deallocatingTag(tag) {
-		err = t.forgetPrepared(ctx)
+		name := ""
+		if tag.String() == "DEALLOCATE" {
+			name = deallocatedName(sql)
+		}
+		err = t.forgetPrepared(ctx, name)
 	}
 	if err == nil && setsSession(tag, sql) {
 		t.sessionSet = true

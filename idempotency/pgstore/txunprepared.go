@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -24,15 +25,103 @@ func deallocatingTag(tag pgconn.CommandTag) bool {
 
 // forgetPrepared makes the prepared statements of the Tx's connection
 // match what pgx counts on again, after a DEALLOCATE that pgx did not
-// send (a handler's, through its transaction or its Conn): it drops them
-// all, on both sides (pgx.Conn.DeallocateAll), and the Tx prepares its own
-// again on their next use (Tx.prepare), as pgx does with its statement
-// cache. One round trip, which fails in a transaction that failed.
-func (t *Tx) forgetPrepared(ctx context.Context) error {
-	if err := t.pgxConn.DeallocateAll(ctx); err != nil {
+// send (a handler's, through its transaction or its Conn): after that of
+// one statement, which PostgreSQL knows as name, it makes pgx forget that
+// one only (forgetOne), so that the handler's others, of pgx or of
+// PREPARE, stay usable. With name "" (a DEALLOCATE ALL, or one that
+// deallocatedName cannot read) it drops them all, on both sides
+// (pgx.Conn.DeallocateAll), and the Tx prepares its own again on their
+// next use (Tx.prepare), as pgx does with its statement cache. One round
+// trip, which fails in a transaction that failed.
+func (t *Tx) forgetPrepared(ctx context.Context, name string) error {
+	var err error
+	if name != "" {
+		err = t.forgetOne(ctx, name)
+	} else {
+		err = t.pgxConn.DeallocateAll(ctx)
+	}
+	if err != nil {
 		return fmt.Errorf("pgstore: forgetting the prepared statements that a DEALLOCATE dropped: %w", err)
 	}
 	return nil
+}
+
+// forgetOne makes pgx forget the prepared statement that PostgreSQL knows
+// as name, which a DEALLOCATE dropped: one of the Tx's own (prepared under
+// their text, which pgx names after its hash: their descriptions, cached,
+// give the name without a round trip once prepared) or one of the
+// handler's (pgx.Tx.Prepare, under name). pgx's Deallocate sends a Close
+// message for it, which PostgreSQL answers without an error for a
+// statement that is gone, or that pgx never prepared (PREPARE's).
+func (t *Tx) forgetOne(ctx context.Context, name string) error {
+	if t.store.cacheStatements {
+		for _, sqls := range [][]string{t.store.claimStatements, t.store.commitStatements} {
+			for _, sql := range sqls {
+				sd, err := t.pgxConn.Prepare(ctx, sql, sql)
+				if err != nil {
+					return err
+				}
+				if sd.Name == name {
+					return t.pgxConn.Deallocate(ctx, sql)
+				}
+			}
+		}
+	}
+	return t.pgxConn.Deallocate(ctx, name)
+}
+
+// maxIdentifierLen is the length past which PostgreSQL truncates an
+// identifier (NAMEDATALEN - 1).
+const maxIdentifierLen = 63
+
+// deallocatedName returns the name of the prepared statement that sql, a
+// DEALLOCATE of one ("DEALLOCATE [PREPARE] name"), drops, as PostgreSQL
+// reads it (folded to lower case unless quoted), or "" when it cannot
+// tell: several statements, a name that PostgreSQL would truncate, or a
+// form it does not read (U&"...").
+func deallocatedName(sql string) string {
+	word, rest := nextWord(sql)
+	if !strings.EqualFold(word, "deallocate") {
+		return ""
+	}
+	if word, after := nextWord(rest); strings.EqualFold(word, "prepare") && strings.Trim(skipSpaceAndComments(after), "; \t\r\n") != "" {
+		rest = after
+	}
+	rest = skipSpaceAndComments(rest)
+	var name string
+	if strings.HasPrefix(rest, `"`) {
+		end := 1
+		for {
+			i := strings.IndexByte(rest[end:], '"')
+			if i < 0 {
+				return ""
+			}
+			end += i + 1
+			if !strings.HasPrefix(rest[end:], `"`) {
+				break
+			}
+			end++ // a doubled quote
+		}
+		name, rest = strings.ReplaceAll(rest[1:end-1], `""`, `"`), rest[end:]
+	} else {
+		name, rest = nextWord(rest)
+		name = lowerASCII(name)
+	}
+	if name == "" || len(name) > maxIdentifierLen || strings.Trim(skipSpaceAndComments(rest), "; \t\r\n") != "" {
+		return ""
+	}
+	return name
+}
+
+// lowerASCII folds the ASCII letters of s to lower case, as PostgreSQL
+// folds an identifier that is not quoted.
+func lowerASCII(s string) string {
+	return strings.Map(func(r rune) rune {
+		if 'A' <= r && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return r
+	}, s)
 }
 
 // discardConn closes the connection of a Tx whose prepared statements may
