@@ -46,34 +46,36 @@ type keeperQueue struct {
 
 func (kq *keeperQueue) wakeOf(t time.Time) int64 { return int64(t.Sub(kq.epoch)) }
 
+// now reads the clock as a wake time.
+func (kq *keeperQueue) now() int64 { return int64(clock.Since(kq.clk, kq.epoch)) }
+
 // join puts lk in lane, to wake at at; now is the time.
-func (kq *keeperQueue) join(lk *leaseKeeper, lane uint8, at, now time.Time) {
+func (kq *keeperQueue) join(lk *leaseKeeper, lane uint8, at, now int64) {
 	kq.mu.Lock()
 	defer kq.mu.Unlock()
-	kq.link(lk, lane, kq.wakeOf(at))
+	kq.link(lk, lane, at)
 	if !kq.armed || lk.wake < kq.armedAt {
-		kq.arm(lk.wake, kq.wakeOf(now))
+		kq.arm(lk.wake, now)
 	}
 }
 
 // move gives lk, if it is still waiting, the wake time at in lane (none
 // when ok is false) and reports true; it reports false when lk is not
 // waiting, having been woken.
-func (kq *keeperQueue) move(lk *leaseKeeper, lane uint8, at time.Time, ok bool, now time.Time) bool {
+func (kq *keeperQueue) move(lk *leaseKeeper, lane uint8, at int64, ok bool, now int64) bool {
 	kq.mu.Lock()
 	defer kq.mu.Unlock()
 	if lk.lane == 0 {
 		return false
 	}
-	wake := kq.wakeOf(at)
-	if ok && wake == lk.wake {
+	if ok && at == lk.wake {
 		return true
 	}
 	kq.unlink(lk)
 	if ok {
-		kq.link(lk, lane, wake)
-		if !kq.armed || wake < kq.armedAt {
-			kq.arm(wake, kq.wakeOf(now))
+		kq.link(lk, lane, at)
+		if !kq.armed || at < kq.armedAt {
+			kq.arm(at, now)
 		}
 	}
 	return true
@@ -92,7 +94,7 @@ func (kq *keeperQueue) leave(lk *leaseKeeper) {
 // fire wakes the keepers that are due and sets the timer for the next one.
 func (kq *keeperQueue) fire() {
 	kq.mu.Lock()
-	now := kq.wakeOf(kq.clk.Now())
+	now := kq.now()
 	kq.armed = false
 	var due *leaseKeeper // chained through next once out of their lanes
 	for i := range kq.lanes {
@@ -121,7 +123,7 @@ func (kq *keeperQueue) fire() {
 // arm sets the timer for wake; now is the time, as a wake time. The lock
 // must be held.
 func (kq *keeperQueue) arm(wake, now int64) {
-	d := time.Duration(max(wake-now, 0))
+	d := max(clock.Between(now, wake), 0)
 	if kq.timer == nil {
 		kq.timer = kq.clk.AfterFunc(d, kq.fire)
 	} else {

@@ -16,7 +16,7 @@ func TestKeeperQueueOrder(t *testing.T) {
 	kq := &keeperQueue{clk: clock.NewManual(start), epoch: start}
 	ks := make([]leaseKeeper, 6)
 	for i, at := range []int{5, 3, 9, 3, 1, 7} {
-		kq.join(&ks[i], laneRenew, start.Add(time.Duration(at)*time.Second), start)
+		kq.join(&ks[i], laneRenew, int64(time.Duration(at)*time.Second), 0)
 	}
 	lane := func(n uint8) []int {
 		var got []int
@@ -42,16 +42,16 @@ func TestKeeperQueueOrder(t *testing.T) {
 	if !kq.armed || kq.armedAt != int64(time.Second) {
 		t.Errorf("timer armed %v for %v; want the first wake, 1s", kq.armed, time.Duration(kq.armedAt))
 	}
-	kq.move(&ks[2], laneSettle, start.Add(2*time.Second), true, start) // 9 moves to 2 in the other lane
-	kq.leave(&ks[0])                                                   // 5 leaves
-	kq.move(&ks[5], laneRenew, start.Add(7*time.Second), true, start)  // 7 stays
+	kq.move(&ks[2], laneSettle, int64(2*time.Second), true, 0) // 9 moves to 2 in the other lane
+	kq.leave(&ks[0])                                           // 5 leaves
+	kq.move(&ks[5], laneRenew, int64(7*time.Second), true, 0)  // 7 stays
 	if got := lane(laneRenew); !slices.Equal(got, []int{1, 3, 3, 7}) {
 		t.Errorf("renew lane = %v after a move and a leave", got)
 	}
 	if got := lane(laneSettle); !slices.Equal(got, []int{2}) {
 		t.Errorf("settle lane = %v", got)
 	}
-	if ks[0].lane != 0 || kq.move(&ks[0], laneRenew, start, true, start) {
+	if ks[0].lane != 0 || kq.move(&ks[0], laneRenew, 0, true, 0) {
 		t.Error("a keeper that left is still waiting")
 	}
 }

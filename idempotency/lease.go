@@ -40,7 +40,8 @@ var errClaimTooLate = errors.New("idempotency: the claim's answer came with less
 // timer among many requests, until its first renewal or its settle
 // deadline comes due, so that such a request starts no timer either.
 //
-// Time is counted conservatively on the local clock: a claim or renewal
+// Time is counted conservatively on the local clock, from the claim's
+// sending (see leaseKeeper.now): a claim or renewal
 // sent at t, which the store granted with lease d left, lasts at least until
 // t+d, whenever the store received it. When that moment passes with no newer
 // renewal acknowledged, the lease may have lapsed and another instance may
@@ -74,33 +75,46 @@ type leaseKeeper struct {
 	stopped         bool
 	settling        bool
 	settleCancelled bool
-	panicked        bool          // a panic is kept for the request (see keeperPanic)
-	timer           clock.Timer   // its own, once woken by its queue; nil until then
-	expires         time.Time     // the lease lasts at least until then
-	latest          time.Time     // and at most until then (the last answer's arrival plus a lease)
-	rtt             time.Duration // the store's round trip, as lately seen
-	nextRenew       time.Time
-	settleDeadline  time.Time
-	cancelSettle    context.CancelFunc
+	panicked        bool        // a panic is kept for the request (see keeperPanic)
+	timer           clock.Timer // its own, once woken by its queue; nil until then
+	// base is when the claim was sent, and baseWake that time as its
+	// queue's wake time; its other times are offsets from base (see now).
+	base           time.Time
+	baseWake       int64
+	expires        int64         // the lease lasts at least until then
+	latest         int64         // and at most until then (the last answer's arrival plus a lease)
+	rtt            time.Duration // the store's round trip, as lately seen
+	nextRenew      int64
+	settleDeadline int64
+	cancelSettle   context.CancelFunc
 }
 
-// start begins keeping q's claim, asked for at sent and lasting until
-// expires, at now; cancel cancels the handler's context.
-func (lk *leaseKeeper) start(q *request, now, sent, expires time.Time, cancel context.CancelCauseFunc) {
+// start begins keeping q's claim, asked for at lk.base and lasting until
+// expires, at now (offsets from lk.base, see now); cancel cancels the
+// handler's context.
+func (lk *leaseKeeper) start(q *request, now, expires int64, cancel context.CancelCauseFunc) {
 	lk.mu.Lock() // tick reads the fields
 	defer lk.mu.Unlock()
 	lk.q, lk.cancelHandler = q, cancel
 	lk.expires = expires
-	lk.latest = now.Add(q.m.cfg.lease)
-	lk.rtt = now.Sub(sent)
-	lk.nextRenew = sent.Add(lk.interval())
+	lk.latest = clock.Later(now, q.m.cfg.lease)
+	lk.rtt = clock.Between(0, now)
+	lk.nextRenew = clock.Later(0, lk.interval())
 	k := q.claim.key.Key
 	lk.shard = (k[len(k)-1] ^ byte(len(k))) % keeperShards // keys are never empty
-	at, _ := lk.wakeAt()                                   // a renewal is always due
-	lk.queue().join(lk, laneRenew, at, now)
+	lk.baseWake = lk.queue().wakeOf(lk.base)
+	at, _ := lk.wakeAt() // a renewal is always due
+	lk.queue().join(lk, laneRenew, lk.queued(at), lk.queued(now))
 }
 
-func (lk *leaseKeeper) now() time.Time { return lk.q.m.cfg.clock.Now() }
+// now reads the clock as the keeper counts its times: as the time since
+// base, the claim's sending, which keeps every time of one claim within
+// an int64's reach of the others, whatever the clock read when the
+// Middleware was made.
+func (lk *leaseKeeper) now() int64 { return int64(clock.Since(lk.q.m.cfg.clock, lk.base)) }
+
+// queued is t, an offset from base, as its queue's wake time.
+func (lk *leaseKeeper) queued(t int64) int64 { return clock.Later(lk.baseWake, time.Duration(t)) }
 
 func (lk *leaseKeeper) queue() *keeperQueue { return &lk.q.m.keepers[lk.shard] }
 
@@ -120,16 +134,16 @@ func (lk *leaseKeeper) interval() time.Duration { return max(lk.q.m.cfg.lease/3,
 // could lapse, or the settle deadline. A keeper still waiting in its queue
 // moves there instead; one woken by it makes its own timer. The lock must
 // be held.
-func (lk *leaseKeeper) arm(now time.Time) {
+func (lk *leaseKeeper) arm(now int64) {
 	at, ok := lk.wakeAt()
 	lane := uint8(laneRenew)
 	if lk.settling {
 		lane = laneSettle
 	}
-	if lk.queue().move(lk, lane, at, ok, now) || !ok {
+	if lk.queue().move(lk, lane, lk.queued(at), ok, lk.queued(now)) || !ok {
 		return
 	}
-	d := max(at.Sub(now), 0)
+	d := max(clock.Between(now, at), 0)
 	if lk.timer == nil {
 		lk.timer = lk.q.m.cfg.clock.AfterFunc(d, lk.tick)
 	} else {
@@ -137,20 +151,19 @@ func (lk *leaseKeeper) arm(now time.Time) {
 	}
 }
 
-// wakeAt returns when the timer should fire, if at all. The lock must be
-// held.
-func (lk *leaseKeeper) wakeAt() (time.Time, bool) {
-	var at time.Time
+// wakeAt returns when the timer should fire, if at all (ok). The lock
+// must be held.
+func (lk *leaseKeeper) wakeAt() (at int64, ok bool) {
 	if lk.inflight < maxInflight && !lk.lost {
-		at = lk.nextRenew
+		at, ok = lk.nextRenew, true
 	}
-	if !lk.cancelled && !lk.settling && (at.IsZero() || lk.expires.Before(at)) {
-		at = lk.expires
+	if !lk.cancelled && !lk.settling && (!ok || lk.expires < at) {
+		at, ok = lk.expires, true
 	}
-	if lk.settling && !lk.settleCancelled && (at.IsZero() || lk.settleDeadline.Before(at)) {
-		at = lk.settleDeadline
+	if lk.settling && !lk.settleCancelled && (!ok || lk.settleDeadline < at) {
+		at, ok = lk.settleDeadline, true
 	}
-	return at, !at.IsZero()
+	return at, ok
 }
 
 // tick does what is due: cancel the settle calls at their deadline, cancel
@@ -162,17 +175,17 @@ func (lk *leaseKeeper) tick() {
 		return
 	}
 	now := lk.now()
-	if lk.settling && !lk.settleCancelled && !now.Before(lk.settleDeadline) {
+	if lk.settling && !lk.settleCancelled && now >= lk.settleDeadline {
 		lk.settleCancelled = true
 		lk.cancelSettle()
 	}
-	if !lk.cancelled && !lk.settling && !now.Before(lk.expires) {
+	if !lk.cancelled && !lk.settling && now >= lk.expires {
 		lk.cancelled = true
 		lk.cancelHandler(errLeaseUnconfirmed)
 		lk.warn("idempotency: no lease renewal was acknowledged in time; cancelling the handler",
 			slog.String("scope", lk.q.claim.key.Scope), slog.String("key", lk.q.claim.key.Key), slog.Int64("token", lk.q.claim.token))
 	}
-	if lk.lost || lk.inflight >= maxInflight || now.Before(lk.nextRenew) {
+	if lk.lost || lk.inflight >= maxInflight || now < lk.nextRenew {
 		lk.arm(now)
 		lk.mu.Unlock()
 		return
@@ -184,8 +197,8 @@ func (lk *leaseKeeper) tick() {
 	// connection away. If it has not answered by the time a failed one
 	// would be retried, and well past the round trip lately seen, it may
 	// hang: a second one is sent beside it.
-	bound := max(lk.latest.Sub(now), lk.q.m.cfg.lease/2)
-	lk.nextRenew = now.Add(max(retryDelay(lk.interval(), lk.expires.Sub(now)), lk.rtt*3/2))
+	bound := max(clock.Between(now, lk.latest), lk.q.m.cfg.lease/2)
+	lk.nextRenew = clock.Later(now, max(retryDelay(lk.interval(), clock.Between(now, lk.expires)), lk.rtt*3/2))
 	lk.arm(now)
 	lk.mu.Unlock()
 
@@ -197,7 +210,7 @@ func (lk *leaseKeeper) tick() {
 }
 
 // renewed takes in the answer to a renewal sent at sent.
-func (lk *leaseKeeper) renewed(sent time.Time, err error) {
+func (lk *leaseKeeper) renewed(sent int64, err error) {
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
 	lk.inflight--
@@ -207,12 +220,12 @@ func (lk *leaseKeeper) renewed(sent time.Time, err error) {
 	now := lk.now()
 	switch {
 	case err == nil:
-		lk.rtt = max(now.Sub(sent), lk.rtt*3/4)
-		if e := sent.Add(lk.q.m.cfg.lease); e.After(lk.expires) {
+		lk.rtt = max(clock.Between(sent, now), lk.rtt*3/4)
+		if e := clock.Later(sent, lk.q.m.cfg.lease); e > lk.expires {
 			lk.expires = e
-			lk.nextRenew = sent.Add(lk.interval())
+			lk.nextRenew = clock.Later(sent, lk.interval())
 		}
-		if l := now.Add(lk.q.m.cfg.lease); l.After(lk.latest) {
+		if l := clock.Later(now, lk.q.m.cfg.lease); l > lk.latest {
 			lk.latest = l
 		}
 	case lk.lost:
@@ -235,7 +248,7 @@ func (lk *leaseKeeper) renewed(sent time.Time, err error) {
 		lk.warn("idempotency: lease renewal failed",
 			slog.String("scope", lk.q.claim.key.Scope), slog.String("key", lk.q.claim.key.Key),
 			slog.Int64("token", lk.q.claim.token), slog.Any("error", err))
-		if retry := now.Add(retryDelay(lk.interval(), lk.expires.Sub(now))); retry.Before(lk.nextRenew) {
+		if retry := clock.Later(now, retryDelay(lk.interval(), clock.Between(now, lk.expires))); retry < lk.nextRenew {
 			lk.nextRenew = retry
 		}
 	}
@@ -262,14 +275,15 @@ func retryDelay(interval, left time.Duration) time.Duration {
 // settle marks the handler as returned: renewals go on while the outcome is
 // recorded, and cancel is called after timeout, the bound of the store calls
 // that record it. It reports whether a renewal already found the lease
-// lost, and the time it read. Call stop once the outcome is recorded.
-func (lk *leaseKeeper) settle(timeout time.Duration, cancel context.CancelFunc) (lost bool, now time.Time) {
+// lost, and the time it read (an offset from base, see now). Call stop
+// once the outcome is recorded.
+func (lk *leaseKeeper) settle(timeout time.Duration, cancel context.CancelFunc) (lost bool, now int64) {
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
 	lk.settling = true
 	lk.cancelSettle = cancel
 	now = lk.now()
-	lk.settleDeadline = now.Add(timeout)
+	lk.settleDeadline = clock.Later(now, timeout)
 	lk.arm(now)
 	return lk.lost, now
 }

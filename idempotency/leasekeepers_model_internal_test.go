@@ -204,7 +204,8 @@ func runKeeperModel(t *testing.T, seed uint64) {
 					mk.errorf("cancelled at %v, after the handler returned at %v", now, mk.settledAt)
 				}
 			}
-			mk.lk.start(q, now, sent, sent.Add(left), cancel)
+			mk.lk.base = sent // the keeper counts its times from it
+			mk.lk.start(q, int64(now.Sub(sent)), int64(left), cancel)
 			time.Sleep(runs)
 			mu.Lock()
 			mk.settledAt = time.Now()

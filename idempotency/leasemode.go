@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/saferetry/saferetry/internal/clock"
 )
 
 // leaseMode claims keys in a Store and holds each claim under a lease that
@@ -24,12 +26,13 @@ func (l leaseMode) claim(q *request) (held, ClaimResult, error) {
 		// allocates half the bytes.
 		return nil, res, err
 	}
-	return &leaseClaim{sent: sent}, res, nil
+	c := &leaseClaim{}
+	c.keeper.base = sent
+	return c, res, nil
 }
 
 // leaseClaim is lease mode's hold of one claim.
 type leaseClaim struct {
-	sent   time.Time // when the claim was asked for
 	keeper leaseKeeper
 	hctx   context.Context // the handler's, cancelled (by the keeper) when the lease is lost
 	ctx    context.Context // bounds the store calls after the handler
@@ -46,9 +49,9 @@ func (c *leaseClaim) start(q *request, res ClaimResult) (context.Context, bool) 
 	if left == 0 || left > m.cfg.lease {
 		left = m.cfg.lease
 	}
-	expires := c.sent.Add(left)
-	now := m.cfg.clock.Now()
-	if remaining := expires.Sub(now); remaining < m.cfg.lease/2 {
+	expires := int64(left)                                // from the claim's sending, as the keeper counts (see leaseKeeper.now)
+	now := int64(clock.Since(m.cfg.clock, c.keeper.base)) // as the keeper reads it (see leaseKeeper.now)
+	if remaining := clock.Between(now, expires); remaining < m.cfg.lease/2 {
 		// The first renewal might not reach the store before the lease
 		// lapses, and another instance could then run the handler beside
 		// this one.
@@ -76,7 +79,7 @@ func (c *leaseClaim) start(q *request, res ClaimResult) (context.Context, bool) 
 	hctx, cancelHandler := context.WithCancelCause(q.r.Context())
 	c.hctx = hctx
 	c.ctx, c.cancel = context.WithCancel(detached)
-	c.keeper.start(q, now, c.sent, expires, cancelHandler)
+	c.keeper.start(q, now, expires, cancelHandler)
 	return c.hctx, true
 }
 
@@ -165,7 +168,7 @@ func (c *leaseClaim) record(q *request) (ev Event, superseded bool, kept *keeper
 	// The run as a duplicate sees it, the claim's round trip included;
 	// no time of its own is kept, so that the claim stays in one 256-byte
 	// allocation (TestRequestSizes).
-	q.ran(now.Sub(c.sent), c.hctx)
+	q.ran(time.Duration(now), c.hctx) // now counts from the claim's sending
 	ev = q.event()
 	ev.Status = q.rec.statusCode()
 	switch {

@@ -75,7 +75,7 @@ func TestLeaseClaimOnlyWhenAcquired(t *testing.T) {
 				return
 			}
 			c, ok := h.(*leaseClaim)
-			if !ok || c.sent.IsZero() {
+			if !ok || c.keeper.base.IsZero() {
 				t.Fatalf("held %#v, want a *leaseClaim with the time the claim was sent", h)
 			}
 			if h2, _, _ := m.mode.claim(q); h2 == h {

@@ -133,29 +133,6 @@ func (s *Store) readOffset(sh *shard) (int64, bool) {
 	return int64(d), d != math.MaxInt64 && d != math.MinInt64
 }
 
-// between returns the time from offset a to offset b, as Sub would:
-// the largest or the least Duration where an int64 does not count it.
-func between(a, b int64) time.Duration {
-	d := b - a
-	switch {
-	case b > a && d < 0:
-		return math.MaxInt64
-	case b < a && d > 0:
-		return math.MinInt64
-	}
-	return time.Duration(d)
-}
-
-// after returns the offset d after at, d positive, or the largest offset
-// when that is further off than an int64 counts (a ttl of
-// math.MaxInt64, meaning for ever).
-func after(at int64, d time.Duration) int64 {
-	if t := at + int64(d); t >= at {
-		return t
-	}
-	return math.MaxInt64
-}
-
 // sweepBatch bounds how many expiries the sweep handles per hold of a shard
 // lock, so that requests on the shard wait for at most one batch.
 const sweepBatch = 256
@@ -445,19 +422,19 @@ func (s *Store) claim(k idempotency.Key, fingerprint string, lease, ttl time.Dur
 		k, e = ownKey(k), newEntry(fingerprint)
 		sh.m[k] = e
 		e.token = s.tokens.Add(1)
-		e.leaseUntil = after(now, lease)
-		e.expiresAt = after(now, ttl)
+		e.leaseUntil = clock.Later(now, lease)
+		e.expiresAt = clock.Later(now, ttl)
 		sh.queue(k, e)
 		return idempotency.ClaimResult{Acquired: true, Token: e.token, LeaseRemaining: lease}, false, nil
 	case e.fingerprint == fingerprint && e.state == idempotency.StateInProgress && now >= e.leaseUntil:
 		// The entry keeps its bytes and its reserve; only a shorter ttl
 		// than the one queued grows it, by a queue item.
-		at := after(now, ttl)
+		at := clock.Later(now, ttl)
 		if sh.queues(e, at) && !s.budget.take(0, itemSize(k)) {
 			return idempotency.ClaimResult{}, true, nil
 		}
 		e.token = s.tokens.Add(1)
-		e.leaseUntil = after(now, lease)
+		e.leaseUntil = clock.Later(now, lease)
 		sh.expireAt(k, e, at)
 		return idempotency.ClaimResult{Acquired: true, Token: e.token, TookOver: true, LeaseRemaining: lease}, false, nil
 	default:
@@ -493,7 +470,7 @@ func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease
 		return errNonPositive
 	}
 	return s.withHeld(k, token, func(sh *shard, e *entry, now int64) error {
-		e.leaseUntil = after(now, lease)
+		e.leaseUntil = clock.Later(now, lease)
 		if e.expiresAt < e.leaseUntil {
 			// A holder still renewing outlives the ttl: the entry must not
 			// expire under it, or a duplicate would acquire the key anew.
@@ -525,7 +502,7 @@ func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, re
 	r := newResponse(&resp)
 	size := r.size()
 	complete := func(sh *shard, e *entry, now int64) error {
-		at := after(now, ttl)
+		at := clock.Later(now, ttl)
 		grow := size - reserveSize(k) // the response replaces the reserve
 		if sh.queues(e, at) {
 			grow += itemSize(k)
@@ -591,7 +568,7 @@ func (s *Store) Get(ctx context.Context, k idempotency.Key) (idempotency.Entry, 
 func (e *entry) export(now int64) idempotency.Entry {
 	out := idempotency.Entry{State: e.state, Fingerprint: e.fingerprint, Token: e.token}
 	if e.state == idempotency.StateInProgress {
-		out.LeaseRemaining = between(now, e.leaseUntil)
+		out.LeaseRemaining = clock.Between(now, e.leaseUntil)
 	}
 	if e.resp != nil {
 		out.Response = e.resp.export()
