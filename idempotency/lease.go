@@ -86,7 +86,7 @@ type leaseKeeper struct {
 	rtt            time.Duration // the store's round trip, as lately seen
 	nextRenew      int64
 	settleDeadline int64
-	cancelSettle   context.CancelFunc
+	cancelSettle   settleCanceller
 }
 
 // start begins keeping q's claim, asked for at lk.base and lasting until
@@ -177,7 +177,7 @@ func (lk *leaseKeeper) tick() {
 	now := lk.now()
 	if lk.settling && !lk.settleCancelled && now >= lk.settleDeadline {
 		lk.settleCancelled = true
-		lk.cancelSettle()
+		lk.cancelSettle.end()
 	}
 	if !lk.cancelled && !lk.settling && now >= lk.expires {
 		lk.cancelled = true
@@ -272,12 +272,17 @@ func retryDelay(interval, left time.Duration) time.Duration {
 	return min(interval, max(left/3, interval/10, 1))
 }
 
+// settleCanceller is what a keeper cancels at the settle deadline: the
+// claim's storeCtx (an interface, so that passing it allocates no method
+// value).
+type settleCanceller interface{ end() }
+
 // settle marks the handler as returned: renewals go on while the outcome is
-// recorded, and cancel is called after timeout, the bound of the store calls
+// recorded, and cancel is ended after timeout, the bound of the store calls
 // that record it. It reports whether a renewal already found the lease
 // lost, and the time it read (an offset from base, see now). Call stop
 // once the outcome is recorded.
-func (lk *leaseKeeper) settle(timeout time.Duration, cancel context.CancelFunc) (lost bool, now int64) {
+func (lk *leaseKeeper) settle(timeout time.Duration, cancel settleCanceller) (lost bool, now int64) {
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
 	lk.settling = true

@@ -214,11 +214,11 @@ func runKeeperModel(t *testing.T, seed uint64) {
 				mk.lapse = mk.expires
 			}
 			mu.Unlock()
-			mk.lk.settle(timeout, func() {
+			mk.lk.settle(timeout, settleCut(func() {
 				mu.Lock()
 				defer mu.Unlock()
 				mk.settleCuts = append(mk.settleCuts, time.Now())
-			})
+			}))
 			time.Sleep(recording)
 			mk.lk.stop()
 			mu.Lock()
@@ -279,3 +279,9 @@ func runKeeperModel(t *testing.T, seed uint64) {
 		}
 	}
 }
+
+// settleCut is a keeper's settle deadline as a function the model records
+// it with.
+type settleCut func()
+
+func (f settleCut) end() { f() }

@@ -35,8 +35,7 @@ func (l leaseMode) claim(q *request) (held, ClaimResult, error) {
 type leaseClaim struct {
 	keeper leaseKeeper
 	hctx   context.Context // the handler's, cancelled (by the keeper) when the lease is lost
-	ctx    context.Context // bounds the store calls after the handler
-	cancel context.CancelFunc
+	store  storeCtx        // bounds the store calls after the handler
 }
 
 // start refuses to run on a claim whose lease may lapse before its first
@@ -75,10 +74,9 @@ func (c *leaseClaim) start(q *request, res ClaimResult) (context.Context, bool) 
 		logged = true
 	}
 	q.rec = recorder{w: q.w, limit: m.cfg.maxResponse, canStream: true}
-	detached := context.WithoutCancel(q.r.Context())
 	hctx, cancelHandler := context.WithCancelCause(q.r.Context())
 	c.hctx = hctx
-	c.ctx, c.cancel = context.WithCancel(detached)
+	c.store.parent = q.r.Context()
 	c.keeper.start(q, now, expires, cancelHandler)
 	return c.hctx, true
 }
@@ -96,9 +94,9 @@ func (c *leaseClaim) finish(q *request) {
 	}
 	switch {
 	case superseded && storable(ev.Status) && q.rec.unsent():
-		q.leaseLost(c.ctx, ev, http.StatusConflict, ErrStaleToken, nil, q.superseded)
+		q.leaseLost(&c.store, ev, http.StatusConflict, ErrStaleToken, nil, q.superseded)
 	case superseded:
-		q.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken, nil, q.send)
+		q.leaseLost(&c.store, ev, ev.Status, ErrStaleToken, nil, q.send)
 	default:
 		q.send()
 	}
@@ -115,10 +113,10 @@ func (c *leaseClaim) goOn(q *request, ev Event, superseded bool, kept *keeperPan
 		given := false
 		defer func() {
 			if !given {
-				q.m.logDropped(c.ctx, q.claim.key, kept)
+				q.m.logDropped(&c.store, q.claim.key, kept)
 			}
 		}()
-		q.leaseLost(c.ctx, ev, q.sentStatus(), ErrStaleToken, nil, nil)
+		q.leaseLost(&c.store, ev, q.sentStatus(), ErrStaleToken, nil, nil)
 		given = true
 	}
 	panic(kept)
@@ -150,13 +148,13 @@ func (c *leaseClaim) record(q *request) (ev Event, superseded bool, kept *keeper
 		if !recorded && s.reported && s.kept == nil {
 			// A hook panicked on the event, which the response it
 			// describes follows all the same (see middleware.answer).
-			m.unwinding(c.ctx, q.claim.key, q.send)
+			m.unwinding(&c.store, q.claim.key, q.send)
 		}
 		if recorded {
 			kept = p
 		} else if p != nil {
 			// The store's or the logger's panic goes on in its place.
-			m.logDropped(c.ctx, q.claim.key, p)
+			m.logDropped(&c.store, q.claim.key, p)
 		}
 	}()
 	// A handler cancelled because its lease could not be confirmed was
@@ -164,7 +162,7 @@ func (c *leaseClaim) record(q *request) (ev Event, superseded bool, kept *keeper
 	// may have done its work and answered with the implicit 200: that is
 	// kept, since running it again would be the worse error.
 	q.abandonedRun(c.hctx, errors.Is(context.Cause(c.hctx), ErrLeaseLost))
-	superseded, now := c.keeper.settle(m.cfg.storeTimeout, c.cancel)
+	superseded, now := c.keeper.settle(m.cfg.storeTimeout, &c.store)
 	// The run as a duplicate sees it, the claim's round trip included;
 	// no time of its own is kept, so that the claim stays in one 256-byte
 	// allocation (TestRequestSizes).
@@ -175,7 +173,7 @@ func (c *leaseClaim) record(q *request) (ev Event, superseded bool, kept *keeper
 	case superseded:
 	case storable(ev.Status):
 		resp, borrowed := m.outcome(&q.rec, q.r)
-		superseded = m.complete(c.ctx, ev, resp, &s)
+		superseded = m.complete(&c.store, ev, resp, &s)
 		if borrowed {
 			returnStoredHeaders(resp.Header)
 		}
@@ -184,7 +182,7 @@ func (c *leaseClaim) record(q *request) (ev Event, superseded bool, kept *keeper
 		if cause := context.Cause(c.hctx); errors.Is(cause, ErrLeaseLost) {
 			ev.Err = cause
 		}
-		superseded = m.release(c.ctx, ev, &s)
+		superseded = m.release(&c.store, ev, &s)
 	}
 	recorded = true
 	return ev, superseded, nil
@@ -203,27 +201,27 @@ func (c *leaseClaim) abort(q *request) {
 	s := settling{unwinding: true}
 	defer func() {
 		if p := c.end(); p != nil {
-			q.m.logDropped(c.ctx, q.claim.key, p)
+			q.m.logDropped(&c.store, q.claim.key, p)
 		}
 		if !s.reported {
 			q.settlePanicked(s.inStore, s.failed)
 		}
 	}()
-	q.m.unwinding(c.ctx, q.claim.key, func() { c.release(q, &s) })
+	q.m.unwinding(&c.store, q.claim.key, func() { c.release(q, &s) })
 }
 
 // release is abort's release of the claim, as a store call of s.
 func (c *leaseClaim) release(q *request, s *settling) {
 	ev := q.event()
 	ev.Status = q.sentStatus()
-	if lost, _ := c.keeper.settle(q.m.cfg.storeTimeout, c.cancel); lost {
+	if lost, _ := c.keeper.settle(q.m.cfg.storeTimeout, &c.store); lost {
 		s.reported = true
-		q.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken, s, nil)
+		q.leaseLost(&c.store, ev, ev.Status, ErrStaleToken, s, nil)
 		return // nothing of ours to release
 	}
 	ev.Outcome, ev.Err = OutcomeReleased, ErrHandlerPanicked
-	if q.m.release(c.ctx, ev, s) {
-		q.leaseLost(c.ctx, ev, ev.Status, ErrStaleToken, s, nil)
+	if q.m.release(&c.store, ev, s) {
+		q.leaseLost(&c.store, ev, ev.Status, ErrStaleToken, s, nil)
 	}
 }
 
@@ -231,7 +229,7 @@ func (c *leaseClaim) release(q *request, s *settling) {
 // the keeper recovered on its timer, if any.
 func (c *leaseClaim) end() *keeperPanic {
 	p := c.keeper.stop()
-	c.cancel()
+	c.store.end()
 	c.keeper.cancelHandler(nil)
 	return p
 }
