@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/idempotency/memstore"
+	"github.com/saferetry/saferetry/internal/clock"
 	"github.com/saferetry/saferetry/internal/testenv"
 	"log/slog"
 	"net/http"
@@ -116,10 +117,13 @@ func TestLeaseLostDetectedByRenewal(t *testing.T) {
 		}
 		ev.hook(e)
 	}
-	h := idempotency.Middleware(stale, idempotency.WithLease(15*time.Millisecond), idempotency.WithHook(hook))(app)
+	const lease = 9 * time.Second
+	clk := clock.NewManual(fakeStart)
+	h := idempotency.Middleware(stale, idempotency.WithLease(lease), idempotency.WithClock(clk), idempotency.WithHook(hook))(app)
 	done := make(chan *httptest.ResponseRecorder)
 	go func() { done <- post(h, "k", `{}`) }()
 	<-started
+	clk.Advance(lease / 3) // the first renewal is due
 	<-cancelled
 	close(release)
 	w := <-done
