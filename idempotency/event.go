@@ -61,6 +61,11 @@ const (
 	// When reading it (or a file of a form parsed before) panicked, the
 	// request is not answered (Status 0) and the panic goes on.
 	OutcomeBadRequest Outcome = "bad_request"
+	// OutcomeDeclined: the store declined to claim the key
+	// (ErrClaimDeclined) and the handler answered without a claim; its
+	// answer is not stored, and Token is 0. A handler that panicked gives
+	// it with ErrHandlerPanicked.
+	OutcomeDeclined Outcome = "declined"
 	// OutcomeScopeError: the scope function failed; answered 500. When it
 	// panicked, the request is not answered (Status 0) and the panic goes
 	// on.
@@ -115,7 +120,7 @@ type Event struct {
 	// OutcomeScopeError, OutcomeMalformedKey and OutcomeBadRequest (an
 	// error saying so when the scope function or reading the body
 	// panicked). It is
-	// ErrHandlerPanicked for OutcomeReleased after a handler panic (the
+	// ErrHandlerPanicked for OutcomeReleased (OutcomeDeclined) after a handler panic (the
 	// panic itself goes on, with its own value), an error saying so for
 	// OutcomeReleased after a panic that is not the store's while the
 	// outcome was recorded or a lapsed claim taken over, the cause matching

@@ -16,8 +16,9 @@ import (
 )
 
 // ErrHandlerPanicked is the Err of the OutcomeReleased event of a request
-// whose handler panicked. The Middleware released the claim and let the
-// panic continue.
+// whose handler panicked (OutcomeDeclined when it held no claim, see
+// ErrClaimDeclined). The Middleware released the claim and let the panic
+// continue.
 var ErrHandlerPanicked = errors.New("idempotency: handler panicked")
 
 // errRequestTooLarge is returned by readBody for a body over the limit.

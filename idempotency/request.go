@@ -3,6 +3,7 @@ package idempotency
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"time"
 )
@@ -102,6 +103,10 @@ func (q *request) claimAndServe() {
 			// would leave the request no event, and a claim it holds
 			// (a transaction, in transactional mode) never let go of.
 			q.m.unwinding(q.r.Context(), q.claim.key, func() { q.wait.done(q.m) })
+		}
+		if errors.Is(err, ErrClaimDeclined) {
+			q.run(declined{}, ClaimResult{})
+			return
 		}
 		if err != nil {
 			q.storeFailed(err)

@@ -33,6 +33,18 @@ var ErrResponseNotStorable = errors.New("idempotency: the store cannot keep this
 // replayed or runs again. Match it with errors.Is.
 var ErrRecordedNotReplayable = errors.New("idempotency: the operation was recorded as completed but not replayable")
 
+// ErrClaimDeclined is returned (wrapped or not) by a Store's Claim, or a
+// Tx's, that answered but claims k for no request of this kind: a Store
+// wrapper that answers some requests from their key's entry without ever
+// claiming the key (mockserver's does, for a body it refuses) found no
+// entry to answer from. The Middleware then runs the handler without a
+// claim (TokenFromContext reports none), whatever WithFailOpen says, and
+// sends its answer as it is: nothing is stored, renewed, completed or
+// released for it, and its event is OutcomeDeclined, with Token 0 and the
+// status sent. The wrapper marks such a request, so that its handler
+// answers it knowing that it is not protected. Match it with errors.Is.
+var ErrClaimDeclined = errors.New("idempotency: the store declined to claim the key for this request")
+
 // Key names one logical operation in a store: the scope that owns it and the
 // client's Idempotency-Key value. Two keys with different scopes never share
 // an entry. Key is comparable; stores may use it as a map key. The zero Key
@@ -177,8 +189,9 @@ type ClaimResult struct {
 // and in Renew: rounded down, such a lease would be a claim lapsed at
 // birth, which any duplicate could take over (storetest checks this).
 //
-// Errors: any error other than ErrStaleToken means the store could not answer
-// (unreachable, context done, ...). The Middleware then fails closed.
+// Errors: any error other than ErrStaleToken (and ErrClaimDeclined from
+// Claim) means the store could not answer (unreachable, context done,
+// ...). The Middleware then fails closed.
 // Methods honour ctx cancellation and deadlines: a call whose ctx is done
 // when it is made changes nothing (storetest checks this); one whose ctx
 // ends while the store works may have taken effect, as any call that

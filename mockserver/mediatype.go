@@ -47,7 +47,8 @@ const acceptedMediaType = "application/json"
 // release would leave its holder, which may still be paying, unable to
 // record its outcome, and the next refused retry answered 415, "neither
 // run nor stored", for a paid key (see refusalGuard). A record gone in
-// between gets a claim that holds nothing: see refuseUnderClaim. In
+// between declines the claim, and the handler answers without one: see
+// refuseUnderClaim. In
 // transactional mode a claim in progress is a row not yet committed,
 // which Get does not see; the lookup's claim waits for it, up to the
 // store's lock timeout, and so, after it, does the Middleware's, which
@@ -131,17 +132,18 @@ func refusals(r *http.Request) (typeWhy, codingWhy string) {
 // request that requireJSON refuses but passed on because its key's entry
 // was there (or its lookup failed), when the Middleware's Claim found the
 // entry gone (it expired, or its holder released it, after requireJSON
-// looked) and ran the handler, under refusalGuard's phantom claim in lease
-// mode, under a transaction's claim in transactional mode: 503 with
-// Retry-After, ProblemKeyChanged, which the Middleware does not store (it
-// releases the claim, or rolls it back), so that the retry
-// meets requireJSON again and is answered 415, or from whatever the key
-// holds by then. A 415 here would be stored under the key, and the body,
-// which the server does not read, is not run as a payment. A request run
-// without a claim, as the Middleware runs one under WithFailOpen when the
-// store cannot be reached, stores nothing: it is answered 415. The request
-// is told by requireJSON's mark (see refusing), not by its headers, which a
-// handler middleware (WithHandlerMiddleware) may have changed.
+// looked) and was declined (see refusalGuard): the handler runs without a
+// claim, and stores nothing. It answers 503 with Retry-After,
+// ProblemKeyChanged, so that the retry meets requireJSON again and is
+// answered 415, or from whatever the key holds by then. A request run
+// without a claim because the store could not be reached, as the
+// Middleware runs one under WithFailOpen, is answered 415: nothing is
+// stored. Under a claim, which a refused request never gets, it would
+// answer the 503, which the Middleware does not store: a 415 would be
+// stored under the key. The body, which the server does not read, is never
+// run as a payment. The request is told by requireJSON's mark (see
+// refusing), not by its headers, which a handler middleware
+// (WithHandlerMiddleware) may have changed.
 func refuseUnderClaim(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rf := refusalOf(r.Context())
@@ -149,7 +151,7 @@ func refuseUnderClaim(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if _, claimed := idempotency.TokenFromContext(r.Context()); !claimed {
+		if _, claimed := idempotency.TokenFromContext(r.Context()); !claimed && !rf.declined {
 			refuseMediaType(w, rf.typeWhy, rf.codingWhy, unlookedKey)
 			return
 		}

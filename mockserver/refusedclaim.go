@@ -2,7 +2,6 @@ package mockserver
 
 import (
 	"context"
-	"math"
 	"net/http"
 	"time"
 
@@ -15,15 +14,31 @@ import (
 type refusedKey struct{}
 
 // refusal is why requireJSON refuses a request it passes on: the reasons
-// that refuseMediaType is given.
-type refusal struct{ typeWhy, codingWhy string }
+// that refuseMediaType is given; and what became of its key's lookups.
+// It is read and written on the request's goroutine only (the
+// Middleware's store calls and its handler run there).
+type refusal struct {
+	typeWhy, codingWhy string
+	// declined: the Middleware's claim of the request found no entry of
+	// its key, and was declined (see refusal.decline): the handler
+	// answers it without a claim.
+	declined bool
+}
+
+// decline notes that the Middleware's claim of the refused request found
+// its key free, and returns the error that declines the claim: the
+// Middleware runs the handler without one (see refuseUnderClaim).
+func (rf *refusal) decline() error {
+	rf.declined = true
+	return idempotency.ErrClaimDeclined
+}
 
 // refusing returns r marked for refusalGuard and refuseUnderClaim, with
 // why its body is refused (see refusals): its key is answered from its
 // record, never claimed, and it is never run as a payment, whatever its
 // headers become meanwhile (a handler middleware may change them).
 func refusing(r *http.Request, typeWhy, codingWhy string) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), refusedKey{}, &refusal{typeWhy, codingWhy}))
+	return r.WithContext(context.WithValue(r.Context(), refusedKey{}, &refusal{typeWhy: typeWhy, codingWhy: codingWhy}))
 }
 
 // refusalOf returns the refusal that ctx was marked with (see refusing),
@@ -32,18 +47,6 @@ func refusalOf(ctx context.Context) *refusal {
 	rf, _ := ctx.Value(refusedKey{}).(*refusal)
 	return rf
 }
-
-// phantomToken is the fencing token of the claim that refusalGuard gives
-// a refused request without claiming anything. A store may issue it too
-// (the Store contract only has tokens grow), so refusalGuard tells the
-// phantom claim by the request's mark, never by its token.
-const phantomToken = math.MinInt64
-
-// refused reports whether ctx is the context of a request marked by
-// refusing, or derived from it, as the contexts of the Middleware's store
-// calls for that request are: such a request holds no claim but the
-// phantom one.
-func refused(ctx context.Context) bool { return refusalOf(ctx) != nil }
 
 // refusalGuard is the Store that the idempotency Middleware is given in
 // lease mode: its store, but for a request that requireJSON refuses and
@@ -58,11 +61,12 @@ func refused(ctx context.Context) bool { return refusalOf(ctx) != nil }
 // fails is the Claim's error (the Middleware answers 503, or, with
 // idempotency.WithFailOpen, runs the handler without a claim). A key found
 // in no entry (its record expired, or its holder released it, after
-// requireJSON looked) is given a phantom claim, with phantomToken, which
-// holds nothing in the store: the handler runs under it (refuseUnderClaim
-// answers 503, which is not stored) and its Renew and Release change
-// nothing. A request that the Middleware may run, unmarked, is claimed in
-// the store as it is.
+// requireJSON looked) declines the claim (idempotency.ErrClaimDeclined):
+// the Middleware runs the handler without a claim, stores nothing of its
+// answer (refuseUnderClaim answers 503), and reports it as declined. A
+// request that the Middleware may run, unmarked, is claimed in the store
+// as it is; so, a refused request never holding a claim, are the
+// store's Renew, Complete and Release calls.
 //
 // It is safe for concurrent use, as its store is.
 type refusalGuard struct{ idempotency.Store }
@@ -81,7 +85,8 @@ func guardRefused(st idempotency.Store) idempotency.Store {
 }
 
 func (g refusalGuard) Claim(ctx context.Context, k idempotency.Key, fingerprint string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
-	if !refused(ctx) {
+	rf := refusalOf(ctx)
+	if rf == nil {
 		return g.Store.Claim(ctx, k, fingerprint, lease, ttl)
 	}
 	switch e, found, err := g.Store.Get(ctx, k); {
@@ -90,26 +95,5 @@ func (g refusalGuard) Claim(ctx context.Context, k idempotency.Key, fingerprint 
 	case found:
 		return idempotency.ClaimResult{Entry: e}, nil
 	}
-	return idempotency.ClaimResult{Acquired: true, Token: phantomToken, LeaseRemaining: lease}, nil
-}
-
-func (g refusalGuard) Renew(ctx context.Context, k idempotency.Key, token int64, lease time.Duration) error {
-	if refused(ctx) {
-		return nil
-	}
-	return g.Store.Renew(ctx, k, token, lease)
-}
-
-func (g refusalGuard) Complete(ctx context.Context, k idempotency.Key, token int64, resp idempotency.Response, ttl time.Duration) error {
-	if refused(ctx) {
-		return idempotency.ErrStaleToken // the phantom claim holds nothing to complete
-	}
-	return g.Store.Complete(ctx, k, token, resp, ttl)
-}
-
-func (g refusalGuard) Release(ctx context.Context, k idempotency.Key, token int64) error {
-	if refused(ctx) {
-		return nil
-	}
-	return g.Store.Release(ctx, k, token)
+	return idempotency.ClaimResult{}, rf.decline()
 }

@@ -56,8 +56,10 @@
 //	saferetry.outcome           new (ran and stored), released (ran, a 5xx, 307, 308, 408,  requests, request.duration, retries
 //	                            429 or a panic: not stored, a retry runs again), replay, in_progress
 //	                            (409), mismatch (422, key reused), lease_lost, store_error,
-//	                            too_large, oversize (410), missing_key, malformed_key,
-//	                            bad_request, scope_error: the idempotency.Outcome values
+//	                            declined (the store declined the claim: the handler answered
+//	                            without one, nothing stored), too_large, oversize (410),
+//	                            missing_key, malformed_key, bad_request, scope_error: the
+//	                            idempotency.Outcome values
 //	http.request.method         the request's method                                        requests, request.duration, handler.duration, claims.active, takeovers
 //	http.route                  the path of the ServeMux pattern matched (Request.Pattern,  same
 //	                            without method and host, as otelhttp gives it); absent

@@ -24,12 +24,15 @@ var errDown = errors.New("store down")
 // with ErrStaleToken (the claim was taken over) when stale.
 type brokenStore struct {
 	idempotency.Store
-	claimErr, stale bool
+	claimErr, stale, decline bool
 }
 
 func (s brokenStore) Claim(ctx context.Context, k idempotency.Key, fp string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
-	if s.claimErr {
+	switch {
+	case s.claimErr:
 		return idempotency.ClaimResult{}, errDown
+	case s.decline:
+		return idempotency.ClaimResult{}, idempotency.ErrClaimDeclined
 	}
 	return s.Store.Claim(ctx, k, fp, lease, ttl)
 }
@@ -111,6 +114,9 @@ func TestHookCountsEachOutcome(t *testing.T) {
 		}},
 		{"store error", idempotency.OutcomeStoreError, 503, true, func(t *testing.T, in *otelidempotency.Instrumentation) {
 			expect(t, post(serve(in, brokenStore{Store: newStore(t), claimErr: true}, app{}), "key-down", body), 503)
+		}},
+		{"declined", idempotency.OutcomeDeclined, 201, true, func(t *testing.T, in *otelidempotency.Instrumentation) {
+			expect(t, post(serve(in, brokenStore{Store: newStore(t), decline: true}, app{}), "key-declined", body), 201)
 		}},
 		{"lease lost", idempotency.OutcomeLeaseLost, 409, true, func(t *testing.T, in *otelidempotency.Instrumentation) {
 			expect(t, post(serve(in, brokenStore{Store: newStore(t), stale: true}, app{}), "key-lost", body), 409)
