@@ -68,11 +68,12 @@ func (s *Server) requireJSON(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if !s.keyHeld(r, key) {
+		rf := &refusal{typeWhy: typeWhy, codingWhy: codingWhy}
+		if !s.keyHeld(r, key, rf) {
 			refuseMediaType(w, typeWhy, codingWhy, unheldKey)
 			return
 		}
-		next.ServeHTTP(w, refusing(r, typeWhy, codingWhy)) // answered from the record, never claimed: see refusalGuard
+		next.ServeHTTP(w, refusing(r, rf)) // answered from the record, never claimed: see refusalGuard
 	})
 }
 
@@ -98,28 +99,39 @@ func refuseMediaType(w http.ResponseWriter, typeWhy, codingWhy, keyTail string) 
 }
 
 // keyHeld reports whether the store holds an entry for the Idempotency-Key
-// key of r in the server's scope, or could not tell (held). In
-// transactional mode it asks with a claim rolled back (see txHeld), which
-// sees a claim in progress.
-func (s *Server) keyHeld(r *http.Request, key string) bool {
+// key of r in the server's scope, or could not tell (held), which it notes
+// in rf (unlooked). In transactional mode it asks with a claim rolled back
+// (see txHeld), which sees a claim in progress.
+func (s *Server) keyHeld(r *http.Request, key string, rf *refusal) bool {
 	scope, err := s.scope(r)
 	if err != nil {
+		rf.unlooked = true
 		return true // the Middleware answers a scope that fails
 	}
 	k := idempotency.Key{Scope: scope, Key: key}
 	if txs, ok := s.store.(idempotency.TxStore); ok {
-		return txHeld(r.Context(), txs, k, s.refKeep)
+		held, err := txHeld(r.Context(), txs, k, s.refKeep)
+		rf.unlooked = err != nil
+		return held
 	}
 	_, found, err := s.store.Get(r.Context(), k)
+	rf.unlooked = err != nil
 	return found || err != nil
 }
 
 // refuseKeyChanged answers a request that requireJSON refuses and passed
-// on, whose key's record went away before it was answered from it, with
-// 503 ProblemKeyChanged and Retry-After: nothing is run or stored.
-func refuseKeyChanged(w http.ResponseWriter) {
+// on, whose key's entry was gone when it was to be answered from it, with
+// 503 ProblemKeyChanged and Retry-After: nothing is run or stored. Its
+// detail says that the entry went away, or, when requireJSON could not
+// look the key up (unlooked), that there is none now: there may never
+// have been one.
+func refuseKeyChanged(w http.ResponseWriter, unlooked bool) {
+	what := "the entry of this Idempotency-Key (its record, or its first request's claim), found when this request came in, went away before the request was answered from it"
+	if unlooked {
+		what = "this Idempotency-Key could not be looked up when the request came in, and the store holds no entry of it now"
+	}
 	contract.WriteProblem(w, http.StatusServiceUnavailable, problem{Type: ProblemKeyChanged, Title: "Service Unavailable", Status: http.StatusServiceUnavailable,
-		Detail: "the body is not " + acceptedMediaType + " and the record of this Idempotency-Key went away while the request was answered from it; nothing was run or stored: retry with the same key"}, 1)
+		Detail: "the body is not " + acceptedMediaType + " and " + what + "; nothing was run or stored: retry with the same key"}, 1)
 }
 
 // refusals says why a payment's media type and content coding are
@@ -155,7 +167,7 @@ func refuseUnderClaim(next http.Handler) http.Handler {
 			refuseMediaType(w, rf.typeWhy, rf.codingWhy, unlookedKey)
 			return
 		}
-		refuseKeyChanged(w)
+		refuseKeyChanged(w, rf.unlooked)
 	})
 }
 

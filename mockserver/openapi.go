@@ -130,7 +130,7 @@ func oaCreatePaymentResponses(frag *idempotency.OpenAPIFragment, op idempotency.
 		"content":     oaProblemContent(append(frag.ProblemSchemas(http.StatusBadRequest), oaRef("MockProblemValidation"))...),
 	}
 	create["415"] = oaObj{
-		"description": "The body is declared as another media type than JSON in UTF-8 (a form, text/plain, a charset other than utf-8, a Content-Type that does not parse or is given twice), or has a content coding (Content-Encoding: gzip). Answered only to a request with a valid Idempotency-Key of which the store holds no record, before the key is claimed: this request was not run and its answer is not stored, and the key paid nothing. A missing or malformed key gets 400 instead, a retry of a key that executed or is running is answered from its record, as any retry, without taking its claim over: the stored answer replayed, 422 for another fingerprint, 409 in progress (or 503 MockProblemKeyChanged when the record went away meanwhile).",
+		"description": "The body is declared as another media type than JSON in UTF-8 (a form, text/plain, a charset other than utf-8, a Content-Type that does not parse or is given twice), or has a content coding (Content-Encoding: gzip). Answered only to a request with a valid Idempotency-Key of which the store holds no record, before the key is claimed: this request was not run and its answer is not stored, and the key paid nothing. A missing or malformed key gets 400 instead, a retry of a key that executed or is running is answered from its record, as any retry, without taking its claim over: the stored answer replayed, 422 for another fingerprint, 409 in progress (or 503 MockProblemKeyChanged when the record went away meanwhile, or, the store not reached at first, turns out not to be there).",
 		"headers": oaObj{
 			"Accept":          oaObj{"description": "With a refused media type: the one taken, application/json (RFC 9110, section 15.5.16).", "schema": oaObj{"const": acceptedMediaType}},
 			"Accept-Encoding": oaObj{"description": "With a refused content coding: the one taken, identity (RFC 9110, section 15.5.16).", "schema": oaObj{"const": "identity"}},
@@ -143,7 +143,7 @@ func oaCreatePaymentResponses(frag *idempotency.OpenAPIFragment, op idempotency.
 		"content":     oaProblemContent(oaRef("MockProblemInsufficientFunds")),
 	}
 	create["503"] = oaObj{
-		"description": "Nothing stored: the idempotency store or the ledger was unavailable, or the client left during an injected delay, or a body refused with 415 was to be answered from its key's record, which went away meanwhile (MockProblemKeyChanged). Nothing was paid, unless a ledger's answer was lost after its write; retry with the same key, which pays nothing twice.",
+		"description": "Nothing stored: the idempotency store or the ledger was unavailable, or the client left during an injected delay, or a body refused with 415 was to be answered from its key's record, which went away meanwhile, or, the store not reached at first, turned out not to be there (MockProblemKeyChanged). Nothing was paid, unless a ledger's answer was lost after its write; retry with the same key, which pays nothing twice.",
 		"headers":     oaObj{"Retry-After": oaObj{"description": "Seconds to wait; sent with the idempotency Middleware's 503s and MockProblemKeyChanged.", "schema": oaObj{"type": "integer", "minimum": 1}}},
 		"content": oaProblemContent(append(frag.ProblemSchemas(http.StatusServiceUnavailable),
 			oaRef("MockProblemLedgerUnavailable"), oaRef("MockProblemAborted"), oaRef("MockProblemKeyChanged"))...),
@@ -344,7 +344,7 @@ func oaProblemSchemas() oaObj {
 		"MockProblemInjectedFailure": mustJSON(oaObj{"description": "A failure injected before anything ran (any status from 400 to 599).",
 			"allOf": []any{oaRef("MockProblem")}, "properties": oaObj{"type": oaObj{"const": ProblemInjectedFailure}, "status": oaObj{"minimum": 400, "maximum": 599}}}),
 		"MockProblemUnsupportedMediaType": problem(ProblemUnsupportedMediaType, 415, "The payment body is declared as another media type than JSON in UTF-8, or has a content coding; detail says which. Answered to a key of which the store holds no record; never stored.", nil),
-		"MockProblemKeyChanged":           problem(ProblemKeyChanged, 503, "A body that would be refused with 415 was to be answered from its key's record, which went away before the key was claimed (it expired, or the request that held it failed); nothing was paid or stored. A retry with the same key is answered 415, or from the key's record if it has one by then.", nil),
+		"MockProblemKeyChanged":           problem(ProblemKeyChanged, 503, "A body that would be refused with 415 was to be answered from its key's record, which went away before the key was claimed (it expired, or the request that held it failed), or which the store, not reached on the first lookup, turned out not to hold (there may never have been one; the detail says which); nothing was paid or stored. A retry with the same key is answered 415, or from the key's record if it has one by then.", nil),
 	}
 }
 

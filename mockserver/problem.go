@@ -62,7 +62,9 @@ const (
 	// up), and so was passed to the idempotency Middleware to be answered
 	// from the key's record, when that record went away in between (it
 	// expired, or the request that held it failed and released it, also
-	// while this one waited for it under idempotency.WithWaitForResult):
+	// while this one waited for it under idempotency.WithWaitForResult),
+	// or, when the key could not be looked up at first, the store holds
+	// none (there may never have been one; the detail says which):
 	// nothing was paid or stored, and a retry with the same key is
 	// answered 415, or from the key's record if it has one by then.
 	ProblemKeyChanged = problemBase + "ProblemKeyChanged"

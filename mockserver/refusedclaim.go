@@ -19,6 +19,9 @@ type refusedKey struct{}
 // Middleware's store calls and its handler run there).
 type refusal struct {
 	typeWhy, codingWhy string
+	// unlooked: requireJSON could not look the key up (the store or the
+	// scope failed), and passed the request on as if it were held.
+	unlooked bool
 	// declined: the Middleware's claim of the request found no entry of
 	// its key, and was declined (see refusal.decline): the handler
 	// answers it without a claim.
@@ -33,12 +36,12 @@ func (rf *refusal) decline() error {
 	return idempotency.ErrClaimDeclined
 }
 
-// refusing returns r marked for refusalGuard and refuseUnderClaim, with
-// why its body is refused (see refusals): its key is answered from its
+// refusing returns r marked for refusalGuard and refuseUnderClaim with
+// rf, why its body is refused (see refusals): its key is answered from its
 // record, never claimed, and it is never run as a payment, whatever its
 // headers become meanwhile (a handler middleware may change them).
-func refusing(r *http.Request, typeWhy, codingWhy string) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), refusedKey{}, &refusal{typeWhy: typeWhy, codingWhy: codingWhy}))
+func refusing(r *http.Request, rf *refusal) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), refusedKey{}, rf))
 }
 
 // refusalOf returns the refusal that ctx was marked with (see refusing),
