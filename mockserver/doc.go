@@ -58,9 +58,9 @@
 //     (when its lease lapsed), nor keeps a claim of it, so that a client
 //     that takes 415 as final never takes a payment made for one not
 //     made. (In transactional mode a claim in progress is a row not yet
-//     committed: the lookup waits for it, up to the store's lock
-//     timeout, and then the Middleware, which answers 409 or from the
-//     record.) A UTF-8 byte order
+//     committed: the lookup waits for it, once, up to the store's lock
+//     timeout, and the Middleware answers from what it found, 409 or
+//     the record.) A UTF-8 byte order
 //     mark before the JSON is ignored, as in the admin API (RFC 8259,
 //     section 8.1); a body that is not UTF-8 (a recipient in ISO-8859-1)
 //     is refused with 400, not read with U+FFFD in place of its bad bytes.

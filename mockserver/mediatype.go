@@ -39,8 +39,8 @@ const acceptedMediaType = "application/json"
 // request runs (or, under idempotency.WithWaitForResult, the answer it
 // waited for); 503 when the store is down. The lookup is a Store.Get,
 // which changes nothing (in transactional mode, a claim rolled back: see
-// txHeld). Passed on, the request is marked (refusing) so
-// that the Middleware's Claim of it claims nothing in lease mode: it looks
+// probe). Passed on, the request is marked (refusing) so
+// that the Middleware's Claim of it claims nothing: in lease mode it looks
 // the key up again and answers from the entry found, and never takes a
 // claim over, its lease live or lapsed (at once, when the first lookup
 // failed, or as the Middleware claims again while it waits), whose
@@ -51,9 +51,9 @@ const acceptedMediaType = "application/json"
 // refuseUnderClaim. In
 // transactional mode a claim in progress is a row not yet committed,
 // which Get does not see; the lookup's claim waits for it, up to the
-// store's lock timeout, and so, after it, does the Middleware's, which
-// answers 409 when the row is still held then, or from the record once it
-// commits.
+// store's lock timeout, and the Middleware's Claim answers from what it
+// found (see refusedTx), without waiting again: 409 when the row was
+// still held then, or from the record once it committed.
 func (s *Server) requireJSON(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		typeWhy, codingWhy := refusals(r)
@@ -101,7 +101,8 @@ func refuseMediaType(w http.ResponseWriter, typeWhy, codingWhy, keyTail string) 
 // keyHeld reports whether the store holds an entry for the Idempotency-Key
 // key of r in the server's scope, or could not tell (held), which it notes
 // in rf (unlooked). In transactional mode it asks with a claim rolled back
-// (see txHeld), which sees a claim in progress.
+// (see probe), which sees a claim in progress, and keeps in rf (probed)
+// the entry found, for the Middleware's Claim to answer from.
 func (s *Server) keyHeld(r *http.Request, key string, rf *refusal) bool {
 	scope, err := s.scope(r)
 	if err != nil {
@@ -110,9 +111,16 @@ func (s *Server) keyHeld(r *http.Request, key string, rf *refusal) bool {
 	}
 	k := idempotency.Key{Scope: scope, Key: key}
 	if txs, ok := s.store.(idempotency.TxStore); ok {
-		held, err := txHeld(r.Context(), txs, k, s.refKeep)
-		rf.unlooked = err != nil
-		return held
+		res, err := probe(r.Context(), txs, k, s.refKeep)
+		switch {
+		case err != nil:
+			rf.unlooked = true
+		case res.Acquired:
+			return false
+		default:
+			rf.probed = &res.Entry
+		}
+		return true
 	}
 	_, found, err := s.store.Get(r.Context(), k)
 	rf.unlooked = err != nil

@@ -22,6 +22,11 @@ type refusal struct {
 	// unlooked: requireJSON could not look the key up (the store or the
 	// scope failed), and passed the request on as if it were held.
 	unlooked bool
+	// probed is, in transactional mode, the entry that requireJSON's probe
+	// found, for the Middleware's first claim of the request to be
+	// answered from (see refusedTx); nil when there was none, or once so
+	// answered.
+	probed *idempotency.Entry
 	// declined: the Middleware's claim of the request found no entry of
 	// its key, and was declined (see refusal.decline): the handler
 	// answers it without a claim.
@@ -74,11 +79,23 @@ func refusalOf(ctx context.Context) *refusal {
 // It is safe for concurrent use, as its store is.
 type refusalGuard struct{ idempotency.Store }
 
-// guardRefused returns st in a refusalGuard, with st's Watcher, when it has
-// one, so that a waiter is woken when the entry settles.
+// guardRefused returns st in a refusalGuard, or, when st is a TxStore
+// (transactional mode), in a txRefusalGuard, with st's Watcher, when it
+// has one, so that a waiter is woken when the entry settles.
 func guardRefused(st idempotency.Store) idempotency.Store {
+	w, watches := st.(idempotency.Watcher)
+	if txs, ok := st.(idempotency.TxStore); ok {
+		g := txRefusalGuard{txs}
+		if watches {
+			return struct {
+				txRefusalGuard
+				idempotency.Watcher
+			}{g, w}
+		}
+		return g
+	}
 	g := refusalGuard{st}
-	if w, ok := st.(idempotency.Watcher); ok {
+	if watches {
 		return struct {
 			refusalGuard
 			idempotency.Watcher

@@ -29,11 +29,7 @@ func (s *Server) routes(c config) http.Handler {
 	if c.wrapHandler != nil {
 		payment = c.wrapHandler(payment)
 	}
-	st := s.store
-	if !s.Transactional() {
-		st = guardRefused(st) // a transactional claim is never taken over
-	}
-	protected := idempotency.Middleware(st, idemOpts...)(payment)
+	protected := idempotency.Middleware(guardRefused(s.store), idemOpts...)(payment)
 
 	mux := http.NewServeMux()
 	for _, rt := range s.apiRoutes(protected) {
