@@ -41,3 +41,8 @@ func SetWatchIdle(s *Store, d time.Duration) { s.watch.idle, s.watch.pingWait = 
 // for the handler's statement, rows or batch results ended with their
 // context.
 var ErrStillHeld = errStillHeld
+
+// ReadsFirst reports whether s reads a key before claiming it on its next
+// claim (the replay fast path, see Store.replay), for the tests of package
+// pgstore_test.
+func ReadsFirst(s *Store) bool { return s.replay.ReadFirst() }
