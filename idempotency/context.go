@@ -57,3 +57,25 @@ func ScopedKeyFromContext(ctx context.Context) (Key, bool) {
 	}
 	return Key{}, false
 }
+
+type probeCtxKey struct{}
+
+// ProbeContext returns a copy of ctx that marks the store calls made with
+// it, or with a context derived from it, as a probe: a Claim made to see
+// what holds a key, which the caller rolls back (or releases) whatever it
+// finds, not one that claims the key for a request. (mockserver looks up
+// the key of a body it refuses so in transactional mode, where only a
+// claim sees another transaction's claim in progress.) It changes no
+// answer. A store that chooses its statements from what its claims found
+// lately leaves a probe's claim out of those counts, which are the
+// requests': pgstore's TxStore does, for its replay and insert fast paths.
+func ProbeContext(ctx context.Context) context.Context {
+	return context.WithValue(ctx, probeCtxKey{}, true)
+}
+
+// IsProbe reports whether ctx was marked by ProbeContext, or derives from
+// a context that was.
+func IsProbe(ctx context.Context) bool {
+	probe, _ := ctx.Value(probeCtxKey{}).(bool)
+	return probe
+}

@@ -22,8 +22,11 @@ const probeFingerprint = "mockserver: probe of a refused body's key"
 // when it rolls back (the key is free then), or is answered in progress,
 // with probeFingerprint, when the wait times out. It returns the claim's
 // answer: Acquired when k is free, else the entry in the way. ttl is the
-// idempotency TTL.
+// idempotency TTL. Its calls are marked as a probe's
+// (idempotency.ProbeContext), which a store leaves out of the counts it
+// keeps of its requests' claims (pgstore's fast paths).
 func probe(ctx context.Context, st idempotency.TxStore, k idempotency.Key, ttl time.Duration) (idempotency.ClaimResult, error) {
+	ctx = idempotency.ProbeContext(ctx)
 	tx, err := st.BeginTx(ctx)
 	if err != nil {
 		return idempotency.ClaimResult{}, err

@@ -55,7 +55,9 @@
 // retries, or a client replaying on purpose), the next claims read first;
 // under 50 % they go back to the claim statement alone. A new Store starts
 // on the claim statement, so the usual mix, where replays are rare, keeps
-// two round trips per first execution. WithReplayFastPath reads first
+// two round trips per first execution. A transactional claim made under
+// idempotency.ProbeContext (a look at a key, rolled back, not a request's
+// claim) is counted in no window, here or below. WithReplayFastPath reads first
 // always, WithoutReplayFastPath never, in lease mode and in transactional
 // mode alike. Reading a completed entry without the claim is safe because
 // nothing changes it before it expires:

@@ -374,6 +374,10 @@ func (t *Tx) Claim(ctx context.Context, k idempotency.Key, fingerprint string, t
 		// A second claim, inside the transaction block.
 		res, err = claim(ctx, txClaimer{t.tx, t.store.boundSQL}, nil, t.store.sql.claim, k, fingerprint, 0, ttl, false)
 	} else {
+		// A probe's claim is none of a request's, whose share of replays
+		// and of first claims the fast paths follow (see
+		// idempotency.ProbeContext).
+		counted := !idempotency.IsProbe(ctx)
 		if t.store.replay.ReadFirst() {
 			// The replay fast path (see the package documentation): a
 			// completed entry is committed and stays as it is until it
@@ -384,13 +388,15 @@ func (t *Tx) Claim(ctx context.Context, k idempotency.Key, fingerprint string, t
 				return idempotency.ClaimResult{}, fmt.Errorf("pgstore: tx claim: %w", err)
 			}
 			if ok {
-				t.store.replay.Observe(true)
-				t.store.firsts.Observe(false)
+				if counted {
+					t.store.replay.Observe(true)
+					t.store.firsts.Observe(false)
+				}
 				return idempotency.ClaimResult{Entry: e}, nil
 			}
 		}
 		res, err = t.claimAndBegin(ctx, k, fingerprint, ttl)
-		if err == nil {
+		if err == nil && counted {
 			t.store.replay.Observe(!res.Acquired && res.Entry.State == idempotency.StateCompleted)
 			t.store.firsts.Observe(res.Acquired)
 		}
