@@ -73,17 +73,18 @@ func txStoreLedger(t *testing.T, prefix string, lockTimeout time.Duration) (*pgs
 // startHeldTxPayment starts a server in transactional mode over st and
 // led, and a payment under key whose handler it holds, its transaction
 // open, until release is closed; first then gets the payment's 201 body.
-// The server closes when the test ends.
-func startHeldTxPayment(t *testing.T, st idempotency.TxStore, led mockserver.Ledger, key string) (srv *mockserver.Server, release chan<- struct{}, first <-chan []byte) {
+// opts are the server's further options. The server closes when the test
+// ends.
+func startHeldTxPayment(t *testing.T, st idempotency.TxStore, led mockserver.Ledger, key string, opts ...mockserver.Option) (srv *mockserver.Server, release chan<- struct{}, first <-chan []byte) {
 	t.Helper()
 	entered, held := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	srv = mockserver.New(mockserver.WithStore(st), mockserver.WithLedger(led), mockserver.WithHandlerMiddleware(func(next http.Handler) http.Handler {
+	srv = mockserver.New(append([]mockserver.Option{mockserver.WithStore(st), mockserver.WithLedger(led), mockserver.WithHandlerMiddleware(func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			once.Do(func() { close(entered); <-held })
 			next.ServeHTTP(w, r)
 		})
-	}))
+	})}, opts...)...)
 	t.Cleanup(srv.Close)
 	if !srv.Transactional() {
 		t.Fatal("not in transactional mode")
@@ -160,5 +161,40 @@ func TestPaymentMediaTypeTxRetryInProgressWaitsOnce(t *testing.T) {
 	}
 	if took >= 2*lockTimeout {
 		t.Errorf("the refused retry was answered after %v, twice the lock timeout (%v) or more", took, lockTimeout)
+	}
+}
+
+// TestPaymentMediaTypeTxRetryWaitsForResult: in transactional mode, under
+// idempotency.WithWaitForResult, a retry with a refused media type of a
+// payment whose transaction runs waits for it in the idempotency
+// Middleware, as any retry, looking the key up again as it waits, and
+// gets the payment's 201, replayed, once it commits; nothing of it runs.
+func TestPaymentMediaTypeTxRetryWaitsForResult(t *testing.T) {
+	st, led := txStoreLedger(t, "mock_mediatype_txwaiter_", 200*time.Millisecond)
+	srv, release, first := startHeldTxPayment(t, st, led, "tx-waiter", mockserver.WithIdempotencyOptions(idempotency.WithWaitForResult(10*time.Second)))
+	h := http.Header{"Idempotency-Key": {"tx-waiter"}, "Content-Type": {"application/json"}, "Content-Encoding": {"gzip"}}
+	type answer struct {
+		resp *http.Response
+		body []byte
+	}
+	waiter := make(chan answer, 1)
+	go func() {
+		resp, b := sendHeaders(t, srv, h, payBody)
+		waiter <- answer{resp, b}
+	}()
+	select {
+	case got := <-waiter:
+		t.Errorf("refused retry of a payment in progress answered without waiting: %d %s", got.resp.StatusCode, got.body)
+	case <-time.After(500 * time.Millisecond): // past the lookup's lock wait (200 ms), waiting in the Middleware
+	}
+	close(release)
+	firstBody := <-first
+	got := <-waiter
+	if got.resp.StatusCode != http.StatusCreated || got.resp.Header.Get(idempotency.HeaderReplayed) != "true" || string(got.body) != string(firstBody) {
+		t.Errorf("refused retry that waited for the payment: %d (%s %q) %s; want its 201 replayed: %s",
+			got.resp.StatusCode, idempotency.HeaderReplayed, got.resp.Header.Get(idempotency.HeaderReplayed), got.body, firstBody)
+	}
+	if n := srv.Executions("tx-waiter"); n != 1 {
+		t.Errorf("%d executions, want 1", n)
 	}
 }
