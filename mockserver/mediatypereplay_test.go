@@ -18,7 +18,6 @@ import (
 	"github.com/saferetry/saferetry/internal/openapitest"
 	"github.com/saferetry/saferetry/internal/testenv"
 	"github.com/saferetry/saferetry/mockserver"
-	"github.com/saferetry/saferetry/mockserver/pgledger"
 )
 
 // refusedRetries are the ways a retry of a payment first sent with the
@@ -71,21 +70,7 @@ func TestPaymentMediaTypeRetryOfPaidKey(t *testing.T) {
 			return []mockserver.Option{mockserver.WithStore(st)}
 		}},
 		{"pgstore transactional", func(t *testing.T) []mockserver.Option {
-			pool := testenv.PostgresPool(t)
-			table := testenv.PostgresTable(t, pool, "mock_mediatype_")
-			st := pgstore.NewTx(pool, pgstore.WithTable(table))
-			led := pgledger.New(pool, table, nil)
-			t.Cleanup(func() {
-				_ = st.Close()
-				if err := led.DropSchema(context.Background()); err != nil {
-					t.Errorf("DropSchema: %v", err)
-				}
-			})
-			for _, create := range []func(context.Context) error{st.CreateSchema, led.CreateSchema} {
-				if err := create(context.Background()); err != nil {
-					t.Fatal(err)
-				}
-			}
+			st, led := txStoreLedger(t, "mock_mediatype_", pgstore.DefaultLockTimeout)
 			return []mockserver.Option{mockserver.WithStore(st), mockserver.WithLedger(led)}
 		}},
 	} {
