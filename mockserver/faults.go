@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -15,13 +16,51 @@ const MaxFaultCount = 10_000
 
 // faults holds the pending injected faults. Each kind is a queue consumed by
 // the requests it applies to, first come first served.
+//
+// pending spares every request the mutex while no fault is set: it holds a
+// bit for each kind with something pending, stored under the mutex after
+// every change, so a take that finds the bit clear, having loaded it after
+// the fault's add stored it, cannot miss the fault, and takes themselves
+// still count under the mutex.
 type faults struct {
 	mu      sync.Mutex
+	pending atomic.Uint32   // pendingFail | pendingDrop | pendingDelay | pendingLatency
 	fail    []int           // statuses for the next protected requests
 	drop    int             // executions whose answer is dropped
 	delay   []time.Duration // delays for the next executions
 	latency time.Duration   // added to every API request
 }
+
+// The bits of faults.pending.
+const (
+	pendingFail uint32 = 1 << iota
+	pendingDrop
+	pendingDelay
+	pendingLatency
+)
+
+// changed stores the pending bits of the faults. The caller holds the
+// mutex and has just changed them.
+func (f *faults) changed() {
+	var bits uint32
+	if len(f.fail) > 0 {
+		bits |= pendingFail
+	}
+	if f.drop > 0 {
+		bits |= pendingDrop
+	}
+	if len(f.delay) > 0 {
+		bits |= pendingDelay
+	}
+	if f.latency > 0 {
+		bits |= pendingLatency
+	}
+	f.pending.Store(bits)
+}
+
+// none reports, without the mutex, that no fault of the kind bit is
+// pending.
+func (f *faults) none(bit uint32) bool { return f.pending.Load()&bit == 0 }
 
 // Faults is a snapshot of the faults still pending on a Server, as Faults
 // and GET /_mock/faults report them. It is a copy: changing it changes
@@ -100,12 +139,14 @@ func (f *faults) addFail(n, status int) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.changed()
 	return enqueue(&f.fail, n, status)
 }
 
 func (f *faults) addDrop(n int) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.changed()
 	if err := checkCount(n, f.drop); err != nil {
 		return err
 	}
@@ -119,6 +160,7 @@ func (f *faults) addDelay(n int, d time.Duration) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.changed()
 	return enqueue(&f.delay, n, d)
 }
 
@@ -128,6 +170,7 @@ func (f *faults) setLatency(d time.Duration) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.changed()
 	f.latency = d
 	return nil
 }
@@ -135,20 +178,29 @@ func (f *faults) setLatency(d time.Duration) error {
 func (f *faults) clear() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.changed()
 	f.fail, f.drop, f.delay, f.latency = nil, 0, nil, 0
 }
 
 // takeFail consumes the next injected failure; 0 means none is pending.
 func (f *faults) takeFail() int {
+	if f.none(pendingFail) {
+		return 0
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.changed()
 	s, _ := dequeue(&f.fail)
 	return s
 }
 
 func (f *faults) takeDrop() bool {
+	if f.none(pendingDrop) {
+		return false
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.changed()
 	if f.drop == 0 {
 		return false
 	}
@@ -157,12 +209,19 @@ func (f *faults) takeDrop() bool {
 }
 
 func (f *faults) takeDelay() (time.Duration, bool) {
+	if f.none(pendingDelay) {
+		return 0, false
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.changed()
 	return dequeue(&f.delay)
 }
 
 func (f *faults) getLatency() time.Duration {
+	if f.none(pendingLatency) {
+		return 0
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.latency
