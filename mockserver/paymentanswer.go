@@ -8,11 +8,13 @@ import (
 // writeCreated answers a new (or found) payment: 201, its Location, and p
 // as writeJSON writes it, byte for byte, but appended by hand into a pooled
 // buffer for the payments whose strings need no escaping (all that the
-// server makes from ASCII requests); writeJSON writes the others.
-func writeCreated(w http.ResponseWriter, p *Payment) {
+// server makes from ASCII requests); writeJSON writes the others. made is
+// the payment the server made for the request, or nil (see
+// appendPaymentJSON).
+func writeCreated(w http.ResponseWriter, p, made *Payment) {
 	buf := getBuffer()
 	defer putBuffer(buf)
-	body, ok := appendPaymentJSON((*buf)[:0], p)
+	body, ok := appendPaymentJSON((*buf)[:0], p, made)
 	body = append(body, '\n')
 	*buf = body
 	if !ok {
@@ -37,12 +39,21 @@ func writeCreated(w http.ResponseWriter, p *Payment) {
 
 // appendPaymentJSON appends p as json.Marshal encodes it, and reports
 // whether it could: false, having appended part of it, when a string of p
-// needs escaping or p.Created has no RFC 3339 form.
-func appendPaymentJSON(b []byte, p *Payment) ([]byte, bool) {
-	for _, s := range [...]string{p.ID, p.Currency, p.Recipient, p.Status, p.IdempotencyKey, p.Ref} {
-		if !plainJSON(s) {
-			return b, false
-		}
+// needs escaping or p.Created has no RFC 3339 form. made, if not nil, is
+// the payment the server made for the request: its ID, currency, status
+// and ref are of the server's making (a new ID, three letters it checked,
+// "succeeded", a DerivedKey or "unkeyed-" and an ID) and need no escaping,
+// so a string of p equal to made's is not looked at again; the ledger's
+// payment may be another (found, or from a ledger that changed it), whose
+// strings are checked as the client's, the recipient and the key, always
+// are.
+func appendPaymentJSON(b []byte, p, made *Payment) ([]byte, bool) {
+	if made == nil {
+		made = &Payment{}
+	}
+	if !plainOrMade(p.ID, made.ID) || !plainOrMade(p.Currency, made.Currency) || !plainJSON(p.Recipient) ||
+		!plainOrMade(p.Status, made.Status) || !plainJSON(p.IdempotencyKey) || !plainOrMade(p.Ref, made.Ref) {
+		return b, false
 	}
 	b = append(b, `{"id":"`...)
 	b = append(b, p.ID...)
@@ -66,6 +77,11 @@ func appendPaymentJSON(b []byte, p *Payment) ([]byte, bool) {
 	}
 	return append(t, `"}`...), true
 }
+
+// plainOrMade reports whether json.Marshal writes s as it is between
+// quotes, knowing that it does so for made, a string of the server's
+// making.
+func plainOrMade(s, made string) bool { return s == made || plainJSON(s) }
 
 // plainJSON reports whether json.Marshal writes s as it is between quotes:
 // printable ASCII without '"', '\\' and the characters it escapes for HTML.

@@ -45,40 +45,52 @@ func answerTestPayments() []Payment {
 	return ps
 }
 
+// answerTestMade are the payments made by the server that the answer
+// tests pass with each of answerTestPayments: none, and the usual payment,
+// whose ID, currency, status and ref need no escaping, as a server's.
+func answerTestMade() []*Payment {
+	usual := answerTestPayments()[0]
+	return []*Payment{nil, &usual}
+}
+
 func TestAppendPaymentJSONIsMarshal(t *testing.T) {
-	var fast int
-	for _, p := range answerTestPayments() {
-		want, err := json.Marshal(p)
-		got, ok := appendPaymentJSON([]byte("x"), &p)
-		if !ok {
-			continue
+	for _, made := range answerTestMade() {
+		var fast int
+		for _, p := range answerTestPayments() {
+			want, err := json.Marshal(p)
+			got, ok := appendPaymentJSON([]byte("x"), &p, made)
+			if !ok {
+				continue
+			}
+			fast++
+			if err != nil || string(got) != "x"+string(want) {
+				t.Errorf("appendPaymentJSON(%+v, made %+v) = %s, want %s (error %v)", p, made, got[1:], want, err)
+			}
 		}
-		fast++
-		if err != nil || string(got) != "x"+string(want) {
-			t.Errorf("appendPaymentJSON(%+v) = %s, want %s (error %v)", p, got[1:], want, err)
+		if fast < 10 {
+			t.Errorf("appendPaymentJSON wrote only %d payments (made %+v)", fast, made)
 		}
-	}
-	if fast < 10 {
-		t.Errorf("appendPaymentJSON wrote only %d payments", fast)
-	}
-	p := answerTestPayments()[0]
-	if _, ok := appendPaymentJSON(nil, &p); !ok {
-		t.Errorf("appendPaymentJSON(%+v) left the usual payment to encoding/json", p)
+		p := answerTestPayments()[0]
+		if _, ok := appendPaymentJSON(nil, &p, made); !ok {
+			t.Errorf("appendPaymentJSON(%+v, made %+v) left the usual payment to encoding/json", p, made)
+		}
 	}
 }
 
 // TestWriteCreatedIsWriteJSON compares writeCreated with what the handler
 // wrote before it: the Location header, then writeJSON.
 func TestWriteCreatedIsWriteJSON(t *testing.T) {
-	for _, p := range answerTestPayments() {
-		want := httptest.NewRecorder()
-		want.Header().Set("Location", "/payments/"+p.ID)
-		writeJSON(want, http.StatusCreated, p)
-		got := httptest.NewRecorder()
-		writeCreated(got, &p)
-		if got.Code != want.Code || !reflect.DeepEqual(got.Header(), want.Header()) || got.Body.String() != want.Body.String() {
-			t.Errorf("payment %+v:\nwriteCreated %d %v %q\nwriteJSON    %d %v %q", p,
-				got.Code, got.Header(), got.Body, want.Code, want.Header(), want.Body)
+	for _, made := range answerTestMade() {
+		for _, p := range answerTestPayments() {
+			want := httptest.NewRecorder()
+			want.Header().Set("Location", "/payments/"+p.ID)
+			writeJSON(want, http.StatusCreated, p)
+			got := httptest.NewRecorder()
+			writeCreated(got, &p, made)
+			if got.Code != want.Code || !reflect.DeepEqual(got.Header(), want.Header()) || got.Body.String() != want.Body.String() {
+				t.Errorf("payment %+v (made %+v):\nwriteCreated %d %v %q\nwriteJSON    %d %v %q", p, made,
+					got.Code, got.Header(), got.Body, want.Code, want.Header(), want.Body)
+			}
 		}
 	}
 }
@@ -86,7 +98,7 @@ func TestWriteCreatedIsWriteJSON(t *testing.T) {
 func TestAppendPaymentJSONAllocations(t *testing.T) {
 	p := answerTestPayments()[0]
 	buf := make([]byte, 0, 512)
-	if n := testing.AllocsPerRun(100, func() { appendPaymentJSON(buf, &p) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { appendPaymentJSON(buf, &p, &p) }); n != 0 {
 		t.Errorf("appendPaymentJSON allocates %v times, want 0", n)
 	}
 }

@@ -127,15 +127,17 @@ func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
 	if !keyed || s.unkeyed {
 		ref = "unkeyed-" + newPaymentID()
 	}
-	p, found, err := s.ledger.Pay(r.Context(), ref, s.refKeep, Payment{
+	made := Payment{
 		ID:             newPaymentID(),
 		Amount:         req.Amount,
 		Currency:       req.Currency,
 		Recipient:      req.Recipient,
 		Status:         "succeeded",
 		IdempotencyKey: key,
+		Ref:            ref,
 		Created:        time.Now().UTC().Truncate(time.Millisecond),
-	})
+	}
+	p, found, err := s.ledger.Pay(r.Context(), ref, s.refKeep, made)
 	switch {
 	case errors.Is(err, ErrInsufficientFunds):
 		writeProblem(w, problem{Type: ProblemInsufficientFunds, Title: "Insufficient funds", Status: http.StatusPaymentRequired,
@@ -162,7 +164,7 @@ func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
 		t := time.NewTimer(s.work)
 		<-t.C
 	}
-	writeCreated(w, &p)
+	writeCreated(w, &p, &made)
 }
 
 // ledgerFailed answers a read of the ledger that failed.
