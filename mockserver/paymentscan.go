@@ -35,7 +35,7 @@ func scanPaymentRequest(body []byte) (req paymentRequest, errs []FieldError, ok 
 	} else {
 		for {
 			var key []byte
-			if key, i, ok = scanString(body, i); !ok {
+			if key, _, i, ok = scanString(body, i); !ok {
 				return req, nil, false
 			}
 			if i = skipSpace(body, i); i == len(body) || body[i] != ':' {
@@ -90,7 +90,7 @@ func scanPaymentRequest(body []byte) (req paymentRequest, errs []FieldError, ok 
 		return req, nil, false
 	}
 	// json.Unmarshal would replace invalid UTF-8 in the recipient.
-	if recipient.kind == kindString && !utf8.Valid(recipient.raw) {
+	if recipient.kind == kindString && !recipient.ascii && !utf8.Valid(recipient.raw) {
 		return req, nil, false
 	}
 
@@ -200,8 +200,9 @@ func appendCaseVariants(errs []FieldError, names []scannedName, i int) []FieldEr
 
 // scannedValue is a member's value as scanPaymentRequest read it.
 type scannedValue struct {
-	kind valueKind
-	raw  []byte // a string's contents between the quotes; a number's literal
+	kind  valueKind
+	ascii bool   // a string's contents are ASCII
+	raw   []byte // a string's contents between the quotes; a number's literal
 }
 
 type valueKind uint8
@@ -228,28 +229,57 @@ func (m *scannedValue) set(v scannedValue) {
 // skipSpace returns the index of the first byte of b at or after i that is
 // not JSON whitespace, or len(b).
 func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
+	// Whitespace is at most ' ': one comparison for any other byte.
+	for i < len(b) && b[i] <= ' ' && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
 		i++
 	}
 	return i
 }
 
 // scanString reads the string at b[i], which must have no escapes, and
-// returns its contents and the index after it.
-func scanString(b []byte, i int) (contents []byte, next int, ok bool) {
+// returns its contents, whether they are ASCII, and the index after it.
+func scanString(b []byte, i int) (contents []byte, ascii bool, next int, ok bool) {
 	if i == len(b) || b[i] != '"' {
-		return nil, i, false
+		return nil, false, i, false
 	}
+	ascii = true
 	for j := i + 1; j < len(b); j++ {
-		switch c := b[j]; {
-		case c == '"':
-			return b[i+1 : j], j + 1, true
-		case c == '\\' || c < 0x20:
-			return nil, j, false
+		switch stringByte[b[j]] {
+		case strPlain:
+		case strNonASCII:
+			ascii = false
+		case strQuote:
+			return b[i+1 : j], ascii, j + 1, true
+		default:
+			return nil, false, j, false
 		}
 	}
-	return nil, len(b), false
+	return nil, false, len(b), false
 }
+
+// The classes of bytes in stringByte.
+const (
+	strPlain    = iota // ASCII that stands for itself in a JSON string
+	strNonASCII        // a byte of a multi-byte UTF-8 sequence (or invalid)
+	strQuote           // '"', which ends the string
+	strRefused         // '\\' or a control character: not taken
+)
+
+// stringByte is the class of each byte in a string scanString reads: one
+// lookup per byte, where the comparisons would take three.
+var stringByte = func() (t [256]uint8) {
+	for c := range t {
+		switch {
+		case c == '"':
+			t[c] = strQuote
+		case c == '\\' || c < 0x20:
+			t[c] = strRefused
+		case c >= 0x80:
+			t[c] = strNonASCII
+		}
+	}
+	return t
+}()
 
 // scanValue reads the value at b[i]: a string without escapes, a number or
 // a literal; not an object or an array.
@@ -260,7 +290,7 @@ func scanValue(b []byte, i int) (v scannedValue, next int, ok bool) {
 	switch c := b[i]; {
 	case c == '"':
 		v.kind = kindString
-		v.raw, next, ok = scanString(b, i)
+		v.raw, v.ascii, next, ok = scanString(b, i)
 		return v, next, ok
 	case c == '-' || '0' <= c && c <= '9':
 		return scanNumber(b, i)
