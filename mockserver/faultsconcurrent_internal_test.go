@@ -2,8 +2,6 @@ package mockserver
 
 import (
 	"net/http"
-	"net/http/httptest"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,12 +18,7 @@ func TestFaultsSetDuringRequests(t *testing.T) {
 	defer s.Close()
 	h := s.ts.Config.Handler
 	post := func() int {
-		req := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":1,"currency":"EUR","recipient":"acct_1"}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", uuid.NewString())
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, req)
-		return w.Code
+		return postPayment(h, uuid.NewString(), `{"amount":1,"currency":"EUR","recipient":"acct_1"}`).Code
 	}
 
 	// One after the other: each request after a fault is set takes it.
