@@ -16,28 +16,43 @@ import (
 // and SET CONSTRAINTS. Committed with the request, such a setting (search_path,
 // statement_timeout, a role, or one that AfterConnect set, reset) would
 // stay on the connection for whatever the pool hands it to next; the Tx
-// closes that connection instead (see Tx.release). It errs on the side of
-// yes for a query string of several statements. It sends nothing: the
-// normal path costs a comparison of the tag. A set_config(..., false) or
-// a SET run inside a function is not seen, nor a statement sent through
-// the transaction's Conn.
+// closes that connection instead (see Tx.release). In a query string of
+// several statements it looks at the first words of each (the tag is the
+// last one's), and errs on the side of yes (a semicolon in a string or a
+// comment). It sends nothing and allocates nothing: the normal path costs
+// a look at the first word. A set_config(..., false) or a SET run inside
+// a function is not seen, nor a statement sent through the transaction's
+// Conn.
 func setsSession(tag pgconn.CommandTag, sql string) bool {
-	first, second := leadingWords(sql)
-	if tag.String() != "SET" && tag.String() != "RESET" && first != "set" && first != "reset" {
-		return false
+	byTag := tag.String() == "SET" || tag.String() == "RESET"
+	sql = strings.TrimRight(sql, "; \t\r\n")
+	if strings.IndexByte(sql, ';') < 0 {
+		return setsSessionWords(sql, byTag)
 	}
-	if strings.IndexByte(strings.TrimRight(sql, "; \t\r\n"), ';') >= 0 {
-		return true // several statements
+	if byTag {
+		return true
 	}
-	return first != "set" || second != "local" && second != "transaction" && second != "constraints"
+	for stmt := range strings.SplitSeq(sql, ";") {
+		if setsSessionWords(stmt, false) {
+			return true
+		}
+	}
+	return false
 }
 
-// leadingWords returns the first two words of sql, in lower case, past
-// white space and comments; "" for one that is not there.
-func leadingWords(sql string) (first, second string) {
-	first, sql = nextWord(sql)
-	second, _ = nextWord(sql)
-	return strings.ToLower(first), strings.ToLower(second)
+// setsSessionWords reports whether stmt, one statement, changes a setting
+// of the session by its first words (see setsSession), and, when it does
+// not begin with SET or RESET, byTag.
+func setsSessionWords(stmt string, byTag bool) bool {
+	first, rest := nextWord(stmt)
+	switch {
+	case strings.EqualFold(first, "reset"):
+		return true
+	case strings.EqualFold(first, "set"):
+		second, _ := nextWord(rest)
+		return !strings.EqualFold(second, "local") && !strings.EqualFold(second, "transaction") && !strings.EqualFold(second, "constraints")
+	}
+	return byTag
 }
 
 // nextWord returns the word that sql begins with, past white space and
