@@ -77,3 +77,37 @@ func TestTxHandlerDeallocatesOneOfTheStore(t *testing.T) {
 		}
 	}
 }
+
+// TestTxHandlerDeallocatesACachedOne: a handler's DEALLOCATE of a
+// statement that pgx prepared for its statement cache (the pool's default
+// exec mode), which pgx keys by its text, not its name: the Tx sent a
+// Close for the name, and pgx's cache still held the statement, so that
+// the next use of the same text failed ("prepared statement ... does not
+// exist") and failed the request's transaction. When every statement was
+// forgotten, the cache was emptied with them.
+func TestTxHandlerDeallocatesACachedOne(t *testing.T) {
+	_, s, _, ctx := newBizTxStore(t)
+	const sql = "SELECT $1::int + 41"
+	h := idempotency.Middleware(s)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tx, _ := pgstore.TxFromContext(r.Context())
+		ctx := r.Context()
+		var n int
+		if err := tx.QueryRow(ctx, sql, 1).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		var name string
+		if err := tx.QueryRow(ctx, "SELECT name FROM pg_prepared_statements WHERE statement = $1", sql).Scan(&name); err != nil {
+			t.Fatalf("the statement that pgx cached: %v", err)
+		}
+		if _, err := tx.Exec(ctx, `DEALLOCATE "`+name+`"`); err != nil {
+			t.Fatalf("the handler's DEALLOCATE: %v", err)
+		}
+		if err := tx.QueryRow(ctx, sql, 1).Scan(&n); err != nil || n != 42 {
+			t.Errorf("the same query after the DEALLOCATE of its cached statement %s = %d, %v; want 42", name, n, err)
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	if w := postPayment(ctx, h, "deallocates-a-cached-one"); w.Code != http.StatusCreated {
+		t.Errorf("the request answered %d: %s; want 201", w.Code, w.Body)
+	}
+}
