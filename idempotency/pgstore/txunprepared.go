@@ -50,7 +50,9 @@ func (t *Tx) forgetPrepared(ctx context.Context, name string) error {
 // as name, which a DEALLOCATE dropped: one of the Tx's own (prepared under
 // their text, which pgx names after its hash: their descriptions, cached,
 // give the name without a round trip once prepared) or one of the
-// handler's (pgx.Tx.Prepare, under name). pgx's Deallocate sends a Close
+// handler's (pgx.Tx.Prepare, under name). After one that pgx named
+// itself for the handler (stmtcache_..., stmt_...), it forgets them all
+// (pgx.Conn.DeallocateAll). pgx's Deallocate sends a Close
 // message for it, which PostgreSQL answers without an error for a
 // statement that is gone, or that pgx never prepared (PREPARE's).
 func (t *Tx) forgetOne(ctx context.Context, name string) error {
@@ -66,6 +68,13 @@ func (t *Tx) forgetOne(ctx context.Context, name string) error {
 				}
 			}
 		}
+	}
+	if strings.HasPrefix(name, "stmt_") || strings.HasPrefix(name, "stmtcache_") {
+		// A name that pgx gave a statement of the handler's, of its
+		// statement cache or prepared under its text, which pgx keys by
+		// that text, not the name: the name cannot tell pgx which to
+		// forget, so it forgets them all.
+		return t.pgxConn.DeallocateAll(ctx)
 	}
 	return t.pgxConn.Deallocate(ctx, name)
 }
