@@ -279,3 +279,32 @@ func ExampleOpenAPI() {
 	// [400 408 409 410 413 422 500 503]
 	// 3600 true {"by":"principal","perRoute":false}
 }
+
+// TestOpenAPICommitFailedRecordedNotReplayable: the description of the
+// 503 of a commit that failed said that a retry replays a committed
+// operation or runs one rolled back again, and the 503 response's that
+// nothing was kept, where a store that recorded the key as completed but
+// not replayable (ErrRecordedNotReplayable: part of the operation was
+// committed) answers retries 410, as the problem's detail says.
+func TestOpenAPICommitFailedRecordedNotReplayable(t *testing.T) {
+	b, err := json.Marshal(idempotency.OpenAPI())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Components struct {
+			Responses, Schemas map[string]struct{ Description string }
+		}
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for name, d := range map[string]string{
+		"schema IdempotencyProblemCommitFailed": doc.Components.Schemas["IdempotencyProblemCommitFailed"].Description,
+		"response IdempotencyUnavailable":       doc.Components.Responses["IdempotencyUnavailable"].Description,
+	} {
+		if !strings.Contains(d, "410") {
+			t.Errorf("the %s's description does not say that retries may get 410: %q", name, d)
+		}
+	}
+}
