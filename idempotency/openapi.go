@@ -275,7 +275,7 @@ var oaProblems = []oaProblemDoc{
 	{ProblemResponseTooLarge, "IdempotencyProblemResponseTooLarge", "The operation completed, but its answer cannot be replayed: it was too large to store, or it was not sent whole (a body shorter than its Content-Length). original_status is its status. It will not run again.", http.StatusGone},
 	{ProblemScopeUnavailable, "IdempotencyProblemScopeUnavailable", "The owner of the key could not be determined, so nothing ran.", http.StatusInternalServerError},
 	{ProblemStoreUnavailable, "IdempotencyProblemStoreUnavailable", "The idempotency store could not be reached, so nothing ran. Retry after Retry-After with the same key.", http.StatusServiceUnavailable},
-	{ProblemCommitFailed, "IdempotencyProblemCommitFailed", "The operation ran, but its transaction was not committed, or its commit was not confirmed. Retry with the same key: a committed operation is replayed, one rolled back runs again.", http.StatusServiceUnavailable},
+	{ProblemCommitFailed, "IdempotencyProblemCommitFailed", "The operation ran, but its transaction was not committed, or its commit was not confirmed. Retry with the same key: a committed operation is replayed, one rolled back runs again. When part of it was committed and recorded as completed but not replayable, detail says so, and a retry gets 410.", http.StatusServiceUnavailable},
 }
 
 // answers reports whether the Middleware with policy p may answer with
@@ -299,7 +299,7 @@ var oaResponses = map[int]struct{ name, description string }{
 	http.StatusRequestEntityTooLarge: {"RequestTooLarge", "The request body is over the limit. Nothing ran."},
 	http.StatusUnprocessableEntity:   {"KeyReused", "The Idempotency-Key was used for a different request. Never retry with this key."},
 	http.StatusInternalServerError:   {"ScopeUnavailable", "The owner of the key could not be determined. Nothing ran."},
-	http.StatusServiceUnavailable:    {"Unavailable", "The idempotency store could not be reached, or the transaction could not be committed: nothing ran or nothing was kept. Retry after Retry-After with the same key."},
+	http.StatusServiceUnavailable:    {"Unavailable", "The idempotency store could not be reached, or the transaction could not be committed: nothing ran or nothing was kept (unless detail says that part of it was, and retries get 410). Retry after Retry-After with the same key."},
 }
 
 func oaRef(section, name string) json.RawMessage {
