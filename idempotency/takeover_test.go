@@ -238,3 +238,44 @@ func TestTTLShorterThanHandler(t *testing.T) {
 		t.Fatalf("handler ran %d times, want 1", n)
 	}
 }
+
+// TestLeaseRenewedOnAClockFarBeforeTheMiddlewaresMaking, on fake time: a
+// keeper renews its lease whatever the clock read when the Middleware was
+// made, even more than an int64 of nanoseconds (292 years) before it,
+// where the keepers' shared queue counts its wake times from that reading.
+func TestLeaseRenewedOnAClockFarBeforeTheMiddlewaresMaking(t *testing.T) {
+	const lease = 9 * time.Second
+	clk := clock.NewManual(fakeStart)
+	renewed := make(chan struct{}, 1)
+	st := &faultyStore{Store: newStore(t), renew: func(context.Context, idempotency.Key, int64, time.Duration) error {
+		select {
+		case renewed <- struct{}{}:
+		default:
+		}
+		return nil
+	}}
+	release := make(chan struct{})
+	started := make(chan struct{})
+	app := &counter{before: func(http.ResponseWriter, *http.Request) int {
+		close(started)
+		<-release
+		return 0
+	}}
+	h := idempotency.Middleware(st, idempotency.WithLease(lease), idempotency.WithClock(clk))(app)
+	for range 2 {
+		clk.Advance(-200 * 365 * 24 * time.Hour) // 400 years back in all
+	}
+	done := make(chan int)
+	go func() { done <- post(h, "k", `{}`).Code }()
+	<-started
+	clk.Advance(lease / 3) // the first renewal is due
+	select {
+	case <-renewed:
+	case <-time.After(5 * time.Second): // only when it fails
+		t.Error("no renewal was sent a third of a lease after the claim")
+	}
+	close(release)
+	if code := <-done; code != http.StatusCreated {
+		t.Fatalf("status = %d, want 201", code)
+	}
+}
