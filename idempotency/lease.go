@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -113,8 +114,17 @@ func (lk *leaseKeeper) start(q *request, now, expires int64, cancel context.Canc
 // Middleware was made.
 func (lk *leaseKeeper) now() int64 { return int64(clock.Since(lk.q.m.cfg.clock, lk.base)) }
 
-// queued is t, an offset from base, as its queue's wake time.
-func (lk *leaseKeeper) queued(t int64) int64 { return clock.Later(lk.baseWake, time.Duration(t)) }
+// queued is t, an offset from base, as its queue's wake time. A base
+// further before the queue's epoch than an int64 counts (a fake clock set
+// back) gives the least wake time, due at once, as its times are: counted
+// from the saturated offset they would come due only as late as that
+// offset is wrong, if ever.
+func (lk *leaseKeeper) queued(t int64) int64 {
+	if lk.baseWake == math.MinInt64 {
+		return math.MinInt64
+	}
+	return clock.Later(lk.baseWake, time.Duration(t))
+}
 
 func (lk *leaseKeeper) queue() *keeperQueue { return &lk.q.m.keepers[lk.shard] }
 
