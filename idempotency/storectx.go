@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -55,6 +56,10 @@ func (c *storeCtx) Err() error {
 
 // Value is the value of the context c stands for.
 func (c *storeCtx) Value(key any) any { return c.ctx().Value(key) }
+
+// String is that of the context c stands for, which it makes if need be:
+// fmt would otherwise print c's fields, racing with end.
+func (c *storeCtx) String() string { return c.ctx().(fmt.Stringer).String() }
 
 // end cancels c, and the context it made, if any.
 func (c *storeCtx) end() {
