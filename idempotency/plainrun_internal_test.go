@@ -56,3 +56,27 @@ func TestPlainRun(t *testing.T) {
 		}
 	}
 }
+
+// FuzzPlainRun: plainRun gives what plainRunByByte gives, for any bytes
+// (invalid UTF-8, controls, DEL, the bytes of U+2028 and U+2029 included)
+// from every start, and for the same bytes at the end of a longer buffer's
+// length-capped slice, so that a word read past len(s) would show.
+func FuzzPlainRun(f *testing.F) {
+	for _, s := range []string{"", "abcdefgh", "abcdefg\"", "ABCDEFGHIJKLMNOP\\", "abcdefghZ\x1f", "\x7f\x7f\x7f\x7f\x7f\x7f\x7f\x7f\"",
+		"abc\u2028def\u2029ghi\"", "abcdefg\xff\xfe\"", "\x00abcdefg", "@[`{AZaz~!\x20\"", "abcdefgh\xc3", "a\"ZZZZZZ", "abcdefg"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		// in's bytes followed by stop-free bytes that a read past the
+		// slice's length would take for more of the string.
+		buf := append(append([]byte(nil), in...), "abcdefgh"...)
+		s := buf[:len(in):len(in)]
+		for i := 0; i <= len(s); i++ {
+			gotI, gotClass := plainRun(s, i)
+			wantI, wantClass := plainRunByByte(s, i)
+			if gotI != wantI || gotClass != wantClass {
+				t.Fatalf("plainRun(%q, %d) = %d, %b; want %d, %b", s, i, gotI, gotClass, wantI, wantClass)
+			}
+		}
+	})
+}
