@@ -3,6 +3,7 @@ package otelidempotency_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -164,4 +165,27 @@ func TestWrapStoreConformance(t *testing.T) {
 	in := otelidempotency.New(otelidempotency.WithMeterProvider(newMeter(t).provider))
 	storetest.Run(t, func(t *testing.T) idempotency.Store { return in.WrapStore(newStore(t), "memory") },
 		storetest.Watching)
+}
+
+// TestWrapStoreClaimDeclined: a Claim that declines the key
+// (idempotency.ErrClaimDeclined, wrapped or not) answered; its call is
+// named by that cause, claim_declined, not _OTHER, which stands for a
+// store that could not answer.
+func TestWrapStoreClaimDeclined(t *testing.T) {
+	m := newMeter(t)
+	in := otelidempotency.New(otelidempotency.WithMeterProvider(m.provider))
+	s := in.WrapStore(claimDeclines{newStore(t)}, "test")
+	if _, err := s.Claim(context.Background(), idempotency.Key{Key: "k"}, "fp", time.Minute, time.Hour); !errors.Is(err, idempotency.ErrClaimDeclined) {
+		t.Fatalf("Claim = %v, want the store's ErrClaimDeclined", err)
+	}
+	got := m.collect(t)
+	if n := got.count(otelidempotency.MetricStoreDuration, op("claim"), attribute.String("error.type", "claim_declined")); n != 1 {
+		t.Errorf("claim with error.type claim_declined: %d, want 1; every attribute: %v", n, got.everyAttribute())
+	}
+}
+
+type claimDeclines struct{ idempotency.Store }
+
+func (claimDeclines) Claim(context.Context, idempotency.Key, string, time.Duration, time.Duration) (idempotency.ClaimResult, error) {
+	return idempotency.ClaimResult{}, fmt.Errorf("not this one: %w", idempotency.ErrClaimDeclined)
 }
