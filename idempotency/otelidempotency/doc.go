@@ -72,8 +72,9 @@
 //	                            commit, rollback (a Tx's claim and complete are claim and
 //	                            complete)
 //	saferetry.store.name        the name given to WrapStore                                 store.duration, waiters.active
-//	error.type                  stale_token, not_storable, canceled, deadline_exceeded,     store.duration, on failed calls only
-//	                            _OTHER
+//	error.type                  stale_token, not_storable, claim_declined (a claim that     store.duration, on failed calls only
+//	                            idempotency.ErrClaimDeclined declined), canceled,
+//	                            deadline_exceeded, _OTHER
 //	saferetry.scope             the label WithRetriesByScope makes of the scope             retries
 //
 // No attribute carries the Idempotency-Key, whose values are unbounded. A

@@ -215,6 +215,8 @@ func errorType(err error) string {
 		return "stale_token"
 	case errors.Is(err, idempotency.ErrResponseNotStorable):
 		return "not_storable"
+	case errors.Is(err, idempotency.ErrClaimDeclined):
+		return "claim_declined"
 	case errors.Is(err, context.Canceled):
 		return "canceled"
 	case errors.Is(err, context.DeadlineExceeded):
