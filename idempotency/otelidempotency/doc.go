@@ -78,9 +78,10 @@
 //	saferetry.scope             the label WithRetriesByScope makes of the scope             retries
 //
 // No attribute carries the Idempotency-Key, whose values are unbounded. A
-// panic shows as released without a status code, unless the response had
-// begun to stream (it outgrew what the Middleware records): then with the
-// status that went out.
+// panic shows as released (declined, when the handler ran without a
+// claim because the store declined it) without a status code, unless the
+// response had begun to stream (it outgrew what the Middleware records):
+// then with the status that went out.
 //
 // # Retries as analytics
 //

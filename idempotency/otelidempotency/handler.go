@@ -16,7 +16,8 @@ import (
 //	h := mw(inst.Handler(app))
 //
 // A request without a claim (an unprotected method, no key when none is
-// required, fail-open after a store failure) passes through unmeasured.
+// required, fail-open after a store failure, a claim that the store
+// declined) passes through unmeasured.
 // The returned handler is safe for concurrent use if next is.
 func (in *Instrumentation) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
