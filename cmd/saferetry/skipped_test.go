@@ -26,12 +26,7 @@ func TestOpenAPISkippedInReports(t *testing.T) {
 			"requestBody": {"required": true, "content": {"application/json": {"example": ` + payBody + `}}}}},
 		"/refunds/{id}": {"post": {"operationId": "createRefund",
 			"parameters": [{"name": "Idempotency-Key", "in": "header"}, {"name": "id", "in": "path", "required": true}]}}}}`
-	dir := t.TempDir()
-	file, junit := filepath.Join(dir, "openapi.json"), filepath.Join(dir, "report.xml")
-	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	code, stdout, stderr := runCLI(t, "check", "-openapi", file, "-url", mock.URL, "-concurrency", "4", "-json", "-junit", junit)
+	code, stdout, stderr, raw := checkWithReports(t, doc, "-url", mock.URL, "-concurrency", "4")
 	if code != 0 || !strings.Contains(stderr, "skipping createRefund") {
 		t.Fatalf("exit %d, want 0 with createRefund skipped\nstdout:\n%.600s\nstderr:\n%s", code, stdout, stderr)
 	}
@@ -58,10 +53,6 @@ func TestOpenAPISkippedInReports(t *testing.T) {
 		t.Errorf("-json: skipped %+v; want createRefund, saying %q", js.Skipped, why)
 	}
 
-	raw, err := os.ReadFile(junit)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ju struct {
 		Suites []struct {
 			Name    string `xml:"name,attr"`
@@ -96,12 +87,7 @@ func TestOpenAPIAllSkippedReports(t *testing.T) {
 	doc := `{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "paths": {
 		"/refunds/{id}": {"post": {"operationId": "createRefund",
 			"parameters": [{"name": "Idempotency-Key", "in": "header"}, {"name": "id", "in": "path", "required": true}]}}}}`
-	dir := t.TempDir()
-	file, junit := filepath.Join(dir, "openapi.json"), filepath.Join(dir, "report.xml")
-	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	code, stdout, stderr := runCLI(t, "check", "-openapi", file, "-url", "http://127.0.0.1:1", "-json", "-junit", junit)
+	code, stdout, stderr, raw := checkWithReports(t, doc, "-url", "http://127.0.0.1:1")
 	if code != 2 || !strings.Contains(stderr, "skipping createRefund") || !strings.Contains(stderr, "no operation to check") {
 		t.Errorf("exit %d, want 2, saying createRefund was skipped and no operation was checked\nstderr:\n%s", code, stderr)
 	}
@@ -117,10 +103,6 @@ func TestOpenAPIAllSkippedReports(t *testing.T) {
 	}
 	if js.Passed == nil || *js.Passed || js.Targets == nil || len(js.Targets) != 0 || len(js.Skipped) != 1 || js.Skipped[0].Target != "createRefund" {
 		t.Errorf("-json: %s\nwant passed false, no target, createRefund skipped", stdout)
-	}
-	raw, err := os.ReadFile(junit)
-	if err != nil {
-		t.Fatalf("-junit: %v", err)
 	}
 	if n := junitTotals(t, raw); n.Tests != 1 || n.Skipped != 1 {
 		t.Errorf("-junit: want one test, skipped:\n%s", raw)
@@ -139,12 +121,7 @@ func TestOpenAPISplitDocumentSkipsPath(t *testing.T) {
 			"parameters": [{"name": "Idempotency-Key", "in": "header", "required": true}],
 			"requestBody": {"required": true, "content": {"application/json": {"example": ` + payBody + `}}}}},
 		"/refunds": {"$ref": "./paths/refunds.yaml"}}}`
-	dir := t.TempDir()
-	file, junit := filepath.Join(dir, "openapi.json"), filepath.Join(dir, "report.xml")
-	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	code, stdout, stderr := runCLI(t, "check", "-openapi", file, "-url", mock.URL, "-concurrency", "4", "-json", "-junit", junit)
+	code, stdout, stderr, raw := checkWithReports(t, doc, "-url", mock.URL, "-concurrency", "4")
 	const line = `saferetry check: skipping the operations of path /refunds: its path item's $ref "./paths/refunds.yaml" is external`
 	if code != 0 || !strings.Contains(stderr, line) {
 		t.Fatalf("exit %d, want 0 with /refunds skipped, saying %q\nstdout:\n%.600s\nstderr:\n%s", code, line, stdout, stderr)
@@ -164,10 +141,6 @@ func TestOpenAPISplitDocumentSkipsPath(t *testing.T) {
 	if len(js.Targets) != 1 || js.Targets[0].Target != "createPayment" || len(js.Skipped) != 1 ||
 		js.Skipped[0].Target != "/refunds" || !strings.Contains(js.Skipped[0].Reason, `"./paths/refunds.yaml"`) {
 		t.Errorf("-json: targets %+v, skipped %+v; want createPayment checked, /refunds skipped naming its $ref", js.Targets, js.Skipped)
-	}
-	raw, err := os.ReadFile(junit)
-	if err != nil {
-		t.Fatal(err)
 	}
 	if !strings.Contains(string(raw), `<testsuite name="/refunds"`) || !strings.Contains(string(raw), `./paths/refunds.yaml`) {
 		t.Errorf("-junit: want a suite /refunds, skipped naming its $ref:\n%s", raw)
@@ -202,4 +175,22 @@ func TestOpenAPISkippedMethodAndPath(t *testing.T) {
 	if !reflect.DeepEqual(js.Skipped, want) {
 		t.Errorf("-json skipped:\n%v\nwant\n%v", js.Skipped, want)
 	}
+}
+
+// checkWithReports writes the OpenAPI document doc to a file, runs
+// saferetry check over it with args and -json and -junit, and returns the
+// exit status, the output (the -json report), stderr and the -junit file.
+func checkWithReports(t *testing.T, doc string, args ...string) (code int, stdout, stderr string, junit []byte) {
+	t.Helper()
+	dir := t.TempDir()
+	file, report := filepath.Join(dir, "openapi.json"), filepath.Join(dir, "report.xml")
+	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = runCLI(t, append(append([]string{"check", "-openapi", file}, args...), "-json", "-junit", report)...)
+	junit, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatalf("-junit: %v", err)
+	}
+	return code, stdout, stderr, junit
 }

@@ -3,8 +3,6 @@ package main
 import (
 	"encoding/json"
 	"encoding/xml"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -26,12 +24,7 @@ func TestOpenAPIWebhookSkipped(t *testing.T) {
 			"requestBody": {"required": true, "content": {"application/json": {"example": ` + payBody + `}}}}}},
 		"webhooks": {"paymentSucceeded": {"post": {"operationId": "onPaymentSucceeded",
 			"parameters": [{"name": "Idempotency-Key", "in": "header"}]}}}}`
-	dir := t.TempDir()
-	file, junit := filepath.Join(dir, "openapi.json"), filepath.Join(dir, "report.xml")
-	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	code, stdout, stderr := runCLI(t, "check", "-openapi", file, "-url", mock.URL, "-concurrency", "4", "-json", "-junit", junit)
+	code, stdout, stderr, raw := checkWithReports(t, doc, "-url", mock.URL, "-concurrency", "4")
 	const line = `saferetry check: skipping onPaymentSucceeded (POST, webhook "paymentSucceeded"): webhook "paymentSucceeded": the API sends`
 	if code != 0 || !strings.Contains(stderr, line) {
 		t.Fatalf("exit %d, want 0 with the webhook skipped, saying %q\nstdout:\n%.600s\nstderr:\n%s", code, line, stdout, stderr)
@@ -53,10 +46,6 @@ func TestOpenAPIWebhookSkipped(t *testing.T) {
 	if len(js.Targets) != 1 || js.Targets[0].Target != "createPayment" || !reflect.DeepEqual(js.Skipped, want) ||
 		!strings.Contains(reason, "the API sends") {
 		t.Errorf("-json: targets %+v, skipped %v; want createPayment checked, the webhook skipped: %v, saying the API sends it", js.Targets, js.Skipped, want)
-	}
-	raw, err := os.ReadFile(junit)
-	if err != nil {
-		t.Fatal(err)
 	}
 	var ju struct {
 		Suites []struct {
