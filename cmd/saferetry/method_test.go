@@ -36,3 +36,22 @@ func TestMethodFlagNotAToken(t *testing.T) {
 		}
 	}
 }
+
+// TestMethodFlagEmpty: "-method ''" is the default, POST, and the dry
+// run names the target by the method its requests are sent with: it
+// printed the target as " http://..." with no method while its requests
+// said POST.
+func TestMethodFlagEmpty(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "check", "-dry-run", "-url", "http://127.0.0.1:9/p", "-method", "", "-body", payBody)
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", code, stderr)
+	}
+	if want := "dry run: POST http://127.0.0.1:9/p would get"; !strings.Contains(stdout, want) {
+		t.Errorf("the dry run does not say %q:\n%s", want, stdout)
+	}
+	for _, r := range regexp.MustCompile(`(?m)^ +[0-9]+× +\S+ +(\S+) http`).FindAllStringSubmatch(stdout, -1) {
+		if r[1] != "POST" {
+			t.Errorf("a request sent as %q; want POST:\n%s", r[1], strings.TrimSpace(r[0]))
+		}
+	}
+}
