@@ -92,7 +92,7 @@ func parseCheck(args []string, stderr io.Writer) (*checkFlags, error) {
 	fs := flag.NewFlagSet("saferetry check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.url, "url", "", "the endpoint's URL (with -openapi: the base URL its paths go after)")
-	fs.StringVar(&f.method, "method", "POST", "the request method, in any case: sent upper case (not with -openapi, whose operations have their own)")
+	fs.StringVar(&f.method, "method", http.MethodPost, "the request method, in any case: sent upper case (not with -openapi, whose operations have their own)")
 	fs.StringVar(&f.body, "body", "", "the request body (JSON)")
 	fs.StringVar(&f.bodyFile, "body-file", "", "read the request body from this file")
 	fs.StringVar(&f.otherBody, "other-body", "", "a body asking for another operation (default: the body with one more member)")
@@ -117,7 +117,12 @@ func parseCheck(args []string, stderr io.Writer) (*checkFlags, error) {
 	// the checker sends as written, is never a flag's. One that is no
 	// token is left as typed, for Plan and Run to refuse: upper-cased,
 	// "ıtem" would be ITEM.
-	if contract.ValidToken(f.method) {
+	// An empty one is the default, as the checker takes an empty
+	// Target.Method, so that -dry-run names the method it sends.
+	switch {
+	case f.method == "":
+		f.method = http.MethodPost
+	case contract.ValidToken(f.method):
 		f.method = strings.ToUpper(f.method)
 	}
 	methodSet := false
