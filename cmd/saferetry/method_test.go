@@ -37,7 +37,7 @@ func TestMethodFlagNotAToken(t *testing.T) {
 	}
 }
 
-// TestMethodFlagEmpty: "-method ''" is the default, POST, and the dry
+// TestMethodFlagEmpty: an empty -method is the default, POST, and the dry
 // run names the target by the method its requests are sent with: it
 // printed the target as " http://..." with no method while its requests
 // said POST.
