@@ -39,15 +39,30 @@ func newLoopback(b *testing.B) *httptest.Server {
 	return srv
 }
 
+// doer sends a request the way a client's Do does, as a RoundTripper,
+// for testkit.BenchPOST.
+type doer func(*http.Request) (*http.Response, error)
+
+func (d doer) RoundTrip(req *http.Request) (*http.Response, error) { return d(req) }
+
 // BenchmarkOverhead is the Transport's own cost for one logical POST that
 // succeeds at once (key generation, clone, classification, budget),
 // against calling the same base directly: a canned base, and net/http's
 // Transport with the canned base registered for "http" in it (which also
-// looks the connection trace up).
+// looks the connection trace up). The Client's own cost is "client" over
+// "httpclient-transport", an http.Client with the Transport under it (what
+// Client.Do hands the request to), on the same canned base.
 func BenchmarkOverhead(b *testing.B) {
 	base := newCanned()
 	b.Run("base", func(b *testing.B) { testkit.BenchPOST(b, base) })
 	b.Run("transport", func(b *testing.B) { testkit.BenchPOST(b, saferetry.NewTransport(base)) })
+	b.Run("httpclient-transport", func(b *testing.B) {
+		c := &http.Client{Transport: saferetry.NewTransport(base)}
+		testkit.BenchPOST(b, doer(c.Do))
+	})
+	b.Run("client", func(b *testing.B) {
+		testkit.BenchPOST(b, doer(saferetry.NewClient(saferetry.WithBase(base)).Do))
+	})
 	netHTTP := &http.Transport{}
 	netHTTP.RegisterProtocol("http", base)
 	b.Run("nethttp-base", func(b *testing.B) { testkit.BenchPOST(b, netHTTP) })
