@@ -1,0 +1,45 @@
+package saferetry
+
+import (
+	"context"
+	"net/http"
+	"runtime"
+	"testing"
+	"weak"
+)
+
+// TestResponseKeepsNoCall: a Client.Do call's response, and the attempt a
+// hook keeps, do not keep the call's context in memory when the hop's
+// context is the call's own (no Timeout, no RoundTripper around the
+// Transport that makes one): the attempts' contexts are made from the
+// call's parent. (A key the call generated is the text the call holds:
+// the attempts' header, and so the response, keeps the call then.)
+func TestResponseKeepsNoCall(t *testing.T) {
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusCreated, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+	})
+	var kept *http.Request
+	c := NewClient(WithBase(base), WithHook(func(a Attempt) { kept = a.Request }))
+	var call weak.Pointer[callContext]
+	hc := c.HTTPClient()
+	inner := hc.Transport
+	hc.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		call = weak.Make(r.Context().Value(callCtxKey{}).(*callContext))
+		return inner.RoundTrip(r) // r itself: its context is the call's
+	})
+	req := newReq(t, context.Background(), http.MethodPost, "debit 1500")
+	req.Header.Set(HeaderIdempotencyKey, "debit-1")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	if call.Value() != nil {
+		t.Error("the call's context is still in memory after the call, kept by its response or attempt")
+	}
+	if key, _ := KeyFromResponse(resp); key == "" || resp.Request.Context().Value(callCtxKey{}) != nil {
+		t.Errorf("the response's key is %q, its context shows a call: %v", key, resp.Request.Context().Value(callCtxKey{}) != nil)
+	}
+	runtime.KeepAlive(resp)
+	runtime.KeepAlive(kept)
+}
