@@ -42,8 +42,10 @@ type callContext struct {
 	// the response that hop follows (nil, or the Response of Do's request,
 	// for the first), hopBusy while a hop runs, hopOver once the call is
 	// over. The call's context reaches further than its hops: into every
-	// attempt's request, which hooks and the response carry, and into the
-	// request that CheckRedirect is given. One word, so that a request is
+	// attempt's request of a hop whose context was made from it (net/http
+	// makes one for its Timeout, a RoundTripper around the Transport may),
+	// which hooks and the response carry, and into the request that
+	// CheckRedirect is given. One word, so that a request is
 	// let in by one compare-and-swap against what the last hop left.
 	hop atomic.Pointer[http.Response]
 	// answer is the response the last hop returned, from its end until
@@ -80,7 +82,8 @@ var (
 // operation of its own, which must neither send the call's pinned key
 // nor overwrite what the call ended with: one built on the context of an
 // attempt (from a hook, at once or from a goroutine it started) or of the
-// call's response, which hides the call (retrypolicy.CallKey); one
+// call's response, which hides the call (retrypolicy.CallKey) when it
+// carries it at all (see Transport.RoundTrip); one
 // built on the context of the request CheckRedirect is given; one sent
 // during a hop; one sent after the call. (A copy of the very request that
 // CheckRedirect is given, sent before that hop, is taken for the hop.)

@@ -84,10 +84,11 @@ func (t *Transport) RoundTrip(req *http.Request) (resp *http.Response, err error
 		retrypolicy.CloseBody(req)
 		return nil, &Error{Cause: ErrNotSent, Err: err}
 	}
-	op := &operation{t: t, call: hopOf(t, req)}
-	if op.call != nil {
+	call := hopOf(t, req)
+	op := &operation{t: t, call: call}
+	if call != nil {
 		followed := req.Response
-		defer func() { op.call.leave(followed, resp) }()
+		defer func() { call.leave(followed, resp) }()
 	}
 	op.timed = len(cfg.hooks) > 0 || cfg.logger != nil
 	// A generated key's text lives in op, which holds the first attempt's
@@ -133,8 +134,17 @@ func (t *Transport) RoundTrip(req *http.Request) (resp *http.Response, err error
 	}
 	// A request made on an attempt's context is no hop of a Client.Do
 	// call the operation is one of (see callContext.enter): op.written
-	// hides the call (retrypolicy.CallKey).
-	op.written.Trace(req.Context()) // it returns &op.written: see ctx
+	// hides the call (retrypolicy.CallKey). A hop that carries the call's
+	// context itself, as Client.Do hands it to net/http, has its attempts'
+	// contexts made from the call's parent, which answers all but that key
+	// alike: their every lookup takes one step less, and the response,
+	// whose Request carries them, keeps the call only by the text of a
+	// key it generated (see callContext.text).
+	ctx := req.Context()
+	if call != nil && ctx == context.Context(call) {
+		ctx = call.Context
+	}
+	op.written.Trace(ctx) // it returns &op.written: see ctx
 	resp, err = op.run()
 	op.release()
 	return resp, err
@@ -186,10 +196,11 @@ func (op *operation) ctx() context.Context { return &op.written }
 // is over. op itself may live on: it is the attempts' context (written),
 // which a response keeps in its Request, and it holds the first attempt's
 // request (first), which a hook may keep. What op holds should not keep
-// the caller's request in memory. A key kept on its own does not keep op
+// the caller's request, or the Client.Do call it is a hop of, in memory. A key kept on its own does not keep op
 // (see keptKey).
 func (op *operation) release() {
 	op.body = body{} // and so op.req()
+	op.call = nil    // the call's results are in (see finish)
 }
 
 // tried is what an operation's attempts so far got, which run keeps in its
