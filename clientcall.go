@@ -138,9 +138,10 @@ func (c *callContext) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, c.S
 // contexts (retrypolicy.Written) hide it.
 type callCtxKey = retrypolicy.CallKey
 
-// Value implements context.Context.
+// Value implements context.Context. A type assertion, not ==: comparing
+// an interface to a zero-size struct calls the runtime's efaceeq.
 func (c *callContext) Value(key any) any {
-	if key == (callCtxKey{}) {
+	if _, ok := key.(callCtxKey); ok {
 		return c
 	}
 	return c.Context.Value(key)

@@ -121,12 +121,13 @@ type tracedContext struct {
 // Value returns w itself for the key of [Of], w's trace for httptrace's
 // key, nil for [CallKey], and what w's Context holds for any other key.
 func (w *Written) Value(key any) any {
-	switch {
-	case key == (writtenKey{}):
+	switch key.(type) { // not ==, which calls the runtime's efaceeq
+	case writtenKey:
 		return w
-	case key == (CallKey{}):
+	case CallKey:
 		return nil
-	case traceKey != nil && key == traceKey:
+	}
+	if traceKey != nil && key == traceKey {
 		return &w.trace
 	}
 	return w.Context.Value(key)
