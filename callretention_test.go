@@ -2,8 +2,11 @@ package saferetry
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net/http"
 	"runtime"
+	"strings"
 	"testing"
 	"weak"
 )
@@ -42,4 +45,49 @@ func TestResponseKeepsNoCall(t *testing.T) {
 	}
 	runtime.KeepAlive(resp)
 	runtime.KeepAlive(kept)
+}
+
+// TestErrorsKeepNoCall: the error of a Client.Do call whose key the call
+// generated, kept after the call, does not keep the call's context, and
+// so neither the last answer nor the request body it holds: an
+// *APIError's Key and an *Error's Key were the key's text inside the call.
+func TestErrorsKeepNoCall(t *testing.T) {
+	for _, ending := range []string{"APIError", "Error"} {
+		t.Run(ending, func(t *testing.T) {
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				if ending == "Error" {
+					return nil, errors.New("connection reset after the request was written")
+				}
+				return &http.Response{StatusCode: http.StatusUnprocessableEntity, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(`{}`)), Request: r}, nil
+			})
+			c := NewClient(WithBase(base), WithMaxAttempts(1))
+			var call weak.Pointer[callContext]
+			hc := c.HTTPClient()
+			inner := hc.Transport
+			hc.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				call = weak.Make(r.Context().Value(callCtxKey{}).(*callContext))
+				return inner.RoundTrip(r)
+			})
+			_, err := c.Do(newReq(t, context.Background(), http.MethodPost, "debit 1500"))
+			var key string
+			var apiErr *APIError
+			var opErr *Error
+			switch {
+			case errors.As(err, &apiErr):
+				key = apiErr.Key
+			case errors.As(err, &opErr):
+				key = opErr.Key
+			default:
+				t.Fatalf("Do: %v; want an *APIError or an *Error", err)
+			}
+			if _, perr := ParseKey(key); perr != nil {
+				t.Fatalf("the error's key %q: %v", key, perr)
+			}
+			runtime.GC()
+			if call.Value() != nil {
+				t.Errorf("the call's context is still in memory after the call, kept by its %T", err)
+			}
+			runtime.KeepAlive(err)
+		})
+	}
 }
