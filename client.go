@@ -118,7 +118,7 @@ func (c *Client) apiError(resp *http.Response, call *callContext) *APIError {
 	e := &APIError{
 		StatusCode: resp.StatusCode,
 		Header:     resp.Header,
-		Key:        call.key,
+		Key:        call.keptKey(call.key),
 		Attempts:   call.attempts,
 		Reason:     reasonOf(call.reason),
 		Replayed:   contract.Replayed(resp.Header),

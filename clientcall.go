@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/saferetry/saferetry/internal/retrypolicy"
 )
@@ -66,6 +68,18 @@ func (c *callContext) pinnedKey() string {
 		return ""
 	}
 	return c.text.string()
+}
+
+// keptKey returns key for what may keep it after the call (an error):
+// a copy when it is the text of the call's generated key, which would
+// keep the call, and with it the last answer and the request body it
+// holds, for as long as the key is kept. Only errors copy it: a response
+// keeps the call anyway, through its attempts' header.
+func (c *callContext) keptKey(key string) string {
+	if key != "" && unsafe.StringData(key) == &c.text[0] {
+		return strings.Clone(key)
+	}
+	return key
 }
 
 // The sentinels of callContext.hop.

@@ -520,7 +520,7 @@ func cloneHeader(h http.Header, wire []string) http.Header {
 // attempt, for a Client waiting on it (see finish), and returns it.
 func (op *operation) refuse(e *Error) error {
 	op.key = e.Key
-	e.Key = op.keptKey()
+	e.Key = op.errorKey()
 	op.finish(0, e)
 	return e
 }
@@ -560,9 +560,19 @@ func (op *operation) fail(n int, err error, lastStatus int) error {
 		cause = ErrOutcomeUnknown
 	}
 	err = retrypolicy.UnderContextErr(op.ctx(), err)
-	e := &Error{Cause: cause, Key: op.keptKey(), Attempts: n, StatusCode: lastStatus, Reason: reasonOf(op.written.Reason()), Err: err}
+	e := &Error{Cause: cause, Key: op.errorKey(), Attempts: n, StatusCode: lastStatus, Reason: reasonOf(op.written.Reason()), Err: err}
 	op.finish(n, e)
 	return e
+}
+
+// errorKey returns op's key for its error: as keptKey, and a copy too
+// when it is the text of the Client.Do call's generated key (see
+// callContext.keptKey).
+func (op *operation) errorKey() string {
+	if op.call != nil {
+		return op.call.keptKey(op.keptKey())
+	}
+	return op.keptKey()
 }
 
 // keptKey returns op's key for what may keep it after the operation (an
