@@ -116,6 +116,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Store {
 	s := &Store{rdb: rdb, cfg: cfg, gates: newGates(rdb),
 		replay: replaymix.New(cfg.replayPath, replayEnter, replayLeave)}
 	s.watch.store, s.watch.idle, s.watch.pingWait = s, watchset.Idle, watchset.PingWait
+	s.watch.settled = s.watch.channel()
 	s.reload.cluster, _ = rdb.(*redis.ClusterClient)
 	s.deadlineReads = readsUnderDeadline(rdb)
 	return s
@@ -229,7 +230,7 @@ func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, re
 				idempotency.ErrResponseNotStorable, len(head), limit)
 		}
 	}
-	err := s.fenced(ctx, "complete", completeScript, k, token, millis(ttl), s.watch.channel(), head)
+	err := s.fenced(ctx, "complete", completeScript, k, token, millis(ttl), s.watch.settled, head)
 	if tooLong(err) {
 		return fmt.Errorf("%w: %w", idempotency.ErrResponseNotStorable, err)
 	}
@@ -270,6 +271,9 @@ func (s *Store) bulkLimit(ctx context.Context) int {
 // than its proto-max-bulk-len (after bulkLimit was read, the limit was
 // lowered): a protocol error, so nothing ran.
 func tooLong(err error) bool {
+	if err == nil {
+		return false // before errors.As, whose target would cost an allocation
+	}
 	var re redis.Error
 	return errors.As(err, &re) && strings.Contains(re.Error(), "invalid bulk length")
 }
@@ -277,7 +281,7 @@ func tooLong(err error) bool {
 // Release implements idempotency.Store. The released entry keeps its token,
 // hidden from Get and Claim, until it expires.
 func (s *Store) Release(ctx context.Context, k idempotency.Key, token int64) error {
-	return s.fenced(ctx, "release", releaseScript, k, token, s.watch.channel())
+	return s.fenced(ctx, "release", releaseScript, k, token, s.watch.settled)
 }
 
 // Get implements idempotency.Store in one round trip.
@@ -361,6 +365,9 @@ func (s *Store) settle(ctx context.Context, sc settled, key string, wrote func(a
 // this flag names the shebang. Other refusals that name a script's flags
 // (a read-only replica's, a failing disk's) are not it: they pass.
 func flagsUnknown(err error) bool {
+	if err == nil {
+		return false // before errors.As, whose target would cost an allocation
+	}
 	var re redis.Error
 	if !errors.As(err, &re) {
 		return false

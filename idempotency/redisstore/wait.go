@@ -266,5 +266,5 @@ func (s *Store) undoClaim(ctx context.Context, k idempotency.Key, res any) {
 	if !ok {
 		return
 	}
-	_, _ = s.settle(context.WithoutCancel(ctx), releaseScript, s.redisKey(k), nil, strconv.FormatInt(tok, 10), s.watch.channel())
+	_, _ = s.settle(context.WithoutCancel(ctx), releaseScript, s.redisKey(k), nil, strconv.FormatInt(tok, 10), s.watch.settled)
 }
