@@ -46,6 +46,29 @@ func Append(dst []byte, h http.Header) []byte {
 	return dst
 }
 
+// Len returns the length of h's encoding, len(Append(nil, h)), without
+// encoding it: a caller that writes the length before the encoding, or
+// sizes its buffer to hold it, then encodes h once, into its own buffer.
+func Len(h http.Header) int {
+	n := 1 + uvarintLen(len(h))
+	for name, vs := range h {
+		n += uvarintLen(len(name)) + len(name) + uvarintLen(len(vs))
+		for _, v := range vs {
+			n += uvarintLen(len(v)) + len(v)
+		}
+	}
+	return n
+}
+
+// uvarintLen is the length of n as a uvarint.
+func uvarintLen(n int) int {
+	l := 1
+	for ; n >= 0x80; n >>= 7 {
+		l++
+	}
+	return l
+}
+
 func appendString(dst []byte, s string) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(s)))
 	return append(dst, s...)

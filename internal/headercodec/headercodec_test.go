@@ -16,9 +16,13 @@ func TestRoundTrip(t *testing.T) {
 		{"X-Bin": {string([]byte{0, 1, 2, 0x80, 0xc3, 0x28, 0xff})}, "\x00Odd name": {"v"}},
 		{"X-Sep": {"a, b; c", "d:e{f}", "\r\n"}},
 		{"X-Empty": {}},
+		{"X-Long": {string(make([]byte, 200)), string(make([]byte, 20000))}, string(make([]byte, 128)): make([]string, 130)},
 	}
 	for _, h := range tests {
 		b := Append(nil, h)
+		if n := Len(h); n != len(b) {
+			t.Errorf("Len(%q) = %d, want %d", h, n, len(b))
+		}
 		if !IsEncoded(b) {
 			t.Fatalf("Append(%q) = %x: no version byte", h, b)
 		}
@@ -43,6 +47,9 @@ func TestDeterministic(t *testing.T) {
 }
 
 func TestNilIsEmpty(t *testing.T) {
+	if n := Len(nil); n != len(Append(nil, nil)) {
+		t.Errorf("Len(nil) = %d, want %d", n, len(Append(nil, nil)))
+	}
 	got, err := Decode(Append(nil, nil))
 	if err != nil || got == nil || len(got) != 0 {
 		t.Fatalf("Decode(Append(nil)) = %v, %v; want an empty, non-nil header", got, err)
