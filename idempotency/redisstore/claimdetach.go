@@ -118,7 +118,7 @@ func (s *Store) acquire(ctx context.Context, g gate.Gate, k idempotency.Key, nam
 // hook's) after the claim script's answer came back releases the claim it
 // made (see releaseSent), and goes on.
 func (s *Store) acquireOn(ctx, sctx context.Context, k idempotency.Key, name, fingerprint string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
-	sent := sentScript{UniversalClient: s.rdb}
+	var sent sentScript
 	returned := false
 	defer func() {
 		if !returned {

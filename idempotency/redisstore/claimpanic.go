@@ -11,30 +11,11 @@ import (
 // sentScript keeps the command of the claim script that a Claim sent, so
 // that a claim whose answer came back before a panic cut the Claim short
 // (a go-redis hook's, after the script returned) can be released (see
-// releaseSent). It is the redis.Scripter that Script.Run sends the script
-// through: the Store's client, with each EVALSHA or EVAL kept before it
-// is sent, as go-redis's own would be lost, with its answer, to a hook
-// that panics. The command is the one go-redis's Eval and EvalSha make,
-// for the keys and arguments that the claim script takes (go-redis
-// flattens a slice or a map only when it is the one argument; the script
-// takes three). A pointer, it costs no allocation to pass as a Scripter,
-// and it holds the script's key (see keys), so that keeping the command
-// costs the Claim no allocation either. Made with the client, it keeps
-// nothing yet; it is used by one goroutine.
+// releaseSent): the Store keeps each EVALSHA or EVAL in it before sending
+// it, as go-redis's own would be lost, with its answer, to a hook that
+// panics. It is used by one goroutine.
 type sentScript struct {
-	redis.UniversalClient
 	cmd *redis.Cmd
-	key [1]string
-}
-
-// keys returns the script's keys, key alone: in sent, when not nil, else
-// in a slice of their own.
-func (sent *sentScript) keys(key string) []string {
-	if sent == nil {
-		return []string{key}
-	}
-	sent.key[0] = key
-	return sent.key[:]
 }
 
 // keep keeps cmd; on a nil sentScript it does nothing.
@@ -42,27 +23,6 @@ func (sent *sentScript) keep(cmd *redis.Cmd) {
 	if sent != nil {
 		sent.cmd = cmd
 	}
-}
-
-func (sent *sentScript) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
-	return sent.eval(ctx, "evalsha", sha1, keys, args)
-}
-
-func (sent *sentScript) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
-	return sent.eval(ctx, "eval", script, keys, args)
-}
-
-func (sent *sentScript) eval(ctx context.Context, name, payload string, keys []string, args []any) *redis.Cmd {
-	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
-	cmdArgs = append(cmdArgs, name, payload, len(keys))
-	for _, k := range keys {
-		cmdArgs = append(cmdArgs, k)
-	}
-	cmd := redis.NewCmd(ctx, append(cmdArgs, args...)...)
-	cmd.SetFirstKeyPos(3) // where a cluster client finds the key to route by
-	sent.keep(cmd)
-	_ = sent.Process(ctx, cmd)
-	return cmd
 }
 
 // releaseSent releases the claim that sent's script acquired when a panic

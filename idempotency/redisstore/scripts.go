@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"context"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -154,7 +155,7 @@ redis.call('DEL', KEYS[1])
 // answered, as the replay fast path's GET answers it; one that must write
 // answers that refusal before it writes anything (a hash entry's DEL
 // included, which Redis would allow, and which would lose its token).
-var claimScript = redis.NewScript(luaEffects + luaClock + `
+var claimScript = newScript(luaEffects + luaClock + `
 local set = redis.pcall('SET', KEYS[1], ` + luaHeldValue("'0'", "nows", "ARGV[1]") + `, 'NX', 'PX', ARGV[3])
 if set and not set.err then return now end
 local v = redis.pcall('GET', KEYS[1])
@@ -268,17 +269,45 @@ return 1
 // handler again: settling costs Redis little memory (the entry exists; a
 // completion adds its answer, at most what the Middleware buffers for the
 // requests in flight), and claims, which add entries, are still refused.
-type settled struct{ oom, plain *redis.Script }
+type settled struct{ oom, plain *script }
 
 func settleScript(src string) settled {
-	return settled{oom: redis.NewScript("#!lua flags=allow-oom\n" + src), plain: redis.NewScript(src)}
+	return settled{oom: newScript("#!lua flags=allow-oom\n" + src), plain: newScript(src)}
+}
+
+// script is one of the store's Lua scripts: its SHA-1 (as go-redis's
+// Script computes it) and its source, each boxed once, for the
+// arguments of the EVALSHA and EVAL commands that cmd makes. go-redis's
+// Script.Run boxed both anew on every call, and copied the command's
+// arguments into a slice of its own after the caller's.
+type script struct{ sha, src any }
+
+func newScript(src string) *script {
+	return &script{sha: redis.NewScript(src).Hash(), src: src}
+}
+
+// cmd returns the command that runs sc on key with args (the script's
+// ARGV): EVALSHA, or EVAL when byHash is false, made as go-redis's Eval
+// and EvalSha make it (the key where a cluster client looks for it), its
+// arguments in one slice.
+func (sc *script) cmd(ctx context.Context, byHash bool, key string, args []any) *redis.Cmd {
+	a := make([]any, 4+len(args))
+	a[0], a[1] = "evalsha", sc.sha
+	if !byHash {
+		a[0], a[1] = "eval", sc.src
+	}
+	a[2], a[3] = 1, key
+	copy(a[4:], args)
+	cmd := redis.NewCmd(ctx, a...)
+	cmd.SetFirstKeyPos(3)
+	return cmd
 }
 
 // watchScript: KEYS[1] entry. Marks an entry in progress as awaited, so
 // that its completion or release publishes. Returns 1 when marked, 0 when
 // the entry is not in progress. A hash of an earlier version, held by an
 // instance of that version, is marked as that version did.
-var watchScript = redis.NewScript(`
+var watchScript = newScript(`
 local st = redis.pcall('GETRANGE', KEYS[1], 0, 0)
 if type(st) == 'table' then
   if redis.call('HGET', KEYS[1], 'st') ~= 'p' then return 0 end
@@ -294,7 +323,7 @@ return 1
 // it does not acquire, or an empty list when there is none: reading the
 // server time in the same round trip gives the lease remaining by the
 // server's clock.
-var getScript = redis.NewScript(luaEffects + `
+var getScript = newScript(luaEffects + `
 local v = redis.pcall('GET', KEYS[1])
 if type(v) == 'table' then
   v = ` + hashRead + `

@@ -323,7 +323,7 @@ func (s *Store) fenced(ctx context.Context, op string, sc settled, k idempotency
 // not nil, tells from the script's result whether it wrote, and so whether
 // the replicas' acknowledgement must be checked. An error matching
 // ErrNotReplicated comes with the script's result.
-func (s *Store) run(ctx context.Context, sc *redis.Script, key string, wrote func(any) bool, args ...any) (res any, err error) {
+func (s *Store) run(ctx context.Context, sc *script, key string, wrote func(any) bool, args ...any) (res any, err error) {
 	return s.runSent(ctx, ctx, nil, sc, key, wrote, args...)
 }
 
@@ -331,17 +331,30 @@ func (s *Store) run(ctx context.Context, sc *redis.Script, key string, wrote fun
 // and read under sctx, and a WAIT of a round trip of its own under ctx
 // (see acquire); the script's command is kept in sent, when not nil (see
 // sentScript).
-func (s *Store) runSent(ctx, sctx context.Context, sent *sentScript, sc *redis.Script, key string, wrote func(any) bool, args ...any) (res any, err error) {
+func (s *Store) runSent(ctx, sctx context.Context, sent *sentScript, sc *script, key string, wrote func(any) bool, args ...any) (res any, err error) {
 	if s.cfg.waitN <= 0 || wrote == nil {
-		var c redis.Scripter = s.rdb
-		if sent != nil {
-			c = sent
-		}
-		res, err = sc.Run(sctx, c, sent.keys(key), args...).Result()
+		res, err = s.eval(sctx, sent, sc, key, args)
 	} else {
 		res, err = s.runWait(ctx, sctx, sent, sc, key, wrote, args...)
 	}
 	s.reload.failed(err)
+	return res, err
+}
+
+// eval runs sc on key with args in one round trip, as go-redis's
+// Script.Run does: EVALSHA, then EVAL when the server lacks the script.
+// Each command is kept in sent, when not nil, before it is sent.
+func (s *Store) eval(ctx context.Context, sent *sentScript, sc *script, key string, args []any) (any, error) {
+	cmd := sc.cmd(ctx, true, key, args)
+	sent.keep(cmd)
+	_ = s.rdb.Process(ctx, cmd)
+	res, err := cmd.Result()
+	if isNoScript(err) {
+		cmd = sc.cmd(ctx, false, key, args)
+		sent.keep(cmd)
+		_ = s.rdb.Process(ctx, cmd)
+		res, err = cmd.Result()
+	}
 	return res, err
 }
 

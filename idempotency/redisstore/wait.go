@@ -40,7 +40,7 @@ type shortPrimaries struct{ m sync.Map }
 // sent and read under sctx; a WAIT sent after it, under ctx, whose end
 // then fails it as above (see Store.acquire). The script's command is
 // kept in sent, when not nil (see sentScript).
-func (s *Store) runWait(ctx, sctx context.Context, sent *sentScript, sc *redis.Script, key string, wrote func(any) bool, args ...any) (any, error) {
+func (s *Store) runWait(ctx, sctx context.Context, sent *sentScript, sc *script, key string, wrote func(any) bool, args ...any) (any, error) {
 	cc, ok := s.rdb.(*redis.ClusterClient)
 	if !ok {
 		client := s.rdb.(*redis.Client) // New takes no other client with WithWait (see waitable)
@@ -105,8 +105,7 @@ func askTarget(err error) (string, bool) {
 func (s *Store) runWaitOn(ctx, sctx context.Context, sent *sentScript, c interface {
 	Pipeline() redis.Pipeliner
 	Do(ctx context.Context, args ...any) *redis.Cmd
-}, client *redis.Client, addr string, asking bool, sc *redis.Script, key string, wrote func(any) bool, args ...any) (any, error) {
-	keys := sent.keys(key)
+}, client *redis.Client, addr string, asking bool, sc *script, key string, wrote func(any) bool, args ...any) (any, error) {
 	var pinned *redis.Conn
 	// sctx, which the pipeline is read under, may end first (see
 	// Store.acquire).
@@ -132,13 +131,9 @@ func (s *Store) runWaitOn(ctx, sctx context.Context, sent *sentScript, c interfa
 		if asking {
 			pipe.Do(sctx, "ASKING") // just before the script: ASKING holds for one command
 		}
-		var cmd *redis.Cmd
-		if byHash {
-			cmd = sc.EvalSha(sctx, pipe, keys, args...)
-		} else {
-			cmd = sc.Eval(sctx, pipe, keys, args...)
-		}
+		cmd := sc.cmd(sctx, byHash, key, args)
 		sent.keep(cmd)
+		_ = pipe.Process(sctx, cmd)
 		if !short && !alone {
 			wait = pipe.Do(sctx, "WAIT", s.cfg.waitN, millis(s.cfg.waitTimeout))
 		}

@@ -52,9 +52,8 @@ func (s *Store) Watch(ctx context.Context, k idempotency.Key) (<-chan struct{}, 
 			return err
 		}
 		defer g.Leave()
-		marked, err := watchScript.Run(ctx, s.rdb, []string{name}).Int()
-		s.reload.failed(err)
-		if err == nil && marked == 0 {
+		marked, err := s.run(ctx, watchScript, name, nil)
+		if err == nil && marked == int64(0) {
 			s.watch.set.Fire(name)
 		}
 		return err
