@@ -142,7 +142,7 @@ func (s *Store) claimOn(ctx, sctx context.Context, sent *sentScript, k idempoten
 		}
 	}
 	res, err := s.runSent(ctx, sctx, sent, claimScript, name, isAcquired,
-		encodeFingerprint(fingerprint), micros(lease), millis(ttl))
+		encodeFingerprint(fingerprint), s.leaseArg.box(micros(lease)), s.ttlArg.box(millis(ttl)))
 	if errors.Is(err, ErrNotReplicated) && isAcquired(res) {
 		s.undoClaim(sctx, k, res)
 	}

@@ -64,6 +64,9 @@ type Store struct {
 	// detached counts Claim's round trips that run on a goroutine of
 	// their own (see acquire), for Drain.
 	detached detach.Group
+	// leaseArg and ttlArg are the last lease (µs) and ttl (ms) given to a
+	// script (see lastArg).
+	leaseArg, ttlArg lastArg
 }
 
 // replayEnter and replayLeave are the shares of replays among the claims
@@ -211,7 +214,7 @@ func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease
 	if err := checkLease(lease); err != nil {
 		return wrap(ctx, "renew", err)
 	}
-	return s.fenced(ctx, "renew", renewScript, k, token, micros(lease))
+	return s.fenced(ctx, "renew", renewScript, k, token, s.leaseArg.box(micros(lease)))
 }
 
 // Complete implements idempotency.Store. The header is stored byte for byte
@@ -230,7 +233,7 @@ func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, re
 				idempotency.ErrResponseNotStorable, len(head), limit)
 		}
 	}
-	err := s.fenced(ctx, "complete", completeScript, k, token, millis(ttl), s.watch.settled, head)
+	err := s.fenced(ctx, "complete", completeScript, k, token, s.ttlArg.box(millis(ttl)), s.watch.settled, head)
 	if tooLong(err) {
 		return fmt.Errorf("%w: %w", idempotency.ErrResponseNotStorable, err)
 	}
@@ -454,6 +457,30 @@ func micros(d time.Duration) int64 {
 // 0, which WAIT takes as "for ever" (0 stays 0, as WithWait documents).
 func millis(d time.Duration) int64 {
 	return clock.CeilUnits(d, time.Millisecond)
+}
+
+// lastArg keeps the last number given to it as a script's argument: its
+// decimal, boxed. Callers give the same lease and ttl call after call (the
+// Middleware its configured ones), which then cost a script call neither
+// the allocation of boxing them nor formatting them when the command is
+// written; Redis reads every ARGV as a string, so the command is the
+// same. The zero value is empty; it is safe for concurrent use.
+type lastArg struct{ p atomic.Pointer[boxedArg] }
+
+type boxedArg struct {
+	n   int64
+	arg any
+}
+
+// box returns n's decimal, boxed: the one kept when it is n's, else a new
+// one, which is kept.
+func (l *lastArg) box(n int64) any {
+	if b := l.p.Load(); b != nil && b.n == n {
+		return b.arg
+	}
+	b := &boxedArg{n: n, arg: strconv.FormatInt(n, 10)}
+	l.p.Store(b)
+	return b.arg
 }
 
 func errUnexpected(res any) error {
