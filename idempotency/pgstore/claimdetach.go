@@ -106,7 +106,7 @@ func (s *Store) acquireOn(ctx context.Context, conn *pgxpool.Conn, k idempotency
 // got.
 func (s *Store) claimOn(ctx context.Context, q queryRower, got *claimAnswer, k idempotency.Key, fingerprint string, lease, ttl time.Duration, ttlUS int64) (idempotency.ClaimResult, error) {
 	if s.upserts.ReadFirst() {
-		res, err := claimOnce(ctx, q, got, s.sql.upsert, k, fingerprint, lease, ttlUS)
+		res, err := upsertOnce(ctx, q, got, s.sql.upsert, k, fingerprint, lease, ttlUS)
 		switch {
 		case err == nil:
 			s.upserts.Observe(true)

@@ -316,14 +316,15 @@ SELECT false, token, false, state, fingerprint, remaining_us, status, header, he
 WHERE NOT EXISTS (SELECT 1 FROM ins)`),
 		// upsert is Claim's first statement while nearly every claim
 		// acquires (see Store.upserts): claim's insert alone, answering
-		// as claim does when it acquires, and with no row when a row
-		// stands in the way (claim then runs and answers with it). Like
-		// claim, it skips a row that its snapshot shows in the way, with
-		// no lock and no write (an index probe): ON CONFLICT DO UPDATE
-		// would lock the row even where its WHERE then fails, and wait
-		// for whoever holds it.
+		// with the columns of claim's answer that an acquired claim has
+		// (see scanUpsert), and with no row when a row stands in the way
+		// (claim then runs and answers with it). Like claim, it skips a
+		// row that its snapshot shows in the way, with no lock and no
+		// write (an index probe): ON CONFLICT DO UPDATE would lock the
+		// row even where its WHERE then fails, and wait for whoever
+		// holds it.
 		upsert: r.Replace(strings.NewReplacer("$ONLY", "\n\tWHERE NOT EXISTS (SELECT 1 FROM $TABLE WHERE "+inTheWaySQL+")", "$RETURNING",
-			"true, e.token, e.took_over, 0::smallint, ''::text, $LEFT, NULL::integer, NULL::jsonb, NULL::bytea, NULL::bytea, false").Replace(upsertSQL)),
+			"true, e.token, e.took_over, $LEFT").Replace(upsertSQL)),
 		get: r.Replace(`SELECT state, fingerprint, token, $REMAINING, status, header, header_bin, body, oversize
 FROM $TABLE WHERE scope = $1::text AND key = $2::text AND expires_at > statement_timestamp()`),
 		// completed is Claim's fast path (see replayEnter): the entry of
@@ -474,11 +475,24 @@ func serializationFailure(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "40001"
 }
 
-// claimOnce runs sql, the claim or the upsert statement, once; it returns
-// errLostRace when the statement returned no row. Its answer is kept in
-// got, when not nil (see claimAnswer).
+// claimOnce runs sql, the claim statement, once; it returns errLostRace
+// when the statement returned no row. Its answer is kept in got, when not
+// nil (see claimAnswer).
 func claimOnce(ctx context.Context, q queryRower, got *claimAnswer, sql string, k idempotency.Key, fingerprint string, lease time.Duration, ttlUS int64) (idempotency.ClaimResult, error) {
-	return scanClaim(q.QueryRow(ctx, sql, pgtext.Encode(k.Scope), pgtext.Encode(k.Key), pgtext.Encode(fingerprint), lease.Microseconds(), ttlUS), got)
+	return scanClaim(claimRow(ctx, q, sql, k, fingerprint, lease, ttlUS), got)
+}
+
+// upsertOnce runs the upsert statement once; it returns errLostRace when
+// the statement returned no row (a row stands in the way). Its answer is
+// kept in got (see claimAnswer).
+func upsertOnce(ctx context.Context, q queryRower, got *claimAnswer, sql string, k idempotency.Key, fingerprint string, lease time.Duration, ttlUS int64) (idempotency.ClaimResult, error) {
+	return scanUpsert(claimRow(ctx, q, sql, k, fingerprint, lease, ttlUS), got)
+}
+
+// claimRow sends sql, the claim or the upsert statement, with the claim's
+// arguments.
+func claimRow(ctx context.Context, q queryRower, sql string, k idempotency.Key, fingerprint string, lease time.Duration, ttlUS int64) pgx.Row {
+	return q.QueryRow(ctx, sql, pgtext.Encode(k.Scope), pgtext.Encode(k.Key), pgtext.Encode(fingerprint), lease.Microseconds(), ttlUS)
 }
 
 // errLostRace is scanClaim's answer to a claim statement that returned no
@@ -504,11 +518,7 @@ func scanClaim(row pgx.Row, got *claimAnswer) (idempotency.ClaimResult, error) {
 		return idempotency.ClaimResult{}, err
 	}
 	if got.acquired {
-		left := time.Duration(r.remainingUS) * time.Microsecond
-		if left == 0 {
-			left = -time.Microsecond // lapsed to the microsecond: not "unknown"
-		}
-		return idempotency.ClaimResult{Acquired: true, Token: got.token, TookOver: got.tookOver, LeaseRemaining: left}, nil
+		return got.result(), nil
 	}
 	r.token = got.token
 	e, err := r.entry()
@@ -516,6 +526,35 @@ func scanClaim(row pgx.Row, got *claimAnswer) (idempotency.ClaimResult, error) {
 		return idempotency.ClaimResult{}, err
 	}
 	return idempotency.ClaimResult{Entry: e}, nil
+}
+
+// scanUpsert reads the answer of the upsert statement from row, as
+// scanClaim does the claim statement's: the upsert answers only when it
+// acquired, with the columns that an acquired claim's answer has (whether
+// it acquired, always true, the token, whether it took over, the lease
+// left), so that pgx decodes four columns, not eleven. Whether it
+// acquired is a column of the answer, not implied by a row, so that pgx
+// sets it in got with the token before it closes the row (see
+// claimAnswer).
+func scanUpsert(row pgx.Row, got *claimAnswer) (idempotency.ClaimResult, error) {
+	*got = claimAnswer{} // an earlier statement's answer is not this one's
+	err := row.Scan(&got.acquired, &got.token, &got.tookOver, &got.row.remainingUS)
+	if err != nil || !got.acquired { // !acquired: never, but then the claim statement answers
+		if err == nil || errors.Is(err, pgx.ErrNoRows) {
+			err = errLostRace
+		}
+		return idempotency.ClaimResult{}, err
+	}
+	return got.result(), nil
+}
+
+// result is the ClaimResult of got, a claim that acquired.
+func (got *claimAnswer) result() idempotency.ClaimResult {
+	left := time.Duration(got.row.remainingUS) * time.Microsecond
+	if left == 0 {
+		left = -time.Microsecond // lapsed to the microsecond: not "unknown"
+	}
+	return idempotency.ClaimResult{Acquired: true, Token: got.token, TookOver: got.tookOver, LeaseRemaining: left}
 }
 
 // completedEntry reads the entry of k through q if it is completed and not
