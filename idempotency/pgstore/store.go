@@ -722,7 +722,15 @@ func (s *Store) settle(ctx context.Context, op, sql string, k idempotency.Key, t
 	} else {
 		args = []any{scope, key, token, channel, payload}
 	}
-	tag, err := s.pool.Exec(ctx, sql, args...)
+	// Query, not Exec: the statement answers a row (see notifyReturning),
+	// which Exec would copy into a result of its own (five allocations);
+	// settle needs only the command tag.
+	rows, err := s.pool.Query(ctx, sql, args...)
+	rows.Close()
+	tag := rows.CommandTag()
+	if err == nil {
+		err = rows.Err()
+	}
 	if resp != nil && isTooLarge(err) {
 		return fmt.Errorf("pgstore: %s: %w: %w", op, idempotency.ErrResponseNotStorable, err)
 	}
