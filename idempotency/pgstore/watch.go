@@ -87,12 +87,16 @@ func (w *watcher) channel() string {
 // notification could not carry. A collision only wakes a waiter for
 // nothing.
 func (w *watcher) payload(scope, key string) string {
-	h := sha256.New()
-	var n [binary.MaxVarintLen64]byte
-	h.Write(n[:binary.PutUvarint(n[:], uint64(len(scope)))])
-	h.Write([]byte(scope))
-	h.Write([]byte(key))
-	return hex.EncodeToString(h.Sum(nil)[:16])
+	// Hashed in one call over a buffer on the stack for the usual short
+	// scope and key (Complete computes it on every call): no digest, sum
+	// or hex buffer to allocate, only the string.
+	var buf [128]byte
+	b := binary.AppendUvarint(buf[:0], uint64(len(scope)))
+	b = append(append(b, scope...), key...)
+	sum := sha256.Sum256(b)
+	var out [32]byte
+	hex.Encode(out[:], sum[:16])
+	return string(out[:])
 }
 
 // Watch implements idempotency.Watcher. The first waiter of a key on this
