@@ -97,10 +97,10 @@ var (
 // nor overwrite what the call ended with: one built on the context of an
 // attempt (from a hook, at once or from a goroutine it started) or of the
 // call's response, which hides the call (retrypolicy.CallKey) when it
-// carries it at all (see Transport.RoundTrip); one
-// built on the context of the request CheckRedirect is given; one sent
-// during a hop; one sent after the call. (A copy of the very request that
-// CheckRedirect is given, sent before that hop, is taken for the hop.)
+// carries it at all (see Transport.RoundTrip); one built on the context
+// of the request CheckRedirect is given; one sent during a hop; one sent
+// after the call. (A copy of the very request that CheckRedirect is
+// given, sent before that hop, is taken for the hop.)
 func (c *callContext) enter(t *Transport, req *http.Request) bool {
 	if c.t != t || !c.hop.CompareAndSwap(req.Response, hopBusy) {
 		return false

@@ -196,8 +196,8 @@ func (op *operation) ctx() context.Context { return &op.written }
 // is over. op itself may live on: it is the attempts' context (written),
 // which a response keeps in its Request, and it holds the first attempt's
 // request (first), which a hook may keep. What op holds should not keep
-// the caller's request, or the Client.Do call it is a hop of, in memory. A key kept on its own does not keep op
-// (see keptKey).
+// the caller's request, or the Client.Do call it is a hop of, in memory.
+// A key kept on its own does not keep op (see keptKey).
 func (op *operation) release() {
 	op.body = body{} // and so op.req()
 	op.call = nil    // the call's results are in (see finish)
