@@ -197,12 +197,13 @@ func buildStatements(table string) statements {
 // a hand-written table does. When the key has a row it inserts nothing and
 // returns no row (ON CONFLICT DO NOTHING: no error, nothing of the key in
 // the server log), BEGIN has run, and the claim's next batch begins with
-// ROLLBACK, then runs txClaim, which decides. Its columns are txClaim's;
-// the first, true, also puts back the lock_timeout that $BOUND (see
-// txClaimNewSQL) set, once the insert no longer waits.
+// ROLLBACK, then runs txClaim, which decides. It returns the three
+// columns that an acquired claim needs (see Tx.scanInserted), not
+// txClaim's eleven: the server sets up the output of each column of each
+// row it returns. The first, true, also puts back the lock_timeout that
+// $BOUND (see txClaimNewSQL) set, once the insert no longer waits.
 const txInsertSQL = insertNewSQL + `
-RETURNING pg_catalog.set_config('lock_timeout', current_setting('pgstore.lock_timeout'), true) IS NOT NULL, token, false, 0::smallint, ''::text,
-	` + leaseLeftUS + `, NULL::integer, NULL::jsonb, NULL::bytea, NULL::bytea, false`
+RETURNING pg_catalog.set_config('lock_timeout', current_setting('pgstore.lock_timeout'), true) IS NOT NULL, token, ` + leaseLeftUS
 
 // insertNewSQL inserts the row of a key that has none, in progress, from
 // the one row of the subquery $BOUND (see txClaimNewSQL): the insert of

@@ -469,7 +469,11 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 		}
 		claimErr = preludeErr
 		if preludeErr == nil {
-			res, claimErr = scanClaim(br.QueryRow(), nil)
+			if attempt == 0 && insert {
+				res, claimErr = scanInserted(br.QueryRow())
+			} else {
+				res, claimErr = scanClaim(br.QueryRow(), nil)
+			}
 			if attempt == 0 && isInvalidTextOf(claimErr, notReadCommittedText) {
 				preludeErr = claimErr // the first attempt's read committed check
 			}
@@ -524,6 +528,32 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 		return res, nil
 	}
 	return idempotency.ClaimResult{}, errNoAnswer
+}
+
+// scanInserted reads the answer of insertSQL (see txInsertSQL) from row,
+// as scanClaim reads txClaim's: its one row when it inserted the key
+// (acquired), errLostRace when it returned none.
+func scanInserted(row pgx.Row) (idempotency.ClaimResult, error) {
+	var restored bool
+	var token, leftUS int64
+	err := row.Scan(&restored, &token, &leftUS)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return idempotency.ClaimResult{}, errLostRace
+	}
+	if err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	return idempotency.ClaimResult{Acquired: true, Token: token, LeaseRemaining: leaseLeft(leftUS)}, nil
+}
+
+// leaseLeft returns the lease left of an acquired claim, us microseconds
+// as the statement answered it, as scanClaim does: a lease lapsed to the
+// microsecond is -1 µs, not 0 ("unknown").
+func leaseLeft(us int64) time.Duration {
+	if us == 0 {
+		return -time.Microsecond
+	}
+	return time.Duration(us) * time.Microsecond
 }
 
 // prepare prepares sqls on the Tx's connection, once per connection, when
