@@ -75,8 +75,11 @@ type TxStore struct {
 	insertSQL string
 	// claimStatements and commitStatements are the statements that the
 	// Tx prepares on its connection (see Tx.prepare) for the claim batch
-	// and for the commit's.
-	claimStatements, commitStatements []string
+	// and for the commit's. Each attempt of the claim batch prepares those
+	// it sends (insertStatements, claimNewStatements or retryStatements),
+	// so that the usual one looks up two, not all six.
+	claimStatements, commitStatements                     []string
+	insertStatements, claimNewStatements, retryStatements []string
 	// firsts counts the claims that acquired the key among those Claim
 	// answered: while at least firstsEnter of a window's did, the claim
 	// batch is insertSQL and BEGIN, until fewer than firstsLeave do. A
@@ -140,6 +143,9 @@ func NewTx(pool *pgxpool.Pool, opts ...Option) *TxStore {
 		cacheStatements: pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement,
 	}
 	ts.claimStatements = []string{ts.claimNewSQL, ts.insertSQL, ts.preludeSQL, s.sql.txClaim, s.sql.txAcquired, "BEGIN"}
+	ts.insertStatements = []string{ts.insertSQL, "BEGIN"}
+	ts.claimNewStatements = []string{ts.claimNewSQL, s.sql.txAcquired, "BEGIN"}
+	ts.retryStatements = []string{ts.preludeSQL, s.sql.txClaim, s.sql.txAcquired, "BEGIN"}
 	ts.commitStatements = []string{s.sql.txComplete, "COMMIT"}
 	return ts
 }
@@ -426,9 +432,6 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 	}
 	scope, key := pgtext.Encode(k.Scope), pgtext.Encode(k.Key)
 	insert := t.store.firsts.ReadFirst()
-	if err := t.prepare(ctx, t.store.claimStatements...); err != nil {
-		return idempotency.ClaimResult{}, err
-	}
 	args := []any{scope, key, pgtext.Encode(fingerprint), int64(0), ttlUS}
 	reprepared := false
 	for attempt := range claimAttempts {
@@ -440,11 +443,15 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 		var preludeErr, claimErr error
 		var res idempotency.ClaimResult
 		before := 0 // the results before the claim's
+		// The statements that the batch sends (but ROLLBACK), to prepare.
+		prepared := t.store.retryStatements
 		switch {
 		case attempt == 0 && insert:
+			prepared = t.store.insertStatements
 			b.BeginTx(pgx.TxOptions{BeginQuery: t.store.insertSQL})
 			b.QueuedQueries[0].Arguments = args
 		case attempt == 0:
+			prepared = t.store.claimNewStatements
 			b.BeginTx(pgx.TxOptions{BeginQuery: t.store.claimNewSQL})
 			b.QueuedQueries[0].Arguments = args
 			b.Queue(t.store.sql.txAcquired)
@@ -460,6 +467,9 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 			before = b.Len() - 2 // ROLLBACK, if queued, and the prelude
 		}
 		b.Queue("BEGIN")
+		if err := t.prepare(ctx, prepared...); err != nil {
+			return idempotency.ClaimResult{}, err
+		}
 		br := t.conn.Conn().SendBatch(ctx, b)
 		for range before {
 			if _, err := br.Exec(); err != nil {
@@ -497,10 +507,7 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 			if err := t.forgetPrepared(ctx, ""); err != nil {
 				return idempotency.ClaimResult{}, err
 			}
-			if err := t.prepare(ctx, t.store.claimStatements...); err != nil {
-				return idempotency.ClaimResult{}, err
-			}
-			continue
+			continue // the next attempt prepares its statements anew
 		case attempt == 0 && insert && errors.Is(claimErr, errLostRace) && closeErr == nil:
 			continue // the key has a row: txClaim decides, after a ROLLBACK
 		case isInvalidText(preludeErr), isReadOnly(preludeErr, claimErr):
