@@ -87,6 +87,10 @@ type TxStore struct {
 	// with the claim batch. It is the TxStore's own, apart from its
 	// Store's (Store.upserts), which counts the lease-mode claims.
 	firsts *replaymix.Mix
+	// channelArg is the store's notification channel (watcher.channel),
+	// as the txComplete statement's argument: boxed once, not at every
+	// Complete.
+	channelArg any
 }
 
 // restoreLockTimeoutSQL puts back the lock_timeout that boundSQL or
@@ -141,6 +145,7 @@ func NewTx(pool *pgxpool.Pool, opts ...Option) *TxStore {
 		insertSQL:       strings.Replace(s.sql.txInsert, "$BOUND", bound, 1),
 		firsts:          replaymix.New(replaymix.Adaptive, firstsEnter, firstsLeave),
 		cacheStatements: pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement,
+		channelArg:      s.watch.channel(),
 	}
 	ts.claimStatements = []string{ts.claimNewSQL, ts.insertSQL, ts.preludeSQL, s.sql.txClaim, s.sql.txAcquired, "BEGIN"}
 	ts.insertStatements = []string{ts.insertSQL, "BEGIN"}
@@ -251,6 +256,11 @@ type Tx struct {
 	suspect  atomic.Bool
 	outcome  []any // Complete's arguments to the txComplete statement
 	finished bool
+	// inserted is what scanInserted scans the plain INSERT's row into.
+	inserted struct {
+		restored      bool
+		token, leftUS int64
+	}
 }
 
 type txKey struct{}
@@ -480,7 +490,7 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 		claimErr = preludeErr
 		if preludeErr == nil {
 			if attempt == 0 && insert {
-				res, claimErr = scanInserted(br.QueryRow())
+				res, claimErr = t.scanInserted(br.QueryRow())
 			} else {
 				res, claimErr = scanClaim(br.QueryRow(), nil)
 			}
@@ -539,18 +549,18 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 
 // scanInserted reads the answer of insertSQL (see txInsertSQL) from row,
 // as scanClaim reads txClaim's: its one row when it inserted the key
-// (acquired), errLostRace when it returned none.
-func scanInserted(row pgx.Row) (idempotency.ClaimResult, error) {
-	var restored bool
-	var token, leftUS int64
-	err := row.Scan(&restored, &token, &leftUS)
+// (acquired), errLostRace when it returned none. It scans into the Tx's
+// inserted, which is on the heap already: Scan's arguments escape.
+func (t *Tx) scanInserted(row pgx.Row) (idempotency.ClaimResult, error) {
+	a := &t.inserted
+	err := row.Scan(&a.restored, &a.token, &a.leftUS)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return idempotency.ClaimResult{}, errLostRace
 	}
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
-	return idempotency.ClaimResult{Acquired: true, Token: token, LeaseRemaining: leaseLeft(leftUS)}, nil
+	return idempotency.ClaimResult{Acquired: true, Token: a.token, LeaseRemaining: leaseLeft(a.leftUS)}, nil
 }
 
 // leaseLeft returns the lease left of an acquired claim, us microseconds
@@ -718,7 +728,7 @@ func (t *Tx) Complete(_ context.Context, k idempotency.Key, token int64, resp id
 // statements.
 func (t *Tx) completeArgs(scope, key string, token int64, status int, header, body []byte, oversize bool, ttlUS int64) []any {
 	return []any{scope, key, token, int32(status), header, body, oversize, ttlUS,
-		t.store.watch.channel(), t.store.watch.payload(scope, key)}
+		t.store.channelArg, t.store.watch.payload(scope, key)}
 }
 
 // blockWasEnded reports whether the transaction block that the claim
