@@ -145,40 +145,8 @@ func BenchmarkRatio(b *testing.B) {
 		_ = sized.Close()
 		_ = sizedFirsts.Close()
 		closeSized()
-		txFirstOp := func() error {
-			k := newKey()
-			tx, err := txs.BeginTx(ctx)
-			if err != nil {
-				return err
-			}
-			defer func() { _ = tx.Rollback(ctx) }()
-			r, err := tx.Claim(ctx, k, "fp", time.Hour)
-			if err != nil || !r.Acquired {
-				return fmt.Errorf("claim: %+v %v", r, err)
-			}
-			if err := tx.Complete(ctx, k, r.Token, benchResponse, time.Hour); err != nil {
-				return err
-			}
-			return tx.Commit(ctx)
-		}
-		rawTxFirstOp := func() error {
-			k := newKey()
-			conn, err := pool.Acquire(ctx)
-			if err != nil {
-				return err
-			}
-			defer conn.Release()
-			first := &pgx.Batch{}
-			first.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
-			first.Queue(ins, "raw", k.Key, "fp")
-			if err := conn.SendBatch(ctx, first).Close(); err != nil {
-				return err
-			}
-			second := &pgx.Batch{}
-			second.Queue(upd, "raw", k.Key, int32(201), header, benchResponse.Body)
-			second.Queue("COMMIT")
-			return conn.SendBatch(ctx, second).Close()
-		}
+		txFirstOp := func() error { return txFirst(ctx, txs, newKey()) }
+		rawTxFirstOp := func() error { return rawTxFirst(ctx, pool, ins, upd, header, newKey()) }
 		row("tx-first", txFirstOp, rawTxFirstOp)
 		txReplayOp := func(txs *pgstore.TxStore) func() error {
 			return func() error {
