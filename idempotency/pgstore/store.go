@@ -723,10 +723,19 @@ func (s *Store) settle(ctx context.Context, op, sql string, k idempotency.Key, t
 	} else {
 		args = []any{scope, key, token, channel, payload}
 	}
+	// The connection is released by a defer, as the pool's Exec does, not
+	// by the Close of the pool's rows: a panic in pgx (a tracer's, in
+	// TraceQueryStart or in TraceQueryEnd, which Close calls) would skip
+	// that release, and the connection would stay acquired for good.
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return checkTag(op, 0, err)
+	}
+	defer conn.Release()
 	// Query, not Exec: the statement answers a row (see notifyReturning),
 	// which Exec would copy into a result of its own (five allocations);
 	// settle needs only the command tag.
-	rows, err := s.pool.Query(ctx, sql, args...)
+	rows, err := conn.Conn().Query(ctx, sql, args...)
 	rows.Close()
 	tag := rows.CommandTag()
 	if err == nil {
