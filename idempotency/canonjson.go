@@ -556,7 +556,8 @@ func (c *canonicaliser) rewrite(base int, members []member) {
 	out := c.out
 	c.scratch = append(c.scratch[:0], out[base:]...)
 	w := base
-	for i, m := range members {
+	for i := range members {
+		m := &members[i] // not a copy: a member is 7 words
 		if i > 0 {
 			out[w] = ','
 			w++
@@ -674,29 +675,23 @@ func (c *canonicaliser) sortMembers(members []member, class uint8) bool {
 }
 
 // insertionSort sorts the few members (at most 12) of an object stably by
-// name and reports whether that changed their order. It sorts their
-// indices, and moves the members once, if at all.
+// name and reports whether that changed their order. It moves a member
+// only when it is out of place, past those it sorts before.
 func insertionSort(out []byte, members []member) bool {
-	var perm [12]uint8
-	for i := range members {
-		perm[i] = uint8(i)
-	}
 	changed := false
 	for i := 1; i < len(members); i++ {
-		p, j := perm[i], i
-		for j > 0 && nameLess(out, &members[p], &members[perm[j-1]]) {
-			perm[j] = perm[j-1]
+		if !nameLess(out, &members[i], &members[i-1]) {
+			continue
+		}
+		m, j := members[i], i-1
+		for j > 0 && nameLess(out, &m, &members[j-1]) {
 			j--
 		}
-		perm[j] = p
-		changed = changed || j < i
-	}
-	if changed {
-		var in [12]member
-		copy(in[:], members)
-		for i := range members {
-			members[i] = in[perm[i]]
+		for k := i; k > j; k-- { // a few members: not worth memmove's call
+			members[k] = members[k-1]
 		}
+		members[j] = m
+		changed = true
 	}
 	return changed
 }
@@ -767,8 +762,10 @@ func (c *canonicaliser) foldCollision(members []member, ascii bool) bool {
 // ASCII without escapes, may be case variants.
 func asciiVariantsPossible(members []member) bool {
 	const folded = 0x2020202020202020
-	for i, a := range members {
-		for _, b := range members[i+1:] {
+	for i := range members {
+		a := &members[i] // not copies: a member is 7 words
+		for j := range members[i+1:] {
+			b := &members[i+1+j]
 			if a.colon-a.start == b.colon-b.start && a.key[0]|folded == b.key[0]|folded && a.key[1]|folded == b.key[1]|folded {
 				return true
 			}
