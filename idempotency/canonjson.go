@@ -276,7 +276,7 @@ func (c *canonicaliser) number() error {
 		}
 		i = j
 	}
-	c.out = append(c.out, s[c.pos:i]...)
+	c.out = appendSpan(c.out, s, c.pos, i)
 	c.pos = i
 	return nil
 }
@@ -298,7 +298,7 @@ func (c *canonicaliser) str() error {
 	i, class := plainRun(s, c.pos+1)
 	if i < len(s) && s[i] == '"' {
 		// No escapes, nor characters that need them: copied as it is.
-		c.out = append(c.out, s[c.pos:i+1]...)
+		c.out = appendSpan(c.out, s, c.pos, i+1)
 		c.pos, c.class = i+1, class
 		return nil
 	}
@@ -324,6 +324,21 @@ func (c *canonicaliser) str() error {
 		c.out = append(c.out, s[start:i]...)
 	}
 	return errNotJSON
+}
+
+// appendSpan appends s[from:to] to dst. A span of up to 16 bytes, with 16
+// bytes of s from its start and 16 bytes of room in dst, moves as two
+// 8-byte words, whose bytes past it land in dst's spare capacity, rather
+// than through memmove's call: most strings and numbers are that short.
+func appendSpan(dst, s []byte, from, to int) []byte {
+	n := len(dst)
+	if to-from > 16 || len(s)-from < 16 || cap(dst)-n < 16 {
+		return append(dst, s[from:to]...)
+	}
+	w, d := s[from:from+16], dst[n:n+16]
+	binary.LittleEndian.PutUint64(d, binary.LittleEndian.Uint64(w))
+	binary.LittleEndian.PutUint64(d[8:], binary.LittleEndian.Uint64(w[8:]))
+	return dst[:n+to-from]
 }
 
 // plainRun returns the index of the first byte from s[i] that str cannot
@@ -553,16 +568,17 @@ func (c *canonicaliser) object(depth int) error {
 // rewrite rewrites the members of an object from c.out[base] in the order
 // of members.
 func (c *canonicaliser) rewrite(base int, members []member) {
-	out := c.out
-	c.scratch = append(c.scratch[:0], out[base:]...)
-	w := base
+	// The copy takes the 16 bytes past the object too, where out has
+	// them (read leaves room), so that appendSpan can move short members
+	// as words; their bytes past the object land in out's spare capacity.
+	c.scratch = append(c.scratch[:0], c.out[base:min(len(c.out)+16, cap(c.out))]...)
+	out := c.out[:base]
 	for i := range members {
-		m := &members[i] // not a copy: a member is 7 words
+		m := &members[i]
 		if i > 0 {
-			out[w] = ','
-			w++
+			out = append(out, ',')
 		}
-		w += copy(out[w:], c.scratch[m.start-base:m.end-base])
+		out = appendSpan(out, c.scratch, m.start-base, m.end-base)
 	}
 }
 
