@@ -79,7 +79,13 @@ func (s *sink) flush() {
 
 // canonicaliser reads a JSON text in one pass and then writes its canonical
 // form (see appendCanonicalJSON). The pass writes the canonical text of
-// every token to out, which has the canonical form's length. An object
+// every token to out, which has the canonical form's length. A token
+// whose canonical text is its text (punctuation, numbers, literals, the
+// runs of strings between escapes) is not copied on its own: out lags src
+// by a run of such text, src[run:pos], copied in one piece when the pass
+// reaches something else (whitespace, an escape) or needs the names of an
+// object's members in out (see flush); positions in out count that run
+// (see outLen). An object
 // whose members are out of order is put in order where it lies when none of
 // its members holds an object (rewrite); otherwise the pass records its
 // members in canonical order, and emit writes them from where they lie. So
@@ -91,6 +97,7 @@ func (s *sink) flush() {
 type canonicaliser struct {
 	src   []byte
 	pos   int
+	run   int // src[run:pos] is canonical text not yet copied to out
 	out   []byte
 	class uint8 // of the last string: see str
 
@@ -128,7 +135,7 @@ type object struct{ start, end, next, first, last int }
 // read reads the JSON text src, readying c to emit its canonical form. It
 // returns errNotJSON for invalid input.
 func (c *canonicaliser) read(src []byte) error {
-	c.src, c.pos = src, 0
+	c.src, c.pos, c.run = src, 0, 0
 	// The canonical form is never longer than src, and nameKey loads
 	// up to 16 bytes past a name: with this room out never grows.
 	if cap(c.out) < len(src)+16 {
@@ -138,11 +145,22 @@ func (c *canonicaliser) read(src []byte) error {
 	c.skipSpace()
 	err := c.value(0)
 	c.skipSpace()
+	c.flush()
 	c.src = nil // not kept past the call
 	if err == nil && c.pos != len(src) {
 		err = errNotJSON
 	}
 	return err
+}
+
+// outLen is the length of the canonical form of src[:pos]: out and the
+// run that it lags by.
+func (c *canonicaliser) outLen() int { return len(c.out) + c.pos - c.run }
+
+// flush copies to out the run of canonical text it lags by.
+func (c *canonicaliser) flush() {
+	c.out = append(c.out, c.src[c.run:c.pos]...)
+	c.run = c.pos
 }
 
 // canonicalLen is the length of the canonical form read.
@@ -199,13 +217,22 @@ func (c *canonicaliser) skipSpace() {
 	if c.pos < len(c.src) && c.src[c.pos] > ' ' {
 		return // the common case: no space at all
 	}
-	for c.pos < len(c.src) {
-		switch c.src[c.pos] {
-		case ' ', '\t', '\n', '\r':
-			c.pos++
-		default:
-			return
-		}
+	c.skipSpaceRun()
+}
+
+// skipSpaceRun skips the whitespace at pos, if any, ending the run of
+// canonical text out lags by there. It is not inlined, so that skipSpace,
+// called around every token, is.
+//
+//go:noinline
+func (c *canonicaliser) skipSpaceRun() {
+	i := c.pos
+	for i < len(c.src) && (c.src[i] == ' ' || c.src[i] == '\t' || c.src[i] == '\n' || c.src[i] == '\r') {
+		i++
+	}
+	if i > c.pos {
+		c.flush()
+		c.pos, c.run = i, i
 	}
 }
 
@@ -242,8 +269,7 @@ func (c *canonicaliser) literal(lit string) error {
 	if len(c.src)-c.pos < len(lit) || string(c.src[c.pos:c.pos+len(lit)]) != lit {
 		return errNotJSON
 	}
-	c.pos += len(lit)
-	c.out = append(c.out, lit...)
+	c.pos += len(lit) // canonical as it is: part of the run
 	return nil
 }
 
@@ -276,8 +302,7 @@ func (c *canonicaliser) number() error {
 		}
 		i = j
 	}
-	c.out = appendSpan(c.out, s, c.pos, i)
-	c.pos = i
+	c.pos = i // canonical as it is: part of the run
 	return nil
 }
 
@@ -297,31 +322,29 @@ func (c *canonicaliser) str() error {
 	s := c.src
 	i, class := plainRun(s, c.pos+1)
 	if i < len(s) && s[i] == '"' {
-		// No escapes, nor characters that need them: copied as it is.
-		c.out = appendSpan(c.out, s, c.pos, i+1)
+		// No escapes, nor characters that need them: canonical as it
+		// is, part of the run.
 		c.pos, c.class = i+1, class
 		return nil
 	}
 	c.class = nameSpecial
-	c.out = append(c.out, s[c.pos:i]...)
 	for i < len(s) {
 		switch s[i] { // a byte plainRun stops at
 		case '"':
-			c.out = append(c.out, '"')
 			c.pos = i + 1
 			return nil
 		case '\\':
+			c.pos = i
+			c.flush() // up to the escape, which is written decoded
 			next, ok := c.escape(i)
 			if !ok {
 				return errNotJSON
 			}
-			i = next
+			i, c.pos, c.run = next, next, next
 		default:
 			return errNotJSON // a control character
 		}
-		start := i
 		i, _ = plainRun(s, i)
-		c.out = append(c.out, s[start:i]...)
 	}
 	return errNotJSON
 }
@@ -490,12 +513,10 @@ func hex4(s []byte, i int) (rune, bool) {
 // reports whether the container is empty: then its closing bracket, which
 // is closing, is copied too.
 func (c *canonicaliser) open(closing byte) (empty bool) {
-	c.out = append(c.out, c.src[c.pos])
 	c.pos++
 	c.skipSpace()
 	if c.pos < len(c.src) && c.src[c.pos] == closing {
 		c.pos++
-		c.out = append(c.out, closing)
 		return true
 	}
 	return false
@@ -517,10 +538,8 @@ func (c *canonicaliser) array(depth int) error {
 		switch c.src[c.pos] {
 		case ',':
 			c.pos++
-			c.out = append(c.out, ',')
 		case ']':
 			c.pos++
-			c.out = append(c.out, ']')
 			return nil
 		default:
 			return errNotJSON
@@ -529,7 +548,7 @@ func (c *canonicaliser) array(depth int) error {
 }
 
 func (c *canonicaliser) object(depth int) error {
-	start := len(c.out)
+	start := c.outLen()
 	if c.open('}') {
 		return nil
 	}
@@ -541,6 +560,9 @@ func (c *canonicaliser) object(depth int) error {
 	}
 	members := c.stack[base:]
 	o := &c.objs[self]
+	if len(members) > 1 {
+		c.flush() // sortMembers reads names in out, rewrite moves them
+	}
 	if len(members) > 1 && c.sortMembers(members, class) {
 		if c.objects == inner {
 			// No object inside: its bytes move now, and never again, as
@@ -555,13 +577,13 @@ func (c *canonicaliser) object(depth int) error {
 		}
 	}
 	c.objects++
-	c.out = append(c.out, '}')
+	c.pos++ // the '}' that members stopped at
 	c.stack = c.stack[:base]
 	if o.first < 0 && len(c.objs) == self+1 {
 		c.objs = c.objs[:self] // in order, and so is everything inside
 		return nil
 	}
-	o.end, o.next = len(c.out), len(c.objs)
+	o.end, o.next = c.outLen(), len(c.objs)
 	return nil
 }
 
@@ -582,35 +604,42 @@ func (c *canonicaliser) rewrite(base int, members []member) {
 	}
 }
 
-// members reads an object's members up to its closing brace, pushing them
-// on c.stack, and returns the union of the classes of their names' bytes.
+// members reads an object's members up to its closing brace, where it
+// stops, pushing them on c.stack, and returns the union of the classes of
+// their names' bytes.
 func (c *canonicaliser) members(depth int) (class uint8, err error) {
 	for {
 		c.skipSpace()
 		if c.pos >= len(c.src) || c.src[c.pos] != '"' {
 			return 0, errNotJSON
 		}
-		m := member{span: span{start: len(c.out), objLo: len(c.objs)}}
+		m := member{span: span{start: c.outLen(), objLo: len(c.objs)}}
+		at := c.pos
 		if err := c.str(); err != nil {
 			return 0, err
 		}
 		class |= c.class
-		m.colon = len(c.out)
-		if cap(c.out)-len(c.out) < 16 {
-			c.out = slices.Grow(c.out, 16) // for nameKey's load; read leaves room
+		m.colon = c.outLen()
+		if c.run <= at && len(c.src)-at > 16 {
+			// The name is in the run, as it is in src: its key is there.
+			m.key = nameKey(c.src, at+1, c.pos)
+		} else {
+			c.flush()
+			if cap(c.out)-len(c.out) < 16 {
+				c.out = slices.Grow(c.out, 16) // for nameKey's load; read leaves room
+			}
+			m.key = nameKey(c.out, m.start+1, m.colon)
 		}
-		m.key = nameKey(c.out, m.start+1, m.colon)
 		c.skipSpace()
 		if c.pos >= len(c.src) || c.src[c.pos] != ':' {
 			return 0, errNotJSON
 		}
 		c.pos++
-		c.out = append(c.out, ':')
 		c.skipSpace()
 		if err := c.value(depth); err != nil {
 			return 0, err
 		}
-		m.end, m.objHi = len(c.out), len(c.objs)
+		m.end, m.objHi = c.outLen(), len(c.objs)
 		c.stack = append(c.stack, m)
 		c.skipSpace()
 		if c.pos >= len(c.src) {
@@ -618,11 +647,9 @@ func (c *canonicaliser) members(depth int) (class uint8, err error) {
 		}
 		switch c.src[c.pos] {
 		case '}':
-			c.pos++
 			return class, nil
 		case ',':
 			c.pos++
-			c.out = append(c.out, ',')
 		default:
 			return 0, errNotJSON
 		}
