@@ -509,9 +509,9 @@ func hex4(s []byte, i int) (rune, bool) {
 	return r, true
 }
 
-// open copies the bracket that opens a container, at src[pos], and
+// open passes the bracket that opens a container, at src[pos], and
 // reports whether the container is empty: then its closing bracket, which
-// is closing, is copied too.
+// is closing, is passed too. Both stay in the run (see canonicaliser).
 func (c *canonicaliser) open(closing byte) (empty bool) {
 	c.pos++
 	c.skipSpace()
@@ -849,7 +849,7 @@ func (c *canonicaliser) caseVariants(members []member) bool {
 }
 
 // strByte classifies the bytes of a JSON string. strStop ends the run that
-// str copies as it is: '"', '\\' and control bytes. The classes that
+// str takes as it is: '"', '\\' and control bytes. The classes that
 // foldCollision tells apart are nameUpper, upper-case ASCII, and
 // nameSpecial, the bytes of non-ASCII characters; all other bytes are 0.
 var strByte = func() (t [256]uint8) {
