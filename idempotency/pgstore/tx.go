@@ -80,6 +80,11 @@ type TxStore struct {
 	// so that the usual one looks up two, not all six.
 	claimStatements, commitStatements                     []string
 	insertStatements, claimNewStatements, retryStatements []string
+	// statementNames maps the name under which pgx prepares each of
+	// claimStatements and commitStatements (see pgxStatementName) to its
+	// text, so that forgetOne finds the one a DEALLOCATE named without
+	// preparing any: a connection has prepared only those it sent.
+	statementNames map[string]string
 	// firsts counts the claims that acquired the key among those Claim
 	// answered: while at least firstsEnter of a window's did, the claim
 	// batch is insertSQL and BEGIN, until fewer than firstsLeave do. A
@@ -152,6 +157,12 @@ func NewTx(pool *pgxpool.Pool, opts ...Option) *TxStore {
 	ts.claimNewStatements = []string{ts.claimNewSQL, s.sql.txAcquired, "BEGIN"}
 	ts.retryStatements = []string{ts.preludeSQL, s.sql.txClaim, s.sql.txAcquired, "BEGIN"}
 	ts.commitStatements = []string{s.sql.txComplete, "COMMIT"}
+	ts.statementNames = make(map[string]string, len(ts.claimStatements)+len(ts.commitStatements))
+	for _, sqls := range [][]string{ts.claimStatements, ts.commitStatements} {
+		for _, sql := range sqls {
+			ts.statementNames[pgxStatementName(sql)] = sql
+		}
+	}
 	return ts
 }
 

@@ -2,6 +2,8 @@ package pgstore
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -48,26 +50,20 @@ func (t *Tx) forgetPrepared(ctx context.Context, name string) error {
 
 // forgetOne makes pgx forget the prepared statement that PostgreSQL knows
 // as name, which a DEALLOCATE dropped: one of the Tx's own (prepared under
-// their text, which pgx names after its hash: their descriptions, cached,
-// give the name without a round trip once prepared) or one of the
-// handler's (pgx.Tx.Prepare, under name). After one that pgx named
+// their text, which pgx names after its hash: see pgxStatementName) or one
+// of the handler's (pgx.Tx.Prepare, under name). The Tx's own are found by
+// their names, not by preparing them: a connection has prepared only the
+// statements of the claims it ran (see Tx.prepare), and the others would
+// be parsed here, each in a round trip, inside the handler's transaction
+// and under its settings (a SET LOCAL search_path without the table fails
+// them, and the transaction with them). After one that pgx named
 // itself for the handler (stmtcache_..., stmt_...), it forgets them all
 // (pgx.Conn.DeallocateAll). pgx's Deallocate sends a Close
 // message for it, which PostgreSQL answers without an error for a
 // statement that is gone, or that pgx never prepared (PREPARE's).
 func (t *Tx) forgetOne(ctx context.Context, name string) error {
-	if t.store.cacheStatements {
-		for _, sqls := range [][]string{t.store.claimStatements, t.store.commitStatements} {
-			for _, sql := range sqls {
-				sd, err := t.pgxConn.Prepare(ctx, sql, sql)
-				if err != nil {
-					return err
-				}
-				if sd.Name == name {
-					return t.pgxConn.Deallocate(ctx, sql)
-				}
-			}
-		}
+	if sql, ok := t.store.statementNames[name]; ok && t.store.cacheStatements {
+		return t.pgxConn.Deallocate(ctx, sql) // pgx keys it by its text
 	}
 	if strings.HasPrefix(name, "stmt_") || strings.HasPrefix(name, "stmtcache_") {
 		// A name that pgx gave a statement of the handler's, of its
@@ -77,6 +73,15 @@ func (t *Tx) forgetOne(ctx context.Context, name string) error {
 		return t.pgxConn.DeallocateAll(ctx)
 	}
 	return t.pgxConn.Deallocate(ctx, name)
+}
+
+// pgxStatementName returns the name under which pgx prepares sql on a
+// connection when it is prepared under its own text, as Tx.prepare does
+// (pgx.Conn.Prepare with name sql): "stmt_" and the hex of the first 24
+// bytes of its SHA-256. TestPgxStatementName checks it against pgx.
+func pgxStatementName(sql string) string {
+	sum := sha256.Sum256([]byte(sql))
+	return "stmt_" + hex.EncodeToString(sum[:24])
 }
 
 // maxIdentifierLen is the length past which PostgreSQL truncates an

@@ -1,6 +1,10 @@
 package pgstore
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/saferetry/saferetry/internal/testenv"
+)
 
 // TestDeallocatedName checks the names that a DEALLOCATE of one statement
 // drops, as PostgreSQL reads them, and the statements whose name it does
@@ -22,6 +26,33 @@ func TestDeallocatedName(t *testing.T) {
 	} {
 		if got := deallocatedName(sql); got != want {
 			t.Errorf("deallocatedName(%q) = %q, want %q", sql, got, want)
+		}
+	}
+}
+
+// TestPgxStatementName checks that pgxStatementName is the name under which
+// pgx prepares a statement under its own text (see forgetOne, which finds
+// the Tx's own statements by it): with another, a handler's DEALLOCATE of
+// one of them would forget every prepared statement of the connection.
+func TestPgxStatementName(t *testing.T) {
+	pool := testenv.PostgresPoolAt(t, testenv.PostgresURL(t))
+	s := NewTx(pool, WithTable(testenv.PostgresTable(t, pool, "pgstore_stmtname_")))
+	defer s.Close()
+	if err := s.CreateSchema(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for name, sql := range s.statementNames {
+		sd, err := conn.Conn().Prepare(t.Context(), sql, sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sd.Name != name {
+			t.Errorf("pgx prepared %.40q... as %s; pgxStatementName is %s", sql, sd.Name, name)
 		}
 	}
 }
