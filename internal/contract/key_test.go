@@ -201,3 +201,43 @@ func TestKeyHeaderValues(t *testing.T) {
 		}
 	}
 }
+
+// TestParseKeyRawEveryByte holds ParseKey of a raw key to its rules one
+// byte at a time, whatever checks it makes eight at a time: every byte
+// value at every place of keys as long as a word and around it, a UUID's
+// 36 bytes and the limit of 255, is taken or refused with the error
+// ParseKey gives it one byte at a time: the first comma or double quote,
+// else the first byte outside printable ASCII, or the length over the
+// limit.
+func TestParseKeyRawEveryByte(t *testing.T) {
+	// want is ParseKey of v, a raw value with no space or tab at either
+	// end: its rules as they read one byte at a time.
+	want := func(v string) (string, error) {
+		switch i := strings.IndexAny(v, `",`); {
+		case i >= 0 && v[i] == ',':
+			return "", errList
+		case i >= 0:
+			return "", errRawQuote
+		}
+		if err := ValidKey(v); err != nil {
+			return "", err
+		}
+		return v, nil
+	}
+	for _, n := range []int{1, 2, 7, 8, 9, 15, 16, 17, 24, 36, 254, 255, 256} {
+		for i := range n {
+			for c := range 256 {
+				b := []byte(strings.Repeat("k", n))
+				b[i] = byte(c)
+				v := string(b)
+				if trimOWS(v) != v || v[0] == '"' {
+					continue // not a raw value as it stands
+				}
+				wk, werr := want(v)
+				if k, err := ParseKey(v); k != wk || err != werr {
+					t.Fatalf("ParseKey of %d bytes with %#02x at %d = %q, %v; want %q, %v", n, c, i, k, err, wk, werr)
+				}
+			}
+		}
+	}
+}
