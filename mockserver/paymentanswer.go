@@ -10,31 +10,56 @@ import (
 // buffer for the payments whose strings need no escaping (all that the
 // server makes from ASCII requests); writeJSON writes the others. made is
 // the payment the server made for the request, or nil (see
-// appendPaymentJSON).
-func writeCreated(w http.ResponseWriter, p, made *Payment) {
+// appendPaymentJSON); location is made's Location (newPaymentLocation, of
+// which made.ID is the tail), or "".
+func writeCreated(w http.ResponseWriter, p, made *Payment, location string) {
+	if made == nil || p.ID != made.ID || location == "" {
+		location = paymentsPath + p.ID // a payment found, not made
+	}
 	buf := getBuffer()
 	defer putBuffer(buf)
 	body, ok := appendPaymentJSON((*buf)[:0], p, made)
 	body = append(body, '\n')
 	*buf = body
 	if !ok {
-		w.Header().Set("Location", "/payments/"+p.ID)
+		w.Header().Set("Location", location)
 		writeJSON(w, http.StatusCreated, *p)
 		return
 	}
 
-	// Two allocations for the three header values, where Header.Set and
-	// the concatenations would take five.
-	var tmp [64]byte
-	b := append(append(tmp[:0], "/payments/"...), p.ID...)
-	n := len(b)
-	s := string(strconv.AppendInt(b, int64(len(body)), 10))
+	// One allocation for the three header values, where Header.Set would
+	// take three: the Location shares the ID's, and the Content-Length
+	// is lengthText's.
 	vals := make([]string, 3)
-	vals[0], vals[1], vals[2] = s[:n], "application/json", s[n:]
+	vals[0], vals[1], vals[2] = location, "application/json", lengthText(len(body))
 	h := w.Header()
 	h["Location"], h["Content-Type"], h["Content-Length"] = vals[0:1:1], vals[1:2:2], vals[2:3:3]
 	w.WriteHeader(http.StatusCreated)
 	_, _ = w.Write(body)
+}
+
+// lengthDigits is the decimal text of 0 to 999, three digits each with
+// leading zeros: "000001002...999".
+var lengthDigits = func() string {
+	b := make([]byte, 0, 3000)
+	for n := range 1000 {
+		b = append(b, byte('0'+n/100), byte('0'+n/10%10), byte('0'+n%10))
+	}
+	return string(b)
+}()
+
+// lengthText is strconv.Itoa(n), without its allocation for n below 1000
+// (a payment's answer is a few hundred bytes long).
+func lengthText(n int) string {
+	switch {
+	case n < 0 || n >= 1000:
+		return strconv.Itoa(n)
+	case n >= 100:
+		return lengthDigits[3*n : 3*n+3]
+	case n >= 10:
+		return lengthDigits[3*n+1 : 3*n+3]
+	}
+	return lengthDigits[3*n+2 : 3*n+3]
 }
 
 // appendPaymentJSON appends p as json.Marshal encodes it, and reports

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -86,12 +87,52 @@ func TestWriteCreatedIsWriteJSON(t *testing.T) {
 			want.Header().Set("Location", "/payments/"+p.ID)
 			writeJSON(want, http.StatusCreated, p)
 			got := httptest.NewRecorder()
-			writeCreated(got, &p, made)
+			location := ""
+			if made != nil {
+				location = "/payments/" + made.ID
+			}
+			writeCreated(got, &p, made, location)
 			if got.Code != want.Code || !reflect.DeepEqual(got.Header(), want.Header()) || got.Body.String() != want.Body.String() {
 				t.Errorf("payment %+v (made %+v):\nwriteCreated %d %v %q\nwriteJSON    %d %v %q", p, made,
 					got.Code, got.Header(), got.Body, want.Code, want.Header(), want.Body)
 			}
 		}
+	}
+}
+
+// TestLengthText: lengthText is strconv.Itoa, its text from lengthDigits
+// below 1000.
+func TestLengthText(t *testing.T) {
+	for n := -2; n < 2100; n++ {
+		if got, want := lengthText(n), strconv.Itoa(n); got != want {
+			t.Fatalf("lengthText(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// headerOnlyWriter is a ResponseWriter that keeps its header and
+// discards the rest, to count what writeCreated allocates itself.
+type headerOnlyWriter http.Header
+
+func (w headerOnlyWriter) Header() http.Header         { return http.Header(w) }
+func (w headerOnlyWriter) WriteHeader(int)             {}
+func (w headerOnlyWriter) Write(b []byte) (int, error) { return len(b), nil }
+
+// TestWriteCreatedAllocations: the answer to a payment the server made
+// takes one allocation of its own, the slice of its three header values
+// (the Location is the one newPaymentLocation made, the Content-Length
+// lengthText's).
+func TestWriteCreatedAllocations(t *testing.T) {
+	location := newPaymentLocation()
+	p := answerTestPayments()[0]
+	p.ID = location[len(paymentsPath):]
+	w := headerOnlyWriter(make(http.Header, 8))
+	writeCreated(w, &p, &p, location) // the buffer pool's first buffer
+	if n := testing.AllocsPerRun(100, func() { writeCreated(w, &p, &p, location) }); n != 1 {
+		t.Errorf("writeCreated allocates %v times, want 1", n)
+	}
+	if got := w["Location"]; len(got) != 1 || got[0] != location {
+		t.Errorf("Location %q, want %q", got, location)
 	}
 }
 

@@ -78,7 +78,7 @@ func TestWriteCreatedRandom(t *testing.T) {
 		if _, ok := appendPaymentJSON(nil, &p, nil); ok {
 			fast++
 		}
-		writeCreated(got, &p, nil)
+		writeCreated(got, &p, nil, "")
 		if got.Code != want.Code || !reflect.DeepEqual(got.Header(), want.Header()) || got.Body.String() != want.Body.String() {
 			t.Fatalf("payment %+v:\nwriteCreated %d %v %q\nwriteJSON    %d %v %q", p,
 				got.Code, got.Header(), got.Body, want.Code, want.Header(), want.Body)

@@ -49,17 +49,27 @@ type Payment struct {
 	Created time.Time `json:"created"`
 }
 
-// newPaymentID returns a fresh payment ID. Its 64 bits come from
+// paymentsPath is the path of a payment, before its ID.
+const paymentsPath = "/payments/"
+
+// newPaymentLocation returns the path of a fresh payment, paymentsPath and
+// a new ID (see newPaymentID), in one string: the ID is its tail, which
+// the answer's Location header shares. The ID's 64 bits come from
 // math/rand/v2's generator, seeded by the runtime from the system's
 // randomness, at a fraction of crypto/rand's cost: a mock's IDs need to
 // be unique, not unguessable.
-func newPaymentID() string {
+func newPaymentLocation() string {
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], rand.Uint64())
-	id := [len("pay_") + 2*len(b)]byte{'p', 'a', 'y', '_'}
-	hex.Encode(id[len("pay_"):], b[:])
-	return string(id[:])
+	const head = paymentsPath + "pay_"
+	loc := [len(head) + 2*len(b)]byte{}
+	copy(loc[:], head)
+	hex.Encode(loc[len(head):], b[:])
+	return string(loc[:])
 }
+
+// newPaymentID returns a fresh payment ID: "pay_" and 16 hex digits.
+func newPaymentID() string { return newPaymentLocation()[len(paymentsPath):] }
 
 // createPayment is the handler behind the idempotency middleware: every call
 // is one execution.
@@ -127,8 +137,9 @@ func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
 	if !keyed || s.unkeyed {
 		ref = "unkeyed-" + newPaymentID()
 	}
+	location := newPaymentLocation()
 	made := Payment{
-		ID:             newPaymentID(),
+		ID:             location[len(paymentsPath):],
 		Amount:         req.Amount,
 		Currency:       req.Currency,
 		Recipient:      req.Recipient,
@@ -164,7 +175,7 @@ func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
 		t := time.NewTimer(s.work)
 		<-t.C
 	}
-	writeCreated(w, &p, &made)
+	writeCreated(w, &p, &made, location)
 }
 
 // ledgerFailed answers a read of the ledger that failed.
