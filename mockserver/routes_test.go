@@ -3,9 +3,12 @@ package mockserver_test
 import (
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/mockserver"
 )
 
@@ -97,5 +100,40 @@ func TestUnknownPathIs404Problem(t *testing.T) {
 			resp, b := mustSend(t, srv, method, path, "", "")
 			wantProblem(t, resp, b, http.StatusNotFound, mockserver.ProblemNotFound)
 		}
+	}
+}
+
+// TestPaymentRoutePattern: a payment reaches the handler, and the
+// Middleware's hook, with the ServeMux pattern matched as Request.Pattern
+// ("/payments", the http.route of the metrics), whether its path is
+// written plain or with a letter escaped, which the mux unescapes.
+func TestPaymentRoutePattern(t *testing.T) {
+	var mu sync.Mutex
+	var handler, hook []string
+	srv := mockserver.New(
+		mockserver.WithHandlerMiddleware(func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				handler = append(handler, r.Pattern)
+				mu.Unlock()
+				next.ServeHTTP(w, r)
+			})
+		}),
+		mockserver.WithIdempotencyOptions(idempotency.WithHook(func(ev idempotency.Event) {
+			mu.Lock()
+			hook = append(hook, ev.Route)
+			mu.Unlock()
+		})))
+	defer srv.Close()
+	for i, path := range []string{"/payments", "/pay%6Dents"} {
+		resp, b := mustSend(t, srv, http.MethodPost, path, "route-key-"+strconv.Itoa(i), `{"amount":1,"currency":"EUR","recipient":"acct_1"}`)
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("POST %s: %d %s", path, resp.StatusCode, b)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"/payments", "/payments"}; !slices.Equal(handler, want) || !slices.Equal(hook, want) {
+		t.Errorf("Request.Pattern in the handler %q, Event.Route %q; want %q", handler, hook, want)
 	}
 }
