@@ -217,18 +217,20 @@ func (t *keyTable) key(i int32) []byte {
 func (t *keyTable) holds(i int32, key string) bool { return string(t.key(i)) == key }
 
 // find returns the position of key, whose strHash is h, if t holds it
-// and it did not move.
-func (t *keyTable) find(h uint64, key string) (int32, bool) {
-	i, ok := t.index.get(h, key, t.holds)
-	return i, ok && !t.recs.at(i).moved
+// and it did not move, and whether no key of t has the hash (free, for
+// add).
+func (t *keyTable) find(h uint64, key string) (i int32, ok, free bool) {
+	i, ok, free = t.index.get(h, key, t.holds)
+	return i, ok && !t.recs.at(i).moved, free
 }
 
 // add adds key, whose strHash is h, with r's counts and history more (its
-// attempts after the first).
-func (t *keyTable) add(h uint64, key string, r keyRecord, more []attemptRecord) int32 {
+// attempts after the first); free is what find last reported of h, or
+// false (see strIndex.set).
+func (t *keyTable) add(h uint64, key string, r keyRecord, more []attemptRecord, free bool) int32 {
 	r.text, r.n, r.moved = t.text.add(key), int32(len(key)), false
 	i := t.recs.add(r)
-	t.index.set(h, key, i, t.holds)
+	t.index.set(h, key, i, t.holds, free)
 	if len(more) > 0 {
 		if t.more == nil {
 			t.more = make(map[int32][]attemptRecord)
@@ -257,12 +259,13 @@ func (t *keyTable) stats(i int32) KeyStats {
 func (in *inspector) recordLocked(key string) (*keyTable, int32, *keyRecord) {
 	key = countedKey(key)
 	h := strHash(key) // one hash for both tables, and for the key's new record
-	if i, ok := in.cur.find(h, key); ok {
+	i, ok, free := in.cur.find(h, key)
+	if ok {
 		return &in.cur, i, in.cur.recs.at(i)
 	}
 	var r keyRecord
 	var more []attemptRecord
-	if i, ok := in.old.find(h, key); ok {
+	if i, ok, _ := in.old.find(h, key); ok {
 		old := in.old.recs.at(i)
 		r, more = *old, in.old.more[i]
 		old.moved = true
@@ -273,8 +276,9 @@ func (in *inspector) recordLocked(key string) (*keyTable, int32, *keyRecord) {
 	if in.cur.recs.len() >= MaxInspectedKeys/2 {
 		in.old, in.cur = in.cur, keyTable{}
 		in.turn = 0
+		free = true // the new table is empty
 	}
-	i := in.cur.add(h, key, r, more)
+	i = in.cur.add(h, key, r, more, free)
 	return &in.cur, i, in.cur.recs.at(i)
 }
 
@@ -355,7 +359,7 @@ func (in *inspector) stats(key string) KeyStats {
 	counted := countedKey(key)
 	h := strHash(counted)
 	for _, t := range []*keyTable{&in.cur, &in.old} {
-		if i, ok := t.find(h, counted); ok {
+		if i, ok, _ := t.find(h, counted); ok {
 			return t.stats(i)
 		}
 	}

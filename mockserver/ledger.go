@@ -165,9 +165,10 @@ func (l *memLedger) balanceLocked(currency string) int64 {
 	return OpeningBalance(l.opening, currency)
 }
 
-// add records p as the newest payment; h is strHash(p.Ref). The lock
-// must be held.
-func (l *memLedger) add(p *Payment, h uint64) {
+// add records p as the newest payment; h is strHash(p.Ref), and free
+// whether byRef.get found no ref with that hash (see strIndex.set). The
+// lock must be held.
+func (l *memLedger) add(p *Payment, h uint64, free bool) {
 	i := l.payments.len()
 	strs := paymentStrings(p)
 	r := paymentRecord{text: l.text.add(strs[:]...), amount: p.Amount, created: p.Created.UnixNano()}
@@ -184,7 +185,7 @@ func (l *memLedger) add(p *Payment, h uint64) {
 		l.oddTimes[i] = p.Created
 	}
 	l.payments.add(r)
-	l.byRef.set(h, p.Ref, i, l.hasRef)
+	l.byRef.set(h, p.Ref, i, l.hasRef, free)
 }
 
 // field returns the bytes of the j-th string (see paymentStrings) of the
@@ -237,7 +238,8 @@ func (l *memLedger) Pay(ctx context.Context, ref string, keep time.Duration, p P
 	h := strHash(ref)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if i, ok := l.byRef.get(h, ref, l.hasRef); ok && kept(l.createdAt(i), p.Created, keep) {
+	i, ok, free := l.byRef.get(h, ref, l.hasRef)
+	if ok && kept(l.createdAt(i), p.Created, keep) {
 		return l.payment(i), true, nil
 	}
 	bal := l.balanceLocked(p.Currency)
@@ -246,7 +248,7 @@ func (l *memLedger) Pay(ctx context.Context, ref string, keep time.Duration, p P
 	}
 	p.Ref = ref
 	l.balances[p.Currency] = bal - p.Amount
-	l.add(&p, h)
+	l.add(&p, h, free)
 	return p, false, nil
 }
 

@@ -61,25 +61,31 @@ func TestStrIndexSharedHash(t *testing.T) {
 	holds := func(i int32, s string) bool { return held[i] == s }
 	var x strIndex
 	const h = 7 // every string's hash
-	x.set(h, "a", 0, holds)
-	x.set(h, "b", 1, holds)
+	if _, ok, free := x.get(h, "a", holds); ok || !free {
+		t.Errorf("get(a) of an empty index = %v, free %v; want false, free", ok, free)
+	}
+	x.set(h, "a", 0, holds, true)
+	if _, ok, free := x.get(h, "b", holds); ok || free {
+		t.Errorf("get(b), its hash a's = %v, free %v; want false, not free", ok, free)
+	}
+	x.set(h, "b", 1, holds, false)
 	want := map[string]int32{"a": 0, "b": 1}
 	check := func() {
 		t.Helper()
 		for s, w := range want {
-			if i, ok := x.get(h, s, holds); !ok || i != w {
+			if i, ok, _ := x.get(h, s, holds); !ok || i != w {
 				t.Errorf("get(%s) = %d, %v; want %d", s, i, ok, w)
 			}
 		}
-		if _, ok := x.get(h, "c", holds); ok {
+		if _, ok, _ := x.get(h, "c", holds); ok {
 			t.Error("get(c) found a string never set")
 		}
 	}
 	check()
-	x.set(h, "b", 2, holds)
+	x.set(h, "b", 2, holds, false)
 	want["b"] = 2
 	check()
-	x.set(h, "a", 3, holds)
+	x.set(h, "a", 3, holds, false)
 	want["a"] = 3
 	check()
 }

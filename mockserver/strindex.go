@@ -25,19 +25,27 @@ type strIndex struct {
 	more  map[string]int32 // the strings whose hash another string has
 }
 
-// get returns the position of s, whose hash is h.
-func (x *strIndex) get(h uint64, s string, holds func(int32, string) bool) (int32, bool) {
-	if i, ok := x.first[h]; ok && holds(i, s) {
-		return i, true
+// get returns the position of s, whose hash is h, and whether no string
+// has that hash (free), which set can take from it.
+func (x *strIndex) get(h uint64, s string, holds func(int32, string) bool) (i int32, ok, free bool) {
+	i, taken := x.first[h]
+	if taken && holds(i, s) {
+		return i, true, false
 	}
-	i, ok := x.more[s]
-	return i, ok
+	i, ok = x.more[s]
+	return i, ok, !taken
 }
 
-// set makes i the position of s, whose hash is h.
-func (x *strIndex) set(h uint64, s string, i int32, holds func(int32, string) bool) {
+// set makes i the position of s, whose hash is h. free is what get last
+// reported of h, when nothing was set since, or false; true spares the
+// lookup that tells whether another string has the hash.
+func (x *strIndex) set(h uint64, s string, i int32, holds func(int32, string) bool, free bool) {
 	if x.first == nil {
 		x.first = make(map[uint64]int32)
+	}
+	if free {
+		x.first[h] = i
+		return
 	}
 	if j, ok := x.first[h]; !ok || holds(j, s) {
 		x.first[h] = i
