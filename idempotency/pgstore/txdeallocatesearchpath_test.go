@@ -16,13 +16,13 @@ import (
 // of a statement of its own, through the transaction, on the connection's
 // second request, under a SET LOCAL search_path that leaves out the
 // store's table (a tenant's schema; put back before the commit), is
-// followed by forgetting that one
-// statement only: nothing of the store's is prepared then, inside the
-// handler's transaction and under its search_path. Looking up the store's
-// statements by preparing them (forgetOne), with each attempt of the
-// claim batch preparing only its own, parsed the claim statements that
-// the connection had not used yet there: the table was not found, the
-// DEALLOCATE failed with the handler's transaction, and the request.
+// followed by forgetting that one statement only: nothing of the store's
+// is prepared then, inside the handler's transaction and under its
+// search_path. Looking up the store's statements by preparing them
+// (forgetOne), with each attempt of the claim batch preparing only its
+// own, parsed the claim statements that the connection had not used yet
+// there: the table was not found, the DEALLOCATE failed with the
+// handler's transaction, and the request.
 func TestTxHandlerDeallocatesOneUnderItsSearchPath(t *testing.T) {
 	pool := newPool(t, func(cfg *pgxpool.Config) { cfg.MaxConns = 1 })
 	s := newTxStore(t, pool)
