@@ -350,6 +350,13 @@ func (t *Tx) PgxTx() pgx.Tx {
 // transaction. A set_config(..., false), a SET inside a function, and
 // anything sent through Conn are not seen.
 //
+// The store's statements run under the settings in force when they run,
+// the completion after the handler included: a SET LOCAL search_path
+// that leaves the store's table out and is still in force when the
+// handler returns fails the request's commit (a 503, everything rolled
+// back, so that a retry runs the handler again). A handler that changes
+// search_path should name the table with its schema (WithTable).
+//
 // As on pgx's connection, one statement runs at a time (a statement of
 // another goroutine waits for it), and none while rows (Query) or a
 // batch's results (SendBatch) are open: such a statement fails at once
