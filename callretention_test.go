@@ -91,3 +91,38 @@ func TestErrorsKeepNoCall(t *testing.T) {
 		})
 	}
 }
+
+// TestHookKeyKeepsNoCall: the key a hook is given (Attempt.Key), kept
+// after a Client.Do call whose key the call generated, does not keep the
+// call's context in memory: it was the key's text inside the call.
+func TestHookKeyKeepsNoCall(t *testing.T) {
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusCreated, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+	})
+	var keys []string
+	c := NewClient(WithBase(base), WithHook(func(a Attempt) { keys = append(keys, a.Key) }))
+	var call weak.Pointer[callContext]
+	hc := c.HTTPClient()
+	inner := hc.Transport
+	hc.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		call = weak.Make(r.Context().Value(callCtxKey{}).(*callContext))
+		return inner.RoundTrip(r)
+	})
+	resp, err := c.Do(newReq(t, context.Background(), http.MethodPost, "debit 1500"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	resp = nil
+	if len(keys) != 1 {
+		t.Fatalf("the hook saw %d attempts; want 1", len(keys))
+	}
+	if _, err := ParseKey(keys[0]); err != nil {
+		t.Fatalf("the hook's key %q: %v", keys[0], err)
+	}
+	runtime.GC()
+	if call.Value() != nil {
+		t.Error("the call's context is still in memory after the call, kept by the key a hook kept")
+	}
+	runtime.KeepAlive(keys)
+}
