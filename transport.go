@@ -92,15 +92,15 @@ func (t *Transport) RoundTrip(req *http.Request) (resp *http.Response, err error
 	}
 	op.timed = len(cfg.hooks) > 0 || cfg.logger != nil
 	// A generated key's text lives in op, which holds the first attempt's
-	// request: a key kept after the operation would keep that request and
-	// its buffered body. A hook or a logger's handler may keep the key,
-	// so it then gets a text of its own; the other ways out (an error, a
-	// Client's call, KeyFromResponse) copy it (see keptKey).
-	text := &op.keyText
-	if op.timed {
-		text = new(keyText)
+	// request, or in the Client.Do call, which holds its last answer: a
+	// key kept after the operation would keep them, and the buffered
+	// body. A hook or a logger's handler may keep the key, so it then
+	// gets a text of its own (see ownKey); the other ways out (an error,
+	// a Client's call, KeyFromResponse) copy it (see keptKey, errorKey).
+	key, wire, _, err := cfg.resolveKey(req, op.call, &op.keyText)
+	if err == nil && op.timed {
+		key, wire = op.ownKey(key, wire)
 	}
-	key, wire, _, err := cfg.resolveKey(req, op.call, text)
 	if err == nil && req.Response != nil {
 		switch cfg.redirectHop(req, key) {
 		case retrypolicy.HopRefuse:
@@ -563,6 +563,28 @@ func (op *operation) fail(n int, err error, lastStatus int) error {
 	e := &Error{Cause: cause, Key: op.errorKey(), Attempts: n, StatusCode: lastStatus, Reason: reasonOf(op.written.Reason()), Err: err}
 	op.finish(n, e)
 	return e
+}
+
+// ownKey returns key, and wire when it is key's text, in a text of their
+// own when key is a generated key's text, op's or the Client.Do call's,
+// for an operation whose hooks or logger may keep the key: one
+// allocation, only for a generated key (a caller's key is the caller's
+// string already).
+func (op *operation) ownKey(key, wire string) (string, string) {
+	if key == "" {
+		return key, wire
+	}
+	p := unsafe.StringData(key)
+	if p != &op.keyText[0] && (op.call == nil || p != &op.call.text[0]) {
+		return key, wire
+	}
+	text := new(keyText)
+	copy(text[:], key)
+	own := unsafe.String(&text[0], len(key))
+	if unsafe.StringData(wire) == p {
+		wire = own
+	}
+	return own, wire
 }
 
 // errorKey returns op's key for its error: as keptKey, and a copy too
