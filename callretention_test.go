@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"runtime"
 	"strings"
@@ -125,4 +126,68 @@ func TestHookKeyKeepsNoCall(t *testing.T) {
 		t.Error("the call's context is still in memory after the call, kept by the key a hook kept")
 	}
 	runtime.KeepAlive(keys)
+}
+
+// TestHookKeyKeepsNoCallAcrossHops: as TestHookKeyKeepsNoCall, for every
+// hop of a 307 redirect (each a RoundTrip of its own, with the key the
+// call pinned), for a hook and a logger's handler, with the key sent as
+// a token or as an sf-string (whose header value is a string of its own).
+func TestHookKeyKeepsNoCallAcrossHops(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		logger, structured bool
+	}{{"hook", false, false}, {"hook/sf-string", false, true}, {"logger", true, false}, {"logger/sf-string", true, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var wires []string
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				wires = append(wires, r.Header.Get(HeaderIdempotencyKey))
+				if len(wires) == 1 {
+					return &http.Response{StatusCode: http.StatusTemporaryRedirect, Header: http.Header{"Location": {"/v1/other"}}, Body: http.NoBody, Request: r}, nil
+				}
+				return &http.Response{StatusCode: http.StatusCreated, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+			})
+			var keys []string
+			var logged string
+			opts := []Option{WithBase(base), WithStructuredKey(tc.structured)}
+			if tc.logger {
+				opts = append(opts, WithLogger(slog.New(&keyKeeper{key: &logged})))
+			} else {
+				opts = append(opts, WithHook(func(a Attempt) { keys = append(keys, a.Key) }))
+			}
+			c := NewClient(opts...)
+			var call weak.Pointer[callContext]
+			hc := c.HTTPClient()
+			inner := hc.Transport
+			hc.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				call = weak.Make(r.Context().Value(callCtxKey{}).(*callContext))
+				return inner.RoundTrip(r)
+			})
+			resp, err := c.Do(newReq(t, context.Background(), http.MethodPost, "debit 1500"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			resp = nil
+			if tc.logger {
+				keys = append(keys, logged)
+			}
+			if len(wires) != 2 || wires[0] == "" || wires[1] != wires[0] {
+				t.Fatalf("the hops sent the keys %q; want the same key twice", wires)
+			}
+			if !tc.logger && len(keys) != 2 {
+				t.Fatalf("the hook saw %d attempts; want 2", len(keys))
+			}
+			for _, k := range keys {
+				if FormatKey(k, tc.structured) != wires[0] {
+					t.Errorf("kept the key %q; the hops sent %q", k, wires[0])
+				}
+			}
+			wires = nil
+			runtime.GC()
+			if call.Value() != nil {
+				t.Error("the call's context is still in memory after the call, kept by the key a hook or logger kept")
+			}
+			runtime.KeepAlive(keys)
+		})
+	}
 }
