@@ -172,7 +172,7 @@ type operation struct {
 	// the first, where the answer's Request finds it (see
 	// ReasonFromResponse).
 	written retrypolicy.Written
-	keyText keyText // the text of a generated key (key and wire share it), unless timed
+	keyText keyText // the text of a generated key (key and wire share it; copied when timed, see ownKey)
 
 	sent      bool // some attempt may have reached the server
 	timed     bool // a hook or logger is set: attempts are reported (see report), with their durations
