@@ -24,13 +24,7 @@ func TestResponseKeepsNoCall(t *testing.T) {
 	})
 	var kept *http.Request
 	c := NewClient(WithBase(base), WithHook(func(a Attempt) { kept = a.Request }))
-	var call weak.Pointer[callContext]
-	hc := c.HTTPClient()
-	inner := hc.Transport
-	hc.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
-		call = weak.Make(r.Context().Value(callCtxKey{}).(*callContext))
-		return inner.RoundTrip(r) // r itself: its context is the call's
-	})
+	call := watchCall(c)
 	req := newReq(t, context.Background(), http.MethodPost, "debit 1500")
 	req.Header.Set(HeaderIdempotencyKey, "debit-1")
 	resp, err := c.Do(req)
@@ -62,13 +56,7 @@ func TestErrorsKeepNoCall(t *testing.T) {
 				return &http.Response{StatusCode: http.StatusUnprocessableEntity, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(`{}`)), Request: r}, nil
 			})
 			c := NewClient(WithBase(base), WithMaxAttempts(1))
-			var call weak.Pointer[callContext]
-			hc := c.HTTPClient()
-			inner := hc.Transport
-			hc.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
-				call = weak.Make(r.Context().Value(callCtxKey{}).(*callContext))
-				return inner.RoundTrip(r)
-			})
+			call := watchCall(c)
 			_, err := c.Do(newReq(t, context.Background(), http.MethodPost, "debit 1500"))
 			var key string
 			var apiErr *APIError
@@ -102,13 +90,7 @@ func TestHookKeyKeepsNoCall(t *testing.T) {
 	})
 	var keys []string
 	c := NewClient(WithBase(base), WithHook(func(a Attempt) { keys = append(keys, a.Key) }))
-	var call weak.Pointer[callContext]
-	hc := c.HTTPClient()
-	inner := hc.Transport
-	hc.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
-		call = weak.Make(r.Context().Value(callCtxKey{}).(*callContext))
-		return inner.RoundTrip(r)
-	})
+	call := watchCall(c)
 	resp, err := c.Do(newReq(t, context.Background(), http.MethodPost, "debit 1500"))
 	if err != nil {
 		t.Fatal(err)
@@ -155,13 +137,7 @@ func TestHookKeyKeepsNoCallAcrossHops(t *testing.T) {
 				opts = append(opts, WithHook(func(a Attempt) { keys = append(keys, a.Key) }))
 			}
 			c := NewClient(opts...)
-			var call weak.Pointer[callContext]
-			hc := c.HTTPClient()
-			inner := hc.Transport
-			hc.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
-				call = weak.Make(r.Context().Value(callCtxKey{}).(*callContext))
-				return inner.RoundTrip(r)
-			})
+			call := watchCall(c)
 			resp, err := c.Do(newReq(t, context.Background(), http.MethodPost, "debit 1500"))
 			if err != nil {
 				t.Fatal(err)
@@ -190,4 +166,19 @@ func TestHookKeyKeepsNoCallAcrossHops(t *testing.T) {
 			runtime.KeepAlive(keys)
 		})
 	}
+}
+
+// watchCall puts a RoundTripper around c's Transport that notes, weakly,
+// the call context of each request it passes on, and returns where it
+// notes it: it passes each request on itself, so that the hop's context
+// is the call's own.
+func watchCall(c *Client) *weak.Pointer[callContext] {
+	call := new(weak.Pointer[callContext])
+	hc := c.HTTPClient()
+	inner := hc.Transport
+	hc.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		*call = weak.Make(r.Context().Value(callCtxKey{}).(*callContext))
+		return inner.RoundTrip(r)
+	})
+	return call
 }
