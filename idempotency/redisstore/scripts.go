@@ -289,18 +289,38 @@ func newScript(src string) *script {
 // cmd returns the command that runs sc on key with args (the script's
 // ARGV): EVALSHA, or EVAL when byHash is false, made as go-redis's Eval
 // and EvalSha make it (the key where a cluster client looks for it), its
-// arguments in one slice.
+// arguments in one slice, which shares an allocation with the key (see
+// scriptArgs).
 func (sc *script) cmd(ctx context.Context, byHash bool, key string, args []any) *redis.Cmd {
-	a := make([]any, 4+len(args))
+	sa := &scriptArgs{key: key}
+	var a []any
+	if len(args) <= maxScriptArgs {
+		a = sa.a[:4+len(args)]
+	} else {
+		a = make([]any, 4+len(args))
+	}
 	a[0], a[1] = "evalsha", sc.sha
 	if !byHash {
 		a[0], a[1] = "eval", sc.src
 	}
-	a[2], a[3] = 1, key
+	a[2], a[3] = 1, &sa.key
 	copy(a[4:], args)
 	cmd := redis.NewCmd(ctx, a...)
 	cmd.SetFirstKeyPos(3)
 	return cmd
+}
+
+// maxScriptArgs is the most ARGV any of the store's scripts takes (the
+// complete script's four).
+const maxScriptArgs = 4
+
+// scriptArgs is the arguments of one script command, and its key, in one
+// allocation: the key goes in as a *string, which go-redis writes (and a
+// cluster client hashes) as the string, and which, a pointer, boxes for
+// nothing, where the string boxed cost an allocation of its own.
+type scriptArgs struct {
+	a   [4 + maxScriptArgs]any
+	key string
 }
 
 // watchScript: KEYS[1] entry. Marks an entry in progress as awaited, so
