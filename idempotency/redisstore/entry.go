@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/saferetry/saferetry/idempotency"
 	"github.com/saferetry/saferetry/internal/headercodec"
@@ -44,8 +45,10 @@ const (
 // fingerprint, which the complete script appends from the entry in
 // progress it completes. The header is encoded once, straight into the
 // head, which is allocated once (headercodec.Len sizes it): encoded apart
-// first, it cost three more allocations as it grew, and a copy.
-func completedHead(token int64, resp idempotency.Response) []byte {
+// first, it cost three more allocations as it grew, and a copy. The bytes
+// are returned as a string without a copy (nothing writes them after),
+// for the script's arguments (see scriptArgs).
+func completedHead(token int64, resp idempotency.Response) string {
 	hdrLen := 0
 	flags := byte(0)
 	if resp.Oversize {
@@ -71,7 +74,14 @@ func completedHead(token int64, resp idempotency.Response) []byte {
 	if resp.Header != nil {
 		b = headercodec.Append(b, resp.Header)
 	}
-	return append(b, resp.Body...)
+	b = append(b, resp.Body...)
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// headToken returns the token's decimal in head, a completedHead: the
+// complete script's token argument, without a string of its own.
+func headToken(head string) string {
+	return head[2:strings.IndexByte(head, ',')]
 }
 
 // decodeEntry reads an entry from a script's answer, as claimScript and

@@ -289,22 +289,20 @@ func newScript(src string) *script {
 // cmd returns the command that runs sc on key with args (the script's
 // ARGV): EVALSHA, or EVAL when byHash is false, made as go-redis's Eval
 // and EvalSha make it (the key where a cluster client looks for it), its
-// arguments in one slice, which shares an allocation with the key (see
-// scriptArgs).
-func (sc *script) cmd(ctx context.Context, byHash bool, key string, args []any) *redis.Cmd {
+// arguments in one slice, which shares an allocation with the strings
+// (see scriptArgs). args are at most maxScriptArgs.
+func (sc *script) cmd(ctx context.Context, byHash bool, key string, args []string) *redis.Cmd {
 	sa := &scriptArgs{key: key}
-	var a []any
-	if len(args) <= maxScriptArgs {
-		a = sa.a[:4+len(args)]
-	} else {
-		a = make([]any, 4+len(args))
-	}
+	a := sa.a[:4+len(args)]
 	a[0], a[1] = "evalsha", sc.sha
 	if !byHash {
 		a[0], a[1] = "eval", sc.src
 	}
 	a[2], a[3] = 1, &sa.key
-	copy(a[4:], args)
+	for i := range args {
+		sa.args[i] = args[i]
+		a[4+i] = &sa.args[i]
+	}
 	cmd := redis.NewCmd(ctx, a...)
 	cmd.SetFirstKeyPos(3)
 	return cmd
@@ -314,13 +312,15 @@ func (sc *script) cmd(ctx context.Context, byHash bool, key string, args []any) 
 // complete script's four).
 const maxScriptArgs = 4
 
-// scriptArgs is the arguments of one script command, and its key, in one
-// allocation: the key goes in as a *string, which go-redis writes (and a
-// cluster client hashes) as the string, and which, a pointer, boxes for
-// nothing, where the string boxed cost an allocation of its own.
+// scriptArgs is the arguments of one script command, and the strings of
+// its key and ARGV, in one allocation: each string goes in as a *string,
+// which go-redis writes (and a cluster client hashes, for the key) as the
+// string, and which, a pointer, boxes for nothing, where each string boxed
+// cost an allocation of its own (a first execution four).
 type scriptArgs struct {
-	a   [4 + maxScriptArgs]any
-	key string
+	a    [4 + maxScriptArgs]any
+	key  string
+	args [maxScriptArgs]string
 }
 
 // watchScript: KEYS[1] entry. Marks an entry in progress as awaited, so

@@ -214,7 +214,7 @@ func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease
 	if err := checkLease(lease); err != nil {
 		return wrap(ctx, "renew", err)
 	}
-	return s.fenced(ctx, "renew", renewScript, k, token, s.leaseArg.box(micros(lease)))
+	return s.fenced(ctx, "renew", renewScript, k, strconv.FormatInt(token, 10), s.leaseArg.box(micros(lease)))
 }
 
 // Complete implements idempotency.Store. The header is stored byte for byte
@@ -233,7 +233,7 @@ func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, re
 				idempotency.ErrResponseNotStorable, len(head), limit)
 		}
 	}
-	err := s.fenced(ctx, "complete", completeScript, k, token, s.ttlArg.box(millis(ttl)), s.watch.settled, head)
+	err := s.fenced(ctx, "complete", completeScript, k, headToken(head), s.ttlArg.box(millis(ttl)), s.watch.settled, head)
 	if tooLong(err) {
 		return fmt.Errorf("%w: %w", idempotency.ErrResponseNotStorable, err)
 	}
@@ -284,7 +284,7 @@ func tooLong(err error) bool {
 // Release implements idempotency.Store. The released entry keeps its token,
 // hidden from Get and Claim, until it expires.
 func (s *Store) Release(ctx context.Context, k idempotency.Key, token int64) error {
-	return s.fenced(ctx, "release", releaseScript, k, token, s.watch.settled)
+	return s.fenced(ctx, "release", releaseScript, k, strconv.FormatInt(token, 10), s.watch.settled)
 }
 
 // Get implements idempotency.Store in one round trip.
@@ -308,7 +308,7 @@ func (s *Store) Get(ctx context.Context, k idempotency.Key) (idempotency.Entry, 
 
 // fenced runs a script that answers 1 when the token held the claim and 0
 // when it was stale.
-func (s *Store) fenced(ctx context.Context, op string, sc settled, k idempotency.Key, args ...any) error {
+func (s *Store) fenced(ctx context.Context, op string, sc settled, k idempotency.Key, args ...string) error {
 	res, err := s.settle(ctx, sc, s.redisKey(k), settledWrite, args...)
 	if err != nil {
 		return wrap(ctx, op, err)
@@ -326,7 +326,7 @@ func (s *Store) fenced(ctx context.Context, op string, sc settled, k idempotency
 // not nil, tells from the script's result whether it wrote, and so whether
 // the replicas' acknowledgement must be checked. An error matching
 // ErrNotReplicated comes with the script's result.
-func (s *Store) run(ctx context.Context, sc *script, key string, wrote func(any) bool, args ...any) (res any, err error) {
+func (s *Store) run(ctx context.Context, sc *script, key string, wrote func(any) bool, args ...string) (res any, err error) {
 	return s.runSent(ctx, ctx, nil, sc, key, wrote, args...)
 }
 
@@ -334,7 +334,7 @@ func (s *Store) run(ctx context.Context, sc *script, key string, wrote func(any)
 // and read under sctx, and a WAIT of a round trip of its own under ctx
 // (see acquire); the script's command is kept in sent, when not nil (see
 // sentScript).
-func (s *Store) runSent(ctx, sctx context.Context, sent *sentScript, sc *script, key string, wrote func(any) bool, args ...any) (res any, err error) {
+func (s *Store) runSent(ctx, sctx context.Context, sent *sentScript, sc *script, key string, wrote func(any) bool, args ...string) (res any, err error) {
 	if s.cfg.waitN <= 0 || wrote == nil {
 		res, err = s.eval(sctx, sent, sc, key, args)
 	} else {
@@ -347,7 +347,7 @@ func (s *Store) runSent(ctx, sctx context.Context, sent *sentScript, sc *script,
 // eval runs sc on key with args in one round trip, as go-redis's
 // Script.Run does: EVALSHA, then EVAL when the server lacks the script.
 // Each command is kept in sent, when not nil, before it is sent.
-func (s *Store) eval(ctx context.Context, sent *sentScript, sc *script, key string, args []any) (any, error) {
+func (s *Store) eval(ctx context.Context, sent *sentScript, sc *script, key string, args []string) (any, error) {
 	cmd := sc.cmd(ctx, true, key, args)
 	sent.keep(cmd)
 	_ = s.rdb.Process(ctx, cmd)
@@ -363,7 +363,7 @@ func (s *Store) eval(ctx context.Context, sent *sentScript, sc *script, key stri
 
 // settle runs sc's allow-oom form, or its plain form on a server that
 // refused the former once (see settled).
-func (s *Store) settle(ctx context.Context, sc settled, key string, wrote func(any) bool, args ...any) (any, error) {
+func (s *Store) settle(ctx context.Context, sc settled, key string, wrote func(any) bool, args ...string) (any, error) {
 	if !s.plainSettle.Load() {
 		res, err := s.run(ctx, sc.oom, key, wrote, args...)
 		if !flagsUnknown(err) {
@@ -460,21 +460,21 @@ func millis(d time.Duration) int64 {
 }
 
 // lastArg keeps the last number given to it as a script's argument: its
-// decimal, boxed. Callers give the same lease and ttl call after call (the
+// decimal. Callers give the same lease and ttl call after call (the
 // Middleware its configured ones), which then cost a script call neither
-// the allocation of boxing them nor formatting them when the command is
-// written; Redis reads every ARGV as a string, so the command is the
-// same. The zero value is empty; it is safe for concurrent use.
+// the allocation of the decimal nor formatting it; Redis reads every ARGV
+// as a string, so the command is the same. The zero value is empty; it is
+// safe for concurrent use.
 type lastArg struct{ p atomic.Pointer[boxedArg] }
 
 type boxedArg struct {
 	n   int64
-	arg any
+	arg string
 }
 
-// box returns n's decimal, boxed: the one kept when it is n's, else a new
-// one, which is kept.
-func (l *lastArg) box(n int64) any {
+// box returns n's decimal: the one kept when it is n's, else a new one,
+// which is kept.
+func (l *lastArg) box(n int64) string {
 	if b := l.p.Load(); b != nil && b.n == n {
 		return b.arg
 	}

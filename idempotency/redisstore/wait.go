@@ -40,7 +40,7 @@ type shortPrimaries struct{ m sync.Map }
 // sent and read under sctx; a WAIT sent after it, under ctx, whose end
 // then fails it as above (see Store.acquire). The script's command is
 // kept in sent, when not nil (see sentScript).
-func (s *Store) runWait(ctx, sctx context.Context, sent *sentScript, sc *script, key string, wrote func(any) bool, args ...any) (any, error) {
+func (s *Store) runWait(ctx, sctx context.Context, sent *sentScript, sc *script, key string, wrote func(any) bool, args ...string) (any, error) {
 	cc, ok := s.rdb.(*redis.ClusterClient)
 	if !ok {
 		client := s.rdb.(*redis.Client) // New takes no other client with WithWait (see waitable)
@@ -105,7 +105,7 @@ func askTarget(err error) (string, bool) {
 func (s *Store) runWaitOn(ctx, sctx context.Context, sent *sentScript, c interface {
 	Pipeline() redis.Pipeliner
 	Do(ctx context.Context, args ...any) *redis.Cmd
-}, client *redis.Client, addr string, asking bool, sc *script, key string, wrote func(any) bool, args ...any) (any, error) {
+}, client *redis.Client, addr string, asking bool, sc *script, key string, wrote func(any) bool, args ...string) (any, error) {
 	var pinned *redis.Conn
 	// sctx, which the pipeline is read under, may end first (see
 	// Store.acquire).

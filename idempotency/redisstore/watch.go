@@ -28,10 +28,10 @@ type watcher struct {
 	// that check waits for its answer: watchset.Idle and
 	// watchset.PingWait, shorter in tests.
 	idle, pingWait time.Duration
-	// settled is channel's name, boxed once (New) for the complete and
-	// release scripts' arguments: boxed anew, it cost each call an
+	// settled is channel's name, made once (New) for the complete and
+	// release scripts' arguments: made anew, it cost each call an
 	// allocation.
-	settled any
+	settled string
 }
 
 // channel is the settled channel of the store's prefix.
