@@ -34,8 +34,9 @@ func (s *Store) Drain(ctx context.Context) error {
 	return s.detached.Wait(ctx)
 }
 
-// acquire runs Claim's round trips that may acquire k (the replay fast
-// path's GET, then the claim script) to their answer, also when ctx ends
+// acquire runs Claim's round trips that may acquire k, whose entry is
+// named name, with the fingerprint in its stored form (encodeFingerprint)
+// (the replay fast path's GET, then the claim script) to their answer, also when ctx ends
 // while the script is on its way. Cut short by ctx (a client with
 // ContextTimeoutEnabled reads under its deadline), a script that Redis ran
 // would lose the claim's token with its answer: nobody could release it,
@@ -66,13 +67,13 @@ func (s *Store) Drain(ctx context.Context) error {
 // caller's goroutine, or, once it left, dropped there, where no recover
 // could reach it; a claim whose answer came back before it is released
 // (see acquireOn).
-func (s *Store) acquire(ctx context.Context, g gate.Gate, k idempotency.Key, name, fingerprint string, lease, ttl time.Duration) (res idempotency.ClaimResult, handedOff bool, err error) {
+func (s *Store) acquire(ctx context.Context, g gate.Gate, k idempotency.Key, name, stored string, lease, ttl time.Duration) (res idempotency.ClaimResult, handedOff bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return idempotency.ClaimResult{}, false, err // sent, the script would acquire for nobody
 	}
 	if ctx.Done() == nil {
 		// ctx never ends: no answer can be lost to it.
-		res, err := s.acquireOn(ctx, ctx, k, name, fingerprint, lease, ttl)
+		res, err := s.acquireOn(ctx, ctx, k, name, stored, lease, ttl)
 		return res, false, err
 	}
 	if !s.deadlineReads {
@@ -84,7 +85,7 @@ func (s *Store) acquire(ctx context.Context, g gate.Gate, k idempotency.Key, nam
 		// a tenth or more of a first execution's throughput (measured with
 		// a cancellable context against context.Background()). A claim
 		// made for a caller whose ctx ended meanwhile is released.
-		res, err := s.acquireOn(ctx, ctx, k, name, fingerprint, lease, ttl)
+		res, err := s.acquireOn(ctx, ctx, k, name, stored, lease, ttl)
 		if ctx.Err() == nil || err != nil {
 			return res, false, err
 		}
@@ -103,7 +104,7 @@ func (s *Store) acquire(ctx context.Context, g gate.Gate, k idempotency.Key, nam
 		}
 	}()
 	return detach.Call(ctx, &s.detached, func() (idempotency.ClaimResult, error) {
-		return s.acquireOn(ctx, sctx, k, name, fingerprint, lease, ttl)
+		return s.acquireOn(ctx, sctx, k, name, stored, lease, ttl)
 	}, func(res idempotency.ClaimResult, err error) {
 		defer cancel()
 		defer g.Leave()
@@ -117,7 +118,7 @@ func (s *Store) acquire(ctx context.Context, g gate.Gate, k idempotency.Key, nam
 // ctx for a WAIT of its own (see runSent). A panic in them (a go-redis
 // hook's) after the claim script's answer came back releases the claim it
 // made (see releaseSent), and goes on.
-func (s *Store) acquireOn(ctx, sctx context.Context, k idempotency.Key, name, fingerprint string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
+func (s *Store) acquireOn(ctx, sctx context.Context, k idempotency.Key, name, stored string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
 	var sent sentScript
 	returned := false
 	defer func() {
@@ -125,13 +126,13 @@ func (s *Store) acquireOn(ctx, sctx context.Context, k idempotency.Key, name, fi
 			s.releaseSent(sctx, k, &sent)
 		}
 	}()
-	res, err := s.claimOn(ctx, sctx, &sent, k, name, fingerprint, lease, ttl)
+	res, err := s.claimOn(ctx, sctx, &sent, k, name, stored, lease, ttl)
 	returned = true
 	return res, err
 }
 
 // claimOn is acquireOn, with the claim script's command kept in sent.
-func (s *Store) claimOn(ctx, sctx context.Context, sent *sentScript, k idempotency.Key, name, fingerprint string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
+func (s *Store) claimOn(ctx, sctx context.Context, sent *sentScript, k idempotency.Key, name, stored string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
 	if s.replay.ReadFirst() {
 		if e, ok, err := s.completedEntry(sctx, name); err != nil || ok {
 			if err != nil {
@@ -142,7 +143,7 @@ func (s *Store) claimOn(ctx, sctx context.Context, sent *sentScript, k idempoten
 		}
 	}
 	res, err := s.runSent(ctx, sctx, sent, claimScript, name, isAcquired,
-		encodeFingerprint(fingerprint), s.leaseArg.box(micros(lease)), s.ttlArg.box(millis(ttl)))
+		stored, s.leaseArg.box(micros(lease)), s.ttlArg.box(millis(ttl)))
 	if errors.Is(err, ErrNotReplicated) && isAcquired(res) {
 		s.undoClaim(sctx, k, res)
 	}

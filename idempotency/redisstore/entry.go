@@ -49,19 +49,38 @@ const (
 // are returned as a string without a copy (nothing writes them after),
 // for the script's arguments (see scriptArgs).
 func completedHead(token int64, resp idempotency.Response) string {
-	hdrLen := 0
+	hdrLen := headerLen(resp)
+	return bytesString(appendCompletedHead(make([]byte, 0, maxCompletedHead(resp, hdrLen)), token, resp, hdrLen))
+}
+
+// headerLen is the length of resp's header as the entry keeps it
+// (headercodec.Len), 0 for none.
+func headerLen(resp idempotency.Response) int {
+	if resp.Header == nil {
+		return 0
+	}
+	return headercodec.Len(resp.Header)
+}
+
+// maxCompletedHead is the most bytes appendCompletedHead appends for resp,
+// whose header takes hdrLen bytes.
+func maxCompletedHead(resp idempotency.Response, hdrLen int) int {
+	return 48 + hdrLen + len(resp.Body)
+}
+
+// appendCompletedHead appends the head that completedHead returns to b;
+// resp's header takes hdrLen bytes (headerLen).
+func appendCompletedHead(b []byte, token int64, resp idempotency.Response, hdrLen int) []byte {
 	flags := byte(0)
 	if resp.Oversize {
 		flags |= flagOversize
 	}
 	if resp.Header != nil {
 		flags |= flagHeader
-		hdrLen = headercodec.Len(resp.Header)
 	}
 	if resp.Body != nil {
 		flags |= flagBody
 	}
-	b := make([]byte, 0, 48+hdrLen+len(resp.Body))
 	b = append(b, stateCompleted, '0')
 	b = strconv.AppendInt(b, token, 10)
 	b = append(b, ',')
@@ -74,9 +93,13 @@ func completedHead(token int64, resp idempotency.Response) string {
 	if resp.Header != nil {
 		b = headercodec.Append(b, resp.Header)
 	}
-	b = append(b, resp.Body...)
-	return unsafe.String(unsafe.SliceData(b), len(b))
+	return append(b, resp.Body...)
 }
+
+// bytesString returns b's bytes as a string, without a copy: nothing may
+// write them after. It lets the store build a script's string arguments
+// with the append functions (strconv's, headercodec's) in one allocation.
+func bytesString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // headToken returns the token's decimal in head, a completedHead: the
 // complete script's token argument, without a string of its own.

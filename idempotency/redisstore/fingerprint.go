@@ -25,9 +25,18 @@ const (
 // fingerprint: checking them first and then decoding them digit by digit
 // cost about 1,400 instructions a claim.
 func encodeFingerprint(fp string) string {
+	return bytesString(appendFingerprint(make([]byte, 0, maxStoredFingerprint(fp)), fp))
+}
+
+// maxStoredFingerprint is the most bytes encodeFingerprint takes for fp.
+func maxStoredFingerprint(fp string) int { return 1 + len(fp) }
+
+// appendFingerprint appends the stored form of fp (see encodeFingerprint)
+// to b.
+func appendFingerprint(b []byte, fp string) []byte {
 	n := len(fp) - digestHex
 	if n < 0 {
-		return string(fpVerbatim) + fp
+		return append(append(b, fpVerbatim), fp...)
 	}
 	hex := fp[n:]
 	var digest [digestHex / 2]byte
@@ -38,14 +47,11 @@ func encodeFingerprint(fp string) string {
 		digest[i] = hi<<4 | lo
 	}
 	if bad > 0xf {
-		return string(fpVerbatim) + fp
+		return append(append(b, fpVerbatim), fp...)
 	}
-	var b strings.Builder
-	b.Grow(1 + n + len(digest))
-	b.WriteByte(fpDigest)
-	b.WriteString(fp[:n])
-	b.Write(digest[:])
-	return b.String()
+	b = append(b, fpDigest)
+	b = append(b, fp[:n]...)
+	return append(b, digest[:]...)
 }
 
 // decodeFingerprint is the inverse of encodeFingerprint.

@@ -156,7 +156,38 @@ func poolSize(rdb redis.UniversalClient) int {
 // keeps braces in the client's scope or key from acting as one: Redis
 // Cluster hashes the whole name, so entries spread over all slots.
 func (s *Store) redisKey(k idempotency.Key) string {
-	return s.cfg.prefix + "{}" + strconv.Itoa(len(k.Scope)) + ":" + k.Scope + ":" + k.Key
+	return bytesString(s.appendKey(make([]byte, 0, s.keyLen(k)), k))
+}
+
+// keyLen is the length of k's entry's name (see redisKey).
+func (s *Store) keyLen(k idempotency.Key) int {
+	digits := 1
+	for n := len(k.Scope); n >= 10; n /= 10 {
+		digits++
+	}
+	return len(s.cfg.prefix) + len("{}") + digits + 1 + len(k.Scope) + 1 + len(k.Key)
+}
+
+// appendKey appends the name of k's entry (see redisKey) to b.
+func (s *Store) appendKey(b []byte, k idempotency.Key) []byte {
+	b = append(b, s.cfg.prefix...)
+	b = append(b, "{}"...)
+	b = strconv.AppendInt(b, int64(len(k.Scope)), 10)
+	b = append(b, ':')
+	b = append(b, k.Scope...)
+	b = append(b, ':')
+	return append(b, k.Key...)
+}
+
+// keyAnd returns the name of k's entry (redisKey) and what more appends
+// after it, in one allocation of n bytes beyond the name's length, as two
+// strings: a script's key and an argument built alike (the stored
+// fingerprint of a claim, the head of a completion) for the price of one.
+func (s *Store) keyAnd(k idempotency.Key, n int, more func(b []byte) []byte) (name, arg string) {
+	b := s.appendKey(make([]byte, 0, s.keyLen(k)+n), k)
+	at := len(b)
+	all := bytesString(more(b))
+	return all[:at], all[at:]
 }
 
 // Claim implements idempotency.Store.
@@ -167,7 +198,7 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 	if err := checkLease(lease); err != nil {
 		return idempotency.ClaimResult{}, wrap(ctx, "claim", err)
 	}
-	name := s.redisKey(k)
+	name, stored := s.keyAnd(k, maxStoredFingerprint(fingerprint), func(b []byte) []byte { return appendFingerprint(b, fingerprint) })
 	g := s.gates.forKey(ctx, name)
 	if err := g.Enter(ctx); err != nil {
 		return idempotency.ClaimResult{}, wrap(ctx, "claim", err)
@@ -178,7 +209,7 @@ func (s *Store) Claim(ctx context.Context, k idempotency.Key, fingerprint string
 			g.Leave()
 		}
 	}()
-	res, handedOff, err := s.acquire(ctx, g, k, name, fingerprint, lease, ttl)
+	res, handedOff, err := s.acquire(ctx, g, k, name, stored, lease, ttl)
 	if err != nil {
 		return idempotency.ClaimResult{}, wrap(ctx, "claim", err)
 	}
@@ -214,7 +245,7 @@ func (s *Store) Renew(ctx context.Context, k idempotency.Key, token int64, lease
 	if err := checkLease(lease); err != nil {
 		return wrap(ctx, "renew", err)
 	}
-	return s.fenced(ctx, "renew", renewScript, k, strconv.FormatInt(token, 10), s.leaseArg.box(micros(lease)))
+	return s.fenced(ctx, "renew", renewScript, s.redisKey(k), strconv.FormatInt(token, 10), s.leaseArg.box(micros(lease)))
 }
 
 // Complete implements idempotency.Store. The header is stored byte for byte
@@ -226,14 +257,15 @@ func (s *Store) Complete(ctx context.Context, k idempotency.Key, token int64, re
 	if err := checkTTL(ttl); err != nil {
 		return wrap(ctx, "complete", err)
 	}
-	head := completedHead(token, resp)
+	hdrLen := headerLen(resp)
+	name, head := s.keyAnd(k, maxCompletedHead(resp, hdrLen), func(b []byte) []byte { return appendCompletedHead(b, token, resp, hdrLen) })
 	if len(head) > minBulkLimit {
 		if limit := s.bulkLimit(ctx); len(head) > limit {
 			return fmt.Errorf("redisstore: complete: %w: the answer takes %d bytes, over the server's proto-max-bulk-len of %d",
 				idempotency.ErrResponseNotStorable, len(head), limit)
 		}
 	}
-	err := s.fenced(ctx, "complete", completeScript, k, headToken(head), s.ttlArg.box(millis(ttl)), s.watch.settled, head)
+	err := s.fenced(ctx, "complete", completeScript, name, headToken(head), s.ttlArg.box(millis(ttl)), s.watch.settled, head)
 	if tooLong(err) {
 		return fmt.Errorf("%w: %w", idempotency.ErrResponseNotStorable, err)
 	}
@@ -284,7 +316,7 @@ func tooLong(err error) bool {
 // Release implements idempotency.Store. The released entry keeps its token,
 // hidden from Get and Claim, until it expires.
 func (s *Store) Release(ctx context.Context, k idempotency.Key, token int64) error {
-	return s.fenced(ctx, "release", releaseScript, k, strconv.FormatInt(token, 10), s.watch.settled)
+	return s.fenced(ctx, "release", releaseScript, s.redisKey(k), strconv.FormatInt(token, 10), s.watch.settled)
 }
 
 // Get implements idempotency.Store in one round trip.
@@ -306,10 +338,10 @@ func (s *Store) Get(ctx context.Context, k idempotency.Key) (idempotency.Entry, 
 	return e, found, nil
 }
 
-// fenced runs a script that answers 1 when the token held the claim and 0
-// when it was stale.
-func (s *Store) fenced(ctx context.Context, op string, sc settled, k idempotency.Key, args ...string) error {
-	res, err := s.settle(ctx, sc, s.redisKey(k), settledWrite, args...)
+// fenced runs a script on the entry named name that answers 1 when the
+// token held the claim and 0 when it was stale.
+func (s *Store) fenced(ctx context.Context, op string, sc settled, name string, args ...string) error {
+	res, err := s.settle(ctx, sc, name, settledWrite, args...)
 	if err != nil {
 		return wrap(ctx, op, err)
 	}
