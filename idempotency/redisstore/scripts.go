@@ -298,7 +298,7 @@ func (sc *script) cmd(ctx context.Context, byHash bool, key string, args []strin
 	if !byHash {
 		a[0], a[1] = "eval", sc.src
 	}
-	a[2], a[3] = 1, &sa.key
+	a[2], a[3] = "1", &sa.key // numkeys as a string: go-redis formats an int on every call
 	for i := range args {
 		sa.args[i] = args[i]
 		a[4+i] = &sa.args[i]
