@@ -94,7 +94,10 @@ func (c *Client) Do(req *http.Request) (*http.Response, error) {
 	}
 	panicked := true // until net/http's Do returns (see callContext.end)
 	defer func() { call.end(panicked) }()
-	first := req.WithContext(call)
+	// WithContext inlined: its copy does not escape, so the request is
+	// the call's allocation.
+	call.first = *req.WithContext(call)
+	first := &call.first
 	if c.hc.Jar != nil {
 		first.Header = req.Header.Clone()
 	}

@@ -16,7 +16,8 @@ import (
 // of it (one per redirect hop): the key pinned for the call and the
 // results the Transport hands back. It is a context of its own rather
 // than a context.WithValue with a pointer in it, so that the call costs
-// one allocation, not two, and holds the text of its generated key. Its
+// one allocation, not two, and holds the text of its generated key and
+// the request Do hands net/http (first). Its
 // results are written by its hops alone, which run one after the other;
 // other requests that carry it only look at hop, which is atomic.
 type callContext struct {
@@ -50,6 +51,11 @@ type callContext struct {
 	// CheckRedirect is given. One word, so that a request is
 	// let in by one compare-and-swap against what the last hop left.
 	hop atomic.Pointer[http.Response]
+	// first is the request Do hands net/http: req with the call as its
+	// context (see Client.Do). It lives in the call, so that the two cost
+	// one allocation, not two; each refers to the other, so that whatever
+	// keeps one keeps both, as when it was an allocation of its own.
+	first http.Request
 	// answer is the response the last hop returned, from its end until
 	// the next hop enters: net/http holds its body open meanwhile, while
 	// it runs the caller's code (the Jar's SetCookies, CheckRedirect, the
