@@ -507,8 +507,10 @@ func cloneHeader(h http.Header, wire []string) http.Header {
 		extra = 1
 	}
 	h2 := make(http.Header, len(h)+extra)
-	for k, vv := range h {
-		h2[k] = vv[:len(vv):len(vv)]
+	if len(h) > 0 { // see contract.KeyHeaderValues
+		for k, vv := range h {
+			h2[k] = vv[:len(vv):len(vv)]
+		}
 	}
 	if keyed {
 		h2[HeaderIdempotencyKey] = wire[:1:1]
