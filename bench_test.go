@@ -63,6 +63,18 @@ func BenchmarkOverhead(b *testing.B) {
 	b.Run("client", func(b *testing.B) {
 		testkit.BenchPOST(b, doer(saferetry.NewClient(saferetry.WithBase(base)).Do))
 	})
+	// The same with three headers on the request, as an SDK's would have
+	// (set by the benchmark's wrapper, on both rows alike).
+	withHeaders := func(rt http.RoundTripper) http.RoundTripper {
+		return doer(func(req *http.Request) (*http.Response, error) {
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer sk_test_123")
+			req.Header.Set("User-Agent", "saferetry-bench/1")
+			return rt.RoundTrip(req)
+		})
+	}
+	b.Run("base-headers", func(b *testing.B) { testkit.BenchPOST(b, withHeaders(base)) })
+	b.Run("transport-headers", func(b *testing.B) { testkit.BenchPOST(b, withHeaders(saferetry.NewTransport(base))) })
 	netHTTP := &http.Transport{}
 	netHTTP.RegisterProtocol("http", base)
 	b.Run("nethttp-base", func(b *testing.B) { testkit.BenchPOST(b, netHTTP) })
