@@ -1,0 +1,43 @@
+package saferetry
+
+import (
+	"net/http"
+	"testing"
+)
+
+// TestAttemptHeaderAddKeepsCallersValues: the attempt's header shares the
+// caller's value slices, clipped, so that an Add on it (by a base that
+// breaks the RoundTripper contract, or a hook) appends to a slice of its
+// own and never writes into the spare capacity of the caller's: for a
+// header small enough to be copied whole by maps.Clone and for a larger one.
+func TestAttemptHeaderAddKeepsCallersValues(t *testing.T) {
+	for _, n := range []int{1, 7, 8, 12} {
+		h := http.Header{}
+		for i := range n {
+			name := http.CanonicalHeaderKey("x-h" + string(rune('a'+i)))
+			vv := make([]string, 1, 4) // spare capacity an append would write into
+			vv[0] = "v"
+			h[name] = vv
+		}
+		for _, wire := range []string{"", "key-1"} {
+			h2 := cloneHeader(h, []string{wire})
+			if want := n + min(len(wire), 1); len(h2) != want {
+				t.Fatalf("%d headers, key %q: the copy has %d entries, want %d", n, wire, len(h2), want)
+			}
+			for name := range h {
+				h2.Add(name, "added")
+			}
+			for name, vv := range h {
+				if full := vv[:2]; full[1] != "" {
+					t.Errorf("%d headers, key %q: an Add on the copy wrote %q into the caller's %s", n, wire, full[1], name)
+				}
+				if got := h2[name]; len(got) != 2 || got[0] != "v" || got[1] != "added" {
+					t.Errorf("%d headers, key %q: the copy's %s is %q", n, wire, name, got)
+				}
+			}
+			if got := h2.Get(HeaderIdempotencyKey); got != wire {
+				t.Errorf("%d headers: the copy's key is %q, want %q", n, got, wire)
+			}
+		}
+	}
+}
