@@ -67,6 +67,11 @@ type Store struct {
 	// detached counts Claim's statements that run on a goroutine of their
 	// own (see acquire), for Drain.
 	detached detach.Group
+	// headers decodes the stored headers of the entries that Claim reads
+	// first (completedEntry): replays of a handful of header sets share
+	// one http.Header each, which the Store contract allows for Claim's
+	// answer (read-only), not for Get's.
+	headers *headercodec.Shared
 }
 
 // The shares of claims that acquired the key at which a store begins its
@@ -126,7 +131,8 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	}
 	s := &Store{pool: pool, cfg: cfg, names: n, sql: buildStatements(n.table),
 		replay:  replaymix.New(cfg.replayPath, replayEnter, replayLeave),
-		upserts: replaymix.New(replaymix.Adaptive, firstsEnter, firstsLeave)}
+		upserts: replaymix.New(replaymix.Adaptive, firstsEnter, firstsLeave),
+		headers: headercodec.NewShared()}
 	s.gate = gate.New(int(pool.Config().MaxConns))
 	mode := pool.Config().ConnConfig.DefaultQueryExecMode
 	s.check = NewPoolCheck(pool, cfg.pooler)
@@ -573,7 +579,7 @@ func (s *Store) completedEntry(ctx context.Context, q queryRower, k idempotency.
 	if err != nil {
 		return idempotency.Entry{}, false, err
 	}
-	e, err := r.entryInto(&rd.resp)
+	e, err := r.entryInto(&rd.resp, s.headers)
 	return e, err == nil, err
 }
 
@@ -603,11 +609,12 @@ type entryRow struct {
 	oversize    bool
 }
 
-func (r entryRow) entry() (idempotency.Entry, error) { return r.entryInto(nil) }
+func (r entryRow) entry() (idempotency.Entry, error) { return r.entryInto(nil, nil) }
 
 // entryInto is entry, with a completed entry's Response in resp, when not
-// nil (a new one otherwise).
-func (r *entryRow) entryInto(resp *idempotency.Response) (idempotency.Entry, error) {
+// nil (a new one otherwise), and its header decoded through shared, when
+// not nil (a header of its own otherwise).
+func (r *entryRow) entryInto(resp *idempotency.Response, shared *headercodec.Shared) (idempotency.Entry, error) {
 	e := idempotency.Entry{
 		State:       idempotency.State(r.state),
 		Fingerprint: pgtext.Decode(r.fingerprint),
@@ -627,7 +634,11 @@ func (r *entryRow) entryInto(resp *idempotency.Response) (idempotency.Entry, err
 		switch {
 		case stampedFor(r.headerBin, r.token):
 			if len(r.headerBin) > stampLen {
-				h, err := headercodec.Decode(r.headerBin[stampLen:])
+				decode := headercodec.Decode
+				if shared != nil {
+					decode = shared.Decode
+				}
+				h, err := decode(r.headerBin[stampLen:])
 				if err != nil {
 					return idempotency.Entry{}, fmt.Errorf("decode stored header: %w", err)
 				}

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"net/http"
 	"reflect"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 )
 
@@ -89,4 +92,57 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("re-encoding %q gave %q, %v", h, again, err)
 		}
 	})
+}
+
+func TestSharedDecodesAsDecode(t *testing.T) {
+	s := NewShared()
+	encs := [][]byte{
+		Append(nil, nil),
+		Append(nil, http.Header{"Content-Type": {"application/json"}}),
+		Append(nil, http.Header{"A": {"1", "2"}, "B": {"\x00\xff"}}),
+		Append(nil, http.Header{"Long": {strings.Repeat("v", sharedMax)}}), // over sharedMax: not kept
+	}
+	for round := range 2 {
+		for i, b := range encs {
+			want, err := Decode(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.Decode(b)
+			if err != nil || !reflect.DeepEqual(got, want) {
+				t.Errorf("round %d, encoding %d: Shared.Decode = %v, %v; want %v", round, i, got, err, want)
+			}
+		}
+	}
+	b := encs[1]
+	first, _ := s.Decode(b)
+	if again, _ := s.Decode(slices.Clone(b)); reflect.ValueOf(again).UnsafePointer() != reflect.ValueOf(first).UnsafePointer() {
+		t.Error("a second Decode of the same encoding returned a new header; want the one kept")
+	}
+	for _, bad := range [][]byte{nil, []byte("{}"), {Version, 5}} {
+		if _, err := s.Decode(bad); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("Shared.Decode(%q) error = %v; want ErrCorrupt", bad, err)
+		}
+		if _, err := s.Decode(bad); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("second Shared.Decode(%q) error = %v; want ErrCorrupt", bad, err)
+		}
+	}
+}
+
+func TestSharedConcurrent(t *testing.T) {
+	s := NewShared()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 500 {
+				v := strings.Repeat("x", (g*500+i)%97)
+				h, err := s.Decode(Append(nil, http.Header{"V": {v}}))
+				if err != nil || len(h["V"]) != 1 || h["V"][0] != v {
+					t.Errorf("Shared.Decode of value %q = %v, %v", v, h, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
