@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/saferetry/saferetry/idempotency"
@@ -567,7 +568,7 @@ func (got *claimAnswer) result() idempotency.ClaimResult {
 // completedEntry reads the entry of k through q if it is completed and not
 // expired (the completed statement), and reports whether there is one.
 func (s *Store) completedEntry(ctx context.Context, q queryRower, k idempotency.Key) (idempotency.Entry, bool, error) {
-	rd := &replayRead{scope: pgtext.Encode(k.Scope), key: pgtext.Encode(k.Key)}
+	rd := &replayRead{scope: pgtype.Text{String: pgtext.Encode(k.Scope), Valid: true}, key: pgtype.Text{String: pgtext.Encode(k.Key), Valid: true}}
 	rd.row.state = int16(idempotency.StateCompleted)
 	rd.args = [...]any{&rd.scope, &rd.key}
 	r := &rd.row
@@ -589,7 +590,7 @@ func (s *Store) completedEntry(ctx context.Context, q queryRower, k idempotency.
 // Response of the entry, which keeps the rest alive as long as a caller
 // keeps it. Boxed one by one they took five allocations.
 type replayRead struct {
-	scope, key string
+	scope, key pgtype.Text
 	args       [2]any
 	dest       [7]any
 	row        entryRow
