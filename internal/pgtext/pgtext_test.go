@@ -52,3 +52,33 @@ func FuzzEncode(f *testing.F) {
 
 // validText reports whether a PostgreSQL text column can hold s.
 func validText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
+
+// TestPlainASCIIOnlyWhereKeptAsIs checks the fast test against the general
+// one: every length to 24, with a NUL, a byte of 0x80 or more, or Mark at
+// every place (each byte of a word, and the tail).
+func TestPlainASCIIOnlyWhereKeptAsIs(t *testing.T) {
+	for n := range 25 {
+		for _, b := range []byte{0x00, 0x01, 0x7f, 0x80, 0xc3, 0xff} {
+			for i := range n + 1 {
+				s := []byte(strings.Repeat("k", n))
+				if i < n {
+					s[i] = b
+				}
+				general := utf8.ValidString(string(s)) && !strings.ContainsRune(string(s), 0) && !strings.HasPrefix(string(s), Mark)
+				if got := plainASCII(string(s)); got && !general || got != general && isASCII(s) {
+					t.Errorf("plainASCII(%q) = %v; the general test says %v", s, got, general)
+				}
+			}
+		}
+	}
+}
+
+// isASCII reports whether every byte of s is under 0x80.
+func isASCII(s []byte) bool {
+	for _, c := range s {
+		if c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
