@@ -77,32 +77,15 @@ func BenchmarkRatio(b *testing.B) {
 		txs := pgstore.NewTx(pool, pgstore.WithTable(table))
 		txReplays := pgstore.NewTx(pool, pgstore.WithTable(table))
 		txClaimOnly := pgstore.NewTx(pool, pgstore.WithTable(table), pgstore.WithoutReplayFastPath())
-		if err := s.CreateSchema(ctx); err != nil {
-			b.Fatal(err)
-		}
+		done, sel := replayRows(b, pool, s)
 		quoted := pgx.Identifier{table}.Sanitize()
-		sel, ins, upd := fmt.Sprintf(rawSelect, quoted), fmt.Sprintf(rawInsert, quoted), fmt.Sprintf(rawComplete, quoted)
-		done := idempotency.Key{Scope: "bench", Key: "done"}
-		complete(b, s, done)
-		if _, err := pool.Exec(ctx, `INSERT INTO `+quoted+` SELECT 'raw', key, state, fingerprint, token, took_over, lease_until, expires_at, status, header, header_bin, body, oversize, watched FROM `+quoted+` WHERE scope = 'bench'`); err != nil {
-			b.Fatal(err)
-		}
+		ins, upd := fmt.Sprintf(rawInsert, quoted), fmt.Sprintf(rawComplete, quoted)
 		prefix := testenv.RandomName("k")
 		var seq atomic.Int64
 		newKey := func() idempotency.Key {
 			return idempotency.Key{Scope: "bench", Key: prefix + strconv.FormatInt(seq.Add(1), 10)}
 		}
-		rawSelectOp := func() error {
-			var (
-				state        int16
-				fp           string
-				token        int64
-				status       *int32
-				header, body []byte
-				oversize     bool
-			)
-			return pool.QueryRow(ctx, sel, "raw", "done").Scan(&state, &fp, &token, &status, &header, &body, &oversize)
-		}
+		rawSelectOp := func() error { return rawSelectDone(ctx, pool, sel) }
 		header := append(make([]byte, 8), "Content-Type: application/json"...) // about what the store keeps
 		replayOp := func(s *pgstore.Store) func() error {
 			return func() error {

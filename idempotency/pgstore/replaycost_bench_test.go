@@ -14,30 +14,23 @@ import (
 )
 
 // BenchmarkReplayCost runs BenchmarkRatio's replay operation (Store.Claim
-// of a completed key by a default store, past its first window, so that
-// it reads first) and its anchor (a primary-key SELECT of the same row)
-// one at a time, each on a pool of one connection, for callgrind and
-// -benchmem, as BenchmarkTxFirstCost does tx-first's; server-ns/op is the
-// serving backend's CPU time per operation.
+// of a completed key by a default store, past its first window of claims,
+// so that it reads first) and its anchor (a primary-key SELECT of the same
+// row) one at a time, each on a pool of one connection, so that the Go
+// side's cost per operation can be read with callgrind (the difference of
+// two -test.benchtime Nx runs over the difference of N) and its
+// allocations with -benchmem, as BenchmarkTxFirstCost does tx-first's.
+// server-ns/op is the serving backend's CPU time per operation (see
+// BenchmarkTxFirstCost), to be compared within one run only.
 //
 //	go test -run '^$' -bench BenchmarkReplayCost -benchtime 4000x -benchmem ./idempotency/pgstore/
 func BenchmarkReplayCost(b *testing.B) {
 	ctx := context.Background()
 	admin := newPool(b, func(cfg *pgxpool.Config) { cfg.MaxConns = 1 })
 	table := uniqueTable(b, admin)
-	s := pgstore.New(admin, pgstore.WithTable(table))
-	if err := s.CreateSchema(ctx); err != nil {
-		b.Fatal(err)
-	}
-	done := idempotency.Key{Scope: "bench", Key: "done"}
-	complete(b, s, done)
-	quoted := pgx.Identifier{table}.Sanitize()
-	if _, err := admin.Exec(ctx, `INSERT INTO `+quoted+` SELECT 'raw', key, state, fingerprint, token, took_over, lease_until, expires_at, status, header, header_bin, body, oversize, watched FROM `+quoted+` WHERE scope = 'bench'`); err != nil {
-		b.Fatal(err)
-	}
-	sel := fmt.Sprintf(rawSelect, quoted)
+	done, sel := replayRows(b, admin, pgstore.New(admin, pgstore.WithTable(table)))
 	run := func(b *testing.B, pool *pgxpool.Pool, op func() error) {
-		for range 2 * replaymixWindow {
+		for range 2 * replaymixWindow { // warm up: prepare, and the store's path set by a window of claims
 			if err := op(); err != nil {
 				b.Fatal(err)
 			}
@@ -55,27 +48,52 @@ func BenchmarkReplayCost(b *testing.B) {
 			b.ReportMetric(float64(after-before)/float64(b.N), "server-ns/op")
 		}
 	}
-	onePool := func(b *testing.B) *pgxpool.Pool {
-		return newPool(b, func(cfg *pgxpool.Config) { cfg.MaxConns, cfg.MinConns = 1, 1 })
-	}
 	b.Run("store", func(b *testing.B) {
-		pool := onePool(b)
-		st := pgstore.New(pool, pgstore.WithTable(table))
-		b.Cleanup(func() { _ = st.Close() })
-		run(b, pool, func() error { return replayed(st.Claim(ctx, done, "fp", 10*time.Second, time.Hour)) })
+		pool := oneConnPool(b)
+		s := pgstore.New(pool, pgstore.WithTable(table))
+		b.Cleanup(func() { _ = s.Close() })
+		run(b, pool, func() error { return replayed(s.Claim(ctx, done, "fp", 10*time.Second, time.Hour)) })
 	})
 	b.Run("raw", func(b *testing.B) {
-		pool := onePool(b)
-		run(b, pool, func() error {
-			var (
-				state        int16
-				fp           string
-				token        int64
-				status       *int32
-				header, body []byte
-				oversize     bool
-			)
-			return pool.QueryRow(ctx, sel, "raw", "done").Scan(&state, &fp, &token, &status, &header, &body, &oversize)
-		})
+		pool := oneConnPool(b)
+		run(b, pool, func() error { return rawSelectDone(ctx, pool, sel) })
 	})
+}
+
+// replayRows creates the schema of s's table, completes a key in it with
+// benchResponse and copies its row to the scope "raw" through pool: it
+// returns the key and the raw anchor's SELECT of the copy (see
+// rawSelectDone).
+func replayRows(b *testing.B, pool *pgxpool.Pool, s *pgstore.Store) (done idempotency.Key, sel string) {
+	ctx := context.Background()
+	if err := s.CreateSchema(ctx); err != nil {
+		b.Fatal(err)
+	}
+	done = idempotency.Key{Scope: "bench", Key: "done"}
+	complete(b, s, done)
+	quoted := pgx.Identifier{s.Table()}.Sanitize()
+	if _, err := pool.Exec(ctx, `INSERT INTO `+quoted+` SELECT 'raw', key, state, fingerprint, token, took_over, lease_until, expires_at, status, header, header_bin, body, oversize, watched FROM `+quoted+` WHERE scope = 'bench'`); err != nil {
+		b.Fatal(err)
+	}
+	return done, fmt.Sprintf(rawSelect, quoted)
+}
+
+// rawSelectDone is the replay's raw anchor: sel, the primary-key SELECT of
+// replayRows, of the raw copy of the completed row, through pool.
+func rawSelectDone(ctx context.Context, pool *pgxpool.Pool, sel string) error {
+	var (
+		state        int16
+		fp           string
+		token        int64
+		status       *int32
+		header, body []byte
+		oversize     bool
+	)
+	return pool.QueryRow(ctx, sel, "raw", "done").Scan(&state, &fp, &token, &status, &header, &body, &oversize)
+}
+
+// oneConnPool returns a pool of one connection, opened at once, on the
+// test database.
+func oneConnPool(b *testing.B) *pgxpool.Pool {
+	return newPool(b, func(cfg *pgxpool.Config) { cfg.MaxConns, cfg.MinConns = 1, 1 })
 }
