@@ -161,18 +161,12 @@ const expirySlackSQL = `LEAST(interval '1 second', $TTL::bigint * interval '1 mi
 
 const leaseRemainingUS = `CASE WHEN state = 1 THEN (extract(epoch FROM lease_until - statement_timestamp()) * 1000000)::bigint ELSE 0 END`
 
-// notifySettled ends transactional mode's completion: it counts the rows
-// changed and, for a row that a waiting request marked as watched, sends
-// the notification that wakes it, on channel $CHANNEL with payload $PAYLOAD
-// (the statement's last two parameters).
-const notifySettled = `SELECT count(*), count(CASE WHEN watched THEN pg_notify($CHANNEL, $PAYLOAD)::text END) FROM u`
-
 // notifyReturning ends lease mode's complete and release statements: for
 // the row changed, if any, it sends the notification that wakes the
 // requests waiting for it, if one marked it as watched, and returns
 // whether it did (settle reads only the command tag's count of rows); the
-// same as notifySettled, without the CTE and the aggregate around the
-// statement.
+// same notification as transactional mode's completion (txComplete), whose
+// CTE reads the rows returned only to count them.
 const notifyReturning = `
 RETURNING (CASE WHEN watched THEN pg_notify($CHANNEL, $PAYLOAD)::text END) IS NOT NULL`
 
@@ -357,10 +351,11 @@ WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND state = 1 A
 		// (its xmin, the transaction's or one of its subtransactions' id:
 		// see writtenHereSQL); a row of the claim's token that another
 		// transaction wrote fails it with switchedText instead of
-		// staleText.
-		txComplete: "WITH u AS (\n\t" + txCompleteUpdate + " AND " + writtenHereSQL + "\n\tRETURNING watched\n) " + strings.Replace(notify(notifySettled, "$9::text", "$10::text"), " FROM u",
-			`, CAST(CASE WHEN count(*) = 0 THEN CASE WHEN EXISTS (`+r.Replace(`SELECT 1 FROM $TABLE WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND NOT `)+writtenHereSQL+`)
-		THEN '`+switchedText+`' ELSE '`+staleText+`' END END AS integer) FROM u`, 1),
+		// staleText. It notifies as complete does (notifyReturning), so
+		// that the CTE's rows are only counted: one aggregate, not two.
+		txComplete: "WITH u AS (\n\t" + txCompleteUpdate + " AND " + writtenHereSQL + notify(notifyReturning, "$9::text", "$10::text") + `
+) SELECT CAST(CASE WHEN count(*) = 0 THEN CASE WHEN EXISTS (` + r.Replace(`SELECT 1 FROM $TABLE WHERE scope = $1::text AND key = $2::text AND token = $3::bigint AND NOT `) + writtenHereSQL + `)
+		THEN '` + switchedText + `' ELSE '` + staleText + `' END END AS integer) FROM u`,
 		// txWait inserts a row of the key unless one stands in the way,
 		// waiting for a transaction that inserted one and has not ended;
 		// its caller rolls the row back.

@@ -889,8 +889,8 @@ func (t *Tx) Commit(ctx context.Context) error {
 	br := t.tx.SendBatch(ctx, b)
 	var err error
 	if t.outcome != nil {
-		// The statement's row (the counts, and NULL) says nothing that its
-		// error does not: a stale claim fails it.
+		// The statement's row (NULL) says nothing that its error does
+		// not: a stale claim fails it.
 		_, err = br.Exec()
 		switch {
 		case isInvalidTextOf(err, switchedText):
