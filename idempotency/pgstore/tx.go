@@ -267,6 +267,17 @@ type Tx struct {
 	suspect  atomic.Bool
 	outcome  []any // Complete's arguments to the txComplete statement
 	finished bool
+	// claimArgs and outcomeArgs hold the arguments of the claim batch's
+	// claim (claimAndBegin) and of the txComplete statement (outcome),
+	// and batch, queued and queuedPtrs the Tx's own batches (the claim
+	// batch, the commit's): storage on the Tx, which is on the heap
+	// already, so that a first execution does not allocate each anew.
+	// pgx reads a batch only until its results are closed.
+	claimArgs   [5]any
+	outcomeArgs [10]any
+	batch       pgx.Batch
+	queued      [5]pgx.QueuedQuery
+	queuedPtrs  [5]*pgx.QueuedQuery
 	// inserted is what scanInserted scans the plain INSERT's row into.
 	inserted struct {
 		restored      bool
@@ -460,14 +471,15 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 	}
 	scope, key := pgtext.Encode(k.Scope), pgtext.Encode(k.Key)
 	insert := t.store.firsts.ReadFirst()
-	args := []any{scope, key, pgtext.Encode(fingerprint), int64(0), ttlUS}
+	t.claimArgs = [5]any{scope, key, pgtext.Encode(fingerprint), int64(0), ttlUS}
+	args := t.claimArgs[:]
 	reprepared := false
 	for attempt := range claimAttempts {
 		// The first attempt claims with insertSQL or claimNewSQL, which
 		// bound the wait themselves (no prelude); the others with the
 		// prelude and txClaim, after a ROLLBACK of the transaction block
 		// that insertSQL's BEGIN left open when it inserted nothing.
-		b := &pgx.Batch{}
+		b := t.newBatch()
 		var preludeErr, claimErr error
 		var res idempotency.ClaimResult
 		before := 0 // the results before the claim's
@@ -482,19 +494,19 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 			prepared = t.store.claimNewStatements
 			b.BeginTx(pgx.TxOptions{BeginQuery: t.store.claimNewSQL})
 			b.QueuedQueries[0].Arguments = args
-			b.Queue(t.store.sql.txAcquired)
+			t.queue(b, t.store.sql.txAcquired)
 		default:
 			if t.conn.Conn().PgConn().TxStatus() != 'I' {
 				b.BeginTx(pgx.TxOptions{BeginQuery: "ROLLBACK"})
-				b.Queue(t.store.preludeSQL)
+				t.queue(b, t.store.preludeSQL)
 			} else {
 				b.BeginTx(pgx.TxOptions{BeginQuery: t.store.preludeSQL})
 			}
-			b.Queue(t.store.sql.txClaim, args...)
-			b.Queue(t.store.sql.txAcquired)
+			t.queue(b, t.store.sql.txClaim, args...)
+			t.queue(b, t.store.sql.txAcquired)
 			before = b.Len() - 2 // ROLLBACK, if queued, and the prelude
 		}
-		b.Queue("BEGIN")
+		t.queue(b, "BEGIN")
 		if err := t.prepare(ctx, prepared...); err != nil {
 			return idempotency.ClaimResult{}, err
 		}
@@ -563,6 +575,22 @@ func (t *Tx) claimAndBegin(ctx context.Context, k idempotency.Key, fingerprint s
 		return res, nil
 	}
 	return idempotency.ClaimResult{}, errNoAnswer
+}
+
+// newBatch returns the Tx's batch (see Tx.batch), emptied, for the next
+// batch that the Tx sends.
+func (t *Tx) newBatch() *pgx.Batch {
+	t.batch = pgx.Batch{QueuedQueries: t.queuedPtrs[:0]}
+	return &t.batch
+}
+
+// queue queues sql with args on b, the Tx's batch, as b.Queue does, in
+// the Tx's storage: a new QueuedQuery value, so that nothing pgx kept in
+// the one sent before (its statement description) is carried over.
+func (t *Tx) queue(b *pgx.Batch, sql string, args ...any) {
+	i := len(b.QueuedQueries)
+	t.queued[i] = pgx.QueuedQuery{SQL: sql, Arguments: args}
+	b.QueuedQueries = append(b.QueuedQueries, &t.queued[i])
 }
 
 // scanInserted reads the answer of insertSQL (see txInsertSQL) from row,
@@ -738,15 +766,33 @@ func (t *Tx) Complete(_ context.Context, k idempotency.Key, token int64, resp id
 	if err := t.store.checkOutcomeSize(resp.Body, header, scope, key); err != nil {
 		return fmt.Errorf("pgstore: tx complete: %w", err)
 	}
-	t.outcome = t.completeArgs(scope, key, token, resp.Status, header, bytes.Clone(resp.Body), resp.Oversize, ttlUS)
+	t.outcome = t.completeArgs(&t.outcomeArgs, scope, key, token, resp.Status, header, bytes.Clone(resp.Body), resp.Oversize, ttlUS)
 	return nil
 }
 
-// completeArgs returns the arguments of the complete and txComplete
-// statements.
-func (t *Tx) completeArgs(scope, key string, token int64, status int, header, body []byte, oversize bool, ttlUS int64) []any {
-	return []any{scope, key, token, int32(status), header, body, oversize, ttlUS,
-		t.store.channelArg, t.store.watch.payload(scope, key)}
+// completeArgs fills dst with the arguments of the complete and
+// txComplete statements and returns them. The scope, key and ttl that
+// the claim batch's arguments hold already (claimArgs) are taken boxed
+// from there.
+func (t *Tx) completeArgs(dst *[10]any, scope, key string, token int64, status int, header, body []byte, oversize bool, ttlUS int64) []any {
+	*dst = [10]any{boxedAs(t.claimArgs[0], scope), boxedAs(t.claimArgs[1], key), token, int32(status), header, body, oversize,
+		boxedAs(t.claimArgs[4], ttlUS), t.store.channelArg, t.store.watch.payload(scope, key)}
+	return dst[:]
+}
+
+// notReplayableArgs returns the arguments of the complete statement that
+// records the claim as completed with status 500 and not replayable.
+func (t *Tx) notReplayableArgs(scope, key string, ttlUS int64) []any {
+	return t.completeArgs(new([10]any), scope, key, t.token, http.StatusInternalServerError, stampedHeader(t.token, nil), nil, true, ttlUS)
+}
+
+// boxedAs returns v as an interface value: boxed, when it holds v, or v
+// boxed anew (an allocation, for most values).
+func boxedAs[T comparable](boxed any, v T) any {
+	if b, ok := boxed.(T); ok && b == v {
+		return boxed
+	}
+	return v
 }
 
 // blockWasEnded reports whether the transaction block that the claim
@@ -810,7 +856,7 @@ func (t *Tx) recordEnded(ctx context.Context) error {
 	var tag pgconn.CommandTag
 	err = pgx.BeginTxFunc(ctx, t.pgxConn, pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadWrite}, func(tx pgx.Tx) error {
 		tag, err = tx.Exec(ctx, t.store.sql.complete,
-			t.completeArgs(scope, key, t.token, http.StatusInternalServerError, stampedHeader(t.token, nil), nil, true, ttlUS)...)
+			t.notReplayableArgs(scope, key, ttlUS)...)
 		return err
 	})
 	if err != nil {
@@ -878,14 +924,14 @@ func (t *Tx) Commit(ctx context.Context) error {
 		}
 		return t.endedErr(ErrHandlerEndedTx)
 	}
-	b := &pgx.Batch{}
+	b := t.newBatch()
 	if t.outcome != nil {
 		if err := t.prepare(ctx, t.store.commitStatements...); err != nil {
 			return fmt.Errorf("pgstore: commit: %w", err)
 		}
-		b.Queue(t.store.sql.txComplete, t.outcome...)
+		t.queue(b, t.store.sql.txComplete, t.outcome...)
 	}
-	b.Queue("COMMIT")
+	t.queue(b, "COMMIT")
 	br := t.tx.SendBatch(ctx, b)
 	var err error
 	if t.outcome != nil {

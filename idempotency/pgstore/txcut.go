@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -127,7 +126,7 @@ func (t *Tx) claimCommitted(ctx context.Context) (committed bool, err error) {
 			return err
 		}
 		_, err = tx.Exec(ctx, t.store.sql.complete,
-			t.completeArgs(scope, key, t.token, http.StatusInternalServerError, stampedHeader(t.token, nil), nil, true, ttlUS)...)
+			t.notReplayableArgs(scope, key, ttlUS)...)
 		return err
 	})
 	var nc errNotCommitted
