@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"strings"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -292,16 +293,17 @@ func newScript(src string) *script {
 // arguments in one slice, which shares an allocation with the strings
 // (see scriptArgs). args are at most maxScriptArgs.
 func (sc *script) cmd(ctx context.Context, byHash bool, key string, args []string) *redis.Cmd {
-	sa := &scriptArgs{key: key}
+	sa := new(scriptArgs)
 	a := sa.a[:4+len(args)]
 	a[0], a[1] = "evalsha", sc.sha
 	if !byHash {
 		a[0], a[1] = "eval", sc.src
 	}
-	a[2], a[3] = "1", &sa.key // numkeys as a string: go-redis formats an int on every call
+	sa.key = key
+	a[2], a[3] = "1", stringArg(&sa.key) // numkeys as a string: go-redis formats an int on every call
 	for i := range args {
 		sa.args[i] = args[i]
-		a[4+i] = &sa.args[i]
+		a[4+i] = stringArg(&sa.args[i])
 	}
 	cmd := redis.NewCmd(ctx, a...)
 	cmd.SetFirstKeyPos(3)
@@ -313,15 +315,36 @@ func (sc *script) cmd(ctx context.Context, byHash bool, key string, args []strin
 const maxScriptArgs = 4
 
 // scriptArgs is the arguments of one script command, and the strings of
-// its key and ARGV, in one allocation: each string goes in as a *string,
-// which go-redis writes (and a cluster client hashes, for the key) as the
-// string, and which, a pointer, boxes for nothing, where each string boxed
-// cost an allocation of its own (a first execution four).
+// its key and ARGV, in one allocation: each string goes in as an interface
+// value that holds the string kept here (stringArg), where each string
+// boxed cost an allocation of its own (a first execution four). They are
+// strings, not *string, which go-redis writes and hashes alike but which a
+// hook sees as a pointer, in cmd.Args() and in cmd.String() (a tracing
+// hook's statement): its address. Nothing writes them once set.
 type scriptArgs struct {
 	a    [4 + maxScriptArgs]any
 	key  string
 	args [maxScriptArgs]string
 }
+
+// stringArg returns the string *p as an interface value, as any(*p) does,
+// without the copy that any(*p) allocates: the value's data word points to
+// *p itself, which must never be written again. An interface holding a
+// string is a pointer to the string's header beside the string type's
+// descriptor, whatever memory the header lies in.
+func stringArg(p *string) any {
+	e := eface{typ: stringType, data: unsafe.Pointer(p)}
+	return *(*any)(unsafe.Pointer(&e))
+}
+
+// eface is the layout of an interface value with no methods, any.
+type eface struct{ typ, data unsafe.Pointer }
+
+// stringType is the type word of an interface value that holds a string.
+var stringType = func() unsafe.Pointer {
+	var s any = ""
+	return (*eface)(unsafe.Pointer(&s)).typ
+}()
 
 // watchScript: KEYS[1] entry. Marks an entry in progress as awaited, so
 // that its completion or release publishes. Returns 1 when marked, 0 when
