@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,58 +13,29 @@ import (
 	"github.com/saferetry/saferetry/idempotency"
 )
 
-// scriptCommands keeps the script commands (EVALSHA, EVAL) a client
-// processes, alone or in a pipeline, as a go-redis hook sees them.
-type scriptCommands struct {
-	mu   sync.Mutex
-	cmds []redis.Cmder
-}
-
-func (c *scriptCommands) add(cmds ...redis.Cmder) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, cmd := range cmds {
-		if n := cmd.Name(); n == "evalsha" || n == "eval" {
-			c.cmds = append(c.cmds, cmd)
-		}
-	}
-}
-
-func (c *scriptCommands) take() []redis.Cmder {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	cmds := c.cmds
-	c.cmds = nil
-	return cmds
-}
-
-func (c *scriptCommands) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (c *scriptCommands) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { c.add(cmd); return next(ctx, cmd) }
-}
-
-func (c *scriptCommands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error { c.add(cmds...); return next(ctx, cmds) }
-}
-
 // TestHooksSeeScriptArgumentsAsText checks what a go-redis hook sees of
-// every script command: the key at its place in cmd.Args() as the entry's name, a string
-// (what a hook that reads the key, such as a per-key metric, takes it
-// for), the token of Renew, Complete and Release formatted as its
+// every script command: the key at its place in cmd.Args() as the
+// entry's name, a string (what a hook that reads the key, such as a
+// per-key metric, takes it for), the token of Renew, Complete and Release formatted as its
 // decimal, and cmd.String(), which tracing hooks record as the statement
 // (redisotel's db.statement), holding the name and no pointer's address.
 func TestHooksSeeScriptArgumentsAsText(t *testing.T) {
 	s, rdb, prefix := newStore(t)
 	warmScripts(t, s)
-	rec := &scriptCommands{}
+	rec := &commandNames{}
 	rdb.AddHook(rec)
 	ctx := context.Background()
 	k := idempotency.Key{Scope: "hooks", Key: "k-1"}
 	name := prefix + "{}" + strconv.Itoa(len(k.Scope)) + ":" + k.Scope + ":" + k.Key
 	check := func(op string, token int64) {
 		t.Helper()
-		cmds := rec.take()
+		var cmds []redis.Cmder
+		for _, cmd := range rec.commands() {
+			if n := cmd.Name(); n == "evalsha" || n == "eval" {
+				cmds = append(cmds, cmd)
+			}
+		}
+		rec.reset()
 		if len(cmds) == 0 {
 			t.Fatalf("%s: no script command seen", op)
 		}

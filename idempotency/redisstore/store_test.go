@@ -497,13 +497,22 @@ func TestWithWaitReportsMissingReplicas(t *testing.T) {
 	}
 }
 
-// commandNames records the names of the commands a client sends.
+// commandNames records the names of the commands a client sends, and the
+// commands, as its hooks see them.
 type commandNames struct {
 	mu    sync.Mutex
 	names []string
+	cmds  []redis.Cmder
 }
 
-func (c *commandNames) reset() { c.mu.Lock(); c.names = nil; c.mu.Unlock() }
+func (c *commandNames) reset() { c.mu.Lock(); c.names, c.cmds = nil, nil; c.mu.Unlock() }
+
+// commands returns the commands recorded since the last reset.
+func (c *commandNames) commands() []redis.Cmder {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.cmds)
+}
 
 func (c *commandNames) list() []string {
 	c.mu.Lock()
@@ -517,6 +526,7 @@ func (c *commandNames) add(cmds ...redis.Cmder) {
 	for _, cmd := range cmds {
 		c.names = append(c.names, strings.ToUpper(cmd.Name()))
 	}
+	c.cmds = append(c.cmds, cmds...)
 }
 
 func (c *commandNames) DialHook(next redis.DialHook) redis.DialHook { return next }
