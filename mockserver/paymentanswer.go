@@ -13,6 +13,13 @@ import (
 // appendPaymentJSON); location is made's Location (newPaymentLocation, of
 // which made.ID is the tail), or "".
 func writeCreated(w http.ResponseWriter, p, made *Payment, location string) {
+	writeCreatedWith(w, p, made, location, new([3]string))
+}
+
+// writeCreatedWith is writeCreated with vals, an array that the answer's
+// header values may take (as the slices of its Location, Content-Type and
+// Content-Length), which nothing else uses while the header lives.
+func writeCreatedWith(w http.ResponseWriter, p, made *Payment, location string, vals *[3]string) {
 	if made == nil || p.ID != made.ID || location == "" {
 		location = paymentsPath + p.ID // a payment found, not made
 	}
@@ -27,10 +34,9 @@ func writeCreated(w http.ResponseWriter, p, made *Payment, location string) {
 		return
 	}
 
-	// One allocation for the three header values, where Header.Set would
-	// take three: the Location shares the ID's, and the Content-Length
-	// is lengthText's.
-	vals := make([]string, 3)
+	// vals for the three header values, where Header.Set would allocate
+	// three: the Location shares the ID's, and the Content-Length is
+	// lengthText's.
 	vals[0], vals[1], vals[2] = location, "application/json", lengthText(len(body))
 	h := w.Header()
 	h["Location"], h["Content-Type"], h["Content-Length"] = vals[0:1:1], vals[1:2:2], vals[2:3:3]

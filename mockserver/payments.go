@@ -175,7 +175,7 @@ func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
 		t := time.NewTimer(s.work)
 		<-t.C
 	}
-	writeCreated(w, &p, &made, location)
+	writeCreatedWith(w, &p, &made, location, st.answerValues())
 }
 
 // ledgerFailed answers a read of the ledger that failed.

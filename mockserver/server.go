@@ -201,6 +201,24 @@ type reqState struct {
 	sent     atomic.Bool // the answer's header went to the client
 	place    int         // the attempt's place in its key's history, once sent (the request's goroutine's)
 	drop     atomic.Bool // the answer is swallowed and the connection closed (outcomeSettled)
+	// answer holds the header values of the request's 201 (see
+	// answerValues), in the state's allocation rather than one of their
+	// own; answerTaken says that a handler call took them.
+	answer      [3]string
+	answerTaken atomic.Bool
+}
+
+// answerValues returns an array for the three header values of a 201
+// answer: st's own for the first call of the payment handler under st,
+// so that the answer costs no allocation for them, and a new one for any
+// later call (a handler middleware, WithHandlerMiddleware, may run the
+// handler again with the same request), whose answer must not change the
+// values of an earlier one's header.
+func (st *reqState) answerValues() *[3]string {
+	if st.answerTaken.CompareAndSwap(false, true) {
+		return &st.answer
+	}
+	return new([3]string)
 }
 
 type stateKey struct{}
