@@ -235,11 +235,18 @@ type observed struct {
 	w  attemptWriter
 }
 
-// Value returns the request's state for stateKey{}, and what the
-// request's own context holds for any other key.
+// Value returns the request's state for stateKey{}, nil for refusedKey{},
+// and what the request's own context holds for any other key. A refused
+// request is marked (refusing) by requireJSON, which runs under observe:
+// the mark is in a context derived from o or nowhere, so a lookup of it
+// that reaches o (refusalOf, twice a payment) stops here, short of the
+// connection's contexts under it.
 func (o *observed) Value(key any) any {
-	if key == (stateKey{}) {
+	switch key {
+	case stateKey{}:
 		return &o.st
+	case refusedKey{}:
+		return nil
 	}
 	return o.Context.Value(key)
 }
