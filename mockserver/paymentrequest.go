@@ -34,17 +34,24 @@ type paymentRequest struct {
 // U+0000, which PostgreSQL's text refuses.
 //
 // A UTF-8 byte order mark before the JSON is ignored (see jsonText); a
-// body that is not UTF-8 is refused (see paymentText).
+// body that is not UTF-8 is refused (see utf8Refusal).
 //
 // The bodies clients send are read by scanPaymentRequest, without
 // encoding/json; every other body by decodePaymentRequest, which defines
 // what parsePaymentRequest answers.
 func parsePaymentRequest(body []byte) (paymentRequest, []FieldError) {
-	body, errs := paymentText(body)
-	if errs != nil {
+	// A body the scan takes whose strings are ASCII is all ASCII, so
+	// UTF-8: its check, a pass over every byte, runs for the others only,
+	// before their scan's answer or encoding/json's counts.
+	body = jsonText(body)
+	req, errs, ok, ascii := scanPayment(body)
+	if ok && ascii {
+		return req, errs
+	}
+	if errs := utf8Refusal(body); errs != nil {
 		return paymentRequest{}, errs
 	}
-	if req, errs, ok := scanPaymentRequest(body); ok {
+	if ok {
 		return req, errs
 	}
 	return decodePaymentRequest(body)
@@ -69,8 +76,17 @@ func jsonText(body []byte) []byte {
 // is not the JSON text its sender meant.
 func paymentText(body []byte) ([]byte, []FieldError) {
 	body = jsonText(body)
+	if errs := utf8Refusal(body); errs != nil {
+		return nil, errs
+	}
+	return body, nil
+}
+
+// utf8Refusal returns nil for a body that is UTF-8, and the error that
+// refuses it, naming its first bad byte, otherwise.
+func utf8Refusal(body []byte) []FieldError {
 	if utf8.Valid(body) {
-		return body, nil
+		return nil
 	}
 	i := 0
 	for i < len(body) {
@@ -80,7 +96,7 @@ func paymentText(body []byte) ([]byte, []FieldError) {
 		}
 		i += n
 	}
-	return nil, []FieldError{{Field: "", Detail: fmt.Sprintf("body is not valid UTF-8, which JSON is (RFC 8259, section 8.1): byte 0x%02X at offset %d", body[i], i)}}
+	return []FieldError{{Field: "", Detail: fmt.Sprintf("body is not valid UTF-8, which JSON is (RFC 8259, section 8.1): byte 0x%02X at offset %d", body[i], i)}}
 }
 
 // decodePaymentRequest is parsePaymentRequest by encoding/json: it takes

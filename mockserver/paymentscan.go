@@ -21,13 +21,22 @@ import (
 // case (caseVariantOf); TestScanPaymentRequestAgreesWithJSON
 // holds it to that.
 func scanPaymentRequest(body []byte) (req paymentRequest, errs []FieldError, ok bool) {
+	req, errs, ok, _ = scanPayment(body)
+	return req, errs, ok
+}
+
+// scanPayment is scanPaymentRequest, also reporting, of a body it takes,
+// whether every byte of it is ASCII (ascii): a byte of 0x80 or over can
+// only be in a string, and each string's scan tells.
+func scanPayment(body []byte) (req paymentRequest, errs []FieldError, ok, ascii bool) {
+	ascii = true
 	var amount, currency, recipient scannedValue
 	var others [maxScannedOthers]scannedName // the other members, in the order they first appear
 	var nothers int
 	var oddName bool // a name of others has invalid UTF-8 or U+FFFD
 	i := skipSpace(body, 0)
 	if i == len(body) || body[i] != '{' {
-		return req, nil, false
+		return req, nil, false, false
 	}
 	i = skipSpace(body, i+1)
 	if i < len(body) && body[i] == '}' {
@@ -35,16 +44,18 @@ func scanPaymentRequest(body []byte) (req paymentRequest, errs []FieldError, ok 
 	} else {
 		for {
 			var key []byte
-			if key, _, i, ok = scanString(body, i); !ok {
-				return req, nil, false
+			var keyASCII bool
+			if key, keyASCII, i, ok = scanString(body, i); !ok {
+				return req, nil, false, false
 			}
 			if i = skipSpace(body, i); i == len(body) || body[i] != ':' {
-				return req, nil, false
+				return req, nil, false, false
 			}
 			var v scannedValue
 			if v, i, ok = scanValue(body, skipSpace(body, i+1)); !ok {
-				return req, nil, false
+				return req, nil, false, false
 			}
+			ascii = ascii && keyASCII && (v.kind != kindString || v.ascii)
 			switch string(key) {
 			case "amount":
 				amount.set(v)
@@ -55,7 +66,7 @@ func scanPaymentRequest(body []byte) (req paymentRequest, errs []FieldError, ok 
 			default:
 				if !utf8.Valid(key) || bytes.Contains(key, []byte("\ufffd")) {
 					if oddName {
-						return req, nil, false
+						return req, nil, false, false
 					}
 					oddName = true
 				}
@@ -65,7 +76,7 @@ func scanPaymentRequest(body []byte) (req paymentRequest, errs []FieldError, ok 
 				}
 				if j == nothers {
 					if nothers == len(others) {
-						return req, nil, false
+						return req, nil, false, false
 					}
 					others[j] = scannedName{name: key, of: caseVariantOf(key)}
 					nothers++
@@ -73,25 +84,25 @@ func scanPaymentRequest(body []byte) (req paymentRequest, errs []FieldError, ok 
 				others[j].times++
 			}
 			if i = skipSpace(body, i); i == len(body) {
-				return req, nil, false
+				return req, nil, false, false
 			}
 			if body[i] == ',' {
 				i = skipSpace(body, i+1)
 				continue
 			}
 			if body[i] != '}' {
-				return req, nil, false
+				return req, nil, false, false
 			}
 			i++
 			break
 		}
 	}
 	if skipSpace(body, i) != len(body) {
-		return req, nil, false
+		return req, nil, false, false
 	}
 	// json.Unmarshal would replace invalid UTF-8 in the recipient.
 	if recipient.kind == kindString && !recipient.ascii && !utf8.Valid(recipient.raw) {
-		return req, nil, false
+		return req, nil, false, false
 	}
 
 	// A member named as a field in another case is refused; it stands
@@ -171,7 +182,7 @@ func scanPaymentRequest(body []byte) (req paymentRequest, errs []FieldError, ok 
 	sb.Write(rcp)
 	s := sb.String()
 	req.Currency, req.Recipient = s[:len(cur)], s[len(cur):]
-	return req, errs, true
+	return req, errs, true, ascii
 }
 
 // maxScannedOthers is the most members other than amount, currency and
