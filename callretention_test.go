@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 	"weak"
 )
 
@@ -181,4 +182,92 @@ func watchCall(c *Client) *weak.Pointer[callContext] {
 		return inner.RoundTrip(r)
 	})
 	return call
+}
+
+// TestRedirectKeepsNoCall: as TestResponseKeepsNoCall, for a call that
+// follows a 307 (the POST sent again, with its body) or a 303 (a GET
+// after it), with the caller's key: the final response, which reaches
+// the first hop's answer and attempts through its Request's Response,
+// and the attempts a hook keeps, do not keep the call, whose context
+// every hop's request carries.
+func TestRedirectKeepsNoCall(t *testing.T) {
+	for _, status := range []int{http.StatusTemporaryRedirect, http.StatusSeeOther} {
+		t.Run(http.StatusText(status), func(t *testing.T) {
+			hops := 0
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				hops++
+				if hops == 1 {
+					return &http.Response{StatusCode: status, Header: http.Header{"Location": {"/v1/other"}}, Body: http.NoBody, Request: r}, nil
+				}
+				return &http.Response{StatusCode: http.StatusCreated, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+			})
+			var kept []*http.Request
+			c := NewClient(WithBase(base), WithHook(func(a Attempt) { kept = append(kept, a.Request) }))
+			call := watchCall(c)
+			req := newReq(t, context.Background(), http.MethodPost, "debit 1500")
+			req.Header.Set(HeaderIdempotencyKey, "debit-1")
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if hops != 2 || len(kept) != 2 || resp.Request.Response == nil {
+				t.Fatalf("%d hops, %d attempts seen by the hook, the answer follows %v; want 2, 2, a response", hops, len(kept), resp.Request.Response)
+			}
+			runtime.GC()
+			if call.Value() != nil {
+				t.Error("the call's context is still in memory after the call, kept by its response or the hook's attempts")
+			}
+			runtime.KeepAlive(resp)
+			runtime.KeepAlive(kept)
+		})
+	}
+}
+
+// TestErrorsKeepNoCallWithTimeout: as TestErrorsKeepNoCall, with the
+// caller's key, after a retry, under an http.Client Timeout (whose
+// context net/http makes from the call's, as a child of the caller's
+// cancellable context) and with a hook that keeps the attempts' errors:
+// neither the error Do returns nor what the hook kept keeps the call.
+func TestErrorsKeepNoCallWithTimeout(t *testing.T) {
+	for _, ending := range []string{"APIError", "Error"} {
+		t.Run(ending, func(t *testing.T) {
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				if ending == "Error" {
+					return nil, errors.New("connection reset after the request was written")
+				}
+				return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(`{}`)), Request: r}, nil
+			})
+			var errs []error
+			c := NewClient(WithBase(base), WithMaxAttempts(2), withClock(newFakeClock()),
+				WithHTTPClient(&http.Client{Timeout: time.Hour}),
+				WithHook(func(a Attempt) { errs = append(errs, a.Err) }))
+			call := watchCall(c)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			req := newReq(t, ctx, http.MethodPost, "debit 1500")
+			req.Header.Set(HeaderIdempotencyKey, "debit-1")
+			_, err := c.Do(req)
+			var apiErr *APIError
+			var opErr *Error
+			if !errors.As(err, &apiErr) && !errors.As(err, &opErr) {
+				t.Fatalf("Do: %v; want an *APIError or an *Error", err)
+			}
+			if len(errs) != 2 {
+				t.Fatalf("the hook saw %d attempts; want 2", len(errs))
+			}
+			// net/http's goroutine that watches the Timeout holds the
+			// hop's request until it sees the timer stopped.
+			for i := 0; i < 100 && call.Value() != nil; i++ {
+				runtime.GC()
+				time.Sleep(time.Millisecond)
+			}
+			if call.Value() != nil {
+				t.Errorf("the call's context is still in memory after the call, kept by its %T or the hook's errors", err)
+			}
+			runtime.KeepAlive(err)
+			runtime.KeepAlive(errs)
+			runtime.KeepAlive(ctx)
+		})
+	}
 }
