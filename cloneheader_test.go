@@ -1,6 +1,7 @@
 package saferetry
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 )
@@ -40,4 +41,43 @@ func TestAttemptHeaderAddKeepsCallersValues(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestAttemptHeaderCostsNotCallersCapacity: the attempt's header costs
+// what the caller's header holds, not the room its map was made with
+// (make(http.Header, 64) for a client's default headers) or kept after
+// most of its entries were deleted (an inbound request's header cut down
+// to what is forwarded): every attempt copies it. maps.Clone copies a
+// map's whole storage, 98 KB a copy for three headers in a map made for
+// 1024.
+func TestAttemptHeaderCostsNotCallersCapacity(t *testing.T) {
+	three := func(h http.Header) http.Header {
+		h["Content-Type"] = []string{"application/json"}
+		h["Authorization"] = []string{"Bearer x"}
+		h["Accept"] = []string{"application/json"}
+		return h
+	}
+	shrunk := http.Header{}
+	for i := range 24 {
+		shrunk[fmt.Sprintf("X-H%02d", i)] = []string{"v"}
+	}
+	for i := range 24 {
+		delete(shrunk, fmt.Sprintf("X-H%02d", i))
+	}
+	wire := []string{"key-1"}
+	var sink http.Header
+	cost := func(h http.Header) float64 {
+		return testing.AllocsPerRun(100, func() { sink = cloneHeader(h, wire) })
+	}
+	want := cost(three(http.Header{}))
+	for name, h := range map[string]http.Header{
+		"in a map made for 64":   three(make(http.Header, 64)),
+		"in a map made for 1024": three(make(http.Header, 1024)),
+		"in a map that held 24":  three(shrunk),
+	} {
+		if got := cost(h); got > want {
+			t.Errorf("three headers %s cost %.0f allocations a copy; want %.0f, as in a map made for three", name, got, want)
+		}
+	}
+	_ = sink
 }
