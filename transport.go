@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"strings"
 	"time"
@@ -507,23 +506,14 @@ func cloneHeader(h http.Header, wire []string) http.Header {
 	if keyed {
 		n++
 	}
-	var h2 http.Header
-	if len(h) > 0 && n <= smallMap {
-		// maps.Clone copies a small map's storage whole, at about a third
-		// of the cost of inserting its entries one by one (six headers:
-		// 790 instructions less); only the values to clip are written.
-		h2 = maps.Clone(h)
-		for k, vv := range h2 {
-			if cap(vv) > len(vv) {
-				h2[k] = vv[:len(vv):len(vv)]
-			}
-		}
-	} else {
-		h2 = make(http.Header, n)
-		if len(h) > 0 { // see contract.KeyHeaderValues
-			for k, vv := range h {
-				h2[k] = vv[:len(vv):len(vv)]
-			}
+	// Entry by entry, not maps.Clone: that copies the map's whole storage,
+	// which is what the caller's map was made with or grew to, not what it
+	// holds (see TestAttemptHeaderCostsNotCallersCapacity), and every
+	// attempt pays it.
+	h2 := make(http.Header, n)
+	if len(h) > 0 { // see contract.KeyHeaderValues
+		for k, vv := range h {
+			h2[k] = vv[:len(vv):len(vv)]
 		}
 	}
 	if keyed {
@@ -531,11 +521,6 @@ func cloneHeader(h http.Header, wire []string) http.Header {
 	}
 	return h2
 }
-
-// smallMap is the most entries that Go's maps keep in one group of
-// slots, where the copy that maps.Clone makes has room for the key
-// header; a larger map would grow, allocating again, on its insertion.
-const smallMap = 8
 
 // refuse records e, the error of an operation refused before its first
 // attempt, for a Client waiting on it (see finish), and returns it.
