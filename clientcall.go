@@ -53,8 +53,11 @@ type callContext struct {
 	hop atomic.Pointer[http.Response]
 	// first is the request Do hands net/http: req with the call as its
 	// context (see Client.Do). It lives in the call, so that the two cost
-	// one allocation, not two; each refers to the other, so that whatever
-	// keeps one keeps both, as when it was an allocation of its own.
+	// one allocation, not two. Whatever keeps the request keeps the call,
+	// as when it was an allocation of its own; what keeps the call (a
+	// generated key's text, a context net/http made from it) now keeps the
+	// request too, whose body, header and URL the hops' attempts, copies
+	// of it, hold anyway.
 	first http.Request
 	// answer is the response the last hop returned, from its end until
 	// the next hop enters: net/http holds its body open meanwhile, while

@@ -9,8 +9,9 @@ import (
 // TestAttemptHeaderAddKeepsCallersValues: the attempt's header shares the
 // caller's value slices, clipped, so that an Add on it (by a base that
 // breaks the RoundTripper contract, or a hook) appends to a slice of its
-// own and never writes into the spare capacity of the caller's: for a
-// header small enough to be copied whole by maps.Clone and for a larger one.
+// own and never writes into the spare capacity of the caller's: for
+// headers of up to 8 entries with the key, once copied by maps.Clone,
+// and larger ones.
 func TestAttemptHeaderAddKeepsCallersValues(t *testing.T) {
 	for _, n := range []int{1, 7, 8, 12} {
 		h := http.Header{}

@@ -48,7 +48,7 @@ func spareUntouched(h http.Header) error {
 // as it was, and neither a retry nor the next hop of a 307 sees it; for
 // headers small enough for maps.Clone (0 to 7 entries with the key) and
 // larger, nil or empty, with the caller's key or a generated one. Pins
-// cloneHeader's clip on both of its paths.
+// cloneHeader's clip.
 func TestAttemptHeadersShareNoSpareCapacity(t *testing.T) {
 	for _, n := range []int{0, 1, 6, 7, 8, 9, 12} {
 		for _, key := range []string{"", "debit-1"} {
@@ -130,8 +130,8 @@ func TestAttemptHeadersShareNoSpareCapacity(t *testing.T) {
 // one header map (a client's default headers) through one Client, whose
 // base and hook add to every attempt's header: under -race, an attempt
 // header that shared spare capacity with the caller's values would be a
-// write to memory the other goroutines write too. For a header copied by
-// maps.Clone and for a larger one.
+// write to memory the other goroutines write too. For headers of up to
+// 8 entries with the key, once copied by maps.Clone, and larger ones.
 func TestSharedHeaderConcurrentCalls(t *testing.T) {
 	for _, n := range []int{3, 7, 12} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
