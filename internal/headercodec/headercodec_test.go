@@ -146,3 +146,35 @@ func TestSharedConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestSharedKeyedOnWholeEncoding decodes, many times over, encodings
+// that agree on their first bytes and differ past them (at sharedMax
+// bytes and around it) or in one late byte, more of them than the table
+// has slots: each Decode answers its own encoding's header, and one
+// longer than sharedMax is never shared.
+func TestSharedKeyedOnWholeEncoding(t *testing.T) {
+	s := NewShared()
+	var encs [][]byte
+	for n := sharedMax - 40; n <= sharedMax+40; n++ {
+		for _, last := range []string{"a", "b"} {
+			v := strings.Repeat("v", n-len(Append(nil, http.Header{"X": {""}}))-1) + last
+			if b := Append(nil, http.Header{"X": {v}}); len(b) >= sharedMax-40 {
+				encs = append(encs, b)
+			}
+		}
+	}
+	for round := range 3 {
+		for i, b := range encs {
+			want, _ := Decode(b)
+			got, err := s.Decode(b)
+			if err != nil || !reflect.DeepEqual(got, want) {
+				t.Fatalf("round %d, encoding %d (%d bytes): %.20q, %v; want its own", round, i, len(b), got["X"], err)
+			}
+			if len(b) > sharedMax {
+				if again, _ := s.Decode(b); reflect.ValueOf(again).UnsafePointer() == reflect.ValueOf(got).UnsafePointer() {
+					t.Fatalf("an encoding of %d bytes was shared", len(b))
+				}
+			}
+		}
+	}
+}

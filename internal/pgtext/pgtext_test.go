@@ -1,6 +1,8 @@
 package pgtext
 
 import (
+	"encoding/hex"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -81,4 +83,40 @@ func isASCII(s []byte) bool {
 		}
 	}
 	return true
+}
+
+// TestEncodeAsTheGeneralTest compares Encode with its definition (kept
+// when valid UTF-8 without NUL that does not start with Mark, Mark and
+// hex otherwise) on every length to 40, around the 8-byte words of the
+// ASCII test, with two of NUL, Mark, 0x80 and 0xff at every pair of
+// places, and on multi-byte UTF-8 split across words.
+func TestEncodeAsTheGeneralTest(t *testing.T) {
+	general := func(s string) string {
+		if utf8.ValidString(s) && !strings.ContainsRune(s, 0) && !strings.HasPrefix(s, Mark) {
+			return s
+		}
+		return Mark + hex.EncodeToString([]byte(s))
+	}
+	check := func(s string) {
+		if got, want := Encode(s), general(s); got != want {
+			t.Fatalf("Encode(%q) = %q; want %q", s, got, want)
+		}
+	}
+	special := []byte{0x00, 0x01, 0x80, 0xff}
+	for n := range 41 {
+		base := []byte(strings.Repeat("k", n))
+		check(string(base))
+		for i := range n {
+			for j := i; j < n; j++ {
+				for _, a := range special {
+					for _, b := range special {
+						s := slices.Clone(base)
+						s[i], s[j] = a, b
+						check(string(s))
+					}
+				}
+			}
+			check(string(base[:i]) + "é✓" + string(base[i:]))
+		}
+	}
 }
