@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"unsafe"
 
 	"github.com/saferetry/saferetry/internal/contract"
 )
@@ -81,7 +82,15 @@ const fingerprintVersion = "v1:"
 //     a byte-identical body on every attempt).
 //
 // Fingerprint is safe for concurrent use.
-func Fingerprint(r *http.Request, body []byte) string {
+func Fingerprint(r *http.Request, body []byte) string { return fingerprintIn(r, body, nil) }
+
+// fingerprintLen is the length of a fingerprint: the version and 64 hex
+// digits.
+const fingerprintLen = len(fingerprintVersion) + 2*sha256.Size
+
+// fingerprintIn is Fingerprint, its text written in room when room has
+// fingerprintLen bytes of capacity (see fingerprint).
+func fingerprintIn(r *http.Request, body, room []byte) string {
 	// The escaped path keeps /a%2Fb apart from /a/b, as routers that look at
 	// the raw path do; the case of its escapes' hex digits is not kept (see
 	// upperEscapes).
@@ -94,7 +103,7 @@ func Fingerprint(r *http.Request, body []byte) string {
 		form = r
 	}
 	path := r.URL.EscapedPath()
-	return fingerprint(r.Method, upperEscapes(path), r.URL.RawQuery, appendRequestTarget(nil, r, path), form, ct, body)
+	return fingerprint(r.Method, upperEscapes(path), r.URL.RawQuery, appendRequestTarget(nil, r, path), form, ct, body, room)
 }
 
 // fpState is the pooled state of one fingerprint: the hash, the
@@ -107,7 +116,7 @@ type fpState struct {
 	fields []byte
 	chunk  [4 << 10]byte // the sink's buffer
 	sum    [sha256.Size]byte
-	out    [len(fingerprintVersion) + 2*sha256.Size]byte
+	out    [fingerprintLen]byte
 }
 
 var fpPool = sync.Pool{New: func() any { return &fpState{hash: sha256.New()} }}
@@ -121,8 +130,11 @@ var fpPool = sync.Pool{New: func() any { return &fpState{hash: sha256.New()} }}
 // bodyType), and the body as canonical JSON ('j') or as bytes ('b'). The
 // body is hashed where it lies, in the request's bytes or the
 // canonicaliser's buffer, and never copied to a stream of its own (the
-// short pieces of reordered objects pass through a 4 KiB buffer).
-func fingerprint(method, path, rawQuery string, target []byte, form *http.Request, contentType string, body []byte) string {
+// short pieces of reordered objects pass through a 4 KiB buffer). The
+// text is written in room when room has the capacity for it, and the
+// string returned is room's bytes, which nothing may write again (see
+// request.readBody); otherwise it has an allocation of its own.
+func fingerprint(method, path, rawQuery string, target []byte, form *http.Request, contentType string, body, room []byte) string {
 	st := fpPool.Get().(*fpState)
 	defer fpPool.Put(st)
 	h := st.hash
@@ -165,7 +177,11 @@ func fingerprint(method, path, rawQuery string, target []byte, form *http.Reques
 	for i, b := range st.sum {
 		binary.BigEndian.PutUint16(hexSum[2*i:], contract.HexPairs[b]) // hex.Encode, a store a byte
 	}
-	return string(st.out[:])
+	if cap(room) < fingerprintLen {
+		return string(st.out[:])
+	}
+	room = append(room[:0], st.out[:]...)
+	return unsafe.String(&room[0], fingerprintLen)
 }
 
 // appendField appends a tagged, length-prefixed field to the hashed stream

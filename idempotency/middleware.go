@@ -130,7 +130,7 @@ func (q *request) admit(key string) bool {
 			q.admitPanicked(key, step)
 		}
 	}()
-	body, err := q.readBody()
+	body, room, err := q.readBody()
 	if err != nil {
 		step = admitDone
 		m.unreadableBody(q.w, r, key, err)
@@ -156,7 +156,7 @@ func (q *request) admit(key string) bool {
 		step = admitBody
 	}
 	q.claim.key = Key{Scope: scope, Key: key}
-	q.fp = Fingerprint(r, body)
+	q.fp = fingerprintIn(r, body, room)
 	step = admitDone
 	return true
 }
@@ -230,16 +230,24 @@ func (m *middleware) unreadableBody(w http.ResponseWriter, r *http.Request, key 
 // length is read into one buffer of its size.
 const firstRead = DefaultMaxRequestBody
 
+// sharedBodyMax is the largest allocation of a body whose buffer also has
+// room for the request's fingerprint (see readBody): what a store that
+// keeps the fingerprint string keeps alive with it.
+const sharedBodyMax = 256
+
 // readBody reads the whole body, up to the limit, and puts it back on the
-// request so that the handler reads the same bytes.
-func (q *request) readBody() ([]byte, error) {
+// request so that the handler reads the same bytes. A short body of
+// announced length is read into a buffer with room after it for the
+// fingerprint's text (see fingerprint), which it returns as room, empty
+// when there is none: the two take one allocation.
+func (q *request) readBody() (body, room []byte, err error) {
 	r := q.r
 	if r.Body == nil || r.Body == http.NoBody {
-		return nil, nil
+		return nil, nil, nil
 	}
 	limit := q.m.cfg.maxRequestBody
 	if r.ContentLength > limit {
-		return nil, errRequestTooLarge
+		return nil, nil, errRequestTooLarge
 	}
 	// The buffer follows the bytes that arrive, not only the length the
 	// client announced: a Content-Length far above firstRead with a body
@@ -247,6 +255,9 @@ func (q *request) readBody() ([]byte, error) {
 	size := 512
 	if r.ContentLength >= 0 {
 		size = int(min(r.ContentLength, firstRead)) + 1 // +1 to see EOF without growing
+		if size+fingerprintLen <= sharedBodyMax {
+			size += fingerprintLen
+		}
 	}
 	buf := make([]byte, 0, size)
 	for {
@@ -256,18 +267,22 @@ func (q *request) readBody() ([]byte, error) {
 		n, err := r.Body.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if int64(len(buf)) > limit {
-			return nil, errRequestTooLarge
+			return nil, nil, errRequestTooLarge
 		}
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	q.body.Reset(buf)
+	if cap(buf)-len(buf) >= fingerprintLen {
+		room = buf[len(buf):len(buf)]
+	}
+	body = buf[:len(buf):len(buf)] // nothing appends to it over room
+	q.body.Reset(body)
 	r.Body = &q.body
-	return buf, nil
+	return body, room, nil
 }
 
 // growBody returns full buf with room for more: twice its capacity, but

@@ -1,0 +1,88 @@
+package idempotency_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/saferetry/saferetry/idempotency"
+)
+
+// fingerprintSpy is a Store that records the fingerprint of each Claim.
+type fingerprintSpy struct {
+	idempotency.Store
+	fps []string
+}
+
+func (s *fingerprintSpy) Claim(ctx context.Context, k idempotency.Key, fp string, lease, ttl time.Duration) (idempotency.ClaimResult, error) {
+	s.fps = append(s.fps, fp)
+	return s.Store.Claim(ctx, k, fp, lease, ttl)
+}
+
+// shortReader reads its string a few bytes at a time, so that a body's
+// buffer fills over several reads.
+type shortReader struct{ s string }
+
+func (r *shortReader) Read(p []byte) (int, error) {
+	if r.s == "" {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), 7)], r.s)
+	r.s = r.s[n:]
+	return n, nil
+}
+
+// TestMiddlewareFingerprintIsFingerprint: the fingerprint the Middleware
+// hands its store is Fingerprint's for the body it read, whether the
+// body's buffer had room for the fingerprint's text (a short body of
+// announced length) or not (a longer one, one of unknown length, one
+// longer than it announced), and the handler reads the body as sent, its
+// bytes untouched by the fingerprint written after them.
+func TestMiddlewareFingerprintIsFingerprint(t *testing.T) {
+	spy := &fingerprintSpy{Store: newStore(t)}
+	var read []string
+	h := idempotency.Middleware(spy)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Errorf("reading the body: %v", err)
+		}
+		read = append(read, string(b))
+		w.WriteHeader(http.StatusCreated)
+	}))
+	type body struct {
+		text      string
+		announced int64 // -1: unknown
+	}
+	var bodies []body
+	for _, n := range []int{0, 1, 100, 120, 121, 188, 189, 190, 300, 5000} {
+		text := `{"memo":"` + strings.Repeat("m", max(n-11, 0)) + `"}`
+		if n < 11 {
+			text = strings.Repeat("x", n)
+		}
+		bodies = append(bodies, body{text, int64(len(text))}, body{text, -1})
+	}
+	bodies = append(bodies, body{strings.Repeat("y", 150), 20}, body{strings.Repeat("z", 60), 3})
+	for i, b := range bodies {
+		r := httptest.NewRequest(http.MethodPost, "/payments", nil)
+		r.Body, r.ContentLength = io.NopCloser(&shortReader{b.text}), b.announced
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set(idempotency.HeaderIdempotencyKey, `"k-`+strconv.Itoa(i)+`"`)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusCreated {
+			t.Fatalf("body %d (%d bytes, announced %d): status %d", i, len(b.text), b.announced, w.Code)
+		}
+		want := idempotency.Fingerprint(r, []byte(b.text))
+		if got := spy.fps[len(spy.fps)-1]; got != want {
+			t.Errorf("body %d (%d bytes, announced %d): the store got %q, want %q", i, len(b.text), b.announced, got, want)
+		}
+		if got := read[len(read)-1]; got != b.text {
+			t.Errorf("body %d (%d bytes, announced %d): the handler read %q, want %q", i, len(b.text), b.announced, got, b.text)
+		}
+	}
+}
