@@ -26,7 +26,7 @@ func (q *request) refused(e Entry) bool {
 		// held by its own on an earlier look, before it waited.
 		q.repeat = false
 		q.answer(Event{Outcome: OutcomeMismatch, Key: k, Status: http.StatusUnprocessableEntity}, func() {
-			writeProblem(q.w, problem{Type: ProblemKeyReused, Status: http.StatusUnprocessableEntity, Key: k.Key,
+			writeProblem(q.writer(), problem{Type: ProblemKeyReused, Status: http.StatusUnprocessableEntity, Key: k.Key,
 				Detail: "This Idempotency-Key was used for a request with a different method, path, query, media type or body."}, 0)
 		})
 		return false
@@ -45,7 +45,7 @@ func (q *request) refused(e Entry) bool {
 		return true
 	}
 	q.answer(Event{Outcome: OutcomeInProgress, Key: k, Token: e.Token, Status: http.StatusConflict}, func() {
-		writeProblem(q.w, problem{Type: ProblemInProgress, Status: http.StatusConflict, Key: k.Key,
+		writeProblem(q.writer(), problem{Type: ProblemInProgress, Status: http.StatusConflict, Key: k.Key,
 			Detail: "A request with this Idempotency-Key is still being processed. Retry later with the same key."}, inProgressRetryAfter(m.runs.estimate(q.r), e.LeaseRemaining))
 	})
 	return false
@@ -72,8 +72,8 @@ func (q *request) replay(e Entry) {
 	}
 	if resp.Oversize {
 		q.answer(Event{Outcome: OutcomeOversize, Key: k, Token: e.Token, Status: http.StatusGone}, func() {
-			q.w.Header()[HeaderReplayed] = []string{"true"} // the name is canonical: no Set needed
-			writeProblem(q.w, problem{Type: ProblemResponseTooLarge, Status: http.StatusGone, Key: k.Key,
+			q.writer().Header()[HeaderReplayed] = []string{"true"} // the name is canonical: no Set needed
+			writeProblem(q.writer(), problem{Type: ProblemResponseTooLarge, Status: http.StatusGone, Key: k.Key,
 				OriginalStatus: resp.Status,
 				Detail:         "The operation with this Idempotency-Key completed, but its response could not be kept (too large, or not sent whole). It will not run again."}, 0)
 		})
@@ -92,7 +92,7 @@ func (q *request) writeReplay(resp *Response) {
 	// the first.
 	values := make([]string, 1, len(resp.Header)+2) // and Idempotent-Replayed, Content-Length
 	values[0] = "true"
-	h := q.w.Header()
+	h := q.writer().Header()
 	h[HeaderReplayed] = values[:1:1] // the name is canonical: no Set needed
 	for name, v := range resp.Header {
 		// Whether the body is encoded decides only for the coding's own
@@ -122,9 +122,9 @@ func (q *request) writeReplay(resp *Response) {
 		values = append(values, strconv.Itoa(len(resp.Body)))
 		h["Content-Length"] = values[i:len(values):len(values)]
 	}
-	q.w.WriteHeader(resp.Status)
+	q.writer().WriteHeader(resp.Status)
 	if len(resp.Body) > 0 {
-		_, _ = q.w.Write(resp.Body)
+		_, _ = q.writer().Write(resp.Body)
 	}
 }
 
@@ -136,7 +136,7 @@ func (q *request) writeReplay(resp *Response) {
 func (q *request) superseded() {
 	q.answered = true
 	q.answerInPlace()
-	writeProblem(q.w, problem{Type: ProblemInProgress, Status: http.StatusConflict, Key: q.claim.key.Key,
+	writeProblem(q.writer(), problem{Type: ProblemInProgress, Status: http.StatusConflict, Key: q.claim.key.Key,
 		Detail: "Another request took this Idempotency-Key over while this one ran. Retry with the same key for the recorded outcome."}, 1)
 }
 
@@ -166,7 +166,7 @@ func (q *request) abandonedRun(ctx context.Context, abandoned bool) {
 // former come from a copy of their own (request.outer), values included:
 // a handler may write into a value slice of the map in place.
 func (q *request) answerInPlace() {
-	h := q.w.Header()
+	h := q.writer().Header()
 	clear(h)
 	maps.Copy(h, q.outer)
 }
@@ -181,7 +181,7 @@ func (q *request) claimTooLate(token int64, left time.Duration) {
 			slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Int64("token", token),
 			slog.Duration("lease_left", left), slog.Duration("lease", m.cfg.lease))
 	}, func() {
-		writeProblem(q.w, problem{Type: ProblemInProgress, Status: http.StatusConflict, Key: k.Key,
+		writeProblem(q.writer(), problem{Type: ProblemInProgress, Status: http.StatusConflict, Key: k.Key,
 			Detail: "A request with this Idempotency-Key is being processed. Retry later with the same key."}, retryAfterSeconds(left))
 	})
 }
@@ -200,7 +200,7 @@ func (q *request) storeFailed(err error) {
 		m.cfg.logger.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: store failed; running the handler unprotected (fail open)",
 			slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Any("error", err))
 	}, nil)
-	m.next.ServeHTTP(q.w, r)
+	m.next.ServeHTTP(q.writer(), r)
 }
 
 // storeUnavailable answers 503 without running the handler.
@@ -214,7 +214,7 @@ func (q *request) storeUnavailable(err error) {
 		m.cfg.logger.LogAttrs(r.Context(), level, "idempotency: store failed; answering 503",
 			slog.String("scope", k.Scope), slog.String("key", k.Key), slog.Any("error", err))
 	}, func() {
-		writeProblem(q.w, problem{Type: ProblemStoreUnavailable, Status: http.StatusServiceUnavailable, Key: k.Key,
+		writeProblem(q.writer(), problem{Type: ProblemStoreUnavailable, Status: http.StatusServiceUnavailable, Key: k.Key,
 			Detail: "The idempotency store is unavailable, so the request was not processed. Retry with the same key."}, storeRetryAfter)
 	})
 }

@@ -11,7 +11,7 @@ import "context"
 type declined struct{}
 
 func (declined) start(q *request, _ ClaimResult) (context.Context, bool) {
-	q.rec = recorder{w: q.w, limit: q.m.cfg.maxResponse, canStream: true}
+	q.rec = recorder{w: q.writer(), limit: q.m.cfg.maxResponse, canStream: true}
 	return q.r.Context(), true
 }
 

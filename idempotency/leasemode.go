@@ -76,7 +76,7 @@ func (c *leaseClaim) start(q *request, res ClaimResult) (context.Context, bool) 
 			slog.String("scope", q.claim.key.Scope), slog.String("key", q.claim.key.Key), slog.Int64("token", res.Token))
 		logged = true
 	}
-	q.rec = recorder{w: q.w, limit: m.cfg.maxResponse, canStream: true}
+	q.rec = recorder{w: q.writer(), limit: m.cfg.maxResponse, canStream: true}
 	hctx, cancelHandler := context.WithCancelCause(q.r.Context())
 	c.store.parent = q.r.Context()
 	c.keeper.start(q, now, expires, cancelHandler)

@@ -101,7 +101,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.malformedKey(w, r, err)
 		return
 	}
-	q := &request{m: m, w: w, r: r}
+	q := &request{m: m, r: r, rec: recorder{w: w}}
 	if len(m.cfg.hooks) > 0 {
 		q.began, q.timed = m.since(m.cfg.clock.Now())
 	}
@@ -133,7 +133,7 @@ func (q *request) admit(key string) bool {
 	body, room, err := q.readBody()
 	if err != nil {
 		step = admitDone
-		m.unreadableBody(q.w, r, key, err)
+		m.unreadableBody(q.writer(), r, key, err)
 		return false
 	}
 	var scope string
@@ -148,7 +148,7 @@ func (q *request) admit(key string) bool {
 			}, func() {
 				// The scope function's error stays in the log: it may say
 				// more about the server than a client is to know.
-				writeProblem(q.w, problem{Type: ProblemScopeUnavailable, Status: http.StatusInternalServerError, Key: key,
+				writeProblem(q.writer(), problem{Type: ProblemScopeUnavailable, Status: http.StatusInternalServerError, Key: key,
 					Detail: "The owner of the Idempotency-Key could not be determined, so the request was not run. Retry with the same key."}, 0)
 			})
 			return false

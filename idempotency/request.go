@@ -14,7 +14,6 @@ import (
 // txClaim), so that a replay, a 409 or a 422 does not pay for it.
 type request struct {
 	m  *middleware
-	w  http.ResponseWriter
 	r  *http.Request
 	fp string
 
@@ -24,7 +23,10 @@ type request struct {
 	// (TestRequestSizes).
 	began time.Duration
 
-	body     restoredBody
+	body restoredBody
+	// rec is the writer the handler writes to; its w, the request's own
+	// ResponseWriter (see writer), is set from admission on, so that the
+	// request keeps it once.
 	rec      recorder
 	wait     *waiter  // made at the first wait
 	claim    claimCtx // the request's key (from admission), and the handler's context and the token of the claim it runs under
@@ -39,6 +41,10 @@ type request struct {
 	// (see answerInPlace).
 	outer http.Header
 }
+
+// writer is the request's ResponseWriter, which answers in the handler's
+// place are written to.
+func (q *request) writer() http.ResponseWriter { return q.rec.w }
 
 // restoredBody replays the bytes read from a request body to the handler.
 type restoredBody struct{ bytes.Reader }
@@ -172,7 +178,7 @@ func (q *request) run(h held, res ClaimResult) {
 	if !ok {
 		return
 	}
-	if oh := q.w.Header(); len(oh) > 0 {
+	if oh := q.writer().Header(); len(oh) > 0 {
 		q.outer = oh.Clone()
 	}
 	ran, finished := false, false

@@ -64,7 +64,7 @@ type txClaim struct {
 func (c *txClaim) start(q *request, res ClaimResult) (context.Context, bool) {
 	// The whole response is buffered: nothing may reach the client before
 	// the commit decides whether it happened.
-	q.rec = recorder{w: q.w, limit: q.m.cfg.maxResponse}
+	q.rec = recorder{w: q.writer(), limit: q.m.cfg.maxResponse}
 	return q.r.Context(), true
 }
 
@@ -168,7 +168,7 @@ func (c *txClaim) commitFailed(q *request, ev Event, err error) {
 		if errors.Is(err, ErrRecordedNotReplayable) {
 			detail = "The operation could not be committed as a whole: part of it was committed, and it is recorded as completed but not replayable. A retry with the same key gets 410 (ProblemResponseTooLarge); the operation will not run again."
 		}
-		writeProblem(q.w, problem{Type: ProblemCommitFailed, Status: http.StatusServiceUnavailable, Key: q.claim.key.Key, Detail: detail}, storeRetryAfter)
+		writeProblem(q.writer(), problem{Type: ProblemCommitFailed, Status: http.StatusServiceUnavailable, Key: q.claim.key.Key, Detail: detail}, storeRetryAfter)
 	})
 }
 
