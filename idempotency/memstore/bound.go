@@ -27,9 +27,9 @@ const (
 	// expiryOverhead is one item of a shard's expiry queue (a time and a
 	// Key, 40 bytes), with the part of a chunk not yet written.
 	expiryOverhead = 56
-	// responseOverhead is the response struct of a completed entry (56
-	// bytes, in a 64-byte size class) and the size-class rounding of the
-	// byte slice it holds.
+	// responseOverhead is the response struct of a completed entry (48
+	// bytes, counted as a 64-byte size class) and the size-class rounding
+	// of the byte slice it holds.
 	responseOverhead = 80
 	// viewOverhead is a replayed response's view, an idempotency.Response
 	// (48 bytes), and mapOverhead its http.Header's map without its slots.
@@ -101,7 +101,7 @@ func (r *response) viewSize() int64 {
 	if groups > 1 {
 		n += 64
 	}
-	return n + mapOverhead + groups*mapGroupSize + viewRounding + stringSize*int64(r.values) + int64(len(r.data)-int(r.bodyLen))
+	return n + mapOverhead + groups*mapGroupSize + viewRounding + stringSize*int64(r.valueCount()) + int64(len(r.data)-int(r.bodyLen))
 }
 
 // budget counts the entries and the estimated bytes of a Store against its

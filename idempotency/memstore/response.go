@@ -27,7 +27,6 @@ type response struct {
 	view     *idempotency.Response // made at the first replay; read-only
 	bodyLen  int32                 // the body is data[:bodyLen]
 	fields   int32                 // the header's fields after the body; -1 when the Header was nil
-	values   int32                 // the values of all the fields
 	status   int32                 // an HTTP status, 100 to 999
 	nilBody  bool                  // the Body was nil rather than empty
 	oversize bool
@@ -46,7 +45,7 @@ func newResponse(r *idempotency.Response) *response {
 	// more than the copy.
 	var stack [256]byte
 	fields := stack[:0]
-	count, values := int32(-1), int32(0)
+	count := int32(-1)
 	if r.Header != nil {
 		count = int32(len(r.Header))
 		for name, vv := range r.Header {
@@ -61,7 +60,6 @@ func newResponse(r *idempotency.Response) *response {
 				fields = binary.AppendUvarint(fields, uint64(len(v)))
 				fields = append(fields, v...)
 			}
-			values += int32(len(vv))
 		}
 	}
 	var out *response
@@ -72,7 +70,7 @@ func newResponse(r *idempotency.Response) *response {
 		out.data = append(append(out.data, r.Body...), fields...)
 	}
 	out.status, out.oversize, out.nilBody = int32(r.Status), r.Oversize, r.Body == nil
-	out.bodyLen, out.fields, out.values = int32(len(r.Body)), count, values
+	out.bodyLen, out.fields = int32(len(r.Body)), count
 	return out
 }
 
@@ -87,6 +85,29 @@ func readUvarint(s string) (int, string) {
 			return int(n), s[i+1:]
 		}
 	}
+}
+
+// valueCount returns how many values r's header fields hold in all. It
+// reads them from data rather than keeping the count, which would take the
+// struct, 48 bytes, into the next 8: a response is kept for every
+// completed entry, its count needed only when its view is made.
+func (r *response) valueCount() int {
+	b := r.data[r.bodyLen:]
+	skip := func() uint64 { // a length or a count, and b past it
+		n, w := binary.Uvarint(b)
+		b = b[w:]
+		return n
+	}
+	values := 0
+	for range max(r.fields, 0) {
+		b = b[skip():] // the name
+		count := int(skip())
+		for range count - 1 {
+			b = b[skip():]
+		}
+		values += max(count-1, 0)
+	}
+	return values
 }
 
 // body returns r's body, read-only: an append to it copies.
@@ -114,7 +135,7 @@ func (r *response) httpHeader() http.Header {
 	}
 	h := make(http.Header, r.fields)
 	text := string(r.data[r.bodyLen:])
-	values := make([]string, r.values)
+	values := make([]string, r.valueCount())
 	for range r.fields {
 		var n, count int
 		n, text = readUvarint(text)
