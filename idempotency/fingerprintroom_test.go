@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -85,4 +86,67 @@ func TestMiddlewareFingerprintIsFingerprint(t *testing.T) {
 			t.Errorf("body %d (%d bytes, announced %d): the handler read %q, want %q", i, len(b.text), b.announced, got, b.text)
 		}
 	}
+}
+
+// TestMiddlewareFingerprintKeepsLittle: a store may keep the fingerprint
+// string it is given (for its entry's lifetime), and what that keeps alive
+// is the fingerprint and at most the allocation of a short body of
+// announced length (sharedBodyMax, 256 bytes), not the buffer of a body of
+// unknown length, nor one grown past what was announced.
+func TestMiddlewareFingerprintKeepsLittle(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		size      int
+		announced int64 // -1: unknown
+	}{
+		{"unknown length, 300 bytes", 300, -1},
+		{"unknown length, 70000 bytes", 70000, -1},
+		{"200 bytes, 100 announced", 200, 100},
+		{"100 bytes, announced", 100, 100}, // shares an allocation of up to 256 bytes
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			const n = 64
+			kept := keptFingerprints(t, n, c.size, c.announced)
+			var with, without runtime.MemStats
+			runtime.GC() // twice, so that the pools' victims go too
+			runtime.GC()
+			runtime.ReadMemStats(&with)
+			runtime.KeepAlive(kept)
+			kept = nil
+			runtime.GC()
+			runtime.GC()
+			runtime.ReadMemStats(&without)
+			per := (int64(with.HeapAlloc) - int64(without.HeapAlloc)) / n
+			t.Logf("%d bytes a kept fingerprint ", per)
+			if per > 256 {
+				t.Errorf("a kept fingerprint keeps %d bytes alive, want at most 256", per)
+			}
+		})
+	}
+}
+
+// keptFingerprints sends n requests with bodies of size bytes (announced
+// as announced) through the Middleware and returns the fingerprints its
+// store was given, the store and everything else let go.
+func keptFingerprints(t *testing.T, n, size int, announced int64) []string {
+	spy := &fingerprintSpy{Store: newStore(t)}
+	h := idempotency.Middleware(spy)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusCreated)
+	}))
+	text := strings.Repeat("b", size)
+	for i := range n {
+		r := httptest.NewRequest(http.MethodPost, "/payments", nil)
+		r.Body, r.ContentLength = io.NopCloser(strings.NewReader(text)), announced
+		r.Header.Set("Content-Type", "application/octet-stream")
+		r.Header.Set(idempotency.HeaderIdempotencyKey, `"k-`+strconv.Itoa(i)+`"`)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusCreated {
+			t.Fatalf("status %d", w.Code)
+		}
+	}
+	kept := spy.fps
+	spy.fps = nil // the Middleware may outlive this call, and the spy with it
+	return kept
 }
