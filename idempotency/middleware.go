@@ -276,7 +276,10 @@ func (q *request) readBody() (body, room []byte, err error) {
 			return nil, nil, err
 		}
 	}
-	if cap(buf)-len(buf) >= fingerprintLen {
+	// Room in a larger buffer (one of unknown length, or grown past the
+	// length announced) would keep it alive as long as a store keeps the
+	// fingerprint.
+	if cap(buf) <= sharedBodyMax && cap(buf)-len(buf) >= fingerprintLen {
 		room = buf[len(buf):len(buf)]
 	}
 	body = buf[:len(buf):len(buf)] // nothing appends to it over room
