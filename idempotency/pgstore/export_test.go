@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/saferetry/saferetry/idempotency"
+	"github.com/saferetry/saferetry/internal/pgtext"
 	"github.com/saferetry/saferetry/internal/replaymix"
 )
 
@@ -46,3 +48,9 @@ var ErrStillHeld = errStillHeld
 // claim (the replay fast path, see Store.replay), for the tests of package
 // pgstore_test.
 func ReadsFirst(s *Store) bool { return s.replay.ReadFirst() }
+
+// Notification returns the channel and the payload of the notification
+// that the completion of k's watched entry on s sends.
+func Notification(s *Store, k idempotency.Key) (channel, payload string) {
+	return s.watch.channel(), s.watch.payload(pgtext.Encode(k.Scope), pgtext.Encode(k.Key))
+}
