@@ -63,26 +63,39 @@ func codingHeader(k string) bool { return k == "Content-Encoding" || k == "Vary"
 // when its canonical name is, under that name, so that stored names are
 // canonical and a replay finds them with plain lookups.
 // When every header of h is kept it returns h itself: the handler is done
-// with it, and stores copy what they keep. Otherwise it fills a map it
-// borrows from storedHeaderMaps, and reports borrowed: the caller hands it
-// back with returnStoredHeaders once the store has answered.
-func (c *config) storedHeaders(h http.Header) (out http.Header, borrowed bool) {
+// with it, and stores copy what they keep. So it does when every one is
+// but a Content-Length the handler set (by its canonical name, with
+// values), which it takes out of h and returns as held: the caller puts it
+// back (see restoreLength) once the store has answered, before anything
+// else reads h. Otherwise it fills a map it borrows from storedHeaderMaps,
+// and reports borrowed: the caller hands it back with returnStoredHeaders
+// once the store has answered.
+func (c *config) storedHeaders(h http.Header) (out http.Header, borrowed bool, held []string) {
 	// One pass tells whether the body is encoded (labelsCoding) and whether
 	// every name is kept: a name is, whatever the coding, or only with an
-	// encoded body (ifEncoded), or not at all (notKept).
-	encoded, ifEncoded, notKept := false, false, false
+	// encoded body (ifEncoded), or not at all (notKept), Content-Length
+	// apart (length).
+	encoded, ifEncoded, notKept, length := false, false, false, false
 	for k, v := range h {
 		encoded = encoded || labelsCoding(k, v)
 		if !c.keeps(k, false) { // a name not in canonical form is never in the allow-list
-			if c.keeps(k, true) {
+			switch {
+			case c.keeps(k, true):
 				ifEncoded = true
-			} else {
+			case k == "Content-Length" && v != nil:
+				length = true
+			default:
 				notKept = true
 			}
 		}
 	}
 	if !notKept && (!ifEncoded || encoded) {
-		return h, false // with no Trailer header, which is never kept
+		// With no Trailer header, which is never kept.
+		if length {
+			held = h["Content-Length"]
+			delete(h, "Content-Length")
+		}
+		return h, false, held
 	}
 	trailers := len(h["Trailer"]) > 0
 	for k, v := range h {
@@ -104,7 +117,7 @@ func (c *config) storedHeaders(h http.Header) (out http.Header, borrowed bool) {
 		}
 		out[k] = v[:len(v):len(v)] // the handler is done with it; a later append must copy
 	}
-	return out, out != nil
+	return out, out != nil, nil
 }
 
 // storedHeaderMaps holds the maps of the stored headers of answers that
@@ -112,6 +125,16 @@ func (c *config) storedHeaders(h http.Header) (out http.Header, borrowed bool) {
 // do not cost a map each: Store.Complete and TxStore.Complete copy what
 // they keep and keep no reference to the Header.
 var storedHeaderMaps = sync.Pool{New: func() any { return make(http.Header, 4) }}
+
+// restoreLength puts back in h the Content-Length values held that
+// storedHeaders took out of it, if any. It is deferred, so that h is whole
+// again however the store calls end (a panic included) before the answer
+// goes out (see recorder.flush).
+func restoreLength(h http.Header, held []string) {
+	if held != nil {
+		h["Content-Length"] = held
+	}
+}
 
 // returnStoredHeaders hands back a map that storedHeaders borrowed.
 func returnStoredHeaders(h http.Header) {

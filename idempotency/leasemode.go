@@ -175,7 +175,8 @@ func (c *leaseClaim) record(q *request) (ev Event, superseded bool, kept *keeper
 	switch {
 	case superseded:
 	case storable(ev.Status):
-		resp, borrowed := m.outcome(&q.rec, q.r)
+		resp, borrowed, held := m.outcome(&q.rec, q.r)
+		defer restoreLength(resp.Header, held)
 		superseded = m.complete(&c.store, ev, resp, &s)
 		if borrowed {
 			returnStoredHeaders(resp.Header)

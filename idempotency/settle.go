@@ -245,24 +245,29 @@ func (m *middleware) settledAs(ctx context.Context, ev Event, completed bool, s 
 // outcome is the Response to store for what rec recorded in answer to r:
 // not replayable when it is oversize or did not reach its client whole
 // (see recorder.notWhole). When borrowed, its Header goes back with
-// returnStoredHeaders once the store has answered (see storedHeaders).
-func (m *middleware) outcome(rec *recorder, r *http.Request) (resp Response, borrowed bool) {
+// returnStoredHeaders once the store has answered; when held is not nil,
+// it goes back into that Header, the handler's own, with restoreLength
+// (see storedHeaders).
+func (m *middleware) outcome(rec *recorder, r *http.Request) (resp Response, borrowed bool, held []string) {
 	if rec.oversize || rec.notWhole(r) {
-		return Response{Status: rec.statusCode(), Oversize: true}, false
+		return Response{Status: rec.statusCode(), Oversize: true}, false, nil
 	}
-	h, borrowed := m.cfg.storedHeaders(rec.w.Header())
-	if n := rec.sentLength(); n >= 0 && r.Method == http.MethodHead {
+	n := rec.sentLength() // read before storedHeaders may take the field out
+	h, borrowed, held := m.cfg.storedHeaders(rec.w.Header())
+	if n >= 0 && r.Method == http.MethodHead {
 		// The length of an answer to HEAD is the one its handler declared,
 		// what a GET would get, not that of the bytes it wrote (which no
 		// client sees): it is kept for the replays (see request.replay).
 		// A name that is never replayed is never in h as the handler's
-		// own map (see storedHeaders): h is borrowed, or nil.
+		// own map (see storedHeaders): h is borrowed, or nil, or the
+		// handler's without its Content-Length, which goes back over this
+		// one (held).
 		if h == nil {
 			h, borrowed = storedHeaderMaps.Get().(http.Header), true
 		}
 		h["Content-Length"] = []string{strconv.FormatInt(n, 10)}
 	}
-	return Response{Status: rec.statusCode(), Header: h, Body: rec.buf}, borrowed
+	return Response{Status: rec.statusCode(), Header: h, Body: rec.buf}, borrowed, held
 }
 
 // storable reports whether an outcome with this status is stored: the

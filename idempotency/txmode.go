@@ -122,11 +122,13 @@ func (c *txClaim) finish(q *request) {
 	}()
 	sctx, cancel := context.WithTimeout(detached, m.cfg.storeTimeout)
 	defer cancel()
-	resp, borrowed := m.outcome(&q.rec, q.r)
+	resp, borrowed, held := m.outcome(&q.rec, q.r)
+	defer restoreLength(resp.Header, held) // should Complete panic
 	err := s.call(func() error { return c.tx.Complete(sctx, q.claim.key, q.claim.token, resp, m.cfg.ttl) })
 	if borrowed {
 		returnStoredHeaders(resp.Header)
 	}
+	restoreLength(resp.Header, held) // before the answer goes out, below
 	if errors.Is(err, ErrResponseNotStorable) && !resp.Oversize {
 		// As in lease mode: the handler's writes commit with a record that
 		// retries answer 410, rather than roll back for ever.
