@@ -219,6 +219,51 @@ func TestDeclaredContentLength(t *testing.T) {
 			w.WriteHeader(http.StatusCreated)
 			write(w, "abcde", "f")
 		}},
+		// Past the digits read without strconv.ParseInt (18): its
+		// overflow is no length, and leading zeros are read alike.
+		{name: "huge", handle: func(w http.ResponseWriter) {
+			setLength(w, "99999999999999999999")
+			write(w, "abcde")
+		}},
+		{name: "largest, shorter", handle: func(w http.ResponseWriter) {
+			setLength(w, "9223372036854775807")
+			write(w, "abcde")
+		}},
+		{name: "18 digits, leading zeros", status: http.StatusCreated, handle: func(w http.ResponseWriter) {
+			setLength(w, "000000000000000005")
+			w.WriteHeader(http.StatusCreated)
+			write(w, "abcde")
+		}},
+		{name: "19 digits, leading zeros", status: http.StatusCreated, handle: func(w http.ResponseWriter) {
+			setLength(w, "0000000000000000005")
+			w.WriteHeader(http.StatusCreated)
+			write(w, "abcde")
+		}},
+		{name: "empty value", handle: func(w http.ResponseWriter) {
+			setLength(w, "")
+			write(w, "abcde")
+		}},
+		{name: "no values", handle: func(w http.ResponseWriter) {
+			w.Header()["Content-Length"] = nil
+			write(w, "abcde")
+		}},
+		{name: "same value twice", status: http.StatusCreated, handle: func(w http.ResponseWriter) {
+			setLength(w, "5", "5")
+			w.WriteHeader(http.StatusCreated)
+			write(w, "abcde")
+		}},
+		{name: "exact, with kept headers", status: http.StatusCreated, handle: func(w http.ResponseWriter) {
+			w.Header()["Location"] = []string{"/ops/1"}
+			w.Header()["Content-Type"] = []string{"text/plain"}
+			setLength(w, "5")
+			w.WriteHeader(http.StatusCreated)
+			write(w, "abcde")
+		}},
+		{name: "non-canonical name, exact", status: http.StatusCreated, handle: func(w http.ResponseWriter) {
+			w.Header()["content-length"] = []string{"5"}
+			w.WriteHeader(http.StatusCreated)
+			write(w, "abcde")
+		}},
 		{name: "with Transfer-Encoding", handle: func(w http.ResponseWriter) {
 			setLength(w, "3")
 			w.Header().Set("Transfer-Encoding", "chunked")
