@@ -107,11 +107,32 @@ func declaredLength(h http.Header) int64 {
 	if len(v) == 0 {
 		return -1
 	}
+	if n, ok := plainLength(v[0]); ok {
+		return n
+	}
 	n, err := strconv.ParseInt(v[0], 10, 64)
 	if err != nil || n < 0 {
 		return -1
 	}
 	return n
+}
+
+// plainLength returns s as a length when it is 1 to 18 ASCII digits, too
+// few to overflow, which strconv.ParseInt reads as the same number: the
+// usual field, read without it. ok is false otherwise, for ParseInt to
+// read (a sign, an overflow, no digits).
+func plainLength(s string) (n int64, ok bool) {
+	if len(s) == 0 || len(s) > 18 {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
 }
 
 // sentLength returns the Content-Length that the header of the answer
@@ -148,14 +169,16 @@ func (r *recorder) notWhole(req *http.Request) bool {
 	if length < 0 || status == http.StatusNoContent || status == http.StatusNotModified {
 		return false // no length is sent (net/http's writer drops it for these)
 	}
-	if te := h.Get("Transfer-Encoding"); te != "" && te != "identity" {
+	// By its canonical name, as net/http's writer reads it (Header.Get).
+	if te := h["Transfer-Encoding"]; len(te) > 0 && te[0] != "" && te[0] != "identity" {
 		return false // net/http's writer drops the length and sends the body chunked
 	}
 	// The field goes out as the handler left it, unless sendHeader
 	// rewrites it as the one length sent: then only the body can fall
 	// short of it.
 	if v := h["Content-Length"]; declaredLength(h) == length {
-		signed := strings.Trim(v[0], "0123456789") != ""
+		_, plain := plainLength(v[0])
+		signed := !plain && strings.Trim(v[0], "0123456789") != ""
 		switch {
 		case req.ProtoMajor >= 2 && signed:
 			return false // not sent: the body is framed without it
