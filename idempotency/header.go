@@ -80,10 +80,10 @@ func (c *config) storedHeaders(h http.Header) (out http.Header, borrowed bool, h
 		encoded = encoded || labelsCoding(k, v)
 		if !c.keeps(k, false) { // a name not in canonical form is never in the allow-list
 			switch {
+			case k == "Content-Length" && v != nil: // never kept, first: no lookup
+				length = true
 			case c.keeps(k, true):
 				ifEncoded = true
-			case k == "Content-Length" && v != nil:
-				length = true
 			default:
 				notKept = true
 			}
