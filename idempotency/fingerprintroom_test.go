@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"context"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -105,24 +106,40 @@ func TestMiddlewareFingerprintKeepsLittle(t *testing.T) {
 		{"100 bytes, announced", 100, 100}, // shares an allocation of up to 256 bytes
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			const n = 64
-			kept := keptFingerprints(t, n, c.size, c.announced)
-			var with, without runtime.MemStats
-			runtime.GC() // twice, so that the pools' victims go too
-			runtime.GC()
-			runtime.ReadMemStats(&with)
-			runtime.KeepAlive(kept)
-			kept = nil
-			runtime.GC()
-			runtime.GC()
-			runtime.ReadMemStats(&without)
-			per := (int64(with.HeapAlloc) - int64(without.HeapAlloc)) / n
-			t.Logf("%d bytes a kept fingerprint ", per)
-			if per > 256 {
-				t.Errorf("a kept fingerprint keeps %d bytes alive, want at most 256", per)
+			// What a kept fingerprint keeps is the same every time; the
+			// heap's other movements between the two readings (an earlier
+			// test's goroutine finishing, under -race and a loaded CI
+			// machine) only add to the difference. So the least of a few
+			// readings is the figure.
+			least := int64(math.MaxInt64)
+			for range 5 {
+				if least = min(least, keptPerFingerprint(t, c.size, c.announced)); least <= 256 {
+					break
+				}
+			}
+			t.Logf("%d bytes a kept fingerprint", least)
+			if least > 256 {
+				t.Errorf("a kept fingerprint keeps %d bytes alive, want at most 256", least)
 			}
 		})
 	}
+}
+
+// keptPerFingerprint is the heap that 64 fingerprints kept by a store
+// (see keptFingerprints) keep alive, over 64.
+func keptPerFingerprint(t *testing.T, size int, announced int64) int64 {
+	const n = 64
+	kept := keptFingerprints(t, n, size, announced)
+	var with, without runtime.MemStats
+	runtime.GC() // twice, so that the pools' victims go too
+	runtime.GC()
+	runtime.ReadMemStats(&with)
+	runtime.KeepAlive(kept)
+	kept = nil
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&without)
+	return (int64(with.HeapAlloc) - int64(without.HeapAlloc)) / n
 }
 
 // keptFingerprints sends n requests with bodies of size bytes (announced
